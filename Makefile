@@ -1,0 +1,122 @@
+# Hybrid Counter Kit: developer and CI entry points. `make help` lists them.
+# CI runs `.ci/run`, which is `make test` on a fresh machine.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+MAKEFLAGS += --no-builtin-rules
+
+VENV := .venv
+# Absolute, so that tools find the venv and ~/.cargo/bin from any directory.
+export PATH := $(CURDIR)/$(VENV)/bin:$(HOME)/.cargo/bin:$(PATH)
+
+# Where `make deploy` goes: local (fakecloud), localstack or aws.
+TARGET ?= local
+DEPLOY_TARGETS := local localstack aws
+LAMBDA_TARGET := aarch64-unknown-linux-gnu
+FAKECLOUD := localstack/fakecloud.sh
+LAMBDA_DIR := $(or $(CARGO_TARGET_DIR),target)/lambda
+
+# Every directory under handlers/ is a Lambda package; its name is the
+# `name =` of the [package] table of its Cargo.toml.
+HANDLER_MANIFESTS := $(sort $(wildcard handlers/*/Cargo.toml))
+HANDLER_PACKAGES := $(foreach m,$(HANDLER_MANIFESTS),$(shell awk -F'"' '/^\[/ { pkg = ($$0 == "[package]") } pkg && /^name[[:space:]]*=/ { print $$2; exit }' $(m)))
+
+.PHONY: help tools rust-tools venv fakecloud-install \
+	fmt-check lint unit e2e test build \
+	emulator-start emulator-stop emulator-status deploy deploy-check clean
+
+help: ## Show this help
+	@echo "Usage: make <target> [TARGET=local|localstack|aws] [FAKECLOUD_PORT=4566]"
+	@echo
+	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z0-9_-]+:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@echo
+	@echo "Handler packages: $(or $(HANDLER_PACKAGES),none)"
+
+## ---- tools -----------------------------------------------------------------
+
+tools: rust-tools venv fakecloud-install ## Install everything below (idempotent, fast when done)
+
+rust-tools: ## rustup: aarch64-unknown-linux-gnu target, rustfmt and clippy
+	@command -v rustup >/dev/null || { echo "error: rustup not found; install Rust with rustup" >&2; exit 1; }
+	@if ! rustup target list --installed | grep -qx '$(LAMBDA_TARGET)'; then \
+		rustup target add $(LAMBDA_TARGET); \
+	fi
+	@installed=$$(rustup component list --installed); \
+	missing=(); \
+	for c in rustfmt clippy; do grep -q "^$$c" <<<"$$installed" || missing+=("$$c"); done; \
+	if (( $${#missing[@]} )); then rustup component add "$${missing[@]}"; fi
+
+venv: $(VENV)/.stamp ## Python venv with requirements-dev.txt (cargo-lambda, zig, cfn-lint)
+
+$(VENV)/.stamp: requirements-dev.txt
+	@test -x $(VENV)/bin/python || python3 -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+	@touch $@
+
+fakecloud-install: ## cargo install the pinned fakecloud (~25 min once, then instant)
+	$(FAKECLOUD) install
+
+## ---- checks ----------------------------------------------------------------
+
+fmt-check: ## cargo fmt --check
+	cargo fmt --all -- --check
+
+lint: ## clippy on the whole workspace, warnings are errors
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+
+unit: ## Unit tests (everything but the emulator tests)
+	cargo test --workspace --exclude e2e --locked
+
+e2e: ## Emulator tests; the harness starts its own fakecloud on a free port
+	@bin=$$(command -v "$${FAKECLOUD_BIN:-fakecloud}") || { \
+		echo "error: fakecloud not found; run 'make tools' (or $(FAKECLOUD) install)" >&2; exit 1; }; \
+	echo "+ HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN=$$bin cargo test -p e2e --locked -- --test-threads=4"; \
+	HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN="$$bin" cargo test -p e2e --locked -- --test-threads=4
+
+test: ## tools, then fmt-check, lint, unit, e2e; stops at the first failure (what CI runs)
+	+@$(MAKE) --no-print-directory tools
+	+@$(MAKE) --no-print-directory fmt-check
+	+@$(MAKE) --no-print-directory lint
+	+@$(MAKE) --no-print-directory unit
+	+@$(MAKE) --no-print-directory e2e
+
+## ---- build and deploy ------------------------------------------------------
+
+# The arm64 build needs the target and the venv, not the emulator.
+build: rust-tools venv ## Release arm64 bootstrap.zip for every handlers/* package
+	@if [[ -z "$(strip $(HANDLER_PACKAGES))" ]]; then \
+		echo "error: no handler packages found under handlers/*/Cargo.toml" >&2; exit 1; fi
+	cargo lambda build --release --arm64 --output-format zip $(addprefix -p ,$(HANDLER_PACKAGES))
+	@shopt -s nullglob; zips=($(LAMBDA_DIR)/*/bootstrap.zip); \
+	if (( $${#zips[@]} == 0 )); then echo "error: no $(LAMBDA_DIR)/*/bootstrap.zip" >&2; exit 1; fi; \
+	echo "Lambda packages:"; \
+	for z in "$${zips[@]}"; do \
+		printf '  %-56s %10s bytes  %6s\n' "$$z" "$$(wc -c <"$$z")" "$$(du -h "$$z" | cut -f1)"; \
+	done
+
+emulator-start: ## Start fakecloud in the background and print its endpoint
+	@$(FAKECLOUD) start $(if $(FAKECLOUD_PORT),--port $(FAKECLOUD_PORT))
+
+emulator-stop: ## Stop the background fakecloud
+	@$(FAKECLOUD) stop
+
+emulator-status: ## Is the background fakecloud running? (exit 0/1)
+	@$(FAKECLOUD) status
+
+deploy: deploy-check build $(if $(filter local,$(TARGET)),emulator-start) ## Build and deploy the stack to TARGET (default local)
+	cargo run -q -p ops-cli -- deploy --target $(TARGET)
+
+deploy-check:
+	@if [[ -z "$(filter $(DEPLOY_TARGETS),$(TARGET))" || "$(words $(TARGET))" != 1 ]]; then \
+		echo "error: TARGET must be one of: $(DEPLOY_TARGETS) (got '$(TARGET)')" >&2; exit 1; fi
+	@if [[ ! -f ops-cli/Cargo.toml ]]; then \
+		echo "error: counterctl is not built yet (issue 3): ops-cli/Cargo.toml does not exist" >&2; exit 1; fi
+
+## ---- housekeeping ----------------------------------------------------------
+
+clean: ## Stop the emulator, cargo clean, remove .run (keeps .venv)
+	-@$(FAKECLOUD) stop
+	cargo clean
+	rm -rf .run

@@ -1,0 +1,89 @@
+//! The crate's errors. The request path's public contract has exactly five
+//! outcomes besides success; a DynamoDB transaction error is never one of
+//! them (it becomes [`Error::Unavailable`] at worst).
+
+use crate::ids::IdError;
+
+/// Errors of the request path and of configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("limit exceeded: the scope uses {usage} of {limit}")]
+    LimitExceeded { usage: i64, limit: u64 },
+    #[error("the resource already exists")]
+    AlreadyExists,
+    #[error("the resource does not exist")]
+    NotFound,
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    #[error("the counter store is unavailable, retry later: {0}")]
+    Unavailable(String),
+}
+
+impl From<IdError> for Error {
+    fn from(err: IdError) -> Self {
+        Error::InvalidInput(err.to_string())
+    }
+}
+
+/// Why one transaction item was cancelled, in the request order of the
+/// transaction's actions (as `CancellationReasons` are).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelReason {
+    /// This action did not cause the cancellation.
+    None,
+    ConditionalCheckFailed,
+    TransactionConflict,
+    Throttled,
+    Other(String),
+}
+
+impl CancelReason {
+    /// Maps a `CancellationReason.Code` as DynamoDB documents them.
+    pub fn from_code(code: Option<&str>) -> Self {
+        match code {
+            None | Some("None") => CancelReason::None,
+            Some("ConditionalCheckFailed") => CancelReason::ConditionalCheckFailed,
+            Some("TransactionConflict") => CancelReason::TransactionConflict,
+            Some("ThrottlingError") | Some("ProvisionedThroughputExceeded") => CancelReason::Throttled,
+            Some(other) => CancelReason::Other(other.to_string()),
+        }
+    }
+
+    /// Conflicts and throttling go away by themselves: retry after a backoff.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, CancelReason::TransactionConflict | CancelReason::Throttled)
+    }
+}
+
+/// Errors of a [`crate::Store`], classified for the caller's decision.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// A plain conditional write's condition was false.
+    #[error("conditional check failed")]
+    ConditionFailed,
+    /// A transaction was cancelled; reasons in the order of its actions.
+    #[error("transaction cancelled: {reasons:?}")]
+    Cancelled { reasons: Vec<CancelReason> },
+    /// Throttled, or the item is in another transaction: retry later.
+    #[error("transient failure: {0}")]
+    Transient(String),
+    /// Anything else from the service or the transport (after SDK retries).
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// An item in the store does not have the kit's shape.
+    #[error("malformed item: {0}")]
+    Malformed(String),
+}
+
+impl StoreError {
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Transient(_) => true,
+            StoreError::Cancelled { reasons } => {
+                reasons.iter().any(CancelReason::is_transient)
+                    && !reasons.iter().any(|r| matches!(r, CancelReason::Other(_)))
+            }
+            _ => false,
+        }
+    }
+}

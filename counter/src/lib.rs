@@ -1,0 +1,45 @@
+//! Hybrid per-scope counters on DynamoDB.
+//!
+//! Two counters per scope: a **best-effort** counter (BE) written inline by the
+//! API, never inside a transaction and never retried on an ambiguous error, so
+//! it may undercount but never overcounts; and an **eventual** counter (EC)
+//! written by the stream consumer inside a transaction that also flips the
+//! item's idempotency flag, so `EC == items with counter_processed = true` at
+//! every instant and EC is exact once the stream is drained.
+//!
+//! This crate decides; the edges do I/O. [`request`] is the API's request path,
+//! [`stream`] decodes and plans stream records (pure) and runs the plans
+//! against a [`store::Store`], a trait small enough for an in-memory double;
+//! [`store::dynamo`] is the thin DynamoDB implementation.
+
+pub mod audit;
+pub mod backoff;
+pub mod config;
+pub mod error;
+pub mod ids;
+pub mod items;
+pub mod keys;
+#[cfg(feature = "lambda")]
+pub mod lambda;
+pub mod request;
+pub mod store;
+pub mod stream;
+
+pub use config::CounterConfig;
+pub use error::Error;
+pub use ids::{IdError, ResourceId, Scope};
+pub use request::{Counter, Created, Usage};
+pub use store::Store;
+pub use store::dynamo::DynamoStore;
+
+/// Milliseconds since the Unix epoch. Time is passed in, never read inside
+/// the library, so logic is testable without a clock.
+pub type EpochMillis = i64;
+
+/// The current wall-clock time, for binaries to pass in.
+pub fn now_millis() -> EpochMillis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}

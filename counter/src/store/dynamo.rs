@@ -1,0 +1,383 @@
+//! [`Store`] over `aws-sdk-dynamodb`: expression building and error
+//! classification, nothing else. Every attribute is referenced through a
+//! `#placeholder` (several names are reserved words).
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem, Update};
+use serde::Deserialize;
+
+use super::{CounterDelta, ItemWrite, NewResource, ResourceKey, Store, Transaction};
+use crate::EpochMillis;
+use crate::config::CounterConfig;
+use crate::error::{CancelReason, StoreError};
+use crate::ids::Scope;
+use crate::items::{CounterItem, CounterSnapshot, ResourceState};
+use crate::keys;
+
+/// The DynamoDB implementation of [`Store`].
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    resources_table: String,
+    counters_table: String,
+}
+
+impl DynamoStore {
+    pub fn new(client: Client, config: &CounterConfig) -> Self {
+        Self {
+            client,
+            resources_table: config.resources_table.clone(),
+            counters_table: config.counters_table.clone(),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+/// Whether an error code is a failed condition on a plain write.
+pub fn is_conditional_check_failed(code: Option<&str>) -> bool {
+    code == Some("ConditionalCheckFailedException")
+}
+
+/// Whether an error code means "too fast or busy, retry later": throttling,
+/// or the item is held by a concurrent transaction.
+pub fn is_throttle(code: Option<&str>) -> bool {
+    matches!(
+        code,
+        Some(
+            "ProvisionedThroughputExceededException"
+                | "ThrottlingException"
+                | "RequestLimitExceeded"
+                | "TransactionConflictException"
+                | "TransactionInProgressException"
+        )
+    )
+}
+
+/// Classifies an SDK error by its error code (never by message text).
+pub fn classify<E, R>(err: SdkError<E, R>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug,
+{
+    let code = err.code().map(str::to_owned);
+    if is_conditional_check_failed(code.as_deref()) {
+        StoreError::ConditionFailed
+    } else if is_throttle(code.as_deref()) {
+        StoreError::Transient(code.unwrap_or_default())
+    } else {
+        StoreError::Unavailable(DisplayErrorContext(&err).to_string())
+    }
+}
+
+fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+fn n(value: i64) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+fn resource_key(key: &ResourceKey) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (keys::SCOPE.to_owned(), s(key.scope.as_str())),
+        (keys::ID.to_owned(), s(key.id.as_str())),
+    ])
+}
+
+fn counter_key(scope: &Scope, name: &str) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (keys::SCOPE.to_owned(), s(scope.as_str())),
+        (keys::NAME.to_owned(), s(name)),
+    ])
+}
+
+/// `ADD count :delta, version :one SET updated_at = :now` on a counter item.
+const COUNTER_UPDATE: &str = "ADD #count :delta, #version :one SET #updated_at = :now";
+
+fn counter_names() -> HashMap<String, String> {
+    HashMap::from([
+        ("#count".to_owned(), keys::COUNT.to_owned()),
+        ("#version".to_owned(), keys::VERSION.to_owned()),
+        ("#updated_at".to_owned(), keys::UPDATED_AT.to_owned()),
+    ])
+}
+
+fn counter_values(delta: i64, now: EpochMillis) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (":delta".to_owned(), n(delta)),
+        (":one".to_owned(), n(1)),
+        (":now".to_owned(), n(now)),
+    ])
+}
+
+fn build_error(err: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(format!("could not build request: {err}"))
+}
+
+impl DynamoStore {
+    fn counter_action(&self, delta: &CounterDelta, now: EpochMillis) -> Result<TransactWriteItem, StoreError> {
+        let update = Update::builder()
+            .table_name(&self.counters_table)
+            .set_key(Some(counter_key(&delta.scope, &delta.name)))
+            .update_expression(COUNTER_UPDATE)
+            .set_expression_attribute_names(Some(counter_names()))
+            .set_expression_attribute_values(Some(counter_values(delta.delta, now)))
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().update(update).build())
+    }
+
+    fn item_action(&self, write: &ItemWrite) -> Result<TransactWriteItem, StoreError> {
+        let names = HashMap::from([
+            ("#cp".to_owned(), keys::COUNTER_PROCESSED.to_owned()),
+            ("#inc".to_owned(), keys::INCARNATION.to_owned()),
+        ]);
+        match write {
+            ItemWrite::MarkCounted { key, incarnation } => {
+                let update = Update::builder()
+                    .table_name(&self.resources_table)
+                    .set_key(Some(resource_key(key)))
+                    .update_expression("SET #cp = :true")
+                    .condition_expression("#cp = :false AND #inc = :inc")
+                    .set_expression_attribute_names(Some(names))
+                    .expression_attribute_values(":true", AttributeValue::Bool(true))
+                    .expression_attribute_values(":false", AttributeValue::Bool(false))
+                    .expression_attribute_values(":inc", s(incarnation))
+                    .build()
+                    .map_err(build_error)?;
+                Ok(TransactWriteItem::builder().update(update).build())
+            }
+            ItemWrite::DeleteCounted { key, incarnation } | ItemWrite::DeleteUncounted { key, incarnation } => {
+                let counted = matches!(write, ItemWrite::DeleteCounted { .. });
+                let mut names = names;
+                names.insert("#del".to_owned(), keys::DELETED.to_owned());
+                let delete = Delete::builder()
+                    .table_name(&self.resources_table)
+                    .set_key(Some(resource_key(key)))
+                    .condition_expression("#del = :true AND #cp = :counted AND #inc = :inc")
+                    .set_expression_attribute_names(Some(names))
+                    .expression_attribute_values(":true", AttributeValue::Bool(true))
+                    .expression_attribute_values(":counted", AttributeValue::Bool(counted))
+                    .expression_attribute_values(":inc", s(incarnation))
+                    .build()
+                    .map_err(build_error)?;
+                Ok(TransactWriteItem::builder().delete(delete).build())
+            }
+        }
+    }
+}
+
+/// The kit attributes of a resource item, for [`Store::get_resource`].
+#[derive(Deserialize)]
+struct StateImage {
+    #[serde(default)]
+    counter_processed: bool,
+    #[serde(default)]
+    deleted: bool,
+    incarnation: String,
+}
+
+impl Store for DynamoStore {
+    async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
+        let items = self
+            .client
+            .query()
+            .table_name(&self.counters_table)
+            .key_condition_expression("#scope = :scope")
+            .expression_attribute_names("#scope", keys::SCOPE)
+            .expression_attribute_values(":scope", s(scope.as_str()))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(classify)?;
+        let items: Vec<CounterItem> = serde_dynamo::from_items(items)
+            .map_err(|e| StoreError::Malformed(format!("counter item of {scope}: {e}")))?;
+        Ok(CounterSnapshot::from_items(items))
+    }
+
+    async fn put_resource(&self, resource: &NewResource) -> Result<(), StoreError> {
+        let mut item: HashMap<String, AttributeValue> = resource.payload.clone().into();
+        let kit: HashMap<String, AttributeValue> =
+            serde_dynamo::to_item(&resource.item).map_err(|e| StoreError::Malformed(e.to_string()))?;
+        item.extend(kit);
+        self.client
+            .put_item()
+            .table_name(&self.resources_table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#scope)")
+            .expression_attribute_names("#scope", keys::SCOPE)
+            .send()
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
+    async fn add_best_effort(&self, scope: &Scope, delta: i64, now: EpochMillis) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.counters_table)
+            .set_key(Some(counter_key(scope, keys::BEST_EFFORT_NAME)))
+            .update_expression(COUNTER_UPDATE)
+            .set_expression_attribute_names(Some(counter_names()))
+            .set_expression_attribute_values(Some(counter_values(delta, now)))
+            .customize()
+            // One attempt only: a retry after an ambiguous 500 could count twice.
+            .config_override(aws_sdk_dynamodb::Config::builder().retry_config(RetryConfig::disabled()))
+            .send()
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
+    async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.resources_table)
+            .set_key(Some(resource_key(key)))
+            .consistent_read(true)
+            .projection_expression("#cp, #del, #inc")
+            .expression_attribute_names("#cp", keys::COUNTER_PROCESSED)
+            .expression_attribute_names("#del", keys::DELETED)
+            .expression_attribute_names("#inc", keys::INCARNATION)
+            .send()
+            .await
+            .map_err(classify)?;
+        let Some(item) = out.item else { return Ok(None) };
+        let image: StateImage = serde_dynamo::from_item(item)
+            .map_err(|e| StoreError::Malformed(format!("resource {}/{}: {e}", key.scope, key.id)))?;
+        Ok(Some(ResourceState {
+            counter_processed: image.counter_processed,
+            deleted: image.deleted,
+            incarnation: image.incarnation,
+        }))
+    }
+
+    async fn mark_deleted(&self, key: &ResourceKey, now: EpochMillis) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.resources_table)
+            .set_key(Some(resource_key(key)))
+            .update_expression("SET #del = :true, #deleted_at = :now")
+            .condition_expression("attribute_exists(#scope) AND (attribute_not_exists(#del) OR #del = :false)")
+            .expression_attribute_names("#scope", keys::SCOPE)
+            .expression_attribute_names("#del", keys::DELETED)
+            .expression_attribute_names("#deleted_at", keys::DELETED_AT)
+            .expression_attribute_values(":true", AttributeValue::Bool(true))
+            .expression_attribute_values(":false", AttributeValue::Bool(false))
+            .expression_attribute_values(":now", n(now))
+            .send()
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
+    async fn transact(&self, tx: &Transaction) -> Result<(), StoreError> {
+        let mut actions = Vec::with_capacity(tx.actions_len());
+        if let Some(delta) = &tx.counter {
+            actions.push(self.counter_action(delta, tx.now)?);
+        }
+        for write in &tx.items {
+            actions.push(self.item_action(write)?);
+        }
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(actions))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(err) => match err.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => Err(StoreError::Cancelled {
+                    reasons: cancelled
+                        .cancellation_reasons()
+                        .iter()
+                        .map(|r| CancelReason::from_code(r.code()))
+                        .collect(),
+                }),
+                _ => Err(classify(err)),
+            },
+        }
+    }
+}
+
+impl DynamoStore {
+    /// Sets the per-scope limit override (the `limit` item of the counters
+    /// table); `None` removes it so the default applies again.
+    pub async fn set_limit(&self, scope: &Scope, limit: Option<u64>, now: EpochMillis) -> Result<(), StoreError> {
+        let key = counter_key(scope, keys::LIMIT_NAME);
+        match limit {
+            Some(limit) => {
+                self.client
+                    .update_item()
+                    .table_name(&self.counters_table)
+                    .set_key(Some(key))
+                    .update_expression("SET #limit = :limit, #updated_at = :now ADD #version :one")
+                    .expression_attribute_names("#limit", keys::LIMIT)
+                    .expression_attribute_names("#updated_at", keys::UPDATED_AT)
+                    .expression_attribute_names("#version", keys::VERSION)
+                    .expression_attribute_values(":limit", AttributeValue::N(limit.to_string()))
+                    .expression_attribute_values(":now", n(now))
+                    .expression_attribute_values(":one", n(1))
+                    .send()
+                    .await
+                    .map_err(classify)?;
+            }
+            None => {
+                self.client
+                    .delete_item()
+                    .table_name(&self.counters_table)
+                    .set_key(Some(key))
+                    .send()
+                    .await
+                    .map_err(classify)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts the items of `scope` by state with a strongly consistent,
+    /// paginated Query that reads only the two flags.
+    pub async fn count_scope(&self, scope: &Scope) -> Result<crate::audit::ScopeCounts, StoreError> {
+        #[derive(Deserialize)]
+        struct Flags {
+            #[serde(default)]
+            counter_processed: bool,
+            #[serde(default)]
+            deleted: bool,
+        }
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.resources_table)
+            .key_condition_expression("#scope = :scope")
+            .projection_expression("#cp, #del")
+            .expression_attribute_names("#scope", keys::SCOPE)
+            .expression_attribute_names("#cp", keys::COUNTER_PROCESSED)
+            .expression_attribute_names("#del", keys::DELETED)
+            .expression_attribute_values(":scope", s(scope.as_str()))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        let mut counts = crate::audit::ScopeCounts::default();
+        while let Some(item) = pages.next().await {
+            let flags: Flags = serde_dynamo::from_item(item.map_err(classify)?)
+                .map_err(|e| StoreError::Malformed(format!("resource of {scope}: {e}")))?;
+            counts.add(flags.counter_processed, flags.deleted);
+        }
+        Ok(counts)
+    }
+}

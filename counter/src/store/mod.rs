@@ -1,0 +1,114 @@
+//! The seam between the counter's decisions and DynamoDB: the handful of
+//! operations the kit performs, in the kit's own terms. [`dynamo::DynamoStore`]
+//! implements them with `aws-sdk-dynamodb`; a deterministic in-memory double
+//! can implement the same trait for simulation tests.
+
+pub mod dynamo;
+
+use std::future::Future;
+
+use serde_dynamo::Item;
+
+use crate::EpochMillis;
+use crate::error::StoreError;
+use crate::ids::{ResourceId, Scope};
+use crate::items::{CounterSnapshot, ResourceItem, ResourceState};
+
+/// The key of one resource item.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceKey {
+    pub scope: Scope,
+    pub id: ResourceId,
+}
+
+/// An increment of one counters-table item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterDelta {
+    pub scope: Scope,
+    /// Counters-table `name`, e.g. `eventual`.
+    pub name: String,
+    pub delta: i64,
+}
+
+/// A conditional write of a resource item inside a transaction. Each guards
+/// on the incarnation so an id deleted and re-created is never confused with
+/// its predecessor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ItemWrite {
+    /// `SET counter_processed = true IF counter_processed = false AND incarnation = :inc`.
+    MarkCounted { key: ResourceKey, incarnation: String },
+    /// `DELETE IF deleted = true AND counter_processed = true AND incarnation = :inc`.
+    DeleteCounted { key: ResourceKey, incarnation: String },
+    /// `DELETE IF deleted = true AND counter_processed = false AND incarnation = :inc`.
+    DeleteUncounted { key: ResourceKey, incarnation: String },
+}
+
+impl ItemWrite {
+    pub fn key(&self) -> &ResourceKey {
+        match self {
+            ItemWrite::MarkCounted { key, .. }
+            | ItemWrite::DeleteCounted { key, .. }
+            | ItemWrite::DeleteUncounted { key, .. } => key,
+        }
+    }
+}
+
+/// An all-or-nothing write: an optional counter delta plus conditional item
+/// writes. Actions are sent counter first, then items in order, so
+/// cancellation reasons line up with [`Transaction::actions_len`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transaction {
+    pub counter: Option<CounterDelta>,
+    pub items: Vec<ItemWrite>,
+    pub now: EpochMillis,
+}
+
+impl Transaction {
+    pub fn actions_len(&self) -> usize {
+        usize::from(self.counter.is_some()) + self.items.len()
+    }
+
+    /// The cancellation reasons of the item writes, skipping the counter's.
+    pub fn item_reasons<'a>(&self, reasons: &'a [crate::error::CancelReason]) -> &'a [crate::error::CancelReason] {
+        let skip = usize::from(self.counter.is_some()).min(reasons.len());
+        &reasons[skip..]
+    }
+}
+
+/// A new resource item and the owner's payload attributes to store with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewResource {
+    pub item: ResourceItem,
+    pub payload: Item,
+}
+
+/// DynamoDB operations the kit relies on. Implementations classify errors
+/// into [`StoreError`] so callers never inspect SDK types.
+pub trait Store: Send + Sync {
+    /// Strongly consistent read of every counters-table item of `scope`.
+    fn read_counters(&self, scope: &Scope) -> impl Future<Output = Result<CounterSnapshot, StoreError>> + Send;
+
+    /// Puts the item if no item with its key exists
+    /// (`ConditionFailed` otherwise).
+    fn put_resource(&self, resource: &NewResource) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Adds `delta` to the best-effort counter in one attempt: never retried,
+    /// because a retry after an ambiguous failure could count twice.
+    fn add_best_effort(
+        &self,
+        scope: &Scope,
+        delta: i64,
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Strongly consistent read of a resource item's kit attributes.
+    fn get_resource(&self, key: &ResourceKey)
+    -> impl Future<Output = Result<Option<ResourceState>, StoreError>> + Send;
+
+    /// `SET deleted = true` if the item exists and is not deleted
+    /// (`ConditionFailed` otherwise).
+    fn mark_deleted(&self, key: &ResourceKey, now: EpochMillis) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Runs `tx` all-or-nothing.
+    fn transact(&self, tx: &Transaction) -> impl Future<Output = Result<(), StoreError>> + Send;
+}

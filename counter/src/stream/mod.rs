@@ -1,0 +1,12 @@
+//! Stream processing (DESIGN §3): decode DynamoDB Stream records of the
+//! resources table ([`record`]), plan the writes that keep the eventual
+//! counter exact ([`plan`], pure), and run the plans with retries, reporting
+//! what could not be done as a partial batch failure ([`process`]).
+
+pub mod plan;
+pub mod process;
+pub mod record;
+pub mod shards;
+
+pub use process::{BatchReport, Processor, RecordOutcome};
+pub use record::{Change, ChangeRecord, DecodeError};

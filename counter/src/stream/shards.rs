@@ -1,0 +1,221 @@
+//! Reading a table's stream with the DynamoDB Streams API: the shards, and
+//! the records of one shard from a position. Used wherever records are read
+//! outside a Lambda event: replaying a DLQ range, the local event-source
+//! runner and the tests.
+
+use aws_sdk_dynamodbstreams::Client;
+use aws_sdk_dynamodbstreams::error::DisplayErrorContext;
+use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
+
+use crate::error::StoreError;
+
+/// Where to start reading a shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Position {
+    TrimHorizon,
+    At(String),
+    After(String),
+}
+
+/// One shard of a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shard {
+    pub shard_id: String,
+    pub parent_shard_id: Option<String>,
+    /// Set once the shard is closed (it will get no more records).
+    pub ending_sequence_number: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ShardReader {
+    client: Client,
+    stream_arn: String,
+}
+
+fn unavailable(err: impl std::error::Error) -> StoreError {
+    StoreError::Unavailable(DisplayErrorContext(err).to_string())
+}
+
+impl ShardReader {
+    pub fn new(client: Client, stream_arn: impl Into<String>) -> Self {
+        Self {
+            client,
+            stream_arn: stream_arn.into(),
+        }
+    }
+
+    pub fn stream_arn(&self) -> &str {
+        &self.stream_arn
+    }
+
+    /// Every shard of the stream (DescribeStream, across pages).
+    pub async fn shards(&self) -> Result<Vec<Shard>, StoreError> {
+        let mut shards = Vec::new();
+        let mut start: Option<String> = None;
+        loop {
+            let out = self
+                .client
+                .describe_stream()
+                .stream_arn(&self.stream_arn)
+                .set_exclusive_start_shard_id(start.clone())
+                .send()
+                .await
+                .map_err(unavailable)?;
+            let Some(description) = out.stream_description else {
+                break;
+            };
+            for shard in description.shards() {
+                shards.push(Shard {
+                    shard_id: shard.shard_id().unwrap_or_default().to_owned(),
+                    parent_shard_id: shard.parent_shard_id().map(str::to_owned),
+                    ending_sequence_number: shard
+                        .sequence_number_range()
+                        .and_then(|r| r.ending_sequence_number())
+                        .map(str::to_owned),
+                });
+            }
+            match description.last_evaluated_shard_id {
+                Some(next) if Some(&next) != start.as_ref() => start = Some(next),
+                _ => break,
+            }
+        }
+        Ok(shards)
+    }
+
+    /// Reads records of `shard_id` from `position` until the shard has no
+    /// more records right now, or `max_records` were read.
+    pub async fn read(
+        &self,
+        shard_id: &str,
+        position: &Position,
+        max_records: usize,
+    ) -> Result<Vec<Record>, StoreError> {
+        let (kind, seq) = match position {
+            Position::TrimHorizon => (ShardIteratorType::TrimHorizon, None),
+            Position::At(seq) => (ShardIteratorType::AtSequenceNumber, Some(seq.clone())),
+            Position::After(seq) => (ShardIteratorType::AfterSequenceNumber, Some(seq.clone())),
+        };
+        let mut iterator = self
+            .client
+            .get_shard_iterator()
+            .stream_arn(&self.stream_arn)
+            .shard_id(shard_id)
+            .shard_iterator_type(kind)
+            .set_sequence_number(seq)
+            .send()
+            .await
+            .map_err(unavailable)?
+            .shard_iterator;
+        let mut records = Vec::new();
+        while let Some(current) = iterator.take() {
+            if records.len() >= max_records {
+                break;
+            }
+            let limit = i32::try_from((max_records - records.len()).min(1000)).unwrap_or(1000);
+            let out = self
+                .client
+                .get_records()
+                .shard_iterator(current)
+                .limit(limit)
+                .send()
+                .await
+                .map_err(unavailable)?;
+            let page = out.records.unwrap_or_default();
+            if page.is_empty() {
+                break;
+            }
+            records.extend(page);
+            iterator = out.next_shard_iterator;
+        }
+        Ok(records)
+    }
+}
+
+/// Renders a Streams API record as the Lambda event source mapping delivers
+/// it (`Records[n]` of a DynamoDB stream event), so locally replayed records
+/// go through exactly the JSON path Lambda uses.
+pub fn to_lambda_record(record: &Record, event_source_arn: &str) -> serde_json::Value {
+    use serde_json::{Value, json};
+    let image = |map: Option<&std::collections::HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>>| {
+        map.map(|m| serde_json::to_value(serde_dynamo::Item::from(m.clone())).unwrap_or(Value::Null))
+    };
+    let mut dynamodb = serde_json::Map::new();
+    if let Some(data) = record.dynamodb() {
+        if let Some(at) = data.approximate_creation_date_time() {
+            dynamodb.insert("ApproximateCreationDateTime".into(), json!(at.as_secs_f64()));
+        }
+        for (name, value) in [
+            ("Keys", image(data.keys.as_ref())),
+            ("NewImage", image(data.new_image.as_ref())),
+            ("OldImage", image(data.old_image.as_ref())),
+        ] {
+            if let Some(value) = value {
+                dynamodb.insert(name.into(), value);
+            }
+        }
+        if let Some(seq) = data.sequence_number() {
+            dynamodb.insert("SequenceNumber".into(), json!(seq));
+        }
+        dynamodb.insert("SizeBytes".into(), json!(data.size_bytes().unwrap_or_default()));
+        if let Some(view) = data.stream_view_type() {
+            dynamodb.insert("StreamViewType".into(), json!(view.as_str()));
+        }
+    }
+    json!({
+        "eventID": record.event_id().unwrap_or_default(),
+        "eventName": record.event_name().map(|e| e.as_str()).unwrap_or_default(),
+        "eventVersion": record.event_version().unwrap_or("1.1"),
+        "eventSource": record.event_source().unwrap_or("aws:dynamodb"),
+        "awsRegion": record.aws_region().unwrap_or_default(),
+        "eventSourceARN": event_source_arn,
+        "dynamodb": Value::Object(dynamodb),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::{Change, ChangeRecord};
+    use aws_sdk_dynamodbstreams::types::{AttributeValue as Av, OperationType, StreamRecord, StreamViewType};
+    use std::collections::HashMap;
+
+    #[test]
+    fn lambda_rendering_round_trips_through_the_lambda_event_type() {
+        let image = HashMap::from([
+            ("scope".to_owned(), Av::S("acct".into())),
+            ("id".to_owned(), Av::S("w1".into())),
+            ("incarnation".to_owned(), Av::S("i1".into())),
+            ("counter_processed".to_owned(), Av::Bool(false)),
+            ("tags".to_owned(), Av::Ss(vec!["a".into()])),
+            ("created_at".to_owned(), Av::N("17".into())),
+        ]);
+        let record = Record::builder()
+            .event_id("ev1")
+            .event_name(OperationType::Insert)
+            .aws_region("us-east-1")
+            .dynamodb(
+                StreamRecord::builder()
+                    .sequence_number("000100")
+                    .size_bytes(42)
+                    .stream_view_type(StreamViewType::NewAndOldImages)
+                    .set_keys(Some(HashMap::from([
+                        ("scope".to_owned(), Av::S("acct".into())),
+                        ("id".to_owned(), Av::S("w1".into())),
+                    ])))
+                    .set_new_image(Some(image))
+                    .build(),
+            )
+            .build();
+        let json = to_lambda_record(&record, "arn:stream");
+        assert_eq!(
+            json["dynamodb"]["NewImage"]["counter_processed"],
+            serde_json::json!({"BOOL": false})
+        );
+        let typed: aws_lambda_events::event::dynamodb::EventRecord = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(typed.event_source_arn.as_deref(), Some("arn:stream"));
+        let via_lambda = ChangeRecord::from_json(&json).unwrap();
+        let via_api = ChangeRecord::from_streams_api(&record).unwrap();
+        assert_eq!(via_lambda, via_api);
+        assert!(matches!(via_api.change, Change::Insert { .. }));
+    }
+}
