@@ -9,6 +9,8 @@ pub const ENV_RESOURCES_TABLE: &str = "RESOURCES_TABLE";
 pub const ENV_COUNTERS_TABLE: &str = "COUNTERS_TABLE";
 /// Environment variable with the default per-scope limit.
 pub const ENV_DEFAULT_LIMIT: &str = "DEFAULT_LIMIT";
+/// Environment variable with the number of eventual-counter shards.
+pub const ENV_EC_SHARDS: &str = "EC_SHARDS";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterConfig {
@@ -17,6 +19,9 @@ pub struct CounterConfig {
     /// Limit for scopes without a `limit` override item; only the request
     /// path needs it.
     pub default_limit: Option<u64>,
+    /// Items the eventual counter is spread over (`eventual#0..n-1`); 1
+    /// keeps the single `eventual` item. Readers sum whatever exists.
+    pub eventual_shards: u32,
 }
 
 impl CounterConfig {
@@ -37,7 +42,21 @@ impl CounterConfig {
                 })
             })
             .transpose()?;
+        let eventual_shards = match lookup(ENV_EC_SHARDS) {
+            None => 1,
+            Some(raw) => raw
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=100).contains(n))
+                .ok_or_else(|| {
+                    Error::InvalidInput(format!(
+                        "environment variable {ENV_EC_SHARDS} must be an integer from 1 to 100, got {raw:?}"
+                    ))
+                })?,
+        };
         Ok(Self {
+            eventual_shards,
             resources_table: required(ENV_RESOURCES_TABLE)?,
             counters_table: required(ENV_COUNTERS_TABLE)?,
             default_limit,
@@ -74,6 +93,7 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(cfg.require_default_limit().unwrap(), 25);
+        assert_eq!(cfg.eventual_shards, 1);
         assert_eq!(cfg.resources_table, "res");
     }
 
@@ -95,5 +115,12 @@ mod tests {
         ]))
         .unwrap_err();
         assert!(err.to_string().contains("DEFAULT_LIMIT"), "{err}");
+        let err = CounterConfig::from_lookup(env(&[
+            ("RESOURCES_TABLE", "res"),
+            ("COUNTERS_TABLE", "cnt"),
+            ("EC_SHARDS", "0"),
+        ]))
+        .unwrap_err();
+        assert!(err.to_string().contains("EC_SHARDS"), "{err}");
     }
 }

@@ -1,1 +1,320 @@
-//! Test-only crate; the tests live in `tests/`.
+//! Harness for the end-to-end tests: starts a private fakecloud on a free
+//! loopback port (stopped when dropped), creates the kit's tables in it, and
+//! plays the stream through the real handler function the way the event
+//! source mapping would.
+//!
+//! The emulator is required: when its binary is missing the harness panics
+//! with the install command. Tests are never skipped.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, StreamSpecification,
+    StreamViewType,
+};
+use aws_sdk_dynamodbstreams::types::Record;
+use hybrid_counter::audit::ScopeCounts;
+use hybrid_counter::lambda::{RawStreamEvent, handle_stream_event};
+use hybrid_counter::stream::Processor;
+use hybrid_counter::stream::shards::{Position, ShardReader, to_lambda_record};
+use hybrid_counter::{Counter, CounterConfig, DynamoStore, Scope, Store};
+
+/// A fakecloud process owned by one test.
+pub struct Emulator {
+    child: Child,
+    pub endpoint: String,
+}
+
+fn fakecloud_bin() -> PathBuf {
+    std::env::var_os("FAKECLOUD_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("fakecloud"))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free loopback port")
+}
+
+fn healthy(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = "GET /_fakecloud/health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response.starts_with("HTTP/1.1 200") || response.starts_with("HTTP/1.0 200")
+}
+
+impl Emulator {
+    /// Starts fakecloud on a free port and waits until it answers.
+    pub fn start() -> Self {
+        let bin = fakecloud_bin();
+        let log_dir = std::env::temp_dir().join("hck-e2e");
+        std::fs::create_dir_all(&log_dir).expect("create log dir");
+        for _ in 0..3 {
+            let port = free_port();
+            let log_path = log_dir.join(format!("fakecloud-{port}.log"));
+            let log = std::fs::File::create(&log_path).expect("create emulator log");
+            let mut child = Command::new(&bin)
+                .args(["--addr", &format!("127.0.0.1:{port}"), "--log-level", "warn"])
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("log handle"))
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "cannot start the emulator {}: {e}. Install it with `make tools` \
+                         (localstack/fakecloud.sh install) or set FAKECLOUD_BIN",
+                        bin.display()
+                    )
+                });
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if healthy(port) {
+                    return Self {
+                        child,
+                        endpoint: format!("http://127.0.0.1:{port}"),
+                    };
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    break; // port taken between probe and bind: try another
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            eprintln!(
+                "emulator did not come up on port {port}; log:\n{}",
+                std::fs::read_to_string(&log_path).unwrap_or_default()
+            );
+        }
+        panic!("the emulator {} did not start after 3 attempts", bin.display());
+    }
+
+    /// SDK configuration pointing at this emulator with dummy credentials.
+    pub async fn sdk_config(&self) -> SdkConfig {
+        aws_config::defaults(BehaviorVersion::latest())
+            .endpoint_url(&self.endpoint)
+            .region(Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "test", "test", None, None, "e2e",
+            ))
+            .load()
+            .await
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The kit wired to a fresh pair of tables in a private emulator.
+pub struct Kit {
+    pub emulator: Emulator,
+    pub config: CounterConfig,
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub store: DynamoStore,
+    pub counter: Counter<DynamoStore>,
+    pub processor: Processor<DynamoStore>,
+    pub reader: ShardReader,
+    /// Last sequence number handed to the processor, per shard.
+    cursors: std::collections::HashMap<String, String>,
+}
+
+impl Kit {
+    /// Starts an emulator and creates the tables; `default_limit` applies to
+    /// scopes without an override.
+    pub async fn start(default_limit: u64) -> Self {
+        let emulator = Emulator::start();
+        let sdk = emulator.sdk_config().await;
+        let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
+        let config = CounterConfig {
+            resources_table: "hck-resources".into(),
+            counters_table: "hck-counters".into(),
+            default_limit: Some(default_limit),
+            eventual_shards: 1,
+        };
+        let stream_arn = create_tables(&dynamodb, &config).await;
+        let store = DynamoStore::new(dynamodb.clone(), &config);
+        let reader = ShardReader::new(aws_sdk_dynamodbstreams::Client::new(&sdk), stream_arn);
+        Self {
+            counter: Counter::new(store.clone(), default_limit),
+            processor: Processor::new(store.clone()),
+            store,
+            reader,
+            dynamodb,
+            config,
+            emulator,
+            cursors: Default::default(),
+        }
+    }
+
+    /// Every record of every shard from the trim horizon, in shard order.
+    pub async fn all_records(&self) -> Vec<Record> {
+        let mut records = Vec::new();
+        for shard in self.reader.shards().await.expect("describe stream") {
+            records.extend(
+                self.reader
+                    .read(&shard.shard_id, &Position::TrimHorizon, usize::MAX)
+                    .await
+                    .expect("read shard"),
+            );
+        }
+        records
+    }
+
+    /// Records not yet handed to the processor by [`Self::drain`].
+    pub async fn new_records(&mut self) -> Vec<Record> {
+        let mut records = Vec::new();
+        for shard in self.reader.shards().await.expect("describe stream") {
+            let position = self
+                .cursors
+                .get(&shard.shard_id)
+                .map_or(Position::TrimHorizon, |seq| Position::After(seq.clone()));
+            let read = self
+                .reader
+                .read(&shard.shard_id, &position, usize::MAX)
+                .await
+                .expect("read shard");
+            if let Some(last) = read.last().and_then(|r| r.dynamodb()).and_then(|d| d.sequence_number()) {
+                self.cursors.insert(shard.shard_id.clone(), last.to_owned());
+            }
+            records.extend(read);
+        }
+        records
+    }
+
+    /// Hands `records` to the stream handler as one Lambda batch and returns
+    /// its partial batch response's failed sequence numbers.
+    pub async fn deliver(&self, records: &[Record]) -> Vec<String> {
+        deliver_with(&self.processor, self.reader.stream_arn(), records).await
+    }
+
+    /// Reads and delivers new records until the stream has none left,
+    /// returning how many records were delivered. Panics on a failure.
+    pub async fn drain(&mut self) -> usize {
+        let mut delivered = 0;
+        loop {
+            let records = self.new_records().await;
+            if records.is_empty() {
+                return delivered;
+            }
+            delivered += records.len();
+            for batch in records.chunks(100) {
+                let failed = self.deliver(batch).await;
+                assert!(failed.is_empty(), "stream batch reported failures: {failed:?}");
+            }
+        }
+    }
+
+    pub async fn counts(&self, scope: &Scope) -> ScopeCounts {
+        self.store.count_scope(scope).await.expect("count scope")
+    }
+
+    /// The invariants that hold at every instant: EC equals the number of
+    /// processed items, BE never exceeds the live count. Returns the counts.
+    pub async fn assert_invariants(&self, scope: &Scope) -> (ScopeCounts, hybrid_counter::items::CounterSnapshot) {
+        let counts = self.counts(scope).await;
+        let snapshot = self.store.read_counters(scope).await.expect("read counters");
+        assert_eq!(
+            snapshot.eventual, counts.processed as i64,
+            "EC must equal the processed count in {scope}: {snapshot:?} vs {counts:?}"
+        );
+        assert!(
+            snapshot.best_effort <= counts.live as i64,
+            "BE must never exceed the live count in {scope}: {snapshot:?} vs {counts:?}"
+        );
+        (counts, snapshot)
+    }
+
+    /// After a drain: EC equals the live count and nothing is pending.
+    pub async fn assert_converged(&self, scope: &Scope) {
+        let (counts, snapshot) = self.assert_invariants(scope).await;
+        assert_eq!(
+            snapshot.eventual, counts.live as i64,
+            "EC must equal live after drain: {counts:?}"
+        );
+        assert_eq!(counts.pending_create, 0, "{counts:?}");
+        assert_eq!(counts.pending_delete, 0, "{counts:?}");
+    }
+}
+
+/// Delivers `records` to the real stream handler function as one Lambda
+/// event from `stream_arn`; returns the failed item identifiers.
+pub async fn deliver_with(processor: &Processor<DynamoStore>, stream_arn: &str, records: &[Record]) -> Vec<String> {
+    let event = RawStreamEvent {
+        records: records.iter().map(|r| to_lambda_record(r, stream_arn)).collect(),
+    };
+    let response = handle_stream_event(
+        processor,
+        lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
+    )
+    .await
+    .expect("stream handler invocation");
+    response
+        .batch_item_failures
+        .into_iter()
+        .map(|f| f.item_identifier.unwrap_or_default())
+        .collect()
+}
+
+/// Creates the resources table (with a NEW_AND_OLD_IMAGES stream) and the
+/// counters table; returns the stream ARN.
+pub async fn create_tables(client: &aws_sdk_dynamodb::Client, config: &CounterConfig) -> String {
+    let key = |name: &str, kind: KeyType| KeySchemaElement::builder().attribute_name(name).key_type(kind).build();
+    let attr = |name: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+    };
+    let resources = client
+        .create_table()
+        .table_name(&config.resources_table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key("scope", KeyType::Hash).unwrap())
+        .key_schema(key("id", KeyType::Range).unwrap())
+        .attribute_definitions(attr("scope").unwrap())
+        .attribute_definitions(attr("id").unwrap())
+        .stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::NewAndOldImages)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .expect("create resources table");
+    client
+        .create_table()
+        .table_name(&config.counters_table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key("scope", KeyType::Hash).unwrap())
+        .key_schema(key("name", KeyType::Range).unwrap())
+        .attribute_definitions(attr("scope").unwrap())
+        .attribute_definitions(attr("name").unwrap())
+        .send()
+        .await
+        .expect("create counters table");
+    resources
+        .table_description()
+        .and_then(|t| t.latest_stream_arn())
+        .expect("resources table has a stream")
+        .to_owned()
+}

@@ -3,6 +3,7 @@
 //! counter exact ([`plan`], pure), and run the plans with retries, reporting
 //! what could not be done as a partial batch failure ([`process`]).
 
+pub mod filter;
 pub mod plan;
 pub mod process;
 pub mod record;

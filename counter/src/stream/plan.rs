@@ -7,15 +7,33 @@ use crate::error::CancelReason;
 use crate::items::ResourceState;
 use crate::store::{CounterDelta, ItemWrite, ResourceKey, Transaction};
 
-/// The counters-table item the eventual counter is written to.
-pub const EVENTUAL_COUNTER: &str = crate::keys::EVENTUAL_NAME;
+/// The counters-table item a change of `key` is counted on: `eventual` for
+/// one shard, else `eventual#<n>` picked by a stable hash of the key, so
+/// concurrent consumers of one hot scope mostly write different items. Any
+/// shard is correct: readers sum them all.
+pub fn eventual_counter_name(key: &ResourceKey, shards: u32) -> String {
+    if shards <= 1 {
+        return crate::keys::EVENTUAL_NAME.to_owned();
+    }
+    // FNV-1a: stable across processes and releases, unlike std's hasher.
+    let hash = key
+        .scope
+        .as_str()
+        .bytes()
+        .chain([0])
+        .chain(key.id.as_str().bytes())
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    format!("{}#{}", crate::keys::EVENTUAL_NAME, hash % u64::from(shards))
+}
 
 /// INSERT: `[EC += 1; SET counter_processed = true IF counter_processed = false AND incarnation = :inc]`.
-pub fn count_insert(key: &ResourceKey, incarnation: &str, now: EpochMillis) -> Transaction {
+pub fn count_insert(key: &ResourceKey, incarnation: &str, shards: u32, now: EpochMillis) -> Transaction {
     Transaction {
         counter: Some(CounterDelta {
             scope: key.scope.clone(),
-            name: EVENTUAL_COUNTER.to_owned(),
+            name: eventual_counter_name(key, shards),
             delta: 1,
         }),
         items: vec![ItemWrite::MarkCounted {
@@ -40,6 +58,7 @@ pub fn resolve_delete(
     key: &ResourceKey,
     incarnation: &str,
     state: Option<&ResourceState>,
+    shards: u32,
     now: EpochMillis,
 ) -> DeleteDecision {
     let Some(state) = state else {
@@ -64,7 +83,7 @@ pub fn resolve_delete(
         DeleteDecision::Write(Transaction {
             counter: Some(CounterDelta {
                 scope: key.scope.clone(),
-                name: EVENTUAL_COUNTER.to_owned(),
+                name: eventual_counter_name(key, shards),
                 delta: -1,
             }),
             items: vec![write(true)],
@@ -135,7 +154,7 @@ mod tests {
 
     #[test]
     fn insert_counts_and_flips_the_flag_in_one_transaction() {
-        let tx = count_insert(&key(), "i1", 5);
+        let tx = count_insert(&key(), "i1", 1, 5);
         assert_eq!(tx.counter.as_ref().map(|c| c.delta), Some(1));
         assert_eq!(tx.counter.as_ref().map(|c| c.name.as_str()), Some("eventual"));
         assert_eq!(
@@ -150,7 +169,7 @@ mod tests {
 
     #[test]
     fn delete_of_a_counted_item_decrements_and_deletes() {
-        let DeleteDecision::Write(tx) = resolve_delete(&key(), "i1", Some(&state(true, true, "i1")), 0) else {
+        let DeleteDecision::Write(tx) = resolve_delete(&key(), "i1", Some(&state(true, true, "i1")), 1, 0) else {
             panic!("expected a write");
         };
         assert_eq!(tx.counter.map(|c| c.delta), Some(-1));
@@ -159,7 +178,7 @@ mod tests {
 
     #[test]
     fn delete_before_insert_deletes_without_touching_the_counter() {
-        let DeleteDecision::Write(tx) = resolve_delete(&key(), "i1", Some(&state(false, true, "i1")), 0) else {
+        let DeleteDecision::Write(tx) = resolve_delete(&key(), "i1", Some(&state(false, true, "i1")), 1, 0) else {
             panic!("expected a write");
         };
         assert_eq!(tx.counter, None);
@@ -169,22 +188,41 @@ mod tests {
     #[test]
     fn delete_of_a_gone_or_reincarnated_item_is_already_done() {
         assert!(matches!(
-            resolve_delete(&key(), "i1", None, 0),
+            resolve_delete(&key(), "i1", None, 1, 0),
             DeleteDecision::AlreadyDone(_)
         ));
         assert!(matches!(
-            resolve_delete(&key(), "i1", Some(&state(false, false, "i2")), 0),
+            resolve_delete(&key(), "i1", Some(&state(false, false, "i2")), 1, 0),
             DeleteDecision::AlreadyDone(_)
         ));
         assert!(matches!(
-            resolve_delete(&key(), "i1", Some(&state(true, false, "i1")), 0),
+            resolve_delete(&key(), "i1", Some(&state(true, false, "i1")), 1, 0),
             DeleteDecision::AlreadyDone(_)
         ));
     }
 
     #[test]
+    fn sharded_counter_names_are_stable_and_spread() {
+        assert_eq!(eventual_counter_name(&key(), 1), "eventual");
+        assert_eq!(eventual_counter_name(&key(), 0), "eventual");
+        let name = eventual_counter_name(&key(), 8);
+        assert_eq!(name, eventual_counter_name(&key(), 8), "same key, same shard");
+        assert!(crate::keys::is_eventual_name(&name), "{name}");
+        let used: std::collections::HashSet<String> = (0..200)
+            .map(|n| {
+                let key = ResourceKey {
+                    scope: Scope::new("hot").unwrap(),
+                    id: ResourceId::new(format!("w{n}")).unwrap(),
+                };
+                eventual_counter_name(&key, 8)
+            })
+            .collect();
+        assert_eq!(used.len(), 8, "200 ids should touch every one of 8 shards");
+    }
+
+    #[test]
     fn cancellation_reasons_are_read_per_action() {
-        let insert = count_insert(&key(), "i1", 0);
+        let insert = count_insert(&key(), "i1", 1, 0);
         use CancelReason::*;
         assert_eq!(
             interpret_cancel(&insert, &[None, ConditionalCheckFailed], true),

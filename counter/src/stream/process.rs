@@ -81,6 +81,7 @@ pub struct Processor<S> {
     store: S,
     backoff: Backoff,
     seed: Option<u64>,
+    eventual_shards: u32,
 }
 
 impl<S: Store> Processor<S> {
@@ -89,7 +90,14 @@ impl<S: Store> Processor<S> {
             store,
             backoff: Backoff::default(),
             seed: None,
+            eventual_shards: 1,
         }
+    }
+
+    /// Spreads the eventual counter over `shards` items (`eventual#<n>`).
+    pub fn with_eventual_shards(mut self, shards: u32) -> Self {
+        self.eventual_shards = shards.max(1);
+        self
     }
 
     pub fn with_backoff(mut self, backoff: Backoff) -> Self {
@@ -158,8 +166,8 @@ impl<S: Store> Processor<S> {
                     return RecordOutcome::Ignored;
                 }
                 Change::Insert { key, incarnation } => {
-                    self.attempt(&plan::count_insert(key, incarnation, now), true, RecordOutcome::Counted)
-                        .await
+                    let tx = plan::count_insert(key, incarnation, self.eventual_shards, now);
+                    self.attempt(&tx, true, RecordOutcome::Counted).await
                 }
                 Change::SoftDelete { key, incarnation } => self.attempt_delete(key, incarnation, now).await,
             };
@@ -179,7 +187,7 @@ impl<S: Store> Processor<S> {
             Ok(state) => state,
             Err(err) => return Step::from_store_error(err),
         };
-        match plan::resolve_delete(key, incarnation, state.as_ref(), now) {
+        match plan::resolve_delete(key, incarnation, state.as_ref(), self.eventual_shards, now) {
             DeleteDecision::AlreadyDone(why) => {
                 debug!(scope = %key.scope, id = %key.id, why, "delete already done");
                 Step::Finished(RecordOutcome::AlreadyDone)

@@ -11,6 +11,7 @@ async fn main() -> Result<(), Error> {
     init_tracing();
     let config = CounterConfig::from_env()?;
     let sdk = aws_config::load_from_env().await;
-    let processor = Processor::new(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config));
+    let processor = Processor::new(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config))
+        .with_eventual_shards(config.eventual_shards);
     lambda_runtime::run(service_fn(|event| handle_stream_event(&processor, event))).await
 }

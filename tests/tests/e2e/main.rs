@@ -1,0 +1,18 @@
+//! End-to-end tests against the embedded emulator, in one test binary. Each
+//! test owns a private fakecloud (see the `e2e` harness), so tests run in
+//! parallel without sharing state.
+
+mod request_path;
+mod stream;
+
+use hybrid_counter::{ResourceId, Scope};
+
+pub fn scope(s: &str) -> Scope {
+    Scope::new(s).unwrap()
+}
+
+pub fn id(s: &str) -> ResourceId {
+    ResourceId::new(s).unwrap()
+}
+
+pub const NOW: i64 = 1_790_000_000_000;
