@@ -70,6 +70,10 @@ pub enum StoreError {
     /// Anything else from the service or the transport (after SDK retries).
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// Stream records or a stream that are no longer there (trimmed after
+    /// 24 hours, or the stream was deleted).
+    #[error("gone from the stream: {0}")]
+    Gone(String),
     /// An item in the store does not have the kit's shape.
     #[error("malformed item: {0}")]
     Malformed(String),

@@ -65,3 +65,51 @@ pub async fn handle_stream_event<S: Store>(
     }
     Ok(report.to_response())
 }
+
+/// Handles one batch of DLQ1 messages: each is replayed on its own, and
+/// only those that could not be replayed are reported, so a garbage message
+/// never holds back the others (it alone returns to the queue and, after
+/// `maxReceiveCount` receives, moves to DLQ2).
+pub async fn handle_dlq_event<S: Store>(
+    processor: &Processor<S>,
+    streams: &aws_sdk_dynamodbstreams::Client,
+    event: LambdaEvent<aws_lambda_events::event::sqs::SqsEvent>,
+) -> Result<aws_lambda_events::event::sqs::SqsBatchResponse, lambda_runtime::Error> {
+    use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse};
+    use tracing::warn;
+
+    use crate::stream::replay::{OnFailureRecord, replay};
+
+    let mut response = SqsBatchResponse::default();
+    for message in &event.payload.records {
+        let Some(message_id) = message.message_id.clone().filter(|id| !id.is_empty()) else {
+            return Err("an SQS message without a messageId cannot be reported; failing the batch".into());
+        };
+        let outcome = match OnFailureRecord::from_body(message.body.as_deref().unwrap_or_default()) {
+            Ok(record) => replay(processor, streams, &record.batch_info, crate::now_millis())
+                .await
+                .map(|report| (record, report)),
+            Err(err) => Err(err),
+        };
+        match outcome {
+            Ok((record, report)) => info!(
+                %message_id,
+                shard_id = %record.batch_info.shard_id,
+                start = %record.batch_info.start_sequence_number,
+                end = %record.batch_info.end_sequence_number,
+                counted = report.counted,
+                deleted_counted = report.deleted_counted,
+                deleted_uncounted = report.deleted_uncounted,
+                already_done = report.already_done,
+                "replayed a failed stream batch"
+            ),
+            Err(err) => {
+                warn!(%message_id, error = %err, "could not replay this message; it stays in the queue");
+                let mut failure = BatchItemFailure::default();
+                failure.item_identifier = message_id;
+                response.batch_item_failures.push(failure);
+            }
+        }
+    }
+    Ok(response)
+}

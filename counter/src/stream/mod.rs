@@ -7,6 +7,7 @@ pub mod filter;
 pub mod plan;
 pub mod process;
 pub mod record;
+pub mod replay;
 pub mod shards;
 
 pub use process::{BatchReport, Processor, RecordOutcome};

@@ -229,9 +229,10 @@ impl Step {
             // conditional, so a retry after an ambiguous failure that was in
             // fact applied fails its condition and reads as already done.
             StoreError::Transient(_) | StoreError::Unavailable(_) => Step::Again(err.to_string()),
-            StoreError::Malformed(_) | StoreError::ConditionFailed | StoreError::Cancelled { .. } => {
-                Step::Finished(RecordOutcome::Failed(err.to_string()))
-            }
+            StoreError::Malformed(_)
+            | StoreError::Gone(_)
+            | StoreError::ConditionFailed
+            | StoreError::Cancelled { .. } => Step::Finished(RecordOutcome::Failed(err.to_string())),
         }
     }
 }

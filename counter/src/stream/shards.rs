@@ -4,7 +4,7 @@
 //! runner and the tests.
 
 use aws_sdk_dynamodbstreams::Client;
-use aws_sdk_dynamodbstreams::error::DisplayErrorContext;
+use aws_sdk_dynamodbstreams::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
 
 use crate::error::StoreError;
@@ -32,8 +32,28 @@ pub struct ShardReader {
     stream_arn: String,
 }
 
-fn unavailable(err: impl std::error::Error) -> StoreError {
-    StoreError::Unavailable(DisplayErrorContext(err).to_string())
+/// Whether a Streams API error code means the records (or the stream) are
+/// gone for good, so retrying cannot help.
+pub fn is_gone(code: Option<&str>) -> bool {
+    matches!(
+        code,
+        Some("TrimmedDataAccessException" | "ResourceNotFoundException" | "ExpiredIteratorException")
+    )
+}
+
+fn unavailable<E, R>(err: SdkError<E, R>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug,
+{
+    let text = DisplayErrorContext(&err).to_string();
+    if is_gone(err.code()) {
+        StoreError::Gone(text)
+    } else if crate::store::dynamo::is_throttle(err.code()) {
+        StoreError::Transient(text)
+    } else {
+        StoreError::Unavailable(text)
+    }
 }
 
 impl ShardReader {
@@ -125,6 +145,47 @@ impl ShardReader {
                 break;
             }
             records.extend(page);
+            iterator = out.next_shard_iterator;
+        }
+        Ok(records)
+    }
+}
+
+impl ShardReader {
+    /// Reads the records of `shard_id` from `start` through `end` (both
+    /// inclusive), across as many GetRecords pages as it takes.
+    pub async fn read_range(&self, shard_id: &str, start: &str, end: &str) -> Result<Vec<Record>, StoreError> {
+        let mut iterator = self
+            .client
+            .get_shard_iterator()
+            .stream_arn(&self.stream_arn)
+            .shard_id(shard_id)
+            .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
+            .sequence_number(start)
+            .send()
+            .await
+            .map_err(unavailable)?
+            .shard_iterator;
+        let mut records = Vec::new();
+        while let Some(current) = iterator.take() {
+            let out = self
+                .client
+                .get_records()
+                .shard_iterator(current)
+                .send()
+                .await
+                .map_err(unavailable)?;
+            let page = out.records.unwrap_or_default();
+            if page.is_empty() {
+                break;
+            }
+            for record in page {
+                let seq = record.dynamodb().and_then(|d| d.sequence_number()).unwrap_or_default();
+                if super::replay::sequence_cmp(seq, end).is_gt() {
+                    return Ok(records);
+                }
+                records.push(record);
+            }
             iterator = out.next_shard_iterator;
         }
         Ok(records)

@@ -226,7 +226,10 @@ async fn a_sharded_eventual_counter_sums_to_the_live_count() {
     kit.processor = Processor::new(kit.store.clone()).with_eventual_shards(4);
     let s = scope("hot");
     for n in 0..16 {
-        kit.counter.create(&s, &id(&format!("w{n}")), Item::default(), NOW).await.unwrap();
+        kit.counter
+            .create(&s, &id(&format!("w{n}")), Item::default(), NOW)
+            .await
+            .unwrap();
     }
     for n in 0..5 {
         kit.counter.delete(&s, &id(&format!("w{n}")), NOW).await.unwrap();
@@ -250,5 +253,8 @@ async fn a_sharded_eventual_counter_sums_to_the_live_count() {
         .filter_map(|item| item.get("name").and_then(|n| n.as_s().ok()).cloned())
         .filter(|name| name.starts_with("eventual#"))
         .count();
-    assert!(shards > 1, "16 ids over 4 shards should use several shard items, used {shards}");
+    assert!(
+        shards > 1,
+        "16 ids over 4 shards should use several shard items, used {shards}"
+    );
 }

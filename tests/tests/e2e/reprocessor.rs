@@ -1,0 +1,98 @@
+//! The DLQ reprocessor: on-failure records naming a range of the real stream
+//! are replayed through the shared processor.
+
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use e2e::Kit;
+use hybrid_counter::lambda::handle_dlq_event;
+use hybrid_counter::stream::replay::OnFailureRecord;
+use serde_dynamo::Item;
+
+use crate::{NOW, id, scope};
+
+async fn replay_messages(kit: &Kit, bodies: &[String]) -> Vec<String> {
+    let mut event = SqsEvent::default();
+    for (n, body) in bodies.iter().enumerate() {
+        let mut message = SqsMessage::default();
+        message.message_id = Some(format!("m{n}"));
+        message.body = Some(body.clone());
+        event.records.push(message);
+    }
+    let streams = aws_sdk_dynamodbstreams::Client::new(&kit.emulator.sdk_config().await);
+    let response = handle_dlq_event(
+        &kit.processor,
+        &streams,
+        lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
+    )
+    .await
+    .expect("reprocessor invocation");
+    response
+        .batch_item_failures
+        .into_iter()
+        .map(|f| f.item_identifier)
+        .collect()
+}
+
+async fn on_failure_body(kit: &Kit, records: &[aws_sdk_dynamodbstreams::types::Record]) -> String {
+    let shard = kit.reader.shards().await.unwrap().remove(0).shard_id;
+    let record = OnFailureRecord::for_batch(
+        "arn:aws:lambda:us-east-1:123456789012:function:hck-stream-counter",
+        "RetryAttemptsExhausted",
+        3,
+        kit.reader.stream_arn(),
+        &shard,
+        records,
+        aws_smithy_types::DateTime::from_millis(NOW),
+    );
+    serde_json::to_string(&record).unwrap()
+}
+
+#[tokio::test]
+async fn a_failed_batch_is_replayed_from_the_stream_and_counted_once() {
+    let mut kit = Kit::start(100).await;
+    let s = scope("acct");
+    for n in 0..8 {
+        kit.counter
+            .create(&s, &id(&format!("w{n}")), Item::default(), NOW)
+            .await
+            .unwrap();
+    }
+    kit.counter.delete(&s, &id("w2"), NOW).await.unwrap();
+    // The handler "gave up" on these records: nothing was counted.
+    let records = kit.new_records().await;
+    assert_eq!(records.len(), 9);
+    let body = on_failure_body(&kit, &records).await;
+    assert!(replay_messages(&kit, std::slice::from_ref(&body)).await.is_empty());
+    kit.assert_invariants(&s).await;
+    assert_eq!(kit.counter.usage(&s).await.unwrap().eventual, 7);
+    // A duplicate of the message (SQS is at-least-once) changes nothing.
+    assert!(replay_messages(&kit, &[body]).await.is_empty());
+    kit.drain().await;
+    kit.assert_converged(&s).await;
+    assert_eq!(kit.counter.usage(&s).await.unwrap().eventual, 7);
+}
+
+#[tokio::test]
+async fn garbage_and_unreplayable_messages_fail_alone() {
+    let mut kit = Kit::start(100).await;
+    let s = scope("acct");
+    for n in 0..3 {
+        kit.counter
+            .create(&s, &id(&format!("w{n}")), Item::default(), NOW)
+            .await
+            .unwrap();
+    }
+    let records = kit.new_records().await;
+    let good = on_failure_body(&kit, &records).await;
+    // A range whose first record is not in the stream (trimmed or invented).
+    let mut gone: OnFailureRecord = serde_json::from_str(&good).unwrap();
+    gone.batch_info.start_sequence_number = "1".into();
+    let gone = serde_json::to_string(&gone).unwrap();
+    let failed = replay_messages(&kit, &["{not json".into(), gone, good, "{}".into()]).await;
+    assert_eq!(failed, vec!["m0", "m1", "m3"], "only the bad messages are reported");
+    assert_eq!(
+        kit.counter.usage(&s).await.unwrap().eventual,
+        3,
+        "the good one was replayed"
+    );
+    kit.assert_invariants(&s).await;
+}
