@@ -125,7 +125,19 @@ impl<S: Store> Counter<S> {
         };
         match self.retry_busy(|| self.store.put_resource(&resource)).await {
             Ok(()) => {}
-            Err(StoreError::ConditionFailed) => return Err(Error::AlreadyExists),
+            Err(StoreError::ConditionFailed) => {
+                // The SDK may have retried our own put after an ambiguous
+                // failure that was in fact applied: then the item carries our
+                // incarnation and this create succeeded.
+                let key = ResourceKey {
+                    scope: scope.clone(),
+                    id: id.clone(),
+                };
+                let existing = self.store.get_resource(&key).await.map_err(unavailable)?;
+                if existing.is_none_or(|state| state.incarnation != incarnation) {
+                    return Err(Error::AlreadyExists);
+                }
+            }
             Err(err) => return Err(unavailable(err)),
         }
         let best_effort_counted = match self.store.add_best_effort(scope, 1, now).await {
@@ -146,7 +158,9 @@ impl<S: Store> Counter<S> {
     /// Soft-deletes `id`; the stream consumer hard-deletes it and adjusts EC.
     ///
     /// BE is decremented before the soft delete, so any failure can only make
-    /// it undercount; a missing or already deleted item leaves BE untouched.
+    /// it undercount: a failed decrement stops the delete, a failed soft
+    /// delete leaves a live item with BE one lower. A missing or already
+    /// deleted item leaves BE untouched.
     pub async fn delete(&self, scope: &Scope, id: &ResourceId, now: EpochMillis) -> Result<(), Error> {
         let key = ResourceKey {
             scope: scope.clone(),
@@ -156,8 +170,12 @@ impl<S: Store> Counter<S> {
             Some(state) if !state.deleted => {}
             _ => return Err(Error::NotFound),
         }
+        // If the decrement fails the item stays: deleting it anyway would
+        // leave BE above the live count. (Had the failed decrement been
+        // applied after all, BE now undercounts by one: the safe direction.)
         if let Err(err) = self.store.add_best_effort(scope, -1, now).await {
-            warn!(%scope, %id, error = %err, "best-effort decrement failed; the best-effort counter may undercount");
+            warn!(%scope, %id, error = %err, "best-effort decrement failed; the item is not deleted");
+            return Err(unavailable(err));
         }
         match self.retry_busy(|| self.store.mark_deleted(&key, now)).await {
             Ok(()) => Ok(()),
@@ -196,6 +214,104 @@ fn unavailable(err: StoreError) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::memory::{Fault, MemoryStore, Op};
+
+    const NOW: EpochMillis = 1;
+
+    fn ids(scope: &str, id: &str) -> (Scope, ResourceId) {
+        (Scope::new(scope).unwrap(), ResourceId::new(id).unwrap())
+    }
+
+    /// BE may undercount, never overcount: BE <= live items.
+    fn assert_best_effort_not_above_live(store: &MemoryStore, scope: &str) {
+        let tables = store.tables();
+        let live = tables
+            .resources
+            .iter()
+            .filter(|((s, _), r)| s == scope && !r.state.deleted)
+            .count() as i64;
+        let be = store.counter(scope, keys::BEST_EFFORT_NAME);
+        assert!(be <= live, "BE {be} above live {live}");
+    }
+
+    #[tokio::test]
+    async fn a_put_retried_after_it_was_applied_is_still_a_successful_create() {
+        let counter = Counter::new(MemoryStore::new(), 5);
+        counter
+            .store()
+            .inject(Op::PutResource, Fault::AppliedThenConditionFailed);
+        let (s, id) = ids("acct", "w");
+        let created = counter.create(&s, &id, Item::default(), NOW).await.unwrap();
+        assert!(created.best_effort_counted);
+        assert_eq!(counter.store().counter("acct", keys::BEST_EFFORT_NAME), 1);
+        // A real duplicate still is one.
+        let err = counter.create(&s, &id, Item::default(), NOW).await.unwrap_err();
+        assert!(matches!(err, Error::AlreadyExists), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_failed_best_effort_increment_is_swallowed_and_only_undercounts() {
+        for fault in [Fault::Unavailable, Fault::Throttled, Fault::AppliedThenUnavailable] {
+            let counter = Counter::new(MemoryStore::new(), 5);
+            counter.store().inject(Op::AddBestEffort, fault);
+            let (s, id) = ids("acct", "w");
+            let created = counter.create(&s, &id, Item::default(), NOW).await.unwrap();
+            assert!(!created.best_effort_counted, "{fault:?}");
+            let calls = counter.store().calls();
+            assert_eq!(
+                calls.iter().filter(|op| **op == Op::AddBestEffort).count(),
+                1,
+                "the increment is never retried ({fault:?})"
+            );
+            let expected = i64::from(fault == Fault::AppliedThenUnavailable);
+            assert_eq!(counter.store().counter("acct", keys::BEST_EFFORT_NAME), expected);
+            assert_best_effort_not_above_live(counter.store(), "acct");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_decrement_stops_the_delete_so_best_effort_never_overcounts() {
+        let counter = Counter::new(MemoryStore::new(), 5);
+        let (s, id) = ids("acct", "w");
+        counter.create(&s, &id, Item::default(), NOW).await.unwrap();
+        counter.store().inject(Op::AddBestEffort, Fault::Unavailable);
+        let err = counter.delete(&s, &id, NOW).await.unwrap_err();
+        assert!(matches!(err, Error::Unavailable(_)), "{err}");
+        assert_best_effort_not_above_live(counter.store(), "acct");
+        // An ambiguous decrement (applied, then 500): the retry by the
+        // caller decrements again; BE undercounts, never overcounts.
+        counter.store().inject(Op::AddBestEffort, Fault::AppliedThenUnavailable);
+        assert!(counter.delete(&s, &id, NOW).await.is_err());
+        counter.delete(&s, &id, NOW).await.unwrap();
+        assert_eq!(counter.store().counter("acct", keys::BEST_EFFORT_NAME), -1);
+        assert_best_effort_not_above_live(counter.store(), "acct");
+    }
+
+    #[tokio::test]
+    async fn a_failed_soft_delete_after_the_decrement_only_undercounts() {
+        let counter = Counter::new(MemoryStore::new(), 5);
+        let (s, id) = ids("acct", "w");
+        counter.create(&s, &id, Item::default(), NOW).await.unwrap();
+        counter.store().inject(Op::MarkDeleted, Fault::Unavailable);
+        assert!(matches!(counter.delete(&s, &id, NOW).await, Err(Error::Unavailable(_))));
+        assert_eq!(counter.store().counter("acct", keys::BEST_EFFORT_NAME), 0);
+        assert_best_effort_not_above_live(counter.store(), "acct");
+    }
+
+    #[tokio::test]
+    async fn busy_items_are_retried_and_store_outages_become_unavailable() {
+        let counter = Counter::new(MemoryStore::new(), 5);
+        let (s, id) = ids("acct", "w");
+        counter.store().inject(Op::PutResource, Fault::Conflict);
+        counter.store().inject(Op::PutResource, Fault::Throttled);
+        counter.create(&s, &id, Item::default(), NOW).await.unwrap();
+        counter.store().inject(Op::ReadCounters, Fault::Unavailable);
+        let err = counter
+            .create(&s, &ResourceId::new("x").unwrap(), Item::default(), NOW)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    }
 
     #[test]
     fn usage_takes_the_larger_counter_and_the_override() {

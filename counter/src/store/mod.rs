@@ -4,6 +4,8 @@
 //! can implement the same trait for simulation tests.
 
 pub mod dynamo;
+#[cfg(any(test, feature = "test-util"))]
+pub mod memory;
 
 use std::future::Future;
 

@@ -239,82 +239,52 @@ impl Step {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
     use std::time::Duration;
 
     use super::*;
-    use crate::error::CancelReason;
     use crate::ids::{ResourceId, Scope};
-    use crate::items::{CounterSnapshot, ResourceState};
+    use crate::items::ResourceItem;
+    use crate::keys;
     use crate::store::NewResource;
+    use crate::store::memory::{Fault, MemoryStore, Op};
 
-    /// A scripted store: `transact` answers from a queue, then succeeds.
-    #[derive(Default)]
-    struct Scripted {
-        answers: Mutex<Vec<Result<(), StoreError>>>,
-        state: Mutex<Option<ResourceState>>,
-        sent: Mutex<Vec<Transaction>>,
-        /// Marks the item counted right after the first transaction, as a
-        /// concurrent worker processing its INSERT would.
-        count_after_first_transact: bool,
-    }
-
-    impl Scripted {
-        fn answering(answers: Vec<Result<(), StoreError>>) -> Self {
-            Self {
-                answers: Mutex::new(answers.into_iter().rev().collect()),
-                ..Self::default()
-            }
+    fn key(id: &str) -> ResourceKey {
+        ResourceKey {
+            scope: Scope::new("acct").unwrap(),
+            id: ResourceId::new(id).unwrap(),
         }
     }
 
-    impl Store for Scripted {
-        async fn read_counters(&self, _: &Scope) -> Result<CounterSnapshot, StoreError> {
-            unreachable!()
-        }
-        async fn put_resource(&self, _: &NewResource) -> Result<(), StoreError> {
-            unreachable!()
-        }
-        async fn add_best_effort(&self, _: &Scope, _: i64, _: EpochMillis) -> Result<(), StoreError> {
-            unreachable!()
-        }
-        async fn get_resource(&self, _: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
-            Ok(self.state.lock().unwrap().clone())
-        }
-        async fn mark_deleted(&self, _: &ResourceKey, _: EpochMillis) -> Result<(), StoreError> {
-            unreachable!()
-        }
-        async fn transact(&self, tx: &Transaction) -> Result<(), StoreError> {
-            let mut sent = self.sent.lock().unwrap();
-            sent.push(tx.clone());
-            if self.count_after_first_transact && sent.len() == 1 {
-                self.state.lock().unwrap().as_mut().unwrap().counter_processed = true;
-            }
-            self.answers.lock().unwrap().pop().unwrap_or(Ok(()))
-        }
+    async fn put(store: &MemoryStore, id: &str, counted: bool, deleted: bool) {
+        let item = ResourceItem {
+            scope: Scope::new("acct").unwrap(),
+            id: ResourceId::new(id).unwrap(),
+            counter_processed: counted,
+            deleted,
+            incarnation: "i".into(),
+            created_at: 0,
+        };
+        store
+            .put_resource(&NewResource {
+                item,
+                payload: Default::default(),
+            })
+            .await
+            .unwrap();
     }
 
     fn insert(seq: &str, id: &str) -> Decoded {
         Ok(ChangeRecord {
             sequence_number: seq.into(),
             change: Change::Insert {
-                key: ResourceKey {
-                    scope: Scope::new("acct").unwrap(),
-                    id: ResourceId::new(id).unwrap(),
-                },
+                key: key(id),
                 incarnation: "i".into(),
             },
         })
     }
 
-    fn conflict() -> Result<(), StoreError> {
-        Err(StoreError::Cancelled {
-            reasons: vec![CancelReason::TransactionConflict, CancelReason::None],
-        })
-    }
-
-    fn processor(store: Scripted) -> Processor<Scripted> {
-        Processor::new(store)
+    fn processor() -> Processor<MemoryStore> {
+        Processor::new(MemoryStore::new())
             .with_backoff(Backoff {
                 base: Duration::from_millis(10),
                 cap: Duration::from_millis(100),
@@ -323,95 +293,99 @@ mod tests {
             .with_seed(1)
     }
 
+    fn transacts(p: &Processor<MemoryStore>) -> usize {
+        p.store().calls().iter().filter(|op| **op == Op::Transact).count()
+    }
+
+    fn eventual(p: &Processor<MemoryStore>) -> i64 {
+        p.store().counter("acct", keys::EVENTUAL_NAME)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn conflicts_are_retried_until_the_transaction_goes_through() {
-        let p = processor(Scripted::answering(vec![conflict(), conflict(), conflict()]));
+        let p = processor();
+        put(p.store(), "a", false, false).await;
+        for _ in 0..3 {
+            p.store().inject(Op::Transact, Fault::Conflict);
+        }
         let report = p.process([insert("1", "a")], 0).await;
-        assert_eq!(report.counted, 1);
-        assert_eq!(report.retries, 3);
+        assert_eq!((report.counted, report.retries), (1, 3));
         assert!(report.to_response().batch_item_failures.is_empty());
-        assert_eq!(p.store().sent.lock().unwrap().len(), 4);
+        assert_eq!(eventual(&p), 1);
     }
 
     #[tokio::test(start_paused = true)]
     async fn exhausted_retries_report_the_record_and_stop_the_batch() {
-        let store = Scripted::answering(vec![Ok(()), conflict(), conflict(), conflict(), conflict()]);
-        let p = processor(store);
-        let report = p
-            .process([insert("1", "a"), insert("2", "b"), insert("3", "c")], 0)
-            .await;
-        assert_eq!(report.counted, 1);
+        let p = processor();
+        for id in ["a", "b", "c"] {
+            put(p.store(), id, false, false).await;
+        }
+        assert_eq!(p.process([insert("1", "a")], 0).await.counted, 1);
+        for _ in 0..4 {
+            p.store().inject(Op::Transact, Fault::Conflict);
+        }
+        let report = p.process([insert("2", "b"), insert("3", "c")], 0).await;
         assert_eq!(report.failed_sequence_number.as_deref(), Some("2"));
         assert!(!report.batch_failure);
         let response = report.to_response();
         assert_eq!(response.batch_item_failures.len(), 1);
         assert_eq!(response.batch_item_failures[0].item_identifier.as_deref(), Some("2"));
         // Record 3 was not attempted: the mapping redelivers it after "2".
-        assert_eq!(p.store().sent.lock().unwrap().len(), 5);
+        assert_eq!(transacts(&p), 1 + 4);
+        assert_eq!(eventual(&p), 1);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn throttling_and_unavailable_are_retried_but_validation_errors_are_not() {
-        let p = processor(Scripted::answering(vec![
-            Err(StoreError::Transient("ThrottlingException".into())),
-            Err(StoreError::Unavailable("500".into())),
-        ]));
-        assert_eq!(p.process([insert("1", "a")], 0).await.counted, 1);
-
-        let p = processor(Scripted::answering(vec![Err(StoreError::Cancelled {
-            reasons: vec![CancelReason::Other("ValidationError".into()), CancelReason::None],
-        })]));
+    async fn throttling_and_ambiguous_errors_are_retried_without_double_counting() {
+        let p = processor();
+        put(p.store(), "a", false, false).await;
+        p.store().inject(Op::Transact, Fault::Throttled);
+        p.store().inject(Op::Transact, Fault::AppliedThenUnavailable);
         let report = p.process([insert("1", "a")], 0).await;
-        assert_eq!(report.failed_sequence_number.as_deref(), Some("1"));
-        assert_eq!(report.retries, 0);
+        // The retry after the applied-then-500 fails its condition: done.
+        assert_eq!((report.counted, report.already_done, report.retries), (0, 1, 2));
+        assert_eq!(eventual(&p), 1);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn condition_failure_on_insert_means_already_counted() {
-        let p = processor(Scripted::answering(vec![Err(StoreError::Cancelled {
-            reasons: vec![CancelReason::None, CancelReason::ConditionalCheckFailed],
-        })]));
-        let report = p.process([insert("1", "a")], 0).await;
-        assert_eq!((report.counted, report.already_done, report.retries), (0, 1, 0));
+    async fn a_redelivered_insert_is_already_done() {
+        let p = processor();
+        put(p.store(), "a", false, false).await;
+        let first = p.process([insert("1", "a")], 0).await;
+        let again = p.process([insert("1", "a")], 0).await;
+        assert_eq!((first.counted, again.counted, again.already_done), (1, 0, 1));
+        assert_eq!(eventual(&p), 1);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn delete_racing_its_insert_is_decided_again_on_fresh_state() {
-        // First read: never counted. The uncounted delete then fails its
-        // condition because the INSERT got counted meanwhile; the second
-        // read sees it counted and the counted delete goes through.
-        let mut store = Scripted::answering(vec![Err(StoreError::Cancelled {
-            reasons: vec![CancelReason::ConditionalCheckFailed],
-        })]);
-        store.count_after_first_transact = true;
-        *store.state.lock().unwrap() = Some(ResourceState {
-            counter_processed: false,
-            deleted: true,
-            incarnation: "i".into(),
+    async fn a_delete_racing_its_insert_is_decided_again_on_fresh_state() {
+        // The item reads as never counted; its INSERT is counted by another
+        // worker before our uncounted delete lands, so that delete fails its
+        // condition and the record is decided again: a counted delete.
+        let p = processor();
+        put(p.store(), "a", false, true).await;
+        p.store().after_next(Op::GetResource, |tables| {
+            for resource in tables.resources.values_mut() {
+                resource.state.counter_processed = true;
+            }
+            *tables.counters.entry(("acct".into(), "eventual".into())).or_default() += 1;
         });
-        let p = processor(store);
-        let key = ResourceKey {
-            scope: Scope::new("acct").unwrap(),
-            id: ResourceId::new("a").unwrap(),
-        };
         let delete = Ok(ChangeRecord {
             sequence_number: "9".into(),
             change: Change::SoftDelete {
-                key,
+                key: key("a"),
                 incarnation: "i".into(),
             },
         });
         let report = p.process([delete], 0).await;
         assert_eq!(report.deleted_counted, 1, "{report:?}");
-        let sent = p.store().sent.lock().unwrap();
-        assert_eq!(sent.len(), 2);
-        assert_eq!(sent[0].counter, None);
-        assert_eq!(sent[1].counter.as_ref().map(|c| c.delta), Some(-1));
+        assert_eq!(eventual(&p), 0);
+        assert!(p.store().tables().resources.is_empty());
     }
 
     #[tokio::test]
     async fn undecodable_records_fail_by_sequence_number_or_fail_the_batch() {
-        let p = processor(Scripted::default());
+        let p = processor();
         let report = p
             .process_json(&[serde_json::json!({"dynamodb": {"SequenceNumber": "5"}})], 0)
             .await;
