@@ -120,3 +120,9 @@ clean: ## Stop the emulator, cargo clean, remove .run (keeps .venv)
 	-@$(FAKECLOUD) stop
 	cargo clean
 	rm -rf .run
+
+## ---- templates -------------------------------------------------------------
+
+.PHONY: templates
+templates: ## Regenerate templates/hybrid-counter.yaml from the stack/ model
+	cargo run -q -p hybrid-counter-stack --locked --bin synth -- --out templates/hybrid-counter.yaml

@@ -1,0 +1,142 @@
+//! Property values: literals and the CloudFormation intrinsic functions the
+//! kit uses, as one typed enum. They serialize in the long form (`Ref:`,
+//! `Fn::GetAtt: [A, B]`, `Fn::Sub:`, `Fn::Join:`), never as the `!Ref` short
+//! tags, so the output is plain YAML (or JSON) that any parser reads and that
+//! tests compare as trees.
+
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+
+/// A literal scalar.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Literal {
+    String(String),
+    Integer(i64),
+    Boolean(bool),
+}
+
+/// A property value: a literal or an intrinsic function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expr {
+    Literal(Literal),
+    /// `Ref`: a parameter's value, a resource's primary id, or a pseudo
+    /// parameter such as `AWS::Region`.
+    Ref(String),
+    /// `Fn::GetAtt`: an attribute of a resource.
+    GetAtt(String, String),
+    /// `Fn::Sub`: a string with `${Name}` / `${Resource.Attribute}` parts.
+    Sub(String),
+    /// `Fn::Join`: the parts joined by the delimiter.
+    Join(String, Vec<Expr>),
+}
+
+impl Expr {
+    pub fn reference(logical_id: &str) -> Self {
+        Expr::Ref(logical_id.to_owned())
+    }
+
+    pub fn get_att(logical_id: &str, attribute: &str) -> Self {
+        Expr::GetAtt(logical_id.to_owned(), attribute.to_owned())
+    }
+
+    pub fn sub(template: impl Into<String>) -> Self {
+        Expr::Sub(template.into())
+    }
+
+    pub fn join(delimiter: &str, parts: Vec<Expr>) -> Self {
+        Expr::Join(delimiter.to_owned(), parts)
+    }
+
+    /// The literal string, if this is one. Lets tests look for a bare `*`
+    /// without pattern-matching on the nesting.
+    pub fn as_literal_str(&self) -> Option<&str> {
+        match self {
+            Expr::Literal(Literal::String(s)) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl From<&str> for Expr {
+    fn from(value: &str) -> Self {
+        Expr::Literal(Literal::String(value.to_owned()))
+    }
+}
+
+impl From<String> for Expr {
+    fn from(value: String) -> Self {
+        Expr::Literal(Literal::String(value))
+    }
+}
+
+impl From<i64> for Expr {
+    fn from(value: i64) -> Self {
+        Expr::Literal(Literal::Integer(value))
+    }
+}
+
+impl From<bool> for Expr {
+    fn from(value: bool) -> Self {
+        Expr::Literal(Literal::Boolean(value))
+    }
+}
+
+impl Serialize for Expr {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // Each intrinsic is a one-key mapping; that is all the long form is.
+        fn single<S: Serializer, V: Serialize + ?Sized>(
+            serializer: S,
+            key: &str,
+            value: &V,
+        ) -> Result<S::Ok, S::Error> {
+            let mut map = serializer.serialize_map(Some(1))?;
+            map.serialize_entry(key, value)?;
+            map.end()
+        }
+        match self {
+            Expr::Literal(literal) => literal.serialize(serializer),
+            Expr::Ref(name) => single(serializer, "Ref", name),
+            Expr::GetAtt(resource, attribute) => single(serializer, "Fn::GetAtt", &[resource, attribute]),
+            Expr::Sub(template) => single(serializer, "Fn::Sub", template),
+            Expr::Join(delimiter, parts) => single(serializer, "Fn::Join", &(delimiter, parts)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn tree(expr: &Expr) -> serde_json::Value {
+        serde_json::to_value(expr).unwrap()
+    }
+
+    #[test]
+    fn intrinsics_serialize_in_long_form() {
+        assert_eq!(tree(&Expr::reference("Table")), json!({"Ref": "Table"}));
+        assert_eq!(tree(&Expr::get_att("Q", "Arn")), json!({"Fn::GetAtt": ["Q", "Arn"]}));
+        assert_eq!(tree(&Expr::sub("${P}-x")), json!({"Fn::Sub": "${P}-x"}));
+        assert_eq!(
+            tree(&Expr::join(",", vec!["a".into(), Expr::reference("B")])),
+            json!({"Fn::Join": [",", ["a", {"Ref": "B"}]]})
+        );
+    }
+
+    #[test]
+    fn literals_serialize_as_plain_scalars() {
+        assert_eq!(tree(&"x".into()), json!("x"));
+        assert_eq!(tree(&7.into()), json!(7));
+        assert_eq!(tree(&true.into()), json!(true));
+    }
+
+    #[test]
+    fn yaml_needs_no_custom_tags() {
+        let yaml = serde_yaml_ng::to_string(&Expr::get_att("Q", "Arn")).unwrap();
+        assert!(!yaml.contains('!'), "{yaml}");
+        let back: serde_json::Value = serde_yaml_ng::from_str(&yaml).unwrap();
+        assert_eq!(back, json!({"Fn::GetAtt": ["Q", "Arn"]}));
+    }
+}

@@ -1,0 +1,635 @@
+//! The hybrid counter kit's stack: two tables, the stream consumer with its
+//! DLQ1 → reprocessor → DLQ2 failure pipeline, the example API behind an
+//! IAM-authenticated function URL, one least-privilege role and one log
+//! group per function, and the two alarms an operator acts on. This is the
+//! only place that knows how those pieces are wired together.
+
+use std::collections::BTreeMap;
+
+use hybrid_counter::config::{ENV_COUNTERS_TABLE, ENV_DEFAULT_LIMIT, ENV_EC_SHARDS, ENV_RESOURCES_TABLE};
+use hybrid_counter::keys;
+
+use crate::expr::Expr;
+use crate::resources::cloudwatch::{Alarm, ComparisonOperator, Dimension, Statistic, TreatMissingData};
+use crate::resources::dynamodb::{StreamSpecification, StreamViewType, Table};
+use crate::resources::iam::{Action, InlinePolicy, PolicyDocument, Role, Statement};
+use crate::resources::lambda::{
+    AuthType, Code, DestinationConfig, Environment, EventSourceMapping, FilterCriteria, Function, LogFormat,
+    LoggingConfig, OnFailure, Runtime, StartingPosition, Url,
+};
+use crate::resources::logs::LogGroup;
+use crate::resources::sqs::{Queue, RedrivePolicy};
+use crate::template::{Parameter, Resource, Template};
+use crate::{logical, outputs, params};
+
+/// Stream counter timeout, seconds: one batch of up to `StreamBatchSize`
+/// records, with transaction retries, fits comfortably.
+pub const STREAM_COUNTER_TIMEOUT: u32 = 60;
+/// Reprocessor timeout, seconds: it re-reads a whole failed range from the
+/// stream before processing it, so it gets twice the consumer's budget.
+pub const DLQ_REPROCESSOR_TIMEOUT: u32 = 120;
+/// API timeout, seconds: a request path, not a batch job.
+pub const API_TIMEOUT: u32 = 10;
+/// DLQ1 visibility timeout: AWS's rule for an SQS event source is at least
+/// six times the function timeout, so a message is not handed to a second
+/// invocation while the first is still retrying it.
+pub const DLQ1_VISIBILITY_TIMEOUT: u32 = 6 * DLQ_REPROCESSOR_TIMEOUT;
+/// 14 days, the SQS maximum: a failed range waits for an operator as long
+/// as the service allows.
+pub const DLQ_RETENTION_SECONDS: u32 = 1_209_600;
+/// Days of Lambda logs kept.
+pub const LOG_RETENTION_DAYS: u32 = 30;
+/// The SQS event source's batch: the reprocessor replays one stream range
+/// per message, so a small batch bounds the work of one invocation.
+pub const DLQ1_BATCH_SIZE: i64 = 10;
+
+const LAMBDA_SERVICE: &str = "lambda.amazonaws.com";
+
+/// The template of the kit.
+pub fn template() -> Template {
+    let mut t = Template::new(
+        "Hybrid Counter Kit: per-scope best-effort and eventual counters on DynamoDB, the stream \
+         consumer with its DLQ1 -> reprocessor -> DLQ2 failure pipeline, and an example API behind an \
+         IAM-authenticated function URL.",
+    );
+    add_parameters(&mut t);
+    add_tables(&mut t);
+    add_queues(&mut t);
+    for function in &FUNCTIONS {
+        add_function(&mut t, function);
+    }
+    add_mappings(&mut t);
+    add_function_url(&mut t);
+    add_alarms(&mut t);
+    add_outputs(&mut t);
+    t
+}
+
+fn add_parameters(t: &mut Template) {
+    t.parameter(
+        params::NAME_PREFIX,
+        Parameter::string(
+            "Prefix of every physical name (tables, queues, functions, log groups, alarms). Lowercase \
+             letters, digits and hyphens; at most 40 characters so the longest function name stays \
+             within Lambda's 64.",
+        )
+        .default_string("hybrid-counter")
+        .length(1, 40)
+        .pattern(
+            "^[a-z]([a-z0-9-]*[a-z0-9])?$",
+            "lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen",
+        ),
+    );
+    t.parameter(
+        params::DEFAULT_LIMIT,
+        Parameter::number(
+            "Per-scope limit for scopes without a `limit` override item in the counters table.",
+            100,
+            0,
+            1_000_000_000,
+        ),
+    );
+    t.parameter(
+        params::STREAM_BATCH_SIZE,
+        Parameter::number(
+            "Records per invocation of the stream counter (DynamoDB Streams allows 1-10000).",
+            100,
+            1,
+            10_000,
+        ),
+    );
+    t.parameter(
+        params::PARALLELIZATION_FACTOR,
+        Parameter::number(
+            "Concurrent batches per stream shard (1-10). Records of one item stay in order at any value.",
+            1,
+            1,
+            10,
+        ),
+    );
+    t.parameter(
+        params::MAXIMUM_RETRY_ATTEMPTS,
+        Parameter::number(
+            "Retries of a failing batch before it goes to DLQ1 (-1: until the record reaches \
+             MaximumRecordAgeInSeconds). Bisecting a batch does not use up retries.",
+            10,
+            -1,
+            10_000,
+        ),
+    );
+    t.parameter(
+        params::MAXIMUM_RECORD_AGE_IN_SECONDS,
+        Parameter::number(
+            "Age after which a failing record goes to DLQ1 instead of being retried. Capped at 86400 \
+             (not the service's 604800, nor -1 for no limit) because the stream keeps records 24 hours: \
+             the DLQ1 message names a sequence range, and the reprocessor can only replay it while the \
+             records are still in the stream.",
+            21_600,
+            60,
+            86_400,
+        ),
+    );
+    t.parameter(
+        params::DLQ1_MAX_RECEIVE_COUNT,
+        Parameter::number(
+            "Receives of a DLQ1 message (reprocessor attempts) before SQS moves it to DLQ2 for an operator.",
+            5,
+            1,
+            1_000,
+        ),
+    );
+    t.parameter(
+        params::EC_SHARD_COUNT,
+        Parameter::number(
+            "Eventual-counter shards per scope (eventual#0..N-1). More shards spread a hot scope's \
+             writes; reads sum them with one Query.",
+            1,
+            1,
+            100,
+        ),
+    );
+    t.parameter(
+        params::LAMBDA_MEMORY_SIZE,
+        Parameter::number("Memory of every function, MB (CPU scales with it).", 256, 128, 10_240),
+    );
+    t.parameter(
+        params::LAMBDA_ARCHITECTURE,
+        Parameter::string("Instruction set the function zips were built for.")
+            .default_string("arm64")
+            .allowed_values(&["arm64", "x86_64"]),
+    );
+    t.parameter(
+        params::ARTIFACTS_BUCKET,
+        Parameter::string("S3 bucket holding the cargo-lambda zips, in the stack's region.")
+            .length(3, 63)
+            .pattern(
+                "^[a-z0-9][a-z0-9.-]*[a-z0-9]$",
+                "an S3 bucket name: lowercase letters, digits, dots and hyphens",
+            ),
+    );
+    let code_key = |what: &str| {
+        Parameter::string(&format!(
+            "S3 key of the {what} zip (cargo-lambda bootstrap.zip). Use a key that changes with the \
+             content: CloudFormation only updates the code when the key changes."
+        ))
+        .length(1, 1024)
+    };
+    t.parameter(params::STREAM_COUNTER_CODE_KEY, code_key("stream counter"));
+    t.parameter(params::DLQ_REPROCESSOR_CODE_KEY, code_key("DLQ reprocessor"));
+    t.parameter(params::API_CODE_KEY, code_key("API"));
+    t.parameter(
+        params::ITERATOR_AGE_ALARM_MILLISECONDS,
+        Parameter::number(
+            "Iterator age (ms) of the stream counter above which it counts as falling behind, for 5 \
+             consecutive minutes.",
+            60_000,
+            1_000,
+            86_400_000,
+        ),
+    );
+}
+
+fn add_tables(t: &mut Template) {
+    let mut resources = Table::keyed(Expr::sub("${NamePrefix}-resources"), keys::SCOPE, keys::ID);
+    // Old images too: the consumer recognises a soft delete by `deleted`
+    // going false -> true, and the filter matches on both images.
+    resources.stream_specification = Some(StreamSpecification {
+        stream_view_type: StreamViewType::NewAndOldImages,
+    });
+    // Retained: the tables are the system of record; deleting or replacing
+    // the stack must never take the data with it.
+    t.resource(logical::RESOURCES_TABLE, Resource::retained(resources));
+    t.resource(
+        logical::COUNTERS_TABLE,
+        Resource::retained(Table::keyed(
+            Expr::sub("${NamePrefix}-counters"),
+            keys::SCOPE,
+            keys::NAME,
+        )),
+    );
+}
+
+fn add_queues(t: &mut Template) {
+    // Queues and log groups are stateful, but their contents only mean
+    // something next to the stack's functions, and their fixed names would
+    // block re-creating the stack: deleted with it, explicitly.
+    t.resource(
+        logical::DLQ2,
+        Resource::deleted(Queue {
+            queue_name: Expr::sub("${NamePrefix}-dlq2"),
+            message_retention_period: DLQ_RETENTION_SECONDS,
+            sqs_managed_sse_enabled: true,
+            visibility_timeout: None,
+            redrive_policy: None,
+        }),
+    );
+    t.resource(
+        logical::DLQ1,
+        Resource::deleted(Queue {
+            queue_name: Expr::sub("${NamePrefix}-dlq1"),
+            message_retention_period: DLQ_RETENTION_SECONDS,
+            sqs_managed_sse_enabled: true,
+            visibility_timeout: Some(DLQ1_VISIBILITY_TIMEOUT),
+            redrive_policy: Some(RedrivePolicy {
+                dead_letter_target_arn: Expr::get_att(logical::DLQ2, "Arn"),
+                max_receive_count: Expr::reference(params::DLQ1_MAX_RECEIVE_COUNT),
+            }),
+        }),
+    );
+}
+
+/// What differs between the three functions.
+struct FunctionSpec {
+    function: &'static str,
+    role: &'static str,
+    log_group: &'static str,
+    name_suffix: &'static str,
+    code_key: &'static str,
+    timeout: u32,
+    default_limit: bool,
+    ec_shards: bool,
+    permissions: fn() -> Vec<Statement>,
+}
+
+const FUNCTIONS: [FunctionSpec; 3] = [
+    FunctionSpec {
+        function: logical::STREAM_COUNTER_FUNCTION,
+        role: logical::STREAM_COUNTER_ROLE,
+        log_group: logical::STREAM_COUNTER_LOG_GROUP,
+        name_suffix: "stream-counter",
+        code_key: params::STREAM_COUNTER_CODE_KEY,
+        timeout: STREAM_COUNTER_TIMEOUT,
+        default_limit: false,
+        ec_shards: true,
+        permissions: stream_counter_permissions,
+    },
+    FunctionSpec {
+        function: logical::DLQ_REPROCESSOR_FUNCTION,
+        role: logical::DLQ_REPROCESSOR_ROLE,
+        log_group: logical::DLQ_REPROCESSOR_LOG_GROUP,
+        name_suffix: "dlq-reprocessor",
+        code_key: params::DLQ_REPROCESSOR_CODE_KEY,
+        timeout: DLQ_REPROCESSOR_TIMEOUT,
+        default_limit: false,
+        ec_shards: true,
+        permissions: dlq_reprocessor_permissions,
+    },
+    FunctionSpec {
+        function: logical::API_FUNCTION,
+        role: logical::API_ROLE,
+        log_group: logical::API_LOG_GROUP,
+        name_suffix: "api",
+        code_key: params::API_CODE_KEY,
+        timeout: API_TIMEOUT,
+        default_limit: true,
+        ec_shards: false,
+        permissions: api_permissions,
+    },
+];
+
+fn add_function(t: &mut Template, spec: &FunctionSpec) {
+    let name = format!("${{NamePrefix}}-{}", spec.name_suffix);
+    t.resource(
+        spec.log_group,
+        Resource::deleted(LogGroup {
+            log_group_name: Expr::sub(format!("/aws/lambda/{name}")),
+            retention_in_days: LOG_RETENTION_DAYS,
+        }),
+    );
+
+    let mut statements = (spec.permissions)();
+    statements.push(Statement::allow(
+        "OwnLogGroup",
+        &[Action::LogsCreateLogStream, Action::LogsPutLogEvents],
+        // The group's `Arn` attribute ends in `:*`, which covers its streams
+        // and nothing else.
+        vec![Expr::get_att(spec.log_group, "Arn")],
+    ));
+    t.resource(
+        spec.role,
+        Role::for_service(
+            LAMBDA_SERVICE,
+            vec![InlinePolicy {
+                policy_name: format!("{}-permissions", spec.name_suffix),
+                policy_document: PolicyDocument::new(statements),
+            }],
+        ),
+    );
+
+    let mut variables = BTreeMap::from([
+        (
+            ENV_RESOURCES_TABLE.to_owned(),
+            Expr::reference(logical::RESOURCES_TABLE),
+        ),
+        (ENV_COUNTERS_TABLE.to_owned(), Expr::reference(logical::COUNTERS_TABLE)),
+    ]);
+    if spec.default_limit {
+        variables.insert(ENV_DEFAULT_LIMIT.to_owned(), Expr::reference(params::DEFAULT_LIMIT));
+    }
+    if spec.ec_shards {
+        variables.insert(ENV_EC_SHARDS.to_owned(), Expr::reference(params::EC_SHARD_COUNT));
+    }
+    t.resource(
+        spec.function,
+        Function {
+            function_name: Expr::sub(name),
+            runtime: Runtime::ProvidedAl2023,
+            handler: "bootstrap".to_owned(),
+            architectures: vec![Expr::reference(params::LAMBDA_ARCHITECTURE)],
+            memory_size: Expr::reference(params::LAMBDA_MEMORY_SIZE),
+            timeout: spec.timeout,
+            role: Expr::get_att(spec.role, "Arn"),
+            code: Code {
+                s3_bucket: Expr::reference(params::ARTIFACTS_BUCKET),
+                s3_key: Expr::reference(spec.code_key),
+            },
+            // Referencing the group also orders it before the function, so
+            // Lambda never creates an unmanaged group of the same name.
+            logging_config: LoggingConfig {
+                log_format: LogFormat::Json,
+                log_group: Expr::reference(spec.log_group),
+            },
+            environment: Environment { variables },
+        },
+    );
+}
+
+fn arn(logical_id: &str) -> Expr {
+    Expr::get_att(logical_id, "Arn")
+}
+
+fn stream_arn() -> Expr {
+    Expr::get_att(logical::RESOURCES_TABLE, "StreamArn")
+}
+
+/// The resource-item writes of stream processing. Inside `TransactWriteItems`
+/// each action is authorized as its single-item operation (there is no
+/// `TransactWriteItems` IAM action): the flag flip is an `UpdateItem`, the
+/// hard delete a `DeleteItem`; `GetItem` reads an item's current state when
+/// a soft delete arrives.
+fn resource_item_statements() -> Vec<Statement> {
+    vec![
+        Statement::allow(
+            "ResourcesTableItems",
+            &[
+                Action::DynamoDbGetItem,
+                Action::DynamoDbUpdateItem,
+                Action::DynamoDbDeleteItem,
+            ],
+            vec![arn(logical::RESOURCES_TABLE)],
+        ),
+        Statement::allow(
+            "EventualCounter",
+            &[Action::DynamoDbUpdateItem],
+            vec![arn(logical::COUNTERS_TABLE)],
+        ),
+    ]
+}
+
+fn stream_counter_permissions() -> Vec<Statement> {
+    let mut statements = resource_item_statements();
+    statements.push(Statement::allow(
+        "ResourcesStream",
+        // The event source mapping reads the stream with the function's
+        // role. ListStreams has no resource-level permissions, so on this
+        // ARN it grants nothing; it is listed because Lambda's documented
+        // set for stream sources names it, and granting it on `*` would be
+        // the only wildcard resource in the stack.
+        &[
+            Action::DynamoDbDescribeStream,
+            Action::DynamoDbGetRecords,
+            Action::DynamoDbGetShardIterator,
+            Action::DynamoDbListStreams,
+        ],
+        vec![stream_arn()],
+    ));
+    statements.push(Statement::allow(
+        "OnFailureDestination",
+        // The mapping sends the failed batch's description to DLQ1 as the
+        // function's role.
+        &[Action::SqsSendMessage],
+        vec![arn(logical::DLQ1)],
+    ));
+    statements
+}
+
+fn dlq_reprocessor_permissions() -> Vec<Statement> {
+    let mut statements = vec![
+        Statement::allow(
+            "Dlq1Consumer",
+            // What the SQS event source mapping does as the function's role.
+            &[
+                Action::SqsReceiveMessage,
+                Action::SqsDeleteMessage,
+                Action::SqsGetQueueAttributes,
+                Action::SqsChangeMessageVisibility,
+            ],
+            vec![arn(logical::DLQ1)],
+        ),
+        Statement::allow(
+            "ReplayStreamRange",
+            // The reprocessor itself re-reads the failed sequence range.
+            &[
+                Action::DynamoDbDescribeStream,
+                Action::DynamoDbGetRecords,
+                Action::DynamoDbGetShardIterator,
+            ],
+            vec![stream_arn()],
+        ),
+    ];
+    statements.extend(resource_item_statements());
+    statements
+}
+
+fn api_permissions() -> Vec<Statement> {
+    vec![
+        Statement::allow(
+            "ResourcesTableRequestPath",
+            // Create puts the item, delete reads it and soft-deletes it.
+            &[
+                Action::DynamoDbGetItem,
+                Action::DynamoDbPutItem,
+                Action::DynamoDbUpdateItem,
+            ],
+            vec![arn(logical::RESOURCES_TABLE)],
+        ),
+        Statement::allow(
+            "CountersTableRequestPath",
+            // One Query reads every counter of a scope (BE, EC shards, limit);
+            // UpdateItem moves the best-effort counter.
+            &[
+                Action::DynamoDbQuery,
+                Action::DynamoDbUpdateItem,
+                Action::DynamoDbGetItem,
+            ],
+            vec![arn(logical::COUNTERS_TABLE)],
+        ),
+    ]
+}
+
+fn add_mappings(t: &mut Template) {
+    let mut stream = EventSourceMapping::new(
+        stream_arn(),
+        Expr::reference(logical::STREAM_COUNTER_FUNCTION),
+        Expr::reference(params::STREAM_BATCH_SIZE),
+    );
+    // From the oldest record still in the stream: a (re)created mapping
+    // must not skip writes that are not counted yet.
+    stream.starting_position = Some(StartingPosition::TrimHorizon);
+    stream.parallelization_factor = Some(Expr::reference(params::PARALLELIZATION_FACTOR));
+    stream.maximum_retry_attempts = Some(Expr::reference(params::MAXIMUM_RETRY_ATTEMPTS));
+    stream.maximum_record_age_in_seconds = Some(Expr::reference(params::MAXIMUM_RECORD_AGE_IN_SECONDS));
+    stream.bisect_batch_on_function_error = Some(true);
+    stream.filter_criteria = Some(FilterCriteria::from_patterns(
+        &hybrid_counter::stream::filter::patterns(),
+    ));
+    stream.destination_config = Some(DestinationConfig {
+        on_failure: OnFailure {
+            destination: arn(logical::DLQ1),
+        },
+    });
+    t.resource(logical::STREAM_MAPPING, stream);
+
+    t.resource(
+        logical::DLQ1_MAPPING,
+        EventSourceMapping::new(
+            arn(logical::DLQ1),
+            Expr::reference(logical::DLQ_REPROCESSOR_FUNCTION),
+            DLQ1_BATCH_SIZE.into(),
+        ),
+    );
+}
+
+fn add_function_url(t: &mut Template) {
+    t.resource(
+        logical::API_FUNCTION_URL,
+        Url {
+            auth_type: AuthType::AwsIam,
+            target_function_arn: arn(logical::API_FUNCTION),
+        },
+    );
+}
+
+fn add_alarms(t: &mut Template) {
+    t.resource(
+        logical::DLQ2_NOT_EMPTY_ALARM,
+        Alarm {
+            alarm_name: Expr::sub("${NamePrefix}-dlq2-not-empty"),
+            alarm_description: "A stream range failed every reprocessing attempt and waits in DLQ2. Fix the \
+                                cause, then `counterctl redrive`; if the range has left the stream's 24 h \
+                                retention, run `counterctl audit --repair` for the affected scopes."
+                .to_owned(),
+            namespace: "AWS/SQS".to_owned(),
+            metric_name: "ApproximateNumberOfMessagesVisible".to_owned(),
+            dimensions: vec![Dimension {
+                name: "QueueName".to_owned(),
+                value: Expr::get_att(logical::DLQ2, "QueueName"),
+            }],
+            statistic: Statistic::Maximum,
+            period: 60,
+            evaluation_periods: 1,
+            threshold: 1.into(),
+            comparison_operator: ComparisonOperator::GreaterThanOrEqualToThreshold,
+            treat_missing_data: TreatMissingData::NotBreaching,
+        },
+    );
+    t.resource(
+        logical::ITERATOR_AGE_ALARM,
+        Alarm {
+            alarm_name: Expr::sub("${NamePrefix}-stream-counter-iterator-age"),
+            alarm_description: "The stream counter is falling behind the resources table's stream. Records \
+                                that stay unprocessed past MaximumRecordAgeInSeconds go to DLQ1, and past \
+                                24 hours they leave the stream."
+                .to_owned(),
+            namespace: "AWS/Lambda".to_owned(),
+            metric_name: "IteratorAge".to_owned(),
+            dimensions: vec![Dimension {
+                name: "FunctionName".to_owned(),
+                value: Expr::reference(logical::STREAM_COUNTER_FUNCTION),
+            }],
+            statistic: Statistic::Maximum,
+            period: 60,
+            evaluation_periods: 5,
+            threshold: Expr::reference(params::ITERATOR_AGE_ALARM_MILLISECONDS),
+            comparison_operator: ComparisonOperator::GreaterThanThreshold,
+            treat_missing_data: TreatMissingData::NotBreaching,
+        },
+    );
+}
+
+fn add_outputs(t: &mut Template) {
+    let name = |id: &str| Expr::reference(id);
+    let entries: [(&str, &str, Expr); 16] = [
+        (
+            outputs::RESOURCES_TABLE,
+            "Resources table name",
+            name(logical::RESOURCES_TABLE),
+        ),
+        (
+            outputs::RESOURCES_TABLE_ARN,
+            "Resources table ARN",
+            arn(logical::RESOURCES_TABLE),
+        ),
+        (
+            outputs::RESOURCES_TABLE_STREAM_ARN,
+            "Resources table stream ARN",
+            stream_arn(),
+        ),
+        (
+            outputs::COUNTERS_TABLE,
+            "Counters table name",
+            name(logical::COUNTERS_TABLE),
+        ),
+        (
+            outputs::STREAM_COUNTER_FUNCTION,
+            "Stream counter function name",
+            name(logical::STREAM_COUNTER_FUNCTION),
+        ),
+        (
+            outputs::DLQ_REPROCESSOR_FUNCTION,
+            "DLQ reprocessor function name",
+            name(logical::DLQ_REPROCESSOR_FUNCTION),
+        ),
+        (outputs::API_FUNCTION, "API function name", name(logical::API_FUNCTION)),
+        (
+            outputs::API_FUNCTION_URL,
+            "API function URL (requests must be SigV4-signed)",
+            Expr::get_att(logical::API_FUNCTION_URL, "FunctionUrl"),
+        ),
+        (
+            outputs::DLQ1_URL,
+            "DLQ1 URL (failed stream ranges)",
+            name(logical::DLQ1),
+        ),
+        (outputs::DLQ1_ARN, "DLQ1 ARN", arn(logical::DLQ1)),
+        (
+            outputs::DLQ2_URL,
+            "DLQ2 URL (ranges the reprocessor gave up on)",
+            name(logical::DLQ2),
+        ),
+        (outputs::DLQ2_ARN, "DLQ2 ARN", arn(logical::DLQ2)),
+        (
+            outputs::STREAM_MAPPING_ID,
+            "UUID of the stream event source mapping",
+            name(logical::STREAM_MAPPING),
+        ),
+        (
+            outputs::DLQ1_MAPPING_ID,
+            "UUID of the DLQ1 event source mapping",
+            name(logical::DLQ1_MAPPING),
+        ),
+        (
+            outputs::DLQ2_ALARM_NAME,
+            "DLQ2-not-empty alarm name",
+            name(logical::DLQ2_NOT_EMPTY_ALARM),
+        ),
+        (
+            outputs::ITERATOR_AGE_ALARM_NAME,
+            "Stream counter iterator-age alarm name",
+            name(logical::ITERATOR_AGE_ALARM),
+        ),
+    ];
+    for (output, description, value) in entries {
+        t.output(output, description, value);
+    }
+}

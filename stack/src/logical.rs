@@ -1,0 +1,25 @@
+//! Logical ids of the template's resources: the names intrinsics refer to,
+//! and what a caller passes to `DescribeStackResource`. Changing one makes
+//! CloudFormation replace the resource, so they are part of the contract.
+
+pub const RESOURCES_TABLE: &str = "ResourcesTable";
+pub const COUNTERS_TABLE: &str = "CountersTable";
+pub const DLQ1: &str = "Dlq1";
+pub const DLQ2: &str = "Dlq2";
+
+pub const STREAM_COUNTER_FUNCTION: &str = "StreamCounterFunction";
+pub const STREAM_COUNTER_ROLE: &str = "StreamCounterRole";
+pub const STREAM_COUNTER_LOG_GROUP: &str = "StreamCounterLogGroup";
+pub const DLQ_REPROCESSOR_FUNCTION: &str = "DlqReprocessorFunction";
+pub const DLQ_REPROCESSOR_ROLE: &str = "DlqReprocessorRole";
+pub const DLQ_REPROCESSOR_LOG_GROUP: &str = "DlqReprocessorLogGroup";
+pub const API_FUNCTION: &str = "ApiFunction";
+pub const API_ROLE: &str = "ApiRole";
+pub const API_LOG_GROUP: &str = "ApiLogGroup";
+pub const API_FUNCTION_URL: &str = "ApiFunctionUrl";
+
+pub const STREAM_MAPPING: &str = "StreamMapping";
+pub const DLQ1_MAPPING: &str = "Dlq1Mapping";
+
+pub const DLQ2_NOT_EMPTY_ALARM: &str = "Dlq2NotEmptyAlarm";
+pub const ITERATOR_AGE_ALARM: &str = "IteratorAgeAlarm";

@@ -1,0 +1,53 @@
+//! Parameter names of the template, for callers that pass values at deploy
+//! time (the operator CLI). The template is built from these same constants,
+//! so a rename here is a compile error there, not a failed deploy.
+
+/// Prefix of every physical name (tables, queues, functions, log groups, alarms).
+pub const NAME_PREFIX: &str = "NamePrefix";
+/// Limit for scopes without a per-scope override.
+pub const DEFAULT_LIMIT: &str = "DefaultLimit";
+/// Stream event source mapping: records per batch.
+pub const STREAM_BATCH_SIZE: &str = "StreamBatchSize";
+/// Stream event source mapping: concurrent batches per shard.
+pub const PARALLELIZATION_FACTOR: &str = "ParallelizationFactor";
+/// Stream event source mapping: retries before the on-failure destination.
+pub const MAXIMUM_RETRY_ATTEMPTS: &str = "MaximumRetryAttempts";
+/// Stream event source mapping: record age before the on-failure destination.
+pub const MAXIMUM_RECORD_AGE_IN_SECONDS: &str = "MaximumRecordAgeInSeconds";
+/// DLQ1 receives before a message moves to DLQ2.
+pub const DLQ1_MAX_RECEIVE_COUNT: &str = "Dlq1MaxReceiveCount";
+/// Number of eventual-counter shards.
+pub const EC_SHARD_COUNT: &str = "EcShardCount";
+/// Memory of every function, MB.
+pub const LAMBDA_MEMORY_SIZE: &str = "LambdaMemorySize";
+/// Instruction set of every function (`arm64` or `x86_64`).
+pub const LAMBDA_ARCHITECTURE: &str = "LambdaArchitecture";
+/// S3 bucket holding the function zips.
+pub const ARTIFACTS_BUCKET: &str = "ArtifactsBucket";
+/// S3 key of the stream counter zip.
+pub const STREAM_COUNTER_CODE_KEY: &str = "StreamCounterCodeKey";
+/// S3 key of the DLQ reprocessor zip.
+pub const DLQ_REPROCESSOR_CODE_KEY: &str = "DlqReprocessorCodeKey";
+/// S3 key of the API zip.
+pub const API_CODE_KEY: &str = "ApiCodeKey";
+/// Iterator age (ms) above which the stream consumer counts as behind.
+pub const ITERATOR_AGE_ALARM_MILLISECONDS: &str = "IteratorAgeAlarmMilliseconds";
+
+/// Every parameter, in declaration order.
+pub const ALL: [&str; 15] = [
+    NAME_PREFIX,
+    DEFAULT_LIMIT,
+    STREAM_BATCH_SIZE,
+    PARALLELIZATION_FACTOR,
+    MAXIMUM_RETRY_ATTEMPTS,
+    MAXIMUM_RECORD_AGE_IN_SECONDS,
+    DLQ1_MAX_RECEIVE_COUNT,
+    EC_SHARD_COUNT,
+    LAMBDA_MEMORY_SIZE,
+    LAMBDA_ARCHITECTURE,
+    ARTIFACTS_BUCKET,
+    STREAM_COUNTER_CODE_KEY,
+    DLQ_REPROCESSOR_CODE_KEY,
+    API_CODE_KEY,
+    ITERATOR_AGE_ALARM_MILLISECONDS,
+];

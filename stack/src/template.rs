@@ -1,0 +1,285 @@
+//! The template document: parameters, resources and outputs, each a typed
+//! struct keyed by logical id. Maps are `BTreeMap`s and structs serialize in
+//! field order, so the same model always yields byte-identical YAML and the
+//! committed template can be checked against the generator.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::expr::{Expr, Literal};
+use crate::resources::cloudwatch::Alarm;
+use crate::resources::dynamodb::Table;
+use crate::resources::iam::Role;
+use crate::resources::lambda::{EventSourceMapping, Function, Url};
+use crate::resources::logs::LogGroup;
+use crate::resources::sqs::Queue;
+
+/// The only format version CloudFormation has ever defined.
+pub const FORMAT_VERSION: &str = "2010-09-09";
+
+/// A whole CloudFormation template.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Template {
+    #[serde(rename = "AWSTemplateFormatVersion")]
+    pub format_version: String,
+    pub description: String,
+    pub parameters: BTreeMap<String, Parameter>,
+    pub resources: BTreeMap<String, Resource>,
+    pub outputs: BTreeMap<String, Output>,
+}
+
+impl Template {
+    pub fn new(description: impl Into<String>) -> Self {
+        Self {
+            format_version: FORMAT_VERSION.to_owned(),
+            description: description.into(),
+            parameters: BTreeMap::new(),
+            resources: BTreeMap::new(),
+            outputs: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a parameter; a logical id used twice is a bug in the model.
+    pub fn parameter(&mut self, name: &str, parameter: Parameter) {
+        let previous = self.parameters.insert(name.to_owned(), parameter);
+        assert!(previous.is_none(), "parameter {name} defined twice");
+    }
+
+    /// Adds a resource; a logical id used twice is a bug in the model.
+    pub fn resource(&mut self, logical_id: &str, resource: impl Into<Resource>) {
+        let previous = self.resources.insert(logical_id.to_owned(), resource.into());
+        assert!(previous.is_none(), "resource {logical_id} defined twice");
+    }
+
+    /// Adds an output; a logical id used twice is a bug in the model.
+    pub fn output(&mut self, name: &str, description: &str, value: Expr) {
+        let output = Output {
+            description: description.to_owned(),
+            value,
+        };
+        let previous = self.outputs.insert(name.to_owned(), output);
+        assert!(previous.is_none(), "output {name} defined twice");
+    }
+}
+
+/// `Type` of a parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ParameterType {
+    String,
+    Number,
+}
+
+/// A template parameter with its constraints. CloudFormation checks them
+/// before it changes anything, so a bad value fails the deploy up front.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Parameter {
+    #[serde(rename = "Type")]
+    pub kind: ParameterType,
+    pub description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default: Option<Literal>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_values: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_pattern: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_length: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_length: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_value: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_value: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constraint_description: Option<String>,
+}
+
+impl Parameter {
+    fn new(kind: ParameterType, description: &str) -> Self {
+        Self {
+            kind,
+            description: description.to_owned(),
+            default: None,
+            allowed_values: Vec::new(),
+            allowed_pattern: None,
+            min_length: None,
+            max_length: None,
+            min_value: None,
+            max_value: None,
+            constraint_description: None,
+        }
+    }
+
+    pub fn string(description: &str) -> Self {
+        Self::new(ParameterType::String, description)
+    }
+
+    /// A number parameter bounded by `min..=max`, the limits the service
+    /// itself accepts.
+    pub fn number(description: &str, default: i64, min: i64, max: i64) -> Self {
+        Self {
+            default: Some(Literal::Integer(default)),
+            min_value: Some(min),
+            max_value: Some(max),
+            ..Self::new(ParameterType::Number, description)
+        }
+    }
+
+    pub fn default_string(mut self, default: &str) -> Self {
+        self.default = Some(Literal::String(default.to_owned()));
+        self
+    }
+
+    pub fn allowed_values(mut self, values: &[&str]) -> Self {
+        self.allowed_values = values.iter().map(|v| (*v).to_owned()).collect();
+        self
+    }
+
+    pub fn pattern(mut self, pattern: &str, constraint_description: &str) -> Self {
+        self.allowed_pattern = Some(pattern.to_owned());
+        self.constraint_description = Some(constraint_description.to_owned());
+        self
+    }
+
+    pub fn length(mut self, min: u32, max: u32) -> Self {
+        self.min_length = Some(min);
+        self.max_length = Some(max);
+        self
+    }
+}
+
+/// A stack output.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Output {
+    pub description: String,
+    pub value: Expr,
+}
+
+/// What CloudFormation does with a resource's data when the stack deletes or
+/// replaces it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Policy {
+    Delete,
+    Retain,
+    Snapshot,
+}
+
+/// One resource: its typed properties (which also give its `Type`) and the
+/// resource-level attributes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Resource {
+    #[serde(flatten)]
+    pub kind: ResourceKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deletion_policy: Option<Policy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub update_replace_policy: Option<Policy>,
+}
+
+impl Resource {
+    /// Keeps the resource (and its data) when the stack is deleted or the
+    /// resource is replaced.
+    pub fn retained(kind: impl Into<ResourceKind>) -> Self {
+        Self {
+            kind: kind.into(),
+            deletion_policy: Some(Policy::Retain),
+            update_replace_policy: Some(Policy::Retain),
+        }
+    }
+
+    /// Deletes the resource with the stack or on replacement, stated
+    /// explicitly for stateful resources whose state is worth nothing without
+    /// the stack (and whose fixed names would block re-creating it).
+    pub fn deleted(kind: impl Into<ResourceKind>) -> Self {
+        Self {
+            kind: kind.into(),
+            deletion_policy: Some(Policy::Delete),
+            update_replace_policy: Some(Policy::Delete),
+        }
+    }
+}
+
+/// The resource types the kit uses; the variant names the `Type` and holds
+/// the `Properties`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "Type", content = "Properties")]
+pub enum ResourceKind {
+    #[serde(rename = "AWS::DynamoDB::Table")]
+    Table(Table),
+    #[serde(rename = "AWS::SQS::Queue")]
+    Queue(Queue),
+    #[serde(rename = "AWS::Logs::LogGroup")]
+    LogGroup(LogGroup),
+    #[serde(rename = "AWS::IAM::Role")]
+    Role(Role),
+    #[serde(rename = "AWS::Lambda::Function")]
+    Function(Function),
+    #[serde(rename = "AWS::Lambda::EventSourceMapping")]
+    EventSourceMapping(EventSourceMapping),
+    #[serde(rename = "AWS::Lambda::Url")]
+    Url(Url),
+    #[serde(rename = "AWS::CloudWatch::Alarm")]
+    Alarm(Alarm),
+}
+
+macro_rules! resource_from {
+    ($($variant:ident),* $(,)?) => {
+        $(
+            impl From<$variant> for ResourceKind {
+                fn from(properties: $variant) -> Self {
+                    ResourceKind::$variant(properties)
+                }
+            }
+
+            impl From<$variant> for Resource {
+                fn from(properties: $variant) -> Self {
+                    Resource { kind: properties.into(), deletion_policy: None, update_replace_policy: None }
+                }
+            }
+        )*
+    };
+}
+
+resource_from!(Table, Queue, LogGroup, Role, Function, EventSourceMapping, Url, Alarm);
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::resources::logs::LogGroup;
+
+    #[test]
+    fn resource_serializes_type_properties_and_policies() {
+        let resource = Resource::retained(LogGroup {
+            log_group_name: Expr::sub("/aws/lambda/${P}"),
+            retention_in_days: 30,
+        });
+        assert_eq!(
+            serde_json::to_value(&resource).unwrap(),
+            json!({
+                "Type": "AWS::Logs::LogGroup",
+                "Properties": {"LogGroupName": {"Fn::Sub": "/aws/lambda/${P}"}, "RetentionInDays": 30},
+                "DeletionPolicy": "Retain",
+                "UpdateReplacePolicy": "Retain",
+            })
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "defined twice")]
+    fn a_logical_id_cannot_be_reused() {
+        let mut template = Template::new("t");
+        let group = || LogGroup {
+            log_group_name: "g".into(),
+            retention_in_days: 1,
+        };
+        template.resource("G", group());
+        template.resource("G", group());
+    }
+}

@@ -1,0 +1,510 @@
+//! What the kit's stack guarantees: the committed YAML is exactly the
+//! generator's output and passes cfn-lint, and the model keeps the promises
+//! the design makes — retained, encrypted, recoverable tables; least-privilege
+//! roles; a stream mapping that bisects, reports partial failures, filters
+//! with the consumer's own patterns and fails over to DLQ1; DLQ1 redriving
+//! to DLQ2; and outputs under the names the CLI reads.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use stack::expr::{Expr, Literal};
+use stack::resources::dynamodb::{BillingMode, KeyType, StreamViewType, Table};
+use stack::resources::iam::Role;
+use stack::resources::lambda::{AuthType, EventSourceMapping, Function, FunctionResponseType, StartingPosition, Url};
+use stack::resources::sqs::Queue;
+use stack::template::Policy;
+use stack::{ResourceKind, Template, logical, outputs, params};
+
+const COMMITTED: &str = "templates/hybrid-counter.yaml";
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn committed_path() -> PathBuf {
+    workspace_root().join(COMMITTED)
+}
+
+macro_rules! kind {
+    ($template:expr, $id:expr, $variant:ident) => {
+        match &$template
+            .resources
+            .get($id)
+            .unwrap_or_else(|| panic!("no resource {}", $id))
+            .kind
+        {
+            ResourceKind::$variant(properties) => properties,
+            other => panic!("{} is not a {}: {other:?}", $id, stringify!($variant)),
+        }
+    };
+}
+
+fn table<'a>(t: &'a Template, id: &str) -> &'a Table {
+    kind!(t, id, Table)
+}
+fn queue<'a>(t: &'a Template, id: &str) -> &'a Queue {
+    kind!(t, id, Queue)
+}
+fn role<'a>(t: &'a Template, id: &str) -> &'a Role {
+    kind!(t, id, Role)
+}
+fn function<'a>(t: &'a Template, id: &str) -> &'a Function {
+    kind!(t, id, Function)
+}
+fn mapping<'a>(t: &'a Template, id: &str) -> &'a EventSourceMapping {
+    kind!(t, id, EventSourceMapping)
+}
+
+fn reference(id: &str) -> Expr {
+    Expr::reference(id)
+}
+
+fn arn(id: &str) -> Expr {
+    Expr::get_att(id, "Arn")
+}
+
+/// The path of the first difference between two trees, for a readable
+/// failure message.
+fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| match (x.get(k), y.get(k)) {
+                (Some(u), Some(v)) => first_difference(u, v, &format!("{path}.{k}")),
+                _ => Some(format!("{path}.{k}")),
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (u, v))| first_difference(u, v, &format!("{path}[{i}]"))),
+        _ if a == b => None,
+        _ => Some(path.to_owned()),
+    }
+}
+
+#[test]
+fn committed_template_matches_the_generator() {
+    let text = std::fs::read_to_string(committed_path())
+        .unwrap_or_else(|e| panic!("cannot read {COMMITTED} ({e}); fix: make templates"));
+    let committed: Value =
+        serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{COMMITTED} is not YAML ({e}); fix: make templates"));
+    let generated: Value = serde_yaml_ng::from_str(&stack::to_yaml(&stack::template())).unwrap();
+    // The rendering must also say exactly what the model says.
+    assert_eq!(generated, serde_json::to_value(stack::template()).unwrap());
+    if let Some(path) = first_difference(&committed, &generated, "$") {
+        panic!("{COMMITTED} is stale (first difference at {path}); fix: make templates");
+    }
+}
+
+fn find_cfn_lint() -> Option<PathBuf> {
+    let venv = workspace_root().join(".venv/bin/cfn-lint");
+    if venv.is_file() {
+        return Some(venv);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("cfn-lint"))
+        .find(|candidate| candidate.is_file())
+}
+
+#[test]
+fn template_passes_cfn_lint() {
+    let Some(cfn_lint) = find_cfn_lint() else {
+        panic!("cfn-lint not found in .venv/bin or on PATH; run `make tools`");
+    };
+    let out = Command::new(&cfn_lint)
+        .arg("--")
+        .arg(committed_path())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}; run `make tools`", cfn_lint.display()));
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && report.trim().is_empty(),
+        "cfn-lint ({}) on {COMMITTED}: {}\n{report}",
+        cfn_lint.display(),
+        out.status
+    );
+}
+
+#[test]
+fn tables_are_retained_encrypted_and_recoverable() {
+    let t = stack::template();
+    for id in [logical::RESOURCES_TABLE, logical::COUNTERS_TABLE] {
+        let resource = &t.resources[id];
+        assert_eq!(resource.deletion_policy, Some(Policy::Retain), "{id}");
+        assert_eq!(resource.update_replace_policy, Some(Policy::Retain), "{id}");
+        let table = table(&t, id);
+        assert!(table.sse_specification.sse_enabled, "{id}");
+        assert!(
+            table
+                .point_in_time_recovery_specification
+                .point_in_time_recovery_enabled,
+            "{id}"
+        );
+        assert_eq!(table.billing_mode, BillingMode::PayPerRequest, "{id}");
+    }
+}
+
+#[test]
+fn tables_use_the_libraries_key_layout() {
+    let t = stack::template();
+    let resources = table(&t, logical::RESOURCES_TABLE);
+    assert_eq!(resources.key(KeyType::Hash), Some(hybrid_counter::keys::SCOPE));
+    assert_eq!(resources.key(KeyType::Range), Some(hybrid_counter::keys::ID));
+    assert_eq!(
+        resources.stream_specification.as_ref().map(|s| s.stream_view_type),
+        Some(StreamViewType::NewAndOldImages)
+    );
+    let counters = table(&t, logical::COUNTERS_TABLE);
+    assert_eq!(counters.key(KeyType::Hash), Some(hybrid_counter::keys::SCOPE));
+    assert_eq!(counters.key(KeyType::Range), Some(hybrid_counter::keys::NAME));
+    assert!(counters.stream_specification.is_none());
+}
+
+fn roles(t: &Template) -> impl Iterator<Item = (&String, &Role)> {
+    t.resources.iter().filter_map(|(id, r)| match &r.kind {
+        ResourceKind::Role(role) => Some((id, role)),
+        _ => None,
+    })
+}
+
+#[test]
+fn roles_grant_no_wildcard_action_or_resource() {
+    let t = stack::template();
+    assert_eq!(roles(&t).count(), 3);
+    for (id, role) in roles(&t) {
+        for statement in role.permission_statements() {
+            for action in &statement.action {
+                assert!(!action.as_str().contains('*'), "{id}: {}", action.as_str());
+            }
+            assert!(!statement.resource.is_empty(), "{id}: a statement without resources");
+            for resource in &statement.resource {
+                assert!(
+                    resource.as_literal_str().is_none_or(|s| !s.contains('*')),
+                    "{id}: literal resource {resource:?}"
+                );
+            }
+        }
+    }
+    // Also on the rendered document, where nothing can hide in a nesting.
+    let rendered = serde_json::to_value(&t).unwrap();
+    for (id, role) in rendered["Resources"].as_object().unwrap() {
+        if role["Type"] != "AWS::IAM::Role" {
+            continue;
+        }
+        for policy in role["Properties"]["Policies"].as_array().unwrap() {
+            for statement in policy["PolicyDocument"]["Statement"].as_array().unwrap() {
+                assert!(!statement["Action"].to_string().contains('*'), "{id}");
+                assert!(
+                    !statement["Resource"].as_array().unwrap().contains(&Value::from("*")),
+                    "{id}"
+                );
+            }
+        }
+    }
+}
+
+/// `(action, resource)` pairs a role grants, resources rendered as JSON.
+fn grants(role: &Role) -> BTreeSet<(String, String)> {
+    role.permission_statements()
+        .flat_map(|s| {
+            s.action.iter().flat_map(move |a| {
+                s.resource
+                    .iter()
+                    .map(move |r| (a.as_str().to_owned(), serde_json::to_string(r).unwrap()))
+            })
+        })
+        .collect()
+}
+
+fn expected(pairs: &[(&[&str], Expr)]) -> BTreeSet<(String, String)> {
+    pairs
+        .iter()
+        .flat_map(|(actions, resource)| {
+            actions
+                .iter()
+                .map(move |a| ((*a).to_owned(), serde_json::to_string(resource).unwrap()))
+        })
+        .collect()
+}
+
+const TABLE_ITEM_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"];
+const LOG_ACTIONS: &[&str] = &["logs:CreateLogStream", "logs:PutLogEvents"];
+
+#[test]
+fn stream_counter_role_grants_exactly_what_the_consumer_and_its_mapping_call() {
+    let t = stack::template();
+    let stream = Expr::get_att(logical::RESOURCES_TABLE, "StreamArn");
+    assert_eq!(
+        grants(role(&t, logical::STREAM_COUNTER_ROLE)),
+        expected(&[
+            (TABLE_ITEM_ACTIONS, arn(logical::RESOURCES_TABLE)),
+            (&["dynamodb:UpdateItem"], arn(logical::COUNTERS_TABLE)),
+            (
+                &[
+                    "dynamodb:DescribeStream",
+                    "dynamodb:GetRecords",
+                    "dynamodb:GetShardIterator",
+                    "dynamodb:ListStreams",
+                ],
+                stream,
+            ),
+            (&["sqs:SendMessage"], arn(logical::DLQ1)),
+            (LOG_ACTIONS, arn(logical::STREAM_COUNTER_LOG_GROUP)),
+        ])
+    );
+}
+
+#[test]
+fn reprocessor_role_grants_exactly_what_the_replay_and_its_mapping_call() {
+    let t = stack::template();
+    let stream = Expr::get_att(logical::RESOURCES_TABLE, "StreamArn");
+    assert_eq!(
+        grants(role(&t, logical::DLQ_REPROCESSOR_ROLE)),
+        expected(&[
+            (
+                &[
+                    "sqs:ReceiveMessage",
+                    "sqs:DeleteMessage",
+                    "sqs:GetQueueAttributes",
+                    "sqs:ChangeMessageVisibility",
+                ],
+                arn(logical::DLQ1),
+            ),
+            (
+                &[
+                    "dynamodb:DescribeStream",
+                    "dynamodb:GetRecords",
+                    "dynamodb:GetShardIterator"
+                ],
+                stream,
+            ),
+            (TABLE_ITEM_ACTIONS, arn(logical::RESOURCES_TABLE)),
+            (&["dynamodb:UpdateItem"], arn(logical::COUNTERS_TABLE)),
+            (LOG_ACTIONS, arn(logical::DLQ_REPROCESSOR_LOG_GROUP)),
+        ])
+    );
+}
+
+#[test]
+fn api_role_grants_exactly_the_request_path() {
+    let t = stack::template();
+    assert_eq!(
+        grants(role(&t, logical::API_ROLE)),
+        expected(&[
+            (
+                &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+                arn(logical::RESOURCES_TABLE),
+            ),
+            (
+                &["dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:GetItem"],
+                arn(logical::COUNTERS_TABLE),
+            ),
+            (LOG_ACTIONS, arn(logical::API_LOG_GROUP)),
+        ])
+    );
+}
+
+#[test]
+fn each_function_runs_as_its_own_role_and_logs_to_its_own_group() {
+    let t = stack::template();
+    let cases = [
+        (
+            logical::STREAM_COUNTER_FUNCTION,
+            logical::STREAM_COUNTER_ROLE,
+            logical::STREAM_COUNTER_LOG_GROUP,
+            60,
+        ),
+        (
+            logical::DLQ_REPROCESSOR_FUNCTION,
+            logical::DLQ_REPROCESSOR_ROLE,
+            logical::DLQ_REPROCESSOR_LOG_GROUP,
+            120,
+        ),
+        (logical::API_FUNCTION, logical::API_ROLE, logical::API_LOG_GROUP, 10),
+    ];
+    for (function_id, role_id, group_id, timeout) in cases {
+        let f = function(&t, function_id);
+        assert_eq!(f.role, arn(role_id), "{function_id}");
+        assert_eq!(f.logging_config.log_group, reference(group_id), "{function_id}");
+        assert_eq!(f.timeout, timeout, "{function_id}");
+        assert_eq!(f.handler, "bootstrap");
+        assert_eq!(f.architectures, vec![reference(params::LAMBDA_ARCHITECTURE)]);
+        assert!(matches!(&t.resources[group_id].kind, ResourceKind::LogGroup(_)));
+    }
+}
+
+#[test]
+fn functions_get_the_environment_their_handlers_read() {
+    use hybrid_counter::config::{ENV_COUNTERS_TABLE, ENV_DEFAULT_LIMIT, ENV_RESOURCES_TABLE};
+    let t = stack::template();
+    let env = |id: &str| function(&t, id).environment.variables.clone();
+    let tables = [
+        (ENV_RESOURCES_TABLE.to_owned(), reference(logical::RESOURCES_TABLE)),
+        (ENV_COUNTERS_TABLE.to_owned(), reference(logical::COUNTERS_TABLE)),
+    ];
+    let with = |extra: (&str, &str)| {
+        let mut vars: BTreeMap<String, Expr> = tables.clone().into();
+        vars.insert(extra.0.to_owned(), reference(extra.1));
+        vars
+    };
+    let shards = (hybrid_counter::config::ENV_EC_SHARDS, params::EC_SHARD_COUNT);
+    assert_eq!(env(logical::STREAM_COUNTER_FUNCTION), with(shards));
+    assert_eq!(env(logical::DLQ_REPROCESSOR_FUNCTION), with(shards));
+    assert_eq!(
+        env(logical::API_FUNCTION),
+        with((ENV_DEFAULT_LIMIT, params::DEFAULT_LIMIT))
+    );
+}
+
+#[test]
+fn stream_mapping_bisects_reports_item_failures_and_fails_over_to_dlq1() {
+    let t = stack::template();
+    let m = mapping(&t, logical::STREAM_MAPPING);
+    assert_eq!(m.event_source_arn, Expr::get_att(logical::RESOURCES_TABLE, "StreamArn"));
+    assert_eq!(m.function_name, reference(logical::STREAM_COUNTER_FUNCTION));
+    assert_eq!(m.starting_position, Some(StartingPosition::TrimHorizon));
+    assert_eq!(m.bisect_batch_on_function_error, Some(true));
+    assert_eq!(
+        m.function_response_types,
+        vec![FunctionResponseType::ReportBatchItemFailures]
+    );
+    let on_failure = m.destination_config.as_ref().map(|d| &d.on_failure.destination);
+    assert_eq!(on_failure, Some(&arn(logical::DLQ1)));
+    assert_eq!(m.batch_size, reference(params::STREAM_BATCH_SIZE));
+    assert_eq!(
+        m.parallelization_factor,
+        Some(reference(params::PARALLELIZATION_FACTOR))
+    );
+    assert_eq!(
+        m.maximum_retry_attempts,
+        Some(reference(params::MAXIMUM_RETRY_ATTEMPTS))
+    );
+    assert_eq!(
+        m.maximum_record_age_in_seconds,
+        Some(reference(params::MAXIMUM_RECORD_AGE_IN_SECONDS))
+    );
+}
+
+#[test]
+fn stream_filter_is_the_consumers_own_definition() {
+    let t = stack::template();
+    let filters = &mapping(&t, logical::STREAM_MAPPING)
+        .filter_criteria
+        .as_ref()
+        .expect("the stream mapping filters")
+        .filters;
+    let patterns: Vec<Value> = filters
+        .iter()
+        .map(|f| serde_json::from_str(&f.pattern).expect("each pattern is a JSON string"))
+        .collect();
+    assert_eq!(patterns, hybrid_counter::stream::filter::patterns());
+}
+
+#[test]
+fn dlq1_is_consumed_by_the_reprocessor_with_partial_batch_failures() {
+    let t = stack::template();
+    let m = mapping(&t, logical::DLQ1_MAPPING);
+    assert_eq!(m.event_source_arn, arn(logical::DLQ1));
+    assert_eq!(m.function_name, reference(logical::DLQ_REPROCESSOR_FUNCTION));
+    assert_eq!(m.batch_size, Expr::Literal(Literal::Integer(10)));
+    assert_eq!(
+        m.function_response_types,
+        vec![FunctionResponseType::ReportBatchItemFailures]
+    );
+    // Stream-only settings would make CreateEventSourceMapping fail on a queue.
+    assert!(m.starting_position.is_none() && m.bisect_batch_on_function_error.is_none());
+}
+
+#[test]
+fn dlq1_redrives_to_dlq2_after_the_configured_receives() {
+    let t = stack::template();
+    let dlq1 = queue(&t, logical::DLQ1);
+    let redrive = dlq1.redrive_policy.as_ref().expect("DLQ1 has a redrive policy");
+    assert_eq!(redrive.dead_letter_target_arn, arn(logical::DLQ2));
+    assert_eq!(redrive.max_receive_count, reference(params::DLQ1_MAX_RECEIVE_COUNT));
+    let reprocessor_timeout = function(&t, logical::DLQ_REPROCESSOR_FUNCTION).timeout;
+    assert_eq!(dlq1.visibility_timeout, Some(6 * reprocessor_timeout));
+    let dlq2 = queue(&t, logical::DLQ2);
+    assert!(dlq2.redrive_policy.is_none(), "DLQ2 is the end of the line");
+    for q in [dlq1, dlq2] {
+        assert!(q.sqs_managed_sse_enabled);
+        assert_eq!(q.message_retention_period, 1_209_600);
+    }
+}
+
+#[test]
+fn record_age_stays_inside_the_streams_retention() {
+    let t = stack::template();
+    let p = &t.parameters[params::MAXIMUM_RECORD_AGE_IN_SECONDS];
+    assert_eq!(p.min_value, Some(60));
+    assert_eq!(p.max_value, Some(24 * 60 * 60));
+    assert_eq!(p.default, Some(Literal::Integer(21_600)));
+}
+
+#[test]
+fn api_url_requires_signed_requests() {
+    let t = stack::template();
+    let url: &Url = kind!(t, logical::API_FUNCTION_URL, Url);
+    assert_eq!(url.auth_type, AuthType::AwsIam);
+    assert_eq!(url.target_function_arn, arn(logical::API_FUNCTION));
+}
+
+#[test]
+fn every_output_and_parameter_constant_is_in_the_template() {
+    let t = stack::template();
+    let output_names: BTreeSet<&str> = t.outputs.keys().map(String::as_str).collect();
+    assert_eq!(output_names, outputs::ALL.into_iter().collect());
+    let parameter_names: BTreeSet<&str> = t.parameters.keys().map(String::as_str).collect();
+    assert_eq!(parameter_names, params::ALL.into_iter().collect());
+}
+
+/// Every `Ref`, `Fn::GetAtt` and `${Name}` of `Fn::Sub` under `value`.
+fn references(value: &Value, found: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(target)) = map.get("Ref") {
+                found.push(target.clone());
+            }
+            if let Some(Value::Array(parts)) = map.get("Fn::GetAtt") {
+                found.extend(parts.first().and_then(Value::as_str).map(str::to_owned));
+            }
+            if let Some(Value::String(template)) = map.get("Fn::Sub") {
+                for piece in template.split("${").skip(1) {
+                    let name = piece.split('}').next().unwrap_or_default();
+                    found.push(name.split('.').next().unwrap_or_default().to_owned());
+                }
+            }
+            map.values().for_each(|v| references(v, found));
+        }
+        Value::Array(items) => items.iter().for_each(|v| references(v, found)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_reference_names_a_parameter_or_resource_and_every_parameter_is_used() {
+    let t = stack::template();
+    let rendered = serde_json::to_value(&t).unwrap();
+    let mut found = Vec::new();
+    references(&rendered["Resources"], &mut found);
+    references(&rendered["Outputs"], &mut found);
+    for name in &found {
+        assert!(
+            t.parameters.contains_key(name) || t.resources.contains_key(name) || name.starts_with("AWS::"),
+            "dangling reference to {name}"
+        );
+    }
+    for name in t.parameters.keys() {
+        assert!(found.contains(name), "parameter {name} is never used");
+    }
+}
