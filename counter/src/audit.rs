@@ -18,6 +18,14 @@ pub struct ScopeCounts {
 }
 
 impl ScopeCounts {
+    /// Adds another tally (of the same scope) to this one.
+    pub fn merge(&mut self, other: &ScopeCounts) {
+        self.live += other.live;
+        self.processed += other.processed;
+        self.pending_create += other.pending_create;
+        self.pending_delete += other.pending_delete;
+    }
+
     /// Adds one item given its two flags.
     pub fn add(&mut self, counter_processed: bool, deleted: bool) {
         if !deleted {
@@ -55,5 +63,133 @@ mod tests {
                 pending_delete: 2
             }
         );
+    }
+}
+
+/// What an audit of one scope found. `EC != processed` and `BE > live` are
+/// defects; `BE < live` is the expected undercount of a best-effort counter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Finding {
+    /// The transactional invariant is broken: a real defect.
+    EventualMismatch { eventual: i64, processed: u64 },
+    /// BE counts items that do not exist: a real defect.
+    BestEffortAboveLive { best_effort: i64, live: u64 },
+    /// BE lost updates (swallowed failures): expected, repairable.
+    BestEffortBelowLive { best_effort: i64, live: u64 },
+}
+
+impl Finding {
+    /// Whether this finding is drift (a defect), not an expected state.
+    pub fn is_drift(&self) -> bool {
+        !matches!(self, Finding::BestEffortBelowLive { .. })
+    }
+}
+
+/// The counter values a repair writes: EC to the processed count, BE to
+/// the live count (raised when it undercounts, lowered when it overcounts,
+/// never set above live).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Repair {
+    pub eventual: Option<i64>,
+    pub best_effort: Option<i64>,
+}
+
+impl Repair {
+    pub fn is_empty(&self) -> bool {
+        self.eventual.is_none() && self.best_effort.is_none()
+    }
+}
+
+/// Compares the counters of one scope with its items.
+pub fn findings(counts: &ScopeCounts, best_effort: i64, eventual: i64) -> Vec<Finding> {
+    let live = i64::try_from(counts.live).unwrap_or(i64::MAX);
+    let processed = i64::try_from(counts.processed).unwrap_or(i64::MAX);
+    let mut out = Vec::new();
+    if eventual != processed {
+        out.push(Finding::EventualMismatch {
+            eventual,
+            processed: counts.processed,
+        });
+    }
+    if best_effort > live {
+        out.push(Finding::BestEffortAboveLive {
+            best_effort,
+            live: counts.live,
+        });
+    } else if best_effort < live {
+        out.push(Finding::BestEffortBelowLive {
+            best_effort,
+            live: counts.live,
+        });
+    }
+    out
+}
+
+/// The repair that resolves `findings`.
+pub fn plan_repair(counts: &ScopeCounts, findings: &[Finding]) -> Repair {
+    let mut repair = Repair::default();
+    for finding in findings {
+        match finding {
+            Finding::EventualMismatch { .. } => repair.eventual = i64::try_from(counts.processed).ok(),
+            Finding::BestEffortAboveLive { .. } | Finding::BestEffortBelowLive { .. } => {
+                repair.best_effort = i64::try_from(counts.live).ok()
+            }
+        }
+    }
+    repair
+}
+
+#[cfg(test)]
+mod audit_tests {
+    use super::*;
+
+    fn counts(live: u64, processed: u64) -> ScopeCounts {
+        ScopeCounts {
+            live,
+            processed,
+            ..ScopeCounts::default()
+        }
+    }
+
+    #[test]
+    fn consistent_counters_have_no_findings() {
+        assert!(findings(&counts(5, 5), 5, 5).is_empty());
+    }
+
+    #[test]
+    fn eventual_mismatch_and_best_effort_overcount_are_drift_undercount_is_not() {
+        let f = findings(&counts(5, 4), 6, 3);
+        assert_eq!(
+            f,
+            vec![
+                Finding::EventualMismatch {
+                    eventual: 3,
+                    processed: 4
+                },
+                Finding::BestEffortAboveLive {
+                    best_effort: 6,
+                    live: 5
+                }
+            ]
+        );
+        assert!(f.iter().all(Finding::is_drift));
+        let under = findings(&counts(5, 5), 2, 5);
+        assert_eq!(under.len(), 1);
+        assert!(!under[0].is_drift());
+    }
+
+    #[test]
+    fn repair_sets_eventual_to_processed_and_best_effort_to_live() {
+        let c = counts(7, 6);
+        let repair = plan_repair(&c, &findings(&c, 2, 9));
+        assert_eq!(
+            repair,
+            Repair {
+                eventual: Some(6),
+                best_effort: Some(7)
+            }
+        );
+        assert!(plan_repair(&c, &[]).is_empty());
     }
 }

@@ -381,3 +381,268 @@ impl DynamoStore {
         Ok(counts)
     }
 }
+
+/// The result of auditing one scope with [`DynamoStore::audit_scope`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ScopeAudit {
+    pub scope: String,
+    pub counts: crate::audit::ScopeCounts,
+    pub best_effort: i64,
+    pub eventual: i64,
+    pub findings: Vec<crate::audit::Finding>,
+    /// The repair planned (dry run) or attempted.
+    pub repair: Option<crate::audit::Repair>,
+    pub repaired: bool,
+    /// Why a needed repair was not applied.
+    pub not_repaired: Option<String>,
+}
+
+impl ScopeAudit {
+    pub fn has_drift(&self) -> bool {
+        self.findings.iter().any(crate::audit::Finding::is_drift)
+    }
+}
+
+/// How [`DynamoStore::audit_scope`] treats what it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RepairMode {
+    /// Report only.
+    None,
+    /// Report the repair that would be written.
+    DryRun,
+    /// Write the repair.
+    Apply,
+}
+
+impl DynamoStore {
+    /// Every counters-table item of `scope`, strongly consistent.
+    pub async fn counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
+        let items = self
+            .client
+            .query()
+            .table_name(&self.counters_table)
+            .key_condition_expression("#scope = :scope")
+            .expression_attribute_names("#scope", keys::SCOPE)
+            .expression_attribute_values(":scope", s(scope.as_str()))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(classify)?;
+        serde_dynamo::from_items(items).map_err(|e| StoreError::Malformed(format!("counter item of {scope}: {e}")))
+    }
+
+    /// Audits one scope exactly: its counters are read before and after the
+    /// item count, and the count is trusted only if no counter changed in
+    /// between (every counter write bumps `version`). A repair is written
+    /// with the versions it was computed from as conditions, so a
+    /// concurrent writer makes it retry rather than clobber; after
+    /// `attempts` tries a scope under continuous writes is reported as not
+    /// repaired, with the reason.
+    pub async fn audit_scope(
+        &self,
+        scope: &Scope,
+        mode: RepairMode,
+        attempts: u32,
+        now: EpochMillis,
+    ) -> Result<ScopeAudit, StoreError> {
+        let mut last = None;
+        for _ in 0..attempts.max(1) {
+            let before = self.counter_items(scope).await?;
+            let counts = self.count_scope(scope).await?;
+            let after = self.counter_items(scope).await?;
+            let snapshot = CounterSnapshot::from_items(after.iter().cloned());
+            let findings = crate::audit::findings(&counts, snapshot.best_effort, snapshot.eventual);
+            let mut audit = ScopeAudit {
+                scope: scope.to_string(),
+                counts,
+                best_effort: snapshot.best_effort,
+                eventual: snapshot.eventual,
+                repair: None,
+                repaired: false,
+                not_repaired: None,
+                findings,
+            };
+            if before != after {
+                audit.not_repaired = Some("the scope's counters changed while its items were counted".into());
+                last = Some(audit);
+                continue;
+            }
+            let repair = crate::audit::plan_repair(&audit.counts, &audit.findings);
+            if repair.is_empty() || mode == RepairMode::None {
+                return Ok(audit);
+            }
+            audit.repair = Some(repair);
+            if mode == RepairMode::DryRun {
+                return Ok(audit);
+            }
+            if self.write_repair(scope, &after, &repair, now).await? {
+                audit.repaired = true;
+                return Ok(audit);
+            }
+            audit.not_repaired = Some("a concurrent write changed a counter before the repair landed".into());
+            last = Some(audit);
+        }
+        let mut audit = last.expect("at least one attempt");
+        audit.not_repaired = Some(format!(
+            "the scope is under continuous writes; {} after {} attempts",
+            audit.not_repaired.take().unwrap_or_default(),
+            attempts.max(1)
+        ));
+        Ok(audit)
+    }
+
+    /// Writes `repair` in one transaction conditioned on the counters'
+    /// versions as read in `items`. `Ok(false)`: a counter moved, nothing
+    /// was written.
+    async fn write_repair(
+        &self,
+        scope: &Scope,
+        items: &[CounterItem],
+        repair: &crate::audit::Repair,
+        now: EpochMillis,
+    ) -> Result<bool, StoreError> {
+        let version_of = |name: &str| items.iter().find(|i| i.name == name).map(|i| i.version);
+        let mut targets: Vec<(String, i64)> = Vec::new();
+        if let Some(eventual) = repair.eventual {
+            targets.push((keys::EVENTUAL_NAME.to_owned(), eventual));
+            for item in items
+                .iter()
+                .filter(|i| keys::is_eventual_name(&i.name) && i.name != keys::EVENTUAL_NAME)
+            {
+                targets.push((item.name.clone(), 0));
+            }
+        }
+        if let Some(best_effort) = repair.best_effort {
+            targets.push((keys::BEST_EFFORT_NAME.to_owned(), best_effort));
+        }
+        let mut actions = Vec::with_capacity(targets.len());
+        for (name, count) in targets {
+            let (condition, version) = match version_of(&name) {
+                Some(v) => ("#version = :expected", v),
+                None => ("attribute_not_exists(#version)", 0),
+            };
+            let mut update = Update::builder()
+                .table_name(&self.counters_table)
+                .set_key(Some(counter_key(scope, &name)))
+                .update_expression("SET #count = :count, #version = :next, #updated_at = :now")
+                .condition_expression(condition)
+                .expression_attribute_names("#count", keys::COUNT)
+                .expression_attribute_names("#version", keys::VERSION)
+                .expression_attribute_names("#updated_at", keys::UPDATED_AT)
+                .expression_attribute_values(":count", n(count))
+                .expression_attribute_values(":next", n(version + 1))
+                .expression_attribute_values(":now", n(now));
+            if version_of(&name).is_some() {
+                update = update.expression_attribute_values(":expected", n(version));
+            }
+            actions.push(
+                TransactWriteItem::builder()
+                    .update(update.build().map_err(build_error)?)
+                    .build(),
+            );
+        }
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(actions))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(err) => match err.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(_)) => Ok(false),
+                _ => match classify(err) {
+                    StoreError::Transient(_) => Ok(false),
+                    other => Err(other),
+                },
+            },
+        }
+    }
+
+    /// Counts items by state for every scope with a parallel segmented Scan
+    /// (`segments` workers). Not a consistent snapshot: use
+    /// [`Self::audit_scope`] to confirm a scope's findings.
+    pub async fn scan_scope_counts(
+        &self,
+        segments: u32,
+        on_page: impl Fn(usize) + Send + Sync + Clone + 'static,
+    ) -> Result<std::collections::BTreeMap<String, crate::audit::ScopeCounts>, StoreError> {
+        #[derive(Deserialize)]
+        struct Row {
+            scope: String,
+            #[serde(default)]
+            counter_processed: bool,
+            #[serde(default)]
+            deleted: bool,
+        }
+        let segments = segments.clamp(1, 1_000_000);
+        let mut tasks = tokio::task::JoinSet::new();
+        for segment in 0..segments {
+            let client = self.client.clone();
+            let table = self.resources_table.clone();
+            let on_page = on_page.clone();
+            tasks.spawn(async move {
+                let mut counts = std::collections::BTreeMap::<String, crate::audit::ScopeCounts>::new();
+                let mut pages = client
+                    .scan()
+                    .table_name(table)
+                    .segment(segment as i32)
+                    .total_segments(segments as i32)
+                    .projection_expression("#scope, #cp, #del")
+                    .expression_attribute_names("#scope", keys::SCOPE)
+                    .expression_attribute_names("#cp", keys::COUNTER_PROCESSED)
+                    .expression_attribute_names("#del", keys::DELETED)
+                    .into_paginator()
+                    .send();
+                while let Some(page) = pages.next().await {
+                    let items = page.map_err(classify)?.items.unwrap_or_default();
+                    on_page(items.len());
+                    for item in items {
+                        let row: Row = serde_dynamo::from_item(item)
+                            .map_err(|e| StoreError::Malformed(format!("resource item: {e}")))?;
+                        counts
+                            .entry(row.scope)
+                            .or_default()
+                            .add(row.counter_processed, row.deleted);
+                    }
+                }
+                Ok::<_, StoreError>(counts)
+            });
+        }
+        let mut total = std::collections::BTreeMap::<String, crate::audit::ScopeCounts>::new();
+        while let Some(joined) = tasks.join_next().await {
+            let part = joined.map_err(|e| StoreError::Unavailable(format!("scan worker failed: {e}")))??;
+            for (scope, c) in part {
+                total.entry(scope).or_default().merge(&c);
+            }
+        }
+        Ok(total)
+    }
+
+    /// Every scope's counter snapshot, from a Scan of the counters table.
+    pub async fn scan_counters(&self) -> Result<std::collections::BTreeMap<String, CounterSnapshot>, StoreError> {
+        let items: Vec<HashMap<String, AttributeValue>> = self
+            .client
+            .scan()
+            .table_name(&self.counters_table)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(classify)?;
+        let items: Vec<CounterItem> =
+            serde_dynamo::from_items(items).map_err(|e| StoreError::Malformed(format!("counter item: {e}")))?;
+        let mut by_scope = std::collections::BTreeMap::<String, Vec<CounterItem>>::new();
+        for item in items {
+            by_scope.entry(item.scope.clone()).or_default().push(item);
+        }
+        Ok(by_scope
+            .into_iter()
+            .map(|(scope, items)| (scope, CounterSnapshot::from_items(items)))
+            .collect())
+    }
+}
