@@ -67,6 +67,10 @@ pub enum StoreError {
     /// Throttled, or the item is in another transaction: retry later.
     #[error("transient failure: {0}")]
     Transient(String),
+    /// The service refused the request itself (`ValidationException`, e.g.
+    /// an item over 400 KB): retrying cannot help.
+    #[error("request rejected: {0}")]
+    Rejected(String),
     /// Anything else from the service or the transport (after SDK retries).
     #[error("store unavailable: {0}")]
     Unavailable(String),

@@ -81,7 +81,7 @@ impl<S: Store> Counter<S> {
 
     /// Reads BE, EC and the limit of `scope` (strongly consistent).
     pub async fn usage(&self, scope: &Scope) -> Result<Usage, Error> {
-        let snapshot = self.store.read_counters(scope).await.map_err(unavailable)?;
+        let snapshot = self.store.read_counters(scope).await.map_err(store_error)?;
         Ok(Usage::new(snapshot, self.default_limit))
     }
 
@@ -133,12 +133,12 @@ impl<S: Store> Counter<S> {
                     scope: scope.clone(),
                     id: id.clone(),
                 };
-                let existing = self.store.get_resource(&key).await.map_err(unavailable)?;
+                let existing = self.store.get_resource(&key).await.map_err(store_error)?;
                 if existing.is_none_or(|state| state.incarnation != incarnation) {
                     return Err(Error::AlreadyExists);
                 }
             }
-            Err(err) => return Err(unavailable(err)),
+            Err(err) => return Err(store_error(err)),
         }
         let best_effort_counted = match self.store.add_best_effort(scope, 1, now).await {
             Ok(()) => true,
@@ -166,7 +166,7 @@ impl<S: Store> Counter<S> {
             scope: scope.clone(),
             id: id.clone(),
         };
-        match self.store.get_resource(&key).await.map_err(unavailable)? {
+        match self.store.get_resource(&key).await.map_err(store_error)? {
             Some(state) if !state.deleted => {}
             _ => return Err(Error::NotFound),
         }
@@ -175,13 +175,13 @@ impl<S: Store> Counter<S> {
         // applied after all, BE now undercounts by one: the safe direction.)
         if let Err(err) = self.store.add_best_effort(scope, -1, now).await {
             warn!(%scope, %id, error = %err, "best-effort decrement failed; the item is not deleted");
-            return Err(unavailable(err));
+            return Err(store_error(err));
         }
         match self.retry_busy(|| self.store.mark_deleted(&key, now)).await {
             Ok(()) => Ok(()),
             // A concurrent delete won the race; BE paid one, in the safe direction.
             Err(StoreError::ConditionFailed) => Err(Error::NotFound),
-            Err(err) => Err(unavailable(err)),
+            Err(err) => Err(store_error(err)),
         }
     }
 
@@ -207,8 +207,13 @@ impl<S: Store> Counter<S> {
     }
 }
 
-fn unavailable(err: StoreError) -> Error {
-    Error::Unavailable(err.to_string())
+/// A store error as the request path reports it: a request the service
+/// refused is the caller's input, anything else is unavailability.
+fn store_error(err: StoreError) -> Error {
+    match err {
+        StoreError::Rejected(reason) => Error::InvalidInput(reason),
+        other => Error::Unavailable(other.to_string()),
+    }
 }
 
 #[cfg(test)]

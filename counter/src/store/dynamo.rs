@@ -61,6 +61,11 @@ pub fn is_throttle(code: Option<&str>) -> bool {
     )
 }
 
+/// Whether an error code means the request itself is invalid.
+pub fn is_validation(code: Option<&str>) -> bool {
+    code == Some("ValidationException")
+}
+
 /// Classifies an SDK error by its error code (never by message text).
 pub fn classify<E, R>(err: SdkError<E, R>) -> StoreError
 where
@@ -72,6 +77,8 @@ where
         StoreError::ConditionFailed
     } else if is_throttle(code.as_deref()) {
         StoreError::Transient(code.unwrap_or_default())
+    } else if is_validation(code.as_deref()) {
+        StoreError::Rejected(err.message().unwrap_or("ValidationException").to_owned())
     } else {
         StoreError::Unavailable(DisplayErrorContext(&err).to_string())
     }

@@ -36,6 +36,8 @@ pub enum Fault {
     /// For transactions: cancelled with `TransactionConflict`; otherwise
     /// like [`Fault::Throttled`].
     Conflict,
+    /// The service refuses the request itself (`ValidationException`).
+    Rejected,
     /// The write is applied, then the caller gets a 500 (an ambiguous error).
     AppliedThenUnavailable,
     /// The write is applied, the answer is lost, and the SDK's own retry
@@ -135,6 +137,7 @@ impl MemoryStore {
         let result = match fault {
             Some(Fault::Unavailable) => return Err(StoreError::Unavailable("injected 500".into())),
             Some(Fault::Throttled) => return Err(StoreError::Transient("injected throttle".into())),
+            Some(Fault::Rejected) => return Err(StoreError::Rejected("injected validation error".into())),
             Some(Fault::Conflict) if op == Op::Transact => {
                 return Err(StoreError::Cancelled {
                     reasons: vec![CancelReason::TransactionConflict],

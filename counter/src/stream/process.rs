@@ -230,6 +230,7 @@ impl Step {
             // fact applied fails its condition and reads as already done.
             StoreError::Transient(_) | StoreError::Unavailable(_) => Step::Again(err.to_string()),
             StoreError::Malformed(_)
+            | StoreError::Rejected(_)
             | StoreError::Gone(_)
             | StoreError::ConditionFailed
             | StoreError::Cancelled { .. } => Step::Finished(RecordOutcome::Failed(err.to_string())),

@@ -2,6 +2,7 @@
 //! test owns a private fakecloud (see the `e2e` harness), so tests run in
 //! parallel without sharing state.
 
+mod api;
 mod audit;
 mod reprocessor;
 mod request_path;

@@ -1,0 +1,767 @@
+//! The example HTTP API (DESIGN §6): a Lambda function URL (AWS_IAM auth)
+//! in front of the counter library's request path.
+//!
+//! | request | success |
+//! |---|---|
+//! | `POST /scopes/{scope}/items/{id}` with an optional JSON object (the owner's payload) | `201` + [`Created`](hybrid_counter::Created) |
+//! | `DELETE /scopes/{scope}/items/{id}` | `204` |
+//! | `GET /scopes/{scope}/usage` | `200` + [`Usage`](hybrid_counter::Usage) |
+//!
+//! Everything else is a JSON error `{"error": "<Code>", "message": "..."}`
+//! (see [`ApiError`]). A store failure becomes `503` with `Retry-After` and a
+//! fixed message: what DynamoDB said (a cancelled transaction included) goes
+//! to the log, never to the caller.
+//!
+//! Routing works on plain `http` types and the handler is generic over
+//! [`Store`] and takes the time as a parameter, so tests drive exactly the
+//! code Lambda runs, against an in-memory store or the emulator.
+
+use std::borrow::Cow;
+
+use hybrid_counter::{Counter, EpochMillis, Error, ResourceId, Scope, Store};
+use lambda_http::RequestExt;
+use lambda_http::http::{HeaderValue, Method, StatusCode, header};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use serde::Serialize;
+use serde_dynamo::Item;
+use serde_json::json;
+use tracing::{info, warn};
+
+pub use lambda_http::{Body, Request, Response, http};
+
+/// Largest accepted request body. DynamoDB stores at most 400 KB per item,
+/// so a bigger payload could never be written: refuse it before any I/O.
+pub const MAX_BODY_BYTES: usize = 400 * 1024;
+
+/// Seconds a client should wait before retrying after a `503`.
+const RETRY_AFTER_SECONDS: &str = "1";
+
+/// What a client sees instead of a store failure's text.
+const UNAVAILABLE_MESSAGE: &str = "the counter store is unavailable; retry later";
+
+/// Methods of the item route, for `405`'s `Allow` header.
+const ITEM_METHODS: &str = "POST, DELETE";
+/// Methods of the usage route, for `405`'s `Allow` header.
+const USAGE_METHODS: &str = "GET";
+
+/// Characters kept as-is when a scope or id is put back into a path: RFC 3986
+/// unreserved ones; everything else is percent-encoded.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+
+/// A routed request with validated identifiers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Create { scope: Scope, id: ResourceId },
+    Delete { scope: Scope, id: ResourceId },
+    Usage { scope: Scope },
+}
+
+/// Every way a request fails, each with its status and error code.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// `404 RouteNotFound`: the path is none of the API's routes.
+    #[error("no route for {method} {path}")]
+    NoRoute { method: Method, path: String },
+    /// `405 MethodNotAllowed`, with `Allow`.
+    #[error("method {method} is not allowed here; allowed: {allow}")]
+    MethodNotAllowed { method: Method, allow: &'static str },
+    /// `413 PayloadTooLarge`.
+    #[error("the request body is {len} bytes; the maximum is {MAX_BODY_BYTES} bytes")]
+    PayloadTooLarge { len: usize },
+    /// The counter's own outcomes: `400 InvalidInput`, `404 NotFound`,
+    /// `409 AlreadyExists`, `409 LimitExceeded`, `503 Unavailable`.
+    #[error(transparent)]
+    Counter(#[from] Error),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::NoRoute { .. } => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Counter(err) => match err {
+                Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
+                Error::NotFound => StatusCode::NOT_FOUND,
+                Error::AlreadyExists | Error::LimitExceeded { .. } => StatusCode::CONFLICT,
+                Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            },
+        }
+    }
+
+    /// The machine-readable `error` field.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::NoRoute { .. } => "RouteNotFound",
+            ApiError::MethodNotAllowed { .. } => "MethodNotAllowed",
+            ApiError::PayloadTooLarge { .. } => "PayloadTooLarge",
+            ApiError::Counter(err) => match err {
+                Error::InvalidInput(_) => "InvalidInput",
+                Error::NotFound => "NotFound",
+                Error::AlreadyExists => "AlreadyExists",
+                Error::LimitExceeded { .. } => "LimitExceeded",
+                Error::Unavailable(_) => "Unavailable",
+            },
+        }
+    }
+
+    /// The human-readable `message` field. A store failure's detail is
+    /// deliberately not part of it.
+    pub fn message(&self) -> String {
+        match self {
+            ApiError::Counter(Error::InvalidInput(reason)) => reason.clone(),
+            ApiError::Counter(Error::Unavailable(_)) => UNAVAILABLE_MESSAGE.to_owned(),
+            other => other.to_string(),
+        }
+    }
+
+    /// The JSON error response, with `Allow` on `405` and `Retry-After` on `503`.
+    pub fn into_response(self) -> Response<Body> {
+        let mut body = json!({ "error": self.code(), "message": self.message() });
+        if let ApiError::Counter(Error::LimitExceeded { usage, limit }) = &self {
+            body["usage"] = json!(usage);
+            body["limit"] = json!(limit);
+        }
+        let mut response = json_response(self.status(), &body);
+        let headers = response.headers_mut();
+        match &self {
+            ApiError::MethodNotAllowed { allow, .. } => {
+                headers.insert(header::ALLOW, HeaderValue::from_static(allow));
+            }
+            ApiError::Counter(Error::Unavailable(_)) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+/// Handles one request at time `now`. Never fails: every outcome is a
+/// response, and each is logged with the caller's IAM identity.
+pub async fn handle<S: Store>(counter: &Counter<S>, request: Request, now: EpochMillis) -> Response<Body> {
+    let response = match dispatch(counter, &request, now).await {
+        Ok(response) => response,
+        Err(err) => {
+            if let ApiError::Counter(Error::Unavailable(detail)) = &err {
+                warn!(error = %detail, "counter store unavailable");
+            }
+            err.into_response()
+        }
+    };
+    info!(
+        method = %request.method(),
+        path = request.uri().path(),
+        status = response.status().as_u16(),
+        caller = caller_arn(&request),
+        "request handled"
+    );
+    response
+}
+
+async fn dispatch<S: Store>(
+    counter: &Counter<S>,
+    request: &Request,
+    now: EpochMillis,
+) -> Result<Response<Body>, ApiError> {
+    match route(request.method(), request.uri().path())? {
+        Action::Create { scope, id } => {
+            let payload = parse_payload(request.body())?;
+            let created = counter.create(&scope, &id, payload, now).await?;
+            let mut response = json_response(StatusCode::CREATED, &created);
+            if let Ok(location) = HeaderValue::from_str(&item_path(&scope, &id)) {
+                response.headers_mut().insert(header::LOCATION, location);
+            }
+            Ok(response)
+        }
+        Action::Delete { scope, id } => {
+            counter.delete(&scope, &id, now).await?;
+            let mut response = Response::new(Body::Empty);
+            *response.status_mut() = StatusCode::NO_CONTENT;
+            Ok(response)
+        }
+        Action::Usage { scope } => Ok(json_response(StatusCode::OK, &counter.usage(&scope).await?)),
+    }
+}
+
+/// Matches `path` (still percent-encoded) and `method` against the routes,
+/// then decodes and validates the identifiers. A path segment is decoded
+/// after splitting, so `%2F` puts a `/` inside an id instead of adding a
+/// segment.
+pub fn route(method: &Method, path: &str) -> Result<Action, ApiError> {
+    let no_route = || ApiError::NoRoute {
+        method: method.clone(),
+        path: path.to_owned(),
+    };
+    let not_allowed = |allow| ApiError::MethodNotAllowed {
+        method: method.clone(),
+        allow,
+    };
+    let segments: Vec<&str> = path.strip_prefix('/').ok_or_else(no_route)?.split('/').collect();
+    match segments.as_slice() {
+        ["scopes", scope, "items", id] => {
+            let create = match *method {
+                Method::POST => true,
+                Method::DELETE => false,
+                _ => return Err(not_allowed(ITEM_METHODS)),
+            };
+            let (scope, id) = (scope_segment(scope)?, id_segment(id)?);
+            Ok(if create {
+                Action::Create { scope, id }
+            } else {
+                Action::Delete { scope, id }
+            })
+        }
+        ["scopes", scope, "usage"] => match *method {
+            Method::GET => Ok(Action::Usage {
+                scope: scope_segment(scope)?,
+            }),
+            _ => Err(not_allowed(USAGE_METHODS)),
+        },
+        _ => Err(no_route()),
+    }
+}
+
+fn scope_segment(raw: &str) -> Result<Scope, Error> {
+    Ok(Scope::new(decode_segment("scope", raw)?)?)
+}
+
+fn id_segment(raw: &str) -> Result<ResourceId, Error> {
+    Ok(ResourceId::new(decode_segment("resource id", raw)?)?)
+}
+
+fn decode_segment(kind: &str, raw: &str) -> Result<String, Error> {
+    percent_decode_str(raw)
+        .decode_utf8()
+        .map(Cow::into_owned)
+        .map_err(|_| Error::InvalidInput(format!("{kind} is not valid UTF-8 once percent-decoded")))
+}
+
+/// The owner's payload: an empty body is no payload; otherwise the body must
+/// be a JSON object, whose members become the item's attributes.
+pub fn parse_payload(body: &[u8]) -> Result<Item, ApiError> {
+    if body.len() > MAX_BODY_BYTES {
+        return Err(ApiError::PayloadTooLarge { len: body.len() });
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Item::default());
+    }
+    let invalid = |reason: String| ApiError::Counter(Error::InvalidInput(reason));
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| invalid(format!("the request body is not valid JSON: {e}")))?;
+    let serde_json::Value::Object(attributes) = value else {
+        return Err(invalid(format!(
+            "the request body must be a JSON object of item attributes, not {}",
+            json_kind(&value)
+        )));
+    };
+    if attributes.contains_key("") {
+        return Err(invalid("payload attribute names must not be empty".to_owned()));
+    }
+    serde_dynamo::to_item(attributes).map_err(|e| invalid(format!("the payload cannot be stored as an item: {e}")))
+}
+
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// The percent-encoded path of an item, for `Location`.
+pub fn item_path(scope: &Scope, id: &ResourceId) -> String {
+    format!(
+        "/scopes/{}/items/{}",
+        utf8_percent_encode(scope.as_str(), SEGMENT),
+        utf8_percent_encode(id.as_str(), SEGMENT)
+    )
+}
+
+fn json_response(status: StatusCode, value: &impl Serialize) -> Response<Body> {
+    let (status, text) = match serde_json::to_string(value) {
+        Ok(text) => (status, text),
+        // Unreachable for the API's plain types; still an answer, not a panic.
+        Err(err) => {
+            warn!(error = %err, "response serialization failed");
+            let fallback = r#"{"error":"Internal","message":"the response could not be serialized"}"#;
+            (StatusCode::INTERNAL_SERVER_ERROR, fallback.to_owned())
+        }
+    };
+    let mut response = Response::new(Body::Text(text));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// The IAM principal that signed the request (function URL with AWS_IAM).
+fn caller_arn(request: &Request) -> Option<&str> {
+    request
+        .request_context_ref()?
+        .authorizer()?
+        .iam
+        .as_ref()?
+        .user_arn
+        .as_deref()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    use hybrid_counter::error::StoreError;
+    use hybrid_counter::items::{CounterSnapshot, ResourceState};
+    use hybrid_counter::store::{NewResource, ResourceKey, Transaction};
+    use serde_json::Value;
+
+    use super::*;
+
+    const NOW: EpochMillis = 1_790_000_000_000;
+
+    /// The request path's share of a store, in memory; `down` makes every
+    /// call fail the way an exhausted DynamoDB call would.
+    #[derive(Default)]
+    struct MemoryStore {
+        resources: Mutex<HashMap<(String, String), (ResourceState, Item)>>,
+        best_effort: Mutex<HashMap<String, i64>>,
+        down: Option<StoreError>,
+    }
+
+    impl MemoryStore {
+        fn check(&self) -> Result<(), StoreError> {
+            self.down.clone().map_or(Ok(()), Err)
+        }
+
+        fn payload(&self, scope: &str, id: &str) -> Option<Item> {
+            let resources = self.resources.lock().unwrap();
+            resources
+                .get(&(scope.to_owned(), id.to_owned()))
+                .map(|(_, p)| p.clone())
+        }
+    }
+
+    fn key_of(key: &ResourceKey) -> (String, String) {
+        (key.scope.to_string(), key.id.to_string())
+    }
+
+    impl Store for MemoryStore {
+        async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
+            self.check()?;
+            Ok(CounterSnapshot {
+                best_effort: self
+                    .best_effort
+                    .lock()
+                    .unwrap()
+                    .get(scope.as_str())
+                    .copied()
+                    .unwrap_or(0),
+                ..CounterSnapshot::default()
+            })
+        }
+        async fn put_resource(&self, resource: &NewResource) -> Result<(), StoreError> {
+            self.check()?;
+            let key = (resource.item.scope.to_string(), resource.item.id.to_string());
+            let mut resources = self.resources.lock().unwrap();
+            if resources.contains_key(&key) {
+                return Err(StoreError::ConditionFailed);
+            }
+            resources.insert(key, (resource.item.clone().into(), resource.payload.clone()));
+            Ok(())
+        }
+        async fn add_best_effort(&self, scope: &Scope, delta: i64, _: EpochMillis) -> Result<(), StoreError> {
+            self.check()?;
+            *self.best_effort.lock().unwrap().entry(scope.to_string()).or_default() += delta;
+            Ok(())
+        }
+        async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
+            self.check()?;
+            Ok(self.resources.lock().unwrap().get(&key_of(key)).map(|(s, _)| s.clone()))
+        }
+        async fn mark_deleted(&self, key: &ResourceKey, _: EpochMillis) -> Result<(), StoreError> {
+            self.check()?;
+            match self.resources.lock().unwrap().get_mut(&key_of(key)) {
+                Some((state, _)) if !state.deleted => {
+                    state.deleted = true;
+                    Ok(())
+                }
+                _ => Err(StoreError::ConditionFailed),
+            }
+        }
+        async fn transact(&self, _: &Transaction) -> Result<(), StoreError> {
+            unreachable!("the request path never runs a transaction")
+        }
+    }
+
+    fn counter(limit: u64) -> Counter<MemoryStore> {
+        Counter::new(MemoryStore::default(), limit)
+    }
+
+    fn request(method: &str, path: &str, body: &str) -> Request {
+        lambda_http::http::Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::from(body))
+            .unwrap()
+    }
+
+    async fn call<S: Store>(counter: &Counter<S>, method: &str, path: &str, body: &str) -> (StatusCode, Value) {
+        let response = handle(counter, request(method, path, body), NOW).await;
+        let json = match response.body() {
+            Body::Empty => Value::Null,
+            body => serde_json::from_slice(body).expect("the body is JSON"),
+        };
+        (response.status(), json)
+    }
+
+    fn scope(s: &str) -> Scope {
+        Scope::new(s).unwrap()
+    }
+
+    fn id(s: &str) -> ResourceId {
+        ResourceId::new(s).unwrap()
+    }
+
+    #[test]
+    fn routes_the_three_operations() {
+        assert_eq!(
+            route(&Method::POST, "/scopes/acct/items/w1").unwrap(),
+            Action::Create {
+                scope: scope("acct"),
+                id: id("w1")
+            }
+        );
+        assert_eq!(
+            route(&Method::DELETE, "/scopes/acct/items/w1").unwrap(),
+            Action::Delete {
+                scope: scope("acct"),
+                id: id("w1")
+            }
+        );
+        assert_eq!(
+            route(&Method::GET, "/scopes/acct/usage").unwrap(),
+            Action::Usage { scope: scope("acct") }
+        );
+    }
+
+    #[test]
+    fn segments_are_percent_decoded_after_splitting() {
+        assert_eq!(
+            route(&Method::POST, "/scopes/acct%2042/items/a%2Fb%25c%C3%BC").unwrap(),
+            Action::Create {
+                scope: scope("acct 42"),
+                id: id("a/b%cü")
+            }
+        );
+        // Not an escape: kept as written.
+        assert_eq!(
+            route(&Method::GET, "/scopes/100%/usage").unwrap(),
+            Action::Usage { scope: scope("100%") }
+        );
+    }
+
+    #[test]
+    fn unknown_paths_are_route_not_found() {
+        for path in [
+            "/",
+            "/scopes",
+            "/scopes/acct",
+            "/scopes/acct/items",
+            "/scopes/acct/usage/",
+            "/scopes/acct/items/w1/extra",
+            "/Scopes/acct/usage",
+            "scopes/acct/usage",
+        ] {
+            let err = route(&Method::GET, path).unwrap_err();
+            assert!(matches!(err, ApiError::NoRoute { .. }), "{path}: {err}");
+            assert_eq!((err.status(), err.code()), (StatusCode::NOT_FOUND, "RouteNotFound"));
+        }
+    }
+
+    #[test]
+    fn a_wrong_method_is_refused_before_the_ids_are_validated() {
+        let err = route(&Method::GET, "/scopes/acct/items/%00").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ApiError::MethodNotAllowed {
+                    allow: "POST, DELETE",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = route(&Method::PUT, "/scopes/acct/usage").unwrap_err();
+        assert!(matches!(err, ApiError::MethodNotAllowed { allow: "GET", .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn method_not_allowed_is_405_with_allow() {
+        let c = counter(5);
+        for (method, path, allow) in [
+            ("GET", "/scopes/acct/items/w1", "POST, DELETE"),
+            ("PUT", "/scopes/acct/items/w1", "POST, DELETE"),
+            ("POST", "/scopes/acct/usage", "GET"),
+            ("DELETE", "/scopes/acct/usage", "GET"),
+        ] {
+            let response = handle(&c, request(method, path, ""), NOW).await;
+            assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+            assert_eq!(response.headers()[header::ALLOW], allow);
+            let body: Value = serde_json::from_slice(response.body()).unwrap();
+            assert_eq!(body["error"], "MethodNotAllowed");
+        }
+    }
+
+    #[tokio::test]
+    async fn bad_ids_are_400_with_the_reason() {
+        let c = counter(5);
+        let long = "x".repeat(257);
+        for (path, reason) in [
+            ("/scopes//items/w1".to_owned(), "scope must not be empty"),
+            ("/scopes/acct/items/".to_owned(), "resource id must not be empty"),
+            (
+                "/scopes/acct/items/a%00b".to_owned(),
+                "resource id contains a control character at byte 1",
+            ),
+            (
+                "/scopes/acct/items/a%0Ab".to_owned(),
+                "resource id contains a control character",
+            ),
+            ("/scopes/a%7Fb/usage".to_owned(), "scope contains a control character"),
+            (
+                format!("/scopes/acct/items/{long}"),
+                "resource id is 257 bytes long; the maximum is 256 bytes",
+            ),
+            (
+                "/scopes/%20acct/usage".to_owned(),
+                "scope must not start or end with whitespace",
+            ),
+            (
+                "/scopes/acct/items/%FF".to_owned(),
+                "resource id is not valid UTF-8 once percent-decoded",
+            ),
+        ] {
+            let method = if path.ends_with("/usage") { "GET" } else { "POST" };
+            let (status, body) = call(&c, method, &path, "").await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{path}");
+            assert_eq!(body["error"], "InvalidInput", "{path}");
+            let message = body["message"].as_str().unwrap();
+            assert!(message.starts_with(reason), "{path}: {message}");
+        }
+        assert!(c.store().resources.lock().unwrap().is_empty(), "nothing may be written");
+    }
+
+    #[test]
+    fn the_id_length_limit_counts_decoded_bytes() {
+        // 256 bytes once decoded, 768 characters on the wire: accepted.
+        let path = format!("/scopes/acct/items/{}", "%41".repeat(256));
+        assert!(route(&Method::POST, &path).is_ok());
+        let path = format!("/scopes/acct/items/{}", "%41".repeat(257));
+        assert!(route(&Method::POST, &path).is_err());
+    }
+
+    #[tokio::test]
+    async fn create_stores_the_json_object_as_the_payload() {
+        let c = counter(5);
+        let response = handle(
+            &c,
+            request(
+                "POST",
+                "/scopes/acct%201/items/w%2F1",
+                r#"{"color":"blue","size":3,"tags":["a"],"meta":{"x":null}}"#,
+            ),
+            NOW,
+        )
+        .await;
+        assert_eq!(response.status(), StatusCode::CREATED);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+        assert_eq!(response.headers()[header::LOCATION], "/scopes/acct%201/items/w%2F1");
+        let body: Value = serde_json::from_slice(response.body()).unwrap();
+        assert_eq!(body["scope"], "acct 1");
+        assert_eq!(body["id"], "w/1");
+        assert_eq!(body["best_effort_counted"], true);
+        assert!(!body["incarnation"].as_str().unwrap().is_empty());
+        let payload = c.store().payload("acct 1", "w/1").unwrap();
+        let expected: Item =
+            serde_dynamo::to_item(json!({"color":"blue","size":3,"tags":["a"],"meta":{"x":null}})).unwrap();
+        assert_eq!(payload, expected);
+    }
+
+    #[tokio::test]
+    async fn an_empty_body_is_an_empty_payload() {
+        let c = counter(5);
+        for (n, body) in ["", "  \n", "{}"].into_iter().enumerate() {
+            let (status, _) = call(&c, "POST", &format!("/scopes/acct/items/w{n}"), body).await;
+            assert_eq!(status, StatusCode::CREATED, "{body:?}");
+            assert!(c.store().payload("acct", &format!("w{n}")).unwrap().is_empty());
+        }
+    }
+
+    #[tokio::test]
+    async fn bad_bodies_are_400_and_write_nothing() {
+        let c = counter(5);
+        for (body, reason) in [
+            ("{", "the request body is not valid JSON"),
+            ("not json", "the request body is not valid JSON"),
+            (
+                "[1,2]",
+                "the request body must be a JSON object of item attributes, not an array",
+            ),
+            (
+                "\"text\"",
+                "the request body must be a JSON object of item attributes, not a string",
+            ),
+            (
+                "null",
+                "the request body must be a JSON object of item attributes, not null",
+            ),
+            (
+                "42",
+                "the request body must be a JSON object of item attributes, not a number",
+            ),
+            (r#"{"":1}"#, "payload attribute names must not be empty"),
+            (
+                r#"{"incarnation":"mine"}"#,
+                "payload attribute \"incarnation\" is reserved by the counter kit",
+            ),
+            (
+                r#"{"scope":"other"}"#,
+                "payload attribute \"scope\" is reserved by the counter kit",
+            ),
+        ] {
+            let (status, json) = call(&c, "POST", "/scopes/acct/items/w", body).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+            assert_eq!(json["error"], "InvalidInput");
+            let message = json["message"].as_str().unwrap();
+            assert!(message.starts_with(reason), "{body}: {message}");
+        }
+        assert!(c.store().resources.lock().unwrap().is_empty());
+        assert!(c.store().best_effort.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_body_too_big_for_an_item_is_413() {
+        let c = counter(5);
+        let body = format!(r#"{{"blob":"{}"}}"#, "x".repeat(MAX_BODY_BYTES));
+        let (status, json) = call(&c, "POST", "/scopes/acct/items/w", &body).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(json["error"], "PayloadTooLarge");
+    }
+
+    #[tokio::test]
+    async fn limit_duplicate_and_delete_map_to_their_statuses() {
+        let c = counter(2);
+        assert_eq!(
+            call(&c, "POST", "/scopes/acct/items/a", "").await.0,
+            StatusCode::CREATED
+        );
+        let (status, json) = call(&c, "POST", "/scopes/acct/items/a", "").await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert_eq!(json["error"], "AlreadyExists");
+        assert_eq!(
+            call(&c, "POST", "/scopes/acct/items/b", "").await.0,
+            StatusCode::CREATED
+        );
+
+        let (status, json) = call(&c, "POST", "/scopes/acct/items/c", "").await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert_eq!(
+            json,
+            json!({
+                "error": "LimitExceeded",
+                "message": "limit exceeded: the scope uses 2 of 2",
+                "usage": 2,
+                "limit": 2,
+            })
+        );
+
+        let (status, json) = call(&c, "GET", "/scopes/acct/usage", "").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            json,
+            json!({"best_effort": 2, "eventual": 0, "effective": 2, "limit": 2})
+        );
+
+        assert_eq!(
+            call(&c, "DELETE", "/scopes/acct/items/a", "").await,
+            (StatusCode::NO_CONTENT, Value::Null)
+        );
+        let (status, json) = call(&c, "DELETE", "/scopes/acct/items/a", "").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(json["error"], "NotFound");
+        let (status, json) = call(&c, "DELETE", "/scopes/acct/items/never", "").await;
+        assert_eq!(
+            (status, json["error"].as_str()),
+            (StatusCode::NOT_FOUND, Some("NotFound"))
+        );
+        assert_eq!(
+            c.usage(&scope("acct")).await.unwrap().best_effort,
+            1,
+            "repeated deletes must not drain BE"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unavailable_store_is_503_with_retry_after_and_no_detail() {
+        let store = MemoryStore {
+            down: Some(StoreError::Unavailable(
+                "TransactionCanceledException: Transaction cancelled, reasons [TransactionConflict]".into(),
+            )),
+            ..MemoryStore::default()
+        };
+        let c = Counter::new(store, 5);
+        for (method, path) in [
+            ("POST", "/scopes/acct/items/w"),
+            ("DELETE", "/scopes/acct/items/w"),
+            ("GET", "/scopes/acct/usage"),
+        ] {
+            let response = handle(&c, request(method, path, ""), NOW).await;
+            assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE, "{method}");
+            assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+            let text = std::str::from_utf8(response.body()).unwrap();
+            assert!(!text.contains("Transaction"), "{text}");
+            let json: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(json, json!({"error": "Unavailable", "message": UNAVAILABLE_MESSAGE}));
+        }
+    }
+
+    #[test]
+    fn every_counter_error_has_its_status_and_code() {
+        let cases = [
+            (Error::InvalidInput("x".into()), 400, "InvalidInput"),
+            (Error::NotFound, 404, "NotFound"),
+            (Error::AlreadyExists, 409, "AlreadyExists"),
+            (Error::LimitExceeded { usage: 1, limit: 1 }, 409, "LimitExceeded"),
+            (Error::Unavailable("x".into()), 503, "Unavailable"),
+        ];
+        for (err, status, code) in cases {
+            let err = ApiError::from(err);
+            assert_eq!((err.status().as_u16(), err.code()), (status, code));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_function_url_event_reaches_the_route_with_its_caller() {
+        let request = lambda_http::request::from_str(include_str!("../fixtures/function-url-create.json")).unwrap();
+        assert_eq!(
+            caller_arn(&request),
+            Some("arn:aws:iam::123456789012:user/widget-service")
+        );
+        let c = counter(5);
+        let response = handle(&c, request, NOW).await;
+        assert_eq!(response.status(), StatusCode::CREATED);
+        let payload = c
+            .store()
+            .payload("acct 42", "widget/1")
+            .expect("stored under the decoded key");
+        assert_eq!(
+            payload,
+            serde_dynamo::to_item(json!({"color": "blue", "size": 3})).unwrap()
+        );
+    }
+}

@@ -1,0 +1,24 @@
+//! Lambda entry point of the example HTTP API: reads the configuration,
+//! builds the DynamoDB client and the counter once, and hands every function
+//! URL request to [`api::handle`] with the current time.
+
+use hybrid_counter::lambda::init_tracing;
+use hybrid_counter::{Counter, CounterConfig, DynamoStore, now_millis};
+use lambda_http::{Error, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    init_tracing();
+    let config = CounterConfig::from_env()?;
+    let default_limit = config.require_default_limit()?;
+    let sdk = aws_config::load_from_env().await;
+    let counter = Counter::new(
+        DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config),
+        default_limit,
+    );
+    let counter = &counter;
+    lambda_http::run(service_fn(move |request| async move {
+        Ok::<_, Error>(api::handle(counter, request, now_millis()).await)
+    }))
+    .await
+}
