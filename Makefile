@@ -105,14 +105,25 @@ emulator-stop: ## Stop the background fakecloud
 emulator-status: ## Is the background fakecloud running? (exit 0/1)
 	@$(FAKECLOUD) status
 
-deploy: deploy-check build $(if $(filter local,$(TARGET)),emulator-start) ## Build and deploy the stack to TARGET (default local)
-	cargo run -q -p ops-cli -- deploy --target $(TARGET)
+# The operator CLI, built for this machine (a debug build: it only makes API calls).
+COUNTERCTL := $(or $(CARGO_TARGET_DIR),target)/debug/counterctl
+COUNTERCTL_ARGS := --target $(TARGET)
+
+deploy: deploy-check build $(if $(filter local,$(TARGET)),fakecloud-install emulator-start) ## Build, package and deploy the stack to TARGET (default local); prints outputs and next steps
+	cargo build -q --locked -p ops-cli --bin counterctl
+	$(COUNTERCTL) $(COUNTERCTL_ARGS) deploy
+	@echo
+	@echo "Next:"
+	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) status                            # stack, mappings, DLQ depths, alarms"
+	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) plan --param StreamBatchSize=50    # preview a change, apply nothing"
+	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) deploy --param StreamBatchSize=50  # apply it"
+	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) destroy                           # delete the stack, keep the tables"
+	@echo "  $(COUNTERCTL) --help                                          # every command, flag and exit code"
+	$(if $(filter local,$(TARGET)),@echo "  make emulator-stop                                              # stop the local emulator")
 
 deploy-check:
 	@if [[ -z "$(filter $(DEPLOY_TARGETS),$(TARGET))" || "$(words $(TARGET))" != 1 ]]; then \
 		echo "error: TARGET must be one of: $(DEPLOY_TARGETS) (got '$(TARGET)')" >&2; exit 1; fi
-	@if [[ ! -f ops-cli/Cargo.toml ]]; then \
-		echo "error: counterctl is not built yet (issue 3): ops-cli/Cargo.toml does not exist" >&2; exit 1; fi
 
 ## ---- housekeeping ----------------------------------------------------------
 

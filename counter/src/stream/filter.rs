@@ -30,6 +30,24 @@ pub fn patterns() -> Vec<Value> {
     ]
 }
 
+/// The compact JSON text of a pattern with object keys in sorted order, so
+/// the text is the same whether or not serde_json's `preserve_order`
+/// feature is on somewhere in the build (templates are compared as text).
+pub fn pattern_text(pattern: &Value) -> String {
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(fields) => {
+                let mut keys: Vec<&String> = fields.keys().collect();
+                keys.sort();
+                Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&fields[k]))).collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(pattern).to_string()
+}
+
 /// Whether `event` (a Lambda-shaped record) matches `pattern`, under the
 /// subset of the EventBridge pattern language the patterns above use: nested
 /// objects, and arrays of allowed literal values.
@@ -66,6 +84,16 @@ mod tests {
         assert!(passes(&record("INSERT", image(false, false), Value::Null)));
         assert!(passes(&record("MODIFY", image(false, true), image(false, false))));
         assert!(passes(&record("MODIFY", image(true, true), image(true, false))));
+    }
+
+    #[test]
+    fn pattern_text_sorts_keys_whatever_the_map_order() {
+        let text = pattern_text(&json!({"b": [1], "a": {"d": [true], "c": [false]}}));
+        assert_eq!(text, r#"{"a":{"c":[false],"d":[true]},"b":[1]}"#);
+        assert_eq!(
+            serde_json::from_str::<Value>(&pattern_text(&patterns()[0])).unwrap(),
+            patterns()[0]
+        );
     }
 
     #[test]

@@ -128,7 +128,12 @@ impl FilterCriteria {
     /// Lambda takes each pattern as a JSON document inside a string.
     pub fn from_patterns(patterns: &[serde_json::Value]) -> Self {
         Self {
-            filters: patterns.iter().map(|p| Filter { pattern: p.to_string() }).collect(),
+            filters: patterns
+                .iter()
+                .map(|p| Filter {
+                    pattern: hybrid_counter::stream::filter::pattern_text(p),
+                })
+                .collect(),
         }
     }
 }

@@ -4,8 +4,10 @@
 
 mod api;
 mod audit;
+mod deploy;
 mod reprocessor;
 mod request_path;
+mod runner;
 mod stream;
 
 use hybrid_counter::{ResourceId, Scope};

@@ -1,0 +1,412 @@
+//! Reading the deployed event source mappings back from the emulator's Lambda
+//! API, with every setting the runner plays: batch size, filter patterns,
+//! bisect, retries, record age, response types, on-failure destination and
+//! starting position for a stream; the queue's URL, visibility timeout and
+//! redrive policy for SQS. The target function's environment comes from
+//! `GetFunction`, so a handler runs with exactly the variables
+//! the stack gave it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use aws_sdk_lambda::types::{EventSourceMappingConfiguration, EventSourcePosition, FunctionResponseType};
+use aws_sdk_sqs::types::QueueAttributeName;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{Error, sdk_message};
+
+/// One event source mapping as the runner plays it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Mapping {
+    pub uuid: String,
+    pub function_arn: String,
+    /// The function's name (the ARN's name part, without a qualifier).
+    pub function_name: String,
+    pub source_arn: String,
+    pub batch_size: usize,
+    /// Parsed `FilterCriteria.Filters[].Pattern`; empty means no filter.
+    pub filters: Vec<Value>,
+    pub report_batch_item_failures: bool,
+    /// The target function's environment variables.
+    pub environment: BTreeMap<String, String>,
+    /// Whether the emulator itself has the mapping enabled.
+    pub emulator_enabled: bool,
+    pub source: Source,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Source {
+    Stream(StreamSettings),
+    Queue(QueueSettings),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum StartingPosition {
+    TrimHorizon,
+    Latest,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StreamSettings {
+    pub starting_position: StartingPosition,
+    pub bisect_batch_on_function_error: bool,
+    /// `None`: retry until the record expires (`MaximumRetryAttempts` -1).
+    pub maximum_retry_attempts: Option<u32>,
+    /// `None`: no age limit (`MaximumRecordAgeInSeconds` -1).
+    pub maximum_record_age: Option<Duration>,
+    /// ARN of the on-failure destination (an SQS queue), if any.
+    pub on_failure_destination: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueSettings {
+    pub queue_url: String,
+    pub visibility_timeout: Duration,
+    pub redrive: Option<Redrive>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Redrive {
+    pub dead_letter_target_arn: String,
+    pub max_receive_count: u32,
+}
+
+/// The name part of a function ARN (`arn:aws:lambda:r:a:function:NAME[:qualifier]`),
+/// or the input when it is already a name.
+pub fn function_name_from_arn(arn: &str) -> String {
+    match arn.split(':').collect::<Vec<_>>().as_slice() {
+        ["arn", _, "lambda", _, _, "function", name, ..] => (*name).to_owned(),
+        _ => arn.to_owned(),
+    }
+}
+
+/// Region, account and name of an SQS queue ARN (`arn:aws:sqs:REGION:ACCOUNT:NAME`).
+pub fn parse_queue_arn(arn: &str) -> Option<(&str, &str, &str)> {
+    match arn.split(':').collect::<Vec<_>>().as_slice() {
+        ["arn", _, "sqs", region, account, name] if !name.is_empty() => Some((region, account, name)),
+        _ => None,
+    }
+}
+
+/// Parses the filter patterns, refusing what the runner's matcher cannot
+/// evaluate faithfully (content filters such as `prefix` or `numeric`):
+/// silently treating them as "no match" would drop records Lambda delivers.
+pub fn parse_filters(uuid: &str, patterns: &[String]) -> Result<Vec<Value>, Error> {
+    fn supported(pattern: &Value) -> bool {
+        match pattern {
+            Value::Object(fields) => !fields.is_empty() && fields.values().all(supported),
+            Value::Array(values) => values.iter().all(|v| !v.is_object() && !v.is_array()),
+            _ => false,
+        }
+    }
+    patterns
+        .iter()
+        .map(|raw| {
+            let unsupported = |reason: String| Error::UnsupportedMapping {
+                uuid: uuid.to_owned(),
+                reason,
+            };
+            let value: Value = serde_json::from_str(raw)
+                .map_err(|e| unsupported(format!("filter pattern {raw:?} is not JSON: {e}")))?;
+            if !supported(&value) {
+                return Err(unsupported(format!(
+                    "filter pattern {raw} uses more than nested fields with lists of literal values, \
+                     which is all the local runner evaluates"
+                )));
+            }
+            Ok(value)
+        })
+        .collect()
+}
+
+/// Tag on a target function saying the runner took over one of its SQS
+/// mappings (`<prefix><uuid>`); see [`crate::Runner`] on why it disables the
+/// emulator's copy of those.
+pub const TAKEOVER_TAG_PREFIX: &str = "esm-runner:plays:";
+
+/// Reads every enabled mapping, and every disabled one the runner took over
+/// earlier, from the emulator; only those of `functions` when given.
+pub async fn discover(
+    lambda: &aws_sdk_lambda::Client,
+    sqs: &aws_sdk_sqs::Client,
+    functions: Option<&[String]>,
+) -> Result<Vec<Mapping>, Error> {
+    let mut configs = Vec::new();
+    let mut marker: Option<String> = None;
+    loop {
+        let out = lambda
+            .list_event_source_mappings()
+            .set_marker(marker.clone())
+            .send()
+            .await
+            .map_err(|e| Error::emulator("Lambda", "ListEventSourceMappings")(sdk_message(e)))?;
+        configs.extend(out.event_source_mappings.unwrap_or_default());
+        match out.next_marker {
+            Some(next) if !next.is_empty() && Some(&next) != marker.as_ref() => marker = Some(next),
+            _ => break,
+        }
+    }
+    let mut functions_seen: BTreeMap<String, FunctionInfo> = BTreeMap::new();
+    let mut mappings = Vec::new();
+    for config in configs {
+        let function_arn = config.function_arn().unwrap_or_default().to_owned();
+        let function_name = function_name_from_arn(&function_arn);
+        if functions.is_some_and(|only| !only.iter().any(|f| f == &function_name)) {
+            continue;
+        }
+        if !functions_seen.contains_key(&function_name) {
+            let info = function_info(lambda, &function_name).await?;
+            functions_seen.insert(function_name.clone(), info);
+        }
+        let info = &functions_seen[&function_name];
+        let uuid = config.uuid().unwrap_or_default();
+        let emulator_enabled = matches!(config.state(), Some("Enabled" | "Enabling" | "Updating" | "Creating"));
+        let taken_over = info.tags.contains_key(&format!("{TAKEOVER_TAG_PREFIX}{uuid}"));
+        if !emulator_enabled && !taken_over {
+            continue;
+        }
+        let mut mapping = mapping_from(sqs, config, function_arn, function_name, info.environment.clone()).await?;
+        mapping.emulator_enabled = emulator_enabled;
+        mappings.push(mapping);
+    }
+    mappings.sort_by(|a, b| a.uuid.cmp(&b.uuid));
+    Ok(mappings)
+}
+
+struct FunctionInfo {
+    environment: BTreeMap<String, String>,
+    tags: BTreeMap<String, String>,
+}
+
+/// `GetFunction`: the configuration (environment) and the tags in one call.
+async fn function_info(lambda: &aws_sdk_lambda::Client, function_name: &str) -> Result<FunctionInfo, Error> {
+    let out = lambda
+        .get_function()
+        .function_name(function_name)
+        .send()
+        .await
+        .map_err(|e| Error::emulator("Lambda", "GetFunction")(sdk_message(e)))?;
+    let environment = out
+        .configuration()
+        .and_then(|c| c.environment())
+        .and_then(|e| e.variables())
+        .map(|vars| vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    let tags = out
+        .tags()
+        .map(|tags| tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    Ok(FunctionInfo { environment, tags })
+}
+
+async fn mapping_from(
+    sqs: &aws_sdk_sqs::Client,
+    config: EventSourceMappingConfiguration,
+    function_arn: String,
+    function_name: String,
+    environment: BTreeMap<String, String>,
+) -> Result<Mapping, Error> {
+    let uuid = config.uuid().unwrap_or_default().to_owned();
+    let source_arn = config.event_source_arn().unwrap_or_default().to_owned();
+    let unsupported = |reason: String| Error::UnsupportedMapping {
+        uuid: uuid.clone(),
+        reason,
+    };
+    let patterns: Vec<String> = config
+        .filter_criteria()
+        .map(|c| {
+            c.filters()
+                .iter()
+                .filter_map(|f| f.pattern().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let filters = parse_filters(&uuid, &patterns)?;
+    let batch_size = usize::try_from(config.batch_size().unwrap_or(0))
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| unsupported(format!("batch size {:?} is not positive", config.batch_size())))?;
+    let report_batch_item_failures = config
+        .function_response_types()
+        .contains(&FunctionResponseType::ReportBatchItemFailures);
+    let source = if source_arn.contains(":dynamodb:") && source_arn.contains("/stream/") {
+        let starting_position = match config.starting_position() {
+            Some(EventSourcePosition::Latest) => StartingPosition::Latest,
+            Some(EventSourcePosition::TrimHorizon) | None => StartingPosition::TrimHorizon,
+            Some(other) => return Err(unsupported(format!("starting position {other} is not supported"))),
+        };
+        let on_failure_destination = config
+            .destination_config()
+            .and_then(|d| d.on_failure())
+            .and_then(|f| f.destination())
+            .filter(|d| !d.is_empty())
+            .map(str::to_owned);
+        if let Some(destination) = &on_failure_destination {
+            if parse_queue_arn(destination).is_none() {
+                return Err(unsupported(format!(
+                    "the on-failure destination {destination} is not an SQS queue ARN; the local runner \
+                     sends on-failure records to SQS only"
+                )));
+            }
+        }
+        Source::Stream(StreamSettings {
+            starting_position,
+            bisect_batch_on_function_error: config.bisect_batch_on_function_error().unwrap_or(false),
+            maximum_retry_attempts: config.maximum_retry_attempts().and_then(|n| u32::try_from(n).ok()),
+            maximum_record_age: config
+                .maximum_record_age_in_seconds()
+                .and_then(|n| u64::try_from(n).ok())
+                .map(Duration::from_secs),
+            on_failure_destination,
+        })
+    } else if let Some((_, account, name)) = parse_queue_arn(&source_arn) {
+        Source::Queue(queue_settings(sqs, account, name).await?)
+    } else {
+        return Err(unsupported(format!(
+            "the source {source_arn} is neither a DynamoDB stream nor an SQS queue"
+        )));
+    };
+    Ok(Mapping {
+        uuid,
+        function_arn,
+        function_name,
+        source_arn,
+        batch_size,
+        filters,
+        report_batch_item_failures,
+        environment,
+        emulator_enabled: true,
+        source,
+    })
+}
+
+/// The URL of the queue an SQS ARN names.
+pub async fn queue_url(sqs: &aws_sdk_sqs::Client, arn: &str) -> Result<String, Error> {
+    let (_, account, name) = parse_queue_arn(arn).ok_or_else(|| Error::Emulator {
+        service: "SQS",
+        operation: "GetQueueUrl",
+        message: format!("{arn} is not an SQS queue ARN"),
+    })?;
+    lookup_queue_url(sqs, account, name).await
+}
+
+async fn lookup_queue_url(sqs: &aws_sdk_sqs::Client, account: &str, name: &str) -> Result<String, Error> {
+    sqs.get_queue_url()
+        .queue_name(name)
+        .queue_owner_aws_account_id(account)
+        .send()
+        .await
+        .map_err(|e| Error::emulator("SQS", "GetQueueUrl")(sdk_message(e)))?
+        .queue_url
+        .ok_or_else(|| Error::emulator("SQS", "GetQueueUrl")(format!("no URL for queue {name}")))
+}
+
+async fn queue_settings(sqs: &aws_sdk_sqs::Client, account: &str, name: &str) -> Result<QueueSettings, Error> {
+    let queue_url = lookup_queue_url(sqs, account, name).await?;
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(&queue_url)
+        .attribute_names(QueueAttributeName::VisibilityTimeout)
+        .attribute_names(QueueAttributeName::RedrivePolicy)
+        .send()
+        .await
+        .map_err(|e| Error::emulator("SQS", "GetQueueAttributes")(sdk_message(e)))?
+        .attributes
+        .unwrap_or_default();
+    let visibility_timeout = attributes
+        .get(&QueueAttributeName::VisibilityTimeout)
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(Duration::from_secs(30), Duration::from_secs);
+    let redrive = attributes
+        .get(&QueueAttributeName::RedrivePolicy)
+        .and_then(|raw| parse_redrive_policy(raw));
+    Ok(QueueSettings {
+        queue_url,
+        visibility_timeout,
+        redrive,
+    })
+}
+
+/// `RedrivePolicy` is a JSON string; `maxReceiveCount` comes as a number or
+/// a numeric string depending on who wrote it.
+pub fn parse_redrive_policy(raw: &str) -> Option<Redrive> {
+    let value: Value = serde_json::from_str(raw).ok()?;
+    let max_receive_count = match &value["maxReceiveCount"] {
+        Value::Number(n) => n.as_u64()?,
+        Value::String(s) => s.parse().ok()?,
+        _ => return None,
+    };
+    Some(Redrive {
+        dead_letter_target_arn: value["deadLetterTargetArn"].as_str()?.to_owned(),
+        max_receive_count: u32::try_from(max_receive_count).ok()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn function_names_come_from_arns_with_or_without_a_qualifier() {
+        assert_eq!(
+            function_name_from_arn("arn:aws:lambda:us-east-1:123456789012:function:hck-stream-counter"),
+            "hck-stream-counter"
+        );
+        assert_eq!(
+            function_name_from_arn("arn:aws:lambda:us-east-1:123456789012:function:f:live"),
+            "f"
+        );
+        assert_eq!(function_name_from_arn("plain"), "plain");
+    }
+
+    #[test]
+    fn queue_arns_split_into_region_account_and_name() {
+        assert_eq!(
+            parse_queue_arn("arn:aws:sqs:us-east-1:123456789012:hck-dlq1"),
+            Some(("us-east-1", "123456789012", "hck-dlq1"))
+        );
+        assert_eq!(parse_queue_arn("arn:aws:sns:us-east-1:123456789012:topic"), None);
+    }
+
+    #[test]
+    fn the_kits_own_filter_patterns_are_accepted() {
+        let raw: Vec<String> = hybrid_counter::stream::filter::patterns()
+            .iter()
+            .map(Value::to_string)
+            .collect();
+        assert_eq!(
+            parse_filters("m", &raw).unwrap(),
+            hybrid_counter::stream::filter::patterns()
+        );
+    }
+
+    #[test]
+    fn content_filters_the_runner_cannot_evaluate_are_refused() {
+        for raw in [
+            r#"{"dynamodb": {"Keys": {"id": {"S": [{"prefix": "w"}]}}}}"#,
+            r#"{"eventName": "INSERT"}"#,
+            r#"{}"#,
+            "not json",
+        ] {
+            let err = parse_filters("m", &[raw.to_owned()]).unwrap_err();
+            assert!(matches!(err, Error::UnsupportedMapping { .. }), "{raw}: {err}");
+        }
+    }
+
+    #[test]
+    fn redrive_policies_parse_with_numeric_or_string_counts() {
+        let expected = Redrive {
+            dead_letter_target_arn: "arn:aws:sqs:us-east-1:1:dlq2".into(),
+            max_receive_count: 5,
+        };
+        for raw in [
+            r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:1:dlq2","maxReceiveCount":5}"#,
+            r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:1:dlq2","maxReceiveCount":"5"}"#,
+        ] {
+            assert_eq!(parse_redrive_policy(raw), Some(expected.clone()));
+        }
+        assert_eq!(parse_redrive_policy("{}"), None);
+    }
+}

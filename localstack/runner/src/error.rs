@@ -1,0 +1,63 @@
+//! The runner's one error type. Messages are lowercase and say what to do.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::report::RunReport;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the emulator's {service} API failed during {operation}: {message}")]
+    Emulator {
+        service: &'static str,
+        operation: &'static str,
+        message: String,
+    },
+    #[error("event source mapping {uuid} cannot be played: {reason}")]
+    UnsupportedMapping { uuid: String, reason: String },
+    #[error(
+        "no handler package under {handlers_dir} matches the deployed function {function}; \
+         expected a name ending in one of: {known}"
+    )]
+    UnknownFunction {
+        function: String,
+        handlers_dir: PathBuf,
+        known: String,
+    },
+    #[error("cannot find cargo-lambda: looked for {looked_in}; run `make tools` (installs it into .venv)")]
+    CargoLambdaMissing { looked_in: String },
+    #[error("could not build the handler binaries ({command}): {message}")]
+    Build { command: String, message: String },
+    #[error("`cargo lambda watch` did not answer on {address} within {timeout:?}; see its log at {log}{tail}")]
+    WatchNotReady {
+        address: String,
+        timeout: Duration,
+        log: PathBuf,
+        tail: String,
+    },
+    #[error("invoking {function} failed before it returned: {message}")]
+    Invoke { function: String, message: String },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error(
+        "the event sources were not drained within {after:?}; a batch may be retrying forever \
+         (MaximumRetryAttempts -1). Progress so far:\n{report}"
+    )]
+    NotIdle { after: Duration, report: Box<RunReport> },
+}
+
+impl Error {
+    pub(crate) fn emulator(service: &'static str, operation: &'static str) -> impl FnOnce(String) -> Self {
+        move |message| Self::Emulator {
+            service,
+            operation,
+            message,
+        }
+    }
+}
+
+/// Renders an SDK error with its whole source chain (the SDK's own Display
+/// says only "service error").
+pub(crate) fn sdk_message<E: std::error::Error>(err: E) -> String {
+    aws_smithy_types::error::display::DisplayErrorContext(err).to_string()
+}

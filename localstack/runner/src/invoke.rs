@@ -1,0 +1,83 @@
+//! How the runner calls a function: a small trait with two implementations,
+//! the Lambda invoke API of `cargo lambda watch` ([`crate::watch`]), which
+//! runs the real handler binaries, and an in-process closure for tests.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::discover::Mapping;
+use crate::error::Error;
+
+/// What one synchronous invocation returned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Invocation {
+    /// The function returned this JSON (`null` for an empty response).
+    Response(Value),
+    /// The function failed (Lambda's `X-Amz-Function-Error`): it raised,
+    /// timed out or crashed. `body` is its error document, if any.
+    FunctionError { error_type: String, body: Value },
+}
+
+impl Invocation {
+    /// A function error with Lambda's error document shape.
+    pub fn error(error_type: &str, message: &str) -> Self {
+        Self::FunctionError {
+            error_type: error_type.to_owned(),
+            body: serde_json::json!({"errorType": error_type, "errorMessage": message}),
+        }
+    }
+}
+
+/// Invokes a deployed function by name with a JSON event. An `Err` means
+/// the invocation could not be made at all (the runtime is down), which the
+/// runner treats like Lambda treats a throttle: retried, never counted as a
+/// function error.
+pub trait Invoke: Send + Sync + 'static {
+    fn invoke(&self, function_name: &str, payload: Value) -> impl Future<Output = Result<Invocation, Error>> + Send;
+
+    /// Called with the mappings after every discovery, before any of their
+    /// functions is invoked (the watch invoker starts its processes here).
+    fn prepare(&self, mappings: &[Mapping]) -> impl Future<Output = Result<(), Error>> + Send {
+        let _ = mappings;
+        async { Ok(()) }
+    }
+}
+
+impl<T: Invoke> Invoke for Arc<T> {
+    fn invoke(&self, function_name: &str, payload: Value) -> impl Future<Output = Result<Invocation, Error>> + Send {
+        T::invoke(self, function_name, payload)
+    }
+
+    fn prepare(&self, mappings: &[Mapping]) -> impl Future<Output = Result<(), Error>> + Send {
+        T::prepare(self, mappings)
+    }
+}
+
+/// An in-process invoker: calls a closure with the function name and the
+/// event. Tests use it to run the library's handler functions directly, or
+/// to play a function that fails on purpose.
+pub struct FnInvoker<F> {
+    f: F,
+}
+
+impl<F, Fut> FnInvoker<F>
+where
+    F: Fn(String, Value) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Invocation, Error>> + Send + 'static,
+{
+    pub fn new(f: F) -> Self {
+        Self { f }
+    }
+}
+
+impl<F, Fut> Invoke for FnInvoker<F>
+where
+    F: Fn(String, Value) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Invocation, Error>> + Send + 'static,
+{
+    fn invoke(&self, function_name: &str, payload: Value) -> impl Future<Output = Result<Invocation, Error>> + Send {
+        (self.f)(function_name.to_owned(), payload)
+    }
+}

@@ -1,0 +1,524 @@
+//! The local event-source runner: plays the Lambda event source mappings
+//! deployed in an emulator that cannot run Lambda code itself (DESIGN §8).
+//!
+//! It reads the mappings back from the emulator's Lambda API
+//! ([`discover`]), polls their sources — DynamoDB stream shards
+//! ([`stream`]) and SQS queues ([`sqs`]) — and invokes the target functions
+//! through an [`Invoke`] implementation: normally the Lambda invoke API of
+//! `cargo lambda watch` running the real handler binaries ([`watch`]), in
+//! tests a closure ([`FnInvoker`]). Batch size, filter criteria, partial
+//! batch responses, bisect on error, retry and record-age limits, the
+//! on-failure destination and per-shard ordering follow AWS; the decisions
+//! themselves are pure functions in [`batch`].
+//!
+//! Two ways to drive it: [`run`] polls until a shutdown future completes
+//! (`counterctl local run`); [`run_until_idle`] drains what the sources hold
+//! now and returns (tests, `counterctl load`).
+//!
+//! fakecloud's own SQS poller runs even without a container engine and then
+//! deletes every message of a mapped queue unprocessed (it counts the
+//! missing invocation as a success). So the runner takes an enabled SQS
+//! mapping over: it tags the target function (`esm-runner:plays:<uuid>`),
+//! disables the emulator's copy of the mapping, and keeps playing it, also
+//! in later runs. Stream mappings need no such step: the emulator's stream
+//! poller only advances its own checkpoint.
+
+pub mod batch;
+pub mod discover;
+pub mod error;
+pub mod invoke;
+pub mod report;
+pub mod sqs;
+pub mod stream;
+pub mod watch;
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use aws_config::{BehaviorVersion, Region};
+use aws_sdk_sqs::types::QueueAttributeName;
+use hybrid_counter::stream::replay::sequence_cmp;
+use hybrid_counter::stream::shards::ShardReader;
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+pub use discover::{Mapping, Source};
+pub use error::Error;
+pub use invoke::{FnInvoker, Invocation, Invoke};
+pub use report::{MappingReport, RunReport};
+pub use watch::{CargoLambdaWatch, WatchConfig};
+
+use crate::discover::TAKEOVER_TAG_PREFIX;
+use crate::error::sdk_message;
+
+/// Where the emulator is and how the runner polls it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunnerConfig {
+    /// The emulator's endpoint, e.g. `http://127.0.0.1:4566`.
+    pub endpoint: String,
+    pub region: String,
+    /// How [`run`] and [`run_until_idle`] invoke functions: start
+    /// `cargo lambda watch`, or attach to one already running.
+    pub watch: WatchConfig,
+    /// Pause between polls of a source that had nothing new. Lambda polls
+    /// stream shards four times a second.
+    pub poll_interval: Duration,
+    /// How often [`run`] re-reads the mappings, to pick up a new deploy.
+    pub discovery_interval: Duration,
+    /// Pause before retrying a failed batch.
+    pub retry_delay: Duration,
+    /// Only play the mappings of these (deployed) functions; all when `None`.
+    pub functions: Option<Vec<String>>,
+    /// [`run_until_idle`] fails with [`Error::NotIdle`] after this long.
+    pub idle_timeout: Duration,
+    /// Whether [`run_until_idle`] also waits for SQS messages in flight (a
+    /// failed message invisible until its visibility timeout) to come back
+    /// and be retried, deleted or redriven to the dead-letter queue.
+    pub wait_for_in_flight: bool,
+}
+
+impl RunnerConfig {
+    /// Defaults for an emulator at `endpoint`, invoking through
+    /// `cargo lambda watch` started in the workspace at `workspace`.
+    pub fn new(endpoint: impl Into<String>, workspace: impl Into<std::path::PathBuf>) -> Self {
+        Self {
+            endpoint: endpoint.into(),
+            region: "us-east-1".to_owned(),
+            watch: WatchConfig::new(workspace),
+            poll_interval: Duration::from_millis(250),
+            discovery_interval: Duration::from_secs(10),
+            retry_delay: Duration::from_millis(200),
+            functions: None,
+            idle_timeout: Duration::from_secs(600),
+            wait_for_in_flight: false,
+        }
+    }
+}
+
+/// Plays the deployed mappings through `cargo lambda watch` until
+/// `shutdown` completes; the batch in flight on each source finishes first.
+pub async fn run(config: RunnerConfig, shutdown: impl Future<Output = ()>) -> Result<RunReport, Error> {
+    let invoker = CargoLambdaWatch::new(config.watch.clone(), &config.endpoint, &config.region)?;
+    Runner::connect(config, invoker).await?.run(shutdown).await
+}
+
+/// Plays the deployed mappings through `cargo lambda watch` until every
+/// source is drained, then returns (the watch processes are stopped).
+pub async fn run_until_idle(config: RunnerConfig) -> Result<RunReport, Error> {
+    let invoker = CargoLambdaWatch::new(config.watch.clone(), &config.endpoint, &config.region)?;
+    Runner::connect(config, invoker).await?.run_until_idle().await
+}
+
+/// The current time; tests pass a clock that runs ahead to age records.
+pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+
+/// What draining one source did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Drained {
+    /// Something was read (and delivered, filtered or given up on).
+    pub(crate) progressed: bool,
+    /// The shard is closed and read to its end.
+    pub(crate) finished: bool,
+}
+
+/// State shared by the pollers.
+pub(crate) struct Ctx<I> {
+    pub(crate) invoker: I,
+    pub(crate) streams: aws_sdk_dynamodbstreams::Client,
+    pub(crate) sqs: aws_sdk_sqs::Client,
+    lambda: aws_sdk_lambda::Client,
+    config: RunnerConfig,
+    clock: Clock,
+    stopping: AtomicBool,
+    /// Last sequence number processed, per (mapping, shard). In memory only.
+    checkpoints: Mutex<HashMap<(String, String), String>>,
+    finished_shards: Mutex<HashSet<(String, String)>>,
+    report: Mutex<RunReport>,
+    queue_urls: tokio::sync::Mutex<HashMap<String, String>>,
+}
+
+impl<I: Invoke> Ctx<I> {
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn now(&self) -> SystemTime {
+        (self.clock)()
+    }
+
+    pub(crate) async fn pause(&self) {
+        tokio::time::sleep(self.config.retry_delay).await;
+    }
+
+    pub(crate) fn checkpoint(&self, uuid: &str, shard_id: &str) -> Option<String> {
+        self.checkpoints
+            .lock()
+            .expect("checkpoints lock")
+            .get(&(uuid.to_owned(), shard_id.to_owned()))
+            .cloned()
+    }
+
+    /// Moves the checkpoint to `sequence_number` if that is further on.
+    pub(crate) fn advance(&self, uuid: &str, shard_id: &str, sequence_number: &str) {
+        if sequence_number.is_empty() {
+            return;
+        }
+        let mut checkpoints = self.checkpoints.lock().expect("checkpoints lock");
+        let slot = checkpoints.entry((uuid.to_owned(), shard_id.to_owned())).or_default();
+        if slot.is_empty() || sequence_cmp(sequence_number, slot).is_gt() {
+            *slot = sequence_number.to_owned();
+        }
+    }
+
+    pub(crate) fn update_report(&self, mapping: &Mapping, change: impl FnOnce(&mut MappingReport)) {
+        let mut report = self.report.lock().expect("report lock");
+        change(report.mappings.entry(mapping.uuid.clone()).or_default());
+    }
+
+    pub(crate) async fn queue_url(&self, arn: &str) -> Result<String, Error> {
+        let mut urls = self.queue_urls.lock().await;
+        if let Some(url) = urls.get(arn) {
+            return Ok(url.clone());
+        }
+        let url = discover::queue_url(&self.sqs, arn).await?;
+        urls.insert(arn.to_owned(), url.clone());
+        Ok(url)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    Shard { uuid: String, shard_id: String },
+    Queue { uuid: String },
+}
+
+struct Job {
+    key: Key,
+    mapping: Arc<Mapping>,
+    shard_closed: bool,
+}
+
+/// Plays the mappings of one emulator with one invoker.
+pub struct Runner<I> {
+    ctx: Arc<Ctx<I>>,
+}
+
+impl<I: Invoke> Runner<I> {
+    /// Connects to the emulator named by `config` (with dummy credentials);
+    /// nothing is read until the runner runs.
+    pub async fn connect(config: RunnerConfig, invoker: I) -> Result<Self, Error> {
+        let sdk = aws_config::defaults(BehaviorVersion::latest())
+            .endpoint_url(&config.endpoint)
+            .region(Region::new(config.region.clone()))
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+                "test",
+                "test",
+                None,
+                None,
+                "esm-runner",
+            ))
+            .load()
+            .await;
+        Ok(Self {
+            ctx: Arc::new(Ctx {
+                invoker,
+                streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
+                sqs: aws_sdk_sqs::Client::new(&sdk),
+                lambda: aws_sdk_lambda::Client::new(&sdk),
+                config,
+                clock: Arc::new(SystemTime::now),
+                stopping: AtomicBool::new(false),
+                checkpoints: Mutex::default(),
+                finished_shards: Mutex::default(),
+                report: Mutex::default(),
+                queue_urls: tokio::sync::Mutex::default(),
+            }),
+        })
+    }
+
+    /// Replaces the wall clock (record age is measured against it).
+    pub fn with_clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
+        Arc::get_mut(&mut self.ctx).expect("runner not started yet").clock = Arc::new(clock);
+        self
+    }
+
+    /// The invoker, e.g. to inspect what a test double saw.
+    pub fn invoker(&self) -> &I {
+        &self.ctx.invoker
+    }
+
+    /// What the runner did so far.
+    pub fn report(&self) -> RunReport {
+        self.ctx.report.lock().expect("report lock").clone()
+    }
+
+    /// The last sequence number processed on a shard, if any.
+    pub fn checkpoint(&self, uuid: &str, shard_id: &str) -> Option<String> {
+        self.ctx.checkpoint(uuid, shard_id)
+    }
+
+    /// Reads the mappings, takes SQS ones over from the emulator's own
+    /// poller, and lets the invoker prepare for their functions.
+    pub async fn discover(&self) -> Result<Vec<Mapping>, Error> {
+        let ctx = &self.ctx;
+        let mappings = discover::discover(&ctx.lambda, &ctx.sqs, ctx.config.functions.as_deref()).await?;
+        for mapping in &mappings {
+            if matches!(mapping.source, Source::Queue(_)) && mapping.emulator_enabled {
+                self.take_over(mapping).await?;
+            }
+            let mut report = ctx.report.lock().expect("report lock");
+            let entry = report.mappings.entry(mapping.uuid.clone()).or_default();
+            entry.uuid.clone_from(&mapping.uuid);
+            entry.function_name.clone_from(&mapping.function_name);
+            entry.source_arn.clone_from(&mapping.source_arn);
+            entry.kind = match mapping.source {
+                Source::Stream(_) => "stream".to_owned(),
+                Source::Queue(_) => "sqs".to_owned(),
+            };
+        }
+        ctx.invoker.prepare(&mappings).await?;
+        Ok(mappings)
+    }
+
+    async fn take_over(&self, mapping: &Mapping) -> Result<(), Error> {
+        let lambda = &self.ctx.lambda;
+        lambda
+            .tag_resource()
+            .resource(&mapping.function_arn)
+            .tags(format!("{TAKEOVER_TAG_PREFIX}{}", mapping.uuid), "true")
+            .send()
+            .await
+            .map_err(|e| Error::emulator("Lambda", "TagResource")(sdk_message(e)))?;
+        lambda
+            .update_event_source_mapping()
+            .uuid(&mapping.uuid)
+            .enabled(false)
+            .send()
+            .await
+            .map_err(|e| Error::emulator("Lambda", "UpdateEventSourceMapping")(sdk_message(e)))?;
+        info!(
+            mapping = %mapping.uuid,
+            queue = %mapping.source_arn,
+            "took the SQS mapping over: the emulator's own poller would delete its messages without running the function"
+        );
+        Ok(())
+    }
+
+    async fn jobs(&self, mappings: &[Mapping]) -> Result<Vec<Job>, Error> {
+        let mut jobs = Vec::new();
+        for mapping in mappings {
+            let shared = Arc::new(mapping.clone());
+            match &mapping.source {
+                Source::Queue(_) => jobs.push(Job {
+                    key: Key::Queue {
+                        uuid: mapping.uuid.clone(),
+                    },
+                    mapping: shared,
+                    shard_closed: false,
+                }),
+                Source::Stream(_) => {
+                    let reader = ShardReader::new(self.ctx.streams.clone(), mapping.source_arn.clone());
+                    let shards = reader
+                        .shards()
+                        .await
+                        .map_err(|e| Error::emulator("DynamoDB Streams", "DescribeStream")(e.to_string()))?;
+                    let present: HashSet<&str> = shards.iter().map(|s| s.shard_id.as_str()).collect();
+                    let finished = self.ctx.finished_shards.lock().expect("finished lock").clone();
+                    for shard in &shards {
+                        let key = (mapping.uuid.clone(), shard.shard_id.clone());
+                        if finished.contains(&key) {
+                            continue;
+                        }
+                        // A child shard waits until its parent is read to
+                        // its end, so an item's records stay in order.
+                        let parent_pending = shard.parent_shard_id.as_deref().is_some_and(|parent| {
+                            present.contains(parent) && !finished.contains(&(mapping.uuid.clone(), parent.to_owned()))
+                        });
+                        if parent_pending {
+                            continue;
+                        }
+                        jobs.push(Job {
+                            key: Key::Shard {
+                                uuid: mapping.uuid.clone(),
+                                shard_id: shard.shard_id.clone(),
+                            },
+                            mapping: shared.clone(),
+                            shard_closed: shard.ending_sequence_number.is_some(),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(jobs)
+    }
+
+    fn spawn(&self, set: &mut JoinSet<(Key, Result<Drained, Error>)>, job: Job) {
+        let ctx = self.ctx.clone();
+        set.spawn(async move {
+            let result = match (&job.key, &job.mapping.source) {
+                (Key::Shard { shard_id, .. }, Source::Stream(settings)) => {
+                    stream::drain_shard(&ctx, &job.mapping, settings, shard_id, job.shard_closed).await
+                }
+                (_, Source::Queue(settings)) => sqs::drain_queue(&ctx, &job.mapping, settings).await,
+                (Key::Queue { .. }, Source::Stream(_)) => Ok(Drained::default()),
+            };
+            if let (Key::Shard { uuid, shard_id }, Ok(Drained { finished: true, .. })) = (&job.key, &result) {
+                ctx.finished_shards
+                    .lock()
+                    .expect("finished lock")
+                    .insert((uuid.clone(), shard_id.clone()));
+            }
+            (job.key, result)
+        });
+    }
+
+    /// Drains every source, round after round (the handlers' own writes
+    /// come back through the stream), until a round finds nothing new.
+    pub async fn run_until_idle(&self) -> Result<RunReport, Error> {
+        self.ctx.stopping.store(false, Ordering::Relaxed);
+        let deadline = Instant::now() + self.ctx.config.idle_timeout;
+        loop {
+            let mappings = self.discover().await?;
+            let mut set = JoinSet::new();
+            for job in self.jobs(&mappings).await? {
+                self.spawn(&mut set, job);
+            }
+            let mut progressed = false;
+            loop {
+                match tokio::time::timeout_at(deadline, set.join_next()).await {
+                    Ok(None) => break,
+                    Ok(Some(joined)) => match joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())) {
+                        (_, Ok(drained)) => progressed |= drained.progressed,
+                        (_, Err(err)) => {
+                            self.stop(&mut set).await;
+                            return Err(err);
+                        }
+                    },
+                    Err(_) => {
+                        self.stop(&mut set).await;
+                        return Err(self.not_idle());
+                    }
+                }
+            }
+            if progressed {
+                continue;
+            }
+            if !(self.ctx.config.wait_for_in_flight && self.messages_pending(&mappings).await?) {
+                return Ok(self.report());
+            }
+            if Instant::now() >= deadline {
+                return Err(self.not_idle());
+            }
+            tokio::time::sleep(self.ctx.config.poll_interval).await;
+        }
+    }
+
+    fn not_idle(&self) -> Error {
+        Error::NotIdle {
+            after: self.ctx.config.idle_timeout,
+            report: Box::new(self.report()),
+        }
+    }
+
+    async fn stop(&self, set: &mut JoinSet<(Key, Result<Drained, Error>)>) {
+        self.ctx.stopping.store(true, Ordering::Relaxed);
+        while set.join_next().await.is_some() {}
+    }
+
+    /// Whether a played queue still holds messages, visible or in flight.
+    async fn messages_pending(&self, mappings: &[Mapping]) -> Result<bool, Error> {
+        for mapping in mappings {
+            let Source::Queue(settings) = &mapping.source else {
+                continue;
+            };
+            let attributes = self
+                .ctx
+                .sqs
+                .get_queue_attributes()
+                .queue_url(&settings.queue_url)
+                .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+                .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+                .send()
+                .await
+                .map_err(|e| Error::emulator("SQS", "GetQueueAttributes")(sdk_message(e)))?
+                .attributes
+                .unwrap_or_default();
+            let count =
+                |name: &QueueAttributeName| attributes.get(name).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            if count(&QueueAttributeName::ApproximateNumberOfMessages) > 0
+                || count(&QueueAttributeName::ApproximateNumberOfMessagesNotVisible) > 0
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Polls every source until `shutdown` completes. Each source has its
+    /// own task (so a shard stuck retrying holds back only itself); a
+    /// source with nothing new rests for the poll interval, and the
+    /// mappings are re-read every discovery interval. Errors of one source
+    /// are logged and retried on the next poll.
+    pub async fn run(&self, shutdown: impl Future<Output = ()>) -> Result<RunReport, Error> {
+        self.ctx.stopping.store(false, Ordering::Relaxed);
+        let config = &self.ctx.config;
+        tokio::pin!(shutdown);
+        let mut set: JoinSet<(Key, Result<Drained, Error>)> = JoinSet::new();
+        let mut running: HashSet<Key> = HashSet::new();
+        let mut resting: HashMap<Key, Instant> = HashMap::new();
+        let mut mappings: Vec<Mapping> = Vec::new();
+        let mut discovered_at: Option<Instant> = None;
+        let mut tick = tokio::time::interval(config.poll_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                Some(joined) = set.join_next(), if !set.is_empty() => {
+                    let (key, result) = joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+                    running.remove(&key);
+                    match result {
+                        Ok(drained) if drained.progressed => {}
+                        Ok(_) => {
+                            resting.insert(key, Instant::now() + config.poll_interval);
+                        }
+                        Err(err) => {
+                            warn!(?key, error = %err, "polling a source failed; trying again");
+                            resting.insert(key, Instant::now() + config.poll_interval);
+                        }
+                    }
+                }
+                _ = tick.tick() => {
+                    if discovered_at.is_none_or(|at| at.elapsed() >= config.discovery_interval) {
+                        discovered_at = Some(Instant::now());
+                        match self.discover().await {
+                            Ok(found) => mappings = found,
+                            Err(err) => warn!(error = %err, "could not read the event source mappings"),
+                        }
+                    }
+                    let jobs = match self.jobs(&mappings).await {
+                        Ok(jobs) => jobs,
+                        Err(err) => {
+                            warn!(error = %err, "could not list the stream shards");
+                            continue;
+                        }
+                    };
+                    let now = Instant::now();
+                    for job in jobs {
+                        if running.contains(&job.key) || resting.get(&job.key).is_some_and(|until| *until > now) {
+                            continue;
+                        }
+                        running.insert(job.key.clone());
+                        self.spawn(&mut set, job);
+                    }
+                }
+            }
+        }
+        self.stop(&mut set).await;
+        Ok(self.report())
+    }
+}

@@ -1,0 +1,125 @@
+//! What the runner did, per mapping: a `Serialize` report for `--output json`
+//! and a `Display` table for people.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+/// Counters of one mapping.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MappingReport {
+    pub uuid: String,
+    pub function_name: String,
+    pub source_arn: String,
+    /// `stream` or `sqs`.
+    pub kind: String,
+    pub invocations: u64,
+    /// Records (or messages) handed to the function, counting redeliveries.
+    pub records_delivered: u64,
+    /// Stream records dropped by the filter without an invocation.
+    pub records_filtered: u64,
+    /// Re-invocations of a failed batch (or of its unprocessed tail).
+    pub retries: u64,
+    /// Failed batches split in two.
+    pub bisects: u64,
+    pub function_errors: u64,
+    /// Invocations that reported some records in `batchItemFailures`.
+    pub partial_failures: u64,
+    /// On-failure records sent (one per abandoned batch).
+    pub batches_to_on_failure: u64,
+    /// Records those batches covered.
+    pub records_to_on_failure: u64,
+    /// Records abandoned with no on-failure destination to record them.
+    pub records_discarded: u64,
+    pub messages_received: u64,
+    pub messages_deleted: u64,
+    /// Messages left for the queue to redeliver after the visibility timeout.
+    pub messages_returned: u64,
+}
+
+/// Everything the runner did, per mapping UUID.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RunReport {
+    pub mappings: BTreeMap<String, MappingReport>,
+}
+
+impl RunReport {
+    /// The report of one mapping (empty when it never ran).
+    pub fn mapping(&self, uuid: &str) -> MappingReport {
+        self.mappings.get(uuid).cloned().unwrap_or_default()
+    }
+
+    /// The report of the (first) mapping targeting `function_name`.
+    pub fn for_function(&self, function_name: &str) -> MappingReport {
+        self.mappings
+            .values()
+            .find(|m| m.function_name == function_name)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+impl fmt::Display for RunReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.mappings.is_empty() {
+            return writeln!(f, "no event source mappings played");
+        }
+        for m in self.mappings.values() {
+            writeln!(f, "{} ({}) -> {}  [{}]", m.source_arn, m.kind, m.function_name, m.uuid)?;
+            writeln!(
+                f,
+                "  invocations {}  delivered {}  filtered {}  retries {}  bisects {}  function errors {}  partial failures {}",
+                m.invocations,
+                m.records_delivered,
+                m.records_filtered,
+                m.retries,
+                m.bisects,
+                m.function_errors,
+                m.partial_failures
+            )?;
+            if m.kind == "sqs" {
+                writeln!(
+                    f,
+                    "  messages received {}  deleted {}  returned {}",
+                    m.messages_received, m.messages_deleted, m.messages_returned
+                )?;
+            } else {
+                writeln!(
+                    f,
+                    "  to on-failure destination: {} batches, {} records  discarded {}",
+                    m.batches_to_on_failure, m.records_to_on_failure, m.records_discarded
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_renders_as_json_and_text() {
+        let mut report = RunReport::default();
+        report.mappings.insert(
+            "u1".into(),
+            MappingReport {
+                uuid: "u1".into(),
+                function_name: "hck-stream-counter".into(),
+                source_arn: "arn:stream".into(),
+                kind: "stream".into(),
+                invocations: 3,
+                ..Default::default()
+            },
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["mappings"]["u1"]["invocations"], 3);
+        let text = report.to_string();
+        assert!(
+            text.contains("hck-stream-counter") && text.contains("invocations 3"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,553 @@
+//! Invoking the real handler binaries through `cargo lambda watch` (cargo-lambda
+//! 1.9.2), which emulates the Lambda control plane and runs each binary
+//! against its own Lambda runtime API, so local runs execute the same code
+//! as AWS.
+//!
+//! One watch process per deployed function, each with exactly that
+//! function's environment (from its deployed configuration) plus
+//! `AWS_ENDPOINT_URL` pointing at the emulator and dummy credentials. The
+//! flags used, checked against `cargo lambda watch --help` of 1.9.2:
+//! `--invoke-address`/`--invoke-port` (where invoke requests are served),
+//! `--env-var KEY=VALUE` (repeatable; values are split at commas, so a value
+//! holding one is passed through the process environment instead, which the
+//! function inherits), `--ignore-changes` (no reload while the runner uses
+//! it), `--manifest-path`, `--release`. The invoke route is
+//! `POST /2015-03-31/functions/{function_name}/invocations`, where the
+//! function name is the binary's name
+//! (`crates/cargo-lambda-watch/src/trigger_router.rs` at tag v1.9.2). A
+//! function error comes back as HTTP 500 with the runtime's error document
+//! (`runtime/functions_router.rs`, `next_invocation_error`); the real Lambda
+//! API signals it with `X-Amz-Function-Error`, so both are read.
+//!
+//! Deployed names map to binaries by the handler packages under
+//! `handlers/`: `<prefix>-stream-counter` runs the `stream-counter` binary.
+//! The binaries are built with `cargo build` before the watch starts, so a
+//! compile error is reported at once and the first invocation does not wait
+//! for a compile.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{CONTENT_TYPE, HOST};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::process::{Child, Command};
+use tracing::{info, warn};
+
+use crate::discover::Mapping;
+use crate::error::Error;
+use crate::invoke::{Invocation, Invoke};
+
+/// How to reach the handlers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WatchConfig {
+    /// The workspace root: `Cargo.toml`, `handlers/`, `.venv/`.
+    pub workspace: PathBuf,
+    /// The `cargo-lambda` executable; default `.venv/bin/cargo-lambda` in the
+    /// workspace, else `cargo-lambda` on `PATH`.
+    pub cargo_lambda: Option<PathBuf>,
+    /// Invoke API address (`127.0.0.1:9000`) of a `cargo lambda watch` the
+    /// user started; then no process is started and the user is
+    /// responsible for its environment.
+    pub attach: Option<String>,
+    /// Build and run the handlers with `--release`.
+    pub release: bool,
+    /// How long a started watch process may take to accept connections.
+    pub startup_timeout: Duration,
+    /// How long one invocation may take before it counts as a function
+    /// error (timed out), like a Lambda timeout.
+    pub invoke_timeout: Duration,
+}
+
+impl WatchConfig {
+    pub fn new(workspace: impl Into<PathBuf>) -> Self {
+        Self {
+            workspace: workspace.into(),
+            cargo_lambda: None,
+            attach: None,
+            release: false,
+            startup_timeout: Duration::from_secs(60),
+            invoke_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Handler packages under `<workspace>/handlers`: package name → binary name
+/// (the package's default binary has the package's name).
+pub fn handler_binaries(workspace: &Path) -> Result<BTreeMap<String, String>, Error> {
+    let mut binaries = BTreeMap::new();
+    let dir = workspace.join("handlers");
+    for entry in std::fs::read_dir(&dir)? {
+        let manifest = entry?.path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
+        if let Some(name) = package_name(&text) {
+            binaries.insert(name.clone(), name);
+        }
+    }
+    Ok(binaries)
+}
+
+/// The `name` of the `[package]` table of a Cargo manifest.
+fn package_name(manifest: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package {
+            if let Some(value) = line.strip_prefix("name").map(str::trim_start) {
+                if let Some(value) = value.strip_prefix('=') {
+                    return Some(value.trim().trim_matches('"').to_owned());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The binary a deployed function runs: the handler package whose name the
+/// function name equals or ends with (`-<package>`), the longest such.
+pub fn binary_for(function_name: &str, binaries: &BTreeMap<String, String>) -> Option<String> {
+    binaries
+        .iter()
+        .filter(|(package, _)| function_name == *package || function_name.ends_with(&format!("-{package}")))
+        .max_by_key(|(package, _)| package.len())
+        .map(|(_, binary)| binary.clone())
+}
+
+/// A started `cargo lambda watch`, stopped (with its whole process group:
+/// cargo and the handler binary) when dropped.
+struct WatchProcess {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Drop for WatchProcess {
+    fn drop(&mut self) {
+        let Some(pid) = self.child.id() else {
+            return;
+        };
+        // The watch runs in its own process group (pgid = its pid).
+        let group = format!("-{pid}");
+        let signal = |name: &str| {
+            let _ = std::process::Command::new("kill")
+                .args([name, "--", &group])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        };
+        signal("-TERM");
+        for _ in 0..60 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Whatever of the group is still there (cargo, the handler).
+        signal("-KILL");
+        let _ = self.child.start_kill();
+    }
+}
+
+struct Target {
+    binary: String,
+    address: String,
+    _process: Option<WatchProcess>,
+}
+
+/// The `cargo lambda watch` invoker.
+pub struct CargoLambdaWatch {
+    config: WatchConfig,
+    /// Variables every function gets: the emulator endpoint, region and
+    /// dummy credentials.
+    base_env: BTreeMap<String, String>,
+    binaries: BTreeMap<String, String>,
+    targets: tokio::sync::Mutex<BTreeMap<String, Arc<Target>>>,
+}
+
+impl CargoLambdaWatch {
+    /// Reads the handler packages; starts nothing until [`Invoke::prepare`].
+    pub fn new(config: WatchConfig, endpoint: &str, region: &str) -> Result<Self, Error> {
+        let binaries = handler_binaries(&config.workspace)?;
+        let base_env = BTreeMap::from([
+            ("AWS_ENDPOINT_URL".to_owned(), endpoint.to_owned()),
+            ("AWS_REGION".to_owned(), region.to_owned()),
+            ("AWS_DEFAULT_REGION".to_owned(), region.to_owned()),
+            ("AWS_ACCESS_KEY_ID".to_owned(), "test".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY".to_owned(), "test".to_owned()),
+        ]);
+        Ok(Self {
+            config,
+            base_env,
+            binaries,
+            targets: tokio::sync::Mutex::default(),
+        })
+    }
+
+    fn cargo_lambda(&self) -> Result<PathBuf, Error> {
+        if let Some(path) = &self.config.cargo_lambda {
+            return Ok(path.clone());
+        }
+        let venv = self.config.workspace.join(".venv/bin/cargo-lambda");
+        if venv.is_file() {
+            return Ok(venv);
+        }
+        let on_path = std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join("cargo-lambda"))
+                .find(|p| p.is_file())
+        });
+        on_path.ok_or_else(|| Error::CargoLambdaMissing {
+            looked_in: format!("{} and PATH", venv.display()),
+        })
+    }
+
+    fn log_dir(&self) -> Result<PathBuf, Error> {
+        let dir = self.config.workspace.join(".run/esm-runner");
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
+    /// `cargo build` of the binaries, so the watch only runs them.
+    async fn build(&self, binaries: &[String]) -> Result<(), Error> {
+        let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+        command
+            .arg("build")
+            .arg("--manifest-path")
+            .arg(self.config.workspace.join("Cargo.toml"));
+        if self.config.release {
+            command.arg("--release");
+        }
+        for binary in binaries {
+            command.args(["--bin", binary]);
+        }
+        let rendered = format!("{command:?}");
+        info!(command = %rendered, "building the handler binaries");
+        let out = command.stdin(Stdio::null()).output().await.map_err(|e| Error::Build {
+            command: rendered.clone(),
+            message: e.to_string(),
+        })?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(Error::Build {
+                command: rendered,
+                message: tail(&String::from_utf8_lossy(&out.stderr), 40),
+            })
+        }
+    }
+
+    async fn start(&self, function_name: &str, binary: &str, env: &BTreeMap<String, String>) -> Result<Target, Error> {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let address = format!("127.0.0.1:{port}");
+        let log = self.log_dir()?.join(format!("watch-{function_name}-{port}.log"));
+        let log_file = std::fs::File::create(&log)?;
+        let mut command = Command::new(self.cargo_lambda()?);
+        command
+            .args(["lambda", "watch", "--ignore-changes", "--invoke-address", "127.0.0.1"])
+            .args(["--invoke-port", &port.to_string()])
+            .arg("--manifest-path")
+            .arg(self.config.workspace.join("Cargo.toml"));
+        if self.config.release {
+            command.arg("--release");
+        }
+        for (key, value) in env.iter().chain(self.base_env.iter()) {
+            if value.contains(',') {
+                command.env(key, value);
+            } else {
+                command.arg("--env-var").arg(format!("{key}={value}"));
+            }
+        }
+        command
+            .current_dir(&self.config.workspace)
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone()?)
+            .stderr(log_file)
+            .process_group(0)
+            .kill_on_drop(true);
+        info!(function = %function_name, %binary, %address, log = %log.display(), "starting cargo lambda watch");
+        let child = command.spawn()?;
+        let mut process = WatchProcess { child, log };
+        let deadline = tokio::time::Instant::now() + self.config.startup_timeout;
+        loop {
+            if tokio::net::TcpStream::connect(&address).await.is_ok() {
+                break;
+            }
+            let exited = matches!(process.child.try_wait(), Ok(Some(_)));
+            if exited || tokio::time::Instant::now() >= deadline {
+                return Err(Error::WatchNotReady {
+                    address,
+                    timeout: self.config.startup_timeout,
+                    tail: format!(
+                        ":\n{}",
+                        tail(&std::fs::read_to_string(&process.log).unwrap_or_default(), 20)
+                    ),
+                    log: std::mem::take(&mut process.log),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(Target {
+            binary: binary.to_owned(),
+            address,
+            _process: Some(process),
+        })
+    }
+
+    async fn post(&self, target: &Target, payload: &Value) -> Result<(u16, Option<String>, Bytes), String> {
+        let stream = tokio::net::TcpStream::connect(&target.address)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(connection);
+        let request = hyper::Request::post(format!("/2015-03-31/functions/{}/invocations", target.binary))
+            .header(HOST, &target.address)
+            .header(CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(payload.to_string())))
+            .map_err(|e| e.to_string())?;
+        let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let function_error = response
+            .headers()
+            .get("X-Amz-Function-Error")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        Ok((status, function_error, body))
+    }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+impl Invoke for CargoLambdaWatch {
+    async fn prepare(&self, mappings: &[Mapping]) -> Result<(), Error> {
+        let mut targets = self.targets.lock().await;
+        let mut new: BTreeMap<String, (String, BTreeMap<String, String>)> = BTreeMap::new();
+        for mapping in mappings {
+            if targets.contains_key(&mapping.function_name) || new.contains_key(&mapping.function_name) {
+                continue;
+            }
+            let binary = binary_for(&mapping.function_name, &self.binaries).ok_or_else(|| Error::UnknownFunction {
+                function: mapping.function_name.clone(),
+                handlers_dir: self.config.workspace.join("handlers"),
+                known: self.binaries.keys().cloned().collect::<Vec<_>>().join(", "),
+            })?;
+            new.insert(mapping.function_name.clone(), (binary, mapping.environment.clone()));
+        }
+        if new.is_empty() {
+            return Ok(());
+        }
+        if let Some(address) = &self.config.attach {
+            for (function, (binary, _)) in new {
+                let target = Target {
+                    binary,
+                    address: address.clone(),
+                    _process: None,
+                };
+                targets.insert(function, Arc::new(target));
+            }
+            return Ok(());
+        }
+        let mut binaries: Vec<String> = new.values().map(|(b, _)| b.clone()).collect();
+        binaries.sort();
+        binaries.dedup();
+        self.build(&binaries).await?;
+        for (function, (binary, env)) in new {
+            let target = self.start(&function, &binary, &env).await?;
+            targets.insert(function, Arc::new(target));
+        }
+        Ok(())
+    }
+
+    async fn invoke(&self, function_name: &str, payload: Value) -> Result<Invocation, Error> {
+        let target = self
+            .targets
+            .lock()
+            .await
+            .get(function_name)
+            .cloned()
+            .ok_or_else(|| Error::Invoke {
+                function: function_name.to_owned(),
+                message: "no cargo lambda watch was started for it".to_owned(),
+            })?;
+        let (status, function_error, body) =
+            match tokio::time::timeout(self.config.invoke_timeout, self.post(&target, &payload)).await {
+                Err(_) => {
+                    warn!(function = %function_name, timeout = ?self.config.invoke_timeout, "invocation timed out");
+                    return Ok(Invocation::error(
+                        "Sandbox.Timedout",
+                        &format!("no response within {:?}", self.config.invoke_timeout),
+                    ));
+                }
+                Ok(Err(message)) => {
+                    return Err(Error::Invoke {
+                        function: function_name.to_owned(),
+                        message: format!("{message} (invoke API at {})", target.address),
+                    });
+                }
+                Ok(Ok(response)) => response,
+            };
+        let document: Value = if body.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()))
+        };
+        if function_error.is_some() || !(200..300).contains(&status) {
+            let error_type = function_error
+                .or_else(|| document.get("errorType").and_then(Value::as_str).map(str::to_owned))
+                .unwrap_or_else(|| format!("HTTP {status}"));
+            return Ok(Invocation::FunctionError {
+                error_type,
+                body: document,
+            });
+        }
+        Ok(Invocation::Response(document))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deployed_names_map_to_the_longest_matching_handler_package() {
+        let binaries: BTreeMap<String, String> = ["api", "stream-counter", "dlq-reprocessor", "counter"]
+            .iter()
+            .map(|n| ((*n).to_owned(), (*n).to_owned()))
+            .collect();
+        assert_eq!(
+            binary_for("hybrid-counter-stream-counter", &binaries).as_deref(),
+            Some("stream-counter")
+        );
+        assert_eq!(
+            binary_for("hck-dlq-reprocessor", &binaries).as_deref(),
+            Some("dlq-reprocessor")
+        );
+        assert_eq!(binary_for("api", &binaries).as_deref(), Some("api"));
+        assert_eq!(binary_for("hck-unknown", &binaries), None);
+        assert_eq!(binary_for("hckapi", &binaries), None, "a suffix must follow a hyphen");
+    }
+
+    #[test]
+    fn the_handler_packages_of_this_workspace_are_found() {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let binaries = handler_binaries(&workspace).unwrap();
+        for expected in ["stream-counter", "dlq-reprocessor"] {
+            assert!(binaries.contains_key(expected), "{binaries:?}");
+        }
+    }
+
+    /// Serves one canned HTTP response per connection; returns its address.
+    async fn stub_invoke_api(response: String) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                // Headers, then the JSON body (which ends with `}`).
+                while let Ok(n) = socket.read(&mut buf).await {
+                    request.extend_from_slice(&buf[..n]);
+                    if n == 0 || request.ends_with(b"}") {
+                        break;
+                    }
+                }
+                let text = String::from_utf8_lossy(&request);
+                let reply = if text.starts_with("POST /2015-03-31/functions/stream-counter/invocations ") {
+                    response.clone()
+                } else {
+                    "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_owned()
+                };
+                let _ = socket.write_all(reply.as_bytes()).await;
+            }
+        });
+        address
+    }
+
+    async fn invoke_through(response: String) -> Invocation {
+        let mut config = WatchConfig::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
+        config.attach = Some(stub_invoke_api(response).await);
+        let watch = CargoLambdaWatch::new(config, "http://127.0.0.1:1", "us-east-1").unwrap();
+        let mapping = Mapping {
+            uuid: "u".into(),
+            function_arn: "arn:aws:lambda:us-east-1:123456789012:function:hck-stream-counter".into(),
+            function_name: "hck-stream-counter".into(),
+            source_arn: "arn:stream".into(),
+            batch_size: 1,
+            filters: vec![],
+            report_batch_item_failures: true,
+            environment: BTreeMap::new(),
+            emulator_enabled: true,
+            source: crate::Source::Queue(crate::discover::QueueSettings {
+                queue_url: "q".into(),
+                visibility_timeout: Duration::from_secs(1),
+                redrive: None,
+            }),
+        };
+        watch.prepare(&[mapping]).await.unwrap();
+        watch
+            .invoke("hck-stream-counter", serde_json::json!({"Records": []}))
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_response_is_posted_to_the_binarys_invoke_route_and_parsed() {
+        let body = r#"{"batchItemFailures":[]}"#;
+        let response = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+        assert_eq!(
+            invoke_through(response).await,
+            Invocation::Response(serde_json::json!({"batchItemFailures": []}))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_500_from_cargo_lambda_watch_is_a_function_error() {
+        let body = r#"{"errorType":"Handler","errorMessage":"boom"}"#;
+        let response = format!(
+            "HTTP/1.1 500 Internal Server Error\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        match invoke_through(response).await {
+            Invocation::FunctionError { error_type, body } => {
+                assert_eq!(error_type, "Handler");
+                assert_eq!(body["errorMessage"], "boom");
+            }
+            other => panic!("expected a function error, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_lambda_function_error_header_marks_a_function_error() {
+        let response = "HTTP/1.1 200 OK\r\nx-amz-function-error: Unhandled\r\ncontent-length: 2\r\n\r\n{}".to_owned();
+        assert!(matches!(
+            invoke_through(response).await,
+            Invocation::FunctionError { error_type, .. } if error_type == "Unhandled"
+        ));
+    }
+
+    #[test]
+    fn package_names_are_read_from_the_package_table_only() {
+        let manifest =
+            "[workspace]\nname = \"no\"\n[package]\nversion = \"1\"\nname = \"yes\"\n[dependencies]\nname = \"x\"\n";
+        assert_eq!(package_name(manifest).as_deref(), Some("yes"));
+    }
+}

@@ -1,0 +1,859 @@
+//! CloudFormation mechanics shared by the commands: reading a stack,
+//! deciding from its status whether it can take a change set, creating and
+//! waiting for change sets (with both ways a service says "no changes"),
+//! and following stack events until a final status. The status tables are
+//! pure functions with unit tests; the rest is thin SDK calls.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use aws_sdk_cloudformation::Client;
+use aws_sdk_cloudformation::types::{Capability, Change, ChangeSetStatus, ChangeSetType, Parameter, StackEvent};
+use serde::Serialize;
+
+use crate::error::{self, Error, Result};
+use crate::progress::Ui;
+
+/// What counterctl needs to know about a stack.
+#[derive(Debug, Clone, Serialize)]
+pub struct StackInfo {
+    pub id: String,
+    pub name: String,
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_reason: Option<String>,
+    pub parameters: BTreeMap<String, String>,
+    pub outputs: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_updated: Option<String>,
+}
+
+/// The stack named (or with the id) `name`, or `None` if it does not exist.
+pub async fn describe(cfn: &Client, name: &str) -> Result<Option<StackInfo>> {
+    let output = match cfn.describe_stacks().stack_name(name).send().await {
+        Ok(output) => output,
+        Err(err) if error::is_stack_missing(&err) => return Ok(None),
+        Err(err) => return Err(error::aws("DescribeStacks")(err)),
+    };
+    let Some(stack) = output.stacks().first() else {
+        return Ok(None);
+    };
+    let status = stack.stack_status().map(|s| s.as_str().to_owned()).unwrap_or_default();
+    if status == "DELETE_COMPLETE" {
+        return Ok(None);
+    }
+    Ok(Some(StackInfo {
+        id: stack.stack_id().unwrap_or(name).to_owned(),
+        name: stack.stack_name().unwrap_or(name).to_owned(),
+        status,
+        status_reason: stack.stack_status_reason().map(str::to_owned),
+        // Pseudo parameters (`AWS::Region`, ...) are not the template's;
+        // an emulator may list them.
+        parameters: stack
+            .parameters()
+            .iter()
+            .filter(|p| p.parameter_key().is_some_and(|k| !k.starts_with("AWS::")))
+            .filter_map(|p| {
+                Some((
+                    p.parameter_key()?.to_owned(),
+                    p.parameter_value().unwrap_or_default().to_owned(),
+                ))
+            })
+            .collect(),
+        outputs: stack
+            .outputs()
+            .iter()
+            .filter_map(|o| {
+                Some((
+                    o.output_key()?.to_owned(),
+                    o.output_value().unwrap_or_default().to_owned(),
+                ))
+            })
+            .collect(),
+        last_updated: stack
+            .last_updated_time()
+            .or(stack.creation_time())
+            .map(|t| t.to_string()),
+    }))
+}
+
+/// Whether a stack in `status` can take a change set, and of which kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    /// No stack, or one a `CREATE` change set left in review: create it.
+    Create,
+    /// A stable stack: update it.
+    Update,
+    /// Another operation is running.
+    Busy,
+    /// A failed create, a failed delete or a stuck rollback: it has to go.
+    Unusable,
+}
+
+pub fn readiness(status: Option<&str>) -> Readiness {
+    match status {
+        None | Some("DELETE_COMPLETE" | "REVIEW_IN_PROGRESS") => Readiness::Create,
+        Some(
+            "CREATE_COMPLETE"
+            | "UPDATE_COMPLETE"
+            | "UPDATE_ROLLBACK_COMPLETE"
+            | "UPDATE_FAILED"
+            | "IMPORT_COMPLETE"
+            | "IMPORT_ROLLBACK_COMPLETE",
+        ) => Readiness::Update,
+        Some(s) if s.ends_with("_IN_PROGRESS") => Readiness::Busy,
+        Some(_) => Readiness::Unusable,
+    }
+}
+
+/// Where a stack operation stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    InProgress,
+    Succeeded,
+    Failed,
+}
+
+/// How a deploy (create or update) stands at `status`.
+pub fn deploy_settled(status: &str) -> Settled {
+    match status {
+        "CREATE_COMPLETE" | "UPDATE_COMPLETE" | "IMPORT_COMPLETE" => Settled::Succeeded,
+        s if s.ends_with("_IN_PROGRESS") => Settled::InProgress,
+        _ => Settled::Failed,
+    }
+}
+
+/// How a delete stands at `status` (`None`: the stack is gone).
+pub fn delete_settled(status: Option<&str>) -> Settled {
+    match status {
+        None | Some("DELETE_COMPLETE") => Settled::Succeeded,
+        Some(s) if s.ends_with("_IN_PROGRESS") => Settled::InProgress,
+        Some(_) => Settled::Failed,
+    }
+}
+
+/// A change set's "nothing to do". AWS fails the change set with one of two
+/// status reasons (the wording has varied over the years), so this is the
+/// one place that reads them.
+pub fn is_no_change_reason(reason: &str) -> bool {
+    let reason = reason.to_ascii_lowercase();
+    reason.contains("didn't contain changes")
+        || reason.contains("did not contain changes")
+        || reason.contains("no updates are to be performed")
+}
+
+/// Where the template comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TemplateSource {
+    Body(String),
+    Url(String),
+}
+
+/// A change set to create.
+#[derive(Debug, Clone)]
+pub struct ChangeSetRequest {
+    pub stack_name: String,
+    pub kind: ChangeSetType,
+    pub template: TemplateSource,
+    pub parameters: Vec<Parameter>,
+    pub description: String,
+}
+
+/// A fresh, valid change set name (`[a-zA-Z][-a-zA-Z0-9]*`).
+pub fn change_set_name(now: std::time::SystemTime) -> String {
+    let millis = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    format!("counterctl-{millis}")
+}
+
+/// Creates the change set; returns (change set id, stack id).
+pub async fn create_change_set(cfn: &Client, request: &ChangeSetRequest) -> Result<(String, String)> {
+    let mut call = cfn
+        .create_change_set()
+        .stack_name(&request.stack_name)
+        .change_set_name(change_set_name(std::time::SystemTime::now()))
+        .change_set_type(request.kind.clone())
+        .description(&request.description)
+        .capabilities(Capability::CapabilityIam)
+        .capabilities(Capability::CapabilityNamedIam)
+        .set_parameters(Some(request.parameters.clone()));
+    call = match &request.template {
+        TemplateSource::Body(body) => call.template_body(body),
+        TemplateSource::Url(url) => call.template_url(url),
+    };
+    let output = call.send().await.map_err(error::aws("CreateChangeSet"))?;
+    let id = output.id().unwrap_or_default().to_owned();
+    let stack_id = output.stack_id().unwrap_or(&request.stack_name).to_owned();
+    Ok((id, stack_id))
+}
+
+/// How a change set ended up.
+#[derive(Debug, Clone)]
+pub enum ChangeSetState {
+    Ready { changes: Vec<Change> },
+    NoChanges { reason: String },
+    Failed { reason: String },
+}
+
+/// Waits until the change set is computed, collecting every page of changes.
+pub async fn wait_change_set(cfn: &Client, id: &str, poll: Duration, timeout: Duration) -> Result<ChangeSetState> {
+    let started = Instant::now();
+    loop {
+        let first = cfn
+            .describe_change_set()
+            .change_set_name(id)
+            .send()
+            .await
+            .map_err(error::aws("DescribeChangeSet"))?;
+        let status = first.status().cloned();
+        let reason = first.status_reason().unwrap_or_default().to_owned();
+        match status {
+            Some(ChangeSetStatus::CreateComplete) => {
+                let mut changes = first.changes().to_vec();
+                let mut token = first.next_token().map(str::to_owned);
+                while let Some(next) = token {
+                    let page = cfn
+                        .describe_change_set()
+                        .change_set_name(id)
+                        .next_token(next)
+                        .send()
+                        .await
+                        .map_err(error::aws("DescribeChangeSet"))?;
+                    changes.extend(page.changes().iter().cloned());
+                    token = page.next_token().map(str::to_owned);
+                }
+                return Ok(if changes.is_empty() {
+                    ChangeSetState::NoChanges {
+                        reason: "the change set has no changes".to_owned(),
+                    }
+                } else {
+                    ChangeSetState::Ready { changes }
+                });
+            }
+            Some(ChangeSetStatus::Failed) if is_no_change_reason(&reason) => {
+                return Ok(ChangeSetState::NoChanges { reason });
+            }
+            Some(ChangeSetStatus::Failed | ChangeSetStatus::DeleteFailed | ChangeSetStatus::DeleteComplete) => {
+                let reason = if reason.is_empty() {
+                    "no reason given".to_owned()
+                } else {
+                    reason
+                };
+                return Ok(ChangeSetState::Failed { reason });
+            }
+            _ => {}
+        }
+        if started.elapsed() > timeout {
+            return Ok(ChangeSetState::Failed {
+                reason: format!("not computed within {}s", timeout.as_secs()),
+            });
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
+pub async fn delete_change_set(cfn: &Client, id: &str) -> Result<()> {
+    cfn.delete_change_set()
+        .change_set_name(id)
+        .send()
+        .await
+        .map_err(error::aws("DeleteChangeSet"))?;
+    Ok(())
+}
+
+/// One stack event, as printed and reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    pub id: String,
+    pub timestamp: String,
+    pub logical_id: String,
+    pub resource_type: String,
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Event {
+    fn from_sdk(event: &StackEvent) -> Self {
+        Self {
+            id: event.event_id().unwrap_or_default().to_owned(),
+            timestamp: event.timestamp().map(|t| t.to_string()).unwrap_or_default(),
+            logical_id: event.logical_resource_id().unwrap_or_default().to_owned(),
+            resource_type: event.resource_type().unwrap_or_default().to_owned(),
+            status: event
+                .resource_status()
+                .map(|s| s.as_str().to_owned())
+                .unwrap_or_default(),
+            reason: event
+                .resource_status_reason()
+                .filter(|r| !r.is_empty())
+                .map(str::to_owned),
+        }
+    }
+
+    /// Is this the stack's own event rather than a resource's?
+    pub fn is_stack_event(&self) -> bool {
+        self.resource_type == "AWS::CloudFormation::Stack"
+    }
+
+    /// One line for the live log.
+    pub fn line(&self) -> String {
+        // `2025-01-02T03:04:05.678Z` -> `03:04:05`
+        let time = self.timestamp.get(11..19).unwrap_or(&self.timestamp);
+        let mut line = format!(
+            "{time}  {:<28} {:<32} {}",
+            self.status, self.logical_id, self.resource_type
+        );
+        if let Some(reason) = &self.reason {
+            line.push_str("  ");
+            line.push_str(reason);
+        }
+        line
+    }
+}
+
+/// A resource that failed, for the failure report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FailedResource {
+    pub logical_id: String,
+    pub resource_type: String,
+    pub status: String,
+    pub reason: String,
+}
+
+/// The failed resources among `events`, in order; when no resource event
+/// failed (an emulator may only mark the stack), the stack's own failure.
+pub fn failures(events: &[Event], stack_status: &str, stack_reason: Option<&str>) -> Vec<FailedResource> {
+    let resources: Vec<FailedResource> = events
+        .iter()
+        .filter(|e| e.status.ends_with("_FAILED") && !e.is_stack_event())
+        .map(|e| FailedResource {
+            logical_id: e.logical_id.clone(),
+            resource_type: e.resource_type.clone(),
+            status: e.status.clone(),
+            reason: e.reason.clone().unwrap_or_else(|| "no reason given".to_owned()),
+        })
+        .collect();
+    if !resources.is_empty() {
+        return resources;
+    }
+    let stack_event = events.iter().rev().find(|e| {
+        e.is_stack_event() && e.reason.is_some() && (e.status.contains("FAILED") || e.status.contains("ROLLBACK"))
+    });
+    let reason = stack_event
+        .and_then(|e| e.reason.clone())
+        .or_else(|| stack_reason.map(str::to_owned))
+        .unwrap_or_else(|| "no reason given".to_owned());
+    vec![FailedResource {
+        logical_id: stack_event.map_or_else(|| "(stack)".to_owned(), |e| e.logical_id.clone()),
+        resource_type: "AWS::CloudFormation::Stack".to_owned(),
+        status: stack_status.to_owned(),
+        reason,
+    }]
+}
+
+/// The id of the newest event of the stack, to tell later events apart.
+pub async fn newest_event_id(cfn: &Client, stack_id: &str) -> Result<Option<String>> {
+    match cfn.describe_stack_events().stack_name(stack_id).send().await {
+        Ok(output) => Ok(output
+            .stack_events()
+            .first()
+            .and_then(|e| e.event_id())
+            .map(str::to_owned)),
+        Err(err) if error::is_stack_missing(&err) => Ok(None),
+        Err(err) => Err(error::aws("DescribeStackEvents")(err)),
+    }
+}
+
+/// Events newer than `since` (all when `None`), oldest first. The service
+/// lists newest first, so pages are read until `since` shows up.
+pub async fn events_since(cfn: &Client, stack_id: &str, since: Option<&str>) -> Result<Vec<Event>> {
+    let mut newest_first = Vec::new();
+    let mut token: Option<String> = None;
+    'pages: loop {
+        let output = match cfn
+            .describe_stack_events()
+            .stack_name(stack_id)
+            .set_next_token(token.take())
+            .send()
+            .await
+        {
+            Ok(output) => output,
+            Err(err) if error::is_stack_missing(&err) => break,
+            Err(err) => return Err(error::aws("DescribeStackEvents")(err)),
+        };
+        for event in output.stack_events() {
+            if since.is_some() && event.event_id() == since {
+                break 'pages;
+            }
+            newest_first.push(Event::from_sdk(event));
+        }
+        match output.next_token() {
+            Some(next) => token = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    newest_first.reverse();
+    Ok(newest_first)
+}
+
+/// What waiting for an operation ended with.
+#[derive(Debug, Clone)]
+pub struct WaitOutcome {
+    pub settled: Settled,
+    /// `None` when the stack is gone (deleted).
+    pub status: Option<String>,
+    pub status_reason: Option<String>,
+    pub events: Vec<Event>,
+}
+
+/// Which operation is being waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Deploy,
+    Delete,
+}
+
+/// The stack an operation is being followed on, and how patiently.
+pub struct Watch<'a> {
+    pub cfn: &'a Client,
+    pub stack_id: &'a str,
+    pub stack_name: &'a str,
+    pub poll: Duration,
+    pub timeout: Duration,
+}
+
+impl Watch<'_> {
+    /// Follows the stack's events after `since` (printing each new one)
+    /// until the operation settles or the timeout passes.
+    pub async fn follow(&self, since: Option<String>, operation: Operation, ui: &Ui) -> Result<WaitOutcome> {
+        let started = Instant::now();
+        let mut cursor = since;
+        let mut events = Vec::new();
+        loop {
+            self.pull(&mut cursor, &mut events, ui).await?;
+            let stack = describe(self.cfn, self.stack_id).await?;
+            let status = stack.as_ref().map(|s| s.status.clone());
+            let settled = match operation {
+                Operation::Deploy => deploy_settled(status.as_deref().unwrap_or("DELETE_COMPLETE")),
+                Operation::Delete => delete_settled(status.as_deref()),
+            };
+            ui.step(format!(
+                "{}: {}",
+                self.stack_name,
+                status.as_deref().unwrap_or("DELETE_COMPLETE")
+            ));
+            if settled != Settled::InProgress {
+                // Events written between the last read and the final status.
+                self.pull(&mut cursor, &mut events, ui).await?;
+                return Ok(WaitOutcome {
+                    settled,
+                    status_reason: stack.and_then(|s| s.status_reason),
+                    status,
+                    events,
+                });
+            }
+            if started.elapsed() > self.timeout {
+                return Err(Error::Timeout {
+                    name: self.stack_name.to_owned(),
+                    status: status.unwrap_or_default(),
+                    seconds: self.timeout.as_secs(),
+                });
+            }
+            tokio::time::sleep(self.poll).await;
+        }
+    }
+
+    async fn pull(&self, cursor: &mut Option<String>, events: &mut Vec<Event>, ui: &Ui) -> Result<()> {
+        let new = events_since(self.cfn, self.stack_id, cursor.as_deref()).await?;
+        for event in &new {
+            ui.log(event.line());
+        }
+        if let Some(last) = new.last() {
+            *cursor = Some(last.id.clone());
+        }
+        events.extend(new);
+        Ok(())
+    }
+}
+
+/// The SDK paths AWS takes and the emulator never does (change sets that
+/// fail with "no changes", paged change sets and events, an execution that
+/// is still in progress when `ExecuteChangeSet` returns), on intercepted
+/// clients: no network.
+#[cfg(test)]
+mod sdk_tests {
+    use aws_sdk_cloudformation::operation::describe_change_set::DescribeChangeSetOutput;
+    use aws_sdk_cloudformation::operation::describe_stack_events::DescribeStackEventsOutput;
+    use aws_sdk_cloudformation::operation::describe_stacks::DescribeStacksOutput;
+    use aws_sdk_cloudformation::types::{ChangeAction, ResourceChange, ResourceStatus, Stack, StackStatus};
+    use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, create_mock_http_client, mock};
+    use aws_smithy_runtime_api::http::{Response, StatusCode};
+    use aws_smithy_types::body::SdkBody;
+
+    use super::*;
+
+    /// A client answering from `rules`: the first rule that matches the
+    /// call and still has responses answers it.
+    fn client(rules: &[&Rule]) -> Client {
+        let interceptor = rules.iter().fold(
+            MockResponseInterceptor::new().rule_mode(RuleMode::MatchAny),
+            |interceptor, rule| interceptor.with_rule(rule),
+        );
+        Client::from_conf(
+            aws_sdk_cloudformation::Config::builder()
+                .with_test_defaults()
+                .region(aws_sdk_cloudformation::config::Region::new("us-east-1"))
+                .http_client(create_mock_http_client())
+                .interceptor(interceptor)
+                .build(),
+        )
+    }
+
+    fn change(id: &str) -> Change {
+        Change::builder()
+            .resource_change(
+                ResourceChange::builder()
+                    .action(ChangeAction::Modify)
+                    .logical_resource_id(id)
+                    .build(),
+            )
+            .build()
+    }
+
+    #[tokio::test]
+    async fn a_change_set_failed_for_lack_of_changes_is_no_changes() {
+        let rule = mock!(Client::describe_change_set)
+            .sequence()
+            .output(|| DescribeChangeSetOutput::builder().status(ChangeSetStatus::CreatePending).build())
+            .output(|| {
+                DescribeChangeSetOutput::builder()
+                    .status(ChangeSetStatus::Failed)
+                    .status_reason(
+                        "The submitted information didn't contain changes. Submit different information to create a change set.",
+                    )
+                    .build()
+            })
+            .build();
+        let state = wait_change_set(&client(&[&rule]), "cs", Duration::ZERO, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(matches!(state, ChangeSetState::NoChanges { reason } if reason.contains("didn't contain changes")));
+        assert_eq!(rule.num_calls(), 2);
+    }
+
+    #[tokio::test]
+    async fn any_other_failed_change_set_is_a_failure_with_its_reason() {
+        let rule = mock!(Client::describe_change_set).then_output(|| {
+            DescribeChangeSetOutput::builder()
+                .status(ChangeSetStatus::Failed)
+                .status_reason("Template error: instance of Fn::GetAtt references undefined resource X")
+                .build()
+        });
+        let state = wait_change_set(&client(&[&rule]), "cs", Duration::ZERO, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(matches!(state, ChangeSetState::Failed { reason } if reason.contains("undefined resource X")));
+    }
+
+    #[tokio::test]
+    async fn every_page_of_changes_is_collected() {
+        let rule = mock!(Client::describe_change_set)
+            .sequence()
+            .output(|| {
+                DescribeChangeSetOutput::builder()
+                    .status(ChangeSetStatus::CreateComplete)
+                    .changes(change("A"))
+                    .next_token("page-2")
+                    .build()
+            })
+            .output(|| {
+                DescribeChangeSetOutput::builder()
+                    .status(ChangeSetStatus::CreateComplete)
+                    .changes(change("B"))
+                    .build()
+            })
+            .build();
+        let state = wait_change_set(&client(&[&rule]), "cs", Duration::ZERO, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let ChangeSetState::Ready { changes } = state else {
+            panic!("ready expected: {state:?}")
+        };
+        let ids: Vec<_> = changes
+            .iter()
+            .filter_map(|c| c.resource_change()?.logical_resource_id())
+            .collect();
+        assert_eq!(ids, ["A", "B"]);
+    }
+
+    /// A query-protocol error answer, parsed by the real deserializer.
+    fn error_response(code: &str, message: &str) -> Response {
+        let body = format!(
+            "<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>{message}</Message></Error>\
+             <RequestId>r</RequestId></ErrorResponse>"
+        );
+        Response::new(StatusCode::try_from(400).unwrap(), SdkBody::from(body))
+    }
+
+    #[tokio::test]
+    async fn a_missing_stack_reads_as_none() {
+        let rule = mock!(Client::describe_stacks)
+            .then_http_response(|| error_response("ValidationError", "Stack with id hybrid-counter does not exist"));
+        assert!(describe(&client(&[&rule]), "hybrid-counter").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn other_describe_errors_are_reported_with_their_code() {
+        let rule = mock!(Client::describe_stacks).then_http_response(|| {
+            error_response(
+                "AccessDenied",
+                "not authorized to perform cloudformation:DescribeStacks",
+            )
+        });
+        let err = describe(&client(&[&rule]), "hybrid-counter").await.unwrap_err();
+        assert_eq!(err.exit_code(), crate::exit::ENVIRONMENT);
+        assert!(
+            err.to_string()
+                .starts_with("DescribeStacks failed: AccessDenied: not authorized"),
+            "{err}"
+        );
+    }
+
+    fn event(id: &str, status: ResourceStatus) -> StackEvent {
+        StackEvent::builder()
+            .event_id(id)
+            .logical_resource_id(id)
+            .resource_type("AWS::SQS::Queue")
+            .resource_status(status)
+            .build()
+    }
+
+    #[tokio::test]
+    async fn events_are_read_back_to_the_marker_and_returned_oldest_first() {
+        let rule = mock!(Client::describe_stack_events)
+            .sequence()
+            .output(|| {
+                DescribeStackEventsOutput::builder()
+                    .stack_events(event("e5", ResourceStatus::CreateComplete))
+                    .stack_events(event("e4", ResourceStatus::CreateInProgress))
+                    .next_token("older")
+                    .build()
+            })
+            .output(|| {
+                DescribeStackEventsOutput::builder()
+                    .stack_events(event("e3", ResourceStatus::CreateComplete))
+                    .stack_events(event("e2", ResourceStatus::CreateInProgress))
+                    .stack_events(event("e1", ResourceStatus::CreateInProgress))
+                    .build()
+            })
+            .build();
+        let events = events_since(&client(&[&rule]), "stack", Some("e2")).await.unwrap();
+        let ids: Vec<_> = events.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["e3", "e4", "e5"]);
+    }
+
+    fn stack(status: StackStatus) -> DescribeStacksOutput {
+        DescribeStacksOutput::builder()
+            .stacks(
+                Stack::builder()
+                    .stack_id("arn:stack")
+                    .stack_name("hybrid-counter")
+                    .stack_status(status)
+                    .build(),
+            )
+            .build()
+    }
+
+    #[tokio::test]
+    async fn following_waits_through_in_progress_to_the_final_status() {
+        let events = mock!(Client::describe_stack_events)
+            .sequence()
+            .output(|| {
+                DescribeStackEventsOutput::builder()
+                    .stack_events(event("q-1", ResourceStatus::UpdateInProgress))
+                    .stack_events(event("marker", ResourceStatus::CreateComplete))
+                    .build()
+            })
+            .output(|| {
+                DescribeStackEventsOutput::builder()
+                    .stack_events(event("q-2", ResourceStatus::UpdateComplete))
+                    .stack_events(event("q-1", ResourceStatus::UpdateInProgress))
+                    .build()
+            })
+            .repeatedly()
+            .build();
+        let stacks = mock!(Client::describe_stacks)
+            .sequence()
+            .output(|| stack(StackStatus::UpdateInProgress))
+            .output(|| stack(StackStatus::UpdateCompleteCleanupInProgress))
+            .output(|| stack(StackStatus::UpdateComplete))
+            .build();
+        let cfn = client(&[&events, &stacks]);
+        let watch = Watch {
+            cfn: &cfn,
+            stack_id: "arn:stack",
+            stack_name: "hybrid-counter",
+            poll: Duration::ZERO,
+            timeout: Duration::from_secs(5),
+        };
+        let outcome = watch
+            .follow(Some("marker".into()), Operation::Deploy, &Ui::quiet())
+            .await
+            .unwrap();
+        assert_eq!(outcome.settled, Settled::Succeeded);
+        assert_eq!(outcome.status.as_deref(), Some("UPDATE_COMPLETE"));
+        let ids: Vec<_> = outcome.events.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["q-1", "q-2"], "each event once, oldest first");
+        assert_eq!(stacks.num_calls(), 3);
+    }
+
+    #[tokio::test]
+    async fn following_gives_up_after_the_timeout() {
+        let events = mock!(Client::describe_stack_events).then_output(|| DescribeStackEventsOutput::builder().build());
+        let stacks = mock!(Client::describe_stacks).then_output(|| stack(StackStatus::UpdateInProgress));
+        let cfn = client(&[&events, &stacks]);
+        let watch = Watch {
+            cfn: &cfn,
+            stack_id: "arn:stack",
+            stack_name: "hybrid-counter",
+            poll: Duration::from_millis(5),
+            timeout: Duration::from_millis(20),
+        };
+        let err = watch.follow(None, Operation::Deploy, &Ui::quiet()).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::Timeout { status, .. } if status == "UPDATE_IN_PROGRESS"),
+            "{err}"
+        );
+        assert_eq!(err.exit_code(), crate::exit::TIMEOUT);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_follows_the_stack_status() {
+        assert_eq!(readiness(None), Readiness::Create);
+        assert_eq!(readiness(Some("REVIEW_IN_PROGRESS")), Readiness::Create);
+        for status in [
+            "CREATE_COMPLETE",
+            "UPDATE_COMPLETE",
+            "UPDATE_ROLLBACK_COMPLETE",
+            "UPDATE_FAILED",
+        ] {
+            assert_eq!(readiness(Some(status)), Readiness::Update, "{status}");
+        }
+        for status in [
+            "CREATE_IN_PROGRESS",
+            "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS",
+            "DELETE_IN_PROGRESS",
+        ] {
+            assert_eq!(readiness(Some(status)), Readiness::Busy, "{status}");
+        }
+        for status in [
+            "ROLLBACK_COMPLETE",
+            "ROLLBACK_FAILED",
+            "CREATE_FAILED",
+            "DELETE_FAILED",
+            "UPDATE_ROLLBACK_FAILED",
+        ] {
+            assert_eq!(readiness(Some(status)), Readiness::Unusable, "{status}");
+        }
+    }
+
+    #[test]
+    fn deploys_settle_on_complete_or_any_failure() {
+        assert_eq!(deploy_settled("CREATE_COMPLETE"), Settled::Succeeded);
+        assert_eq!(deploy_settled("UPDATE_COMPLETE"), Settled::Succeeded);
+        assert_eq!(
+            deploy_settled("UPDATE_COMPLETE_CLEANUP_IN_PROGRESS"),
+            Settled::InProgress
+        );
+        assert_eq!(deploy_settled("ROLLBACK_IN_PROGRESS"), Settled::InProgress);
+        for status in [
+            "ROLLBACK_COMPLETE",
+            "UPDATE_ROLLBACK_COMPLETE",
+            "CREATE_FAILED",
+            "UPDATE_FAILED",
+        ] {
+            assert_eq!(deploy_settled(status), Settled::Failed, "{status}");
+        }
+        assert_eq!(delete_settled(None), Settled::Succeeded);
+        assert_eq!(delete_settled(Some("DELETE_IN_PROGRESS")), Settled::InProgress);
+        assert_eq!(delete_settled(Some("DELETE_FAILED")), Settled::Failed);
+    }
+
+    #[test]
+    fn both_no_change_reasons_are_recognised() {
+        assert!(is_no_change_reason(
+            "The submitted information didn't contain changes. Submit different information to create a change set."
+        ));
+        assert!(is_no_change_reason("No updates are to be performed."));
+        assert!(!is_no_change_reason(
+            "Template format error: Unresolved resource dependencies"
+        ));
+    }
+
+    #[test]
+    fn change_set_names_are_valid() {
+        let name = change_set_name(std::time::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123));
+        assert_eq!(name, "counterctl-1700000000123");
+    }
+
+    fn event(logical: &str, kind: &str, status: &str, reason: Option<&str>) -> Event {
+        Event {
+            id: format!("{logical}-{status}"),
+            timestamp: "2025-01-02T03:04:05.678Z".into(),
+            logical_id: logical.into(),
+            resource_type: kind.into(),
+            status: status.into(),
+            reason: reason.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn failures_name_each_failed_resource_with_its_reason() {
+        let events = [
+            event("s", "AWS::CloudFormation::Stack", "UPDATE_IN_PROGRESS", None),
+            event("Queue", "AWS::SQS::Queue", "UPDATE_FAILED", Some("queue name taken")),
+            event("Fn", "AWS::Lambda::Function", "UPDATE_FAILED", None),
+            event("s", "AWS::CloudFormation::Stack", "UPDATE_ROLLBACK_COMPLETE", None),
+        ];
+        let failed = failures(&events, "UPDATE_ROLLBACK_COMPLETE", None);
+        assert_eq!(failed.len(), 2);
+        assert_eq!(failed[0].logical_id, "Queue");
+        assert_eq!(failed[0].resource_type, "AWS::SQS::Queue");
+        assert_eq!(failed[0].reason, "queue name taken");
+        assert_eq!(failed[1].reason, "no reason given");
+    }
+
+    #[test]
+    fn without_failed_resources_the_stack_reason_is_reported() {
+        let events = [event(
+            "s",
+            "AWS::CloudFormation::Stack",
+            "ROLLBACK_COMPLETE",
+            Some("Failed to create resource ResourcesTable: table exists"),
+        )];
+        let failed = failures(&events, "ROLLBACK_COMPLETE", None);
+        assert_eq!(failed.len(), 1);
+        assert_eq!(
+            failed[0].reason,
+            "Failed to create resource ResourcesTable: table exists"
+        );
+        let failed = failures(&[], "ROLLBACK_COMPLETE", Some("stack reason"));
+        assert_eq!(failed[0].reason, "stack reason");
+        assert_eq!(failed[0].logical_id, "(stack)");
+    }
+
+    #[test]
+    fn event_lines_show_time_status_and_reason() {
+        let line = event("Queue", "AWS::SQS::Queue", "CREATE_FAILED", Some("boom")).line();
+        assert!(line.starts_with("03:04:05  CREATE_FAILED"), "{line}");
+        assert!(line.ends_with("AWS::SQS::Queue  boom"), "{line}");
+    }
+}

@@ -1,0 +1,226 @@
+//! The command line as clap sees it: raw strings and enums, no I/O. It is
+//! turned into a validated [`crate::config::Config`] before anything is sent
+//! anywhere, so a typo fails fast with exit code 2.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+
+const ABOUT: &str =
+    "Operator CLI of the hybrid counter kit: plan, deploy, destroy and inspect its CloudFormation stack.";
+
+const LONG_ABOUT: &str = "\
+Operator CLI of the hybrid counter kit: plan, deploy, destroy and inspect
+its CloudFormation stack.
+
+Targets:
+  local       The embedded emulator (fakecloud), started with
+              localstack/fakecloud.sh when it does not answer. Endpoint:
+              --endpoint-url, else AWS_ENDPOINT_URL, else the running
+              emulator (.run/fakecloud.port), else http://127.0.0.1:4566.
+              Dummy credentials, region us-east-1. Number parameters are
+              inlined into the template, which fakecloud needs.
+  localstack  LocalStack at http://localhost:4566 (or --endpoint-url).
+              LOCALSTACK_AUTH_TOKEN must be set: LocalStack does not start
+              without an auth token.
+  aws         AWS through the standard credential chain (AWS_PROFILE or
+              --profile, AWS_REGION or --region).
+
+Results go to stdout (--output text or json); progress and stack events
+go to stderr.";
+
+/// `counterctl`: the kit's operator CLI.
+#[derive(Debug, Parser)]
+#[command(name = "counterctl", version, about = ABOUT, long_about = LONG_ABOUT, after_long_help = crate::exit::HELP)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where the stack lives and how results are printed; valid with every command.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Where to deploy: the embedded emulator, LocalStack or AWS.
+    #[arg(long, value_enum, default_value_t = Target::Local, global = true)]
+    pub target: Target,
+
+    /// CloudFormation stack name; also names the artifacts bucket and, for a new stack, the resources (NamePrefix).
+    #[arg(long, default_value = "hybrid-counter", global = true)]
+    pub stack_name: String,
+
+    /// AWS region [default for local and localstack: us-east-1].
+    #[arg(long, env = "AWS_REGION", global = true)]
+    pub region: Option<String>,
+
+    /// Named profile of the shared AWS config (aws target).
+    #[arg(long, env = "AWS_PROFILE", global = true)]
+    pub profile: Option<String>,
+
+    /// Endpoint of every AWS service; overrides the target's default.
+    #[arg(long, env = "AWS_ENDPOINT_URL", global = true)]
+    pub endpoint_url: Option<String>,
+
+    /// Result format on stdout.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text, global = true)]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    Local,
+    Localstack,
+    Aws,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Target::Local => "local",
+            Target::Localstack => "localstack",
+            Target::Aws => "aws",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show what a deploy would change (a CloudFormation change set, deleted afterwards); applies nothing.
+    Plan(StackArgs),
+    /// Package the handlers, then create or update the stack through a change set, streaming its events.
+    Deploy(DeployArgs),
+    /// Delete the stack; the data tables are retained unless --delete-data is given and confirmed.
+    Destroy(DestroyArgs),
+    /// Stack status and outputs, event source mappings, DLQ depths and alarm states.
+    Status,
+}
+
+/// What goes into the stack: parameter overrides and the handler zips.
+#[derive(Debug, Clone, Args)]
+pub struct StackArgs {
+    /// Template parameter override, e.g. --param StreamBatchSize=50 (repeatable). On an existing stack,
+    /// parameters not given keep their deployed values; a new stack starts from the template defaults.
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
+
+    /// Directory holding <package>/bootstrap.zip for each handler [default: <workspace>/target/lambda,
+    /// built by `make build`].
+    #[arg(long, value_name = "DIR")]
+    pub artifacts_dir: Option<PathBuf>,
+
+    /// S3 bucket for the zips and large templates [default: <stack-name>-artifacts-<account>-<region>],
+    /// created if absent.
+    #[arg(long, value_name = "BUCKET")]
+    pub artifacts_bucket: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DeployArgs {
+    #[command(flatten)]
+    pub stack: StackArgs,
+
+    /// Seconds to wait for the stack to reach a final status.
+    #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
+    pub timeout: u64,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DestroyArgs {
+    /// Also delete the resources and counters tables (kept by default: DeletionPolicy Retain).
+    #[arg(long)]
+    pub delete_data: bool,
+
+    /// Do not ask for confirmation before deleting data (required with --delete-data when not in a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+
+    /// Seconds to wait for the stack deletion.
+    #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
+    pub timeout: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+    use clap::error::ErrorKind;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("counterctl").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn command_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_are_local_text_and_the_kit_stack_name() {
+        let cli = parse(&["status"]).unwrap();
+        assert_eq!(cli.global.target, Target::Local);
+        assert_eq!(cli.global.output, OutputFormat::Text);
+        assert_eq!(cli.global.stack_name, "hybrid-counter");
+        assert!(matches!(cli.command, Command::Status));
+    }
+
+    #[test]
+    fn global_flags_are_accepted_after_the_subcommand() {
+        let cli = parse(&[
+            "deploy",
+            "--target",
+            "aws",
+            "--output",
+            "json",
+            "--param",
+            "StreamBatchSize=5",
+        ])
+        .unwrap();
+        assert_eq!(cli.global.target, Target::Aws);
+        assert_eq!(cli.global.output, OutputFormat::Json);
+        let Command::Deploy(deploy) = cli.command else {
+            panic!("deploy expected")
+        };
+        assert_eq!(deploy.stack.params, ["StreamBatchSize=5"]);
+    }
+
+    #[test]
+    fn a_bad_target_names_the_valid_ones() {
+        let err = parse(&["--target", "gcp", "status"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidValue);
+        let message = err.to_string();
+        assert!(message.contains("gcp"), "{message}");
+        assert!(message.contains("local, localstack, aws"), "{message}");
+        assert_eq!(err.exit_code(), i32::from(crate::exit::USAGE));
+    }
+
+    #[test]
+    fn a_bad_output_names_the_valid_ones() {
+        let err = parse(&["--output", "yaml", "status"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidValue);
+        assert!(err.to_string().contains("text, json"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_command_is_a_usage_error() {
+        let err = parse(&[]).unwrap_err();
+        assert_eq!(err.exit_code(), i32::from(crate::exit::USAGE));
+    }
+
+    #[test]
+    fn long_help_documents_exit_codes_and_targets() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("Exit codes:"), "{help}");
+        assert!(help.contains("LOCALSTACK_AUTH_TOKEN"), "{help}");
+        assert!(help.contains("  3  the stack does not exist"), "{help}");
+    }
+}

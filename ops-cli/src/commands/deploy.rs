@@ -1,0 +1,228 @@
+//! `counterctl deploy`: package, create the change set, execute it and
+//! follow the stack's events to a final status. Idempotent: a deploy with
+//! nothing to change (the service fails the change set with "no changes",
+//! or, like the emulator, lists changes although the template and every
+//! parameter equal the deployed ones) executes nothing and succeeds. A
+//! rollback is reported with each failed resource and exits 1.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::{Context, Location, Packaging, propose};
+use crate::cfn::{self, Event, FailedResource, Operation, Settled, Watch};
+use crate::config::StackInputs;
+use crate::diff::Diff;
+use crate::error::{self, Result};
+use crate::package::{Artifact, ArtifactState};
+
+/// How a deploy ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Created,
+    Updated,
+    /// Nothing to change; nothing was executed.
+    Unchanged,
+    Failed,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeployReport {
+    #[serde(flatten)]
+    pub location: Location,
+    pub outcome: Outcome,
+    pub stack_id: String,
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_reason: Option<String>,
+    pub change_set_type: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_change_reason: Option<String>,
+    pub seconds: f64,
+    pub diff: Diff,
+    pub parameters: BTreeMap<String, String>,
+    pub bucket: String,
+    pub artifacts: Vec<Artifact>,
+    pub events: Vec<Event>,
+    pub failures: Vec<FailedResource>,
+    pub outputs: BTreeMap<String, String>,
+    /// Number parameters inlined into the template for the emulator.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inlined_parameters: Vec<String>,
+}
+
+impl DeployReport {
+    pub fn succeeded(&self) -> bool {
+        self.outcome != Outcome::Failed
+    }
+}
+
+pub async fn run(
+    ctx: &Context<'_>,
+    inputs: &StackInputs,
+    artifacts: Vec<Artifact>,
+    timeout: Duration,
+) -> Result<DeployReport> {
+    let started = Instant::now();
+    let cfn = &ctx.clients.cloudformation;
+    let proposal = propose(ctx, inputs, artifacts, Packaging::Upload, "deploy").await?;
+    let mut report = DeployReport {
+        location: Location::of(ctx),
+        outcome: Outcome::Unchanged,
+        stack_id: proposal.stack_id.clone(),
+        status: proposal.before.as_ref().map(|s| s.status.clone()).unwrap_or_default(),
+        status_reason: None,
+        change_set_type: proposal.change_set_type.to_owned(),
+        no_change_reason: proposal.no_change_reason.clone(),
+        seconds: 0.0,
+        diff: proposal.diff.clone(),
+        parameters: proposal.parameters.clone(),
+        bucket: proposal.bucket.clone(),
+        artifacts: proposal.artifacts.clone(),
+        events: Vec::new(),
+        failures: Vec::new(),
+        outputs: proposal.before.as_ref().map(|s| s.outputs.clone()).unwrap_or_default(),
+        inlined_parameters: proposal.inlined_parameters.clone(),
+    };
+
+    let change_set = match (&proposal.change_set_id, proposal.no_changes) {
+        (Some(id), false) => id.clone(),
+        (id, _) => {
+            if let Some(id) = id {
+                cfn::delete_change_set(cfn, id).await?;
+            }
+            ctx.ui.log(format!(
+                "no changes: {}",
+                proposal.no_change_reason.as_deref().unwrap_or("nothing to deploy")
+            ));
+            report.seconds = started.elapsed().as_secs_f64();
+            return Ok(report);
+        }
+    };
+
+    ctx.ui.log(format!(
+        "Changes to stack {}:\n{}",
+        ctx.config.stack_name, proposal.diff
+    ));
+    let since = cfn::newest_event_id(cfn, &proposal.stack_id).await?;
+    ctx.ui
+        .step(format!("executing change set ({})", proposal.change_set_type));
+    let executed = cfn
+        .execute_change_set()
+        .change_set_name(&change_set)
+        .client_request_token(cfn::change_set_name(std::time::SystemTime::now()))
+        .send()
+        .await;
+    if let Err(err) = executed {
+        // AWS reports a failed execution through the stack status; the
+        // emulator executes synchronously and answers the call with the
+        // error. Only a stack that actually failed is followed as a failure.
+        let now = cfn::describe(cfn, &proposal.stack_id).await?;
+        if now.as_ref().map(|s| cfn::deploy_settled(&s.status)) != Some(Settled::Failed) {
+            return Err(error::aws("ExecuteChangeSet")(err));
+        }
+    }
+
+    let watch = Watch {
+        cfn,
+        stack_id: &proposal.stack_id,
+        stack_name: &ctx.config.stack_name,
+        poll: ctx.clients.poll,
+        timeout,
+    };
+    let waited = watch.follow(since, Operation::Deploy, ctx.ui).await?;
+    let status = waited.status.clone().unwrap_or_else(|| "DELETE_COMPLETE".to_owned());
+    let resource_events = waited.events.iter().filter(|e| !e.is_stack_event()).count();
+    report.outcome = match (waited.settled, proposal.change_set_type) {
+        (Settled::Succeeded, "CREATE") => Outcome::Created,
+        // Executed, yet no resource moved: the service found nothing to do.
+        (Settled::Succeeded, _) if resource_events == 0 => Outcome::Unchanged,
+        (Settled::Succeeded, _) => Outcome::Updated,
+        _ => Outcome::Failed,
+    };
+    if report.outcome == Outcome::Unchanged {
+        report.no_change_reason = Some("the change set executed without changing any resource".to_owned());
+    }
+    if report.outcome == Outcome::Failed {
+        report.failures = cfn::failures(&waited.events, &status, waited.status_reason.as_deref());
+    }
+    report.status = status;
+    report.status_reason = waited.status_reason;
+    report.events = waited.events;
+    report.outputs = cfn::describe(cfn, &proposal.stack_id)
+        .await?
+        .map(|s| s.outputs)
+        .unwrap_or_default();
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+impl fmt::Display for DeployReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headline = match self.outcome {
+            Outcome::Created => "created",
+            Outcome::Updated => "updated",
+            Outcome::Unchanged => "unchanged",
+            Outcome::Failed => "DEPLOY FAILED",
+        };
+        writeln!(
+            f,
+            "Stack {}: {headline} ({}) in {:.1}s; target {}, region {}",
+            self.location.stack_name,
+            if self.status.is_empty() { "-" } else { &self.status },
+            self.seconds,
+            self.location.target,
+            self.location.region
+        )?;
+        if let Some(reason) = &self.no_change_reason {
+            writeln!(f, "  no changes: {reason}")?;
+        }
+        if !self.failures.is_empty() {
+            writeln!(f, "Failed resources:")?;
+            for failure in &self.failures {
+                writeln!(
+                    f,
+                    "  {} ({}) {}: {}",
+                    failure.logical_id, failure.resource_type, failure.status, failure.reason
+                )?;
+            }
+            if self.change_set_type == "CREATE" {
+                writeln!(
+                    f,
+                    "  the creation was rolled back: fix the cause, run `counterctl destroy`, then deploy again"
+                )?;
+            } else {
+                writeln!(
+                    f,
+                    "  the update was rolled back: the stack runs its previous configuration"
+                )?;
+            }
+        }
+        if matches!(self.outcome, Outcome::Created | Outcome::Updated | Outcome::Failed) && !self.diff.is_empty() {
+            writeln!(f, "Change set ({}):", self.change_set_type)?;
+            write!(f, "{}", self.diff)?;
+        }
+        let uploaded = self
+            .artifacts
+            .iter()
+            .filter(|a| a.state == ArtifactState::Uploaded)
+            .count();
+        writeln!(
+            f,
+            "Handler zips: {uploaded} uploaded, {} unchanged (bucket {})",
+            self.artifacts.len() - uploaded,
+            self.bucket
+        )?;
+        if !self.outputs.is_empty() {
+            writeln!(f, "Outputs:")?;
+            let width = self.outputs.keys().map(String::len).max().unwrap_or(0);
+            for (key, value) in &self.outputs {
+                writeln!(f, "  {key:<width$}  {value}")?;
+            }
+        }
+        Ok(())
+    }
+}

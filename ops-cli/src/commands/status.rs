@@ -1,0 +1,470 @@
+//! `counterctl status`: the stack's status and outputs, the two event
+//! source mappings (state and the settings that decide retries and the
+//! failure path), the DLQ depths and the alarm states. A missing stack is
+//! an error (exit 3). Anything an operator should act on (a failed stack,
+//! a disabled mapping, messages in DLQ2, an alarm firing) is listed under
+//! `attention`, and makes the command exit 1.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use aws_sdk_sqs::types::QueueAttributeName;
+use serde::Serialize;
+
+use super::{Context, Location};
+use crate::cfn;
+use crate::error::{self, Result};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusReport {
+    #[serde(flatten)]
+    pub location: Location,
+    pub stack_id: String,
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_updated: Option<String>,
+    pub parameters: BTreeMap<String, String>,
+    pub outputs: BTreeMap<String, String>,
+    pub mappings: Vec<MappingStatus>,
+    pub queues: Vec<QueueStatus>,
+    pub alarms: Vec<AlarmStatus>,
+    /// What needs an operator; empty when all is well.
+    pub attention: Vec<String>,
+}
+
+impl StatusReport {
+    pub fn healthy(&self) -> bool {
+        self.attention.is_empty()
+    }
+}
+
+/// One event source mapping and its key settings.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MappingStatus {
+    pub name: String,
+    pub uuid: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_processing_result: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_source_arn: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function_arn: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallelization_factor: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maximum_retry_attempts: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maximum_record_age_in_seconds: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bisect_batch_on_function_error: Option<bool>,
+    pub function_response_types: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_failure_destination: Option<String>,
+    pub filter_patterns: Vec<String>,
+    /// Why the mapping could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// A queue's approximate depth.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct QueueStatus {
+    pub name: String,
+    pub url: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visible: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delayed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AlarmStatus {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+const MAPPINGS: [(&str, &str); 2] = [
+    ("stream -> stream counter", stack::outputs::STREAM_MAPPING_ID),
+    ("dlq1 -> reprocessor", stack::outputs::DLQ1_MAPPING_ID),
+];
+const QUEUES: [(&str, &str); 2] = [("dlq1", stack::outputs::DLQ1_URL), ("dlq2", stack::outputs::DLQ2_URL)];
+const ALARMS: [&str; 2] = [stack::outputs::DLQ2_ALARM_NAME, stack::outputs::ITERATOR_AGE_ALARM_NAME];
+
+pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
+    let cfn = &ctx.clients.cloudformation;
+    ctx.ui.step(format!("reading stack {}", ctx.config.stack_name));
+    let stack = cfn::describe(cfn, &ctx.config.stack_name)
+        .await?
+        .ok_or_else(|| ctx.not_found())?;
+
+    ctx.ui.step("reading event source mappings, queues and alarms");
+    let mut mappings = Vec::new();
+    for (name, output) in MAPPINGS {
+        let Some(uuid) = stack.outputs.get(output) else {
+            mappings.push(MappingStatus {
+                name: name.to_owned(),
+                problem: Some(format!("no {output} in the stack outputs")),
+                ..MappingStatus::default()
+            });
+            continue;
+        };
+        mappings.push(mapping(ctx, name, uuid).await);
+    }
+    let mut queues = Vec::new();
+    for (name, output) in QUEUES {
+        let url = stack.outputs.get(output).cloned().unwrap_or_default();
+        queues.push(queue(ctx, name, url, output).await);
+    }
+    let names: Vec<String> = ALARMS.iter().filter_map(|o| stack.outputs.get(*o).cloned()).collect();
+    let alarms = alarms(ctx, &names).await?;
+
+    let attention = attention(&stack.status, &mappings, &queues, &alarms);
+    Ok(StatusReport {
+        location: Location::of(ctx),
+        stack_id: stack.id,
+        status: stack.status,
+        status_reason: stack.status_reason,
+        last_updated: stack.last_updated,
+        parameters: stack.parameters,
+        outputs: stack.outputs,
+        mappings,
+        queues,
+        alarms,
+        attention,
+    })
+}
+
+async fn mapping(ctx: &Context<'_>, name: &str, uuid: &str) -> MappingStatus {
+    let mut status = MappingStatus {
+        name: name.to_owned(),
+        uuid: uuid.to_owned(),
+        ..MappingStatus::default()
+    };
+    match ctx.clients.lambda.get_event_source_mapping().uuid(uuid).send().await {
+        Ok(m) => {
+            status.state = m.state().map(str::to_owned);
+            status.state_reason = m.state_transition_reason().map(str::to_owned);
+            status.last_processing_result = m.last_processing_result().map(str::to_owned);
+            status.event_source_arn = m.event_source_arn().map(str::to_owned);
+            status.function_arn = m.function_arn().map(str::to_owned);
+            status.batch_size = m.batch_size();
+            status.parallelization_factor = m.parallelization_factor();
+            status.maximum_retry_attempts = m.maximum_retry_attempts();
+            status.maximum_record_age_in_seconds = m.maximum_record_age_in_seconds();
+            status.bisect_batch_on_function_error = m.bisect_batch_on_function_error();
+            status.function_response_types = m
+                .function_response_types()
+                .iter()
+                .map(|t| t.as_str().to_owned())
+                .collect();
+            status.on_failure_destination = m
+                .destination_config()
+                .and_then(|d| d.on_failure())
+                .and_then(|o| o.destination())
+                .map(str::to_owned);
+            status.filter_patterns = m
+                .filter_criteria()
+                .map(|c| {
+                    c.filters()
+                        .iter()
+                        .filter_map(|f| f.pattern().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+        }
+        Err(err) => status.problem = Some(error::aws("GetEventSourceMapping")(err).to_string()),
+    }
+    status
+}
+
+async fn queue(ctx: &Context<'_>, name: &str, url: String, output: &str) -> QueueStatus {
+    let mut status = QueueStatus {
+        name: name.to_owned(),
+        url: url.clone(),
+        ..QueueStatus::default()
+    };
+    if url.is_empty() {
+        status.problem = Some(format!("no {output} in the stack outputs"));
+        return status;
+    }
+    let answer = ctx
+        .clients
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesDelayed)
+        .send()
+        .await;
+    match answer {
+        Ok(output) => {
+            let get = |name: QueueAttributeName| {
+                output
+                    .attributes()
+                    .and_then(|a| a.get(&name))
+                    .and_then(|v| v.parse().ok())
+            };
+            status.visible = get(QueueAttributeName::ApproximateNumberOfMessages);
+            status.in_flight = get(QueueAttributeName::ApproximateNumberOfMessagesNotVisible);
+            status.delayed = get(QueueAttributeName::ApproximateNumberOfMessagesDelayed);
+        }
+        Err(err) => status.problem = Some(error::aws("GetQueueAttributes")(err).to_string()),
+    }
+    status
+}
+
+async fn alarms(ctx: &Context<'_>, names: &[String]) -> Result<Vec<AlarmStatus>> {
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let output = ctx
+        .clients
+        .cloudwatch
+        .describe_alarms()
+        .set_alarm_names(Some(names.to_vec()))
+        .send()
+        .await;
+    let found = match output {
+        Ok(output) => output.metric_alarms().to_vec(),
+        Err(err) => {
+            let problem = error::aws("DescribeAlarms")(err).to_string();
+            return Ok(names
+                .iter()
+                .map(|name| AlarmStatus {
+                    name: name.clone(),
+                    problem: Some(problem.clone()),
+                    ..AlarmStatus::default()
+                })
+                .collect());
+        }
+    };
+    Ok(names
+        .iter()
+        .map(|name| match found.iter().find(|a| a.alarm_name() == Some(name)) {
+            Some(alarm) => AlarmStatus {
+                name: name.clone(),
+                state: alarm.state_value().map(|s| s.as_str().to_owned()),
+                reason: alarm.state_reason().map(str::to_owned),
+                problem: None,
+            },
+            None => AlarmStatus {
+                name: name.clone(),
+                problem: Some("alarm not found".to_owned()),
+                ..AlarmStatus::default()
+            },
+        })
+        .collect())
+}
+
+/// What an operator should act on.
+pub fn attention(
+    status: &str,
+    mappings: &[MappingStatus],
+    queues: &[QueueStatus],
+    alarms: &[AlarmStatus],
+) -> Vec<String> {
+    let mut items = Vec::new();
+    if !matches!(status, "CREATE_COMPLETE" | "UPDATE_COMPLETE") {
+        items.push(format!("stack status is {status}"));
+    }
+    for m in mappings {
+        if let Some(problem) = &m.problem {
+            items.push(format!("mapping {}: {problem}", m.name));
+        } else if let Some(state) = m.state.as_deref().filter(|s| matches!(*s, "Disabled" | "Disabling")) {
+            items.push(format!("mapping {} is {state}", m.name));
+        }
+    }
+    for q in queues {
+        if let Some(problem) = &q.problem {
+            items.push(format!("queue {}: {problem}", q.name));
+        } else if q.name == "dlq2" && q.visible.unwrap_or(0) + q.in_flight.unwrap_or(0) > 0 {
+            items.push(format!(
+                "dlq2 holds {} message(s): ranges the reprocessor gave up on; fix the cause, then redrive",
+                q.visible.unwrap_or(0) + q.in_flight.unwrap_or(0)
+            ));
+        }
+    }
+    for a in alarms {
+        if let Some(problem) = &a.problem {
+            items.push(format!("alarm {}: {problem}", a.name));
+        } else if a.state.as_deref() == Some("ALARM") {
+            items.push(format!("alarm {} is in ALARM", a.name));
+        }
+    }
+    items
+}
+
+fn opt<T: fmt::Display>(value: Option<T>) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+impl fmt::Display for StatusReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "Stack {}: {} (target {}, region {}{})",
+            self.location.stack_name,
+            self.status,
+            self.location.target,
+            self.location.region,
+            self.last_updated
+                .as_deref()
+                .map(|t| format!(", updated {t}"))
+                .unwrap_or_default()
+        )?;
+        if let Some(reason) = &self.status_reason {
+            writeln!(f, "  {reason}")?;
+        }
+        writeln!(f, "Event source mappings:")?;
+        for m in &self.mappings {
+            if let Some(problem) = &m.problem {
+                writeln!(f, "  {} {}: {problem}", m.name, m.uuid)?;
+                continue;
+            }
+            writeln!(f, "  {}  {}  {}", m.name, opt(m.state.as_deref()), m.uuid)?;
+            // Retries, record age, bisecting and parallelization are stream settings.
+            if m.event_source_arn
+                .as_deref()
+                .is_some_and(|a| a.starts_with("arn:aws:sqs:"))
+            {
+                writeln!(
+                    f,
+                    "    batch {}  response types [{}]",
+                    opt(m.batch_size),
+                    m.function_response_types.join(", ")
+                )?;
+            } else {
+                writeln!(
+                    f,
+                    "    batch {}  parallelization {}  retries {}  max record age {}s  bisect {}  response types [{}]",
+                    opt(m.batch_size),
+                    opt(m.parallelization_factor),
+                    opt(m.maximum_retry_attempts),
+                    opt(m.maximum_record_age_in_seconds),
+                    opt(m.bisect_batch_on_function_error),
+                    m.function_response_types.join(", ")
+                )?;
+            }
+            if let Some(destination) = &m.on_failure_destination {
+                writeln!(f, "    on failure -> {destination}")?;
+            }
+            if !m.filter_patterns.is_empty() {
+                writeln!(f, "    {} filter pattern(s)", m.filter_patterns.len())?;
+            }
+            if let Some(result) = &m.last_processing_result {
+                writeln!(f, "    last result: {result}")?;
+            }
+        }
+        writeln!(f, "Queues (visible / in flight / delayed):")?;
+        for q in &self.queues {
+            match &q.problem {
+                Some(problem) => writeln!(f, "  {}: {problem}", q.name)?,
+                None => writeln!(
+                    f,
+                    "  {}  {} / {} / {}",
+                    q.name,
+                    opt(q.visible),
+                    opt(q.in_flight),
+                    opt(q.delayed)
+                )?,
+            }
+        }
+        writeln!(f, "Alarms:")?;
+        for a in &self.alarms {
+            match &a.problem {
+                Some(problem) => writeln!(f, "  {}: {problem}", a.name)?,
+                None => writeln!(f, "  {}  {}", a.name, opt(a.state.as_deref()))?,
+            }
+        }
+        writeln!(f, "Outputs:")?;
+        let width = self.outputs.keys().map(String::len).max().unwrap_or(0);
+        for (key, value) in &self.outputs {
+            writeln!(f, "  {key:<width$}  {value}")?;
+        }
+        if self.attention.is_empty() {
+            writeln!(f, "All well.")
+        } else {
+            writeln!(f, "Needs attention:")?;
+            for item in &self.attention {
+                writeln!(f, "  - {item}")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_healthy_stack_needs_nothing() {
+        let mappings = [MappingStatus {
+            name: "m".into(),
+            state: Some("Enabled".into()),
+            ..MappingStatus::default()
+        }];
+        let queues = [QueueStatus {
+            name: "dlq2".into(),
+            visible: Some(0),
+            in_flight: Some(0),
+            ..QueueStatus::default()
+        }];
+        let alarms = [AlarmStatus {
+            name: "a".into(),
+            state: Some("INSUFFICIENT_DATA".into()),
+            ..AlarmStatus::default()
+        }];
+        assert!(attention("UPDATE_COMPLETE", &mappings, &queues, &alarms).is_empty());
+    }
+
+    #[test]
+    fn failures_dlq2_messages_and_alarms_need_attention() {
+        let mappings = [MappingStatus {
+            name: "m".into(),
+            state: Some("Disabled".into()),
+            ..MappingStatus::default()
+        }];
+        let queues = [
+            QueueStatus {
+                name: "dlq1".into(),
+                visible: Some(3),
+                ..QueueStatus::default()
+            },
+            QueueStatus {
+                name: "dlq2".into(),
+                visible: Some(2),
+                ..QueueStatus::default()
+            },
+        ];
+        let alarms = [AlarmStatus {
+            name: "a".into(),
+            state: Some("ALARM".into()),
+            ..AlarmStatus::default()
+        }];
+        let items = attention("UPDATE_ROLLBACK_COMPLETE", &mappings, &queues, &alarms);
+        assert_eq!(items.len(), 4, "{items:?}");
+        assert!(items[0].contains("UPDATE_ROLLBACK_COMPLETE"));
+        assert!(items[1].contains("is Disabled"));
+        assert!(items[2].starts_with("dlq2 holds 2 message(s)"));
+        assert!(items[3].contains("in ALARM"));
+    }
+}

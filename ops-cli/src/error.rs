@@ -1,0 +1,296 @@
+//! The one error type of `counterctl`. Messages are lowercase, say what went
+//! wrong and what to do about it, and each variant maps to a documented exit
+//! code ([`crate::exit`]). A stack operation that runs and fails (a rollback)
+//! is not an error: it is a report with a failed outcome, so its details
+//! still reach stdout and `--output json`.
+
+use std::path::PathBuf;
+
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+
+use crate::exit;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("--param {raw:?} is not of the form Key=Value")]
+    ParamSyntax { raw: String },
+
+    #[error("unknown parameter {key:?} in --param; the template's parameters are: {known}")]
+    UnknownParam { key: String, known: String },
+
+    #[error("parameter {key} is set by counterctl from the packaged handler zips; it cannot be given with --param")]
+    ManagedParam { key: String },
+
+    #[error("parameter {key} is given twice with --param")]
+    DuplicateParam { key: String },
+
+    #[error("invalid value {value:?} for parameter {key}: {reason}")]
+    ParamValue { key: String, value: String, reason: String },
+
+    #[error(
+        "invalid stack name {name:?}: use 1-{max} characters, letters, digits and hyphens, starting with a letter",
+        max = crate::config::STACK_NAME_MAX
+    )]
+    StackName { name: String },
+
+    #[error("invalid endpoint url {url:?}: it must start with http:// or https://")]
+    EndpointUrl { url: String },
+
+    #[error("invalid region {region:?}: expected something like us-east-1")]
+    Region { region: String },
+
+    #[error(
+        "LOCALSTACK_AUTH_TOKEN is not set: LocalStack needs an auth token to start (see localstack/README.md); \
+         export it in the environment LocalStack runs in and here, or use --target local for the embedded emulator"
+    )]
+    LocalstackToken,
+
+    #[error("no AWS region: pass --region, set AWS_REGION, or set a region in the profile")]
+    NoRegion,
+
+    #[error("the artifacts bucket name {name:?} is not a valid S3 bucket name ({reason}); pass --artifacts-bucket")]
+    BucketName { name: String, reason: String },
+
+    #[error("handler zip for {package} not found at {}: run `make build` first, or pass --artifacts-dir", path.display())]
+    MissingArtifact { package: String, path: PathBuf },
+
+    #[error("refusing to delete the data tables without confirmation: pass --yes, or run in a terminal to be asked")]
+    ConfirmationRequired,
+
+    #[error("aborted: {0}")]
+    Aborted(String),
+
+    #[error("stack {name} does not exist (target {target}, region {region})")]
+    StackNotFound {
+        name: String,
+        target: String,
+        region: String,
+    },
+
+    #[error("stack {name} is {status}: another operation is in progress; wait for it (`counterctl status`)")]
+    StackBusy { name: String, status: String },
+
+    #[error(
+        "stack {name} is {status}{reason} and cannot be updated: run `counterctl destroy` (tables are retained) and deploy again"
+    )]
+    StackUnusable {
+        name: String,
+        status: String,
+        reason: String,
+    },
+
+    #[error("the change set for stack {name} failed: {reason}")]
+    ChangeSetFailed { name: String, reason: String },
+
+    #[error(
+        "fakecloud is not installed (looked for {binary}): run `make tools` or `localstack/fakecloud.sh install` \
+         (a one-time ~25 min build), or pass --endpoint-url"
+    )]
+    EmulatorNotInstalled { binary: String },
+
+    #[error("cannot start the emulator: {0}; start it with `make emulator-start` or pass --endpoint-url")]
+    EmulatorStart(String),
+
+    #[error(
+        "nothing answers at {endpoint}: start the emulator (`make emulator-start`) or fix --endpoint-url / AWS_ENDPOINT_URL"
+    )]
+    EndpointDown { endpoint: String },
+
+    #[error("{action} failed: {message}")]
+    Aws { action: &'static str, message: String },
+
+    #[error("{action} {}: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error(
+        "timed out after {seconds}s waiting for stack {name} (last status {status}); it may still be in progress: run `counterctl status`"
+    )]
+    Timeout { name: String, status: String, seconds: u64 },
+
+    #[error("cannot render the template: {0}")]
+    Template(String),
+
+    #[error("cannot render the report as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The documented exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::ParamSyntax { .. }
+            | Error::UnknownParam { .. }
+            | Error::ManagedParam { .. }
+            | Error::DuplicateParam { .. }
+            | Error::ParamValue { .. }
+            | Error::StackName { .. }
+            | Error::EndpointUrl { .. }
+            | Error::Region { .. }
+            | Error::LocalstackToken
+            | Error::NoRegion
+            | Error::BucketName { .. }
+            | Error::MissingArtifact { .. }
+            | Error::ConfirmationRequired => exit::USAGE,
+            Error::Aborted(_)
+            | Error::StackBusy { .. }
+            | Error::StackUnusable { .. }
+            | Error::ChangeSetFailed { .. }
+            | Error::Template(_) => exit::FAILED,
+            Error::StackNotFound { .. } => exit::NOT_FOUND,
+            Error::EmulatorNotInstalled { .. }
+            | Error::EmulatorStart(_)
+            | Error::EndpointDown { .. }
+            | Error::Aws { .. }
+            | Error::Io { .. }
+            | Error::Json(_)
+            | Error::Runtime(_) => exit::ENVIRONMENT,
+            Error::Timeout { .. } => exit::TIMEOUT,
+        }
+    }
+
+    pub fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Io { action, path, source }
+    }
+}
+
+/// Turns an SDK error into [`Error::Aws`] naming the call: the service's
+/// error code and message when it answered, otherwise the transport failure
+/// with the SDK's full context (connection refused, timeout, credentials).
+pub fn aws<E, R>(action: &'static str) -> impl FnOnce(aws_smithy_runtime_api::client::result::SdkError<E, R>) -> Error
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug,
+{
+    move |err| Error::Aws {
+        action,
+        message: describe_sdk_error(&err),
+    }
+}
+
+fn describe_sdk_error<E, R>(err: &aws_smithy_runtime_api::client::result::SdkError<E, R>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug,
+{
+    use aws_smithy_runtime_api::client::result::SdkError;
+    match err {
+        SdkError::ServiceError(service) => {
+            let inner = service.err();
+            match (inner.code(), inner.message()) {
+                (Some(code), Some(message)) => format!("{code}: {message}"),
+                (Some(code), None) => code.to_owned(),
+                _ => aws_smithy_types::error::display::DisplayErrorContext(err).to_string(),
+            }
+        }
+        SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => format!(
+            "could not reach the service (is the endpoint right and the service up? are credentials configured?): {}",
+            aws_smithy_types::error::display::DisplayErrorContext(err)
+        ),
+        _ => aws_smithy_types::error::display::DisplayErrorContext(err).to_string(),
+    }
+}
+
+/// The service's error code, if it answered with one. SDK errors are
+/// classified by code through the named predicates below, in one place.
+pub fn error_code<E, R>(err: &aws_smithy_runtime_api::client::result::SdkError<E, R>) -> Option<&str>
+where
+    E: ProvideErrorMetadata,
+{
+    err.as_service_error().and_then(|e| e.code())
+}
+
+/// CloudFormation answers a missing stack with a generic `ValidationError`
+/// whose message says "does not exist"; there is no dedicated code, so this
+/// is the one place that reads the message.
+pub fn is_stack_missing<E, R>(err: &aws_smithy_runtime_api::client::result::SdkError<E, R>) -> bool
+where
+    E: ProvideErrorMetadata,
+{
+    err.as_service_error().is_some_and(|e| {
+        e.code() == Some("ValidationError") && e.message().is_some_and(|m| m.contains("does not exist"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_errors_exit_2_and_say_what_to_do() {
+        let err = Error::UnknownParam {
+            key: "BatchSize".into(),
+            known: "StreamBatchSize".into(),
+        };
+        assert_eq!(err.exit_code(), exit::USAGE);
+        assert_eq!(
+            err.to_string(),
+            "unknown parameter \"BatchSize\" in --param; the template's parameters are: StreamBatchSize"
+        );
+        let missing = Error::MissingArtifact {
+            package: "api".into(),
+            path: "target/lambda/api/bootstrap.zip".into(),
+        };
+        assert_eq!(missing.exit_code(), exit::USAGE);
+        assert!(missing.to_string().contains("run `make build` first"), "{missing}");
+        assert_eq!(Error::LocalstackToken.exit_code(), exit::USAGE);
+        assert!(Error::LocalstackToken.to_string().contains("auth token"));
+    }
+
+    #[test]
+    fn each_failure_kind_has_its_exit_code() {
+        let not_found = Error::StackNotFound {
+            name: "s".into(),
+            target: "local".into(),
+            region: "us-east-1".into(),
+        };
+        assert_eq!(not_found.exit_code(), exit::NOT_FOUND);
+        let failed = Error::ChangeSetFailed {
+            name: "s".into(),
+            reason: "r".into(),
+        };
+        assert_eq!(failed.exit_code(), exit::FAILED);
+        assert_eq!(
+            Error::EmulatorNotInstalled {
+                binary: "fakecloud".into()
+            }
+            .exit_code(),
+            exit::ENVIRONMENT
+        );
+        let timeout = Error::Timeout {
+            name: "s".into(),
+            status: "UPDATE_IN_PROGRESS".into(),
+            seconds: 5,
+        };
+        assert_eq!(timeout.exit_code(), exit::TIMEOUT);
+        assert_eq!(Error::ConfirmationRequired.exit_code(), exit::USAGE);
+        assert_eq!(Error::Aborted("no".into()).exit_code(), exit::FAILED);
+    }
+
+    #[test]
+    fn messages_are_lowercase() {
+        let samples = [
+            Error::ParamSyntax { raw: "x".into() }.to_string(),
+            Error::NoRegion.to_string(),
+            Error::ConfirmationRequired.to_string(),
+            Error::EndpointDown {
+                endpoint: "http://127.0.0.1:4566".into(),
+            }
+            .to_string(),
+        ];
+        for message in samples {
+            let first = message.chars().next().unwrap();
+            assert!(!first.is_uppercase(), "{message}");
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! `counterctl`, the operator CLI of the hybrid counter kit, as a library:
+//! the binary (`main.rs`) only parses, calls [`execute`] and prints. The
+//! end-to-end tests drive the same functions against the emulator.
+//!
+//! Layout: [`cli`] is the raw command line, [`config`] the validated one
+//! (no I/O), [`connect`] builds the SDK clients and starts the local
+//! emulator, [`package`] hashes and uploads the handler zips, [`cfn`] holds
+//! the CloudFormation mechanics, [`diff`] renders change sets, [`commands`]
+//! the four commands, each returning a [`report::Report`]; [`compat`] adapts
+//! the template to the embedded emulator; [`error`] and [`exit`] define
+//! failures and exit codes.
+
+pub mod cfn;
+pub mod cli;
+pub mod commands;
+pub mod compat;
+pub mod config;
+pub mod connect;
+pub mod diff;
+pub mod error;
+pub mod exit;
+pub mod package;
+pub mod progress;
+pub mod report;
+
+pub use config::Config;
+pub use error::{Error, Result};
+pub use report::Report;
+
+use commands::Context;
+use commands::destroy::DestroyOptions;
+use config::CommandConfig;
+use progress::Ui;
+
+/// Runs the configured command and returns its report. The handler zips
+/// are found and hashed before anything is started or sent.
+pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
+    let artifacts = match &config.command {
+        CommandConfig::Plan(inputs) | CommandConfig::Deploy { inputs, .. } => {
+            commands::locate_artifacts(config, inputs)?
+        }
+        CommandConfig::Destroy { .. } | CommandConfig::Status => Vec::new(),
+    };
+    let clients = connect::connect(config, ui).await?;
+    let ctx = Context {
+        config,
+        clients: &clients,
+        ui,
+    };
+    let report = match &config.command {
+        CommandConfig::Plan(inputs) => Report::Plan(commands::plan::run(&ctx, inputs, artifacts).await?),
+        CommandConfig::Deploy { inputs, timeout } => {
+            Report::Deploy(commands::deploy::run(&ctx, inputs, artifacts, *timeout).await?)
+        }
+        CommandConfig::Destroy {
+            delete_data,
+            yes,
+            timeout,
+        } => Report::Destroy(
+            commands::destroy::run(
+                &ctx,
+                DestroyOptions {
+                    delete_data: *delete_data,
+                    yes: *yes,
+                    timeout: *timeout,
+                },
+            )
+            .await?,
+        ),
+        CommandConfig::Status => Report::Status(commands::status::run(&ctx).await?),
+    };
+    Ok(report)
+}

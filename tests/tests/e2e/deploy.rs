@@ -1,0 +1,1077 @@
+//! `counterctl` against the emulator, driven as a library (the same
+//! `ops_cli::execute` the binary calls) with `--endpoint-url` pointing at a
+//! private fakecloud. The generated stack is deployed, then every resource
+//! and setting is read back through the emulator's own service APIs (not
+//! through CloudFormation): tables, stream, functions and their log
+//! groups, roles and their policies, both event source mappings, queues and
+//! redrive policy, alarms, the function URL. A redeploy with nothing to change must change nothing,
+//! a parameter change goes through `plan` then `deploy`, and `destroy`
+//! leaves the tables in place.
+//!
+//! Handler zips: the real cargo-lambda ones under `target/lambda` when
+//! `make build` has produced all three, otherwise small placeholder zips
+//! (a `bootstrap` file each) in a temporary directory, passed with
+//! `--artifacts-dir`. The emulator stores function code but never runs it,
+//! so the placeholders exercise the same packaging path.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use aws_sdk_dynamodb::types::{BillingMode, KeyType, PointInTimeRecoveryStatus, SseStatus, StreamViewType};
+use aws_sdk_lambda::types::{Architecture, FunctionResponseType, FunctionUrlAuthType, Runtime};
+use aws_sdk_sqs::types::QueueAttributeName;
+use clap::Parser;
+use e2e::Emulator;
+use ops_cli::cli::Cli;
+use ops_cli::commands::deploy::{DeployReport, Outcome};
+use ops_cli::commands::destroy::DestroyReport;
+use ops_cli::commands::plan::PlanReport;
+use ops_cli::commands::status::StatusReport;
+use ops_cli::progress::Ui;
+use ops_cli::{Config, Report, exit};
+use serde_json::Value;
+use stack::outputs;
+
+/// Runs counterctl commands against one emulator.
+struct Counterctl {
+    endpoint: String,
+    zips: Zips,
+}
+
+impl Counterctl {
+    fn new(emulator: &Emulator) -> Self {
+        Self {
+            endpoint: emulator.endpoint.clone(),
+            zips: Zips::find_or_make(),
+        }
+    }
+
+    /// `counterctl <args>` with the endpoint and region pinned, so the
+    /// developer's AWS_* variables do not leak in.
+    async fn run(&self, args: &[&str]) -> Result<Report, ops_cli::Error> {
+        let mut argv = vec![
+            "counterctl",
+            "--endpoint-url",
+            &self.endpoint,
+            "--region",
+            "us-east-1",
+            "--profile",
+            "",
+        ];
+        argv.extend_from_slice(args);
+        let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("bad test command line {argv:?}: {e}"));
+        let config = Config::from_cli(cli, &|_| None)?;
+        ops_cli::execute(&config, &Ui::quiet()).await
+    }
+
+    /// `args` plus the zips' directory, for plan and deploy.
+    fn with_zips<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
+        let mut args = args.to_vec();
+        args.extend(["--artifacts-dir", self.zips.dir.to_str().expect("utf-8 temp path")]);
+        args
+    }
+
+    async fn deploy(&self, params: &[&str]) -> DeployReport {
+        let mut args = vec!["deploy"];
+        for param in params {
+            args.extend(["--param", param]);
+        }
+        match self.run(&self.with_zips(&args)).await {
+            Ok(Report::Deploy(report)) => report,
+            other => panic!("deploy {params:?}: {other:?}"),
+        }
+    }
+
+    async fn plan(&self, params: &[&str]) -> PlanReport {
+        let mut args = vec!["plan"];
+        for param in params {
+            args.extend(["--param", param]);
+        }
+        match self.run(&self.with_zips(&args)).await {
+            Ok(Report::Plan(report)) => report,
+            other => panic!("plan {params:?}: {other:?}"),
+        }
+    }
+
+    async fn destroy(&self, args: &[&str]) -> Result<DestroyReport, ops_cli::Error> {
+        let mut argv = vec!["destroy"];
+        argv.extend_from_slice(args);
+        self.run(&argv).await.map(|report| match report {
+            Report::Destroy(report) => report,
+            other => panic!("destroy: {other:?}"),
+        })
+    }
+
+    async fn status(&self) -> Result<StatusReport, ops_cli::Error> {
+        self.run(&["status"]).await.map(|report| match report {
+            Report::Status(report) => report,
+            other => panic!("status: {other:?}"),
+        })
+    }
+}
+
+/// The three handler zips: real ones, or placeholders in a temp dir that
+/// is removed on drop.
+struct Zips {
+    dir: PathBuf,
+    temporary: bool,
+}
+
+impl Zips {
+    fn find_or_make() -> Self {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root");
+        let built = std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| workspace.join("target"), PathBuf::from)
+            .join("lambda");
+        let packages = ops_cli::package::HANDLERS.map(|(package, _)| package);
+        if packages.iter().all(|p| ops_cli::package::zip_path(&built, p).is_file()) {
+            return Self {
+                dir: built,
+                temporary: false,
+            };
+        }
+        let dir = std::env::temp_dir().join(format!("hck-e2e-zips-{}-{}", std::process::id(), fastrand::u64(..)));
+        for package in packages {
+            let path = ops_cli::package::zip_path(&dir, package);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let script = format!("#!/bin/sh\necho placeholder for {package}\n");
+            std::fs::write(&path, stored_zip("bootstrap", script.as_bytes())).unwrap();
+        }
+        Self { dir, temporary: true }
+    }
+}
+
+impl Drop for Zips {
+    fn drop(&mut self) {
+        if self.temporary {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A zip archive holding one uncompressed, executable file.
+fn stored_zip(name: &str, data: &[u8]) -> Vec<u8> {
+    fn crc32(data: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for byte in data {
+            crc ^= u32::from(*byte);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+    let (crc, size, name_len) = (crc32(data), data.len() as u32, name.len() as u16);
+    let mut zip = Vec::new();
+    // Local file header, then the data.
+    zip.extend(0x0403_4b50u32.to_le_bytes());
+    zip.extend([20u16, 0, 0, 0, 0x21].iter().flat_map(|v| v.to_le_bytes()));
+    zip.extend([crc, size, size].iter().flat_map(|v| v.to_le_bytes()));
+    zip.extend([name_len, 0].iter().flat_map(|v| v.to_le_bytes()));
+    zip.extend(name.as_bytes());
+    zip.extend(data);
+    // Central directory entry (made by Unix, mode 0755).
+    let central = zip.len() as u32;
+    zip.extend(0x0201_4b50u32.to_le_bytes());
+    zip.extend([0x031Eu16, 20, 0, 0, 0, 0x21].iter().flat_map(|v| v.to_le_bytes()));
+    zip.extend([crc, size, size].iter().flat_map(|v| v.to_le_bytes()));
+    zip.extend([name_len, 0, 0, 0, 0].iter().flat_map(|v| v.to_le_bytes()));
+    zip.extend((0o100_755u32 << 16).to_le_bytes());
+    zip.extend(0u32.to_le_bytes());
+    zip.extend(name.as_bytes());
+    let central_size = zip.len() as u32 - central;
+    // End of central directory.
+    zip.extend(0x0605_4b50u32.to_le_bytes());
+    zip.extend([0u16, 0, 1, 1].iter().flat_map(|v| v.to_le_bytes()));
+    zip.extend([central_size, central].iter().flat_map(|v| v.to_le_bytes()));
+    zip.extend(0u16.to_le_bytes());
+    zip
+}
+
+/// The service clients the checks read through.
+struct Services {
+    cfn: aws_sdk_cloudformation::Client,
+    dynamodb: aws_sdk_dynamodb::Client,
+    lambda: aws_sdk_lambda::Client,
+    sqs: aws_sdk_sqs::Client,
+    iam: aws_sdk_iam::Client,
+    cloudwatch: aws_sdk_cloudwatch::Client,
+    logs: aws_sdk_cloudwatchlogs::Client,
+}
+
+impl Services {
+    async fn new(emulator: &Emulator) -> Self {
+        let sdk = emulator.sdk_config().await;
+        Self {
+            cfn: aws_sdk_cloudformation::Client::new(&sdk),
+            dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
+            lambda: aws_sdk_lambda::Client::new(&sdk),
+            sqs: aws_sdk_sqs::Client::new(&sdk),
+            iam: aws_sdk_iam::Client::new(&sdk),
+            cloudwatch: aws_sdk_cloudwatch::Client::new(&sdk),
+            logs: aws_sdk_cloudwatchlogs::Client::new(&sdk),
+        }
+    }
+
+    /// Logical id -> physical id of every resource of the stack.
+    async fn physical_ids(&self, stack: &str) -> BTreeMap<String, String> {
+        let resources = self
+            .cfn
+            .list_stack_resources()
+            .stack_name(stack)
+            .send()
+            .await
+            .expect("list stack resources");
+        resources
+            .stack_resource_summaries()
+            .iter()
+            .map(|r| {
+                (
+                    r.logical_resource_id().unwrap_or_default().to_owned(),
+                    r.physical_resource_id().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    async fn stack_exists(&self, stack: &str) -> bool {
+        match self.cfn.describe_stacks().stack_name(stack).send().await {
+            Ok(out) => out
+                .stacks()
+                .iter()
+                .any(|s| s.stack_status().is_some_and(|st| st.as_str() != "DELETE_COMPLETE")),
+            Err(_) => false,
+        }
+    }
+
+    async fn table_exists(&self, table: &str) -> bool {
+        self.dynamodb.describe_table().table_name(table).send().await.is_ok()
+    }
+
+    async fn batch_size(&self, uuid: &str) -> i32 {
+        let mapping = self
+            .lambda
+            .get_event_source_mapping()
+            .uuid(uuid)
+            .send()
+            .await
+            .expect("get mapping");
+        mapping.batch_size().expect("batch size")
+    }
+}
+
+fn out<'a>(outputs: &'a BTreeMap<String, String>, key: &str) -> &'a str {
+    outputs
+        .get(key)
+        .unwrap_or_else(|| panic!("output {key} missing: {outputs:?}"))
+}
+
+/// `arn:aws:dynamodb:r:a:table/<resources>` -> the same ARN for `table`.
+fn table_arn_like(resources_arn: &str, table: &str) -> String {
+    let (prefix, _) = resources_arn.rsplit_once('/').expect("table arn");
+    format!("{prefix}/{table}")
+}
+
+async fn check_tables(s: &Services, o: &BTreeMap<String, String>) {
+    let string_keys = |table: &aws_sdk_dynamodb::types::TableDescription| -> Vec<(String, KeyType)> {
+        table
+            .key_schema()
+            .iter()
+            .map(|k| (k.attribute_name().to_owned(), k.key_type().clone()))
+            .collect()
+    };
+    for (name_output, sort_key, streamed) in [
+        (outputs::RESOURCES_TABLE, "id", true),
+        (outputs::COUNTERS_TABLE, "name", false),
+    ] {
+        let name = out(o, name_output);
+        let described = s
+            .dynamodb
+            .describe_table()
+            .table_name(name)
+            .send()
+            .await
+            .expect("describe table");
+        let table = described.table().expect("table description");
+        assert_eq!(
+            string_keys(table),
+            [
+                ("scope".to_owned(), KeyType::Hash),
+                (sort_key.to_owned(), KeyType::Range)
+            ],
+            "{name} key schema"
+        );
+        for definition in table.attribute_definitions() {
+            assert_eq!(definition.attribute_type().as_str(), "S", "{name}: {definition:?}");
+        }
+        assert_eq!(
+            table.billing_mode_summary().and_then(|b| b.billing_mode()),
+            Some(&BillingMode::PayPerRequest),
+            "{name} billing"
+        );
+        assert_eq!(
+            table.sse_description().and_then(|d| d.status()),
+            Some(&SseStatus::Enabled),
+            "{name} server-side encryption"
+        );
+        let backups = s
+            .dynamodb
+            .describe_continuous_backups()
+            .table_name(name)
+            .send()
+            .await
+            .expect("describe continuous backups");
+        assert_eq!(
+            backups
+                .continuous_backups_description()
+                .and_then(|d| d.point_in_time_recovery_description())
+                .and_then(|p| p.point_in_time_recovery_status()),
+            Some(&PointInTimeRecoveryStatus::Enabled),
+            "{name} point-in-time recovery"
+        );
+        let stream = table.stream_specification();
+        if streamed {
+            let stream = stream.expect("resources table stream");
+            assert!(stream.stream_enabled());
+            assert_eq!(stream.stream_view_type(), Some(&StreamViewType::NewAndOldImages));
+            assert_eq!(
+                table.latest_stream_arn(),
+                Some(out(o, outputs::RESOURCES_TABLE_STREAM_ARN))
+            );
+            assert_eq!(table.table_arn(), Some(out(o, outputs::RESOURCES_TABLE_ARN)));
+        } else {
+            assert!(
+                !stream.is_some_and(|s| s.stream_enabled()),
+                "{name} must have no stream"
+            );
+        }
+    }
+}
+
+/// What each function is expected to look like.
+struct FunctionSpec {
+    output: &'static str,
+    timeout: i32,
+    env: &'static [&'static str],
+}
+
+const FUNCTIONS: [FunctionSpec; 3] = [
+    FunctionSpec {
+        output: outputs::STREAM_COUNTER_FUNCTION,
+        timeout: 60,
+        env: &["COUNTERS_TABLE", "EC_SHARDS", "RESOURCES_TABLE"],
+    },
+    FunctionSpec {
+        output: outputs::DLQ_REPROCESSOR_FUNCTION,
+        timeout: 120,
+        env: &["COUNTERS_TABLE", "EC_SHARDS", "RESOURCES_TABLE"],
+    },
+    FunctionSpec {
+        output: outputs::API_FUNCTION,
+        timeout: 10,
+        env: &["COUNTERS_TABLE", "DEFAULT_LIMIT", "RESOURCES_TABLE"],
+    },
+];
+
+/// Checks the three functions; returns (function name -> role name).
+async fn check_functions(
+    s: &Services,
+    o: &BTreeMap<String, String>,
+    report: &DeployReport,
+) -> BTreeMap<String, String> {
+    let mut roles = BTreeMap::new();
+    let code_hashes: BTreeSet<String> = report
+        .artifacts
+        .iter()
+        .map(|a| {
+            let raw: Vec<u8> = (0..a.sha256.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&a.sha256[i..i + 2], 16).unwrap())
+                .collect();
+            aws_smithy_types::base64::encode(raw)
+        })
+        .collect();
+    for spec in &FUNCTIONS {
+        let name = out(o, spec.output);
+        let config = s
+            .lambda
+            .get_function_configuration()
+            .function_name(name)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("function {name}: {e:?}"));
+        assert_eq!(config.runtime(), Some(&Runtime::Providedal2023), "{name} runtime");
+        assert_eq!(config.handler(), Some("bootstrap"), "{name} handler");
+        assert_eq!(config.architectures(), [Architecture::Arm64], "{name} architecture");
+        assert_eq!(config.memory_size(), Some(256), "{name} memory");
+        assert_eq!(config.timeout(), Some(spec.timeout), "{name} timeout");
+        let variables = config
+            .environment()
+            .and_then(|e| e.variables())
+            .cloned()
+            .unwrap_or_default();
+        let keys: Vec<&str> = {
+            let mut keys: Vec<&str> = variables.keys().map(String::as_str).collect();
+            keys.sort_unstable();
+            keys
+        };
+        assert_eq!(keys, spec.env, "{name} environment");
+        assert_eq!(variables["RESOURCES_TABLE"], out(o, outputs::RESOURCES_TABLE));
+        assert_eq!(variables["COUNTERS_TABLE"], out(o, outputs::COUNTERS_TABLE));
+        if let Some(limit) = variables.get("DEFAULT_LIMIT") {
+            assert_eq!(limit, "100");
+        }
+        if let Some(shards) = variables.get("EC_SHARDS") {
+            assert_eq!(shards, "1");
+        }
+        // Its own log group, JSON logs, 30 days of retention.
+        let group = format!("/aws/lambda/{name}");
+        let logging = config.logging_config().expect("logging config");
+        assert_eq!(
+            logging.log_format().map(|f| f.as_str()),
+            Some("JSON"),
+            "{name} log format"
+        );
+        assert!(
+            logging.log_group().is_some_and(|g| g.contains(&group)),
+            "{name} logs to {group}: {logging:?}"
+        );
+        let groups = s
+            .logs
+            .describe_log_groups()
+            .log_group_name_prefix(&group)
+            .send()
+            .await
+            .expect("describe log groups");
+        let found = groups
+            .log_groups()
+            .iter()
+            .find(|g| g.log_group_name() == Some(group.as_str()))
+            .unwrap_or_else(|| panic!("log group {group} missing"));
+        assert_eq!(found.retention_in_days(), Some(30), "{group} retention");
+        // The code is the uploaded zip: Lambda's CodeSha256 is the base64 SHA-256.
+        let code = config.code_sha256().unwrap_or_default();
+        assert!(
+            code_hashes.contains(code),
+            "{name} code {code} not one of {code_hashes:?}"
+        );
+        let role_arn = config.role().expect("role");
+        let role = role_arn.rsplit('/').next().unwrap().to_owned();
+        roles.insert(name.to_owned(), role);
+    }
+    assert_eq!(
+        roles.values().collect::<BTreeSet<_>>().len(),
+        3,
+        "one role per function: {roles:?}"
+    );
+    roles
+}
+
+/// Decodes an IAM policy document (URL-encoded on the wire, as IAM returns it).
+fn policy_json(document: &str) -> Value {
+    let decoded = if document.trim_start().starts_with('{') {
+        document.to_owned()
+    } else {
+        percent_encoding::percent_decode_str(document)
+            .decode_utf8()
+            .expect("utf-8 policy")
+            .into_owned()
+    };
+    serde_json::from_str(&decoded).unwrap_or_else(|e| panic!("policy document {decoded}: {e}"))
+}
+
+fn as_list(value: &Value) -> Vec<String> {
+    match value {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Every (action, resource) pair a role's inline policies allow.
+async fn allowed_pairs(s: &Services, role: &str) -> BTreeSet<(String, String)> {
+    let names = s
+        .iam
+        .list_role_policies()
+        .role_name(role)
+        .send()
+        .await
+        .expect("list role policies");
+    let attached = s
+        .iam
+        .list_attached_role_policies()
+        .role_name(role)
+        .send()
+        .await
+        .expect("list attached policies");
+    assert!(
+        attached.attached_policies().is_empty(),
+        "{role}: no managed policies expected: {:?}",
+        attached.attached_policies()
+    );
+    let mut pairs = BTreeSet::new();
+    for name in names.policy_names() {
+        let policy = s
+            .iam
+            .get_role_policy()
+            .role_name(role)
+            .policy_name(name)
+            .send()
+            .await
+            .expect("get role policy");
+        let document = policy_json(policy.policy_document());
+        for statement in document["Statement"].as_array().expect("statements") {
+            assert_eq!(statement["Effect"], "Allow", "{role}: {statement}");
+            for action in as_list(&statement["Action"]) {
+                for resource in as_list(&statement["Resource"]) {
+                    pairs.insert((action.clone(), resource));
+                }
+            }
+        }
+    }
+    pairs
+}
+
+async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMap<String, String>) {
+    let resources = out(o, outputs::RESOURCES_TABLE_ARN);
+    let counters = table_arn_like(resources, out(o, outputs::COUNTERS_TABLE));
+    let stream = out(o, outputs::RESOURCES_TABLE_STREAM_ARN);
+    let dlq1 = out(o, outputs::DLQ1_ARN);
+    let account = resources.split(':').nth(4).expect("account in arn");
+    let pair = |a: &str, r: &str| (a.to_owned(), r.to_owned());
+    let logs = |function: &str| {
+        let group = format!("arn:aws:logs:us-east-1:{account}:log-group:/aws/lambda/{function}:*");
+        [pair("logs:CreateLogStream", &group), pair("logs:PutLogEvents", &group)]
+    };
+    let item_writes = [
+        pair("dynamodb:GetItem", resources),
+        pair("dynamodb:UpdateItem", resources),
+        pair("dynamodb:DeleteItem", resources),
+        pair("dynamodb:UpdateItem", &counters),
+    ];
+    let stream_reads = [
+        pair("dynamodb:DescribeStream", stream),
+        pair("dynamodb:GetRecords", stream),
+        pair("dynamodb:GetShardIterator", stream),
+    ];
+
+    let stream_counter = out(o, outputs::STREAM_COUNTER_FUNCTION);
+    let mut expected: BTreeSet<_> = item_writes.iter().chain(&stream_reads).cloned().collect();
+    expected.insert(pair("dynamodb:ListStreams", stream));
+    expected.insert(pair("sqs:SendMessage", dlq1));
+    expected.extend(logs(stream_counter));
+    assert_eq!(
+        allowed_pairs(s, &roles[stream_counter]).await,
+        expected,
+        "stream counter role"
+    );
+
+    let reprocessor = out(o, outputs::DLQ_REPROCESSOR_FUNCTION);
+    let mut expected: BTreeSet<_> = item_writes.iter().chain(&stream_reads).cloned().collect();
+    for action in [
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:GetQueueAttributes",
+        "sqs:ChangeMessageVisibility",
+    ] {
+        expected.insert(pair(action, dlq1));
+    }
+    expected.extend(logs(reprocessor));
+    assert_eq!(
+        allowed_pairs(s, &roles[reprocessor]).await,
+        expected,
+        "reprocessor role"
+    );
+
+    let api = out(o, outputs::API_FUNCTION);
+    let mut expected: BTreeSet<_> = [
+        pair("dynamodb:GetItem", resources),
+        pair("dynamodb:PutItem", resources),
+        pair("dynamodb:UpdateItem", resources),
+        pair("dynamodb:Query", &counters),
+        pair("dynamodb:UpdateItem", &counters),
+        pair("dynamodb:GetItem", &counters),
+    ]
+    .into_iter()
+    .collect();
+    expected.extend(logs(api));
+    assert_eq!(allowed_pairs(s, &roles[api]).await, expected, "api role");
+
+    for role in roles.values() {
+        let described = s.iam.get_role().role_name(role).send().await.expect("get role");
+        let trust = policy_json(
+            described
+                .role()
+                .and_then(|r| r.assume_role_policy_document())
+                .expect("trust policy"),
+        );
+        let statement = &trust["Statement"][0];
+        assert_eq!(trust["Statement"].as_array().map(Vec::len), Some(1), "{role}: {trust}");
+        assert_eq!(
+            as_list(&statement["Principal"]["Service"]),
+            ["lambda.amazonaws.com"],
+            "{role}"
+        );
+        assert_eq!(as_list(&statement["Action"]), ["sts:AssumeRole"], "{role}");
+    }
+}
+
+async fn check_mappings(s: &Services, o: &BTreeMap<String, String>) {
+    let function_of = |arn: Option<&str>| arn.and_then(|a| a.rsplit(':').next()).unwrap_or_default().to_owned();
+
+    let stream = s
+        .lambda
+        .get_event_source_mapping()
+        .uuid(out(o, outputs::STREAM_MAPPING_ID))
+        .send()
+        .await
+        .expect("stream mapping");
+    assert_eq!(
+        stream.event_source_arn(),
+        Some(out(o, outputs::RESOURCES_TABLE_STREAM_ARN))
+    );
+    assert_eq!(
+        function_of(stream.function_arn()),
+        out(o, outputs::STREAM_COUNTER_FUNCTION)
+    );
+    assert_eq!(stream.batch_size(), Some(100));
+    assert_eq!(stream.starting_position().map(|p| p.as_str()), Some("TRIM_HORIZON"));
+    assert_eq!(stream.parallelization_factor(), Some(1));
+    assert_eq!(stream.bisect_batch_on_function_error(), Some(true));
+    assert_eq!(stream.maximum_retry_attempts(), Some(10));
+    assert_eq!(stream.maximum_record_age_in_seconds(), Some(21_600));
+    assert_eq!(
+        stream.function_response_types(),
+        [FunctionResponseType::ReportBatchItemFailures]
+    );
+    assert_eq!(
+        stream
+            .destination_config()
+            .and_then(|d| d.on_failure())
+            .and_then(|f| f.destination()),
+        Some(out(o, outputs::DLQ1_ARN)),
+        "on-failure destination is DLQ1"
+    );
+    let patterns: BTreeSet<String> = stream
+        .filter_criteria()
+        .map(|c| {
+            c.filters()
+                .iter()
+                .filter_map(|f| f.pattern())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    // Compared as canonical JSON (sorted keys), whatever the spacing.
+    let canonical = |v: &Value| v.to_string();
+    let deployed: BTreeSet<String> = patterns
+        .iter()
+        .map(|p| canonical(&serde_json::from_str(p).expect("json pattern")))
+        .collect();
+    let expected: BTreeSet<String> = hybrid_counter::stream::filter::patterns()
+        .iter()
+        .map(canonical)
+        .collect();
+    assert_eq!(deployed, expected, "filter criteria");
+
+    let dlq1 = s
+        .lambda
+        .get_event_source_mapping()
+        .uuid(out(o, outputs::DLQ1_MAPPING_ID))
+        .send()
+        .await
+        .expect("dlq1 mapping");
+    assert_eq!(dlq1.event_source_arn(), Some(out(o, outputs::DLQ1_ARN)));
+    assert_eq!(
+        function_of(dlq1.function_arn()),
+        out(o, outputs::DLQ_REPROCESSOR_FUNCTION)
+    );
+    assert_eq!(dlq1.batch_size(), Some(10));
+    assert_eq!(
+        dlq1.function_response_types(),
+        [FunctionResponseType::ReportBatchItemFailures]
+    );
+}
+
+async fn queue_attributes(s: &Services, url: &str) -> BTreeMap<String, String> {
+    let answer = s
+        .sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::All)
+        .send()
+        .await
+        .expect("queue attributes");
+    answer
+        .attributes()
+        .map(|a| a.iter().map(|(k, v)| (k.as_str().to_owned(), v.clone())).collect())
+        .unwrap_or_default()
+}
+
+async fn check_queues(s: &Services, o: &BTreeMap<String, String>) {
+    let dlq1 = queue_attributes(s, out(o, outputs::DLQ1_URL)).await;
+    assert_eq!(dlq1["QueueArn"], out(o, outputs::DLQ1_ARN));
+    let redrive: Value = serde_json::from_str(&dlq1["RedrivePolicy"]).expect("redrive policy json");
+    assert_eq!(redrive["deadLetterTargetArn"], out(o, outputs::DLQ2_ARN), "{redrive}");
+    assert_eq!(
+        redrive["maxReceiveCount"].to_string().trim_matches('"'),
+        "5",
+        "{redrive}"
+    );
+    assert_eq!(dlq1["SqsManagedSseEnabled"], "true");
+    assert_eq!(dlq1["VisibilityTimeout"], "720");
+    assert_eq!(dlq1["MessageRetentionPeriod"], "1209600");
+
+    let dlq2 = queue_attributes(s, out(o, outputs::DLQ2_URL)).await;
+    assert_eq!(dlq2["QueueArn"], out(o, outputs::DLQ2_ARN));
+    assert_eq!(dlq2["MessageRetentionPeriod"], "1209600", "DLQ2 keeps messages 14 days");
+    assert_eq!(dlq2["SqsManagedSseEnabled"], "true");
+    assert!(
+        !dlq2.contains_key("RedrivePolicy"),
+        "DLQ2 is the end of the line: {dlq2:?}"
+    );
+}
+
+async fn check_alarms(s: &Services, o: &BTreeMap<String, String>) {
+    let names = [
+        out(o, outputs::DLQ2_ALARM_NAME),
+        out(o, outputs::ITERATOR_AGE_ALARM_NAME),
+    ];
+    let described = s
+        .cloudwatch
+        .describe_alarms()
+        .alarm_names(names[0])
+        .alarm_names(names[1])
+        .send()
+        .await
+        .expect("describe alarms");
+    let alarm = |name: &str| {
+        described
+            .metric_alarms()
+            .iter()
+            .find(|a| a.alarm_name() == Some(name))
+            .unwrap_or_else(|| panic!("alarm {name} missing"))
+            .clone()
+    };
+    let dimensions = |a: &aws_sdk_cloudwatch::types::MetricAlarm| -> Vec<(String, String)> {
+        a.dimensions()
+            .iter()
+            .map(|d| {
+                (
+                    d.name().unwrap_or_default().to_owned(),
+                    d.value().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+
+    let dlq2 = alarm(names[0]);
+    let dlq2_name = out(o, outputs::DLQ2_URL).rsplit('/').next().unwrap();
+    assert_eq!(dlq2.namespace(), Some("AWS/SQS"));
+    assert_eq!(dlq2.metric_name(), Some("ApproximateNumberOfMessagesVisible"));
+    assert_eq!(dimensions(&dlq2), [("QueueName".to_owned(), dlq2_name.to_owned())]);
+    assert_eq!(dlq2.statistic().map(|s| s.as_str()), Some("Maximum"));
+    assert_eq!((dlq2.period(), dlq2.evaluation_periods()), (Some(60), Some(1)));
+    assert_eq!(dlq2.threshold(), Some(1.0));
+    assert_eq!(
+        dlq2.comparison_operator().map(|c| c.as_str()),
+        Some("GreaterThanOrEqualToThreshold")
+    );
+    assert_eq!(dlq2.treat_missing_data(), Some("notBreaching"));
+
+    let age = alarm(names[1]);
+    assert_eq!(age.namespace(), Some("AWS/Lambda"));
+    assert_eq!(age.metric_name(), Some("IteratorAge"));
+    assert_eq!(
+        dimensions(&age),
+        [(
+            "FunctionName".to_owned(),
+            out(o, outputs::STREAM_COUNTER_FUNCTION).to_owned()
+        )]
+    );
+    assert_eq!(age.statistic().map(|s| s.as_str()), Some("Maximum"));
+    assert_eq!((age.period(), age.evaluation_periods()), (Some(60), Some(5)));
+    assert_eq!(age.threshold(), Some(60_000.0));
+    assert_eq!(
+        age.comparison_operator().map(|c| c.as_str()),
+        Some("GreaterThanThreshold")
+    );
+    assert_eq!(age.treat_missing_data(), Some("notBreaching"));
+}
+
+async fn check_function_url(s: &Services, o: &BTreeMap<String, String>) {
+    let url = s
+        .lambda
+        .get_function_url_config()
+        .function_name(out(o, outputs::API_FUNCTION))
+        .send()
+        .await
+        .expect("function url");
+    assert_eq!(url.auth_type(), &FunctionUrlAuthType::AwsIam);
+    assert_eq!(url.function_url(), out(o, outputs::API_FUNCTION_URL));
+}
+
+#[tokio::test]
+async fn deploy_verifies_redeploys_updates_and_destroys_the_stack() {
+    let emulator = Emulator::start();
+    let services = Services::new(&emulator).await;
+    let cli = Counterctl::new(&emulator);
+    let stack_name = "hybrid-counter";
+    let template = stack::template();
+
+    // A plan of a new stack lists every resource as an addition and applies nothing.
+    let plan = cli.plan(&[]).await;
+    assert_eq!(plan.change_set_type, "CREATE");
+    assert!(!plan.no_changes);
+    let added: BTreeSet<&str> = plan.diff.resources.iter().map(|r| r.logical_id.as_str()).collect();
+    let expected: BTreeSet<&str> = template.resources.keys().map(String::as_str).collect();
+    assert_eq!(added, expected);
+    assert!(
+        plan.diff
+            .resources
+            .iter()
+            .all(|r| r.action == ops_cli::diff::Action::Add)
+    );
+    assert!(
+        !services.stack_exists(stack_name).await,
+        "plan must not leave a stack behind"
+    );
+
+    // Deploy.
+    let first = cli.deploy(&[]).await;
+    eprintln!("first deploy against the emulator: {:.2}s", first.seconds);
+    assert_eq!(first.outcome, Outcome::Created, "{first}");
+    assert_eq!(first.status, "CREATE_COMPLETE");
+    assert_eq!(Report::Deploy(first.clone()).exit_code(), exit::SUCCESS);
+    assert!(
+        first
+            .artifacts
+            .iter()
+            .all(|a| a.state == ops_cli::package::ArtifactState::Uploaded),
+        "{:?}",
+        first.artifacts
+    );
+    for key in outputs::ALL {
+        assert!(!out(&first.outputs, key).is_empty(), "output {key} is empty");
+    }
+    let created: BTreeSet<&str> = first
+        .events
+        .iter()
+        .filter(|e| e.status == "CREATE_COMPLETE" && !e.is_stack_event())
+        .map(|e| e.logical_id.as_str())
+        .collect();
+    assert_eq!(created, expected, "one CREATE_COMPLETE event per resource");
+    let o = first.outputs.clone();
+
+    check_tables(&services, &o).await;
+    let roles = check_functions(&services, &o, &first).await;
+    check_roles(&services, &o, &roles).await;
+    check_mappings(&services, &o).await;
+    check_queues(&services, &o).await;
+    check_alarms(&services, &o).await;
+    check_function_url(&services, &o).await;
+
+    let status = cli.status().await.expect("status");
+    assert_eq!(status.status, "CREATE_COMPLETE");
+    assert_eq!(status.mappings.len(), 2);
+    assert!(status.mappings.iter().all(|m| m.problem.is_none()), "{status}");
+    assert_eq!(status.mappings[0].batch_size, Some(100));
+    assert_eq!(
+        status.mappings[0].on_failure_destination.as_deref(),
+        Some(out(&o, outputs::DLQ1_ARN))
+    );
+    assert!(status.queues.iter().all(|q| q.visible == Some(0)), "{status}");
+    assert_eq!(status.alarms.len(), 2);
+    assert!(
+        status.alarms.iter().all(|a| a.problem.is_none() && a.state.is_some()),
+        "{status}"
+    );
+    assert!(status.healthy(), "{status}");
+
+    // Redeploy with nothing changed: success, nothing executed, nothing replaced.
+    let ids_before = services.physical_ids(stack_name).await;
+    assert_eq!(ids_before.len(), template.resources.len());
+    let again = cli.deploy(&[]).await;
+    assert_eq!(again.outcome, Outcome::Unchanged, "{again}");
+    assert!(again.no_change_reason.is_some());
+    assert!(again.events.is_empty(), "nothing executed: {:?}", again.events);
+    assert!(
+        again
+            .artifacts
+            .iter()
+            .all(|a| a.state == ops_cli::package::ArtifactState::Present),
+        "unchanged code is not uploaded again"
+    );
+    assert_eq!(Report::Deploy(again.clone()).exit_code(), exit::SUCCESS);
+    assert_eq!(
+        services.physical_ids(stack_name).await,
+        ids_before,
+        "no resource replaced"
+    );
+    assert_eq!(again.outputs, o);
+
+    // Plan a parameter change: exactly the stream mapping's batch size, nothing applied.
+    let plan = cli.plan(&["StreamBatchSize=25"]).await;
+    assert_eq!(plan.change_set_type, "UPDATE");
+    assert!(!plan.no_changes, "{plan}");
+    let changed: Vec<&str> = plan.diff.resources.iter().map(|r| r.logical_id.as_str()).collect();
+    assert_eq!(changed, [stack::logical::STREAM_MAPPING], "{plan}");
+    let mapping = &plan.diff.resources[0];
+    assert_eq!(mapping.action, ops_cli::diff::Action::Modify);
+    assert_eq!(mapping.properties.len(), 1, "{plan}");
+    assert_eq!(mapping.properties[0].name, "BatchSize");
+    assert_eq!(mapping.properties[0].causes, ["parameter StreamBatchSize"]);
+    assert_eq!(plan.diff.parameters.len(), 1);
+    assert_eq!(plan.diff.parameters[0].old.as_deref(), Some("100"));
+    assert_eq!(plan.diff.parameters[0].new.as_deref(), Some("25"));
+    let text = plan.to_string();
+    assert!(
+        text.contains("StreamMapping") && text.contains("BatchSize (parameter StreamBatchSize)"),
+        "{text}"
+    );
+    let mapping_id = out(&o, outputs::STREAM_MAPPING_ID);
+    assert_eq!(services.batch_size(mapping_id).await, 100, "plan applies nothing");
+
+    // Apply it.
+    let update = cli.deploy(&["StreamBatchSize=25"]).await;
+    assert_eq!(update.outcome, Outcome::Updated, "{update}");
+    assert_eq!(update.status, "UPDATE_COMPLETE");
+    assert_eq!(
+        services.batch_size(mapping_id).await,
+        25,
+        "the new batch size is on the mapping"
+    );
+    assert_eq!(update.outputs, o, "updated in place: same outputs");
+    assert_eq!(services.physical_ids(stack_name).await, ids_before, "nothing replaced");
+    let touched: BTreeSet<&str> = update
+        .events
+        .iter()
+        .filter(|e| !e.is_stack_event())
+        .map(|e| e.logical_id.as_str())
+        .collect();
+    assert_eq!(
+        touched,
+        BTreeSet::from([stack::logical::STREAM_MAPPING]),
+        "{:?}",
+        update.events
+    );
+
+    // A later deploy without the flag keeps the deployed value.
+    let keep = cli.deploy(&[]).await;
+    assert_eq!(keep.outcome, Outcome::Unchanged, "{keep}");
+    assert_eq!(keep.parameters["StreamBatchSize"], "25");
+    assert_eq!(services.batch_size(mapping_id).await, 25);
+
+    // Destroy: the stack goes, the tables stay.
+    let destroyed = cli.destroy(&[]).await.expect("destroy");
+    assert!(destroyed.existed && destroyed.deleted, "{destroyed}");
+    assert_eq!(
+        destroyed.retained_tables,
+        [out(&o, outputs::RESOURCES_TABLE), out(&o, outputs::COUNTERS_TABLE)]
+    );
+    assert!(destroyed.deleted_tables.is_empty());
+    assert!(!services.stack_exists(stack_name).await);
+    assert!(
+        services.table_exists(out(&o, outputs::RESOURCES_TABLE)).await,
+        "resources table retained"
+    );
+    assert!(
+        services.table_exists(out(&o, outputs::COUNTERS_TABLE)).await,
+        "counters table retained"
+    );
+    let gone = services
+        .lambda
+        .get_function_configuration()
+        .function_name(out(&o, outputs::API_FUNCTION))
+        .send()
+        .await;
+    assert!(gone.is_err(), "functions are deleted with the stack");
+
+    // Status of a missing stack: a clear error and the not-found exit code.
+    let err = cli.status().await.unwrap_err();
+    assert_eq!(err.exit_code(), exit::NOT_FOUND);
+    assert!(err.to_string().contains("does not exist"), "{err}");
+    // Destroying again is a no-op.
+    let again = cli.destroy(&[]).await.expect("second destroy");
+    assert!(!again.existed);
+}
+
+#[tokio::test]
+async fn a_failed_create_names_the_failing_resource_and_blocks_updates_until_destroyed() {
+    let emulator = Emulator::start();
+    let services = Services::new(&emulator).await;
+    let cli = Counterctl::new(&emulator);
+    // A table already holds the counters table's name: its creation fails.
+    let config = hybrid_counter::CounterConfig {
+        resources_table: "other-resources".into(),
+        counters_table: "hybrid-counter-counters".into(),
+        default_limit: None,
+        eventual_shards: 1,
+    };
+    e2e::create_tables(&services.dynamodb, &config).await;
+
+    let failed = cli.deploy(&[]).await;
+    assert_eq!(failed.outcome, Outcome::Failed, "{failed}");
+    assert_eq!(Report::Deploy(failed.clone()).exit_code(), exit::FAILED);
+    assert!(!failed.failures.is_empty());
+    let text = failed.to_string();
+    assert!(text.contains("DEPLOY FAILED"), "{text}");
+    assert!(
+        failed.failures.iter().any(
+            |f| f.logical_id == stack::logical::COUNTERS_TABLE || f.reason.contains(stack::logical::COUNTERS_TABLE)
+        ),
+        "the counters table is named as the failure: {:?}",
+        failed.failures
+    );
+
+    // The stack cannot be updated from a failed create: a clear error, exit 1.
+    let err = cli.run(&cli.with_zips(&["deploy"])).await.unwrap_err();
+    assert!(matches!(err, ops_cli::Error::StackUnusable { .. }), "{err}");
+    assert_eq!(err.exit_code(), exit::FAILED);
+    assert!(err.to_string().contains("counterctl destroy"), "{err}");
+
+    let destroyed = cli.destroy(&[]).await.expect("destroy");
+    assert!(destroyed.deleted, "{destroyed}");
+    assert!(!services.stack_exists("hybrid-counter").await);
+}
+
+#[tokio::test]
+async fn destroy_deletes_data_only_when_confirmed() {
+    let emulator = Emulator::start();
+    let services = Services::new(&emulator).await;
+    let cli = Counterctl::new(&emulator);
+
+    // Missing zips are a usage error before anything is sent.
+    let err = cli
+        .run(&["deploy", "--artifacts-dir", "/nonexistent/lambda"])
+        .await
+        .unwrap_err();
+    assert_eq!(err.exit_code(), exit::USAGE);
+    assert!(err.to_string().contains("make build"), "{err}");
+
+    let deployed = cli.deploy(&["NamePrefix=hck-data"]).await;
+    assert_eq!(deployed.outcome, Outcome::Created, "{deployed}");
+    let tables = [
+        out(&deployed.outputs, outputs::RESOURCES_TABLE).to_owned(),
+        out(&deployed.outputs, outputs::COUNTERS_TABLE).to_owned(),
+    ];
+    assert_eq!(tables, ["hck-data-resources", "hck-data-counters"]);
+
+    // Not a terminal and no --yes: refused, nothing deleted.
+    let err = cli.destroy(&["--delete-data"]).await.unwrap_err();
+    assert!(matches!(err, ops_cli::Error::ConfirmationRequired), "{err}");
+    assert_eq!(err.exit_code(), exit::USAGE);
+    assert!(services.stack_exists("hybrid-counter").await);
+
+    let destroyed = cli.destroy(&["--delete-data", "--yes"]).await.expect("destroy");
+    assert!(destroyed.deleted, "{destroyed}");
+    assert_eq!(destroyed.deleted_tables, tables);
+    assert!(destroyed.retained_tables.is_empty());
+    for table in &tables {
+        assert!(!services.table_exists(table).await, "{table} deleted");
+    }
+}
