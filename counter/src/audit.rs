@@ -66,8 +66,10 @@ mod tests {
     }
 }
 
-/// What an audit of one scope found. `EC != processed` and `BE > live` are
-/// defects; `BE < live` is the expected undercount of a best-effort counter.
+/// What an audit of one scope found: every finding is drift (a counter that
+/// differs from the truth, repairable). `EC != processed` and `BE > live`
+/// are also defects of the kit; `BE < live` is the expected undercount of a
+/// best-effort counter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Finding {
@@ -80,8 +82,8 @@ pub enum Finding {
 }
 
 impl Finding {
-    /// Whether this finding is drift (a defect), not an expected state.
-    pub fn is_drift(&self) -> bool {
+    /// Whether this finding is a defect of the kit, not an expected state.
+    pub fn is_defect(&self) -> bool {
         !matches!(self, Finding::BestEffortBelowLive { .. })
     }
 }
@@ -158,7 +160,7 @@ mod audit_tests {
     }
 
     #[test]
-    fn eventual_mismatch_and_best_effort_overcount_are_drift_undercount_is_not() {
+    fn eventual_mismatch_and_best_effort_overcount_are_defects_undercount_is_not() {
         let f = findings(&counts(5, 4), 6, 3);
         assert_eq!(
             f,
@@ -173,10 +175,10 @@ mod audit_tests {
                 }
             ]
         );
-        assert!(f.iter().all(Finding::is_drift));
+        assert!(f.iter().all(Finding::is_defect));
         let under = findings(&counts(5, 5), 2, 5);
         assert_eq!(under.len(), 1);
-        assert!(!under[0].is_drift());
+        assert!(!under[0].is_defect());
     }
 
     #[test]

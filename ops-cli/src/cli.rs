@@ -102,6 +102,86 @@ pub enum Command {
     Destroy(DestroyArgs),
     /// Stack status and outputs, event source mappings, DLQ depths and alarm states.
     Status,
+    /// Count every scope's items by state and compare them with the counters; exit 1 when a counter differs.
+    /// --repair heals it (EC := processed, BE := live, never above) with optimistic concurrency.
+    Audit(AuditArgs),
+    /// One scope's best-effort, eventual and effective usage, and its limit.
+    Usage(ScopeArgs),
+    /// Read or change one scope's limit override.
+    #[command(subcommand)]
+    Limit(LimitCommand),
+    /// Generate load with the counter library (create/delete in many scopes), then wait for the
+    /// stream to drain and audit the scopes.
+    Load(LoadArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AuditArgs {
+    /// Audit only this scope (one strongly consistent Query) instead of scanning the table.
+    #[arg(long)]
+    pub scope: Option<String>,
+    /// Write the repairs.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub repair: bool,
+    /// Show the repairs that --repair would write, write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Parallel Scan segments.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub segments: u32,
+    /// Tries per scope before a scope under continuous writes is reported as not repaired.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub attempts: u32,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ScopeArgs {
+    /// The scope (account, tenant).
+    pub scope: String,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum LimitCommand {
+    /// The scope's limit and where it comes from.
+    Get(ScopeArgs),
+    /// Override the scope's limit.
+    Set {
+        scope: String,
+        #[arg(value_parser = clap::value_parser!(u64))]
+        limit: u64,
+    },
+    /// Remove the override: the stack's default limit applies again.
+    Clear(ScopeArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LoadArgs {
+    /// Number of scopes (named <prefix>-0 .. <prefix>-N-1).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub scopes: u32,
+    #[arg(long, default_value = "load")]
+    pub scope_prefix: String,
+    /// Concurrent workers.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub workers: u32,
+    /// Total operations [default: 1000 unless --duration is given].
+    #[arg(long, conflicts_with = "duration")]
+    pub operations: Option<u64>,
+    /// Run for this many seconds instead of a number of operations.
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<u64>,
+    /// Share of operations that delete an item created earlier, 0 to 1.
+    #[arg(long, default_value_t = 0.2)]
+    pub delete_ratio: f64,
+    /// Limit override written to every load scope before the run.
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Seconds to wait for the stream consumer to drain before the audit; 0 skips both.
+    #[arg(long, default_value_t = 120, value_name = "SECONDS")]
+    pub drain_timeout: u64,
+    /// Seed of the workers' random choices.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 /// What goes into the stack: parameter overrides and the handler zips.

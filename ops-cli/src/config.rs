@@ -75,6 +75,13 @@ pub enum CommandConfig {
         timeout: Duration,
     },
     Status,
+    Audit(crate::commands::audit::AuditOptions),
+    Usage(hybrid_counter::Scope),
+    Limit {
+        scope: hybrid_counter::Scope,
+        action: crate::commands::scope::LimitAction,
+    },
+    Load(crate::commands::load::LoadOptions),
 }
 
 impl CommandConfig {
@@ -84,6 +91,10 @@ impl CommandConfig {
             CommandConfig::Deploy { .. } => "deploy",
             CommandConfig::Destroy { .. } => "destroy",
             CommandConfig::Status => "status",
+            CommandConfig::Audit(_) => "audit",
+            CommandConfig::Usage(_) => "usage",
+            CommandConfig::Limit { .. } => "limit",
+            CommandConfig::Load(_) => "load",
         }
     }
 }
@@ -102,6 +113,42 @@ pub struct StackInputs {
 pub struct EnvSnapshot {
     pub cargo_target_dir: Option<PathBuf>,
     pub fakecloud_bin: Option<String>,
+}
+
+/// A scope given on the command line, validated like the API validates it.
+fn scope_arg(raw: &str) -> Result<hybrid_counter::Scope> {
+    hybrid_counter::Scope::new(raw).map_err(|e| Error::InvalidArgument(e.to_string()))
+}
+
+fn load_options(args: crate::cli::LoadArgs) -> Result<crate::commands::load::LoadOptions> {
+    use crate::commands::load::{LoadOptions, Stop};
+    if !(0.0..=1.0).contains(&args.delete_ratio) {
+        return Err(Error::InvalidArgument(format!(
+            "--delete-ratio must be between 0 and 1, got {}",
+            args.delete_ratio
+        )));
+    }
+    // The scopes are <prefix>-<n>: check the longest one up front.
+    scope_arg(&format!("{}-{}", args.scope_prefix, args.scopes.saturating_sub(1)))?;
+    let stop = match (args.operations, args.duration) {
+        (_, Some(0)) | (Some(0), _) => {
+            return Err(Error::InvalidArgument(
+                "--operations and --duration must be positive".into(),
+            ));
+        }
+        (_, Some(seconds)) => Stop::Duration(Duration::from_secs(seconds)),
+        (operations, None) => Stop::Operations(operations.unwrap_or(1000)),
+    };
+    Ok(LoadOptions {
+        scopes: args.scopes,
+        scope_prefix: args.scope_prefix,
+        workers: args.workers,
+        stop,
+        delete_ratio: args.delete_ratio,
+        limit: args.limit,
+        drain_timeout: Duration::from_secs(args.drain_timeout),
+        seed: args.seed,
+    })
 }
 
 impl Config {
@@ -146,6 +193,33 @@ impl Config {
                 timeout: Duration::from_secs(args.timeout.max(1)),
             },
             Command::Status => CommandConfig::Status,
+            Command::Audit(args) => CommandConfig::Audit(crate::commands::audit::AuditOptions {
+                scope: args.scope.as_deref().map(scope_arg).transpose()?,
+                mode: if args.repair {
+                    hybrid_counter::store::dynamo::RepairMode::Apply
+                } else if args.dry_run {
+                    hybrid_counter::store::dynamo::RepairMode::DryRun
+                } else {
+                    hybrid_counter::store::dynamo::RepairMode::None
+                },
+                segments: args.segments,
+                attempts: args.attempts,
+            }),
+            Command::Usage(args) => CommandConfig::Usage(scope_arg(&args.scope)?),
+            Command::Limit(limit) => {
+                use crate::cli::LimitCommand;
+                use crate::commands::scope::LimitAction;
+                let (scope, action) = match limit {
+                    LimitCommand::Get(args) => (args.scope, LimitAction::Get),
+                    LimitCommand::Set { scope, limit } => (scope, LimitAction::Set(Some(limit))),
+                    LimitCommand::Clear(args) => (args.scope, LimitAction::Set(None)),
+                };
+                CommandConfig::Limit {
+                    scope: scope_arg(&scope)?,
+                    action,
+                }
+            }
+            Command::Load(args) => CommandConfig::Load(load_options(args)?),
         };
 
         Ok(Self {
@@ -316,6 +390,32 @@ mod tests {
     fn overrides(raw: &[&str]) -> Result<BTreeMap<String, String>> {
         let raw: Vec<String> = raw.iter().map(|s| (*s).to_owned()).collect();
         parse_overrides(&stack::template(), &raw)
+    }
+
+    #[test]
+    fn operator_commands_validate_scopes_and_load_settings_before_any_io() {
+        for (args, needle) in [
+            (&["usage", ""][..], "scope must not be empty"),
+            (&["limit", "set", "a\tb", "5"][..], "control character"),
+            (&["audit", "--scope", " x"][..], "whitespace"),
+            (&["load", "--delete-ratio", "1.5"][..], "--delete-ratio"),
+            (&["load", "--operations", "0"][..], "positive"),
+            (&["load", "--scope-prefix", "a\u{1}"][..], "control character"),
+        ] {
+            let err = config(args, &[]).unwrap_err();
+            assert_eq!(err.exit_code(), crate::exit::USAGE, "{args:?}");
+            assert!(err.to_string().contains(needle), "{args:?}: {err}");
+        }
+        let ok = config(&["audit", "--repair", "--scope", "acct"], &[]).unwrap();
+        let CommandConfig::Audit(audit) = ok.command else {
+            panic!()
+        };
+        assert_eq!(audit.mode, hybrid_counter::store::dynamo::RepairMode::Apply);
+        let load = config(&["load", "--duration", "5"], &[]).unwrap();
+        let CommandConfig::Load(load) = load.command else {
+            panic!()
+        };
+        assert_eq!(load.stop, crate::commands::load::Stop::Duration(Duration::from_secs(5)));
     }
 
     #[test]

@@ -57,6 +57,14 @@ pub enum Error {
     #[error("refusing to delete the data tables without confirmation: pass --yes, or run in a terminal to be asked")]
     ConfirmationRequired,
 
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    #[error(
+        "stack {name} has no output {missing}: it was not deployed by this version of counterctl; run `counterctl deploy`"
+    )]
+    StackIncomplete { name: String, missing: String },
+
     #[error("aborted: {0}")]
     Aborted(String),
 
@@ -140,11 +148,13 @@ impl Error {
             | Error::NoRegion
             | Error::BucketName { .. }
             | Error::MissingArtifact { .. }
-            | Error::ConfirmationRequired => exit::USAGE,
+            | Error::ConfirmationRequired
+            | Error::InvalidArgument(_) => exit::USAGE,
             Error::Aborted(_)
             | Error::StackBusy { .. }
             | Error::StackUnusable { .. }
             | Error::ChangeSetFailed { .. }
+            | Error::StackIncomplete { .. }
             | Error::Template(_) => exit::FAILED,
             Error::StackNotFound { .. } => exit::NOT_FOUND,
             Error::EmulatorNotInstalled { .. }

@@ -26,7 +26,9 @@ pub const HELP: &str = "\
 Exit codes:
   0  success (a plan or deploy with nothing to change included)
   1  the operation failed: deploy rolled back, change set rejected, delete
-     failed, confirmation declined; for status: something needs attention
+     failed, confirmation declined; for status: something needs attention;
+     for audit: a counter differs from the items (drift); for load: drift
+     after the stream drained
   2  usage or configuration error: bad flag or --param, missing handler zip,
      LOCALSTACK_AUTH_TOKEN unset
   3  the stack does not exist

@@ -39,7 +39,7 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         CommandConfig::Plan(inputs) | CommandConfig::Deploy { inputs, .. } => {
             commands::locate_artifacts(config, inputs)?
         }
-        CommandConfig::Destroy { .. } | CommandConfig::Status => Vec::new(),
+        _ => Vec::new(),
     };
     let clients = connect::connect(config, ui).await?;
     let ctx = Context {
@@ -68,6 +68,10 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
             .await?,
         ),
         CommandConfig::Status => Report::Status(commands::status::run(&ctx).await?),
+        CommandConfig::Audit(options) => Report::Audit(commands::audit::run(&ctx, options).await?),
+        CommandConfig::Usage(scope) => Report::Usage(commands::scope::usage(&ctx, scope).await?),
+        CommandConfig::Limit { scope, action } => Report::Limit(commands::scope::limit(&ctx, scope, action).await?),
+        CommandConfig::Load(options) => Report::Load(commands::load::run(&ctx, options).await?),
     };
     Ok(report)
 }

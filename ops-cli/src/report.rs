@@ -22,6 +22,10 @@ pub enum Report {
     Deploy(DeployReport),
     Destroy(DestroyReport),
     Status(StatusReport),
+    Audit(crate::commands::audit::AuditReport),
+    Usage(crate::commands::scope::UsageReport),
+    Limit(crate::commands::scope::LimitReport),
+    Load(crate::commands::load::LoadReport),
 }
 
 impl Report {
@@ -33,6 +37,9 @@ impl Report {
             Report::Deploy(report) => report.succeeded(),
             Report::Destroy(report) => report.succeeded(),
             Report::Status(report) => report.healthy(),
+            Report::Audit(report) => report.healthy(),
+            Report::Usage(_) | Report::Limit(_) => true,
+            Report::Load(report) => report.healthy(),
         };
         if ok { exit::SUCCESS } else { exit::FAILED }
     }
@@ -53,6 +60,10 @@ impl fmt::Display for Report {
             Report::Deploy(report) => report.fmt(f),
             Report::Destroy(report) => report.fmt(f),
             Report::Status(report) => report.fmt(f),
+            Report::Audit(report) => report.fmt(f),
+            Report::Usage(report) => report.fmt(f),
+            Report::Limit(report) => report.fmt(f),
+            Report::Load(report) => report.fmt(f),
         }
     }
 }

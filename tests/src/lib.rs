@@ -6,6 +6,8 @@
 //! The emulator is required: when its binary is missing the harness panics
 //! with the install command. Tests are never skipped.
 
+pub mod counterctl;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -317,4 +319,71 @@ pub async fn create_tables(client: &aws_sdk_dynamodb::Client, config: &CounterCo
         .and_then(|t| t.latest_stream_arn())
         .expect("resources table has a stream")
         .to_owned()
+}
+
+/// Runs every event source mapping deployed in the emulator at `endpoint`
+/// until idle, invoking the kit's handler functions in process (the stream
+/// counter and the DLQ reprocessor, recognised by their function names'
+/// suffixes) against `config`'s tables: what `counterctl local run` does
+/// with the real binaries, minus `cargo lambda watch`.
+pub async fn drain_deployed(endpoint: &str, config: &CounterConfig) -> esm_runner::RunReport {
+    use esm_runner::{FnInvoker, Invocation, Runner, RunnerConfig};
+    let sdk = aws_config::defaults(BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "test", "test", None, None, "e2e",
+        ))
+        .load()
+        .await;
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), config);
+    let processor = Processor::new(store).with_eventual_shards(config.eventual_shards);
+    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+    let invoker = FnInvoker::new(move |function: String, payload: serde_json::Value| {
+        let (processor, streams) = (processor.clone(), streams.clone());
+        async move {
+            let context = lambda_runtime::Context::default();
+            let result = if function.ends_with("-dlq-reprocessor") {
+                let event = serde_json::from_value(payload).map_err(|e| e.to_string());
+                match event {
+                    Ok(event) => hybrid_counter::lambda::handle_dlq_event(
+                        &processor,
+                        &streams,
+                        lambda_runtime::LambdaEvent::new(event, context),
+                    )
+                    .await
+                    .map(|r| serde_json::to_value(r).unwrap_or_default())
+                    .map_err(|e| e.to_string()),
+                    Err(e) => Err(e),
+                }
+            } else {
+                let event = serde_json::from_value(payload).map_err(|e| e.to_string());
+                match event {
+                    Ok(event) => handle_stream_event(&processor, lambda_runtime::LambdaEvent::new(event, context))
+                        .await
+                        .map(|r| serde_json::to_value(r).unwrap_or_default())
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e),
+                }
+            };
+            Ok(match result {
+                Ok(response) => Invocation::Response(response),
+                Err(message) => Invocation::error("Handler", &message),
+            })
+        }
+    });
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf();
+    let mut runner_config = RunnerConfig::new(endpoint, workspace);
+    runner_config.poll_interval = Duration::from_millis(100);
+    runner_config.retry_delay = Duration::from_millis(10);
+    runner_config.idle_timeout = Duration::from_secs(120);
+    Runner::connect(runner_config, invoker)
+        .await
+        .expect("connect the local runner")
+        .run_until_idle()
+        .await
+        .expect("the deployed mappings drain")
 }

@@ -405,8 +405,14 @@ pub struct ScopeAudit {
 }
 
 impl ScopeAudit {
+    /// Whether a counter differs from the truth (any finding).
     pub fn has_drift(&self) -> bool {
-        self.findings.iter().any(crate::audit::Finding::is_drift)
+        !self.findings.is_empty()
+    }
+
+    /// Whether a finding is a defect of the kit (EC != processed, BE > live).
+    pub fn has_defect(&self) -> bool {
+        self.findings.iter().any(crate::audit::Finding::is_defect)
     }
 }
 

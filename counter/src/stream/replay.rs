@@ -179,10 +179,12 @@ pub async fn replay<S: Store>(
         )));
     }
     // The batch only held records that passed the mapping's filter.
-    let decoded = records
+    // Collected before the await so the future stays `Send`.
+    let decoded: Vec<_> = records
         .iter()
         .filter(|r| filter::passes(&to_lambda_record(r, &info.stream_arn)))
-        .map(ChangeRecord::from_streams_api);
+        .map(ChangeRecord::from_streams_api)
+        .collect();
     let report = processor.process(decoded, now).await;
     match (&report.failed_sequence_number, &report.failure_reason) {
         (None, None) => Ok(report),

@@ -2,9 +2,12 @@
 //! handlers, work out the parameters, create a change set and turn it into
 //! a diff; `plan` then throws the change set away, `deploy` executes it.
 
+pub mod audit;
 pub mod deploy;
 pub mod destroy;
+pub mod load;
 pub mod plan;
+pub mod scope;
 pub mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -48,6 +51,31 @@ impl Context<'_> {
             region: self.clients.region.clone(),
         }
     }
+}
+
+/// The deployed kit's data location, read from the stack: its tables (from
+/// the outputs), the default limit and the eventual-counter shard count
+/// (from the parameters). What `audit`, `usage`, `limit`, `load` and
+/// `redrive --replay` work against.
+pub async fn counter_config(ctx: &Context<'_>) -> Result<hybrid_counter::CounterConfig> {
+    let stack = cfn::describe(&ctx.clients.cloudformation, &ctx.config.stack_name)
+        .await?
+        .ok_or_else(|| ctx.not_found())?;
+    let output = |key: &str| {
+        stack.outputs.get(key).cloned().ok_or_else(|| Error::StackIncomplete {
+            name: ctx.config.stack_name.clone(),
+            missing: key.to_owned(),
+        })
+    };
+    let number = |key: &str| stack.parameters.get(key).and_then(|v| v.trim().parse::<u64>().ok());
+    Ok(hybrid_counter::CounterConfig {
+        resources_table: output(stack::outputs::RESOURCES_TABLE)?,
+        counters_table: output(stack::outputs::COUNTERS_TABLE)?,
+        default_limit: number(stack::params::DEFAULT_LIMIT),
+        eventual_shards: number(stack::params::EC_SHARD_COUNT)
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(1),
+    })
 }
 
 /// Where a command ran, for the reports.

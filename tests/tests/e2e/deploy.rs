@@ -8,189 +8,19 @@
 //! a parameter change goes through `plan` then `deploy`, and `destroy`
 //! leaves the tables in place.
 //!
-//! Handler zips: the real cargo-lambda ones under `target/lambda` when
-//! `make build` has produced all three, otherwise small placeholder zips
-//! (a `bootstrap` file each) in a temporary directory, passed with
-//! `--artifacts-dir`. The emulator stores function code but never runs it,
-//! so the placeholders exercise the same packaging path.
+//! Handler zips: see [`e2e::counterctl`].
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 
 use aws_sdk_dynamodb::types::{BillingMode, KeyType, PointInTimeRecoveryStatus, SseStatus, StreamViewType};
 use aws_sdk_lambda::types::{Architecture, FunctionResponseType, FunctionUrlAuthType, Runtime};
 use aws_sdk_sqs::types::QueueAttributeName;
-use clap::Parser;
 use e2e::Emulator;
-use ops_cli::cli::Cli;
+use e2e::counterctl::Counterctl;
 use ops_cli::commands::deploy::{DeployReport, Outcome};
-use ops_cli::commands::destroy::DestroyReport;
-use ops_cli::commands::plan::PlanReport;
-use ops_cli::commands::status::StatusReport;
-use ops_cli::progress::Ui;
-use ops_cli::{Config, Report, exit};
+use ops_cli::{Report, exit};
 use serde_json::Value;
 use stack::outputs;
-
-/// Runs counterctl commands against one emulator.
-struct Counterctl {
-    endpoint: String,
-    zips: Zips,
-}
-
-impl Counterctl {
-    fn new(emulator: &Emulator) -> Self {
-        Self {
-            endpoint: emulator.endpoint.clone(),
-            zips: Zips::find_or_make(),
-        }
-    }
-
-    /// `counterctl <args>` with the endpoint and region pinned, so the
-    /// developer's AWS_* variables do not leak in.
-    async fn run(&self, args: &[&str]) -> Result<Report, ops_cli::Error> {
-        let mut argv = vec![
-            "counterctl",
-            "--endpoint-url",
-            &self.endpoint,
-            "--region",
-            "us-east-1",
-            "--profile",
-            "",
-        ];
-        argv.extend_from_slice(args);
-        let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("bad test command line {argv:?}: {e}"));
-        let config = Config::from_cli(cli, &|_| None)?;
-        ops_cli::execute(&config, &Ui::quiet()).await
-    }
-
-    /// `args` plus the zips' directory, for plan and deploy.
-    fn with_zips<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
-        let mut args = args.to_vec();
-        args.extend(["--artifacts-dir", self.zips.dir.to_str().expect("utf-8 temp path")]);
-        args
-    }
-
-    async fn deploy(&self, params: &[&str]) -> DeployReport {
-        let mut args = vec!["deploy"];
-        for param in params {
-            args.extend(["--param", param]);
-        }
-        match self.run(&self.with_zips(&args)).await {
-            Ok(Report::Deploy(report)) => report,
-            other => panic!("deploy {params:?}: {other:?}"),
-        }
-    }
-
-    async fn plan(&self, params: &[&str]) -> PlanReport {
-        let mut args = vec!["plan"];
-        for param in params {
-            args.extend(["--param", param]);
-        }
-        match self.run(&self.with_zips(&args)).await {
-            Ok(Report::Plan(report)) => report,
-            other => panic!("plan {params:?}: {other:?}"),
-        }
-    }
-
-    async fn destroy(&self, args: &[&str]) -> Result<DestroyReport, ops_cli::Error> {
-        let mut argv = vec!["destroy"];
-        argv.extend_from_slice(args);
-        self.run(&argv).await.map(|report| match report {
-            Report::Destroy(report) => report,
-            other => panic!("destroy: {other:?}"),
-        })
-    }
-
-    async fn status(&self) -> Result<StatusReport, ops_cli::Error> {
-        self.run(&["status"]).await.map(|report| match report {
-            Report::Status(report) => report,
-            other => panic!("status: {other:?}"),
-        })
-    }
-}
-
-/// The three handler zips: real ones, or placeholders in a temp dir that
-/// is removed on drop.
-struct Zips {
-    dir: PathBuf,
-    temporary: bool,
-}
-
-impl Zips {
-    fn find_or_make() -> Self {
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root");
-        let built = std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(|| workspace.join("target"), PathBuf::from)
-            .join("lambda");
-        let packages = ops_cli::package::HANDLERS.map(|(package, _)| package);
-        if packages.iter().all(|p| ops_cli::package::zip_path(&built, p).is_file()) {
-            return Self {
-                dir: built,
-                temporary: false,
-            };
-        }
-        let dir = std::env::temp_dir().join(format!("hck-e2e-zips-{}-{}", std::process::id(), fastrand::u64(..)));
-        for package in packages {
-            let path = ops_cli::package::zip_path(&dir, package);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            let script = format!("#!/bin/sh\necho placeholder for {package}\n");
-            std::fs::write(&path, stored_zip("bootstrap", script.as_bytes())).unwrap();
-        }
-        Self { dir, temporary: true }
-    }
-}
-
-impl Drop for Zips {
-    fn drop(&mut self) {
-        if self.temporary {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-}
-
-/// A zip archive holding one uncompressed, executable file.
-fn stored_zip(name: &str, data: &[u8]) -> Vec<u8> {
-    fn crc32(data: &[u8]) -> u32 {
-        let mut crc = !0u32;
-        for byte in data {
-            crc ^= u32::from(*byte);
-            for _ in 0..8 {
-                crc = if crc & 1 == 1 {
-                    (crc >> 1) ^ 0xEDB8_8320
-                } else {
-                    crc >> 1
-                };
-            }
-        }
-        !crc
-    }
-    let (crc, size, name_len) = (crc32(data), data.len() as u32, name.len() as u16);
-    let mut zip = Vec::new();
-    // Local file header, then the data.
-    zip.extend(0x0403_4b50u32.to_le_bytes());
-    zip.extend([20u16, 0, 0, 0, 0x21].iter().flat_map(|v| v.to_le_bytes()));
-    zip.extend([crc, size, size].iter().flat_map(|v| v.to_le_bytes()));
-    zip.extend([name_len, 0].iter().flat_map(|v| v.to_le_bytes()));
-    zip.extend(name.as_bytes());
-    zip.extend(data);
-    // Central directory entry (made by Unix, mode 0755).
-    let central = zip.len() as u32;
-    zip.extend(0x0201_4b50u32.to_le_bytes());
-    zip.extend([0x031Eu16, 20, 0, 0, 0, 0x21].iter().flat_map(|v| v.to_le_bytes()));
-    zip.extend([crc, size, size].iter().flat_map(|v| v.to_le_bytes()));
-    zip.extend([name_len, 0, 0, 0, 0].iter().flat_map(|v| v.to_le_bytes()));
-    zip.extend((0o100_755u32 << 16).to_le_bytes());
-    zip.extend(0u32.to_le_bytes());
-    zip.extend(name.as_bytes());
-    let central_size = zip.len() as u32 - central;
-    // End of central directory.
-    zip.extend(0x0605_4b50u32.to_le_bytes());
-    zip.extend([0u16, 0, 1, 1].iter().flat_map(|v| v.to_le_bytes()));
-    zip.extend([central_size, central].iter().flat_map(|v| v.to_le_bytes()));
-    zip.extend(0u16.to_le_bytes());
-    zip
-}
 
 /// The service clients the checks read through.
 struct Services {

@@ -5,6 +5,7 @@
 mod api;
 mod audit;
 mod deploy;
+mod operations;
 mod reprocessor;
 mod request_path;
 mod runner;

@@ -1,0 +1,212 @@
+//! `counterctl audit`: counts every scope's items by state (a parallel
+//! segmented Scan, or one Query with `--scope`), compares them with the
+//! counters, and with `--repair` heals what it finds. A scope the Scan shows
+//! as off is confirmed with the exact per-scope audit (counters read before
+//! and after the count, unchanged in between) before it is reported or
+//! repaired, so a write racing the Scan is not reported as drift.
+
+use std::fmt;
+
+use hybrid_counter::DynamoStore;
+use hybrid_counter::audit::{Finding, ScopeCounts, findings};
+use hybrid_counter::store::dynamo::{RepairMode, ScopeAudit};
+use serde::Serialize;
+
+use super::{Context, Location, counter_config};
+use crate::error::{Error, Result};
+
+/// What to audit and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditOptions {
+    pub scope: Option<hybrid_counter::Scope>,
+    pub mode: RepairMode,
+    /// Parallel Scan segments.
+    pub segments: u32,
+    /// Tries per scope before it is reported as under continuous writes.
+    pub attempts: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditReport {
+    #[serde(flatten)]
+    pub location: Location,
+    pub scopes_checked: usize,
+    pub items_scanned: u64,
+    /// Scopes with findings (clean ones are only counted).
+    pub scopes: Vec<ScopeAudit>,
+    pub totals: ScopeCounts,
+    /// Whether any counter differed from the truth (exit 1).
+    pub drift: bool,
+    /// Whether a difference was a defect of the kit (EC != processed, BE > live).
+    pub defect: bool,
+    pub mode: &'static str,
+}
+
+impl AuditReport {
+    pub fn healthy(&self) -> bool {
+        !self.drift
+    }
+}
+
+fn mode_name(mode: RepairMode) -> &'static str {
+    match mode {
+        RepairMode::None => "report",
+        RepairMode::DryRun => "dry-run",
+        RepairMode::Apply => "repair",
+    }
+}
+
+pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditReport> {
+    let config = counter_config(ctx).await?;
+    let store = DynamoStore::new(ctx.clients.dynamodb.clone(), &config);
+    let now = hybrid_counter::now_millis();
+    let store_error = |action: &'static str| {
+        move |e: hybrid_counter::error::StoreError| Error::Aws {
+            action,
+            message: e.to_string(),
+        }
+    };
+    let mut report = AuditReport {
+        location: Location::of(ctx),
+        scopes_checked: 0,
+        items_scanned: 0,
+        scopes: Vec::new(),
+        totals: ScopeCounts::default(),
+        drift: false,
+        defect: false,
+        mode: mode_name(options.mode),
+    };
+    let suspects: Vec<String> = match &options.scope {
+        Some(scope) => vec![scope.to_string()],
+        None => {
+            ctx.ui.step("scanning the resources table");
+            let scanned = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let seen = scanned.clone();
+            let ui_counts = store
+                .scan_scope_counts(options.segments, move |n| {
+                    seen.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                })
+                .await
+                .map_err(store_error("Scan of the resources table"))?;
+            report.items_scanned = scanned.load(std::sync::atomic::Ordering::Relaxed);
+            ctx.ui
+                .step(format!("scanned {} items; reading the counters", report.items_scanned));
+            let counters = store
+                .scan_counters()
+                .await
+                .map_err(store_error("Scan of the counters table"))?;
+            let mut scopes: std::collections::BTreeSet<&String> = ui_counts.keys().collect();
+            scopes.extend(counters.keys());
+            report.scopes_checked = scopes.len();
+            let mut suspects = Vec::new();
+            for scope in scopes {
+                let counts = ui_counts.get(scope).copied().unwrap_or_default();
+                let snapshot = counters.get(scope).copied().unwrap_or_default();
+                report.totals.merge(&counts);
+                if !findings(&counts, snapshot.best_effort, snapshot.eventual).is_empty() {
+                    suspects.push(scope.clone());
+                }
+            }
+            suspects
+        }
+    };
+    for (n, scope) in suspects.iter().enumerate() {
+        ctx.ui
+            .step(format!("auditing scope {scope} ({}/{})", n + 1, suspects.len()));
+        let scope = hybrid_counter::Scope::new(scope.clone()).map_err(|e| Error::Aws {
+            action: "reading a scope",
+            message: format!("the table holds an invalid scope {scope:?}: {e}"),
+        })?;
+        let audit = store
+            .audit_scope(&scope, options.mode, options.attempts, now)
+            .await
+            .map_err(store_error("auditing a scope"))?;
+        if options.scope.is_some() {
+            report.scopes_checked = 1;
+            report.items_scanned = audit.counts.live + audit.counts.pending_delete;
+            report.totals = audit.counts;
+        }
+        report.drift |= audit.has_drift();
+        report.defect |= audit.has_defect();
+        if !audit.findings.is_empty() || audit.not_repaired.is_some() {
+            report.scopes.push(audit);
+        }
+    }
+    Ok(report)
+}
+
+fn finding_text(finding: &Finding) -> String {
+    match finding {
+        Finding::EventualMismatch { eventual, processed } => {
+            format!("DRIFT eventual {eventual} != processed {processed} (transactional invariant broken)")
+        }
+        Finding::BestEffortAboveLive { best_effort, live } => {
+            format!("DRIFT best-effort {best_effort} > live {live} (overcount)")
+        }
+        Finding::BestEffortBelowLive { best_effort, live } => {
+            format!("best-effort {best_effort} < live {live} (undercount, expected)")
+        }
+    }
+}
+
+impl fmt::Display for AuditReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "Audit of stack {} ({}): {} scope(s), {} item(s) scanned, mode {}",
+            self.location.stack_name, self.location.target, self.scopes_checked, self.items_scanned, self.mode
+        )?;
+        writeln!(
+            f,
+            "  totals: live {}, processed {}, pending create {}, pending delete {}",
+            self.totals.live, self.totals.processed, self.totals.pending_create, self.totals.pending_delete
+        )?;
+        if self.scopes.is_empty() {
+            return writeln!(f, "  every scope is consistent");
+        }
+        writeln!(
+            f,
+            "  {:<24} {:>7} {:>9} {:>8} {:>8} {:>11} {:>9}",
+            "SCOPE", "LIVE", "PROCESSED", "PENDING+", "PENDING-", "BEST_EFFORT", "EVENTUAL"
+        )?;
+        for s in &self.scopes {
+            writeln!(
+                f,
+                "  {:<24} {:>7} {:>9} {:>8} {:>8} {:>11} {:>9}",
+                s.scope,
+                s.counts.live,
+                s.counts.processed,
+                s.counts.pending_create,
+                s.counts.pending_delete,
+                s.best_effort,
+                s.eventual
+            )?;
+            for finding in &s.findings {
+                writeln!(f, "      {}", finding_text(finding))?;
+            }
+            match (&s.repair, s.repaired, &s.not_repaired) {
+                (Some(r), true, _) => writeln!(f, "      repaired: {}", repair_text(r))?,
+                (Some(r), false, None) => writeln!(f, "      would repair: {}", repair_text(r))?,
+                (_, _, Some(why)) => writeln!(f, "      NOT repaired: {why}")?,
+                _ => {}
+            }
+        }
+        if self.defect {
+            writeln!(f, "DRIFT FOUND, including a defect of the kit (exit 1)")?;
+        } else if self.drift {
+            writeln!(f, "DRIFT FOUND (exit 1)")?;
+        }
+        Ok(())
+    }
+}
+
+fn repair_text(repair: &hybrid_counter::audit::Repair) -> String {
+    let mut parts = Vec::new();
+    if let Some(ec) = repair.eventual {
+        parts.push(format!("eventual := {ec}"));
+    }
+    if let Some(be) = repair.best_effort {
+        parts.push(format!("best_effort := {be}"));
+    }
+    parts.join(", ")
+}

@@ -1,0 +1,405 @@
+//! `counterctl load`: a load generator over the counter library, against
+//! whatever the target is. Concurrent workers create and delete items in a
+//! set of scopes; the report gives throughput, latency percentiles per
+//! operation, refusals, errors by kind, and the limit overshoots observed
+//! (concurrent creators can pass `max(BE, EC) < limit` together: the design
+//! accepts that, strict mode is the fix). After the run it waits for the
+//! stream consumer to drain the scopes and audits them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hybrid_counter::store::dynamo::{RepairMode, ScopeAudit};
+use hybrid_counter::{Counter, DynamoStore, ResourceId, Scope};
+use serde::Serialize;
+
+use super::{Context, Location, counter_config};
+use crate::error::{Error, Result};
+
+/// When the workers stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    Operations(u64),
+    Duration(Duration),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadOptions {
+    pub scopes: u32,
+    pub scope_prefix: String,
+    pub workers: u32,
+    pub stop: Stop,
+    /// Share of operations that delete one of the worker's own items.
+    pub delete_ratio: f64,
+    /// Per-scope limit override written before the run.
+    pub limit: Option<u64>,
+    /// How long to wait for the stream consumer to drain; zero skips the
+    /// wait and the audit.
+    pub drain_timeout: Duration,
+    pub seed: u64,
+}
+
+/// Latency of one operation kind, milliseconds.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Latency {
+    pub count: u64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Latency {
+    fn of(mut micros: Vec<u64>) -> Self {
+        micros.sort_unstable();
+        let at = |q: f64| {
+            if micros.is_empty() {
+                return 0.0;
+            }
+            let i = ((micros.len() as f64 * q).ceil() as usize).clamp(1, micros.len()) - 1;
+            micros[i] as f64 / 1000.0
+        };
+        Self {
+            count: micros.len() as u64,
+            p50_ms: at(0.50),
+            p95_ms: at(0.95),
+            p99_ms: at(0.99),
+            max_ms: micros.last().map_or(0.0, |m| *m as f64 / 1000.0),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Overshoot {
+    pub scope: String,
+    pub live: u64,
+    pub limit: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadReport {
+    #[serde(flatten)]
+    pub location: Location,
+    pub scopes: u32,
+    pub workers: u32,
+    pub seconds: f64,
+    pub operations: u64,
+    pub operations_per_second: f64,
+    pub create: Latency,
+    pub delete: Latency,
+    pub created: u64,
+    pub deleted: u64,
+    pub limit_exceeded: u64,
+    /// Errors by kind (`AlreadyExists`, `NotFound`, `Unavailable`, ...).
+    pub errors: BTreeMap<String, u64>,
+    pub overshoots: Vec<Overshoot>,
+    pub drained: bool,
+    pub drain_seconds: f64,
+    /// Scopes with findings after the drain (empty when clean or not drained).
+    pub audit: Vec<ScopeAudit>,
+    pub drift: bool,
+}
+
+impl LoadReport {
+    pub fn healthy(&self) -> bool {
+        !self.drift
+    }
+}
+
+#[derive(Default)]
+struct WorkerStats {
+    create: Vec<u64>,
+    delete: Vec<u64>,
+    created: u64,
+    deleted: u64,
+    limit_exceeded: u64,
+    errors: BTreeMap<String, u64>,
+}
+
+fn error_kind(err: &hybrid_counter::Error) -> &'static str {
+    match err {
+        hybrid_counter::Error::LimitExceeded { .. } => "LimitExceeded",
+        hybrid_counter::Error::AlreadyExists => "AlreadyExists",
+        hybrid_counter::Error::NotFound => "NotFound",
+        hybrid_counter::Error::InvalidInput(_) => "InvalidInput",
+        hybrid_counter::Error::Unavailable(_) => "Unavailable",
+    }
+}
+
+async fn worker(
+    counter: Counter<DynamoStore>,
+    scopes: Arc<Vec<Scope>>,
+    number: u32,
+    options: LoadOptions,
+    issued: Arc<AtomicU64>,
+    deadline: Option<Instant>,
+) -> WorkerStats {
+    let mut rng = fastrand::Rng::with_seed(options.seed.wrapping_add(u64::from(number)));
+    let mut stats = WorkerStats::default();
+    let mut mine: Vec<(Scope, ResourceId)> = Vec::new();
+    let mut next_id = 0u64;
+    loop {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        if let Stop::Operations(total) = options.stop
+            && issued.fetch_add(1, Ordering::Relaxed) >= total
+        {
+            break;
+        }
+        if deadline.is_some() {
+            issued.fetch_add(1, Ordering::Relaxed);
+        }
+        let now = hybrid_counter::now_millis();
+        if !mine.is_empty() && rng.f64() < options.delete_ratio {
+            let (scope, id) = mine.swap_remove(rng.usize(..mine.len()));
+            let started = Instant::now();
+            let result = counter.delete(&scope, &id, now).await;
+            stats.delete.push(started.elapsed().as_micros() as u64);
+            match result {
+                Ok(()) => stats.deleted += 1,
+                Err(err) => *stats.errors.entry(error_kind(&err).to_owned()).or_default() += 1,
+            }
+        } else {
+            let scope = scopes[rng.usize(..scopes.len())].clone();
+            let Ok(id) = ResourceId::new(format!("w{number}-{next_id}")) else {
+                break;
+            };
+            next_id += 1;
+            let started = Instant::now();
+            let result = counter.create(&scope, &id, Default::default(), now).await;
+            stats.create.push(started.elapsed().as_micros() as u64);
+            match result {
+                Ok(_) => {
+                    stats.created += 1;
+                    mine.push((scope, id));
+                }
+                Err(hybrid_counter::Error::LimitExceeded { .. }) => stats.limit_exceeded += 1,
+                Err(err) => *stats.errors.entry(error_kind(&err).to_owned()).or_default() += 1,
+            }
+        }
+    }
+    stats
+}
+
+pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport> {
+    let config = counter_config(ctx).await?;
+    let default_limit = config.default_limit.unwrap_or(u64::MAX);
+    let store = DynamoStore::new(ctx.clients.dynamodb.clone(), &config);
+    let store_error = |action: &'static str| {
+        move |e: hybrid_counter::error::StoreError| Error::Aws {
+            action,
+            message: e.to_string(),
+        }
+    };
+    let scopes: Vec<Scope> = (0..options.scopes.max(1))
+        .map(|n| Scope::new(format!("{}-{n}", options.scope_prefix)))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::ParamValue {
+            key: "--scope-prefix".into(),
+            value: options.scope_prefix.clone(),
+            reason: e.to_string(),
+        })?;
+    if let Some(limit) = options.limit {
+        for scope in &scopes {
+            store
+                .set_limit(scope, Some(limit), hybrid_counter::now_millis())
+                .await
+                .map_err(store_error("setting the scope limits"))?;
+        }
+    }
+    let counter = Counter::new(store.clone(), default_limit);
+    let scopes = Arc::new(scopes);
+    let issued = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let deadline = match options.stop {
+        Stop::Duration(d) => Some(started + d),
+        Stop::Operations(_) => None,
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    for number in 0..options.workers.max(1) {
+        tasks.spawn(worker(
+            counter.clone(),
+            scopes.clone(),
+            number,
+            options.clone(),
+            issued.clone(),
+            deadline,
+        ));
+    }
+    let mut stats = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            joined = tasks.join_next() => match joined {
+                Some(Ok(s)) => stats.push(s),
+                Some(Err(e)) => return Err(Error::Aws { action: "a load worker", message: e.to_string() }),
+                None => break,
+            },
+            _ = tick.tick() => ctx.ui.step(format!(
+                "load: {} operations in {:.1}s",
+                issued.load(Ordering::Relaxed),
+                started.elapsed().as_secs_f64()
+            )),
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let mut create = Vec::new();
+    let mut delete = Vec::new();
+    let mut errors = BTreeMap::new();
+    let (mut created, mut deleted, mut limit_exceeded) = (0, 0, 0);
+    for s in stats {
+        create.extend(s.create);
+        delete.extend(s.delete);
+        created += s.created;
+        deleted += s.deleted;
+        limit_exceeded += s.limit_exceeded;
+        for (kind, n) in s.errors {
+            *errors.entry(kind).or_default() += n;
+        }
+    }
+    let operations = (create.len() + delete.len()) as u64;
+
+    let drain_started = Instant::now();
+    let mut drained = options.drain_timeout.is_zero();
+    if !options.drain_timeout.is_zero() {
+        while drain_started.elapsed() < options.drain_timeout {
+            ctx.ui.step(format!(
+                "waiting for the stream consumer to drain ({:.0}s)",
+                drain_started.elapsed().as_secs_f64()
+            ));
+            let mut pending = 0;
+            for scope in scopes.iter() {
+                let c = store
+                    .count_scope(scope)
+                    .await
+                    .map_err(store_error("counting a scope"))?;
+                pending += c.pending_create + c.pending_delete;
+            }
+            if pending == 0 {
+                drained = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    let mut overshoots = Vec::new();
+    let mut audit = Vec::new();
+    let mut drift = false;
+    for scope in scopes.iter() {
+        let check = store
+            .audit_scope(scope, RepairMode::None, 5, hybrid_counter::now_millis())
+            .await
+            .map_err(store_error("auditing a scope"))?;
+        let limit = options.limit.unwrap_or(default_limit);
+        if check.counts.live > limit {
+            overshoots.push(Overshoot {
+                scope: scope.to_string(),
+                live: check.counts.live,
+                limit,
+            });
+        }
+        if drained && !options.drain_timeout.is_zero() {
+            drift |= check.has_drift() || check.eventual != check.counts.live as i64;
+            if !check.findings.is_empty() {
+                audit.push(check);
+            }
+        }
+    }
+    Ok(LoadReport {
+        location: Location::of(ctx),
+        scopes: options.scopes.max(1),
+        workers: options.workers.max(1),
+        seconds,
+        operations,
+        operations_per_second: if seconds > 0.0 {
+            operations as f64 / seconds
+        } else {
+            0.0
+        },
+        create: Latency::of(create),
+        delete: Latency::of(delete),
+        created,
+        deleted,
+        limit_exceeded,
+        errors,
+        overshoots,
+        drained: drained && !options.drain_timeout.is_zero(),
+        drain_seconds: drain_started.elapsed().as_secs_f64(),
+        audit,
+        drift,
+    })
+}
+
+impl fmt::Display for LoadReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "Load on stack {} ({}): {} operations in {:.2}s = {:.1} ops/s ({} workers, {} scopes)",
+            self.location.stack_name,
+            self.location.target,
+            self.operations,
+            self.seconds,
+            self.operations_per_second,
+            self.workers,
+            self.scopes
+        )?;
+        for (name, l) in [("create", &self.create), ("delete", &self.delete)] {
+            writeln!(
+                f,
+                "  {name:<6} n={:<7} p50 {:.2} ms  p95 {:.2} ms  p99 {:.2} ms  max {:.2} ms",
+                l.count, l.p50_ms, l.p95_ms, l.p99_ms, l.max_ms
+            )?;
+        }
+        writeln!(
+            f,
+            "  created {}, deleted {}, LimitExceeded {}",
+            self.created, self.deleted, self.limit_exceeded
+        )?;
+        if !self.errors.is_empty() {
+            let list: Vec<String> = self.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            writeln!(f, "  errors: {}", list.join(", "))?;
+        }
+        if self.overshoots.is_empty() {
+            writeln!(f, "  no scope above its limit")?;
+        } else {
+            for o in &self.overshoots {
+                writeln!(f, "  OVERSHOOT scope {}: {} live, limit {}", o.scope, o.live, o.limit)?;
+            }
+        }
+        if self.drained {
+            writeln!(
+                f,
+                "  stream drained in {:.1}s; audit: {}",
+                self.drain_seconds,
+                if self.drift { "DRIFT FOUND" } else { "clean" }
+            )?;
+        } else {
+            writeln!(
+                f,
+                "  stream not drained (nothing consuming it? run `counterctl local run`); no audit"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let l = Latency::of((1..=100).map(|ms| ms * 1000).collect());
+        assert_eq!(
+            (l.count, l.p50_ms, l.p95_ms, l.p99_ms, l.max_ms),
+            (100, 50.0, 95.0, 99.0, 100.0)
+        );
+        let empty = Latency::of(Vec::new());
+        assert_eq!(empty.count, 0);
+        assert_eq!(empty.p99_ms, 0.0);
+    }
+}
