@@ -137,3 +137,11 @@ clean: ## Stop the emulator, cargo clean, remove .run (keeps .venv)
 .PHONY: templates
 templates: ## Regenerate templates/hybrid-counter.yaml from the stack/ model
 	cargo run -q -p hybrid-counter-stack --locked --bin synth -- --out templates/hybrid-counter.yaml
+
+## ---- benchmarks ------------------------------------------------------------
+
+.PHONY: bench
+bench: fakecloud-install ## Benchmarks on a private emulator (release build; numbers, not pass/fail): BENCH_ITEMS=4000
+	@bin=$$(command -v "$${FAKECLOUD_BIN:-fakecloud}") || { \
+		echo "error: fakecloud not found; run 'make tools'" >&2; exit 1; }; \
+	FAKECLOUD_BIN="$$bin" cargo bench --locked -p e2e --bench pipeline

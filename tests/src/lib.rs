@@ -322,11 +322,21 @@ pub async fn create_tables(client: &aws_sdk_dynamodb::Client, config: &CounterCo
 }
 
 /// Runs every event source mapping deployed in the emulator at `endpoint`
-/// until idle, invoking the kit's handler functions in process (the stream
-/// counter and the DLQ reprocessor, recognised by their function names'
-/// suffixes) against `config`'s tables: what `counterctl local run` does
-/// with the real binaries, minus `cargo lambda watch`.
+/// until idle (see [`in_process_runner`]).
 pub async fn drain_deployed(endpoint: &str, config: &CounterConfig) -> esm_runner::RunReport {
+    in_process_runner(endpoint, config)
+        .await
+        .run_until_idle()
+        .await
+        .expect("the deployed mappings drain")
+}
+
+/// A local runner for the mappings deployed in the emulator at `endpoint`
+/// that invokes the kit's handler functions in process (the stream counter
+/// and the DLQ reprocessor, recognised by their function names' suffixes)
+/// against `config`'s tables: what `counterctl local run` does with the real
+/// binaries, minus `cargo lambda watch`.
+pub async fn in_process_runner(endpoint: &str, config: &CounterConfig) -> esm_runner::Runner<impl esm_runner::Invoke> {
     use esm_runner::{FnInvoker, Invocation, Runner, RunnerConfig};
     let sdk = aws_config::defaults(BehaviorVersion::latest())
         .endpoint_url(endpoint)
@@ -383,7 +393,4 @@ pub async fn drain_deployed(endpoint: &str, config: &CounterConfig) -> esm_runne
     Runner::connect(runner_config, invoker)
         .await
         .expect("connect the local runner")
-        .run_until_idle()
-        .await
-        .expect("the deployed mappings drain")
 }

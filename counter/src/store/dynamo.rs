@@ -194,23 +194,7 @@ struct StateImage {
 
 impl Store for DynamoStore {
     async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
-        let items = self
-            .client
-            .query()
-            .table_name(&self.counters_table)
-            .key_condition_expression("#scope = :scope")
-            .expression_attribute_names("#scope", keys::SCOPE)
-            .expression_attribute_values(":scope", s(scope.as_str()))
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send()
-            .try_collect()
-            .await
-            .map_err(classify)?;
-        let items: Vec<CounterItem> = serde_dynamo::from_items(items)
-            .map_err(|e| StoreError::Malformed(format!("counter item of {scope}: {e}")))?;
-        Ok(CounterSnapshot::from_items(items))
+        Ok(CounterSnapshot::from_items(self.counter_items(scope).await?))
     }
 
     async fn put_resource(&self, resource: &NewResource) -> Result<(), StoreError> {

@@ -68,6 +68,26 @@ impl ShardReader {
         &self.stream_arn
     }
 
+    /// A shard iterator at `position`.
+    async fn iterator(&self, shard_id: &str, position: &Position) -> Result<Option<String>, StoreError> {
+        let (kind, seq) = match position {
+            Position::TrimHorizon => (ShardIteratorType::TrimHorizon, None),
+            Position::At(seq) => (ShardIteratorType::AtSequenceNumber, Some(seq.clone())),
+            Position::After(seq) => (ShardIteratorType::AfterSequenceNumber, Some(seq.clone())),
+        };
+        Ok(self
+            .client
+            .get_shard_iterator()
+            .stream_arn(&self.stream_arn)
+            .shard_id(shard_id)
+            .shard_iterator_type(kind)
+            .set_sequence_number(seq)
+            .send()
+            .await
+            .map_err(unavailable)?
+            .shard_iterator)
+    }
+
     /// Every shard of the stream (DescribeStream, across pages).
     pub async fn shards(&self) -> Result<Vec<Shard>, StoreError> {
         let mut shards = Vec::new();
@@ -110,22 +130,7 @@ impl ShardReader {
         position: &Position,
         max_records: usize,
     ) -> Result<Vec<Record>, StoreError> {
-        let (kind, seq) = match position {
-            Position::TrimHorizon => (ShardIteratorType::TrimHorizon, None),
-            Position::At(seq) => (ShardIteratorType::AtSequenceNumber, Some(seq.clone())),
-            Position::After(seq) => (ShardIteratorType::AfterSequenceNumber, Some(seq.clone())),
-        };
-        let mut iterator = self
-            .client
-            .get_shard_iterator()
-            .stream_arn(&self.stream_arn)
-            .shard_id(shard_id)
-            .shard_iterator_type(kind)
-            .set_sequence_number(seq)
-            .send()
-            .await
-            .map_err(unavailable)?
-            .shard_iterator;
+        let mut iterator = self.iterator(shard_id, position).await?;
         let mut records = Vec::new();
         while let Some(current) = iterator.take() {
             if records.len() >= max_records {
@@ -155,17 +160,7 @@ impl ShardReader {
     /// Reads the records of `shard_id` from `start` through `end` (both
     /// inclusive), across as many GetRecords pages as it takes.
     pub async fn read_range(&self, shard_id: &str, start: &str, end: &str) -> Result<Vec<Record>, StoreError> {
-        let mut iterator = self
-            .client
-            .get_shard_iterator()
-            .stream_arn(&self.stream_arn)
-            .shard_id(shard_id)
-            .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
-            .sequence_number(start)
-            .send()
-            .await
-            .map_err(unavailable)?
-            .shard_iterator;
+        let mut iterator = self.iterator(shard_id, &Position::At(start.to_owned())).await?;
         let mut records = Vec::new();
         while let Some(current) = iterator.take() {
             let out = self

@@ -497,7 +497,7 @@ async fn check_mappings(s: &Services, o: &BTreeMap<String, String>) {
         })
         .unwrap_or_default();
     // Compared as canonical JSON (sorted keys), whatever the spacing.
-    let canonical = |v: &Value| v.to_string();
+    let canonical = hybrid_counter::stream::filter::pattern_text;
     let deployed: BTreeSet<String> = patterns
         .iter()
         .map(|p| canonical(&serde_json::from_str(p).expect("json pattern")))

@@ -1,0 +1,151 @@
+//! `make bench`: numbers, not assertions. On one private emulator with the
+//! stack deployed by `counterctl`:
+//!
+//! 1. **load with the pipeline running**: `counterctl load` while the local
+//!    runner plays the deployed mappings (handlers in process), then the
+//!    time until the stream is drained, and the audit;
+//! 2. **audit vs raw scan**: `counterctl audit` (segmented Scan + counters)
+//!    against a bare parallel Scan of the same table that only counts items,
+//!    same segments, same emulator, same run: the ratio is the audit's
+//!    overhead.
+//!
+//! Sizes: `BENCH_ITEMS` (default 4000 operations), `BENCH_SEGMENTS` (8).
+
+use std::time::Instant;
+
+use e2e::counterctl::Counterctl;
+use e2e::{Emulator, in_process_runner};
+use ops_cli::Report;
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+async fn raw_scan(client: &aws_sdk_dynamodb::Client, table: &str, segments: i32) -> u64 {
+    let mut tasks = tokio::task::JoinSet::new();
+    for segment in 0..segments {
+        let (client, table) = (client.clone(), table.to_owned());
+        tasks.spawn(async move {
+            let mut pages = client
+                .scan()
+                .table_name(table)
+                .segment(segment)
+                .total_segments(segments)
+                .into_paginator()
+                .send();
+            let mut n = 0u64;
+            while let Some(page) = pages.next().await {
+                n += page.expect("scan page").items.unwrap_or_default().len() as u64;
+            }
+            n
+        });
+    }
+    let mut total = 0;
+    while let Some(n) = tasks.join_next().await {
+        total += n.expect("scan task");
+    }
+    total
+}
+
+#[tokio::main]
+async fn main() {
+    let operations = env_number("BENCH_ITEMS", 4000);
+    let segments = env_number("BENCH_SEGMENTS", 8);
+    let emulator = Emulator::start();
+    let ctl = Counterctl::new(&emulator);
+    let outputs = ctl.deploy(&[]).await.outputs;
+    let config = hybrid_counter::CounterConfig {
+        resources_table: outputs[stack::outputs::RESOURCES_TABLE].clone(),
+        counters_table: outputs[stack::outputs::COUNTERS_TABLE].clone(),
+        default_limit: Some(100),
+        eventual_shards: 1,
+    };
+
+    // 1. Load with the pipeline running.
+    let runner = in_process_runner(&emulator.endpoint, &config).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let pipeline = async {
+        runner
+            .run(async {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("runner")
+    };
+    let operations_arg = operations.to_string();
+    let load = async {
+        let report = ctl
+            .run(&[
+                "load",
+                "--scopes",
+                "50",
+                "--workers",
+                "8",
+                "--operations",
+                &operations_arg,
+                "--delete-ratio",
+                "0.2",
+                "--limit",
+                "100000",
+                "--drain-timeout",
+                "300",
+            ])
+            .await
+            .expect("load");
+        let _ = stop.send(());
+        report
+    };
+    let (load, run) = tokio::join!(load, pipeline);
+    let Report::Load(load) = load else {
+        panic!("load report")
+    };
+    println!(
+        "== load with the pipeline running ({} workers, {} scopes)",
+        load.workers, load.scopes
+    );
+    println!(
+        "operations {} in {:.2}s: {:.0} ops/s; create p50 {:.2} ms p95 {:.2} ms p99 {:.2} ms; delete p50 {:.2} ms p99 {:.2} ms",
+        load.operations,
+        load.seconds,
+        load.operations_per_second,
+        load.create.p50_ms,
+        load.create.p95_ms,
+        load.create.p99_ms,
+        load.delete.p50_ms,
+        load.delete.p99_ms
+    );
+    println!(
+        "drained: {} after {:.2}s more; audit after drain: {}; errors: {:?}; overshoots: {}",
+        load.drained,
+        load.drain_seconds,
+        if load.drift { "DRIFT" } else { "clean" },
+        load.errors,
+        load.overshoots.len()
+    );
+    println!("runner: {}", run.to_string().replace('\n', "\n  "));
+
+    // 2. Audit against a raw parallel Scan of the same table.
+    let client = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
+    let segments_arg = segments.to_string();
+    let rounds = 5;
+    let (mut raw_total, mut audit_total, mut items) = (0.0, 0.0, 0);
+    for _ in 0..rounds {
+        let started = Instant::now();
+        items = raw_scan(&client, &config.resources_table, segments as i32).await;
+        raw_total += started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let report = ctl.run(&["audit", "--segments", &segments_arg]).await.expect("audit");
+        audit_total += started.elapsed().as_secs_f64();
+        assert!(matches!(report, Report::Audit(_)));
+    }
+    let (raw, audit) = (raw_total / rounds as f64, audit_total / rounds as f64);
+    println!("== audit vs raw parallel scan ({items} items, {segments} segments, mean of {rounds})");
+    println!(
+        "raw scan {:.1} ms ({:.0} items/s); audit {:.1} ms ({:.0} items/s); audit/raw = {:.2}",
+        raw * 1000.0,
+        items as f64 / raw,
+        audit * 1000.0,
+        items as f64 / audit,
+        audit / raw
+    );
+}
