@@ -1,17 +1,12 @@
-//! Lambda entry point of the stream counter: builds the DynamoDB client once
-//! and hands every stream batch to the shared processor.
+//! Lambda entry point of the stream counter: builds the processor once and
+//! hands every stream batch to the shared handler.
 
-use hybrid_counter::lambda::{handle_stream_event, init_tracing};
-use hybrid_counter::stream::Processor;
-use hybrid_counter::{CounterConfig, DynamoStore};
+use hybrid_counter::lambda::{handle_stream_event, init_tracing, processor_from_env};
 use lambda_runtime::{Error, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let config = CounterConfig::from_env()?;
-    let sdk = aws_config::load_from_env().await;
-    let processor = Processor::new(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config))
-        .with_eventual_shards(config.eventual_shards);
+    let (processor, _) = processor_from_env().await?;
     lambda_runtime::run(service_fn(|event| handle_stream_event(&processor, event))).await
 }
