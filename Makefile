@@ -145,3 +145,10 @@ bench: fakecloud-install ## Benchmarks on a private emulator (release build; num
 	@bin=$$(command -v "$${FAKECLOUD_BIN:-fakecloud}") || { \
 		echo "error: fakecloud not found; run 'make tools'" >&2; exit 1; }; \
 	FAKECLOUD_BIN="$$bin" cargo bench --locked -p e2e --bench pipeline
+
+## ---- simulation soak -------------------------------------------------------
+
+.PHONY: soak
+SIM_SCHEDULES ?= 1000000
+soak: ## Seeded simulation soak (release build): SIM_SCHEDULES=1000000 SIM_BASE_SEED=<n>; a failure prints its seed
+	SIM_SCHEDULES=$(SIM_SCHEDULES) cargo test --release --locked -p esm-runner --test simulation -- --nocapture

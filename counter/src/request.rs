@@ -61,6 +61,7 @@ pub struct Counter<S> {
     /// Retries of the request path's own conditional writes when the item is
     /// momentarily held by the stream consumer's transaction.
     busy_backoff: Backoff,
+    seed: Option<u64>,
 }
 
 impl<S: Store> Counter<S> {
@@ -72,7 +73,14 @@ impl<S: Store> Counter<S> {
                 max_attempts: 4,
                 ..Backoff::default()
             },
+            seed: None,
         }
+    }
+
+    /// Makes the jitter of the busy retries reproducible (simulation and tests).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
     }
 
     pub fn store(&self) -> &S {
@@ -193,7 +201,7 @@ impl<S: Store> Counter<S> {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<(), StoreError>>,
     {
-        let mut rng = fastrand::Rng::new();
+        let mut rng = self.seed.map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
         let mut attempt = 0;
         loop {
             match op().await {

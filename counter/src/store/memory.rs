@@ -1,12 +1,34 @@
 //! A deterministic in-memory [`Store`]: a test double, not a database. It
 //! implements exactly the semantics the kit relies on — conditional puts and
 //! updates, all-or-nothing transactions with cancellation reasons in request
-//! order — and lets a test inject faults per operation, including the
-//! ambiguous kind where the write is applied and the caller still sees an
-//! error. The emulator tests remain the check against the real API.
+//! order, conflicts between concurrent transactions, and a
+//! `NEW_AND_OLD_IMAGES` stream of the resources table — and lets a test
+//! inject faults per operation, including the ambiguous kind where the write
+//! is applied and the caller still sees an error. The emulator tests remain
+//! the check against the real API.
+//!
+//! The stream is one shard: every applied write of a resource item appends
+//! an `INSERT`, `MODIFY` or `REMOVE` record (old and new images shaped like
+//! the real table's items) as an `aws-sdk-dynamodbstreams` [`Record`], so
+//! readers decode it with the production path
+//! ([`crate::stream::ChangeRecord::from_streams_api`], or
+//! [`crate::stream::shards::to_lambda_record`] for the Lambda event form).
+//! Sequence numbers increase, so the records of one item are in order.
+//! [`MemoryStore::trim_stream`] expires old records as the 24-hour retention
+//! does; reading a trimmed position fails with [`StoreError::Gone`].
+//!
+//! With [`Chaos`], faults are drawn per call from a seeded generator and a
+//! transaction holds its items between prepare and commit for a seeded
+//! (tokio) time: a write or transaction touching a held item meets
+//! `TransactionConflict`, as on DynamoDB. Without it, every call completes
+//! without awaiting, which keeps unit tests free of a clock.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_dynamodbstreams::types::{OperationType, Record, StreamRecord, StreamViewType};
+use serde_dynamo::{AttributeValue, Item};
 
 use super::{ItemWrite, NewResource, ResourceKey, Store, Transaction};
 use crate::EpochMillis;
@@ -14,9 +36,11 @@ use crate::error::{CancelReason, StoreError};
 use crate::ids::Scope;
 use crate::items::{CounterSnapshot, ResourceState};
 use crate::keys;
+use crate::stream::process::Decoded;
+use crate::stream::record::ChangeRecord;
 
 /// The operations of [`Store`], to aim faults at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
     ReadCounters,
     PutResource,
@@ -27,7 +51,7 @@ pub enum Op {
 }
 
 /// What an injected fault does to the next call of its operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Fault {
     /// A 500 before anything was written.
     Unavailable,
@@ -45,10 +69,24 @@ pub enum Fault {
     AppliedThenConditionFailed,
 }
 
-/// A resource item's kit attributes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Seeded faults and transaction latency for simulations.
+#[derive(Debug, Clone, Default)]
+pub struct Chaos {
+    pub seed: u64,
+    /// `(op, fault, per_mille)`: each call of `op` draws `fault` with this
+    /// chance, tried in order (the first fault drawn wins).
+    pub faults: Vec<(Op, Fault, u32)>,
+    /// A transaction holds its items for up to this long (uniform) between
+    /// prepare and commit; zero commits at once.
+    pub transaction_latency: Duration,
+}
+
+/// A resource item: its kit attributes, and its full image (kit attributes
+/// plus the owner's payload) as the table holds it.
+#[derive(Debug, Clone, PartialEq)]
 pub struct MemResource {
     pub state: ResourceState,
+    pub image: Item,
 }
 
 /// The two tables.
@@ -60,15 +98,163 @@ pub struct Tables {
     pub limits: BTreeMap<String, u64>,
 }
 
+/// The shard id of the in-memory stream (it has one shard).
+pub const STREAM_SHARD_ID: &str = "shardId-00000000000000000001-memory";
+
+/// Sequence numbers start here so they have the width of real ones.
+const FIRST_SEQUENCE: u64 = 100_000_000_000_000_000;
+
+/// The text form of sequence number `n` (0-based).
+pub fn sequence_number(n: u64) -> String {
+    (FIRST_SEQUENCE + n).to_string()
+}
+
+fn parse_sequence(text: &str) -> Option<u64> {
+    text.parse::<u64>().ok()?.checked_sub(FIRST_SEQUENCE)
+}
+
+/// One retained stream record.
+#[derive(Debug, Clone)]
+struct StreamEntry {
+    n: u64,
+    at: EpochMillis,
+    record: Record,
+}
+
+#[derive(Debug, Default)]
+struct Stream {
+    records: VecDeque<StreamEntry>,
+    next: u64,
+    /// Every record numbered below this one has been trimmed.
+    trimmed_below: u64,
+    /// Timestamp of the records appended by the current call.
+    now: EpochMillis,
+}
+
+impl Stream {
+    fn append(&mut self, event: OperationType, old: Option<&Item>, new: Option<&Item>) {
+        let n = self.next;
+        self.next += 1;
+        let any = new.or(old).expect("a record has an image");
+        let keys: Item = [keys::SCOPE, keys::ID]
+            .iter()
+            .filter_map(|k| any.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+            .collect::<std::collections::HashMap<_, _>>()
+            .into();
+        let size = [Some(&keys), old, new]
+            .into_iter()
+            .flatten()
+            .map(item_size)
+            .sum::<usize>();
+        let data = StreamRecord::builder()
+            .approximate_creation_date_time(aws_smithy_types::DateTime::from_millis(self.now))
+            .set_keys(Some(keys.into()))
+            .set_new_image(new.cloned().map(Into::into))
+            .set_old_image(old.cloned().map(Into::into))
+            .sequence_number(sequence_number(n))
+            .size_bytes(i64::try_from(size).unwrap_or(i64::MAX))
+            .stream_view_type(StreamViewType::NewAndOldImages)
+            .build();
+        let record = Record::builder()
+            .event_id(format!("{n:032x}"))
+            .event_name(event)
+            .event_version("1.1")
+            .event_source("aws:dynamodb")
+            .aws_region("us-east-1")
+            .dynamodb(data)
+            .build();
+        self.records.push_back(StreamEntry {
+            n,
+            at: self.now,
+            record,
+        });
+    }
+}
+
+fn item_size(item: &Item) -> usize {
+    item.iter().map(|(k, v)| k.len() + format!("{v:?}").len()).sum()
+}
+
+/// An item a transaction holds between prepare and commit.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum LockKey {
+    Resource(String, String),
+    Counter(String, String),
+}
+
 type Hook = Box<dyn FnOnce(&mut Tables) + Send>;
+type Checker = Box<dyn Fn(&Tables) -> Result<(), String> + Send>;
+/// The current time for the stream's records.
+pub type Clock = Arc<dyn Fn() -> EpochMillis + Send + Sync>;
 
 #[derive(Default)]
 struct Inner {
     tables: Tables,
+    stream: Stream,
     faults: VecDeque<(Op, Fault)>,
     /// Runs right after the next successful call of its operation.
     hooks: VecDeque<(Op, Hook)>,
     calls: Vec<Op>,
+    chaos: Option<(Chaos, fastrand::Rng)>,
+    locks: BTreeMap<LockKey, u64>,
+    next_transaction: u64,
+    injected: BTreeMap<(Op, Fault), u64>,
+    lock_conflicts: u64,
+    clock: Option<Clock>,
+    checker: Option<Checker>,
+    violation: Option<String>,
+}
+
+impl Inner {
+    /// The fault for this call of `op`: a queued one first, else a drawn one.
+    fn next_fault(&mut self, op: Op) -> Option<Fault> {
+        let queued = self
+            .faults
+            .iter()
+            .position(|(o, _)| *o == op)
+            .and_then(|at| self.faults.remove(at))
+            .map(|(_, f)| f);
+        let fault = queued.or_else(|| {
+            let (chaos, rng) = self.chaos.as_mut()?;
+            chaos
+                .faults
+                .iter()
+                .find(|(o, _, per_mille)| *o == op && rng.u32(0..1000) < *per_mille)
+                .map(|(_, f, _)| *f)
+        });
+        if let Some(f) = fault {
+            *self.injected.entry((op, f)).or_default() += 1;
+        }
+        fault
+    }
+
+    fn stamp(&mut self) {
+        self.stream.now = self.clock.as_ref().map_or(0, |clock| clock());
+    }
+
+    fn held(&self, keys: &[LockKey]) -> bool {
+        keys.iter().any(|k| self.locks.contains_key(k))
+    }
+
+    /// Runs the invariant checker after a write; keeps the first violation.
+    fn check(&mut self, op: Op) {
+        if self.violation.is_some() {
+            return;
+        }
+        if let Some(checker) = &self.checker
+            && let Err(why) = checker(&self.tables)
+        {
+            self.violation = Some(format!("after call #{} ({op:?}): {why}", self.calls.len()));
+        }
+    }
+
+    fn run_hook(&mut self, op: Op) {
+        if let Some(at) = self.hooks.iter().position(|(o, _)| *o == op)
+            && let Some((_, hook)) = self.hooks.remove(at)
+        {
+            hook(&mut self.tables);
+        }
+    }
 }
 
 /// See the module documentation.
@@ -87,6 +273,14 @@ fn key_of(key: &ResourceKey) -> (String, String) {
     (key.scope.to_string(), key.id.to_string())
 }
 
+fn resource_lock(key: &ResourceKey) -> LockKey {
+    LockKey::Resource(key.scope.to_string(), key.id.to_string())
+}
+
+fn conflict(what: &str) -> StoreError {
+    StoreError::Transient(format!("TransactionConflict: {what} is being changed by a transaction"))
+}
+
 impl MemoryStore {
     pub fn new() -> Self {
         Self::default()
@@ -95,6 +289,46 @@ impl MemoryStore {
     /// Queues `fault` for the next call of `op` (faults of one op fire in order).
     pub fn inject(&self, op: Op, fault: Fault) {
         self.inner.lock().unwrap().faults.push_back((op, fault));
+    }
+
+    /// Draws faults and transaction latency from `chaos` from now on.
+    pub fn set_chaos(&self, chaos: Chaos) {
+        let rng = fastrand::Rng::with_seed(chaos.seed);
+        self.inner.lock().unwrap().chaos = Some((chaos, rng));
+    }
+
+    /// Stops drawing faults (queued ones still fire); transactions keep
+    /// their latency, so concurrent ones still conflict.
+    pub fn calm(&self) {
+        if let Some((chaos, _)) = self.inner.lock().unwrap().chaos.as_mut() {
+            chaos.faults.clear();
+        }
+    }
+
+    /// Timestamps stream records with `clock` (default: always 0).
+    pub fn set_clock(&self, clock: Clock) {
+        self.inner.lock().unwrap().clock = Some(clock);
+    }
+
+    /// Runs `checker` on the tables after every applied write; the first
+    /// error is kept, with the call that caused it ([`Self::violation`]).
+    pub fn set_checker(&self, checker: impl Fn(&Tables) -> Result<(), String> + Send + 'static) {
+        self.inner.lock().unwrap().checker = Some(Box::new(checker));
+    }
+
+    /// The first invariant violation the checker saw.
+    pub fn violation(&self) -> Option<String> {
+        self.inner.lock().unwrap().violation.clone()
+    }
+
+    /// Faults injected so far (queued and drawn), by operation and kind.
+    pub fn injected_faults(&self) -> BTreeMap<(Op, Fault), u64> {
+        self.inner.lock().unwrap().injected.clone()
+    }
+
+    /// Calls refused because an item was held by an in-flight transaction.
+    pub fn lock_conflicts(&self) -> u64 {
+        self.inner.lock().unwrap().lock_conflicts
     }
 
     /// Runs `hook` on the tables right after the next successful `op`, as a
@@ -123,17 +357,111 @@ impl MemoryStore {
             .unwrap_or(0)
     }
 
-    /// Runs one call: consumes a fault aimed at `op`, applies `write` unless
-    /// the fault prevents it, then runs a hook aimed at `op`.
-    fn call<T>(&self, op: Op, write: impl FnOnce(&mut Tables) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    /// Sets a counters-table item, as an operator's repair does.
+    pub fn set_counter(&self, scope: &str, name: &str, count: i64) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.tables.counters.insert((scope.to_owned(), name.to_owned()), count);
+        inner.check(Op::AddBestEffort);
+    }
+
+    /// The retained records after `after` (from the trim horizon when
+    /// `None`), at most `max`: `GetRecords` from `AFTER_SEQUENCE_NUMBER`.
+    /// [`StoreError::Gone`] when records after `after` were trimmed.
+    pub fn stream_read(&self, after: Option<&str>, max: usize) -> Result<Vec<Record>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        let from = match after {
+            None => 0,
+            Some(seq) => parse_sequence(seq).ok_or_else(|| bad_sequence(seq))? + 1,
+        };
+        if from < inner.stream.trimmed_below && after.is_some() {
+            return Err(StoreError::Gone(format!(
+                "TrimmedDataAccessException: records after {} were trimmed",
+                after.unwrap_or_default()
+            )));
+        }
+        Ok(inner
+            .stream
+            .records
+            .iter()
+            .filter(|e| e.n >= from)
+            .take(max)
+            .map(|e| e.record.clone())
+            .collect())
+    }
+
+    /// The records from `start` through `end`, both inclusive:
+    /// `AT_SEQUENCE_NUMBER` then reading on. [`StoreError::Gone`] when
+    /// `start` was trimmed.
+    pub fn stream_range(&self, start: &str, end: &str) -> Result<Vec<Record>, StoreError> {
+        let inner = self.inner.lock().unwrap();
+        let first = parse_sequence(start).ok_or_else(|| bad_sequence(start))?;
+        let last = parse_sequence(end).ok_or_else(|| bad_sequence(end))?;
+        if first < inner.stream.trimmed_below {
+            return Err(StoreError::Gone(format!(
+                "TrimmedDataAccessException: {start} is beyond the trim horizon"
+            )));
+        }
+        Ok(inner
+            .stream
+            .records
+            .iter()
+            .filter(|e| (first..=last).contains(&e.n))
+            .map(|e| e.record.clone())
+            .collect())
+    }
+
+    /// Every retained record, decoded with the production decoder.
+    pub fn stream_changes(&self) -> Vec<Decoded> {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .stream
+            .records
+            .iter()
+            .map(|e| ChangeRecord::from_streams_api(&e.record))
+            .collect()
+    }
+
+    /// Expires the records written before `cutoff`; returns how many.
+    pub fn trim_stream(&self, cutoff: EpochMillis) -> usize {
+        let mut inner = self.inner.lock().unwrap();
+        let stream = &mut inner.stream;
+        let mut trimmed = 0;
+        while stream.records.front().is_some_and(|e| e.at < cutoff) {
+            let entry = stream.records.pop_front().expect("checked");
+            stream.trimmed_below = entry.n + 1;
+            trimmed += 1;
+        }
+        trimmed
+    }
+
+    /// The sequence number of the newest record, if any was written.
+    pub fn stream_latest(&self) -> Option<String> {
+        let inner = self.inner.lock().unwrap();
+        inner.stream.next.checked_sub(1).map(sequence_number)
+    }
+
+    /// Runs one plain call: consumes a fault aimed at `op`, refuses it if
+    /// it touches an item held by a transaction, applies `write` unless the
+    /// fault prevents it, checks the invariants, then runs a hook aimed at `op`.
+    fn call<T>(
+        &self,
+        op: Op,
+        touches: &[LockKey],
+        write: impl FnOnce(&mut Tables, &mut Stream) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let mut inner = self.inner.lock().unwrap();
         inner.calls.push(op);
-        let fault = inner
-            .faults
-            .iter()
-            .position(|(o, _)| *o == op)
-            .and_then(|at| inner.faults.remove(at))
-            .map(|(_, f)| f);
+        inner.stamp();
+        let fault = inner.next_fault(op);
+        if matches!(
+            fault,
+            None | Some(Fault::AppliedThenUnavailable | Fault::AppliedThenConditionFailed)
+        ) && inner.held(touches)
+        {
+            inner.lock_conflicts += 1;
+            return Err(conflict("the item"));
+        }
+        let inner = &mut *inner;
         let result = match fault {
             Some(Fault::Unavailable) => return Err(StoreError::Unavailable("injected 500".into())),
             Some(Fault::Throttled) => return Err(StoreError::Transient("injected throttle".into())),
@@ -145,25 +473,115 @@ impl MemoryStore {
             }
             Some(Fault::Conflict) => return Err(StoreError::Transient("injected conflict".into())),
             Some(Fault::AppliedThenUnavailable) => {
-                let _ = write(&mut inner.tables);
+                let _ = write(&mut inner.tables, &mut inner.stream);
                 Err(StoreError::Unavailable(
                     "injected 500 after the write was applied".into(),
                 ))
             }
             Some(Fault::AppliedThenConditionFailed) => {
-                let _ = write(&mut inner.tables);
+                let _ = write(&mut inner.tables, &mut inner.stream);
                 Err(StoreError::ConditionFailed)
             }
-            None => write(&mut inner.tables),
+            None => write(&mut inner.tables, &mut inner.stream),
         };
-        if result.is_ok()
-            && let Some(at) = inner.hooks.iter().position(|(o, _)| *o == op)
-            && let Some((_, hook)) = inner.hooks.remove(at)
-        {
-            hook(&mut inner.tables);
+        if !touches.is_empty() {
+            inner.check(op);
+        }
+        if result.is_ok() {
+            inner.run_hook(op);
         }
         result
     }
+
+    /// Phase one of a transaction: validation, fault, conflict check, and
+    /// holding its items. `Ok` carries the fault to report after commit,
+    /// the time to hold the items, and the transaction's id.
+    fn prepare(&self, holds: &[LockKey]) -> Result<(Option<Fault>, Duration, u64), StoreError> {
+        let mut inner = self.inner.lock().unwrap();
+        inner.calls.push(Op::Transact);
+        let distinct: std::collections::BTreeSet<&LockKey> = holds.iter().collect();
+        if distinct.len() != holds.len() || holds.len() > 100 {
+            return Err(StoreError::Rejected(
+                "ValidationException: a transaction has at most 100 actions on distinct items".into(),
+            ));
+        }
+        let fault = inner.next_fault(Op::Transact);
+        match fault {
+            Some(Fault::Unavailable) => return Err(StoreError::Unavailable("injected 500".into())),
+            Some(Fault::Throttled) => {
+                return Err(StoreError::Cancelled {
+                    reasons: holds.iter().map(|_| CancelReason::Throttled).collect(),
+                });
+            }
+            Some(Fault::Rejected) => return Err(StoreError::Rejected("injected validation error".into())),
+            Some(Fault::Conflict) => {
+                return Err(StoreError::Cancelled {
+                    reasons: vec![CancelReason::TransactionConflict],
+                });
+            }
+            _ => {}
+        }
+        if inner.held(holds) {
+            inner.lock_conflicts += 1;
+            let reasons = holds
+                .iter()
+                .map(|k| {
+                    if inner.locks.contains_key(k) {
+                        CancelReason::TransactionConflict
+                    } else {
+                        CancelReason::None
+                    }
+                })
+                .collect();
+            return Err(StoreError::Cancelled { reasons });
+        }
+        let latency = match inner.chaos.as_mut() {
+            Some((chaos, rng)) if !chaos.transaction_latency.is_zero() => {
+                let max = u64::try_from(chaos.transaction_latency.as_micros()).unwrap_or(u64::MAX);
+                Duration::from_micros(rng.u64(1..=max))
+            }
+            _ => Duration::ZERO,
+        };
+        inner.next_transaction += 1;
+        let id = inner.next_transaction;
+        if !latency.is_zero() {
+            for key in holds {
+                inner.locks.insert(key.clone(), id);
+            }
+        }
+        Ok((fault, latency, id))
+    }
+
+    /// Phase two: evaluates the conditions, applies all or nothing, releases
+    /// the items.
+    fn commit(&self, tx: &Transaction, holds: &[LockKey], fault: Option<Fault>, id: u64) -> Result<(), StoreError> {
+        let mut inner = self.inner.lock().unwrap();
+        inner.locks.retain(|k, holder| *holder != id || !holds.contains(k));
+        inner.stamp();
+        let inner = &mut *inner;
+        let result = apply_transaction(&mut inner.tables, &mut inner.stream, tx);
+        inner.check(Op::Transact);
+        match fault {
+            Some(Fault::AppliedThenUnavailable) => Err(StoreError::Unavailable(
+                "injected 500 after the transaction was applied".into(),
+            )),
+            Some(Fault::AppliedThenConditionFailed) => Err(StoreError::Cancelled {
+                reasons: std::iter::repeat_n(CancelReason::ConditionalCheckFailed, holds.len()).collect(),
+            }),
+            _ => {
+                if result.is_ok() {
+                    inner.run_hook(Op::Transact);
+                }
+                result
+            }
+        }
+    }
+}
+
+fn bad_sequence(seq: &str) -> StoreError {
+    StoreError::Rejected(format!(
+        "ValidationException: {seq:?} is not a sequence number of this stream"
+    ))
 }
 
 /// Checks one item write's condition against the tables.
@@ -183,9 +601,51 @@ fn condition_holds(tables: &Tables, write: &ItemWrite) -> bool {
     }
 }
 
+fn apply_transaction(t: &mut Tables, stream: &mut Stream, tx: &Transaction) -> Result<(), StoreError> {
+    let mut reasons = Vec::with_capacity(tx.actions_len());
+    if tx.counter.is_some() {
+        reasons.push(CancelReason::None);
+    }
+    for write in &tx.items {
+        reasons.push(if condition_holds(t, write) {
+            CancelReason::None
+        } else {
+            CancelReason::ConditionalCheckFailed
+        });
+    }
+    if reasons.iter().any(|r| *r != CancelReason::None) {
+        return Err(StoreError::Cancelled { reasons });
+    }
+    if let Some(delta) = &tx.counter {
+        *t.counters
+            .entry((delta.scope.to_string(), delta.name.clone()))
+            .or_default() += delta.delta;
+    }
+    for write in &tx.items {
+        let key = key_of(write.key());
+        match write {
+            ItemWrite::MarkCounted { .. } => {
+                if let Some(r) = t.resources.get_mut(&key) {
+                    let old = r.image.clone();
+                    r.state.counter_processed = true;
+                    r.image
+                        .insert(keys::COUNTER_PROCESSED.to_owned(), AttributeValue::Bool(true));
+                    stream.append(OperationType::Modify, Some(&old), Some(&r.image));
+                }
+            }
+            ItemWrite::DeleteCounted { .. } | ItemWrite::DeleteUncounted { .. } => {
+                if let Some(r) = t.resources.remove(&key) {
+                    stream.append(OperationType::Remove, Some(&r.image), None);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Store for MemoryStore {
     async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
-        self.call(Op::ReadCounters, |t| {
+        self.call(Op::ReadCounters, &[], |t, _| {
             let mut snap = CounterSnapshot {
                 limit_override: t.limits.get(scope.as_str()).copied(),
                 ..CounterSnapshot::default()
@@ -206,10 +666,15 @@ impl Store for MemoryStore {
 
     async fn put_resource(&self, resource: &NewResource) -> Result<(), StoreError> {
         let key = (resource.item.scope.to_string(), resource.item.id.to_string());
-        self.call(Op::PutResource, |t| {
+        let mut image = resource.payload.clone();
+        let kit: Item = serde_dynamo::to_item(&resource.item).map_err(|e| StoreError::Malformed(e.to_string()))?;
+        image.extend(kit.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let lock = LockKey::Resource(key.0.clone(), key.1.clone());
+        self.call(Op::PutResource, &[lock], |t, stream| {
             if t.resources.contains_key(&key) {
                 return Err(StoreError::ConditionFailed);
             }
+            stream.append(OperationType::Insert, None, Some(&image));
             t.resources.insert(
                 key,
                 MemResource {
@@ -218,6 +683,7 @@ impl Store for MemoryStore {
                         deleted: resource.item.deleted,
                         incarnation: resource.item.incarnation.clone(),
                     },
+                    image,
                 },
             );
             Ok(())
@@ -225,7 +691,8 @@ impl Store for MemoryStore {
     }
 
     async fn add_best_effort(&self, scope: &Scope, delta: i64, _now: EpochMillis) -> Result<(), StoreError> {
-        self.call(Op::AddBestEffort, |t| {
+        let lock = LockKey::Counter(scope.to_string(), keys::BEST_EFFORT_NAME.to_owned());
+        self.call(Op::AddBestEffort, &[lock], |t, _| {
             *t.counters
                 .entry((scope.to_string(), keys::BEST_EFFORT_NAME.to_owned()))
                 .or_default() += delta;
@@ -234,56 +701,257 @@ impl Store for MemoryStore {
     }
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
-        self.call(Op::GetResource, |t| {
+        self.call(Op::GetResource, &[], |t, _| {
             Ok(t.resources.get(&key_of(key)).map(|r| r.state.clone()))
         })
     }
 
-    async fn mark_deleted(&self, key: &ResourceKey, _now: EpochMillis) -> Result<(), StoreError> {
-        self.call(Op::MarkDeleted, |t| match t.resources.get_mut(&key_of(key)) {
-            Some(r) if !r.state.deleted => {
-                r.state.deleted = true;
-                Ok(())
+    async fn mark_deleted(&self, key: &ResourceKey, now: EpochMillis) -> Result<(), StoreError> {
+        self.call(Op::MarkDeleted, &[resource_lock(key)], |t, stream| {
+            match t.resources.get_mut(&key_of(key)) {
+                Some(r) if !r.state.deleted => {
+                    let old = r.image.clone();
+                    r.state.deleted = true;
+                    r.image.insert(keys::DELETED.to_owned(), AttributeValue::Bool(true));
+                    r.image
+                        .insert(keys::DELETED_AT.to_owned(), AttributeValue::N(now.to_string()));
+                    stream.append(OperationType::Modify, Some(&old), Some(&r.image));
+                    Ok(())
+                }
+                _ => Err(StoreError::ConditionFailed),
             }
-            _ => Err(StoreError::ConditionFailed),
         })
     }
 
     async fn transact(&self, tx: &Transaction) -> Result<(), StoreError> {
-        self.call(Op::Transact, |t| {
-            let mut reasons = Vec::with_capacity(tx.actions_len());
-            if tx.counter.is_some() {
-                reasons.push(CancelReason::None);
-            }
-            for write in &tx.items {
-                reasons.push(if condition_holds(t, write) {
-                    CancelReason::None
-                } else {
+        let mut holds: Vec<LockKey> = Vec::with_capacity(tx.actions_len());
+        if let Some(c) = &tx.counter {
+            holds.push(LockKey::Counter(c.scope.to_string(), c.name.clone()));
+        }
+        holds.extend(tx.items.iter().map(|w| resource_lock(w.key())));
+        let (fault, latency, id) = self.prepare(&holds)?;
+        if !latency.is_zero() {
+            // Held items meet TransactionConflict until the commit. A
+            // transaction dropped here would keep them: the simulation never
+            // cancels one.
+            tokio::time::sleep(latency).await;
+        }
+        self.commit(tx, &holds, fault, id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::ResourceId;
+    use crate::items::ResourceItem;
+    use crate::store::CounterDelta;
+    use crate::stream::{Change, record::IgnoreReason};
+
+    fn key(id: &str) -> ResourceKey {
+        ResourceKey {
+            scope: Scope::new("acct").unwrap(),
+            id: ResourceId::new(id).unwrap(),
+        }
+    }
+
+    fn resource(id: &str, incarnation: &str) -> NewResource {
+        let mut payload = Item::default();
+        payload.insert("color".into(), AttributeValue::S("blue".into()));
+        NewResource {
+            item: ResourceItem {
+                scope: Scope::new("acct").unwrap(),
+                id: ResourceId::new(id).unwrap(),
+                counter_processed: false,
+                deleted: false,
+                incarnation: incarnation.into(),
+                created_at: 7,
+            },
+            payload,
+        }
+    }
+
+    fn count_insert(id: &str, incarnation: &str) -> Transaction {
+        crate::stream::plan::count_insert(&key(id), incarnation, 1, 0)
+    }
+
+    #[tokio::test]
+    async fn every_applied_write_appends_a_record_the_production_decoder_reads() {
+        let store = MemoryStore::new();
+        store.put_resource(&resource("a", "i1")).await.unwrap();
+        store.transact(&count_insert("a", "i1")).await.unwrap();
+        store.mark_deleted(&key("a"), 9).await.unwrap();
+        let delete = crate::stream::plan::resolve_delete(
+            &key("a"),
+            "i1",
+            store.get_resource(&key("a")).await.unwrap().as_ref(),
+            1,
+            0,
+        );
+        let crate::stream::plan::DeleteDecision::Write(tx) = delete else {
+            panic!("expected a write")
+        };
+        store.transact(&tx).await.unwrap();
+        // A refused write appends nothing.
+        assert!(store.mark_deleted(&key("a"), 9).await.is_err());
+        let changes: Vec<Change> = store.stream_changes().into_iter().map(|d| d.unwrap().change).collect();
+        assert_eq!(
+            changes,
+            vec![
+                Change::Insert {
+                    key: key("a"),
+                    incarnation: "i1".into()
+                },
+                Change::Ignore(IgnoreReason::OtherModify),
+                Change::SoftDelete {
+                    key: key("a"),
+                    incarnation: "i1".into()
+                },
+                Change::Ignore(IgnoreReason::Remove),
+            ]
+        );
+        let records = store.stream_read(None, 10).unwrap();
+        let lambda = crate::stream::shards::to_lambda_record(&records[2], "arn:stream");
+        assert!(crate::stream::filter::passes(&lambda));
+        assert_eq!(
+            lambda["dynamodb"]["NewImage"]["color"],
+            serde_json::json!({"S": "blue"})
+        );
+        assert_eq!(
+            lambda["dynamodb"]["OldImage"]["deleted"],
+            serde_json::json!({"BOOL": false})
+        );
+        let seqs: Vec<u64> = records
+            .iter()
+            .map(|r| parse_sequence(r.dynamodb().unwrap().sequence_number().unwrap()).unwrap())
+            .collect();
+        assert_eq!(seqs, vec![0, 1, 2, 3]);
+    }
+
+    #[tokio::test]
+    async fn trimmed_records_are_gone_for_readers_behind_the_horizon() {
+        let store = MemoryStore::new();
+        let now = Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let clock = now.clone();
+        store.set_clock(Arc::new(move || clock.load(std::sync::atomic::Ordering::SeqCst)));
+        store.put_resource(&resource("a", "i1")).await.unwrap();
+        now.store(100, std::sync::atomic::Ordering::SeqCst);
+        store.put_resource(&resource("b", "i2")).await.unwrap();
+        assert_eq!(store.trim_stream(50), 1);
+        let first = sequence_number(0);
+        assert!(matches!(store.stream_range(&first, &first), Err(StoreError::Gone(_))));
+        assert!(matches!(
+            store.stream_read(Some("99999"), 1),
+            Err(StoreError::Rejected(_))
+        ));
+        // From the trim horizon, or after the trimmed record, the rest reads.
+        assert_eq!(store.stream_read(None, 10).unwrap().len(), 1);
+        assert_eq!(store.stream_read(Some(&first), 10).unwrap().len(), 1);
+        assert_eq!(
+            store
+                .stream_range(&sequence_number(1), &sequence_number(1))
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_condition_cancels_the_whole_transaction_with_reasons_in_request_order() {
+        let store = MemoryStore::new();
+        store.put_resource(&resource("a", "i1")).await.unwrap();
+        let tx = Transaction {
+            counter: Some(CounterDelta {
+                scope: Scope::new("acct").unwrap(),
+                name: "eventual".into(),
+                delta: 2,
+            }),
+            items: vec![
+                ItemWrite::MarkCounted {
+                    key: key("a"),
+                    incarnation: "i1".into(),
+                },
+                ItemWrite::MarkCounted {
+                    key: key("missing"),
+                    incarnation: "i1".into(),
+                },
+            ],
+            now: 0,
+        };
+        let err = store.transact(&tx).await.unwrap_err();
+        assert_eq!(
+            err,
+            StoreError::Cancelled {
+                reasons: vec![
+                    CancelReason::None,
+                    CancelReason::None,
                     CancelReason::ConditionalCheckFailed
-                });
+                ]
             }
-            if reasons.iter().any(|r| *r != CancelReason::None) {
-                return Err(StoreError::Cancelled { reasons });
+        );
+        assert_eq!(store.counter("acct", "eventual"), 0);
+        assert!(
+            !store.tables().resources[&("acct".into(), "a".into())]
+                .state
+                .counter_processed
+        );
+        let mut twice = tx.clone();
+        twice.items[1] = twice.items[0].clone();
+        assert!(matches!(store.transact(&twice).await, Err(StoreError::Rejected(_))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_transaction_in_flight_makes_concurrent_writers_of_its_items_conflict() {
+        let store = Arc::new(MemoryStore::new());
+        store.put_resource(&resource("a", "i1")).await.unwrap();
+        store.put_resource(&resource("b", "i2")).await.unwrap();
+        store.set_chaos(Chaos {
+            seed: 3,
+            faults: vec![],
+            transaction_latency: Duration::from_millis(10),
+        });
+        let first = tokio::spawn({
+            let store = store.clone();
+            async move { store.transact(&count_insert("a", "i1")).await }
+        });
+        tokio::task::yield_now().await;
+        // Same counter item: cancelled, the conflict on the counter's slot.
+        let err = store.transact(&count_insert("b", "i2")).await.unwrap_err();
+        assert_eq!(
+            err,
+            StoreError::Cancelled {
+                reasons: vec![CancelReason::TransactionConflict, CancelReason::None]
             }
-            if let Some(delta) = &tx.counter {
-                *t.counters
-                    .entry((delta.scope.to_string(), delta.name.clone()))
-                    .or_default() += delta.delta;
+        );
+        // A plain write of a held item is refused as transient.
+        let err = store.mark_deleted(&key("a"), 0).await.unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        first.await.unwrap().unwrap();
+        store.transact(&count_insert("b", "i2")).await.unwrap();
+        assert_eq!(store.counter("acct", "eventual"), 2);
+        assert_eq!(store.lock_conflicts(), 2);
+    }
+
+    #[tokio::test]
+    async fn the_checker_reports_the_first_write_that_breaks_an_invariant() {
+        let store = MemoryStore::new();
+        store.set_checker(|t| {
+            let ec = t
+                .counters
+                .get(&("acct".into(), "eventual".into()))
+                .copied()
+                .unwrap_or(0);
+            let processed = t.resources.values().filter(|r| r.state.counter_processed).count() as i64;
+            if ec == processed {
+                Ok(())
+            } else {
+                Err(format!("EC {ec} != processed {processed}"))
             }
-            for write in &tx.items {
-                let key = key_of(write.key());
-                match write {
-                    ItemWrite::MarkCounted { .. } => {
-                        if let Some(r) = t.resources.get_mut(&key) {
-                            r.state.counter_processed = true;
-                        }
-                    }
-                    ItemWrite::DeleteCounted { .. } | ItemWrite::DeleteUncounted { .. } => {
-                        t.resources.remove(&key);
-                    }
-                }
-            }
-            Ok(())
-        })
+        });
+        store.put_resource(&resource("a", "i1")).await.unwrap();
+        store.transact(&count_insert("a", "i1")).await.unwrap();
+        assert_eq!(store.violation(), None);
+        store.set_counter("acct", "eventual", 5);
+        assert!(store.violation().unwrap().contains("EC 5 != processed 1"));
     }
 }

@@ -114,3 +114,39 @@ pub trait Store: Send + Sync {
     /// Runs `tx` all-or-nothing.
     fn transact(&self, tx: &Transaction) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
+
+/// One store shared by several users (a request path and a stream consumer
+/// in one process, as in the simulation).
+impl<T: Store> Store for std::sync::Arc<T> {
+    fn read_counters(&self, scope: &Scope) -> impl Future<Output = Result<CounterSnapshot, StoreError>> + Send {
+        T::read_counters(self, scope)
+    }
+
+    fn put_resource(&self, resource: &NewResource) -> impl Future<Output = Result<(), StoreError>> + Send {
+        T::put_resource(self, resource)
+    }
+
+    fn add_best_effort(
+        &self,
+        scope: &Scope,
+        delta: i64,
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        T::add_best_effort(self, scope, delta, now)
+    }
+
+    fn get_resource(
+        &self,
+        key: &ResourceKey,
+    ) -> impl Future<Output = Result<Option<ResourceState>, StoreError>> + Send {
+        T::get_resource(self, key)
+    }
+
+    fn mark_deleted(&self, key: &ResourceKey, now: EpochMillis) -> impl Future<Output = Result<(), StoreError>> + Send {
+        T::mark_deleted(self, key, now)
+    }
+
+    fn transact(&self, tx: &Transaction) -> impl Future<Output = Result<(), StoreError>> + Send {
+        T::transact(self, tx)
+    }
+}

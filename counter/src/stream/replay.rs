@@ -155,19 +155,31 @@ pub async fn replay<S: Store>(
     now: EpochMillis,
 ) -> Result<BatchReport, ReplayError> {
     let reader = ShardReader::new(streams.clone(), info.stream_arn.clone());
+    let records = reader
+        .read_range(&info.shard_id, &info.start_sequence_number, &info.end_sequence_number)
+        .await;
+    replay_records(processor, info, records, now).await
+}
+
+/// Processes the records read back for `info` (the part of [`replay`]
+/// after the read, shared with the simulation, which reads an in-memory
+/// stream): a range whose first record is gone is [`ReplayError::LeftTheStream`].
+pub async fn replay_records<S: Store>(
+    processor: &Processor<S>,
+    info: &StreamBatchInfo,
+    records: Result<Vec<aws_sdk_dynamodbstreams::types::Record>, StoreError>,
+    now: EpochMillis,
+) -> Result<BatchReport, ReplayError> {
     let left = |why: String| ReplayError::LeftTheStream {
         shard: info.shard_id.clone(),
         start: info.start_sequence_number.clone(),
         end: info.end_sequence_number.clone(),
         why,
     };
-    let records = reader
-        .read_range(&info.shard_id, &info.start_sequence_number, &info.end_sequence_number)
-        .await
-        .map_err(|err| match err {
-            StoreError::Gone(why) => left(why),
-            other => ReplayError::Stream(other.to_string()),
-        })?;
+    let records = records.map_err(|err| match err {
+        StoreError::Gone(why) => left(why),
+        other => ReplayError::Stream(other.to_string()),
+    })?;
     let first = records
         .first()
         .and_then(|r| r.dynamodb())
