@@ -16,6 +16,7 @@ TARGET ?= local
 DEPLOY_TARGETS := local localstack aws
 LAMBDA_TARGET := aarch64-unknown-linux-gnu
 FAKECLOUD := localstack/fakecloud.sh
+LOCAL_RUNNER := localstack/local-runner.sh
 LAMBDA_DIR := $(or $(CARGO_TARGET_DIR),target)/lambda
 
 # Every directory under handlers/ is a Lambda package; its name is the
@@ -25,7 +26,8 @@ HANDLER_PACKAGES := $(foreach m,$(HANDLER_MANIFESTS),$(shell awk -F'"' '/^\[/ { 
 
 .PHONY: help tools rust-tools venv fakecloud-install \
 	fmt-check lint unit e2e test build \
-	emulator-start emulator-stop emulator-status deploy deploy-check clean
+	emulator-start emulator-stop emulator-status deploy deploy-check clean \
+	local-run local-stop
 
 help: ## Show this help
 	@echo "Usage: make <target> [TARGET=local|localstack|aws] [FAKECLOUD_PORT=4566]"
@@ -99,7 +101,8 @@ build: rust-tools venv ## Release arm64 bootstrap.zip for every handlers/* packa
 emulator-start: ## Start fakecloud in the background and print its endpoint
 	@$(FAKECLOUD) start $(if $(FAKECLOUD_PORT),--port $(FAKECLOUD_PORT))
 
-emulator-stop: ## Stop the background fakecloud
+emulator-stop: ## Stop the background local runner and fakecloud
+	@$(LOCAL_RUNNER) stop
 	@$(FAKECLOUD) stop
 
 emulator-status: ## Is the background fakecloud running? (exit 0/1)
@@ -112,6 +115,7 @@ COUNTERCTL_ARGS := --target $(TARGET)
 deploy: deploy-check build $(if $(filter local,$(TARGET)),fakecloud-install emulator-start) ## Build, package and deploy the stack to TARGET (default local); prints outputs and next steps
 	cargo build -q --locked -p ops-cli --bin counterctl
 	$(COUNTERCTL) $(COUNTERCTL_ARGS) deploy
+	$(if $(filter local,$(TARGET)),@COUNTERCTL=$(COUNTERCTL) $(LOCAL_RUNNER) restart)
 	@echo
 	@echo "Next:"
 	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) status                            # stack, mappings, DLQ depths, alarms"
@@ -119,7 +123,15 @@ deploy: deploy-check build $(if $(filter local,$(TARGET)),fakecloud-install emul
 	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) deploy --param StreamBatchSize=50  # apply it"
 	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) destroy                           # delete the stack, keep the tables"
 	@echo "  $(COUNTERCTL) --help                                          # every command, flag and exit code"
-	$(if $(filter local,$(TARGET)),@echo "  make emulator-stop                                              # stop the local emulator")
+	$(if $(filter local,$(TARGET)),@echo "  make local-stop                                                 # stop the local event-source runner (log: .run/local-runner.log)")
+	$(if $(filter local,$(TARGET)),@echo "  make emulator-stop                                              # stop the runner and the local emulator")
+
+local-run: ## Start the local event-source runner in the background (counterctl local run; make deploy does it)
+	cargo build -q --locked -p ops-cli --bin counterctl
+	@COUNTERCTL=$(COUNTERCTL) $(LOCAL_RUNNER) start
+
+local-stop: ## Stop the background local event-source runner
+	@$(LOCAL_RUNNER) stop
 
 deploy-check:
 	@if [[ -z "$(filter $(DEPLOY_TARGETS),$(TARGET))" || "$(words $(TARGET))" != 1 ]]; then \
@@ -127,7 +139,8 @@ deploy-check:
 
 ## ---- housekeeping ----------------------------------------------------------
 
-clean: ## Stop the emulator, cargo clean, remove .run (keeps .venv)
+clean: ## Stop the runner and the emulator, cargo clean, remove .run (keeps .venv)
+	-@$(LOCAL_RUNNER) stop
 	-@$(FAKECLOUD) stop
 	cargo clean
 	rm -rf .run

@@ -113,6 +113,12 @@ pub enum Command {
     /// Generate load with the counter library (create/delete in many scopes), then wait for the
     /// stream to drain and audit the scopes.
     Load(LoadArgs),
+    /// Move DLQ2's messages back to DLQ1 for the reprocessor (--replay: replay them here); --dry-run shows
+    /// what would move.
+    Redrive(crate::commands::redrive::RedriveArgs),
+    /// The local event-source runner: plays the stack's mappings in the embedded emulator.
+    #[command(subcommand)]
+    Local(crate::commands::local::LocalCommand),
 }
 
 #[derive(Debug, Clone, Args)]

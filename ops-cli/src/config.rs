@@ -82,6 +82,8 @@ pub enum CommandConfig {
         action: crate::commands::scope::LimitAction,
     },
     Load(crate::commands::load::LoadOptions),
+    Redrive(crate::commands::redrive::RedriveOptions),
+    LocalRun(crate::commands::local::LocalRunOptions),
 }
 
 impl CommandConfig {
@@ -95,6 +97,8 @@ impl CommandConfig {
             CommandConfig::Usage(_) => "usage",
             CommandConfig::Limit { .. } => "limit",
             CommandConfig::Load(_) => "load",
+            CommandConfig::Redrive(_) => "redrive",
+            CommandConfig::LocalRun(_) => "local run",
         }
     }
 }
@@ -220,6 +224,13 @@ impl Config {
                 }
             }
             Command::Load(args) => CommandConfig::Load(load_options(args)?),
+            Command::Redrive(args) => {
+                CommandConfig::Redrive(crate::commands::redrive::RedriveOptions::from_args(&args)?)
+            }
+            Command::Local(command) => CommandConfig::LocalRun(crate::commands::local::LocalRunOptions::from_args(
+                &command,
+                global.target,
+            )?),
         };
 
         Ok(Self {

@@ -30,6 +30,8 @@ pub struct Clients {
     pub cloudwatch: aws_sdk_cloudwatch::Client,
     pub sts: aws_sdk_sts::Client,
     pub dynamodb: aws_sdk_dynamodb::Client,
+    /// Reads failed stream ranges back (`redrive --replay`).
+    pub dynamodbstreams: aws_sdk_dynamodbstreams::Client,
     pub region: String,
     /// The endpoint every client talks to; `None` for AWS's own.
     pub endpoint: Option<String>,
@@ -81,6 +83,7 @@ pub async fn connect(config: &Config, ui: &Ui) -> Result<Clients> {
         cloudwatch: aws_sdk_cloudwatch::Client::new(&sdk),
         sts: aws_sdk_sts::Client::new(&sdk),
         dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
+        dynamodbstreams: aws_sdk_dynamodbstreams::Client::new(&sdk),
         region,
         poll: if config.is_emulator() {
             Duration::from_millis(250)

@@ -128,6 +128,10 @@ pub enum Error {
 
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
+
+    /// The local event-source runner (`local run`); its messages say what to do.
+    #[error(transparent)]
+    Runner(#[from] esm_runner::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -165,6 +169,11 @@ impl Error {
             | Error::Json(_)
             | Error::Runtime(_) => exit::ENVIRONMENT,
             Error::Timeout { .. } => exit::TIMEOUT,
+            Error::Runner(inner) => match inner {
+                esm_runner::Error::NotIdle { .. } => exit::TIMEOUT,
+                esm_runner::Error::UnsupportedMapping { .. } | esm_runner::Error::Build { .. } => exit::FAILED,
+                _ => exit::ENVIRONMENT,
+            },
         }
     }
 

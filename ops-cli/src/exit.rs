@@ -18,7 +18,8 @@ pub const NOT_FOUND: u8 = 3;
 /// start, the endpoint does not answer, credentials are missing or refused,
 /// a service call failed.
 pub const ENVIRONMENT: u8 = 4;
-/// Gave up waiting for CloudFormation; the operation may still be running.
+/// Gave up waiting for CloudFormation (the operation may still be
+/// running), or for `local run --until-idle` to drain the event sources.
 pub const TIMEOUT: u8 = 5;
 
 /// The exit code section of `counterctl --help`.
@@ -28,13 +29,15 @@ Exit codes:
   1  the operation failed: deploy rolled back, change set rejected, delete
      failed, confirmation declined; for status: something needs attention;
      for audit: a counter differs from the items (drift); for load: drift
-     after the stream drained
+     after the stream drained; for redrive: a message stays in DLQ2
+     (failed or skipped)
   2  usage or configuration error: bad flag or --param, missing handler zip,
      LOCALSTACK_AUTH_TOKEN unset
   3  the stack does not exist
   4  environment error: emulator not installed or not answering, missing
      credentials, a failed AWS call
-  5  timed out waiting for CloudFormation (it may still be in progress)";
+  5  timed out waiting for CloudFormation (it may still be in progress),
+     or for `local run --until-idle` to drain the event sources";
 
 pub fn code(value: u8) -> ExitCode {
     ExitCode::from(value)

@@ -6,7 +6,7 @@
 //! (no I/O), [`connect`] builds the SDK clients and starts the local
 //! emulator, [`package`] hashes and uploads the handler zips, [`cfn`] holds
 //! the CloudFormation mechanics, [`diff`] renders change sets, [`commands`]
-//! the four commands, each returning a [`report::Report`]; [`compat`] adapts
+//! the commands, each returning a [`report::Report`]; [`compat`] adapts
 //! the template to the embedded emulator; [`error`] and [`exit`] define
 //! failures and exit codes.
 
@@ -72,6 +72,8 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         CommandConfig::Usage(scope) => Report::Usage(commands::scope::usage(&ctx, scope).await?),
         CommandConfig::Limit { scope, action } => Report::Limit(commands::scope::limit(&ctx, scope, action).await?),
         CommandConfig::Load(options) => Report::Load(commands::load::run(&ctx, options).await?),
+        CommandConfig::Redrive(options) => Report::Redrive(commands::redrive::run(&ctx, options).await?),
+        CommandConfig::LocalRun(options) => Report::Local(commands::local::run(&ctx, options).await?),
     };
     Ok(report)
 }

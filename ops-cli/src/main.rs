@@ -28,7 +28,12 @@ fn run() -> Result<ExitCode, Error> {
             return Ok(ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(exit::USAGE)));
         }
     };
-    init_tracing();
+    // `local run` logs what the runner plays; other commands only errors.
+    let default_filter = match cli.command {
+        ops_cli::cli::Command::Local(_) => ops_cli::commands::local::LOG_FILTER,
+        _ => "error",
+    };
+    init_tracing(default_filter);
     let config = Config::from_cli(cli, &|name| std::env::var(name).ok())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -42,12 +47,14 @@ fn run() -> Result<ExitCode, Error> {
     Ok(exit::code(report.exit_code()))
 }
 
-/// SDK and CLI logs on stderr, errors only unless RUST_LOG says otherwise.
-fn init_tracing() {
+/// SDK and CLI logs on stderr, filtered by RUST_LOG, else by `default_filter`.
+fn init_tracing(default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // No colour codes in a log file (`make local-run` writes one).
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }

@@ -18,10 +18,7 @@ impl Ui {
     pub fn stderr() -> Self {
         let spinner = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
+            bar.set_style(spinner_style());
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         });
@@ -56,6 +53,31 @@ impl Ui {
         }
     }
 
+    /// A progress bar of `len` steps: the spinner turned into a bar until
+    /// the returned [`Bar`] is dropped; hidden when quiet or not a terminal.
+    pub fn bar(&self, len: u64, message: &str) -> Bar {
+        match &self.spinner {
+            Some(spinner) => {
+                spinner.set_style(
+                    ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} ({per_sec}, eta {eta})")
+                        .unwrap_or_else(|_| ProgressStyle::default_bar())
+                        .progress_chars("=> "),
+                );
+                spinner.set_length(len);
+                spinner.set_position(0);
+                spinner.set_message(message.to_owned());
+                Bar {
+                    bar: spinner.clone(),
+                    borrowed: true,
+                }
+            }
+            None => Bar {
+                bar: ProgressBar::hidden(),
+                borrowed: false,
+            },
+        }
+    }
+
     /// Removes the spinner, so the report prints on a clean line.
     pub fn finish(&self) {
         if let Some(bar) = &self.spinner {
@@ -78,6 +100,33 @@ impl Ui {
         let mut answer = String::new();
         std::io::stdin().read_line(&mut answer)?;
         Ok(answer.trim().to_owned())
+    }
+}
+
+fn spinner_style() -> ProgressStyle {
+    ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").unwrap_or_else(|_| ProgressStyle::default_spinner())
+}
+
+/// A progress bar lent by [`Ui::bar`]; the spinner comes back when it drops.
+pub struct Bar {
+    bar: ProgressBar,
+    borrowed: bool,
+}
+
+impl std::ops::Deref for Bar {
+    type Target = ProgressBar;
+
+    fn deref(&self) -> &ProgressBar {
+        &self.bar
+    }
+}
+
+impl Drop for Bar {
+    fn drop(&mut self) {
+        if self.borrowed {
+            self.bar.set_style(spinner_style());
+            self.bar.unset_length();
+        }
     }
 }
 

@@ -26,6 +26,8 @@ pub enum Report {
     Usage(crate::commands::scope::UsageReport),
     Limit(crate::commands::scope::LimitReport),
     Load(crate::commands::load::LoadReport),
+    Redrive(crate::commands::redrive::RedriveReport),
+    Local(crate::commands::local::LocalRunReport),
 }
 
 impl Report {
@@ -40,6 +42,8 @@ impl Report {
             Report::Audit(report) => report.healthy(),
             Report::Usage(_) | Report::Limit(_) => true,
             Report::Load(report) => report.healthy(),
+            Report::Redrive(report) => report.succeeded(),
+            Report::Local(report) => report.succeeded(),
         };
         if ok { exit::SUCCESS } else { exit::FAILED }
     }
@@ -64,6 +68,8 @@ impl fmt::Display for Report {
             Report::Usage(report) => report.fmt(f),
             Report::Limit(report) => report.fmt(f),
             Report::Load(report) => report.fmt(f),
+            Report::Redrive(report) => report.fmt(f),
+            Report::Local(report) => report.fmt(f),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The four commands. `plan` and `deploy` share [`propose`]: package the
+//! The commands. `plan` and `deploy` share [`propose`]: package the
 //! handlers, work out the parameters, create a change set and turn it into
 //! a diff; `plan` then throws the change set away, `deploy` executes it.
 
@@ -6,7 +6,9 @@ pub mod audit;
 pub mod deploy;
 pub mod destroy;
 pub mod load;
+pub mod local;
 pub mod plan;
+pub mod redrive;
 pub mod scope;
 pub mod status;
 

@@ -6,6 +6,7 @@ mod api;
 mod audit;
 mod deploy;
 mod operations;
+mod pipeline;
 mod reprocessor;
 mod request_path;
 mod runner;

@@ -1,0 +1,419 @@
+//! `counterctl local run`: plays the deployed stack's event source mappings
+//! in the embedded emulator, which stores them but cannot run Lambda code
+//! (DESIGN §8). The local event-source runner (`esm-runner`) reads the
+//! mappings of the stack's functions back from the emulator's Lambda API,
+//! polls the stream and DLQ1, and invokes the real handler binaries through
+//! `cargo lambda watch` (one per function, started here, or one already
+//! running with `--attach`), with the mappings' batch size, filter,
+//! bisect, retry, record age and on-failure semantics.
+//!
+//! It runs until Ctrl-C or SIGTERM (`make local-stop`); the batch in flight
+//! on each source finishes first. `--until-idle` drains what the sources
+//! hold now and exits. Progress is logged on stderr (tracing, `RUST_LOG`);
+//! the report of what was played goes to stdout at the end.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use esm_runner::{CargoLambdaWatch, RunReport, Runner, RunnerConfig};
+use serde::Serialize;
+use tracing::info;
+
+use super::{Context, Location};
+use crate::cfn;
+use crate::cli::Target;
+use crate::connect;
+use crate::error::{Error, Result};
+
+/// The default log filter of `local run` when `RUST_LOG` is not set: what
+/// the runner plays, and warnings from everything else.
+pub const LOG_FILTER: &str = "warn,esm_runner=info,ops_cli=info";
+
+/// The line `localstack/local-runner.sh start` waits for in the log.
+pub const STARTED: &str = "local runner started";
+
+/// The stack outputs naming the functions whose mappings are played.
+const FUNCTIONS: [&str; 3] = [
+    stack::outputs::STREAM_COUNTER_FUNCTION,
+    stack::outputs::DLQ_REPROCESSOR_FUNCTION,
+    stack::outputs::API_FUNCTION,
+];
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum LocalCommand {
+    /// Play the stack's event source mappings (stream -> stream counter, DLQ1 -> reprocessor) in the embedded
+    /// emulator with the real handler binaries under `cargo lambda watch`, until Ctrl-C or SIGTERM.
+    Run(LocalRunArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LocalRunArgs {
+    /// Milliseconds between polls of a source that had nothing new (Lambda polls a stream shard four times
+    /// a second).
+    #[arg(long, default_value_t = 250, value_name = "MS")]
+    pub poll_interval: u64,
+
+    /// Drain what the stream and DLQ1 hold now, then exit, instead of running until stopped.
+    #[arg(long)]
+    pub until_idle: bool,
+
+    /// With --until-idle: give up after this many seconds (exit 5), e.g. when a batch retries forever.
+    #[arg(long, default_value_t = 600, value_name = "SECONDS", requires = "until_idle")]
+    pub idle_timeout: u64,
+
+    /// With --until-idle: also wait for DLQ1 messages in flight (hidden for the queue's visibility timeout
+    /// after a failed attempt) to be retried or moved to DLQ2.
+    #[arg(long, requires = "until_idle")]
+    pub wait_for_in_flight: bool,
+
+    /// Invoke through a `cargo lambda watch` already running with its invoke API at HOST:PORT instead of
+    /// starting one per function; it must have the functions' environment (tables, endpoint) itself.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub attach: Option<String>,
+
+    /// Build and run the handlers with --release.
+    #[arg(long)]
+    pub release: bool,
+}
+
+/// A validated `local run` command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalRunOptions {
+    pub poll_interval: Duration,
+    pub until_idle: bool,
+    pub idle_timeout: Duration,
+    pub wait_for_in_flight: bool,
+    pub attach: Option<String>,
+    pub release: bool,
+}
+
+impl LocalRunOptions {
+    /// Checks the flags against the target; no I/O.
+    pub fn from_args(command: &LocalCommand, target: Target) -> Result<Self> {
+        let LocalCommand::Run(args) = command;
+        if target != Target::Local {
+            return Err(Error::InvalidArgument(format!(
+                "`local run` plays event source mappings in the embedded emulator (--target local); on {target} \
+                 Lambda runs them itself"
+            )));
+        }
+        if !(10..=60_000).contains(&args.poll_interval) {
+            return Err(Error::InvalidArgument(format!(
+                "--poll-interval {}: expected 10 to 60000 milliseconds",
+                args.poll_interval
+            )));
+        }
+        if args.idle_timeout == 0 {
+            return Err(Error::InvalidArgument(
+                "--idle-timeout must be at least 1 second".to_owned(),
+            ));
+        }
+        let attach = args.attach.as_deref().map(validate_attach).transpose()?;
+        Ok(Self {
+            poll_interval: Duration::from_millis(args.poll_interval),
+            until_idle: args.until_idle,
+            idle_timeout: Duration::from_secs(args.idle_timeout),
+            wait_for_in_flight: args.wait_for_in_flight,
+            attach,
+            release: args.release,
+        })
+    }
+}
+
+/// `HOST:PORT` with a port from 1 to 65535.
+fn validate_attach(raw: &str) -> Result<String> {
+    let raw = raw.trim();
+    let valid = raw
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+    if valid {
+        Ok(raw.to_owned())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "--attach {raw:?}: expected the invoke API address of `cargo lambda watch` as HOST:PORT, e.g. \
+             127.0.0.1:9000"
+        )))
+    }
+}
+
+/// The runner's configuration for the emulator at `endpoint`.
+pub fn runner_config(
+    endpoint: &str,
+    region: &str,
+    workspace: PathBuf,
+    functions: Vec<String>,
+    options: &LocalRunOptions,
+) -> RunnerConfig {
+    let mut config = RunnerConfig::new(endpoint, workspace);
+    config.region = region.to_owned();
+    config.poll_interval = options.poll_interval;
+    config.functions = Some(functions);
+    config.idle_timeout = options.idle_timeout;
+    config.wait_for_in_flight = options.wait_for_in_flight;
+    config.watch.attach.clone_from(&options.attach);
+    config.watch.release = options.release;
+    config
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LocalRunReport {
+    #[serde(flatten)]
+    pub location: Location,
+    /// `until-idle` or `until-stopped`.
+    pub mode: String,
+    /// The stack's functions whose mappings were played.
+    pub functions: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attach: Option<String>,
+    /// `--until-idle` was stopped by a signal before the sources were drained.
+    pub interrupted: bool,
+    pub seconds: f64,
+    pub runner: RunReport,
+}
+
+impl LocalRunReport {
+    pub fn succeeded(&self) -> bool {
+        !self.interrupted
+    }
+}
+
+pub async fn run(ctx: &Context<'_>, options: &LocalRunOptions) -> Result<LocalRunReport> {
+    let started = Instant::now();
+    ctx.ui.step(format!("reading stack {}", ctx.config.stack_name));
+    let stack = cfn::describe(&ctx.clients.cloudformation, &ctx.config.stack_name)
+        .await?
+        .ok_or_else(|| ctx.not_found())?;
+    let functions: Vec<String> = FUNCTIONS
+        .iter()
+        .filter_map(|key| stack.outputs.get(*key).cloned())
+        .collect();
+    if functions.is_empty() {
+        return Err(Error::StackIncomplete {
+            name: ctx.config.stack_name.clone(),
+            missing: FUNCTIONS.join(", "),
+        });
+    }
+    let endpoint = ctx.clients.endpoint.clone().ok_or_else(|| {
+        Error::InvalidArgument("`local run` needs the emulator's endpoint; use --target local".to_owned())
+    })?;
+    let workspace = connect::workspace_root().ok_or_else(|| {
+        Error::InvalidArgument(
+            "the kit's workspace (handlers/, Cargo.toml) was not found from the current directory; run `counterctl \
+             local run` from it"
+                .to_owned(),
+        )
+    })?;
+    let config = runner_config(&endpoint, &ctx.clients.region, workspace, functions.clone(), options);
+    let invoker = CargoLambdaWatch::new(config.watch.clone(), &endpoint, &ctx.clients.region)?;
+    let runner = Runner::connect(config, invoker).await?;
+    // From here on the runner logs through tracing; the spinner would
+    // garble those lines.
+    ctx.ui.finish();
+    info!(
+        stack = %ctx.config.stack_name,
+        %endpoint,
+        functions = %functions.join(", "),
+        until_idle = options.until_idle,
+        "{STARTED}: playing the event source mappings; Ctrl-C or SIGTERM stops it"
+    );
+    let (report, interrupted) = if options.until_idle {
+        tokio::select! {
+            result = runner.run_until_idle() => (result?, false),
+            () = shutdown_signal() => {
+                info!("stopping before the sources were drained");
+                (runner.report(), true)
+            }
+        }
+    } else {
+        (runner.run(shutdown_signal()).await?, false)
+    };
+    info!("local runner stopped");
+    Ok(LocalRunReport {
+        location: Location::of(ctx),
+        mode: if options.until_idle {
+            "until-idle"
+        } else {
+            "until-stopped"
+        }
+        .to_owned(),
+        functions,
+        attach: options.attach.clone(),
+        interrupted,
+        seconds: started.elapsed().as_secs_f64(),
+        runner: report,
+    })
+}
+
+/// Completes on Ctrl-C (SIGINT) or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}
+
+impl fmt::Display for LocalRunReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "Local runner for stack {} ({}, {:.1}s{}):",
+            self.location.stack_name,
+            self.mode,
+            self.seconds,
+            if self.interrupted {
+                ", interrupted before the sources were drained"
+            } else {
+                ""
+            }
+        )?;
+        if let Some(address) = &self.attach {
+            writeln!(f, "  invoked through cargo lambda watch at {address}")?;
+        }
+        write!(f, "{}", self.runner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn options(args: &[&str], target: Target) -> Result<LocalRunOptions> {
+        #[derive(Parser)]
+        struct Test {
+            #[command(subcommand)]
+            command: LocalCommand,
+        }
+        let argv = ["local", "run"].into_iter().chain(args.iter().copied());
+        let parsed = Test::try_parse_from(argv).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        LocalRunOptions::from_args(&parsed.command, target)
+    }
+
+    #[test]
+    fn defaults_poll_four_times_a_second_until_stopped() {
+        let parsed = options(&[], Target::Local).unwrap();
+        assert_eq!(parsed.poll_interval, Duration::from_millis(250));
+        assert!(!parsed.until_idle);
+        assert_eq!(parsed.attach, None);
+    }
+
+    #[test]
+    fn the_runner_is_only_for_the_embedded_emulator() {
+        for target in [Target::Aws, Target::Localstack] {
+            let err = options(&[], target).unwrap_err();
+            assert_eq!(err.exit_code(), crate::exit::USAGE, "{target}");
+            assert!(err.to_string().contains("--target local"), "{err}");
+        }
+    }
+
+    #[test]
+    fn attach_needs_host_and_port() {
+        let parsed = options(&["--attach", "127.0.0.1:9000"], Target::Local).unwrap();
+        assert_eq!(parsed.attach.as_deref(), Some("127.0.0.1:9000"));
+        for bad in ["9000", "127.0.0.1", ":9000", "localhost:0", "localhost:http"] {
+            let err = options(&["--attach", bad], Target::Local).unwrap_err();
+            assert!(err.to_string().contains("HOST:PORT"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn poll_interval_and_idle_flags_are_checked() {
+        assert!(options(&["--poll-interval", "5"], Target::Local).is_err());
+        assert!(options(&["--poll-interval", "60001"], Target::Local).is_err());
+        assert!(
+            options(&["--idle-timeout", "5"], Target::Local).is_err(),
+            "--idle-timeout needs --until-idle"
+        );
+        assert!(options(&["--until-idle", "--idle-timeout", "0"], Target::Local).is_err());
+        let idle = options(
+            &["--until-idle", "--idle-timeout", "30", "--wait-for-in-flight"],
+            Target::Local,
+        )
+        .unwrap();
+        assert!(idle.until_idle && idle.wait_for_in_flight);
+        assert_eq!(idle.idle_timeout, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn a_runner_that_does_not_drain_in_time_exits_5_and_other_runner_failures_are_environment_errors() {
+        let not_idle = Error::from(esm_runner::Error::NotIdle {
+            after: Duration::from_secs(1),
+            report: Box::default(),
+        });
+        assert_eq!(not_idle.exit_code(), crate::exit::TIMEOUT);
+        let missing = Error::from(esm_runner::Error::CargoLambdaMissing {
+            looked_in: ".venv/bin/cargo-lambda".into(),
+        });
+        assert_eq!(missing.exit_code(), crate::exit::ENVIRONMENT);
+        assert!(missing.to_string().contains("make tools"), "{missing}");
+    }
+
+    #[test]
+    fn the_report_renders_the_runners_counts_as_json_and_text() {
+        let report = LocalRunReport {
+            location: Location {
+                stack_name: "hybrid-counter".into(),
+                target: "local".into(),
+                region: "us-east-1".into(),
+                endpoint: Some("http://127.0.0.1:4566".into()),
+            },
+            mode: "until-idle".into(),
+            functions: vec!["hybrid-counter-stream-counter".into()],
+            attach: None,
+            interrupted: true,
+            seconds: 2.0,
+            runner: RunReport::default(),
+        };
+        assert!(!report.succeeded(), "an interrupted drain did not finish");
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["mode"], "until-idle");
+        assert_eq!(json["stack_name"], "hybrid-counter");
+        assert!(json["runner"]["mappings"].is_object());
+        let text = report.to_string();
+        assert!(
+            text.contains("interrupted") && text.contains("no event source mappings played"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_runner_plays_only_the_stacks_functions_with_the_given_settings() {
+        let parsed = options(
+            &["--poll-interval", "100", "--attach", "127.0.0.1:9000", "--release"],
+            Target::Local,
+        )
+        .unwrap();
+        let config = runner_config(
+            "http://127.0.0.1:4566",
+            "us-east-1",
+            PathBuf::from("/kit"),
+            vec!["hck-stream-counter".into()],
+            &parsed,
+        );
+        assert_eq!(config.endpoint, "http://127.0.0.1:4566");
+        assert_eq!(config.poll_interval, Duration::from_millis(100));
+        assert_eq!(config.functions, Some(vec!["hck-stream-counter".to_owned()]));
+        assert_eq!(config.watch.attach.as_deref(), Some("127.0.0.1:9000"));
+        assert!(config.watch.release);
+        assert_eq!(config.watch.workspace, PathBuf::from("/kit"));
+    }
+}

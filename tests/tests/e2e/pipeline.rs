@@ -1,0 +1,549 @@
+//! The failure pipeline end to end (issue 4, DESIGN §4): the stack is
+//! deployed with `counterctl` into a private emulator with small retry
+//! settings (`MaximumRetryAttempts=1`, `Dlq1MaxReceiveCount=2`), and the
+//! local event-source runner plays its two mappings with an in-process
+//! invoker that calls the real handler functions of the library
+//! (`handle_stream_event`, `handle_dlq_event`) behind a fault switch:
+//!
+//! * the stream fault fails every stream batch holding a "poison" item
+//!   (an id starting with `poison`) with a function error, so the mapping
+//!   retries and bisects until each poison record alone is given up on and
+//!   described to DLQ1;
+//! * the reprocessor fault fails every DLQ1 batch, so its messages reach
+//!   DLQ2 through the queue's redrive policy.
+//!
+//! Then `counterctl redrive` (moving to DLQ1, or `--replay` applying the
+//! ranges directly) brings them back, and the eventual counter becomes
+//! exact. DLQ1's visibility timeout is lowered to 1 s after the deploy: the
+//! stack's 720 s (six reprocessor timeouts) would make every failed receive
+//! wait twelve minutes.
+//!
+//! The last test runs `counterctl local run --until-idle` itself, with the
+//! real handler binaries under `cargo lambda watch`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use aws_sdk_sqs::types::QueueAttributeName;
+use e2e::Emulator;
+use e2e::counterctl::Counterctl;
+use esm_runner::{FnInvoker, Invocation, Invoke, RunReport, Runner, RunnerConfig};
+use hybrid_counter::audit::ScopeCounts;
+use hybrid_counter::lambda::{RawStreamEvent, handle_dlq_event, handle_stream_event};
+use hybrid_counter::stream::Processor;
+use hybrid_counter::stream::replay::OnFailureRecord;
+use hybrid_counter::{Counter, CounterConfig, DynamoStore, Scope, Store};
+use ops_cli::commands::redrive::RedriveReport;
+use ops_cli::{Report, exit};
+use serde_dynamo::Item;
+use serde_json::Value;
+use stack::outputs;
+
+use crate::{NOW, id, scope};
+
+/// Created in this order; `w1` is deleted afterwards. Seven stay live.
+const ITEMS: [&str; 8] = ["w0", "w1", "poison-a", "w2", "w3", "w4", "poison-b", "w5"];
+const LIVE: i64 = 7;
+const GARBAGE: &str = "{\"not\": \"an on-failure record\"}";
+
+/// The test-only fault switches of the in-process functions.
+#[derive(Default)]
+struct Faults {
+    /// Stream batches holding a poison item fail with a function error.
+    stream: AtomicBool,
+    /// Every reprocessor batch fails with a function error.
+    reprocessor: AtomicBool,
+}
+
+/// Event payloads the in-process functions received, in order.
+#[derive(Default)]
+struct Seen {
+    stream: Mutex<Vec<Value>>,
+    reprocessor: Mutex<Vec<Value>>,
+}
+
+/// A deployed stack in a private emulator, and what the tests drive it with.
+struct Pipeline {
+    emulator: Emulator,
+    ctl: Counterctl,
+    outputs: BTreeMap<String, String>,
+    sqs: aws_sdk_sqs::Client,
+    store: DynamoStore,
+    counter: Counter<DynamoStore>,
+    processor: Processor<DynamoStore>,
+    streams: aws_sdk_dynamodbstreams::Client,
+    faults: Arc<Faults>,
+    seen: Arc<Seen>,
+}
+
+impl Pipeline {
+    async fn deploy() -> Self {
+        let emulator = Emulator::start();
+        let ctl = Counterctl::new(&emulator);
+        let deployed = ctl
+            .deploy(&["MaximumRetryAttempts=1", "Dlq1MaxReceiveCount=2", "StreamBatchSize=10"])
+            .await;
+        assert!(deployed.succeeded(), "{deployed}");
+        let outputs = deployed.outputs;
+        let sdk = emulator.sdk_config().await;
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        sqs.set_queue_attributes()
+            .queue_url(&outputs[outputs::DLQ1_URL])
+            .attributes(QueueAttributeName::VisibilityTimeout, "1")
+            .send()
+            .await
+            .expect("shorten DLQ1's visibility timeout");
+        let config = CounterConfig {
+            resources_table: outputs[outputs::RESOURCES_TABLE].clone(),
+            counters_table: outputs[outputs::COUNTERS_TABLE].clone(),
+            default_limit: Some(1_000),
+            eventual_shards: 1,
+        };
+        let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
+        Self {
+            counter: Counter::new(store.clone(), 1_000),
+            processor: Processor::new(store.clone()),
+            store,
+            streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
+            sqs,
+            outputs,
+            ctl,
+            emulator,
+            faults: Arc::default(),
+            seen: Arc::default(),
+        }
+    }
+
+    fn output(&self, key: &str) -> &str {
+        &self.outputs[key]
+    }
+
+    fn stream_function(&self) -> &str {
+        self.output(outputs::STREAM_COUNTER_FUNCTION)
+    }
+
+    fn reprocessor_function(&self) -> &str {
+        self.output(outputs::DLQ_REPROCESSOR_FUNCTION)
+    }
+
+    /// Creates [`ITEMS`] in `s`, then deletes `w1`.
+    async fn write_items(&self, s: &Scope) {
+        for n in ITEMS {
+            self.counter.create(s, &id(n), Item::default(), NOW).await.unwrap();
+        }
+        self.counter.delete(s, &id("w1"), NOW).await.unwrap();
+    }
+
+    /// A runner playing the mappings of `functions` with the in-process
+    /// handler functions behind the fault switches.
+    async fn runner(&self, functions: &[&str]) -> Runner<impl Invoke + use<>> {
+        let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root")
+            .to_path_buf();
+        let mut config = RunnerConfig::new(&self.emulator.endpoint, workspace);
+        config.poll_interval = Duration::from_millis(100);
+        config.retry_delay = Duration::from_millis(10);
+        config.idle_timeout = Duration::from_secs(120);
+        config.functions = Some(functions.iter().map(|f| (*f).to_owned()).collect());
+        // Wait for failed DLQ1 messages to come back, and to move to DLQ2.
+        config.wait_for_in_flight = true;
+        Runner::connect(config, self.invoker())
+            .await
+            .expect("connect the runner")
+    }
+
+    async fn full_runner(&self) -> Runner<impl Invoke + use<>> {
+        self.runner(&[self.stream_function(), self.reprocessor_function()])
+            .await
+    }
+
+    fn invoker(&self) -> impl Invoke + use<> {
+        let stream_function = self.stream_function().to_owned();
+        let (processor, streams, faults, seen) = (
+            self.processor.clone(),
+            self.streams.clone(),
+            self.faults.clone(),
+            self.seen.clone(),
+        );
+        FnInvoker::new(move |function: String, payload: Value| {
+            let (processor, streams, faults, seen) = (processor.clone(), streams.clone(), faults.clone(), seen.clone());
+            let is_stream = function == stream_function;
+            async move {
+                let context = lambda_runtime::Context::default();
+                if is_stream {
+                    seen.stream.lock().unwrap().push(payload.clone());
+                    if faults.stream.load(Ordering::SeqCst)
+                        && item_ids(&payload).iter().any(|i| i.starts_with("poison"))
+                    {
+                        return Ok(Invocation::error("InjectedFault", "a poison record in the batch"));
+                    }
+                    let event: RawStreamEvent = serde_json::from_value(payload).expect("a stream event");
+                    return Ok(
+                        match handle_stream_event(&processor, lambda_runtime::LambdaEvent::new(event, context)).await {
+                            Ok(response) => Invocation::Response(serde_json::to_value(response).unwrap()),
+                            Err(err) => Invocation::error("Handler", &err.to_string()),
+                        },
+                    );
+                }
+                seen.reprocessor.lock().unwrap().push(payload.clone());
+                if faults.reprocessor.load(Ordering::SeqCst) {
+                    return Ok(Invocation::error("InjectedFault", "the reprocessor is broken"));
+                }
+                let event: SqsEvent = serde_json::from_value(payload).expect("an SQS event");
+                Ok(
+                    match handle_dlq_event(&processor, &streams, lambda_runtime::LambdaEvent::new(event, context)).await
+                    {
+                        Ok(response) => Invocation::Response(serde_json::to_value(response).unwrap()),
+                        Err(err) => Invocation::error("Handler", &err.to_string()),
+                    },
+                )
+            }
+        })
+    }
+
+    /// `(visible, in flight)` of a queue output.
+    async fn depth(&self, url_output: &str) -> (u64, u64) {
+        let attributes = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(self.output(url_output))
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .expect("queue attributes")
+            .attributes
+            .unwrap_or_default();
+        let get = |n: &QueueAttributeName| attributes.get(n).and_then(|v| v.parse().ok()).unwrap_or(0);
+        (
+            get(&QueueAttributeName::ApproximateNumberOfMessages),
+            get(&QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+        )
+    }
+
+    /// Bodies of every message of a queue output; they are received (and
+    /// hidden for a minute), so this is a test's last look at the queue.
+    async fn bodies(&self, url_output: &str) -> Vec<String> {
+        let mut bodies = Vec::new();
+        loop {
+            let page = self
+                .sqs
+                .receive_message()
+                .queue_url(self.output(url_output))
+                .max_number_of_messages(10)
+                .visibility_timeout(60)
+                .send()
+                .await
+                .expect("receive")
+                .messages
+                .unwrap_or_default();
+            if page.is_empty() {
+                return bodies;
+            }
+            bodies.extend(page.into_iter().filter_map(|m| m.body));
+        }
+    }
+
+    async fn send(&self, url_output: &str, body: &str) {
+        self.sqs
+            .send_message()
+            .queue_url(self.output(url_output))
+            .message_body(body)
+            .send()
+            .await
+            .expect("send");
+    }
+
+    /// `counterctl redrive <args>` and its report; also returns the exit code.
+    async fn redrive(&self, args: &[&str]) -> (RedriveReport, u8) {
+        let mut argv = vec!["redrive"];
+        argv.extend_from_slice(args);
+        match self.ctl.run(&argv).await {
+            Ok(report @ Report::Redrive(_)) => {
+                let code = report.exit_code();
+                let Report::Redrive(redrive) = report else {
+                    unreachable!()
+                };
+                (redrive, code)
+            }
+            other => panic!("redrive {args:?}: {other:?}"),
+        }
+    }
+
+    /// EC equals the processed count and BE never exceeds the live count.
+    async fn assert_invariants(&self, s: &Scope) -> (ScopeCounts, i64) {
+        let counts = self.store.count_scope(s).await.expect("count scope");
+        let snapshot = self.store.read_counters(s).await.expect("read counters");
+        assert_eq!(
+            snapshot.eventual, counts.processed as i64,
+            "EC must equal the processed count: {snapshot:?} vs {counts:?}"
+        );
+        assert!(
+            snapshot.best_effort <= counts.live as i64,
+            "BE must never exceed the live count: {snapshot:?} vs {counts:?}"
+        );
+        (counts, snapshot.eventual)
+    }
+
+    /// After a drain: EC equals the live count and nothing is pending.
+    async fn assert_converged(&self, s: &Scope) {
+        let (counts, eventual) = self.assert_invariants(s).await;
+        assert_eq!(eventual, LIVE, "EC must be exact after the drain: {counts:?}");
+        assert_eq!(counts.live as i64, LIVE, "{counts:?}");
+        assert_eq!((counts.pending_create, counts.pending_delete), (0, 0), "{counts:?}");
+    }
+}
+
+fn records(payload: &Value) -> Vec<Value> {
+    payload["Records"].as_array().cloned().unwrap_or_default()
+}
+
+fn item_ids(payload: &Value) -> Vec<String> {
+    records(payload)
+        .iter()
+        .map(|r| r["dynamodb"]["Keys"]["id"]["S"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn bodies_of(payload: &Value) -> Vec<String> {
+    records(payload)
+        .iter()
+        .map(|r| r["body"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Runs until the stream, DLQ1 and DLQ1's messages in flight are drained.
+async fn drain(runner: &Runner<impl Invoke>) -> RunReport {
+    runner.run_until_idle().await.expect("the mappings drain")
+}
+
+#[tokio::test]
+async fn poison_records_retry_and_bisect_into_dlq1_and_the_reprocessor_makes_the_eventual_counter_exact() {
+    let p = Pipeline::deploy().await;
+    let s = scope("acct");
+    p.faults.stream.store(true, Ordering::SeqCst);
+    p.write_items(&s).await;
+    let runner = p.full_runner().await;
+    let report = drain(&runner).await;
+
+    let stream = report.for_function(p.stream_function());
+    assert!(stream.bisects >= 2, "failed batches were split: {report}");
+    assert_eq!(
+        stream.retries, 2,
+        "each poison record alone: one attempt and MaximumRetryAttempts=1 retry: {report}"
+    );
+    for poison in ["poison-a", "poison-b"] {
+        let alone = p
+            .seen
+            .stream
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|payload| item_ids(payload) == [poison])
+            .count();
+        assert_eq!(alone, 2, "{poison} was invoked alone twice");
+    }
+    assert_eq!(
+        (stream.batches_to_on_failure, stream.records_to_on_failure),
+        (2, 2),
+        "one on-failure record per poison record: {report}"
+    );
+    let reprocessor = report.for_function(p.reprocessor_function());
+    assert_eq!(
+        reprocessor.messages_deleted, 2,
+        "the reprocessor replayed both ranges: {report}"
+    );
+    assert_eq!(reprocessor.function_errors, 0, "{report}");
+    assert_eq!(p.depth(outputs::DLQ1_URL).await, (0, 0));
+    assert_eq!(p.depth(outputs::DLQ2_URL).await, (0, 0));
+    p.assert_converged(&s).await;
+}
+
+#[tokio::test]
+async fn a_garbage_dlq1_message_ends_in_dlq2_without_blocking_the_replay_of_the_others() {
+    let p = Pipeline::deploy().await;
+    let s = scope("acct");
+    p.faults.stream.store(true, Ordering::SeqCst);
+    p.write_items(&s).await;
+    // Take DLQ1's mapping over from the emulator's own poller first, then
+    // let only the stream mapping run: both ranges wait in DLQ1.
+    let runner = p.runner(&[p.reprocessor_function()]).await;
+    runner.discover().await.expect("discover");
+    let stream_only = p.runner(&[p.stream_function()]).await;
+    drain(&stream_only).await;
+    assert_eq!(p.depth(outputs::DLQ1_URL).await, (2, 0));
+    p.send(outputs::DLQ1_URL, GARBAGE).await;
+
+    let report = drain(&runner).await;
+    let first = p.seen.reprocessor.lock().unwrap()[0].clone();
+    let mut delivered = bodies_of(&first);
+    assert_eq!(delivered.len(), 3, "one batch: two ranges and the garbage: {first}");
+    delivered.retain(|b| b != GARBAGE);
+    for body in &delivered {
+        OnFailureRecord::from_body(body).expect("an on-failure record");
+    }
+    let reprocessor = report.for_function(p.reprocessor_function());
+    assert_eq!(
+        reprocessor.messages_deleted, 2,
+        "the ranges were replayed in the batch that held the garbage: {report}"
+    );
+    assert!(reprocessor.partial_failures >= 1, "{report}");
+    assert_eq!(p.depth(outputs::DLQ1_URL).await, (0, 0));
+    p.assert_converged(&s).await;
+    assert_eq!(
+        p.bodies(outputs::DLQ2_URL).await,
+        [GARBAGE],
+        "after Dlq1MaxReceiveCount=2 receives only the garbage moved on"
+    );
+}
+
+#[tokio::test]
+async fn with_the_reprocessor_failing_ranges_reach_dlq2_and_redrive_after_the_fix_makes_the_eventual_counter_exact() {
+    let p = Pipeline::deploy().await;
+    let s = scope("acct");
+    p.faults.stream.store(true, Ordering::SeqCst);
+    p.faults.reprocessor.store(true, Ordering::SeqCst);
+    p.write_items(&s).await;
+    let runner = p.full_runner().await;
+    let report = drain(&runner).await;
+    let reprocessor = report.for_function(p.reprocessor_function());
+    assert_eq!(reprocessor.messages_deleted, 0, "{report}");
+    assert!(reprocessor.function_errors >= 2, "{report}");
+    assert_eq!(p.depth(outputs::DLQ1_URL).await, (0, 0));
+    assert_eq!(
+        p.depth(outputs::DLQ2_URL).await,
+        (2, 0),
+        "both ranges reached DLQ2 after two receives each"
+    );
+    let (counts, eventual) = p.assert_invariants(&s).await;
+    assert_eq!((eventual, counts.pending_create), (LIVE - 2, 2), "{counts:?}");
+
+    // A dry run shows both ranges and moves nothing.
+    let (dry, code) = p.redrive(&["--dry-run"]).await;
+    assert_eq!(code, exit::SUCCESS, "{dry}");
+    assert!(dry.dry_run && dry.moved == 0, "{dry}");
+    assert_eq!(dry.preview.len(), 2, "{dry}");
+    for preview in &dry.preview {
+        assert_eq!(preview.action, "move");
+        let range = preview.range.as_ref().expect("an on-failure record");
+        assert_eq!(
+            (range.condition.as_str(), range.batch_size),
+            ("RetryAttemptsExhausted", 1)
+        );
+        assert_eq!(range.start_sequence_number, range.end_sequence_number);
+    }
+    assert!(dry.to_string().contains("would move 2"), "{dry}");
+    assert_eq!(
+        p.depth(outputs::DLQ2_URL).await,
+        (2, 0),
+        "still there and visible again"
+    );
+    assert_eq!(p.depth(outputs::DLQ1_URL).await, (0, 0));
+
+    // The fix, then the redrive: one message first (--max), then the rest.
+    p.faults.stream.store(false, Ordering::SeqCst);
+    p.faults.reprocessor.store(false, Ordering::SeqCst);
+    let (one, code) = p.redrive(&["--max", "1", "--rate", "5/s"]).await;
+    assert_eq!((one.moved, code), (1, exit::SUCCESS), "{one}");
+    assert_eq!(p.depth(outputs::DLQ2_URL).await, (1, 0));
+    assert_eq!(p.depth(outputs::DLQ1_URL).await, (1, 0));
+    let (rest, code) = p.redrive(&[]).await;
+    assert_eq!((rest.moved, code), (1, exit::SUCCESS), "{rest}");
+    assert!(rest.failed.is_empty() && rest.skipped.is_empty(), "{rest}");
+    assert_eq!(p.depth(outputs::DLQ2_URL).await, (0, 0));
+    p.assert_invariants(&s).await;
+
+    // The same runner (its checkpoint is past the poison records, so only
+    // the redriven ranges can count them) plays DLQ1 again.
+    let report = drain(&runner).await;
+    assert_eq!(
+        report.for_function(p.reprocessor_function()).messages_deleted,
+        2,
+        "{report}"
+    );
+    assert_eq!(p.depth(outputs::DLQ1_URL).await, (0, 0));
+    p.assert_converged(&s).await;
+}
+
+#[tokio::test]
+async fn redrive_replay_applies_the_dlq2_ranges_itself_while_the_reprocessor_is_still_broken() {
+    let p = Pipeline::deploy().await;
+    let s = scope("acct");
+    p.faults.stream.store(true, Ordering::SeqCst);
+    p.faults.reprocessor.store(true, Ordering::SeqCst);
+    p.write_items(&s).await;
+    let runner = p.full_runner().await;
+    drain(&runner).await;
+    assert_eq!(p.depth(outputs::DLQ2_URL).await, (2, 0));
+    p.send(outputs::DLQ2_URL, GARBAGE).await;
+
+    let (dry, _) = p.redrive(&["--replay", "--dry-run"]).await;
+    let mut actions: Vec<&str> = dry.preview.iter().map(|p| p.action.as_str()).collect();
+    actions.sort_unstable();
+    assert_eq!(actions, ["replay", "replay", "skip"], "{dry}");
+    assert_eq!(p.depth(outputs::DLQ2_URL).await, (3, 0), "the dry run replayed nothing");
+    let (counts, _) = p.assert_invariants(&s).await;
+    assert_eq!(counts.pending_create, 2);
+
+    let (replayed, code) = p.redrive(&["--replay"]).await;
+    assert_eq!(replayed.replayed, 2, "{replayed}");
+    assert!(replayed.failed.is_empty(), "{replayed}");
+    assert_eq!(replayed.skipped.len(), 1, "{replayed}");
+    assert!(
+        replayed.skipped[0].reason.contains("not an on-failure record"),
+        "{replayed}"
+    );
+    assert_eq!(code, exit::FAILED, "the garbage still needs an operator");
+    assert!(replayed.to_string().contains("replayed 2"), "{replayed}");
+    assert_eq!(p.depth(outputs::DLQ2_URL).await, (1, 0), "the garbage stays, visible");
+    p.assert_converged(&s).await;
+    assert_eq!(p.bodies(outputs::DLQ2_URL).await, [GARBAGE]);
+}
+
+/// `counterctl local run --until-idle`: the stack's functions read from its
+/// outputs, the real `stream-counter` and `dlq-reprocessor` binaries built
+/// and run by `cargo lambda watch` with the functions' deployed environment.
+#[tokio::test]
+async fn local_run_until_idle_plays_the_deployed_stack_with_the_real_handler_binaries() {
+    let p = Pipeline::deploy().await;
+    let s = scope("acct");
+    p.write_items(&s).await;
+    let report = p
+        .ctl
+        .run(&[
+            "local",
+            "run",
+            "--until-idle",
+            "--idle-timeout",
+            "900",
+            "--poll-interval",
+            "100",
+        ])
+        .await
+        .expect("local run");
+    assert_eq!(report.exit_code(), exit::SUCCESS, "{report}");
+    let Report::Local(local) = report else {
+        panic!("local run report expected")
+    };
+    assert_eq!(local.mode, "until-idle");
+    assert!(local.functions.iter().any(|f| f == p.stream_function()), "{local}");
+    let played = local.runner.for_function(p.stream_function());
+    assert_eq!(
+        played.records_delivered, 9,
+        "eight INSERTs and one soft delete: {local}"
+    );
+    assert_eq!(played.function_errors, 0, "{local}");
+    assert!(
+        local
+            .runner
+            .mappings
+            .values()
+            .any(|m| m.function_name == p.reprocessor_function()),
+        "the DLQ1 mapping is played too: {local}"
+    );
+    p.assert_converged(&s).await;
+}
