@@ -339,6 +339,63 @@ impl DynamoStore {
         Ok(())
     }
 
+    /// The items of `scope` the stream consumer has not finished with (not
+    /// counted yet, or soft-deleted), as the changes that finish them: what
+    /// their stream records would have said. Used to sweep a scope whose
+    /// records left the stream (a DLQ range older than 24 hours).
+    pub async fn pending_changes(&self, scope: &Scope) -> Result<Vec<crate::stream::ChangeRecord>, StoreError> {
+        #[derive(Deserialize)]
+        struct Row {
+            id: String,
+            #[serde(default)]
+            counter_processed: bool,
+            #[serde(default)]
+            deleted: bool,
+            incarnation: Option<String>,
+        }
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.resources_table)
+            .key_condition_expression("#scope = :scope")
+            .projection_expression("#id, #cp, #del, #inc")
+            .expression_attribute_names("#scope", keys::SCOPE)
+            .expression_attribute_names("#id", keys::ID)
+            .expression_attribute_names("#cp", keys::COUNTER_PROCESSED)
+            .expression_attribute_names("#del", keys::DELETED)
+            .expression_attribute_names("#inc", keys::INCARNATION)
+            .expression_attribute_values(":scope", s(scope.as_str()))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        let mut changes = Vec::new();
+        while let Some(item) = pages.next().await {
+            let row: Row = serde_dynamo::from_item(item.map_err(classify)?)
+                .map_err(|e| StoreError::Malformed(format!("resource of {scope}: {e}")))?;
+            // Items without an incarnation are not the kit's.
+            let Some(incarnation) = row.incarnation else { continue };
+            if row.counter_processed && !row.deleted {
+                continue;
+            }
+            let key = ResourceKey {
+                scope: scope.clone(),
+                id: crate::ids::ResourceId::new(row.id.clone())
+                    .map_err(|e| StoreError::Malformed(format!("resource {scope}/{}: {e}", row.id)))?,
+            };
+            let change = if row.deleted {
+                crate::stream::Change::SoftDelete { key, incarnation }
+            } else {
+                crate::stream::Change::Insert { key, incarnation }
+            };
+            changes.push(crate::stream::ChangeRecord {
+                sequence_number: format!("sweep:{}", row.id),
+                change,
+            });
+        }
+        Ok(changes)
+    }
+
     /// Counts the items of `scope` by state with a strongly consistent,
     /// paginated Query that reads only the two flags.
     pub async fn count_scope(&self, scope: &Scope) -> Result<crate::audit::ScopeCounts, StoreError> {

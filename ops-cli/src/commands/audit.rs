@@ -4,6 +4,13 @@
 //! as off is confirmed with the exact per-scope audit (counters read before
 //! and after the count, unchanged in between) before it is reported or
 //! repaired, so a write racing the Scan is not reported as drift.
+//!
+//! `--repair` also sweeps pending items: every item not yet counted, or
+//! soft-deleted and not yet removed, is run through the stream processor as
+//! its record would have been. That is what heals a scope whose records
+//! left the stream (a DLQ range older than 24 hours): its counters match its
+//! flags, but the flags never reached their end state. The sweep is
+//! idempotent, so it is safe while the stream consumer runs.
 
 use std::fmt;
 
@@ -35,6 +42,11 @@ pub struct AuditReport {
     /// Scopes with findings (clean ones are only counted).
     pub scopes: Vec<ScopeAudit>,
     pub totals: ScopeCounts,
+    /// Pending items processed by the sweep (`--repair`) or that it would
+    /// process (`--dry-run`).
+    pub swept: u64,
+    /// Sweeps that stopped on an item, with the reason.
+    pub sweep_failures: Vec<String>,
     /// Whether any counter differed from the truth (exit 1).
     pub drift: bool,
     /// Whether a difference was a defect of the kit (EC != processed, BE > live).
@@ -44,7 +56,7 @@ pub struct AuditReport {
 
 impl AuditReport {
     pub fn healthy(&self) -> bool {
-        !self.drift
+        !self.drift && self.sweep_failures.is_empty()
     }
 }
 
@@ -72,12 +84,22 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
         items_scanned: 0,
         scopes: Vec::new(),
         totals: ScopeCounts::default(),
+        swept: 0,
+        sweep_failures: Vec::new(),
         drift: false,
         defect: false,
         mode: mode_name(options.mode),
     };
+    let mut pending: Vec<(String, u64)> = Vec::new();
     let suspects: Vec<String> = match &options.scope {
-        Some(scope) => vec![scope.to_string()],
+        Some(scope) => {
+            let counts = store
+                .count_scope(scope)
+                .await
+                .map_err(store_error("counting a scope"))?;
+            pending.push((scope.to_string(), counts.pending_create + counts.pending_delete));
+            vec![scope.to_string()]
+        }
         None => {
             ctx.ui.step("scanning the resources table");
             let scanned = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -103,6 +125,7 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
                 let counts = ui_counts.get(scope).copied().unwrap_or_default();
                 let snapshot = counters.get(scope).copied().unwrap_or_default();
                 report.totals.merge(&counts);
+                pending.push((scope.clone(), counts.pending_create + counts.pending_delete));
                 if !findings(&counts, snapshot.best_effort, snapshot.eventual).is_empty() {
                     suspects.push(scope.clone());
                 }
@@ -110,6 +133,31 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
             suspects
         }
     };
+    pending.retain(|(_, n)| *n > 0);
+    match options.mode {
+        RepairMode::None => {}
+        RepairMode::DryRun => report.swept = pending.iter().map(|(_, n)| n).sum(),
+        RepairMode::Apply => {
+            let processor =
+                hybrid_counter::stream::Processor::new(store.clone()).with_eventual_shards(config.eventual_shards);
+            for (scope, _) in &pending {
+                ctx.ui.step(format!("sweeping pending items of scope {scope}"));
+                let Ok(scope) = hybrid_counter::Scope::new(scope.clone()) else {
+                    continue;
+                };
+                let changes = store
+                    .pending_changes(&scope)
+                    .await
+                    .map_err(store_error("reading pending items"))?;
+                let done = processor.process(changes.into_iter().map(Ok), now).await;
+                report.swept +=
+                    u64::from(done.counted + done.deleted_counted + done.deleted_uncounted + done.already_done);
+                if let Some(reason) = done.failure_reason {
+                    report.sweep_failures.push(format!("{scope}: {reason}"));
+                }
+            }
+        }
+    }
     for (n, scope) in suspects.iter().enumerate() {
         ctx.ui
             .step(format!("auditing scope {scope} ({}/{})", n + 1, suspects.len()));
@@ -161,6 +209,14 @@ impl fmt::Display for AuditReport {
             "  totals: live {}, processed {}, pending create {}, pending delete {}",
             self.totals.live, self.totals.processed, self.totals.pending_create, self.totals.pending_delete
         )?;
+        match self.mode {
+            "repair" if self.swept > 0 => writeln!(f, "  swept {} pending item(s) through the processor", self.swept)?,
+            "dry-run" if self.swept > 0 => writeln!(f, "  would sweep {} pending item(s)", self.swept)?,
+            _ => {}
+        }
+        for failure in &self.sweep_failures {
+            writeln!(f, "  SWEEP STOPPED: {failure}")?;
+        }
         if self.scopes.is_empty() {
             return writeln!(f, "  every scope is consistent");
         }

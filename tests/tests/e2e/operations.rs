@@ -159,3 +159,39 @@ async fn load_with_a_small_limit_is_refused_at_the_limit() {
     drain_deployed(&emulator.endpoint, &config).await;
     assert_eq!(ctl.run(&["audit"]).await.unwrap().exit_code(), exit::SUCCESS);
 }
+
+#[tokio::test]
+async fn audit_repair_sweeps_pending_items_whose_records_left_the_stream() {
+    // Nothing consumes the stream here, as when a DLQ range expired: the
+    // counters match the flags (no drift), but the items never reached
+    // their end state, so EC stays below live until the sweep.
+    let (emulator, ctl, config) = deployed().await;
+    let store = hybrid_counter::DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
+    let counter = hybrid_counter::Counter::new(store.clone(), 100);
+    let scope = hybrid_counter::Scope::new("stranded").unwrap();
+    for n in 0..4 {
+        let id = hybrid_counter::ResourceId::new(format!("w{n}")).unwrap();
+        counter.create(&scope, &id, Default::default(), 1).await.unwrap();
+    }
+    counter
+        .delete(&scope, &hybrid_counter::ResourceId::new("w0").unwrap(), 1)
+        .await
+        .unwrap();
+    let before = ctl.run(&["audit"]).await.unwrap();
+    let Report::Audit(before_report) = &before else {
+        panic!()
+    };
+    assert_eq!(
+        before_report.totals.pending_create + before_report.totals.pending_delete,
+        4
+    );
+    let dry = ctl.run(&["audit", "--dry-run"]).await.unwrap();
+    assert!(dry.to_string().contains("would sweep 4 pending item(s)"), "{dry}");
+    let repair = ctl.run(&["audit", "--repair"]).await.unwrap();
+    assert!(repair.to_string().contains("swept 4 pending item(s)"), "{repair}");
+    assert_eq!(repair.exit_code(), exit::SUCCESS, "{repair}");
+    let counts = store.count_scope(&scope).await.unwrap();
+    let usage = counter.usage(&scope).await.unwrap();
+    assert_eq!((counts.live, counts.pending_create, counts.pending_delete), (3, 0, 0));
+    assert_eq!((usage.eventual, usage.best_effort), (3, 3));
+}
