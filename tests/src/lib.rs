@@ -228,20 +228,9 @@ impl Kit {
         self.store.count_scope(scope).await.expect("count scope")
     }
 
-    /// The invariants that hold at every instant: EC equals the number of
-    /// processed items, BE never exceeds the live count. Returns the counts.
+    /// The invariants that hold at every instant (see [`assert_invariants`]).
     pub async fn assert_invariants(&self, scope: &Scope) -> (ScopeCounts, hybrid_counter::items::CounterSnapshot) {
-        let counts = self.counts(scope).await;
-        let snapshot = self.store.read_counters(scope).await.expect("read counters");
-        assert_eq!(
-            snapshot.eventual, counts.processed as i64,
-            "EC must equal the processed count in {scope}: {snapshot:?} vs {counts:?}"
-        );
-        assert!(
-            snapshot.best_effort <= counts.live as i64,
-            "BE must never exceed the live count in {scope}: {snapshot:?} vs {counts:?}"
-        );
-        (counts, snapshot)
+        assert_invariants(&self.store, scope).await
     }
 
     /// After a drain: EC equals the live count and nothing is pending.
@@ -253,6 +242,77 @@ impl Kit {
         );
         assert_eq!(counts.pending_create, 0, "{counts:?}");
         assert_eq!(counts.pending_delete, 0, "{counts:?}");
+    }
+}
+
+/// The invariants that hold at every instant: EC equals the number of
+/// processed items, BE never exceeds the live count. Returns the counts.
+pub async fn assert_invariants(
+    store: &DynamoStore,
+    scope: &Scope,
+) -> (ScopeCounts, hybrid_counter::items::CounterSnapshot) {
+    let counts = store.count_scope(scope).await.expect("count scope");
+    let snapshot = store.read_counters(scope).await.expect("read counters");
+    assert_eq!(
+        snapshot.eventual, counts.processed as i64,
+        "EC must equal the processed count in {scope}: {snapshot:?} vs {counts:?}"
+    );
+    assert!(
+        snapshot.best_effort <= counts.live as i64,
+        "BE must never exceed the live count in {scope}: {snapshot:?} vs {counts:?}"
+    );
+    (counts, snapshot)
+}
+
+/// Invokes the kit's handler named `function` in process with a Lambda
+/// `payload`: the DLQ reprocessor for a name ending in `-dlq-reprocessor`,
+/// else the stream counter; the shared handler functions the binaries run.
+pub async fn invoke_kit_function(
+    processor: &Processor<DynamoStore>,
+    streams: &aws_sdk_dynamodbstreams::Client,
+    function: &str,
+    payload: serde_json::Value,
+) -> esm_runner::Invocation {
+    let context = lambda_runtime::Context::default();
+    let result = if function.ends_with("-dlq-reprocessor") {
+        match serde_json::from_value(payload) {
+            Ok(event) => hybrid_counter::lambda::handle_dlq_event(
+                processor,
+                streams,
+                lambda_runtime::LambdaEvent::new(event, context),
+            )
+            .await
+            .map(|r| serde_json::to_value(r).unwrap_or_default())
+            .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    } else {
+        return invoke_stream_counter(processor, payload).await;
+    };
+    match result {
+        Ok(response) => esm_runner::Invocation::Response(response),
+        Err(message) => esm_runner::Invocation::error("Handler", &message),
+    }
+}
+
+/// Invokes the stream counter's handler function in process.
+pub async fn invoke_stream_counter(
+    processor: &Processor<DynamoStore>,
+    payload: serde_json::Value,
+) -> esm_runner::Invocation {
+    let result = match serde_json::from_value(payload) {
+        Ok(event) => handle_stream_event(
+            processor,
+            lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
+        )
+        .await
+        .map(|r| serde_json::to_value(r).unwrap_or_default())
+        .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    match result {
+        Ok(response) => esm_runner::Invocation::Response(response),
+        Err(message) => esm_runner::Invocation::error("Handler", &message),
     }
 }
 
@@ -337,7 +397,7 @@ pub async fn drain_deployed(endpoint: &str, config: &CounterConfig) -> esm_runne
 /// against `config`'s tables: what `counterctl local run` does with the real
 /// binaries, minus `cargo lambda watch`.
 pub async fn in_process_runner(endpoint: &str, config: &CounterConfig) -> esm_runner::Runner<impl esm_runner::Invoke> {
-    use esm_runner::{FnInvoker, Invocation, Runner, RunnerConfig};
+    use esm_runner::{FnInvoker, Runner, RunnerConfig};
     let sdk = aws_config::defaults(BehaviorVersion::latest())
         .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
@@ -351,36 +411,7 @@ pub async fn in_process_runner(endpoint: &str, config: &CounterConfig) -> esm_ru
     let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
     let invoker = FnInvoker::new(move |function: String, payload: serde_json::Value| {
         let (processor, streams) = (processor.clone(), streams.clone());
-        async move {
-            let context = lambda_runtime::Context::default();
-            let result = if function.ends_with("-dlq-reprocessor") {
-                let event = serde_json::from_value(payload).map_err(|e| e.to_string());
-                match event {
-                    Ok(event) => hybrid_counter::lambda::handle_dlq_event(
-                        &processor,
-                        &streams,
-                        lambda_runtime::LambdaEvent::new(event, context),
-                    )
-                    .await
-                    .map(|r| serde_json::to_value(r).unwrap_or_default())
-                    .map_err(|e| e.to_string()),
-                    Err(e) => Err(e),
-                }
-            } else {
-                let event = serde_json::from_value(payload).map_err(|e| e.to_string());
-                match event {
-                    Ok(event) => handle_stream_event(&processor, lambda_runtime::LambdaEvent::new(event, context))
-                        .await
-                        .map(|r| serde_json::to_value(r).unwrap_or_default())
-                        .map_err(|e| e.to_string()),
-                    Err(e) => Err(e),
-                }
-            };
-            Ok(match result {
-                Ok(response) => Invocation::Response(response),
-                Err(message) => Invocation::error("Handler", &message),
-            })
-        }
+        async move { Ok(invoke_kit_function(&processor, &streams, &function, payload).await) }
     });
     let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

@@ -26,16 +26,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_sqs::types::QueueAttributeName;
 use e2e::Emulator;
 use e2e::counterctl::Counterctl;
 use esm_runner::{FnInvoker, Invocation, Invoke, RunReport, Runner, RunnerConfig};
 use hybrid_counter::audit::ScopeCounts;
-use hybrid_counter::lambda::{RawStreamEvent, handle_dlq_event, handle_stream_event};
 use hybrid_counter::stream::Processor;
 use hybrid_counter::stream::replay::OnFailureRecord;
-use hybrid_counter::{Counter, CounterConfig, DynamoStore, Scope, Store};
+use hybrid_counter::{Counter, CounterConfig, DynamoStore, Scope};
 use ops_cli::commands::redrive::RedriveReport;
 use ops_cli::{Report, exit};
 use serde_dynamo::Item;
@@ -173,7 +171,6 @@ impl Pipeline {
             let (processor, streams, faults, seen) = (processor.clone(), streams.clone(), faults.clone(), seen.clone());
             let is_stream = function == stream_function;
             async move {
-                let context = lambda_runtime::Context::default();
                 if is_stream {
                     seen.stream.lock().unwrap().push(payload.clone());
                     if faults.stream.load(Ordering::SeqCst)
@@ -181,26 +178,13 @@ impl Pipeline {
                     {
                         return Ok(Invocation::error("InjectedFault", "a poison record in the batch"));
                     }
-                    let event: RawStreamEvent = serde_json::from_value(payload).expect("a stream event");
-                    return Ok(
-                        match handle_stream_event(&processor, lambda_runtime::LambdaEvent::new(event, context)).await {
-                            Ok(response) => Invocation::Response(serde_json::to_value(response).unwrap()),
-                            Err(err) => Invocation::error("Handler", &err.to_string()),
-                        },
-                    );
+                } else {
+                    seen.reprocessor.lock().unwrap().push(payload.clone());
+                    if faults.reprocessor.load(Ordering::SeqCst) {
+                        return Ok(Invocation::error("InjectedFault", "the reprocessor is broken"));
+                    }
                 }
-                seen.reprocessor.lock().unwrap().push(payload.clone());
-                if faults.reprocessor.load(Ordering::SeqCst) {
-                    return Ok(Invocation::error("InjectedFault", "the reprocessor is broken"));
-                }
-                let event: SqsEvent = serde_json::from_value(payload).expect("an SQS event");
-                Ok(
-                    match handle_dlq_event(&processor, &streams, lambda_runtime::LambdaEvent::new(event, context)).await
-                    {
-                        Ok(response) => Invocation::Response(serde_json::to_value(response).unwrap()),
-                        Err(err) => Invocation::error("Handler", &err.to_string()),
-                    },
-                )
+                Ok(e2e::invoke_kit_function(&processor, &streams, &function, payload).await)
             }
         })
     }
@@ -276,16 +260,7 @@ impl Pipeline {
 
     /// EC equals the processed count and BE never exceeds the live count.
     async fn assert_invariants(&self, s: &Scope) -> (ScopeCounts, i64) {
-        let counts = self.store.count_scope(s).await.expect("count scope");
-        let snapshot = self.store.read_counters(s).await.expect("read counters");
-        assert_eq!(
-            snapshot.eventual, counts.processed as i64,
-            "EC must equal the processed count: {snapshot:?} vs {counts:?}"
-        );
-        assert!(
-            snapshot.best_effort <= counts.live as i64,
-            "BE must never exceed the live count: {snapshot:?} vs {counts:?}"
-        );
+        let (counts, snapshot) = e2e::assert_invariants(&self.store, s).await;
         (counts, snapshot.eventual)
     }
 

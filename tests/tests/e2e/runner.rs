@@ -19,7 +19,6 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use e2e::Kit;
 use esm_runner::{FnInvoker, Invocation, Invoke, Runner, RunnerConfig};
 use hybrid_counter::config::{ENV_COUNTERS_TABLE, ENV_RESOURCES_TABLE};
-use hybrid_counter::lambda::{RawStreamEvent, handle_stream_event};
 use hybrid_counter::stream::Processor;
 use hybrid_counter::stream::replay::OnFailureRecord;
 use hybrid_counter::{DynamoStore, Scope};
@@ -220,16 +219,7 @@ fn workspace() -> std::path::PathBuf {
 /// Runs the library's stream handler function on an event, as the
 /// stream-counter binary does.
 async fn stream_handler(processor: Processor<DynamoStore>, payload: Value) -> Invocation {
-    let event: RawStreamEvent = serde_json::from_value(payload).expect("a stream event");
-    match handle_stream_event(
-        &processor,
-        lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
-    )
-    .await
-    {
-        Ok(response) => Invocation::Response(serde_json::to_value(response).unwrap()),
-        Err(err) => Invocation::error("Handler", &err.to_string()),
-    }
+    e2e::invoke_stream_counter(&processor, payload).await
 }
 
 fn records(payload: &Value) -> Vec<Value> {
