@@ -50,7 +50,7 @@ rust-tools: ## rustup: aarch64-unknown-linux-gnu target, rustfmt and clippy
 	for c in rustfmt clippy; do grep -q "^$$c" <<<"$$installed" || missing+=("$$c"); done; \
 	if (( $${#missing[@]} )); then rustup component add "$${missing[@]}"; fi
 
-venv: $(VENV)/.stamp ## Python venv with requirements-dev.txt (cargo-lambda, zig, cfn-lint)
+venv: $(VENV)/.stamp ## Python venv with requirements-dev.txt (cargo-lambda, zig, cfn-lint, checkov)
 
 $(VENV)/.stamp: requirements-dev.txt
 	@test -x $(VENV)/bin/python || python3 -m venv $(VENV)

@@ -2,6 +2,7 @@
 //! environment the stack sets; tests build it directly.
 
 use crate::error::Error;
+use crate::stream::Mode;
 
 /// Environment variable naming the resources table.
 pub const ENV_RESOURCES_TABLE: &str = "RESOURCES_TABLE";
@@ -11,6 +12,9 @@ pub const ENV_COUNTERS_TABLE: &str = "COUNTERS_TABLE";
 pub const ENV_DEFAULT_LIMIT: &str = "DEFAULT_LIMIT";
 /// Environment variable with the number of eventual-counter shards.
 pub const ENV_EC_SHARDS: &str = "EC_SHARDS";
+/// Environment variable choosing how the stream consumer writes a batch:
+/// `batched` (default) or `per-record` (kept for comparison).
+pub const ENV_PROCESSING_MODE: &str = "PROCESSING_MODE";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterConfig {
@@ -69,6 +73,20 @@ impl CounterConfig {
             .ok_or_else(|| Error::InvalidInput(format!("environment variable {ENV_DEFAULT_LIMIT} is not set")))
     }
 
+    /// The stream consumer's [`Mode`] from `lookup` (normally
+    /// `std::env::var`); unset means batched. Kept out of the struct so the
+    /// tables' configuration stays the same for every consumer.
+    pub fn processing_mode_from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Mode, Error> {
+        match lookup(ENV_PROCESSING_MODE).as_deref().map(str::trim) {
+            None | Some("") => Ok(Mode::default()),
+            Some("batched") => Ok(Mode::Batched),
+            Some("per-record") => Ok(Mode::PerRecord),
+            Some(other) => Err(Error::InvalidInput(format!(
+                "environment variable {ENV_PROCESSING_MODE} must be batched or per-record, got {other:?}"
+            ))),
+        }
+    }
+
     /// [`Self::from_lookup`] over the process environment.
     pub fn from_env() -> Result<Self, Error> {
         Self::from_lookup(|name| std::env::var(name).ok())
@@ -122,5 +140,20 @@ mod tests {
         ]))
         .unwrap_err();
         assert!(err.to_string().contains("EC_SHARDS"), "{err}");
+    }
+
+    #[test]
+    fn processing_mode_defaults_to_batched_and_names_a_bad_value() {
+        assert_eq!(
+            CounterConfig::processing_mode_from_lookup(env(&[])).unwrap(),
+            Mode::Batched
+        );
+        let per_record = env(&[("PROCESSING_MODE", "per-record")]);
+        assert_eq!(
+            CounterConfig::processing_mode_from_lookup(per_record).unwrap(),
+            Mode::PerRecord
+        );
+        let err = CounterConfig::processing_mode_from_lookup(env(&[("PROCESSING_MODE", "fast")])).unwrap_err();
+        assert!(err.to_string().contains("PROCESSING_MODE"), "{err}");
     }
 }

@@ -53,9 +53,9 @@ pub async fn handle_stream_event<S: Store>(
     processor: &Processor<S>,
     event: LambdaEvent<RawStreamEvent>,
 ) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
-    let report = processor
-        .process_json(&event.payload.records, crate::now_millis())
-        .await;
+    // Boxed: the batched processor's future is deep enough to overflow the
+    // compiler's layout recursion limit when inlined into `main`.
+    let report = Box::pin(processor.process_json(&event.payload.records, crate::now_millis())).await;
     info!(
         request_id = %event.context.request_id,
         records = event.payload.records.len(),
@@ -98,7 +98,7 @@ pub async fn handle_dlq_event<S: Store>(
             return Err("an SQS message without a messageId cannot be reported; failing the batch".into());
         };
         let outcome = match OnFailureRecord::from_body(message.body.as_deref().unwrap_or_default()) {
-            Ok(record) => replay(processor, streams, &record.batch_info, crate::now_millis())
+            Ok(record) => Box::pin(replay(processor, streams, &record.batch_info, crate::now_millis()))
                 .await
                 .map(|report| (record, report)),
             Err(err) => Err(err),

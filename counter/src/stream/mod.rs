@@ -10,5 +10,5 @@ pub mod record;
 pub mod replay;
 pub mod shards;
 
-pub use process::{BatchReport, Processor, RecordOutcome};
+pub use process::{BatchReport, Mode, Processor, RecordOutcome};
 pub use record::{Change, ChangeRecord, DecodeError};

@@ -1,11 +1,22 @@
 //! Pure decisions of the stream consumer: which transaction a change needs,
-//! and what a cancelled transaction means. No I/O here; [`super::process`]
+//! and what a cancelled transaction means — per record, or for a whole batch
+//! grouped per counters-table item (net delta plus one item write per
+//! record, split at the transaction limit). No I/O here; [`super::process`]
 //! runs these plans.
 
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
+
+use super::record::Change;
 use crate::EpochMillis;
 use crate::error::CancelReason;
+use crate::ids::Scope;
 use crate::items::ResourceState;
 use crate::store::{CounterDelta, ItemWrite, ResourceKey, Transaction};
+
+/// Item writes one batched transaction carries: DynamoDB's 100 actions,
+/// less the counter's.
+pub const MAX_ITEMS_PER_TRANSACTION: usize = 99;
 
 /// The counters-table item a change of `key` is counted on: `eventual` for
 /// one shard, else `eventual#<n>` picked by a stable hash of the key, so
@@ -61,41 +72,186 @@ pub fn resolve_delete(
     shards: u32,
     now: EpochMillis,
 ) -> DeleteDecision {
+    match delete_write(key, incarnation, state) {
+        Err(why) => DeleteDecision::AlreadyDone(why),
+        Ok(write) => {
+            let delta = counter_delta(&write);
+            DeleteDecision::Write(Transaction {
+                // Never counted: remove it without touching EC, or EC would end at -1.
+                counter: (delta != 0).then(|| CounterDelta {
+                    scope: key.scope.clone(),
+                    name: eventual_counter_name(key, shards),
+                    delta,
+                }),
+                items: vec![write],
+                now,
+            })
+        }
+    }
+}
+
+/// The item write a soft delete needs given the item's current state, or
+/// why there is nothing left to do.
+pub fn delete_write(
+    key: &ResourceKey,
+    incarnation: &str,
+    state: Option<&ResourceState>,
+) -> Result<ItemWrite, &'static str> {
     let Some(state) = state else {
-        return DeleteDecision::AlreadyDone("item already hard-deleted");
+        return Err("item already hard-deleted");
     };
     if state.incarnation != incarnation {
-        return DeleteDecision::AlreadyDone("item was re-created since; this incarnation is gone");
+        return Err("item was re-created since; this incarnation is gone");
     }
     if !state.deleted {
-        return DeleteDecision::AlreadyDone("item is not soft-deleted");
+        return Err("item is not soft-deleted");
     }
-    let write = |counted| {
-        let key = key.clone();
-        let incarnation = incarnation.to_owned();
-        if counted {
-            ItemWrite::DeleteCounted { key, incarnation }
-        } else {
-            ItemWrite::DeleteUncounted { key, incarnation }
-        }
-    };
-    if state.counter_processed {
-        DeleteDecision::Write(Transaction {
-            counter: Some(CounterDelta {
-                scope: key.scope.clone(),
-                name: eventual_counter_name(key, shards),
-                delta: -1,
-            }),
-            items: vec![write(true)],
-            now,
-        })
+    let key = key.clone();
+    let incarnation = incarnation.to_owned();
+    Ok(if state.counter_processed {
+        ItemWrite::DeleteCounted { key, incarnation }
     } else {
-        // Never counted: remove it without touching EC, or EC would end at -1.
-        DeleteDecision::Write(Transaction {
-            counter: None,
-            items: vec![write(false)],
-            now,
-        })
+        ItemWrite::DeleteUncounted { key, incarnation }
+    })
+}
+
+/// What one item write does to the eventual counter when it commits.
+pub fn counter_delta(write: &ItemWrite) -> i64 {
+    match write {
+        ItemWrite::MarkCounted { .. } => 1,
+        ItemWrite::DeleteCounted { .. } => -1,
+        ItemWrite::DeleteUncounted { .. } => 0,
+    }
+}
+
+/// An insert or soft delete of a batch waiting to be written, with its
+/// position in the batch (lower positions have lower sequence numbers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub index: usize,
+    pub key: ResourceKey,
+    pub incarnation: String,
+    pub is_insert: bool,
+}
+
+/// The records of a batch counted on one counters-table item (a scope, or
+/// one shard of it), in batch order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterGroup {
+    pub scope: Scope,
+    pub counter_name: String,
+    pub records: Vec<Pending>,
+}
+
+/// Groups the inserts and soft deletes of a batch by the counter item they
+/// change (`eventual_counter_name`, so an item is counted on the same shard
+/// as in the per-record mode); groups in order of first appearance.
+pub fn group_batch<'a>(changes: impl IntoIterator<Item = (usize, &'a Change)>, shards: u32) -> Vec<CounterGroup> {
+    let mut groups: Vec<CounterGroup> = Vec::new();
+    let mut by_counter: HashMap<(Scope, String), usize> = HashMap::new();
+    for (index, change) in changes {
+        let (key, incarnation, is_insert) = match change {
+            Change::Insert { key, incarnation } => (key, incarnation, true),
+            Change::SoftDelete { key, incarnation } => (key, incarnation, false),
+            Change::Ignore(_) => continue,
+        };
+        let name = eventual_counter_name(key, shards);
+        let pending = Pending {
+            index,
+            key: key.clone(),
+            incarnation: incarnation.clone(),
+            is_insert,
+        };
+        match by_counter.entry((key.scope.clone(), name)) {
+            Entry::Occupied(at) => groups[*at.get()].records.push(pending),
+            Entry::Vacant(slot) => {
+                let (scope, counter_name) = slot.key().clone();
+                slot.insert(groups.len());
+                groups.push(CounterGroup {
+                    scope,
+                    counter_name,
+                    records: vec![pending],
+                });
+            }
+        }
+    }
+    groups
+}
+
+/// Positions in `pending` of the records the next transaction carries: at
+/// most `max_items`, on distinct items, and never a record whose item has
+/// an earlier record still waiting — so the records of one item are written
+/// one transaction after another, in stream order.
+pub fn next_chunk(pending: &[Pending], max_items: usize) -> Vec<usize> {
+    let mut seen: HashSet<&ResourceKey> = HashSet::new();
+    let mut chunk = Vec::new();
+    for (at, record) in pending.iter().enumerate() {
+        if chunk.len() == max_items {
+            break;
+        }
+        if seen.insert(&record.key) {
+            chunk.push(at);
+        }
+    }
+    chunk
+}
+
+/// One transaction for `writes` (distinct items, at most 100 actions with
+/// the counter): the net delta on the counter item, left out when zero.
+pub fn batch_transaction(scope: &Scope, counter_name: &str, writes: Vec<ItemWrite>, now: EpochMillis) -> Transaction {
+    let delta: i64 = writes.iter().map(counter_delta).sum();
+    Transaction {
+        counter: (delta != 0).then(|| CounterDelta {
+            scope: scope.clone(),
+            name: counter_name.to_owned(),
+            delta,
+        }),
+        items: writes,
+        now,
+    }
+}
+
+/// What a cancelled batched transaction means, item by item (positions in
+/// `tx.items`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchCancel {
+    /// Send again without `done` (inserts already counted by someone else),
+    /// after re-reading the items of `replan` (deletes whose item changed),
+    /// and after a backoff when `transient`.
+    Retry {
+        done: Vec<usize>,
+        replan: Vec<usize>,
+        transient: bool,
+    },
+    /// Retrying cannot help.
+    Fail(String),
+}
+
+/// Interprets the cancellation reasons (request order) of a batched
+/// transaction.
+pub fn interpret_batch_cancel(tx: &Transaction, reasons: &[CancelReason]) -> BatchCancel {
+    if let Some(CancelReason::Other(code)) = reasons.iter().find(|r| matches!(r, CancelReason::Other(_))) {
+        return BatchCancel::Fail(format!("transaction cancelled: {code}"));
+    }
+    let mut done = Vec::new();
+    let mut replan = Vec::new();
+    for (at, reason) in tx.item_reasons(reasons).iter().enumerate() {
+        if *reason == CancelReason::ConditionalCheckFailed && at < tx.items.len() {
+            if matches!(tx.items[at], ItemWrite::MarkCounted { .. }) {
+                done.push(at);
+            } else {
+                replan.push(at);
+            }
+        }
+    }
+    let transient = reasons.iter().any(CancelReason::is_transient);
+    if done.is_empty() && replan.is_empty() && !transient {
+        return BatchCancel::Fail(format!("transaction cancelled without a reason: {reasons:?}"));
+    }
+    BatchCancel::Retry {
+        done,
+        replan,
+        transient,
     }
 }
 
@@ -249,6 +405,168 @@ mod tests {
         assert!(matches!(
             interpret_cancel(&insert, &[ConditionalCheckFailed, None], true),
             CancelVerdict::Fail(_)
+        ));
+    }
+    fn keyed(id: &str) -> ResourceKey {
+        ResourceKey {
+            scope: Scope::new("acct").unwrap(),
+            id: ResourceId::new(id).unwrap(),
+        }
+    }
+
+    fn pending(index: usize, id: &str, is_insert: bool) -> Pending {
+        Pending {
+            index,
+            key: keyed(id),
+            incarnation: "i".into(),
+            is_insert,
+        }
+    }
+
+    fn mark(id: &str) -> ItemWrite {
+        ItemWrite::MarkCounted {
+            key: keyed(id),
+            incarnation: "i".into(),
+        }
+    }
+
+    #[test]
+    fn a_batch_groups_per_counter_item_in_order_and_skips_ignored_records() {
+        let other = ResourceKey {
+            scope: Scope::new("other").unwrap(),
+            id: ResourceId::new("x").unwrap(),
+        };
+        let changes = [
+            Change::Insert {
+                key: keyed("a"),
+                incarnation: "i".into(),
+            },
+            Change::Ignore(crate::stream::record::IgnoreReason::Remove),
+            Change::Insert {
+                key: other.clone(),
+                incarnation: "j".into(),
+            },
+            Change::SoftDelete {
+                key: keyed("a"),
+                incarnation: "i".into(),
+            },
+        ];
+        let groups = group_batch(changes.iter().enumerate(), 1);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(
+            (groups[0].scope.as_str(), groups[0].counter_name.as_str()),
+            ("acct", "eventual")
+        );
+        assert_eq!(groups[0].records, vec![pending(0, "a", true), pending(3, "a", false)]);
+        assert_eq!(groups[1].records.iter().map(|p| p.index).collect::<Vec<_>>(), vec![2]);
+        // Sharded: each item stays on its own shard, as in the per-record mode.
+        let sharded = group_batch(changes.iter().enumerate(), 8);
+        for group in &sharded {
+            for record in &group.records {
+                assert_eq!(group.counter_name, eventual_counter_name(&record.key, 8));
+            }
+        }
+    }
+
+    #[test]
+    fn one_hundred_fifty_inserts_of_one_scope_split_into_two_transactions_with_the_net_delta() {
+        let mut left: Vec<Pending> = (0..150).map(|n| pending(n, &format!("w{n}"), true)).collect();
+        let scope = Scope::new("acct").unwrap();
+        let mut sent = Vec::new();
+        while !left.is_empty() {
+            let chunk = next_chunk(&left, MAX_ITEMS_PER_TRANSACTION);
+            let writes = chunk.iter().map(|at| mark(left[*at].key.id.as_str())).collect();
+            sent.push(batch_transaction(&scope, "eventual", writes, 0));
+            let taken: Vec<usize> = chunk.iter().map(|at| left[*at].index).collect();
+            left.retain(|p| !taken.contains(&p.index));
+        }
+        let actions: Vec<usize> = sent.iter().map(Transaction::actions_len).collect();
+        assert_eq!(actions, vec![100, 52], "99 flags + counter, then 51 flags + counter");
+        let deltas: Vec<i64> = sent.iter().map(|tx| tx.counter.as_ref().unwrap().delta).collect();
+        assert_eq!(deltas, vec![99, 51]);
+        assert_eq!(deltas.iter().sum::<i64>(), 150);
+    }
+
+    #[test]
+    fn two_records_of_one_item_go_in_successive_transactions_in_order() {
+        // insert a, insert b, delete a, insert c, (re-created) insert a
+        let mut left = vec![
+            pending(0, "a", true),
+            pending(1, "b", true),
+            pending(2, "a", false),
+            pending(3, "c", true),
+            pending(4, "a", true),
+        ];
+        let first = next_chunk(&left, MAX_ITEMS_PER_TRANSACTION);
+        assert_eq!(first, vec![0, 1, 3]);
+        left.retain(|p| ![0, 1, 3].contains(&p.index));
+        assert_eq!(
+            next_chunk(&left, MAX_ITEMS_PER_TRANSACTION),
+            vec![0],
+            "the delete of a, alone"
+        );
+        left.remove(0);
+        assert_eq!(next_chunk(&left, MAX_ITEMS_PER_TRANSACTION), vec![0], "then the new a");
+        // The limit holds too.
+        let many: Vec<Pending> = (0..5).map(|n| pending(n, &format!("w{n}"), true)).collect();
+        assert_eq!(next_chunk(&many, 2), vec![0, 1]);
+    }
+
+    #[test]
+    fn the_net_delta_nets_out_counted_deletes_and_leaves_the_counter_out_at_zero() {
+        let scope = Scope::new("acct").unwrap();
+        let del = |id: &str, counted| delete_write(&keyed(id), "i", Some(&state(counted, true, "i"))).unwrap();
+        let tx = batch_transaction(
+            &scope,
+            "eventual",
+            vec![mark("a"), mark("b"), del("c", true), del("d", false)],
+            0,
+        );
+        assert_eq!(tx.counter.as_ref().map(|c| c.delta), Some(1));
+        assert_eq!(tx.actions_len(), 5);
+        let tx = batch_transaction(&scope, "eventual", vec![mark("a"), del("c", true)], 0);
+        assert_eq!(tx.counter, None, "a zero delta writes no counter item");
+        assert_eq!(tx.actions_len(), 2);
+    }
+
+    #[test]
+    fn a_batch_cancel_drops_counted_inserts_and_replans_changed_deletes() {
+        use CancelReason::*;
+        let scope = Scope::new("acct").unwrap();
+        let deleted = delete_write(&keyed("d"), "i", Some(&state(false, true, "i"))).unwrap();
+        let tx = batch_transaction(&scope, "eventual", vec![mark("a"), mark("b"), deleted, mark("c")], 0);
+        assert_eq!(
+            interpret_batch_cancel(&tx, &[None, ConditionalCheckFailed, None, ConditionalCheckFailed, None]),
+            BatchCancel::Retry {
+                done: vec![0],
+                replan: vec![2],
+                transient: false
+            }
+        );
+        assert_eq!(
+            interpret_batch_cancel(&tx, &[TransactionConflict, None, ConditionalCheckFailed, None, None]),
+            BatchCancel::Retry {
+                done: vec![1],
+                replan: vec![],
+                transient: true
+            }
+        );
+        // An injected conflict may carry a single reason.
+        assert_eq!(
+            interpret_batch_cancel(&tx, &[TransactionConflict]),
+            BatchCancel::Retry {
+                done: vec![],
+                replan: vec![],
+                transient: true
+            }
+        );
+        assert!(matches!(
+            interpret_batch_cancel(&tx, &[Other("ValidationError".into())]),
+            BatchCancel::Fail(_)
+        ));
+        assert!(matches!(
+            interpret_batch_cancel(&tx, &[ConditionalCheckFailed, None, None, None, None]),
+            BatchCancel::Fail(_)
         ));
     }
 }

@@ -1,20 +1,36 @@
-//! Runs the stream plans against a [`Store`]: records in shard order, each
-//! retried with exponential backoff and full jitter on conflicts, throttling
-//! and transient errors. The first record that cannot be completed stops the
-//! batch and is reported by sequence number, so the event source mapping
-//! checkpoints there and retries from it (everything before it is done;
-//! everything after it is redelivered and absorbed by the idempotency flag).
+//! Runs the stream plans against a [`Store`], retried with exponential
+//! backoff and full jitter on conflicts, throttling and transient errors.
+//!
+//! [`Mode::Batched`] (the default) writes a batch as one transaction per
+//! counter item — the net delta plus one flag flip or delete per record —
+//! split at the transaction limit; [`Mode::PerRecord`] writes one
+//! transaction per record, in shard order, and stays for comparison.
+//! Either way, when something cannot be completed the batch stops and the
+//! lowest sequence number not completed is reported, so the event source
+//! mapping checkpoints there and retries from it (everything before it is
+//! done; everything after it is redelivered and absorbed by the idempotency
+//! flag and the delete's conditions).
 
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use serde::Serialize;
 use tracing::{debug, error, warn};
 
-use super::plan::{self, CancelVerdict, DeleteDecision};
+use super::plan::{self, BatchCancel, CancelVerdict, CounterGroup, DeleteDecision, Pending};
 use super::record::{Change, ChangeRecord, DecodeError};
 use crate::EpochMillis;
 use crate::backoff::Backoff;
 use crate::error::StoreError;
-use crate::store::{ResourceKey, Store, Transaction};
+use crate::store::{ItemWrite, ResourceKey, Store, Transaction};
+
+/// How a batch is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub enum Mode {
+    /// One transaction per record: counter plus flag (the seed design).
+    PerRecord,
+    /// One transaction per counter item per batch, split at 100 actions.
+    #[default]
+    Batched,
+}
 
 /// What happened to one record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +98,7 @@ pub struct Processor<S> {
     backoff: Backoff,
     seed: Option<u64>,
     eventual_shards: u32,
+    mode: Mode,
 }
 
 impl<S: Store> Processor<S> {
@@ -91,7 +108,17 @@ impl<S: Store> Processor<S> {
             backoff: Backoff::default(),
             seed: None,
             eventual_shards: 1,
+            mode: Mode::default(),
         }
+    }
+
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
     }
 
     /// Spreads the eventual counter over `shards` items (`eventual#<n>`).
@@ -120,8 +147,16 @@ impl<S: Store> Processor<S> {
         self.process(records.iter().map(ChangeRecord::from_json), now).await
     }
 
-    /// Processes decoded records in order; stops at the first failure.
+    /// Processes decoded records (in shard order) in the processor's mode.
     pub async fn process(&self, records: impl IntoIterator<Item = Decoded>, now: EpochMillis) -> BatchReport {
+        match self.mode {
+            Mode::PerRecord => self.process_per_record(records, now).await,
+            Mode::Batched => self.process_batched(records.into_iter().collect(), now).await,
+        }
+    }
+
+    /// One record after another; stops at the first failure.
+    async fn process_per_record(&self, records: impl IntoIterator<Item = Decoded>, now: EpochMillis) -> BatchReport {
         let mut rng = self.seed.map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
         let mut report = BatchReport::default();
         for decoded in records {
@@ -145,6 +180,190 @@ impl<S: Store> Processor<S> {
             }
         }
         report
+    }
+
+    /// The records up to the first undecodable one, grouped per counter
+    /// item; each group written in transactions of up to 100 actions. Stops
+    /// at the first group that cannot be completed and reports the lowest
+    /// sequence number not completed.
+    async fn process_batched(&self, records: Vec<Decoded>, now: EpochMillis) -> BatchReport {
+        let mut rng = self.seed.map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
+        let mut report = BatchReport::default();
+        let undecodable = records.iter().position(Result::is_err);
+        let decoded: Vec<&ChangeRecord> = records[..undecodable.unwrap_or(records.len())]
+            .iter()
+            .filter_map(|r| r.as_ref().ok())
+            .collect();
+        for record in &decoded {
+            if let Change::Ignore(reason) = &record.change {
+                debug!(?reason, "ignored record");
+                report.record(&RecordOutcome::Ignored);
+            }
+        }
+        let groups = plan::group_batch(
+            decoded.iter().enumerate().map(|(i, r)| (i, &r.change)),
+            self.eventual_shards,
+        );
+        // Records not completed when a group fails: its own and every later group's.
+        let mut failure: Option<(usize, String)> = None;
+        for (at, group) in groups.iter().enumerate() {
+            if let Err((left, reason)) = self.write_group(group, now, &mut rng, &mut report).await {
+                let lowest = left
+                    .into_iter()
+                    .chain(groups[at + 1..].iter().flat_map(|g| g.records.iter().map(|p| p.index)))
+                    .min()
+                    .expect("a failed group leaves records");
+                failure = Some((lowest, reason));
+                break;
+            }
+        }
+        if let Some((index, reason)) = failure {
+            let seq = decoded[index].sequence_number.clone();
+            warn!(sequence_number = %seq, %reason, "batch stopped; it is retried from the lowest record not completed");
+            report.failed_sequence_number = Some(seq);
+            report.failure_reason = Some(reason);
+        } else if let Some(Err((seq, err))) = undecodable.map(|at| &records[at]) {
+            error!(sequence_number = ?seq, error = %err, "undecodable stream record; reporting it as failed");
+            report.batch_failure = seq.is_none();
+            report.failed_sequence_number = seq.clone();
+            report.failure_reason = Some(err.to_string());
+        }
+        report
+    }
+
+    /// Writes one group chunk by chunk. On failure: the batch positions of
+    /// the group's records not completed, and why.
+    async fn write_group(
+        &self,
+        group: &CounterGroup,
+        now: EpochMillis,
+        rng: &mut fastrand::Rng,
+        report: &mut BatchReport,
+    ) -> Result<(), (Vec<usize>, String)> {
+        let mut pending: Vec<Pending> = group.records.clone();
+        while !pending.is_empty() {
+            let chunk: Vec<Pending> = plan::next_chunk(&pending, plan::MAX_ITEMS_PER_TRANSACTION)
+                .into_iter()
+                .map(|at| pending[at].clone())
+                .collect();
+            let taken: std::collections::HashSet<usize> = chunk.iter().map(|p| p.index).collect();
+            pending.retain(|p| !taken.contains(&p.index));
+            if let Err((mut left, reason)) = self.write_chunk(group, chunk, now, rng, report).await {
+                left.extend(pending.iter().map(|p| p.index));
+                return Err((left, reason));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes one chunk (distinct items) as one transaction: deletes decided
+    /// on the items' current state, inserts found already counted dropped,
+    /// the rest sent again.
+    async fn write_chunk(
+        &self,
+        group: &CounterGroup,
+        mut chunk: Vec<Pending>,
+        now: EpochMillis,
+        rng: &mut fastrand::Rng,
+        report: &mut BatchReport,
+    ) -> Result<(), (Vec<usize>, String)> {
+        let mut attempt = 0;
+        loop {
+            let why = match self.try_chunk(group, &mut chunk, now, report).await {
+                ChunkStep::Done => return Ok(()),
+                ChunkStep::Resend => continue,
+                ChunkStep::Fail(why) => return Err((chunk.iter().map(|p| p.index).collect(), why)),
+                ChunkStep::Again(why) => why,
+            };
+            attempt += 1;
+            if attempt >= self.backoff.max_attempts {
+                let why = format!("gave up after {} attempts: {why}", self.backoff.max_attempts);
+                return Err((chunk.iter().map(|p| p.index).collect(), why));
+            }
+            report.retries += 1;
+            tokio::time::sleep(self.backoff.delay(attempt - 1, rng)).await;
+        }
+    }
+
+    /// One attempt at a chunk; records it completes leave `chunk`.
+    async fn try_chunk(
+        &self,
+        group: &CounterGroup,
+        chunk: &mut Vec<Pending>,
+        now: EpochMillis,
+        report: &mut BatchReport,
+    ) -> ChunkStep {
+        let mut writes: Vec<(usize, ItemWrite)> = Vec::with_capacity(chunk.len());
+        let mut finished = Vec::new();
+        for record in chunk.iter() {
+            if record.is_insert {
+                let write = ItemWrite::MarkCounted {
+                    key: record.key.clone(),
+                    incarnation: record.incarnation.clone(),
+                };
+                writes.push((record.index, write));
+                continue;
+            }
+            let state = match self.store.get_resource(&record.key).await {
+                Ok(state) => state,
+                Err(err) => return ChunkStep::from_store_error(err),
+            };
+            match plan::delete_write(&record.key, &record.incarnation, state.as_ref()) {
+                Ok(write) => writes.push((record.index, write)),
+                Err(why) => {
+                    debug!(scope = %record.key.scope, id = %record.key.id, why, "delete already done");
+                    finished.push((record.index, RecordOutcome::AlreadyDone));
+                }
+            }
+        }
+        let finish = |chunk: &mut Vec<Pending>, report: &mut BatchReport, finished: Vec<(usize, RecordOutcome)>| {
+            for (index, outcome) in finished {
+                report.record(&outcome);
+                chunk.retain(|p| p.index != index);
+            }
+        };
+        if writes.is_empty() {
+            finish(chunk, report, finished);
+            return ChunkStep::Done;
+        }
+        let indexes: Vec<usize> = writes.iter().map(|(i, _)| *i).collect();
+        let tx = plan::batch_transaction(
+            &group.scope,
+            &group.counter_name,
+            writes.into_iter().map(|(_, w)| w).collect(),
+            now,
+        );
+        match self.store.transact(&tx).await {
+            Ok(()) => {
+                finished.extend(indexes.iter().zip(&tx.items).map(|(i, w)| (*i, outcome_of(w))));
+                finish(chunk, report, finished);
+                ChunkStep::Done
+            }
+            Err(StoreError::Cancelled { reasons }) => match plan::interpret_batch_cancel(&tx, &reasons) {
+                BatchCancel::Fail(why) => {
+                    finish(chunk, report, finished);
+                    ChunkStep::Fail(why)
+                }
+                BatchCancel::Retry {
+                    done,
+                    replan,
+                    transient,
+                } => {
+                    finished.extend(done.iter().map(|at| (indexes[*at], RecordOutcome::AlreadyDone)));
+                    finish(chunk, report, finished);
+                    if transient || !replan.is_empty() {
+                        ChunkStep::Again(format!("transaction cancelled: {reasons:?}"))
+                    } else {
+                        // Only inserts already counted elsewhere: send the rest at once.
+                        ChunkStep::Resend
+                    }
+                }
+            },
+            Err(err) => {
+                finish(chunk, report, finished);
+                ChunkStep::from_store_error(err)
+            }
+        }
     }
 
     async fn apply(
@@ -220,6 +439,35 @@ impl<S: Store> Processor<S> {
 enum Step {
     Finished(RecordOutcome),
     Again(String),
+}
+
+/// What a committed item write did for its record.
+fn outcome_of(write: &ItemWrite) -> RecordOutcome {
+    match write {
+        ItemWrite::MarkCounted { .. } => RecordOutcome::Counted,
+        ItemWrite::DeleteCounted { .. } => RecordOutcome::DeletedCounted,
+        ItemWrite::DeleteUncounted { .. } => RecordOutcome::DeletedUncounted,
+    }
+}
+
+enum ChunkStep {
+    /// Every record of the chunk is completed.
+    Done,
+    /// Some records were found done; send the others now.
+    Resend,
+    /// Retry after a backoff.
+    Again(String),
+    Fail(String),
+}
+
+impl ChunkStep {
+    fn from_store_error(err: StoreError) -> Self {
+        match Step::from_store_error(err) {
+            Step::Again(why) => ChunkStep::Again(why),
+            Step::Finished(RecordOutcome::Failed(why)) => ChunkStep::Fail(why),
+            Step::Finished(outcome) => ChunkStep::Fail(format!("unexpected outcome {outcome:?}")),
+        }
+    }
 }
 
 impl Step {
@@ -395,5 +643,143 @@ mod tests {
         let report = p.process_json(&[serde_json::json!(42)], 0).await;
         assert!(report.batch_failure);
         assert!(report.to_response().batch_item_failures.is_empty());
+    }
+    fn delete(seq: &str, id: &str) -> Decoded {
+        Ok(ChangeRecord {
+            sequence_number: seq.into(),
+            change: Change::SoftDelete {
+                key: key(id),
+                incarnation: "i".into(),
+            },
+        })
+    }
+
+    fn inserts(ids: impl IntoIterator<Item = usize>) -> Vec<Decoded> {
+        ids.into_iter()
+            .map(|n| insert(&n.to_string(), &format!("w{n}")))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn batched_is_the_default_mode() {
+        assert_eq!(processor().mode(), Mode::Batched);
+        assert_eq!(processor().with_mode(Mode::PerRecord).mode(), Mode::PerRecord);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_hundred_fifty_inserts_of_one_scope_take_two_transactions() {
+        for (mode, expected) in [(Mode::Batched, 2), (Mode::PerRecord, 150)] {
+            let p = processor().with_mode(mode);
+            for n in 0..150 {
+                put(p.store(), &format!("w{n}"), false, false).await;
+            }
+            let report = p.process(inserts(0..150), 0).await;
+            assert_eq!(report.counted, 150, "{mode:?}");
+            assert_eq!(transacts(&p), expected, "{mode:?}");
+            assert_eq!(eventual(&p), 150, "{mode:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn items_already_counted_are_dropped_and_the_rest_committed() {
+        let p = processor();
+        for n in 0..10 {
+            put(p.store(), &format!("w{n}"), false, false).await;
+        }
+        assert_eq!(p.process(inserts([2, 5, 7]), 0).await.counted, 3);
+        assert_eq!(eventual(&p), 3);
+        let report = p.process(inserts(0..10), 0).await;
+        assert_eq!((report.counted, report.already_done, report.retries), (7, 3, 0));
+        assert!(report.to_response().batch_item_failures.is_empty());
+        // One cancelled with the 3 reasons, one committed without them.
+        assert_eq!(transacts(&p), 1 + 2);
+        assert_eq!(eventual(&p), 10);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_same_batch_twice_does_not_double_count() {
+        let p = processor();
+        for n in 0..5 {
+            put(p.store(), &format!("w{n}"), false, false).await;
+        }
+        let first = p.process(inserts(0..5), 0).await;
+        let again = p.process(inserts(0..5), 0).await;
+        assert_eq!((first.counted, again.counted, again.already_done), (5, 0, 5));
+        assert_eq!(eventual(&p), 5);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn insert_and_delete_of_one_item_in_one_batch_count_then_uncount_it() {
+        let p = processor();
+        put(p.store(), "a", false, true).await;
+        put(p.store(), "b", false, false).await;
+        let report = p
+            .process([insert("1", "a"), insert("2", "b"), delete("3", "a")], 0)
+            .await;
+        assert_eq!((report.counted, report.deleted_counted), (2, 1), "{report:?}");
+        assert_eq!(
+            transacts(&p),
+            2,
+            "the delete of a waits for the transaction counting it"
+        );
+        assert_eq!(eventual(&p), 1);
+        let left: Vec<String> = p.store().tables().resources.keys().map(|(_, id)| id.clone()).collect();
+        assert_eq!(left, vec!["b".to_string()]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delete_before_insert_leaves_eventual_count_exact_in_batches() {
+        let p = processor();
+        put(p.store(), "a", false, true).await;
+        let report = p.process([delete("1", "a")], 0).await;
+        assert_eq!(report.deleted_uncounted, 1);
+        let late = p.process([insert("0", "a")], 0).await;
+        assert_eq!(late.already_done, 1);
+        assert_eq!(eventual(&p), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_batch_names_the_lowest_record_not_completed() {
+        // Groups: acct [1, 3], other [2]. The delete (3) fails, so the other
+        // group is not attempted: 1 is done, 2 is the lowest not completed.
+        let x = ResourceKey {
+            scope: Scope::new("other").unwrap(),
+            id: ResourceId::new("x").unwrap(),
+        };
+        let other = Ok(ChangeRecord {
+            sequence_number: "2".into(),
+            change: Change::Insert {
+                key: x.clone(),
+                incarnation: "i".into(),
+            },
+        });
+        let p = processor();
+        put(p.store(), "a", false, true).await;
+        let item = ResourceItem {
+            scope: x.scope.clone(),
+            id: x.id.clone(),
+            counter_processed: false,
+            deleted: false,
+            incarnation: "i".into(),
+            created_at: 0,
+        };
+        p.store()
+            .put_resource(&NewResource {
+                item,
+                payload: Default::default(),
+            })
+            .await
+            .unwrap();
+        p.store().inject(Op::GetResource, Fault::Rejected);
+        let report = p.process([insert("1", "a"), other.clone(), delete("3", "a")], 0).await;
+        assert_eq!(report.counted, 1);
+        assert_eq!(report.failed_sequence_number.as_deref(), Some("2"));
+        assert_eq!(eventual(&p), 1, "a is counted, its delete not yet");
+        // The mapping redelivers from 2; everything lands exactly once.
+        let again = p.process([other, delete("3", "a")], 0).await;
+        assert!(again.to_response().batch_item_failures.is_empty(), "{again:?}");
+        assert_eq!((again.counted, again.deleted_counted), (1, 1));
+        assert_eq!(eventual(&p), 0);
+        assert_eq!(p.store().counter("other", keys::EVENTUAL_NAME), 1);
     }
 }

@@ -81,6 +81,14 @@ fn kit_image(image: Item) -> Result<KitImage, DecodeError> {
     serde_dynamo::from_item(image).map_err(|e| DecodeError::BadAttributes(e.to_string()))
 }
 
+/// The image's incarnation: the kit always writes a non-empty one, so a
+/// missing, null or empty value is a malformed record, not an item to count.
+fn incarnation_of(image: &KitImage, key: &ResourceKey) -> Result<String, DecodeError> {
+    image.incarnation.clone().filter(|i| !i.is_empty()).ok_or_else(|| {
+        DecodeError::BadAttributes(format!("{}/{}: empty or null {}", key.scope, key.id, keys::INCARNATION))
+    })
+}
+
 fn key_of(image: &KitImage) -> Result<ResourceKey, DecodeError> {
     Ok(ResourceKey {
         scope: Scope::new(image.scope.clone())?,
@@ -104,7 +112,7 @@ pub fn decode(event_name: &str, new_image: Option<Item>, old_image: Option<Item>
             }
             let image = kit_image(new)?;
             let key = key_of(&image)?;
-            let incarnation = image.incarnation.unwrap_or_default();
+            let incarnation = incarnation_of(&image, &key)?;
             match image.counter_processed {
                 Some(false) => Ok(Change::Insert { key, incarnation }),
                 Some(true) => Ok(Change::Ignore(IgnoreReason::AlreadyCounted)),
@@ -133,10 +141,8 @@ pub fn decode(event_name: &str, new_image: Option<Item>, old_image: Option<Item>
             let key = key_of(&new)?;
             let went_deleted = new.deleted == Some(true) && old.deleted != Some(true);
             if went_deleted {
-                Ok(Change::SoftDelete {
-                    key,
-                    incarnation: new.incarnation.unwrap_or_default(),
-                })
+                let incarnation = incarnation_of(&new, &key)?;
+                Ok(Change::SoftDelete { key, incarnation })
             } else {
                 Ok(Change::Ignore(IgnoreReason::OtherModify))
             }

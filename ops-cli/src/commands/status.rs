@@ -69,6 +69,10 @@ pub struct MappingStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub on_failure_destination: Option<String>,
     pub filter_patterns: Vec<String>,
+    /// Disabled in the emulator because the local event-source runner plays
+    /// it (`esm-runner` takes SQS mappings over from fakecloud's own poller).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub played_by_local_runner: bool,
     /// Why the mapping could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
@@ -191,6 +195,14 @@ async fn mapping(ctx: &Context<'_>, name: &str, uuid: &str) -> MappingStatus {
         }
         Err(err) => status.problem = Some(error::aws("GetEventSourceMapping")(err).to_string()),
     }
+    if ctx.clients.target == crate::cli::Target::Local
+        && status.state.as_deref() == Some("Disabled")
+        && let Some(function) = &status.function_arn
+        && let Ok(tags) = ctx.clients.lambda.list_tags().resource(function).send().await
+    {
+        let tag = format!("{}{uuid}", esm_runner::discover::TAKEOVER_TAG_PREFIX);
+        status.played_by_local_runner = tags.tags().is_some_and(|t| t.contains_key(&tag));
+    }
     status
 }
 
@@ -288,7 +300,11 @@ pub fn attention(
     for m in mappings {
         if let Some(problem) = &m.problem {
             items.push(format!("mapping {}: {problem}", m.name));
-        } else if let Some(state) = m.state.as_deref().filter(|s| matches!(*s, "Disabled" | "Disabling")) {
+        } else if let Some(state) = m
+            .state
+            .as_deref()
+            .filter(|s| matches!(*s, "Disabled" | "Disabling") && !m.played_by_local_runner)
+        {
             items.push(format!("mapping {} is {state}", m.name));
         }
     }
@@ -339,7 +355,12 @@ impl fmt::Display for StatusReport {
                 writeln!(f, "  {} {}: {problem}", m.name, m.uuid)?;
                 continue;
             }
-            writeln!(f, "  {}  {}  {}", m.name, opt(m.state.as_deref()), m.uuid)?;
+            let played = if m.played_by_local_runner {
+                " (played by the local runner)"
+            } else {
+                ""
+            };
+            writeln!(f, "  {}  {}{played}  {}", m.name, opt(m.state.as_deref()), m.uuid)?;
             // Retries, record age, bisecting and parallelization are stream settings.
             if m.event_source_arn
                 .as_deref()

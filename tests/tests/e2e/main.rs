@@ -5,6 +5,7 @@
 mod api;
 mod audit;
 mod deploy;
+mod missing_stack;
 mod operations;
 mod pipeline;
 mod reprocessor;
