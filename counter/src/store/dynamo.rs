@@ -339,6 +339,37 @@ impl DynamoStore {
         Ok(())
     }
 
+    /// Every resource item of `scope` (strongly consistent Query, across
+    /// pages), projected to `attributes` and deserialized as `T`.
+    async fn scope_rows<T: serde::de::DeserializeOwned>(
+        &self,
+        scope: &Scope,
+        attributes: &[&str],
+    ) -> Result<Vec<T>, StoreError> {
+        let placeholders: Vec<String> = (0..attributes.len()).map(|n| format!("#a{n}")).collect();
+        let mut query = self
+            .client
+            .query()
+            .table_name(&self.resources_table)
+            .key_condition_expression("#scope = :scope")
+            .projection_expression(placeholders.join(", "))
+            .expression_attribute_names("#scope", keys::SCOPE)
+            .expression_attribute_values(":scope", s(scope.as_str()))
+            .consistent_read(true);
+        for (placeholder, attribute) in placeholders.iter().zip(attributes) {
+            query = query.expression_attribute_names(placeholder, *attribute);
+        }
+        let mut pages = query.into_paginator().items().send();
+        let mut rows = Vec::new();
+        while let Some(item) = pages.next().await {
+            rows.push(
+                serde_dynamo::from_item(item.map_err(classify)?)
+                    .map_err(|e| StoreError::Malformed(format!("resource of {scope}: {e}")))?,
+            );
+        }
+        Ok(rows)
+    }
+
     /// The items of `scope` the stream consumer has not finished with (not
     /// counted yet, or soft-deleted), as the changes that finish them: what
     /// their stream records would have said. Used to sweep a scope whose
@@ -353,26 +384,9 @@ impl DynamoStore {
             deleted: bool,
             incarnation: Option<String>,
         }
-        let mut pages = self
-            .client
-            .query()
-            .table_name(&self.resources_table)
-            .key_condition_expression("#scope = :scope")
-            .projection_expression("#id, #cp, #del, #inc")
-            .expression_attribute_names("#scope", keys::SCOPE)
-            .expression_attribute_names("#id", keys::ID)
-            .expression_attribute_names("#cp", keys::COUNTER_PROCESSED)
-            .expression_attribute_names("#del", keys::DELETED)
-            .expression_attribute_names("#inc", keys::INCARNATION)
-            .expression_attribute_values(":scope", s(scope.as_str()))
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send();
         let mut changes = Vec::new();
-        while let Some(item) = pages.next().await {
-            let row: Row = serde_dynamo::from_item(item.map_err(classify)?)
-                .map_err(|e| StoreError::Malformed(format!("resource of {scope}: {e}")))?;
+        let attributes = [keys::ID, keys::COUNTER_PROCESSED, keys::DELETED, keys::INCARNATION];
+        for row in self.scope_rows::<Row>(scope, &attributes).await? {
             // Items without an incarnation are not the kit's.
             let Some(incarnation) = row.incarnation else { continue };
             if row.counter_processed && !row.deleted {
@@ -406,24 +420,11 @@ impl DynamoStore {
             #[serde(default)]
             deleted: bool,
         }
-        let mut pages = self
-            .client
-            .query()
-            .table_name(&self.resources_table)
-            .key_condition_expression("#scope = :scope")
-            .projection_expression("#cp, #del")
-            .expression_attribute_names("#scope", keys::SCOPE)
-            .expression_attribute_names("#cp", keys::COUNTER_PROCESSED)
-            .expression_attribute_names("#del", keys::DELETED)
-            .expression_attribute_values(":scope", s(scope.as_str()))
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send();
         let mut counts = crate::audit::ScopeCounts::default();
-        while let Some(item) = pages.next().await {
-            let flags: Flags = serde_dynamo::from_item(item.map_err(classify)?)
-                .map_err(|e| StoreError::Malformed(format!("resource of {scope}: {e}")))?;
+        for flags in self
+            .scope_rows::<Flags>(scope, &[keys::COUNTER_PROCESSED, keys::DELETED])
+            .await?
+        {
             counts.add(flags.counter_processed, flags.deleted);
         }
         Ok(counts)

@@ -55,29 +55,57 @@ impl Context<'_> {
     }
 }
 
-/// The deployed kit's data location, read from the stack: its tables (from
-/// the outputs), the default limit and the eventual-counter shard count
-/// (from the parameters). What `audit`, `usage`, `limit`, `load` and
-/// `redrive --replay` work against.
-pub async fn counter_config(ctx: &Context<'_>) -> Result<hybrid_counter::CounterConfig> {
+/// A deployed stack, for the commands that work with its resources.
+pub struct Deployed {
+    pub stack: StackInfo,
+}
+
+impl Deployed {
+    /// One of the stack's outputs, or an error naming the missing one.
+    pub fn output(&self, key: &str) -> Result<String> {
+        self.stack
+            .outputs
+            .get(key)
+            .cloned()
+            .ok_or_else(|| Error::StackIncomplete {
+                name: self.stack.name.clone(),
+                missing: key.to_owned(),
+            })
+    }
+
+    /// The kit's data location: its tables (from the outputs), the default
+    /// limit and the eventual-counter shard count (from the parameters).
+    /// What `audit`, `usage`, `limit`, `load` and `redrive --replay` work
+    /// against.
+    pub fn counter_config(&self) -> Result<hybrid_counter::CounterConfig> {
+        let number = |key: &str| {
+            self.stack
+                .parameters
+                .get(key)
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        Ok(hybrid_counter::CounterConfig {
+            resources_table: self.output(stack::outputs::RESOURCES_TABLE)?,
+            counters_table: self.output(stack::outputs::COUNTERS_TABLE)?,
+            default_limit: number(stack::params::DEFAULT_LIMIT),
+            eventual_shards: number(stack::params::EC_SHARD_COUNT)
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(1),
+        })
+    }
+}
+
+/// The stack named by the command line, or [`Error::StackNotFound`].
+pub async fn deployed(ctx: &Context<'_>) -> Result<Deployed> {
     let stack = cfn::describe(&ctx.clients.cloudformation, &ctx.config.stack_name)
         .await?
         .ok_or_else(|| ctx.not_found())?;
-    let output = |key: &str| {
-        stack.outputs.get(key).cloned().ok_or_else(|| Error::StackIncomplete {
-            name: ctx.config.stack_name.clone(),
-            missing: key.to_owned(),
-        })
-    };
-    let number = |key: &str| stack.parameters.get(key).and_then(|v| v.trim().parse::<u64>().ok());
-    Ok(hybrid_counter::CounterConfig {
-        resources_table: output(stack::outputs::RESOURCES_TABLE)?,
-        counters_table: output(stack::outputs::COUNTERS_TABLE)?,
-        default_limit: number(stack::params::DEFAULT_LIMIT),
-        eventual_shards: number(stack::params::EC_SHARD_COUNT)
-            .and_then(|n| u32::try_from(n).ok())
-            .unwrap_or(1),
-    })
+    Ok(Deployed { stack })
+}
+
+/// [`Deployed::counter_config`] of the stack named by the command line.
+pub async fn counter_config(ctx: &Context<'_>) -> Result<hybrid_counter::CounterConfig> {
+    deployed(ctx).await?.counter_config()
 }
 
 /// Where a command ran, for the reports.

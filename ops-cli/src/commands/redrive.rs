@@ -46,7 +46,6 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 
 use super::{Context, Location};
-use crate::cfn;
 use crate::cli::Target;
 use crate::error::{self, Error, Result};
 
@@ -303,15 +302,8 @@ impl RedriveReport {
 pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveReport> {
     let started = Instant::now();
     ctx.ui.step(format!("reading stack {}", ctx.config.stack_name));
-    let stack = cfn::describe(&ctx.clients.cloudformation, &ctx.config.stack_name)
-        .await?
-        .ok_or_else(|| ctx.not_found())?;
-    let output = |key: &str| {
-        stack.outputs.get(key).cloned().ok_or_else(|| Error::StackIncomplete {
-            name: ctx.config.stack_name.clone(),
-            missing: key.to_owned(),
-        })
-    };
+    let deployed = super::deployed(ctx).await?;
+    let output = |key: &str| deployed.output(key);
     let source = QueueRef {
         name: "dlq2".to_owned(),
         url: output(stack::outputs::DLQ2_URL)?,
@@ -355,7 +347,7 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
             move_task(sqs, &source.arn, &destination.arn, options.rate, ctx.clients.poll, &bar).await?
         }
         Method::Replay => {
-            let config = super::counter_config(ctx).await?;
+            let config = deployed.counter_config()?;
             let processor = Processor::new(DynamoStore::new(ctx.clients.dynamodb.clone(), &config))
                 .with_eventual_shards(config.eventual_shards);
             let (processor, streams) = (&processor, &ctx.clients.dynamodbstreams);
