@@ -27,14 +27,18 @@ pub fn init_tracing() {
 
 /// What both stream-processing functions build once at start-up: the
 /// processor over the tables named by the environment (`RESOURCES_TABLE`,
-/// `COUNTERS_TABLE`, `EC_SHARDS`) and the SDK configuration (standard
+/// `COUNTERS_TABLE`, `EC_SHARDS`, `PROCESSING_MODE`) and the SDK configuration (standard
 /// chain, `AWS_ENDPOINT_URL` honoured) for any other client they need.
 pub async fn processor_from_env()
 -> Result<(Processor<crate::DynamoStore>, aws_config::SdkConfig), lambda_runtime::Error> {
     let config = crate::CounterConfig::from_env()?;
+    let mode = crate::CounterConfig::processing_mode_from_lookup(|name| std::env::var(name).ok())?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let store = crate::DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
-    Ok((Processor::new(store).with_eventual_shards(config.eventual_shards), sdk))
+    let processor = Processor::new(store)
+        .with_eventual_shards(config.eventual_shards)
+        .with_mode(mode);
+    Ok((processor, sdk))
 }
 
 /// A DynamoDB stream event whose records are kept raw, so one malformed
