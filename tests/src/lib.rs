@@ -425,3 +425,16 @@ pub async fn in_process_runner(endpoint: &str, config: &CounterConfig) -> esm_ru
         .await
         .expect("connect the local runner")
 }
+
+/// The `Records` of a Lambda event payload.
+pub fn records(payload: &serde_json::Value) -> Vec<serde_json::Value> {
+    payload["Records"].as_array().cloned().unwrap_or_default()
+}
+
+/// The item ids (`Keys.id.S`) of a stream event payload's records.
+pub fn item_ids(payload: &serde_json::Value) -> Vec<String> {
+    records(payload)
+        .iter()
+        .map(|r| r["dynamodb"]["Keys"]["id"]["S"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}

@@ -29,6 +29,7 @@ use std::time::Duration;
 use aws_sdk_sqs::types::QueueAttributeName;
 use e2e::Emulator;
 use e2e::counterctl::Counterctl;
+use e2e::{item_ids, records};
 use esm_runner::{FnInvoker, Invocation, Invoke, RunReport, Runner, RunnerConfig};
 use hybrid_counter::audit::ScopeCounts;
 use hybrid_counter::stream::Processor;
@@ -271,17 +272,6 @@ impl Pipeline {
         assert_eq!(counts.live as i64, LIVE, "{counts:?}");
         assert_eq!((counts.pending_create, counts.pending_delete), (0, 0), "{counts:?}");
     }
-}
-
-fn records(payload: &Value) -> Vec<Value> {
-    payload["Records"].as_array().cloned().unwrap_or_default()
-}
-
-fn item_ids(payload: &Value) -> Vec<String> {
-    records(payload)
-        .iter()
-        .map(|r| r["dynamodb"]["Keys"]["id"]["S"].as_str().unwrap_or_default().to_owned())
-        .collect()
 }
 
 fn bodies_of(payload: &Value) -> Vec<String> {

@@ -17,6 +17,7 @@ use aws_sdk_lambda::types::{
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 use e2e::Kit;
+use e2e::{item_ids, records};
 use esm_runner::{FnInvoker, Invocation, Invoke, Runner, RunnerConfig};
 use hybrid_counter::config::{ENV_COUNTERS_TABLE, ENV_RESOURCES_TABLE};
 use hybrid_counter::stream::Processor;
@@ -222,21 +223,10 @@ async fn stream_handler(processor: Processor<DynamoStore>, payload: Value) -> In
     e2e::invoke_stream_counter(&processor, payload).await
 }
 
-fn records(payload: &Value) -> Vec<Value> {
-    payload["Records"].as_array().cloned().unwrap_or_default()
-}
-
 fn sequence_numbers(payload: &Value) -> Vec<String> {
     records(payload)
         .iter()
         .map(|r| r["dynamodb"]["SequenceNumber"].as_str().unwrap_or_default().to_owned())
-        .collect()
-}
-
-fn item_ids(payload: &Value) -> Vec<String> {
-    records(payload)
-        .iter()
-        .map(|r| r["dynamodb"]["Keys"]["id"]["S"].as_str().unwrap_or_default().to_owned())
         .collect()
 }
 
