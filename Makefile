@@ -154,10 +154,17 @@ templates: ## Regenerate templates/hybrid-counter.yaml from the stack/ model
 ## ---- benchmarks ------------------------------------------------------------
 
 .PHONY: bench
-bench: fakecloud-install ## Benchmarks on a private emulator (release build; numbers, not pass/fail): BENCH_ITEMS=4000
+bench: fakecloud-install $(VENV)/.bench-stamp ## Benchmarks on private emulators (release; numbers, not pass/fail); writes BENCHMARKS.md
 	@bin=$$(command -v "$${FAKECLOUD_BIN:-fakecloud}") || { \
 		echo "error: fakecloud not found; run 'make tools'" >&2; exit 1; }; \
-	FAKECLOUD_BIN="$$bin" cargo bench --locked -p e2e --bench pipeline
+	FAKECLOUD_BIN="$$bin" cargo bench --locked -p e2e --bench pipeline && \
+	FAKECLOUD_BIN="$$bin" cargo bench --locked -p e2e --bench modes
+	$(VENV)/bin/python tests/benches/chart.py
+
+# matplotlib for the chart, only when benchmarking.
+$(VENV)/.bench-stamp: requirements-bench.txt $(VENV)/.stamp
+	$(VENV)/bin/python -m pip install --disable-pip-version-check -q -r requirements-bench.txt
+	@touch $@
 
 ## ---- simulation soak -------------------------------------------------------
 

@@ -1,8 +1,25 @@
 //! Counting a scope's items by state, the ground truth the counters are
-//! checked against: `EC == processed` always, `BE <= live` always, and after
-//! the stream is drained `EC == live`.
+//! checked against: `EC == processed` always, and after the stream is
+//! drained `EC == live`. BE is read by the admission mode: `BE <= live`
+//! always in best-effort admission (it may undercount), `BE >= live` always
+//! in strict admission (it counts reservations, so it may over-reserve).
+//!
+//! Repairs set EC to the processed count and BE to the live count. In
+//! strict admission lowering an over-reserved BE is only safe when no
+//! reservation can be in flight (a reserved create whose put has not landed
+//! yet is not in the live count): [`plan_repair_at`] holds that back until
+//! BE was last written more than [`RESERVATION_GRACE_MS`] ago.
 
 use serde::Serialize;
+
+use crate::EpochMillis;
+use crate::config::Admission;
+
+/// How long after the last write of a strict-mode BE a repair may lower
+/// it: longer than any create can take from its reservation to the end of
+/// its put (the API function's timeout is 10 s), plus room for clock skew
+/// between the API and the operator's machine.
+pub const RESERVATION_GRACE_MS: EpochMillis = 60_000;
 
 /// Items of one scope by state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -67,30 +84,42 @@ mod tests {
 }
 
 /// What an audit of one scope found: every finding is drift (a counter that
-/// differs from the truth, repairable). `EC != processed` and `BE > live`
-/// are also defects of the kit; `BE < live` is the expected undercount of a
-/// best-effort counter.
+/// differs from the truth, repairable). Which differences are defects of the
+/// kit depends on the admission mode: `EC != processed` always is; in
+/// best-effort admission `BE > live` is and `BE < live` is the expected
+/// undercount; in strict admission it is the other way round.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Finding {
     /// The transactional invariant is broken: a real defect.
     EventualMismatch { eventual: i64, processed: u64 },
-    /// BE counts items that do not exist: a real defect.
+    /// Best-effort admission: BE counts items that do not exist, a real defect.
     BestEffortAboveLive { best_effort: i64, live: u64 },
-    /// BE lost updates (swallowed failures): expected, repairable.
+    /// Best-effort admission: BE lost updates (swallowed failures), expected
+    /// and repairable.
     BestEffortBelowLive { best_effort: i64, live: u64 },
+    /// Strict admission: BE holds reservations without items (a create in
+    /// flight, or a slot not given back after an ambiguous failure).
+    /// Expected; repairable once no reservation can be in flight.
+    OverReserved { best_effort: i64, live: u64 },
+    /// Strict admission: BE counts fewer reservations than there are live
+    /// items, so the limit can be overshot: a real defect (or a scope that
+    /// was switched from best-effort admission and not repaired yet).
+    UnderReserved { best_effort: i64, live: u64 },
 }
 
 impl Finding {
     /// Whether this finding is a defect of the kit, not an expected state.
     pub fn is_defect(&self) -> bool {
-        !matches!(self, Finding::BestEffortBelowLive { .. })
+        matches!(
+            self,
+            Finding::EventualMismatch { .. } | Finding::BestEffortAboveLive { .. } | Finding::UnderReserved { .. }
+        )
     }
 }
 
 /// The counter values a repair writes: EC to the processed count, BE to
-/// the live count (raised when it undercounts, lowered when it overcounts,
-/// never set above live).
+/// the live count (raised when it undercounts, lowered when it overcounts).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Repair {
     pub eventual: Option<i64>,
@@ -103,8 +132,15 @@ impl Repair {
     }
 }
 
-/// Compares the counters of one scope with its items.
+/// Compares the counters of one scope with its items, in best-effort
+/// admission (see [`findings_for`]).
 pub fn findings(counts: &ScopeCounts, best_effort: i64, eventual: i64) -> Vec<Finding> {
+    findings_for(Admission::BestEffort, counts, best_effort, eventual)
+}
+
+/// Compares the counters of one scope with its items, reading BE by the
+/// scope's admission mode.
+pub fn findings_for(admission: Admission, counts: &ScopeCounts, best_effort: i64, eventual: i64) -> Vec<Finding> {
     let live = i64::try_from(counts.live).unwrap_or(i64::MAX);
     let processed = i64::try_from(counts.processed).unwrap_or(i64::MAX);
     let mut out = Vec::new();
@@ -114,32 +150,88 @@ pub fn findings(counts: &ScopeCounts, best_effort: i64, eventual: i64) -> Vec<Fi
             processed: counts.processed,
         });
     }
-    if best_effort > live {
-        out.push(Finding::BestEffortAboveLive {
+    match (admission, best_effort.cmp(&live)) {
+        (_, std::cmp::Ordering::Equal) => {}
+        (Admission::BestEffort, std::cmp::Ordering::Greater) => out.push(Finding::BestEffortAboveLive {
             best_effort,
             live: counts.live,
-        });
-    } else if best_effort < live {
-        out.push(Finding::BestEffortBelowLive {
+        }),
+        (Admission::BestEffort, std::cmp::Ordering::Less) => out.push(Finding::BestEffortBelowLive {
             best_effort,
             live: counts.live,
-        });
+        }),
+        (Admission::Strict, std::cmp::Ordering::Greater) => out.push(Finding::OverReserved {
+            best_effort,
+            live: counts.live,
+        }),
+        (Admission::Strict, std::cmp::Ordering::Less) => out.push(Finding::UnderReserved {
+            best_effort,
+            live: counts.live,
+        }),
     }
     out
 }
 
-/// The repair that resolves `findings`.
+/// The repair that resolves `findings`, ignoring when it may be written
+/// (see [`plan_repair_at`]).
 pub fn plan_repair(counts: &ScopeCounts, findings: &[Finding]) -> Repair {
     let mut repair = Repair::default();
     for finding in findings {
         match finding {
             Finding::EventualMismatch { .. } => repair.eventual = i64::try_from(counts.processed).ok(),
-            Finding::BestEffortAboveLive { .. } | Finding::BestEffortBelowLive { .. } => {
-                repair.best_effort = i64::try_from(counts.live).ok()
-            }
+            Finding::BestEffortAboveLive { .. }
+            | Finding::BestEffortBelowLive { .. }
+            | Finding::OverReserved { .. }
+            | Finding::UnderReserved { .. } => repair.best_effort = i64::try_from(counts.live).ok(),
         }
     }
     repair
+}
+
+/// A repair that may be written now, and what it had to leave for later.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct RepairPlan {
+    pub repair: Repair,
+    /// Why part of the repair must wait (an over-reserved BE written too
+    /// recently to rule out a reservation in flight).
+    pub held_back: Option<String>,
+}
+
+/// [`plan_repair`], minus what may not be written at `now`: lowering an
+/// over-reserved strict-mode BE ([`Finding::OverReserved`]) waits until BE
+/// was last written ([`crate::keys::UPDATED_AT`], `best_effort_updated_at`)
+/// at least [`RESERVATION_GRACE_MS`] before `now`. A reservation younger than
+/// that may belong to a create whose item is about to land; lowering BE
+/// under it would let a concurrent creator overshoot. Raising BE, and
+/// everything else, may be written at any time (the write is conditioned
+/// on the counters' versions, so a concurrent reservation makes it retry).
+pub fn plan_repair_at(
+    counts: &ScopeCounts,
+    findings: &[Finding],
+    best_effort_updated_at: EpochMillis,
+    now: EpochMillis,
+) -> RepairPlan {
+    let mut plan = RepairPlan {
+        repair: plan_repair(counts, findings),
+        held_back: None,
+    };
+    let over = findings.iter().find_map(|f| match f {
+        Finding::OverReserved { best_effort, live } => Some((*best_effort, *live)),
+        _ => None,
+    });
+    if let Some((best_effort, live)) = over {
+        let age = now.saturating_sub(best_effort_updated_at);
+        if age < RESERVATION_GRACE_MS {
+            plan.repair.best_effort = None;
+            plan.held_back = Some(format!(
+                "best-effort {best_effort} > live {live} is left alone for now: it was written {}s ago and a \
+                 reservation may still be in flight; it can be lowered {}s after its last write",
+                age.max(0) / 1000,
+                RESERVATION_GRACE_MS / 1000
+            ));
+        }
+    }
+    plan
 }
 
 #[cfg(test)]
@@ -193,5 +285,67 @@ mod audit_tests {
             }
         );
         assert!(plan_repair(&c, &[]).is_empty());
+    }
+
+    #[test]
+    fn strict_admission_flips_which_side_of_live_is_a_defect() {
+        let c = counts(5, 5);
+        let over = findings_for(Admission::Strict, &c, 7, 5);
+        assert_eq!(
+            over,
+            vec![Finding::OverReserved {
+                best_effort: 7,
+                live: 5
+            }]
+        );
+        assert!(!over[0].is_defect(), "over-reserving is strict mode's safe direction");
+        let under = findings_for(Admission::Strict, &c, 4, 5);
+        assert_eq!(
+            under,
+            vec![Finding::UnderReserved {
+                best_effort: 4,
+                live: 5
+            }]
+        );
+        assert!(under[0].is_defect(), "under-reserving lets creators overshoot");
+        assert!(findings_for(Admission::Strict, &c, 5, 5).is_empty());
+        assert_eq!(findings(&c, 7, 5), findings_for(Admission::BestEffort, &c, 7, 5));
+        assert!(findings(&c, 7, 5)[0].is_defect());
+    }
+
+    #[test]
+    fn an_over_reserved_best_effort_is_lowered_only_after_the_grace_period() {
+        let c = counts(5, 4);
+        let f = findings_for(Admission::Strict, &c, 7, 3);
+        let written = 1_000_000;
+        let early = plan_repair_at(&c, &f, written, written + RESERVATION_GRACE_MS - 1);
+        assert_eq!(
+            early.repair,
+            Repair {
+                eventual: Some(4),
+                best_effort: None
+            },
+            "EC is repaired, BE waits"
+        );
+        assert!(early.held_back.as_deref().unwrap().contains("in flight"), "{early:?}");
+        let late = plan_repair_at(&c, &f, written, written + RESERVATION_GRACE_MS);
+        assert_eq!(
+            late,
+            RepairPlan {
+                repair: Repair {
+                    eventual: Some(4),
+                    best_effort: Some(5)
+                },
+                held_back: None
+            }
+        );
+        // Raising an under-reserved BE never waits.
+        let under = findings_for(Admission::Strict, &c, 2, 4);
+        let plan = plan_repair_at(&c, &under, written, written);
+        assert_eq!(plan.repair.best_effort, Some(5));
+        assert_eq!(plan.held_back, None);
+        // Best-effort admission never waits either.
+        let plan = plan_repair_at(&c, &findings(&c, 7, 4), written, written);
+        assert_eq!(plan.repair.best_effort, Some(5));
     }
 }

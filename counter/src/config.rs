@@ -1,5 +1,6 @@
-//! Where the counters live and the default limit. Binaries build it from the
-//! environment the stack sets; tests build it directly.
+//! Where the counters live, the default limit and the admission mode.
+//! Binaries build it from the environment the stack sets; tests build it
+//! directly.
 
 use crate::error::Error;
 use crate::stream::Mode;
@@ -15,6 +16,68 @@ pub const ENV_EC_SHARDS: &str = "EC_SHARDS";
 /// Environment variable choosing how the stream consumer writes a batch:
 /// `batched` (default) or `per-record` (kept for comparison).
 pub const ENV_PROCESSING_MODE: &str = "PROCESSING_MODE";
+/// Environment variable choosing how the request path admits a create:
+/// `best-effort` (default) or `strict` (see [`Admission`]).
+pub const ENV_ADMISSION_MODE: &str = "ADMISSION_MODE";
+
+/// How the request path admits a create (DESIGN §5).
+///
+/// * [`Admission::BestEffort`]: admit when `max(BE, EC) < limit` from one
+///   read, put the item, then increment BE once. Concurrent creators can
+///   overshoot the limit; BE never counts above the live items
+///   (`BE <= live` at every instant).
+/// * [`Admission::Strict`]: reserve the slot first with a conditional BE
+///   increment (`count < limit`), then put the item, and give the slot back
+///   when the put definitively failed. Concurrent creators can never
+///   overshoot; BE is a count of reservations, so it never counts *below*
+///   the live items (`BE >= live` at every instant) and failures leave it
+///   over-reserved, which `audit --repair` lowers once no reservation can
+///   be in flight.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Admission {
+    #[default]
+    BestEffort,
+    Strict,
+}
+
+impl Admission {
+    /// Every mode, in the spelling of [`ENV_ADMISSION_MODE`] and of the
+    /// stack's `AdmissionMode` parameter.
+    pub const NAMES: [&'static str; 2] = ["best-effort", "strict"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Admission::BestEffort => "best-effort",
+            Admission::Strict => "strict",
+        }
+    }
+
+    pub fn is_strict(self) -> bool {
+        self == Admission::Strict
+    }
+}
+
+impl std::fmt::Display for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Admission {
+    type Err = Error;
+
+    /// `best-effort` or `strict` (surrounding whitespace ignored).
+    fn from_str(raw: &str) -> Result<Self, Error> {
+        match raw.trim() {
+            "best-effort" => Ok(Admission::BestEffort),
+            "strict" => Ok(Admission::Strict),
+            _ => Err(Error::InvalidInput(format!(
+                "the admission mode must be best-effort or strict, got {raw:?}"
+            ))),
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterConfig {
@@ -26,6 +89,9 @@ pub struct CounterConfig {
     /// Items the eventual counter is spread over (`eventual#0..n-1`); 1
     /// keeps the single `eventual` item. Readers sum whatever exists.
     pub eventual_shards: u32,
+    /// How the request path admits a create; the audit reads BE against the
+    /// live count by the same mode.
+    pub admission: Admission,
 }
 
 impl CounterConfig {
@@ -59,8 +125,18 @@ impl CounterConfig {
                     ))
                 })?,
         };
+        let admission = match lookup(ENV_ADMISSION_MODE) {
+            None => Admission::default(),
+            Some(raw) if raw.trim().is_empty() => Admission::default(),
+            Some(raw) => raw.parse::<Admission>().map_err(|_| {
+                Error::InvalidInput(format!(
+                    "environment variable {ENV_ADMISSION_MODE} must be best-effort or strict, got {raw:?}"
+                ))
+            })?,
+        };
         Ok(Self {
             eventual_shards,
+            admission,
             resources_table: required(ENV_RESOURCES_TABLE)?,
             counters_table: required(ENV_COUNTERS_TABLE)?,
             default_limit,
@@ -113,6 +189,36 @@ mod tests {
         assert_eq!(cfg.require_default_limit().unwrap(), 25);
         assert_eq!(cfg.eventual_shards, 1);
         assert_eq!(cfg.resources_table, "res");
+        assert_eq!(cfg.admission, Admission::BestEffort, "best-effort unless set");
+    }
+
+    #[test]
+    fn admission_mode_reads_both_spellings_and_names_a_bad_value() {
+        let base = [("RESOURCES_TABLE", "res"), ("COUNTERS_TABLE", "cnt")];
+        for (raw, expected) in [
+            ("strict", Admission::Strict),
+            (" strict\n", Admission::Strict),
+            ("best-effort", Admission::BestEffort),
+            ("", Admission::BestEffort),
+        ] {
+            let mut pairs = base.to_vec();
+            pairs.push(("ADMISSION_MODE", raw));
+            assert_eq!(
+                CounterConfig::from_lookup(env(&pairs)).unwrap().admission,
+                expected,
+                "{raw:?}"
+            );
+        }
+        for bad in ["Strict", "best_effort", "exact"] {
+            let mut pairs = base.to_vec();
+            pairs.push(("ADMISSION_MODE", bad));
+            let err = CounterConfig::from_lookup(env(&pairs)).unwrap_err();
+            let text = err.to_string();
+            assert!(text.contains("ADMISSION_MODE") && text.contains(bad), "{text}");
+        }
+        for name in Admission::NAMES {
+            assert_eq!(name.parse::<Admission>().unwrap().as_str(), name);
+        }
     }
 
     #[test]

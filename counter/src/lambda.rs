@@ -59,8 +59,16 @@ pub async fn handle_stream_event<S: Store>(
 ) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
     // Boxed: the batched processor's future is deep enough to overflow the
     // compiler's layout recursion limit when inlined into `main`.
+    let before = processor.store().cost_meter().map(|m| m.snapshot());
     let report = Box::pin(processor.process_json(&event.payload.records, crate::now_millis())).await;
+    let cost = Cost::since(processor.store(), before);
     info!(
+        requests = cost.requests,
+        transactions = cost.transactions,
+        items_written = cost.items_written,
+        counter_item_writes = cost.counter_item_writes,
+        write_units = cost.write_units,
+        conflicts = cost.conflicts,
         request_id = %event.context.request_id,
         records = event.payload.records.len(),
         counted = report.counted,
@@ -82,6 +90,35 @@ pub async fn handle_stream_event<S: Store>(
     Ok(report.to_response())
 }
 
+/// What one invocation cost, from the store's meter, for its log line
+/// (zeros for a store without one).
+#[derive(Debug, Default)]
+struct Cost {
+    requests: u64,
+    transactions: u64,
+    items_written: u64,
+    counter_item_writes: u64,
+    write_units: f64,
+    conflicts: u64,
+}
+
+impl Cost {
+    fn since<S: Store>(store: &S, before: Option<crate::store::meter::MeterSnapshot>) -> Self {
+        let (Some(meter), Some(before)) = (store.cost_meter(), before) else {
+            return Self::default();
+        };
+        let cost = meter.snapshot().since(&before);
+        Self {
+            requests: cost.requests.total(),
+            transactions: cost.transactions_committed,
+            items_written: cost.items_written(),
+            counter_item_writes: cost.counter_item_writes(),
+            write_units: cost.write_units,
+            conflicts: cost.transactions_cancelled.conflict,
+        }
+    }
+}
+
 /// Handles one batch of DLQ1 messages: each is replayed on its own, and
 /// only those that could not be replayed are reported, so a garbage message
 /// never holds back the others (it alone returns to the queue and, after
@@ -96,6 +133,7 @@ pub async fn handle_dlq_event<S: Store>(
 
     use crate::stream::replay::{OnFailureRecord, replay};
 
+    let before = processor.store().cost_meter().map(|m| m.snapshot());
     let mut response = SqsBatchResponse::default();
     for message in &event.payload.records {
         let Some(message_id) = message.message_id.clone().filter(|id| !id.is_empty()) else {
@@ -127,5 +165,17 @@ pub async fn handle_dlq_event<S: Store>(
             }
         }
     }
+    let cost = Cost::since(processor.store(), before);
+    info!(
+        messages = event.payload.records.len(),
+        failed = response.batch_item_failures.len(),
+        requests = cost.requests,
+        transactions = cost.transactions,
+        items_written = cost.items_written,
+        counter_item_writes = cost.counter_item_writes,
+        write_units = cost.write_units,
+        conflicts = cost.conflicts,
+        "DLQ batch handled"
+    );
     Ok(response)
 }

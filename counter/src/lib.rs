@@ -7,6 +7,12 @@
 //! item's idempotency flag, so `EC == items with counter_processed = true` at
 //! every instant and EC is exact once the stream is drained.
 //!
+//! In **strict admission** ([`Admission::Strict`], DESIGN §5) BE becomes a
+//! count of reservations: a create reserves its slot with a conditional
+//! increment (`count < limit`) before the put, so concurrent creators can
+//! never overshoot the limit, and the invariant flips to `BE >= live` (it may
+//! over-reserve, never under-reserve). See [`request`].
+//!
 //! This crate decides; the edges do I/O. [`request`] is the API's request path,
 //! [`stream`] decodes and plans stream records (pure) and runs the plans
 //! against a [`store::Store`], a trait small enough for an in-memory double;
@@ -25,7 +31,7 @@ pub mod request;
 pub mod store;
 pub mod stream;
 
-pub use config::CounterConfig;
+pub use config::{Admission, CounterConfig};
 pub use error::Error;
 pub use ids::{IdError, ResourceId, Scope};
 pub use request::{Counter, Created, Usage};

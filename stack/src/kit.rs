@@ -6,8 +6,12 @@
 
 use std::collections::BTreeMap;
 
-use hybrid_counter::config::{ENV_COUNTERS_TABLE, ENV_DEFAULT_LIMIT, ENV_EC_SHARDS, ENV_RESOURCES_TABLE};
+use hybrid_counter::config::{
+    Admission, ENV_ADMISSION_MODE, ENV_COUNTERS_TABLE, ENV_DEFAULT_LIMIT, ENV_EC_SHARDS, ENV_PROCESSING_MODE,
+    ENV_RESOURCES_TABLE,
+};
 use hybrid_counter::keys;
+use hybrid_counter::stream::Mode;
 
 use crate::expr::Expr;
 use crate::resources::cloudwatch::{Alarm, ComparisonOperator, Dimension, Statistic, TreatMissingData};
@@ -187,6 +191,28 @@ fn add_parameters(t: &mut Template) {
             86_400_000,
         ),
     );
+    t.parameter(
+        params::ADMISSION_MODE,
+        Parameter::string(
+            "How the API admits a create. best-effort: admitted when max(best-effort, eventual) < limit; \
+             concurrent creators can overshoot the limit. strict: each create first reserves its slot with \
+             a conditional best-effort increment (count < limit), so concurrent creators never overshoot, \
+             at one more write per create. After switching to strict, run `counterctl audit --repair` so \
+             the best-effort counters reserve every live item.",
+        )
+        .default_string(Admission::default().as_str())
+        .allowed_values(&Admission::NAMES),
+    );
+    t.parameter(
+        params::PROCESSING_MODE,
+        Parameter::string(
+            "How the stream counter and the reprocessor write a batch. batched: one transaction per scope \
+             per batch with the net delta on the counter (about 2 write units per counted create at batch \
+             size 100). per-record: one transaction per record (4 write units each), kept for comparison.",
+        )
+        .default_string(Mode::default().as_str())
+        .allowed_values(&Mode::NAMES),
+    );
 }
 
 fn add_tables(t: &mut Template) {
@@ -246,6 +272,7 @@ struct FunctionSpec {
     name_suffix: &'static str,
     code_key: &'static str,
     timeout: u32,
+    /// The request path's settings: default limit and admission mode.
     default_limit: bool,
     ec_shards: bool,
     permissions: fn() -> Vec<Statement>,
@@ -325,9 +352,11 @@ fn add_function(t: &mut Template, spec: &FunctionSpec) {
     ]);
     if spec.default_limit {
         variables.insert(ENV_DEFAULT_LIMIT.to_owned(), Expr::reference(params::DEFAULT_LIMIT));
+        variables.insert(ENV_ADMISSION_MODE.to_owned(), Expr::reference(params::ADMISSION_MODE));
     }
     if spec.ec_shards {
         variables.insert(ENV_EC_SHARDS.to_owned(), Expr::reference(params::EC_SHARD_COUNT));
+        variables.insert(ENV_PROCESSING_MODE.to_owned(), Expr::reference(params::PROCESSING_MODE));
     }
     t.resource(
         spec.function,

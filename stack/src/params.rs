@@ -32,9 +32,13 @@ pub const DLQ_REPROCESSOR_CODE_KEY: &str = "DlqReprocessorCodeKey";
 pub const API_CODE_KEY: &str = "ApiCodeKey";
 /// Iterator age (ms) above which the stream consumer counts as behind.
 pub const ITERATOR_AGE_ALARM_MILLISECONDS: &str = "IteratorAgeAlarmMilliseconds";
+/// How the API admits a create: `best-effort` or `strict` (reservations).
+pub const ADMISSION_MODE: &str = "AdmissionMode";
+/// How the stream consumer writes a batch: `batched` or `per-record`.
+pub const PROCESSING_MODE: &str = "ProcessingMode";
 
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 15] = [
+pub const ALL: [&str; 17] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -50,4 +54,6 @@ pub const ALL: [&str; 15] = [
     DLQ_REPROCESSOR_CODE_KEY,
     API_CODE_KEY,
     ITERATOR_AGE_ALARM_MILLISECONDS,
+    ADMISSION_MODE,
+    PROCESSING_MODE,
 ];

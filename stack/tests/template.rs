@@ -357,13 +357,59 @@ fn functions_get_the_environment_their_handlers_read() {
         vars.insert(extra.0.to_owned(), reference(extra.1));
         vars
     };
-    let shards = (hybrid_counter::config::ENV_EC_SHARDS, params::EC_SHARD_COUNT);
-    assert_eq!(env(logical::STREAM_COUNTER_FUNCTION), with(shards));
-    assert_eq!(env(logical::DLQ_REPROCESSOR_FUNCTION), with(shards));
-    assert_eq!(
-        env(logical::API_FUNCTION),
-        with((ENV_DEFAULT_LIMIT, params::DEFAULT_LIMIT))
+    let mut stream = with((hybrid_counter::config::ENV_EC_SHARDS, params::EC_SHARD_COUNT));
+    stream.insert(
+        hybrid_counter::config::ENV_PROCESSING_MODE.to_owned(),
+        reference(params::PROCESSING_MODE),
     );
+    assert_eq!(env(logical::STREAM_COUNTER_FUNCTION), stream);
+    assert_eq!(env(logical::DLQ_REPROCESSOR_FUNCTION), stream);
+    let mut api = with((ENV_DEFAULT_LIMIT, params::DEFAULT_LIMIT));
+    api.insert(
+        hybrid_counter::config::ENV_ADMISSION_MODE.to_owned(),
+        reference(params::ADMISSION_MODE),
+    );
+    assert_eq!(env(logical::API_FUNCTION), api);
+}
+
+#[test]
+fn admission_mode_is_a_closed_choice_defaulting_to_best_effort() {
+    let t = stack::template();
+    let p = &t.parameters[params::ADMISSION_MODE];
+    assert_eq!(p.allowed_values, vec!["best-effort".to_owned(), "strict".to_owned()]);
+    assert_eq!(
+        serde_json::to_value(p).unwrap()["Default"],
+        serde_json::json!("best-effort")
+    );
+    // Every allowed value is one the API's configuration accepts.
+    for value in &p.allowed_values {
+        let config = hybrid_counter::CounterConfig::from_lookup(|name| match name {
+            "RESOURCES_TABLE" | "COUNTERS_TABLE" => Some("t".to_owned()),
+            "ADMISSION_MODE" => Some(value.clone()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(config.admission.as_str(), value);
+    }
+}
+
+#[test]
+fn processing_mode_is_a_closed_choice_defaulting_to_batched() {
+    let t = stack::template();
+    let p = &t.parameters[params::PROCESSING_MODE];
+    assert_eq!(p.allowed_values, vec!["batched".to_owned(), "per-record".to_owned()]);
+    assert_eq!(
+        serde_json::to_value(p).unwrap()["Default"],
+        serde_json::json!("batched")
+    );
+    // Every allowed value is one the stream functions accept.
+    for value in &p.allowed_values {
+        let mode = hybrid_counter::CounterConfig::processing_mode_from_lookup(|name| {
+            (name == "PROCESSING_MODE").then(|| value.clone())
+        })
+        .unwrap();
+        assert_eq!(mode.as_str(), value);
+    }
 }
 
 #[test]

@@ -7,6 +7,7 @@
 //! with the install command. Tests are never skipped.
 
 pub mod counterctl;
+pub mod faults;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -118,6 +119,20 @@ impl Emulator {
     }
 }
 
+/// SDK configuration for any `endpoint` (this harness' emulator, or a
+/// [`faults::FaultProxy`] in front of it) with the harness' region and
+/// dummy credentials.
+pub async fn sdk_config_for(endpoint: &str) -> SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "test", "test", None, None, "e2e",
+        ))
+        .load()
+        .await
+}
+
 impl Drop for Emulator {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -150,6 +165,7 @@ impl Kit {
             counters_table: "hck-counters".into(),
             default_limit: Some(default_limit),
             eventual_shards: 1,
+            admission: Default::default(),
         };
         let stream_arn = create_tables(&dynamodb, &config).await;
         let store = DynamoStore::new(dynamodb.clone(), &config);

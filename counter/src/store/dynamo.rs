@@ -8,12 +8,15 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConsumedCapacity, Delete, KeysAndAttributes, ReturnConsumedCapacity, TransactWriteItem, Update,
+};
 use serde::Deserialize;
 
+use super::meter::{Meter, Operation, Written};
 use super::{CounterDelta, ItemWrite, NewResource, ResourceKey, Store, Transaction};
 use crate::EpochMillis;
-use crate::config::CounterConfig;
+use crate::config::{Admission, CounterConfig};
 use crate::error::{CancelReason, StoreError};
 use crate::ids::Scope;
 use crate::items::{CounterItem, CounterSnapshot, ResourceState};
@@ -25,6 +28,10 @@ pub struct DynamoStore {
     client: Client,
     resources_table: String,
     counters_table: String,
+    meter: Meter,
+    /// How the scopes are admitted, so the audit reads BE against the live
+    /// count by the right invariant ([`crate::audit::findings_for`]).
+    admission: Admission,
 }
 
 impl DynamoStore {
@@ -33,11 +40,67 @@ impl DynamoStore {
             client,
             resources_table: config.resources_table.clone(),
             counters_table: config.counters_table.clone(),
+            meter: Meter::default(),
+            admission: config.admission,
         }
+    }
+
+    /// The admission mode [`Self::audit_scope`] audits by (from the
+    /// configuration by default).
+    pub fn with_admission(mut self, admission: Admission) -> Self {
+        self.admission = admission;
+        self
+    }
+
+    pub fn admission(&self) -> Admission {
+        self.admission
+    }
+
+    /// Counts this store's requests on `meter` (shared with other stores).
+    pub fn with_meter(mut self, meter: Meter) -> Self {
+        self.meter = meter;
+        self
     }
 
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// The cost accounting of the requests this store sent.
+    pub fn meter(&self) -> &Meter {
+        &self.meter
+    }
+
+    /// Records the capacity of one write's response (`TOTAL` mode reports
+    /// `CapacityUnits`; a split, where given, is preferred).
+    fn consumed<'a>(&self, capacity: impl IntoIterator<Item = &'a ConsumedCapacity>) {
+        for cc in capacity {
+            self.meter.consumed(
+                cc.write_capacity_units().or(cc.capacity_units()),
+                cc.read_capacity_units(),
+            );
+        }
+    }
+
+    /// Records the capacity of one read's response.
+    fn consumed_read(&self, capacity: Option<&ConsumedCapacity>) {
+        if let Some(cc) = capacity {
+            self.meter.consumed(
+                cc.write_capacity_units(),
+                cc.read_capacity_units().or(cc.capacity_units()),
+            );
+        }
+    }
+
+    /// Records one plain write's outcome.
+    fn plain<T>(&self, result: &Result<T, StoreError>, written: Written, capacity: Option<&ConsumedCapacity>) {
+        match result {
+            Ok(_) => {
+                self.meter.plain_write(written);
+                self.consumed(capacity);
+            }
+            Err(_) => self.meter.failed(),
+        }
     }
 }
 
@@ -192,7 +255,38 @@ struct StateImage {
     incarnation: String,
 }
 
+impl From<StateImage> for ResourceState {
+    fn from(image: StateImage) -> Self {
+        ResourceState {
+            counter_processed: image.counter_processed,
+            deleted: image.deleted,
+            incarnation: image.incarnation,
+        }
+    }
+}
+
+/// A [`StateImage`] with its key, for [`Store::get_resources`].
+#[derive(Deserialize)]
+struct KeyedStateImage {
+    scope: String,
+    id: String,
+    #[serde(default)]
+    counter_processed: bool,
+    #[serde(default)]
+    deleted: bool,
+    incarnation: String,
+}
+
+/// Keys per `BatchGetItem` request (DynamoDB's limit).
+const MAX_BATCH_GET: usize = 100;
+/// Requests for one chunk of keys before unprocessed keys are an error.
+const BATCH_GET_ATTEMPTS: u32 = 8;
+
 impl Store for DynamoStore {
+    fn cost_meter(&self) -> Option<&Meter> {
+        Some(&self.meter)
+    }
+
     async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
         Ok(CounterSnapshot::from_items(self.counter_items(scope).await?))
     }
@@ -202,36 +296,99 @@ impl Store for DynamoStore {
         let kit: HashMap<String, AttributeValue> =
             serde_dynamo::to_item(&resource.item).map_err(|e| StoreError::Malformed(e.to_string()))?;
         item.extend(kit);
-        self.client
+        self.meter.request(Operation::PutItem);
+        let out = self
+            .client
             .put_item()
             .table_name(&self.resources_table)
             .set_item(Some(item))
             .condition_expression("attribute_not_exists(#scope)")
             .expression_attribute_names("#scope", keys::SCOPE)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
-            .map_err(classify)?;
-        Ok(())
+            .map_err(classify);
+        let capacity = out.as_ref().ok().and_then(|o| o.consumed_capacity.as_ref());
+        self.plain(
+            &out,
+            Written {
+                resource_items: 1,
+                counter_items: 0,
+            },
+            capacity,
+        );
+        out.map(drop)
     }
 
     async fn add_best_effort(&self, scope: &Scope, delta: i64, now: EpochMillis) -> Result<(), StoreError> {
-        self.client
+        self.meter.request(Operation::UpdateItem);
+        let out = self
+            .client
             .update_item()
             .table_name(&self.counters_table)
             .set_key(Some(counter_key(scope, keys::BEST_EFFORT_NAME)))
             .update_expression(COUNTER_UPDATE)
             .set_expression_attribute_names(Some(counter_names()))
             .set_expression_attribute_values(Some(counter_values(delta, now)))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .customize()
             // One attempt only: a retry after an ambiguous 500 could count twice.
             .config_override(aws_sdk_dynamodb::Config::builder().retry_config(RetryConfig::disabled()))
             .send()
             .await
-            .map_err(classify)?;
-        Ok(())
+            .map_err(classify);
+        let capacity = out.as_ref().ok().and_then(|o| o.consumed_capacity.as_ref());
+        self.plain(
+            &out,
+            Written {
+                resource_items: 0,
+                counter_items: 1,
+            },
+            capacity,
+        );
+        out.map(drop)
+    }
+
+    async fn reserve_best_effort(&self, scope: &Scope, limit: u64, now: EpochMillis) -> Result<(), StoreError> {
+        // `attribute_not_exists(count)` admits the first reservation of a
+        // scope, which is only right when the limit leaves room for one.
+        if limit == 0 {
+            return Err(StoreError::ConditionFailed);
+        }
+        let mut values = counter_values(1, now);
+        values.insert(":limit".to_owned(), n(i64::try_from(limit).unwrap_or(i64::MAX)));
+        self.meter.request(Operation::UpdateItem);
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.counters_table)
+            .set_key(Some(counter_key(scope, keys::BEST_EFFORT_NAME)))
+            .update_expression(COUNTER_UPDATE)
+            .condition_expression("attribute_not_exists(#count) OR #count < :limit")
+            .set_expression_attribute_names(Some(counter_names()))
+            .set_expression_attribute_values(Some(values))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .customize()
+            // One attempt only: after an ambiguous 500 the slot may be
+            // reserved already, and a retry would reserve a second one.
+            .config_override(aws_sdk_dynamodb::Config::builder().retry_config(RetryConfig::disabled()))
+            .send()
+            .await
+            .map_err(classify);
+        let capacity = out.as_ref().ok().and_then(|o| o.consumed_capacity.as_ref());
+        self.plain(
+            &out,
+            Written {
+                resource_items: 0,
+                counter_items: 1,
+            },
+            capacity,
+        );
+        out.map(drop)
     }
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
+        self.meter.request(Operation::GetItem);
         let out = self
             .client
             .get_item()
@@ -242,21 +399,94 @@ impl Store for DynamoStore {
             .expression_attribute_names("#cp", keys::COUNTER_PROCESSED)
             .expression_attribute_names("#del", keys::DELETED)
             .expression_attribute_names("#inc", keys::INCARNATION)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
-            .map_err(classify)?;
+            .map_err(classify)
+            .inspect_err(|_| self.meter.failed())?;
+        self.consumed_read(out.consumed_capacity.as_ref());
         let Some(item) = out.item else { return Ok(None) };
         let image: StateImage = serde_dynamo::from_item(item)
             .map_err(|e| StoreError::Malformed(format!("resource {}/{}: {e}", key.scope, key.id)))?;
-        Ok(Some(ResourceState {
-            counter_processed: image.counter_processed,
-            deleted: image.deleted,
-            incarnation: image.incarnation,
-        }))
+        Ok(Some(image.into()))
+    }
+
+    async fn get_resources(&self, keys: &[ResourceKey]) -> Result<Vec<Option<ResourceState>>, StoreError> {
+        let mut found: HashMap<(String, String), ResourceState> = HashMap::new();
+        for chunk in keys.chunks(MAX_BATCH_GET) {
+            let mut request = Some(
+                KeysAndAttributes::builder()
+                    .set_keys(Some(chunk.iter().map(resource_key).collect()))
+                    .consistent_read(true)
+                    .projection_expression("#scope, #id, #cp, #del, #inc")
+                    .expression_attribute_names("#scope", keys::SCOPE)
+                    .expression_attribute_names("#id", keys::ID)
+                    .expression_attribute_names("#cp", keys::COUNTER_PROCESSED)
+                    .expression_attribute_names("#del", keys::DELETED)
+                    .expression_attribute_names("#inc", keys::INCARNATION)
+                    .build()
+                    .map_err(build_error)?,
+            );
+            // Keys DynamoDB left unprocessed (throttling, response size) are
+            // asked again after a backoff, a bounded number of times.
+            let mut attempt = 0;
+            while let Some(wanted) = request.take() {
+                if attempt > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(20 << attempt.min(6))).await;
+                }
+                attempt += 1;
+                self.meter.request(Operation::BatchGetItem);
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.resources_table, wanted)
+                    .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                    .send()
+                    .await
+                    .map_err(classify)
+                    .inspect_err(|_| self.meter.failed())?;
+                for cc in out.consumed_capacity() {
+                    self.consumed_read(Some(cc));
+                }
+                for item in out
+                    .responses
+                    .unwrap_or_default()
+                    .remove(&self.resources_table)
+                    .unwrap_or_default()
+                {
+                    let image: KeyedStateImage = serde_dynamo::from_item(item)
+                        .map_err(|e| StoreError::Malformed(format!("resource item: {e}")))?;
+                    found.insert(
+                        (image.scope, image.id),
+                        ResourceState {
+                            counter_processed: image.counter_processed,
+                            deleted: image.deleted,
+                            incarnation: image.incarnation,
+                        },
+                    );
+                }
+                request = out
+                    .unprocessed_keys
+                    .unwrap_or_default()
+                    .remove(&self.resources_table)
+                    .filter(|k| !k.keys().is_empty());
+                if request.is_some() && attempt >= BATCH_GET_ATTEMPTS {
+                    return Err(StoreError::Transient(format!(
+                        "BatchGetItem left keys unprocessed after {attempt} attempts"
+                    )));
+                }
+            }
+        }
+        Ok(keys
+            .iter()
+            .map(|k| found.remove(&(k.scope.as_str().to_owned(), k.id.as_str().to_owned())))
+            .collect())
     }
 
     async fn mark_deleted(&self, key: &ResourceKey, now: EpochMillis) -> Result<(), StoreError> {
-        self.client
+        self.meter.request(Operation::UpdateItem);
+        let out = self
+            .client
             .update_item()
             .table_name(&self.resources_table)
             .set_key(Some(resource_key(key)))
@@ -268,10 +498,20 @@ impl Store for DynamoStore {
             .expression_attribute_values(":true", AttributeValue::Bool(true))
             .expression_attribute_values(":false", AttributeValue::Bool(false))
             .expression_attribute_values(":now", n(now))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
-            .map_err(classify)?;
-        Ok(())
+            .map_err(classify);
+        let capacity = out.as_ref().ok().and_then(|o| o.consumed_capacity.as_ref());
+        self.plain(
+            &out,
+            Written {
+                resource_items: 1,
+                counter_items: 0,
+            },
+            capacity,
+        );
+        out.map(drop)
     }
 
     async fn transact(&self, tx: &Transaction) -> Result<(), StoreError> {
@@ -282,24 +522,41 @@ impl Store for DynamoStore {
         for write in &tx.items {
             actions.push(self.item_action(write)?);
         }
-        match self
+        self.meter.request(Operation::TransactWriteItems);
+        let result = self
             .client
             .transact_write_items()
             .set_transact_items(Some(actions))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(err) => match err.as_service_error() {
-                Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => Err(StoreError::Cancelled {
-                    reasons: cancelled
-                        .cancellation_reasons()
-                        .iter()
-                        .map(|r| CancelReason::from_code(r.code()))
-                        .collect(),
-                }),
-                _ => Err(classify(err)),
-            },
+            .await;
+        match result {
+            Ok(out) => {
+                self.meter.transaction(Written {
+                    resource_items: tx.items.len() as u64,
+                    counter_items: u64::from(tx.counter.is_some()),
+                });
+                self.consumed(out.consumed_capacity());
+                Ok(())
+            }
+            Err(err) => {
+                self.meter.failed();
+                match err.as_service_error() {
+                    Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
+                        let reasons: Vec<CancelReason> = cancelled
+                            .cancellation_reasons()
+                            .iter()
+                            .map(|r| CancelReason::from_code(r.code()))
+                            .collect();
+                        self.meter.cancelled(
+                            reasons.contains(&CancelReason::TransactionConflict),
+                            reasons.contains(&CancelReason::ConditionalCheckFailed),
+                        );
+                        Err(StoreError::Cancelled { reasons })
+                    }
+                    _ => Err(classify(err)),
+                }
+            }
         }
     }
 }
@@ -435,14 +692,18 @@ impl DynamoStore {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ScopeAudit {
     pub scope: String,
+    /// The admission mode BE was read by.
+    pub admission: Admission,
     pub counts: crate::audit::ScopeCounts,
     pub best_effort: i64,
     pub eventual: i64,
     pub findings: Vec<crate::audit::Finding>,
     /// The repair planned (dry run) or attempted.
     pub repair: Option<crate::audit::Repair>,
+    /// Whether `repair` was written.
     pub repaired: bool,
-    /// Why a needed repair was not applied.
+    /// Why a needed repair, or part of it, was not applied (with `repaired`:
+    /// the part that was held back, see [`crate::audit::plan_repair_at`]).
     pub not_repaired: Option<String>,
 }
 
@@ -452,7 +713,8 @@ impl ScopeAudit {
         !self.findings.is_empty()
     }
 
-    /// Whether a finding is a defect of the kit (EC != processed, BE > live).
+    /// Whether a finding is a defect of the kit (EC != processed; BE > live
+    /// in best-effort admission, BE < live in strict admission).
     pub fn has_defect(&self) -> bool {
         self.findings.iter().any(crate::audit::Finding::is_defect)
     }
@@ -472,7 +734,7 @@ pub enum RepairMode {
 impl DynamoStore {
     /// Every counters-table item of `scope`, strongly consistent.
     pub async fn counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
-        let items = self
+        let mut pages = self
             .client
             .query()
             .table_name(&self.counters_table)
@@ -480,12 +742,16 @@ impl DynamoStore {
             .expression_attribute_names("#scope", keys::SCOPE)
             .expression_attribute_values(":scope", s(scope.as_str()))
             .consistent_read(true)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .into_paginator()
-            .items()
-            .send()
-            .try_collect()
-            .await
-            .map_err(classify)?;
+            .send();
+        let mut items = Vec::new();
+        while let Some(page) = pages.next().await {
+            self.meter.request(Operation::Query);
+            let page = page.map_err(classify).inspect_err(|_| self.meter.failed())?;
+            self.consumed_read(page.consumed_capacity.as_ref());
+            items.extend(page.items.unwrap_or_default());
+        }
         serde_dynamo::from_items(items).map_err(|e| StoreError::Malformed(format!("counter item of {scope}: {e}")))
     }
 
@@ -496,6 +762,12 @@ impl DynamoStore {
     /// concurrent writer makes it retry rather than clobber; after
     /// `attempts` tries a scope under continuous writes is reported as not
     /// repaired, with the reason.
+    ///
+    /// BE is read by [`Self::admission`]. In strict admission an
+    /// over-reserved BE is lowered only when it was last written at least
+    /// [`crate::audit::RESERVATION_GRACE_MS`] before `now` (no reservation can
+    /// be in flight); otherwise the rest of the repair is written and the
+    /// scope is reported as not repaired yet, with the reason.
     pub async fn audit_scope(
         &self,
         scope: &Scope,
@@ -509,9 +781,10 @@ impl DynamoStore {
             let counts = self.count_scope(scope).await?;
             let after = self.counter_items(scope).await?;
             let snapshot = CounterSnapshot::from_items(after.iter().cloned());
-            let findings = crate::audit::findings(&counts, snapshot.best_effort, snapshot.eventual);
+            let findings = crate::audit::findings_for(self.admission, &counts, snapshot.best_effort, snapshot.eventual);
             let mut audit = ScopeAudit {
                 scope: scope.to_string(),
+                admission: self.admission,
                 counts,
                 best_effort: snapshot.best_effort,
                 eventual: snapshot.eventual,
@@ -525,15 +798,23 @@ impl DynamoStore {
                 last = Some(audit);
                 continue;
             }
-            let repair = crate::audit::plan_repair(&audit.counts, &audit.findings);
-            if repair.is_empty() || mode == RepairMode::None {
+            let best_effort_written = after
+                .iter()
+                .find(|i| i.name == keys::BEST_EFFORT_NAME)
+                .map_or(0, |i| i.updated_at);
+            let plan = crate::audit::plan_repair_at(&audit.counts, &audit.findings, best_effort_written, now);
+            if mode == RepairMode::None || (plan.repair.is_empty() && plan.held_back.is_none()) {
                 return Ok(audit);
             }
-            audit.repair = Some(repair);
+            audit.not_repaired = plan.held_back;
+            if plan.repair.is_empty() {
+                return Ok(audit);
+            }
+            audit.repair = Some(plan.repair);
             if mode == RepairMode::DryRun {
                 return Ok(audit);
             }
-            if self.write_repair(scope, &after, &repair, now).await? {
+            if self.write_repair(scope, &after, &plan.repair, now).await? {
                 audit.repaired = true;
                 return Ok(audit);
             }

@@ -45,6 +45,8 @@ pub enum Op {
     ReadCounters,
     PutResource,
     AddBestEffort,
+    /// Strict admission's conditional BE increment.
+    ReserveBestEffort,
     GetResource,
     MarkDeleted,
     Transact,
@@ -95,7 +97,19 @@ pub struct Tables {
     pub resources: BTreeMap<(String, String), MemResource>,
     /// `(scope, name)` → count.
     pub counters: BTreeMap<(String, String), i64>,
+    /// `(scope, name)` → the counter's `updated_at`: the `now` of its last
+    /// write (the store's clock for [`MemoryStore::set_counter`]).
+    pub counters_updated_at: BTreeMap<(String, String), EpochMillis>,
     pub limits: BTreeMap<String, u64>,
+}
+
+impl Tables {
+    /// Adds `delta` to a counter and stamps its `updated_at`.
+    fn add_counter(&mut self, scope: &str, name: &str, delta: i64, now: EpochMillis) {
+        let key = (scope.to_owned(), name.to_owned());
+        *self.counters.entry(key.clone()).or_default() += delta;
+        self.counters_updated_at.insert(key, now);
+    }
 }
 
 /// The shard id of the in-memory stream (it has one shard).
@@ -357,11 +371,37 @@ impl MemoryStore {
             .unwrap_or(0)
     }
 
-    /// Sets a counters-table item, as an operator's repair does.
+    /// Sets a counters-table item, as an operator's repair does; its
+    /// `updated_at` is the store's clock.
     pub fn set_counter(&self, scope: &str, name: &str, count: i64) {
         let mut inner = self.inner.lock().unwrap();
-        inner.tables.counters.insert((scope.to_owned(), name.to_owned()), count);
+        inner.stamp();
+        let now = inner.stream.now;
+        let key = (scope.to_owned(), name.to_owned());
+        inner.tables.counters.insert(key.clone(), count);
+        inner.tables.counters_updated_at.insert(key, now);
         inner.check(Op::AddBestEffort);
+    }
+
+    /// A counter's `updated_at` (0 when it was never written).
+    pub fn counter_updated_at(&self, scope: &str, name: &str) -> EpochMillis {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .tables
+            .counters_updated_at
+            .get(&(scope.to_owned(), name.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Sets the per-scope limit override, as `counterctl limit set` does
+    /// (`None` clears it).
+    pub fn set_limit(&self, scope: &str, limit: Option<u64>) {
+        let mut inner = self.inner.lock().unwrap();
+        match limit {
+            Some(limit) => inner.tables.limits.insert(scope.to_owned(), limit),
+            None => inner.tables.limits.remove(scope),
+        };
     }
 
     /// The retained records after `after` (from the trim horizon when
@@ -617,9 +657,7 @@ fn apply_transaction(t: &mut Tables, stream: &mut Stream, tx: &Transaction) -> R
         return Err(StoreError::Cancelled { reasons });
     }
     if let Some(delta) = &tx.counter {
-        *t.counters
-            .entry((delta.scope.to_string(), delta.name.clone()))
-            .or_default() += delta.delta;
+        t.add_counter(delta.scope.as_str(), &delta.name, delta.delta, tx.now);
     }
     for write in &tx.items {
         let key = key_of(write.key());
@@ -690,12 +728,28 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn add_best_effort(&self, scope: &Scope, delta: i64, _now: EpochMillis) -> Result<(), StoreError> {
+    async fn add_best_effort(&self, scope: &Scope, delta: i64, now: EpochMillis) -> Result<(), StoreError> {
         let lock = LockKey::Counter(scope.to_string(), keys::BEST_EFFORT_NAME.to_owned());
         self.call(Op::AddBestEffort, &[lock], |t, _| {
-            *t.counters
-                .entry((scope.to_string(), keys::BEST_EFFORT_NAME.to_owned()))
-                .or_default() += delta;
+            t.add_counter(scope.as_str(), keys::BEST_EFFORT_NAME, delta, now);
+            Ok(())
+        })
+    }
+
+    async fn reserve_best_effort(&self, scope: &Scope, limit: u64, now: EpochMillis) -> Result<(), StoreError> {
+        let lock = LockKey::Counter(scope.to_string(), keys::BEST_EFFORT_NAME.to_owned());
+        self.call(Op::ReserveBestEffort, &[lock], |t, _| {
+            let count = t
+                .counters
+                .get(&(scope.to_string(), keys::BEST_EFFORT_NAME.to_owned()))
+                .copied()
+                .unwrap_or(0);
+            // `attribute_not_exists(count) OR count < :limit`, with a
+            // missing count read as 0.
+            if i128::from(count) >= i128::from(limit) {
+                return Err(StoreError::ConditionFailed);
+            }
+            t.add_counter(scope.as_str(), keys::BEST_EFFORT_NAME, 1, now);
             Ok(())
         })
     }
@@ -772,7 +826,7 @@ mod tests {
     }
 
     fn count_insert(id: &str, incarnation: &str) -> Transaction {
-        crate::stream::plan::count_insert(&key(id), incarnation, 1, 0)
+        crate::stream::plan::count_insert(&key(id), incarnation, crate::stream::plan::ShardChoice::SINGLE, 0)
     }
 
     #[tokio::test]
@@ -785,7 +839,7 @@ mod tests {
             &key("a"),
             "i1",
             store.get_resource(&key("a")).await.unwrap().as_ref(),
-            1,
+            crate::stream::plan::ShardChoice::SINGLE,
             0,
         );
         let crate::stream::plan::DeleteDecision::Write(tx) = delete else {

@@ -6,6 +6,7 @@
 pub mod dynamo;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
+pub mod meter;
 
 use std::future::Future;
 
@@ -103,9 +104,38 @@ pub trait Store: Send + Sync {
         now: EpochMillis,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Strict admission's reservation: `ADD count 1` on the best-effort
+    /// counter if `attribute_not_exists(count) OR count < limit`, in one
+    /// attempt (never retried by the store: after an ambiguous failure the
+    /// slot may be reserved already). `ConditionFailed` means the scope is
+    /// at its limit and nothing was written. Like every BE write it bumps
+    /// `version` and sets `updated_at = now`.
+    fn reserve_best_effort(
+        &self,
+        scope: &Scope,
+        limit: u64,
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Strongly consistent read of a resource item's kit attributes.
     fn get_resource(&self, key: &ResourceKey)
     -> impl Future<Output = Result<Option<ResourceState>, StoreError>> + Send;
+
+    /// [`Store::get_resource`] of several distinct items, in the order of
+    /// `keys`: one request per 100 keys where the store can batch reads
+    /// (DynamoDB's `BatchGetItem`), one read after another otherwise.
+    fn get_resources(
+        &self,
+        keys: &[ResourceKey],
+    ) -> impl Future<Output = Result<Vec<Option<ResourceState>>, StoreError>> + Send {
+        async move {
+            let mut states = Vec::with_capacity(keys.len());
+            for key in keys {
+                states.push(self.get_resource(key).await?);
+            }
+            Ok(states)
+        }
+    }
 
     /// `SET deleted = true` if the item exists and is not deleted
     /// (`ConditionFailed` otherwise).
@@ -113,6 +143,12 @@ pub trait Store: Send + Sync {
 
     /// Runs `tx` all-or-nothing.
     fn transact(&self, tx: &Transaction) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The cost accounting of the requests this store sent, where it keeps
+    /// one ([`dynamo::DynamoStore`] does).
+    fn cost_meter(&self) -> Option<&meter::Meter> {
+        None
+    }
 }
 
 /// One store shared by several users (a request path and a stream consumer
@@ -135,11 +171,27 @@ impl<T: Store> Store for std::sync::Arc<T> {
         T::add_best_effort(self, scope, delta, now)
     }
 
+    fn reserve_best_effort(
+        &self,
+        scope: &Scope,
+        limit: u64,
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        T::reserve_best_effort(self, scope, limit, now)
+    }
+
     fn get_resource(
         &self,
         key: &ResourceKey,
     ) -> impl Future<Output = Result<Option<ResourceState>, StoreError>> + Send {
         T::get_resource(self, key)
+    }
+
+    fn get_resources(
+        &self,
+        keys: &[ResourceKey],
+    ) -> impl Future<Output = Result<Vec<Option<ResourceState>>, StoreError>> + Send {
+        T::get_resources(self, keys)
     }
 
     fn mark_deleted(&self, key: &ResourceKey, now: EpochMillis) -> impl Future<Output = Result<(), StoreError>> + Send {
@@ -148,5 +200,9 @@ impl<T: Store> Store for std::sync::Arc<T> {
 
     fn transact(&self, tx: &Transaction) -> impl Future<Output = Result<(), StoreError>> + Send {
         T::transact(self, tx)
+    }
+
+    fn cost_meter(&self) -> Option<&meter::Meter> {
+        T::cost_meter(self)
     }
 }

@@ -18,33 +18,62 @@ use crate::store::{CounterDelta, ItemWrite, ResourceKey, Transaction};
 /// less the counter's.
 pub const MAX_ITEMS_PER_TRANSACTION: usize = 99;
 
-/// The counters-table item a change of `key` is counted on: `eventual` for
-/// one shard, else `eventual#<n>` picked by a stable hash of the key, so
-/// concurrent consumers of one hot scope mostly write different items. Any
-/// shard is correct: readers sum them all.
-pub fn eventual_counter_name(key: &ResourceKey, shards: u32) -> String {
-    if shards <= 1 {
-        return crate::keys::EVENTUAL_NAME.to_owned();
+/// Which eventual-counter item an invocation counts on. With one shard it
+/// is `eventual`; with `N > 1` it is `eventual#<n>`, `n` a stable hash of
+/// the scope and the invocation's first stream sequence number. So all of a
+/// scope's records in one batch share one counter item (one transaction per
+/// scope and batch, not one per shard), while concurrent invocations — other
+/// stream shards, a parallelization factor above 1, the reprocessor — land on
+/// the same item of a hot scope with probability `1/N` only. Any shard is
+/// correct: readers sum them all. A retried batch starts at the same record,
+/// so it picks the same item again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardChoice {
+    shards: u32,
+    salt: u64,
+}
+
+impl ShardChoice {
+    /// The unsharded counter (`eventual`).
+    pub const SINGLE: Self = Self { shards: 1, salt: 0 };
+
+    /// The choice of the invocation whose first record has `first_sequence_number`.
+    pub fn for_batch(shards: u32, first_sequence_number: Option<&str>) -> Self {
+        Self {
+            shards: shards.max(1),
+            salt: fnv1a(first_sequence_number.unwrap_or_default().as_bytes(), FNV_OFFSET),
+        }
     }
-    // FNV-1a: stable across processes and releases, unlike std's hasher.
-    let hash = key
-        .scope
-        .as_str()
-        .bytes()
-        .chain([0])
-        .chain(key.id.as_str().bytes())
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    format!("{}#{}", crate::keys::EVENTUAL_NAME, hash % u64::from(shards))
+
+    pub fn shards(&self) -> u32 {
+        self.shards
+    }
+
+    /// The counters-table `name` `scope`'s changes are counted on.
+    pub fn counter_name(&self, scope: &Scope) -> String {
+        if self.shards <= 1 {
+            return crate::keys::EVENTUAL_NAME.to_owned();
+        }
+        let hash = fnv1a(scope.as_str().as_bytes(), self.salt);
+        format!("{}#{}", crate::keys::EVENTUAL_NAME, hash % u64::from(self.shards))
+    }
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a: stable across processes and releases, unlike std's hasher.
+fn fnv1a(bytes: &[u8], seed: u64) -> u64 {
+    bytes
+        .iter()
+        .fold(seed, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// INSERT: `[EC += 1; SET counter_processed = true IF counter_processed = false AND incarnation = :inc]`.
-pub fn count_insert(key: &ResourceKey, incarnation: &str, shards: u32, now: EpochMillis) -> Transaction {
+pub fn count_insert(key: &ResourceKey, incarnation: &str, shard: ShardChoice, now: EpochMillis) -> Transaction {
     Transaction {
         counter: Some(CounterDelta {
             scope: key.scope.clone(),
-            name: eventual_counter_name(key, shards),
+            name: shard.counter_name(&key.scope),
             delta: 1,
         }),
         items: vec![ItemWrite::MarkCounted {
@@ -69,7 +98,7 @@ pub fn resolve_delete(
     key: &ResourceKey,
     incarnation: &str,
     state: Option<&ResourceState>,
-    shards: u32,
+    shard: ShardChoice,
     now: EpochMillis,
 ) -> DeleteDecision {
     match delete_write(key, incarnation, state) {
@@ -80,7 +109,7 @@ pub fn resolve_delete(
                 // Never counted: remove it without touching EC, or EC would end at -1.
                 counter: (delta != 0).then(|| CounterDelta {
                     scope: key.scope.clone(),
-                    name: eventual_counter_name(key, shards),
+                    name: shard.counter_name(&key.scope),
                     delta,
                 }),
                 items: vec![write],
@@ -144,9 +173,12 @@ pub struct CounterGroup {
 }
 
 /// Groups the inserts and soft deletes of a batch by the counter item they
-/// change (`eventual_counter_name`, so an item is counted on the same shard
-/// as in the per-record mode); groups in order of first appearance.
-pub fn group_batch<'a>(changes: impl IntoIterator<Item = (usize, &'a Change)>, shards: u32) -> Vec<CounterGroup> {
+/// change ([`ShardChoice::counter_name`]: one group per scope); groups in
+/// order of first appearance.
+pub fn group_batch<'a>(
+    changes: impl IntoIterator<Item = (usize, &'a Change)>,
+    shard: ShardChoice,
+) -> Vec<CounterGroup> {
     let mut groups: Vec<CounterGroup> = Vec::new();
     let mut by_counter: HashMap<(Scope, String), usize> = HashMap::new();
     for (index, change) in changes {
@@ -155,7 +187,7 @@ pub fn group_batch<'a>(changes: impl IntoIterator<Item = (usize, &'a Change)>, s
             Change::SoftDelete { key, incarnation } => (key, incarnation, false),
             Change::Ignore(_) => continue,
         };
-        let name = eventual_counter_name(key, shards);
+        let name = shard.counter_name(&key.scope);
         let pending = Pending {
             index,
             key: key.clone(),
@@ -310,7 +342,7 @@ mod tests {
 
     #[test]
     fn insert_counts_and_flips_the_flag_in_one_transaction() {
-        let tx = count_insert(&key(), "i1", 1, 5);
+        let tx = count_insert(&key(), "i1", ShardChoice::SINGLE, 5);
         assert_eq!(tx.counter.as_ref().map(|c| c.delta), Some(1));
         assert_eq!(tx.counter.as_ref().map(|c| c.name.as_str()), Some("eventual"));
         assert_eq!(
@@ -325,7 +357,9 @@ mod tests {
 
     #[test]
     fn delete_of_a_counted_item_decrements_and_deletes() {
-        let DeleteDecision::Write(tx) = resolve_delete(&key(), "i1", Some(&state(true, true, "i1")), 1, 0) else {
+        let DeleteDecision::Write(tx) =
+            resolve_delete(&key(), "i1", Some(&state(true, true, "i1")), ShardChoice::SINGLE, 0)
+        else {
             panic!("expected a write");
         };
         assert_eq!(tx.counter.map(|c| c.delta), Some(-1));
@@ -334,7 +368,9 @@ mod tests {
 
     #[test]
     fn delete_before_insert_deletes_without_touching_the_counter() {
-        let DeleteDecision::Write(tx) = resolve_delete(&key(), "i1", Some(&state(false, true, "i1")), 1, 0) else {
+        let DeleteDecision::Write(tx) =
+            resolve_delete(&key(), "i1", Some(&state(false, true, "i1")), ShardChoice::SINGLE, 0)
+        else {
             panic!("expected a write");
         };
         assert_eq!(tx.counter, None);
@@ -344,41 +380,49 @@ mod tests {
     #[test]
     fn delete_of_a_gone_or_reincarnated_item_is_already_done() {
         assert!(matches!(
-            resolve_delete(&key(), "i1", None, 1, 0),
+            resolve_delete(&key(), "i1", None, ShardChoice::SINGLE, 0),
             DeleteDecision::AlreadyDone(_)
         ));
         assert!(matches!(
-            resolve_delete(&key(), "i1", Some(&state(false, false, "i2")), 1, 0),
+            resolve_delete(&key(), "i1", Some(&state(false, false, "i2")), ShardChoice::SINGLE, 0),
             DeleteDecision::AlreadyDone(_)
         ));
         assert!(matches!(
-            resolve_delete(&key(), "i1", Some(&state(true, false, "i1")), 1, 0),
+            resolve_delete(&key(), "i1", Some(&state(true, false, "i1")), ShardChoice::SINGLE, 0),
             DeleteDecision::AlreadyDone(_)
         ));
     }
 
     #[test]
-    fn sharded_counter_names_are_stable_and_spread() {
-        assert_eq!(eventual_counter_name(&key(), 1), "eventual");
-        assert_eq!(eventual_counter_name(&key(), 0), "eventual");
-        let name = eventual_counter_name(&key(), 8);
-        assert_eq!(name, eventual_counter_name(&key(), 8), "same key, same shard");
-        assert!(crate::keys::is_eventual_name(&name), "{name}");
+    fn a_batch_counts_each_scope_on_one_shard_and_batches_spread_over_all() {
+        let hot = Scope::new("hot").unwrap();
+        assert_eq!(ShardChoice::SINGLE.counter_name(&hot), "eventual");
+        assert_eq!(ShardChoice::for_batch(0, Some("100")).counter_name(&hot), "eventual");
+        let choice = ShardChoice::for_batch(8, Some("100"));
+        let name = choice.counter_name(&hot);
+        assert!(crate::keys::is_eventual_name(&name) && name != "eventual", "{name}");
+        assert_eq!(
+            name,
+            ShardChoice::for_batch(8, Some("100")).counter_name(&hot),
+            "a retried batch picks the same item"
+        );
         let used: std::collections::HashSet<String> = (0..200)
-            .map(|n| {
-                let key = ResourceKey {
-                    scope: Scope::new("hot").unwrap(),
-                    id: ResourceId::new(format!("w{n}")).unwrap(),
-                };
-                eventual_counter_name(&key, 8)
-            })
+            .map(|n| ShardChoice::for_batch(8, Some(&format!("{}", 1000 + n))).counter_name(&hot))
             .collect();
-        assert_eq!(used.len(), 8, "200 ids should touch every one of 8 shards");
+        assert_eq!(
+            used.len(),
+            8,
+            "200 batches of one hot scope should touch every one of 8 shards"
+        );
+        let scopes: std::collections::HashSet<String> = (0..200)
+            .map(|n| choice.counter_name(&Scope::new(format!("s{n}")).unwrap()))
+            .collect();
+        assert_eq!(scopes.len(), 8, "one batch spreads its scopes over the shards too");
     }
 
     #[test]
     fn cancellation_reasons_are_read_per_action() {
-        let insert = count_insert(&key(), "i1", 1, 0);
+        let insert = count_insert(&key(), "i1", ShardChoice::SINGLE, 0);
         use CancelReason::*;
         assert_eq!(
             interpret_cancel(&insert, &[None, ConditionalCheckFailed], true),
@@ -451,7 +495,7 @@ mod tests {
                 incarnation: "i".into(),
             },
         ];
-        let groups = group_batch(changes.iter().enumerate(), 1);
+        let groups = group_batch(changes.iter().enumerate(), ShardChoice::SINGLE);
         assert_eq!(groups.len(), 2);
         assert_eq!(
             (groups[0].scope.as_str(), groups[0].counter_name.as_str()),
@@ -459,12 +503,12 @@ mod tests {
         );
         assert_eq!(groups[0].records, vec![pending(0, "a", true), pending(3, "a", false)]);
         assert_eq!(groups[1].records.iter().map(|p| p.index).collect::<Vec<_>>(), vec![2]);
-        // Sharded: each item stays on its own shard, as in the per-record mode.
-        let sharded = group_batch(changes.iter().enumerate(), 8);
+        // Sharded: still one group per scope, on the batch's shard of that scope.
+        let choice = ShardChoice::for_batch(8, Some("42"));
+        let sharded = group_batch(changes.iter().enumerate(), choice);
+        assert_eq!(sharded.len(), 2);
         for group in &sharded {
-            for record in &group.records {
-                assert_eq!(group.counter_name, eventual_counter_name(&record.key, 8));
-            }
+            assert_eq!(group.counter_name, choice.counter_name(&group.scope));
         }
     }
 

@@ -15,7 +15,7 @@ use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventR
 use serde::Serialize;
 use tracing::{debug, error, warn};
 
-use super::plan::{self, BatchCancel, CancelVerdict, CounterGroup, DeleteDecision, Pending};
+use super::plan::{self, BatchCancel, CancelVerdict, CounterGroup, DeleteDecision, Pending, ShardChoice};
 use super::record::{Change, ChangeRecord, DecodeError};
 use crate::EpochMillis;
 use crate::backoff::Backoff;
@@ -30,6 +30,19 @@ pub enum Mode {
     /// One transaction per counter item per batch, split at 100 actions.
     #[default]
     Batched,
+}
+
+impl Mode {
+    /// Every mode, in the spelling of `PROCESSING_MODE` and of the stack's
+    /// `ProcessingMode` parameter.
+    pub const NAMES: [&'static str; 2] = ["batched", "per-record"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Batched => "batched",
+            Mode::PerRecord => "per-record",
+        }
+    }
 }
 
 /// What happened to one record.
@@ -149,20 +162,28 @@ impl<S: Store> Processor<S> {
 
     /// Processes decoded records (in shard order) in the processor's mode.
     pub async fn process(&self, records: impl IntoIterator<Item = Decoded>, now: EpochMillis) -> BatchReport {
+        let records: Vec<Decoded> = records.into_iter().collect();
+        let first = records.first().and_then(|r| match r {
+            Ok(record) => Some(record.sequence_number.as_str()),
+            Err((seq, _)) => seq.as_deref(),
+        });
+        let shard = plan::ShardChoice::for_batch(self.eventual_shards, first);
         match self.mode {
-            Mode::PerRecord => self.process_per_record(records, now).await,
-            Mode::Batched => self.process_batched(records.into_iter().collect(), now).await,
+            Mode::PerRecord => self.process_per_record(records, shard, now).await,
+            Mode::Batched => self.process_batched(records, shard, now).await,
         }
     }
 
     /// One record after another; stops at the first failure.
-    async fn process_per_record(&self, records: impl IntoIterator<Item = Decoded>, now: EpochMillis) -> BatchReport {
+    async fn process_per_record(&self, records: Vec<Decoded>, shard: ShardChoice, now: EpochMillis) -> BatchReport {
         let mut rng = self.seed.map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
         let mut report = BatchReport::default();
         for decoded in records {
             let (seq, outcome) = match decoded {
                 Ok(record) => {
-                    let outcome = self.apply(&record.change, now, &mut rng, &mut report.retries).await;
+                    let outcome = self
+                        .apply(&record.change, shard, now, &mut rng, &mut report.retries)
+                        .await;
                     (Some(record.sequence_number), outcome)
                 }
                 Err((seq, err)) => {
@@ -186,7 +207,7 @@ impl<S: Store> Processor<S> {
     /// item; each group written in transactions of up to 100 actions. Stops
     /// at the first group that cannot be completed and reports the lowest
     /// sequence number not completed.
-    async fn process_batched(&self, records: Vec<Decoded>, now: EpochMillis) -> BatchReport {
+    async fn process_batched(&self, records: Vec<Decoded>, shard: ShardChoice, now: EpochMillis) -> BatchReport {
         let mut rng = self.seed.map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
         let mut report = BatchReport::default();
         let undecodable = records.iter().position(Result::is_err);
@@ -200,10 +221,7 @@ impl<S: Store> Processor<S> {
                 report.record(&RecordOutcome::Ignored);
             }
         }
-        let groups = plan::group_batch(
-            decoded.iter().enumerate().map(|(i, r)| (i, &r.change)),
-            self.eventual_shards,
-        );
+        let groups = plan::group_batch(decoded.iter().enumerate().map(|(i, r)| (i, &r.change)), shard);
         // Records not completed when a group fails: its own and every later group's.
         let mut failure: Option<(usize, String)> = None;
         for (at, group) in groups.iter().enumerate() {
@@ -295,6 +313,18 @@ impl<S: Store> Processor<S> {
     ) -> ChunkStep {
         let mut writes: Vec<(usize, ItemWrite)> = Vec::with_capacity(chunk.len());
         let mut finished = Vec::new();
+        // Deletes are decided on their items' current state: one batched
+        // consistent read for the chunk's deletes (distinct items).
+        let deletes: Vec<ResourceKey> = chunk.iter().filter(|p| !p.is_insert).map(|p| p.key.clone()).collect();
+        let mut states = if deletes.is_empty() {
+            Vec::new()
+        } else {
+            match self.store.get_resources(&deletes).await {
+                Ok(states) => states,
+                Err(err) => return ChunkStep::from_store_error(err),
+            }
+        }
+        .into_iter();
         for record in chunk.iter() {
             if record.is_insert {
                 let write = ItemWrite::MarkCounted {
@@ -304,10 +334,7 @@ impl<S: Store> Processor<S> {
                 writes.push((record.index, write));
                 continue;
             }
-            let state = match self.store.get_resource(&record.key).await {
-                Ok(state) => state,
-                Err(err) => return ChunkStep::from_store_error(err),
-            };
+            let state = states.next().expect("one state per delete");
             match plan::delete_write(&record.key, &record.incarnation, state.as_ref()) {
                 Ok(write) => writes.push((record.index, write)),
                 Err(why) => {
@@ -369,6 +396,7 @@ impl<S: Store> Processor<S> {
     async fn apply(
         &self,
         change: &Change,
+        shard: ShardChoice,
         now: EpochMillis,
         rng: &mut fastrand::Rng,
         retries: &mut u32,
@@ -385,10 +413,10 @@ impl<S: Store> Processor<S> {
                     return RecordOutcome::Ignored;
                 }
                 Change::Insert { key, incarnation } => {
-                    let tx = plan::count_insert(key, incarnation, self.eventual_shards, now);
+                    let tx = plan::count_insert(key, incarnation, shard, now);
                     self.attempt(&tx, true, RecordOutcome::Counted).await
                 }
-                Change::SoftDelete { key, incarnation } => self.attempt_delete(key, incarnation, now).await,
+                Change::SoftDelete { key, incarnation } => self.attempt_delete(key, incarnation, shard, now).await,
             };
             match step {
                 Step::Finished(outcome) => return outcome,
@@ -401,12 +429,12 @@ impl<S: Store> Processor<S> {
         ))
     }
 
-    async fn attempt_delete(&self, key: &ResourceKey, incarnation: &str, now: EpochMillis) -> Step {
+    async fn attempt_delete(&self, key: &ResourceKey, incarnation: &str, shard: ShardChoice, now: EpochMillis) -> Step {
         let state = match self.store.get_resource(key).await {
             Ok(state) => state,
             Err(err) => return Step::from_store_error(err),
         };
-        match plan::resolve_delete(key, incarnation, state.as_ref(), self.eventual_shards, now) {
+        match plan::resolve_delete(key, incarnation, state.as_ref(), shard, now) {
             DeleteDecision::AlreadyDone(why) => {
                 debug!(scope = %key.scope, id = %key.id, why, "delete already done");
                 Step::Finished(RecordOutcome::AlreadyDone)

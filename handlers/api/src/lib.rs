@@ -379,6 +379,16 @@ mod tests {
             *self.best_effort.lock().unwrap().entry(scope.to_string()).or_default() += delta;
             Ok(())
         }
+        async fn reserve_best_effort(&self, scope: &Scope, limit: u64, _: EpochMillis) -> Result<(), StoreError> {
+            self.check()?;
+            let mut best_effort = self.best_effort.lock().unwrap();
+            let count = best_effort.entry(scope.to_string()).or_default();
+            if u64::try_from(*count).is_ok_and(|n| n >= limit) {
+                return Err(StoreError::ConditionFailed);
+            }
+            *count += 1;
+            Ok(())
+        }
         async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
             self.check()?;
             Ok(self.resources.lock().unwrap().get(&key_of(key)).map(|(s, _)| s.clone()))
@@ -704,6 +714,40 @@ mod tests {
             1,
             "repeated deletes must not drain BE"
         );
+    }
+
+    #[tokio::test]
+    async fn strict_admission_keeps_the_contract_and_gives_back_refused_slots() {
+        let c = counter(2).with_admission(hybrid_counter::Admission::Strict);
+        // A bad payload is refused before any slot is reserved.
+        let (status, _) = call(&c, "POST", "/scopes/acct/items/a", r#"{"deleted":true}"#).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(c.store().best_effort.lock().unwrap().is_empty());
+        assert_eq!(
+            call(&c, "POST", "/scopes/acct/items/a", "").await.0,
+            StatusCode::CREATED
+        );
+        // A duplicate reserved a slot, then gave it back.
+        let (status, json) = call(&c, "POST", "/scopes/acct/items/a", "").await;
+        assert_eq!(
+            (status, json["error"].as_str()),
+            (StatusCode::CONFLICT, Some("AlreadyExists"))
+        );
+        assert_eq!(c.usage(&scope("acct")).await.unwrap().best_effort, 1);
+        assert_eq!(
+            call(&c, "POST", "/scopes/acct/items/b", "").await.0,
+            StatusCode::CREATED
+        );
+        let (status, json) = call(&c, "POST", "/scopes/acct/items/c", "").await;
+        assert_eq!(
+            (status, json["error"].as_str()),
+            (StatusCode::CONFLICT, Some("LimitExceeded"))
+        );
+        assert_eq!(
+            call(&c, "DELETE", "/scopes/acct/items/a", "").await.0,
+            StatusCode::NO_CONTENT
+        );
+        assert_eq!(c.usage(&scope("acct")).await.unwrap().best_effort, 1);
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
-//! Lambda entry point of the example HTTP API: reads the configuration,
-//! builds the DynamoDB client and the counter once, and hands every function
-//! URL request to [`api::handle`] with the current time.
+//! Lambda entry point of the example HTTP API: reads the configuration
+//! (tables, default limit, admission mode), builds the DynamoDB client and
+//! the counter once, and hands every function URL request to
+//! [`api::handle`] with the current time.
 
 use hybrid_counter::lambda::init_tracing;
 use hybrid_counter::{Counter, CounterConfig, DynamoStore, now_millis};
@@ -15,7 +16,8 @@ async fn main() -> Result<(), Error> {
     let counter = Counter::new(
         DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config),
         default_limit,
-    );
+    )
+    .with_admission(config.admission);
     let counter = &counter;
     lambda_http::run(service_fn(move |request| async move {
         Ok::<_, Error>(api::handle(counter, request, now_millis()).await)

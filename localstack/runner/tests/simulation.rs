@@ -17,12 +17,22 @@
 //! batch, duplicate deliveries (stream and DLQ), out-of-order delivery
 //! through the DLQ, and records expiring from the stream.
 //!
-//! Checked after every write: `EC == processed` and `BE <= live` per scope.
+//! Every other seed runs in strict admission (`seed` odd: creates reserve a
+//! slot with a conditional BE increment before the put), the others in
+//! best-effort admission.
+//!
+//! Checked after every write, per scope: `EC == processed`; in best-effort
+//! admission `BE <= live`; in strict admission `BE >= live` and
+//! `live <= limit` (the limit in force: the override, else the default), so
+//! a strict schedule fails at the first write that could let a creator
+//! overshoot. Overshoots of best-effort admission are counted, not failed.
 //! After the drain: DLQ1 is empty, every DLQ2 message describes records
 //! that left the stream, every item is counted and every soft delete done
 //! unless its record left the stream, and then `EC == live`; for expired
 //! records, audit repair plus a sweep of the pending items restores
-//! exactness (see [`repair`]).
+//! exactness (see [`repair`]). In strict admission the repair lowers an
+//! over-reserved BE only after the reservation grace period, as the kit's
+//! audit does.
 //!
 //! `SIM_SCHEDULES` (default 10,000) schedules run from `SIM_BASE_SEED`;
 //! `SIM_SEED=<n>` replays one schedule with its trace.
@@ -37,15 +47,15 @@ use esm_runner::Invocation;
 use esm_runner::batch::{
     SqsVerdict, StreamVerdict, expired_prefix, may_retry, next_window, sqs_verdict, stream_verdict,
 };
-use hybrid_counter::audit::{ScopeCounts, findings, plan_repair};
+use hybrid_counter::audit::{RESERVATION_GRACE_MS, ScopeCounts, findings_for, plan_repair_at};
 use hybrid_counter::backoff::Backoff;
 use hybrid_counter::error::Error;
 use hybrid_counter::store::ResourceKey;
 use hybrid_counter::store::memory::{Chaos, Fault, MemoryStore, Op, STREAM_SHARD_ID, Tables};
 use hybrid_counter::stream::replay::{OnFailureRecord, replay_records};
 use hybrid_counter::stream::shards::to_lambda_record;
-use hybrid_counter::stream::{Change, ChangeRecord, Processor, filter};
-use hybrid_counter::{Counter, ResourceId, Scope, keys};
+use hybrid_counter::stream::{Change, ChangeRecord, Mode, Processor, filter};
+use hybrid_counter::{Admission, Counter, ResourceId, Scope, keys};
 use serde_json::{Value, json};
 
 const STREAM_ARN: &str = "arn:aws:dynamodb:us-east-1:000000000000:table/resources/stream/sim";
@@ -91,6 +101,12 @@ impl Rng {
 /// One schedule's knobs, all drawn from its seed.
 #[derive(Debug, Clone)]
 struct Params {
+    /// Odd seeds: strict, even seeds: best-effort.
+    admission: Admission,
+    /// The stream consumer's design: mostly batched, sometimes per-record.
+    mode: Mode,
+    /// Eventual-counter shards (1, 2 or 4).
+    eventual_shards: u32,
     scopes: u64,
     ids: u64,
     limit: u64,
@@ -132,7 +148,32 @@ impl Params {
             store_faults.push((op, Fault::Unavailable, rate(&mut r)));
             store_faults.push((op, Fault::Throttled, rate(&mut r)));
         }
+        let admission = if seed % 2 == 1 {
+            Admission::Strict
+        } else {
+            Admission::BestEffort
+        };
+        if admission.is_strict() {
+            // From a stream of their own, so the rest of the schedule is
+            // what the same seed draws in best-effort admission.
+            let mut rs = Rng::new(seed, 5);
+            for fault in [
+                Fault::AppliedThenUnavailable,
+                Fault::Unavailable,
+                Fault::Throttled,
+                Fault::Conflict,
+            ] {
+                store_faults.push((Op::ReserveBestEffort, fault, rs.range(0, u64::from(level)) as u32));
+            }
+        }
+        // From a stream of their own too, so adding them changed no other draw.
+        let mut rd = Rng::new(seed, 6);
+        let mode = if rd.chance(250) { Mode::PerRecord } else { Mode::Batched };
+        let eventual_shards = [1, 1, 2, 4][rd.range(0, 3) as usize];
         Params {
+            admission,
+            mode,
+            eventual_shards,
             scopes: r.range(1, 2),
             ids: r.range(3, 8),
             limit: r.range(1, 5),
@@ -164,6 +205,17 @@ struct Stats {
     limit_exceeded: u64,
     unavailable: u64,
     over_limit_creates: u64,
+    strict_schedules: u64,
+    best_effort_schedules: u64,
+    per_record_schedules: u64,
+    sharded_schedules: u64,
+    /// Creates that left a scope above its limit, by admission mode.
+    strict_overshoots: u64,
+    best_effort_overshoots: u64,
+    /// Strict schedules whose BE was over-reserved after the drain.
+    strict_over_reserved_at_rest: u64,
+    /// Strict repairs that had to wait out the reservation grace period.
+    strict_repairs_held_back: u64,
     invocations: u64,
     handler_crashes: u64,
     duplicate_deliveries: u64,
@@ -197,6 +249,14 @@ impl Stats {
             limit_exceeded,
             unavailable,
             over_limit_creates,
+            strict_schedules,
+            best_effort_schedules,
+            per_record_schedules,
+            sharded_schedules,
+            strict_overshoots,
+            best_effort_overshoots,
+            strict_over_reserved_at_rest,
+            strict_repairs_held_back,
             invocations,
             handler_crashes,
             duplicate_deliveries,
@@ -309,7 +369,16 @@ impl Sim {
                         if live > self.p.limit {
                             // Without strict mode concurrent creators may
                             // overshoot (DESIGN §5); counted, not a failure.
-                            self.bump(|s| s.over_limit_creates += 1);
+                            // In strict mode the checker has failed already.
+                            let strict = self.p.admission.is_strict();
+                            self.bump(|s| {
+                                s.over_limit_creates += 1;
+                                if strict {
+                                    s.strict_overshoots += 1;
+                                } else {
+                                    s.best_effort_overshoots += 1;
+                                }
+                            });
                         }
                     }
                     Err(Error::LimitExceeded { .. }) => self.bump(|s| s.limit_exceeded += 1),
@@ -722,8 +791,17 @@ impl Sim {
             if pending.is_empty() && ec != counts.live as i64 {
                 return Err(format!("after the drain EC {ec} != live {} in {scope}", counts.live));
             }
-            if be > counts.live as i64 {
-                return Err(format!("BE {be} above live {} in {scope}", counts.live));
+            match self.p.admission {
+                Admission::BestEffort if be > counts.live as i64 => {
+                    return Err(format!("BE {be} above live {} in {scope}", counts.live));
+                }
+                Admission::Strict if be < counts.live as i64 => {
+                    return Err(format!("strict: BE {be} below live {} in {scope}", counts.live));
+                }
+                Admission::Strict if be > counts.live as i64 => {
+                    self.bump(|s| s.strict_over_reserved_at_rest += 1);
+                }
+                _ => {}
             }
         }
         Ok(())
@@ -742,7 +820,23 @@ impl Sim {
             let tables = self.store.tables();
             let (be, ec) = counters(&tables, scope.as_str());
             let counts = scope_counts(&tables, scope.as_str());
-            let repair = plan_repair(&counts, &findings(&counts, be, ec));
+            let found = findings_for(self.p.admission, &counts, be, ec);
+            let written = self.store.counter_updated_at(scope.as_str(), keys::BEST_EFFORT_NAME);
+            let mut plan = plan_repair_at(&counts, &found, written, self.now_ms());
+            if let Some(why) = &plan.held_back {
+                // A strict BE written within the grace period: the audit
+                // leaves it alone; the operator's next run, later, lowers it.
+                self.log(|| format!("repair of {scope} held back: {why}"));
+                self.bump(|s| s.strict_repairs_held_back += 1);
+                tokio::time::sleep(Duration::from_millis(RESERVATION_GRACE_MS as u64)).await;
+                plan = plan_repair_at(&counts, &found, written, self.now_ms());
+                if plan.held_back.is_some() {
+                    return Err(format!(
+                        "the repair of {scope} is still held back after the grace period"
+                    ));
+                }
+            }
+            let repair = plan.repair;
             if let Some(ec) = repair.eventual {
                 return Err(format!(
                     "audit found EC {ec} != processed in {scope}: the invariant broke"
@@ -858,10 +952,12 @@ fn counters(tables: &Tables, scope: &str) -> (i64, i64) {
     (be, ec)
 }
 
-/// The invariants that hold after every write, for every scope.
-fn check_every_step(tables: &Tables) -> Result<(), String> {
+/// The invariants that hold after every write, for every scope, in
+/// `admission` mode with `default_limit` for scopes without an override.
+fn check_every_step(tables: &Tables, admission: Admission, default_limit: u64) -> Result<(), String> {
     let mut scopes: Vec<&String> = tables.resources.keys().map(|(s, _)| s).collect();
     scopes.extend(tables.counters.keys().map(|(s, _)| s));
+    scopes.sort();
     scopes.dedup();
     for scope in scopes {
         let counts = scope_counts(tables, scope);
@@ -869,8 +965,21 @@ fn check_every_step(tables: &Tables) -> Result<(), String> {
         if ec != counts.processed as i64 {
             return Err(format!("{scope}: EC {ec} != processed {}", counts.processed));
         }
-        if be > counts.live as i64 {
-            return Err(format!("{scope}: BE {be} above live {}", counts.live));
+        match admission {
+            Admission::BestEffort => {
+                if be > counts.live as i64 {
+                    return Err(format!("{scope}: BE {be} above live {}", counts.live));
+                }
+            }
+            Admission::Strict => {
+                let limit = tables.limits.get(scope.as_str()).copied().unwrap_or(default_limit);
+                if counts.live > limit {
+                    return Err(format!("{scope}: strict: live {} above the limit {limit}", counts.live));
+                }
+                if be < counts.live as i64 {
+                    return Err(format!("{scope}: strict: BE {be} below live {}", counts.live));
+                }
+            }
         }
     }
     Ok(())
@@ -890,7 +999,8 @@ fn run_schedule(seed: u64, traced: bool) -> (Result<(), String>, Stats, Vec<Stri
         store.set_clock(Arc::new(move || {
             EPOCH_MS + i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX)
         }));
-        store.set_checker(check_every_step);
+        let (admission, limit) = (p.admission, p.limit);
+        store.set_checker(move |tables| check_every_step(tables, admission, limit));
         store.set_chaos(Chaos {
             seed: Rng::new(seed, 2).next(),
             faults: p.store_faults.clone(),
@@ -898,8 +1008,12 @@ fn run_schedule(seed: u64, traced: bool) -> (Result<(), String>, Stats, Vec<Stri
         });
         let sim = Sim {
             seed,
-            counter: Counter::new(store.clone(), p.limit).with_seed(Rng::new(seed, 3).next()),
+            counter: Counter::new(store.clone(), p.limit)
+                .with_admission(p.admission)
+                .with_seed(Rng::new(seed, 3).next()),
             processor: Processor::new(store.clone())
+                .with_mode(p.mode)
+                .with_eventual_shards(p.eventual_shards)
                 .with_backoff(Backoff {
                     base: Duration::from_millis(5),
                     cap: Duration::from_millis(200),
@@ -938,6 +1052,12 @@ fn run_schedule(seed: u64, traced: bool) -> (Result<(), String>, Stats, Vec<Stri
         }
         let mut stats = sim.stats.borrow().clone();
         stats.schedules = 1;
+        match sim.p.admission {
+            Admission::Strict => stats.strict_schedules = 1,
+            Admission::BestEffort => stats.best_effort_schedules = 1,
+        }
+        stats.per_record_schedules = u64::from(sim.p.mode == Mode::PerRecord);
+        stats.sharded_schedules = u64::from(sim.p.eventual_shards > 1);
         stats.lock_conflicts = sim.store.lock_conflicts();
         for ((op, fault), n) in sim.store.injected_faults() {
             *stats.store_faults.entry(format!("{op:?}/{fault:?}")).or_default() += n;
@@ -995,6 +1115,23 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         total.schedules,
         started.elapsed()
     );
+    println!(
+        "simulation admission: {} strict schedules, {} strict overshoots; {} best-effort schedules, {} best-effort overshoots",
+        total.strict_schedules, total.strict_overshoots, total.best_effort_schedules, total.best_effort_overshoots
+    );
+    println!(
+        "simulation consumer: {} per-record schedules, {} batched; {} with a sharded eventual counter",
+        total.per_record_schedules,
+        total.schedules - total.per_record_schedules,
+        total.sharded_schedules
+    );
+    assert_eq!(total.strict_overshoots, 0, "strict admission overshot the limit");
+    if schedules >= 2 {
+        assert!(
+            total.strict_schedules > 0 && total.best_effort_schedules > 0,
+            "both admission modes run: {total:?}"
+        );
+    }
 }
 
 #[test]

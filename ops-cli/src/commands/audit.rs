@@ -11,11 +11,20 @@
 //! left the stream (a DLQ range older than 24 hours): its counters match its
 //! flags, but the flags never reached their end state. The sweep is
 //! idempotent, so it is safe while the stream consumer runs.
+//!
+//! BE is read by the stack's `AdmissionMode`: in best-effort admission a BE
+//! above the live count is the defect and one below it the expected drift;
+//! in strict admission BE counts reservations, so it is the other way
+//! round, and `--repair` lowers an over-reserved BE only once it was last
+//! written more than a grace period ago (a reservation may be in flight
+//! until then); such a scope is reported as not repaired yet, with the
+//! reason.
 
 use std::fmt;
 
+use hybrid_counter::Admission;
 use hybrid_counter::DynamoStore;
-use hybrid_counter::audit::{Finding, ScopeCounts, findings};
+use hybrid_counter::audit::{Finding, ScopeCounts, findings_for};
 use hybrid_counter::store::dynamo::{RepairMode, ScopeAudit};
 use serde::Serialize;
 
@@ -49,9 +58,12 @@ pub struct AuditReport {
     pub sweep_failures: Vec<String>,
     /// Whether any counter differed from the truth (exit 1).
     pub drift: bool,
-    /// Whether a difference was a defect of the kit (EC != processed, BE > live).
+    /// Whether a difference was a defect of the kit (EC != processed; BE >
+    /// live in best-effort admission, BE < live in strict admission).
     pub defect: bool,
     pub mode: &'static str,
+    /// The stack's admission mode, which BE was read by.
+    pub admission: Admission,
 }
 
 impl AuditReport {
@@ -89,6 +101,7 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
         drift: false,
         defect: false,
         mode: mode_name(options.mode),
+        admission: config.admission,
     };
     let mut pending: Vec<(String, u64)> = Vec::new();
     let suspects: Vec<String> = match &options.scope {
@@ -126,7 +139,7 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
                 let snapshot = counters.get(scope).copied().unwrap_or_default();
                 report.totals.merge(&counts);
                 pending.push((scope.clone(), counts.pending_create + counts.pending_delete));
-                if !findings(&counts, snapshot.best_effort, snapshot.eventual).is_empty() {
+                if !findings_for(config.admission, &counts, snapshot.best_effort, snapshot.eventual).is_empty() {
                     suspects.push(scope.clone());
                 }
             }
@@ -194,6 +207,12 @@ fn finding_text(finding: &Finding) -> String {
         Finding::BestEffortBelowLive { best_effort, live } => {
             format!("best-effort {best_effort} < live {live} (undercount, expected)")
         }
+        Finding::OverReserved { best_effort, live } => {
+            format!("best-effort {best_effort} > live {live} (over-reserved, expected in strict admission)")
+        }
+        Finding::UnderReserved { best_effort, live } => {
+            format!("DRIFT best-effort {best_effort} < live {live} (under-reserved: strict admission can overshoot)")
+        }
     }
 }
 
@@ -201,8 +220,13 @@ impl fmt::Display for AuditReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "Audit of stack {} ({}): {} scope(s), {} item(s) scanned, mode {}",
-            self.location.stack_name, self.location.target, self.scopes_checked, self.items_scanned, self.mode
+            "Audit of stack {} ({}): {} scope(s), {} item(s) scanned, mode {}, {} admission",
+            self.location.stack_name,
+            self.location.target,
+            self.scopes_checked,
+            self.items_scanned,
+            self.mode,
+            self.admission
         )?;
         writeln!(
             f,
@@ -241,8 +265,17 @@ impl fmt::Display for AuditReport {
                 writeln!(f, "      {}", finding_text(finding))?;
             }
             match (&s.repair, s.repaired, &s.not_repaired) {
-                (Some(r), true, _) => writeln!(f, "      repaired: {}", repair_text(r))?,
+                (Some(r), true, held_back) => {
+                    writeln!(f, "      repaired: {}", repair_text(r))?;
+                    if let Some(why) = held_back {
+                        writeln!(f, "      NOT repaired yet: {why}")?;
+                    }
+                }
                 (Some(r), false, None) => writeln!(f, "      would repair: {}", repair_text(r))?,
+                (Some(r), false, Some(why)) if self.mode == "dry-run" => {
+                    writeln!(f, "      would repair: {}", repair_text(r))?;
+                    writeln!(f, "      NOT repaired yet: {why}")?;
+                }
                 (_, _, Some(why)) => writeln!(f, "      NOT repaired: {why}")?,
                 _ => {}
             }
@@ -265,4 +298,88 @@ fn repair_text(repair: &hybrid_counter::audit::Repair) -> String {
         parts.push(format!("best_effort := {be}"));
     }
     parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use hybrid_counter::audit::Repair;
+
+    use super::*;
+
+    fn report(mode: &'static str, scope: ScopeAudit) -> AuditReport {
+        AuditReport {
+            location: Location {
+                stack_name: "hybrid-counter".into(),
+                target: "local".into(),
+                region: "us-east-1".into(),
+                endpoint: None,
+            },
+            scopes_checked: 1,
+            items_scanned: 3,
+            totals: scope.counts,
+            drift: scope.has_drift(),
+            defect: scope.has_defect(),
+            scopes: vec![scope],
+            swept: 0,
+            sweep_failures: Vec::new(),
+            mode,
+            admission: Admission::Strict,
+        }
+    }
+
+    fn strict_scope(best_effort: i64, live: u64) -> ScopeAudit {
+        let counts = ScopeCounts {
+            live,
+            processed: live,
+            ..ScopeCounts::default()
+        };
+        ScopeAudit {
+            scope: "acct".into(),
+            admission: Admission::Strict,
+            findings: findings_for(Admission::Strict, &counts, best_effort, live as i64),
+            counts,
+            best_effort,
+            eventual: live as i64,
+            repair: None,
+            repaired: false,
+            not_repaired: None,
+        }
+    }
+
+    #[test]
+    fn strict_findings_name_their_side_and_a_held_back_repair_says_why() {
+        let mut over = strict_scope(5, 3);
+        over.not_repaired = Some("a reservation may still be in flight".into());
+        let text = report("repair", over).to_string();
+        assert!(text.contains("strict admission"), "{text}");
+        assert!(text.contains("over-reserved, expected in strict admission"), "{text}");
+        assert!(
+            text.contains("NOT repaired: a reservation may still be in flight"),
+            "{text}"
+        );
+        assert!(
+            text.contains("DRIFT FOUND (exit 1)") && !text.contains("defect"),
+            "{text}"
+        );
+
+        // EC repaired, the BE part held back: both are said.
+        let mut partial = strict_scope(5, 3);
+        partial.repair = Some(Repair {
+            eventual: Some(3),
+            best_effort: None,
+        });
+        partial.repaired = true;
+        partial.not_repaired = Some("wait".into());
+        let text = report("repair", partial).to_string();
+        assert!(
+            text.contains("repaired: eventual := 3") && text.contains("NOT repaired yet: wait"),
+            "{text}"
+        );
+
+        let under = report("report", strict_scope(2, 3));
+        assert!(under.defect);
+        let text = under.to_string();
+        assert!(text.contains("DRIFT best-effort 2 < live 3 (under-reserved"), "{text}");
+        assert!(text.contains("including a defect"), "{text}");
+    }
 }

@@ -211,7 +211,8 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
                 .map_err(store_error("setting the scope limits"))?;
         }
     }
-    let counter = Counter::new(store.clone(), default_limit);
+    // The deployed stack's admission mode, as its API function runs it.
+    let counter = Counter::new(store.clone(), default_limit).with_admission(config.admission);
     let scopes = Arc::new(scopes);
     let issued = Arc::new(AtomicU64::new(0));
     let started = Instant::now();

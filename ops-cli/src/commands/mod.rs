@@ -74,9 +74,10 @@ impl Deployed {
     }
 
     /// The kit's data location: its tables (from the outputs), the default
-    /// limit and the eventual-counter shard count (from the parameters).
-    /// What `audit`, `usage`, `limit`, `load` and `redrive --replay` work
-    /// against.
+    /// limit, the eventual-counter shard count and the admission mode (from
+    /// the parameters; a stack deployed before `AdmissionMode` existed is
+    /// best-effort). What `audit`, `usage`, `limit`, `load` and `redrive
+    /// --replay` work against.
     pub fn counter_config(&self) -> Result<hybrid_counter::CounterConfig> {
         let number = |key: &str| {
             self.stack
@@ -91,7 +92,25 @@ impl Deployed {
             eventual_shards: number(stack::params::EC_SHARD_COUNT)
                 .and_then(|n| u32::try_from(n).ok())
                 .unwrap_or(1),
+            admission: self.admission()?,
         })
+    }
+
+    /// The deployed `AdmissionMode` parameter (the API function's
+    /// `ADMISSION_MODE`); best-effort when the stack does not have it.
+    pub fn admission(&self) -> Result<hybrid_counter::Admission> {
+        match self.stack.parameters.get(stack::params::ADMISSION_MODE) {
+            None => Ok(hybrid_counter::Admission::default()),
+            Some(value) if value.trim().is_empty() => Ok(hybrid_counter::Admission::default()),
+            Some(value) => value.parse().map_err(|_| Error::ParamValue {
+                key: stack::params::ADMISSION_MODE.to_owned(),
+                value: value.clone(),
+                reason: format!(
+                    "the deployed stack has an admission mode counterctl does not know; expected one of {}",
+                    hybrid_counter::Admission::NAMES.join(", ")
+                ),
+            }),
+        }
     }
 }
 
@@ -543,6 +562,33 @@ mod tests {
         )
         .unwrap();
         assert_eq!(given.effective["NamePrefix"], "short");
+    }
+
+    #[test]
+    fn the_deployed_admission_mode_comes_from_the_stack_parameter() {
+        let deployed = |parameters: &[(&str, &str)]| Deployed {
+            stack: StackInfo {
+                id: "arn:stack".into(),
+                name: "hybrid-counter".into(),
+                status: "UPDATE_COMPLETE".into(),
+                status_reason: None,
+                parameters: map(parameters),
+                outputs: map(&[
+                    (stack::outputs::RESOURCES_TABLE, "res"),
+                    (stack::outputs::COUNTERS_TABLE, "cnt"),
+                ]),
+                last_updated: None,
+            },
+        };
+        let strict = deployed(&[("AdmissionMode", "strict"), ("DefaultLimit", "7")])
+            .counter_config()
+            .unwrap();
+        assert_eq!(strict.admission, hybrid_counter::Admission::Strict);
+        assert_eq!(strict.default_limit, Some(7));
+        let older = deployed(&[("DefaultLimit", "7")]).counter_config().unwrap();
+        assert_eq!(older.admission, hybrid_counter::Admission::BestEffort);
+        let err = deployed(&[("AdmissionMode", "exact")]).counter_config().unwrap_err();
+        assert!(err.to_string().contains("AdmissionMode"), "{err}");
     }
 
     #[test]

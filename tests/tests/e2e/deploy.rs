@@ -193,17 +193,17 @@ const FUNCTIONS: [FunctionSpec; 3] = [
     FunctionSpec {
         output: outputs::STREAM_COUNTER_FUNCTION,
         timeout: 60,
-        env: &["COUNTERS_TABLE", "EC_SHARDS", "RESOURCES_TABLE"],
+        env: &["COUNTERS_TABLE", "EC_SHARDS", "PROCESSING_MODE", "RESOURCES_TABLE"],
     },
     FunctionSpec {
         output: outputs::DLQ_REPROCESSOR_FUNCTION,
         timeout: 120,
-        env: &["COUNTERS_TABLE", "EC_SHARDS", "RESOURCES_TABLE"],
+        env: &["COUNTERS_TABLE", "EC_SHARDS", "PROCESSING_MODE", "RESOURCES_TABLE"],
     },
     FunctionSpec {
         output: outputs::API_FUNCTION,
         timeout: 10,
-        env: &["COUNTERS_TABLE", "DEFAULT_LIMIT", "RESOURCES_TABLE"],
+        env: &["ADMISSION_MODE", "COUNTERS_TABLE", "DEFAULT_LIMIT", "RESOURCES_TABLE"],
     },
 ];
 
@@ -255,8 +255,14 @@ async fn check_functions(
         if let Some(limit) = variables.get("DEFAULT_LIMIT") {
             assert_eq!(limit, "100");
         }
+        if let Some(admission) = variables.get("ADMISSION_MODE") {
+            assert_eq!(admission, "best-effort");
+        }
         if let Some(shards) = variables.get("EC_SHARDS") {
             assert_eq!(shards, "1");
+        }
+        if let Some(mode) = variables.get("PROCESSING_MODE") {
+            assert_eq!(mode, "batched");
         }
         // Its own log group, JSON logs, 30 days of retention.
         let group = format!("/aws/lambda/{name}");
@@ -841,6 +847,7 @@ async fn a_failed_create_names_the_failing_resource_and_blocks_updates_until_des
         counters_table: "hybrid-counter-counters".into(),
         default_limit: None,
         eventual_shards: 1,
+        admission: Default::default(),
     };
     e2e::create_tables(&services.dynamodb, &config).await;
 

@@ -4,7 +4,9 @@
 
 mod api;
 mod audit;
+mod cost;
 mod deploy;
+mod faults;
 mod missing_stack;
 mod operations;
 mod pipeline;
@@ -12,6 +14,7 @@ mod reprocessor;
 mod request_path;
 mod runner;
 mod stream;
+mod strict;
 
 use hybrid_counter::{ResourceId, Scope};
 

@@ -18,6 +18,7 @@ async fn deployed() -> (Emulator, Counterctl, hybrid_counter::CounterConfig) {
         counters_table: outputs[stack::outputs::COUNTERS_TABLE].clone(),
         default_limit: Some(100),
         eventual_shards: 1,
+        admission: Default::default(),
     };
     (emulator, ctl, config)
 }

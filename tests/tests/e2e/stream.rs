@@ -234,6 +234,12 @@ async fn a_sharded_eventual_counter_sums_to_the_live_count() {
     for n in 0..5 {
         kit.counter.delete(&s, &id(&format!("w{n}")), NOW).await.unwrap();
     }
+    // Small batches, as concurrent invocations would see them: each batch
+    // counts the scope on one shard, picked by its first sequence number.
+    let records = kit.new_records().await;
+    for batch in records.chunks(3) {
+        assert!(kit.deliver(batch).await.is_empty(), "a batch failed");
+    }
     kit.drain().await;
     kit.assert_converged(&s).await;
     assert_eq!(kit.counter.usage(&s).await.unwrap().eventual, 11);
@@ -255,6 +261,6 @@ async fn a_sharded_eventual_counter_sums_to_the_live_count() {
         .count();
     assert!(
         shards > 1,
-        "16 ids over 4 shards should use several shard items, used {shards}"
+        "7 batches over 4 shards should use several shard items, used {shards}"
     );
 }

@@ -1,0 +1,315 @@
+//! Cost accounting of the requests a [`super::dynamo::DynamoStore`] sends:
+//! requests per operation, items written (plain and transactional), writes
+//! to counters-table items, transactions committed and cancelled (by
+//! reason), and the capacity units DynamoDB reports (`ReturnConsumedCapacity
+//! = TOTAL`, which costs nothing). One [`Meter`] can be shared by several
+//! stores (clones share the counts); [`Meter::snapshot`] reads them and
+//! [`MeterSnapshot::since`] gives the cost of one invocation or one run.
+//!
+//! Counted per request the kit sends, as the kit sees it: the SDK's own
+//! retries of one request are not visible here, and DynamoDB reports no
+//! consumed capacity for a cancelled transaction, so `write_units` is a
+//! lower bound when transactions were cancelled (each cancelled one is
+//! counted in `transactions_cancelled`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+/// Operations the kit sends to DynamoDB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Query,
+    GetItem,
+    BatchGetItem,
+    PutItem,
+    UpdateItem,
+    TransactWriteItems,
+}
+
+impl Operation {
+    const ALL: [Operation; 6] = [
+        Operation::Query,
+        Operation::GetItem,
+        Operation::BatchGetItem,
+        Operation::PutItem,
+        Operation::UpdateItem,
+        Operation::TransactWriteItems,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Query => "Query",
+            Operation::GetItem => "GetItem",
+            Operation::BatchGetItem => "BatchGetItem",
+            Operation::PutItem => "PutItem",
+            Operation::UpdateItem => "UpdateItem",
+            Operation::TransactWriteItems => "TransactWriteItems",
+        }
+    }
+}
+
+/// What a committed write touched.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Resource items written (put, updated or deleted).
+    pub resource_items: u64,
+    /// Counters-table items written.
+    pub counter_items: u64,
+}
+
+/// Shared, lock-free counts. Cloning shares them.
+#[derive(Debug, Clone, Default)]
+pub struct Meter(Arc<Counts>);
+
+#[derive(Debug, Default)]
+struct Counts {
+    requests: [AtomicU64; Operation::ALL.len()],
+    failed_requests: AtomicU64,
+    plain_resource_writes: AtomicU64,
+    plain_counter_writes: AtomicU64,
+    transactions_committed: AtomicU64,
+    transactional_resource_writes: AtomicU64,
+    transactional_counter_writes: AtomicU64,
+    cancelled_conflict: AtomicU64,
+    cancelled_condition: AtomicU64,
+    cancelled_other: AtomicU64,
+    /// Capacity units in thousandths (DynamoDB reports fractions for reads).
+    write_milliunits: AtomicU64,
+    read_milliunits: AtomicU64,
+}
+
+fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+fn milli(units: f64) -> u64 {
+    (units.max(0.0) * 1000.0).round() as u64
+}
+
+impl Meter {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A request is about to be sent.
+    pub fn request(&self, op: Operation) {
+        let at = Operation::ALL
+            .iter()
+            .position(|o| *o == op)
+            .expect("every operation is listed");
+        add(&self.0.requests[at], 1);
+    }
+
+    /// A request failed (any error, cancellations included).
+    pub fn failed(&self) {
+        add(&self.0.failed_requests, 1);
+    }
+
+    /// A plain (non-transactional) write succeeded.
+    pub fn plain_write(&self, written: Written) {
+        add(&self.0.plain_resource_writes, written.resource_items);
+        add(&self.0.plain_counter_writes, written.counter_items);
+    }
+
+    /// A transaction committed.
+    pub fn transaction(&self, written: Written) {
+        add(&self.0.transactions_committed, 1);
+        add(&self.0.transactional_resource_writes, written.resource_items);
+        add(&self.0.transactional_counter_writes, written.counter_items);
+    }
+
+    /// A transaction was cancelled: by a conflict with another write, by a
+    /// failed condition (and no conflict), or for another reason.
+    pub fn cancelled(&self, conflict: bool, condition: bool) {
+        let counter = if conflict {
+            &self.0.cancelled_conflict
+        } else if condition {
+            &self.0.cancelled_condition
+        } else {
+            &self.0.cancelled_other
+        };
+        add(counter, 1);
+    }
+
+    /// Capacity DynamoDB reported for one response (`None`: not reported).
+    pub fn consumed(&self, write_units: Option<f64>, read_units: Option<f64>) {
+        add(&self.0.write_milliunits, write_units.map_or(0, milli));
+        add(&self.0.read_milliunits, read_units.map_or(0, milli));
+    }
+
+    pub fn snapshot(&self) -> MeterSnapshot {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let c = &self.0;
+        MeterSnapshot {
+            requests: RequestCounts {
+                query: get(&c.requests[0]),
+                get_item: get(&c.requests[1]),
+                batch_get_item: get(&c.requests[2]),
+                put_item: get(&c.requests[3]),
+                update_item: get(&c.requests[4]),
+                transact_write_items: get(&c.requests[5]),
+            },
+            failed_requests: get(&c.failed_requests),
+            plain_resource_writes: get(&c.plain_resource_writes),
+            plain_counter_writes: get(&c.plain_counter_writes),
+            transactions_committed: get(&c.transactions_committed),
+            transactional_resource_writes: get(&c.transactional_resource_writes),
+            transactional_counter_writes: get(&c.transactional_counter_writes),
+            transactions_cancelled: Cancellations {
+                conflict: get(&c.cancelled_conflict),
+                condition: get(&c.cancelled_condition),
+                other: get(&c.cancelled_other),
+            },
+            write_units: get(&c.write_milliunits) as f64 / 1000.0,
+            read_units: get(&c.read_milliunits) as f64 / 1000.0,
+        }
+    }
+}
+
+/// Requests sent, per operation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RequestCounts {
+    pub query: u64,
+    pub get_item: u64,
+    pub batch_get_item: u64,
+    pub put_item: u64,
+    pub update_item: u64,
+    pub transact_write_items: u64,
+}
+
+impl RequestCounts {
+    pub fn total(&self) -> u64 {
+        self.query + self.get_item + self.batch_get_item + self.put_item + self.update_item + self.transact_write_items
+    }
+}
+
+/// Cancelled transactions by cause.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Cancellations {
+    /// At least one `TransactionConflict`: another write held an item.
+    pub conflict: u64,
+    /// A condition failed (an item already processed, or changed).
+    pub condition: u64,
+    pub other: u64,
+}
+
+/// Counts at one moment; subtract two with [`MeterSnapshot::since`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct MeterSnapshot {
+    pub requests: RequestCounts,
+    pub failed_requests: u64,
+    pub plain_resource_writes: u64,
+    pub plain_counter_writes: u64,
+    pub transactions_committed: u64,
+    pub transactional_resource_writes: u64,
+    pub transactional_counter_writes: u64,
+    pub transactions_cancelled: Cancellations,
+    /// Write capacity units DynamoDB reported for successful writes
+    /// (a transactional write costs twice a plain one).
+    pub write_units: f64,
+    pub read_units: f64,
+}
+
+impl MeterSnapshot {
+    /// Items written, plain and transactional.
+    pub fn items_written(&self) -> u64 {
+        self.plain_resource_writes
+            + self.plain_counter_writes
+            + self.transactional_resource_writes
+            + self.transactional_counter_writes
+    }
+
+    /// Writes of counters-table items (the hot items of a busy scope).
+    pub fn counter_item_writes(&self) -> u64 {
+        self.plain_counter_writes + self.transactional_counter_writes
+    }
+
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &MeterSnapshot) -> MeterSnapshot {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        let (r, e) = (&self.requests, &earlier.requests);
+        MeterSnapshot {
+            requests: RequestCounts {
+                query: d(r.query, e.query),
+                get_item: d(r.get_item, e.get_item),
+                batch_get_item: d(r.batch_get_item, e.batch_get_item),
+                put_item: d(r.put_item, e.put_item),
+                update_item: d(r.update_item, e.update_item),
+                transact_write_items: d(r.transact_write_items, e.transact_write_items),
+            },
+            failed_requests: d(self.failed_requests, earlier.failed_requests),
+            plain_resource_writes: d(self.plain_resource_writes, earlier.plain_resource_writes),
+            plain_counter_writes: d(self.plain_counter_writes, earlier.plain_counter_writes),
+            transactions_committed: d(self.transactions_committed, earlier.transactions_committed),
+            transactional_resource_writes: d(
+                self.transactional_resource_writes,
+                earlier.transactional_resource_writes,
+            ),
+            transactional_counter_writes: d(self.transactional_counter_writes, earlier.transactional_counter_writes),
+            transactions_cancelled: Cancellations {
+                conflict: d(
+                    self.transactions_cancelled.conflict,
+                    earlier.transactions_cancelled.conflict,
+                ),
+                condition: d(
+                    self.transactions_cancelled.condition,
+                    earlier.transactions_cancelled.condition,
+                ),
+                other: d(self.transactions_cancelled.other, earlier.transactions_cancelled.other),
+            },
+            write_units: (self.write_units - earlier.write_units).max(0.0),
+            read_units: (self.read_units - earlier.read_units).max(0.0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clones_share_counts_and_since_subtracts() {
+        let meter = Meter::new();
+        let shared = meter.clone();
+        meter.request(Operation::TransactWriteItems);
+        shared.transaction(Written {
+            resource_items: 99,
+            counter_items: 1,
+        });
+        shared.consumed(Some(200.0), None);
+        let before = meter.snapshot();
+        assert_eq!(before.requests.transact_write_items, 1);
+        assert_eq!(before.items_written(), 100);
+        assert_eq!(before.counter_item_writes(), 1);
+        assert_eq!(before.write_units, 200.0);
+
+        meter.request(Operation::UpdateItem);
+        meter.plain_write(Written {
+            resource_items: 0,
+            counter_items: 1,
+        });
+        meter.consumed(Some(1.0), Some(0.5));
+        meter.request(Operation::TransactWriteItems);
+        meter.failed();
+        meter.cancelled(true, true);
+        meter.cancelled(false, true);
+        let delta = meter.snapshot().since(&before);
+        assert_eq!(delta.requests.total(), 2);
+        assert_eq!(delta.requests.update_item, 1);
+        assert_eq!(delta.items_written(), 1);
+        assert_eq!(delta.counter_item_writes(), 1);
+        assert_eq!(delta.transactions_committed, 0);
+        assert_eq!(
+            delta.transactions_cancelled,
+            Cancellations {
+                conflict: 1,
+                condition: 1,
+                other: 0
+            }
+        );
+        assert_eq!((delta.write_units, delta.read_units), (1.0, 0.5));
+        assert_eq!(delta.failed_requests, 1);
+    }
+}

@@ -1,0 +1,1115 @@
+//! Fault injection against the emulator (issue 6, item 3). The request
+//! path, the stream handler, the DLQ reprocessor and `counterctl redrive`
+//! talk to their test's private emulator through an
+//! [`e2e::faults::FaultProxy`] that fails, applies-then-fails, throttles,
+//! cancels (`TransactionConflict`) and delays their calls following a seeded
+//! plan: each test prints its seed, `HCK_FAULT_SEED=<seed>` replays it.
+//!
+//! Every test ends the same way: the stream is drained through the kit's
+//! own processor (not through the proxy) and each scope is audited: EC ==
+//! processed == live, nothing pending, BE <= live, and after `audit
+//! --repair` (which may only raise an undercounting BE) no drift at all.
+//! Each test also checks from the proxy's counters that faults of every kind
+//! it plans were injected, so it cannot pass without having met them, and
+//! prints those counters.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodbstreams::types::Record;
+use aws_sdk_sqs::types::QueueAttributeName;
+use e2e::counterctl::{Counterctl, Zips};
+use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, FaultStats, Operation};
+use e2e::{Emulator, Kit, deliver_with};
+use hybrid_counter::backoff::Backoff;
+use hybrid_counter::config;
+use hybrid_counter::items::ResourceState;
+use hybrid_counter::lambda::handle_dlq_event;
+use hybrid_counter::store::ResourceKey;
+use hybrid_counter::store::dynamo::RepairMode;
+use hybrid_counter::stream::replay::OnFailureRecord;
+use hybrid_counter::stream::shards::{Position, ShardReader};
+use hybrid_counter::stream::{Mode, Processor};
+use hybrid_counter::{Counter, CounterConfig, DynamoStore, Error, Scope, Store};
+use ops_cli::Report;
+use serde_dynamo::Item;
+use stack::outputs;
+
+use crate::{NOW, id, scope};
+
+/// A short pause, as a fault.
+const DELAY: Fault = Fault::Delay(Duration::from_millis(3));
+
+/// The stream processor's retries in these tests: the default shape, with
+/// fewer and shorter waits, so that some faults outlast them and surface as
+/// partial batch failures the "event source mapping" must retry.
+const PROCESSOR_BACKOFF: Backoff = Backoff {
+    base: Duration::from_millis(2),
+    cap: Duration::from_millis(40),
+    max_attempts: 4,
+};
+
+fn put() -> Operation {
+    Operation::dynamodb("PutItem")
+}
+
+fn update() -> Operation {
+    Operation::dynamodb("UpdateItem")
+}
+
+fn query() -> Operation {
+    Operation::dynamodb("Query")
+}
+
+fn get() -> Operation {
+    Operation::dynamodb("GetItem")
+}
+
+/// The batched processor reads the items of a batch's deletes in one
+/// `BatchGetItem`; the per-record one with `GetItem`.
+fn batch_get() -> Operation {
+    Operation::dynamodb("BatchGetItem")
+}
+
+fn transact() -> Operation {
+    Operation::dynamodb("TransactWriteItems")
+}
+
+/// Each kind of fault once on the next calls of `operation` (a conflict
+/// only for `TransactWriteItems`), so no seed leaves a kind out.
+fn each_kind_once(plan: FaultPlan, operation: Operation) -> FaultPlan {
+    let mut faults = vec![DELAY, Fault::ApplyThenFail, Fault::Throttle, Fault::FailBefore];
+    if operation == transact() {
+        faults.push(Fault::TransactionConflict(Conflicting::One));
+    }
+    faults
+        .into_iter()
+        .fold(plan, |plan, fault| plan.next(operation.clone(), fault, 1))
+}
+
+/// The test's name, seed, time and the proxy's counters, on stderr
+/// (`--nocapture` shows them; a failing test shows them anyway).
+fn print_report(test: &str, seed: u64, started: Instant, stats: &FaultStats, notes: &str) {
+    eprintln!(
+        "{test}: seed {seed}, {:.1} s, {} faults injected, {} requests forwarded{notes}\n{stats}",
+        started.elapsed().as_secs_f64(),
+        stats.total_injected(),
+        stats.total_forwarded()
+    );
+}
+
+/// A resource item as the tables hold it (strongly consistent, no proxy).
+async fn look(store: &DynamoStore, s: &Scope, i: &str) -> Option<ResourceState> {
+    store
+        .get_resource(&ResourceKey {
+            scope: s.clone(),
+            id: id(i),
+        })
+        .await
+        .expect("direct read of a resource item")
+}
+
+/// Every item of `s` (no proxy): id -> (incarnation, counter_processed, deleted).
+async fn items_of(client: &aws_sdk_dynamodb::Client, table: &str, s: &Scope) -> BTreeMap<String, (String, bool, bool)> {
+    let items: Vec<std::collections::HashMap<String, AttributeValue>> = client
+        .query()
+        .table_name(table)
+        .key_condition_expression("#s = :s")
+        .expression_attribute_names("#s", "scope")
+        .expression_attribute_values(":s", AttributeValue::S(s.to_string()))
+        .consistent_read(true)
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .expect("query the scope's items");
+    let text = |item: &std::collections::HashMap<String, AttributeValue>, name: &str| {
+        item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default()
+    };
+    let flag = |item: &std::collections::HashMap<String, AttributeValue>, name: &str| {
+        item.get(name).and_then(|v| v.as_bool().ok()).copied().unwrap_or(false)
+    };
+    items
+        .iter()
+        .map(|item| {
+            (
+                text(item, "id"),
+                (
+                    text(item, "incarnation"),
+                    flag(item, "counter_processed"),
+                    flag(item, "deleted"),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// The audit at the end of every test, after the stream was drained:
+/// no defect, EC == processed == live, nothing pending, BE <= live; then
+/// `--repair` (BE may be raised to live, nothing else), and a second
+/// audit finds no drift at all. Returns the live count.
+async fn audit_clean(store: &DynamoStore, s: &Scope, seed: u64) -> u64 {
+    let audit = store
+        .audit_scope(s, RepairMode::None, 5, NOW)
+        .await
+        .expect("audit the scope");
+    let counts = audit.counts;
+    assert!(!audit.has_defect(), "seed {seed}: a defect in {s}: {audit:?}");
+    assert_eq!(audit.eventual, counts.processed as i64, "seed {seed}: {audit:?}");
+    assert_eq!(counts.processed, counts.live, "seed {seed}: {audit:?}");
+    assert_eq!(
+        (counts.pending_create, counts.pending_delete),
+        (0, 0),
+        "seed {seed}: {audit:?}"
+    );
+    assert!(audit.best_effort <= counts.live as i64, "seed {seed}: {audit:?}");
+    let repair = store
+        .audit_scope(s, RepairMode::Apply, 5, NOW)
+        .await
+        .expect("repair the scope");
+    if let Some(planned) = repair.repair {
+        assert_eq!(planned.eventual, None, "seed {seed}: EC needed a repair: {repair:?}");
+        assert!(repair.repaired, "seed {seed}: {repair:?}");
+    }
+    let after = store
+        .audit_scope(s, RepairMode::None, 5, NOW)
+        .await
+        .expect("audit again");
+    assert!(
+        after.findings.is_empty(),
+        "seed {seed}: drift after the repair: {after:?}"
+    );
+    assert_eq!(
+        (after.eventual, after.best_effort),
+        (counts.live as i64, counts.live as i64)
+    );
+    counts.live
+}
+
+// ---- 1. the request path --------------------------------------------------
+
+/// How one request-path call ended, checked against the item before and
+/// after it; the label counts it.
+fn check_create(
+    result: &Result<hybrid_counter::Created, Error>,
+    before: &Option<ResourceState>,
+    after: &Option<ResourceState>,
+) -> Result<&'static str, String> {
+    Ok(match (result, before, after) {
+        (Ok(created), None, Some(a)) if !a.deleted && !a.counter_processed && a.incarnation == created.incarnation => {
+            "create ok"
+        }
+        (Err(Error::AlreadyExists), Some(b), Some(a)) if a == b => "create already exists",
+        (Err(Error::Unavailable(_)), None, None) => "create unavailable, not written",
+        // The put was applied and its answer lost; the item is the kit's,
+        // uncounted: the stream path will count it.
+        (Err(Error::Unavailable(_)), None, Some(a)) if !a.deleted && !a.counter_processed => {
+            "create unavailable, written"
+        }
+        (Err(Error::Unavailable(_)), Some(b), Some(a)) if a == b => "create unavailable, already there",
+        _ => return Err("create's answer contradicts the table".to_owned()),
+    })
+}
+
+fn check_delete(
+    result: &Result<(), Error>,
+    before: &Option<ResourceState>,
+    after: &Option<ResourceState>,
+) -> Result<&'static str, String> {
+    let soft_deleted_now = |b: &ResourceState, a: &ResourceState| {
+        !b.deleted && a.deleted && a.incarnation == b.incarnation && a.counter_processed == b.counter_processed
+    };
+    Ok(match (result, before, after) {
+        (Ok(()), Some(b), Some(a)) if soft_deleted_now(b, a) => "delete ok",
+        (Err(Error::NotFound), None, None) => "delete not found",
+        (Err(Error::NotFound), Some(b), Some(a)) if b.deleted && a == b => "delete not found (already deleted)",
+        // The soft delete was applied, its answer lost, and the SDK's retry
+        // found the item deleted: the caller hears NotFound for a delete
+        // that took effect (BE was decremented once, correctly).
+        (Err(Error::NotFound), Some(b), Some(a)) if soft_deleted_now(b, a) => "delete not found, applied",
+        (Err(Error::Unavailable(_)), b, a) if a == b => "delete unavailable, not applied",
+        (Err(Error::Unavailable(_)), Some(b), Some(a)) if soft_deleted_now(b, a) => "delete unavailable, applied",
+        _ => return Err("delete's answer contradicts the table".to_owned()),
+    })
+}
+
+#[tokio::test]
+async fn request_path_answers_agree_with_the_tables_under_injected_faults() {
+    let started = Instant::now();
+    let mut kit = Kit::start(100_000).await;
+    let seed = FaultPlan::from_env("request path").seed();
+    // Scripted faults first (exact outcomes), then a random plan.
+    let proxy = FaultProxy::start(&kit.emulator.endpoint, FaultPlan::new(seed));
+    let client = aws_sdk_dynamodb::Client::new(&proxy.sdk_config().await);
+    let api = Counter::new(DynamoStore::new(client, &kit.config), 100_000).with_seed(seed);
+    let direct = kit.store.clone();
+
+    // -- scripted: one fault, one exact outcome --
+    let scripted = scope("scripted");
+    let s = &scripted;
+    let create = |i: &'static str| {
+        let api = &api;
+        async move { api.create(s, &id(i), Item::default(), NOW).await }
+    };
+    // PutItem applied, answered 500, retried by the SDK: the retry's
+    // ConditionalCheckFailed is recognised as this create's own incarnation.
+    proxy.inject_next(put(), Fault::ApplyThenFail, 1);
+    let own = create("own").await.expect("own incarnation recognised");
+    assert!(own.best_effort_counted);
+    assert_eq!(
+        look(&direct, s, "own").await.map(|st| st.incarnation),
+        Some(own.incarnation)
+    );
+    // Applied on every attempt: Unavailable, but the item exists and the
+    // stream path must count it.
+    proxy.inject_next(put(), Fault::ApplyThenFail, 3);
+    let err = create("lost-answer").await.unwrap_err();
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    assert!(look(&direct, s, "lost-answer").await.is_some());
+    // Failed before, on every attempt: Unavailable, nothing written.
+    proxy.inject_next(put(), Fault::FailBefore, 3);
+    let err = create("never").await.unwrap_err();
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    assert!(look(&direct, s, "never").await.is_none());
+    // Throttled past the SDK's three attempts: the request path's own busy
+    // retry gets it through.
+    proxy.inject_next(put(), Fault::Throttle, 3);
+    create("throttled").await.expect("busy retry");
+    // The BE increment (no retries) failed before / after applying: the
+    // create succeeds, BE is not counted / is.
+    proxy.inject_next(update(), Fault::FailBefore, 1);
+    assert!(!create("be-failed").await.unwrap().best_effort_counted);
+    proxy.inject_next(update(), Fault::ApplyThenFail, 1);
+    assert!(!create("be-applied").await.unwrap().best_effort_counted);
+    // The counters cannot be read: refused before anything is written.
+    proxy.inject_next(query(), Fault::FailBefore, 3);
+    assert!(matches!(create("no-usage").await, Err(Error::Unavailable(_))));
+    assert!(look(&direct, s, "no-usage").await.is_none());
+    proxy.inject_next(query(), Fault::Throttle, 1);
+    proxy.inject_next(query(), DELAY, 1);
+    create("slow-usage").await.expect("throttle absorbed by the SDK");
+    // Delete: the read fails; then the BE decrement is applied but answered
+    // 500 (no retry): Unavailable, the item stays, BE undercounts.
+    proxy.inject_next(get(), Fault::FailBefore, 3);
+    let err = api.delete(s, &id("own"), NOW).await.unwrap_err();
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    proxy.inject_next(update(), Fault::ApplyThenFail, 1);
+    let err = api.delete(s, &id("own"), NOW).await.unwrap_err();
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    assert!(!look(&direct, s, "own").await.unwrap().deleted);
+    api.delete(s, &id("own"), NOW)
+        .await
+        .expect("the caller's retry deletes it");
+    // The soft delete (the delete's second UpdateItem) applied, answered
+    // 500, retried by the SDK: the retry's condition fails.
+    proxy.inject_next(update(), DELAY, 1);
+    proxy.inject_next(update(), Fault::ApplyThenFail, 1);
+    let err = api.delete(s, &id("throttled"), NOW).await.unwrap_err();
+    assert!(matches!(err, Error::NotFound), "{err}");
+    assert!(look(&direct, s, "throttled").await.unwrap().deleted);
+    proxy.inject_next(get(), Fault::ApplyThenFail, 1);
+    api.delete(s, &id("be-failed"), NOW).await.expect("a read retried");
+    e2e::assert_invariants(&direct, s).await;
+
+    // -- random: every fault on every operation of the request path --
+    let mut plan = FaultPlan::new(seed);
+    for op in [put(), update(), query(), get()] {
+        plan = plan
+            .bursts(op.clone(), Fault::FailBefore, 0.05, 3)
+            .random(op.clone(), Fault::ApplyThenFail, 0.08)
+            .bursts(op.clone(), Fault::Throttle, 0.04, 3)
+            .random(op, DELAY, 0.05);
+    }
+    proxy.set_plan(plan);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let scopes = [scope("acct-a"), scope("acct-b")];
+    let mut outcomes = BTreeMap::<&str, u32>::new();
+    // Creates the API reported, not deleted since: (scope, id) -> incarnation.
+    let mut reported = BTreeMap::<(usize, String), String>::new();
+    for step in 0..240 {
+        if step % 60 == 59 {
+            // Hard-deletes the soft-deleted items, so ids are created again.
+            kit.drain().await;
+        }
+        let at = rng.usize(..scopes.len());
+        let s = &scopes[at];
+        let i = format!("w{}", rng.usize(..16));
+        let before = look(&direct, s, &i).await;
+        let creating = match &before {
+            None => rng.f64() < 0.9,
+            Some(state) if !state.deleted => rng.f64() < 0.3,
+            Some(_) => rng.bool(),
+        };
+        let puts_applied = proxy.stats().injected(&put(), FaultKind::ApplyThenFail);
+        let outcome = if creating {
+            let result = api.create(s, &id(&i), Item::default(), NOW).await;
+            let after = look(&direct, s, &i).await;
+            let label = check_create(&result, &before, &after).unwrap_or_else(|why| {
+                panic!("seed {seed}, step {step}, create {s}/{i}: {why}: {result:?}, {before:?} -> {after:?}")
+            });
+            if let Ok(created) = &result {
+                reported.insert((at, i.clone()), created.incarnation.clone());
+                if proxy.stats().injected(&put(), FaultKind::ApplyThenFail) > puts_applied {
+                    *outcomes.entry("create ok, own incarnation recognised").or_default() += 1;
+                }
+            }
+            label
+        } else {
+            let result = api.delete(s, &id(&i), NOW).await;
+            let after = look(&direct, s, &i).await;
+            let label = check_delete(&result, &before, &after).unwrap_or_else(|why| {
+                panic!("seed {seed}, step {step}, delete {s}/{i}: {why}: {result:?}, {before:?} -> {after:?}")
+            });
+            if after.as_ref().is_some_and(|a| a.deleted) {
+                reported.remove(&(at, i.clone()));
+            }
+            label
+        };
+        *outcomes.entry(outcome).or_default() += 1;
+        e2e::assert_invariants(&direct, s).await;
+    }
+
+    kit.drain().await;
+    for (at, s) in scopes.iter().enumerate() {
+        let items = items_of(&kit.dynamodb, &kit.config.resources_table, s).await;
+        for ((scope_at, i), incarnation) in reported.iter().filter(|((a, _), _)| *a == at) {
+            let item = items.get(i);
+            assert_eq!(
+                item,
+                Some(&(incarnation.clone(), true, false)),
+                "seed {seed}: {s}/{i} was reported created (scope {scope_at}); it must be there once, counted"
+            );
+        }
+        audit_clean(&direct, s, seed).await;
+    }
+    kit.assert_converged(&scripted).await;
+    audit_clean(&direct, &scripted, seed).await;
+    let stats = proxy.stats();
+    stats.assert_injected(&[
+        FaultKind::FailBefore,
+        FaultKind::ApplyThenFail,
+        FaultKind::Throttle,
+        FaultKind::Delay,
+    ]);
+    for op in [put(), update(), query(), get()] {
+        assert!(stats.into_operation(&op) > 0, "seed {seed}: no fault on {op}\n{stats}");
+    }
+    assert!(
+        outcomes.contains_key("create unavailable, written")
+            || outcomes.contains_key("create ok, own incarnation recognised"),
+        "seed {seed}: no applied-then-failed put in the random phase: {outcomes:?}"
+    );
+    print_report(
+        "request path",
+        seed,
+        started,
+        &stats,
+        &format!(", outcomes {outcomes:?}"),
+    );
+}
+
+// ---- 2. the stream handler ------------------------------------------------
+
+/// What the stand-in event source mapping did.
+#[derive(Debug, Default)]
+struct Deliveries {
+    invocations: u32,
+    /// Invocations that reported a partial batch failure.
+    partial_failures: u32,
+}
+
+fn sequence_number(record: &Record) -> &str {
+    record.dynamodb().and_then(|d| d.sequence_number()).unwrap_or_default()
+}
+
+/// Hands `records` to the stream handler in batches of 1 to 25 the way
+/// the event source mapping does with `ReportBatchItemFailures`: a batch
+/// that reports a failure is delivered again from the failed record on,
+/// until it succeeds. The invariants are checked after every invocation.
+async fn deliver_like_a_mapping(
+    processor: &Processor<DynamoStore>,
+    kit: &Kit,
+    scopes: &[Scope],
+    mut records: &[Record],
+    rng: &mut fastrand::Rng,
+    seed: u64,
+    deliveries: &mut Deliveries,
+) {
+    while !records.is_empty() {
+        let (batch, later) = records.split_at(rng.usize(1..=25).min(records.len()));
+        records = later;
+        let mut rest = batch;
+        for attempt in 0.. {
+            assert!(attempt < 60, "seed {seed}: a batch still fails after 60 deliveries");
+            deliveries.invocations += 1;
+            let failed = deliver_with(processor, kit.reader.stream_arn(), rest).await;
+            for s in scopes {
+                e2e::assert_invariants(&kit.store, s).await;
+            }
+            let Some(first) = failed.first() else { break };
+            deliveries.partial_failures += 1;
+            assert_eq!(failed.len(), 1, "one checkpoint per response: {failed:?}");
+            let at = rest
+                .iter()
+                .position(|r| sequence_number(r) == first)
+                .unwrap_or_else(|| panic!("seed {seed}: the failure {first} is not a record of the batch"));
+            rest = &rest[at..];
+        }
+    }
+}
+
+async fn stream_handler_counts_exactly_under_faults(mode: Mode, test: &str) {
+    let started = Instant::now();
+    let mut kit = Kit::start(100_000).await;
+    let plan = FaultPlan::from_env(test);
+    let seed = plan.seed();
+    let attempts = PROCESSOR_BACKOFF.max_attempts;
+    // The first transaction is cancelled more often than the processor
+    // tries: a partial batch failure, for sure.
+    let plan = plan.next(transact(), Fault::TransactionConflict(Conflicting::All), attempts);
+    let mut plan = each_kind_once(plan, transact())
+        .bursts(transact(), Fault::FailBefore, 0.05, 3)
+        .random(transact(), Fault::ApplyThenFail, 0.12)
+        .bursts(transact(), Fault::Throttle, 0.04, 3)
+        .random(transact(), Fault::TransactionConflict(Conflicting::One), 0.1)
+        .bursts(transact(), Fault::TransactionConflict(Conflicting::All), 0.03, attempts)
+        .random(transact(), DELAY, 0.05);
+    for read in [get(), batch_get()] {
+        plan = each_kind_once(plan, read.clone())
+            .bursts(read.clone(), Fault::FailBefore, 0.05, 3)
+            .random(read.clone(), Fault::ApplyThenFail, 0.1)
+            .bursts(read.clone(), Fault::Throttle, 0.05, 3)
+            .random(read, DELAY, 0.05);
+    }
+    let proxy = FaultProxy::start(&kit.emulator.endpoint, plan);
+    let client = aws_sdk_dynamodb::Client::new(&proxy.sdk_config().await);
+    let processor = Processor::new(DynamoStore::new(client, &kit.config))
+        .with_mode(mode)
+        .with_seed(seed)
+        .with_backoff(PROCESSOR_BACKOFF);
+
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let scopes = [scope("s0"), scope("s1"), scope("s2")];
+    // The model: live ids per scope (the workload goes straight to the
+    // emulator, without faults: only the stream consumer meets them).
+    let mut live: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); scopes.len()];
+    let mut deleted: Vec<Vec<u32>> = vec![Vec::new(); scopes.len()];
+    let mut next = 0u32;
+    let mut deliveries = Deliveries::default();
+    for _round in 0..6 {
+        for (at, s) in scopes.iter().enumerate() {
+            for _ in 0..rng.usize(3..9) {
+                next += 1;
+                kit.counter
+                    .create(s, &id(&format!("w{next}")), Item::default(), NOW)
+                    .await
+                    .unwrap();
+                live[at].insert(next);
+            }
+            // Ids deleted in an earlier round are hard-deleted by now: a new incarnation.
+            if let Some(again) = deleted[at].pop() {
+                kit.counter
+                    .create(s, &id(&format!("w{again}")), Item::default(), NOW)
+                    .await
+                    .unwrap();
+                live[at].insert(again);
+            }
+            for _ in 0..rng.usize(1..4) {
+                let ids: Vec<u32> = live[at].iter().copied().collect();
+                let gone = ids[rng.usize(..ids.len())];
+                kit.counter.delete(s, &id(&format!("w{gone}")), NOW).await.unwrap();
+                live[at].remove(&gone);
+                deleted[at].push(gone);
+            }
+        }
+        let records = kit.new_records().await;
+        deliver_like_a_mapping(&processor, &kit, &scopes, &records, &mut rng, seed, &mut deliveries).await;
+    }
+
+    // The handler's own writes come back through the stream: drained by
+    // the kit's processor, they change nothing.
+    kit.drain().await;
+    for (at, s) in scopes.iter().enumerate() {
+        kit.assert_converged(s).await;
+        let eventual = kit.counter.usage(s).await.unwrap().eventual;
+        assert_eq!(eventual, live[at].len() as i64, "seed {seed}: EC of {s}");
+        assert_eq!(audit_clean(&kit.store, s, seed).await, live[at].len() as u64);
+    }
+    let stats = proxy.stats();
+    stats.assert_injected(&FaultKind::ALL);
+    assert!(
+        stats.into_operation(&get()) + stats.into_operation(&batch_get()) > 0,
+        "seed {seed}: no fault on the reads of the items' state\n{stats}"
+    );
+    assert!(
+        deliveries.partial_failures > 0,
+        "seed {seed}: no batch was retried from a partial failure: {deliveries:?}"
+    );
+    print_report(test, seed, started, &stats, &format!(", {deliveries:?}"));
+}
+
+#[tokio::test]
+async fn stream_handler_batched_counts_exactly_under_injected_faults() {
+    stream_handler_counts_exactly_under_faults(Mode::Batched, "stream handler (batched)").await;
+}
+
+#[tokio::test]
+async fn stream_handler_per_record_counts_exactly_under_injected_faults() {
+    stream_handler_counts_exactly_under_faults(Mode::PerRecord, "stream handler (per record)").await;
+}
+
+// ---- 3. the DLQ reprocessor -----------------------------------------------
+
+/// On-failure records for `records` (one shard, in order), cut into
+/// ranges of the given sizes (the last size repeats).
+fn on_failure_bodies(stream_arn: &str, shard: &str, mut records: &[Record], sizes: &[usize]) -> Vec<String> {
+    let mut chunks = Vec::new();
+    let mut sizes = sizes
+        .iter()
+        .copied()
+        .chain(std::iter::repeat(*sizes.last().unwrap_or(&1)));
+    while !records.is_empty() {
+        let (chunk, rest) = records.split_at(sizes.next().unwrap_or(1).clamp(1, records.len()));
+        chunks.push(chunk);
+        records = rest;
+    }
+    chunks
+        .into_iter()
+        .map(|chunk| {
+            let record = OnFailureRecord::for_batch(
+                "arn:aws:lambda:us-east-1:123456789012:function:hck-stream-counter",
+                "RetryAttemptsExhausted",
+                3,
+                stream_arn,
+                shard,
+                chunk,
+                aws_smithy_types::DateTime::from_millis(NOW),
+            );
+            serde_json::to_string(&record).unwrap()
+        })
+        .collect()
+}
+
+/// One reprocessor invocation with `messages` (id, body); the ids it reports failed.
+async fn reprocess(
+    processor: &Processor<DynamoStore>,
+    streams: &aws_sdk_dynamodbstreams::Client,
+    messages: &[(String, String)],
+) -> Vec<String> {
+    let mut event = SqsEvent::default();
+    for (message_id, body) in messages {
+        let mut message = SqsMessage::default();
+        message.message_id = Some(message_id.clone());
+        message.body = Some(body.clone());
+        event.records.push(message);
+    }
+    handle_dlq_event(
+        processor,
+        streams,
+        lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
+    )
+    .await
+    .expect("reprocessor invocation")
+    .batch_item_failures
+    .into_iter()
+    .map(|f| f.item_identifier)
+    .collect()
+}
+
+#[tokio::test]
+async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
+    let started = Instant::now();
+    let mut kit = Kit::start(100_000).await;
+    let plan = FaultPlan::from_env("reprocessor");
+    let seed = plan.seed();
+    let attempts = PROCESSOR_BACKOFF.max_attempts;
+    let (iterator, records) = (Operation::streams("GetShardIterator"), Operation::streams("GetRecords"));
+    // The first message cannot read its range, for sure.
+    let plan = plan.next(iterator.clone(), Fault::FailBefore, 3);
+    let mut plan = each_kind_once(each_kind_once(plan, transact()), records.clone())
+        .bursts(transact(), Fault::FailBefore, 0.05, 3)
+        .random(transact(), Fault::ApplyThenFail, 0.12)
+        .bursts(transact(), Fault::Throttle, 0.04, 3)
+        .random(transact(), Fault::TransactionConflict(Conflicting::One), 0.1)
+        .bursts(transact(), Fault::TransactionConflict(Conflicting::All), 0.04, attempts)
+        .random(transact(), DELAY, 0.05);
+    for op in [get(), batch_get()] {
+        plan = plan
+            .bursts(op.clone(), Fault::FailBefore, 0.05, 3)
+            .random(op, Fault::ApplyThenFail, 0.05);
+    }
+    for op in [iterator.clone(), records.clone()] {
+        plan = plan
+            .bursts(op.clone(), Fault::FailBefore, 0.08, 3)
+            .random(op.clone(), Fault::ApplyThenFail, 0.1)
+            .bursts(op.clone(), Fault::Throttle, 0.06, 3)
+            .random(op, DELAY, 0.05);
+    }
+    let proxy = FaultProxy::start(&kit.emulator.endpoint, plan);
+    let sdk = proxy.sdk_config().await;
+    let processor = Processor::new(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &kit.config))
+        .with_seed(seed)
+        .with_backoff(PROCESSOR_BACKOFF);
+    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+
+    // Writes whose stream records the handler "gave up on": only the
+    // replays of their ranges can count them.
+    let scopes = [scope("a"), scope("b")];
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut live = vec![0i64; scopes.len()];
+    for n in 0..20 {
+        for (at, s) in scopes.iter().enumerate() {
+            kit.counter
+                .create(s, &id(&format!("w{n}")), Item::default(), NOW)
+                .await
+                .unwrap();
+            live[at] += 1;
+            // Some deletes land in the same range as their insert, some later.
+            if n >= 3 && rng.f64() < 0.3 {
+                let gone = format!("w{}", n - rng.usize(..3));
+                if look(&kit.store, s, &gone).await.is_some_and(|st| !st.deleted) {
+                    kit.counter.delete(s, &id(&gone), NOW).await.unwrap();
+                    live[at] -= 1;
+                }
+            }
+        }
+    }
+    let stream_records = kit.new_records().await;
+    let shards = kit.reader.shards().await.unwrap();
+    assert_eq!(shards.len(), 1, "the emulator's stream has one shard");
+    let sizes: Vec<usize> = (0..stream_records.len()).map(|_| rng.usize(1..=8)).collect();
+    let bodies = on_failure_bodies(kit.reader.stream_arn(), &shards[0].shard_id, &stream_records, &sizes);
+    // In any order (a delete may be replayed before its insert), and one
+    // twice: SQS delivers at least once.
+    let mut messages: Vec<(String, String)> = bodies
+        .iter()
+        .enumerate()
+        .map(|(n, body)| (format!("m{n}"), body.clone()))
+        .collect();
+    messages.push(("m0-again".to_owned(), bodies[0].clone()));
+    rng.shuffle(&mut messages[1..]);
+
+    let mut pending = messages.clone();
+    let (mut invocations, mut reported) = (0, 0);
+    while !pending.is_empty() {
+        invocations += 1;
+        assert!(
+            invocations <= 40,
+            "seed {seed}: messages still failing after 40 receives: {pending:?}"
+        );
+        let failed = reprocess(&processor, &streams, &pending).await;
+        for message in &failed {
+            assert!(
+                pending.iter().any(|(m, _)| m == message),
+                "seed {seed}: unknown {message}"
+            );
+        }
+        reported += failed.len();
+        // SQS redelivers exactly the reported messages; the others are deleted.
+        pending.retain(|(m, _)| failed.contains(m));
+        for s in &scopes {
+            e2e::assert_invariants(&kit.store, s).await;
+        }
+    }
+    // Exact before the stream is drained: the replays alone counted it all.
+    for (at, s) in scopes.iter().enumerate() {
+        kit.assert_converged(s).await;
+        assert_eq!(
+            kit.counter.usage(s).await.unwrap().eventual,
+            live[at],
+            "seed {seed}: EC of {s}"
+        );
+    }
+    kit.drain().await;
+    for (at, s) in scopes.iter().enumerate() {
+        assert_eq!(audit_clean(&kit.store, s, seed).await, live[at] as u64);
+    }
+    let stats = proxy.stats();
+    stats.assert_injected(&FaultKind::ALL);
+    for op in [iterator, records, transact()] {
+        assert!(stats.into_operation(&op) > 0, "seed {seed}: no fault on {op}\n{stats}");
+    }
+    assert!(reported > 0, "seed {seed}: no message was reported for retry");
+    print_report(
+        "reprocessor",
+        seed,
+        started,
+        &stats,
+        &format!(
+            ", {} messages, {invocations} invocations, {reported} failures reported",
+            messages.len()
+        ),
+    );
+}
+
+// ---- 4. redrive -----------------------------------------------------------
+
+/// `(visible, in flight)` of a queue, read without the proxy.
+async fn depth(sqs: &aws_sdk_sqs::Client, url: &str) -> (u64, u64) {
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .expect("queue attributes")
+        .attributes
+        .unwrap_or_default();
+    let get = |n: &QueueAttributeName| attributes.get(n).and_then(|v| v.parse().ok()).unwrap_or(0);
+    (
+        get(&QueueAttributeName::ApproximateNumberOfMessages),
+        get(&QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+    )
+}
+
+/// A deployed stack whose DLQ2 holds on-failure records of real stream
+/// ranges that nothing has counted: only their replay can count them.
+struct Parked {
+    emulator: Emulator,
+    config: CounterConfig,
+    sqs: aws_sdk_sqs::Client,
+    store: DynamoStore,
+    streams: aws_sdk_dynamodbstreams::Client,
+    dlq1: String,
+    dlq2: String,
+    scope: Scope,
+    live: i64,
+    bodies: Vec<String>,
+}
+
+impl Parked {
+    /// Deploys the stack, writes `items` creates (and a delete every fifth)
+    /// and parks their stream records in DLQ2, `per_message` records a message.
+    async fn deploy(items: u32, per_message: usize) -> Self {
+        let emulator = Emulator::start();
+        let deployed = Counterctl::new(&emulator).deploy(&[]).await;
+        assert!(deployed.succeeded(), "{deployed}");
+        let out = deployed.outputs;
+        // The deployed functions' configuration, as they read it.
+        let config = CounterConfig::from_lookup(|name| match name {
+            config::ENV_RESOURCES_TABLE => Some(out[outputs::RESOURCES_TABLE].clone()),
+            config::ENV_COUNTERS_TABLE => Some(out[outputs::COUNTERS_TABLE].clone()),
+            config::ENV_DEFAULT_LIMIT => Some("100000".to_owned()),
+            _ => None,
+        })
+        .expect("the stack's configuration");
+        // The emulator's own poller of DLQ1 would delete moved messages
+        // without running anything: the kit's runner takes that mapping
+        // over (and plays it only at the end).
+        e2e::in_process_runner(&emulator.endpoint, &config)
+            .await
+            .discover()
+            .await
+            .expect("take DLQ1's mapping over");
+        let sdk = emulator.sdk_config().await;
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
+        let counter = Counter::new(store.clone(), 100_000);
+        let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+        let s = scope("acct");
+        let mut live = 0;
+        for n in 0..items {
+            counter
+                .create(&s, &id(&format!("w{n}")), Item::default(), NOW)
+                .await
+                .unwrap();
+            live += 1;
+            if n % 5 == 4 {
+                counter.delete(&s, &id(&format!("w{}", n - 2)), NOW).await.unwrap();
+                live -= 1;
+            }
+        }
+        let reader = ShardReader::new(streams.clone(), out[outputs::RESOURCES_TABLE_STREAM_ARN].clone());
+        let shards = reader.shards().await.unwrap();
+        assert_eq!(shards.len(), 1);
+        let records = reader
+            .read(&shards[0].shard_id, &Position::TrimHorizon, usize::MAX)
+            .await
+            .unwrap();
+        let bodies = on_failure_bodies(reader.stream_arn(), &shards[0].shard_id, &records, &[per_message]);
+        let dlq2 = out[outputs::DLQ2_URL].clone();
+        for body in &bodies {
+            sqs.send_message()
+                .queue_url(&dlq2)
+                .message_body(body)
+                .send()
+                .await
+                .unwrap();
+        }
+        assert_eq!(depth(&sqs, &dlq2).await, (bodies.len() as u64, 0));
+        Self {
+            dlq1: out[outputs::DLQ1_URL].clone(),
+            dlq2,
+            emulator,
+            config,
+            sqs,
+            store,
+            streams,
+            scope: s,
+            live,
+            bodies,
+        }
+    }
+
+    /// counterctl through `proxy`. Its SDK clients keep their default
+    /// retries (standard mode, 3 attempts, backoffs of seconds).
+    fn counterctl(proxy: &FaultProxy) -> Counterctl {
+        Counterctl {
+            endpoint: proxy.endpoint.clone(),
+            zips: Zips::find_or_make(),
+        }
+    }
+
+    /// Runs `counterctl redrive <args>` until a run succeeds with nothing
+    /// visible left in DLQ2, checking after each run that DLQ2 holds only
+    /// what the CLI reported: the failed messages (released, or hidden by
+    /// the CLI's hold when handled but not deleted), and the messages a
+    /// pass that stopped early did not reach. Returns a line per run.
+    async fn redrive_until_done(&self, ctl: &Counterctl, args: &[&str], seed: u64) -> Vec<String> {
+        let mut argv = vec!["redrive"];
+        argv.extend_from_slice(args);
+        let mut runs = Vec::new();
+        let mut handled_not_deleted = BTreeSet::new();
+        loop {
+            assert!(
+                runs.len() < 6,
+                "seed {seed}: DLQ2 not empty after {} redrives: {runs:?}",
+                runs.len()
+            );
+            let before = depth(&self.sqs, &self.dlq2).await;
+            let report = match ctl.run(&argv).await {
+                Ok(Report::Redrive(report)) => report,
+                Ok(other) => panic!("seed {seed}: redrive answered {other}"),
+                // Receiving the first page failed: nothing was touched.
+                Err(err) => {
+                    assert_eq!(depth(&self.sqs, &self.dlq2).await, before, "seed {seed}: {err}");
+                    runs.push(format!("error: {err}"));
+                    continue;
+                }
+            };
+            let (not_deleted, not_handled): (Vec<_>, Vec<_>) =
+                report.failed.iter().partition(|f| f.reason.contains("not deleted"));
+            handled_not_deleted.extend(not_deleted.iter().map(|f| f.message_id.clone()));
+            let (visible, hidden) = depth(&self.sqs, &self.dlq2).await;
+            let unreached = if report.stopped_early.is_some() { before.0 } else { 0 };
+            assert!(
+                visible <= (not_handled.len() + report.skipped.len()) as u64 + unreached
+                    && hidden <= handled_not_deleted.len() as u64,
+                "seed {seed}: DLQ2 holds ({visible} visible, {hidden} hidden) but the CLI reported {report}"
+            );
+            runs.push(format!(
+                "moved {} replayed {} failed {}{}",
+                report.moved,
+                report.replayed,
+                report.failed.len(),
+                if report.stopped_early.is_some() {
+                    " (stopped early)"
+                } else {
+                    ""
+                }
+            ));
+            if report.succeeded() && visible == 0 {
+                return runs;
+            }
+        }
+    }
+
+    /// The reprocessor's part, without faults: every message of DLQ1
+    /// replayed and deleted. Returns how many.
+    async fn reprocess_dlq1(&self) -> usize {
+        let processor = Processor::new(self.store.clone());
+        let mut replayed = 0;
+        loop {
+            let page = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.dlq1)
+                .max_number_of_messages(10)
+                .visibility_timeout(30)
+                .send()
+                .await
+                .unwrap()
+                .messages
+                .unwrap_or_default();
+            if page.is_empty() {
+                assert_eq!(depth(&self.sqs, &self.dlq1).await, (0, 0));
+                return replayed;
+            }
+            let messages: Vec<(String, String)> = page
+                .iter()
+                .map(|m| (m.message_id().unwrap().to_owned(), m.body().unwrap().to_owned()))
+                .collect();
+            assert!(reprocess(&processor, &self.streams, &messages).await.is_empty());
+            for message in &page {
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.dlq1)
+                    .receipt_handle(message.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+            }
+            replayed += page.len();
+        }
+    }
+
+    /// Exact before anything reads the stream (so no range was lost); then
+    /// the stream drained by the kit's processor (the deployed mappings
+    /// played in process) and the audit.
+    async fn assert_exact_then_audit(&self, seed: u64) {
+        let (counts, snapshot) = e2e::assert_invariants(&self.store, &self.scope).await;
+        assert_eq!(
+            (counts.pending_create, counts.pending_delete),
+            (0, 0),
+            "seed {seed}: {counts:?}"
+        );
+        assert_eq!(snapshot.eventual, self.live, "seed {seed}: {counts:?}");
+        e2e::drain_deployed(&self.emulator.endpoint, &self.config).await;
+        assert_eq!(audit_clean(&self.store, &self.scope, seed).await, self.live as u64);
+    }
+}
+
+fn receive() -> Operation {
+    Operation::sqs("ReceiveMessage")
+}
+
+fn send_batch() -> Operation {
+    Operation::sqs("SendMessageBatch")
+}
+
+fn delete_batch() -> Operation {
+    Operation::sqs("DeleteMessageBatch")
+}
+
+#[tokio::test]
+async fn redrive_moves_every_range_back_under_injected_sqs_faults_and_the_eventual_counter_is_exact() {
+    let started = Instant::now();
+    let p = Parked::deploy(30, 2).await;
+    let plan = FaultPlan::from_env("redrive");
+    let seed = plan.seed();
+    // Scripted first (each costs counterctl's SDK a backoff of about a
+    // second), then a little at random.
+    let mut plan = plan
+        // The first page is sent, its answer lost, and the SDK sends it
+        // again: duplicates in DLQ1, never a loss.
+        .next(send_batch(), Fault::ApplyThenFail, 1)
+        .next(send_batch(), DELAY, 1)
+        // The second page cannot be sent at all: it stays in DLQ2, reported.
+        .next(send_batch(), Fault::FailBefore, 3)
+        .random(send_batch(), Fault::Throttle, 0.1)
+        .random(send_batch(), DELAY, 0.1)
+        // A page deleted, its answer lost, and deleted again by the SDK.
+        .next(delete_batch(), Fault::ApplyThenFail, 1)
+        .random(delete_batch(), Fault::Throttle, 0.1)
+        .random(delete_batch(), DELAY, 0.1)
+        .next(receive(), Fault::Throttle, 1)
+        .random(receive(), Fault::FailBefore, 0.1)
+        .random(receive(), DELAY, 0.1);
+    // Not used by the receive-send-delete path (it sends and deletes in
+    // batches), planned all the same.
+    for op in ["SendMessage", "DeleteMessage"] {
+        plan = plan.random(Operation::sqs(op), Fault::FailBefore, 0.1).random(
+            Operation::sqs(op),
+            Fault::ApplyThenFail,
+            0.1,
+        );
+    }
+    let proxy = FaultProxy::start(&p.emulator.endpoint, plan);
+    let runs = p.redrive_until_done(&Parked::counterctl(&proxy), &[], seed).await;
+    let replayed = p.reprocess_dlq1().await;
+    assert!(
+        replayed >= p.bodies.len(),
+        "seed {seed}: {replayed} replayed of {}",
+        p.bodies.len()
+    );
+    p.assert_exact_then_audit(seed).await;
+    let stats = proxy.stats();
+    stats.assert_injected(&[
+        FaultKind::FailBefore,
+        FaultKind::ApplyThenFail,
+        FaultKind::Throttle,
+        FaultKind::Delay,
+    ]);
+    print_report(
+        "redrive",
+        seed,
+        started,
+        &stats,
+        &format!(
+            ", {} messages, {replayed} replayed from DLQ1 (duplicates included), runs {runs:?}",
+            p.bodies.len()
+        ),
+    );
+}
+
+#[tokio::test]
+async fn redrive_replay_applies_every_range_under_injected_faults_and_the_eventual_counter_is_exact() {
+    let started = Instant::now();
+    let p = Parked::deploy(24, 3).await;
+    let plan = FaultPlan::from_env("redrive --replay");
+    let seed = plan.seed();
+    let (iterator, records) = (Operation::streams("GetShardIterator"), Operation::streams("GetRecords"));
+    let plan = plan
+        // The first range cannot be read: the message stays, reported.
+        .next(iterator.clone(), Fault::FailBefore, 3)
+        // The second is throttled once, and the SDK's retry reads it.
+        .next(iterator.clone(), Fault::Throttle, 1)
+        .random(iterator.clone(), Fault::Throttle, 0.1)
+        .random(iterator, DELAY, 0.1)
+        .next(records.clone(), Fault::ApplyThenFail, 1)
+        .random(records, Fault::FailBefore, 0.05)
+        .next(transact(), Fault::TransactionConflict(Conflicting::One), 2)
+        .random(transact(), Fault::ApplyThenFail, 0.15)
+        .random(transact(), Fault::TransactionConflict(Conflicting::All), 0.1)
+        .random(transact(), Fault::FailBefore, 0.05)
+        .random(get(), Fault::FailBefore, 0.05)
+        .random(batch_get(), Fault::FailBefore, 0.05)
+        // A replayed message deleted, its answer lost, deleted again.
+        .next(delete_batch(), Fault::ApplyThenFail, 1)
+        .random(delete_batch(), Fault::Throttle, 0.1)
+        .next(receive(), DELAY, 1);
+    let proxy = FaultProxy::start(&p.emulator.endpoint, plan);
+    let runs = p
+        .redrive_until_done(&Parked::counterctl(&proxy), &["--replay"], seed)
+        .await;
+    assert_eq!(p.reprocess_dlq1().await, 0, "nothing was moved to DLQ1");
+    p.assert_exact_then_audit(seed).await;
+    let stats = proxy.stats();
+    stats.assert_injected(&FaultKind::ALL);
+    print_report(
+        "redrive --replay",
+        seed,
+        started,
+        &stats,
+        &format!(", {} messages, runs {runs:?}", p.bodies.len()),
+    );
+}
+
+/// A `ReceiveMessage` whose answer is lost after SQS applied it hides the
+/// messages it received for the CLI's hold (300 s), where nobody sees them:
+/// nothing is lost (they come back), but the run must not call itself a
+/// success while DLQ2 still holds them.
+#[tokio::test]
+#[ignore = "bug in counterctl redrive (ops-cli/src/commands/redrive.rs): after a ReceiveMessage applied \
+            by SQS whose answer was lost, the SDK's retry receives nothing, the pass ends with `moved 0`, \
+            no failure and exit 0, while DLQ2 still holds every received message, invisible for the \
+            300 s hold; the report should count DLQ2's in-flight messages it does not hold itself"]
+async fn redrive_after_a_lost_receive_answer_does_not_report_success_while_dlq2_still_holds_messages() {
+    let p = Parked::deploy(6, 2).await;
+    let plan = FaultPlan::new(0).next(receive(), Fault::ApplyThenFail, 1);
+    let proxy = FaultProxy::start(&p.emulator.endpoint, plan);
+    let report = match Parked::counterctl(&proxy).run(&["redrive"]).await {
+        Ok(Report::Redrive(report)) => report,
+        other => panic!("{other:?}"),
+    };
+    let (visible, hidden) = depth(&p.sqs, &p.dlq2).await;
+    eprintln!("after a lost receive: DLQ2 ({visible} visible, {hidden} hidden); the CLI reported:\n{report}");
+    assert!(
+        !(report.succeeded() && visible + hidden > 0),
+        "redrive reported success with DLQ2 still holding {visible} visible and {hidden} hidden message(s): {report}"
+    );
+}
