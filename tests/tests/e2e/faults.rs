@@ -1094,10 +1094,6 @@ async fn redrive_replay_applies_every_range_under_injected_faults_and_the_eventu
 /// nothing is lost (they come back), but the run must not call itself a
 /// success while DLQ2 still holds them.
 #[tokio::test]
-#[ignore = "bug in counterctl redrive (ops-cli/src/commands/redrive.rs): after a ReceiveMessage applied \
-            by SQS whose answer was lost, the SDK's retry receives nothing, the pass ends with `moved 0`, \
-            no failure and exit 0, while DLQ2 still holds every received message, invisible for the \
-            300 s hold; the report should count DLQ2's in-flight messages it does not hold itself"]
 async fn redrive_after_a_lost_receive_answer_does_not_report_success_while_dlq2_still_holds_messages() {
     let p = Parked::deploy(6, 2).await;
     let plan = FaultPlan::new(0).next(receive(), Fault::ApplyThenFail, 1);
