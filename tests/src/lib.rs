@@ -454,3 +454,12 @@ pub fn item_ids(payload: &serde_json::Value) -> Vec<String> {
         .map(|r| r["dynamodb"]["Keys"]["id"]["S"].as_str().unwrap_or_default().to_owned())
         .collect()
 }
+
+/// `(visible, in flight)` messages of the queue at `url` (SQS's approximate
+/// counts, read the way `counterctl redrive` reads them).
+pub async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> (u64, u64) {
+    let depth = ops_cli::commands::redrive::queue_depth(sqs, url)
+        .await
+        .expect("queue attributes");
+    (depth.visible, depth.in_flight)
+}

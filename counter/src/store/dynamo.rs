@@ -92,15 +92,22 @@ impl DynamoStore {
         }
     }
 
-    /// Records one plain write's outcome.
-    fn plain<T>(&self, result: &Result<T, StoreError>, written: Written, capacity: Option<&ConsumedCapacity>) {
-        match result {
-            Ok(_) => {
+    /// Records one plain write's outcome (`capacity` reads the consumed
+    /// capacity of its answer) and returns it without the answer.
+    fn plain<T>(
+        &self,
+        result: Result<T, StoreError>,
+        written: Written,
+        capacity: impl Fn(&T) -> Option<&ConsumedCapacity>,
+    ) -> Result<(), StoreError> {
+        match &result {
+            Ok(out) => {
                 self.meter.plain_write(written);
-                self.consumed(capacity);
+                self.consumed(capacity(out));
             }
             Err(_) => self.meter.failed(),
         }
+        result.map(drop)
     }
 }
 
@@ -193,6 +200,34 @@ fn build_error(err: impl std::fmt::Display) -> StoreError {
 }
 
 impl DynamoStore {
+    /// The BE counter update (`ADD count, version; SET updated_at`), under
+    /// `condition` if any, sent once: the SDK's retries are off, because
+    /// after an ambiguous failure a retry could count twice.
+    async fn update_best_effort(
+        &self,
+        scope: &Scope,
+        values: HashMap<String, AttributeValue>,
+        condition: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.meter.request(Operation::UpdateItem);
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.counters_table)
+            .set_key(Some(counter_key(scope, keys::BEST_EFFORT_NAME)))
+            .update_expression(COUNTER_UPDATE)
+            .set_condition_expression(condition.map(str::to_owned))
+            .set_expression_attribute_names(Some(counter_names()))
+            .set_expression_attribute_values(Some(values))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .customize()
+            .config_override(aws_sdk_dynamodb::Config::builder().retry_config(RetryConfig::disabled()))
+            .send()
+            .await
+            .map_err(classify);
+        self.plain(out, Written::COUNTER, |o| o.consumed_capacity.as_ref())
+    }
+
     fn counter_action(&self, delta: &CounterDelta, now: EpochMillis) -> Result<TransactWriteItem, StoreError> {
         let update = Update::builder()
             .table_name(&self.counters_table)
@@ -308,45 +343,12 @@ impl Store for DynamoStore {
             .send()
             .await
             .map_err(classify);
-        let capacity = out.as_ref().ok().and_then(|o| o.consumed_capacity.as_ref());
-        self.plain(
-            &out,
-            Written {
-                resource_items: 1,
-                counter_items: 0,
-            },
-            capacity,
-        );
-        out.map(drop)
+        self.plain(out, Written::RESOURCE, |o| o.consumed_capacity.as_ref())
     }
 
     async fn add_best_effort(&self, scope: &Scope, delta: i64, now: EpochMillis) -> Result<(), StoreError> {
-        self.meter.request(Operation::UpdateItem);
-        let out = self
-            .client
-            .update_item()
-            .table_name(&self.counters_table)
-            .set_key(Some(counter_key(scope, keys::BEST_EFFORT_NAME)))
-            .update_expression(COUNTER_UPDATE)
-            .set_expression_attribute_names(Some(counter_names()))
-            .set_expression_attribute_values(Some(counter_values(delta, now)))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .customize()
-            // One attempt only: a retry after an ambiguous 500 could count twice.
-            .config_override(aws_sdk_dynamodb::Config::builder().retry_config(RetryConfig::disabled()))
-            .send()
-            .await
-            .map_err(classify);
-        let capacity = out.as_ref().ok().and_then(|o| o.consumed_capacity.as_ref());
-        self.plain(
-            &out,
-            Written {
-                resource_items: 0,
-                counter_items: 1,
-            },
-            capacity,
-        );
-        out.map(drop)
+        // One attempt only: a retry after an ambiguous 500 could count twice.
+        self.update_best_effort(scope, counter_values(delta, now), None).await
     }
 
     async fn reserve_best_effort(&self, scope: &Scope, limit: u64, now: EpochMillis) -> Result<(), StoreError> {
@@ -357,34 +359,10 @@ impl Store for DynamoStore {
         }
         let mut values = counter_values(1, now);
         values.insert(":limit".to_owned(), n(i64::try_from(limit).unwrap_or(i64::MAX)));
-        self.meter.request(Operation::UpdateItem);
-        let out = self
-            .client
-            .update_item()
-            .table_name(&self.counters_table)
-            .set_key(Some(counter_key(scope, keys::BEST_EFFORT_NAME)))
-            .update_expression(COUNTER_UPDATE)
-            .condition_expression("attribute_not_exists(#count) OR #count < :limit")
-            .set_expression_attribute_names(Some(counter_names()))
-            .set_expression_attribute_values(Some(values))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .customize()
-            // One attempt only: after an ambiguous 500 the slot may be
-            // reserved already, and a retry would reserve a second one.
-            .config_override(aws_sdk_dynamodb::Config::builder().retry_config(RetryConfig::disabled()))
-            .send()
+        // One attempt only: after an ambiguous 500 the slot may be reserved
+        // already, and a retry would reserve a second one.
+        self.update_best_effort(scope, values, Some("attribute_not_exists(#count) OR #count < :limit"))
             .await
-            .map_err(classify);
-        let capacity = out.as_ref().ok().and_then(|o| o.consumed_capacity.as_ref());
-        self.plain(
-            &out,
-            Written {
-                resource_items: 0,
-                counter_items: 1,
-            },
-            capacity,
-        );
-        out.map(drop)
     }
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
@@ -502,16 +480,7 @@ impl Store for DynamoStore {
             .send()
             .await
             .map_err(classify);
-        let capacity = out.as_ref().ok().and_then(|o| o.consumed_capacity.as_ref());
-        self.plain(
-            &out,
-            Written {
-                resource_items: 1,
-                counter_items: 0,
-            },
-            capacity,
-        );
-        out.map(drop)
+        self.plain(out, Written::RESOURCE, |o| o.consumed_capacity.as_ref())
     }
 
     async fn transact(&self, tx: &Transaction) -> Result<(), StoreError> {
@@ -734,23 +703,33 @@ pub enum RepairMode {
 impl DynamoStore {
     /// Every counters-table item of `scope`, strongly consistent.
     pub async fn counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
-        let mut pages = self
-            .client
-            .query()
-            .table_name(&self.counters_table)
-            .key_condition_expression("#scope = :scope")
-            .expression_attribute_names("#scope", keys::SCOPE)
-            .expression_attribute_values(":scope", s(scope.as_str()))
-            .consistent_read(true)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .into_paginator()
-            .send();
+        // A scope has a handful of counter items: one page, almost always.
+        // Plain requests rather than the paginator's stream keep the
+        // request path's read as cheap as a bare Query.
         let mut items = Vec::new();
-        while let Some(page) = pages.next().await {
+        let mut start = None;
+        loop {
             self.meter.request(Operation::Query);
-            let page = page.map_err(classify).inspect_err(|_| self.meter.failed())?;
+            let page = self
+                .client
+                .query()
+                .table_name(&self.counters_table)
+                .key_condition_expression("#scope = :scope")
+                .expression_attribute_names("#scope", keys::SCOPE)
+                .expression_attribute_values(":scope", s(scope.as_str()))
+                .consistent_read(true)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(classify)
+                .inspect_err(|_| self.meter.failed())?;
             self.consumed_read(page.consumed_capacity.as_ref());
             items.extend(page.items.unwrap_or_default());
+            start = page.last_evaluated_key.filter(|k| !k.is_empty());
+            if start.is_none() {
+                break;
+            }
         }
         serde_dynamo::from_items(items).map_err(|e| StoreError::Malformed(format!("counter item of {scope}: {e}")))
     }

@@ -59,6 +59,19 @@ pub struct Written {
     pub counter_items: u64,
 }
 
+impl Written {
+    /// One resource item.
+    pub const RESOURCE: Written = Written {
+        resource_items: 1,
+        counter_items: 0,
+    };
+    /// One counters-table item.
+    pub const COUNTER: Written = Written {
+        resource_items: 0,
+        counter_items: 1,
+    };
+}
+
 /// Shared, lock-free counts. Cloning shares them.
 #[derive(Debug, Clone, Default)]
 pub struct Meter(Arc<Counts>);

@@ -428,12 +428,14 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
 
 /// A queue's approximate message counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Depth {
-    visible: u64,
-    in_flight: u64,
+pub struct Depth {
+    pub visible: u64,
+    /// Received and not yet deleted or back (`NotVisible`).
+    pub in_flight: u64,
 }
 
-async fn queue_depth(sqs: &Client, url: &str) -> Result<Depth> {
+/// SQS's approximate visible and in-flight counts of the queue at `url`.
+pub async fn queue_depth(sqs: &Client, url: &str) -> Result<Depth> {
     let answer = sqs
         .get_queue_attributes()
         .queue_url(url)

@@ -9,17 +9,22 @@ use serde_dynamo::Item;
 
 use crate::{NOW, id, scope};
 
+/// Creates `w00`, `w01`, ... in `s` through the request path.
+async fn create_many(kit: &Kit, s: &hybrid_counter::Scope, n: usize) {
+    for n in 0..n {
+        kit.counter
+            .create(s, &id(&format!("w{n:02}")), Item::default(), NOW)
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn a_create_is_three_round_trips_and_one_plain_write_unit_each_for_item_and_counter() {
     let kit = Kit::start(1000).await;
     let s = scope("acct");
     let before = kit.store.meter().snapshot();
-    for n in 0..10 {
-        kit.counter
-            .create(&s, &id(&format!("w{n}")), Item::default(), NOW)
-            .await
-            .unwrap();
-    }
+    create_many(&kit, &s, 10).await;
     let cost = kit.store.meter().snapshot().since(&before);
     assert_eq!(cost.requests.total(), 30, "{cost:?}");
     assert_eq!(
@@ -39,12 +44,7 @@ async fn a_create_is_three_round_trips_and_one_plain_write_unit_each_for_item_an
 async fn a_batch_of_99_creates_is_one_transaction_of_two_units_per_item_plus_the_counter() {
     let mut kit = Kit::start(1000).await;
     let s = scope("hot");
-    for n in 0..99 {
-        kit.counter
-            .create(&s, &id(&format!("w{n:02}")), Item::default(), NOW)
-            .await
-            .unwrap();
-    }
+    create_many(&kit, &s, 99).await;
     let before = kit.store.meter().snapshot();
     // Delivers the 99 inserts, then the flag flips they caused (ignored).
     kit.drain().await;
@@ -67,12 +67,7 @@ async fn the_per_record_design_costs_four_write_units_and_one_counter_write_per_
     let mut kit = Kit::start(1000).await;
     kit.processor = Processor::new(kit.store.clone()).with_mode(Mode::PerRecord);
     let s = scope("acct");
-    for n in 0..10 {
-        kit.counter
-            .create(&s, &id(&format!("w{n}")), Item::default(), NOW)
-            .await
-            .unwrap();
-    }
+    create_many(&kit, &s, 10).await;
     let before = kit.store.meter().snapshot();
     kit.drain().await;
     let cost = kit.store.meter().snapshot().since(&before);
@@ -103,12 +98,7 @@ async fn a_cancelled_transaction_is_counted_by_cause_and_costs_no_reported_units
 async fn a_batch_of_deletes_reads_its_items_with_one_batch_get_and_writes_one_transaction() {
     let mut kit = Kit::start(1000).await;
     let s = scope("acct");
-    for n in 0..20 {
-        kit.counter
-            .create(&s, &id(&format!("w{n:02}")), Item::default(), NOW)
-            .await
-            .unwrap();
-    }
+    create_many(&kit, &s, 20).await;
     kit.drain().await;
     for n in 0..20 {
         kit.counter.delete(&s, &id(&format!("w{n:02}")), NOW).await.unwrap();

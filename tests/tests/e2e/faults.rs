@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::Record;
-use aws_sdk_sqs::types::QueueAttributeName;
 use e2e::counterctl::{Counterctl, Zips};
 use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, FaultStats, Operation};
 use e2e::{Emulator, Kit, deliver_with};
@@ -749,21 +748,7 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
 
 /// `(visible, in flight)` of a queue, read without the proxy.
 async fn depth(sqs: &aws_sdk_sqs::Client, url: &str) -> (u64, u64) {
-    let attributes = sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-        .send()
-        .await
-        .expect("queue attributes")
-        .attributes
-        .unwrap_or_default();
-    let get = |n: &QueueAttributeName| attributes.get(n).and_then(|v| v.parse().ok()).unwrap_or(0);
-    (
-        get(&QueueAttributeName::ApproximateNumberOfMessages),
-        get(&QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
-    )
+    e2e::queue_depth(sqs, url).await
 }
 
 /// A deployed stack whose DLQ2 holds on-failure records of real stream

@@ -193,22 +193,7 @@ impl Pipeline {
 
     /// `(visible, in flight)` of a queue output.
     async fn depth(&self, url_output: &str) -> (u64, u64) {
-        let attributes = self
-            .sqs
-            .get_queue_attributes()
-            .queue_url(self.output(url_output))
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-            .send()
-            .await
-            .expect("queue attributes")
-            .attributes
-            .unwrap_or_default();
-        let get = |n: &QueueAttributeName| attributes.get(n).and_then(|v| v.parse().ok()).unwrap_or(0);
-        (
-            get(&QueueAttributeName::ApproximateNumberOfMessages),
-            get(&QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
-        )
+        e2e::queue_depth(&self.sqs, self.output(url_output)).await
     }
 
     /// Bodies of every message of a queue output; they are received (and

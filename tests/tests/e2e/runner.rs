@@ -191,22 +191,7 @@ impl Local {
     }
 
     async fn queue_depth(&self, url: &str) -> (u64, u64) {
-        let attributes = self
-            .sqs
-            .get_queue_attributes()
-            .queue_url(url)
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-            .send()
-            .await
-            .expect("queue attributes")
-            .attributes
-            .unwrap_or_default();
-        let get = |n: &QueueAttributeName| attributes.get(n).and_then(|v| v.parse().ok()).unwrap_or(0);
-        (
-            get(&QueueAttributeName::ApproximateNumberOfMessages),
-            get(&QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
-        )
+        e2e::queue_depth(&self.sqs, url).await
     }
 }
 
