@@ -12,6 +12,7 @@
 //! flag and the delete's conditions).
 
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use futures_util::future::join_all;
 use serde::Serialize;
 use tracing::{debug, error, warn};
 
@@ -21,6 +22,9 @@ use crate::EpochMillis;
 use crate::backoff::Backoff;
 use crate::error::StoreError;
 use crate::store::{ItemWrite, ResourceKey, Store, Transaction};
+
+/// Counter groups (scopes, or shards of them) of one batch written at once.
+pub const GROUP_CONCURRENCY: usize = 8;
 
 /// How a batch is written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -85,6 +89,16 @@ impl BatchReport {
             response.batch_item_failures.push(failure);
         }
         response
+    }
+
+    /// Adds the counts and retries of part of the batch.
+    fn add(&mut self, part: &BatchReport) {
+        self.counted += part.counted;
+        self.deleted_counted += part.deleted_counted;
+        self.deleted_uncounted += part.deleted_uncounted;
+        self.already_done += part.already_done;
+        self.ignored += part.ignored;
+        self.retries += part.retries;
     }
 
     fn record(&mut self, outcome: &RecordOutcome) {
@@ -222,16 +236,39 @@ impl<S: Store> Processor<S> {
             }
         }
         let groups = plan::group_batch(decoded.iter().enumerate().map(|(i, r)| (i, &r.change)), shard);
-        // Records not completed when a group fails: its own and every later group's.
+        // Groups write different counter items and different resource items
+        // (all records of one item are in one group), so they are written
+        // concurrently, a wave of GROUP_CONCURRENCY at a time: a batch
+        // spread over many scopes costs a few round trips of latency, not
+        // one per scope. When a group fails, no later wave starts; the
+        // records not completed are the failed groups' leftovers and every
+        // later wave's (records of groups that completed meanwhile are
+        // done, and a redelivery finds them already processed).
         let mut failure: Option<(usize, String)> = None;
-        for (at, group) in groups.iter().enumerate() {
-            if let Err((left, reason)) = self.write_group(group, now, &mut rng, &mut report).await {
-                let lowest = left
-                    .into_iter()
-                    .chain(groups[at + 1..].iter().flat_map(|g| g.records.iter().map(|p| p.index)))
-                    .min()
-                    .expect("a failed group leaves records");
-                failure = Some((lowest, reason));
+        let waves: Vec<&[CounterGroup]> = groups.chunks(GROUP_CONCURRENCY).collect();
+        for (at, wave) in waves.iter().enumerate() {
+            let seeds: Vec<u64> = wave.iter().map(|_| rng.u64(..)).collect();
+            let outcomes = join_all(wave.iter().zip(seeds).map(|(group, seed)| async move {
+                let (mut rng, mut report) = (fastrand::Rng::with_seed(seed), BatchReport::default());
+                let result = self.write_group(group, now, &mut rng, &mut report).await;
+                (result, report)
+            }))
+            .await;
+            let (mut left, mut reason) = (Vec::new(), None);
+            for (result, part) in outcomes {
+                report.add(&part);
+                if let Err((indexes, why)) = result {
+                    left.extend(indexes);
+                    reason.get_or_insert(why);
+                }
+            }
+            if let Some(reason) = reason {
+                let later = waves[at + 1..]
+                    .iter()
+                    .flat_map(|w| w.iter())
+                    .flat_map(|g| g.records.iter());
+                let lowest = left.into_iter().chain(later.map(|p| p.index)).min();
+                failure = Some((lowest.expect("a failed group leaves records"), reason));
                 break;
             }
         }
@@ -768,8 +805,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_batch_names_the_lowest_record_not_completed() {
-        // Groups: acct [1, 3], other [2]. The delete (3) fails, so the other
-        // group is not attempted: 1 is done, 2 is the lowest not completed.
+        // Groups: acct [1, 3], other [2], written concurrently. The delete
+        // (3) fails: 1 and 2 are done, 3 is the lowest not completed.
         let x = ResourceKey {
             scope: Scope::new("other").unwrap(),
             id: ResourceId::new("x").unwrap(),
@@ -800,13 +837,15 @@ mod tests {
             .unwrap();
         p.store().inject(Op::GetResource, Fault::Rejected);
         let report = p.process([insert("1", "a"), other.clone(), delete("3", "a")], 0).await;
-        assert_eq!(report.counted, 1);
-        assert_eq!(report.failed_sequence_number.as_deref(), Some("2"));
+        assert_eq!(report.counted, 2);
+        assert_eq!(report.failed_sequence_number.as_deref(), Some("3"));
         assert_eq!(eventual(&p), 1, "a is counted, its delete not yet");
-        // The mapping redelivers from 2; everything lands exactly once.
+        assert_eq!(p.store().counter("other", keys::EVENTUAL_NAME), 1);
+        // A redelivery from an earlier record (a bisected retry) lands
+        // everything exactly once.
         let again = p.process([other, delete("3", "a")], 0).await;
         assert!(again.to_response().batch_item_failures.is_empty(), "{again:?}");
-        assert_eq!((again.counted, again.deleted_counted), (1, 1));
+        assert_eq!((again.counted, again.already_done, again.deleted_counted), (0, 1, 1));
         assert_eq!(eventual(&p), 0);
         assert_eq!(p.store().counter("other", keys::EVENTUAL_NAME), 1);
     }
