@@ -162,6 +162,11 @@ impl ShardReader {
     pub async fn read_range(&self, shard_id: &str, start: &str, end: &str) -> Result<Vec<Record>, StoreError> {
         let mut iterator = self.iterator(shard_id, &Position::At(start.to_owned())).await?;
         let mut records = Vec::new();
+        // GetRecords may answer an empty page for a part of the shard that
+        // holds no records before later pages that do: empty pages are
+        // followed, up to MAX_EMPTY_PAGES in a row (an open shard's tip
+        // answers empty pages for ever).
+        let mut empty_pages = 0;
         while let Some(current) = iterator.take() {
             let out = self
                 .client
@@ -172,14 +177,23 @@ impl ShardReader {
                 .map_err(unavailable)?;
             let page = out.records.unwrap_or_default();
             if page.is_empty() {
-                break;
+                empty_pages += 1;
+                if empty_pages >= MAX_EMPTY_PAGES {
+                    break;
+                }
+            } else {
+                empty_pages = 0;
             }
             for record in page {
                 let seq = record.dynamodb().and_then(|d| d.sequence_number()).unwrap_or_default();
-                if super::replay::sequence_cmp(seq, end).is_gt() {
-                    return Ok(records);
+                match super::replay::sequence_cmp(seq, end) {
+                    std::cmp::Ordering::Greater => return Ok(records),
+                    std::cmp::Ordering::Equal => {
+                        records.push(record);
+                        return Ok(records);
+                    }
+                    std::cmp::Ordering::Less => records.push(record),
                 }
-                records.push(record);
             }
             iterator = out.next_shard_iterator;
         }
@@ -228,10 +242,69 @@ pub fn to_lambda_record(record: &Record, event_source_arn: &str) -> serde_json::
     })
 }
 
+/// Empty `GetRecords` pages in a row after which [`ShardReader::read_range`]
+/// stops looking for the end of its range.
+const MAX_EMPTY_PAGES: u32 = 16;
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::stream::{Change, ChangeRecord};
+
+    #[tokio::test]
+    async fn a_range_read_follows_empty_pages_and_stops_at_its_end() {
+        use aws_sdk_dynamodbstreams::Client;
+        use aws_sdk_dynamodbstreams::operation::get_records::GetRecordsOutput;
+        use aws_sdk_dynamodbstreams::operation::get_shard_iterator::GetShardIteratorOutput;
+        use aws_smithy_mocks::{MockResponseInterceptor, RuleMode, create_mock_http_client, mock};
+
+        let record = |seq: &str| {
+            Record::builder()
+                .dynamodb(StreamRecord::builder().sequence_number(seq).build())
+                .build()
+        };
+        let iterator = mock!(Client::get_shard_iterator)
+            .then_output(|| GetShardIteratorOutput::builder().shard_iterator("it0").build());
+        let page = |from: &'static str, next: &'static str, seqs: &'static [&'static str]| {
+            mock!(Client::get_records)
+                .match_requests(move |r| r.shard_iterator() == Some(from))
+                .then_output(move || {
+                    GetRecordsOutput::builder()
+                        .set_records(Some(seqs.iter().map(|s| record(s)).collect()))
+                        .next_shard_iterator(next)
+                        .build()
+                })
+        };
+        // Two empty pages, then the range 100..=102 across two pages; the
+        // page after the end is never asked for.
+        let rules = [
+            iterator,
+            page("it0", "it1", &[]),
+            page("it1", "it2", &[]),
+            page("it2", "it3", &["100", "101"]),
+            page("it3", "it4", &["102", "103"]),
+        ];
+        let interceptor = rules.iter().fold(
+            MockResponseInterceptor::new().rule_mode(RuleMode::Sequential),
+            |interceptor, rule| interceptor.with_rule(rule),
+        );
+        let client = Client::from_conf(
+            aws_sdk_dynamodbstreams::Config::builder()
+                .with_test_defaults()
+                .region(aws_sdk_dynamodbstreams::config::Region::new("us-east-1"))
+                .http_client(create_mock_http_client())
+                .interceptor(interceptor)
+                .build(),
+        );
+        let reader = ShardReader::new(client, "arn:stream");
+        let records = reader.read_range("shard-1", "100", "102").await.unwrap();
+        let seqs: Vec<&str> = records
+            .iter()
+            .filter_map(|r| r.dynamodb().and_then(|d| d.sequence_number()))
+            .collect();
+        assert_eq!(seqs, ["100", "101", "102"]);
+        assert_eq!(rules[4].num_calls(), 1);
+    }
     use aws_sdk_dynamodbstreams::types::{AttributeValue as Av, OperationType, StreamRecord, StreamViewType};
     use std::collections::HashMap;
 
