@@ -987,7 +987,12 @@ fn check_every_step(tables: &Tables, admission: Admission, default_limit: u64) -
 
 /// Runs one schedule; `Err` carries the violation.
 fn run_schedule(seed: u64, traced: bool) -> (Result<(), String>, Stats, Vec<String>) {
-    let p = Params::draw(seed);
+    run_with(seed, Params::draw(seed), traced)
+}
+
+/// One schedule of `seed` with knobs `p` (those of the seed, or simpler
+/// ones while shrinking a failure).
+fn run_with(seed: u64, p: Params, traced: bool) -> (Result<(), String>, Stats, Vec<String>) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -1076,6 +1081,72 @@ fn env_u64(name: &str) -> Option<u64> {
     })
 }
 
+/// Variants of `p` with one knob turned down: fewer clients, operations,
+/// ids and scopes, one fault kind switched off, no crashes, duplicates,
+/// expiry or latency. The failure's own interleaving changes with them,
+/// as in any parameter shrinking.
+fn simpler(p: &Params) -> Vec<Params> {
+    let mut out = Vec::new();
+    let mut variant = |change: &dyn Fn(&mut Params)| {
+        let mut q = p.clone();
+        change(&mut q);
+        if format!("{q:?}") != format!("{p:?}") {
+            out.push(q);
+        }
+    };
+    variant(&|q| q.clients = (q.clients - 1).max(1));
+    variant(&|q| q.ops_per_client = (q.ops_per_client / 2).max(1));
+    variant(&|q| q.ops_per_client = (q.ops_per_client - 1).max(1));
+    variant(&|q| q.ids = (q.ids - 1).max(1));
+    variant(&|q| q.scopes = 1);
+    for at in 0..p.store_faults.len() {
+        variant(&|q| q.store_faults[at].2 = 0);
+    }
+    variant(&|q| q.crash_per_mille = 0);
+    variant(&|q| q.duplicate_per_mille = 0);
+    variant(&|q| q.retention = None);
+    variant(&|q| q.max_record_age = None);
+    variant(&|q| q.bisect = false);
+    variant(&|q| q.transaction_latency = Duration::ZERO);
+    out
+}
+
+/// Greedy shrinking: takes the first simpler variant that still fails
+/// until none does, at most `budget` runs. Deterministic, so replaying the
+/// seed shrinks to the same schedule.
+fn shrink(p: Params, budget: usize, fails: impl Fn(&Params) -> bool) -> (Params, usize) {
+    let (mut current, mut runs) = (p, 0);
+    'outer: loop {
+        for candidate in simpler(&current) {
+            if runs == budget {
+                break 'outer;
+            }
+            runs += 1;
+            if fails(&candidate) {
+                current = candidate;
+                continue 'outer;
+            }
+        }
+        break;
+    }
+    (current, runs)
+}
+
+/// Panics with the failure of `seed`, shrunk: the simplest knobs that still
+/// fail, their trace's last events, and the replay command.
+fn fail_with_shrunk(seed: u64, why: &str) -> ! {
+    let (shrunk, runs) = shrink(Params::draw(seed), 300, |p| run_with(seed, p.clone(), false).0.is_err());
+    let (result, _, trace) = run_with(seed, shrunk.clone(), true);
+    let tail = trace.len().saturating_sub(80);
+    panic!(
+        "simulation seed {seed} failed: {why}\nshrunk in {runs} runs to {shrunk:#?}\nwhich fails with: {}\nits last \
+         events:\n{}\n{}",
+        result.err().unwrap_or_default(),
+        trace[tail..].join("\n"),
+        replay_hint(seed)
+    );
+}
+
 fn replay_hint(seed: u64) -> String {
     format!("replay: SIM_SEED={seed} cargo test -p esm-runner --test simulation -- --nocapture")
 }
@@ -1089,7 +1160,7 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         }
         println!("{:#?}\n{stats:#?}", Params::draw(seed));
         if let Err(why) = result {
-            panic!("simulation seed {seed} failed: {why}");
+            fail_with_shrunk(seed, &why);
         }
         return;
     }
@@ -1100,13 +1171,7 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
     for seed in base..base + schedules {
         let (result, stats, _) = run_schedule(seed, false);
         if let Err(why) = result {
-            let (_, _, trace) = run_schedule(seed, true);
-            let tail = trace.len().saturating_sub(60);
-            panic!(
-                "simulation seed {seed} failed: {why}\nlast events:\n{}\n{}",
-                trace[tail..].join("\n"),
-                replay_hint(seed)
-            );
+            fail_with_shrunk(seed, &why);
         }
         total.add(&stats);
     }
@@ -1155,4 +1220,35 @@ fn the_same_seed_replays_the_same_schedule() {
         assert_eq!(scrub(&a), scrub(&b), "seed {seed}: {}", replay_hint(seed));
         assert!(!a.is_empty());
     }
+}
+
+#[test]
+fn shrinking_keeps_the_failure_and_drops_every_knob_it_does_not_need() {
+    // A stand-in failure: two clients and 500s on transactions.
+    let needs = |p: &Params| {
+        p.clients >= 2
+            && p.store_faults
+                .iter()
+                .any(|(op, fault, rate)| *op == Op::Transact && *fault == Fault::Unavailable && *rate > 0)
+    };
+    let seed = (0..)
+        .find(|seed| {
+            let p = Params::draw(*seed);
+            needs(&p) && p.clients == 3 && p.ops_per_client > 4 && p.crash_per_mille > 0
+        })
+        .unwrap();
+    let (shrunk, runs) = shrink(Params::draw(seed), 300, needs);
+    assert!(needs(&shrunk), "the failure is kept: {shrunk:#?}");
+    assert!(runs < 300, "a fixpoint within the budget");
+    assert_eq!(
+        (shrunk.clients, shrunk.ops_per_client, shrunk.ids, shrunk.scopes),
+        (2, 1, 1, 1)
+    );
+    let faulty: Vec<_> = shrunk.store_faults.iter().filter(|(_, _, rate)| *rate > 0).collect();
+    assert_eq!(faulty, [&(Op::Transact, Fault::Unavailable, faulty[0].2)]);
+    assert_eq!((shrunk.crash_per_mille, shrunk.duplicate_per_mille), (0, 0));
+    assert!(shrunk.retention.is_none() && shrunk.max_record_age.is_none() && !shrunk.bisect);
+    // Deterministic: the same failure shrinks to the same knobs.
+    let (again, _) = shrink(Params::draw(seed), 300, needs);
+    assert_eq!(format!("{again:?}"), format!("{shrunk:?}"));
 }
