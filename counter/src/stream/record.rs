@@ -218,11 +218,20 @@ impl ChangeRecord {
 }
 
 #[cfg(test)]
+mod bad_records;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    fn lambda_record(event: &str, seq: &str, new: serde_json::Value, old: serde_json::Value) -> serde_json::Value {
+    /// A Lambda stream record of the kit's table (`new`/`old`: images or null).
+    pub(super) fn lambda_record(
+        event: &str,
+        seq: &str,
+        new: serde_json::Value,
+        old: serde_json::Value,
+    ) -> serde_json::Value {
         let mut dynamodb = json!({
             "ApproximateCreationDateTime": 1_700_000_000.0,
             "Keys": {"scope": {"S": "acct"}, "id": {"S": "w1"}},

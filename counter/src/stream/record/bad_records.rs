@@ -5,30 +5,10 @@
 //! that record as a batch item failure and it reaches DLQ1 instead of being
 //! dropped or counted wrongly.
 
-use hybrid_counter::stream::{ChangeRecord, DecodeError};
 use serde_json::{Value, json};
 
-fn record(event: &str, seq: &str, new: Value, old: Value) -> Value {
-    let mut dynamodb = json!({
-        "ApproximateCreationDateTime": 1_700_000_000.0,
-        "Keys": {"scope": {"S": "acct"}, "id": {"S": "w1"}},
-        "SequenceNumber": seq,
-        "SizeBytes": 100,
-        "StreamViewType": "NEW_AND_OLD_IMAGES"
-    });
-    if !new.is_null() {
-        dynamodb["NewImage"] = new;
-    }
-    if !old.is_null() {
-        dynamodb["OldImage"] = old;
-    }
-    json!({
-        "eventID": "e1", "eventName": event, "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
-        "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/res/stream/2026",
-        "dynamodb": dynamodb
-    })
-}
+use super::tests::lambda_record as record;
+use crate::stream::{ChangeRecord, DecodeError};
 
 /// A well-formed, uncounted, live kit item.
 fn image() -> Value {
@@ -110,7 +90,7 @@ fn kit_records_with_wrong_attribute_types_are_errors_with_their_sequence_number(
 
 #[test]
 fn kit_records_with_invalid_keys_name_the_key_and_the_reason() {
-    let long_scope = "a".repeat(hybrid_counter::ids::MAX_ID_BYTES + 1);
+    let long_scope = "a".repeat(crate::ids::MAX_ID_BYTES + 1);
     let cases = [
         (
             record("INSERT", "21", with("scope", json!({"S": long_scope})), Value::Null),
