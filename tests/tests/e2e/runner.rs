@@ -225,6 +225,13 @@ fn event_names(payload: &Value) -> Vec<String> {
 /// Payloads a test invoker saw, in order.
 type Seen = Arc<Mutex<Vec<Value>>>;
 
+/// Logs one invocation's payload; whether it was the first.
+fn log_call(log: &Seen, payload: &Value) -> bool {
+    let mut log = log.lock().unwrap();
+    log.push(payload.clone());
+    log.len() == 1
+}
+
 fn ids(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}{i}")).collect()
 }
@@ -299,11 +306,7 @@ async fn a_partial_batch_response_checkpoints_before_the_lowest_failure_and_retr
     let (processor, log) = (local.kit.processor.clone(), seen.clone());
     let runner = local
         .runner(FnInvoker::new(move |_, payload: Value| {
-            let first = {
-                let mut log = log.lock().unwrap();
-                log.push(payload.clone());
-                log.len() == 1
-            };
+            let first = log_call(&log, &payload);
             let processor = processor.clone();
             async move {
                 if !first {
@@ -346,11 +349,7 @@ async fn an_unusable_item_identifier_fails_and_retries_the_whole_batch() {
     let (processor, log) = (local.kit.processor.clone(), seen.clone());
     let runner = local
         .runner(FnInvoker::new(move |_, payload: Value| {
-            let first = {
-                let mut log = log.lock().unwrap();
-                log.push(payload.clone());
-                log.len() == 1
-            };
+            let first = log_call(&log, &payload);
             let processor = processor.clone();
             async move {
                 if first {
