@@ -479,6 +479,16 @@ mod tests {
         Counter::new(MemoryStore::new(), limit).with_admission(Admission::Strict)
     }
 
+    /// Creates `w0`, `w1`, ... in `s`.
+    async fn create_many(counter: &Counter<MemoryStore>, s: &Scope, n: usize) {
+        for n in 0..n {
+            counter
+                .create(s, &ResourceId::new(format!("w{n}")).unwrap(), Item::default(), NOW)
+                .await
+                .unwrap();
+        }
+    }
+
     fn live(store: &MemoryStore, scope: &str) -> i64 {
         store
             .tables()
@@ -519,12 +529,7 @@ mod tests {
     async fn a_refused_reservation_is_limit_exceeded_and_writes_nothing() {
         let counter = strict(2);
         let (s, _) = ids("acct", "w");
-        for n in 0..2 {
-            counter
-                .create(&s, &ResourceId::new(format!("w{n}")).unwrap(), Item::default(), NOW)
-                .await
-                .unwrap();
-        }
+        create_many(&counter, &s, 2).await;
         // The read still shows room (a concurrent creator reserves the last
         // slot right after it): the reservation is what refuses.
         counter.store().set_counter("acct", keys::BEST_EFFORT_NAME, 1);
@@ -661,12 +666,7 @@ mod tests {
     async fn strict_delete_failures_only_over_reserve() {
         let counter = strict(5);
         let (s, _) = ids("acct", "w");
-        for n in 0..3 {
-            counter
-                .create(&s, &ResourceId::new(format!("w{n}")).unwrap(), Item::default(), NOW)
-                .await
-                .unwrap();
-        }
+        create_many(&counter, &s, 3).await;
         // A failed soft delete stops before the decrement.
         counter.store().inject(Op::MarkDeleted, Fault::Unavailable);
         let err = counter
@@ -693,12 +693,7 @@ mod tests {
         let counter = strict(1);
         counter.store().set_limit("acct", Some(3));
         let (s, _) = ids("acct", "w");
-        for n in 0..3 {
-            counter
-                .create(&s, &ResourceId::new(format!("w{n}")).unwrap(), Item::default(), NOW)
-                .await
-                .unwrap();
-        }
+        create_many(&counter, &s, 3).await;
         let err = counter
             .create(&s, &ResourceId::new("w3").unwrap(), Item::default(), NOW)
             .await
