@@ -15,15 +15,16 @@
 //! [`hybrid_counter::store::meter::Meter`] (requests the kit sent and the
 //! capacity the emulator reported).
 
+use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::Record;
-use e2e::{Emulator, create_tables};
+use e2e::{Emulator, create_tables, read_new_records};
 use hybrid_counter::store::meter::{Meter, MeterSnapshot};
-use hybrid_counter::stream::shards::{Position, ShardReader, to_lambda_record};
+use hybrid_counter::stream::shards::{ShardReader, to_lambda_record};
 use hybrid_counter::stream::{Mode, Processor};
 use hybrid_counter::{Counter, CounterConfig, DynamoStore, ResourceId, Scope, now_millis};
 use serde::Serialize;
@@ -210,31 +211,6 @@ where
     }
 }
 
-struct Reader {
-    reader: ShardReader,
-    cursor: Option<String>,
-}
-
-impl Reader {
-    /// Records written since the last call (the emulator's stream has one shard).
-    async fn new_records(&mut self) -> Vec<Record> {
-        let mut records = Vec::new();
-        for shard in self.reader.shards().await.expect("describe stream") {
-            let position = self.cursor.clone().map_or(Position::TrimHorizon, Position::After);
-            let read = self
-                .reader
-                .read(&shard.shard_id, &position, usize::MAX)
-                .await
-                .expect("read shard");
-            if let Some(seq) = read.last().and_then(|r| r.dynamodb()).and_then(|d| d.sequence_number()) {
-                self.cursor = Some(seq.to_owned());
-            }
-            records.extend(read);
-        }
-        records
-    }
-}
-
 async fn run_design(
     sdk: &aws_config::SdkConfig,
     design: Design,
@@ -249,10 +225,8 @@ async fn run_design(
     let processor = Processor::new(DynamoStore::new(dynamodb.clone(), &config).with_meter(Meter::new()))
         .with_mode(design.mode)
         .with_eventual_shards(design.shards);
-    let mut reader = Reader {
-        reader: ShardReader::new(aws_sdk_dynamodbstreams::Client::new(sdk), stream_arn.clone()),
-        cursor: None,
-    };
+    let reader = ShardReader::new(aws_sdk_dynamodbstreams::Client::new(sdk), stream_arn.clone());
+    let mut cursors = HashMap::new();
     let scope_names: Vec<Scope> = (0..scopes).map(|n| Scope::new(format!("hot-{n}")).unwrap()).collect();
     let jobs: Vec<(Scope, ResourceId)> = (0..events)
         .map(|n| {
@@ -274,7 +248,7 @@ async fn run_design(
     })
     .await;
     let started = Instant::now();
-    let records = reader.new_records().await;
+    let records = read_new_records(&reader, &mut cursors).await;
     let mut stream_read_seconds = started.elapsed().as_secs_f64();
     let creates = consume(&processor, &stream_arn, records, lanes).await;
 
@@ -288,7 +262,7 @@ async fn run_design(
     })
     .await;
     let started = Instant::now();
-    let records = reader.new_records().await;
+    let records = read_new_records(&reader, &mut cursors).await;
     stream_read_seconds += started.elapsed().as_secs_f64();
     let deletes = consume(&processor, &stream_arn, records, lanes).await;
 

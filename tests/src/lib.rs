@@ -198,23 +198,7 @@ impl Kit {
 
     /// Records not yet handed to the processor by [`Self::drain`].
     pub async fn new_records(&mut self) -> Vec<Record> {
-        let mut records = Vec::new();
-        for shard in self.reader.shards().await.expect("describe stream") {
-            let position = self
-                .cursors
-                .get(&shard.shard_id)
-                .map_or(Position::TrimHorizon, |seq| Position::After(seq.clone()));
-            let read = self
-                .reader
-                .read(&shard.shard_id, &position, usize::MAX)
-                .await
-                .expect("read shard");
-            if let Some(last) = read.last().and_then(|r| r.dynamodb()).and_then(|d| d.sequence_number()) {
-                self.cursors.insert(shard.shard_id.clone(), last.to_owned());
-            }
-            records.extend(read);
-        }
-        records
+        read_new_records(&self.reader, &mut self.cursors).await
     }
 
     /// Hands `records` to the stream handler as one Lambda batch and returns
@@ -462,4 +446,28 @@ pub async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> (u64, u64) {
         .await
         .expect("queue attributes");
     (depth.visible, depth.in_flight)
+}
+
+/// Every record of every shard after `cursors` (the last sequence number
+/// read per shard; from the trim horizon for a shard not in it), in shard
+/// order; moves the cursors past what it returns.
+pub async fn read_new_records(
+    reader: &ShardReader,
+    cursors: &mut std::collections::HashMap<String, String>,
+) -> Vec<Record> {
+    let mut records = Vec::new();
+    for shard in reader.shards().await.expect("describe stream") {
+        let position = cursors
+            .get(&shard.shard_id)
+            .map_or(Position::TrimHorizon, |seq| Position::After(seq.clone()));
+        let read = reader
+            .read(&shard.shard_id, &position, usize::MAX)
+            .await
+            .expect("read shard");
+        if let Some(last) = read.last().and_then(|r| r.dynamodb()).and_then(|d| d.sequence_number()) {
+            cursors.insert(shard.shard_id.clone(), last.to_owned());
+        }
+        records.extend(read);
+    }
+    records
 }
