@@ -8,6 +8,7 @@ use serde::Deserialize;
 use tracing::info;
 
 use crate::store::Store;
+use crate::store::meter::MeterSnapshot;
 use crate::stream::Processor;
 
 /// JSON logs on stdout (CloudWatch), level from `RUST_LOG` or
@@ -61,14 +62,14 @@ pub async fn handle_stream_event<S: Store>(
     // compiler's layout recursion limit when inlined into `main`.
     let before = processor.store().cost_meter().map(|m| m.snapshot());
     let report = Box::pin(processor.process_json(&event.payload.records, crate::now_millis())).await;
-    let cost = Cost::since(processor.store(), before);
+    let cost = cost_since(processor.store(), before);
     info!(
-        requests = cost.requests,
-        transactions = cost.transactions,
-        items_written = cost.items_written,
-        counter_item_writes = cost.counter_item_writes,
+        requests = cost.requests.total(),
+        transactions = cost.transactions_committed,
+        items_written = cost.items_written(),
+        counter_item_writes = cost.counter_item_writes(),
         write_units = cost.write_units,
-        conflicts = cost.conflicts,
+        conflicts = cost.transactions_cancelled.conflict,
         request_id = %event.context.request_id,
         records = event.payload.records.len(),
         counted = report.counted,
@@ -90,33 +91,14 @@ pub async fn handle_stream_event<S: Store>(
     Ok(report.to_response())
 }
 
-/// What one invocation cost, from the store's meter, for its log line
-/// (zeros for a store without one).
-#[derive(Debug, Default)]
-struct Cost {
-    requests: u64,
-    transactions: u64,
-    items_written: u64,
-    counter_item_writes: u64,
-    write_units: f64,
-    conflicts: u64,
-}
-
-impl Cost {
-    fn since<S: Store>(store: &S, before: Option<crate::store::meter::MeterSnapshot>) -> Self {
-        let (Some(meter), Some(before)) = (store.cost_meter(), before) else {
-            return Self::default();
-        };
-        let cost = meter.snapshot().since(&before);
-        Self {
-            requests: cost.requests.total(),
-            transactions: cost.transactions_committed,
-            items_written: cost.items_written(),
-            counter_item_writes: cost.counter_item_writes(),
-            write_units: cost.write_units,
-            conflicts: cost.transactions_cancelled.conflict,
-        }
-    }
+/// What the store's requests cost since `before` (zeros for a store
+/// without a meter), for an invocation's log line.
+fn cost_since<S: Store>(store: &S, before: Option<MeterSnapshot>) -> MeterSnapshot {
+    store
+        .cost_meter()
+        .zip(before)
+        .map(|(meter, before)| meter.snapshot().since(&before))
+        .unwrap_or_default()
 }
 
 /// Handles one batch of DLQ1 messages: each is replayed on its own, and
@@ -165,16 +147,16 @@ pub async fn handle_dlq_event<S: Store>(
             }
         }
     }
-    let cost = Cost::since(processor.store(), before);
+    let cost = cost_since(processor.store(), before);
     info!(
         messages = event.payload.records.len(),
         failed = response.batch_item_failures.len(),
-        requests = cost.requests,
-        transactions = cost.transactions,
-        items_written = cost.items_written,
-        counter_item_writes = cost.counter_item_writes,
+        requests = cost.requests.total(),
+        transactions = cost.transactions_committed,
+        items_written = cost.items_written(),
+        counter_item_writes = cost.counter_item_writes(),
         write_units = cost.write_units,
-        conflicts = cost.conflicts,
+        conflicts = cost.transactions_cancelled.conflict,
         "DLQ batch handled"
     );
     Ok(response)

@@ -29,25 +29,8 @@ pub enum Operation {
 }
 
 impl Operation {
-    const ALL: [Operation; 6] = [
-        Operation::Query,
-        Operation::GetItem,
-        Operation::BatchGetItem,
-        Operation::PutItem,
-        Operation::UpdateItem,
-        Operation::TransactWriteItems,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Query => "Query",
-            Operation::GetItem => "GetItem",
-            Operation::BatchGetItem => "BatchGetItem",
-            Operation::PutItem => "PutItem",
-            Operation::UpdateItem => "UpdateItem",
-            Operation::TransactWriteItems => "TransactWriteItems",
-        }
-    }
+    /// How many there are (the discriminants index the request counts).
+    const COUNT: usize = Operation::TransactWriteItems as usize + 1;
 }
 
 /// What a committed write touched.
@@ -78,7 +61,7 @@ pub struct Meter(Arc<Counts>);
 
 #[derive(Debug, Default)]
 struct Counts {
-    requests: [AtomicU64; Operation::ALL.len()],
+    requests: [AtomicU64; Operation::COUNT],
     failed_requests: AtomicU64,
     plain_resource_writes: AtomicU64,
     plain_counter_writes: AtomicU64,
@@ -108,11 +91,7 @@ impl Meter {
 
     /// A request is about to be sent.
     pub fn request(&self, op: Operation) {
-        let at = Operation::ALL
-            .iter()
-            .position(|o| *o == op)
-            .expect("every operation is listed");
-        add(&self.0.requests[at], 1);
+        add(&self.0.requests[op as usize], 1);
     }
 
     /// A request failed (any error, cancellations included).
@@ -157,12 +136,12 @@ impl Meter {
         let c = &self.0;
         MeterSnapshot {
             requests: RequestCounts {
-                query: get(&c.requests[0]),
-                get_item: get(&c.requests[1]),
-                batch_get_item: get(&c.requests[2]),
-                put_item: get(&c.requests[3]),
-                update_item: get(&c.requests[4]),
-                transact_write_items: get(&c.requests[5]),
+                query: get(&c.requests[Operation::Query as usize]),
+                get_item: get(&c.requests[Operation::GetItem as usize]),
+                batch_get_item: get(&c.requests[Operation::BatchGetItem as usize]),
+                put_item: get(&c.requests[Operation::PutItem as usize]),
+                update_item: get(&c.requests[Operation::UpdateItem as usize]),
+                transact_write_items: get(&c.requests[Operation::TransactWriteItems as usize]),
             },
             failed_requests: get(&c.failed_requests),
             plain_resource_writes: get(&c.plain_resource_writes),

@@ -218,9 +218,10 @@ impl<S: Store> Processor<S> {
     }
 
     /// The records up to the first undecodable one, grouped per counter
-    /// item; each group written in transactions of up to 100 actions. Stops
-    /// at the first group that cannot be completed and reports the lowest
-    /// sequence number not completed.
+    /// item; each group written in transactions of up to 100 actions,
+    /// [`GROUP_CONCURRENCY`] groups at a time. Starts no further groups once
+    /// one cannot be completed, and reports the lowest sequence number not
+    /// completed.
     async fn process_batched(&self, records: Vec<Decoded>, shard: ShardChoice, now: EpochMillis) -> BatchReport {
         let mut rng = self.seed.map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
         let mut report = BatchReport::default();
