@@ -466,9 +466,16 @@ async fn stream_handler_counts_exactly_under_faults(mode: Mode, test: &str) {
     let plan = FaultPlan::from_env(test);
     let seed = plan.seed();
     let attempts = PROCESSOR_BACKOFF.max_attempts;
-    // The first transaction is cancelled more often than the processor
-    // tries: a partial batch failure, for sure.
-    let plan = plan.next(transact(), Fault::TransactionConflict(Conflicting::All), attempts);
+    // The first transactions are cancelled more often than the processor
+    // tries: a partial batch failure, for sure. The batched processor
+    // writes the batch's scopes concurrently, so the first attempts of
+    // every scope are cancelled.
+    let scopes = [scope("s0"), scope("s1"), scope("s2")];
+    let plan = plan.next(
+        transact(),
+        Fault::TransactionConflict(Conflicting::All),
+        attempts * scopes.len() as u32,
+    );
     let mut plan = each_kind_once(plan, transact())
         .bursts(transact(), Fault::FailBefore, 0.05, 3)
         .random(transact(), Fault::ApplyThenFail, 0.12)
@@ -491,7 +498,6 @@ async fn stream_handler_counts_exactly_under_faults(mode: Mode, test: &str) {
         .with_backoff(PROCESSOR_BACKOFF);
 
     let mut rng = fastrand::Rng::with_seed(seed);
-    let scopes = [scope("s0"), scope("s1"), scope("s2")];
     // The model: live ids per scope (the workload goes straight to the
     // emulator, without faults: only the stream consumer meets them).
     let mut live: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); scopes.len()];
