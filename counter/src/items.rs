@@ -38,6 +38,39 @@ impl From<ResourceItem> for ResourceState {
     }
 }
 
+/// A resource item as an audit reads it: its id, the kit's flags, and when
+/// the request path last wrote it. Every kit attribute is optional here,
+/// because the table may also hold items the kit did not write (no
+/// `incarnation`): an audit reports those apart and never counts them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ItemRow {
+    pub id: String,
+    #[serde(default)]
+    pub counter_processed: bool,
+    #[serde(default)]
+    pub deleted: bool,
+    #[serde(default)]
+    pub incarnation: Option<String>,
+    #[serde(default)]
+    pub created_at: Option<EpochMillis>,
+    /// Set by the soft delete.
+    #[serde(default)]
+    pub deleted_at: Option<EpochMillis>,
+}
+
+impl ItemRow {
+    /// Whether the kit wrote this item (it carries an incarnation).
+    pub fn is_kits(&self) -> bool {
+        self.incarnation.is_some()
+    }
+
+    /// The last time the request path wrote this item (its create, or its
+    /// soft delete), 0 when the item carries neither time.
+    pub fn last_request_write(&self) -> EpochMillis {
+        self.created_at.unwrap_or(0).max(self.deleted_at.unwrap_or(0))
+    }
+}
+
 /// One item of the counters table (`best_effort`, `eventual`, `eventual#n`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CounterItem {

@@ -733,6 +733,21 @@ mod tests {
         async fn transact(&self, tx: &crate::store::Transaction) -> Result<(), StoreError> {
             self.0.transact(tx).await
         }
+        async fn counter_items(&self, scope: &Scope) -> Result<Vec<crate::items::CounterItem>, StoreError> {
+            self.0.counter_items(scope).await
+        }
+        async fn scope_items(&self, scope: &Scope) -> Result<Vec<crate::items::ItemRow>, StoreError> {
+            self.0.scope_items(scope).await
+        }
+        async fn set_counters(
+            &self,
+            scope: &Scope,
+            read: &[crate::items::CounterItem],
+            targets: &[(String, i64)],
+            now: EpochMillis,
+        ) -> Result<bool, StoreError> {
+            self.0.set_counters(scope, read, targets, now).await
+        }
     }
 
     /// 16 creators racing for the 5 slots of one scope.

@@ -200,11 +200,11 @@ impl Config {
             Command::Audit(args) => CommandConfig::Audit(crate::commands::audit::AuditOptions {
                 scope: args.scope.as_deref().map(scope_arg).transpose()?,
                 mode: if args.repair {
-                    hybrid_counter::store::dynamo::RepairMode::Apply
+                    hybrid_counter::audit::RepairMode::Apply
                 } else if args.dry_run {
-                    hybrid_counter::store::dynamo::RepairMode::DryRun
+                    hybrid_counter::audit::RepairMode::DryRun
                 } else {
-                    hybrid_counter::store::dynamo::RepairMode::None
+                    hybrid_counter::audit::RepairMode::None
                 },
                 segments: args.segments,
                 attempts: args.attempts,
@@ -421,7 +421,7 @@ mod tests {
         let CommandConfig::Audit(audit) = ok.command else {
             panic!()
         };
-        assert_eq!(audit.mode, hybrid_counter::store::dynamo::RepairMode::Apply);
+        assert_eq!(audit.mode, hybrid_counter::audit::RepairMode::Apply);
         let load = config(&["load", "--duration", "5"], &[]).unwrap();
         let CommandConfig::Load(load) = load.command else {
             panic!()

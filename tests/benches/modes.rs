@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::Record;
 use e2e::{Emulator, create_tables, read_new_records};
+use hybrid_counter::Store as _;
 use hybrid_counter::store::meter::{Meter, MeterSnapshot};
 use hybrid_counter::stream::shards::{ShardReader, to_lambda_record};
 use hybrid_counter::stream::{Mode, Processor};
@@ -282,7 +283,9 @@ async fn run_design(
             .max()
             .unwrap_or(0);
         hottest = hottest.max(busiest as f64 / scope_events.max(1) as f64);
-        let counts = processor.store().count_scope(scope).await.expect("count scope");
+        let counts = hybrid_counter::audit::count_scope(processor.store(), scope)
+            .await
+            .expect("count scope");
         let usage = counter.usage(scope).await.expect("usage");
         assert_eq!(
             (usage.eventual, counts.processed),

@@ -225,7 +225,9 @@ impl Kit {
     }
 
     pub async fn counts(&self, scope: &Scope) -> ScopeCounts {
-        self.store.count_scope(scope).await.expect("count scope")
+        hybrid_counter::audit::count_scope(&self.store, scope)
+            .await
+            .expect("count scope")
     }
 
     /// The invariants that hold at every instant (see [`assert_invariants`]).
@@ -245,13 +247,30 @@ impl Kit {
     }
 }
 
+/// The kit's audit engine on one scope of `store`, read by the store's
+/// admission mode, with `attempts` tries.
+pub async fn audit(
+    store: &DynamoStore,
+    scope: &Scope,
+    mode: hybrid_counter::audit::RepairMode,
+    attempts: u32,
+    now: hybrid_counter::EpochMillis,
+) -> Result<hybrid_counter::audit::ScopeAudit, hybrid_counter::error::StoreError> {
+    hybrid_counter::audit::Auditor::new(store, store.admission())
+        .with_attempts(attempts)
+        .audit_scope(scope, mode, now)
+        .await
+}
+
 /// The invariants that hold at every instant: EC equals the number of
 /// processed items, BE never exceeds the live count. Returns the counts.
 pub async fn assert_invariants(
     store: &DynamoStore,
     scope: &Scope,
 ) -> (ScopeCounts, hybrid_counter::items::CounterSnapshot) {
-    let counts = store.count_scope(scope).await.expect("count scope");
+    let counts = hybrid_counter::audit::count_scope(store, scope)
+        .await
+        .expect("count scope");
     let snapshot = store.read_counters(scope).await.expect("read counters");
     assert_eq!(
         snapshot.eventual, counts.processed as i64,

@@ -19,7 +19,7 @@ use crate::EpochMillis;
 use crate::config::{Admission, CounterConfig};
 use crate::error::{CancelReason, StoreError};
 use crate::ids::Scope;
-use crate::items::{CounterItem, CounterSnapshot, ResourceState};
+use crate::items::{CounterItem, CounterSnapshot, ItemRow, ResourceState};
 use crate::keys;
 
 /// The DynamoDB implementation of [`Store`].
@@ -45,7 +45,7 @@ impl DynamoStore {
         }
     }
 
-    /// The admission mode [`Self::audit_scope`] audits by (from the
+    /// The admission mode [`crate::audit::Auditor::audit_scope`] audits by (from the
     /// configuration by default).
     pub fn with_admission(mut self, admission: Admission) -> Self {
         self.admission = admission;
@@ -528,6 +528,106 @@ impl Store for DynamoStore {
             }
         }
     }
+
+    async fn counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
+        // A scope has a handful of counter items: one page, almost always.
+        // Plain requests rather than the paginator's stream keep the
+        // request path's read as cheap as a bare Query.
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            self.meter.request(Operation::Query);
+            let page = self
+                .client
+                .query()
+                .table_name(&self.counters_table)
+                .key_condition_expression("#scope = :scope")
+                .expression_attribute_names("#scope", keys::SCOPE)
+                .expression_attribute_values(":scope", s(scope.as_str()))
+                .consistent_read(true)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(classify)
+                .inspect_err(|_| self.meter.failed())?;
+            self.consumed_read(page.consumed_capacity.as_ref());
+            items.extend(page.items.unwrap_or_default());
+            start = page.last_evaluated_key.filter(|k| !k.is_empty());
+            if start.is_none() {
+                break;
+            }
+        }
+        serde_dynamo::from_items(items).map_err(|e| StoreError::Malformed(format!("counter item of {scope}: {e}")))
+    }
+
+    async fn scope_items(&self, scope: &Scope) -> Result<Vec<ItemRow>, StoreError> {
+        self.scope_rows(
+            scope,
+            &[
+                keys::ID,
+                keys::COUNTER_PROCESSED,
+                keys::DELETED,
+                keys::INCARNATION,
+                keys::CREATED_AT,
+                keys::DELETED_AT,
+            ],
+        )
+        .await
+    }
+
+    async fn set_counters(
+        &self,
+        scope: &Scope,
+        read: &[CounterItem],
+        targets: &[(String, i64)],
+        now: EpochMillis,
+    ) -> Result<bool, StoreError> {
+        let version_of = |name: &str| read.iter().find(|i| i.name == name).map(|i| i.version);
+        let mut actions = Vec::with_capacity(targets.len());
+        for (name, count) in targets {
+            let (condition, version) = match version_of(name) {
+                Some(v) => ("#version = :expected", v),
+                None => ("attribute_not_exists(#version)", 0),
+            };
+            let mut update = Update::builder()
+                .table_name(&self.counters_table)
+                .set_key(Some(counter_key(scope, name)))
+                .update_expression("SET #count = :count, #version = :next, #updated_at = :now")
+                .condition_expression(condition)
+                .expression_attribute_names("#count", keys::COUNT)
+                .expression_attribute_names("#version", keys::VERSION)
+                .expression_attribute_names("#updated_at", keys::UPDATED_AT)
+                .expression_attribute_values(":count", n(*count))
+                .expression_attribute_values(":next", n(version + 1))
+                .expression_attribute_values(":now", n(now));
+            if version_of(name).is_some() {
+                update = update.expression_attribute_values(":expected", n(version));
+            }
+            actions.push(
+                TransactWriteItem::builder()
+                    .update(update.build().map_err(build_error)?)
+                    .build(),
+            );
+        }
+        // Not metered: the meter accounts for the counting pipeline's cost.
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(actions))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(err) => match err.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(_)) => Ok(false),
+                _ => match classify(err) {
+                    StoreError::Transient(_) => Ok(false),
+                    other => Err(other),
+                },
+            },
+        }
+    }
 }
 
 impl DynamoStore {
@@ -595,291 +695,12 @@ impl DynamoStore {
         }
         Ok(rows)
     }
-
-    /// The items of `scope` the stream consumer has not finished with (not
-    /// counted yet, or soft-deleted), as the changes that finish them: what
-    /// their stream records would have said. Used to sweep a scope whose
-    /// records left the stream (a DLQ range older than 24 hours).
-    pub async fn pending_changes(&self, scope: &Scope) -> Result<Vec<crate::stream::ChangeRecord>, StoreError> {
-        #[derive(Deserialize)]
-        struct Row {
-            id: String,
-            #[serde(default)]
-            counter_processed: bool,
-            #[serde(default)]
-            deleted: bool,
-            incarnation: Option<String>,
-        }
-        let mut changes = Vec::new();
-        let attributes = [keys::ID, keys::COUNTER_PROCESSED, keys::DELETED, keys::INCARNATION];
-        for row in self.scope_rows::<Row>(scope, &attributes).await? {
-            // Items without an incarnation are not the kit's.
-            let Some(incarnation) = row.incarnation else { continue };
-            if row.counter_processed && !row.deleted {
-                continue;
-            }
-            let key = ResourceKey {
-                scope: scope.clone(),
-                id: crate::ids::ResourceId::new(row.id.clone())
-                    .map_err(|e| StoreError::Malformed(format!("resource {scope}/{}: {e}", row.id)))?,
-            };
-            let change = if row.deleted {
-                crate::stream::Change::SoftDelete { key, incarnation }
-            } else {
-                crate::stream::Change::Insert { key, incarnation }
-            };
-            changes.push(crate::stream::ChangeRecord {
-                sequence_number: format!("sweep:{}", row.id),
-                change,
-            });
-        }
-        Ok(changes)
-    }
-
-    /// Counts the items of `scope` by state with a strongly consistent,
-    /// paginated Query that reads only the two flags.
-    pub async fn count_scope(&self, scope: &Scope) -> Result<crate::audit::ScopeCounts, StoreError> {
-        #[derive(Deserialize)]
-        struct Flags {
-            #[serde(default)]
-            counter_processed: bool,
-            #[serde(default)]
-            deleted: bool,
-        }
-        let mut counts = crate::audit::ScopeCounts::default();
-        for flags in self
-            .scope_rows::<Flags>(scope, &[keys::COUNTER_PROCESSED, keys::DELETED])
-            .await?
-        {
-            counts.add(flags.counter_processed, flags.deleted);
-        }
-        Ok(counts)
-    }
-}
-
-/// The result of auditing one scope with [`DynamoStore::audit_scope`].
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ScopeAudit {
-    pub scope: String,
-    /// The admission mode BE was read by.
-    pub admission: Admission,
-    pub counts: crate::audit::ScopeCounts,
-    pub best_effort: i64,
-    pub eventual: i64,
-    pub findings: Vec<crate::audit::Finding>,
-    /// The repair planned (dry run) or attempted.
-    pub repair: Option<crate::audit::Repair>,
-    /// Whether `repair` was written.
-    pub repaired: bool,
-    /// Why a needed repair, or part of it, was not applied (with `repaired`:
-    /// the part that was held back, see [`crate::audit::plan_repair_at`]).
-    pub not_repaired: Option<String>,
-}
-
-impl ScopeAudit {
-    /// Whether a counter differs from the truth (any finding).
-    pub fn has_drift(&self) -> bool {
-        !self.findings.is_empty()
-    }
-
-    /// Whether a finding is a defect of the kit (EC != processed; BE > live
-    /// in best-effort admission, BE < live in strict admission).
-    pub fn has_defect(&self) -> bool {
-        self.findings.iter().any(crate::audit::Finding::is_defect)
-    }
-}
-
-/// How [`DynamoStore::audit_scope`] treats what it finds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RepairMode {
-    /// Report only.
-    None,
-    /// Report the repair that would be written.
-    DryRun,
-    /// Write the repair.
-    Apply,
 }
 
 impl DynamoStore {
-    /// Every counters-table item of `scope`, strongly consistent.
-    pub async fn counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
-        // A scope has a handful of counter items: one page, almost always.
-        // Plain requests rather than the paginator's stream keep the
-        // request path's read as cheap as a bare Query.
-        let mut items = Vec::new();
-        let mut start = None;
-        loop {
-            self.meter.request(Operation::Query);
-            let page = self
-                .client
-                .query()
-                .table_name(&self.counters_table)
-                .key_condition_expression("#scope = :scope")
-                .expression_attribute_names("#scope", keys::SCOPE)
-                .expression_attribute_values(":scope", s(scope.as_str()))
-                .consistent_read(true)
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(classify)
-                .inspect_err(|_| self.meter.failed())?;
-            self.consumed_read(page.consumed_capacity.as_ref());
-            items.extend(page.items.unwrap_or_default());
-            start = page.last_evaluated_key.filter(|k| !k.is_empty());
-            if start.is_none() {
-                break;
-            }
-        }
-        serde_dynamo::from_items(items).map_err(|e| StoreError::Malformed(format!("counter item of {scope}: {e}")))
-    }
-
-    /// Audits one scope exactly: its counters are read before and after the
-    /// item count, and the count is trusted only if no counter changed in
-    /// between (every counter write bumps `version`). A repair is written
-    /// with the versions it was computed from as conditions, so a
-    /// concurrent writer makes it retry rather than clobber; after
-    /// `attempts` tries a scope under continuous writes is reported as not
-    /// repaired, with the reason.
-    ///
-    /// BE is read by [`Self::admission`]. In strict admission an
-    /// over-reserved BE is lowered only when it was last written at least
-    /// [`crate::audit::RESERVATION_GRACE_MS`] before `now` (no reservation can
-    /// be in flight); otherwise the rest of the repair is written and the
-    /// scope is reported as not repaired yet, with the reason.
-    pub async fn audit_scope(
-        &self,
-        scope: &Scope,
-        mode: RepairMode,
-        attempts: u32,
-        now: EpochMillis,
-    ) -> Result<ScopeAudit, StoreError> {
-        let mut last = None;
-        for _ in 0..attempts.max(1) {
-            let before = self.counter_items(scope).await?;
-            let counts = self.count_scope(scope).await?;
-            let after = self.counter_items(scope).await?;
-            let snapshot = CounterSnapshot::from_items(after.iter().cloned());
-            let findings = crate::audit::findings_for(self.admission, &counts, snapshot.best_effort, snapshot.eventual);
-            let mut audit = ScopeAudit {
-                scope: scope.to_string(),
-                admission: self.admission,
-                counts,
-                best_effort: snapshot.best_effort,
-                eventual: snapshot.eventual,
-                repair: None,
-                repaired: false,
-                not_repaired: None,
-                findings,
-            };
-            if before != after {
-                audit.not_repaired = Some("the scope's counters changed while its items were counted".into());
-                last = Some(audit);
-                continue;
-            }
-            let best_effort_written = after
-                .iter()
-                .find(|i| i.name == keys::BEST_EFFORT_NAME)
-                .map_or(0, |i| i.updated_at);
-            let plan = crate::audit::plan_repair_at(&audit.counts, &audit.findings, best_effort_written, now);
-            if mode == RepairMode::None || (plan.repair.is_empty() && plan.held_back.is_none()) {
-                return Ok(audit);
-            }
-            audit.not_repaired = plan.held_back;
-            if plan.repair.is_empty() {
-                return Ok(audit);
-            }
-            audit.repair = Some(plan.repair);
-            if mode == RepairMode::DryRun {
-                return Ok(audit);
-            }
-            if self.write_repair(scope, &after, &plan.repair, now).await? {
-                audit.repaired = true;
-                return Ok(audit);
-            }
-            audit.not_repaired = Some("a concurrent write changed a counter before the repair landed".into());
-            last = Some(audit);
-        }
-        let mut audit = last.expect("at least one attempt");
-        audit.not_repaired = Some(format!(
-            "the scope is under continuous writes; {} after {} attempts",
-            audit.not_repaired.take().unwrap_or_default(),
-            attempts.max(1)
-        ));
-        Ok(audit)
-    }
-
-    /// Writes `repair` in one transaction conditioned on the counters'
-    /// versions as read in `items`. `Ok(false)`: a counter moved, nothing
-    /// was written.
-    async fn write_repair(
-        &self,
-        scope: &Scope,
-        items: &[CounterItem],
-        repair: &crate::audit::Repair,
-        now: EpochMillis,
-    ) -> Result<bool, StoreError> {
-        let version_of = |name: &str| items.iter().find(|i| i.name == name).map(|i| i.version);
-        let mut targets: Vec<(String, i64)> = Vec::new();
-        if let Some(eventual) = repair.eventual {
-            targets.push((keys::EVENTUAL_NAME.to_owned(), eventual));
-            for item in items
-                .iter()
-                .filter(|i| keys::is_eventual_name(&i.name) && i.name != keys::EVENTUAL_NAME)
-            {
-                targets.push((item.name.clone(), 0));
-            }
-        }
-        if let Some(best_effort) = repair.best_effort {
-            targets.push((keys::BEST_EFFORT_NAME.to_owned(), best_effort));
-        }
-        let mut actions = Vec::with_capacity(targets.len());
-        for (name, count) in targets {
-            let (condition, version) = match version_of(&name) {
-                Some(v) => ("#version = :expected", v),
-                None => ("attribute_not_exists(#version)", 0),
-            };
-            let mut update = Update::builder()
-                .table_name(&self.counters_table)
-                .set_key(Some(counter_key(scope, &name)))
-                .update_expression("SET #count = :count, #version = :next, #updated_at = :now")
-                .condition_expression(condition)
-                .expression_attribute_names("#count", keys::COUNT)
-                .expression_attribute_names("#version", keys::VERSION)
-                .expression_attribute_names("#updated_at", keys::UPDATED_AT)
-                .expression_attribute_values(":count", n(count))
-                .expression_attribute_values(":next", n(version + 1))
-                .expression_attribute_values(":now", n(now));
-            if version_of(&name).is_some() {
-                update = update.expression_attribute_values(":expected", n(version));
-            }
-            actions.push(
-                TransactWriteItem::builder()
-                    .update(update.build().map_err(build_error)?)
-                    .build(),
-            );
-        }
-        match self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(actions))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(err) => match err.as_service_error() {
-                Some(TransactWriteItemsError::TransactionCanceledException(_)) => Ok(false),
-                _ => match classify(err) {
-                    StoreError::Transient(_) => Ok(false),
-                    other => Err(other),
-                },
-            },
-        }
-    }
-
     /// Counts items by state for every scope with a parallel segmented Scan
     /// (`segments` workers). Not a consistent snapshot: use
-    /// [`Self::audit_scope`] to confirm a scope's findings.
+    /// [`crate::audit::Auditor::audit_scope`] to confirm a scope's findings.
     pub async fn scan_scope_counts(
         &self,
         segments: u32,
@@ -888,10 +709,8 @@ impl DynamoStore {
         #[derive(Deserialize)]
         struct Row {
             scope: String,
-            #[serde(default)]
-            counter_processed: bool,
-            #[serde(default)]
-            deleted: bool,
+            #[serde(flatten)]
+            item: ItemRow,
         }
         let segments = segments.clamp(1, 1_000_000);
         let mut tasks = tokio::task::JoinSet::new();
@@ -906,10 +725,12 @@ impl DynamoStore {
                     .table_name(table)
                     .segment(segment as i32)
                     .total_segments(segments as i32)
-                    .projection_expression("#scope, #cp, #del")
+                    .projection_expression("#scope, #id, #cp, #del, #inc")
                     .expression_attribute_names("#scope", keys::SCOPE)
+                    .expression_attribute_names("#id", keys::ID)
                     .expression_attribute_names("#cp", keys::COUNTER_PROCESSED)
                     .expression_attribute_names("#del", keys::DELETED)
+                    .expression_attribute_names("#inc", keys::INCARNATION)
                     .into_paginator()
                     .send();
                 while let Some(page) = pages.next().await {
@@ -918,10 +739,7 @@ impl DynamoStore {
                     for item in items {
                         let row: Row = serde_dynamo::from_item(item)
                             .map_err(|e| StoreError::Malformed(format!("resource item: {e}")))?;
-                        counts
-                            .entry(row.scope)
-                            .or_default()
-                            .add(row.counter_processed, row.deleted);
+                        counts.entry(row.scope).or_default().add_row(&row.item);
                     }
                 }
                 Ok::<_, StoreError>(counts)

@@ -34,7 +34,7 @@ use super::{ItemWrite, NewResource, ResourceKey, Store, Transaction};
 use crate::EpochMillis;
 use crate::error::{CancelReason, StoreError};
 use crate::ids::Scope;
-use crate::items::{CounterSnapshot, ResourceState};
+use crate::items::{CounterItem, CounterSnapshot, ItemRow, ResourceState};
 use crate::keys;
 use crate::stream::process::Decoded;
 use crate::stream::record::ChangeRecord;
@@ -50,6 +50,14 @@ pub enum Op {
     GetResource,
     MarkDeleted,
     Transact,
+    /// The consistent Query of a scope's counter items.
+    CounterItems,
+    /// One page of the paginated Query of a scope's resource items.
+    ScopeItems,
+    /// An operator's conditional write of counters (a repair).
+    SetCounters,
+    /// Reading a sequence-number range back from the stream (a replay).
+    StreamRange,
 }
 
 /// What an injected fault does to the next call of its operation.
@@ -69,6 +77,10 @@ pub enum Fault {
     /// The write is applied, the answer is lost, and the SDK's own retry
     /// fails the write's condition: the caller sees `ConditionFailed`.
     AppliedThenConditionFailed,
+    /// For [`Op::StreamRange`]: the read stops early and returns only the
+    /// first part of the range, as a reader that gives up after empty
+    /// `GetRecords` pages, or at a shard it takes for closed, does.
+    ShortRead,
 }
 
 /// Seeded faults and transaction latency for simulations.
@@ -81,6 +93,11 @@ pub struct Chaos {
     /// A transaction holds its items for up to this long (uniform) between
     /// prepare and commit; zero commits at once.
     pub transaction_latency: Duration,
+    /// A paginated Query of a scope's items waits up to this long (uniform)
+    /// between two pages, so other writers land in the middle of one read.
+    pub page_latency: Duration,
+    /// Items per page of that Query (at least 1).
+    pub page_size: usize,
 }
 
 /// A resource item: its kit attributes, and its full image (kit attributes
@@ -100,15 +117,33 @@ pub struct Tables {
     /// `(scope, name)` → the counter's `updated_at`: the `now` of its last
     /// write (the store's clock for [`MemoryStore::set_counter`]).
     pub counters_updated_at: BTreeMap<(String, String), EpochMillis>,
+    /// `(scope, name)` → the counter's `version`, bumped by every write.
+    pub counters_version: BTreeMap<(String, String), i64>,
     pub limits: BTreeMap<String, u64>,
 }
 
 impl Tables {
-    /// Adds `delta` to a counter and stamps its `updated_at`.
+    /// Adds `delta` to a counter, bumps its version and stamps its `updated_at`.
     fn add_counter(&mut self, scope: &str, name: &str, delta: i64, now: EpochMillis) {
         let key = (scope.to_owned(), name.to_owned());
         *self.counters.entry(key.clone()).or_default() += delta;
+        *self.counters_version.entry(key.clone()).or_default() += 1;
         self.counters_updated_at.insert(key, now);
+    }
+
+    /// Sets a counter, bumps its version and stamps its `updated_at`.
+    fn set_counter(&mut self, scope: &str, name: &str, count: i64, now: EpochMillis) {
+        let key = (scope.to_owned(), name.to_owned());
+        self.counters.insert(key.clone(), count);
+        *self.counters_version.entry(key.clone()).or_default() += 1;
+        self.counters_updated_at.insert(key, now);
+    }
+}
+
+impl MemResource {
+    /// Whether the kit wrote this item (it carries an incarnation).
+    pub fn is_kits(&self) -> bool {
+        self.image.contains_key(keys::INCARNATION)
     }
 }
 
@@ -377,10 +412,31 @@ impl MemoryStore {
         let mut inner = self.inner.lock().unwrap();
         inner.stamp();
         let now = inner.stream.now;
-        let key = (scope.to_owned(), name.to_owned());
-        inner.tables.counters.insert(key.clone(), count);
-        inner.tables.counters_updated_at.insert(key, now);
+        inner.tables.set_counter(scope, name, count, now);
         inner.check(Op::AddBestEffort);
+    }
+
+    /// Puts an item the kit did not write (no incarnation, no flags), as
+    /// another writer of the table would; its INSERT record is appended.
+    pub fn put_foreign(&self, scope: &str, id: &str, payload: Item) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.stamp();
+        let mut image = payload;
+        image.insert(keys::SCOPE.to_owned(), AttributeValue::S(scope.to_owned()));
+        image.insert(keys::ID.to_owned(), AttributeValue::S(id.to_owned()));
+        let inner = &mut *inner;
+        inner.stream.append(OperationType::Insert, None, Some(&image));
+        inner.tables.resources.insert(
+            (scope.to_owned(), id.to_owned()),
+            MemResource {
+                state: ResourceState {
+                    counter_processed: false,
+                    deleted: false,
+                    incarnation: String::new(),
+                },
+                image,
+            },
+        );
     }
 
     /// A counter's `updated_at` (0 when it was never written).
@@ -432,8 +488,11 @@ impl MemoryStore {
     /// The records from `start` through `end`, both inclusive:
     /// `AT_SEQUENCE_NUMBER` then reading on. [`StoreError::Gone`] when
     /// `start` was trimmed.
+    /// With [`Fault::ShortRead`] drawn for [`Op::StreamRange`], only a
+    /// first part of the range is returned, as a reader that stops early
+    /// does.
     pub fn stream_range(&self, start: &str, end: &str) -> Result<Vec<Record>, StoreError> {
-        let inner = self.inner.lock().unwrap();
+        let mut inner = self.inner.lock().unwrap();
         let first = parse_sequence(start).ok_or_else(|| bad_sequence(start))?;
         let last = parse_sequence(end).ok_or_else(|| bad_sequence(end))?;
         if first < inner.stream.trimmed_below {
@@ -441,13 +500,21 @@ impl MemoryStore {
                 "TrimmedDataAccessException: {start} is beyond the trim horizon"
             )));
         }
-        Ok(inner
+        let mut records: Vec<Record> = inner
             .stream
             .records
             .iter()
             .filter(|e| (first..=last).contains(&e.n))
             .map(|e| e.record.clone())
-            .collect())
+            .collect();
+        if records.len() > 1 && inner.next_fault(Op::StreamRange) == Some(Fault::ShortRead) {
+            let keep = match inner.chaos.as_mut() {
+                Some((_, rng)) => rng.usize(1..records.len()),
+                None => records.len() - 1,
+            };
+            records.truncate(keep);
+        }
+        Ok(records)
     }
 
     /// Every retained record, decoded with the production decoder.
@@ -522,7 +589,8 @@ impl MemoryStore {
                 let _ = write(&mut inner.tables, &mut inner.stream);
                 Err(StoreError::ConditionFailed)
             }
-            None => write(&mut inner.tables, &mut inner.stream),
+            // Only reads of the stream are cut short.
+            Some(Fault::ShortRead) | None => write(&mut inner.tables, &mut inner.stream),
         };
         if !touches.is_empty() {
             inner.check(op);
@@ -531,6 +599,20 @@ impl MemoryStore {
             inner.run_hook(op);
         }
         result
+    }
+
+    /// Items per page of [`Store::scope_items`] and the pause before the
+    /// next page (drawn from the chaos generator; none without chaos).
+    fn page_shape(&self) -> (usize, Duration) {
+        let mut inner = self.inner.lock().unwrap();
+        match inner.chaos.as_mut() {
+            Some((chaos, rng)) => {
+                let size = chaos.page_size.max(1);
+                let max = u64::try_from(chaos.page_latency.as_micros()).unwrap_or(u64::MAX);
+                (size, Duration::from_micros(if max == 0 { 0 } else { rng.u64(0..=max) }))
+            }
+            None => (usize::MAX, Duration::ZERO),
+        }
     }
 
     /// Phase one of a transaction: validation, fault, conflict check, and
@@ -792,6 +874,103 @@ impl Store for MemoryStore {
         }
         self.commit(tx, &holds, fault, id)
     }
+
+    async fn counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
+        self.call(Op::CounterItems, &[], |t, _| {
+            let mut items: Vec<CounterItem> = t
+                .counters
+                .iter()
+                .filter(|((s, _), _)| s == scope.as_str())
+                .map(|(key, count)| CounterItem {
+                    scope: key.0.clone(),
+                    name: key.1.clone(),
+                    count: *count,
+                    version: t.counters_version.get(key).copied().unwrap_or(0),
+                    updated_at: t.counters_updated_at.get(key).copied().unwrap_or(0),
+                    limit: None,
+                })
+                .collect();
+            if let Some(limit) = t.limits.get(scope.as_str()) {
+                items.push(CounterItem {
+                    scope: scope.to_string(),
+                    name: keys::LIMIT_NAME.to_owned(),
+                    count: 0,
+                    version: 0,
+                    updated_at: 0,
+                    limit: Some(*limit),
+                });
+            }
+            Ok(items)
+        })
+    }
+
+    async fn scope_items(&self, scope: &Scope) -> Result<Vec<ItemRow>, StoreError> {
+        let mut rows: Vec<ItemRow> = Vec::new();
+        loop {
+            let (size, pause) = self.page_shape();
+            let after = rows.last().map(|r| r.id.clone());
+            let (page, more) = self.call(Op::ScopeItems, &[], |t, _| {
+                let from = (scope.to_string(), after.clone().unwrap_or_default());
+                let mut page = Vec::new();
+                let mut more = false;
+                for ((s, id), r) in t.resources.range(from..) {
+                    if s != scope.as_str() {
+                        break;
+                    }
+                    if after.as_deref() == Some(id.as_str()) {
+                        continue;
+                    }
+                    if page.len() == size {
+                        more = true;
+                        break;
+                    }
+                    let row: ItemRow = serde_dynamo::from_item(r.image.clone())
+                        .map_err(|e| StoreError::Malformed(format!("resource {s}/{id}: {e}")))?;
+                    page.push(row);
+                }
+                Ok((page, more))
+            })?;
+            rows.extend(page);
+            if !more {
+                return Ok(rows);
+            }
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+        }
+    }
+
+    async fn set_counters(
+        &self,
+        scope: &Scope,
+        read: &[CounterItem],
+        targets: &[(String, i64)],
+        now: EpochMillis,
+    ) -> Result<bool, StoreError> {
+        let locks: Vec<LockKey> = targets
+            .iter()
+            .map(|(name, _)| LockKey::Counter(scope.to_string(), name.clone()))
+            .collect();
+        let outcome = self.call(Op::SetCounters, &locks, |t, _| {
+            for (name, _) in targets {
+                let expected = read.iter().find(|i| i.name == *name).map(|i| i.version);
+                let current = t.counters_version.get(&(scope.to_string(), name.clone())).copied();
+                if expected != current {
+                    return Err(StoreError::ConditionFailed);
+                }
+            }
+            for (name, count) in targets {
+                t.set_counter(scope.as_str(), name, *count, now);
+            }
+            Ok(())
+        });
+        match outcome {
+            Ok(()) => Ok(true),
+            Err(StoreError::ConditionFailed) => Ok(false),
+            Err(err) if err.is_transient() => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -963,6 +1142,7 @@ mod tests {
             seed: 3,
             faults: vec![],
             transaction_latency: Duration::from_millis(10),
+            ..Chaos::default()
         });
         let first = tokio::spawn({
             let store = store.clone();

@@ -15,7 +15,7 @@ use serde_dynamo::Item;
 use crate::EpochMillis;
 use crate::error::StoreError;
 use crate::ids::{ResourceId, Scope};
-use crate::items::{CounterSnapshot, ResourceItem, ResourceState};
+use crate::items::{CounterItem, CounterSnapshot, ItemRow, ResourceItem, ResourceState};
 
 /// The key of one resource item.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -144,6 +144,30 @@ pub trait Store: Send + Sync {
     /// Runs `tx` all-or-nothing.
     fn transact(&self, tx: &Transaction) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Strongly consistent read of every counters-table item of `scope`,
+    /// with their `version` and `updated_at` (what an audit compares).
+    fn counter_items(&self, scope: &Scope) -> impl Future<Output = Result<Vec<CounterItem>, StoreError>> + Send;
+
+    /// Every resource item of `scope`, in sort-key order, read the way a
+    /// paginated strongly consistent Query reads: each item is
+    /// read-committed on its own, so writes of other clients may land
+    /// between the items and pages of one call. Not a snapshot.
+    fn scope_items(&self, scope: &Scope) -> impl Future<Output = Result<Vec<ItemRow>, StoreError>> + Send;
+
+    /// An operator's repair: sets each counter of `targets` (`name`,
+    /// `count`) in one all-or-nothing write, conditioned on every one of
+    /// them still having the `version` it has in `read` (or being absent
+    /// when it is absent there), bumping each version. `Ok(false)`: a
+    /// counter moved since `read` (or was held by a transaction), nothing
+    /// was written.
+    fn set_counters(
+        &self,
+        scope: &Scope,
+        read: &[CounterItem],
+        targets: &[(String, i64)],
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// The cost accounting of the requests this store sent, where it keeps
     /// one ([`dynamo::DynamoStore`] does).
     fn cost_meter(&self) -> Option<&meter::Meter> {
@@ -200,6 +224,24 @@ impl<T: Store> Store for std::sync::Arc<T> {
 
     fn transact(&self, tx: &Transaction) -> impl Future<Output = Result<(), StoreError>> + Send {
         T::transact(self, tx)
+    }
+
+    fn counter_items(&self, scope: &Scope) -> impl Future<Output = Result<Vec<CounterItem>, StoreError>> + Send {
+        T::counter_items(self, scope)
+    }
+
+    fn scope_items(&self, scope: &Scope) -> impl Future<Output = Result<Vec<ItemRow>, StoreError>> + Send {
+        T::scope_items(self, scope)
+    }
+
+    fn set_counters(
+        &self,
+        scope: &Scope,
+        read: &[CounterItem],
+        targets: &[(String, i64)],
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        T::set_counters(self, scope, read, targets, now)
     }
 
     fn cost_meter(&self) -> Option<&meter::Meter> {

@@ -103,19 +103,12 @@ pub fn resolve_delete(
 ) -> DeleteDecision {
     match delete_write(key, incarnation, state) {
         Err(why) => DeleteDecision::AlreadyDone(why),
-        Ok(write) => {
-            let delta = counter_delta(&write);
-            DeleteDecision::Write(Transaction {
-                // Never counted: remove it without touching EC, or EC would end at -1.
-                counter: (delta != 0).then(|| CounterDelta {
-                    scope: key.scope.clone(),
-                    name: shard.counter_name(&key.scope),
-                    delta,
-                }),
-                items: vec![write],
-                now,
-            })
-        }
+        Ok(write) => DeleteDecision::Write(batch_transaction(
+            &key.scope,
+            &shard.counter_name(&key.scope),
+            vec![write],
+            now,
+        )),
     }
 }
 
@@ -229,11 +222,17 @@ pub fn next_chunk(pending: &[Pending], max_items: usize) -> Vec<usize> {
 }
 
 /// One transaction for `writes` (distinct items, at most 100 actions with
-/// the counter): the net delta on the counter item, left out when zero.
+/// the counter): the net delta on the counter item. The counter item is
+/// written even when the delta is zero (one insert counted and one counted
+/// item deleted, or a never-counted item deleted): every write of it bumps
+/// its `version`, and that is how an audit counting the scope's items with
+/// a read-committed Query learns that the set of processed items changed
+/// under its count (DESIGN §5a). A never-counted delete adds nothing to EC,
+/// or EC would end at -1.
 pub fn batch_transaction(scope: &Scope, counter_name: &str, writes: Vec<ItemWrite>, now: EpochMillis) -> Transaction {
     let delta: i64 = writes.iter().map(counter_delta).sum();
     Transaction {
-        counter: (delta != 0).then(|| CounterDelta {
+        counter: Some(CounterDelta {
             scope: scope.clone(),
             name: counter_name.to_owned(),
             delta,
@@ -367,13 +366,14 @@ mod tests {
     }
 
     #[test]
-    fn delete_before_insert_deletes_without_touching_the_counter() {
+    fn delete_before_insert_deletes_without_changing_the_count() {
         let DeleteDecision::Write(tx) =
             resolve_delete(&key(), "i1", Some(&state(false, true, "i1")), ShardChoice::SINGLE, 0)
         else {
             panic!("expected a write");
         };
-        assert_eq!(tx.counter, None);
+        // The counter item is written (its version moves), its count is not.
+        assert_eq!(tx.counter.map(|c| c.delta), Some(0));
         assert!(matches!(tx.items[..], [ItemWrite::DeleteUncounted { .. }]));
     }
 
@@ -557,7 +557,7 @@ mod tests {
     }
 
     #[test]
-    fn the_net_delta_nets_out_counted_deletes_and_leaves_the_counter_out_at_zero() {
+    fn the_net_delta_nets_out_counted_deletes_and_a_zero_delta_still_bumps_the_counter() {
         let scope = Scope::new("acct").unwrap();
         let del = |id: &str, counted| delete_write(&keyed(id), "i", Some(&state(counted, true, "i"))).unwrap();
         let tx = batch_transaction(
@@ -568,9 +568,11 @@ mod tests {
         );
         assert_eq!(tx.counter.as_ref().map(|c| c.delta), Some(1));
         assert_eq!(tx.actions_len(), 5);
+        // A zero net delta still writes the counter item: its version must
+        // move, because the set of processed items did.
         let tx = batch_transaction(&scope, "eventual", vec![mark("a"), del("c", true)], 0);
-        assert_eq!(tx.counter, None, "a zero delta writes no counter item");
-        assert_eq!(tx.actions_len(), 2);
+        assert_eq!(tx.counter.as_ref().map(|c| c.delta), Some(0));
+        assert_eq!(tx.actions_len(), 3);
     }
 
     #[test]

@@ -478,7 +478,7 @@ impl<S: Store> Processor<S> {
                 Step::Finished(RecordOutcome::AlreadyDone)
             }
             DeleteDecision::Write(tx) => {
-                let success = if tx.counter.is_some() {
+                let success = if matches!(tx.items[..], [ItemWrite::DeleteCounted { .. }]) {
                     RecordOutcome::DeletedCounted
                 } else {
                     RecordOutcome::DeletedUncounted

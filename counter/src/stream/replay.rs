@@ -78,6 +78,17 @@ pub enum ReplayError {
         end: String,
         why: String,
     },
+    #[error(
+        "the read of records {start}..={end} of shard {shard} stopped at {read_through} before the range's end; \
+         nothing was processed and the message is retried"
+    )]
+    Incomplete {
+        shard: String,
+        start: String,
+        end: String,
+        /// The last sequence number read.
+        read_through: String,
+    },
     #[error("could not read the stream: {0}")]
     Stream(String),
     #[error("replay stopped at sequence number {sequence_number}: {reason}")]
@@ -163,7 +174,11 @@ pub async fn replay<S: Store>(
 
 /// Processes the records read back for `info` (the part of [`replay`]
 /// after the read, shared with the simulation, which reads an in-memory
-/// stream): a range whose first record is gone is [`ReplayError::LeftTheStream`].
+/// stream): a range whose first record is gone is [`ReplayError::LeftTheStream`];
+/// a read that did not reach the range's end record (a reader that gave up
+/// on empty pages, or a shard taken for closed) is [`ReplayError::Incomplete`]
+/// and processes nothing, so the message is retried rather than deleted with
+/// part of its range never counted.
 pub async fn replay_records<S: Store>(
     processor: &Processor<S>,
     info: &StreamBatchInfo,
@@ -189,6 +204,18 @@ pub async fn replay_records<S: Store>(
             "the first record read is {first:?}, not {}",
             info.start_sequence_number
         )));
+    }
+    let last = records
+        .last()
+        .and_then(|r| r.dynamodb())
+        .and_then(|d| d.sequence_number());
+    if last != Some(info.end_sequence_number.as_str()) {
+        return Err(ReplayError::Incomplete {
+            shard: info.shard_id.clone(),
+            start: info.start_sequence_number.clone(),
+            end: info.end_sequence_number.clone(),
+            read_through: last.unwrap_or_default().to_owned(),
+        });
     }
     // The batch only held records that passed the mapping's filter.
     // Collected before the await so the future stays `Send`.

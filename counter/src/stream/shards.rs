@@ -251,39 +251,36 @@ mod tests {
     use super::*;
     use crate::stream::{Change, ChangeRecord};
 
-    #[tokio::test]
-    async fn a_range_read_follows_empty_pages_and_stops_at_its_end() {
-        use aws_sdk_dynamodbstreams::Client;
-        use aws_sdk_dynamodbstreams::operation::get_records::GetRecordsOutput;
-        use aws_sdk_dynamodbstreams::operation::get_shard_iterator::GetShardIteratorOutput;
-        use aws_smithy_mocks::{MockResponseInterceptor, RuleMode, create_mock_http_client, mock};
+    use aws_sdk_dynamodbstreams::operation::get_records::GetRecordsOutput;
+    use aws_sdk_dynamodbstreams::operation::get_shard_iterator::GetShardIteratorOutput;
+    use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, create_mock_http_client, mock};
 
-        let record = |seq: &str| {
-            Record::builder()
-                .dynamodb(StreamRecord::builder().sequence_number(seq).build())
-                .build()
-        };
-        let iterator = mock!(Client::get_shard_iterator)
-            .then_output(|| GetShardIteratorOutput::builder().shard_iterator("it0").build());
-        let page = |from: &'static str, next: &'static str, seqs: &'static [&'static str]| {
-            mock!(Client::get_records)
-                .match_requests(move |r| r.shard_iterator() == Some(from))
-                .then_output(move || {
-                    GetRecordsOutput::builder()
-                        .set_records(Some(seqs.iter().map(|s| record(s)).collect()))
-                        .next_shard_iterator(next)
-                        .build()
-                })
-        };
-        // Two empty pages, then the range 100..=102 across two pages; the
-        // page after the end is never asked for.
-        let rules = [
-            iterator,
-            page("it0", "it1", &[]),
-            page("it1", "it2", &[]),
-            page("it2", "it3", &["100", "101"]),
-            page("it3", "it4", &["102", "103"]),
-        ];
+    fn record(seq: &str) -> Record {
+        Record::builder()
+            .dynamodb(StreamRecord::builder().sequence_number(seq).build())
+            .build()
+    }
+
+    fn iterator_rule() -> Rule {
+        mock!(Client::get_shard_iterator)
+            .then_output(|| GetShardIteratorOutput::builder().shard_iterator("it0").build())
+    }
+
+    /// A GetRecords page for iterator `from`, with `next` as the next
+    /// iterator (`None`: the shard is closed and read to its end).
+    fn page(from: &'static str, next: Option<&'static str>, seqs: &'static [&'static str]) -> Rule {
+        mock!(Client::get_records)
+            .match_requests(move |r| r.shard_iterator() == Some(from))
+            .then_output(move || {
+                GetRecordsOutput::builder()
+                    .set_records(Some(seqs.iter().map(|s| record(s)).collect()))
+                    .set_next_shard_iterator(next.map(str::to_owned))
+                    .build()
+            })
+    }
+
+    /// A reader whose Streams client answers `rules` in order.
+    fn reader(rules: &[Rule]) -> ShardReader {
         let interceptor = rules.iter().fold(
             MockResponseInterceptor::new().rule_mode(RuleMode::Sequential),
             |interceptor, rule| interceptor.with_rule(rule),
@@ -296,15 +293,81 @@ mod tests {
                 .interceptor(interceptor)
                 .build(),
         );
-        let reader = ShardReader::new(client, "arn:stream");
-        let records = reader.read_range("shard-1", "100", "102").await.unwrap();
-        let seqs: Vec<&str> = records
+        ShardReader::new(client, "arn:stream")
+    }
+
+    fn seqs(records: &[Record]) -> Vec<&str> {
+        records
             .iter()
             .filter_map(|r| r.dynamodb().and_then(|d| d.sequence_number()))
-            .collect();
-        assert_eq!(seqs, ["100", "101", "102"]);
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_range_read_follows_empty_pages_and_stops_at_its_end() {
+        // Two empty pages, then the range 100..=102 across two pages; the
+        // page after the end is never asked for.
+        let rules = [
+            iterator_rule(),
+            page("it0", Some("it1"), &[]),
+            page("it1", Some("it2"), &[]),
+            page("it2", Some("it3"), &["100", "101"]),
+            page("it3", Some("it4"), &["102", "103"]),
+        ];
+        let records = reader(&rules).read_range("shard-1", "100", "102").await.unwrap();
+        assert_eq!(seqs(&records), ["100", "101", "102"]);
         assert_eq!(rules[4].num_calls(), 1);
     }
+
+    /// A replay over a read that stopped short of its range's end.
+    async fn replay_of(rules: &[Rule]) -> Result<crate::stream::BatchReport, crate::stream::replay::ReplayError> {
+        let store = crate::store::memory::MemoryStore::new();
+        let processor = crate::stream::Processor::new(store);
+        let info = crate::stream::replay::StreamBatchInfo {
+            shard_id: "shard-1".into(),
+            start_sequence_number: "100".into(),
+            end_sequence_number: "102".into(),
+            approximate_arrival_of_first_record: String::new(),
+            approximate_arrival_of_last_record: String::new(),
+            batch_size: 3,
+            stream_arn: "arn:stream".into(),
+        };
+        let records = reader(rules).read_range("shard-1", "100", "102").await;
+        crate::stream::replay::replay_records(&processor, &info, records, 0).await
+    }
+
+    #[tokio::test]
+    async fn a_replay_that_did_not_read_through_its_range_is_a_retryable_failure() {
+        use crate::stream::replay::ReplayError;
+        // The shard looks closed after 101 (no next iterator).
+        let closed = [iterator_rule(), page("it0", None, &["100", "101"])];
+        let err = replay_of(&closed).await.unwrap_err();
+        assert!(
+            matches!(&err, ReplayError::Incomplete { read_through, end, .. } if read_through == "101" && end == "102"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("before the range's end"), "{err}");
+        // The reader gives up after MAX_EMPTY_PAGES empty pages in a row.
+        let mut empty = vec![iterator_rule(), page("it0", Some("e0"), &["100"])];
+        let names: Vec<&'static str> = (0..=MAX_EMPTY_PAGES)
+            .map(|n| &*Box::leak(format!("e{n}").into_boxed_str()))
+            .collect();
+        for pair in names.windows(2) {
+            empty.push(page(pair[0], Some(pair[1]), &[]));
+        }
+        let err = replay_of(&empty).await.unwrap_err();
+        assert!(
+            matches!(&err, ReplayError::Incomplete { read_through, .. } if read_through == "100"),
+            "{err}"
+        );
+        // A range whose first record is gone stays LeftTheStream.
+        let trimmed = [iterator_rule(), page("it0", None, &["101", "102"])];
+        assert!(matches!(
+            replay_of(&trimmed).await,
+            Err(ReplayError::LeftTheStream { .. })
+        ));
+    }
+
     use aws_sdk_dynamodbstreams::types::{AttributeValue as Av, OperationType, StreamRecord, StreamViewType};
     use std::collections::HashMap;
 

@@ -312,100 +312,26 @@ fn caller_arn(request: &Request) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-
-    use hybrid_counter::error::StoreError;
-    use hybrid_counter::items::{CounterSnapshot, ResourceState};
-    use hybrid_counter::store::{NewResource, ResourceKey, Transaction};
+    use hybrid_counter::store::memory::{Chaos, Fault, MemoryStore, Op};
     use serde_json::Value;
 
     use super::*;
 
     const NOW: EpochMillis = 1_790_000_000_000;
 
-    /// The request path's share of a store, in memory; `down` makes every
-    /// call fail the way an exhausted DynamoDB call would.
-    #[derive(Default)]
-    struct MemoryStore {
-        resources: Mutex<HashMap<(String, String), (ResourceState, Item)>>,
-        best_effort: Mutex<HashMap<String, i64>>,
-        down: Option<StoreError>,
-    }
-
-    impl MemoryStore {
-        fn check(&self) -> Result<(), StoreError> {
-            self.down.clone().map_or(Ok(()), Err)
+    /// The owner's payload of an item as the table holds it (its image
+    /// without the kit's attributes).
+    fn payload(store: &MemoryStore, scope: &str, id: &str) -> Option<Item> {
+        let mut image = store
+            .tables()
+            .resources
+            .get(&(scope.to_owned(), id.to_owned()))?
+            .image
+            .clone();
+        for name in hybrid_counter::keys::RESERVED_RESOURCE_ATTRIBUTES {
+            image.remove(name);
         }
-
-        fn payload(&self, scope: &str, id: &str) -> Option<Item> {
-            let resources = self.resources.lock().unwrap();
-            resources
-                .get(&(scope.to_owned(), id.to_owned()))
-                .map(|(_, p)| p.clone())
-        }
-    }
-
-    fn key_of(key: &ResourceKey) -> (String, String) {
-        (key.scope.to_string(), key.id.to_string())
-    }
-
-    impl Store for MemoryStore {
-        async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
-            self.check()?;
-            Ok(CounterSnapshot {
-                best_effort: self
-                    .best_effort
-                    .lock()
-                    .unwrap()
-                    .get(scope.as_str())
-                    .copied()
-                    .unwrap_or(0),
-                ..CounterSnapshot::default()
-            })
-        }
-        async fn put_resource(&self, resource: &NewResource) -> Result<(), StoreError> {
-            self.check()?;
-            let key = (resource.item.scope.to_string(), resource.item.id.to_string());
-            let mut resources = self.resources.lock().unwrap();
-            if resources.contains_key(&key) {
-                return Err(StoreError::ConditionFailed);
-            }
-            resources.insert(key, (resource.item.clone().into(), resource.payload.clone()));
-            Ok(())
-        }
-        async fn add_best_effort(&self, scope: &Scope, delta: i64, _: EpochMillis) -> Result<(), StoreError> {
-            self.check()?;
-            *self.best_effort.lock().unwrap().entry(scope.to_string()).or_default() += delta;
-            Ok(())
-        }
-        async fn reserve_best_effort(&self, scope: &Scope, limit: u64, _: EpochMillis) -> Result<(), StoreError> {
-            self.check()?;
-            let mut best_effort = self.best_effort.lock().unwrap();
-            let count = best_effort.entry(scope.to_string()).or_default();
-            if u64::try_from(*count).is_ok_and(|n| n >= limit) {
-                return Err(StoreError::ConditionFailed);
-            }
-            *count += 1;
-            Ok(())
-        }
-        async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
-            self.check()?;
-            Ok(self.resources.lock().unwrap().get(&key_of(key)).map(|(s, _)| s.clone()))
-        }
-        async fn mark_deleted(&self, key: &ResourceKey, _: EpochMillis) -> Result<(), StoreError> {
-            self.check()?;
-            match self.resources.lock().unwrap().get_mut(&key_of(key)) {
-                Some((state, _)) if !state.deleted => {
-                    state.deleted = true;
-                    Ok(())
-                }
-                _ => Err(StoreError::ConditionFailed),
-            }
-        }
-        async fn transact(&self, _: &Transaction) -> Result<(), StoreError> {
-            unreachable!("the request path never runs a transaction")
-        }
+        Some(image)
     }
 
     fn counter(limit: u64) -> Counter<MemoryStore> {
@@ -563,7 +489,7 @@ mod tests {
             let message = body["message"].as_str().unwrap();
             assert!(message.starts_with(reason), "{path}: {message}");
         }
-        assert!(c.store().resources.lock().unwrap().is_empty(), "nothing may be written");
+        assert!(c.store().tables().resources.is_empty(), "nothing may be written");
     }
 
     #[test]
@@ -596,7 +522,7 @@ mod tests {
         assert_eq!(body["id"], "w/1");
         assert_eq!(body["best_effort_counted"], true);
         assert!(!body["incarnation"].as_str().unwrap().is_empty());
-        let payload = c.store().payload("acct 1", "w/1").unwrap();
+        let payload = payload(c.store(), "acct 1", "w/1").unwrap();
         let expected: Item =
             serde_dynamo::to_item(json!({"color":"blue","size":3,"tags":["a"],"meta":{"x":null}})).unwrap();
         assert_eq!(payload, expected);
@@ -608,7 +534,7 @@ mod tests {
         for (n, body) in ["", "  \n", "{}"].into_iter().enumerate() {
             let (status, _) = call(&c, "POST", &format!("/scopes/acct/items/w{n}"), body).await;
             assert_eq!(status, StatusCode::CREATED, "{body:?}");
-            assert!(c.store().payload("acct", &format!("w{n}")).unwrap().is_empty());
+            assert!(payload(c.store(), "acct", &format!("w{n}")).unwrap().is_empty());
         }
     }
 
@@ -650,8 +576,8 @@ mod tests {
             let message = json["message"].as_str().unwrap();
             assert!(message.starts_with(reason), "{body}: {message}");
         }
-        assert!(c.store().resources.lock().unwrap().is_empty());
-        assert!(c.store().best_effort.lock().unwrap().is_empty());
+        assert!(c.store().tables().resources.is_empty());
+        assert!(c.store().tables().counters.is_empty());
     }
 
     #[tokio::test]
@@ -722,7 +648,7 @@ mod tests {
         // A bad payload is refused before any slot is reserved.
         let (status, _) = call(&c, "POST", "/scopes/acct/items/a", r#"{"deleted":true}"#).await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
-        assert!(c.store().best_effort.lock().unwrap().is_empty());
+        assert!(c.store().tables().counters.is_empty());
         assert_eq!(
             call(&c, "POST", "/scopes/acct/items/a", "").await.0,
             StatusCode::CREATED
@@ -752,12 +678,15 @@ mod tests {
 
     #[tokio::test]
     async fn an_unavailable_store_is_503_with_retry_after_and_no_detail() {
-        let store = MemoryStore {
-            down: Some(StoreError::Unavailable(
-                "TransactionCanceledException: Transaction cancelled, reasons [TransactionConflict]".into(),
-            )),
-            ..MemoryStore::default()
-        };
+        // Every call fails the way an exhausted DynamoDB call would.
+        let store = MemoryStore::new();
+        store.set_chaos(Chaos {
+            faults: [Op::ReadCounters, Op::GetResource, Op::PutResource, Op::AddBestEffort]
+                .into_iter()
+                .map(|op| (op, Fault::Unavailable, 1000))
+                .collect(),
+            ..Chaos::default()
+        });
         let c = Counter::new(store, 5);
         for (method, path) in [
             ("POST", "/scopes/acct/items/w"),
@@ -768,7 +697,7 @@ mod tests {
             assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE, "{method}");
             assert_eq!(response.headers()[header::RETRY_AFTER], "1");
             let text = std::str::from_utf8(response.body()).unwrap();
-            assert!(!text.contains("Transaction"), "{text}");
+            assert!(!text.contains("injected"), "the store's error stays in the log: {text}");
             let json: Value = serde_json::from_str(text).unwrap();
             assert_eq!(json, json!({"error": "Unavailable", "message": UNAVAILABLE_MESSAGE}));
         }
@@ -799,10 +728,7 @@ mod tests {
         let c = counter(5);
         let response = handle(&c, request, NOW).await;
         assert_eq!(response.status(), StatusCode::CREATED);
-        let payload = c
-            .store()
-            .payload("acct 42", "widget/1")
-            .expect("stored under the decoded key");
+        let payload = payload(c.store(), "acct 42", "widget/1").expect("stored under the decoded key");
         assert_eq!(
             payload,
             serde_dynamo::to_item(json!({"color": "blue", "size": 3})).unwrap()

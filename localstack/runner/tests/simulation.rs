@@ -47,14 +47,14 @@ use esm_runner::Invocation;
 use esm_runner::batch::{
     SqsVerdict, StreamVerdict, expired_prefix, may_retry, next_window, sqs_verdict, stream_verdict,
 };
-use hybrid_counter::audit::{RESERVATION_GRACE_MS, ScopeCounts, findings_for, plan_repair_at};
+use hybrid_counter::audit::{Auditor, Finding, RepairMode, ScopeCounts, pending_changes};
 use hybrid_counter::backoff::Backoff;
 use hybrid_counter::error::Error;
 use hybrid_counter::store::ResourceKey;
 use hybrid_counter::store::memory::{Chaos, Fault, MemoryStore, Op, STREAM_SHARD_ID, Tables};
 use hybrid_counter::stream::replay::{OnFailureRecord, replay_records};
 use hybrid_counter::stream::shards::to_lambda_record;
-use hybrid_counter::stream::{Change, ChangeRecord, Mode, Processor, filter};
+use hybrid_counter::stream::{Change, Mode, Processor, filter};
 use hybrid_counter::{Admission, Counter, ResourceId, Scope, keys};
 use serde_json::{Value, json};
 
@@ -64,6 +64,10 @@ const FUNCTION_ARN: &str = "arn:aws:lambda:us-east-1:000000000000:function:strea
 const EPOCH_MS: i64 = 1_700_000_000_000;
 const DEFAULT_SCHEDULES: u64 = 10_000;
 const DEFAULT_BASE_SEED: u64 = 0x5EED_0000;
+/// The audit's grace period in the simulation: its requests take at most a
+/// few hundred simulated milliseconds (checked: see `Sim::took`), as the
+/// deployed API's take at most its 10 s timeout against the kit's 60 s.
+const SIM_GRACE_MS: i64 = 500;
 
 /// SplitMix64: small, seedable, and the same on every platform.
 #[derive(Debug, Clone)]
@@ -124,6 +128,16 @@ struct Params {
     processor_attempts: u32,
     crash_per_mille: u32,
     duplicate_per_mille: u32,
+    /// Items per page of the audit's paginated Query, and the longest pause
+    /// between two pages (writes land in the middle of one count).
+    page_size: usize,
+    page_latency: Duration,
+    /// Pause between two runs of `audit --repair` during the load.
+    audit_every: (u64, u64),
+    /// The audits during the load also sweep pending items.
+    sweep_during_load: bool,
+    /// Scope 0 holds an item the kit did not write.
+    foreign_item: bool,
 }
 
 impl Params {
@@ -170,6 +184,22 @@ impl Params {
         let mut rd = Rng::new(seed, 6);
         let mode = if rd.chance(250) { Mode::PerRecord } else { Mode::Batched };
         let eventual_shards = [1, 1, 2, 4][rd.range(0, 3) as usize];
+        // The operator's side (audit reads and repair writes, replay reads),
+        // from a stream of its own as well.
+        let mut ra = Rng::new(seed, 7);
+        for op in [Op::CounterItems, Op::ScopeItems] {
+            store_faults.push((op, Fault::Unavailable, ra.range(0, u64::from(level) / 2) as u32));
+            store_faults.push((op, Fault::Throttled, ra.range(0, u64::from(level) / 2) as u32));
+        }
+        for fault in [Fault::AppliedThenUnavailable, Fault::Unavailable, Fault::Conflict] {
+            store_faults.push((Op::SetCounters, fault, ra.range(0, u64::from(level)) as u32));
+        }
+        store_faults.push((Op::StreamRange, Fault::ShortRead, ra.range(0, 500) as u32));
+        let page_size = ra.range(1, 3) as usize;
+        let page_latency = Duration::from_millis(ra.range(0, 40));
+        let audit_every = (ra.range(20, 200), ra.range(200, 600));
+        let sweep_during_load = ra.chance(500);
+        let foreign_item = ra.chance(250);
         Params {
             admission,
             mode,
@@ -190,6 +220,11 @@ impl Params {
             processor_attempts: r.range(1, 4) as u32,
             crash_per_mille: rate(&mut r) * 2,
             duplicate_per_mille: rate(&mut r) * 2,
+            page_size,
+            page_latency,
+            audit_every,
+            sweep_during_load,
+            foreign_item,
         }
     }
 }
@@ -231,6 +266,18 @@ struct Stats {
     repair_left_ec_off: u64,
     first_repair_gap_seed: Option<u64>,
     swept_items: u64,
+    /// `audit --repair` runs (per scope) while clients and stream were busy.
+    audits_during_load: u64,
+    /// Of those: repairs written, repairs (or parts) held back, audits that
+    /// failed on a store error (reported, nothing written).
+    repairs_during_load: u64,
+    repairs_held_back_during_load: u64,
+    audit_errors_during_load: u64,
+    /// Pending items the audits during the load swept.
+    swept_during_load: u64,
+    /// The longest request of any client, in simulated milliseconds (must
+    /// stay below the audit's grace period).
+    longest_request_ms: u64,
 }
 
 impl Stats {
@@ -269,8 +316,14 @@ impl Stats {
             records_expired,
             lost_under_mapping,
             repair_left_ec_off,
-            swept_items
+            swept_items,
+            audits_during_load,
+            repairs_during_load,
+            repairs_held_back_during_load,
+            audit_errors_during_load,
+            swept_during_load
         );
+        self.longest_request_ms = self.longest_request_ms.max(other.longest_request_ms);
         self.first_repair_gap_seed = self.first_repair_gap_seed.or(other.first_repair_gap_seed);
     }
 }
@@ -351,11 +404,13 @@ impl Sim {
             tokio::time::sleep(r.millis(0, 300)).await;
             let scope = self.scope(r.range(0, self.p.scopes - 1));
             let id = ResourceId::new(format!("w{}", r.range(0, self.p.ids - 1))).unwrap();
+            let started = tokio::time::Instant::now();
             if r.chance(650) {
                 let outcome = self
                     .counter
                     .create(&scope, &id, Default::default(), self.now_ms())
                     .await;
+                self.took(started)?;
                 self.log(|| {
                     format!(
                         "client{n} create {scope}/{id}: {:?}",
@@ -388,6 +443,7 @@ impl Sim {
                 }
             } else {
                 let outcome = self.counter.delete(&scope, &id, self.now_ms()).await;
+                self.took(started)?;
                 self.log(|| format!("client{n} delete {scope}/{id}: {outcome:?}"));
                 match outcome {
                     Ok(()) => self.bump(|s| s.deletes_ok += 1),
@@ -399,6 +455,61 @@ impl Sim {
         }
         self.clients_done.set(self.clients_done.get() + 1);
         Ok(())
+    }
+
+    /// Records how long a request took; one longer than the audit's grace
+    /// period would break the premise of every held-back repair (the
+    /// simulation's API timeout).
+    fn took(&self, started: tokio::time::Instant) -> Result<(), String> {
+        let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.bump(|s| s.longest_request_ms = s.longest_request_ms.max(ms));
+        if ms >= SIM_GRACE_MS as u64 {
+            return Err(format!(
+                "a request took {ms} ms, longer than the audit's grace period of {SIM_GRACE_MS} ms"
+            ));
+        }
+        Ok(())
+    }
+
+    // ---- the operator's audit --repair, during the load ----------------------
+
+    fn auditor(&self) -> Auditor<'_, Arc<MemoryStore>> {
+        Auditor::new(&self.store, self.p.admission).with_grace(SIM_GRACE_MS)
+    }
+
+    /// `counterctl audit --repair` over every scope, again and again while
+    /// the clients run: the real engine, with the sweep where the schedule
+    /// says so.
+    async fn operator_audits(&self) {
+        let mut r = Rng::new(self.seed, 600);
+        let (lo, hi) = self.p.audit_every;
+        while !self.done() {
+            tokio::time::sleep(r.millis(lo, hi)).await;
+            for n in 0..self.p.scopes {
+                let scope = self.scope(n);
+                let outcome = self
+                    .auditor()
+                    .audit_scope(&scope, RepairMode::Apply, self.now_ms())
+                    .await;
+                self.log(|| format!("audit --repair {scope}: {outcome:?}"));
+                match outcome {
+                    Ok(audit) => self.bump(|s| {
+                        s.audits_during_load += 1;
+                        s.repairs_during_load += u64::from(audit.repaired);
+                        s.repairs_held_back_during_load += u64::from(audit.held_back());
+                    }),
+                    Err(_) => self.bump(|s| s.audit_errors_during_load += 1),
+                }
+                if self.p.sweep_during_load
+                    && let Ok(changes) = pending_changes(&self.store, &scope).await
+                {
+                    let swept = changes.len() as u64;
+                    let report = self.processor.process(changes.into_iter().map(Ok), self.now_ms()).await;
+                    self.log(|| format!("sweep {scope}: {swept} pending -> {:?}", report.failure_reason));
+                    self.bump(|s| s.swept_during_load += swept);
+                }
+            }
+        }
     }
 
     // ---- the stream event source mapping ------------------------------------
@@ -764,7 +875,7 @@ impl Sim {
             .filter_map(|d| d.ok().map(|c| c.change))
             .collect();
         let mut pending = Vec::new();
-        for ((scope, id), res) in &tables.resources {
+        for ((scope, id), res) in tables.resources.iter().filter(|(_, r)| r.is_kits()) {
             let key = ResourceKey {
                 scope: Scope::new(scope.clone()).unwrap(),
                 id: ResourceId::new(id.clone()).unwrap(),
@@ -807,49 +918,53 @@ impl Sim {
         Ok(())
     }
 
-    /// Audit repair for the expired ranges. The kit's repair sets EC to
-    /// the processed count and BE to the live count; items whose records
-    /// expired stay pending, so EC can still differ from live (a soft
-    /// delete lost with its record keeps EC one above live, and audit sees
-    /// no drift). A sweep that runs each pending item through the
-    /// processor as if its record had arrived closes that gap.
+    /// `audit --repair` after the drain, for the expired ranges: the kit's
+    /// engine sets EC to the processed count and BE to the live count;
+    /// items whose records expired stay pending, so EC can still differ
+    /// from live (a soft delete lost with its record keeps EC one above
+    /// live, and audit sees no drift). The sweep runs each pending item
+    /// through the processor as if its record had arrived and closes that
+    /// gap. A repair held back (a request-path write younger than the grace
+    /// period) is written by the operator's next run, after the grace.
     async fn repair(&self) -> Result<(), String> {
         let mut gap = false;
         for n in 0..self.p.scopes {
             let scope = self.scope(n);
-            let tables = self.store.tables();
-            let (be, ec) = counters(&tables, scope.as_str());
-            let counts = scope_counts(&tables, scope.as_str());
-            let found = findings_for(self.p.admission, &counts, be, ec);
-            let written = self.store.counter_updated_at(scope.as_str(), keys::BEST_EFFORT_NAME);
-            let mut plan = plan_repair_at(&counts, &found, written, self.now_ms());
-            if let Some(why) = &plan.held_back {
-                // A strict BE written within the grace period: the audit
-                // leaves it alone; the operator's next run, later, lowers it.
-                self.log(|| format!("repair of {scope} held back: {why}"));
+            let mut audit = self
+                .auditor()
+                .audit_scope(&scope, RepairMode::Apply, self.now_ms())
+                .await
+                .map_err(|e| format!("audit of {scope} failed after the drain: {e}"))?;
+            if audit.held_back() {
+                self.log(|| format!("repair of {scope} held back: {:?}", audit.not_repaired));
                 self.bump(|s| s.strict_repairs_held_back += 1);
-                tokio::time::sleep(Duration::from_millis(RESERVATION_GRACE_MS as u64)).await;
-                plan = plan_repair_at(&counts, &found, written, self.now_ms());
-                if plan.held_back.is_some() {
+                tokio::time::sleep(Duration::from_millis(SIM_GRACE_MS as u64)).await;
+                audit = self
+                    .auditor()
+                    .audit_scope(&scope, RepairMode::Apply, self.now_ms())
+                    .await
+                    .map_err(|e| format!("audit of {scope} failed after the drain: {e}"))?;
+                if audit.held_back() {
                     return Err(format!(
-                        "the repair of {scope} is still held back after the grace period"
+                        "the repair of {scope} is still not written after the grace period: {:?}",
+                        audit.not_repaired
                     ));
                 }
             }
-            let repair = plan.repair;
-            if let Some(ec) = repair.eventual {
+            if let Some(Finding::EventualMismatch { eventual, processed }) = audit
+                .findings
+                .iter()
+                .find(|f| matches!(f, Finding::EventualMismatch { .. }))
+            {
                 return Err(format!(
-                    "audit found EC {ec} != processed in {scope}: the invariant broke"
+                    "audit found EC {eventual} != processed {processed} in {scope}: the invariant broke"
                 ));
             }
-            if let Some(be) = repair.best_effort {
-                self.store.set_counter(scope.as_str(), keys::BEST_EFFORT_NAME, be);
-            }
             let (be, ec) = counters(&self.store.tables(), scope.as_str());
-            if be != counts.live as i64 {
-                return Err(format!("after repair BE {be} != live {} in {scope}", counts.live));
+            if be != audit.counts.live as i64 {
+                return Err(format!("after repair BE {be} != live {} in {scope}", audit.counts.live));
             }
-            gap |= ec != counts.live as i64;
+            gap |= ec != audit.counts.live as i64;
         }
         if gap {
             self.bump(|s| {
@@ -858,32 +973,18 @@ impl Sim {
             });
         }
         // The sweep.
-        let tables = self.store.tables();
-        let mut sweep = Vec::new();
-        for ((scope, id), res) in &tables.resources {
-            let key = ResourceKey {
-                scope: Scope::new(scope.clone()).unwrap(),
-                id: ResourceId::new(id.clone()).unwrap(),
-            };
-            let incarnation = res.state.incarnation.clone();
-            let change = if res.state.deleted {
-                Change::SoftDelete { key, incarnation }
-            } else if !res.state.counter_processed {
-                Change::Insert { key, incarnation }
-            } else {
-                continue;
-            };
-            sweep.push(Ok(ChangeRecord {
-                sequence_number: format!("sweep-{}", sweep.len()),
-                change,
-            }));
+        for n in 0..self.p.scopes {
+            let scope = self.scope(n);
+            let sweep = pending_changes(&self.store, &scope)
+                .await
+                .map_err(|e| format!("reading the pending items of {scope}: {e}"))?;
+            let swept = sweep.len() as u64;
+            let report = self.processor.process(sweep.into_iter().map(Ok), self.now_ms()).await;
+            if let Some(reason) = report.failure_reason {
+                return Err(format!("the repair sweep failed: {reason}"));
+            }
+            self.bump(|s| s.swept_items += swept);
         }
-        let swept = sweep.len() as u64;
-        let report = self.processor.process(sweep, self.now_ms()).await;
-        if let Some(reason) = report.failure_reason {
-            return Err(format!("the repair sweep failed: {reason}"));
-        }
-        self.bump(|s| s.swept_items += swept);
         let tables = self.store.tables();
         for n in 0..self.p.scopes {
             let scope = self.scope(n);
@@ -925,7 +1026,7 @@ fn created_at(record: &Record) -> Option<SystemTime> {
 fn scope_counts(tables: &Tables, scope: &str) -> ScopeCounts {
     let mut counts = ScopeCounts::default();
     for ((s, _), r) in &tables.resources {
-        if s == scope {
+        if s == scope && r.is_kits() {
             counts.add(r.state.counter_processed, r.state.deleted);
         }
     }
@@ -1010,7 +1111,12 @@ fn run_with(seed: u64, p: Params, traced: bool) -> (Result<(), String>, Stats, V
             seed: Rng::new(seed, 2).next(),
             faults: p.store_faults.clone(),
             transaction_latency: p.transaction_latency,
+            page_latency: p.page_latency,
+            page_size: p.page_size,
         });
+        if p.foreign_item {
+            store.put_foreign("acct0", "not-the-kits", Default::default());
+        }
         let sim = Sim {
             seed,
             counter: Counter::new(store.clone(), p.limit)
@@ -1043,7 +1149,8 @@ fn run_with(seed: u64, p: Params, traced: bool) -> (Result<(), String>, Stats, V
             sim.client(2),
             sim.mapping(),
             sim.reprocessor(),
-            sim.operator()
+            sim.operator(),
+            sim.operator_audits()
         );
         let mut result = a.and(b).and(c);
         if result.is_ok() {
@@ -1108,6 +1215,9 @@ fn simpler(p: &Params) -> Vec<Params> {
     variant(&|q| q.max_record_age = None);
     variant(&|q| q.bisect = false);
     variant(&|q| q.transaction_latency = Duration::ZERO);
+    variant(&|q| q.page_latency = Duration::ZERO);
+    variant(&|q| q.sweep_during_load = false);
+    variant(&|q| q.foreign_item = false);
     out
 }
 
@@ -1189,6 +1299,16 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         total.per_record_schedules,
         total.schedules - total.per_record_schedules,
         total.sharded_schedules
+    );
+    println!(
+        "simulation audits under load: {} audit --repair runs, {} repairs written, {} held back, {} failed on a store \
+         error; {} items swept under load; longest request {} ms (grace {SIM_GRACE_MS} ms)",
+        total.audits_during_load,
+        total.repairs_during_load,
+        total.repairs_held_back_during_load,
+        total.audit_errors_during_load,
+        total.swept_during_load,
+        total.longest_request_ms
     );
     assert_eq!(total.strict_overshoots, 0, "strict admission overshot the limit");
     if schedules >= 2 {

@@ -24,8 +24,7 @@ use std::fmt;
 
 use hybrid_counter::Admission;
 use hybrid_counter::DynamoStore;
-use hybrid_counter::audit::{Finding, ScopeCounts, findings_for};
-use hybrid_counter::store::dynamo::{RepairMode, ScopeAudit};
+use hybrid_counter::audit::{Auditor, Finding, RepairMode, ScopeAudit, ScopeCounts, findings_for};
 use serde::Serialize;
 
 use super::{Context, Location, counter_config};
@@ -83,6 +82,7 @@ fn mode_name(mode: RepairMode) -> &'static str {
 pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditReport> {
     let config = counter_config(ctx).await?;
     let store = DynamoStore::new(ctx.clients.dynamodb.clone(), &config);
+    let auditor = Auditor::new(&store, config.admission).with_attempts(options.attempts);
     let now = hybrid_counter::now_millis();
     let store_error = |action: &'static str| {
         move |e: hybrid_counter::error::StoreError| Error::Aws {
@@ -106,8 +106,7 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
     let mut pending: Vec<(String, u64)> = Vec::new();
     let suspects: Vec<String> = match &options.scope {
         Some(scope) => {
-            let counts = store
-                .count_scope(scope)
+            let counts = hybrid_counter::audit::count_scope(&store, scope)
                 .await
                 .map_err(store_error("counting a scope"))?;
             pending.push((scope.to_string(), counts.pending_create + counts.pending_delete));
@@ -158,8 +157,7 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
                 let Ok(scope) = hybrid_counter::Scope::new(scope.clone()) else {
                     continue;
                 };
-                let changes = store
-                    .pending_changes(&scope)
+                let changes = hybrid_counter::audit::pending_changes(&store, &scope)
                     .await
                     .map_err(store_error("reading pending items"))?;
                 let done = processor.process(changes.into_iter().map(Ok), now).await;
@@ -178,8 +176,8 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
             action: "reading a scope",
             message: format!("the table holds an invalid scope {scope:?}: {e}"),
         })?;
-        let audit = store
-            .audit_scope(&scope, options.mode, options.attempts, now)
+        let audit = auditor
+            .audit_scope(&scope, options.mode, now)
             .await
             .map_err(store_error("auditing a scope"))?;
         if options.scope.is_some() {

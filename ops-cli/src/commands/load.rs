@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use hybrid_counter::store::dynamo::{RepairMode, ScopeAudit};
+use hybrid_counter::audit::{RepairMode, ScopeAudit};
 use hybrid_counter::{Counter, DynamoStore, ResourceId, Scope};
 use serde::Serialize;
 
@@ -189,6 +189,7 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
     let config = counter_config(ctx).await?;
     let default_limit = config.default_limit.unwrap_or(u64::MAX);
     let store = DynamoStore::new(ctx.clients.dynamodb.clone(), &config);
+    let auditor = hybrid_counter::audit::Auditor::new(&store, config.admission).with_attempts(5);
     let store_error = |action: &'static str| {
         move |e: hybrid_counter::error::StoreError| Error::Aws {
             action,
@@ -274,8 +275,7 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
             ));
             let mut pending = 0;
             for scope in scopes.iter() {
-                let c = store
-                    .count_scope(scope)
+                let c = hybrid_counter::audit::count_scope(&store, scope)
                     .await
                     .map_err(store_error("counting a scope"))?;
                 pending += c.pending_create + c.pending_delete;
@@ -291,8 +291,8 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
     let mut audit = Vec::new();
     let mut drift = false;
     for scope in scopes.iter() {
-        let check = store
-            .audit_scope(scope, RepairMode::None, 5, hybrid_counter::now_millis())
+        let check = auditor
+            .audit_scope(scope, RepairMode::None, hybrid_counter::now_millis())
             .await
             .map_err(store_error("auditing a scope"))?;
         let limit = options.limit.unwrap_or(default_limit);

@@ -4,7 +4,7 @@
 use e2e::Kit;
 use hybrid_counter::Store;
 use hybrid_counter::audit::Finding;
-use hybrid_counter::store::dynamo::RepairMode;
+use hybrid_counter::audit::RepairMode;
 use serde_dynamo::Item;
 
 use crate::{NOW, id, scope};
@@ -28,9 +28,7 @@ async fn populated(items: usize, deletes: usize) -> Kit {
 #[tokio::test]
 async fn a_drained_scope_audits_clean() {
     let kit = populated(10, 3).await;
-    let audit = kit
-        .store
-        .audit_scope(&scope("acct"), RepairMode::Apply, 3, NOW)
+    let audit = e2e::audit(&kit.store, &scope("acct"), RepairMode::Apply, 3, NOW)
         .await
         .unwrap();
     assert!(audit.findings.is_empty(), "{audit:?}");
@@ -43,7 +41,7 @@ async fn a_lost_best_effort_update_is_found_and_raised_to_live_never_above() {
     let kit = populated(6, 0).await;
     let s = scope("acct");
     kit.store.add_best_effort(&s, -2, NOW).await.unwrap();
-    let dry = kit.store.audit_scope(&s, RepairMode::DryRun, 3, NOW).await.unwrap();
+    let dry = e2e::audit(&kit.store, &s, RepairMode::DryRun, 3, NOW).await.unwrap();
     assert_eq!(
         dry.findings,
         vec![Finding::BestEffortBelowLive {
@@ -61,9 +59,9 @@ async fn a_lost_best_effort_update_is_found_and_raised_to_live_never_above() {
         4,
         "a dry run writes nothing"
     );
-    let fixed = kit.store.audit_scope(&s, RepairMode::Apply, 3, NOW).await.unwrap();
+    let fixed = e2e::audit(&kit.store, &s, RepairMode::Apply, 3, NOW).await.unwrap();
     assert!(fixed.repaired, "{fixed:?}");
-    let again = kit.store.audit_scope(&s, RepairMode::None, 3, NOW).await.unwrap();
+    let again = e2e::audit(&kit.store, &s, RepairMode::None, 3, NOW).await.unwrap();
     assert!(again.findings.is_empty(), "{again:?}");
     assert_eq!(kit.counter.usage(&s).await.unwrap().best_effort, 6);
 }
@@ -86,7 +84,7 @@ async fn a_broken_eventual_counter_is_drift_and_is_reset_to_the_processed_count(
         .send()
         .await
         .unwrap();
-    let audit = kit.store.audit_scope(&s, RepairMode::Apply, 3, NOW).await.unwrap();
+    let audit = e2e::audit(&kit.store, &s, RepairMode::Apply, 3, NOW).await.unwrap();
     assert!(audit.has_defect());
     assert!(audit.repaired, "{audit:?}");
     kit.assert_converged(&s).await;
@@ -110,9 +108,9 @@ async fn a_repair_racing_a_writer_never_leaves_best_effort_above_live() {
     let repairs = async {
         let mut outcomes = Vec::new();
         for _ in 0..6 {
-            outcomes.push(kit.store.audit_scope(&s, RepairMode::Apply, 2, NOW).await.unwrap());
+            outcomes.push(e2e::audit(&kit.store, &s, RepairMode::Apply, 2, NOW).await.unwrap());
             // A consistent look (counters unchanged while counting) mid-race.
-            let look = kit.store.audit_scope(&s, RepairMode::None, 1, NOW).await.unwrap();
+            let look = e2e::audit(&kit.store, &s, RepairMode::None, 1, NOW).await.unwrap();
             if look.not_repaired.is_none() {
                 assert!(look.best_effort <= look.counts.live as i64, "{look:?}");
             }

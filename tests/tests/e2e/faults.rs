@@ -22,12 +22,12 @@ use aws_sdk_dynamodbstreams::types::Record;
 use e2e::counterctl::{Counterctl, Zips};
 use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, FaultStats, Operation};
 use e2e::{Emulator, Kit, deliver_with};
+use hybrid_counter::audit::RepairMode;
 use hybrid_counter::backoff::Backoff;
 use hybrid_counter::config;
 use hybrid_counter::items::ResourceState;
 use hybrid_counter::lambda::handle_dlq_event;
 use hybrid_counter::store::ResourceKey;
-use hybrid_counter::store::dynamo::RepairMode;
 use hybrid_counter::stream::replay::OnFailureRecord;
 use hybrid_counter::stream::shards::{Position, ShardReader};
 use hybrid_counter::stream::{Mode, Processor};
@@ -151,8 +151,7 @@ async fn items_of(client: &aws_sdk_dynamodb::Client, table: &str, s: &Scope) -> 
 /// `--repair` (BE may be raised to live, nothing else), and a second
 /// audit finds no drift at all. Returns the live count.
 async fn audit_clean(store: &DynamoStore, s: &Scope, seed: u64) -> u64 {
-    let audit = store
-        .audit_scope(s, RepairMode::None, 5, NOW)
+    let audit = e2e::audit(&store, s, RepairMode::None, 5, NOW)
         .await
         .expect("audit the scope");
     let counts = audit.counts;
@@ -165,16 +164,14 @@ async fn audit_clean(store: &DynamoStore, s: &Scope, seed: u64) -> u64 {
         "seed {seed}: {audit:?}"
     );
     assert!(audit.best_effort <= counts.live as i64, "seed {seed}: {audit:?}");
-    let repair = store
-        .audit_scope(s, RepairMode::Apply, 5, NOW)
+    let repair = e2e::audit(&store, s, RepairMode::Apply, 5, NOW)
         .await
         .expect("repair the scope");
     if let Some(planned) = repair.repair {
         assert_eq!(planned.eventual, None, "seed {seed}: EC needed a repair: {repair:?}");
         assert!(repair.repaired, "seed {seed}: {repair:?}");
     }
-    let after = store
-        .audit_scope(s, RepairMode::None, 5, NOW)
+    let after = e2e::audit(&store, s, RepairMode::None, 5, NOW)
         .await
         .expect("audit again");
     assert!(

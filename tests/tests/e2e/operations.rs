@@ -191,7 +191,7 @@ async fn audit_repair_sweeps_pending_items_whose_records_left_the_stream() {
     let repair = ctl.run(&["audit", "--repair"]).await.unwrap();
     assert!(repair.to_string().contains("swept 4 pending item(s)"), "{repair}");
     assert_eq!(repair.exit_code(), exit::SUCCESS, "{repair}");
-    let counts = store.count_scope(&scope).await.unwrap();
+    let counts = hybrid_counter::audit::count_scope(&store, &scope).await.unwrap();
     let usage = counter.usage(&scope).await.unwrap();
     assert_eq!((counts.live, counts.pending_create, counts.pending_delete), (3, 0, 0));
     assert_eq!((usage.eventual, usage.best_effort), (3, 3));

@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use e2e::Kit;
 use e2e::counterctl::Counterctl;
-use hybrid_counter::audit::{Finding, RESERVATION_GRACE_MS};
+use hybrid_counter::audit::RepairMode;
+use hybrid_counter::audit::{Finding, REQUEST_GRACE_MS};
 use hybrid_counter::error::StoreError;
-use hybrid_counter::store::dynamo::RepairMode;
 use hybrid_counter::{Admission, Counter, CounterConfig, DynamoStore, Error, Store};
 use ops_cli::{Report, exit};
 use serde_dynamo::Item;
@@ -69,8 +69,7 @@ async fn sixteen_concurrent_creators_fill_exactly_the_limit_in_strict_admission(
     }
     kit.drain().await;
     for round in 0..3 {
-        let audit = store
-            .audit_scope(&scope(&format!("race-{round}")), RepairMode::None, 3, NOW)
+        let audit = e2e::audit(&store, &scope(&format!("race-{round}")), RepairMode::None, 3, NOW)
             .await
             .unwrap();
         assert!(audit.findings.is_empty(), "{audit:?}");
@@ -169,7 +168,7 @@ async fn a_strict_audit_raises_at_once_and_lowers_only_after_the_grace_period() 
     // Two slots not given back (creates that failed ambiguously, or still
     // in flight): over-reserved, the safe side, left alone for now.
     store.add_best_effort(&s, 2, NOW).await.unwrap();
-    let early = store.audit_scope(&s, RepairMode::Apply, 3, NOW + 1_000).await.unwrap();
+    let early = e2e::audit(&store, &s, RepairMode::Apply, 3, NOW + 1_000).await.unwrap();
     assert_eq!(
         early.findings,
         vec![Finding::OverReserved {
@@ -188,7 +187,7 @@ async fn a_strict_audit_raises_at_once_and_lowers_only_after_the_grace_period() 
     );
     assert_eq!(be().await, 5, "a held-back repair writes nothing");
     // Best-effort admission reads the same state as a defect.
-    let other_view = kit.store.audit_scope(&s, RepairMode::None, 3, NOW).await.unwrap();
+    let other_view = e2e::audit(&kit.store, &s, RepairMode::None, 3, NOW).await.unwrap();
     assert_eq!(
         other_view.findings,
         vec![Finding::BestEffortAboveLive {
@@ -198,19 +197,19 @@ async fn a_strict_audit_raises_at_once_and_lowers_only_after_the_grace_period() 
     );
     assert!(other_view.has_defect());
 
-    let later = NOW + RESERVATION_GRACE_MS + 1_000;
-    let dry = store.audit_scope(&s, RepairMode::DryRun, 3, later).await.unwrap();
+    let later = NOW + REQUEST_GRACE_MS + 1_000;
+    let dry = e2e::audit(&store, &s, RepairMode::DryRun, 3, later).await.unwrap();
     assert_eq!(dry.repair.and_then(|r| r.best_effort), Some(3), "{dry:?}");
     assert_eq!(dry.not_repaired, None);
     assert_eq!(be().await, 5, "a dry run writes nothing");
-    let fixed = store.audit_scope(&s, RepairMode::Apply, 3, later).await.unwrap();
+    let fixed = e2e::audit(&store, &s, RepairMode::Apply, 3, later).await.unwrap();
     assert!(fixed.repaired, "{fixed:?}");
     assert_eq!(be().await, 3);
 
     // Under-reserved: the defect of strict admission, raised at once, even
     // right after a write.
     store.add_best_effort(&s, -2, later).await.unwrap();
-    let under = store.audit_scope(&s, RepairMode::Apply, 3, later).await.unwrap();
+    let under = e2e::audit(&store, &s, RepairMode::Apply, 3, later).await.unwrap();
     assert_eq!(
         under.findings,
         vec![Finding::UnderReserved {
@@ -220,7 +219,7 @@ async fn a_strict_audit_raises_at_once_and_lowers_only_after_the_grace_period() 
     );
     assert!(under.has_defect() && under.repaired, "{under:?}");
     assert_eq!(be().await, 3);
-    let clean = store.audit_scope(&s, RepairMode::None, 1, later).await.unwrap();
+    let clean = e2e::audit(&store, &s, RepairMode::None, 1, later).await.unwrap();
     assert!(clean.findings.is_empty(), "{clean:?}");
 }
 
@@ -298,7 +297,7 @@ async fn a_stack_deployed_strict_configures_the_api_load_and_audit() {
     // Once BE's last write is older than the grace period (dated back here
     // with a write that adds nothing), `--repair` lowers it.
     store
-        .add_best_effort(&s, 0, now - RESERVATION_GRACE_MS - 1_000)
+        .add_best_effort(&s, 0, now - REQUEST_GRACE_MS - 1_000)
         .await
         .unwrap();
     let repaired = ctl.run(&["audit", "--repair"]).await.unwrap();

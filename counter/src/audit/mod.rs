@@ -1,25 +1,33 @@
 //! Counting a scope's items by state, the ground truth the counters are
 //! checked against: `EC == processed` always, and after the stream is
-//! drained `EC == live`. BE is read by the admission mode: `BE <= live`
+//! drained `EC == live`. Items the kit did not write (no `incarnation`)
+//! are counted apart as `foreign` and never move a counter. BE is read by the admission mode: `BE <= live`
 //! always in best-effort admission (it may undercount), `BE >= live` always
 //! in strict admission (it counts reservations, so it may over-reserve).
 //!
-//! Repairs set EC to the processed count and BE to the live count. In
-//! strict admission lowering an over-reserved BE is only safe when no
-//! reservation can be in flight (a reserved create whose put has not landed
-//! yet is not in the live count): [`plan_repair_at`] holds that back until
-//! BE was last written more than [`RESERVATION_GRACE_MS`] ago.
+//! Repairs set EC to the processed count and BE to the live count. A BE
+//! move that a request still in flight could push past the invariant
+//! (raising in best-effort admission, lowering in strict admission) is only
+//! safe once no request can be in flight: [`plan_repair_at`] holds it back
+//! until the scope's counters and items were last written more than the
+//! grace period ([`REQUEST_GRACE_MS`]) ago. [`engine`] runs the audit.
+
+pub mod engine;
 
 use serde::Serialize;
 
 use crate::EpochMillis;
 use crate::config::Admission;
+use crate::items::ItemRow;
 
-/// How long after the last write of a strict-mode BE a repair may lower
-/// it: longer than any create can take from its reservation to the end of
-/// its put (the API function's timeout is 10 s), plus room for clock skew
-/// between the API and the operator's machine.
-pub const RESERVATION_GRACE_MS: EpochMillis = 60_000;
+pub use engine::{Auditor, RepairMode, ScopeAudit, count_scope, pending_changes};
+
+/// How long after the last write of a scope a repair may move its BE the
+/// way an in-flight request could push past the invariant: longer than any
+/// request can take from its first write to its second (the API function's
+/// timeout is 10 s), plus room for clock skew between the API and the
+/// operator's machine.
+pub const REQUEST_GRACE_MS: EpochMillis = 60_000;
 
 /// Items of one scope by state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -32,6 +40,12 @@ pub struct ScopeCounts {
     pub pending_create: u64,
     /// Soft-deleted and not yet hard-deleted.
     pub pending_delete: u64,
+    /// Items without an incarnation: not the kit's, in none of the counts
+    /// above.
+    pub foreign: u64,
+    /// The latest `created_at` or `deleted_at` of the kit's items counted:
+    /// when the request path last wrote one of them (0 if unknown).
+    pub last_item_write: EpochMillis,
 }
 
 impl ScopeCounts {
@@ -41,6 +55,19 @@ impl ScopeCounts {
         self.processed += other.processed;
         self.pending_create += other.pending_create;
         self.pending_delete += other.pending_delete;
+        self.foreign += other.foreign;
+        self.last_item_write = self.last_item_write.max(other.last_item_write);
+    }
+
+    /// Adds one item as an audit reads it: a foreign item only to
+    /// `foreign`, a kit item by its flags and its write times.
+    pub fn add_row(&mut self, row: &ItemRow) {
+        if !row.is_kits() {
+            self.foreign += 1;
+            return;
+        }
+        self.add(row.counter_processed, row.deleted);
+        self.last_item_write = self.last_item_write.max(row.last_request_write());
     }
 
     /// Adds one item given its two flags.
@@ -77,9 +104,51 @@ mod tests {
                 live: 2,
                 processed: 2,
                 pending_create: 1,
-                pending_delete: 2
+                pending_delete: 2,
+                ..ScopeCounts::default()
             }
         );
+    }
+
+    #[test]
+    fn foreign_items_are_counted_apart_and_write_times_are_kept() {
+        let mut c = ScopeCounts::default();
+        let kit = |processed, deleted, created_at, deleted_at| ItemRow {
+            id: "w".into(),
+            counter_processed: processed,
+            deleted,
+            incarnation: Some("inc".into()),
+            created_at: Some(created_at),
+            deleted_at,
+        };
+        c.add_row(&kit(true, false, 100, None));
+        c.add_row(&kit(true, true, 50, Some(300)));
+        // Not the kit's: flags and times are ignored.
+        c.add_row(&ItemRow {
+            id: "theirs".into(),
+            counter_processed: true,
+            created_at: Some(900),
+            ..ItemRow::default()
+        });
+        assert_eq!(
+            c,
+            ScopeCounts {
+                live: 1,
+                processed: 2,
+                pending_create: 0,
+                pending_delete: 1,
+                foreign: 1,
+                last_item_write: 300,
+            }
+        );
+        let mut total = ScopeCounts::default();
+        total.merge(&c);
+        total.merge(&ScopeCounts {
+            foreign: 2,
+            last_item_write: 200,
+            ..ScopeCounts::default()
+        });
+        assert_eq!((total.foreign, total.last_item_write), (3, 300));
     }
 }
 
@@ -192,42 +261,62 @@ pub fn plan_repair(counts: &ScopeCounts, findings: &[Finding]) -> Repair {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct RepairPlan {
     pub repair: Repair,
-    /// Why part of the repair must wait (an over-reserved BE written too
-    /// recently to rule out a reservation in flight).
+    /// Why part of the repair must wait (a BE move that a request still in
+    /// flight could push past the invariant).
     pub held_back: Option<String>,
 }
 
-/// [`plan_repair`], minus what may not be written at `now`: lowering an
-/// over-reserved strict-mode BE ([`Finding::OverReserved`]) waits until BE
-/// was last written ([`crate::keys::UPDATED_AT`], `best_effort_updated_at`)
-/// at least [`RESERVATION_GRACE_MS`] before `now`. A reservation younger than
-/// that may belong to a create whose item is about to land; lowering BE
-/// under it would let a concurrent creator overshoot. Raising BE, and
-/// everything else, may be written at any time (the write is conditioned
-/// on the counters' versions, so a concurrent reservation makes it retry).
+/// [`plan_repair`], minus what may not be written at `now`.
+///
+/// The request path writes two items per create or delete, not
+/// atomically: best-effort create puts the item, then `BE += 1`;
+/// best-effort delete `BE -= 1`, then soft-deletes; strict create reserves
+/// (`BE += 1`), then puts; strict delete soft-deletes, then `BE -= 1`. An
+/// audit between the two writes sees a state no finished request left, and
+/// the counters' version condition only catches writes that land between
+/// the audit's reads and its repair, never one still to be sent. So a
+/// repair that moves BE toward a value an in-flight request could push past
+/// the invariant — raising BE in best-effort admission (the pending
+/// increment would take it above live), lowering it in strict admission
+/// (the pending decrement or put would take it below live) — waits until
+/// the scope was last written at least `grace` before `now`: every counter
+/// (`scope_written`, the latest `updated_at` of its counter items) and
+/// every item (`counts.last_item_write`, created or soft-deleted). `grace`
+/// is longer than the API's timeout plus clock skew, so no request that
+/// wrote the scope before then is still running.
+///
+/// EC repairs, lowering an overcounting best-effort BE and raising an
+/// under-reserved strict BE are written at any time: no in-flight request
+/// can push those past the invariant, and the write is conditioned on the
+/// counters' versions, so a concurrent writer makes it retry.
 pub fn plan_repair_at(
     counts: &ScopeCounts,
     findings: &[Finding],
-    best_effort_updated_at: EpochMillis,
+    scope_written: EpochMillis,
     now: EpochMillis,
+    grace: EpochMillis,
 ) -> RepairPlan {
     let mut plan = RepairPlan {
         repair: plan_repair(counts, findings),
         held_back: None,
     };
-    let over = findings.iter().find_map(|f| match f {
-        Finding::OverReserved { best_effort, live } => Some((*best_effort, *live)),
+    let waits = findings.iter().find_map(|f| match f {
+        Finding::BestEffortBelowLive { best_effort, live } => Some(("raised", "an increment", *best_effort, *live)),
+        Finding::OverReserved { best_effort, live } => {
+            Some(("lowered", "a reservation or a decrement", *best_effort, *live))
+        }
         _ => None,
     });
-    if let Some((best_effort, live)) = over {
-        let age = now.saturating_sub(best_effort_updated_at);
-        if age < RESERVATION_GRACE_MS {
+    if let Some((moved, pending, best_effort, live)) = waits {
+        let last = scope_written.max(counts.last_item_write);
+        let age = now.saturating_sub(last);
+        if age < grace {
             plan.repair.best_effort = None;
             plan.held_back = Some(format!(
-                "best-effort {best_effort} > live {live} is left alone for now: it was written {}s ago and a \
-                 reservation may still be in flight; it can be lowered {}s after its last write",
+                "best-effort {best_effort} (live {live}) is left alone for now: the scope was last written {}s ago and \
+                 {pending} of a request may still be in flight; it can be {moved} {}s after the scope's last write",
                 age.max(0) / 1000,
-                RESERVATION_GRACE_MS / 1000
+                grace / 1000
             ));
         }
     }
@@ -318,7 +407,7 @@ mod audit_tests {
         let c = counts(5, 4);
         let f = findings_for(Admission::Strict, &c, 7, 3);
         let written = 1_000_000;
-        let early = plan_repair_at(&c, &f, written, written + RESERVATION_GRACE_MS - 1);
+        let early = plan_repair_at(&c, &f, written, written + REQUEST_GRACE_MS - 1, REQUEST_GRACE_MS);
         assert_eq!(
             early.repair,
             Repair {
@@ -328,7 +417,7 @@ mod audit_tests {
             "EC is repaired, BE waits"
         );
         assert!(early.held_back.as_deref().unwrap().contains("in flight"), "{early:?}");
-        let late = plan_repair_at(&c, &f, written, written + RESERVATION_GRACE_MS);
+        let late = plan_repair_at(&c, &f, written, written + REQUEST_GRACE_MS, REQUEST_GRACE_MS);
         assert_eq!(
             late,
             RepairPlan {
@@ -341,11 +430,47 @@ mod audit_tests {
         );
         // Raising an under-reserved BE never waits.
         let under = findings_for(Admission::Strict, &c, 2, 4);
-        let plan = plan_repair_at(&c, &under, written, written);
+        let plan = plan_repair_at(&c, &under, written, written, REQUEST_GRACE_MS);
         assert_eq!(plan.repair.best_effort, Some(5));
         assert_eq!(plan.held_back, None);
-        // Best-effort admission never waits either.
-        let plan = plan_repair_at(&c, &findings(&c, 7, 4), written, written);
+        // Lowering an overcounting best-effort BE never waits either.
+        let plan = plan_repair_at(&c, &findings(&c, 7, 4), written, written, REQUEST_GRACE_MS);
         assert_eq!(plan.repair.best_effort, Some(5));
+    }
+
+    #[test]
+    fn a_best_effort_raise_waits_until_no_request_can_be_in_flight() {
+        // A create put its item and has not incremented BE yet: BE 4,
+        // live 5. Raising BE now would end at 6 once the increment lands.
+        let written = 1_000_000;
+        let mut c = counts(5, 5);
+        c.last_item_write = written;
+        let f = findings(&c, 4, 5);
+        let early = plan_repair_at(&c, &f, 0, written + 1_000, REQUEST_GRACE_MS);
+        assert_eq!(early.repair, Repair::default(), "the item is young: BE waits");
+        let why = early.held_back.unwrap();
+        assert!(why.contains("in flight") && why.contains("raised"), "{why}");
+        // A counter written recently holds it back too (a delete's `BE -= 1`
+        // landed, its soft delete has not).
+        c.last_item_write = 0;
+        let early = plan_repair_at(&c, &f, written, written + REQUEST_GRACE_MS - 1, REQUEST_GRACE_MS);
+        assert!(early.held_back.is_some(), "{early:?}");
+        let late = plan_repair_at(&c, &f, written, written + REQUEST_GRACE_MS, REQUEST_GRACE_MS);
+        assert_eq!((late.repair.best_effort, late.held_back), (Some(5), None));
+    }
+
+    #[test]
+    fn a_strict_lowering_waits_for_a_recent_soft_delete() {
+        // A strict delete soft-deleted its item and has not decremented BE:
+        // BE 5, live 4, BE itself written long ago.
+        let deleted_at = 2_000_000;
+        let mut c = counts(4, 5);
+        c.last_item_write = deleted_at;
+        let f = findings_for(Admission::Strict, &c, 5, 5);
+        let early = plan_repair_at(&c, &f, 0, deleted_at + 10, REQUEST_GRACE_MS);
+        assert_eq!(early.repair.best_effort, None);
+        assert!(early.held_back.unwrap().contains("lowered"));
+        let late = plan_repair_at(&c, &f, 0, deleted_at + REQUEST_GRACE_MS, REQUEST_GRACE_MS);
+        assert_eq!(late.repair.best_effort, Some(4));
     }
 }
