@@ -186,7 +186,7 @@ impl<S: Store> Counter<S> {
             return Err(failure.error);
         }
         let best_effort_counted = strict
-            || match self.store.add_best_effort(scope, 1, now).await {
+            || match self.add_best_effort(scope, 1, now).await {
                 Ok(()) => true,
                 Err(err) => {
                     warn!(%scope, %id, error = %err, "best-effort increment failed; the eventual counter will count this item");
@@ -226,7 +226,7 @@ impl<S: Store> Counter<S> {
     /// happen, once. A failed give-back leaves BE over-reserved (the safe
     /// direction) until `audit --repair` lowers it.
     async fn give_back(&self, scope: &Scope, id: &ResourceId, now: EpochMillis) {
-        if let Err(err) = self.store.add_best_effort(scope, -1, now).await {
+        if let Err(err) = self.add_best_effort(scope, -1, now).await {
             warn!(%scope, %id, error = %err, "giving back a reserved slot failed; best-effort stays over-reserved by one until repaired");
         }
     }
@@ -301,12 +301,15 @@ impl<S: Store> Counter<S> {
             scope: scope.clone(),
             id: id.clone(),
         };
-        match self.store.get_resource(&key).await.map_err(store_error)? {
-            Some(state) if !state.deleted => {}
+        let incarnation = match self.store.get_resource(&key).await.map_err(store_error)? {
+            Some(state) if !state.deleted => state.incarnation,
             _ => return Err(Error::NotFound),
-        }
+        };
         if self.admission.is_strict() {
-            match self.retry_busy(|| self.store.mark_deleted(&key, now)).await {
+            match self
+                .retry_busy(|| self.store.mark_deleted(&key, &incarnation, now))
+                .await
+            {
                 Ok(()) => {}
                 // A concurrent delete won the race (and gives the slot back),
                 // or our own soft delete was applied and retried by the SDK:
@@ -314,7 +317,7 @@ impl<S: Store> Counter<S> {
                 Err(StoreError::ConditionFailed) => return Err(Error::NotFound),
                 Err(err) => return Err(store_error(err)),
             }
-            if let Err(err) = self.store.add_best_effort(scope, -1, now).await {
+            if let Err(err) = self.add_best_effort(scope, -1, now).await {
                 warn!(%scope, %id, error = %err, "best-effort decrement after the delete failed; best-effort stays over-reserved by one until repaired");
             }
             return Ok(());
@@ -322,21 +325,36 @@ impl<S: Store> Counter<S> {
         // If the decrement fails the item stays: deleting it anyway would
         // leave BE above the live count. (Had the failed decrement been
         // applied after all, BE now undercounts by one: the safe direction.)
-        if let Err(err) = self.store.add_best_effort(scope, -1, now).await {
+        if let Err(err) = self.add_best_effort(scope, -1, now).await {
             warn!(%scope, %id, error = %err, "best-effort decrement failed; the item is not deleted");
             return Err(store_error(err));
         }
-        match self.retry_busy(|| self.store.mark_deleted(&key, now)).await {
+        match self
+            .retry_busy(|| self.store.mark_deleted(&key, &incarnation, now))
+            .await
+        {
             Ok(()) => Ok(()),
-            // A concurrent delete won the race; BE paid one, in the safe direction.
+            // A concurrent delete won the race, or the id was deleted and
+            // created again since our read (a newer incarnation is never
+            // ours to delete); BE paid one, in the safe direction.
             Err(StoreError::ConditionFailed) => Err(Error::NotFound),
             Err(err) => Err(store_error(err)),
         }
     }
 
-    /// Retries a conditional write while the store reports the item busy
-    /// (throttled, or held by a transaction). Safe: the condition makes a
-    /// repeated write fail instead of applying twice.
+    /// One `BE += delta`, sent again while the store reports the counter
+    /// busy: a throttled write, or one refused because a transaction (the
+    /// stream consumer's, or an operator's repair) held the item, was not
+    /// applied, so sending it again cannot count twice. An error whose
+    /// outcome is unknown (a 500, a timeout) is returned, never retried.
+    async fn add_best_effort(&self, scope: &Scope, delta: i64, now: EpochMillis) -> Result<(), StoreError> {
+        self.retry_busy(|| self.store.add_best_effort(scope, delta, now)).await
+    }
+
+    /// Retries a write while the store reports the item busy (throttled, or
+    /// held by a transaction): such a refusal means nothing was written, so
+    /// the retry cannot apply it twice (conditional writes are also guarded
+    /// by their condition).
     async fn retry_busy<F, Fut>(&self, mut op: F) -> Result<(), StoreError>
     where
         F: FnMut() -> Fut,
@@ -411,7 +429,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_best_effort_increment_is_swallowed_and_only_undercounts() {
-        for fault in [Fault::Unavailable, Fault::Throttled, Fault::AppliedThenUnavailable] {
+        for fault in [Fault::Unavailable, Fault::AppliedThenUnavailable] {
             let counter = Counter::new(MemoryStore::new(), 5);
             counter.store().inject(Op::AddBestEffort, fault);
             let (s, id) = ids("acct", "w");
@@ -421,11 +439,63 @@ mod tests {
             assert_eq!(
                 calls.iter().filter(|op| **op == Op::AddBestEffort).count(),
                 1,
-                "the increment is never retried ({fault:?})"
+                "an increment whose outcome is unknown is never retried ({fault:?})"
             );
             let expected = i64::from(fault == Fault::AppliedThenUnavailable);
             assert_eq!(counter.store().counter("acct", keys::BEST_EFFORT_NAME), expected);
             assert_best_effort_not_above_live(counter.store(), "acct");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_throttled_or_conflicting_best_effort_write_was_not_applied_and_is_retried() {
+        for fault in [Fault::Throttled, Fault::Conflict] {
+            let counter = Counter::new(MemoryStore::new(), 5).with_seed(7);
+            let (s, id) = ids("acct", "w");
+            counter.store().inject(Op::AddBestEffort, fault);
+            let created = counter.create(&s, &id, Item::default(), NOW).await.unwrap();
+            assert!(created.best_effort_counted, "{fault:?}");
+            assert_eq!(counter.store().counter("acct", keys::BEST_EFFORT_NAME), 1, "{fault:?}");
+            // A delete racing an operator's repair (which holds BE in a
+            // transaction) is not a 503: its decrement goes again.
+            counter.store().inject(Op::AddBestEffort, fault);
+            counter.delete(&s, &id, NOW).await.unwrap();
+            assert_eq!(counter.store().counter("acct", keys::BEST_EFFORT_NAME), 0, "{fault:?}");
+            let decrements = counter
+                .store()
+                .calls()
+                .iter()
+                .filter(|op| **op == Op::AddBestEffort)
+                .count();
+            assert_eq!(
+                decrements, 4,
+                "two writes, each refused once and sent again ({fault:?})"
+            );
+            assert_best_effort_not_above_live(counter.store(), "acct");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_delete_never_soft_deletes_a_newer_incarnation_of_its_id() {
+        for admission in [Admission::BestEffort, Admission::Strict] {
+            let counter = Counter::new(MemoryStore::new(), 5).with_admission(admission);
+            let (s, id) = ids("acct", "w");
+            counter.create(&s, &id, Item::default(), NOW).await.unwrap();
+            // Between the delete's read and its soft delete, another client
+            // deletes the item, the stream hard-deletes it, and a third
+            // creates the id again.
+            counter.store().after_next(Op::GetResource, |t| {
+                let item = t.resources.get_mut(&("acct".to_owned(), "w".to_owned())).unwrap();
+                item.state.incarnation = "newer".into();
+                item.image.insert(
+                    keys::INCARNATION.to_owned(),
+                    serde_dynamo::AttributeValue::S("newer".into()),
+                );
+            });
+            let err = counter.delete(&s, &id, NOW).await.unwrap_err();
+            assert!(matches!(err, Error::NotFound), "{admission:?}: {err}");
+            let item = &counter.store().tables().resources[&("acct".to_owned(), "w".to_owned())];
+            assert!(!item.state.deleted, "{admission:?}: the newer item stays live");
         }
     }
 
@@ -726,9 +796,9 @@ mod tests {
             tokio::task::yield_now().await;
             self.0.get_resource(key).await
         }
-        async fn mark_deleted(&self, key: &ResourceKey, now: EpochMillis) -> Result<(), StoreError> {
+        async fn mark_deleted(&self, key: &ResourceKey, incarnation: &str, now: EpochMillis) -> Result<(), StoreError> {
             tokio::task::yield_now().await;
-            self.0.mark_deleted(key, now).await
+            self.0.mark_deleted(key, incarnation, now).await
         }
         async fn transact(&self, tx: &crate::store::Transaction) -> Result<(), StoreError> {
             self.0.transact(tx).await

@@ -264,3 +264,160 @@ fn repair_targets(items: &[CounterItem], repair: &Repair) -> Vec<(String, i64)> 
     }
     targets
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use serde_dynamo::Item;
+
+    use super::*;
+    use crate::Counter;
+    use crate::store::memory::{Chaos, MemoryStore};
+    use crate::stream::Processor;
+
+    const NOW: EpochMillis = 1_700_000_000_000;
+
+    fn scope() -> Scope {
+        Scope::new("acct").unwrap()
+    }
+
+    fn id(id: &str) -> ResourceId {
+        ResourceId::new(id).unwrap()
+    }
+
+    /// EC equals the number of processed kit items, checked after every write.
+    fn check_eventual(store: &MemoryStore) {
+        store.set_checker(|t| {
+            let ec: i64 = t
+                .counters
+                .iter()
+                .filter(|((_, name), _)| keys::is_eventual_name(name))
+                .map(|(_, c)| c)
+                .sum();
+            let processed = t.resources.values().filter(|r| r.state.counter_processed).count() as i64;
+            if ec == processed {
+                Ok(())
+            } else {
+                Err(format!("EC {ec} != processed {processed}"))
+            }
+        });
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_count_that_a_zero_net_transaction_cut_through_is_not_trusted() {
+        let store = Arc::new(MemoryStore::new());
+        let counter = Counter::new(store.clone(), 10);
+        let processor = Processor::new(store.clone());
+        // "b" counted and soft-deleted, "a" created after it: one batch
+        // counts "a" and hard-deletes "b", a net delta of zero.
+        counter.create(&scope(), &id("b"), Item::default(), NOW).await.unwrap();
+        processor
+            .process(
+                pending_changes(&store, &scope()).await.unwrap().into_iter().map(Ok),
+                NOW,
+            )
+            .await;
+        counter.delete(&scope(), &id("b"), NOW).await.unwrap();
+        counter.create(&scope(), &id("a"), Item::default(), NOW).await.unwrap();
+        check_eventual(&store);
+        // The audit reads one item per page and pauses between pages; the
+        // batch commits in that pause (after "a" was read uncounted, before
+        // "b" is read, gone): the count sees 0 processed items, 1 before and
+        // after.
+        store.set_chaos(Chaos {
+            seed: 1,
+            page_size: 1,
+            page_latency: Duration::from_millis(50),
+            ..Chaos::default()
+        });
+        let batch = pending_changes(&store, &scope()).await.unwrap();
+        assert_eq!(batch.len(), 2);
+        let auditor = Auditor::new(&store, Admission::BestEffort);
+        let s = scope();
+        let (audit, report) = tokio::join!(auditor.audit_scope(&s, RepairMode::Apply, NOW), async {
+            tokio::time::sleep(Duration::from_micros(1)).await;
+            processor.process(batch.into_iter().map(Ok), NOW).await
+        });
+        assert_eq!(report.failure_reason, None);
+        let audit = audit.unwrap();
+        assert_eq!(
+            store.violation(),
+            None,
+            "the repair wrote EC from a torn count: {audit:?}"
+        );
+        assert!(audit.findings.is_empty(), "{audit:?}");
+        assert_eq!(store.counter("acct", keys::EVENTUAL_NAME), 1);
+    }
+
+    #[tokio::test]
+    async fn items_the_kit_did_not_write_are_reported_apart_and_never_move_a_counter() {
+        let store = Arc::new(MemoryStore::new());
+        let counter = Counter::new(store.clone(), 10);
+        counter
+            .create(&scope(), &id("mine"), Item::default(), NOW)
+            .await
+            .unwrap();
+        store.put_foreign("acct", "theirs", Item::default());
+        let auditor = Auditor::new(&store, Admission::BestEffort);
+        let audit = auditor
+            .audit_scope(&scope(), RepairMode::Apply, NOW + REQUEST_GRACE)
+            .await
+            .unwrap();
+        assert_eq!((audit.counts.live, audit.counts.foreign), (1, 1), "{audit:?}");
+        // BE 1 counts the kit's item only: no finding, nothing written.
+        assert!(audit.findings.is_empty() && !audit.repaired, "{audit:?}");
+        assert_eq!(store.counter("acct", keys::BEST_EFFORT_NAME), 1);
+        assert!(
+            pending_changes(&store, &scope())
+                .await
+                .unwrap()
+                .iter()
+                .all(|c| !c.sequence_number.contains("theirs")),
+            "the sweep leaves a foreign item alone"
+        );
+    }
+
+    const REQUEST_GRACE: EpochMillis = super::super::REQUEST_GRACE_MS;
+
+    #[tokio::test]
+    async fn a_best_effort_raise_is_held_back_until_the_scope_is_quiet_then_written() {
+        let store = Arc::new(MemoryStore::new());
+        let counter = Counter::new(store.clone(), 10);
+        counter.create(&scope(), &id("w0"), Item::default(), NOW).await.unwrap();
+        // An increment lost to a 500: BE undercounts by one.
+        store.inject(
+            crate::store::memory::Op::AddBestEffort,
+            crate::store::memory::Fault::Unavailable,
+        );
+        counter.create(&scope(), &id("w1"), Item::default(), NOW).await.unwrap();
+        let auditor = Auditor::new(&store, Admission::BestEffort);
+        let early = auditor
+            .audit_scope(&scope(), RepairMode::Apply, NOW + 1_000)
+            .await
+            .unwrap();
+        assert!(!early.repaired && early.held_back(), "{early:?}");
+        assert!(
+            early.not_repaired.as_deref().unwrap().contains("in flight"),
+            "{early:?}"
+        );
+        assert_eq!(store.counter("acct", keys::BEST_EFFORT_NAME), 1);
+        let dry = auditor
+            .audit_scope(&scope(), RepairMode::DryRun, NOW + REQUEST_GRACE)
+            .await
+            .unwrap();
+        assert_eq!(dry.repair.and_then(|r| r.best_effort), Some(2));
+        assert_eq!(
+            store.counter("acct", keys::BEST_EFFORT_NAME),
+            1,
+            "a dry run writes nothing"
+        );
+        let late = auditor
+            .audit_scope(&scope(), RepairMode::Apply, NOW + REQUEST_GRACE)
+            .await
+            .unwrap();
+        assert!(late.repaired && !late.held_back(), "{late:?}");
+        assert_eq!(store.counter("acct", keys::BEST_EFFORT_NAME), 2);
+    }
+}

@@ -461,7 +461,7 @@ impl Store for DynamoStore {
             .collect())
     }
 
-    async fn mark_deleted(&self, key: &ResourceKey, now: EpochMillis) -> Result<(), StoreError> {
+    async fn mark_deleted(&self, key: &ResourceKey, incarnation: &str, now: EpochMillis) -> Result<(), StoreError> {
         self.meter.request(Operation::UpdateItem);
         let out = self
             .client
@@ -469,9 +469,13 @@ impl Store for DynamoStore {
             .table_name(&self.resources_table)
             .set_key(Some(resource_key(key)))
             .update_expression("SET #del = :true, #deleted_at = :now")
-            .condition_expression("attribute_exists(#scope) AND (attribute_not_exists(#del) OR #del = :false)")
+            .condition_expression(
+                "attribute_exists(#scope) AND (attribute_not_exists(#del) OR #del = :false) AND #inc = :inc",
+            )
             .expression_attribute_names("#scope", keys::SCOPE)
             .expression_attribute_names("#del", keys::DELETED)
+            .expression_attribute_names("#inc", keys::INCARNATION)
+            .expression_attribute_values(":inc", s(incarnation))
             .expression_attribute_names("#deleted_at", keys::DELETED_AT)
             .expression_attribute_values(":true", AttributeValue::Bool(true))
             .expression_attribute_values(":false", AttributeValue::Bool(false))

@@ -842,10 +842,10 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn mark_deleted(&self, key: &ResourceKey, now: EpochMillis) -> Result<(), StoreError> {
+    async fn mark_deleted(&self, key: &ResourceKey, incarnation: &str, now: EpochMillis) -> Result<(), StoreError> {
         self.call(Op::MarkDeleted, &[resource_lock(key)], |t, stream| {
             match t.resources.get_mut(&key_of(key)) {
-                Some(r) if !r.state.deleted => {
+                Some(r) if !r.state.deleted && r.state.incarnation == incarnation => {
                     let old = r.image.clone();
                     r.state.deleted = true;
                     r.image.insert(keys::DELETED.to_owned(), AttributeValue::Bool(true));
@@ -1013,7 +1013,7 @@ mod tests {
         let store = MemoryStore::new();
         store.put_resource(&resource("a", "i1")).await.unwrap();
         store.transact(&count_insert("a", "i1")).await.unwrap();
-        store.mark_deleted(&key("a"), 9).await.unwrap();
+        store.mark_deleted(&key("a"), "i1", 9).await.unwrap();
         let delete = crate::stream::plan::resolve_delete(
             &key("a"),
             "i1",
@@ -1026,7 +1026,7 @@ mod tests {
         };
         store.transact(&tx).await.unwrap();
         // A refused write appends nothing.
-        assert!(store.mark_deleted(&key("a"), 9).await.is_err());
+        assert!(store.mark_deleted(&key("a"), "i1", 9).await.is_err());
         let changes: Vec<Change> = store.stream_changes().into_iter().map(|d| d.unwrap().change).collect();
         assert_eq!(
             changes,
@@ -1158,7 +1158,7 @@ mod tests {
             }
         );
         // A plain write of a held item is refused as transient.
-        let err = store.mark_deleted(&key("a"), 0).await.unwrap_err();
+        let err = store.mark_deleted(&key("a"), "i1", 0).await.unwrap_err();
         assert!(err.is_transient(), "{err}");
         first.await.unwrap().unwrap();
         store.transact(&count_insert("b", "i2")).await.unwrap();

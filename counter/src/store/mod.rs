@@ -137,9 +137,16 @@ pub trait Store: Send + Sync {
         }
     }
 
-    /// `SET deleted = true` if the item exists and is not deleted
+    /// `SET deleted = true, deleted_at = now` if the item exists, is not
+    /// deleted and is still `incarnation` (the one the delete read), so a
+    /// delete never soft-deletes a newer item of the same id
     /// (`ConditionFailed` otherwise).
-    fn mark_deleted(&self, key: &ResourceKey, now: EpochMillis) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn mark_deleted(
+        &self,
+        key: &ResourceKey,
+        incarnation: &str,
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Runs `tx` all-or-nothing.
     fn transact(&self, tx: &Transaction) -> impl Future<Output = Result<(), StoreError>> + Send;
@@ -218,8 +225,13 @@ impl<T: Store> Store for std::sync::Arc<T> {
         T::get_resources(self, keys)
     }
 
-    fn mark_deleted(&self, key: &ResourceKey, now: EpochMillis) -> impl Future<Output = Result<(), StoreError>> + Send {
-        T::mark_deleted(self, key, now)
+    fn mark_deleted(
+        &self,
+        key: &ResourceKey,
+        incarnation: &str,
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        T::mark_deleted(self, key, incarnation, now)
     }
 
     fn transact(&self, tx: &Transaction) -> impl Future<Output = Result<(), StoreError>> + Send {
