@@ -138,6 +138,12 @@ pub struct AuditArgs {
     /// Tries per scope before a scope under continuous writes is reported as not repaired.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub attempts: u32,
+    /// Seconds after a scope's last write before --repair may move its best-effort counter the way a
+    /// request still in flight could push past the invariant (raise it in best-effort admission, lower
+    /// it in strict admission). Must exceed the API's timeout plus the clock skew between the API and
+    /// this machine.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=86_400))]
+    pub grace: u32,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -208,6 +208,7 @@ impl Config {
                 },
                 segments: args.segments,
                 attempts: args.attempts,
+                grace_ms: i64::from(args.grace) * 1000,
             }),
             Command::Usage(args) => CommandConfig::Usage(scope_arg(&args.scope)?),
             Command::Limit(limit) => {

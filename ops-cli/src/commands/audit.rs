@@ -39,6 +39,9 @@ pub struct AuditOptions {
     pub segments: u32,
     /// Tries per scope before it is reported as under continuous writes.
     pub attempts: u32,
+    /// How long after a scope's last write a BE move that an in-flight
+    /// request could push past the invariant may be written.
+    pub grace_ms: hybrid_counter::EpochMillis,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -55,6 +58,9 @@ pub struct AuditReport {
     pub swept: u64,
     /// Sweeps that stopped on an item, with the reason.
     pub sweep_failures: Vec<String>,
+    /// Per scope, the items without an incarnation: not the kit's, never
+    /// counted, never swept, and never a reason to move a counter.
+    pub foreign_items: Vec<(String, u64)>,
     /// Whether any counter differed from the truth (exit 1).
     pub drift: bool,
     /// Whether a difference was a defect of the kit (EC != processed; BE >
@@ -82,7 +88,9 @@ fn mode_name(mode: RepairMode) -> &'static str {
 pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditReport> {
     let config = counter_config(ctx).await?;
     let store = DynamoStore::new(ctx.clients.dynamodb.clone(), &config);
-    let auditor = Auditor::new(&store, config.admission).with_attempts(options.attempts);
+    let auditor = Auditor::new(&store, config.admission)
+        .with_attempts(options.attempts)
+        .with_grace(options.grace_ms);
     let now = hybrid_counter::now_millis();
     let store_error = |action: &'static str| {
         move |e: hybrid_counter::error::StoreError| Error::Aws {
@@ -98,6 +106,7 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
         totals: ScopeCounts::default(),
         swept: 0,
         sweep_failures: Vec::new(),
+        foreign_items: Vec::new(),
         drift: false,
         defect: false,
         mode: mode_name(options.mode),
@@ -110,6 +119,9 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
                 .await
                 .map_err(store_error("counting a scope"))?;
             pending.push((scope.to_string(), counts.pending_create + counts.pending_delete));
+            if counts.foreign > 0 {
+                report.foreign_items.push((scope.to_string(), counts.foreign));
+            }
             vec![scope.to_string()]
         }
         None => {
@@ -138,6 +150,9 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
                 let snapshot = counters.get(scope).copied().unwrap_or_default();
                 report.totals.merge(&counts);
                 pending.push((scope.clone(), counts.pending_create + counts.pending_delete));
+                if counts.foreign > 0 {
+                    report.foreign_items.push((scope.clone(), counts.foreign));
+                }
                 if !findings_for(config.admission, &counts, snapshot.best_effort, snapshot.eventual).is_empty() {
                     suspects.push(scope.clone());
                 }
@@ -228,8 +243,12 @@ impl fmt::Display for AuditReport {
         )?;
         writeln!(
             f,
-            "  totals: live {}, processed {}, pending create {}, pending delete {}",
-            self.totals.live, self.totals.processed, self.totals.pending_create, self.totals.pending_delete
+            "  totals: live {}, processed {}, pending create {}, pending delete {}, not the kit's {}",
+            self.totals.live,
+            self.totals.processed,
+            self.totals.pending_create,
+            self.totals.pending_delete,
+            self.totals.foreign
         )?;
         match self.mode {
             "repair" if self.swept > 0 => writeln!(f, "  swept {} pending item(s) through the processor", self.swept)?,
@@ -238,6 +257,14 @@ impl fmt::Display for AuditReport {
         }
         for failure in &self.sweep_failures {
             writeln!(f, "  SWEEP STOPPED: {failure}")?;
+        }
+        if !self.foreign_items.is_empty() {
+            let list: Vec<String> = self.foreign_items.iter().map(|(s, n)| format!("{s}: {n}")).collect();
+            writeln!(
+                f,
+                "  items without an incarnation (not the kit's; never counted): {}",
+                list.join(", ")
+            )?;
         }
         if self.scopes.is_empty() {
             return writeln!(f, "  every scope is consistent");
@@ -320,6 +347,7 @@ mod tests {
             scopes: vec![scope],
             swept: 0,
             sweep_failures: Vec::new(),
+            foreign_items: vec![("acct".into(), 2)],
             mode,
             admission: Admission::Strict,
         }
@@ -350,6 +378,10 @@ mod tests {
         over.not_repaired = Some("a reservation may still be in flight".into());
         let text = report("repair", over).to_string();
         assert!(text.contains("strict admission"), "{text}");
+        assert!(
+            text.contains("items without an incarnation (not the kit's; never counted): acct: 2"),
+            "{text}"
+        );
         assert!(text.contains("over-reserved, expected in strict admission"), "{text}");
         assert!(
             text.contains("NOT repaired: a reservation may still be in flight"),
