@@ -13,7 +13,7 @@ fn wrong_arguments_exit_2_with_a_clear_error_before_any_request() {
         .unwrap();
     let endpoint = format!("http://127.0.0.1:{port}");
     let long_scope = "a".repeat(hybrid_counter::ids::MAX_ID_BYTES + 1);
-    let cases: [(&[&str], &str); 13] = [
+    let cases: [(&[&str], &str); 14] = [
         (&["frobnicate"], "unrecognized subcommand 'frobnicate'"),
         (&["usage"], "<SCOPE>"),
         (
@@ -28,6 +28,7 @@ fn wrong_arguments_exit_2_with_a_clear_error_before_any_request() {
         (&["limit", "set", "tenant-a", "-1"], "unexpected argument '-1'"),
         (&["audit", "--repair", "--dry-run"], "cannot be used with"),
         (&["audit", "--segments", "0"], "0 is not in 1..=1000"),
+        (&["audit", "--repair", "--grace", "0"], "0 is not in 1..=86400"),
         (&["load", "--workers", "0"], "0 is not in 1..=1000"),
         (&["redrive", "--max", "0"], "--max must be at least 1"),
         (&["status", "--output", "yaml"], "[possible values: text, json]"),

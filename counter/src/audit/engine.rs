@@ -14,7 +14,7 @@
 
 use serde::Serialize;
 
-use super::{Finding, Repair, ScopeCounts, findings_for, plan_repair_at};
+use super::{Finding, LastWrites, Repair, ScopeCounts, findings_for, plan_repair_at};
 use crate::EpochMillis;
 use crate::config::Admission;
 use crate::error::StoreError;
@@ -188,13 +188,8 @@ impl<'a, S: Store> Auditor<'a, S> {
                 last = Some(audit);
                 continue;
             }
-            let scope_written = after
-                .iter()
-                .filter(|i| i.name != keys::LIMIT_NAME)
-                .map(|i| i.updated_at)
-                .max()
-                .unwrap_or(0);
-            let plan = plan_repair_at(&audit.counts, &audit.findings, scope_written, now, self.grace);
+            let written = LastWrites::of(&after);
+            let plan = plan_repair_at(&audit.counts, &audit.findings, written, now, self.grace);
             if mode == RepairMode::None || (plan.repair.is_empty() && plan.held_back.is_none()) {
                 return Ok(audit);
             }

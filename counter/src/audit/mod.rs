@@ -266,6 +266,34 @@ pub struct RepairPlan {
     pub held_back: Option<String>,
 }
 
+/// When the scope's counters were last written (`updated_at`, epoch
+/// milliseconds; 0 when never): what tells a repair whether a request may
+/// still be between its two writes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LastWrites {
+    /// The best-effort counter (request path: increments, decrements,
+    /// reservations).
+    pub best_effort: EpochMillis,
+    /// The latest of the eventual counter's items (every stream transaction
+    /// writes one, also when it only hard-deletes an item).
+    pub eventual: EpochMillis,
+}
+
+impl LastWrites {
+    /// Reads the times off a scope's counter items.
+    pub fn of(items: &[crate::items::CounterItem]) -> Self {
+        let mut out = Self::default();
+        for item in items {
+            if item.name == crate::keys::BEST_EFFORT_NAME {
+                out.best_effort = out.best_effort.max(item.updated_at);
+            } else if crate::keys::is_eventual_name(&item.name) {
+                out.eventual = out.eventual.max(item.updated_at);
+            }
+        }
+        out
+    }
+}
+
 /// [`plan_repair`], minus what may not be written at `now`.
 ///
 /// The request path writes two items per create or delete, not
@@ -279,11 +307,18 @@ pub struct RepairPlan {
 /// the invariant — raising BE in best-effort admission (the pending
 /// increment would take it above live), lowering it in strict admission
 /// (the pending decrement or put would take it below live) — waits until
-/// the scope was last written at least `grace` before `now`: every counter
-/// (`scope_written`, the latest `updated_at` of its counter items) and
-/// every item (`counts.last_item_write`, created or soft-deleted). `grace`
-/// is longer than the API's timeout plus clock skew, so no request that
-/// wrote the scope before then is still running.
+/// every write a request in flight may have made is at least `grace` before
+/// `now`. `grace` is longer than the API's timeout plus clock skew, so no
+/// request that wrote the scope before then is still running. Which writes:
+///
+/// * best-effort raise: BE (`written.best_effort`: a delete's decrement
+///   landed, its soft delete not yet) and every item
+///   (`counts.last_item_write`: a create's put landed, its increment not yet);
+/// * strict lowering: the same, and the eventual counter
+///   (`written.eventual`): a strict delete soft-deletes first, and if the
+///   stream hard-deletes the item before the delete's decrement lands, the
+///   item and its `deleted_at` are gone from the count; the stream's
+///   transaction wrote the eventual counter then.
 ///
 /// EC repairs, lowering an overcounting best-effort BE and raising an
 /// under-reserved strict BE are written at any time: no in-flight request
@@ -292,7 +327,7 @@ pub struct RepairPlan {
 pub fn plan_repair_at(
     counts: &ScopeCounts,
     findings: &[Finding],
-    scope_written: EpochMillis,
+    written: LastWrites,
     now: EpochMillis,
     grace: EpochMillis,
 ) -> RepairPlan {
@@ -300,15 +335,21 @@ pub fn plan_repair_at(
         repair: plan_repair(counts, findings),
         held_back: None,
     };
+    let request_written = written.best_effort.max(counts.last_item_write);
     let waits = findings.iter().find_map(|f| match f {
-        Finding::BestEffortBelowLive { best_effort, live } => Some(("raised", "an increment", *best_effort, *live)),
-        Finding::OverReserved { best_effort, live } => {
-            Some(("lowered", "a reservation or a decrement", *best_effort, *live))
+        Finding::BestEffortBelowLive { best_effort, live } => {
+            Some(("raised", "an increment", *best_effort, *live, request_written))
         }
+        Finding::OverReserved { best_effort, live } => Some((
+            "lowered",
+            "a reservation or a decrement",
+            *best_effort,
+            *live,
+            request_written.max(written.eventual),
+        )),
         _ => None,
     });
-    if let Some((moved, pending, best_effort, live)) = waits {
-        let last = scope_written.max(counts.last_item_write);
+    if let Some((moved, pending, best_effort, live, last)) = waits {
         let age = now.saturating_sub(last);
         if age < grace {
             plan.repair.best_effort = None;
@@ -326,6 +367,14 @@ pub fn plan_repair_at(
 #[cfg(test)]
 mod audit_tests {
     use super::*;
+
+    /// Only BE written, at `at`.
+    fn be(at: EpochMillis) -> LastWrites {
+        LastWrites {
+            best_effort: at,
+            eventual: 0,
+        }
+    }
 
     fn counts(live: u64, processed: u64) -> ScopeCounts {
         ScopeCounts {
@@ -407,7 +456,7 @@ mod audit_tests {
         let c = counts(5, 4);
         let f = findings_for(Admission::Strict, &c, 7, 3);
         let written = 1_000_000;
-        let early = plan_repair_at(&c, &f, written, written + REQUEST_GRACE_MS - 1, REQUEST_GRACE_MS);
+        let early = plan_repair_at(&c, &f, be(written), written + REQUEST_GRACE_MS - 1, REQUEST_GRACE_MS);
         assert_eq!(
             early.repair,
             Repair {
@@ -417,7 +466,7 @@ mod audit_tests {
             "EC is repaired, BE waits"
         );
         assert!(early.held_back.as_deref().unwrap().contains("in flight"), "{early:?}");
-        let late = plan_repair_at(&c, &f, written, written + REQUEST_GRACE_MS, REQUEST_GRACE_MS);
+        let late = plan_repair_at(&c, &f, be(written), written + REQUEST_GRACE_MS, REQUEST_GRACE_MS);
         assert_eq!(
             late,
             RepairPlan {
@@ -430,11 +479,11 @@ mod audit_tests {
         );
         // Raising an under-reserved BE never waits.
         let under = findings_for(Admission::Strict, &c, 2, 4);
-        let plan = plan_repair_at(&c, &under, written, written, REQUEST_GRACE_MS);
+        let plan = plan_repair_at(&c, &under, be(written), written, REQUEST_GRACE_MS);
         assert_eq!(plan.repair.best_effort, Some(5));
         assert_eq!(plan.held_back, None);
         // Lowering an overcounting best-effort BE never waits either.
-        let plan = plan_repair_at(&c, &findings(&c, 7, 4), written, written, REQUEST_GRACE_MS);
+        let plan = plan_repair_at(&c, &findings(&c, 7, 4), be(written), written, REQUEST_GRACE_MS);
         assert_eq!(plan.repair.best_effort, Some(5));
     }
 
@@ -446,17 +495,24 @@ mod audit_tests {
         let mut c = counts(5, 5);
         c.last_item_write = written;
         let f = findings(&c, 4, 5);
-        let early = plan_repair_at(&c, &f, 0, written + 1_000, REQUEST_GRACE_MS);
+        let early = plan_repair_at(&c, &f, LastWrites::default(), written + 1_000, REQUEST_GRACE_MS);
         assert_eq!(early.repair, Repair::default(), "the item is young: BE waits");
         let why = early.held_back.unwrap();
         assert!(why.contains("in flight") && why.contains("raised"), "{why}");
         // A counter written recently holds it back too (a delete's `BE -= 1`
         // landed, its soft delete has not).
         c.last_item_write = 0;
-        let early = plan_repair_at(&c, &f, written, written + REQUEST_GRACE_MS - 1, REQUEST_GRACE_MS);
+        let early = plan_repair_at(&c, &f, be(written), written + REQUEST_GRACE_MS - 1, REQUEST_GRACE_MS);
         assert!(early.held_back.is_some(), "{early:?}");
-        let late = plan_repair_at(&c, &f, written, written + REQUEST_GRACE_MS, REQUEST_GRACE_MS);
+        let late = plan_repair_at(&c, &f, be(written), written + REQUEST_GRACE_MS, REQUEST_GRACE_MS);
         assert_eq!((late.repair.best_effort, late.held_back), (Some(5), None));
+        // The stream's writes do not hold a best-effort raise back.
+        let stream = LastWrites {
+            best_effort: 0,
+            eventual: written + REQUEST_GRACE_MS,
+        };
+        let plan = plan_repair_at(&c, &f, stream, written + REQUEST_GRACE_MS, REQUEST_GRACE_MS);
+        assert_eq!(plan.repair.best_effort, Some(5));
     }
 
     #[test]
@@ -467,10 +523,25 @@ mod audit_tests {
         let mut c = counts(4, 5);
         c.last_item_write = deleted_at;
         let f = findings_for(Admission::Strict, &c, 5, 5);
-        let early = plan_repair_at(&c, &f, 0, deleted_at + 10, REQUEST_GRACE_MS);
+        let early = plan_repair_at(&c, &f, LastWrites::default(), deleted_at + 10, REQUEST_GRACE_MS);
         assert_eq!(early.repair.best_effort, None);
         assert!(early.held_back.unwrap().contains("lowered"));
-        let late = plan_repair_at(&c, &f, 0, deleted_at + REQUEST_GRACE_MS, REQUEST_GRACE_MS);
+        let late = plan_repair_at(
+            &c,
+            &f,
+            LastWrites::default(),
+            deleted_at + REQUEST_GRACE_MS,
+            REQUEST_GRACE_MS,
+        );
         assert_eq!(late.repair.best_effort, Some(4));
+        // The item may already be hard-deleted by the stream, its decrement
+        // still to come: the eventual counter's write holds the lowering back.
+        c.last_item_write = 0;
+        let hard_deleted = LastWrites {
+            best_effort: 0,
+            eventual: deleted_at,
+        };
+        let plan = plan_repair_at(&c, &f, hard_deleted, deleted_at + 10, REQUEST_GRACE_MS);
+        assert!(plan.held_back.is_some(), "{plan:?}");
     }
 }

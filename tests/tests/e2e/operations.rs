@@ -1,11 +1,17 @@
 //! Operator commands on a deployed stack: `load`, then the stream drained by
 //! the local runner, then `audit` (clean: exit 0); a hand-injected
 //! best-effort decrement makes `audit` exit 1 and name the scope;
-//! `audit --repair` fixes it and the next audit exits 0. `usage` and
-//! `limit` read and change one scope.
+//! `audit --repair` fixes it and the next audit exits 0. `audit --repair`
+//! in a loop beside `load`, the stream pipeline and injected faults never
+//! leaves a counter worse than it found it. `usage` and `limit` read and
+//! change one scope.
 
-use e2e::counterctl::Counterctl;
+use std::time::{Duration, Instant};
+
+use e2e::counterctl::{Counterctl, Zips};
+use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, Operation};
 use e2e::{Emulator, drain_deployed};
+use hybrid_counter::audit::RepairMode;
 use ops_cli::{Report, exit};
 
 async fn deployed() -> (Emulator, Counterctl, hybrid_counter::CounterConfig) {
@@ -83,7 +89,16 @@ async fn load_then_drain_audits_clean_and_injected_drift_is_found_and_repaired()
         exit::FAILED
     );
 
-    let repair = ctl.run(&["audit", "--repair"]).await.unwrap();
+    // Raising BE waits until no request can be in flight: within the grace
+    // period after the scope's last write it is held back, with the reason.
+    let early = ctl.run(&["audit", "--repair"]).await.unwrap();
+    assert!(
+        early.to_string().contains("NOT repaired") && early.to_string().contains("in flight"),
+        "{early}"
+    );
+    // The load is over: a short grace is enough (nothing is in flight).
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let repair = ctl.run(&["audit", "--repair", "--grace", "1"]).await.unwrap();
     assert!(repair.to_string().contains("repaired: best_effort := "), "{repair}");
     let after = ctl.run(&["audit"]).await.unwrap();
     assert_eq!(after.exit_code(), exit::SUCCESS, "{after}");
@@ -195,4 +210,171 @@ async fn audit_repair_sweeps_pending_items_whose_records_left_the_stream() {
     let usage = counter.usage(&scope).await.unwrap();
     assert_eq!((counts.live, counts.pending_create, counts.pending_delete), (3, 0, 0));
     assert_eq!((usage.eventual, usage.best_effort), (3, 3));
+}
+
+/// `counterctl audit --repair` run again and again for 30 s while
+/// `counterctl load` writes three scopes, the deployed mappings play the
+/// stream (and DLQ1) in process, and a fault proxy between all of them and
+/// the emulator injects 500s before and after apply, throttling and
+/// transaction conflicts. Meanwhile a sampler takes consistent looks at each
+/// scope (its counters unchanged while its items were counted) and never
+/// finds best-effort BE above live. After the drain, one more repair and
+/// the audit finds no drift, and DLQ1 is empty.
+#[tokio::test]
+async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_worse() {
+    const LOAD_SECONDS: u64 = 30;
+    let (emulator, _, config) = deployed().await;
+    let dynamodb = |name| Operation::dynamodb(name);
+    let plan = FaultPlan::from_env("audit_repair_beside_load")
+        .random(dynamodb("PutItem"), Fault::FailBefore, 0.02)
+        .random(dynamodb("PutItem"), Fault::ApplyThenFail, 0.02)
+        .random(dynamodb("UpdateItem"), Fault::ApplyThenFail, 0.03)
+        .random(dynamodb("UpdateItem"), Fault::Throttle, 0.04)
+        .random(dynamodb("Query"), Fault::Throttle, 0.02)
+        .random(
+            dynamodb("TransactWriteItems"),
+            Fault::TransactionConflict(Conflicting::One),
+            0.08,
+        )
+        .random(dynamodb("TransactWriteItems"), Fault::ApplyThenFail, 0.03);
+    let seed = plan.seed();
+    let proxy = FaultProxy::start(&emulator.endpoint, plan);
+    let ctl = Counterctl {
+        endpoint: proxy.endpoint.clone(),
+        zips: Zips::find_or_make(),
+    };
+    let runner = e2e::in_process_runner(&proxy.endpoint, &config).await;
+    let (stop_runner, runner_stopped) = tokio::sync::oneshot::channel::<()>();
+    let store = hybrid_counter::DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
+    let scopes: Vec<hybrid_counter::Scope> = (0..3).map(|n| crate::scope(&format!("busy-{n}"))).collect();
+    let load_done = std::sync::atomic::AtomicBool::new(false);
+    let started = Instant::now();
+
+    let load = async {
+        let report = ctl
+            .run(&[
+                "load",
+                "--scopes",
+                "3",
+                "--scope-prefix",
+                "busy",
+                "--workers",
+                "4",
+                "--duration",
+                &LOAD_SECONDS.to_string(),
+                "--delete-ratio",
+                "0.4",
+                "--limit",
+                "100000",
+                "--drain-timeout",
+                "0",
+            ])
+            .await;
+        load_done.store(true, std::sync::atomic::Ordering::SeqCst);
+        report
+    };
+    let audits = async {
+        let (mut runs, mut failed, mut repaired, mut held_back) = (0, 0, 0, 0);
+        while !load_done.load(std::sync::atomic::Ordering::SeqCst) {
+            match ctl.run(&["audit", "--repair", "--attempts", "3"]).await {
+                Ok(Report::Audit(audit)) => {
+                    runs += 1;
+                    repaired += audit.scopes.iter().filter(|s| s.repaired).count();
+                    held_back += audit.scopes.iter().filter(|s| s.held_back()).count();
+                }
+                Ok(other) => panic!("audit answered {other}"),
+                // A request that failed after the SDK's retries: the
+                // audit stops and writes nothing more.
+                Err(_) => failed += 1,
+            }
+        }
+        (runs, failed, repaired, held_back)
+    };
+    let sampler = async {
+        let (mut looks, mut torn) = (0, 0);
+        while !load_done.load(std::sync::atomic::Ordering::SeqCst) {
+            for s in &scopes {
+                let look = e2e::audit(&store, s, RepairMode::None, 1, hybrid_counter::now_millis())
+                    .await
+                    .unwrap();
+                // Only a look whose counters did not move while the items
+                // were counted says anything about BE against live.
+                if look.not_repaired.is_some() {
+                    torn += 1;
+                    continue;
+                }
+                looks += 1;
+                assert!(
+                    look.best_effort <= look.counts.live as i64,
+                    "seed {seed}: best-effort above live under load: {look:?}"
+                );
+                assert!(!look.has_defect(), "seed {seed}: {look:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        (looks, torn)
+    };
+    let stream = async {
+        runner
+            .run(async {
+                let _ = runner_stopped.await;
+            })
+            .await
+            .expect("the runner plays the mappings")
+    };
+    let stop_after_load = async {
+        let (load, audits, sampled) = tokio::join!(load, audits, sampler);
+        let _ = stop_runner.send(());
+        (load, audits, sampled)
+    };
+    let ((load, (runs, failed, repaired, held_back), (looks, torn)), played) = tokio::join!(stop_after_load, stream);
+    let Report::Load(load) = load.expect("load runs to the end") else {
+        panic!("load report expected")
+    };
+    let elapsed = started.elapsed();
+    let stats = proxy.stats();
+    eprintln!(
+        "audit_repair_beside_load: seed {seed}, {:.1} s; load {} ops ({} created, {} deleted); {runs} audit --repair \
+         runs ({failed} failed on a request, {repaired} scope repairs written, {held_back} held back); {looks} \
+         consistent looks ({torn} torn); stream: {played}\n{stats}",
+        elapsed.as_secs_f64(),
+        load.operations,
+        load.created,
+        load.deleted
+    );
+    assert!(elapsed >= Duration::from_secs(LOAD_SECONDS), "{elapsed:?}");
+    assert!(runs >= 3, "seed {seed}: only {runs} audits ran beside the load");
+    assert!(looks >= 10, "seed {seed}: only {looks} consistent looks");
+    stats.assert_injected(&[
+        FaultKind::FailBefore,
+        FaultKind::ApplyThenFail,
+        FaultKind::Throttle,
+        FaultKind::TransactionConflict,
+    ]);
+
+    // The drain, without faults; then one repair after the load (a short
+    // grace: nothing is in flight any more) and a clean audit.
+    proxy.set_enabled(false);
+    drain_deployed(&emulator.endpoint, &config).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let repair = ctl.run(&["audit", "--repair", "--grace", "1"]).await.unwrap();
+    let Report::Audit(repair) = &repair else { panic!() };
+    assert!(!repair.defect, "seed {seed}: {repair}");
+    let after = ctl.run(&["audit"]).await.unwrap();
+    assert_eq!(
+        after.exit_code(),
+        exit::SUCCESS,
+        "seed {seed}: zero drift after the drain: {after}"
+    );
+    let Report::Audit(after) = &after else { panic!() };
+    assert_eq!(after.totals.live, load.created - load.deleted, "seed {seed}: {after}");
+    assert_eq!((after.totals.pending_create, after.totals.pending_delete), (0, 0));
+    let sqs = aws_sdk_sqs::Client::new(&emulator.sdk_config().await);
+    let status = ctl.status().await.unwrap();
+    let dlq1 = status.outputs[stack::outputs::DLQ1_URL].clone();
+    assert_eq!(
+        e2e::queue_depth(&sqs, &dlq1).await,
+        (0, 0),
+        "seed {seed}: DLQ1 (visible, in flight) after the drain"
+    );
 }
