@@ -61,6 +61,14 @@ struct Phase {
     conflicts: u64,
     condition_cancels: u64,
     retries: u64,
+    /// Counter writes with a net delta of 0 (one insert counted and one
+    /// counted item deleted in one transaction): they only bump the
+    /// counter's version so an audit sees the change (DESIGN §5a).
+    version_only_counter_writes: u64,
+    /// Write units per counted event without those writes: what the code
+    /// before the audit-safety fix sent (2 WU each, a transactional write of
+    /// a counter item under 1 KB).
+    write_units_per_event_without_version_only: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -69,6 +77,8 @@ struct DesignResult {
     eventual_shards: u32,
     creates: Phase,
     deletes: Phase,
+    /// As many creates as deletes, interleaved, consumed together.
+    churn: Phase,
     events_per_second: f64,
     stream_read_seconds: f64,
     /// Writes taken by the busiest eventual-counter item per counted event
@@ -186,6 +196,9 @@ async fn consume(processor: &Processor<DynamoStore>, stream_arn: &str, records: 
     phase.requests = cost.requests.total();
     phase.conflicts = cost.transactions_cancelled.conflict;
     phase.condition_cancels = cost.transactions_cancelled.condition;
+    phase.version_only_counter_writes = cost.version_only_counter_writes;
+    phase.write_units_per_event_without_version_only =
+        per_event(cost.write_units - 2.0 * cost.version_only_counter_writes as f64);
     phase
 }
 
@@ -267,11 +280,36 @@ async fn run_design(
     stream_read_seconds += started.elapsed().as_secs_f64();
     let deletes = consume(&processor, &stream_arn, records, lanes).await;
 
+    // Churn: a create of a new item and a delete of a counted one, pair by
+    // pair, so batches hold both and their net delta is near zero.
+    let survivors: Vec<(Scope, ResourceId)> = jobs
+        .iter()
+        .enumerate()
+        .filter(|(n, _)| n % 4 != 0)
+        .map(|(_, job)| job.clone())
+        .take(jobs.len() / 4)
+        .collect();
+    let c = counter.clone();
+    fan_out(survivors.clone(), 8, move |scope, old| {
+        let c = c.clone();
+        async move {
+            let new = ResourceId::new(format!("churn-{}", old.as_str())).expect("id");
+            c.create(&scope, &new, Item::default(), now_millis())
+                .await
+                .expect("create");
+            c.delete(&scope, &old, now_millis()).await.expect("delete");
+        }
+    })
+    .await;
+    let records = read_new_records(&reader, &mut cursors).await;
+    let churn = consume(&processor, &stream_arn, records, lanes).await;
+
     // Numbers from a wrong answer are worth nothing: every scope must end exact.
     let mut hottest: f64 = 0.0;
     for scope in &scope_names {
         let scope_events = jobs.iter().filter(|(s, _)| s == scope).count()
-            + jobs.iter().step_by(4).filter(|(s, _)| s == scope).count();
+            + jobs.iter().step_by(4).filter(|(s, _)| s == scope).count()
+            + 2 * survivors.iter().filter(|(s, _)| s == scope).count();
         let busiest = processor
             .store()
             .counter_items(scope)
@@ -294,21 +332,23 @@ async fn run_design(
             design.name
         );
     }
-    let total_events = creates.events + deletes.events;
+    let total_events = creates.events + deletes.events + churn.events;
     let counter_writes = creates.counter_item_writes_per_event * creates.events as f64
-        + deletes.counter_item_writes_per_event * deletes.events as f64;
+        + deletes.counter_item_writes_per_event * deletes.events as f64
+        + churn.counter_item_writes_per_event * churn.events as f64;
     DesignResult {
         design: design.name,
         eventual_shards: design.shards,
-        events_per_second: total_events as f64 / (creates.seconds + deletes.seconds),
+        events_per_second: total_events as f64 / (creates.seconds + deletes.seconds + churn.seconds),
         hottest_counter_writes_per_event: hottest,
         projected_scope_cap: ITEM_WRITE_UNITS_PER_SECOND / (2.0 * hottest.max(f64::MIN_POSITIVE)),
-        transactions: creates.transactions + deletes.transactions,
-        conflicts: creates.conflicts + deletes.conflicts,
-        retries: creates.retries + deletes.retries,
+        transactions: creates.transactions + deletes.transactions + churn.transactions,
+        conflicts: creates.conflicts + deletes.conflicts + churn.conflicts,
+        retries: creates.retries + deletes.retries + churn.retries,
         counter_item_writes_per_event: counter_writes / total_events.max(1) as f64,
         creates,
         deletes,
+        churn,
         stream_read_seconds,
     }
 }
@@ -427,7 +467,7 @@ fn markdown(results: &Results) -> String {
         format!(
             "Workload per design, each on fresh tables: {} creates over {} hot scope(s) through the request path, \
              consumed by {} concurrent consumers (records split by item key: several stream shards carrying one \
-             hot scope), batch size {}; then a quarter of the items deleted and consumed the same way. fakecloud \
+             hot scope), batch size {}; then a quarter of the items deleted and consumed the same way; then a churn of creates and deletes. fakecloud \
              {}, {} cores shared by the emulator and the benchmark.\n",
             results.events, results.scopes, results.lanes, results.batch_size, results.fakecloud, results.cores
         ),
@@ -459,6 +499,37 @@ fn markdown(results: &Results) -> String {
                 d.transactions,
                 d.conflicts,
                 d.retries,
+            ),
+        );
+    }
+    line(
+        &mut out,
+        "\nChurn (after the deletes, as many creates as deletes of one scope, interleaved, consumed together): \
+         every stream transaction writes its counter item, also with a net delta of 0, so that an audit \
+         counting the scope sees the processed items change (`version` bumped; DESIGN §5a). The code before \
+         that fix left the counter out of a zero-delta transaction.\n"
+            .into(),
+    );
+    line(
+        &mut out,
+        "| design | counted events | transactions | of them with a zero delta | WU / counted event | before the fix (without those counter writes) | cost of the fix |\n|---|---:|---:|---:|---:|---:|---:|"
+            .into(),
+    );
+    for d in &results.designs {
+        let c = &d.churn;
+        line(
+            &mut out,
+            format!(
+                "| {} | {} | {} | {} | {:.3} | {:.3} | {:+.1} % |",
+                d.design,
+                c.events,
+                c.transactions,
+                c.version_only_counter_writes,
+                c.write_units_per_event,
+                c.write_units_per_event_without_version_only,
+                100.0
+                    * (c.write_units_per_event / c.write_units_per_event_without_version_only.max(f64::MIN_POSITIVE)
+                        - 1.0)
             ),
         );
     }

@@ -247,6 +247,14 @@ impl Kit {
     }
 }
 
+/// An operator's clock once every write so far (the tests' own at
+/// [`hybrid_counter::now_millis`] or at a fixed time before it) is older than
+/// the audit's grace period: when a repair held back for requests that may
+/// be in flight is written.
+pub fn after_grace() -> hybrid_counter::EpochMillis {
+    hybrid_counter::now_millis() + hybrid_counter::audit::REQUEST_GRACE_MS + 1_000
+}
+
 /// The kit's audit engine on one scope of `store`, read by the store's
 /// admission mode, with `attempts` tries.
 pub async fn audit(

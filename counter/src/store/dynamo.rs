@@ -509,6 +509,9 @@ impl Store for DynamoStore {
                     resource_items: tx.items.len() as u64,
                     counter_items: u64::from(tx.counter.is_some()),
                 });
+                if tx.counter.as_ref().is_some_and(|c| c.delta == 0) {
+                    self.meter.version_only_counter_write();
+                }
                 self.consumed(out.consumed_capacity());
                 Ok(())
             }

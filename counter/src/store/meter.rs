@@ -68,6 +68,7 @@ struct Counts {
     transactions_committed: AtomicU64,
     transactional_resource_writes: AtomicU64,
     transactional_counter_writes: AtomicU64,
+    version_only_counter_writes: AtomicU64,
     cancelled_conflict: AtomicU64,
     cancelled_condition: AtomicU64,
     cancelled_other: AtomicU64,
@@ -112,6 +113,12 @@ impl Meter {
         add(&self.0.transactional_counter_writes, written.counter_items);
     }
 
+    /// A committed transaction wrote its counter item with a net delta of
+    /// zero, only to bump its version (counted in [`Self::transaction`] too).
+    pub fn version_only_counter_write(&self) {
+        add(&self.0.version_only_counter_writes, 1);
+    }
+
     /// A transaction was cancelled: by a conflict with another write, by a
     /// failed condition (and no conflict), or for another reason.
     pub fn cancelled(&self, conflict: bool, condition: bool) {
@@ -149,6 +156,7 @@ impl Meter {
             transactions_committed: get(&c.transactions_committed),
             transactional_resource_writes: get(&c.transactional_resource_writes),
             transactional_counter_writes: get(&c.transactional_counter_writes),
+            version_only_counter_writes: get(&c.version_only_counter_writes),
             transactions_cancelled: Cancellations {
                 conflict: get(&c.cancelled_conflict),
                 condition: get(&c.cancelled_condition),
@@ -197,6 +205,9 @@ pub struct MeterSnapshot {
     pub transactions_committed: u64,
     pub transactional_resource_writes: u64,
     pub transactional_counter_writes: u64,
+    /// Of those, counter writes with a zero delta: they only bump the
+    /// counter's version, so an audit sees that the processed items changed.
+    pub version_only_counter_writes: u64,
     pub transactions_cancelled: Cancellations,
     /// Write capacity units DynamoDB reported for successful writes
     /// (a transactional write costs twice a plain one).
@@ -240,6 +251,7 @@ impl MeterSnapshot {
                 earlier.transactional_resource_writes,
             ),
             transactional_counter_writes: d(self.transactional_counter_writes, earlier.transactional_counter_writes),
+            version_only_counter_writes: d(self.version_only_counter_writes, earlier.version_only_counter_writes),
             transactions_cancelled: Cancellations {
                 conflict: d(
                     self.transactions_cancelled.conflict,

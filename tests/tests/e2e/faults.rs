@@ -164,7 +164,8 @@ async fn audit_clean(store: &DynamoStore, s: &Scope, seed: u64) -> u64 {
         "seed {seed}: {audit:?}"
     );
     assert!(audit.best_effort <= counts.live as i64, "seed {seed}: {audit:?}");
-    let repair = e2e::audit(&store, s, RepairMode::Apply, 5, NOW)
+    // Once nothing is in flight (the grace period after the last write).
+    let repair = e2e::audit(&store, s, RepairMode::Apply, 5, e2e::after_grace())
         .await
         .expect("repair the scope");
     if let Some(planned) = repair.repair {

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use e2e::Kit;
 use e2e::counterctl::Counterctl;
+use hybrid_counter::audit::Finding;
 use hybrid_counter::audit::RepairMode;
-use hybrid_counter::audit::{Finding, REQUEST_GRACE_MS};
 use hybrid_counter::error::StoreError;
 use hybrid_counter::{Admission, Counter, CounterConfig, DynamoStore, Error, Store};
 use ops_cli::{Report, exit};
@@ -197,7 +197,7 @@ async fn a_strict_audit_raises_at_once_and_lowers_only_after_the_grace_period() 
     );
     assert!(other_view.has_defect());
 
-    let later = NOW + REQUEST_GRACE_MS + 1_000;
+    let later = e2e::after_grace();
     let dry = e2e::audit(&store, &s, RepairMode::DryRun, 3, later).await.unwrap();
     assert_eq!(dry.repair.and_then(|r| r.best_effort), Some(3), "{dry:?}");
     assert_eq!(dry.not_repaired, None);
@@ -294,13 +294,10 @@ async fn a_stack_deployed_strict_configures_the_api_load_and_audit() {
     let Report::Audit(found) = &held else { panic!() };
     assert!(!found.defect, "over-reserving is strict admission's safe side");
     assert_eq!(store.read_counters(&s).await.unwrap().best_effort, 4);
-    // Once BE's last write is older than the grace period (dated back here
-    // with a write that adds nothing), `--repair` lowers it.
-    store
-        .add_best_effort(&s, 0, now - REQUEST_GRACE_MS - 1_000)
-        .await
-        .unwrap();
-    let repaired = ctl.run(&["audit", "--repair"]).await.unwrap();
+    // Once the scope's last write is older than the grace period, `--repair`
+    // lowers it (a grace of 1 s here: the load is over, nothing is in flight).
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let repaired = ctl.run(&["audit", "--repair", "--grace", "1"]).await.unwrap();
     assert!(
         repaired.to_string().contains("repaired: best_effort := 3"),
         "{repaired}"
