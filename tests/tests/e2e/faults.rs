@@ -151,7 +151,7 @@ async fn items_of(client: &aws_sdk_dynamodb::Client, table: &str, s: &Scope) -> 
 /// `--repair` (BE may be raised to live, nothing else), and a second
 /// audit finds no drift at all. Returns the live count.
 async fn audit_clean(store: &DynamoStore, s: &Scope, seed: u64) -> u64 {
-    let audit = e2e::audit(&store, s, RepairMode::None, 5, NOW)
+    let audit = e2e::audit(store, s, RepairMode::None, 5, NOW)
         .await
         .expect("audit the scope");
     let counts = audit.counts;
@@ -165,14 +165,14 @@ async fn audit_clean(store: &DynamoStore, s: &Scope, seed: u64) -> u64 {
     );
     assert!(audit.best_effort <= counts.live as i64, "seed {seed}: {audit:?}");
     // Once nothing is in flight (the grace period after the last write).
-    let repair = e2e::audit(&store, s, RepairMode::Apply, 5, e2e::after_grace())
+    let repair = e2e::audit(store, s, RepairMode::Apply, 5, e2e::after_grace())
         .await
         .expect("repair the scope");
     if let Some(planned) = repair.repair {
         assert_eq!(planned.eventual, None, "seed {seed}: EC needed a repair: {repair:?}");
         assert!(repair.repaired, "seed {seed}: {repair:?}");
     }
-    let after = e2e::audit(&store, s, RepairMode::None, 5, NOW)
+    let after = e2e::audit(store, s, RepairMode::None, 5, NOW)
         .await
         .expect("audit again");
     assert!(
