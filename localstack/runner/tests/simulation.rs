@@ -197,7 +197,7 @@ impl Params {
         store_faults.push((Op::StreamRange, Fault::ShortRead, ra.range(0, 500) as u32));
         let page_size = ra.range(1, 3) as usize;
         let page_latency = Duration::from_millis(ra.range(0, 40));
-        let audit_every = (ra.range(20, 200), ra.range(200, 600));
+        let audit_every = (ra.range(5, 50), ra.range(50, 200));
         let sweep_during_load = ra.chance(500);
         let foreign_item = ra.chance(250);
         Params {
@@ -275,6 +275,11 @@ struct Stats {
     audit_errors_during_load: u64,
     /// Pending items the audits during the load swept.
     swept_during_load: u64,
+    /// Rounds of `audit --repair` over every scope during the load (for one
+    /// schedule); over many, the fewest any schedule had.
+    audit_rounds: u64,
+    /// Schedules with at least three rounds during their load.
+    schedules_with_three_audit_rounds: u64,
     /// The longest request of any client, in simulated milliseconds (must
     /// stay below the audit's grace period).
     longest_request_ms: u64,
@@ -324,6 +329,12 @@ impl Stats {
             swept_during_load
         );
         self.longest_request_ms = self.longest_request_ms.max(other.longest_request_ms);
+        self.audit_rounds = if self.schedules == other.schedules {
+            other.audit_rounds
+        } else {
+            self.audit_rounds.min(other.audit_rounds)
+        };
+        self.schedules_with_three_audit_rounds += u64::from(other.audit_rounds >= 3);
         self.first_repair_gap_seed = self.first_repair_gap_seed.or(other.first_repair_gap_seed);
     }
 }
@@ -484,7 +495,7 @@ impl Sim {
         let mut r = Rng::new(self.seed, 600);
         let (lo, hi) = self.p.audit_every;
         while !self.done() {
-            tokio::time::sleep(r.millis(lo, hi)).await;
+            self.bump(|s| s.audit_rounds += 1);
             for n in 0..self.p.scopes {
                 let scope = self.scope(n);
                 let outcome = self
@@ -509,6 +520,7 @@ impl Sim {
                     self.bump(|s| s.swept_during_load += swept);
                 }
             }
+            tokio::time::sleep(r.millis(lo, hi)).await;
         }
     }
 
@@ -1302,12 +1314,15 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
     );
     println!(
         "simulation audits under load: {} audit --repair runs, {} repairs written, {} held back, {} failed on a store \
-         error; {} items swept under load; longest request {} ms (grace {SIM_GRACE_MS} ms)",
+         error; {} items swept under load; at least {} rounds over every scope in each schedule, three or more in {}; \
+         longest request {} ms (grace {SIM_GRACE_MS} ms)",
         total.audits_during_load,
         total.repairs_during_load,
         total.repairs_held_back_during_load,
         total.audit_errors_during_load,
         total.swept_during_load,
+        total.audit_rounds,
+        total.schedules_with_three_audit_rounds,
         total.longest_request_ms
     );
     assert_eq!(total.strict_overshoots, 0, "strict admission overshot the limit");
