@@ -786,3 +786,192 @@ impl DynamoStore {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The store's error classification and its repair write, through an
+    //! intercepted client (no network): what DynamoDB answers, and what the
+    //! kit makes of it.
+
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsOutput;
+    use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
+    use aws_sdk_dynamodb::types::CancellationReason;
+    use aws_sdk_dynamodb::types::error::{ConditionalCheckFailedException, TransactionCanceledException};
+    use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, create_mock_http_client, mock};
+    use aws_smithy_types::error::ErrorMetadata;
+
+    use super::*;
+    use crate::ids::ResourceId;
+
+    /// A store whose client answers `rules` in order, with the SDK's own
+    /// retries off (each rule answers one request).
+    fn store(rules: &[Rule]) -> DynamoStore {
+        let interceptor = rules.iter().fold(
+            MockResponseInterceptor::new().rule_mode(RuleMode::Sequential),
+            |interceptor, rule| interceptor.with_rule(rule),
+        );
+        let client = Client::from_conf(
+            aws_sdk_dynamodb::Config::builder()
+                .with_test_defaults()
+                .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+                .retry_config(RetryConfig::disabled())
+                .http_client(create_mock_http_client())
+                .interceptor(interceptor)
+                .build(),
+        );
+        let config = CounterConfig {
+            resources_table: "resources".into(),
+            counters_table: "counters".into(),
+            default_limit: Some(10),
+            eventual_shards: 1,
+            admission: Admission::BestEffort,
+        };
+        DynamoStore::new(client, &config)
+    }
+
+    fn scope() -> Scope {
+        Scope::new("acct").unwrap()
+    }
+
+    fn key() -> ResourceKey {
+        ResourceKey {
+            scope: scope(),
+            id: ResourceId::new("w").unwrap(),
+        }
+    }
+
+    fn update_error(code: &'static str) -> Rule {
+        mock!(Client::update_item)
+            .then_error(move || UpdateItemError::generic(ErrorMetadata::builder().code(code).build()))
+    }
+
+    #[tokio::test]
+    async fn plain_write_errors_are_classified_by_their_code() {
+        let s = store(&[
+            mock!(Client::update_item).then_error(|| {
+                // As the SDK parses it: the modeled error with its code.
+                UpdateItemError::ConditionalCheckFailedException(
+                    ConditionalCheckFailedException::builder()
+                        .meta(ErrorMetadata::builder().code("ConditionalCheckFailedException").build())
+                        .build(),
+                )
+            }),
+            update_error("ThrottlingException"),
+            update_error("TransactionConflictException"),
+            update_error("ValidationException"),
+            update_error("InternalServerError"),
+        ]);
+        assert_eq!(s.mark_deleted(&key(), "inc", 1).await, Err(StoreError::ConditionFailed));
+        // Refused before it was applied: safe to send again.
+        assert!(s.add_best_effort(&scope(), 1, 1).await.unwrap_err().is_transient());
+        assert!(s.add_best_effort(&scope(), 1, 1).await.unwrap_err().is_transient());
+        assert!(matches!(
+            s.add_best_effort(&scope(), 1, 1).await,
+            Err(StoreError::Rejected(_))
+        ));
+        // Outcome unknown: neither transient nor a refusal.
+        let err = s.add_best_effort(&scope(), 1, 1).await.unwrap_err();
+        assert!(
+            matches!(err, StoreError::Unavailable(_)) && !err.is_transient(),
+            "{err}"
+        );
+        assert_eq!(s.meter().snapshot().failed_requests, 5);
+    }
+
+    #[tokio::test]
+    async fn the_soft_delete_is_conditioned_on_the_incarnation_it_read() {
+        let rule = mock!(Client::update_item)
+            .match_requests(|r| {
+                r.condition_expression().is_some_and(|c| c.contains("#inc = :inc"))
+                    && r.expression_attribute_values()
+                        .and_then(|v| v.get(":inc"))
+                        .is_some_and(|v| v == &AttributeValue::S("inc-7".into()))
+            })
+            .then_output(|| UpdateItemOutput::builder().build());
+        let s = store(&[rule.clone()]);
+        s.mark_deleted(&key(), "inc-7", 1).await.unwrap();
+        assert_eq!(rule.num_calls(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_transaction_carries_its_reasons_in_request_order() {
+        let s = store(&[mock!(Client::transact_write_items).then_error(|| {
+            TransactWriteItemsError::TransactionCanceledException(
+                TransactionCanceledException::builder()
+                    .cancellation_reasons(CancellationReason::builder().code("None").build())
+                    .cancellation_reasons(CancellationReason::builder().code("ConditionalCheckFailed").build())
+                    .build(),
+            )
+        })]);
+        let tx = crate::stream::plan::count_insert(&key(), "inc", crate::stream::plan::ShardChoice::SINGLE, 1);
+        assert_eq!(
+            s.transact(&tx).await,
+            Err(StoreError::Cancelled {
+                reasons: vec![CancelReason::None, CancelReason::ConditionalCheckFailed]
+            })
+        );
+        let cost = s.meter().snapshot();
+        assert_eq!(
+            (cost.transactions_cancelled.condition, cost.transactions_committed),
+            (1, 0)
+        );
+    }
+
+    fn counter_item(name: &str, version: i64) -> CounterItem {
+        CounterItem {
+            scope: "acct".into(),
+            name: name.into(),
+            count: 3,
+            version,
+            updated_at: 0,
+            limit: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_repair_is_conditioned_on_the_versions_it_read_and_a_moved_counter_writes_nothing() {
+        let read = [counter_item("best_effort", 7)];
+        let targets = [("best_effort".to_owned(), 5), ("eventual".to_owned(), 4)];
+        let conditioned = mock!(Client::transact_write_items)
+            .match_requests(|r| {
+                let updates: Vec<_> = r.transact_items().iter().filter_map(|i| i.update()).collect();
+                let be = updates
+                    .iter()
+                    .find(|u| u.key().get("name") == Some(&AttributeValue::S("best_effort".into())));
+                let ec = updates
+                    .iter()
+                    .find(|u| u.key().get("name") == Some(&AttributeValue::S("eventual".into())));
+                updates.len() == 2
+                    && be.is_some_and(|u| {
+                        u.condition_expression() == Some("#version = :expected")
+                            && u.expression_attribute_values().and_then(|v| v.get(":expected")) == Some(&AttributeValue::N("7".into()))
+                            && u.expression_attribute_values().and_then(|v| v.get(":next")) == Some(&AttributeValue::N("8".into()))
+                    })
+                    // Absent when read: it must still be absent.
+                    && ec.is_some_and(|u| u.condition_expression() == Some("attribute_not_exists(#version)"))
+            })
+            .then_output(|| TransactWriteItemsOutput::builder().build());
+        let moved = mock!(Client::transact_write_items).then_error(|| {
+            TransactWriteItemsError::TransactionCanceledException(
+                TransactionCanceledException::builder()
+                    .cancellation_reasons(CancellationReason::builder().code("ConditionalCheckFailed").build())
+                    .build(),
+            )
+        });
+        let throttled = mock!(Client::transact_write_items).then_error(|| {
+            TransactWriteItemsError::generic(ErrorMetadata::builder().code("ThrottlingException").build())
+        });
+        let invalid = mock!(Client::transact_write_items).then_error(|| {
+            TransactWriteItemsError::generic(ErrorMetadata::builder().code("ValidationException").build())
+        });
+        let s = store(&[conditioned.clone(), moved, throttled, invalid]);
+        assert_eq!(s.set_counters(&scope(), &read, &targets, 1).await, Ok(true));
+        assert_eq!(conditioned.num_calls(), 1);
+        assert_eq!(s.set_counters(&scope(), &read, &targets, 1).await, Ok(false));
+        assert_eq!(s.set_counters(&scope(), &read, &targets, 1).await, Ok(false));
+        assert!(matches!(
+            s.set_counters(&scope(), &read, &targets, 1).await,
+            Err(StoreError::Rejected(_))
+        ));
+    }
+}
