@@ -888,7 +888,7 @@ mod tests {
                         .is_some_and(|v| v == &AttributeValue::S("inc-7".into()))
             })
             .then_output(|| UpdateItemOutput::builder().build());
-        let s = store(&[rule.clone()]);
+        let s = store(std::slice::from_ref(&rule));
         s.mark_deleted(&key(), "inc-7", 1).await.unwrap();
         assert_eq!(rule.num_calls(), 1);
     }
