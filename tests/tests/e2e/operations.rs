@@ -82,8 +82,6 @@ async fn load_then_drain_audits_clean_and_injected_drift_is_found_and_repaired()
     assert_eq!(found.scopes.len(), 1);
     assert!(!found.defect, "an undercount is drift, not a defect");
 
-    let dry = ctl.run(&["audit", "--dry-run"]).await.unwrap();
-    assert!(dry.to_string().contains("would repair: best_effort := "), "{dry}");
     assert_eq!(
         ctl.run(&["audit", "--scope", "load-1"]).await.unwrap().exit_code(),
         exit::FAILED
@@ -98,6 +96,8 @@ async fn load_then_drain_audits_clean_and_injected_drift_is_found_and_repaired()
     );
     // The load is over: a short grace is enough (nothing is in flight).
     tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let dry = ctl.run(&["audit", "--dry-run", "--grace", "1"]).await.unwrap();
+    assert!(dry.to_string().contains("would repair: best_effort := "), "{dry}");
     let repair = ctl.run(&["audit", "--repair", "--grace", "1"]).await.unwrap();
     assert!(repair.to_string().contains("repaired: best_effort := "), "{repair}");
     let after = ctl.run(&["audit"]).await.unwrap();
@@ -367,7 +367,15 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
         "seed {seed}: zero drift after the drain: {after}"
     );
     let Report::Audit(after) = &after else { panic!() };
-    assert_eq!(after.totals.live, load.created - load.deleted, "seed {seed}: {after}");
+    // A request answered with an error may still have been applied (a 500
+    // after the write): each moves the live count by one at most.
+    let ambiguous: u64 = load.errors.values().sum();
+    let expected = load.created - load.deleted;
+    assert!(
+        after.totals.live.abs_diff(expected) <= ambiguous,
+        "seed {seed}: live {} against {expected} answered, {ambiguous} errors: {after}",
+        after.totals.live
+    );
     assert_eq!((after.totals.pending_create, after.totals.pending_delete), (0, 0));
     let sqs = aws_sdk_sqs::Client::new(&emulator.sdk_config().await);
     let status = ctl.status().await.unwrap();
