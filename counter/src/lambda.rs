@@ -38,7 +38,8 @@ pub async fn processor_from_env()
     let store = crate::DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
     let processor = Processor::new(store)
         .with_eventual_shards(config.eventual_shards)
-        .with_mode(mode);
+        .with_mode(mode)
+        .with_clock(crate::Clock::system());
     Ok((processor, sdk))
 }
 

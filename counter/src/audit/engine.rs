@@ -120,6 +120,7 @@ pub struct Auditor<'a, S> {
     admission: Admission,
     attempts: u32,
     grace: EpochMillis,
+    eventual_shards: u32,
 }
 
 impl<'a, S: Store> Auditor<'a, S> {
@@ -131,7 +132,18 @@ impl<'a, S: Store> Auditor<'a, S> {
             admission,
             attempts: 3,
             grace: super::REQUEST_GRACE_MS,
+            eventual_shards: 1,
         }
+    }
+
+    /// The eventual counter's configured shards (`eventual#0..n-1`): an EC
+    /// repair covers every one of them, also those not written yet, so a
+    /// stream transaction still being applied to a new shard conflicts with
+    /// the repair (or fails its `attribute_not_exists` condition) instead of
+    /// landing on top of it.
+    pub fn with_eventual_shards(mut self, shards: u32) -> Self {
+        self.eventual_shards = shards.max(1);
+        self
     }
 
     /// How long after the request path's last write of a scope a repair
@@ -201,11 +213,16 @@ impl<'a, S: Store> Auditor<'a, S> {
             if mode == RepairMode::DryRun {
                 return Ok(audit);
             }
-            match self
-                .store
-                .set_counters(scope, &after, &repair_targets(&after, &plan.repair), now)
-                .await
-            {
+            let targets = repair_targets(&after, &plan.repair, self.eventual_shards);
+            // A repair never moves a counter's `updated_at` back (an audit
+            // run's `now` can be older than a write it read): later audits
+            // read it as the time of the scope's last write.
+            let stamp = after
+                .iter()
+                .filter(|i| targets.iter().any(|(name, _)| *name == i.name))
+                .map(|i| i.updated_at)
+                .fold(now, EpochMillis::max);
+            match self.store.set_counters(scope, &after, &targets, stamp).await {
                 Ok(true) => {
                     audit.repaired = true;
                     return Ok(audit);
@@ -242,17 +259,21 @@ fn same_counters(before: &[CounterItem], after: &[CounterItem]) -> bool {
 }
 
 /// The counters a repair sets: EC onto `eventual` with every shard
-/// `eventual#n` zeroed, BE onto `best_effort`.
-fn repair_targets(items: &[CounterItem], repair: &Repair) -> Vec<(String, i64)> {
+/// `eventual#n` zeroed (those read, and `eventual#0..shards-1` whether read
+/// or not), BE onto `best_effort`.
+fn repair_targets(items: &[CounterItem], repair: &Repair, shards: u32) -> Vec<(String, i64)> {
     let mut targets = Vec::new();
     if let Some(eventual) = repair.eventual {
         targets.push((keys::EVENTUAL_NAME.to_owned(), eventual));
-        for item in items
+        let mut names: std::collections::BTreeSet<String> = items
             .iter()
             .filter(|i| keys::is_eventual_name(&i.name) && i.name != keys::EVENTUAL_NAME)
-        {
-            targets.push((item.name.clone(), 0));
+            .map(|i| i.name.clone())
+            .collect();
+        if shards > 1 {
+            names.extend((0..shards).map(|n| format!("{}#{n}", keys::EVENTUAL_NAME)));
         }
+        targets.extend(names.into_iter().map(|name| (name, 0)));
     }
     if let Some(best_effort) = repair.best_effort {
         targets.push((keys::BEST_EFFORT_NAME.to_owned(), best_effort));
@@ -375,6 +396,50 @@ mod tests {
     }
 
     const REQUEST_GRACE: EpochMillis = super::super::REQUEST_GRACE_MS;
+
+    #[test]
+    fn an_eventual_repair_covers_every_configured_shard_and_the_ones_read() {
+        let item = |name: &str| CounterItem {
+            scope: "acct".into(),
+            name: name.into(),
+            count: 1,
+            version: 1,
+            updated_at: 0,
+            limit: None,
+        };
+        let read = [item("eventual#7"), item("best_effort")];
+        let repair = Repair {
+            eventual: Some(3),
+            best_effort: None,
+        };
+        let names: Vec<String> = repair_targets(&read, &repair, 3).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(
+            names,
+            ["eventual", "eventual#0", "eventual#1", "eventual#2", "eventual#7"],
+            "a shard not written yet is conditioned on its absence, so a transaction still applying to it \
+             cannot land on top of the repair"
+        );
+        assert_eq!(repair_targets(&read, &repair, 1).len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_repair_never_moves_a_counters_last_write_back() {
+        let store = Arc::new(MemoryStore::new());
+        let counter = Counter::new(store.clone(), 10);
+        counter.create(&scope(), &id("w0"), Item::default(), NOW).await.unwrap();
+        store.set_counter("acct", keys::EVENTUAL_NAME, 5);
+        // EC drifted and was last written at NOW + 50 s; an audit run whose
+        // clock says NOW repairs it without dating the write back.
+        store.set_clock(Arc::new(|| NOW + 50_000));
+        store.set_counter("acct", keys::EVENTUAL_NAME, 5);
+        let audit = Auditor::new(&store, Admission::BestEffort)
+            .audit_scope(&scope(), RepairMode::Apply, NOW)
+            .await
+            .unwrap();
+        assert_eq!(audit.repair.and_then(|r| r.eventual), Some(0), "{audit:?}");
+        assert!(audit.repaired, "{audit:?}");
+        assert_eq!(store.counter_updated_at("acct", keys::EVENTUAL_NAME), NOW + 50_000);
+    }
 
     #[tokio::test]
     async fn a_best_effort_raise_is_held_back_until_the_scope_is_quiet_then_written() {

@@ -687,9 +687,18 @@ impl MemoryStore {
             Some(Fault::AppliedThenUnavailable) => Err(StoreError::Unavailable(
                 "injected 500 after the transaction was applied".into(),
             )),
-            Some(Fault::AppliedThenConditionFailed) => Err(StoreError::Cancelled {
-                reasons: std::iter::repeat_n(CancelReason::ConditionalCheckFailed, holds.len()).collect(),
+            // Applied, answer lost, and the retry fails every item's
+            // condition (the counter's update has none). Had the first
+            // attempt not been applied, its own reasons are the answer.
+            Some(Fault::AppliedThenConditionFailed) if result.is_ok() => Err(StoreError::Cancelled {
+                reasons: tx
+                    .counter
+                    .iter()
+                    .map(|_| CancelReason::None)
+                    .chain(tx.items.iter().map(|_| CancelReason::ConditionalCheckFailed))
+                    .collect(),
             }),
+            Some(Fault::AppliedThenConditionFailed) => result,
             _ => {
                 if result.is_ok() {
                     inner.run_hook(Op::Transact);
@@ -1164,6 +1173,54 @@ mod tests {
         store.transact(&count_insert("b", "i2")).await.unwrap();
         assert_eq!(store.counter("acct", "eventual"), 2);
         assert_eq!(store.lock_conflicts(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_transaction_that_was_not_applied_answers_its_own_reasons_under_an_ambiguous_fault() {
+        let store = MemoryStore::new();
+        store.put_resource(&resource("a", "i1")).await.unwrap();
+        store.put_resource(&resource("b", "i2")).await.unwrap();
+        store.transact(&count_insert("a", "i1")).await.unwrap();
+        // "a" is counted already, "b" is not: the batch's transaction fails
+        // on "a" only, and nothing is applied. The injected fault may not
+        // make "b" look done too (the consumer would then drop it uncounted).
+        let batch = crate::stream::plan::batch_transaction(
+            &Scope::new("acct").unwrap(),
+            "eventual",
+            vec![
+                ItemWrite::MarkCounted {
+                    key: key("a"),
+                    incarnation: "i1".into(),
+                },
+                ItemWrite::MarkCounted {
+                    key: key("b"),
+                    incarnation: "i2".into(),
+                },
+            ],
+            0,
+        );
+        store.inject(Op::Transact, Fault::AppliedThenConditionFailed);
+        assert_eq!(
+            store.transact(&batch).await,
+            Err(StoreError::Cancelled {
+                reasons: vec![
+                    CancelReason::None,
+                    CancelReason::ConditionalCheckFailed,
+                    CancelReason::None
+                ]
+            })
+        );
+        assert_eq!(store.counter("acct", "eventual"), 1);
+        // Applied, then the retry fails: every item's condition, not the counter's.
+        store.inject(Op::Transact, Fault::AppliedThenConditionFailed);
+        let b_only = crate::stream::plan::count_insert(&key("b"), "i2", crate::stream::plan::ShardChoice::SINGLE, 0);
+        assert_eq!(
+            store.transact(&b_only).await,
+            Err(StoreError::Cancelled {
+                reasons: vec![CancelReason::None, CancelReason::ConditionalCheckFailed]
+            })
+        );
+        assert_eq!(store.counter("acct", "eventual"), 2);
     }
 
     #[tokio::test]

@@ -126,6 +126,7 @@ pub struct Processor<S> {
     seed: Option<u64>,
     eventual_shards: u32,
     mode: Mode,
+    clock: Option<crate::Clock>,
 }
 
 impl<S: Store> Processor<S> {
@@ -136,7 +137,22 @@ impl<S: Store> Processor<S> {
             seed: None,
             eventual_shards: 1,
             mode: Mode::default(),
+            clock: None,
         }
+    }
+
+    /// Stamps each transaction with `clock` when it is built (every try),
+    /// not with the `now` the batch was handed: a counter's `updated_at` then
+    /// says when it was written, however long the invocation retried. An
+    /// audit relies on it ([`crate::audit::plan_repair_at`]).
+    pub fn with_clock(mut self, clock: crate::Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The time to stamp a transaction built now.
+    fn stamp(&self, handed: EpochMillis) -> EpochMillis {
+        self.clock.as_ref().map_or(handed, |clock| clock.now().max(handed))
     }
 
     pub fn with_mode(mut self, mode: Mode) -> Self {
@@ -396,7 +412,7 @@ impl<S: Store> Processor<S> {
             &group.scope,
             &group.counter_name,
             writes.into_iter().map(|(_, w)| w).collect(),
-            now,
+            self.stamp(now),
         );
         match self.store.transact(&tx).await {
             Ok(()) => {
@@ -451,7 +467,7 @@ impl<S: Store> Processor<S> {
                     return RecordOutcome::Ignored;
                 }
                 Change::Insert { key, incarnation } => {
-                    let tx = plan::count_insert(key, incarnation, shard, now);
+                    let tx = plan::count_insert(key, incarnation, shard, self.stamp(now));
                     self.attempt(&tx, true, RecordOutcome::Counted).await
                 }
                 Change::SoftDelete { key, incarnation } => self.attempt_delete(key, incarnation, shard, now).await,
@@ -472,7 +488,7 @@ impl<S: Store> Processor<S> {
             Ok(state) => state,
             Err(err) => return Step::from_store_error(err),
         };
-        match plan::resolve_delete(key, incarnation, state.as_ref(), shard, now) {
+        match plan::resolve_delete(key, incarnation, state.as_ref(), shard, self.stamp(now)) {
             DeleteDecision::AlreadyDone(why) => {
                 debug!(scope = %key.scope, id = %key.id, why, "delete already done");
                 Step::Finished(RecordOutcome::AlreadyDone)
@@ -614,6 +630,25 @@ mod tests {
 
     fn eventual(p: &Processor<MemoryStore>) -> i64 {
         p.store().counter("acct", keys::EVENTUAL_NAME)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retried_transaction_carries_the_time_it_was_sent_not_the_batchs() {
+        let started = tokio::time::Instant::now();
+        let p = processor().with_clock(crate::Clock::new(move || {
+            1_000 + i64::try_from(started.elapsed().as_millis()).unwrap()
+        }));
+        put(p.store(), "a", false, false).await;
+        for _ in 0..3 {
+            p.store().inject(Op::Transact, Fault::Conflict);
+        }
+        // Handed the invocation's start (1,000); the write lands after three
+        // backoffs.
+        let report = p.process([insert("1", "a")], 1_000).await;
+        assert_eq!(report.counted, 1);
+        let written = p.store().counter_updated_at("acct", keys::EVENTUAL_NAME);
+        assert!(written > 1_000, "stamped {written}, the batch's time");
+        assert_eq!(written, 1_000 + i64::try_from(started.elapsed().as_millis()).unwrap());
     }
 
     #[tokio::test(start_paused = true)]

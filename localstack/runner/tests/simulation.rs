@@ -485,7 +485,9 @@ impl Sim {
     // ---- the operator's audit --repair, during the load ----------------------
 
     fn auditor(&self) -> Auditor<'_, Arc<MemoryStore>> {
-        Auditor::new(&self.store, self.p.admission).with_grace(SIM_GRACE_MS)
+        Auditor::new(&self.store, self.p.admission)
+            .with_grace(SIM_GRACE_MS)
+            .with_eventual_shards(self.p.eventual_shards)
     }
 
     /// `counterctl audit --repair` over every scope, again and again while
@@ -1142,7 +1144,10 @@ fn run_with(seed: u64, p: Params, traced: bool) -> (Result<(), String>, Stats, V
                     cap: Duration::from_millis(200),
                     max_attempts: p.processor_attempts,
                 })
-                .with_seed(Rng::new(seed, 4).next()),
+                .with_seed(Rng::new(seed, 4).next())
+                .with_clock(hybrid_counter::Clock::new(move || {
+                    EPOCH_MS + i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX)
+                })),
             store,
             p,
             start,

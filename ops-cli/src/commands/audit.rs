@@ -90,8 +90,8 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
     let store = DynamoStore::new(ctx.clients.dynamodb.clone(), &config);
     let auditor = Auditor::new(&store, config.admission)
         .with_attempts(options.attempts)
-        .with_grace(options.grace_ms);
-    let now = hybrid_counter::now_millis();
+        .with_grace(options.grace_ms)
+        .with_eventual_shards(config.eventual_shards);
     let store_error = |action: &'static str| {
         move |e: hybrid_counter::error::StoreError| Error::Aws {
             action,
@@ -165,8 +165,9 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
         RepairMode::None => {}
         RepairMode::DryRun => report.swept = pending.iter().map(|(_, n)| n).sum(),
         RepairMode::Apply => {
-            let processor =
-                hybrid_counter::stream::Processor::new(store.clone()).with_eventual_shards(config.eventual_shards);
+            let processor = hybrid_counter::stream::Processor::new(store.clone())
+                .with_eventual_shards(config.eventual_shards)
+                .with_clock(hybrid_counter::Clock::system());
             for (scope, _) in &pending {
                 ctx.ui.step(format!("sweeping pending items of scope {scope}"));
                 let Ok(scope) = hybrid_counter::Scope::new(scope.clone()) else {
@@ -175,7 +176,9 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
                 let changes = hybrid_counter::audit::pending_changes(&store, &scope)
                     .await
                     .map_err(store_error("reading pending items"))?;
-                let done = processor.process(changes.into_iter().map(Ok), now).await;
+                let done = processor
+                    .process(changes.into_iter().map(Ok), hybrid_counter::now_millis())
+                    .await;
                 report.swept +=
                     u64::from(done.counted + done.deleted_counted + done.deleted_uncounted + done.already_done);
                 if let Some(reason) = done.failure_reason {
@@ -191,8 +194,10 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
             action: "reading a scope",
             message: format!("the table holds an invalid scope {scope:?}: {e}"),
         })?;
+        // The time of this scope's audit, not of the run's start: a long run
+        // must not judge (or stamp) a scope by a clock minutes old.
         let audit = auditor
-            .audit_scope(&scope, options.mode, now)
+            .audit_scope(&scope, options.mode, hybrid_counter::now_millis())
             .await
             .map_err(store_error("auditing a scope"))?;
         if options.scope.is_some() {

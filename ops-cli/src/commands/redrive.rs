@@ -356,7 +356,8 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
         Method::Replay => {
             let config = deployed.counter_config()?;
             let processor = Processor::new(DynamoStore::new(ctx.clients.dynamodb.clone(), &config))
-                .with_eventual_shards(config.eventual_shards);
+                .with_eventual_shards(config.eventual_shards)
+                .with_clock(hybrid_counter::Clock::system());
             let (processor, streams) = (&processor, &ctx.clients.dynamodbstreams);
             replay_messages(sqs, &source.url, limits, &bar, |record: OnFailureRecord| async move {
                 replay(processor, streams, &record.batch_info, hybrid_counter::now_millis())
