@@ -66,8 +66,9 @@ impl ScopeAudit {
         self.findings.iter().any(Finding::is_defect)
     }
 
-    /// Whether part of a needed repair was held back (not a failure: a
-    /// later run writes it).
+    /// Whether a needed repair, or part of it, was not written: held back
+    /// while a request may be in flight, or beaten by concurrent writes on
+    /// every try (`not_repaired` says which). A later run writes it.
     pub fn held_back(&self) -> bool {
         self.not_repaired.is_some()
     }
