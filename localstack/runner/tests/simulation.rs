@@ -249,8 +249,9 @@ struct Stats {
     best_effort_overshoots: u64,
     /// Strict schedules whose BE was over-reserved after the drain.
     strict_over_reserved_at_rest: u64,
-    /// Strict repairs that had to wait out the reservation grace period.
-    strict_repairs_held_back: u64,
+    /// Repairs after the drain that had to wait out the grace period (a
+    /// request-path write younger than it).
+    final_repairs_held_back: u64,
     invocations: u64,
     handler_crashes: u64,
     duplicate_deliveries: u64,
@@ -308,7 +309,7 @@ impl Stats {
             strict_overshoots,
             best_effort_overshoots,
             strict_over_reserved_at_rest,
-            strict_repairs_held_back,
+            final_repairs_held_back,
             invocations,
             handler_crashes,
             duplicate_deliveries,
@@ -951,7 +952,7 @@ impl Sim {
                 .map_err(|e| format!("audit of {scope} failed after the drain: {e}"))?;
             if audit.held_back() {
                 self.log(|| format!("repair of {scope} held back: {:?}", audit.not_repaired));
-                self.bump(|s| s.strict_repairs_held_back += 1);
+                self.bump(|s| s.final_repairs_held_back += 1);
                 tokio::time::sleep(Duration::from_millis(SIM_GRACE_MS as u64)).await;
                 audit = self
                     .auditor()
