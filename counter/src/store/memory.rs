@@ -416,6 +416,26 @@ impl MemoryStore {
         inner.check(Op::AddBestEffort);
     }
 
+    /// Puts a kit item of `scope` in the given state through
+    /// [`Store::put_resource`] (its INSERT record is appended), as a test
+    /// sets a table up.
+    pub async fn put_item(&self, scope: &str, id: &str, incarnation: &str, counted: bool, deleted: bool) {
+        let item = crate::items::ResourceItem {
+            scope: Scope::new(scope).expect("a valid scope"),
+            id: crate::ids::ResourceId::new(id).expect("a valid id"),
+            counter_processed: counted,
+            deleted,
+            incarnation: incarnation.to_owned(),
+            created_at: 0,
+        };
+        self.put_resource(&NewResource {
+            item,
+            payload: Item::default(),
+        })
+        .await
+        .expect("the item is put");
+    }
+
     /// Puts an item the kit did not write (no incarnation, no flags), as
     /// another writer of the table would; its INSERT record is appended.
     pub fn put_foreign(&self, scope: &str, id: &str, payload: Item) {

@@ -587,21 +587,7 @@ mod tests {
     }
 
     async fn put(store: &MemoryStore, id: &str, counted: bool, deleted: bool) {
-        let item = ResourceItem {
-            scope: Scope::new("acct").unwrap(),
-            id: ResourceId::new(id).unwrap(),
-            counter_processed: counted,
-            deleted,
-            incarnation: "i".into(),
-            created_at: 0,
-        };
-        store
-            .put_resource(&NewResource {
-                item,
-                payload: Default::default(),
-            })
-            .await
-            .unwrap();
+        store.put_item("acct", id, "i", counted, deleted).await;
     }
 
     fn insert(seq: &str, id: &str) -> Decoded {

@@ -5,11 +5,10 @@
 //! removed and uncounted.
 
 use aws_lambda_events::event::dynamodb::Event;
-use hybrid_counter::items::ResourceItem;
 use hybrid_counter::keys;
 use hybrid_counter::lambda::{RawStreamEvent, handle_stream_event};
+use hybrid_counter::store::ResourceKey;
 use hybrid_counter::store::memory::MemoryStore;
-use hybrid_counter::store::{NewResource, ResourceKey};
 use hybrid_counter::stream::Processor;
 use hybrid_counter::{ResourceId, Scope, Store};
 use serde_json::Value;
@@ -43,31 +42,17 @@ fn the_fixture_round_trips_through_the_lambda_event_type() {
     }
 }
 
-async fn put(store: &MemoryStore, id: &str, incarnation: &str, counted: bool, deleted: bool) {
-    let item = ResourceItem {
-        scope: Scope::new("acct").unwrap(),
-        id: ResourceId::new(id).unwrap(),
-        counter_processed: counted,
-        deleted,
-        incarnation: incarnation.into(),
-        created_at: 1_795_399_990_000,
-    };
-    store
-        .put_resource(&NewResource {
-            item,
-            payload: Default::default(),
-        })
-        .await
-        .unwrap();
-}
-
 #[tokio::test]
 async fn the_handler_counts_the_fixture() {
     // The table as it stands when the records arrive: "w1" just created,
     // "w0" counted earlier and soft-deleted since.
     let store = MemoryStore::new();
-    put(&store, "w1", "0f9e4c7277984185ba79a3ce49a37a2c", false, false).await;
-    put(&store, "w0", "8f3040b29a794ab1a7e25dd30d2b2d4b", true, true).await;
+    store
+        .put_item("acct", "w1", "0f9e4c7277984185ba79a3ce49a37a2c", false, false)
+        .await;
+    store
+        .put_item("acct", "w0", "8f3040b29a794ab1a7e25dd30d2b2d4b", true, true)
+        .await;
     store.set_counter("acct", keys::EVENTUAL_NAME, 1);
     let processor = Processor::new(store);
     let event: RawStreamEvent = serde_json::from_str(FIXTURE).unwrap();
