@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::EpochMillis;
 use crate::ids::{ResourceId, Scope};
+use crate::time::EpochMillis;
 
 /// A resource item as the kit writes and reads it. Attributes the owner adds
 /// are carried separately (see [`crate::request::Counter::create`]).
@@ -160,15 +160,11 @@ mod tests {
             incarnation: "inc".into(),
             created_at: 1_700_000_000_000,
         };
-        let av: std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> =
-            serde_dynamo::to_item(&item).unwrap();
-        assert_eq!(
-            av["counter_processed"],
-            aws_sdk_dynamodb::types::AttributeValue::Bool(false)
-        );
+        let av: serde_dynamo::Item = serde_dynamo::to_item(&item).unwrap();
+        assert_eq!(av["counter_processed"], serde_dynamo::AttributeValue::Bool(false));
         assert_eq!(
             av["created_at"],
-            aws_sdk_dynamodb::types::AttributeValue::N("1700000000000".into())
+            serde_dynamo::AttributeValue::N("1700000000000".into())
         );
         let back: ResourceItem = serde_dynamo::from_item(av).unwrap();
         assert_eq!(back, item);

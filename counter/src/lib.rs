@@ -13,66 +13,34 @@
 //! never overshoot the limit, and the invariant flips to `BE >= live` (it may
 //! over-reserve, never under-reserve). See [`request`].
 //!
-//! This crate decides; the edges do I/O. [`request`] is the API's request path,
-//! [`stream`] decodes and plans stream records (pure) and runs the plans
-//! against a [`store::Store`], a trait small enough for an in-memory double;
-//! [`store::dynamo`] is the thin DynamoDB implementation.
+//! This crate decides; the edges do I/O, and it has no AWS SDK in its
+//! build. [`request`] is the API's request path, [`stream`] decodes Lambda
+//! stream records and plans (pure) and runs the writes that keep the
+//! eventual counter exact, [`audit`] compares the counters with the items
+//! and repairs them. All of them run against a [`store::Store`], a trait
+//! small enough for an in-memory double ([`memory`], feature
+//! `test-util`). The DynamoDB implementation, the Streams API reader and
+//! everything else that talks to AWS is the crate `hybrid-counter-aws`;
+//! ARCHITECTURE.md draws the crates.
 
 pub mod audit;
-pub mod backoff;
 pub mod config;
 pub mod error;
 pub mod ids;
 pub mod items;
 pub mod keys;
-#[cfg(feature = "lambda")]
-pub mod lambda;
+#[cfg(any(test, feature = "test-util"))]
+pub mod memory;
 pub mod request;
+pub mod retry;
 pub mod store;
 pub mod stream;
+pub mod time;
 
 pub use config::{Admission, CounterConfig};
 pub use error::Error;
 pub use ids::{IdError, ResourceId, Scope};
 pub use request::{Counter, Created, Usage};
 pub use store::Store;
-pub use store::dynamo::DynamoStore;
 
-/// Milliseconds since the Unix epoch. Time is passed in, never read inside
-/// the library, so logic is testable without a clock.
-pub type EpochMillis = i64;
-
-/// A clock the edges inject where a write must carry the time it is sent
-/// (a stream transaction retried for seconds, a long replay): the library
-/// never reads one itself.
-#[derive(Clone)]
-pub struct Clock(std::sync::Arc<dyn Fn() -> EpochMillis + Send + Sync>);
-
-impl Clock {
-    pub fn new(now: impl Fn() -> EpochMillis + Send + Sync + 'static) -> Self {
-        Self(std::sync::Arc::new(now))
-    }
-
-    /// The system's wall clock ([`now_millis`]).
-    pub fn system() -> Self {
-        Self::new(now_millis)
-    }
-
-    pub fn now(&self) -> EpochMillis {
-        (self.0)()
-    }
-}
-
-impl std::fmt::Debug for Clock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Clock").finish_non_exhaustive()
-    }
-}
-
-/// The current wall-clock time, for binaries to pass in.
-pub fn now_millis() -> EpochMillis {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+pub use time::{Clock, EpochMillis, now_millis};

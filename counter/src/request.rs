@@ -33,14 +33,14 @@ use serde::Serialize;
 use serde_dynamo::Item;
 use tracing::warn;
 
-use crate::EpochMillis;
-use crate::backoff::Backoff;
 use crate::config::Admission;
 use crate::error::{Error, StoreError};
 use crate::ids::{ResourceId, Scope};
 use crate::items::{CounterSnapshot, ResourceItem};
 use crate::keys;
+use crate::retry::{Backoff, Retry};
 use crate::store::{NewResource, ResourceKey, Store};
+use crate::time::EpochMillis;
 
 /// Usage of one scope as the request path sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -360,17 +360,9 @@ impl<S: Store> Counter<S> {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<(), StoreError>>,
     {
-        let mut rng = self.seed.map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
-        let mut attempt = 0;
-        loop {
-            match op().await {
-                Err(err) if err.is_transient() && attempt + 1 < self.busy_backoff.max_attempts => {
-                    tokio::time::sleep(self.busy_backoff.delay(attempt, &mut rng)).await;
-                    attempt += 1;
-                }
-                other => return other,
-            }
-        }
+        Retry::new(self.busy_backoff, self.seed)
+            .run(&mut op, StoreError::is_transient)
+            .await
     }
 }
 
@@ -392,7 +384,7 @@ fn store_error(err: StoreError) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::memory::{Fault, MemoryStore, Op};
+    use crate::memory::{Fault, MemoryStore, Op};
 
     const NOW: EpochMillis = 1;
 

@@ -20,14 +20,15 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
 
+use aws_lambda_events::event::dynamodb::EventRecord as Record;
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_dynamodbstreams::types::Record;
 use e2e::{Emulator, create_tables, read_new_records};
 use hybrid_counter::Store as _;
 use hybrid_counter::store::meter::{Meter, MeterSnapshot};
-use hybrid_counter::stream::shards::{ShardReader, to_lambda_record};
 use hybrid_counter::stream::{Mode, Processor};
-use hybrid_counter::{Counter, CounterConfig, DynamoStore, ResourceId, Scope, now_millis};
+use hybrid_counter::{Counter, CounterConfig, ResourceId, Scope, now_millis};
+use hybrid_counter_aws::DynamoStore;
+use hybrid_counter_aws::streams::ShardReader;
 use serde::Serialize;
 use serde_dynamo::Item;
 
@@ -133,21 +134,24 @@ fn config(prefix: &str, shards: u32) -> CounterConfig {
 
 fn lane_of(record: &Record, lanes: usize) -> usize {
     let mut hasher = DefaultHasher::new();
-    if let Some(keys) = record.dynamodb().and_then(|d| d.keys()) {
-        let mut keys: Vec<_> = keys.iter().map(|(k, v)| (k.clone(), format!("{v:?}"))).collect();
-        keys.sort();
-        keys.hash(&mut hasher);
-    }
+    let mut keys: Vec<_> = record
+        .change
+        .keys
+        .iter()
+        .map(|(k, v)| (k.clone(), format!("{v:?}")))
+        .collect();
+    keys.sort();
+    keys.hash(&mut hasher);
     (hasher.finish() % lanes as u64) as usize
 }
 
 /// Consumes `records` with `lanes` concurrent consumers, as the event source
 /// mapping would: batches of [`BATCH_SIZE`], retried from the first failure
 /// the partial batch response names.
-async fn consume(processor: &Processor<DynamoStore>, stream_arn: &str, records: Vec<Record>, lanes: usize) -> Phase {
+async fn consume(processor: &Processor<DynamoStore>, records: Vec<Record>, lanes: usize) -> Phase {
     let mut per_lane: Vec<Vec<serde_json::Value>> = vec![Vec::new(); lanes];
     for record in &records {
-        per_lane[lane_of(record, lanes)].push(to_lambda_record(record, stream_arn));
+        per_lane[lane_of(record, lanes)].push(serde_json::to_value(record).expect("a stream record"));
     }
     let before = processor.store().meter().snapshot();
     let started = Instant::now();
@@ -264,7 +268,7 @@ async fn run_design(
     let started = Instant::now();
     let records = read_new_records(&reader, &mut cursors).await;
     let mut stream_read_seconds = started.elapsed().as_secs_f64();
-    let creates = consume(&processor, &stream_arn, records, lanes).await;
+    let creates = consume(&processor, records, lanes).await;
 
     let c = counter.clone();
     let doomed: Vec<_> = jobs.iter().step_by(4).cloned().collect();
@@ -278,7 +282,7 @@ async fn run_design(
     let started = Instant::now();
     let records = read_new_records(&reader, &mut cursors).await;
     stream_read_seconds += started.elapsed().as_secs_f64();
-    let deletes = consume(&processor, &stream_arn, records, lanes).await;
+    let deletes = consume(&processor, records, lanes).await;
 
     // The busiest counter item after creates and deletes (the churn has a
     // table of its own).
@@ -321,7 +325,7 @@ async fn run_design(
     })
     .await;
     let records = read_new_records(&reader, &mut cursors).await;
-    let churn = consume(&processor, &stream_arn, records, lanes).await;
+    let churn = consume(&processor, records, lanes).await;
 
     // Numbers from a wrong answer are worth nothing: every scope must end exact.
     for scope in &scope_names {

@@ -16,16 +16,18 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_lambda_events::event::dynamodb::EventRecord as Record;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, StreamSpecification,
     StreamViewType,
 };
-use aws_sdk_dynamodbstreams::types::Record;
 use hybrid_counter::audit::ScopeCounts;
-use hybrid_counter::lambda::{RawStreamEvent, handle_stream_event};
 use hybrid_counter::stream::Processor;
-use hybrid_counter::stream::shards::{Position, ShardReader, to_lambda_record};
-use hybrid_counter::{Counter, CounterConfig, DynamoStore, Scope, Store};
+use hybrid_counter::stream::record::sequence_number;
+use hybrid_counter::{Counter, CounterConfig, Scope, Store};
+use hybrid_counter_aws::DynamoStore;
+use hybrid_counter_aws::streams::{Position, ShardReader};
+use stream_counter::{RawStreamEvent, handle_stream_event};
 
 /// A fakecloud process owned by one test.
 pub struct Emulator {
@@ -204,7 +206,7 @@ impl Kit {
     /// Hands `records` to the stream handler as one Lambda batch and returns
     /// its partial batch response's failed sequence numbers.
     pub async fn deliver(&self, records: &[Record]) -> Vec<String> {
-        deliver_with(&self.processor, self.reader.stream_arn(), records).await
+        deliver_with(&self.processor, records).await
     }
 
     /// Reads and delivers new records until the stream has none left,
@@ -303,14 +305,12 @@ pub async fn invoke_kit_function(
     let context = lambda_runtime::Context::default();
     let result = if function.ends_with("-dlq-reprocessor") {
         match serde_json::from_value(payload) {
-            Ok(event) => hybrid_counter::lambda::handle_dlq_event(
-                processor,
-                streams,
-                lambda_runtime::LambdaEvent::new(event, context),
-            )
-            .await
-            .map(|r| serde_json::to_value(r).unwrap_or_default())
-            .map_err(|e| e.to_string()),
+            Ok(event) => {
+                dlq_reprocessor::handle_dlq_event(processor, streams, lambda_runtime::LambdaEvent::new(event, context))
+                    .await
+                    .map(|r| serde_json::to_value(r).unwrap_or_default())
+                    .map_err(|e| e.to_string())
+            }
             Err(e) => Err(e.to_string()),
         }
     } else {
@@ -345,9 +345,12 @@ pub async fn invoke_stream_counter(
 
 /// Delivers `records` to the real stream handler function as one Lambda
 /// event from `stream_arn`; returns the failed item identifiers.
-pub async fn deliver_with(processor: &Processor<DynamoStore>, stream_arn: &str, records: &[Record]) -> Vec<String> {
+pub async fn deliver_with(processor: &Processor<DynamoStore>, records: &[Record]) -> Vec<String> {
     let event = RawStreamEvent {
-        records: records.iter().map(|r| to_lambda_record(r, stream_arn)).collect(),
+        records: records
+            .iter()
+            .map(|r| serde_json::to_value(r).expect("a stream record"))
+            .collect(),
     };
     let response = handle_stream_event(
         processor,
@@ -491,7 +494,7 @@ pub async fn read_new_records(
             .read(&shard.shard_id, &position, usize::MAX)
             .await
             .expect("read shard");
-        if let Some(last) = read.last().and_then(|r| r.dynamodb()).and_then(|d| d.sequence_number()) {
+        if let Some(last) = read.last().map(sequence_number) {
             cursors.insert(shard.shard_id.clone(), last.to_owned());
         }
         records.extend(read);

@@ -14,8 +14,7 @@
 
 use serde::Serialize;
 
-use super::{Finding, LastWrites, Repair, ScopeCounts, findings_for, plan_repair_at};
-use crate::EpochMillis;
+use super::findings::{Finding, LastWrites, Repair, ScopeCounts, findings_for, plan_repair_at};
 use crate::config::Admission;
 use crate::error::StoreError;
 use crate::ids::{ResourceId, Scope};
@@ -23,6 +22,7 @@ use crate::items::{CounterItem, CounterSnapshot};
 use crate::keys;
 use crate::store::{ResourceKey, Store};
 use crate::stream::{Change, ChangeRecord};
+use crate::time::EpochMillis;
 
 /// How [`Auditor::audit_scope`] treats what it finds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,13 +126,13 @@ pub struct Auditor<'a, S> {
 
 impl<'a, S: Store> Auditor<'a, S> {
     /// Three tries per scope and a grace period of
-    /// [`super::REQUEST_GRACE_MS`] by default.
+    /// [`super::findings::REQUEST_GRACE_MS`] by default.
     pub fn new(store: &'a S, admission: Admission) -> Self {
         Self {
             store,
             admission,
             attempts: 3,
-            grace: super::REQUEST_GRACE_MS,
+            grace: super::findings::REQUEST_GRACE_MS,
             eventual_shards: 1,
         }
     }
@@ -290,8 +290,8 @@ mod tests {
     use serde_dynamo::Item;
 
     use super::*;
-    use crate::Counter;
-    use crate::store::memory::{Chaos, MemoryStore};
+    use crate::memory::{Chaos, MemoryStore};
+    use crate::request::Counter;
     use crate::stream::Processor;
 
     const NOW: EpochMillis = 1_700_000_000_000;
@@ -396,7 +396,7 @@ mod tests {
         );
     }
 
-    const REQUEST_GRACE: EpochMillis = super::super::REQUEST_GRACE_MS;
+    const REQUEST_GRACE: EpochMillis = super::super::findings::REQUEST_GRACE_MS;
 
     #[test]
     fn an_eventual_repair_covers_every_configured_shard_and_the_ones_read() {
@@ -448,10 +448,7 @@ mod tests {
         let counter = Counter::new(store.clone(), 10);
         counter.create(&scope(), &id("w0"), Item::default(), NOW).await.unwrap();
         // An increment lost to a 500: BE undercounts by one.
-        store.inject(
-            crate::store::memory::Op::AddBestEffort,
-            crate::store::memory::Fault::Unavailable,
-        );
+        store.inject(crate::memory::Op::AddBestEffort, crate::memory::Fault::Unavailable);
         counter.create(&scope(), &id("w1"), Item::default(), NOW).await.unwrap();
         let auditor = Auditor::new(&store, Admission::BestEffort);
         let early = auditor

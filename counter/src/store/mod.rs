@@ -1,21 +1,19 @@
 //! The seam between the counter's decisions and DynamoDB: the handful of
-//! operations the kit performs, in the kit's own terms. [`dynamo::DynamoStore`]
-//! implements them with `aws-sdk-dynamodb`; a deterministic in-memory double
-//! can implement the same trait for simulation tests.
+//! operations the kit performs, in the kit's own terms. `DynamoStore` in
+//! the crate `hybrid-counter-aws` implements them with `aws-sdk-dynamodb`;
+//! [`crate::memory::MemoryStore`] is a deterministic in-memory double that reads
+//! like DynamoDB, for tests and simulations.
 
-pub mod dynamo;
-#[cfg(any(test, feature = "test-util"))]
-pub mod memory;
 pub mod meter;
 
 use std::future::Future;
 
 use serde_dynamo::Item;
 
-use crate::EpochMillis;
 use crate::error::StoreError;
 use crate::ids::{ResourceId, Scope};
 use crate::items::{CounterItem, CounterSnapshot, ItemRow, ResourceItem, ResourceState};
+use crate::time::EpochMillis;
 
 /// The key of one resource item.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -176,7 +174,7 @@ pub trait Store: Send + Sync {
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// The cost accounting of the requests this store sent, where it keeps
-    /// one ([`dynamo::DynamoStore`] does).
+    /// one (`DynamoStore` does).
     fn cost_meter(&self) -> Option<&meter::Meter> {
         None
     }

@@ -67,6 +67,11 @@ pub fn passes(event: &Value) -> bool {
     patterns().iter().any(|p| matches(p, event))
 }
 
+/// [`passes`] for a typed Lambda stream record.
+pub fn passes_record(record: &aws_lambda_events::event::dynamodb::EventRecord) -> bool {
+    serde_json::to_value(record).is_ok_and(|event| passes(&event))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

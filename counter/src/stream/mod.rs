@@ -7,8 +7,6 @@ pub mod filter;
 pub mod plan;
 pub mod process;
 pub mod record;
-pub mod replay;
-pub mod shards;
 
 pub use process::{BatchReport, Mode, Processor, RecordOutcome};
 pub use record::{Change, ChangeRecord, DecodeError};

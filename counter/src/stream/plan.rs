@@ -8,11 +8,11 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 use super::record::Change;
-use crate::EpochMillis;
 use crate::error::CancelReason;
 use crate::ids::Scope;
 use crate::items::ResourceState;
 use crate::store::{CounterDelta, ItemWrite, ResourceKey, Transaction};
+use crate::time::EpochMillis;
 
 /// Item writes one batched transaction carries: DynamoDB's 100 actions,
 /// less the counter's.

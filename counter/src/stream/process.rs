@@ -11,17 +11,16 @@
 //! done; everything after it is redelivered and absorbed by the idempotency
 //! flag and the delete's conditions).
 
-use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use futures_util::future::join_all;
 use serde::Serialize;
 use tracing::{debug, error, warn};
 
 use super::plan::{self, BatchCancel, CancelVerdict, CounterGroup, DeleteDecision, Pending, ShardChoice};
 use super::record::{Change, ChangeRecord, DecodeError};
-use crate::EpochMillis;
-use crate::backoff::Backoff;
 use crate::error::StoreError;
+use crate::retry::{Backoff, Retry, Sleeper};
 use crate::store::{ItemWrite, ResourceKey, Store, Transaction};
+use crate::time::EpochMillis;
 
 /// Counter groups (scopes, or shards of them) of one batch written at once.
 pub const GROUP_CONCURRENCY: usize = 8;
@@ -79,18 +78,6 @@ pub struct BatchReport {
 }
 
 impl BatchReport {
-    /// The partial batch response for Lambda: the first failed record, or
-    /// nothing when all succeeded.
-    pub fn to_response(&self) -> DynamoDbEventResponse {
-        let mut response = DynamoDbEventResponse::default();
-        if let Some(seq) = &self.failed_sequence_number {
-            let mut failure = DynamoDbBatchItemFailure::default();
-            failure.item_identifier = Some(seq.clone());
-            response.batch_item_failures.push(failure);
-        }
-        response
-    }
-
     /// Adds the counts and retries of part of the batch.
     fn add(&mut self, part: &BatchReport) {
         self.counted += part.counted;
@@ -126,7 +113,8 @@ pub struct Processor<S> {
     seed: Option<u64>,
     eventual_shards: u32,
     mode: Mode,
-    clock: Option<crate::Clock>,
+    clock: Option<crate::time::Clock>,
+    sleeper: Sleeper,
 }
 
 impl<S: Store> Processor<S> {
@@ -138,6 +126,7 @@ impl<S: Store> Processor<S> {
             eventual_shards: 1,
             mode: Mode::default(),
             clock: None,
+            sleeper: Sleeper::tokio(),
         }
     }
 
@@ -145,7 +134,7 @@ impl<S: Store> Processor<S> {
     /// not with the `now` the batch was handed: a counter's `updated_at` then
     /// says when it was written, however long the invocation retried. An
     /// audit relies on it ([`crate::audit::plan_repair_at`]).
-    pub fn with_clock(mut self, clock: crate::Clock) -> Self {
+    pub fn with_clock(mut self, clock: crate::time::Clock) -> Self {
         self.clock = Some(clock);
         self
     }
@@ -173,6 +162,17 @@ impl<S: Store> Processor<S> {
     pub fn with_backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
         self
+    }
+
+    /// How retries wait (default: tokio's clock).
+    pub fn with_sleeper(mut self, sleeper: Sleeper) -> Self {
+        self.sleeper = sleeper;
+        self
+    }
+
+    /// A run of retries for one write, seeded from `rng`.
+    fn retry(&self, rng: &mut fastrand::Rng) -> Retry {
+        Retry::new(self.backoff, Some(rng.u64(..))).with_sleeper(self.sleeper.clone())
     }
 
     /// Makes the jitter reproducible (simulation and tests).
@@ -339,7 +339,7 @@ impl<S: Store> Processor<S> {
         rng: &mut fastrand::Rng,
         report: &mut BatchReport,
     ) -> Result<(), (Vec<usize>, String)> {
-        let mut attempt = 0;
+        let mut retry = self.retry(rng);
         loop {
             let why = match self.try_chunk(group, &mut chunk, now, report).await {
                 ChunkStep::Done => return Ok(()),
@@ -347,13 +347,11 @@ impl<S: Store> Processor<S> {
                 ChunkStep::Fail(why) => return Err((chunk.iter().map(|p| p.index).collect(), why)),
                 ChunkStep::Again(why) => why,
             };
-            attempt += 1;
-            if attempt >= self.backoff.max_attempts {
-                let why = format!("gave up after {} attempts: {why}", self.backoff.max_attempts);
+            if !retry.pause().await {
+                let why = format!("gave up after {} attempts: {why}", retry.max_attempts());
                 return Err((chunk.iter().map(|p| p.index).collect(), why));
             }
             report.retries += 1;
-            tokio::time::sleep(self.backoff.delay(attempt - 1, rng)).await;
         }
     }
 
@@ -455,12 +453,8 @@ impl<S: Store> Processor<S> {
         rng: &mut fastrand::Rng,
         retries: &mut u32,
     ) -> RecordOutcome {
-        let mut last_error = String::new();
-        for attempt in 0..self.backoff.max_attempts {
-            if attempt > 0 {
-                *retries += 1;
-                tokio::time::sleep(self.backoff.delay(attempt - 1, rng)).await;
-            }
+        let mut retry = self.retry(rng);
+        loop {
             let step = match change {
                 Change::Ignore(reason) => {
                     debug!(?reason, "ignored record");
@@ -474,13 +468,12 @@ impl<S: Store> Processor<S> {
             };
             match step {
                 Step::Finished(outcome) => return outcome,
-                Step::Again(why) => last_error = why,
+                Step::Again(why) if !retry.pause().await => {
+                    return RecordOutcome::Failed(format!("gave up after {} attempts: {why}", retry.max_attempts()));
+                }
+                Step::Again(_) => *retries += 1,
             }
         }
-        RecordOutcome::Failed(format!(
-            "gave up after {} attempts: {last_error}",
-            self.backoff.max_attempts
-        ))
     }
 
     async fn attempt_delete(&self, key: &ResourceKey, incarnation: &str, shard: ShardChoice, now: EpochMillis) -> Step {
@@ -576,8 +569,8 @@ mod tests {
     use crate::ids::{ResourceId, Scope};
     use crate::items::ResourceItem;
     use crate::keys;
+    use crate::memory::{Fault, MemoryStore, Op};
     use crate::store::NewResource;
-    use crate::store::memory::{Fault, MemoryStore, Op};
 
     fn key(id: &str) -> ResourceKey {
         ResourceKey {
@@ -621,7 +614,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_retried_transaction_carries_the_time_it_was_sent_not_the_batchs() {
         let started = tokio::time::Instant::now();
-        let p = processor().with_clock(crate::Clock::new(move || {
+        let p = processor().with_clock(crate::time::Clock::new(move || {
             1_000 + i64::try_from(started.elapsed().as_millis()).unwrap()
         }));
         put(p.store(), "a", false, false).await;
@@ -646,7 +639,7 @@ mod tests {
         }
         let report = p.process([insert("1", "a")], 0).await;
         assert_eq!((report.counted, report.retries), (1, 3));
-        assert!(report.to_response().batch_item_failures.is_empty());
+        assert_eq!(report.failed_sequence_number, None);
         assert_eq!(eventual(&p), 1);
     }
 
@@ -663,9 +656,6 @@ mod tests {
         let report = p.process([insert("2", "b"), insert("3", "c")], 0).await;
         assert_eq!(report.failed_sequence_number.as_deref(), Some("2"));
         assert!(!report.batch_failure);
-        let response = report.to_response();
-        assert_eq!(response.batch_item_failures.len(), 1);
-        assert_eq!(response.batch_item_failures[0].item_identifier.as_deref(), Some("2"));
         // Record 3 was not attempted: the mapping redelivers it after "2".
         assert_eq!(transacts(&p), 1 + 4);
         assert_eq!(eventual(&p), 1);
@@ -729,7 +719,7 @@ mod tests {
         assert!(!report.batch_failure);
         let report = p.process_json(&[serde_json::json!(42)], 0).await;
         assert!(report.batch_failure);
-        assert!(report.to_response().batch_item_failures.is_empty());
+        assert_eq!(report.failed_sequence_number, None);
     }
     fn delete(seq: &str, id: &str) -> Decoded {
         Ok(ChangeRecord {
@@ -777,7 +767,7 @@ mod tests {
         assert_eq!(eventual(&p), 3);
         let report = p.process(inserts(0..10), 0).await;
         assert_eq!((report.counted, report.already_done, report.retries), (7, 3, 0));
-        assert!(report.to_response().batch_item_failures.is_empty());
+        assert_eq!(report.failed_sequence_number, None);
         // One cancelled with the 3 reasons, one committed without them.
         assert_eq!(transacts(&p), 1 + 2);
         assert_eq!(eventual(&p), 10);
@@ -866,7 +856,7 @@ mod tests {
         // A redelivery from an earlier record (a bisected retry) lands
         // everything exactly once.
         let again = p.process([other, delete("3", "a")], 0).await;
-        assert!(again.to_response().batch_item_failures.is_empty(), "{again:?}");
+        assert_eq!(again.failed_sequence_number, None, "{again:?}");
         assert_eq!((again.counted, again.already_done, again.deleted_counted), (0, 1, 1));
         assert_eq!(eventual(&p), 0);
         assert_eq!(p.store().counter("other", keys::EVENTUAL_NAME), 1);

@@ -1,15 +1,16 @@
 //! Decoding of stream records into the changes the counter cares about.
 //!
-//! Records come from two sources with different types: the Lambda event
-//! (`aws_lambda_events`) and the Streams API (`GetRecords`, used by the
-//! reprocessor and the tests). Both are reduced to serde_dynamo items and
-//! decoded by one function, so both paths classify a record identically.
+//! Records are the Lambda event's (`aws_lambda_events`): what the stream
+//! handler receives, and what the AWS layer turns a Streams API record
+//! (`GetRecords`, read by the reprocessor, the local runner and the tests)
+//! into. One decoder, so every path classifies a record identically.
 //!
 //! A record of an item without the kit's `incarnation` attribute is not ours
 //! and is ignored. A record that claims to be ours but is malformed is a
 //! [`DecodeError`]: the caller reports it as failed rather than dropping it,
 //! so it ends in the dead-letter queues where an operator sees it.
 
+use aws_lambda_events::event::dynamodb::EventRecord;
 use serde::Deserialize;
 use serde_dynamo::Item;
 
@@ -155,9 +156,7 @@ pub fn decode(event_name: &str, new_image: Option<Item>, old_image: Option<Item>
 impl ChangeRecord {
     /// Decodes a record of a Lambda stream event. The outer `Err` carries
     /// the sequence number when there is one, so the failure can be reported.
-    pub fn from_lambda(
-        record: &aws_lambda_events::event::dynamodb::EventRecord,
-    ) -> Result<Self, (Option<String>, DecodeError)> {
+    pub fn from_lambda(record: &EventRecord) -> Result<Self, (Option<String>, DecodeError)> {
         let sequence_number = record.change.sequence_number.clone().filter(|s| !s.is_empty());
         let Some(seq) = sequence_number else {
             return Err((None, DecodeError::MissingSequenceNumber));
@@ -177,7 +176,7 @@ impl ChangeRecord {
     /// Decodes a raw JSON record of a Lambda event: a record that does not
     /// even parse is still reported by its sequence number when present.
     pub fn from_json(value: &serde_json::Value) -> Result<Self, (Option<String>, DecodeError)> {
-        match serde_json::from_value::<aws_lambda_events::event::dynamodb::EventRecord>(value.clone()) {
+        match serde_json::from_value::<EventRecord>(value.clone()) {
             Ok(record) => Self::from_lambda(&record),
             Err(err) => {
                 let seq = value
@@ -189,32 +188,23 @@ impl ChangeRecord {
             }
         }
     }
+}
 
-    /// Decodes a record read with the Streams API (`GetRecords`).
-    pub fn from_streams_api(
-        record: &aws_sdk_dynamodbstreams::types::Record,
-    ) -> Result<Self, (Option<String>, DecodeError)> {
-        let Some(data) = record.dynamodb() else {
-            return Err((
-                None,
-                DecodeError::NotAStreamRecord("record has no dynamodb section".into()),
-            ));
-        };
-        let Some(seq) = data.sequence_number().filter(|s| !s.is_empty()).map(str::to_owned) else {
-            return Err((None, DecodeError::MissingSequenceNumber));
-        };
-        let event_name = record.event_name().map(|e| e.as_str().to_owned()).unwrap_or_default();
-        decode(
-            &event_name,
-            data.new_image().cloned().map(Item::from),
-            data.old_image().cloned().map(Item::from),
-        )
-        .map(|change| ChangeRecord {
-            sequence_number: seq.clone(),
-            change,
-        })
-        .map_err(|e| (Some(seq), e))
-    }
+/// The sequence number of a Lambda stream record (empty when it has none).
+pub fn sequence_number(record: &EventRecord) -> &str {
+    record.change.sequence_number.as_deref().unwrap_or_default()
+}
+
+/// When a Lambda stream record was written (`ApproximateCreationDateTime`),
+/// what a mapping's `MaximumRecordAgeInSeconds` measures from.
+pub fn created_at(record: &EventRecord) -> std::time::SystemTime {
+    record.change.approximate_creation_date_time.into()
+}
+
+/// Orders DynamoDB Streams sequence numbers: decimal strings of varying
+/// length, so a longer one is larger.
+pub fn sequence_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
 }
 
 #[cfg(test)]
@@ -347,31 +337,10 @@ mod tests {
     }
 
     #[test]
-    fn streams_api_records_decode_like_lambda_records() {
-        use aws_sdk_dynamodbstreams::types::{AttributeValue as Av, OperationType, Record, StreamRecord};
-        let new = std::collections::HashMap::from([
-            ("scope".to_owned(), Av::S("acct".into())),
-            ("id".to_owned(), Av::S("w1".into())),
-            ("incarnation".to_owned(), Av::S("inc1".into())),
-            ("counter_processed".to_owned(), Av::Bool(false)),
-        ]);
-        let record = Record::builder()
-            .event_name(OperationType::Insert)
-            .dynamodb(
-                StreamRecord::builder()
-                    .sequence_number("12")
-                    .set_new_image(Some(new))
-                    .build(),
-            )
-            .build();
-        let rec = ChangeRecord::from_streams_api(&record).unwrap();
-        assert_eq!(rec.sequence_number, "12");
-        assert_eq!(
-            rec.change,
-            Change::Insert {
-                key: key(),
-                incarnation: "inc1".into()
-            }
-        );
+    fn sequence_numbers_compare_numerically() {
+        use std::cmp::Ordering::*;
+        assert_eq!(sequence_cmp("900", "1000"), Less);
+        assert_eq!(sequence_cmp("1000", "1000"), Equal);
+        assert_eq!(sequence_cmp("1001", "1000"), Greater);
     }
 }

@@ -312,7 +312,7 @@ fn caller_arn(request: &Request) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use hybrid_counter::store::memory::{Chaos, Fault, MemoryStore, Op};
+    use hybrid_counter::memory::{Chaos, Fault, MemoryStore, Op};
     use serde_json::Value;
 
     use super::*;

@@ -3,8 +3,9 @@
 //! the counter once, and hands every function URL request to
 //! [`api::handle`] with the current time.
 
-use hybrid_counter::lambda::init_tracing;
-use hybrid_counter::{Counter, CounterConfig, DynamoStore, now_millis};
+use hybrid_counter::{Counter, CounterConfig, now_millis};
+use hybrid_counter_aws::DynamoStore;
+use hybrid_counter_aws::lambda::init_tracing;
 use lambda_http::{Error, service_fn};
 
 #[tokio::main]

@@ -1,7 +1,9 @@
 //! Lambda entry point of the DLQ reprocessor: builds the processor and the
-//! Streams client once and hands every DLQ1 batch to the shared replay code.
+//! Streams client once and hands every DLQ1 batch to
+//! [`dlq_reprocessor::handle_dlq_event`].
 
-use hybrid_counter::lambda::{handle_dlq_event, init_tracing, processor_from_env};
+use dlq_reprocessor::handle_dlq_event;
+use hybrid_counter_aws::lambda::{init_tracing, processor_from_env};
 use lambda_runtime::{Error, service_fn};
 
 #[tokio::main]

@@ -6,12 +6,12 @@
 
 use aws_lambda_events::event::dynamodb::Event;
 use hybrid_counter::keys;
-use hybrid_counter::lambda::{RawStreamEvent, handle_stream_event};
+use hybrid_counter::memory::MemoryStore;
 use hybrid_counter::store::ResourceKey;
-use hybrid_counter::store::memory::MemoryStore;
 use hybrid_counter::stream::Processor;
 use hybrid_counter::{ResourceId, Scope, Store};
 use serde_json::Value;
+use stream_counter::{RawStreamEvent, handle_stream_event};
 
 const FIXTURE: &str = include_str!("../fixtures/stream-event.json");
 

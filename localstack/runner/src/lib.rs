@@ -24,6 +24,7 @@
 //! poller only advances its own checkpoint.
 
 pub mod batch;
+mod ctx;
 pub mod discover;
 pub mod error;
 pub mod invoke;
@@ -36,13 +37,11 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_sqs::types::QueueAttributeName;
-use hybrid_counter::stream::replay::sequence_cmp;
-use hybrid_counter::stream::shards::ShardReader;
-use serde::{Deserialize, Serialize};
+use hybrid_counter_aws::streams::ShardReader;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -53,52 +52,11 @@ pub use invoke::{FnInvoker, Invocation, Invoke};
 pub use report::{MappingReport, RunReport};
 pub use watch::{CargoLambdaWatch, WatchConfig};
 
+pub use ctx::{Clock, RunnerConfig};
+
+use crate::ctx::{Ctx, Drained};
 use crate::discover::TAKEOVER_TAG_PREFIX;
 use crate::error::sdk_message;
-
-/// Where the emulator is and how the runner polls it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunnerConfig {
-    /// The emulator's endpoint, e.g. `http://127.0.0.1:4566`.
-    pub endpoint: String,
-    pub region: String,
-    /// How [`run`] and [`run_until_idle`] invoke functions: start
-    /// `cargo lambda watch`, or attach to one already running.
-    pub watch: WatchConfig,
-    /// Pause between polls of a source that had nothing new. Lambda polls
-    /// stream shards four times a second.
-    pub poll_interval: Duration,
-    /// How often [`run`] re-reads the mappings, to pick up a new deploy.
-    pub discovery_interval: Duration,
-    /// Pause before retrying a failed batch.
-    pub retry_delay: Duration,
-    /// Only play the mappings of these (deployed) functions; all when `None`.
-    pub functions: Option<Vec<String>>,
-    /// [`run_until_idle`] fails with [`Error::NotIdle`] after this long.
-    pub idle_timeout: Duration,
-    /// Whether [`run_until_idle`] also waits for SQS messages in flight (a
-    /// failed message invisible until its visibility timeout) to come back
-    /// and be retried, deleted or redriven to the dead-letter queue.
-    pub wait_for_in_flight: bool,
-}
-
-impl RunnerConfig {
-    /// Defaults for an emulator at `endpoint`, invoking through
-    /// `cargo lambda watch` started in the workspace at `workspace`.
-    pub fn new(endpoint: impl Into<String>, workspace: impl Into<std::path::PathBuf>) -> Self {
-        Self {
-            endpoint: endpoint.into(),
-            region: "us-east-1".to_owned(),
-            watch: WatchConfig::new(workspace),
-            poll_interval: Duration::from_millis(250),
-            discovery_interval: Duration::from_secs(10),
-            retry_delay: Duration::from_millis(200),
-            functions: None,
-            idle_timeout: Duration::from_secs(600),
-            wait_for_in_flight: false,
-        }
-    }
-}
 
 /// Plays the deployed mappings through `cargo lambda watch` until
 /// `shutdown` completes; the batch in flight on each source finishes first.
@@ -112,83 +70,6 @@ pub async fn run(config: RunnerConfig, shutdown: impl Future<Output = ()>) -> Re
 pub async fn run_until_idle(config: RunnerConfig) -> Result<RunReport, Error> {
     let invoker = CargoLambdaWatch::new(config.watch.clone(), &config.endpoint, &config.region)?;
     Runner::connect(config, invoker).await?.run_until_idle().await
-}
-
-/// The current time; tests pass a clock that runs ahead to age records.
-pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
-
-/// What draining one source did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Drained {
-    /// Something was read (and delivered, filtered or given up on).
-    pub(crate) progressed: bool,
-    /// The shard is closed and read to its end.
-    pub(crate) finished: bool,
-}
-
-/// State shared by the pollers.
-pub(crate) struct Ctx<I> {
-    pub(crate) invoker: I,
-    pub(crate) streams: aws_sdk_dynamodbstreams::Client,
-    pub(crate) sqs: aws_sdk_sqs::Client,
-    lambda: aws_sdk_lambda::Client,
-    config: RunnerConfig,
-    clock: Clock,
-    stopping: AtomicBool,
-    /// Last sequence number processed, per (mapping, shard). In memory only.
-    checkpoints: Mutex<HashMap<(String, String), String>>,
-    finished_shards: Mutex<HashSet<(String, String)>>,
-    report: Mutex<RunReport>,
-    queue_urls: tokio::sync::Mutex<HashMap<String, String>>,
-}
-
-impl<I: Invoke> Ctx<I> {
-    pub(crate) fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn now(&self) -> SystemTime {
-        (self.clock)()
-    }
-
-    pub(crate) async fn pause(&self) {
-        tokio::time::sleep(self.config.retry_delay).await;
-    }
-
-    pub(crate) fn checkpoint(&self, uuid: &str, shard_id: &str) -> Option<String> {
-        self.checkpoints
-            .lock()
-            .expect("checkpoints lock")
-            .get(&(uuid.to_owned(), shard_id.to_owned()))
-            .cloned()
-    }
-
-    /// Moves the checkpoint to `sequence_number` if that is further on.
-    pub(crate) fn advance(&self, uuid: &str, shard_id: &str, sequence_number: &str) {
-        if sequence_number.is_empty() {
-            return;
-        }
-        let mut checkpoints = self.checkpoints.lock().expect("checkpoints lock");
-        let slot = checkpoints.entry((uuid.to_owned(), shard_id.to_owned())).or_default();
-        if slot.is_empty() || sequence_cmp(sequence_number, slot).is_gt() {
-            *slot = sequence_number.to_owned();
-        }
-    }
-
-    pub(crate) fn update_report(&self, mapping: &Mapping, change: impl FnOnce(&mut MappingReport)) {
-        let mut report = self.report.lock().expect("report lock");
-        change(report.mappings.entry(mapping.uuid.clone()).or_default());
-    }
-
-    pub(crate) async fn queue_url(&self, arn: &str) -> Result<String, Error> {
-        let mut urls = self.queue_urls.lock().await;
-        if let Some(url) = urls.get(arn) {
-            return Ok(url.clone());
-        }
-        let url = discover::queue_url(&self.sqs, arn).await?;
-        urls.insert(arn.to_owned(), url.clone());
-        Ok(url)
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -14,10 +14,10 @@ use serde_json::{Map, Value, json};
 use tracing::{debug, info, warn};
 
 use crate::batch::{SqsVerdict, passes, sqs_verdict};
+use crate::ctx::{Ctx, Drained};
 use crate::discover::{Mapping, QueueSettings, parse_queue_arn};
 use crate::error::{Error, sdk_message};
 use crate::invoke::Invoke;
-use crate::{Ctx, Drained};
 
 /// `ReceiveMessage` returns at most 10 messages per call.
 const RECEIVE_MAX: usize = 10;

@@ -19,36 +19,25 @@
 //! handlers absorb because every write they make is idempotent.
 
 use std::collections::VecDeque;
-use std::time::SystemTime;
 
-use aws_sdk_dynamodbstreams::types::Record;
-use hybrid_counter::stream::replay::OnFailureRecord;
-use hybrid_counter::stream::shards::{Position, ShardReader, to_lambda_record};
+use aws_lambda_events::event::dynamodb::EventRecord as Record;
+use hybrid_counter::stream::record::{created_at, sequence_number};
+use hybrid_counter_aws::replay::OnFailureRecord;
+use hybrid_counter_aws::streams::{Position, ShardReader};
 use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
 use crate::batch::{StreamVerdict, expired_prefix, may_retry, next_window, stream_verdict};
+use crate::ctx::{Ctx, Drained};
 use crate::discover::{Mapping, StartingPosition, StreamSettings};
 use crate::error::{Error, sdk_message};
 use crate::invoke::Invoke;
-use crate::{Ctx, Drained};
 
 /// Records read from the shard per look-ahead; a batch never spans two reads.
 const READ_AHEAD: usize = 1_000;
 
 const RETRY_ATTEMPTS_EXHAUSTED: &str = "RetryAttemptsExhausted";
 const RECORD_AGE_EXCEEDED: &str = "RecordAgeExceeded";
-
-fn sequence_number(record: &Record) -> &str {
-    record.dynamodb().and_then(|d| d.sequence_number()).unwrap_or_default()
-}
-
-fn created_at(record: &Record) -> Option<SystemTime> {
-    record
-        .dynamodb()
-        .and_then(|d| d.approximate_creation_date_time())
-        .and_then(|t| SystemTime::try_from(*t).ok())
-}
 
 /// Records of one batch (or of a part of it after a bisect or a partial
 /// failure), with what they cost so far.
@@ -94,7 +83,7 @@ pub(crate) async fn drain_shard<I: Invoke>(
         drained.progressed = true;
         let events: Vec<Value> = records
             .iter()
-            .map(|r| to_lambda_record(r, &mapping.source_arn))
+            .map(|r| serde_json::to_value(r).unwrap_or_default())
             .collect();
         let window = next_window(&events, &mapping.filters, mapping.batch_size);
         let filtered = window.end - window.deliver.len();
@@ -137,7 +126,7 @@ async fn play_batch<I: Invoke>(
             return Ok(false);
         }
         if let Some(max_age) = settings.maximum_record_age {
-            let created: Vec<_> = part.records.iter().map(|(r, _)| created_at(r)).collect();
+            let created: Vec<_> = part.records.iter().map(|(r, _)| Some(created_at(r))).collect();
             let expired = expired_prefix(&created, ctx.now(), max_age);
             if expired > 0 {
                 let old: Vec<_> = part.records.drain(..expired).collect();
@@ -264,7 +253,7 @@ async fn give_up<I: Invoke>(
     let count = plain.len() as u64;
     match &settings.on_failure_destination {
         Some(destination) => {
-            let now = aws_smithy_types::DateTime::from(ctx.now());
+            let now = ctx.now();
             let on_failure = OnFailureRecord::for_batch(
                 &mapping.function_arn,
                 condition,

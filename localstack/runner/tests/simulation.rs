@@ -42,23 +42,22 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use aws_sdk_dynamodbstreams::types::Record;
+use aws_lambda_events::event::dynamodb::EventRecord as Record;
 use esm_runner::Invocation;
 use esm_runner::batch::{
     SqsVerdict, StreamVerdict, expired_prefix, may_retry, next_window, sqs_verdict, stream_verdict,
 };
 use hybrid_counter::audit::{Auditor, Finding, RepairMode, ScopeCounts, pending_changes};
-use hybrid_counter::backoff::Backoff;
 use hybrid_counter::error::Error;
+use hybrid_counter::memory::{Chaos, Fault, MemoryStore, Op, STREAM_ARN, STREAM_SHARD_ID, Tables};
+use hybrid_counter::retry::Backoff;
 use hybrid_counter::store::ResourceKey;
-use hybrid_counter::store::memory::{Chaos, Fault, MemoryStore, Op, STREAM_SHARD_ID, Tables};
-use hybrid_counter::stream::replay::{OnFailureRecord, replay_records};
-use hybrid_counter::stream::shards::to_lambda_record;
+use hybrid_counter::stream::record::{created_at, sequence_number};
 use hybrid_counter::stream::{Change, Mode, Processor, filter};
 use hybrid_counter::{Admission, Counter, ResourceId, Scope, keys};
+use hybrid_counter_aws::replay::{OnFailureRecord, replay_records};
 use serde_json::{Value, json};
 
-const STREAM_ARN: &str = "arn:aws:dynamodb:us-east-1:000000000000:table/resources/stream/sim";
 const FUNCTION_ARN: &str = "arn:aws:lambda:us-east-1:000000000000:function:stream-counter";
 /// Logical epoch of the simulation's clock (tokio's paused time is added).
 const EPOCH_MS: i64 = 1_700_000_000_000;
@@ -560,7 +559,7 @@ impl Sim {
         if records.is_empty() {
             return false;
         }
-        let events: Vec<Value> = records.iter().map(|r| to_lambda_record(r, STREAM_ARN)).collect();
+        let events: Vec<Value> = records.iter().map(|r| serde_json::to_value(r).unwrap()).collect();
         let window = next_window(&events, &filter::patterns(), self.p.batch_size);
         let batch: Vec<(Record, Value)> = window
             .deliver
@@ -582,7 +581,7 @@ impl Sim {
         }]);
         while let Some(mut part) = parts.pop_front() {
             if let Some(max_age) = self.p.max_record_age {
-                let created: Vec<_> = part.records.iter().map(|(r, _)| created_at(r)).collect();
+                let created: Vec<_> = part.records.iter().map(|(r, _)| Some(created_at(r))).collect();
                 let expired = expired_prefix(&created, self.now_system(), max_age);
                 if expired > 0 {
                     let old: Vec<_> = part.records.drain(..expired).collect();
@@ -655,7 +654,7 @@ impl Sim {
             STREAM_ARN,
             STREAM_SHARD_ID,
             &plain,
-            aws_smithy_types::DateTime::from(self.now_system()),
+            self.now_system(),
         );
         let body = serde_json::to_string(&on_failure).unwrap();
         self.log(|| {
@@ -696,7 +695,7 @@ impl Sim {
         if report.batch_failure {
             return Invocation::error("Error", "a record without a sequence number failed");
         }
-        Invocation::Response(serde_json::to_value(report.to_response()).unwrap())
+        Invocation::Response(serde_json::to_value(stream_counter::partial_batch_response(&report)).unwrap())
     }
 
     /// Trims records older than the retention.
@@ -1020,22 +1019,11 @@ impl Sim {
 }
 
 fn seq(record: &Record) -> String {
-    record
-        .dynamodb()
-        .and_then(|d| d.sequence_number())
-        .unwrap_or_default()
-        .to_owned()
+    sequence_number(record).to_owned()
 }
 
 fn previous_sequence(seq: &str) -> Option<String> {
     seq.parse::<u64>().ok()?.checked_sub(1).map(|n| n.to_string())
-}
-
-fn created_at(record: &Record) -> Option<SystemTime> {
-    record
-        .dynamodb()
-        .and_then(|d| d.approximate_creation_date_time())
-        .and_then(|t| SystemTime::try_from(*t).ok())
 }
 
 fn scope_counts(tables: &Tables, scope: &str) -> ScopeCounts {

@@ -23,8 +23,8 @@
 use std::fmt;
 
 use hybrid_counter::Admission;
-use hybrid_counter::DynamoStore;
 use hybrid_counter::audit::{Auditor, Finding, RepairMode, ScopeAudit, ScopeCounts, findings_for};
+use hybrid_counter_aws::DynamoStore;
 use serde::Serialize;
 
 use super::{Context, Location, counter_config};

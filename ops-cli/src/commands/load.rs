@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hybrid_counter::audit::{RepairMode, ScopeAudit};
-use hybrid_counter::{Counter, DynamoStore, ResourceId, Scope};
+use hybrid_counter::{Counter, ResourceId, Scope};
+use hybrid_counter_aws::DynamoStore;
 use serde::Serialize;
 
 use super::{Context, Location, counter_config};

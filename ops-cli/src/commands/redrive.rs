@@ -39,9 +39,9 @@ use aws_sdk_sqs::types::{
     QueueAttributeName, SendMessageBatchRequestEntry,
 };
 use clap::Args;
-use hybrid_counter::DynamoStore;
 use hybrid_counter::stream::Processor;
-use hybrid_counter::stream::replay::{OnFailureRecord, replay};
+use hybrid_counter_aws::DynamoStore;
+use hybrid_counter_aws::replay::{OnFailureRecord, replay};
 use indicatif::ProgressBar;
 use serde::Serialize;
 
@@ -1035,7 +1035,7 @@ mod tests {
 
     /// An on-failure record of a one-record batch, as an SQS body.
     fn record() -> String {
-        use hybrid_counter::stream::replay::{RequestContext, ResponseContext, StreamBatchInfo};
+        use hybrid_counter_aws::replay::{RequestContext, ResponseContext, StreamBatchInfo};
         serde_json::to_string(&OnFailureRecord {
             request_context: RequestContext {
                 request_id: "r".into(),

@@ -4,7 +4,8 @@
 
 use std::fmt;
 
-use hybrid_counter::{Counter, DynamoStore, Scope, Usage};
+use hybrid_counter::{Counter, Scope, Usage};
+use hybrid_counter_aws::DynamoStore;
 use serde::Serialize;
 
 use super::{Context, counter_config};

@@ -16,22 +16,23 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use aws_lambda_events::event::dynamodb::EventRecord as Record;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_dynamodbstreams::types::Record;
+use dlq_reprocessor::handle_dlq_event;
 use e2e::counterctl::{Counterctl, Zips};
 use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, FaultStats, Operation};
 use e2e::{Emulator, Kit, deliver_with};
 use hybrid_counter::audit::RepairMode;
-use hybrid_counter::backoff::Backoff;
 use hybrid_counter::config;
 use hybrid_counter::items::ResourceState;
-use hybrid_counter::lambda::handle_dlq_event;
+use hybrid_counter::retry::Backoff;
 use hybrid_counter::store::ResourceKey;
-use hybrid_counter::stream::replay::OnFailureRecord;
-use hybrid_counter::stream::shards::{Position, ShardReader};
 use hybrid_counter::stream::{Mode, Processor};
-use hybrid_counter::{Counter, CounterConfig, DynamoStore, Error, Scope, Store};
+use hybrid_counter::{Counter, CounterConfig, Error, Scope, Store};
+use hybrid_counter_aws::DynamoStore;
+use hybrid_counter_aws::replay::OnFailureRecord;
+use hybrid_counter_aws::streams::{Position, ShardReader};
 use ops_cli::Report;
 use serde_dynamo::Item;
 use stack::outputs;
@@ -419,7 +420,7 @@ struct Deliveries {
 }
 
 fn sequence_number(record: &Record) -> &str {
-    record.dynamodb().and_then(|d| d.sequence_number()).unwrap_or_default()
+    hybrid_counter::stream::record::sequence_number(record)
 }
 
 /// Hands `records` to the stream handler in batches of 1 to 25 the way
@@ -442,7 +443,7 @@ async fn deliver_like_a_mapping(
         for attempt in 0.. {
             assert!(attempt < 60, "seed {seed}: a batch still fails after 60 deliveries");
             deliveries.invocations += 1;
-            let failed = deliver_with(processor, kit.reader.stream_arn(), rest).await;
+            let failed = deliver_with(processor, rest).await;
             for s in scopes {
                 e2e::assert_invariants(&kit.store, s).await;
             }
@@ -589,7 +590,7 @@ fn on_failure_bodies(stream_arn: &str, shard: &str, mut records: &[Record], size
                 stream_arn,
                 shard,
                 chunk,
-                aws_smithy_types::DateTime::from_millis(NOW),
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(NOW as u64),
             );
             serde_json::to_string(&record).unwrap()
         })

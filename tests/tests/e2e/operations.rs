@@ -69,7 +69,8 @@ async fn load_then_drain_audits_clean_and_injected_drift_is_found_and_repaired()
     assert_eq!(audit.totals.live, (load.created - load.deleted), "{audit:?}");
 
     // Lose a best-effort update by hand.
-    let store = hybrid_counter::DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
+    let store =
+        hybrid_counter_aws::DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
     let scope = hybrid_counter::Scope::new("load-1").unwrap();
     hybrid_counter::Store::add_best_effort(&store, &scope, -1, 0)
         .await
@@ -182,7 +183,8 @@ async fn audit_repair_sweeps_pending_items_whose_records_left_the_stream() {
     // counters match the flags (no drift), but the items never reached
     // their end state, so EC stays below live until the sweep.
     let (emulator, ctl, config) = deployed().await;
-    let store = hybrid_counter::DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
+    let store =
+        hybrid_counter_aws::DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
     let counter = hybrid_counter::Counter::new(store.clone(), 100);
     let scope = hybrid_counter::Scope::new("stranded").unwrap();
     for n in 0..4 {
@@ -245,7 +247,8 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
     };
     let runner = e2e::in_process_runner(&proxy.endpoint, &config).await;
     let (stop_runner, runner_stopped) = tokio::sync::oneshot::channel::<()>();
-    let store = hybrid_counter::DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
+    let store =
+        hybrid_counter_aws::DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
     let scopes: Vec<hybrid_counter::Scope> = (0..3).map(|n| crate::scope(&format!("busy-{n}"))).collect();
     let load_done = std::sync::atomic::AtomicBool::new(false);
     let started = Instant::now();

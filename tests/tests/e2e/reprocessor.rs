@@ -2,9 +2,9 @@
 //! are replayed through the shared processor.
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use dlq_reprocessor::handle_dlq_event;
 use e2e::Kit;
-use hybrid_counter::lambda::handle_dlq_event;
-use hybrid_counter::stream::replay::OnFailureRecord;
+use hybrid_counter_aws::replay::OnFailureRecord;
 use serde_dynamo::Item;
 
 use crate::{NOW, id, scope};
@@ -32,7 +32,7 @@ async fn replay_messages(kit: &Kit, bodies: &[String]) -> Vec<String> {
         .collect()
 }
 
-async fn on_failure_body(kit: &Kit, records: &[aws_sdk_dynamodbstreams::types::Record]) -> String {
+async fn on_failure_body(kit: &Kit, records: &[aws_lambda_events::event::dynamodb::EventRecord]) -> String {
     let shard = kit.reader.shards().await.unwrap().remove(0).shard_id;
     let record = OnFailureRecord::for_batch(
         "arn:aws:lambda:us-east-1:123456789012:function:hck-stream-counter",
@@ -41,7 +41,7 @@ async fn on_failure_body(kit: &Kit, records: &[aws_sdk_dynamodbstreams::types::R
         kit.reader.stream_arn(),
         &shard,
         records,
-        aws_smithy_types::DateTime::from_millis(NOW),
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(NOW as u64),
     );
     serde_json::to_string(&record).unwrap()
 }

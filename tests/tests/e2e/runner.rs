@@ -19,10 +19,11 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use e2e::Kit;
 use e2e::{item_ids, records};
 use esm_runner::{FnInvoker, Invocation, Invoke, Runner, RunnerConfig};
+use hybrid_counter::Scope;
 use hybrid_counter::config::{ENV_COUNTERS_TABLE, ENV_RESOURCES_TABLE};
 use hybrid_counter::stream::Processor;
-use hybrid_counter::stream::replay::OnFailureRecord;
-use hybrid_counter::{DynamoStore, Scope};
+use hybrid_counter_aws::DynamoStore;
+use hybrid_counter_aws::replay::OnFailureRecord;
 use serde_dynamo::Item;
 use serde_json::{Value, json};
 
@@ -634,7 +635,7 @@ async fn one_batch_is_in_flight_per_shard_and_records_arrive_in_shard_order() {
         .flat_map(|(_, p)| sequence_numbers(p))
         .collect();
     let mut sorted = theirs.clone();
-    sorted.sort_by(|a, b| hybrid_counter::stream::replay::sequence_cmp(a, b));
+    sorted.sort_by(|a, b| hybrid_counter::stream::record::sequence_cmp(a, b));
     assert_eq!(theirs, sorted, "shard order");
     assert_eq!(theirs.len(), 6);
     local.kit.assert_converged(&s).await;

@@ -7,8 +7,8 @@ use serde_dynamo::Item;
 
 use crate::{NOW, id, scope};
 
-fn event_name(r: &aws_sdk_dynamodbstreams::types::Record) -> &str {
-    r.event_name().map(|e| e.as_str()).unwrap_or_default()
+fn event_name(r: &aws_lambda_events::event::dynamodb::EventRecord) -> &str {
+    &r.event_name
 }
 
 #[tokio::test]
@@ -85,8 +85,7 @@ async fn concurrent_deliveries_of_one_batch_count_each_item_once() {
     }
     let batch = kit.new_records().await;
     let second = Processor::new(kit.store.clone()).with_seed(2);
-    let arn = kit.reader.stream_arn().to_owned();
-    let (x, y) = tokio::join!(kit.deliver(&batch), deliver_with(&second, &arn, &batch));
+    let (x, y) = tokio::join!(kit.deliver(&batch), deliver_with(&second, &batch));
     assert!(x.is_empty() && y.is_empty(), "{x:?} {y:?}");
     kit.drain().await;
     kit.assert_converged(&s).await;
@@ -205,7 +204,7 @@ async fn foreign_items_are_ignored_and_a_malformed_record_is_reported_not_droppe
         .unwrap();
     let records = kit.new_records().await;
     assert_eq!(records.len(), 4);
-    let broken_seq = records[2].dynamodb().unwrap().sequence_number().unwrap().to_owned();
+    let broken_seq = hybrid_counter::stream::record::sequence_number(&records[2]).to_owned();
     let failed = kit.deliver(&records).await;
     assert_eq!(
         failed,

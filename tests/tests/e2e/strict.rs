@@ -12,7 +12,8 @@ use e2e::counterctl::Counterctl;
 use hybrid_counter::audit::Finding;
 use hybrid_counter::audit::RepairMode;
 use hybrid_counter::error::StoreError;
-use hybrid_counter::{Admission, Counter, CounterConfig, DynamoStore, Error, Store};
+use hybrid_counter::{Admission, Counter, CounterConfig, Error, Store};
+use hybrid_counter_aws::DynamoStore;
 use ops_cli::{Report, exit};
 use serde_dynamo::Item;
 

@@ -9,10 +9,9 @@
 //!
 //! The stream is one shard: every applied write of a resource item appends
 //! an `INSERT`, `MODIFY` or `REMOVE` record (old and new images shaped like
-//! the real table's items) as an `aws-sdk-dynamodbstreams` [`Record`], so
-//! readers decode it with the production path
-//! ([`crate::stream::ChangeRecord::from_streams_api`], or
-//! [`crate::stream::shards::to_lambda_record`] for the Lambda event form).
+//! the real table's items) as the Lambda event's [`Record`], the form the
+//! AWS layer turns a Streams API record into, so readers decode it with the
+//! production path ([`crate::stream::ChangeRecord::from_lambda`]).
 //! Sequence numbers increase, so the records of one item are in order.
 //! [`MemoryStore::trim_stream`] expires old records as the 24-hour retention
 //! does; reading a trimmed position fails with [`StoreError::Gone`].
@@ -27,17 +26,17 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aws_sdk_dynamodbstreams::types::{OperationType, Record, StreamRecord, StreamViewType};
+use aws_lambda_events::event::dynamodb::{EventRecord as Record, StreamRecord, StreamViewType};
 use serde_dynamo::{AttributeValue, Item};
 
-use super::{ItemWrite, NewResource, ResourceKey, Store, Transaction};
-use crate::EpochMillis;
 use crate::error::{CancelReason, StoreError};
 use crate::ids::Scope;
 use crate::items::{CounterItem, CounterSnapshot, ItemRow, ResourceState};
 use crate::keys;
+use crate::store::{ItemWrite, NewResource, ResourceKey, Store, Transaction};
 use crate::stream::process::Decoded;
 use crate::stream::record::ChangeRecord;
+use crate::time::EpochMillis;
 
 /// The operations of [`Store`], to aim faults at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -162,6 +161,27 @@ fn parse_sequence(text: &str) -> Option<u64> {
     text.parse::<u64>().ok()?.checked_sub(FIRST_SEQUENCE)
 }
 
+/// The ARN the in-memory stream's records carry.
+pub const STREAM_ARN: &str = "arn:aws:dynamodb:us-east-1:000000000000:table/memory/stream/memory";
+
+/// The event name of a stream record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Event {
+    Insert,
+    Modify,
+    Remove,
+}
+
+impl Event {
+    fn as_str(self) -> &'static str {
+        match self {
+            Event::Insert => "INSERT",
+            Event::Modify => "MODIFY",
+            Event::Remove => "REMOVE",
+        }
+    }
+}
+
 /// One retained stream record.
 #[derive(Debug, Clone)]
 struct StreamEntry {
@@ -181,7 +201,7 @@ struct Stream {
 }
 
 impl Stream {
-    fn append(&mut self, event: OperationType, old: Option<&Item>, new: Option<&Item>) {
+    fn append(&mut self, event: Event, old: Option<&Item>, new: Option<&Item>) {
         let n = self.next;
         self.next += 1;
         let any = new.or(old).expect("a record has an image");
@@ -195,23 +215,22 @@ impl Stream {
             .flatten()
             .map(item_size)
             .sum::<usize>();
-        let data = StreamRecord::builder()
-            .approximate_creation_date_time(aws_smithy_types::DateTime::from_millis(self.now))
-            .set_keys(Some(keys.into()))
-            .set_new_image(new.cloned().map(Into::into))
-            .set_old_image(old.cloned().map(Into::into))
-            .sequence_number(sequence_number(n))
-            .size_bytes(i64::try_from(size).unwrap_or(i64::MAX))
-            .stream_view_type(StreamViewType::NewAndOldImages)
-            .build();
-        let record = Record::builder()
-            .event_id(format!("{n:032x}"))
-            .event_name(event)
-            .event_version("1.1")
-            .event_source("aws:dynamodb")
-            .aws_region("us-east-1")
-            .dynamodb(data)
-            .build();
+        let mut data = StreamRecord::default();
+        data.approximate_creation_date_time = chrono::DateTime::from_timestamp_millis(self.now).unwrap_or_default();
+        data.keys = keys;
+        data.new_image = new.cloned().unwrap_or_default();
+        data.old_image = old.cloned().unwrap_or_default();
+        data.sequence_number = Some(sequence_number(n));
+        data.size_bytes = i64::try_from(size).unwrap_or(i64::MAX);
+        data.stream_view_type = Some(StreamViewType::NewAndOldImages);
+        let mut record = Record::default();
+        record.event_id = format!("{n:032x}");
+        record.event_name = event.as_str().to_owned();
+        record.event_version = Some("1.1".to_owned());
+        record.event_source = Some("aws:dynamodb".to_owned());
+        record.aws_region = "us-east-1".to_owned();
+        record.event_source_arn = Some(STREAM_ARN.to_owned());
+        record.change = data;
         self.records.push_back(StreamEntry {
             n,
             at: self.now,
@@ -445,7 +464,7 @@ impl MemoryStore {
         image.insert(keys::SCOPE.to_owned(), AttributeValue::S(scope.to_owned()));
         image.insert(keys::ID.to_owned(), AttributeValue::S(id.to_owned()));
         let inner = &mut *inner;
-        inner.stream.append(OperationType::Insert, None, Some(&image));
+        inner.stream.append(Event::Insert, None, Some(&image));
         inner.tables.resources.insert(
             (scope.to_owned(), id.to_owned()),
             MemResource {
@@ -544,7 +563,7 @@ impl MemoryStore {
             .stream
             .records
             .iter()
-            .map(|e| ChangeRecord::from_streams_api(&e.record))
+            .map(|e| ChangeRecord::from_lambda(&e.record))
             .collect()
     }
 
@@ -779,12 +798,12 @@ fn apply_transaction(t: &mut Tables, stream: &mut Stream, tx: &Transaction) -> R
                     r.state.counter_processed = true;
                     r.image
                         .insert(keys::COUNTER_PROCESSED.to_owned(), AttributeValue::Bool(true));
-                    stream.append(OperationType::Modify, Some(&old), Some(&r.image));
+                    stream.append(Event::Modify, Some(&old), Some(&r.image));
                 }
             }
             ItemWrite::DeleteCounted { .. } | ItemWrite::DeleteUncounted { .. } => {
                 if let Some(r) = t.resources.remove(&key) {
-                    stream.append(OperationType::Remove, Some(&r.image), None);
+                    stream.append(Event::Remove, Some(&r.image), None);
                 }
             }
         }
@@ -823,7 +842,7 @@ impl Store for MemoryStore {
             if t.resources.contains_key(&key) {
                 return Err(StoreError::ConditionFailed);
             }
-            stream.append(OperationType::Insert, None, Some(&image));
+            stream.append(Event::Insert, None, Some(&image));
             t.resources.insert(
                 key,
                 MemResource {
@@ -880,7 +899,7 @@ impl Store for MemoryStore {
                     r.image.insert(keys::DELETED.to_owned(), AttributeValue::Bool(true));
                     r.image
                         .insert(keys::DELETED_AT.to_owned(), AttributeValue::N(now.to_string()));
-                    stream.append(OperationType::Modify, Some(&old), Some(&r.image));
+                    stream.append(Event::Modify, Some(&old), Some(&r.image));
                     Ok(())
                 }
                 _ => Err(StoreError::ConditionFailed),
@@ -1073,7 +1092,7 @@ mod tests {
             ]
         );
         let records = store.stream_read(None, 10).unwrap();
-        let lambda = crate::stream::shards::to_lambda_record(&records[2], "arn:stream");
+        let lambda = serde_json::to_value(&records[2]).unwrap();
         assert!(crate::stream::filter::passes(&lambda));
         assert_eq!(
             lambda["dynamodb"]["NewImage"]["color"],
@@ -1085,7 +1104,7 @@ mod tests {
         );
         let seqs: Vec<u64> = records
             .iter()
-            .map(|r| parse_sequence(r.dynamodb().unwrap().sequence_number().unwrap()).unwrap())
+            .map(|r| parse_sequence(r.change.sequence_number.as_deref().unwrap()).unwrap())
             .collect();
         assert_eq!(seqs, vec![0, 1, 2, 3]);
     }

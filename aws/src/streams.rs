@@ -1,13 +1,18 @@
 //! Reading a table's stream with the DynamoDB Streams API: the shards, and
 //! the records of one shard from a position. Used wherever records are read
 //! outside a Lambda event: replaying a DLQ range, the local event-source
-//! runner and the tests.
+//! runner and the tests. Records leave this module as the Lambda event's
+//! records ([`EventRecord`], via [`event_record`]), the one form the core
+//! decodes, filters and reports on.
 
+use aws_lambda_events::event::dynamodb::{EventRecord, StreamRecord, StreamViewType};
 use aws_sdk_dynamodbstreams::Client;
 use aws_sdk_dynamodbstreams::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
-
-use crate::error::StoreError;
+use hybrid_counter::error::StoreError;
+#[cfg(test)]
+use hybrid_counter::stream::filter;
+use hybrid_counter::stream::record::{sequence_cmp, sequence_number};
 
 /// Where to start reading a shard.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +54,7 @@ where
     let text = DisplayErrorContext(&err).to_string();
     if is_gone(err.code()) {
         StoreError::Gone(text)
-    } else if crate::store::dynamo::is_throttle(err.code()) {
+    } else if crate::dynamo::is_throttle(err.code()) {
         StoreError::Transient(text)
     } else {
         StoreError::Unavailable(text)
@@ -129,7 +134,7 @@ impl ShardReader {
         shard_id: &str,
         position: &Position,
         max_records: usize,
-    ) -> Result<Vec<Record>, StoreError> {
+    ) -> Result<Vec<EventRecord>, StoreError> {
         let mut iterator = self.iterator(shard_id, position).await?;
         let mut records = Vec::new();
         while let Some(current) = iterator.take() {
@@ -149,7 +154,7 @@ impl ShardReader {
             if page.is_empty() {
                 break;
             }
-            records.extend(page);
+            records.extend(page.iter().map(|r| event_record(r, &self.stream_arn)));
             iterator = out.next_shard_iterator;
         }
         Ok(records)
@@ -159,7 +164,7 @@ impl ShardReader {
 impl ShardReader {
     /// Reads the records of `shard_id` from `start` through `end` (both
     /// inclusive), across as many GetRecords pages as it takes.
-    pub async fn read_range(&self, shard_id: &str, start: &str, end: &str) -> Result<Vec<Record>, StoreError> {
+    pub async fn read_range(&self, shard_id: &str, start: &str, end: &str) -> Result<Vec<EventRecord>, StoreError> {
         let mut iterator = self.iterator(shard_id, &Position::At(start.to_owned())).await?;
         let mut records = Vec::new();
         // GetRecords may answer an empty page for a part of the shard that
@@ -184,9 +189,8 @@ impl ShardReader {
             } else {
                 empty_pages = 0;
             }
-            for record in page {
-                let seq = record.dynamodb().and_then(|d| d.sequence_number()).unwrap_or_default();
-                match super::replay::sequence_cmp(seq, end) {
+            for record in page.iter().map(|r| event_record(r, &self.stream_arn)) {
+                match sequence_cmp(sequence_number(&record), end) {
                     std::cmp::Ordering::Greater => return Ok(records),
                     std::cmp::Ordering::Equal => {
                         records.push(record);
@@ -201,45 +205,45 @@ impl ShardReader {
     }
 }
 
-/// Renders a Streams API record as the Lambda event source mapping delivers
-/// it (`Records[n]` of a DynamoDB stream event), so locally replayed records
-/// go through exactly the JSON path Lambda uses.
-pub fn to_lambda_record(record: &Record, event_source_arn: &str) -> serde_json::Value {
-    use serde_json::{Value, json};
+/// A Streams API record as the Lambda event source mapping delivers it
+/// (`Records[n]` of a DynamoDB stream event), so locally read records go
+/// through exactly the path Lambda's do. The images convert through
+/// serde_dynamo's item type, which both crates share.
+pub fn event_record(record: &Record, event_source_arn: &str) -> EventRecord {
     let image = |map: Option<&std::collections::HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>>| {
-        map.map(|m| serde_json::to_value(serde_dynamo::Item::from(m.clone())).unwrap_or(Value::Null))
+        map.map(|m| serde_dynamo::Item::from(m.clone())).unwrap_or_default()
     };
-    let mut dynamodb = serde_json::Map::new();
+    let mut change = StreamRecord::default();
     if let Some(data) = record.dynamodb() {
-        if let Some(at) = data.approximate_creation_date_time() {
-            dynamodb.insert("ApproximateCreationDateTime".into(), json!(at.as_secs_f64()));
-        }
-        for (name, value) in [
-            ("Keys", image(data.keys.as_ref())),
-            ("NewImage", image(data.new_image.as_ref())),
-            ("OldImage", image(data.old_image.as_ref())),
-        ] {
-            if let Some(value) = value {
-                dynamodb.insert(name.into(), value);
+        change.approximate_creation_date_time = data
+            .approximate_creation_date_time()
+            .and_then(|at| chrono::DateTime::from_timestamp_millis(at.to_millis().ok()?))
+            .unwrap_or_default();
+        change.keys = image(data.keys.as_ref());
+        change.new_image = image(data.new_image.as_ref());
+        change.old_image = image(data.old_image.as_ref());
+        change.sequence_number = data.sequence_number().map(str::to_owned);
+        change.size_bytes = data.size_bytes().unwrap_or_default();
+        change.stream_view_type = data.stream_view_type().and_then(|view| {
+            use aws_sdk_dynamodbstreams::types::StreamViewType as Sdk;
+            match view {
+                Sdk::NewAndOldImages => Some(StreamViewType::NewAndOldImages),
+                Sdk::NewImage => Some(StreamViewType::NewImage),
+                Sdk::OldImage => Some(StreamViewType::OldImage),
+                Sdk::KeysOnly => Some(StreamViewType::KeysOnly),
+                _ => None,
             }
-        }
-        if let Some(seq) = data.sequence_number() {
-            dynamodb.insert("SequenceNumber".into(), json!(seq));
-        }
-        dynamodb.insert("SizeBytes".into(), json!(data.size_bytes().unwrap_or_default()));
-        if let Some(view) = data.stream_view_type() {
-            dynamodb.insert("StreamViewType".into(), json!(view.as_str()));
-        }
+        });
     }
-    json!({
-        "eventID": record.event_id().unwrap_or_default(),
-        "eventName": record.event_name().map(|e| e.as_str()).unwrap_or_default(),
-        "eventVersion": record.event_version().unwrap_or("1.1"),
-        "eventSource": record.event_source().unwrap_or("aws:dynamodb"),
-        "awsRegion": record.aws_region().unwrap_or_default(),
-        "eventSourceARN": event_source_arn,
-        "dynamodb": Value::Object(dynamodb),
-    })
+    let mut event = EventRecord::default();
+    event.change = change;
+    event.event_id = record.event_id().unwrap_or_default().to_owned();
+    event.event_name = record.event_name().map(|e| e.as_str()).unwrap_or_default().to_owned();
+    event.event_version = Some(record.event_version().unwrap_or("1.1").to_owned());
+    event.event_source = Some(record.event_source().unwrap_or("aws:dynamodb").to_owned());
+    event.aws_region = record.aws_region().unwrap_or_default().to_owned();
+    event.event_source_arn = Some(event_source_arn.to_owned());
+    event
 }
 
 /// Empty `GetRecords` pages in a row after which [`ShardReader::read_range`]
@@ -249,7 +253,7 @@ const MAX_EMPTY_PAGES: u32 = 16;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream::{Change, ChangeRecord};
+    use hybrid_counter::stream::{Change, ChangeRecord};
 
     use aws_sdk_dynamodbstreams::operation::get_records::GetRecordsOutput;
     use aws_sdk_dynamodbstreams::operation::get_shard_iterator::GetShardIteratorOutput;
@@ -257,7 +261,11 @@ mod tests {
 
     fn record(seq: &str) -> Record {
         Record::builder()
-            .dynamodb(StreamRecord::builder().sequence_number(seq).build())
+            .dynamodb(
+                aws_sdk_dynamodbstreams::types::StreamRecord::builder()
+                    .sequence_number(seq)
+                    .build(),
+            )
             .build()
     }
 
@@ -296,11 +304,8 @@ mod tests {
         ShardReader::new(client, "arn:stream")
     }
 
-    fn seqs(records: &[Record]) -> Vec<&str> {
-        records
-            .iter()
-            .filter_map(|r| r.dynamodb().and_then(|d| d.sequence_number()))
-            .collect()
+    fn seqs(records: &[EventRecord]) -> Vec<&str> {
+        records.iter().map(sequence_number).collect()
     }
 
     #[tokio::test]
@@ -320,10 +325,10 @@ mod tests {
     }
 
     /// A replay over a read that stopped short of its range's end.
-    async fn replay_of(rules: &[Rule]) -> Result<crate::stream::BatchReport, crate::stream::replay::ReplayError> {
-        let store = crate::store::memory::MemoryStore::new();
-        let processor = crate::stream::Processor::new(store);
-        let info = crate::stream::replay::StreamBatchInfo {
+    async fn replay_of(rules: &[Rule]) -> Result<hybrid_counter::stream::BatchReport, crate::replay::ReplayError> {
+        let store = hybrid_counter::memory::MemoryStore::new();
+        let processor = hybrid_counter::stream::Processor::new(store);
+        let info = crate::replay::StreamBatchInfo {
             shard_id: "shard-1".into(),
             start_sequence_number: "100".into(),
             end_sequence_number: "102".into(),
@@ -333,12 +338,12 @@ mod tests {
             stream_arn: "arn:stream".into(),
         };
         let records = reader(rules).read_range("shard-1", "100", "102").await;
-        crate::stream::replay::replay_records(&processor, &info, records, 0).await
+        crate::replay::replay_records(&processor, &info, records, 0).await
     }
 
     #[tokio::test]
     async fn a_replay_that_did_not_read_through_its_range_is_a_retryable_failure() {
-        use crate::stream::replay::ReplayError;
+        use crate::replay::ReplayError;
         // The shard looks closed after 101 (no next iterator).
         let closed = [iterator_rule(), page("it0", None, &["100", "101"])];
         let err = replay_of(&closed).await.unwrap_err();
@@ -369,10 +374,11 @@ mod tests {
     }
 
     use aws_sdk_dynamodbstreams::types::{AttributeValue as Av, OperationType, StreamRecord, StreamViewType};
+    use aws_smithy_types::DateTime;
     use std::collections::HashMap;
 
     #[test]
-    fn lambda_rendering_round_trips_through_the_lambda_event_type() {
+    fn a_streams_api_record_converts_to_the_lambda_record_and_round_trips_through_its_json() {
         let image = HashMap::from([
             ("scope".to_owned(), Av::S("acct".into())),
             ("id".to_owned(), Av::S("w1".into())),
@@ -388,6 +394,7 @@ mod tests {
             .dynamodb(
                 StreamRecord::builder()
                     .sequence_number("000100")
+                    .approximate_creation_date_time(DateTime::from_millis(1_700_000_000_500))
                     .size_bytes(42)
                     .stream_view_type(StreamViewType::NewAndOldImages)
                     .set_keys(Some(HashMap::from([
@@ -398,16 +405,35 @@ mod tests {
                     .build(),
             )
             .build();
-        let json = to_lambda_record(&record, "arn:stream");
+        let event = event_record(&record, "arn:stream");
+        let json = serde_json::to_value(&event).unwrap();
         assert_eq!(
             json["dynamodb"]["NewImage"]["counter_processed"],
             serde_json::json!({"BOOL": false})
         );
-        let typed: aws_lambda_events::event::dynamodb::EventRecord = serde_json::from_value(json.clone()).unwrap();
-        assert_eq!(typed.event_source_arn.as_deref(), Some("arn:stream"));
-        let via_lambda = ChangeRecord::from_json(&json).unwrap();
-        let via_api = ChangeRecord::from_streams_api(&record).unwrap();
-        assert_eq!(via_lambda, via_api);
-        assert!(matches!(via_api.change, Change::Insert { .. }));
+        // Lambda's JSON carries whole seconds (rounded down), as Lambda sends them.
+        assert_eq!(
+            json["dynamodb"]["ApproximateCreationDateTime"],
+            serde_json::json!(1_700_000_000)
+        );
+        assert_eq!(
+            event.change.approximate_creation_date_time.timestamp_millis(),
+            1_700_000_000_500
+        );
+        assert_eq!(
+            json["dynamodb"]["StreamViewType"],
+            serde_json::json!("NEW_AND_OLD_IMAGES")
+        );
+        assert_eq!(json["eventSourceARN"], serde_json::json!("arn:stream"));
+        assert!(filter::passes(&json));
+        // Through Lambda's JSON and back: the same record, decoded the same.
+        let mut typed: EventRecord = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(typed.change.approximate_creation_date_time.timestamp(), 1_700_000_000);
+        typed.change.approximate_creation_date_time = event.change.approximate_creation_date_time;
+        assert_eq!(typed, event);
+        let via_json = ChangeRecord::from_json(&json).unwrap();
+        let via_event = ChangeRecord::from_lambda(&event).unwrap();
+        assert_eq!(via_json, via_event);
+        assert!(matches!(via_event.change, Change::Insert { .. }));
     }
 }

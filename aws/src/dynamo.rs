@@ -13,14 +13,15 @@ use aws_sdk_dynamodb::types::{
 };
 use serde::Deserialize;
 
-use super::meter::{Meter, Operation, Written};
-use super::{CounterDelta, ItemWrite, NewResource, ResourceKey, Store, Transaction};
-use crate::EpochMillis;
-use crate::config::{Admission, CounterConfig};
-use crate::error::{CancelReason, StoreError};
-use crate::ids::Scope;
-use crate::items::{CounterItem, CounterSnapshot, ItemRow, ResourceState};
-use crate::keys;
+use hybrid_counter::EpochMillis;
+use hybrid_counter::config::{Admission, CounterConfig};
+use hybrid_counter::error::{CancelReason, StoreError};
+use hybrid_counter::ids::Scope;
+use hybrid_counter::items::{CounterItem, CounterSnapshot, ItemRow, ResourceState};
+use hybrid_counter::keys;
+use hybrid_counter::retry::{Backoff, Retry};
+use hybrid_counter::store::meter::{Meter, Operation, Written};
+use hybrid_counter::store::{CounterDelta, ItemWrite, NewResource, ResourceKey, Store, Transaction};
 
 /// The DynamoDB implementation of [`Store`].
 #[derive(Debug, Clone)]
@@ -30,7 +31,7 @@ pub struct DynamoStore {
     counters_table: String,
     meter: Meter,
     /// How the scopes are admitted, so the audit reads BE against the live
-    /// count by the right invariant ([`crate::audit::findings_for`]).
+    /// count by the right invariant ([`hybrid_counter::audit::findings_for`]).
     admission: Admission,
 }
 
@@ -45,7 +46,7 @@ impl DynamoStore {
         }
     }
 
-    /// The admission mode [`crate::audit::Auditor::audit_scope`] audits by (from the
+    /// The admission mode [`hybrid_counter::audit::Auditor::audit_scope`] audits by (from the
     /// configuration by default).
     pub fn with_admission(mut self, admission: Admission) -> Self {
         self.admission = admission;
@@ -314,8 +315,13 @@ struct KeyedStateImage {
 
 /// Keys per `BatchGetItem` request (DynamoDB's limit).
 const MAX_BATCH_GET: usize = 100;
-/// Requests for one chunk of keys before unprocessed keys are an error.
-const BATCH_GET_ATTEMPTS: u32 = 8;
+/// Requests for one chunk of keys before unprocessed keys are an error,
+/// and the waits between them (20 ms doubling, up to 1.28 s).
+const UNPROCESSED_KEYS_BACKOFF: Backoff = Backoff {
+    base: std::time::Duration::from_millis(20),
+    cap: std::time::Duration::from_millis(1_280),
+    max_attempts: 8,
+};
 
 impl Store for DynamoStore {
     fn cost_meter(&self) -> Option<&Meter> {
@@ -406,13 +412,10 @@ impl Store for DynamoStore {
                     .map_err(build_error)?,
             );
             // Keys DynamoDB left unprocessed (throttling, response size) are
-            // asked again after a backoff, a bounded number of times.
-            let mut attempt = 0;
+            // asked again after a full-jitter backoff, a bounded number of
+            // times.
+            let mut retry = Retry::new(UNPROCESSED_KEYS_BACKOFF, None);
             while let Some(wanted) = request.take() {
-                if attempt > 0 {
-                    tokio::time::sleep(std::time::Duration::from_millis(20 << attempt.min(6))).await;
-                }
-                attempt += 1;
                 self.meter.request(Operation::BatchGetItem);
                 let out = self
                     .client
@@ -448,9 +451,10 @@ impl Store for DynamoStore {
                     .unwrap_or_default()
                     .remove(&self.resources_table)
                     .filter(|k| !k.keys().is_empty());
-                if request.is_some() && attempt >= BATCH_GET_ATTEMPTS {
+                if request.is_some() && !retry.pause().await {
                     return Err(StoreError::Transient(format!(
-                        "BatchGetItem left keys unprocessed after {attempt} attempts"
+                        "BatchGetItem left keys unprocessed after {} attempts",
+                        retry.max_attempts()
                     )));
                 }
             }
@@ -707,12 +711,12 @@ impl DynamoStore {
 impl DynamoStore {
     /// Counts items by state for every scope with a parallel segmented Scan
     /// (`segments` workers). Not a consistent snapshot: use
-    /// [`crate::audit::Auditor::audit_scope`] to confirm a scope's findings.
+    /// [`hybrid_counter::audit::Auditor::audit_scope`] to confirm a scope's findings.
     pub async fn scan_scope_counts(
         &self,
         segments: u32,
         on_page: impl Fn(usize) + Send + Sync + Clone + 'static,
-    ) -> Result<std::collections::BTreeMap<String, crate::audit::ScopeCounts>, StoreError> {
+    ) -> Result<std::collections::BTreeMap<String, hybrid_counter::audit::ScopeCounts>, StoreError> {
         #[derive(Deserialize)]
         struct Row {
             scope: String,
@@ -726,7 +730,7 @@ impl DynamoStore {
             let table = self.resources_table.clone();
             let on_page = on_page.clone();
             tasks.spawn(async move {
-                let mut counts = std::collections::BTreeMap::<String, crate::audit::ScopeCounts>::new();
+                let mut counts = std::collections::BTreeMap::<String, hybrid_counter::audit::ScopeCounts>::new();
                 let mut pages = client
                     .scan()
                     .table_name(table)
@@ -752,7 +756,7 @@ impl DynamoStore {
                 Ok::<_, StoreError>(counts)
             });
         }
-        let mut total = std::collections::BTreeMap::<String, crate::audit::ScopeCounts>::new();
+        let mut total = std::collections::BTreeMap::<String, hybrid_counter::audit::ScopeCounts>::new();
         while let Some(joined) = tasks.join_next().await {
             let part = joined.map_err(|e| StoreError::Unavailable(format!("scan worker failed: {e}")))??;
             for (scope, c) in part {
@@ -801,7 +805,7 @@ mod tests {
     use aws_smithy_types::error::ErrorMetadata;
 
     use super::*;
-    use crate::ids::ResourceId;
+    use hybrid_counter::ids::ResourceId;
 
     /// A store whose client answers `rules` in order, with the SDK's own
     /// retries off (each rule answers one request).
@@ -903,7 +907,12 @@ mod tests {
                     .build(),
             )
         })]);
-        let tx = crate::stream::plan::count_insert(&key(), "inc", crate::stream::plan::ShardChoice::SINGLE, 1);
+        let tx = hybrid_counter::stream::plan::count_insert(
+            &key(),
+            "inc",
+            hybrid_counter::stream::plan::ShardChoice::SINGLE,
+            1,
+        );
         assert_eq!(
             s.transact(&tx).await,
             Err(StoreError::Cancelled {

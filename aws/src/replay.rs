@@ -7,15 +7,15 @@
 //! handler; every write is idempotent, so a replay of records that were in
 //! fact processed changes nothing.
 
+use aws_lambda_events::event::dynamodb::EventRecord;
+use hybrid_counter::EpochMillis;
+use hybrid_counter::error::StoreError;
+use hybrid_counter::store::Store;
+use hybrid_counter::stream::record::{created_at, sequence_number};
+use hybrid_counter::stream::{BatchReport, ChangeRecord, Processor, filter};
 use serde::{Deserialize, Serialize};
 
-use super::filter;
-use super::process::{BatchReport, Processor};
-use super::record::ChangeRecord;
-use super::shards::{ShardReader, to_lambda_record};
-use crate::EpochMillis;
-use crate::error::StoreError;
-use crate::store::Store;
+use crate::streams::ShardReader;
 
 /// The message Lambda sends to an on-failure destination for a stream
 /// event source (`condition` is e.g. `RetryAttemptsExhausted` or
@@ -104,22 +104,14 @@ impl OnFailureRecord {
         invoke_count: u32,
         stream_arn: &str,
         shard_id: &str,
-        records: &[aws_sdk_dynamodbstreams::types::Record],
-        now: aws_smithy_types::DateTime,
+        records: &[EventRecord],
+        now: std::time::SystemTime,
     ) -> Self {
-        use aws_smithy_types::date_time::Format;
-        let seq = |r: Option<&aws_sdk_dynamodbstreams::types::Record>| {
-            r.and_then(|r| r.dynamodb())
-                .and_then(|d| d.sequence_number())
-                .unwrap_or_default()
-                .to_owned()
+        let iso = |at: std::time::SystemTime| {
+            chrono::DateTime::<chrono::Utc>::from(at).to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
         };
-        let arrival = |r: Option<&aws_sdk_dynamodbstreams::types::Record>| {
-            r.and_then(|r| r.dynamodb())
-                .and_then(|d| d.approximate_creation_date_time())
-                .and_then(|t| t.fmt(Format::DateTime).ok())
-                .unwrap_or_default()
-        };
+        let seq = |r: Option<&EventRecord>| r.map(sequence_number).unwrap_or_default().to_owned();
+        let arrival = |r: Option<&EventRecord>| r.map(|r| iso(created_at(r))).unwrap_or_default();
         Self {
             request_context: RequestContext {
                 request_id: uuid::Uuid::new_v4().to_string(),
@@ -133,7 +125,7 @@ impl OnFailureRecord {
                 function_error: Some("Unhandled".to_owned()),
             },
             version: "1.0".to_owned(),
-            timestamp: now.fmt(Format::DateTime).unwrap_or_default(),
+            timestamp: iso(now),
             batch_info: StreamBatchInfo {
                 shard_id: shard_id.to_owned(),
                 start_sequence_number: seq(records.first()),
@@ -150,12 +142,6 @@ impl OnFailureRecord {
     pub fn from_body(body: &str) -> Result<Self, ReplayError> {
         serde_json::from_str(body).map_err(|e| ReplayError::NotAnOnFailureRecord(e.to_string()))
     }
-}
-
-/// Orders DynamoDB Streams sequence numbers: decimal strings of varying
-/// length, so a longer one is larger.
-pub fn sequence_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
 }
 
 /// Reads the batch's range back from the stream and processes it.
@@ -182,7 +168,7 @@ pub async fn replay<S: Store>(
 pub async fn replay_records<S: Store>(
     processor: &Processor<S>,
     info: &StreamBatchInfo,
-    records: Result<Vec<aws_sdk_dynamodbstreams::types::Record>, StoreError>,
+    records: Result<Vec<EventRecord>, StoreError>,
     now: EpochMillis,
 ) -> Result<BatchReport, ReplayError> {
     let left = |why: String| ReplayError::LeftTheStream {
@@ -195,20 +181,14 @@ pub async fn replay_records<S: Store>(
         StoreError::Gone(why) => left(why),
         other => ReplayError::Stream(other.to_string()),
     })?;
-    let first = records
-        .first()
-        .and_then(|r| r.dynamodb())
-        .and_then(|d| d.sequence_number());
+    let first = records.first().map(sequence_number);
     if first != Some(info.start_sequence_number.as_str()) {
         return Err(left(format!(
             "the first record read is {first:?}, not {}",
             info.start_sequence_number
         )));
     }
-    let last = records
-        .last()
-        .and_then(|r| r.dynamodb())
-        .and_then(|d| d.sequence_number());
+    let last = records.last().map(sequence_number);
     if last != Some(info.end_sequence_number.as_str()) {
         return Err(ReplayError::Incomplete {
             shard: info.shard_id.clone(),
@@ -221,8 +201,8 @@ pub async fn replay_records<S: Store>(
     // Collected before the await so the future stays `Send`.
     let decoded: Vec<_> = records
         .iter()
-        .filter(|r| filter::passes(&to_lambda_record(r, &info.stream_arn)))
-        .map(ChangeRecord::from_streams_api)
+        .filter(|r| filter::passes_record(r))
+        .map(ChangeRecord::from_lambda)
         .collect();
     let report = processor.process(decoded, now).await;
     match (&report.failed_sequence_number, &report.failure_reason) {
@@ -258,13 +238,5 @@ mod tests {
             let err = OnFailureRecord::from_body(body).unwrap_err();
             assert!(matches!(err, ReplayError::NotAnOnFailureRecord(_)), "{body}: {err}");
         }
-    }
-
-    #[test]
-    fn sequence_numbers_compare_numerically() {
-        use std::cmp::Ordering::*;
-        assert_eq!(sequence_cmp("900", "1000"), Less);
-        assert_eq!(sequence_cmp("1000", "1000"), Equal);
-        assert_eq!(sequence_cmp("1001", "1000"), Greater);
     }
 }

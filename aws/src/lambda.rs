@@ -1,0 +1,82 @@
+//! What the Lambda binaries share (feature `lambda`): JSON logs, the
+//! processor built from the environment, and the cost fields of an
+//! invocation's log line. Each function's own glue (its event type, its
+//! response) lives in its folder under `handlers/`.
+
+use hybrid_counter::store::Store;
+pub use hybrid_counter::store::meter::MeterSnapshot;
+use hybrid_counter::stream::Processor;
+use hybrid_counter::{Clock, CounterConfig};
+
+use crate::DynamoStore;
+
+/// JSON logs on stdout (CloudWatch), level from `RUST_LOG` or
+/// `AWS_LAMBDA_LOG_LEVEL`, default `info`.
+pub fn init_tracing() {
+    let filter = std::env::var("RUST_LOG")
+        .or_else(|_| std::env::var("AWS_LAMBDA_LOG_LEVEL").map(|l| l.to_lowercase()))
+        .unwrap_or_else(|_| "info".to_owned());
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_current_span(false)
+        .with_target(false)
+        .without_time()
+        .init();
+}
+
+/// What both stream-processing functions build once at start-up: the
+/// processor over the tables named by the environment (`RESOURCES_TABLE`,
+/// `COUNTERS_TABLE`, `EC_SHARDS`, `PROCESSING_MODE`) and the SDK
+/// configuration (standard chain, `AWS_ENDPOINT_URL` honoured) for any other
+/// client they need.
+pub async fn processor_from_env() -> Result<(Processor<DynamoStore>, aws_config::SdkConfig), lambda_runtime::Error> {
+    let config = CounterConfig::from_env()?;
+    let mode = CounterConfig::processing_mode_from_lookup(|name| std::env::var(name).ok())?;
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
+    let processor = Processor::new(store)
+        .with_eventual_shards(config.eventual_shards)
+        .with_mode(mode)
+        .with_clock(Clock::system());
+    Ok((processor, sdk))
+}
+
+/// The cost of one invocation: what the store's requests cost from
+/// [`CostWatch::start`] to [`CostWatch::cost`] (zeros for a store without a
+/// meter).
+pub struct CostWatch(Option<MeterSnapshot>);
+
+impl CostWatch {
+    pub fn start<S: Store>(store: &S) -> Self {
+        Self(store.cost_meter().map(|m| m.snapshot()))
+    }
+
+    pub fn cost<S: Store>(&self, store: &S) -> MeterSnapshot {
+        store
+            .cost_meter()
+            .zip(self.0.as_ref())
+            .map(|(meter, before)| meter.snapshot().since(before))
+            .unwrap_or_default()
+    }
+}
+
+/// `tracing::info!` with an invocation's cost fields (`requests`,
+/// `transactions`, `items_written`, `counter_item_writes`, `write_units`,
+/// `conflicts`) before the given fields and message, so every function logs
+/// its cost under the same names on its one line per invocation.
+#[macro_export]
+macro_rules! info_with_cost {
+    ($cost:expr, $($rest:tt)+) => {{
+        let cost: &$crate::lambda::MeterSnapshot = &$cost;
+        ::tracing::info!(
+            requests = cost.requests.total(),
+            transactions = cost.transactions_committed,
+            items_written = cost.items_written(),
+            counter_item_writes = cost.counter_item_writes(),
+            write_units = cost.write_units,
+            conflicts = cost.transactions_cancelled.conflict,
+            $($rest)+
+        )
+    }};
+}

@@ -1,0 +1,21 @@
+//! The AWS layer of the hybrid counter kit: everything that talks to AWS,
+//! used by the handlers, the local runner, `counterctl` and the tests. The
+//! decisions stay in the core crate (`hybrid-counter`, no SDK); this crate
+//! carries them to the services and turns the services' types into the
+//! core's.
+//!
+//! - [`dynamo`]: [`DynamoStore`], the core's `Store` on `aws-sdk-dynamodb`,
+//!   with the classification of the SDK's errors.
+//! - [`streams`]: the DynamoDB Streams API reader ([`streams::ShardReader`])
+//!   and the conversion of its records into the Lambda event's records.
+//! - [`replay`]: the on-failure record of a stream event source mapping and
+//!   the replay of the range it names.
+//! - [`lambda`] (feature `lambda`): what the Lambda binaries share.
+
+pub mod dynamo;
+#[cfg(feature = "lambda")]
+pub mod lambda;
+pub mod replay;
+pub mod streams;
+
+pub use dynamo::DynamoStore;
