@@ -10,6 +10,47 @@ use serde_json::Value;
 
 use crate::invoke::Invocation;
 
+/// Records of one batch (or of a part of it after a bisect or a partial
+/// failure), with what they cost so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part<R> {
+    pub records: Vec<R>,
+    /// Retries used; inherited by both halves of a bisect.
+    pub retries: u32,
+    pub invocations: u32,
+}
+
+impl<R> Part<R> {
+    /// A whole batch, nothing spent on it yet.
+    pub fn new(records: Vec<R>) -> Self {
+        Self {
+            records,
+            retries: 0,
+            invocations: 0,
+        }
+    }
+
+    /// `BisectBatchOnFunctionError`: the two halves of a part of more than
+    /// one record, each keeping the retries and invocations used so far
+    /// (bisecting itself consumes no retry); the part itself when it cannot
+    /// be split.
+    pub fn bisect(mut self) -> Result<(Self, Self), Self> {
+        if self.records.len() < 2 {
+            return Err(self);
+        }
+        let second = self.records.split_off(self.records.len() / 2);
+        let (retries, invocations) = (self.retries, self.invocations);
+        Ok((
+            self,
+            Self {
+                records: second,
+                retries,
+                invocations,
+            },
+        ))
+    }
+}
+
 /// The next batch within records read from a shard (in shard order).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Window {
@@ -352,5 +393,19 @@ mod tests {
         assert!(!may_retry(1, Some(1)));
         assert!(!may_retry(0, Some(0)));
         assert!(may_retry(u32::MAX - 1, None));
+    }
+
+    #[test]
+    fn a_bisect_halves_a_part_and_both_halves_keep_what_was_spent() {
+        let mut part = Part::new(vec![1, 2, 3, 4, 5]);
+        part.retries = 2;
+        part.invocations = 3;
+        let (first, second) = part.bisect().unwrap();
+        assert_eq!(first.records, [1, 2]);
+        assert_eq!(second.records, [3, 4, 5]);
+        assert_eq!((first.retries, first.invocations), (2, 3));
+        assert_eq!((second.retries, second.invocations), (2, 3));
+        let single = Part::new(vec![9]);
+        assert_eq!(single.clone().bisect().unwrap_err(), single);
     }
 }

@@ -39,14 +39,7 @@ const READ_AHEAD: usize = 1_000;
 const RETRY_ATTEMPTS_EXHAUSTED: &str = "RetryAttemptsExhausted";
 const RECORD_AGE_EXCEEDED: &str = "RecordAgeExceeded";
 
-/// Records of one batch (or of a part of it after a bisect or a partial
-/// failure), with what they cost so far.
-struct Part {
-    records: Vec<(Record, Value)>,
-    /// Retries used; inherited by both halves of a bisect.
-    retries: u32,
-    invocations: u32,
-}
+type Part = crate::batch::Part<(Record, Value)>;
 
 /// Plays a shard from its checkpoint until it has no more records right now.
 pub(crate) async fn drain_shard<I: Invoke>(
@@ -116,11 +109,7 @@ async fn play_batch<I: Invoke>(
     shard_id: &str,
     batch: Vec<(Record, Value)>,
 ) -> Result<bool, Error> {
-    let mut parts = VecDeque::from([Part {
-        records: batch,
-        retries: 0,
-        invocations: 0,
-    }]);
+    let mut parts = VecDeque::from([Part::new(batch)]);
     while let Some(mut part) = parts.pop_front() {
         if ctx.stopping() {
             return Ok(false);
@@ -188,19 +177,18 @@ async fn play_batch<I: Invoke>(
                 info!(mapping = %mapping.uuid, %shard_id, records = part.records.len(), %reason, "stream batch failed");
                 // Lambda bisects when the function returns an error, not
                 // when it returned an unusable partial batch response.
-                if function_error && settings.bisect_batch_on_function_error && part.records.len() > 1 {
-                    // Each half keeps the retries used so far: bisecting
-                    // itself does not consume any.
-                    ctx.update_report(mapping, |r| r.bisects += 1);
-                    let second = part.records.split_off(part.records.len() / 2);
-                    parts.push_front(Part {
-                        records: second,
-                        retries: part.retries,
-                        invocations: part.invocations,
-                    });
-                    parts.push_front(part);
+                let split = if function_error && settings.bisect_batch_on_function_error {
+                    part.bisect()
                 } else {
-                    retry_or_give_up(ctx, mapping, settings, shard_id, part, &mut parts).await?;
+                    Err(part)
+                };
+                match split {
+                    Ok((first, second)) => {
+                        ctx.update_report(mapping, |r| r.bisects += 1);
+                        parts.push_front(second);
+                        parts.push_front(first);
+                    }
+                    Err(part) => retry_or_give_up(ctx, mapping, settings, shard_id, part, &mut parts).await?,
                 }
             }
         }

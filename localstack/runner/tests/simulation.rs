@@ -349,11 +349,7 @@ struct Message {
 }
 
 /// A batch, or part of one after a bisect or a partial failure.
-struct Part {
-    records: Vec<(Record, Value)>,
-    retries: u32,
-    invocations: u32,
-}
+type Part = esm_runner::batch::Part<(Record, Value)>;
 
 /// Everything one schedule shares between its actors (one thread, no
 /// `Send` needed: the actors are joined, not spawned).
@@ -574,11 +570,7 @@ impl Sim {
     }
 
     async fn play_batch(&self, batch: Vec<(Record, Value)>, r: &mut Rng) {
-        let mut parts = VecDeque::from([Part {
-            records: batch,
-            retries: 0,
-            invocations: 0,
-        }]);
+        let mut parts = VecDeque::from([Part::new(batch)]);
         while let Some(mut part) = parts.pop_front() {
             if let Some(max_age) = self.p.max_record_age {
                 let created: Vec<_> = part.records.iter().map(|(r, _)| Some(created_at(r))).collect();
@@ -616,17 +608,18 @@ impl Sim {
                     self.retry_or_give_up(part, &mut parts, r).await;
                 }
                 StreamVerdict::Failed { function_error, .. } => {
-                    if function_error && self.p.bisect && part.records.len() > 1 {
-                        self.bump(|s| s.bisects += 1);
-                        let second = part.records.split_off(part.records.len() / 2);
-                        parts.push_front(Part {
-                            records: second,
-                            retries: part.retries,
-                            invocations: part.invocations,
-                        });
-                        parts.push_front(part);
+                    let split = if function_error && self.p.bisect {
+                        part.bisect()
                     } else {
-                        self.retry_or_give_up(part, &mut parts, r).await;
+                        Err(part)
+                    };
+                    match split {
+                        Ok((first, second)) => {
+                            self.bump(|s| s.bisects += 1);
+                            parts.push_front(second);
+                            parts.push_front(first);
+                        }
+                        Err(part) => self.retry_or_give_up(part, &mut parts, r).await,
                     }
                 }
             }
