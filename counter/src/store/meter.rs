@@ -1,4 +1,4 @@
-//! Cost accounting of the requests a [`super::dynamo::DynamoStore`] sends:
+//! Cost accounting of the requests a `DynamoStore` (crate `hybrid-counter-aws`) sends:
 //! requests per operation, items written (plain and transactional), writes
 //! to counters-table items, transactions committed and cancelled (by
 //! reason), and the capacity units DynamoDB reports (`ReturnConsumedCapacity
