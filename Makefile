@@ -25,7 +25,7 @@ HANDLER_MANIFESTS := $(sort $(wildcard handlers/*/Cargo.toml))
 HANDLER_PACKAGES := $(foreach m,$(HANDLER_MANIFESTS),$(shell awk -F'"' '/^\[/ { pkg = ($$0 == "[package]") } pkg && /^name[[:space:]]*=/ { print $$2; exit }' $(m)))
 
 .PHONY: help tools rust-tools venv fakecloud-install \
-	fmt-check lint unit e2e test build \
+	fmt-check lint module-graph unit e2e test build \
 	emulator-start emulator-stop emulator-status deploy deploy-check clean \
 	local-run local-stop
 
@@ -67,6 +67,13 @@ fmt-check: ## cargo fmt --check
 
 lint: ## clippy on the whole workspace, warnings are errors
 	cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# Every crate's modules must form a one-way graph (tools/module-graph.py
+# lists each import cycle). `module-graph` checks every crate directory.
+MODULE_GRAPH_DIRS := counter stack $(sort $(dir $(HANDLER_MANIFESTS))) ops-cli localstack/runner tests
+
+module-graph: ## No import cycle between the modules of any workspace crate
+	python3 tools/module-graph.py $(MODULE_GRAPH_DIRS)
 
 unit: ## Unit tests (everything but the emulator tests)
 	cargo test --workspace --exclude e2e --locked
