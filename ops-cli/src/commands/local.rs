@@ -16,14 +16,13 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use clap::{Args, Subcommand};
 use esm_runner::{CargoLambdaWatch, RunReport, Runner, RunnerConfig};
 use serde::Serialize;
 use tracing::info;
 
 use super::{Context, Location};
 use crate::cfn;
-use crate::cli::Target;
+use crate::cli::{LocalCommand, Target};
 use crate::connect;
 use crate::error::{Error, Result};
 
@@ -40,43 +39,6 @@ const FUNCTIONS: [&str; 3] = [
     stack::outputs::DLQ_REPROCESSOR_FUNCTION,
     stack::outputs::API_FUNCTION,
 ];
-
-#[derive(Debug, Clone, Subcommand)]
-pub enum LocalCommand {
-    /// Play the stack's event source mappings (stream -> stream counter, DLQ1 -> reprocessor) in the embedded
-    /// emulator with the real handler binaries under `cargo lambda watch`, until Ctrl-C or SIGTERM.
-    Run(LocalRunArgs),
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct LocalRunArgs {
-    /// Milliseconds between polls of a source that had nothing new (Lambda polls a stream shard four times
-    /// a second).
-    #[arg(long, default_value_t = 250, value_name = "MS")]
-    pub poll_interval: u64,
-
-    /// Drain what the stream and DLQ1 hold now, then exit, instead of running until stopped.
-    #[arg(long)]
-    pub until_idle: bool,
-
-    /// With --until-idle: give up after this many seconds (exit 5), e.g. when a batch retries forever.
-    #[arg(long, default_value_t = 600, value_name = "SECONDS", requires = "until_idle")]
-    pub idle_timeout: u64,
-
-    /// With --until-idle: also wait for DLQ1 messages in flight (hidden for the queue's visibility timeout
-    /// after a failed attempt) to be retried or moved to DLQ2.
-    #[arg(long, requires = "until_idle")]
-    pub wait_for_in_flight: bool,
-
-    /// Invoke through a `cargo lambda watch` already running with its invoke API at HOST:PORT instead of
-    /// starting one per function; it must have the functions' environment (tables, endpoint) itself.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub attach: Option<String>,
-
-    /// Build and run the handlers with --release.
-    #[arg(long)]
-    pub release: bool,
-}
 
 /// A validated `local run` command line.
 #[derive(Debug, Clone, PartialEq, Eq)]

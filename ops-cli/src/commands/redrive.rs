@@ -38,7 +38,6 @@ use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName,
     QueueAttributeName, SendMessageBatchRequestEntry,
 };
-use clap::Args;
 use hybrid_counter::DynamoStore;
 use hybrid_counter::stream::Processor;
 use hybrid_counter::stream::replay::{OnFailureRecord, replay};
@@ -46,7 +45,7 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 
 use super::{Context, Location};
-use crate::cli::Target;
+use crate::cli::{RedriveArgs, Target};
 use crate::error::{self, Error, Result};
 
 /// The highest `--rate`: the limit of SQS's message move task, applied to
@@ -59,28 +58,6 @@ const HOLD: Duration = Duration::from_secs(300);
 /// Long-poll wait of each receive: an empty answer then means the queue has
 /// no visible message, not that a short poll missed the servers holding some.
 const RECEIVE_WAIT: Duration = Duration::from_secs(1);
-
-/// `counterctl redrive` flags.
-#[derive(Debug, Clone, Args)]
-pub struct RedriveArgs {
-    /// Replay each DLQ2 message here with the counter library (read its range back from the stream, apply it,
-    /// then delete the message) instead of moving it to DLQ1: for when the reprocessor itself is broken.
-    #[arg(long)]
-    pub replay: bool,
-
-    /// Count and show what would be moved or replayed; send, replay and delete nothing (messages are peeked and
-    /// made visible again).
-    #[arg(long)]
-    pub dry_run: bool,
-
-    /// Handle at most N messages.
-    #[arg(long, value_name = "N")]
-    pub max: Option<u64>,
-
-    /// At most N messages per second, 1-500 (the limit of SQS's message move task); "50" or "50/s".
-    #[arg(long, value_name = "N/s")]
-    pub rate: Option<String>,
-}
 
 /// What happens to DLQ2's messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
