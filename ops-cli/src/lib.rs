@@ -28,7 +28,6 @@ pub use error::{Error, Result};
 pub use report::Report;
 
 use commands::Context;
-use commands::destroy::DestroyOptions;
 use config::CommandConfig;
 use progress::Ui;
 
@@ -52,21 +51,7 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         CommandConfig::Deploy { inputs, timeout } => {
             Report::Deploy(commands::deploy::run(&ctx, inputs, artifacts, *timeout).await?)
         }
-        CommandConfig::Destroy {
-            delete_data,
-            yes,
-            timeout,
-        } => Report::Destroy(
-            commands::destroy::run(
-                &ctx,
-                DestroyOptions {
-                    delete_data: *delete_data,
-                    yes: *yes,
-                    timeout: *timeout,
-                },
-            )
-            .await?,
-        ),
+        CommandConfig::Destroy(options) => Report::Destroy(commands::destroy::run(&ctx, *options).await?),
         CommandConfig::Status => Report::Status(commands::status::run(&ctx).await?),
         CommandConfig::Audit(options) => Report::Audit(commands::audit::run(&ctx, options).await?),
         CommandConfig::Usage(scope) => Report::Usage(commands::scope::usage(&ctx, scope).await?),

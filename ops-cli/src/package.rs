@@ -12,6 +12,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::config::validate_bucket_name;
 use crate::error::{self, Error, Result};
 
 /// Each handler package and the template parameter carrying its S3 key.
@@ -66,34 +67,6 @@ pub fn bucket_name(stack_name: &str, account: &str, region: &str) -> Result<Stri
     let name = format!("{}-artifacts-{account}-{region}", stack_name.to_ascii_lowercase());
     validate_bucket_name(&name)?;
     Ok(name)
-}
-
-/// S3's rules for general purpose bucket names (the subset that matters
-/// for names made of a stack name, an account and a region).
-pub fn validate_bucket_name(name: &str) -> Result<()> {
-    let reason = if !(3..=63).contains(&name.len()) {
-        Some(format!("{} characters, S3 allows 3 to 63", name.len()))
-    } else if !name
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-    {
-        Some("only lowercase letters, digits, hyphens and dots are allowed".to_owned())
-    } else if !name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        || !name.ends_with(|c: char| c.is_ascii_alphanumeric())
-    {
-        Some("it must start and end with a letter or digit".to_owned())
-    } else if name.contains("..") {
-        Some("it must not contain two adjacent dots".to_owned())
-    } else {
-        None
-    };
-    match reason {
-        Some(reason) => Err(Error::BucketName {
-            name: name.to_owned(),
-            reason,
-        }),
-        None => Ok(()),
-    }
 }
 
 /// Lowercase hex SHA-256 of a byte slice.

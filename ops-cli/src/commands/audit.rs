@@ -28,21 +28,8 @@ use hybrid_counter::audit::{Auditor, Finding, RepairMode, ScopeAudit, ScopeCount
 use serde::Serialize;
 
 use super::{Context, Location, counter_config};
+use crate::config::AuditOptions;
 use crate::error::{Error, Result};
-
-/// What to audit and what to do about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuditOptions {
-    pub scope: Option<hybrid_counter::Scope>,
-    pub mode: RepairMode,
-    /// Parallel Scan segments.
-    pub segments: u32,
-    /// Tries per scope before it is reported as under continuous writes.
-    pub attempts: u32,
-    /// How long after a scope's last write a BE move that an in-flight
-    /// request could push past the invariant may be written.
-    pub grace_ms: hybrid_counter::EpochMillis,
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct AuditReport {

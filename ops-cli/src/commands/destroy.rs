@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::{Context, Location};
 use crate::cfn::{self, Event, FailedResource, Operation, Settled, Watch};
+use crate::config::DestroyOptions;
 use crate::error::{self, Error, Result};
 
 #[derive(Debug, Clone, Serialize)]
@@ -35,14 +36,6 @@ impl DestroyReport {
     pub fn succeeded(&self) -> bool {
         self.failures.is_empty()
     }
-}
-
-/// What the operator asked for.
-#[derive(Debug, Clone, Copy)]
-pub struct DestroyOptions {
-    pub delete_data: bool,
-    pub yes: bool,
-    pub timeout: Duration,
 }
 
 pub async fn run(ctx: &Context<'_>, options: DestroyOptions) -> Result<DestroyReport> {

@@ -45,12 +45,10 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 
 use super::{Context, Location};
-use crate::cli::{RedriveArgs, Target};
+use crate::cli::Target;
+use crate::config::{RedriveMethod, RedriveMode, RedriveOptions, redrive_method};
 use crate::error::{self, Error, Result};
 
-/// The highest `--rate`: the limit of SQS's message move task, applied to
-/// every method so a rate means the same everywhere.
-pub const MAX_RATE: u32 = 500;
 /// Messages per `ReceiveMessage`, `SendMessageBatch` and `DeleteMessageBatch`.
 const SQS_BATCH: u64 = 10;
 /// How long a received message stays hidden while this run handles it.
@@ -58,93 +56,6 @@ const HOLD: Duration = Duration::from_secs(300);
 /// Long-poll wait of each receive: an empty answer then means the queue has
 /// no visible message, not that a short poll missed the servers holding some.
 const RECEIVE_WAIT: Duration = Duration::from_secs(1);
-
-/// What happens to DLQ2's messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Back to DLQ1, for the reprocessor.
-    Move,
-    /// Replayed here with the library.
-    Replay,
-}
-
-/// A validated `redrive` command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RedriveOptions {
-    pub mode: Mode,
-    pub dry_run: bool,
-    pub max: Option<u64>,
-    pub rate: Option<u32>,
-}
-
-impl RedriveOptions {
-    /// Checks the flags; no I/O.
-    pub fn from_args(args: &RedriveArgs) -> Result<Self> {
-        if args.max == Some(0) {
-            return Err(Error::InvalidArgument(
-                "--max must be at least 1 (leave it out to handle every message)".to_owned(),
-            ));
-        }
-        Ok(Self {
-            mode: if args.replay { Mode::Replay } else { Mode::Move },
-            dry_run: args.dry_run,
-            max: args.max,
-            rate: args.rate.as_deref().map(parse_rate).transpose()?,
-        })
-    }
-}
-
-/// `--rate`: messages per second, `N` or `N/s`, from 1 to [`MAX_RATE`].
-pub fn parse_rate(raw: &str) -> Result<u32> {
-    let trimmed = raw.trim();
-    let number = trimmed.strip_suffix("/s").unwrap_or(trimmed).trim();
-    number
-        .parse::<u32>()
-        .ok()
-        .filter(|n| (1..=MAX_RATE).contains(n))
-        .ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "--rate {raw:?}: expected messages per second from 1 to {MAX_RATE}, e.g. --rate 50 or --rate 50/s"
-            ))
-        })
-}
-
-/// How the messages are handled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Method {
-    /// SQS's asynchronous message move task (AWS).
-    MessageMoveTask,
-    /// Receive from DLQ2, send to DLQ1, delete from DLQ2.
-    ReceiveSendDelete,
-    /// Receive from DLQ2, replay with the library, delete from DLQ2.
-    Replay,
-    /// Receive and release (`--dry-run`).
-    Peek,
-}
-
-impl Method {
-    fn describe(self) -> &'static str {
-        match self {
-            Method::MessageMoveTask => "SQS message move task",
-            Method::ReceiveSendDelete => "receive, send to dlq1, then delete",
-            Method::Replay => "replay with the counter library, then delete",
-            Method::Peek => "peek (dry run)",
-        }
-    }
-}
-
-/// The method for `options` on `target`: the move task only on AWS and
-/// only without `--max`, which a task cannot honour.
-pub fn method(target: Target, options: &RedriveOptions) -> Method {
-    match options.mode {
-        _ if options.dry_run => Method::Peek,
-        Mode::Replay => Method::Replay,
-        Mode::Move if target == Target::Aws && options.max.is_none() => Method::MessageMoveTask,
-        Mode::Move => Method::ReceiveSendDelete,
-    }
-}
 
 /// A queue of the stack.
 #[derive(Debug, Clone, Serialize)]
@@ -233,8 +144,8 @@ pub struct Tally {
 pub struct RedriveReport {
     #[serde(flatten)]
     pub location: Location,
-    pub mode: Mode,
-    pub method: Method,
+    pub mode: RedriveMode,
+    pub method: RedriveMethod,
     pub dry_run: bool,
     pub source: QueueRef,
     /// DLQ1, where moved messages go.
@@ -298,11 +209,11 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
         url: output(stack::outputs::DLQ1_URL)?,
         arn: output(stack::outputs::DLQ1_ARN)?,
     };
-    let method = method(ctx.config.target, options);
+    let method = redrive_method(ctx.config.target, options);
     let sqs = &ctx.clients.sqs;
     let source_depth = queue_depth(sqs, &source.url).await?.visible;
     let mut notes = Vec::new();
-    if ctx.config.target == Target::Aws && method == Method::ReceiveSendDelete {
+    if ctx.config.target == Target::Aws && method == RedriveMethod::ReceiveSendDelete {
         notes.push(
             "a message move task cannot stop after --max messages: moved them by receive, send, delete".to_owned(),
         );
@@ -311,7 +222,7 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
     let limits = Limits {
         max: options.max,
         rate: options.rate,
-        page: if method == Method::Replay { 1 } else { SQS_BATCH },
+        page: if method == RedriveMethod::Replay { 1 } else { SQS_BATCH },
         hold: HOLD,
         wait: RECEIVE_WAIT,
     };
@@ -319,18 +230,18 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
     let bar = ctx.ui.bar(
         expected,
         match method {
-            Method::Peek => "peeking at dlq2",
-            Method::Replay => "replaying dlq2",
+            RedriveMethod::Peek => "peeking at dlq2",
+            RedriveMethod::Replay => "replaying dlq2",
             _ => "moving dlq2 -> dlq1",
         },
     );
     let tally = match method {
-        Method::Peek => peek(sqs, &source.url, options.mode, limits, &bar).await?,
-        Method::ReceiveSendDelete => move_messages(sqs, &source.url, &destination.url, limits, &bar).await?,
-        Method::MessageMoveTask => {
+        RedriveMethod::Peek => peek(sqs, &source.url, options.mode, limits, &bar).await?,
+        RedriveMethod::ReceiveSendDelete => move_messages(sqs, &source.url, &destination.url, limits, &bar).await?,
+        RedriveMethod::MessageMoveTask => {
             move_task(sqs, &source.arn, &destination.arn, options.rate, ctx.clients.poll, &bar).await?
         }
-        Method::Replay => {
+        RedriveMethod::Replay => {
             let config = deployed.counter_config()?;
             let processor = Processor::new(DynamoStore::new(ctx.clients.dynamodb.clone(), &config))
                 .with_eventual_shards(config.eventual_shards)
@@ -353,7 +264,7 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
     let full_pass = !options.dry_run
         && options.max.is_none()
         && tally.stopped_early.is_none()
-        && matches!(method, Method::ReceiveSendDelete | Method::Replay);
+        && matches!(method, RedriveMethod::ReceiveSendDelete | RedriveMethod::Replay);
     let left_behind = if full_pass {
         let depth = queue_depth(sqs, &source.url).await?;
         let accounted = (tally.failed.len() + tally.skipped.len()) as u64;
@@ -386,7 +297,7 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
         mode: options.mode,
         method,
         dry_run: options.dry_run,
-        destination: (options.mode == Mode::Move).then_some(destination),
+        destination: (options.mode == RedriveMode::Move).then_some(destination),
         source,
         max: options.max,
         rate: options.rate,
@@ -729,7 +640,7 @@ async fn delete(sqs: &Client, url: &str, messages: &[&Message]) -> Vec<std::resu
 
 /// Describes DLQ2's messages without changing anything: each is received,
 /// parsed, and made visible again at the end.
-pub async fn peek(sqs: &Client, url: &str, mode: Mode, limits: Limits, bar: &ProgressBar) -> Result<Tally> {
+pub async fn peek(sqs: &Client, url: &str, mode: RedriveMode, limits: Limits, bar: &ProgressBar) -> Result<Tally> {
     let mut rx = Receiver::new(sqs, url, limits);
     let mut tally = Tally::default();
     loop {
@@ -754,12 +665,12 @@ pub async fn peek(sqs: &Client, url: &str, mode: Mode, limits: Limits, bar: &Pro
     Ok(tally)
 }
 
-fn preview(message: &Message, mode: Mode) -> Preview {
+fn preview(message: &Message, mode: RedriveMode) -> Preview {
     let parsed = OnFailureRecord::from_body(message.body().unwrap_or_default());
     let action = match (mode, &parsed) {
-        (Mode::Move, _) => "move",
-        (Mode::Replay, Ok(_)) => "replay",
-        (Mode::Replay, Err(_)) => "skip",
+        (RedriveMode::Move, _) => "move",
+        (RedriveMode::Replay, Ok(_)) => "replay",
+        (RedriveMode::Replay, Err(_)) => "skip",
     };
     Preview {
         message_id: message.message_id().unwrap_or_default().to_owned(),
@@ -770,8 +681,8 @@ fn preview(message: &Message, mode: Mode) -> Preview {
             .and_then(|v| v.parse().ok()),
         range: parsed.as_ref().ok().map(RangeSummary::of),
         problem: parsed.err().map(|e| match mode {
-            Mode::Move => format!("{e}: the reprocessor will fail on it again"),
-            Mode::Replay => format!("{e}: it would stay in dlq2"),
+            RedriveMode::Move => format!("{e}: the reprocessor will fail on it again"),
+            RedriveMode::Replay => format!("{e}: it would stay in dlq2"),
         }),
     }
 }
@@ -1003,7 +914,6 @@ mod tests {
         ListMessageMoveTasksResultEntry, SendMessageBatchResultEntry,
     };
     use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, create_mock_http_client, mock};
-    use clap::Parser;
 
     use super::*;
 
@@ -1148,60 +1058,6 @@ mod tests {
 
     fn log() -> Arc<Mutex<Vec<String>>> {
         Arc::default()
-    }
-
-    fn options(args: &[&str]) -> Result<RedriveOptions> {
-        #[derive(Parser)]
-        struct Test {
-            #[command(flatten)]
-            args: RedriveArgs,
-        }
-        let argv = std::iter::once("redrive").chain(args.iter().copied());
-        RedriveOptions::from_args(&Test::try_parse_from(argv).unwrap().args)
-    }
-
-    #[test]
-    fn rates_are_messages_per_second_from_1_to_500() {
-        assert_eq!(parse_rate("50").unwrap(), 50);
-        assert_eq!(parse_rate("50/s").unwrap(), 50);
-        assert_eq!(parse_rate(" 500/s ").unwrap(), 500);
-        for bad in ["0", "501", "-1", "fast", "10/m", ""] {
-            let err = parse_rate(bad).unwrap_err();
-            assert_eq!(err.exit_code(), crate::exit::USAGE, "{bad}");
-            assert!(err.to_string().contains("from 1 to 500"), "{bad}: {err}");
-        }
-    }
-
-    #[test]
-    fn flags_are_validated_before_any_io() {
-        let parsed = options(&["--replay", "--max", "3", "--rate", "20/s"]).unwrap();
-        assert_eq!(
-            parsed,
-            RedriveOptions {
-                mode: Mode::Replay,
-                dry_run: false,
-                max: Some(3),
-                rate: Some(20),
-            }
-        );
-        let err = options(&["--max", "0"]).unwrap_err();
-        assert_eq!(err.exit_code(), crate::exit::USAGE);
-        assert!(options(&["--rate", "1000"]).is_err());
-        assert_eq!(options(&[]).unwrap().mode, Mode::Move);
-    }
-
-    #[test]
-    fn the_move_task_is_used_only_on_aws_and_only_when_it_can_honour_the_flags() {
-        let move_all = options(&[]).unwrap();
-        assert_eq!(method(Target::Aws, &move_all), Method::MessageMoveTask);
-        assert_eq!(method(Target::Local, &move_all), Method::ReceiveSendDelete);
-        assert_eq!(method(Target::Localstack, &move_all), Method::ReceiveSendDelete);
-        let capped = options(&["--max", "5"]).unwrap();
-        assert_eq!(method(Target::Aws, &capped), Method::ReceiveSendDelete);
-        let replay = options(&["--replay"]).unwrap();
-        assert_eq!(method(Target::Aws, &replay), Method::Replay);
-        let dry = options(&["--dry-run", "--replay"]).unwrap();
-        assert_eq!(method(Target::Aws, &dry), Method::Peek);
     }
 
     #[test]
@@ -1406,7 +1262,7 @@ mod tests {
             release_ok(calls.clone()),
         ];
         let sqs = client(&rules.iter().collect::<Vec<_>>());
-        let tally = peek(&sqs, SOURCE, Mode::Replay, limits(), &ProgressBar::hidden())
+        let tally = peek(&sqs, SOURCE, RedriveMode::Replay, limits(), &ProgressBar::hidden())
             .await
             .unwrap();
         assert_eq!(tally.moved + tally.replayed, 0);
@@ -1522,8 +1378,8 @@ mod tests {
                 region: "us-east-1".into(),
                 endpoint: None,
             },
-            mode: Mode::Move,
-            method: Method::MessageMoveTask,
+            mode: RedriveMode::Move,
+            method: RedriveMethod::MessageMoveTask,
             dry_run,
             source: QueueRef {
                 name: "dlq2".into(),

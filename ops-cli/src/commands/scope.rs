@@ -8,15 +8,8 @@ use hybrid_counter::{Counter, DynamoStore, Scope, Usage};
 use serde::Serialize;
 
 use super::{Context, counter_config};
+use crate::config::LimitAction;
 use crate::error::{Error, Result};
-
-/// What `limit` does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LimitAction {
-    Get,
-    /// `None` clears the override.
-    Set(Option<u64>),
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct UsageReport {
