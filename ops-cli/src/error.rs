@@ -27,11 +27,10 @@ pub enum Error {
     #[error("invalid value {value:?} for parameter {key}: {reason}")]
     ParamValue { key: String, value: String, reason: String },
 
-    #[error(
-        "invalid stack name {name:?}: use 1-{max} characters, letters, digits and hyphens, starting with a letter",
-        max = crate::config::STACK_NAME_MAX
-    )]
-    StackName { name: String },
+    /// `max` is CloudFormation's limit (`config::STACK_NAME_MAX`), carried
+    /// here so that errors depend on nothing above them.
+    #[error("invalid stack name {name:?}: use 1-{max} characters, letters, digits and hyphens, starting with a letter")]
+    StackName { name: String, max: usize },
 
     #[error("invalid endpoint url {url:?}: it must start with http:// or https://")]
     EndpointUrl { url: String },

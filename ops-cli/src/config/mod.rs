@@ -193,7 +193,10 @@ pub fn validate_stack_name(name: &str) -> Result<String> {
     if valid {
         Ok(name.to_owned())
     } else {
-        Err(Error::StackName { name: name.to_owned() })
+        Err(Error::StackName {
+            name: name.to_owned(),
+            max: STACK_NAME_MAX,
+        })
     }
 }
 
@@ -319,6 +322,7 @@ mod tests {
         for name in ["1stack", "my_stack", "", "a b"] {
             let err = config(&["--stack-name", name, "status"], &[]).unwrap_err();
             assert!(matches!(err, Error::StackName { .. }), "{name}: {err}");
+            assert!(err.to_string().contains("use 1-128 characters"), "{err}");
         }
         assert!(validate_stack_name(&"a".repeat(129)).is_err());
         assert!(validate_stack_name("hybrid-counter-2").is_ok());
