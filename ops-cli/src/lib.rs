@@ -10,16 +10,12 @@
 //! the template to the embedded emulator; [`error`] and [`exit`] define
 //! failures and exit codes.
 
-pub mod cfn;
 pub mod cli;
 pub mod commands;
-pub mod compat;
 pub mod config;
 pub mod connect;
-pub mod diff;
 pub mod error;
 pub mod exit;
-pub mod package;
 pub mod progress;
 pub mod report;
 
@@ -36,7 +32,7 @@ use progress::Ui;
 pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
     let artifacts = match &config.command {
         CommandConfig::Plan(inputs) | CommandConfig::Deploy { inputs, .. } => {
-            commands::locate_artifacts(config, inputs)?
+            commands::deploy::package::locate_artifacts(config, inputs)?
         }
         _ => Vec::new(),
     };
@@ -47,11 +43,11 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         ui,
     };
     let report = match &config.command {
-        CommandConfig::Plan(inputs) => Report::Plan(commands::plan::run(&ctx, inputs, artifacts).await?),
+        CommandConfig::Plan(inputs) => Report::Plan(commands::deploy::plan::run(&ctx, inputs, artifacts).await?),
         CommandConfig::Deploy { inputs, timeout } => {
             Report::Deploy(commands::deploy::run(&ctx, inputs, artifacts, *timeout).await?)
         }
-        CommandConfig::Destroy(options) => Report::Destroy(commands::destroy::run(&ctx, *options).await?),
+        CommandConfig::Destroy(options) => Report::Destroy(commands::deploy::destroy::run(&ctx, *options).await?),
         CommandConfig::Status => Report::Status(commands::status::run(&ctx).await?),
         CommandConfig::Audit(options) => Report::Audit(commands::audit::run(&ctx, options).await?),
         CommandConfig::Usage(scope) => Report::Usage(commands::scope::usage(&ctx, scope).await?),

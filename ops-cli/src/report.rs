@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use crate::cli::OutputFormat;
 use crate::commands::deploy::DeployReport;
-use crate::commands::destroy::DestroyReport;
-use crate::commands::plan::PlanReport;
+use crate::commands::deploy::destroy::DestroyReport;
+use crate::commands::deploy::plan::PlanReport;
 use crate::commands::status::StatusReport;
 use crate::error::Result;
 use crate::exit;
@@ -81,7 +81,7 @@ mod tests {
     use super::*;
     use crate::commands::Location;
     use crate::commands::deploy::Outcome;
-    use crate::diff::Diff;
+    use crate::commands::deploy::diff::Diff;
 
     fn deploy(outcome: Outcome) -> Report {
         Report::Deploy(DeployReport {
@@ -103,7 +103,7 @@ mod tests {
             bucket: "b".into(),
             artifacts: Vec::new(),
             events: Vec::new(),
-            failures: vec![crate::cfn::FailedResource {
+            failures: vec![crate::commands::deploy::cfn::FailedResource {
                 logical_id: "StreamMapping".into(),
                 resource_type: "AWS::Lambda::EventSourceMapping".into(),
                 status: "UPDATE_FAILED".into(),

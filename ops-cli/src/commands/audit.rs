@@ -27,7 +27,8 @@ use hybrid_counter::DynamoStore;
 use hybrid_counter::audit::{Auditor, Finding, RepairMode, ScopeAudit, ScopeCounts, findings_for};
 use serde::Serialize;
 
-use super::{Context, Location, counter_config};
+use super::deployed::counter_config;
+use super::{Context, Location};
 use crate::config::AuditOptions;
 use crate::error::{Error, Result};
 

@@ -16,7 +16,8 @@ use hybrid_counter::audit::{RepairMode, ScopeAudit};
 use hybrid_counter::{Counter, DynamoStore, ResourceId, Scope};
 use serde::Serialize;
 
-use super::{Context, Location, counter_config};
+use super::deployed::counter_config;
+use super::{Context, Location};
 use crate::config::{LoadOptions, LoadStop};
 use crate::error::{Error, Result};
 

@@ -20,8 +20,8 @@ use esm_runner::{CargoLambdaWatch, RunReport, Runner, RunnerConfig};
 use serde::Serialize;
 use tracing::info;
 
+use super::deploy::cfn;
 use super::{Context, Location};
-use crate::cfn;
 use crate::config::LocalRunOptions;
 use crate::connect;
 use crate::error::{Error, Result};

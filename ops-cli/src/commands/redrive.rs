@@ -197,7 +197,7 @@ impl RedriveReport {
 pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveReport> {
     let started = Instant::now();
     ctx.ui.step(format!("reading stack {}", ctx.config.stack_name));
-    let deployed = super::deployed(ctx).await?;
+    let deployed = super::deployed::deployed(ctx).await?;
     let output = |key: &str| deployed.output(key);
     let source = QueueRef {
         name: "dlq2".to_owned(),

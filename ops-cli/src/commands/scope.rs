@@ -7,7 +7,8 @@ use std::fmt;
 use hybrid_counter::{Counter, DynamoStore, Scope, Usage};
 use serde::Serialize;
 
-use super::{Context, counter_config};
+use super::Context;
+use super::deployed::counter_config;
 use crate::config::LimitAction;
 use crate::error::{Error, Result};
 

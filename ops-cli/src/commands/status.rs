@@ -11,8 +11,8 @@ use std::fmt;
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde::Serialize;
 
+use super::deploy::cfn;
 use super::{Context, Location};
-use crate::cfn;
 use crate::error::{self, Result};
 
 #[derive(Debug, Clone, Serialize)]

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::{Context, Location};
-use crate::cfn::{self, Event, FailedResource, Operation, Settled, Watch};
+use super::cfn::{self, Event, FailedResource, Operation, Settled, Watch};
+use crate::commands::{Context, Location};
 use crate::config::DestroyOptions;
 use crate::error::{self, Error, Result};
 
