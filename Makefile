@@ -115,12 +115,14 @@ emulator-stop: ## Stop the background local runner and fakecloud
 emulator-status: ## Is the background fakecloud running? (exit 0/1)
 	@$(FAKECLOUD) status
 
-# The operator CLI, built for this machine (a debug build: it only makes API calls).
+# The operator CLI, built for this machine (a debug build: it only makes API calls),
+# with the local event-source runner (`counterctl local run`, feature `local`).
 COUNTERCTL := $(or $(CARGO_TARGET_DIR),target)/debug/counterctl
+COUNTERCTL_BUILD := cargo build -q --locked -p ops-cli --bin counterctl --features local
 COUNTERCTL_ARGS := --target $(TARGET)
 
 deploy: deploy-check build $(if $(filter local,$(TARGET)),fakecloud-install emulator-start) ## Build, package and deploy the stack to TARGET (default local); prints outputs and next steps
-	cargo build -q --locked -p ops-cli --bin counterctl
+	$(COUNTERCTL_BUILD)
 	$(COUNTERCTL) $(COUNTERCTL_ARGS) deploy
 	$(if $(filter local,$(TARGET)),@COUNTERCTL=$(COUNTERCTL) $(LOCAL_RUNNER) restart)
 	@echo
@@ -134,7 +136,7 @@ deploy: deploy-check build $(if $(filter local,$(TARGET)),fakecloud-install emul
 	$(if $(filter local,$(TARGET)),@echo "  make emulator-stop                                              # stop the runner and the local emulator")
 
 local-run: ## Start the local event-source runner in the background (counterctl local run; make deploy does it)
-	cargo build -q --locked -p ops-cli --bin counterctl
+	$(COUNTERCTL_BUILD)
 	@COUNTERCTL=$(COUNTERCTL) $(LOCAL_RUNNER) start
 
 local-stop: ## Stop the background local event-source runner

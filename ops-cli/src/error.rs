@@ -129,8 +129,13 @@ pub enum Error {
     Runtime(std::io::Error),
 
     /// The local event-source runner (`local run`); its messages say what to do.
+    #[cfg(feature = "local")]
     #[error(transparent)]
     Runner(#[from] esm_runner::Error),
+
+    /// `local run` in a build without the runner (the `local` feature).
+    #[error("this counterctl was built without the local runner: cargo build -p ops-cli --features local")]
+    NoLocalRunner,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -152,7 +157,8 @@ impl Error {
             | Error::BucketName { .. }
             | Error::MissingArtifact { .. }
             | Error::ConfirmationRequired
-            | Error::InvalidArgument(_) => exit::USAGE,
+            | Error::InvalidArgument(_)
+            | Error::NoLocalRunner => exit::USAGE,
             Error::Aborted(_)
             | Error::StackBusy { .. }
             | Error::StackUnusable { .. }
@@ -168,6 +174,7 @@ impl Error {
             | Error::Json(_)
             | Error::Runtime(_) => exit::ENVIRONMENT,
             Error::Timeout { .. } => exit::TIMEOUT,
+            #[cfg(feature = "local")]
             Error::Runner(inner) => match inner {
                 esm_runner::Error::NotIdle { .. } => exit::TIMEOUT,
                 esm_runner::Error::UnsupportedMapping { .. } | esm_runner::Error::Build { .. } => exit::FAILED,

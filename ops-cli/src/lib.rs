@@ -54,7 +54,11 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         CommandConfig::Limit { scope, action } => Report::Limit(commands::scope::limit(&ctx, scope, action).await?),
         CommandConfig::Load(options) => Report::Load(commands::load::run(&ctx, options).await?),
         CommandConfig::Redrive(options) => Report::Redrive(commands::redrive::run(&ctx, options).await?),
+        #[cfg(feature = "local")]
         CommandConfig::LocalRun(options) => Report::Local(commands::local::run(&ctx, options).await?),
+        // Config::from_cli refuses `local run` in a build without the runner.
+        #[cfg(not(feature = "local"))]
+        CommandConfig::LocalRun(_) => return Err(Error::NoLocalRunner),
     };
     Ok(report)
 }

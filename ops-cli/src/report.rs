@@ -27,6 +27,7 @@ pub enum Report {
     Limit(crate::commands::scope::LimitReport),
     Load(crate::commands::load::LoadReport),
     Redrive(crate::commands::redrive::RedriveReport),
+    #[cfg(feature = "local")]
     Local(crate::commands::local::LocalRunReport),
 }
 
@@ -43,6 +44,7 @@ impl Report {
             Report::Usage(_) | Report::Limit(_) => true,
             Report::Load(report) => report.healthy(),
             Report::Redrive(report) => report.succeeded(),
+            #[cfg(feature = "local")]
             Report::Local(report) => report.succeeded(),
         };
         if ok { exit::SUCCESS } else { exit::FAILED }
@@ -69,6 +71,7 @@ impl fmt::Display for Report {
             Report::Limit(report) => report.fmt(f),
             Report::Load(report) => report.fmt(f),
             Report::Redrive(report) => report.fmt(f),
+            #[cfg(feature = "local")]
             Report::Local(report) => report.fmt(f),
         }
     }

@@ -11,6 +11,11 @@
 //! on each source finishes first. `--until-idle` drains what the sources
 //! hold now and exits. Progress is logged on stderr (tracing, `RUST_LOG`);
 //! the report of what was played goes to stdout at the end.
+//!
+//! Built only with the `local` feature (`cargo build -p ops-cli --features
+//! local`, as `make deploy` does), so that an AWS build does not link the
+//! runner; without it, `local run` still parses and [`crate::config`]
+//! refuses it with a usage error that says how to build it.
 
 use std::fmt;
 use std::path::PathBuf;

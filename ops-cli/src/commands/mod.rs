@@ -13,6 +13,7 @@ pub mod audit;
 pub mod deploy;
 pub mod deployed;
 pub mod load;
+#[cfg(feature = "local")]
 pub mod local;
 pub mod redrive;
 pub mod scope;

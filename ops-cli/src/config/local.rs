@@ -1,5 +1,7 @@
 //! What `local run` is given: how the local event-source runner polls, and
 //! whether it drains what the sources hold and exits or runs until stopped.
+//! Checked in every build, also one without the runner (the `local`
+//! feature), where `Config::from_cli` then refuses `local run`.
 
 use std::time::Duration;
 

@@ -160,7 +160,13 @@ impl Config {
             }
             Command::Load(args) => CommandConfig::Load(data::load_options(args)?),
             Command::Redrive(args) => CommandConfig::Redrive(RedriveOptions::from_args(&args)?),
-            Command::Local(command) => CommandConfig::LocalRun(LocalRunOptions::from_args(&command, global.target)?),
+            Command::Local(command) => {
+                // A build without the runner still parses `local run`, and says how to get one.
+                if !cfg!(feature = "local") {
+                    return Err(Error::NoLocalRunner);
+                }
+                CommandConfig::LocalRun(LocalRunOptions::from_args(&command, global.target)?)
+            }
         };
 
         Ok(Self {
@@ -332,6 +338,30 @@ mod tests {
     fn a_bad_region_is_rejected() {
         let err = config(&["--region", "US East", "status"], &[]).unwrap_err();
         assert!(matches!(err, Error::Region { .. }), "{err}");
+    }
+
+    #[cfg(not(feature = "local"))]
+    #[test]
+    fn without_the_runner_local_run_is_a_usage_error_that_says_how_to_get_it() {
+        let err = config(&["local", "run", "--until-idle"], &[]).unwrap_err();
+        assert!(matches!(err, Error::NoLocalRunner), "{err}");
+        assert_eq!(err.exit_code(), crate::exit::USAGE);
+        assert_eq!(
+            err.to_string(),
+            "this counterctl was built without the local runner: cargo build -p ops-cli --features local"
+        );
+    }
+
+    #[cfg(feature = "local")]
+    #[test]
+    fn with_the_runner_local_run_is_checked_like_any_command() {
+        let ok = config(&["local", "run", "--until-idle"], &[]).unwrap();
+        let CommandConfig::LocalRun(options) = ok.command else {
+            panic!("local run expected");
+        };
+        assert!(options.until_idle);
+        let err = config(&["--target", "aws", "local", "run"], &[]).unwrap_err();
+        assert!(err.to_string().contains("--target local"), "{err}");
     }
 
     #[test]
