@@ -65,12 +65,17 @@ fakecloud-install: ## cargo install the pinned fakecloud (~25 min once, then ins
 fmt-check: ## cargo fmt --check
 	cargo fmt --all -- --check
 
-lint: ## clippy on the whole workspace, warnings are errors
-	cargo clippy --workspace --all-targets --locked -- -D warnings
-
 # Every crate's modules must form a one-way graph (tools/module-graph.py
 # lists each import cycle). `module-graph` checks every crate directory.
 MODULE_GRAPH_DIRS := counter stack $(sort $(dir $(HANDLER_MANIFESTS))) ops-cli localstack/runner tests
+# What `lint` requires for now: ops-cli only. The other crates still have
+# cycles and are being fixed on another branch; its author widens this to
+# $(MODULE_GRAPH_DIRS) when they pass.
+LINT_MODULE_GRAPH_DIRS := ops-cli
+
+lint: ## clippy on the whole workspace, warnings are errors; no import cycle in ops-cli
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+	python3 tools/module-graph.py $(LINT_MODULE_GRAPH_DIRS)
 
 module-graph: ## No import cycle between the modules of any workspace crate
 	python3 tools/module-graph.py $(MODULE_GRAPH_DIRS)
