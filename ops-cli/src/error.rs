@@ -1,8 +1,9 @@
 //! The one error type of `counterctl`. Messages are lowercase, say what went
 //! wrong and what to do about it, and each variant maps to a documented exit
-//! code ([`crate::exit`]). A stack operation that runs and fails (a rollback)
-//! is not an error: it is a report with a failed outcome, so its details
-//! still reach stdout and `--output json`.
+//! code ([`crate::exit`], the only module of this crate it uses). A stack
+//! operation that runs and fails (a rollback) is not an error: it is a
+//! report with a failed outcome, so its details still reach stdout and
+//! `--output json`.
 
 use std::path::PathBuf;
 

@@ -2,13 +2,21 @@
 //! the binary (`main.rs`) only parses, calls [`execute`] and prints. The
 //! end-to-end tests drive the same functions against the emulator.
 //!
-//! Layout: [`cli`] is the raw command line, [`config`] the validated one
-//! (no I/O), [`connect`] builds the SDK clients and starts the local
-//! emulator, [`package`] hashes and uploads the handler zips, [`cfn`] holds
-//! the CloudFormation mechanics, [`diff`] renders change sets, [`commands`]
-//! the commands, each returning a [`report::Report`]; [`compat`] adapts
-//! the template to the embedded emulator; [`error`] and [`exit`] define
-//! failures and exit codes.
+//! Layout, top to bottom: a module uses only those below it, never one
+//! that uses it back (`tools/module-graph.py` checks it, `make lint`).
+//! [`report`] gathers the commands' reports into a [`report::Report`];
+//! [`commands`] holds the commands, a module each, or a folder for those
+//! with several concerns: [`commands::deploy`] is the stack lifecycle
+//! (plan, deploy, destroy, the CloudFormation engine, the change set diff,
+//! packaging and the emulator's template patch), [`commands::redrive`] and
+//! [`commands::audit`] have a file per concern; [`connect`] builds the SDK
+//! clients and starts the local emulator; [`config`] is the validated
+//! command line with each command's options (no I/O); [`progress`] draws on
+//! stderr; [`cli`] is the raw command line; [`error`] and [`exit`] define
+//! failures and exit codes, and use nothing above them.
+//!
+//! `local run`, the local event-source runner, is compiled only with the
+//! `local` feature; the default build, the one for AWS, leaves it out.
 
 pub mod cli;
 pub mod commands;

@@ -1,7 +1,7 @@
-//! The result of a command: one report type per command, `Serialize` for
-//! `--output json` and `Display` for people, and the exit code it implies
-//! (a report can carry a failure: a rolled-back deploy is still reported in
-//! full, then exits 1).
+//! The result of a command: the report type of each command (defined with
+//! the command, gathered here), `Serialize` for `--output json` and
+//! `Display` for people, and the exit code it implies (a report can carry a
+//! failure: a rolled-back deploy is still reported in full, then exits 1).
 
 use std::fmt;
 

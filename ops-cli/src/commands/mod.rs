@@ -2,9 +2,9 @@
 //! concerns; each returns its own report type (`Serialize` and `Display`).
 //! [`deploy`] is the stack lifecycle: `plan`, `deploy`, `destroy` and the
 //! CloudFormation, change set, packaging and emulator machinery they share.
-//! [`status`] and [`local`] read the stack; [`audit`], [`scope`] (`usage`,
-//! `limit`), [`load`] and [`redrive`] work against its data, found through
-//! [`deployed`].
+//! [`status`] and `local` (`local run`, with the `local` feature) read the
+//! stack; [`audit`], [`scope`] (`usage`, `limit`), [`load`] and [`redrive`]
+//! work against its data, found through [`deployed`].
 //!
 //! This file holds only what every command is given, the [`Context`], and
 //! the [`Location`] its report starts with; it uses none of the commands.

@@ -1,4 +1,5 @@
-//! Packaging: the cargo-lambda zips of the three handlers go to an artifacts
+//! Packaging: the cargo-lambda zips of the three handlers, found and hashed
+//! before any request (a missing zip is a usage error), go to an artifacts
 //! bucket under content-hash keys (`<package>/<sha256>.zip`). Unchanged code
 //! keeps its key, so CloudFormation sees no change and does not touch the
 //! function; an object already in the bucket is not uploaded again. The
