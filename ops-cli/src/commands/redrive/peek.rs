@@ -17,18 +17,7 @@ use crate::error::Result;
 pub async fn peek(sqs: &Client, url: &str, mode: RedriveMode, limits: Limits, bar: &ProgressBar) -> Result<Tally> {
     let mut rx = Receiver::new(sqs, url, limits);
     let mut tally = Tally::default();
-    loop {
-        let page = match rx.next().await {
-            Ok(page) => page,
-            Err(err) if rx.considered == 0 => return Err(err),
-            Err(err) => {
-                tally.stopped_early = Some(err.to_string());
-                break;
-            }
-        };
-        if page.is_empty() {
-            break;
-        }
+    while let Some(page) = rx.next_page(&mut tally).await? {
         for message in &page {
             tally.preview.push(preview(message, mode));
             rx.hold(message);

@@ -12,7 +12,7 @@ use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName,
 };
 
-use super::report::MessageProblem;
+use super::report::{MessageProblem, Tally};
 use crate::error::{self, Result};
 
 /// Messages per `ReceiveMessage`, `SendMessageBatch` and `DeleteMessageBatch`.
@@ -69,7 +69,7 @@ pub(super) struct Receiver<'a> {
     limits: Limits,
     started: Instant,
     seen: HashSet<String>,
-    pub(super) considered: u64,
+    considered: u64,
     /// Receipt handles of messages that stay in DLQ2.
     held: Vec<String>,
 }
@@ -89,7 +89,7 @@ impl<'a> Receiver<'a> {
 
     /// The next messages not seen yet in this pass; empty when the queue
     /// has no other visible message or `max` is reached.
-    pub(super) async fn next(&mut self) -> Result<Vec<Message>> {
+    async fn next(&mut self) -> Result<Vec<Message>> {
         let remaining = self.limits.max.map_or(u64::MAX, |max| max - self.considered);
         let want = remaining
             .min(self.limits.page)
@@ -127,6 +127,21 @@ impl<'a> Receiver<'a> {
         }
         self.considered += fresh.len() as u64;
         Ok(fresh)
+    }
+
+    /// The next page of the pass, or `None` once it is over: the queue has
+    /// no other visible message, `max` is reached, or a receive failed after
+    /// the first message (`tally` then says why the pass stopped early). A
+    /// failed first receive is the command's error.
+    pub(super) async fn next_page(&mut self, tally: &mut Tally) -> Result<Option<Vec<Message>>> {
+        match self.next().await {
+            Ok(page) => Ok((!page.is_empty()).then_some(page)),
+            Err(err) if self.considered == 0 => Err(err),
+            Err(err) => {
+                tally.stopped_early = Some(err.to_string());
+                Ok(None)
+            }
+        }
     }
 
     /// Leaves `message` in DLQ2, visible again when the pass ends.

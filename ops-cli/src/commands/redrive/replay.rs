@@ -29,18 +29,7 @@ where
 {
     let mut rx = Receiver::new(sqs, url, limits);
     let mut tally = Tally::default();
-    loop {
-        let page = match rx.next().await {
-            Ok(page) => page,
-            Err(err) if rx.considered == 0 => return Err(err),
-            Err(err) => {
-                tally.stopped_early = Some(err.to_string());
-                break;
-            }
-        };
-        if page.is_empty() {
-            break;
-        }
+    while let Some(page) = rx.next_page(&mut tally).await? {
         for message in &page {
             match OnFailureRecord::from_body(message.body().unwrap_or_default()) {
                 Err(err) => {

@@ -24,18 +24,7 @@ pub async fn move_messages(
 ) -> Result<Tally> {
     let mut rx = Receiver::new(sqs, source_url, limits);
     let mut tally = Tally::default();
-    loop {
-        let page = match rx.next().await {
-            Ok(page) => page,
-            Err(err) if rx.considered == 0 => return Err(err),
-            Err(err) => {
-                tally.stopped_early = Some(err.to_string());
-                break;
-            }
-        };
-        if page.is_empty() {
-            break;
-        }
+    while let Some(page) = rx.next_page(&mut tally).await? {
         let entries: Vec<SendMessageBatchRequestEntry> = page
             .iter()
             .enumerate()
