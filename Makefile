@@ -25,7 +25,7 @@ HANDLER_MANIFESTS := $(sort $(wildcard handlers/*/Cargo.toml))
 HANDLER_PACKAGES := $(foreach m,$(HANDLER_MANIFESTS),$(shell awk -F'"' '/^\[/ { pkg = ($$0 == "[package]") } pkg && /^name[[:space:]]*=/ { print $$2; exit }' $(m)))
 
 .PHONY: help tools rust-tools venv fakecloud-install \
-	fmt-check lint unit e2e test build \
+	fmt-check lint module-graph unit e2e test build \
 	emulator-start emulator-stop emulator-status deploy deploy-check clean \
 	local-run local-stop
 
@@ -65,8 +65,18 @@ fakecloud-install: ## cargo install the pinned fakecloud (~25 min once, then ins
 fmt-check: ## cargo fmt --check
 	cargo fmt --all -- --check
 
-lint: ## clippy on the whole workspace, warnings are errors
+# Every crate's modules must form a one-way graph (tools/module-graph.py
+# lists each import cycle). `module-graph` checks every crate directory.
+# `#[cfg(test)]` modules are test code and not part of the graph.
+MODULE_GRAPH_DIRS := counter aws stack $(sort $(dir $(HANDLER_MANIFESTS))) ops-cli localstack/runner tests
+
+lint: ## clippy on the whole workspace, warnings are errors; no import cycle in any crate
 	cargo clippy --workspace --all-targets --locked -- -D warnings
+	python3 tools/test_module_graph.py -q
+	python3 tools/module-graph.py $(MODULE_GRAPH_DIRS)
+
+module-graph: ## No import cycle between the modules of any workspace crate
+	python3 tools/module-graph.py $(MODULE_GRAPH_DIRS)
 
 unit: ## Unit tests (everything but the emulator tests)
 	cargo test --workspace --exclude e2e --locked
@@ -108,12 +118,14 @@ emulator-stop: ## Stop the background local runner and fakecloud
 emulator-status: ## Is the background fakecloud running? (exit 0/1)
 	@$(FAKECLOUD) status
 
-# The operator CLI, built for this machine (a debug build: it only makes API calls).
+# The operator CLI, built for this machine (a debug build: it only makes API calls),
+# with the local event-source runner (`counterctl local run`, feature `local`).
 COUNTERCTL := $(or $(CARGO_TARGET_DIR),target)/debug/counterctl
+COUNTERCTL_BUILD := cargo build -q --locked -p ops-cli --bin counterctl --features local
 COUNTERCTL_ARGS := --target $(TARGET)
 
 deploy: deploy-check build $(if $(filter local,$(TARGET)),fakecloud-install emulator-start) ## Build, package and deploy the stack to TARGET (default local); prints outputs and next steps
-	cargo build -q --locked -p ops-cli --bin counterctl
+	$(COUNTERCTL_BUILD)
 	$(COUNTERCTL) $(COUNTERCTL_ARGS) deploy
 	$(if $(filter local,$(TARGET)),@COUNTERCTL=$(COUNTERCTL) $(LOCAL_RUNNER) restart)
 	@echo
@@ -127,7 +139,7 @@ deploy: deploy-check build $(if $(filter local,$(TARGET)),fakecloud-install emul
 	$(if $(filter local,$(TARGET)),@echo "  make emulator-stop                                              # stop the runner and the local emulator")
 
 local-run: ## Start the local event-source runner in the background (counterctl local run; make deploy does it)
-	cargo build -q --locked -p ops-cli --bin counterctl
+	$(COUNTERCTL_BUILD)
 	@COUNTERCTL=$(COUNTERCTL) $(LOCAL_RUNNER) start
 
 local-stop: ## Stop the background local event-source runner

@@ -1,6 +1,7 @@
-//! The command line as clap sees it: raw strings and enums, no I/O. It is
-//! turned into a validated [`crate::config::Config`] before anything is sent
-//! anywhere, so a typo fails fast with exit code 2.
+//! The command line as clap sees it: every command's flags, as raw strings
+//! and enums, no I/O. It is turned into a validated
+//! [`crate::config::Config`] before anything is sent anywhere, so a typo
+//! fails fast with exit code 2.
 
 use std::path::PathBuf;
 
@@ -115,10 +116,10 @@ pub enum Command {
     Load(LoadArgs),
     /// Move DLQ2's messages back to DLQ1 for the reprocessor (--replay: replay them here); --dry-run shows
     /// what would move.
-    Redrive(crate::commands::redrive::RedriveArgs),
+    Redrive(RedriveArgs),
     /// The local event-source runner: plays the stack's mappings in the embedded emulator.
     #[command(subcommand)]
-    Local(crate::commands::local::LocalCommand),
+    Local(LocalCommand),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -238,6 +239,65 @@ pub struct DestroyArgs {
     /// Seconds to wait for the stack deletion.
     #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
     pub timeout: u64,
+}
+
+/// `counterctl redrive` flags.
+#[derive(Debug, Clone, Args)]
+pub struct RedriveArgs {
+    /// Replay each DLQ2 message here with the counter library (read its range back from the stream, apply it,
+    /// then delete the message) instead of moving it to DLQ1: for when the reprocessor itself is broken.
+    #[arg(long)]
+    pub replay: bool,
+
+    /// Count and show what would be moved or replayed; send, replay and delete nothing (messages are peeked and
+    /// made visible again).
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Handle at most N messages.
+    #[arg(long, value_name = "N")]
+    pub max: Option<u64>,
+
+    /// At most N messages per second, 1-500 (the limit of SQS's message move task); "50" or "50/s".
+    #[arg(long, value_name = "N/s")]
+    pub rate: Option<String>,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum LocalCommand {
+    /// Play the stack's event source mappings (stream -> stream counter, DLQ1 -> reprocessor) in the embedded
+    /// emulator with the real handler binaries under `cargo lambda watch`, until Ctrl-C or SIGTERM.
+    Run(LocalRunArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LocalRunArgs {
+    /// Milliseconds between polls of a source that had nothing new (Lambda polls a stream shard four times
+    /// a second).
+    #[arg(long, default_value_t = 250, value_name = "MS")]
+    pub poll_interval: u64,
+
+    /// Drain what the stream and DLQ1 hold now, then exit, instead of running until stopped.
+    #[arg(long)]
+    pub until_idle: bool,
+
+    /// With --until-idle: give up after this many seconds (exit 5), e.g. when a batch retries forever.
+    #[arg(long, default_value_t = 600, value_name = "SECONDS", requires = "until_idle")]
+    pub idle_timeout: u64,
+
+    /// With --until-idle: also wait for DLQ1 messages in flight (hidden for the queue's visibility timeout
+    /// after a failed attempt) to be retried or moved to DLQ2.
+    #[arg(long, requires = "until_idle")]
+    pub wait_for_in_flight: bool,
+
+    /// Invoke through a `cargo lambda watch` already running with its invoke API at HOST:PORT instead of
+    /// starting one per function; it must have the functions' environment (tables, endpoint) itself.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub attach: Option<String>,
+
+    /// Build and run the handlers with --release.
+    #[arg(long)]
+    pub release: bool,
 }
 
 #[cfg(test)]

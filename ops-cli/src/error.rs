@@ -1,8 +1,9 @@
 //! The one error type of `counterctl`. Messages are lowercase, say what went
 //! wrong and what to do about it, and each variant maps to a documented exit
-//! code ([`crate::exit`]). A stack operation that runs and fails (a rollback)
-//! is not an error: it is a report with a failed outcome, so its details
-//! still reach stdout and `--output json`.
+//! code ([`crate::exit`], the only module of this crate it uses). A stack
+//! operation that runs and fails (a rollback) is not an error: it is a
+//! report with a failed outcome, so its details still reach stdout and
+//! `--output json`.
 
 use std::path::PathBuf;
 
@@ -27,11 +28,10 @@ pub enum Error {
     #[error("invalid value {value:?} for parameter {key}: {reason}")]
     ParamValue { key: String, value: String, reason: String },
 
-    #[error(
-        "invalid stack name {name:?}: use 1-{max} characters, letters, digits and hyphens, starting with a letter",
-        max = crate::config::STACK_NAME_MAX
-    )]
-    StackName { name: String },
+    /// `max` is CloudFormation's limit (`config::STACK_NAME_MAX`), carried
+    /// here so that errors depend on nothing above them.
+    #[error("invalid stack name {name:?}: use 1-{max} characters, letters, digits and hyphens, starting with a letter")]
+    StackName { name: String, max: usize },
 
     #[error("invalid endpoint url {url:?}: it must start with http:// or https://")]
     EndpointUrl { url: String },
@@ -130,8 +130,13 @@ pub enum Error {
     Runtime(std::io::Error),
 
     /// The local event-source runner (`local run`); its messages say what to do.
+    #[cfg(feature = "local")]
     #[error(transparent)]
     Runner(#[from] esm_runner::Error),
+
+    /// `local run` in a build without the runner (the `local` feature).
+    #[error("this counterctl was built without the local runner: cargo build -p ops-cli --features local")]
+    NoLocalRunner,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -153,7 +158,8 @@ impl Error {
             | Error::BucketName { .. }
             | Error::MissingArtifact { .. }
             | Error::ConfirmationRequired
-            | Error::InvalidArgument(_) => exit::USAGE,
+            | Error::InvalidArgument(_)
+            | Error::NoLocalRunner => exit::USAGE,
             Error::Aborted(_)
             | Error::StackBusy { .. }
             | Error::StackUnusable { .. }
@@ -169,6 +175,7 @@ impl Error {
             | Error::Json(_)
             | Error::Runtime(_) => exit::ENVIRONMENT,
             Error::Timeout { .. } => exit::TIMEOUT,
+            #[cfg(feature = "local")]
             Error::Runner(inner) => match inner {
                 esm_runner::Error::NotIdle { .. } => exit::TIMEOUT,
                 esm_runner::Error::UnsupportedMapping { .. } | esm_runner::Error::Build { .. } => exit::FAILED,

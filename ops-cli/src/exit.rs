@@ -10,7 +10,8 @@ pub const SUCCESS: u8 = 0;
 /// rejected, a delete failed, the operator declined a confirmation; or
 /// `status` found something that needs an operator.
 pub const FAILED: u8 = 1;
-/// Bad command line or configuration: nothing was sent anywhere.
+/// Bad command line or configuration: nothing was sent anywhere. Also a
+/// command this build lacks (`local run` without the `local` feature).
 pub const USAGE: u8 = 2;
 /// The stack does not exist.
 pub const NOT_FOUND: u8 = 3;

@@ -2,24 +2,28 @@
 //! the binary (`main.rs`) only parses, calls [`execute`] and prints. The
 //! end-to-end tests drive the same functions against the emulator.
 //!
-//! Layout: [`cli`] is the raw command line, [`config`] the validated one
-//! (no I/O), [`connect`] builds the SDK clients and starts the local
-//! emulator, [`package`] hashes and uploads the handler zips, [`cfn`] holds
-//! the CloudFormation mechanics, [`diff`] renders change sets, [`commands`]
-//! the commands, each returning a [`report::Report`]; [`compat`] adapts
-//! the template to the embedded emulator; [`error`] and [`exit`] define
-//! failures and exit codes.
+//! Layout, top to bottom: a module uses only those below it, never one
+//! that uses it back (`tools/module-graph.py` checks it, `make lint`).
+//! [`report`] gathers the commands' reports into a [`report::Report`];
+//! [`commands`] holds the commands, a module each, or a folder for those
+//! with several concerns: [`commands::deploy`] is the stack lifecycle
+//! (plan, deploy, destroy, the CloudFormation engine, the change set diff,
+//! packaging and the emulator's template patch), [`commands::redrive`] and
+//! [`commands::audit`] have a file per concern; [`connect`] builds the SDK
+//! clients and starts the local emulator; [`config`] is the validated
+//! command line with each command's options (no I/O); [`progress`] draws on
+//! stderr; [`cli`] is the raw command line; [`error`] and [`exit`] define
+//! failures and exit codes, and use nothing above them.
+//!
+//! `local run`, the local event-source runner, is compiled only with the
+//! `local` feature; the default build, the one for AWS, leaves it out.
 
-pub mod cfn;
 pub mod cli;
 pub mod commands;
-pub mod compat;
 pub mod config;
 pub mod connect;
-pub mod diff;
 pub mod error;
 pub mod exit;
-pub mod package;
 pub mod progress;
 pub mod report;
 
@@ -28,7 +32,6 @@ pub use error::{Error, Result};
 pub use report::Report;
 
 use commands::Context;
-use commands::destroy::DestroyOptions;
 use config::CommandConfig;
 use progress::Ui;
 
@@ -37,7 +40,7 @@ use progress::Ui;
 pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
     let artifacts = match &config.command {
         CommandConfig::Plan(inputs) | CommandConfig::Deploy { inputs, .. } => {
-            commands::locate_artifacts(config, inputs)?
+            commands::deploy::package::locate_artifacts(config, inputs)?
         }
         _ => Vec::new(),
     };
@@ -48,32 +51,22 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         ui,
     };
     let report = match &config.command {
-        CommandConfig::Plan(inputs) => Report::Plan(commands::plan::run(&ctx, inputs, artifacts).await?),
+        CommandConfig::Plan(inputs) => Report::Plan(commands::deploy::plan::run(&ctx, inputs, artifacts).await?),
         CommandConfig::Deploy { inputs, timeout } => {
             Report::Deploy(commands::deploy::run(&ctx, inputs, artifacts, *timeout).await?)
         }
-        CommandConfig::Destroy {
-            delete_data,
-            yes,
-            timeout,
-        } => Report::Destroy(
-            commands::destroy::run(
-                &ctx,
-                DestroyOptions {
-                    delete_data: *delete_data,
-                    yes: *yes,
-                    timeout: *timeout,
-                },
-            )
-            .await?,
-        ),
+        CommandConfig::Destroy(options) => Report::Destroy(commands::deploy::destroy::run(&ctx, *options).await?),
         CommandConfig::Status => Report::Status(commands::status::run(&ctx).await?),
         CommandConfig::Audit(options) => Report::Audit(commands::audit::run(&ctx, options).await?),
         CommandConfig::Usage(scope) => Report::Usage(commands::scope::usage(&ctx, scope).await?),
         CommandConfig::Limit { scope, action } => Report::Limit(commands::scope::limit(&ctx, scope, action).await?),
         CommandConfig::Load(options) => Report::Load(commands::load::run(&ctx, options).await?),
         CommandConfig::Redrive(options) => Report::Redrive(commands::redrive::run(&ctx, options).await?),
+        #[cfg(feature = "local")]
         CommandConfig::LocalRun(options) => Report::Local(commands::local::run(&ctx, options).await?),
+        // Config::from_cli refuses `local run` in a build without the runner.
+        #[cfg(not(feature = "local"))]
+        CommandConfig::LocalRun(_) => return Err(Error::NoLocalRunner),
     };
     Ok(report)
 }

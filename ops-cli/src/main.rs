@@ -30,6 +30,7 @@ fn run() -> Result<ExitCode, Error> {
     };
     // `local run` logs what the runner plays; other commands only errors.
     let default_filter = match cli.command {
+        #[cfg(feature = "local")]
         ops_cli::cli::Command::Local(_) => ops_cli::commands::local::LOG_FILTER,
         _ => "error",
     };

@@ -1,7 +1,7 @@
-//! The result of a command: one report type per command, `Serialize` for
-//! `--output json` and `Display` for people, and the exit code it implies
-//! (a report can carry a failure: a rolled-back deploy is still reported in
-//! full, then exits 1).
+//! The result of a command: the report type of each command (defined with
+//! the command, gathered here), `Serialize` for `--output json` and
+//! `Display` for people, and the exit code it implies (a report can carry a
+//! failure: a rolled-back deploy is still reported in full, then exits 1).
 
 use std::fmt;
 
@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use crate::cli::OutputFormat;
 use crate::commands::deploy::DeployReport;
-use crate::commands::destroy::DestroyReport;
-use crate::commands::plan::PlanReport;
+use crate::commands::deploy::destroy::DestroyReport;
+use crate::commands::deploy::plan::PlanReport;
 use crate::commands::status::StatusReport;
 use crate::error::Result;
 use crate::exit;
@@ -27,6 +27,7 @@ pub enum Report {
     Limit(crate::commands::scope::LimitReport),
     Load(crate::commands::load::LoadReport),
     Redrive(crate::commands::redrive::RedriveReport),
+    #[cfg(feature = "local")]
     Local(crate::commands::local::LocalRunReport),
 }
 
@@ -43,6 +44,7 @@ impl Report {
             Report::Usage(_) | Report::Limit(_) => true,
             Report::Load(report) => report.healthy(),
             Report::Redrive(report) => report.succeeded(),
+            #[cfg(feature = "local")]
             Report::Local(report) => report.succeeded(),
         };
         if ok { exit::SUCCESS } else { exit::FAILED }
@@ -69,6 +71,7 @@ impl fmt::Display for Report {
             Report::Limit(report) => report.fmt(f),
             Report::Load(report) => report.fmt(f),
             Report::Redrive(report) => report.fmt(f),
+            #[cfg(feature = "local")]
             Report::Local(report) => report.fmt(f),
         }
     }
@@ -81,7 +84,7 @@ mod tests {
     use super::*;
     use crate::commands::Location;
     use crate::commands::deploy::Outcome;
-    use crate::diff::Diff;
+    use crate::commands::deploy::diff::Diff;
 
     fn deploy(outcome: Outcome) -> Report {
         Report::Deploy(DeployReport {
@@ -103,7 +106,7 @@ mod tests {
             bucket: "b".into(),
             artifacts: Vec::new(),
             events: Vec::new(),
-            failures: vec![crate::cfn::FailedResource {
+            failures: vec![crate::commands::deploy::cfn::FailedResource {
                 logical_id: "StreamMapping".into(),
                 resource_type: "AWS::Lambda::EventSourceMapping".into(),
                 status: "UPDATE_FAILED".into(),

@@ -103,3 +103,15 @@ fn missing_handler_zips_exit_2_before_the_emulator_is_touched() {
     );
     assert!(message.contains("run `make build` first"), "{message}");
 }
+
+#[cfg(not(feature = "local"))]
+#[test]
+fn local_run_without_the_runner_exits_2_and_says_how_to_build_it() {
+    let output = counterctl(&["local", "run"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    assert_eq!(
+        stderr(&output),
+        "error: this counterctl was built without the local runner: cargo build -p ops-cli --features local\n"
+    );
+}

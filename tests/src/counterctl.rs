@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 use ops_cli::cli::Cli;
 use ops_cli::commands::deploy::DeployReport;
-use ops_cli::commands::destroy::DestroyReport;
-use ops_cli::commands::plan::PlanReport;
+use ops_cli::commands::deploy::destroy::DestroyReport;
+use ops_cli::commands::deploy::plan::PlanReport;
 use ops_cli::commands::status::StatusReport;
 use ops_cli::progress::Ui;
 use ops_cli::{Config, Report};
@@ -112,8 +112,11 @@ impl Zips {
         let built = std::env::var_os("CARGO_TARGET_DIR")
             .map_or_else(|| workspace.join("target"), PathBuf::from)
             .join("lambda");
-        let packages = ops_cli::package::HANDLERS.map(|(package, _)| package);
-        if packages.iter().all(|p| ops_cli::package::zip_path(&built, p).is_file()) {
+        let packages = ops_cli::commands::deploy::package::HANDLERS.map(|(package, _)| package);
+        if packages
+            .iter()
+            .all(|p| ops_cli::commands::deploy::package::zip_path(&built, p).is_file())
+        {
             return Self {
                 dir: built,
                 temporary: false,
@@ -121,7 +124,7 @@ impl Zips {
         }
         let dir = std::env::temp_dir().join(format!("hck-e2e-zips-{}-{}", std::process::id(), fastrand::u64(..)));
         for package in packages {
-            let path = ops_cli::package::zip_path(&dir, package);
+            let path = ops_cli::commands::deploy::package::zip_path(&dir, package);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             let script = format!("#!/bin/sh\necho placeholder for {package}\n");
             std::fs::write(&path, stored_zip("bootstrap", script.as_bytes())).unwrap();

@@ -17,31 +17,10 @@ use hybrid_counter::{Counter, ResourceId, Scope};
 use hybrid_counter_aws::DynamoStore;
 use serde::Serialize;
 
-use super::{Context, Location, counter_config};
+use super::deployed::counter_config;
+use super::{Context, Location};
+use crate::config::{LoadOptions, LoadStop};
 use crate::error::{Error, Result};
-
-/// When the workers stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop {
-    Operations(u64),
-    Duration(Duration),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct LoadOptions {
-    pub scopes: u32,
-    pub scope_prefix: String,
-    pub workers: u32,
-    pub stop: Stop,
-    /// Share of operations that delete one of the worker's own items.
-    pub delete_ratio: f64,
-    /// Per-scope limit override written before the run.
-    pub limit: Option<u64>,
-    /// How long to wait for the stream consumer to drain; zero skips the
-    /// wait and the audit.
-    pub drain_timeout: Duration,
-    pub seed: u64,
-}
 
 /// Latency of one operation kind, milliseconds.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -146,7 +125,7 @@ async fn worker(
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
-        if let Stop::Operations(total) = options.stop
+        if let LoadStop::Operations(total) = options.stop
             && issued.fetch_add(1, Ordering::Relaxed) >= total
         {
             break;
@@ -219,8 +198,8 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
     let issued = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let deadline = match options.stop {
-        Stop::Duration(d) => Some(started + d),
-        Stop::Operations(_) => None,
+        LoadStop::Duration(d) => Some(started + d),
+        LoadStop::Operations(_) => None,
     };
     let mut tasks = tokio::task::JoinSet::new();
     for number in 0..options.workers.max(1) {

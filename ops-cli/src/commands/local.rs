@@ -11,19 +11,23 @@
 //! on each source finishes first. `--until-idle` drains what the sources
 //! hold now and exits. Progress is logged on stderr (tracing, `RUST_LOG`);
 //! the report of what was played goes to stdout at the end.
+//!
+//! Built only with the `local` feature (`cargo build -p ops-cli --features
+//! local`, as `make deploy` does), so that an AWS build does not link the
+//! runner; without it, `local run` still parses and [`crate::config`]
+//! refuses it with a usage error that says how to build it.
 
 use std::fmt;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use clap::{Args, Subcommand};
 use esm_runner::{CargoLambdaWatch, RunReport, Runner, RunnerConfig};
 use serde::Serialize;
 use tracing::info;
 
+use super::deploy::cfn;
 use super::{Context, Location};
-use crate::cfn;
-use crate::cli::Target;
+use crate::config::LocalRunOptions;
 use crate::connect;
 use crate::error::{Error, Result};
 
@@ -40,103 +44,6 @@ const FUNCTIONS: [&str; 3] = [
     stack::outputs::DLQ_REPROCESSOR_FUNCTION,
     stack::outputs::API_FUNCTION,
 ];
-
-#[derive(Debug, Clone, Subcommand)]
-pub enum LocalCommand {
-    /// Play the stack's event source mappings (stream -> stream counter, DLQ1 -> reprocessor) in the embedded
-    /// emulator with the real handler binaries under `cargo lambda watch`, until Ctrl-C or SIGTERM.
-    Run(LocalRunArgs),
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct LocalRunArgs {
-    /// Milliseconds between polls of a source that had nothing new (Lambda polls a stream shard four times
-    /// a second).
-    #[arg(long, default_value_t = 250, value_name = "MS")]
-    pub poll_interval: u64,
-
-    /// Drain what the stream and DLQ1 hold now, then exit, instead of running until stopped.
-    #[arg(long)]
-    pub until_idle: bool,
-
-    /// With --until-idle: give up after this many seconds (exit 5), e.g. when a batch retries forever.
-    #[arg(long, default_value_t = 600, value_name = "SECONDS", requires = "until_idle")]
-    pub idle_timeout: u64,
-
-    /// With --until-idle: also wait for DLQ1 messages in flight (hidden for the queue's visibility timeout
-    /// after a failed attempt) to be retried or moved to DLQ2.
-    #[arg(long, requires = "until_idle")]
-    pub wait_for_in_flight: bool,
-
-    /// Invoke through a `cargo lambda watch` already running with its invoke API at HOST:PORT instead of
-    /// starting one per function; it must have the functions' environment (tables, endpoint) itself.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub attach: Option<String>,
-
-    /// Build and run the handlers with --release.
-    #[arg(long)]
-    pub release: bool,
-}
-
-/// A validated `local run` command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalRunOptions {
-    pub poll_interval: Duration,
-    pub until_idle: bool,
-    pub idle_timeout: Duration,
-    pub wait_for_in_flight: bool,
-    pub attach: Option<String>,
-    pub release: bool,
-}
-
-impl LocalRunOptions {
-    /// Checks the flags against the target; no I/O.
-    pub fn from_args(command: &LocalCommand, target: Target) -> Result<Self> {
-        let LocalCommand::Run(args) = command;
-        if target != Target::Local {
-            return Err(Error::InvalidArgument(format!(
-                "`local run` plays event source mappings in the embedded emulator (--target local); on {target} \
-                 Lambda runs them itself"
-            )));
-        }
-        if !(10..=60_000).contains(&args.poll_interval) {
-            return Err(Error::InvalidArgument(format!(
-                "--poll-interval {}: expected 10 to 60000 milliseconds",
-                args.poll_interval
-            )));
-        }
-        if args.idle_timeout == 0 {
-            return Err(Error::InvalidArgument(
-                "--idle-timeout must be at least 1 second".to_owned(),
-            ));
-        }
-        let attach = args.attach.as_deref().map(validate_attach).transpose()?;
-        Ok(Self {
-            poll_interval: Duration::from_millis(args.poll_interval),
-            until_idle: args.until_idle,
-            idle_timeout: Duration::from_secs(args.idle_timeout),
-            wait_for_in_flight: args.wait_for_in_flight,
-            attach,
-            release: args.release,
-        })
-    }
-}
-
-/// `HOST:PORT` with a port from 1 to 65535.
-fn validate_attach(raw: &str) -> Result<String> {
-    let raw = raw.trim();
-    let valid = raw
-        .rsplit_once(':')
-        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
-    if valid {
-        Ok(raw.to_owned())
-    } else {
-        Err(Error::InvalidArgument(format!(
-            "--attach {raw:?}: expected the invoke API address of `cargo lambda watch` as HOST:PORT, e.g. \
-             127.0.0.1:9000"
-        )))
-    }
-}
 
 /// The runner's configuration for the emulator at `endpoint`.
 pub fn runner_config(
@@ -293,65 +200,10 @@ impl fmt::Display for LocalRunReport {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
+    use std::time::Duration;
 
     use super::*;
-
-    fn options(args: &[&str], target: Target) -> Result<LocalRunOptions> {
-        #[derive(Parser)]
-        struct Test {
-            #[command(subcommand)]
-            command: LocalCommand,
-        }
-        let argv = ["local", "run"].into_iter().chain(args.iter().copied());
-        let parsed = Test::try_parse_from(argv).map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        LocalRunOptions::from_args(&parsed.command, target)
-    }
-
-    #[test]
-    fn defaults_poll_four_times_a_second_until_stopped() {
-        let parsed = options(&[], Target::Local).unwrap();
-        assert_eq!(parsed.poll_interval, Duration::from_millis(250));
-        assert!(!parsed.until_idle);
-        assert_eq!(parsed.attach, None);
-    }
-
-    #[test]
-    fn the_runner_is_only_for_the_embedded_emulator() {
-        for target in [Target::Aws, Target::Localstack] {
-            let err = options(&[], target).unwrap_err();
-            assert_eq!(err.exit_code(), crate::exit::USAGE, "{target}");
-            assert!(err.to_string().contains("--target local"), "{err}");
-        }
-    }
-
-    #[test]
-    fn attach_needs_host_and_port() {
-        let parsed = options(&["--attach", "127.0.0.1:9000"], Target::Local).unwrap();
-        assert_eq!(parsed.attach.as_deref(), Some("127.0.0.1:9000"));
-        for bad in ["9000", "127.0.0.1", ":9000", "localhost:0", "localhost:http"] {
-            let err = options(&["--attach", bad], Target::Local).unwrap_err();
-            assert!(err.to_string().contains("HOST:PORT"), "{bad}: {err}");
-        }
-    }
-
-    #[test]
-    fn poll_interval_and_idle_flags_are_checked() {
-        assert!(options(&["--poll-interval", "5"], Target::Local).is_err());
-        assert!(options(&["--poll-interval", "60001"], Target::Local).is_err());
-        assert!(
-            options(&["--idle-timeout", "5"], Target::Local).is_err(),
-            "--idle-timeout needs --until-idle"
-        );
-        assert!(options(&["--until-idle", "--idle-timeout", "0"], Target::Local).is_err());
-        let idle = options(
-            &["--until-idle", "--idle-timeout", "30", "--wait-for-in-flight"],
-            Target::Local,
-        )
-        .unwrap();
-        assert!(idle.until_idle && idle.wait_for_in_flight);
-        assert_eq!(idle.idle_timeout, Duration::from_secs(30));
-    }
+    use crate::cli::Target;
 
     #[test]
     fn a_runner_that_does_not_drain_in_time_exits_5_and_other_runner_failures_are_environment_errors() {
@@ -397,7 +249,7 @@ mod tests {
 
     #[test]
     fn the_runner_plays_only_the_stacks_functions_with_the_given_settings() {
-        let parsed = options(
+        let parsed = LocalRunOptions::parse(
             &["--poll-interval", "100", "--attach", "127.0.0.1:9000", "--release"],
             Target::Local,
         )

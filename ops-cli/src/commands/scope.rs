@@ -8,16 +8,10 @@ use hybrid_counter::{Counter, Scope, Usage};
 use hybrid_counter_aws::DynamoStore;
 use serde::Serialize;
 
-use super::{Context, counter_config};
+use super::Context;
+use super::deployed::counter_config;
+use crate::config::LimitAction;
 use crate::error::{Error, Result};
-
-/// What `limit` does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LimitAction {
-    Get,
-    /// `None` clears the override.
-    Set(Option<u64>),
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct UsageReport {

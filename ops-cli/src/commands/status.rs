@@ -11,8 +11,8 @@ use std::fmt;
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde::Serialize;
 
+use super::deploy::cfn;
 use super::{Context, Location};
-use crate::cfn;
 use crate::error::{self, Result};
 
 #[derive(Debug, Clone, Serialize)]
@@ -110,6 +110,10 @@ const MAPPINGS: [(&str, &str); 2] = [
 ];
 const QUEUES: [(&str, &str); 2] = [("dlq1", stack::outputs::DLQ1_URL), ("dlq2", stack::outputs::DLQ2_URL)];
 const ALARMS: [&str; 2] = [stack::outputs::DLQ2_ALARM_NAME, stack::outputs::ITERATOR_AGE_ALARM_NAME];
+/// The tag the local runner puts on a function whose mapping it plays (its
+/// `discover::TAKEOVER_TAG_PREFIX` and the mapping's UUID), read here in
+/// every build, also one without the runner (a test checks they agree).
+const TAKEOVER_TAG_PREFIX: &str = "esm-runner:plays:";
 
 pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
     let cfn = &ctx.clients.cloudformation;
@@ -200,7 +204,7 @@ async fn mapping(ctx: &Context<'_>, name: &str, uuid: &str) -> MappingStatus {
         && let Some(function) = &status.function_arn
         && let Ok(tags) = ctx.clients.lambda.list_tags().resource(function).send().await
     {
-        let tag = format!("{}{uuid}", esm_runner::discover::TAKEOVER_TAG_PREFIX);
+        let tag = format!("{TAKEOVER_TAG_PREFIX}{uuid}");
         status.played_by_local_runner = tags.tags().is_some_and(|t| t.contains_key(&tag));
     }
     status
@@ -435,6 +439,12 @@ impl fmt::Display for StatusReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "local")]
+    #[test]
+    fn the_takeover_tag_is_the_local_runners() {
+        assert_eq!(TAKEOVER_TAG_PREFIX, esm_runner::discover::TAKEOVER_TAG_PREFIX);
+    }
 
     #[test]
     fn a_healthy_stack_needs_nothing() {

@@ -670,7 +670,7 @@ async fn deploy_verifies_redeploys_updates_and_destroys_the_stack() {
         plan.diff
             .resources
             .iter()
-            .all(|r| r.action == ops_cli::diff::Action::Add)
+            .all(|r| r.action == ops_cli::commands::deploy::diff::Action::Add)
     );
     assert!(
         !services.stack_exists(stack_name).await,
@@ -687,7 +687,7 @@ async fn deploy_verifies_redeploys_updates_and_destroys_the_stack() {
         first
             .artifacts
             .iter()
-            .all(|a| a.state == ops_cli::package::ArtifactState::Uploaded),
+            .all(|a| a.state == ops_cli::commands::deploy::package::ArtifactState::Uploaded),
         "{:?}",
         first.artifacts
     );
@@ -739,7 +739,7 @@ async fn deploy_verifies_redeploys_updates_and_destroys_the_stack() {
         again
             .artifacts
             .iter()
-            .all(|a| a.state == ops_cli::package::ArtifactState::Present),
+            .all(|a| a.state == ops_cli::commands::deploy::package::ArtifactState::Present),
         "unchanged code is not uploaded again"
     );
     assert_eq!(Report::Deploy(again.clone()).exit_code(), exit::SUCCESS);
@@ -757,7 +757,7 @@ async fn deploy_verifies_redeploys_updates_and_destroys_the_stack() {
     let changed: Vec<&str> = plan.diff.resources.iter().map(|r| r.logical_id.as_str()).collect();
     assert_eq!(changed, [stack::logical::STREAM_MAPPING], "{plan}");
     let mapping = &plan.diff.resources[0];
-    assert_eq!(mapping.action, ops_cli::diff::Action::Modify);
+    assert_eq!(mapping.action, ops_cli::commands::deploy::diff::Action::Modify);
     assert_eq!(mapping.properties.len(), 1, "{plan}");
     assert_eq!(mapping.properties[0].name, "BatchSize");
     assert_eq!(mapping.properties[0].causes, ["parameter StreamBatchSize"]);

@@ -1,8 +1,9 @@
-//! CloudFormation mechanics shared by the commands: reading a stack,
-//! deciding from its status whether it can take a change set, creating and
-//! waiting for change sets (with both ways a service says "no changes"),
-//! and following stack events until a final status. The status tables are
-//! pure functions with unit tests; the rest is thin SDK calls.
+//! The CloudFormation engine of the stack lifecycle: reading a stack (which
+//! `status`, `local run` and the data commands do too), deciding from its
+//! status whether it can take a change set, creating and waiting for change
+//! sets (with both ways a service says "no changes"), and following stack
+//! events until a final status. The status tables are pure functions with
+//! unit tests; the rest is thin SDK calls.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -1,3 +1,10 @@
+//! The stack's lifecycle, in one folder: [`plan`], `deploy` (this file) and
+//! [`destroy`], and the machinery they share: [`proposal`] packages the
+//! handlers, decides the [`parameters`] and turns a change set into a
+//! [`diff`]; [`package`] hashes and uploads the handler zips; [`cfn`] is the
+//! CloudFormation engine (stack status, change sets, stack events);
+//! [`compat`] adapts the template to the embedded emulator.
+//!
 //! `counterctl deploy`: package, create the change set, execute it and
 //! follow the stack's events to a final status. Idempotent: a deploy with
 //! nothing to change (the service fails the change set with "no changes",
@@ -5,18 +12,29 @@
 //! parameter equal the deployed ones) executes nothing and succeeds. A
 //! rollback is reported with each failed resource and exits 1.
 
+pub mod cfn;
+pub mod compat;
+pub mod destroy;
+pub mod diff;
+pub mod package;
+pub mod parameters;
+pub mod plan;
+pub mod proposal;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::{Context, Location, Packaging, propose};
-use crate::cfn::{self, Event, FailedResource, Operation, Settled, Watch};
+use cfn::{Event, FailedResource, Operation, Settled, Watch};
+use diff::Diff;
+use package::{Artifact, ArtifactState};
+use proposal::{Packaging, propose};
+
+use super::{Context, Location};
 use crate::config::StackInputs;
-use crate::diff::Diff;
 use crate::error::{self, Result};
-use crate::package::{Artifact, ArtifactState};
 
 /// How a deploy ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

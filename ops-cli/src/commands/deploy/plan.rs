@@ -9,12 +9,13 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::{Context, Location, Packaging, propose, remove_review_stack};
-use crate::cfn;
+use super::cfn;
+use super::diff::Diff;
+use super::package::{Artifact, ArtifactState};
+use super::proposal::{Packaging, propose, remove_review_stack};
+use crate::commands::{Context, Location};
 use crate::config::StackInputs;
-use crate::diff::Diff;
 use crate::error::Result;
-use crate::package::{Artifact, ArtifactState};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PlanReport {

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::{Context, Location};
-use crate::cfn::{self, Event, FailedResource, Operation, Settled, Watch};
+use super::cfn::{self, Event, FailedResource, Operation, Settled, Watch};
+use crate::commands::{Context, Location};
+use crate::config::DestroyOptions;
 use crate::error::{self, Error, Result};
 
 #[derive(Debug, Clone, Serialize)]
@@ -35,14 +36,6 @@ impl DestroyReport {
     pub fn succeeded(&self) -> bool {
         self.failures.is_empty()
     }
-}
-
-/// What the operator asked for.
-#[derive(Debug, Clone, Copy)]
-pub struct DestroyOptions {
-    pub delete_data: bool,
-    pub yes: bool,
-    pub timeout: Duration,
 }
 
 pub async fn run(ctx: &Context<'_>, options: DestroyOptions) -> Result<DestroyReport> {

@@ -1,4 +1,5 @@
-//! Packaging: the cargo-lambda zips of the three handlers go to an artifacts
+//! Packaging: the cargo-lambda zips of the three handlers, found and hashed
+//! before any request (a missing zip is a usage error), go to an artifacts
 //! bucket under content-hash keys (`<package>/<sha256>.zip`). Unchanged code
 //! keeps its key, so CloudFormation sees no change and does not touch the
 //! function; an object already in the bucket is not uploaded again. The
@@ -12,6 +13,8 @@ use aws_sdk_s3::primitives::ByteStream;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::config::{Config, StackInputs, validate_bucket_name};
+use crate::connect;
 use crate::error::{self, Error, Result};
 
 /// Each handler package and the template parameter carrying its S3 key.
@@ -66,34 +69,6 @@ pub fn bucket_name(stack_name: &str, account: &str, region: &str) -> Result<Stri
     let name = format!("{}-artifacts-{account}-{region}", stack_name.to_ascii_lowercase());
     validate_bucket_name(&name)?;
     Ok(name)
-}
-
-/// S3's rules for general purpose bucket names (the subset that matters
-/// for names made of a stack name, an account and a region).
-pub fn validate_bucket_name(name: &str) -> Result<()> {
-    let reason = if !(3..=63).contains(&name.len()) {
-        Some(format!("{} characters, S3 allows 3 to 63", name.len()))
-    } else if !name
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-    {
-        Some("only lowercase letters, digits, hyphens and dots are allowed".to_owned())
-    } else if !name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        || !name.ends_with(|c: char| c.is_ascii_alphanumeric())
-    {
-        Some("it must start and end with a letter or digit".to_owned())
-    } else if name.contains("..") {
-        Some("it must not contain two adjacent dots".to_owned())
-    } else {
-        None
-    };
-    match reason {
-        Some(reason) => Err(Error::BucketName {
-            name: name.to_owned(),
-            reason,
-        }),
-        None => Ok(()),
-    }
 }
 
 /// Lowercase hex SHA-256 of a byte slice.
@@ -289,6 +264,28 @@ pub fn template_url(endpoint: Option<&str>, bucket: &str, region: &str, key: &st
     }
 }
 
+/// The handler zips' directory: `--artifacts-dir`, else cargo-lambda's
+/// output under the target directory (`CARGO_TARGET_DIR` or the
+/// workspace's `target/`).
+pub fn artifacts_dir(config: &Config, inputs: &StackInputs, workspace: Option<&Path>) -> PathBuf {
+    if let Some(dir) = &inputs.artifacts_dir {
+        return dir.clone();
+    }
+    let base = workspace.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let target = match &config.env.cargo_target_dir {
+        Some(dir) if dir.is_absolute() => dir.clone(),
+        Some(dir) => base.join(dir),
+        None => base.join("target"),
+    };
+    target.join("lambda")
+}
+
+/// Finds and hashes the handler zips: the first thing plan and deploy do,
+/// before any request (a missing zip is a usage error, exit 2).
+pub fn locate_artifacts(config: &Config, inputs: &StackInputs) -> Result<Vec<Artifact>> {
+    locate(&artifacts_dir(config, inputs, connect::workspace_root().as_deref()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,5 +350,36 @@ mod tests {
             template_url(None, "b", "eu-west-1", "templates/x.yaml"),
             "https://b.s3.eu-west-1.amazonaws.com/templates/x.yaml"
         );
+    }
+
+    #[test]
+    fn the_artifacts_dir_defaults_to_cargo_lambdas_output() {
+        let argv = [
+            "counterctl",
+            "--region",
+            "",
+            "--endpoint-url",
+            "",
+            "--profile",
+            "",
+            "status",
+        ];
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+        let mut config = Config::from_cli(cli, &|_| None).unwrap();
+        let inputs = StackInputs::default();
+        assert_eq!(
+            artifacts_dir(&config, &inputs, Some(Path::new("/ws"))),
+            PathBuf::from("/ws/target/lambda")
+        );
+        config.env.cargo_target_dir = Some(PathBuf::from("/tmp/t"));
+        assert_eq!(
+            artifacts_dir(&config, &inputs, Some(Path::new("/ws"))),
+            PathBuf::from("/tmp/t/lambda")
+        );
+        let explicit = StackInputs {
+            artifacts_dir: Some(PathBuf::from("/zips")),
+            ..StackInputs::default()
+        };
+        assert_eq!(artifacts_dir(&config, &explicit, None), PathBuf::from("/zips"));
     }
 }

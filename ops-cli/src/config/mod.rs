@@ -1,17 +1,29 @@
 //! Raw arguments turned into a validated [`Config`], with no I/O: the stack
-//! name, the region, the endpoint choice, the `--param` overrides (checked
-//! against the template's own parameter list and constraints) and what each
-//! command needs. Everything here is decided from the command line and the
-//! environment variables passed in, so it is tested without a network.
+//! name, the region, the endpoint choice, and each command's options, in a
+//! file per group of commands: `lifecycle` for `plan`, `deploy` and
+//! `destroy` (the `--param` overrides, checked against the template's own
+//! parameter list and constraints), `data` for `audit`, `usage`, `limit`
+//! and `load`, `redrive` and `local`. Everything here is decided from
+//! the command line and the environment variables passed in, so it is
+//! tested without a network. The commands read these options; nothing here
+//! knows the commands.
 
-use std::collections::BTreeMap;
+mod data;
+mod lifecycle;
+mod local;
+mod redrive;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
-use stack::expr::Literal;
-use stack::template::{ParameterType, Template};
+pub use data::{AuditOptions, LimitAction, LoadOptions, LoadStop};
+pub use lifecycle::{
+    DestroyOptions, MANAGED_PARAMS, StackInputs, default_value, parse_overrides, validate_bucket_name,
+};
+pub use local::LocalRunOptions;
+pub use redrive::{MAX_RATE, RedriveMethod, RedriveMode, RedriveOptions, parse_rate, redrive_method};
 
-use crate::cli::{Cli, Command, OutputFormat, StackArgs, Target};
+use crate::cli::{Cli, Command, OutputFormat, Target};
 use crate::error::{Error, Result};
 
 /// CloudFormation's limit on stack names.
@@ -22,14 +34,6 @@ pub const EMULATOR_REGION: &str = "us-east-1";
 pub const LOCALSTACK_ENDPOINT: &str = "http://localhost:4566";
 /// The variable LocalStack reads its auth token from.
 pub const LOCALSTACK_AUTH_TOKEN: &str = "LOCALSTACK_AUTH_TOKEN";
-
-/// Template parameters counterctl fills in itself from the packaged zips.
-pub const MANAGED_PARAMS: [&str; 4] = [
-    stack::params::ARTIFACTS_BUCKET,
-    stack::params::STREAM_COUNTER_CODE_KEY,
-    stack::params::DLQ_REPROCESSOR_CODE_KEY,
-    stack::params::API_CODE_KEY,
-];
 
 /// Where the service endpoint comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,21 +73,17 @@ pub enum CommandConfig {
         inputs: StackInputs,
         timeout: Duration,
     },
-    Destroy {
-        delete_data: bool,
-        yes: bool,
-        timeout: Duration,
-    },
+    Destroy(DestroyOptions),
     Status,
-    Audit(crate::commands::audit::AuditOptions),
+    Audit(AuditOptions),
     Usage(hybrid_counter::Scope),
     Limit {
         scope: hybrid_counter::Scope,
-        action: crate::commands::scope::LimitAction,
+        action: LimitAction,
     },
-    Load(crate::commands::load::LoadOptions),
-    Redrive(crate::commands::redrive::RedriveOptions),
-    LocalRun(crate::commands::local::LocalRunOptions),
+    Load(LoadOptions),
+    Redrive(RedriveOptions),
+    LocalRun(LocalRunOptions),
 }
 
 impl CommandConfig {
@@ -91,7 +91,7 @@ impl CommandConfig {
         match self {
             CommandConfig::Plan(_) => "plan",
             CommandConfig::Deploy { .. } => "deploy",
-            CommandConfig::Destroy { .. } => "destroy",
+            CommandConfig::Destroy(_) => "destroy",
             CommandConfig::Status => "status",
             CommandConfig::Audit(_) => "audit",
             CommandConfig::Usage(_) => "usage",
@@ -103,56 +103,11 @@ impl CommandConfig {
     }
 }
 
-/// What a plan or deploy puts into the stack.
-#[derive(Debug, Clone, Default)]
-pub struct StackInputs {
-    /// Validated `--param` overrides.
-    pub overrides: BTreeMap<String, String>,
-    pub artifacts_dir: Option<PathBuf>,
-    pub artifacts_bucket: Option<String>,
-}
-
 /// Environment variables read by counterctl itself (the SDK reads its own).
 #[derive(Debug, Clone, Default)]
 pub struct EnvSnapshot {
     pub cargo_target_dir: Option<PathBuf>,
     pub fakecloud_bin: Option<String>,
-}
-
-/// A scope given on the command line, validated like the API validates it.
-fn scope_arg(raw: &str) -> Result<hybrid_counter::Scope> {
-    hybrid_counter::Scope::new(raw).map_err(|e| Error::InvalidArgument(e.to_string()))
-}
-
-fn load_options(args: crate::cli::LoadArgs) -> Result<crate::commands::load::LoadOptions> {
-    use crate::commands::load::{LoadOptions, Stop};
-    if !(0.0..=1.0).contains(&args.delete_ratio) {
-        return Err(Error::InvalidArgument(format!(
-            "--delete-ratio must be between 0 and 1, got {}",
-            args.delete_ratio
-        )));
-    }
-    // The scopes are <prefix>-<n>: check the longest one up front.
-    scope_arg(&format!("{}-{}", args.scope_prefix, args.scopes.saturating_sub(1)))?;
-    let stop = match (args.operations, args.duration) {
-        (_, Some(0)) | (Some(0), _) => {
-            return Err(Error::InvalidArgument(
-                "--operations and --duration must be positive".into(),
-            ));
-        }
-        (_, Some(seconds)) => Stop::Duration(Duration::from_secs(seconds)),
-        (operations, None) => Stop::Operations(operations.unwrap_or(1000)),
-    };
-    Ok(LoadOptions {
-        scopes: args.scopes,
-        scope_prefix: args.scope_prefix,
-        workers: args.workers,
-        stop,
-        delete_ratio: args.delete_ratio,
-        limit: args.limit,
-        drain_timeout: Duration::from_secs(args.drain_timeout),
-        seed: args.seed,
-    })
 }
 
 impl Config {
@@ -186,52 +141,32 @@ impl Config {
 
         let template = stack::template();
         let command = match cli.command {
-            Command::Plan(args) => CommandConfig::Plan(stack_inputs(&template, args)?),
+            Command::Plan(args) => CommandConfig::Plan(lifecycle::stack_inputs(&template, args)?),
             Command::Deploy(args) => CommandConfig::Deploy {
-                inputs: stack_inputs(&template, args.stack)?,
+                inputs: lifecycle::stack_inputs(&template, args.stack)?,
                 timeout: Duration::from_secs(args.timeout.max(1)),
             },
-            Command::Destroy(args) => CommandConfig::Destroy {
+            Command::Destroy(args) => CommandConfig::Destroy(DestroyOptions {
                 delete_data: args.delete_data,
                 yes: args.yes,
                 timeout: Duration::from_secs(args.timeout.max(1)),
-            },
-            Command::Status => CommandConfig::Status,
-            Command::Audit(args) => CommandConfig::Audit(crate::commands::audit::AuditOptions {
-                scope: args.scope.as_deref().map(scope_arg).transpose()?,
-                mode: if args.repair {
-                    hybrid_counter::audit::RepairMode::Apply
-                } else if args.dry_run {
-                    hybrid_counter::audit::RepairMode::DryRun
-                } else {
-                    hybrid_counter::audit::RepairMode::None
-                },
-                segments: args.segments,
-                attempts: args.attempts,
-                grace_ms: i64::from(args.grace) * 1000,
             }),
-            Command::Usage(args) => CommandConfig::Usage(scope_arg(&args.scope)?),
-            Command::Limit(limit) => {
-                use crate::cli::LimitCommand;
-                use crate::commands::scope::LimitAction;
-                let (scope, action) = match limit {
-                    LimitCommand::Get(args) => (args.scope, LimitAction::Get),
-                    LimitCommand::Set { scope, limit } => (scope, LimitAction::Set(Some(limit))),
-                    LimitCommand::Clear(args) => (args.scope, LimitAction::Set(None)),
-                };
-                CommandConfig::Limit {
-                    scope: scope_arg(&scope)?,
-                    action,
+            Command::Status => CommandConfig::Status,
+            Command::Audit(args) => CommandConfig::Audit(data::audit_options(args)?),
+            Command::Usage(args) => CommandConfig::Usage(data::scope_arg(&args.scope)?),
+            Command::Limit(command) => {
+                let (scope, action) = data::limit(command)?;
+                CommandConfig::Limit { scope, action }
+            }
+            Command::Load(args) => CommandConfig::Load(data::load_options(args)?),
+            Command::Redrive(args) => CommandConfig::Redrive(RedriveOptions::from_args(&args)?),
+            Command::Local(command) => {
+                // A build without the runner still parses `local run`, and says how to get one.
+                if !cfg!(feature = "local") {
+                    return Err(Error::NoLocalRunner);
                 }
+                CommandConfig::LocalRun(LocalRunOptions::from_args(&command, global.target)?)
             }
-            Command::Load(args) => CommandConfig::Load(load_options(args)?),
-            Command::Redrive(args) => {
-                CommandConfig::Redrive(crate::commands::redrive::RedriveOptions::from_args(&args)?)
-            }
-            Command::Local(command) => CommandConfig::LocalRun(crate::commands::local::LocalRunOptions::from_args(
-                &command,
-                global.target,
-            )?),
         };
 
         Ok(Self {
@@ -255,18 +190,6 @@ impl Config {
     }
 }
 
-fn stack_inputs(template: &Template, args: StackArgs) -> Result<StackInputs> {
-    let artifacts_bucket = args
-        .artifacts_bucket
-        .map(|b| crate::package::validate_bucket_name(&b).map(|()| b))
-        .transpose()?;
-    Ok(StackInputs {
-        overrides: parse_overrides(template, &args.params)?,
-        artifacts_dir: args.artifacts_dir,
-        artifacts_bucket,
-    })
-}
-
 /// `[a-zA-Z][-a-zA-Z0-9]*`, at most 128 characters: CloudFormation's rule.
 pub fn validate_stack_name(name: &str) -> Result<String> {
     let valid = !name.is_empty()
@@ -276,7 +199,10 @@ pub fn validate_stack_name(name: &str) -> Result<String> {
     if valid {
         Ok(name.to_owned())
     } else {
-        Err(Error::StackName { name: name.to_owned() })
+        Err(Error::StackName {
+            name: name.to_owned(),
+            max: STACK_NAME_MAX,
+        })
     }
 }
 
@@ -301,84 +227,10 @@ fn validate_endpoint(url: String) -> Result<String> {
     }
 }
 
-/// Parses and checks `--param Key=Value` overrides against `template`:
-/// the key must be one of its parameters and not one counterctl manages, and
-/// the value must meet the parameter's type, bounds and allowed values
-/// (CloudFormation checks patterns itself, before it changes anything).
-pub fn parse_overrides(template: &Template, raw: &[String]) -> Result<BTreeMap<String, String>> {
-    let mut overrides = BTreeMap::new();
-    for entry in raw {
-        let Some((key, value)) = entry.split_once('=') else {
-            return Err(Error::ParamSyntax { raw: entry.clone() });
-        };
-        let key = key.trim();
-        if key.is_empty() {
-            return Err(Error::ParamSyntax { raw: entry.clone() });
-        }
-        let Some(parameter) = template.parameters.get(key) else {
-            let known: Vec<&str> = stack::params::ALL
-                .iter()
-                .copied()
-                .filter(|p| !MANAGED_PARAMS.contains(p))
-                .collect();
-            return Err(Error::UnknownParam {
-                key: key.to_owned(),
-                known: known.join(", "),
-            });
-        };
-        if MANAGED_PARAMS.contains(&key) {
-            return Err(Error::ManagedParam { key: key.to_owned() });
-        }
-        let bad = |reason: String| Error::ParamValue {
-            key: key.to_owned(),
-            value: value.to_owned(),
-            reason,
-        };
-        if parameter.kind == ParameterType::Number {
-            let number: i64 = value
-                .trim()
-                .parse()
-                .map_err(|_| bad("expected an integer".to_owned()))?;
-            if let Some(min) = parameter.min_value.filter(|min| number < *min) {
-                return Err(bad(format!("must be at least {min}")));
-            }
-            if let Some(max) = parameter.max_value.filter(|max| number > *max) {
-                return Err(bad(format!("must be at most {max}")));
-            }
-        } else {
-            let length = value.chars().count();
-            if let Some(min) = parameter.min_length.filter(|min| length < *min as usize) {
-                return Err(bad(format!("must be at least {min} characters")));
-            }
-            if let Some(max) = parameter.max_length.filter(|max| length > *max as usize) {
-                return Err(bad(format!("must be at most {max} characters")));
-            }
-        }
-        if !parameter.allowed_values.is_empty() && !parameter.allowed_values.iter().any(|v| v == value) {
-            return Err(bad(format!("allowed values: {}", parameter.allowed_values.join(", "))));
-        }
-        if overrides.insert(key.to_owned(), value.to_owned()).is_some() {
-            return Err(Error::DuplicateParam { key: key.to_owned() });
-        }
-    }
-    Ok(overrides)
-}
-
-/// A template parameter's default as the string CloudFormation stores.
-pub fn default_value(template: &Template, key: &str) -> Option<String> {
-    template
-        .parameters
-        .get(key)
-        .and_then(|p| p.default.as_ref())
-        .map(|literal| match literal {
-            Literal::String(s) => s.clone(),
-            Literal::Integer(i) => i.to_string(),
-            Literal::Boolean(b) => b.to_string(),
-        })
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use clap::Parser;
 
     use super::*;
@@ -397,11 +249,6 @@ mod tests {
         let cli = Cli::try_parse_from(argv).unwrap();
         let vars: BTreeMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         Config::from_cli(cli, &|k| vars.get(k).cloned())
-    }
-
-    fn overrides(raw: &[&str]) -> Result<BTreeMap<String, String>> {
-        let raw: Vec<String> = raw.iter().map(|s| (*s).to_owned()).collect();
-        parse_overrides(&stack::template(), &raw)
     }
 
     #[test]
@@ -427,7 +274,7 @@ mod tests {
         let CommandConfig::Load(load) = load.command else {
             panic!()
         };
-        assert_eq!(load.stop, crate::commands::load::Stop::Duration(Duration::from_secs(5)));
+        assert_eq!(load.stop, LoadStop::Duration(Duration::from_secs(5)));
     }
 
     #[test]
@@ -481,6 +328,7 @@ mod tests {
         for name in ["1stack", "my_stack", "", "a b"] {
             let err = config(&["--stack-name", name, "status"], &[]).unwrap_err();
             assert!(matches!(err, Error::StackName { .. }), "{name}: {err}");
+            assert!(err.to_string().contains("use 1-128 characters"), "{err}");
         }
         assert!(validate_stack_name(&"a".repeat(129)).is_err());
         assert!(validate_stack_name("hybrid-counter-2").is_ok());
@@ -492,57 +340,28 @@ mod tests {
         assert!(matches!(err, Error::Region { .. }), "{err}");
     }
 
+    #[cfg(not(feature = "local"))]
     #[test]
-    fn overrides_parse_and_validate_against_the_template() {
-        let parsed = overrides(&["StreamBatchSize=50", "LambdaArchitecture=x86_64"]).unwrap();
-        assert_eq!(parsed["StreamBatchSize"], "50");
-        assert_eq!(parsed["LambdaArchitecture"], "x86_64");
-    }
-
-    #[test]
-    fn an_unknown_param_key_lists_the_known_ones() {
-        let err = overrides(&["BatchSize=5"]).unwrap_err();
-        let message = err.to_string();
-        assert!(message.starts_with("unknown parameter \"BatchSize\""), "{message}");
-        assert!(message.contains("StreamBatchSize"), "{message}");
-        assert!(
-            !message.contains("ArtifactsBucket"),
-            "managed parameters are not offered: {message}"
-        );
+    fn without_the_runner_local_run_is_a_usage_error_that_says_how_to_get_it() {
+        let err = config(&["local", "run", "--until-idle"], &[]).unwrap_err();
+        assert!(matches!(err, Error::NoLocalRunner), "{err}");
         assert_eq!(err.exit_code(), crate::exit::USAGE);
+        assert_eq!(
+            err.to_string(),
+            "this counterctl was built without the local runner: cargo build -p ops-cli --features local"
+        );
     }
 
+    #[cfg(feature = "local")]
     #[test]
-    fn param_syntax_errors_are_clear() {
-        for raw in ["StreamBatchSize", "=5"] {
-            let err = overrides(&[raw]).unwrap_err();
-            assert!(matches!(err, Error::ParamSyntax { .. }), "{raw}: {err}");
-            assert!(err.to_string().contains("Key=Value"), "{err}");
-        }
-    }
-
-    #[test]
-    fn managed_and_duplicate_params_are_refused() {
-        let err = overrides(&["ApiCodeKey=x.zip"]).unwrap_err();
-        assert!(matches!(err, Error::ManagedParam { .. }), "{err}");
-        let err = overrides(&["StreamBatchSize=5", "StreamBatchSize=6"]).unwrap_err();
-        assert!(matches!(err, Error::DuplicateParam { .. }), "{err}");
-    }
-
-    #[test]
-    fn param_values_are_checked_against_type_bounds_and_allowed_values() {
-        let cases = [
-            ("StreamBatchSize=many", "expected an integer"),
-            ("StreamBatchSize=0", "must be at least 1"),
-            ("StreamBatchSize=10001", "must be at most 10000"),
-            ("LambdaArchitecture=sparc", "allowed values: arm64, x86_64"),
-            ("NamePrefix=", "must be at least 1 characters"),
-        ];
-        for (raw, expected) in cases {
-            let err = overrides(&[raw]).unwrap_err();
-            assert!(matches!(err, Error::ParamValue { .. }), "{raw}: {err}");
-            assert!(err.to_string().contains(expected), "{raw}: {err}");
-        }
+    fn with_the_runner_local_run_is_checked_like_any_command() {
+        let ok = config(&["local", "run", "--until-idle"], &[]).unwrap();
+        let CommandConfig::LocalRun(options) = ok.command else {
+            panic!("local run expected");
+        };
+        assert!(options.until_idle);
+        let err = config(&["--target", "aws", "local", "run"], &[]).unwrap_err();
+        assert!(err.to_string().contains("--target local"), "{err}");
     }
 
     #[test]
@@ -555,13 +374,5 @@ mod tests {
         };
         assert_eq!(inputs.overrides["StreamBatchSize"], "7");
         assert_eq!(timeout, Duration::from_secs(60));
-    }
-
-    #[test]
-    fn defaults_render_as_cloudformation_strings() {
-        let template = stack::template();
-        assert_eq!(default_value(&template, "StreamBatchSize").as_deref(), Some("100"));
-        assert_eq!(default_value(&template, "LambdaArchitecture").as_deref(), Some("arm64"));
-        assert_eq!(default_value(&template, "ArtifactsBucket"), None);
     }
 }

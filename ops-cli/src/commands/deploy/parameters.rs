@@ -1,0 +1,149 @@
+//! The parameters a change set is sent with, decided from the template,
+//! the `--param` overrides, the values counterctl manages itself and the
+//! deployed stack's own values. Pure: no I/O.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_cloudformation::types::Parameter;
+use stack::template::Template;
+
+use crate::config;
+use crate::error::{Error, Result};
+
+/// The parameters to send and the values they end up with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParameterPlan {
+    pub sdk: Vec<Parameter>,
+    /// Every template parameter's value after the deploy (defaults included).
+    pub effective: BTreeMap<String, String>,
+}
+
+/// Decides each template parameter's value: counterctl's own (bucket and
+/// code keys) and `--param` overrides first; on an existing stack, the
+/// deployed value (`UsePreviousValue`, as `aws cloudformation deploy` does,
+/// so a redeploy never silently resets a tuned setting); on a new stack,
+/// `NamePrefix` from the stack name, so two stacks never share physical
+/// names; otherwise the template default.
+pub fn plan_parameters(
+    template: &Template,
+    overrides: &BTreeMap<String, String>,
+    managed: &BTreeMap<String, String>,
+    previous: Option<&BTreeMap<String, String>>,
+    stack_name: &str,
+) -> Result<ParameterPlan> {
+    let mut sdk = Vec::new();
+    let mut effective = BTreeMap::new();
+    for key in template.parameters.keys() {
+        let given = managed.get(key).or_else(|| overrides.get(key));
+        if let Some(value) = given {
+            sdk.push(Parameter::builder().parameter_key(key).parameter_value(value).build());
+            effective.insert(key.clone(), value.clone());
+        } else if let Some(value) = previous.and_then(|p| p.get(key)) {
+            sdk.push(Parameter::builder().parameter_key(key).use_previous_value(true).build());
+            effective.insert(key.clone(), value.clone());
+        } else if key == stack::params::NAME_PREFIX && previous.is_none() {
+            let prefix = name_prefix(stack_name)?;
+            sdk.push(Parameter::builder().parameter_key(key).parameter_value(&prefix).build());
+            effective.insert(key.clone(), prefix);
+        } else if let Some(default) = config::default_value(template, key) {
+            effective.insert(key.clone(), default);
+        }
+    }
+    Ok(ParameterPlan { sdk, effective })
+}
+
+/// The stack name as a `NamePrefix`: lowercase letters, digits and inner
+/// hyphens, at most 40 characters (the template's constraint).
+fn name_prefix(stack_name: &str) -> Result<String> {
+    let prefix = stack_name.to_ascii_lowercase();
+    let valid = (1..=40).contains(&prefix.len())
+        && prefix.starts_with(|c: char| c.is_ascii_lowercase())
+        && !prefix.ends_with('-')
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if valid {
+        Ok(prefix)
+    } else {
+        Err(Error::ParamValue {
+            key: stack::params::NAME_PREFIX.to_owned(),
+            value: prefix,
+            reason: "the stack name does not fit the resource name prefix (at most 40 characters, not ending \
+                     in a hyphen); pass --param NamePrefix=<prefix>"
+                .to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    fn sent(plan: &ParameterPlan, key: &str) -> Option<(Option<String>, Option<bool>)> {
+        plan.sdk
+            .iter()
+            .find(|p| p.parameter_key() == Some(key))
+            .map(|p| (p.parameter_value().map(str::to_owned), p.use_previous_value()))
+    }
+
+    #[test]
+    fn a_new_stack_gets_overrides_managed_values_defaults_and_its_name_as_prefix() {
+        let template = stack::template();
+        let plan = plan_parameters(
+            &template,
+            &map(&[("StreamBatchSize", "25")]),
+            &map(&[("ArtifactsBucket", "b"), ("ApiCodeKey", "api/x.zip")]),
+            None,
+            "Team-A",
+        )
+        .unwrap();
+        assert_eq!(sent(&plan, "StreamBatchSize"), Some((Some("25".into()), None)));
+        assert_eq!(sent(&plan, "ArtifactsBucket"), Some((Some("b".into()), None)));
+        assert_eq!(sent(&plan, "NamePrefix"), Some((Some("team-a".into()), None)));
+        // Defaults are left to CloudFormation but known for the comparison.
+        assert_eq!(sent(&plan, "DefaultLimit"), None);
+        assert_eq!(plan.effective["DefaultLimit"], "100");
+        assert_eq!(plan.effective["StreamBatchSize"], "25");
+    }
+
+    #[test]
+    fn an_existing_stack_keeps_its_deployed_values_unless_overridden() {
+        let template = stack::template();
+        let previous = map(&[("StreamBatchSize", "25"), ("NamePrefix", "old"), ("DefaultLimit", "7")]);
+        let plan = plan_parameters(
+            &template,
+            &map(&[("DefaultLimit", "9")]),
+            &map(&[("ArtifactsBucket", "b")]),
+            Some(&previous),
+            "hybrid-counter",
+        )
+        .unwrap();
+        assert_eq!(sent(&plan, "StreamBatchSize"), Some((None, Some(true))));
+        assert_eq!(sent(&plan, "NamePrefix"), Some((None, Some(true))));
+        assert_eq!(sent(&plan, "DefaultLimit"), Some((Some("9".into()), None)));
+        assert_eq!(plan.effective["StreamBatchSize"], "25");
+        assert_eq!(plan.effective["NamePrefix"], "old");
+        // A parameter the deployed stack did not have yet takes its default.
+        assert_eq!(sent(&plan, "EcShardCount"), None);
+        assert_eq!(plan.effective["EcShardCount"], "1");
+    }
+
+    #[test]
+    fn a_stack_name_that_cannot_be_a_prefix_asks_for_one() {
+        let err = plan_parameters(&stack::template(), &map(&[]), &map(&[]), None, &"a".repeat(41)).unwrap_err();
+        assert!(err.to_string().contains("--param NamePrefix="), "{err}");
+        let given = plan_parameters(
+            &stack::template(),
+            &map(&[("NamePrefix", "short")]),
+            &map(&[]),
+            None,
+            &"a".repeat(41),
+        )
+        .unwrap();
+        assert_eq!(given.effective["NamePrefix"], "short");
+    }
+}

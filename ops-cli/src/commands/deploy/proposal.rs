@@ -1,0 +1,283 @@
+//! What `plan` and `deploy` share, [`propose`]: package the handlers, work
+//! out the parameters, create a change set and turn it into a diff; `plan`
+//! then throws the change set away, `deploy` executes it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use aws_sdk_cloudformation::types::{ChangeSetType, TemplateStage};
+use serde_json::Value;
+
+use super::cfn::{self, ChangeSetRequest, ChangeSetState, Readiness, StackInfo, TemplateSource};
+use super::compat;
+use super::diff::{self, Diff};
+use super::package::{self, Artifact};
+use super::parameters::plan_parameters;
+use crate::cli::Target;
+use crate::commands::Context;
+use crate::config::StackInputs;
+use crate::error::{self, Error, Result};
+
+/// Second header line of a template adjusted for the emulator.
+const EMULATOR_HEADER: &str = "# counterctl --target local: Number parameter references inlined for fakecloud \
+                               (ops-cli/src/commands/deploy/compat.rs).\n";
+
+/// How long a change set may take to compute.
+const CHANGE_SET_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// A computed change set and everything that went into it.
+#[derive(Debug, Clone)]
+pub struct Proposal {
+    pub before: Option<StackInfo>,
+    pub stack_id: String,
+    pub change_set_type: &'static str,
+    /// The change set, while it exists; `None` once deleted.
+    pub change_set_id: Option<String>,
+    pub diff: Diff,
+    pub no_changes: bool,
+    pub no_change_reason: Option<String>,
+    pub parameters: BTreeMap<String, String>,
+    pub artifacts: Vec<Artifact>,
+    pub bucket: String,
+    pub template_bytes: usize,
+    pub template_url: Option<String>,
+    /// Number parameters inlined into the body for the emulator.
+    pub inlined_parameters: Vec<String>,
+}
+
+/// Whether a proposal may write to the artifacts bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packaging {
+    /// Hash the zips and look in the bucket, write nothing.
+    Inspect,
+    /// Create the bucket if needed and upload what is missing.
+    Upload,
+}
+
+/// Packages `artifacts` (hashed beforehand by [`locate_artifacts`]), creates
+/// the change set and computes its diff. On a change set that fails for
+/// another reason than "no changes", cleans up and errors.
+pub async fn propose(
+    ctx: &Context<'_>,
+    inputs: &StackInputs,
+    mut artifacts: Vec<Artifact>,
+    packaging: Packaging,
+    purpose: &str,
+) -> Result<Proposal> {
+    let (config, clients, ui) = (ctx.config, ctx.clients, ctx.ui);
+    let cfn = &clients.cloudformation;
+    let template = stack::template();
+    let yaml = stack::to_yaml(&template);
+
+    ui.step(format!("reading stack {}", config.stack_name));
+    let before = cfn::describe(cfn, &config.stack_name).await?;
+    let kind = match (cfn::readiness(before.as_ref().map(|s| s.status.as_str())), &before) {
+        (Readiness::Create, _) => ChangeSetType::Create,
+        (Readiness::Update, _) => ChangeSetType::Update,
+        (Readiness::Busy | Readiness::Unusable, None) => ChangeSetType::Create,
+        (Readiness::Busy, Some(stack)) => {
+            return Err(Error::StackBusy {
+                name: config.stack_name.clone(),
+                status: stack.status.clone(),
+            });
+        }
+        (Readiness::Unusable, Some(stack)) => {
+            return Err(Error::StackUnusable {
+                name: config.stack_name.clone(),
+                reason: stack
+                    .status_reason
+                    .as_ref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default(),
+                status: stack.status.clone(),
+            });
+        }
+    };
+    // A stack left in review by an earlier CREATE change set has no values yet.
+    let previous = before
+        .as_ref()
+        .filter(|_| kind == ChangeSetType::Update)
+        .map(|s| &s.parameters);
+
+    let account = clients
+        .sts
+        .get_caller_identity()
+        .send()
+        .await
+        .map_err(error::aws("GetCallerIdentity"))?
+        .account()
+        .unwrap_or_default()
+        .to_owned();
+    let bucket = match &inputs.artifacts_bucket {
+        Some(bucket) => bucket.clone(),
+        None => package::bucket_name(&config.stack_name, &account, &clients.region)?,
+    };
+    if packaging == Packaging::Upload {
+        ui.step(format!("artifacts bucket {bucket}"));
+        if package::ensure_bucket(&clients.s3, &bucket, &clients.region).await? {
+            ui.log(format!("created the artifacts bucket {bucket}"));
+        }
+    }
+    match packaging {
+        Packaging::Upload => {
+            ui.step("uploading changed handler zips");
+            package::upload(&clients.s3, &bucket, &mut artifacts).await?;
+            for artifact in artifacts.iter().filter(|a| a.state == package::ArtifactState::Uploaded) {
+                ui.log(format!(
+                    "uploaded {} ({} bytes) to s3://{bucket}/{}",
+                    artifact.package, artifact.size, artifact.key
+                ));
+            }
+        }
+        Packaging::Inspect => {
+            let exists = package::bucket_exists(&clients.s3, &bucket).await?;
+            package::check(&clients.s3, &bucket, exists, &mut artifacts).await?;
+        }
+    }
+
+    let mut managed = BTreeMap::from([(stack::params::ARTIFACTS_BUCKET.to_owned(), bucket.clone())]);
+    for artifact in &artifacts {
+        managed.insert(artifact.parameter.clone(), artifact.key.clone());
+    }
+    let parameters = plan_parameters(&template, &inputs.overrides, &managed, previous, &config.stack_name)?;
+
+    // The body that is sent: as generated, or with Number parameters
+    // inlined for the embedded emulator (see `compat`).
+    let generated: Value = serde_yaml_ng::from_str(&yaml).map_err(|e| Error::Template(e.to_string()))?;
+    let (body, sent, inlined) = if config.target == Target::Local {
+        let mut tree = generated.clone();
+        let inlined = compat::inline_number_parameters(&mut tree, &parameters.effective);
+        let rendered = serde_yaml_ng::to_string(&tree).map_err(|e| Error::Template(e.to_string()))?;
+        (
+            format!("{}{EMULATOR_HEADER}{rendered}", stack::YAML_HEADER),
+            tree,
+            inlined,
+        )
+    } else {
+        (yaml.clone(), generated.clone(), BTreeSet::new())
+    };
+    let too_large = body.len() > package::INLINE_TEMPLATE_MAX;
+    if too_large && packaging == Packaging::Inspect {
+        ui.step(format!("artifacts bucket {bucket}"));
+        package::ensure_bucket(&clients.s3, &bucket, &clients.region).await?;
+    }
+    let template_url = if too_large {
+        let key = package::upload_template(&clients.s3, &bucket, &body).await?;
+        Some(package::template_url(
+            clients.endpoint.as_deref(),
+            &bucket,
+            &clients.region,
+            &key,
+        ))
+    } else {
+        None
+    };
+    let request = ChangeSetRequest {
+        stack_name: config.stack_name.clone(),
+        kind: kind.clone(),
+        template: template_url
+            .clone()
+            .map_or_else(|| TemplateSource::Body(body.clone()), TemplateSource::Url),
+        parameters: parameters.sdk.clone(),
+        description: format!("counterctl {purpose}"),
+    };
+    ui.step(format!("creating the change set ({})", kind.as_str()));
+    let (change_set_id, stack_id) = cfn::create_change_set(cfn, &request).await?;
+    let state = cfn::wait_change_set(cfn, &change_set_id, clients.poll, CHANGE_SET_TIMEOUT).await?;
+
+    let mut proposal = Proposal {
+        stack_id,
+        change_set_type: if kind == ChangeSetType::Create {
+            "CREATE"
+        } else {
+            "UPDATE"
+        },
+        change_set_id: Some(change_set_id.clone()),
+        diff: Diff::default(),
+        no_changes: false,
+        no_change_reason: None,
+        parameters: parameters.effective.clone(),
+        artifacts,
+        bucket,
+        template_bytes: body.len(),
+        template_url,
+        inlined_parameters: inlined.into_iter().collect(),
+        before,
+    };
+    match state {
+        ChangeSetState::NoChanges { reason } => {
+            // A failed change set stays listed on the stack until deleted.
+            cfn::delete_change_set(cfn, &change_set_id).await?;
+            proposal.change_set_id = None;
+            proposal.no_changes = true;
+            proposal.no_change_reason = Some(reason);
+        }
+        ChangeSetState::Failed { reason } => {
+            let _ = cfn::delete_change_set(cfn, &change_set_id).await;
+            if kind == ChangeSetType::Create && proposal.before.is_none() {
+                remove_review_stack(ctx, &proposal.stack_id).await;
+            }
+            return Err(Error::ChangeSetFailed {
+                name: config.stack_name.clone(),
+                reason,
+            });
+        }
+        ChangeSetState::Ready { changes } => {
+            proposal.diff = Diff::from_changes(&changes);
+            if let Some(before) = proposal.before.as_ref().filter(|_| kind == ChangeSetType::Update) {
+                match deployed_template(cfn, &before.id).await {
+                    Ok(old) => {
+                        let comparison =
+                            diff::compare(&old, &before.parameters, &sent, &parameters.effective, &generated);
+                        proposal.diff.enrich(&comparison);
+                        if comparison.identical {
+                            proposal.no_change_reason =
+                                Some("the template and every parameter equal the deployed ones".to_owned());
+                        }
+                        proposal.no_changes = comparison.identical;
+                    }
+                    Err(err) => ui.log(format!("note: cannot compare with the deployed template: {err}")),
+                }
+            }
+            if proposal.diff.is_empty() && !proposal.no_changes {
+                proposal.no_changes = true;
+                proposal.no_change_reason = Some("no resource would change".to_owned());
+            }
+        }
+    }
+    Ok(proposal)
+}
+
+/// The deployed template as a JSON tree (YAML or JSON body).
+async fn deployed_template(cfn: &aws_sdk_cloudformation::Client, stack_id: &str) -> Result<Value> {
+    let output = cfn
+        .get_template()
+        .stack_name(stack_id)
+        .template_stage(TemplateStage::Original)
+        .send()
+        .await
+        .map_err(error::aws("GetTemplate"))?;
+    let body = output.template_body().unwrap_or_default();
+    serde_yaml_ng::from_str(body).map_err(|e| Error::Aws {
+        action: "GetTemplate",
+        message: format!("the deployed template does not parse: {e}"),
+    })
+}
+
+/// Deletes the empty `REVIEW_IN_PROGRESS` stack a `CREATE` change set
+/// leaves behind once that change set is gone. Best effort: a leftover is
+/// harmless (the next deploy creates into it) but clutters listings.
+pub(super) async fn remove_review_stack(ctx: &Context<'_>, stack_id: &str) {
+    let cfn = &ctx.clients.cloudformation;
+    let in_review =
+        matches!(cfn::describe(cfn, stack_id).await, Ok(Some(stack)) if stack.status == "REVIEW_IN_PROGRESS");
+    if !in_review {
+        return;
+    }
+    if let Err(err) = cfn.delete_stack().stack_name(stack_id).send().await {
+        ctx.ui.log(format!(
+            "note: could not delete the empty stack {stack_id} in REVIEW_IN_PROGRESS: {}",
+            error::aws("DeleteStack")(err)
+        ));
+    }
+}

@@ -1,0 +1,121 @@
+//! `--replay`, for when the reprocessor itself is broken: each DLQ2
+//! message is parsed as an on-failure record, its range replayed with the
+//! function given (the library code the reprocessor runs), and the message
+//! deleted from DLQ2 once that succeeded.
+
+use std::future::Future;
+
+use aws_sdk_sqs::Client;
+use hybrid_counter_aws::replay::OnFailureRecord;
+use indicatif::ProgressBar;
+
+use super::receive::{Limits, Receiver, delete, problem};
+use super::report::Tally;
+use crate::error::Result;
+
+/// Replays DLQ2's messages one at a time with `replay_one` (normally the
+/// library's range replay) and deletes each that succeeded. A message that
+/// is not an on-failure record is skipped; one whose replay fails stays.
+pub async fn replay_messages<F, Fut>(
+    sqs: &Client,
+    url: &str,
+    limits: Limits,
+    bar: &ProgressBar,
+    replay_one: F,
+) -> Result<Tally>
+where
+    F: Fn(OnFailureRecord) -> Fut,
+    Fut: Future<Output = std::result::Result<(), String>>,
+{
+    let mut rx = Receiver::new(sqs, url, limits);
+    let mut tally = Tally::default();
+    while let Some(page) = rx.next_page(&mut tally).await? {
+        for message in &page {
+            match OnFailureRecord::from_body(message.body().unwrap_or_default()) {
+                Err(err) => {
+                    tally.skipped.push(problem(message, format!("{err}; left in dlq2")));
+                    rx.hold(message);
+                }
+                Ok(record) => match replay_one(record).await {
+                    Err(reason) => {
+                        tally.failed.push(problem(message, format!("{reason}; left in dlq2")));
+                        rx.hold(message);
+                    }
+                    Ok(()) => match delete(sqs, url, &[message]).await.remove(0) {
+                        Ok(()) => tally.replayed += 1,
+                        Err(reason) => tally.failed.push(problem(
+                            message,
+                            format!(
+                                "replayed, but not deleted from dlq2 ({reason}); replaying it again changes nothing"
+                            ),
+                        )),
+                    },
+                },
+            }
+            bar.inc(1);
+        }
+    }
+    tally.notes.extend(rx.release().await);
+    Ok(tally)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::commands::redrive::receive::limits;
+    use crate::commands::redrive::testing::{
+        SOURCE, client, delete_ok, log, message, receive, receive_nothing, record, release_ok,
+    };
+
+    #[tokio::test]
+    async fn replay_deletes_only_what_it_replayed_and_skips_what_is_not_an_on_failure_record() {
+        let calls = log();
+        let rules = [
+            receive(vec![message("a", &record())]),
+            delete_ok(calls.clone()),
+            receive(vec![message("b", "garbage")]),
+            receive(vec![message("c", &record())]),
+            receive_nothing(),
+            release_ok(calls.clone()),
+        ];
+        let sqs = client(&rules.iter().collect::<Vec<_>>());
+        let attempts = Arc::new(Mutex::new(0));
+        let counter = attempts.clone();
+        let tally = replay_messages(
+            &sqs,
+            SOURCE,
+            Limits { page: 1, ..limits() },
+            &ProgressBar::hidden(),
+            |record: OnFailureRecord| {
+                let counter = counter.clone();
+                async move {
+                    assert_eq!(record.batch_info.batch_size, 1);
+                    let mut n = counter.lock().unwrap();
+                    *n += 1;
+                    if *n == 1 {
+                        Ok(())
+                    } else {
+                        Err("records 1..=2 of shard s are no longer in the stream".to_owned())
+                    }
+                }
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(tally.replayed, 1);
+        assert_eq!(tally.skipped.len(), 1);
+        assert_eq!(tally.skipped[0].message_id, "b");
+        assert!(
+            tally.skipped[0].reason.contains("not an on-failure record"),
+            "{tally:?}"
+        );
+        assert_eq!(tally.failed.len(), 1);
+        assert!(tally.failed[0].reason.contains("no longer in the stream"), "{tally:?}");
+        assert_eq!(
+            *calls.lock().unwrap(),
+            ["delete handle-a", "release handle-b", "release handle-c"]
+        );
+    }
+}

@@ -1,0 +1,116 @@
+//! What the commands that work on the kit's data are given (`audit`,
+//! `usage`, `limit`, `load`): scopes validated the way the API validates
+//! them, the repair mode, and the load generator's settings.
+
+use std::time::Duration;
+
+use hybrid_counter::audit::RepairMode;
+
+use crate::cli::{AuditArgs, LimitCommand, LoadArgs};
+use crate::error::{Error, Result};
+
+/// What to audit and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditOptions {
+    pub scope: Option<hybrid_counter::Scope>,
+    pub mode: RepairMode,
+    /// Parallel Scan segments.
+    pub segments: u32,
+    /// Tries per scope before it is reported as under continuous writes.
+    pub attempts: u32,
+    /// How long after a scope's last write a BE move that an in-flight
+    /// request could push past the invariant may be written.
+    pub grace_ms: hybrid_counter::EpochMillis,
+}
+
+/// What `limit` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LimitAction {
+    Get,
+    /// `None` clears the override.
+    Set(Option<u64>),
+}
+
+/// When the load workers stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadStop {
+    Operations(u64),
+    Duration(Duration),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadOptions {
+    pub scopes: u32,
+    pub scope_prefix: String,
+    pub workers: u32,
+    pub stop: LoadStop,
+    /// Share of operations that delete one of the worker's own items.
+    pub delete_ratio: f64,
+    /// Per-scope limit override written before the run.
+    pub limit: Option<u64>,
+    /// How long to wait for the stream consumer to drain; zero skips the
+    /// wait and the audit.
+    pub drain_timeout: Duration,
+    pub seed: u64,
+}
+
+/// A scope given on the command line, validated like the API validates it.
+pub(super) fn scope_arg(raw: &str) -> Result<hybrid_counter::Scope> {
+    hybrid_counter::Scope::new(raw).map_err(|e| Error::InvalidArgument(e.to_string()))
+}
+
+pub(super) fn audit_options(args: AuditArgs) -> Result<AuditOptions> {
+    Ok(AuditOptions {
+        scope: args.scope.as_deref().map(scope_arg).transpose()?,
+        mode: if args.repair {
+            RepairMode::Apply
+        } else if args.dry_run {
+            RepairMode::DryRun
+        } else {
+            RepairMode::None
+        },
+        segments: args.segments,
+        attempts: args.attempts,
+        grace_ms: i64::from(args.grace) * 1000,
+    })
+}
+
+/// The scope `limit` works on and what it does there.
+pub(super) fn limit(command: LimitCommand) -> Result<(hybrid_counter::Scope, LimitAction)> {
+    let (scope, action) = match command {
+        LimitCommand::Get(args) => (args.scope, LimitAction::Get),
+        LimitCommand::Set { scope, limit } => (scope, LimitAction::Set(Some(limit))),
+        LimitCommand::Clear(args) => (args.scope, LimitAction::Set(None)),
+    };
+    Ok((scope_arg(&scope)?, action))
+}
+
+pub(super) fn load_options(args: LoadArgs) -> Result<LoadOptions> {
+    if !(0.0..=1.0).contains(&args.delete_ratio) {
+        return Err(Error::InvalidArgument(format!(
+            "--delete-ratio must be between 0 and 1, got {}",
+            args.delete_ratio
+        )));
+    }
+    // The scopes are <prefix>-<n>: check the longest one up front.
+    scope_arg(&format!("{}-{}", args.scope_prefix, args.scopes.saturating_sub(1)))?;
+    let stop = match (args.operations, args.duration) {
+        (_, Some(0)) | (Some(0), _) => {
+            return Err(Error::InvalidArgument(
+                "--operations and --duration must be positive".into(),
+            ));
+        }
+        (_, Some(seconds)) => LoadStop::Duration(Duration::from_secs(seconds)),
+        (operations, None) => LoadStop::Operations(operations.unwrap_or(1000)),
+    };
+    Ok(LoadOptions {
+        scopes: args.scopes,
+        scope_prefix: args.scope_prefix,
+        workers: args.workers,
+        stop,
+        delete_ratio: args.delete_ratio,
+        limit: args.limit,
+        drain_timeout: Duration::from_secs(args.drain_timeout),
+        seed: args.seed,
+    })
+}

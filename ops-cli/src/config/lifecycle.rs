@@ -1,0 +1,226 @@
+//! What the stack lifecycle commands (`plan`, `deploy`, `destroy`) are
+//! given: the `--param` overrides, checked against the template's own
+//! parameter list and constraints, the handler zips' directory and bucket,
+//! and what `destroy` may delete.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use stack::expr::Literal;
+use stack::template::{ParameterType, Template};
+
+use crate::cli::StackArgs;
+use crate::error::{Error, Result};
+
+/// Template parameters counterctl fills in itself from the packaged zips.
+pub const MANAGED_PARAMS: [&str; 4] = [
+    stack::params::ARTIFACTS_BUCKET,
+    stack::params::STREAM_COUNTER_CODE_KEY,
+    stack::params::DLQ_REPROCESSOR_CODE_KEY,
+    stack::params::API_CODE_KEY,
+];
+
+/// What a plan or deploy puts into the stack.
+#[derive(Debug, Clone, Default)]
+pub struct StackInputs {
+    /// Validated `--param` overrides.
+    pub overrides: BTreeMap<String, String>,
+    pub artifacts_dir: Option<PathBuf>,
+    pub artifacts_bucket: Option<String>,
+}
+
+/// What the operator asked `destroy` for.
+#[derive(Debug, Clone, Copy)]
+pub struct DestroyOptions {
+    pub delete_data: bool,
+    pub yes: bool,
+    pub timeout: Duration,
+}
+
+pub(super) fn stack_inputs(template: &Template, args: StackArgs) -> Result<StackInputs> {
+    let artifacts_bucket = args
+        .artifacts_bucket
+        .map(|b| validate_bucket_name(&b).map(|()| b))
+        .transpose()?;
+    Ok(StackInputs {
+        overrides: parse_overrides(template, &args.params)?,
+        artifacts_dir: args.artifacts_dir,
+        artifacts_bucket,
+    })
+}
+
+/// S3's rules for general purpose bucket names (the subset that matters
+/// for names made of a stack name, an account and a region).
+pub fn validate_bucket_name(name: &str) -> Result<()> {
+    let reason = if !(3..=63).contains(&name.len()) {
+        Some(format!("{} characters, S3 allows 3 to 63", name.len()))
+    } else if !name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+    {
+        Some("only lowercase letters, digits, hyphens and dots are allowed".to_owned())
+    } else if !name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        || !name.ends_with(|c: char| c.is_ascii_alphanumeric())
+    {
+        Some("it must start and end with a letter or digit".to_owned())
+    } else if name.contains("..") {
+        Some("it must not contain two adjacent dots".to_owned())
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(Error::BucketName {
+            name: name.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Parses and checks `--param Key=Value` overrides against `template`:
+/// the key must be one of its parameters and not one counterctl manages, and
+/// the value must meet the parameter's type, bounds and allowed values
+/// (CloudFormation checks patterns itself, before it changes anything).
+pub fn parse_overrides(template: &Template, raw: &[String]) -> Result<BTreeMap<String, String>> {
+    let mut overrides = BTreeMap::new();
+    for entry in raw {
+        let Some((key, value)) = entry.split_once('=') else {
+            return Err(Error::ParamSyntax { raw: entry.clone() });
+        };
+        let key = key.trim();
+        if key.is_empty() {
+            return Err(Error::ParamSyntax { raw: entry.clone() });
+        }
+        let Some(parameter) = template.parameters.get(key) else {
+            let known: Vec<&str> = stack::params::ALL
+                .iter()
+                .copied()
+                .filter(|p| !MANAGED_PARAMS.contains(p))
+                .collect();
+            return Err(Error::UnknownParam {
+                key: key.to_owned(),
+                known: known.join(", "),
+            });
+        };
+        if MANAGED_PARAMS.contains(&key) {
+            return Err(Error::ManagedParam { key: key.to_owned() });
+        }
+        let bad = |reason: String| Error::ParamValue {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            reason,
+        };
+        if parameter.kind == ParameterType::Number {
+            let number: i64 = value
+                .trim()
+                .parse()
+                .map_err(|_| bad("expected an integer".to_owned()))?;
+            if let Some(min) = parameter.min_value.filter(|min| number < *min) {
+                return Err(bad(format!("must be at least {min}")));
+            }
+            if let Some(max) = parameter.max_value.filter(|max| number > *max) {
+                return Err(bad(format!("must be at most {max}")));
+            }
+        } else {
+            let length = value.chars().count();
+            if let Some(min) = parameter.min_length.filter(|min| length < *min as usize) {
+                return Err(bad(format!("must be at least {min} characters")));
+            }
+            if let Some(max) = parameter.max_length.filter(|max| length > *max as usize) {
+                return Err(bad(format!("must be at most {max} characters")));
+            }
+        }
+        if !parameter.allowed_values.is_empty() && !parameter.allowed_values.iter().any(|v| v == value) {
+            return Err(bad(format!("allowed values: {}", parameter.allowed_values.join(", "))));
+        }
+        if overrides.insert(key.to_owned(), value.to_owned()).is_some() {
+            return Err(Error::DuplicateParam { key: key.to_owned() });
+        }
+    }
+    Ok(overrides)
+}
+
+/// A template parameter's default as the string CloudFormation stores.
+pub fn default_value(template: &Template, key: &str) -> Option<String> {
+    template
+        .parameters
+        .get(key)
+        .and_then(|p| p.default.as_ref())
+        .map(|literal| match literal {
+            Literal::String(s) => s.clone(),
+            Literal::Integer(i) => i.to_string(),
+            Literal::Boolean(b) => b.to_string(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn overrides(raw: &[&str]) -> Result<BTreeMap<String, String>> {
+        let raw: Vec<String> = raw.iter().map(|s| (*s).to_owned()).collect();
+        parse_overrides(&stack::template(), &raw)
+    }
+
+    #[test]
+    fn overrides_parse_and_validate_against_the_template() {
+        let parsed = overrides(&["StreamBatchSize=50", "LambdaArchitecture=x86_64"]).unwrap();
+        assert_eq!(parsed["StreamBatchSize"], "50");
+        assert_eq!(parsed["LambdaArchitecture"], "x86_64");
+    }
+
+    #[test]
+    fn an_unknown_param_key_lists_the_known_ones() {
+        let err = overrides(&["BatchSize=5"]).unwrap_err();
+        let message = err.to_string();
+        assert!(message.starts_with("unknown parameter \"BatchSize\""), "{message}");
+        assert!(message.contains("StreamBatchSize"), "{message}");
+        assert!(
+            !message.contains("ArtifactsBucket"),
+            "managed parameters are not offered: {message}"
+        );
+        assert_eq!(err.exit_code(), crate::exit::USAGE);
+    }
+
+    #[test]
+    fn param_syntax_errors_are_clear() {
+        for raw in ["StreamBatchSize", "=5"] {
+            let err = overrides(&[raw]).unwrap_err();
+            assert!(matches!(err, Error::ParamSyntax { .. }), "{raw}: {err}");
+            assert!(err.to_string().contains("Key=Value"), "{err}");
+        }
+    }
+
+    #[test]
+    fn managed_and_duplicate_params_are_refused() {
+        let err = overrides(&["ApiCodeKey=x.zip"]).unwrap_err();
+        assert!(matches!(err, Error::ManagedParam { .. }), "{err}");
+        let err = overrides(&["StreamBatchSize=5", "StreamBatchSize=6"]).unwrap_err();
+        assert!(matches!(err, Error::DuplicateParam { .. }), "{err}");
+    }
+
+    #[test]
+    fn param_values_are_checked_against_type_bounds_and_allowed_values() {
+        let cases = [
+            ("StreamBatchSize=many", "expected an integer"),
+            ("StreamBatchSize=0", "must be at least 1"),
+            ("StreamBatchSize=10001", "must be at most 10000"),
+            ("LambdaArchitecture=sparc", "allowed values: arm64, x86_64"),
+            ("NamePrefix=", "must be at least 1 characters"),
+        ];
+        for (raw, expected) in cases {
+            let err = overrides(&[raw]).unwrap_err();
+            assert!(matches!(err, Error::ParamValue { .. }), "{raw}: {err}");
+            assert!(err.to_string().contains(expected), "{raw}: {err}");
+        }
+    }
+
+    #[test]
+    fn defaults_render_as_cloudformation_strings() {
+        let template = stack::template();
+        assert_eq!(default_value(&template, "StreamBatchSize").as_deref(), Some("100"));
+        assert_eq!(default_value(&template, "LambdaArchitecture").as_deref(), Some("arm64"));
+        assert_eq!(default_value(&template, "ArtifactsBucket"), None);
+    }
+}

@@ -1,0 +1,139 @@
+//! What `local run` is given: how the local event-source runner polls, and
+//! whether it drains what the sources hold and exits or runs until stopped.
+//! Checked in every build, also one without the runner (the `local`
+//! feature), where `Config::from_cli` then refuses `local run`.
+
+use std::time::Duration;
+
+use crate::cli::{LocalCommand, Target};
+use crate::error::{Error, Result};
+
+/// A validated `local run` command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalRunOptions {
+    pub poll_interval: Duration,
+    pub until_idle: bool,
+    pub idle_timeout: Duration,
+    pub wait_for_in_flight: bool,
+    pub attach: Option<String>,
+    pub release: bool,
+}
+
+impl LocalRunOptions {
+    /// Checks the flags against the target; no I/O.
+    pub fn from_args(command: &LocalCommand, target: Target) -> Result<Self> {
+        let LocalCommand::Run(args) = command;
+        if target != Target::Local {
+            return Err(Error::InvalidArgument(format!(
+                "`local run` plays event source mappings in the embedded emulator (--target local); on {target} \
+                 Lambda runs them itself"
+            )));
+        }
+        if !(10..=60_000).contains(&args.poll_interval) {
+            return Err(Error::InvalidArgument(format!(
+                "--poll-interval {}: expected 10 to 60000 milliseconds",
+                args.poll_interval
+            )));
+        }
+        if args.idle_timeout == 0 {
+            return Err(Error::InvalidArgument(
+                "--idle-timeout must be at least 1 second".to_owned(),
+            ));
+        }
+        let attach = args.attach.as_deref().map(validate_attach).transpose()?;
+        Ok(Self {
+            poll_interval: Duration::from_millis(args.poll_interval),
+            until_idle: args.until_idle,
+            idle_timeout: Duration::from_secs(args.idle_timeout),
+            wait_for_in_flight: args.wait_for_in_flight,
+            attach,
+            release: args.release,
+        })
+    }
+
+    /// Parses `local run` followed by `args`, then checks them: what the
+    /// tests of the options and of the runner's configuration start from.
+    #[cfg(test)]
+    pub(crate) fn parse(args: &[&str], target: Target) -> Result<Self> {
+        use clap::Parser;
+
+        #[derive(Parser)]
+        struct Test {
+            #[command(subcommand)]
+            command: LocalCommand,
+        }
+        let argv = ["local", "run"].into_iter().chain(args.iter().copied());
+        let parsed = Test::try_parse_from(argv).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        Self::from_args(&parsed.command, target)
+    }
+}
+
+/// `HOST:PORT` with a port from 1 to 65535.
+fn validate_attach(raw: &str) -> Result<String> {
+    let raw = raw.trim();
+    let valid = raw
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+    if valid {
+        Ok(raw.to_owned())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "--attach {raw:?}: expected the invoke API address of `cargo lambda watch` as HOST:PORT, e.g. \
+             127.0.0.1:9000"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(args: &[&str], target: Target) -> Result<LocalRunOptions> {
+        LocalRunOptions::parse(args, target)
+    }
+
+    #[test]
+    fn defaults_poll_four_times_a_second_until_stopped() {
+        let parsed = options(&[], Target::Local).unwrap();
+        assert_eq!(parsed.poll_interval, Duration::from_millis(250));
+        assert!(!parsed.until_idle);
+        assert_eq!(parsed.attach, None);
+    }
+
+    #[test]
+    fn the_runner_is_only_for_the_embedded_emulator() {
+        for target in [Target::Aws, Target::Localstack] {
+            let err = options(&[], target).unwrap_err();
+            assert_eq!(err.exit_code(), crate::exit::USAGE, "{target}");
+            assert!(err.to_string().contains("--target local"), "{err}");
+        }
+    }
+
+    #[test]
+    fn attach_needs_host_and_port() {
+        let parsed = options(&["--attach", "127.0.0.1:9000"], Target::Local).unwrap();
+        assert_eq!(parsed.attach.as_deref(), Some("127.0.0.1:9000"));
+        for bad in ["9000", "127.0.0.1", ":9000", "localhost:0", "localhost:http"] {
+            let err = options(&["--attach", bad], Target::Local).unwrap_err();
+            assert!(err.to_string().contains("HOST:PORT"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn poll_interval_and_idle_flags_are_checked() {
+        assert!(options(&["--poll-interval", "5"], Target::Local).is_err());
+        assert!(options(&["--poll-interval", "60001"], Target::Local).is_err());
+        assert!(
+            options(&["--idle-timeout", "5"], Target::Local).is_err(),
+            "--idle-timeout needs --until-idle"
+        );
+        assert!(options(&["--until-idle", "--idle-timeout", "0"], Target::Local).is_err());
+        let idle = options(
+            &["--until-idle", "--idle-timeout", "30", "--wait-for-in-flight"],
+            Target::Local,
+        )
+        .unwrap();
+        assert!(idle.until_idle && idle.wait_for_in_flight);
+        assert_eq!(idle.idle_timeout, Duration::from_secs(30));
+    }
+}
