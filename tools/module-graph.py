@@ -469,7 +469,12 @@ def strongly_connected(edges: dict[str, dict[str, tuple[Path, int]]]) -> list[li
     return components
 
 
-def cycles_in(component: list[str], edges: dict[str, dict[str, tuple[Path, int]]], limit: int = 50) -> list[list[str]]:
+# Cycles listed per strongly connected component at the most: a tangle of
+# n modules can hold far more than anyone reads.
+CYCLES_LISTED = 50
+
+
+def cycles_in(component: list[str], edges: dict[str, dict[str, tuple[Path, int]]], limit: int) -> list[list[str]]:
     """The elementary cycles of a strongly connected component (each once,
     starting at its smallest node), at most `limit`."""
     members = set(component)
@@ -550,12 +555,18 @@ def check(crate_dir: Path, out) -> int:
                     print(f"{where}: no cycles; top to bottom: {order}", file=out)
                 continue
             for component in components:
-                for cycle in cycles_in(component, level.edges):
+                listed = cycles_in(component, level.edges, CYCLES_LISTED)
+                for cycle in listed:
                     cycles += 1
                     print(f"{where}: cycle: {' -> '.join(cycle)}", file=out)
                     for a, b in zip(cycle, cycle[1:]):
                         file, line = level.edges[a][b]
                         print(f"    {a} -> {b}: {relative(file, crate_dir)}:{line}", file=out)
+                if len(listed) == CYCLES_LISTED:
+                    print(
+                        f"{where}: only the first {CYCLES_LISTED} cycles through {', '.join(component)} are listed",
+                        file=out,
+                    )
     return cycles
 
 
