@@ -17,5 +17,7 @@ pub mod dynamo;
 pub mod lambda;
 pub mod replay;
 pub mod streams;
+#[cfg(test)]
+mod test_util;
 
 pub use dynamo::DynamoStore;
