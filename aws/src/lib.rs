@@ -10,11 +10,13 @@
 //!   and the conversion of its records into the Lambda event's records.
 //! - [`replay`]: the on-failure record of a stream event source mapping and
 //!   the replay of the range it names.
+//! - [`probe`]: the emulator's HTTP health probe.
 //! - [`lambda`] (feature `lambda`): what the Lambda binaries share.
 
 pub mod dynamo;
 #[cfg(feature = "lambda")]
 pub mod lambda;
+pub mod probe;
 pub mod replay;
 pub mod streams;
 #[cfg(test)]
