@@ -10,6 +10,8 @@
 //!   and the conversion of its records into the Lambda event's records.
 //! - [`replay`]: the on-failure record of a stream event source mapping and
 //!   the replay of the range it names.
+//! - [`sqs`]: receiving, deleting in batches, a queue's depth and
+//!   attributes, and a received message as the Lambda event's SQS record.
 //! - [`probe`]: the emulator's HTTP health probe.
 //! - [`lambda`] (feature `lambda`): what the Lambda binaries share.
 
@@ -18,6 +20,7 @@ pub mod dynamo;
 pub mod lambda;
 pub mod probe;
 pub mod replay;
+pub mod sqs;
 pub mod streams;
 #[cfg(test)]
 mod test_util;

@@ -2,15 +2,15 @@
 //! API, with every setting the runner plays: batch size, filter patterns,
 //! bisect, retries, record age, response types, on-failure destination and
 //! starting position for a stream; the queue's URL, visibility timeout and
-//! redrive policy for SQS. The target function's environment comes from
-//! `GetFunction`, so a handler runs with exactly the variables
-//! the stack gave it.
+//! redrive policy for SQS (read by `hybrid_counter_aws::sqs`). The target
+//! function's environment comes from `GetFunction`, so a handler runs with
+//! exactly the variables the stack gave it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_lambda::types::{EventSourceMappingConfiguration, EventSourcePosition, FunctionResponseType};
-use aws_sdk_sqs::types::QueueAttributeName;
+use hybrid_counter_aws::sqs::{self as aws_sqs, RedrivePolicy, parse_queue_arn};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -64,13 +64,7 @@ pub struct StreamSettings {
 pub struct QueueSettings {
     pub queue_url: String,
     pub visibility_timeout: Duration,
-    pub redrive: Option<Redrive>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Redrive {
-    pub dead_letter_target_arn: String,
-    pub max_receive_count: u32,
+    pub redrive: Option<RedrivePolicy>,
 }
 
 /// The name part of a function ARN (`arn:aws:lambda:r:a:function:NAME[:qualifier]`),
@@ -79,14 +73,6 @@ pub fn function_name_from_arn(arn: &str) -> String {
     match arn.split(':').collect::<Vec<_>>().as_slice() {
         ["arn", _, "lambda", _, _, "function", name, ..] => (*name).to_owned(),
         _ => arn.to_owned(),
-    }
-}
-
-/// Region, account and name of an SQS queue ARN (`arn:aws:sqs:REGION:ACCOUNT:NAME`).
-pub fn parse_queue_arn(arn: &str) -> Option<(&str, &str, &str)> {
-    match arn.split(':').collect::<Vec<_>>().as_slice() {
-        ["arn", _, "sqs", region, account, name] if !name.is_empty() => Some((region, account, name)),
-        _ => None,
     }
 }
 
@@ -305,42 +291,13 @@ async fn lookup_queue_url(sqs: &aws_sdk_sqs::Client, account: &str, name: &str) 
 
 async fn queue_settings(sqs: &aws_sdk_sqs::Client, account: &str, name: &str) -> Result<QueueSettings, Error> {
     let queue_url = lookup_queue_url(sqs, account, name).await?;
-    let attributes = sqs
-        .get_queue_attributes()
-        .queue_url(&queue_url)
-        .attribute_names(QueueAttributeName::VisibilityTimeout)
-        .attribute_names(QueueAttributeName::RedrivePolicy)
-        .send()
+    let attributes = aws_sqs::queue_attributes(sqs, &queue_url)
         .await
-        .map_err(|e| Error::emulator("SQS", "GetQueueAttributes")(sdk_message(e)))?
-        .attributes
-        .unwrap_or_default();
-    let visibility_timeout = attributes
-        .get(&QueueAttributeName::VisibilityTimeout)
-        .and_then(|v| v.parse::<u64>().ok())
-        .map_or(Duration::from_secs(30), Duration::from_secs);
-    let redrive = attributes
-        .get(&QueueAttributeName::RedrivePolicy)
-        .and_then(|raw| parse_redrive_policy(raw));
+        .map_err(|e| Error::emulator("SQS", "GetQueueAttributes")(sdk_message(e)))?;
     Ok(QueueSettings {
         queue_url,
-        visibility_timeout,
-        redrive,
-    })
-}
-
-/// `RedrivePolicy` is a JSON string; `maxReceiveCount` comes as a number or
-/// a numeric string depending on who wrote it.
-pub fn parse_redrive_policy(raw: &str) -> Option<Redrive> {
-    let value: Value = serde_json::from_str(raw).ok()?;
-    let max_receive_count = match &value["maxReceiveCount"] {
-        Value::Number(n) => n.as_u64()?,
-        Value::String(s) => s.parse().ok()?,
-        _ => return None,
-    };
-    Some(Redrive {
-        dead_letter_target_arn: value["deadLetterTargetArn"].as_str()?.to_owned(),
-        max_receive_count: u32::try_from(max_receive_count).ok()?,
+        visibility_timeout: attributes.visibility_timeout,
+        redrive: attributes.redrive_policy,
     })
 }
 
@@ -359,15 +316,6 @@ mod tests {
             "f"
         );
         assert_eq!(function_name_from_arn("plain"), "plain");
-    }
-
-    #[test]
-    fn queue_arns_split_into_region_account_and_name() {
-        assert_eq!(
-            parse_queue_arn("arn:aws:sqs:us-east-1:123456789012:hck-dlq1"),
-            Some(("us-east-1", "123456789012", "hck-dlq1"))
-        );
-        assert_eq!(parse_queue_arn("arn:aws:sns:us-east-1:123456789012:topic"), None);
     }
 
     #[test]
@@ -393,20 +341,5 @@ mod tests {
             let err = parse_filters("m", &[raw.to_owned()]).unwrap_err();
             assert!(matches!(err, Error::UnsupportedMapping { .. }), "{raw}: {err}");
         }
-    }
-
-    #[test]
-    fn redrive_policies_parse_with_numeric_or_string_counts() {
-        let expected = Redrive {
-            dead_letter_target_arn: "arn:aws:sqs:us-east-1:1:dlq2".into(),
-            max_receive_count: 5,
-        };
-        for raw in [
-            r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:1:dlq2","maxReceiveCount":5}"#,
-            r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:1:dlq2","maxReceiveCount":"5"}"#,
-        ] {
-            assert_eq!(parse_redrive_policy(raw), Some(expected.clone()));
-        }
-        assert_eq!(parse_redrive_policy("{}"), None);
     }
 }
