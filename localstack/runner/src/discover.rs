@@ -1,15 +1,18 @@
-//! Reading the deployed event source mappings back from the emulator's Lambda
-//! API, with every setting the runner plays: batch size, filter patterns,
-//! bisect, retries, record age, response types, on-failure destination and
-//! starting position for a stream; the queue's URL, visibility timeout and
-//! redrive policy for SQS (read by `hybrid_counter_aws::sqs`). The target
-//! function's environment comes from `GetFunction`, so a handler runs with
-//! exactly the variables the stack gave it.
+//! The deployed event source mappings as the runner plays them. The AWS
+//! layer reads them back from the emulator's Lambda API
+//! (`hybrid_counter_aws::esm`) and the queue's visibility timeout and
+//! redrive policy (`hybrid_counter_aws::sqs`); here they become a
+//! [`Mapping`]: the filter patterns parsed and checked against what the
+//! runner can evaluate, batch size, bisect, retries, record age, response
+//! types, on-failure destination and starting position for a stream, the
+//! queue's URL for SQS. The target function's environment comes from
+//! `GetFunction`, so a handler runs with exactly the variables the stack
+//! gave it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use aws_sdk_lambda::types::{EventSourceMappingConfiguration, EventSourcePosition, FunctionResponseType};
+use hybrid_counter_aws::esm::{self, MappingConfig, function_name_from_arn};
 use hybrid_counter_aws::sqs::{self as aws_sqs, RedrivePolicy, parse_queue_arn};
 use serde::Serialize;
 use serde_json::Value;
@@ -67,15 +70,6 @@ pub struct QueueSettings {
     pub redrive: Option<RedrivePolicy>,
 }
 
-/// The name part of a function ARN (`arn:aws:lambda:r:a:function:NAME[:qualifier]`),
-/// or the input when it is already a name.
-pub fn function_name_from_arn(arn: &str) -> String {
-    match arn.split(':').collect::<Vec<_>>().as_slice() {
-        ["arn", _, "lambda", _, _, "function", name, ..] => (*name).to_owned(),
-        _ => arn.to_owned(),
-    }
-}
-
 /// Parses the filter patterns, refusing what the runner's matcher cannot
 /// evaluate faithfully (content filters such as `prefix` or `numeric`):
 /// silently treating them as "no match" would drop records Lambda delivers.
@@ -119,25 +113,13 @@ pub async fn discover(
     sqs: &aws_sdk_sqs::Client,
     functions: Option<&[String]>,
 ) -> Result<Vec<Mapping>, Error> {
-    let mut configs = Vec::new();
-    let mut marker: Option<String> = None;
-    loop {
-        let out = lambda
-            .list_event_source_mappings()
-            .set_marker(marker.clone())
-            .send()
-            .await
-            .map_err(|e| Error::emulator("Lambda", "ListEventSourceMappings")(sdk_message(e)))?;
-        configs.extend(out.event_source_mappings.unwrap_or_default());
-        match out.next_marker {
-            Some(next) if !next.is_empty() && Some(&next) != marker.as_ref() => marker = Some(next),
-            _ => break,
-        }
-    }
+    let configs = esm::list_mappings(lambda)
+        .await
+        .map_err(|e| Error::emulator("Lambda", "ListEventSourceMappings")(sdk_message(e)))?;
     let mut functions_seen: BTreeMap<String, FunctionInfo> = BTreeMap::new();
     let mut mappings = Vec::new();
     for config in configs {
-        let function_arn = config.function_arn().unwrap_or_default().to_owned();
+        let function_arn = config.function_arn.clone().unwrap_or_default();
         let function_name = function_name_from_arn(&function_arn);
         if functions.is_some_and(|only| !only.iter().any(|f| f == &function_name)) {
             continue;
@@ -147,9 +129,11 @@ pub async fn discover(
             functions_seen.insert(function_name.clone(), info);
         }
         let info = &functions_seen[&function_name];
-        let uuid = config.uuid().unwrap_or_default();
-        let emulator_enabled = matches!(config.state(), Some("Enabled" | "Enabling" | "Updating" | "Creating"));
-        let taken_over = info.tags.contains_key(&format!("{TAKEOVER_TAG_PREFIX}{uuid}"));
+        let emulator_enabled = matches!(
+            config.state.as_deref(),
+            Some("Enabled" | "Enabling" | "Updating" | "Creating")
+        );
+        let taken_over = info.tags.contains_key(&format!("{TAKEOVER_TAG_PREFIX}{}", config.uuid));
         if !emulator_enabled && !taken_over {
             continue;
         }
@@ -189,46 +173,30 @@ async fn function_info(lambda: &aws_sdk_lambda::Client, function_name: &str) -> 
 
 async fn mapping_from(
     sqs: &aws_sdk_sqs::Client,
-    config: EventSourceMappingConfiguration,
+    config: MappingConfig,
     function_arn: String,
     function_name: String,
     environment: BTreeMap<String, String>,
 ) -> Result<Mapping, Error> {
-    let uuid = config.uuid().unwrap_or_default().to_owned();
-    let source_arn = config.event_source_arn().unwrap_or_default().to_owned();
+    let uuid = config.uuid.clone();
+    let source_arn = config.event_source_arn.clone().unwrap_or_default();
     let unsupported = |reason: String| Error::UnsupportedMapping {
         uuid: uuid.clone(),
         reason,
     };
-    let patterns: Vec<String> = config
-        .filter_criteria()
-        .map(|c| {
-            c.filters()
-                .iter()
-                .filter_map(|f| f.pattern().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    let filters = parse_filters(&uuid, &patterns)?;
-    let batch_size = usize::try_from(config.batch_size().unwrap_or(0))
+    let filters = parse_filters(&uuid, &config.filter_patterns)?;
+    let batch_size = usize::try_from(config.batch_size.unwrap_or(0))
         .ok()
         .filter(|n| *n > 0)
-        .ok_or_else(|| unsupported(format!("batch size {:?} is not positive", config.batch_size())))?;
-    let report_batch_item_failures = config
-        .function_response_types()
-        .contains(&FunctionResponseType::ReportBatchItemFailures);
+        .ok_or_else(|| unsupported(format!("batch size {:?} is not positive", config.batch_size)))?;
+    let report_batch_item_failures = config.reports_batch_item_failures();
     let source = if source_arn.contains(":dynamodb:") && source_arn.contains("/stream/") {
-        let starting_position = match config.starting_position() {
-            Some(EventSourcePosition::Latest) => StartingPosition::Latest,
-            Some(EventSourcePosition::TrimHorizon) | None => StartingPosition::TrimHorizon,
+        let starting_position = match config.starting_position.as_deref() {
+            Some("LATEST") => StartingPosition::Latest,
+            Some("TRIM_HORIZON") | None => StartingPosition::TrimHorizon,
             Some(other) => return Err(unsupported(format!("starting position {other} is not supported"))),
         };
-        let on_failure_destination = config
-            .destination_config()
-            .and_then(|d| d.on_failure())
-            .and_then(|f| f.destination())
-            .filter(|d| !d.is_empty())
-            .map(str::to_owned);
+        let on_failure_destination = config.on_failure_destination.clone().filter(|d| !d.is_empty());
         if let Some(destination) = &on_failure_destination {
             if parse_queue_arn(destination).is_none() {
                 return Err(unsupported(format!(
@@ -239,10 +207,10 @@ async fn mapping_from(
         }
         Source::Stream(StreamSettings {
             starting_position,
-            bisect_batch_on_function_error: config.bisect_batch_on_function_error().unwrap_or(false),
-            maximum_retry_attempts: config.maximum_retry_attempts().and_then(|n| u32::try_from(n).ok()),
+            bisect_batch_on_function_error: config.bisect_batch_on_function_error.unwrap_or(false),
+            maximum_retry_attempts: config.maximum_retry_attempts.and_then(|n| u32::try_from(n).ok()),
             maximum_record_age: config
-                .maximum_record_age_in_seconds()
+                .maximum_record_age_in_seconds
                 .and_then(|n| u64::try_from(n).ok())
                 .map(Duration::from_secs),
             on_failure_destination,
@@ -304,19 +272,6 @@ async fn queue_settings(sqs: &aws_sdk_sqs::Client, account: &str, name: &str) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn function_names_come_from_arns_with_or_without_a_qualifier() {
-        assert_eq!(
-            function_name_from_arn("arn:aws:lambda:us-east-1:123456789012:function:hck-stream-counter"),
-            "hck-stream-counter"
-        );
-        assert_eq!(
-            function_name_from_arn("arn:aws:lambda:us-east-1:123456789012:function:f:live"),
-            "f"
-        );
-        assert_eq!(function_name_from_arn("plain"), "plain");
-    }
 
     #[test]
     fn the_kits_own_filter_patterns_are_accepted() {

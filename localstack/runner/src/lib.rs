@@ -1,16 +1,16 @@
 //! The local event-source runner: plays the Lambda event source mappings
 //! deployed in an emulator that cannot run Lambda code itself (DESIGN §8).
 //!
-//! It reads the mappings back from the emulator's Lambda API
+//! It reads the mappings back from the emulator's Lambda API through the
+//! AWS layer (`hybrid_counter_aws::esm`) into its own [`Mapping`]s
 //! ([`discover`]), polls their sources — DynamoDB stream shards
 //! ([`stream`]) and SQS queues ([`sqs`], on `hybrid_counter_aws::sqs`) —
-//! and invokes the target functions
-//! through an [`Invoke`] implementation: normally the Lambda invoke API of
-//! `cargo lambda watch` running the real handler binaries ([`watch`]), in
-//! tests a closure ([`FnInvoker`]). Batch size, filter criteria, partial
-//! batch responses, bisect on error, retry and record-age limits, the
-//! on-failure destination and per-shard ordering follow AWS; the decisions
-//! themselves are pure functions in [`batch`].
+//! and invokes the target functions through an [`Invoke`] implementation:
+//! normally the Lambda invoke API of `cargo lambda watch` running the real
+//! handler binaries ([`watch`]), in tests a closure ([`FnInvoker`]). Batch
+//! size, filter criteria, partial batch responses, bisect on error, retry
+//! and record-age limits, the on-failure destination and per-shard ordering
+//! follow AWS; the decisions themselves are pure functions in [`batch`].
 //!
 //! Two ways to drive it: [`run`] polls until a shutdown future completes
 //! (`counterctl local run`); [`run_until_idle`] drains what the sources hold
