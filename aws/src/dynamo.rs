@@ -801,28 +801,17 @@ mod tests {
     use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
     use aws_sdk_dynamodb::types::CancellationReason;
     use aws_sdk_dynamodb::types::error::{ConditionalCheckFailedException, TransactionCanceledException};
-    use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, create_mock_http_client, mock};
+    use aws_smithy_mocks::{Rule, mock};
     use aws_smithy_types::error::ErrorMetadata;
 
     use super::*;
+    use crate::test_util::mock_client;
     use hybrid_counter::ids::ResourceId;
 
     /// A store whose client answers `rules` in order, with the SDK's own
     /// retries off (each rule answers one request).
     fn store(rules: &[Rule]) -> DynamoStore {
-        let interceptor = rules.iter().fold(
-            MockResponseInterceptor::new().rule_mode(RuleMode::Sequential),
-            |interceptor, rule| interceptor.with_rule(rule),
-        );
-        let client = Client::from_conf(
-            aws_sdk_dynamodb::Config::builder()
-                .with_test_defaults()
-                .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-                .retry_config(RetryConfig::disabled())
-                .http_client(create_mock_http_client())
-                .interceptor(interceptor)
-                .build(),
-        );
+        let client = mock_client!(aws_sdk_dynamodb, rules);
         let config = CounterConfig {
             resources_table: "resources".into(),
             counters_table: "counters".into(),

@@ -253,11 +253,12 @@ const MAX_EMPTY_PAGES: u32 = 16;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::mock_client;
     use hybrid_counter::stream::{Change, ChangeRecord};
 
     use aws_sdk_dynamodbstreams::operation::get_records::GetRecordsOutput;
     use aws_sdk_dynamodbstreams::operation::get_shard_iterator::GetShardIteratorOutput;
-    use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, create_mock_http_client, mock};
+    use aws_smithy_mocks::{Rule, mock};
 
     fn record(seq: &str) -> Record {
         Record::builder()
@@ -289,18 +290,7 @@ mod tests {
 
     /// A reader whose Streams client answers `rules` in order.
     fn reader(rules: &[Rule]) -> ShardReader {
-        let interceptor = rules.iter().fold(
-            MockResponseInterceptor::new().rule_mode(RuleMode::Sequential),
-            |interceptor, rule| interceptor.with_rule(rule),
-        );
-        let client = Client::from_conf(
-            aws_sdk_dynamodbstreams::Config::builder()
-                .with_test_defaults()
-                .region(aws_sdk_dynamodbstreams::config::Region::new("us-east-1"))
-                .http_client(create_mock_http_client())
-                .interceptor(interceptor)
-                .build(),
-        );
+        let client = mock_client!(aws_sdk_dynamodbstreams, rules);
         ShardReader::new(client, "arn:stream")
     }
 

@@ -1,7 +1,8 @@
 //! Harness for the end-to-end tests: starts a private fakecloud on a free
-//! loopback port (stopped when dropped), creates the kit's tables in it, and
-//! plays the stream through the real handler function the way the event
-//! source mapping would.
+//! loopback port (up once the AWS layer's health probe says so, stopped
+//! when dropped), creates the kit's tables in it, and plays the stream
+//! through the real handler function the way the event source mapping
+//! would.
 //!
 //! The emulator is required: when its binary is missing the harness panics
 //! with the install command. Tests are never skipped.
@@ -9,8 +10,7 @@
 pub mod counterctl;
 pub mod faults;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,8 +25,8 @@ use hybrid_counter::audit::ScopeCounts;
 use hybrid_counter::stream::Processor;
 use hybrid_counter::stream::record::sequence_number;
 use hybrid_counter::{Counter, CounterConfig, Scope, Store};
-use hybrid_counter_aws::DynamoStore;
 use hybrid_counter_aws::streams::{Position, ShardReader};
+use hybrid_counter_aws::{DynamoStore, probe};
 use stream_counter::{RawStreamEvent, handle_stream_event};
 
 /// A fakecloud process owned by one test.
@@ -46,20 +46,6 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("no free loopback port")
-}
-
-fn healthy(port: u16) -> bool {
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let request = "GET /_fakecloud/health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if stream.write_all(request.as_bytes()).is_err() {
-        return false;
-    }
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    response.starts_with("HTTP/1.1 200") || response.starts_with("HTTP/1.0 200")
 }
 
 impl Emulator {
@@ -85,13 +71,11 @@ impl Emulator {
                         bin.display()
                     )
                 });
+            let endpoint = format!("http://127.0.0.1:{port}");
             let deadline = Instant::now() + Duration::from_secs(30);
             while Instant::now() < deadline {
-                if healthy(port) {
-                    return Self {
-                        child,
-                        endpoint: format!("http://127.0.0.1:{port}"),
-                    };
+                if probe::healthy(&endpoint) {
+                    return Self { child, endpoint };
                 }
                 if let Ok(Some(_)) = child.try_wait() {
                     break; // port taken between probe and bind: try another

@@ -1,16 +1,19 @@
-//! Reading the deployed event source mappings back from the emulator's Lambda
-//! API, with every setting the runner plays: batch size, filter patterns,
-//! bisect, retries, record age, response types, on-failure destination and
-//! starting position for a stream; the queue's URL, visibility timeout and
-//! redrive policy for SQS. The target function's environment comes from
-//! `GetFunction`, so a handler runs with exactly the variables
-//! the stack gave it.
+//! The deployed event source mappings as the runner plays them. The AWS
+//! layer reads them back from the emulator's Lambda API
+//! (`hybrid_counter_aws::esm`) and the queue's visibility timeout and
+//! redrive policy (`hybrid_counter_aws::sqs`); here they become a
+//! [`Mapping`]: the filter patterns parsed and checked against what the
+//! runner can evaluate, batch size, bisect, retries, record age, response
+//! types, on-failure destination and starting position for a stream, the
+//! queue's URL for SQS. The target function's environment comes from
+//! `GetFunction`, so a handler runs with exactly the variables the stack
+//! gave it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use aws_sdk_lambda::types::{EventSourceMappingConfiguration, EventSourcePosition, FunctionResponseType};
-use aws_sdk_sqs::types::QueueAttributeName;
+use hybrid_counter_aws::esm::{self, MappingConfig, function_name_from_arn};
+use hybrid_counter_aws::sqs::{self as aws_sqs, RedrivePolicy, parse_queue_arn};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -64,30 +67,7 @@ pub struct StreamSettings {
 pub struct QueueSettings {
     pub queue_url: String,
     pub visibility_timeout: Duration,
-    pub redrive: Option<Redrive>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Redrive {
-    pub dead_letter_target_arn: String,
-    pub max_receive_count: u32,
-}
-
-/// The name part of a function ARN (`arn:aws:lambda:r:a:function:NAME[:qualifier]`),
-/// or the input when it is already a name.
-pub fn function_name_from_arn(arn: &str) -> String {
-    match arn.split(':').collect::<Vec<_>>().as_slice() {
-        ["arn", _, "lambda", _, _, "function", name, ..] => (*name).to_owned(),
-        _ => arn.to_owned(),
-    }
-}
-
-/// Region, account and name of an SQS queue ARN (`arn:aws:sqs:REGION:ACCOUNT:NAME`).
-pub fn parse_queue_arn(arn: &str) -> Option<(&str, &str, &str)> {
-    match arn.split(':').collect::<Vec<_>>().as_slice() {
-        ["arn", _, "sqs", region, account, name] if !name.is_empty() => Some((region, account, name)),
-        _ => None,
-    }
+    pub redrive: Option<RedrivePolicy>,
 }
 
 /// Parses the filter patterns, refusing what the runner's matcher cannot
@@ -133,25 +113,13 @@ pub async fn discover(
     sqs: &aws_sdk_sqs::Client,
     functions: Option<&[String]>,
 ) -> Result<Vec<Mapping>, Error> {
-    let mut configs = Vec::new();
-    let mut marker: Option<String> = None;
-    loop {
-        let out = lambda
-            .list_event_source_mappings()
-            .set_marker(marker.clone())
-            .send()
-            .await
-            .map_err(|e| Error::emulator("Lambda", "ListEventSourceMappings")(sdk_message(e)))?;
-        configs.extend(out.event_source_mappings.unwrap_or_default());
-        match out.next_marker {
-            Some(next) if !next.is_empty() && Some(&next) != marker.as_ref() => marker = Some(next),
-            _ => break,
-        }
-    }
+    let configs = esm::list_mappings(lambda)
+        .await
+        .map_err(|e| Error::emulator("Lambda", "ListEventSourceMappings")(sdk_message(e)))?;
     let mut functions_seen: BTreeMap<String, FunctionInfo> = BTreeMap::new();
     let mut mappings = Vec::new();
     for config in configs {
-        let function_arn = config.function_arn().unwrap_or_default().to_owned();
+        let function_arn = config.function_arn.clone().unwrap_or_default();
         let function_name = function_name_from_arn(&function_arn);
         if functions.is_some_and(|only| !only.iter().any(|f| f == &function_name)) {
             continue;
@@ -161,9 +129,11 @@ pub async fn discover(
             functions_seen.insert(function_name.clone(), info);
         }
         let info = &functions_seen[&function_name];
-        let uuid = config.uuid().unwrap_or_default();
-        let emulator_enabled = matches!(config.state(), Some("Enabled" | "Enabling" | "Updating" | "Creating"));
-        let taken_over = info.tags.contains_key(&format!("{TAKEOVER_TAG_PREFIX}{uuid}"));
+        let emulator_enabled = matches!(
+            config.state.as_deref(),
+            Some("Enabled" | "Enabling" | "Updating" | "Creating")
+        );
+        let taken_over = info.tags.contains_key(&format!("{TAKEOVER_TAG_PREFIX}{}", config.uuid));
         if !emulator_enabled && !taken_over {
             continue;
         }
@@ -203,46 +173,30 @@ async fn function_info(lambda: &aws_sdk_lambda::Client, function_name: &str) -> 
 
 async fn mapping_from(
     sqs: &aws_sdk_sqs::Client,
-    config: EventSourceMappingConfiguration,
+    config: MappingConfig,
     function_arn: String,
     function_name: String,
     environment: BTreeMap<String, String>,
 ) -> Result<Mapping, Error> {
-    let uuid = config.uuid().unwrap_or_default().to_owned();
-    let source_arn = config.event_source_arn().unwrap_or_default().to_owned();
+    let uuid = config.uuid.clone();
+    let source_arn = config.event_source_arn.clone().unwrap_or_default();
     let unsupported = |reason: String| Error::UnsupportedMapping {
         uuid: uuid.clone(),
         reason,
     };
-    let patterns: Vec<String> = config
-        .filter_criteria()
-        .map(|c| {
-            c.filters()
-                .iter()
-                .filter_map(|f| f.pattern().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    let filters = parse_filters(&uuid, &patterns)?;
-    let batch_size = usize::try_from(config.batch_size().unwrap_or(0))
+    let filters = parse_filters(&uuid, &config.filter_patterns)?;
+    let batch_size = usize::try_from(config.batch_size.unwrap_or(0))
         .ok()
         .filter(|n| *n > 0)
-        .ok_or_else(|| unsupported(format!("batch size {:?} is not positive", config.batch_size())))?;
-    let report_batch_item_failures = config
-        .function_response_types()
-        .contains(&FunctionResponseType::ReportBatchItemFailures);
+        .ok_or_else(|| unsupported(format!("batch size {:?} is not positive", config.batch_size)))?;
+    let report_batch_item_failures = config.reports_batch_item_failures();
     let source = if source_arn.contains(":dynamodb:") && source_arn.contains("/stream/") {
-        let starting_position = match config.starting_position() {
-            Some(EventSourcePosition::Latest) => StartingPosition::Latest,
-            Some(EventSourcePosition::TrimHorizon) | None => StartingPosition::TrimHorizon,
+        let starting_position = match config.starting_position.as_deref() {
+            Some("LATEST") => StartingPosition::Latest,
+            Some("TRIM_HORIZON") | None => StartingPosition::TrimHorizon,
             Some(other) => return Err(unsupported(format!("starting position {other} is not supported"))),
         };
-        let on_failure_destination = config
-            .destination_config()
-            .and_then(|d| d.on_failure())
-            .and_then(|f| f.destination())
-            .filter(|d| !d.is_empty())
-            .map(str::to_owned);
+        let on_failure_destination = config.on_failure_destination.clone().filter(|d| !d.is_empty());
         if let Some(destination) = &on_failure_destination {
             if parse_queue_arn(destination).is_none() {
                 return Err(unsupported(format!(
@@ -253,10 +207,10 @@ async fn mapping_from(
         }
         Source::Stream(StreamSettings {
             starting_position,
-            bisect_batch_on_function_error: config.bisect_batch_on_function_error().unwrap_or(false),
-            maximum_retry_attempts: config.maximum_retry_attempts().and_then(|n| u32::try_from(n).ok()),
+            bisect_batch_on_function_error: config.bisect_batch_on_function_error.unwrap_or(false),
+            maximum_retry_attempts: config.maximum_retry_attempts.and_then(|n| u32::try_from(n).ok()),
             maximum_record_age: config
-                .maximum_record_age_in_seconds()
+                .maximum_record_age_in_seconds
                 .and_then(|n| u64::try_from(n).ok())
                 .map(Duration::from_secs),
             on_failure_destination,
@@ -305,70 +259,19 @@ async fn lookup_queue_url(sqs: &aws_sdk_sqs::Client, account: &str, name: &str) 
 
 async fn queue_settings(sqs: &aws_sdk_sqs::Client, account: &str, name: &str) -> Result<QueueSettings, Error> {
     let queue_url = lookup_queue_url(sqs, account, name).await?;
-    let attributes = sqs
-        .get_queue_attributes()
-        .queue_url(&queue_url)
-        .attribute_names(QueueAttributeName::VisibilityTimeout)
-        .attribute_names(QueueAttributeName::RedrivePolicy)
-        .send()
+    let attributes = aws_sqs::queue_attributes(sqs, &queue_url)
         .await
-        .map_err(|e| Error::emulator("SQS", "GetQueueAttributes")(sdk_message(e)))?
-        .attributes
-        .unwrap_or_default();
-    let visibility_timeout = attributes
-        .get(&QueueAttributeName::VisibilityTimeout)
-        .and_then(|v| v.parse::<u64>().ok())
-        .map_or(Duration::from_secs(30), Duration::from_secs);
-    let redrive = attributes
-        .get(&QueueAttributeName::RedrivePolicy)
-        .and_then(|raw| parse_redrive_policy(raw));
+        .map_err(|e| Error::emulator("SQS", "GetQueueAttributes")(sdk_message(e)))?;
     Ok(QueueSettings {
         queue_url,
-        visibility_timeout,
-        redrive,
-    })
-}
-
-/// `RedrivePolicy` is a JSON string; `maxReceiveCount` comes as a number or
-/// a numeric string depending on who wrote it.
-pub fn parse_redrive_policy(raw: &str) -> Option<Redrive> {
-    let value: Value = serde_json::from_str(raw).ok()?;
-    let max_receive_count = match &value["maxReceiveCount"] {
-        Value::Number(n) => n.as_u64()?,
-        Value::String(s) => s.parse().ok()?,
-        _ => return None,
-    };
-    Some(Redrive {
-        dead_letter_target_arn: value["deadLetterTargetArn"].as_str()?.to_owned(),
-        max_receive_count: u32::try_from(max_receive_count).ok()?,
+        visibility_timeout: attributes.visibility_timeout,
+        redrive: attributes.redrive_policy,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn function_names_come_from_arns_with_or_without_a_qualifier() {
-        assert_eq!(
-            function_name_from_arn("arn:aws:lambda:us-east-1:123456789012:function:hck-stream-counter"),
-            "hck-stream-counter"
-        );
-        assert_eq!(
-            function_name_from_arn("arn:aws:lambda:us-east-1:123456789012:function:f:live"),
-            "f"
-        );
-        assert_eq!(function_name_from_arn("plain"), "plain");
-    }
-
-    #[test]
-    fn queue_arns_split_into_region_account_and_name() {
-        assert_eq!(
-            parse_queue_arn("arn:aws:sqs:us-east-1:123456789012:hck-dlq1"),
-            Some(("us-east-1", "123456789012", "hck-dlq1"))
-        );
-        assert_eq!(parse_queue_arn("arn:aws:sns:us-east-1:123456789012:topic"), None);
-    }
 
     #[test]
     fn the_kits_own_filter_patterns_are_accepted() {
@@ -393,20 +296,5 @@ mod tests {
             let err = parse_filters("m", &[raw.to_owned()]).unwrap_err();
             assert!(matches!(err, Error::UnsupportedMapping { .. }), "{raw}: {err}");
         }
-    }
-
-    #[test]
-    fn redrive_policies_parse_with_numeric_or_string_counts() {
-        let expected = Redrive {
-            dead_letter_target_arn: "arn:aws:sqs:us-east-1:1:dlq2".into(),
-            max_receive_count: 5,
-        };
-        for raw in [
-            r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:1:dlq2","maxReceiveCount":5}"#,
-            r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:1:dlq2","maxReceiveCount":"5"}"#,
-        ] {
-            assert_eq!(parse_redrive_policy(raw), Some(expected.clone()));
-        }
-        assert_eq!(parse_redrive_policy("{}"), None);
     }
 }

@@ -1,15 +1,16 @@
 //! The local event-source runner: plays the Lambda event source mappings
 //! deployed in an emulator that cannot run Lambda code itself (DESIGN §8).
 //!
-//! It reads the mappings back from the emulator's Lambda API
+//! It reads the mappings back from the emulator's Lambda API through the
+//! AWS layer (`hybrid_counter_aws::esm`) into its own [`Mapping`]s
 //! ([`discover`]), polls their sources — DynamoDB stream shards
-//! ([`stream`]) and SQS queues ([`sqs`]) — and invokes the target functions
-//! through an [`Invoke`] implementation: normally the Lambda invoke API of
-//! `cargo lambda watch` running the real handler binaries ([`watch`]), in
-//! tests a closure ([`FnInvoker`]). Batch size, filter criteria, partial
-//! batch responses, bisect on error, retry and record-age limits, the
-//! on-failure destination and per-shard ordering follow AWS; the decisions
-//! themselves are pure functions in [`batch`].
+//! ([`stream`]) and SQS queues ([`sqs`], on `hybrid_counter_aws::sqs`) —
+//! and invokes the target functions through an [`Invoke`] implementation:
+//! normally the Lambda invoke API of `cargo lambda watch` running the real
+//! handler binaries ([`watch`]), in tests a closure ([`FnInvoker`]). Batch
+//! size, filter criteria, partial batch responses, bisect on error, retry
+//! and record-age limits, the on-failure destination and per-shard ordering
+//! follow AWS; the decisions themselves are pure functions in [`batch`].
 //!
 //! Two ways to drive it: [`run`] polls until a shutdown future completes
 //! (`counterctl local run`); [`run_until_idle`] drains what the sources hold
@@ -40,7 +41,6 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use aws_config::{BehaviorVersion, Region};
-use aws_sdk_sqs::types::QueueAttributeName;
 use hybrid_counter_aws::streams::ShardReader;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -317,23 +317,10 @@ impl<I: Invoke> Runner<I> {
             let Source::Queue(settings) = &mapping.source else {
                 continue;
             };
-            let attributes = self
-                .ctx
-                .sqs
-                .get_queue_attributes()
-                .queue_url(&settings.queue_url)
-                .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-                .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-                .send()
+            let depth = hybrid_counter_aws::sqs::depth(&self.ctx.sqs, &settings.queue_url)
                 .await
-                .map_err(|e| Error::emulator("SQS", "GetQueueAttributes")(sdk_message(e)))?
-                .attributes
-                .unwrap_or_default();
-            let count =
-                |name: &QueueAttributeName| attributes.get(name).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-            if count(&QueueAttributeName::ApproximateNumberOfMessages) > 0
-                || count(&QueueAttributeName::ApproximateNumberOfMessagesNotVisible) > 0
-            {
+                .map_err(|e| Error::emulator("SQS", "GetQueueAttributes")(sdk_message(e)))?;
+            if depth.visible > 0 || depth.in_flight > 0 {
                 return Ok(true);
             }
         }

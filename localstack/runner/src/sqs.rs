@@ -5,86 +5,44 @@
 //! out, comes back with a higher `ApproximateReceiveCount`, and after
 //! `maxReceiveCount` receives the queue's own redrive policy moves it to its
 //! dead-letter queue (the emulator does that inside `ReceiveMessage`, as SQS
-//! does).
+//! does). Receiving, deleting and the Lambda record are the AWS layer's
+//! (`hybrid_counter_aws::sqs`); this module decides what to deliver, what
+//! to delete and what to leave.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
-use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName};
-use serde_json::{Map, Value, json};
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_sqs::types::Message;
+use hybrid_counter_aws::sqs::{self as aws_sqs, lambda_record};
+use serde_json::Value;
 use tracing::{debug, info, warn};
 
 use crate::batch::{SqsVerdict, passes, sqs_verdict};
 use crate::ctx::{Ctx, Drained};
-use crate::discover::{Mapping, QueueSettings, parse_queue_arn};
+use crate::discover::{Mapping, QueueSettings};
 use crate::error::{Error, sdk_message};
 use crate::invoke::Invoke;
-
-/// `ReceiveMessage` returns at most 10 messages per call.
-const RECEIVE_MAX: usize = 10;
-
-/// Renders a received message as Lambda's SQS event record
-/// (https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html, "Example
-/// standard queue message event").
-pub fn to_lambda_record(message: &Message, queue_arn: &str) -> Value {
-    let region = parse_queue_arn(queue_arn).map(|(r, _, _)| r).unwrap_or_default();
-    let attributes: Map<String, Value> = message
-        .attributes()
-        .map(|attrs| {
-            attrs
-                .iter()
-                .map(|(k, v)| (k.as_str().to_owned(), Value::String(v.clone())))
-                .collect()
-        })
-        .unwrap_or_default();
-    let message_attributes: Map<String, Value> = message
-        .message_attributes()
-        .map(|attrs| {
-            attrs
-                .iter()
-                .map(|(name, value)| {
-                    let mut v = Map::new();
-                    if let Some(s) = value.string_value() {
-                        v.insert("stringValue".into(), json!(s));
-                    }
-                    if let Some(b) = value.binary_value() {
-                        v.insert(
-                            "binaryValue".into(),
-                            json!(aws_smithy_types::base64::encode(b.as_ref())),
-                        );
-                    }
-                    v.insert("stringListValues".into(), json!([]));
-                    v.insert("binaryListValues".into(), json!([]));
-                    v.insert("dataType".into(), json!(value.data_type()));
-                    (name.clone(), Value::Object(v))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    json!({
-        "messageId": message.message_id().unwrap_or_default(),
-        "receiptHandle": message.receipt_handle().unwrap_or_default(),
-        "body": message.body().unwrap_or_default(),
-        "attributes": attributes,
-        "messageAttributes": message_attributes,
-        "md5OfBody": message.md5_of_body().unwrap_or_default(),
-        "eventSource": "aws:sqs",
-        "eventSourceARN": queue_arn,
-        "awsRegion": region,
-    })
-}
 
 /// The record as filter patterns see it: a JSON body is matched as JSON
 /// ("Filtering Amazon SQS messages",
 /// https://docs.aws.amazon.com/lambda/latest/dg/with-sqs-filtering.html).
-fn filter_view(record: &Value) -> Value {
-    let mut view = record.clone();
-    if let Some(parsed) = record["body"]
-        .as_str()
+fn filter_view(record: &SqsMessage) -> Value {
+    let mut view = to_json(record);
+    if let Some(parsed) = record
+        .body
+        .as_deref()
         .and_then(|b| serde_json::from_str::<Value>(b).ok())
     {
         view["body"] = parsed;
     }
     view
+}
+
+/// The JSON Lambda's event carries: string-keyed maps of strings, which
+/// always serialize.
+fn to_json(value: &impl serde::Serialize) -> Value {
+    serde_json::to_value(value).expect("an SQS event serializes")
 }
 
 /// Receives and processes batches until the queue has no visible message.
@@ -104,10 +62,7 @@ pub(crate) async fn drain_queue<I: Invoke>(
         }
         drained.progressed = true;
         ctx.update_report(mapping, |r| r.messages_received += messages.len() as u64);
-        let records: Vec<Value> = messages
-            .iter()
-            .map(|m| to_lambda_record(m, &mapping.source_arn))
-            .collect();
+        let records: Vec<SqsMessage> = messages.iter().map(|m| lambda_record(m, &mapping.source_arn)).collect();
         // Lambda deletes messages that match no filter pattern.
         let (deliver, dropped): (Vec<usize>, Vec<usize>) =
             (0..messages.len()).partition(|&i| passes(&mapping.filters, &filter_view(&records[i])));
@@ -125,7 +80,9 @@ pub(crate) async fn drain_queue<I: Invoke>(
             .iter()
             .map(|&i| messages[i].message_id().unwrap_or_default().to_owned())
             .collect();
-        let payload = json!({ "Records": deliver.iter().map(|&i| &records[i]).collect::<Vec<_>>() });
+        let mut event = SqsEvent::default();
+        event.records = deliver.iter().map(|&i| records[i].clone()).collect();
+        let payload = to_json(&event);
         let invocation = match ctx.invoker.invoke(&mapping.function_name, payload).await {
             Ok(invocation) => invocation,
             Err(err) => {
@@ -175,20 +132,15 @@ pub(crate) async fn drain_queue<I: Invoke>(
 async fn receive<I: Invoke>(ctx: &Ctx<I>, mapping: &Mapping, settings: &QueueSettings) -> Result<Vec<Message>, Error> {
     let mut messages = Vec::new();
     while messages.len() < mapping.batch_size {
-        let want = (mapping.batch_size - messages.len()).min(RECEIVE_MAX);
-        let out = ctx
-            .sqs
-            .receive_message()
-            .queue_url(&settings.queue_url)
-            .max_number_of_messages(i32::try_from(want).unwrap_or(10))
-            .visibility_timeout(i32::try_from(settings.visibility_timeout.as_secs()).unwrap_or(i32::MAX))
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .message_attribute_names("All")
-            .wait_time_seconds(0)
-            .send()
-            .await
-            .map_err(|e| Error::emulator("SQS", "ReceiveMessage")(sdk_message(e)))?;
-        let page = out.messages.unwrap_or_default();
+        let page = aws_sqs::receive(
+            &ctx.sqs,
+            &settings.queue_url,
+            mapping.batch_size - messages.len(),
+            settings.visibility_timeout,
+            Duration::ZERO,
+        )
+        .await
+        .map_err(|e| Error::emulator("SQS", "ReceiveMessage")(sdk_message(e)))?;
         if page.is_empty() {
             break;
         }
@@ -202,31 +154,23 @@ async fn delete<'a, I: Invoke>(
     settings: &QueueSettings,
     messages: impl Iterator<Item = &'a Message>,
 ) -> Result<(), Error> {
-    let entries: Vec<DeleteMessageBatchRequestEntry> = messages
-        .enumerate()
-        .filter_map(|(n, m)| {
-            DeleteMessageBatchRequestEntry::builder()
-                .id(format!("m{n}"))
-                .receipt_handle(m.receipt_handle().unwrap_or_default())
-                .build()
-                .ok()
+    let entries: Vec<(&str, &str)> = messages
+        .map(|m| {
+            (
+                m.message_id().unwrap_or_default(),
+                m.receipt_handle().unwrap_or_default(),
+            )
         })
         .collect();
-    for chunk in entries.chunks(RECEIVE_MAX) {
-        let out = ctx
-            .sqs
-            .delete_message_batch()
-            .queue_url(&settings.queue_url)
-            .set_entries(Some(chunk.to_vec()))
-            .send()
-            .await
-            .map_err(|e| Error::emulator("SQS", "DeleteMessageBatch")(sdk_message(e)))?;
-        if !out.failed().is_empty() {
-            return Err(Error::emulator("SQS", "DeleteMessageBatch")(format!(
-                "some deletes failed: {:?}",
-                out.failed()
-            )));
-        }
+    let failures = aws_sqs::delete_batch(&ctx.sqs, &settings.queue_url, &entries)
+        .await
+        .map_err(|e| Error::emulator("SQS", "DeleteMessageBatch")(sdk_message(e)))?;
+    if !failures.is_empty() {
+        let failures: Vec<String> = failures.iter().map(ToString::to_string).collect();
+        return Err(Error::emulator("SQS", "DeleteMessageBatch")(format!(
+            "some deletes failed: {}",
+            failures.join("; ")
+        )));
     }
     Ok(())
 }
