@@ -10,19 +10,21 @@
 //!   and the conversion of its records into the Lambda event's records.
 //! - [`replay`]: the on-failure record of a stream event source mapping and
 //!   the replay of the range it names.
-//! - [`esm`]: the event source mappings as Lambda describes them
+//! - [`esm`] (feature `ops`): the event source mappings as Lambda describes them
 //!   ([`esm::MappingConfig`]), listed or read by uuid.
-//! - [`sqs`]: receiving, deleting in batches, a queue's depth and
+//! - [`sqs`] (feature `ops`): receiving, deleting in batches, a queue's depth and
 //!   attributes, and a received message as the Lambda event's SQS record.
 //! - [`probe`]: the emulator's HTTP health probe.
 //! - [`lambda`] (feature `lambda`): what the Lambda binaries share.
 
 pub mod dynamo;
+#[cfg(feature = "ops")]
 pub mod esm;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod probe;
 pub mod replay;
+#[cfg(feature = "ops")]
 pub mod sqs;
 pub mod streams;
 #[cfg(test)]

@@ -4,8 +4,6 @@
 //! for the emulators, the standard chain for AWS) and builds one client per
 //! service the commands use.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -158,29 +156,7 @@ pub fn running_port(
 
 /// Answers `/_fakecloud/health` with 200? Only for plain-http endpoints.
 pub fn healthy(endpoint: &str) -> bool {
-    let Some(authority) = endpoint
-        .strip_prefix("http://")
-        .map(|rest| rest.split('/').next().unwrap_or(rest))
-    else {
-        // https endpoints are not an emulator started here; let the SDK talk to them.
-        return true;
-    };
-    let Ok(addrs) = std::net::ToSocketAddrs::to_socket_addrs(authority) else {
-        return false;
-    };
-    addrs.into_iter().any(|addr| {
-        let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
-            return false;
-        };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-        let request = format!("GET /_fakecloud/health HTTP/1.0\r\nHost: {authority}\r\n\r\n");
-        if stream.write_all(request.as_bytes()).is_err() {
-            return false;
-        }
-        let mut response = String::new();
-        let _ = stream.read_to_string(&mut response);
-        response.starts_with("HTTP/1.1 200") || response.starts_with("HTTP/1.0 200")
-    })
+    hybrid_counter_aws::probe::healthy(endpoint)
 }
 
 /// The running emulator's endpoint, starting it with the script first if

@@ -5,10 +5,10 @@
 //! a disabled mapping, messages in DLQ2, an alarm firing) is listed under
 //! `attention`, and makes the command exit 1.
 
+use hybrid_counter_aws::esm::MappingConfig;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use aws_sdk_sqs::types::QueueAttributeName;
 use serde::Serialize;
 
 use super::deploy::cfn;
@@ -40,35 +40,14 @@ impl StatusReport {
     }
 }
 
-/// One event source mapping and its key settings.
+/// One event source mapping and its key settings (the fields of
+/// [`MappingConfig`], flattened into the report and readable through
+/// `Deref`).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct MappingStatus {
     pub name: String,
-    pub uuid: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub state_reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_processing_result: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub event_source_arn: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub function_arn: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub batch_size: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub parallelization_factor: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub maximum_retry_attempts: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub maximum_record_age_in_seconds: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bisect_batch_on_function_error: Option<bool>,
-    pub function_response_types: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub on_failure_destination: Option<String>,
-    pub filter_patterns: Vec<String>,
+    #[serde(flatten)]
+    pub config: MappingConfig,
     /// Disabled in the emulator because the local event-source runner plays
     /// it (`esm-runner` takes SQS mappings over from fakecloud's own poller).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -76,6 +55,14 @@ pub struct MappingStatus {
     /// Why the mapping could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+}
+
+impl std::ops::Deref for MappingStatus {
+    type Target = MappingConfig;
+
+    fn deref(&self) -> &MappingConfig {
+        &self.config
+    }
 }
 
 /// A queue's approximate depth.
@@ -162,41 +149,14 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
 async fn mapping(ctx: &Context<'_>, name: &str, uuid: &str) -> MappingStatus {
     let mut status = MappingStatus {
         name: name.to_owned(),
-        uuid: uuid.to_owned(),
+        config: MappingConfig {
+            uuid: uuid.to_owned(),
+            ..MappingConfig::default()
+        },
         ..MappingStatus::default()
     };
-    match ctx.clients.lambda.get_event_source_mapping().uuid(uuid).send().await {
-        Ok(m) => {
-            status.state = m.state().map(str::to_owned);
-            status.state_reason = m.state_transition_reason().map(str::to_owned);
-            status.last_processing_result = m.last_processing_result().map(str::to_owned);
-            status.event_source_arn = m.event_source_arn().map(str::to_owned);
-            status.function_arn = m.function_arn().map(str::to_owned);
-            status.batch_size = m.batch_size();
-            status.parallelization_factor = m.parallelization_factor();
-            status.maximum_retry_attempts = m.maximum_retry_attempts();
-            status.maximum_record_age_in_seconds = m.maximum_record_age_in_seconds();
-            status.bisect_batch_on_function_error = m.bisect_batch_on_function_error();
-            status.function_response_types = m
-                .function_response_types()
-                .iter()
-                .map(|t| t.as_str().to_owned())
-                .collect();
-            status.on_failure_destination = m
-                .destination_config()
-                .and_then(|d| d.on_failure())
-                .and_then(|o| o.destination())
-                .map(str::to_owned);
-            status.filter_patterns = m
-                .filter_criteria()
-                .map(|c| {
-                    c.filters()
-                        .iter()
-                        .filter_map(|f| f.pattern().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-        }
+    match hybrid_counter_aws::esm::get_mapping(&ctx.clients.lambda, uuid).await {
+        Ok(config) => status.config = config,
         Err(err) => status.problem = Some(error::aws("GetEventSourceMapping")(err).to_string()),
     }
     if ctx.clients.target == crate::cli::Target::Local
@@ -220,27 +180,11 @@ async fn queue(ctx: &Context<'_>, name: &str, url: String, output: &str) -> Queu
         status.problem = Some(format!("no {output} in the stack outputs"));
         return status;
     }
-    let answer = ctx
-        .clients
-        .sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesDelayed)
-        .send()
-        .await;
-    match answer {
-        Ok(output) => {
-            let get = |name: QueueAttributeName| {
-                output
-                    .attributes()
-                    .and_then(|a| a.get(&name))
-                    .and_then(|v| v.parse().ok())
-            };
-            status.visible = get(QueueAttributeName::ApproximateNumberOfMessages);
-            status.in_flight = get(QueueAttributeName::ApproximateNumberOfMessagesNotVisible);
-            status.delayed = get(QueueAttributeName::ApproximateNumberOfMessagesDelayed);
+    match hybrid_counter_aws::sqs::depth(&ctx.clients.sqs, &url).await {
+        Ok(depth) => {
+            status.visible = Some(depth.visible);
+            status.in_flight = Some(depth.in_flight);
+            status.delayed = Some(depth.delayed);
         }
         Err(err) => status.problem = Some(error::aws("GetQueueAttributes")(err).to_string()),
     }
@@ -450,7 +394,10 @@ mod tests {
     fn a_healthy_stack_needs_nothing() {
         let mappings = [MappingStatus {
             name: "m".into(),
-            state: Some("Enabled".into()),
+            config: MappingConfig {
+                state: Some("Enabled".into()),
+                ..MappingConfig::default()
+            },
             ..MappingStatus::default()
         }];
         let queues = [QueueStatus {
@@ -471,7 +418,10 @@ mod tests {
     fn failures_dlq2_messages_and_alarms_need_attention() {
         let mappings = [MappingStatus {
             name: "m".into(),
-            state: Some("Disabled".into()),
+            config: MappingConfig {
+                state: Some("Disabled".into()),
+                ..MappingConfig::default()
+            },
             ..MappingStatus::default()
         }];
         let queues = [

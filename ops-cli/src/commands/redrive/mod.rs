@@ -45,7 +45,6 @@ mod transfer;
 use std::time::Instant;
 
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::types::QueueAttributeName;
 use hybrid_counter::stream::Processor;
 use hybrid_counter_aws::DynamoStore;
 use hybrid_counter_aws::replay::OnFailureRecord;
@@ -194,23 +193,11 @@ pub struct Depth {
 
 /// SQS's approximate visible and in-flight counts of the queue at `url`.
 pub async fn queue_depth(sqs: &Client, url: &str) -> Result<Depth> {
-    let answer = sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-        .send()
+    let depth = hybrid_counter_aws::sqs::depth(sqs, url)
         .await
         .map_err(error::aws("GetQueueAttributes"))?;
-    let count = |name: &QueueAttributeName| {
-        answer
-            .attributes()
-            .and_then(|a| a.get(name))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
     Ok(Depth {
-        visible: count(&QueueAttributeName::ApproximateNumberOfMessages),
-        in_flight: count(&QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+        visible: depth.visible,
+        in_flight: depth.in_flight,
     })
 }

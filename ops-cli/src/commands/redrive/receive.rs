@@ -8,9 +8,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::types::{
-    ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName,
-};
+use aws_sdk_sqs::types::{ChangeMessageVisibilityBatchRequestEntry, Message};
 
 use super::report::{MessageProblem, Tally};
 use crate::error::{self, Result};
@@ -102,20 +100,12 @@ impl<'a> Receiver<'a> {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        let answer = self
-            .sqs
-            .receive_message()
-            .queue_url(self.url)
-            .max_number_of_messages(want as i32)
-            .visibility_timeout(i32::try_from(self.limits.hold.as_secs()).unwrap_or(i32::MAX))
-            .wait_time_seconds(i32::try_from(self.limits.wait.as_secs()).unwrap_or(20))
-            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
-            .message_attribute_names("All")
-            .send()
-            .await
-            .map_err(error::aws("ReceiveMessage"))?;
+        let messages =
+            hybrid_counter_aws::sqs::receive(self.sqs, self.url, want as usize, self.limits.hold, self.limits.wait)
+                .await
+                .map_err(error::aws("ReceiveMessage"))?;
         let mut fresh = Vec::new();
-        for message in answer.messages.unwrap_or_default() {
+        for message in messages {
             let id = message.message_id().unwrap_or_default().to_owned();
             if self.seen.insert(id) {
                 fresh.push(message);
@@ -208,46 +198,25 @@ pub(super) fn problem(message: &Message, reason: impl Into<String>) -> MessagePr
 
 /// Deletes `messages` from the queue; one result per message, in order.
 pub(super) async fn delete(sqs: &Client, url: &str, messages: &[&Message]) -> Vec<std::result::Result<(), String>> {
-    let mut results = Vec::with_capacity(messages.len());
-    for chunk in messages.chunks(SQS_BATCH as usize) {
-        let entries: Vec<DeleteMessageBatchRequestEntry> = chunk
+    let ids: Vec<String> = (0..messages.len()).map(|n| n.to_string()).collect();
+    let entries: Vec<(&str, &str)> = ids
+        .iter()
+        .zip(messages)
+        .map(|(id, m)| (id.as_str(), m.receipt_handle().unwrap_or_default()))
+        .collect();
+    match hybrid_counter_aws::sqs::delete_batch(sqs, url, &entries).await {
+        Ok(failures) => ids
             .iter()
-            .enumerate()
-            .filter_map(|(n, m)| {
-                DeleteMessageBatchRequestEntry::builder()
-                    .id(n.to_string())
-                    .receipt_handle(m.receipt_handle().unwrap_or_default())
-                    .build()
-                    .ok()
+            .map(|id| match failures.iter().find(|f| &f.id == id) {
+                Some(failure) => Err(failure.reason.clone()),
+                None => Ok(()),
             })
-            .collect();
-        match sqs
-            .delete_message_batch()
-            .queue_url(url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-        {
-            Ok(out) => {
-                for n in 0..chunk.len() {
-                    let id = n.to_string();
-                    results.push(if out.successful().iter().any(|s| s.id() == id) {
-                        Ok(())
-                    } else {
-                        Err(out.failed().iter().find(|f| f.id() == id).map_or_else(
-                            || "not confirmed".to_owned(),
-                            |f| format!("{}: {}", f.code(), f.message().unwrap_or_default()),
-                        ))
-                    });
-                }
-            }
-            Err(err) => {
-                let reason = error::aws("DeleteMessageBatch")(err).to_string();
-                results.extend(chunk.iter().map(|_| Err(reason.clone())));
-            }
+            .collect(),
+        Err(err) => {
+            let reason = error::aws("DeleteMessageBatch")(err).to_string();
+            ids.iter().map(|_| Err(reason.clone())).collect()
         }
     }
-    results
 }
 
 #[cfg(test)]
