@@ -201,21 +201,24 @@ fn build_error(err: impl std::fmt::Display) -> StoreError {
 }
 
 impl DynamoStore {
-    /// The BE counter update (`ADD count, version; SET updated_at`), under
-    /// `condition` if any, sent once: the SDK's retries are off, because
-    /// after an ambiguous failure a retry could count twice.
+    /// The update of best-effort item `name` (`ADD count, version; SET
+    /// updated_at`), under `condition` if any, sent once: the SDK's retries
+    /// are off, because after an ambiguous failure a retry could count
+    /// twice.
     async fn update_best_effort(
         &self,
         scope: &Scope,
+        name: &str,
         values: HashMap<String, AttributeValue>,
         condition: Option<&str>,
     ) -> Result<(), StoreError> {
+        hybrid_counter::store::check_best_effort_name(name)?;
         self.meter.request(Operation::UpdateItem);
         let out = self
             .client
             .update_item()
             .table_name(&self.counters_table)
-            .set_key(Some(counter_key(scope, keys::BEST_EFFORT_NAME)))
+            .set_key(Some(counter_key(scope, name)))
             .update_expression(COUNTER_UPDATE)
             .set_condition_expression(condition.map(str::to_owned))
             .set_expression_attribute_names(Some(counter_names()))
@@ -289,6 +292,8 @@ struct StateImage {
     #[serde(default)]
     deleted: bool,
     incarnation: String,
+    #[serde(default)]
+    be_shard: Option<u32>,
 }
 
 impl From<StateImage> for ResourceState {
@@ -297,6 +302,7 @@ impl From<StateImage> for ResourceState {
             counter_processed: image.counter_processed,
             deleted: image.deleted,
             incarnation: image.incarnation,
+            be_shard: image.be_shard,
         }
     }
 }
@@ -306,11 +312,22 @@ impl From<StateImage> for ResourceState {
 struct KeyedStateImage {
     scope: String,
     id: String,
-    #[serde(default)]
-    counter_processed: bool,
-    #[serde(default)]
-    deleted: bool,
-    incarnation: String,
+    #[serde(flatten)]
+    state: StateImage,
+}
+
+/// The kit attributes [`StateImage`] reads, for a projection expression
+/// (with [`state_names`]).
+const STATE_PROJECTION: &str = "#cp, #del, #inc, #shard";
+
+/// The placeholders of [`STATE_PROJECTION`].
+fn state_names() -> HashMap<String, String> {
+    HashMap::from([
+        ("#cp".to_owned(), keys::COUNTER_PROCESSED.to_owned()),
+        ("#del".to_owned(), keys::DELETED.to_owned()),
+        ("#inc".to_owned(), keys::INCARNATION.to_owned()),
+        ("#shard".to_owned(), keys::BE_SHARD.to_owned()),
+    ])
 }
 
 /// Keys per `BatchGetItem` request (DynamoDB's limit).
@@ -352,23 +369,35 @@ impl Store for DynamoStore {
         self.plain(out, Written::RESOURCE, |o| o.consumed_capacity.as_ref())
     }
 
-    async fn add_best_effort(&self, scope: &Scope, delta: i64, now: EpochMillis) -> Result<(), StoreError> {
+    async fn add_best_effort(&self, scope: &Scope, name: &str, delta: i64, now: EpochMillis) -> Result<(), StoreError> {
         // One attempt only: a retry after an ambiguous 500 could count twice.
-        self.update_best_effort(scope, counter_values(delta, now), None).await
+        self.update_best_effort(scope, name, counter_values(delta, now), None)
+            .await
     }
 
-    async fn reserve_best_effort(&self, scope: &Scope, limit: u64, now: EpochMillis) -> Result<(), StoreError> {
+    async fn reserve_best_effort(
+        &self,
+        scope: &Scope,
+        name: &str,
+        quota: u64,
+        now: EpochMillis,
+    ) -> Result<(), StoreError> {
         // `attribute_not_exists(count)` admits the first reservation of a
-        // scope, which is only right when the limit leaves room for one.
-        if limit == 0 {
+        // shard, which is only right when its quota leaves room for one.
+        if quota == 0 {
             return Err(StoreError::ConditionFailed);
         }
         let mut values = counter_values(1, now);
-        values.insert(":limit".to_owned(), n(i64::try_from(limit).unwrap_or(i64::MAX)));
+        values.insert(":quota".to_owned(), n(i64::try_from(quota).unwrap_or(i64::MAX)));
         // One attempt only: after an ambiguous 500 the slot may be reserved
         // already, and a retry would reserve a second one.
-        self.update_best_effort(scope, values, Some("attribute_not_exists(#count) OR #count < :limit"))
-            .await
+        self.update_best_effort(
+            scope,
+            name,
+            values,
+            Some("attribute_not_exists(#count) OR #count < :quota"),
+        )
+        .await
     }
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
@@ -379,10 +408,8 @@ impl Store for DynamoStore {
             .table_name(&self.resources_table)
             .set_key(Some(resource_key(key)))
             .consistent_read(true)
-            .projection_expression("#cp, #del, #inc")
-            .expression_attribute_names("#cp", keys::COUNTER_PROCESSED)
-            .expression_attribute_names("#del", keys::DELETED)
-            .expression_attribute_names("#inc", keys::INCARNATION)
+            .projection_expression(STATE_PROJECTION)
+            .set_expression_attribute_names(Some(state_names()))
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
@@ -402,12 +429,10 @@ impl Store for DynamoStore {
                 KeysAndAttributes::builder()
                     .set_keys(Some(chunk.iter().map(resource_key).collect()))
                     .consistent_read(true)
-                    .projection_expression("#scope, #id, #cp, #del, #inc")
+                    .projection_expression(format!("#scope, #id, {STATE_PROJECTION}"))
+                    .set_expression_attribute_names(Some(state_names()))
                     .expression_attribute_names("#scope", keys::SCOPE)
                     .expression_attribute_names("#id", keys::ID)
-                    .expression_attribute_names("#cp", keys::COUNTER_PROCESSED)
-                    .expression_attribute_names("#del", keys::DELETED)
-                    .expression_attribute_names("#inc", keys::INCARNATION)
                     .build()
                     .map_err(build_error)?,
             );
@@ -437,14 +462,7 @@ impl Store for DynamoStore {
                 {
                     let image: KeyedStateImage = serde_dynamo::from_item(item)
                         .map_err(|e| StoreError::Malformed(format!("resource item: {e}")))?;
-                    found.insert(
-                        (image.scope, image.id),
-                        ResourceState {
-                            counter_processed: image.counter_processed,
-                            deleted: image.deleted,
-                            incarnation: image.incarnation,
-                        },
-                    );
+                    found.insert((image.scope, image.id), image.state.into());
                 }
                 request = out
                     .unprocessed_keys
@@ -736,12 +754,10 @@ impl DynamoStore {
                     .table_name(table)
                     .segment(segment as i32)
                     .total_segments(segments as i32)
-                    .projection_expression("#scope, #id, #cp, #del, #inc")
+                    .projection_expression(format!("#scope, #id, {STATE_PROJECTION}"))
+                    .set_expression_attribute_names(Some(state_names()))
                     .expression_attribute_names("#scope", keys::SCOPE)
                     .expression_attribute_names("#id", keys::ID)
-                    .expression_attribute_names("#cp", keys::COUNTER_PROCESSED)
-                    .expression_attribute_names("#del", keys::DELETED)
-                    .expression_attribute_names("#inc", keys::INCARNATION)
                     .into_paginator()
                     .send();
                 while let Some(page) = pages.next().await {
@@ -797,6 +813,7 @@ mod tests {
     //! intercepted client (no network): what DynamoDB answers, and what the
     //! kit makes of it.
 
+    use aws_sdk_dynamodb::operation::get_item::GetItemOutput;
     use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsOutput;
     use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
     use aws_sdk_dynamodb::types::CancellationReason;
@@ -817,6 +834,7 @@ mod tests {
             counters_table: "counters".into(),
             default_limit: Some(10),
             eventual_shards: 1,
+            best_effort_shards: 1,
             admission: Admission::BestEffort,
         };
         DynamoStore::new(client, &config)
@@ -856,19 +874,70 @@ mod tests {
         ]);
         assert_eq!(s.mark_deleted(&key(), "inc", 1).await, Err(StoreError::ConditionFailed));
         // Refused before it was applied: safe to send again.
-        assert!(s.add_best_effort(&scope(), 1, 1).await.unwrap_err().is_transient());
-        assert!(s.add_best_effort(&scope(), 1, 1).await.unwrap_err().is_transient());
+        assert!(
+            s.add_best_effort(&scope(), "best_effort", 1, 1)
+                .await
+                .unwrap_err()
+                .is_transient()
+        );
+        assert!(
+            s.add_best_effort(&scope(), "best_effort", 1, 1)
+                .await
+                .unwrap_err()
+                .is_transient()
+        );
         assert!(matches!(
-            s.add_best_effort(&scope(), 1, 1).await,
+            s.add_best_effort(&scope(), "best_effort", 1, 1).await,
             Err(StoreError::Rejected(_))
         ));
         // Outcome unknown: neither transient nor a refusal.
-        let err = s.add_best_effort(&scope(), 1, 1).await.unwrap_err();
+        let err = s.add_best_effort(&scope(), "best_effort", 1, 1).await.unwrap_err();
         assert!(
             matches!(err, StoreError::Unavailable(_)) && !err.is_transient(),
             "{err}"
         );
         assert_eq!(s.meter().snapshot().failed_requests, 5);
+    }
+
+    #[tokio::test]
+    async fn a_reservation_is_conditioned_on_its_shards_quota_and_writes_that_shard_only() {
+        let rule = mock!(Client::update_item)
+            .match_requests(|r| {
+                r.key().and_then(|k| k.get("name")) == Some(&AttributeValue::S("best_effort#3".into()))
+                    && r.condition_expression() == Some("attribute_not_exists(#count) OR #count < :quota")
+                    && r.expression_attribute_values().and_then(|v| v.get(":quota"))
+                        == Some(&AttributeValue::N("4".into()))
+            })
+            .then_output(|| UpdateItemOutput::builder().build());
+        let s = store(std::slice::from_ref(&rule));
+        s.reserve_best_effort(&scope(), "best_effort#3", 4, 1).await.unwrap();
+        assert_eq!(rule.num_calls(), 1);
+        // A full quota and a name that is not a best-effort item send nothing.
+        assert_eq!(
+            s.reserve_best_effort(&scope(), "best_effort#3", 0, 1).await,
+            Err(StoreError::ConditionFailed)
+        );
+        assert!(matches!(
+            s.add_best_effort(&scope(), "eventual", 1, 1).await,
+            Err(StoreError::Rejected(_))
+        ));
+        assert_eq!(rule.num_calls(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_read_item_gives_the_shard_its_create_counted_on() {
+        let rule = mock!(Client::get_item)
+            .match_requests(|r| r.projection_expression().is_some_and(|p| p.contains("#shard")))
+            .then_output(|| {
+                GetItemOutput::builder()
+                    .item("incarnation", AttributeValue::S("inc".into()))
+                    .item("counter_processed", AttributeValue::Bool(false))
+                    .item("be_shard", AttributeValue::N("5".into()))
+                    .build()
+            });
+        let s = store(std::slice::from_ref(&rule));
+        let state = s.get_resource(&key()).await.unwrap().unwrap();
+        assert_eq!(state.be_shard, Some(5));
     }
 
     #[tokio::test]

@@ -13,6 +13,8 @@ pub const ENV_COUNTERS_TABLE: &str = "COUNTERS_TABLE";
 pub const ENV_DEFAULT_LIMIT: &str = "DEFAULT_LIMIT";
 /// Environment variable with the number of eventual-counter shards.
 pub const ENV_EC_SHARDS: &str = "EC_SHARDS";
+/// Environment variable with the number of best-effort-counter shards.
+pub const ENV_BE_SHARDS: &str = "BE_SHARDS";
 /// Environment variable choosing how the stream consumer writes a batch:
 /// `batched` (default) or `per-record` (kept for comparison).
 pub const ENV_PROCESSING_MODE: &str = "PROCESSING_MODE";
@@ -89,6 +91,10 @@ pub struct CounterConfig {
     /// Items the eventual counter is spread over (`eventual#0..n-1`); 1
     /// keeps the single `eventual` item. Readers sum whatever exists.
     pub eventual_shards: u32,
+    /// Items the best-effort counter is spread over (`best_effort#0..n-1`);
+    /// 1 keeps the single `best_effort` item. Readers sum whatever exists
+    /// ([`crate::best_effort`]).
+    pub best_effort_shards: u32,
     /// How the request path admits a create; the audit reads BE against the
     /// live count by the same mode.
     pub admission: Admission,
@@ -112,19 +118,22 @@ impl CounterConfig {
                 })
             })
             .transpose()?;
-        let eventual_shards = match lookup(ENV_EC_SHARDS) {
-            None => 1,
+        let shards = |name: &str| match lookup(name) {
+            None => Ok(1),
             Some(raw) => raw
                 .trim()
                 .parse::<u32>()
                 .ok()
-                .filter(|n| (1..=100).contains(n))
+                .filter(|n| (1..=crate::best_effort::MAX_SHARDS).contains(n))
                 .ok_or_else(|| {
                     Error::InvalidInput(format!(
-                        "environment variable {ENV_EC_SHARDS} must be an integer from 1 to 100, got {raw:?}"
+                        "environment variable {name} must be an integer from 1 to {}, got {raw:?}",
+                        crate::best_effort::MAX_SHARDS
                     ))
-                })?,
+                }),
         };
+        let eventual_shards = shards(ENV_EC_SHARDS)?;
+        let best_effort_shards = shards(ENV_BE_SHARDS)?;
         let admission = match lookup(ENV_ADMISSION_MODE) {
             None => Admission::default(),
             Some(raw) if raw.trim().is_empty() => Admission::default(),
@@ -136,6 +145,7 @@ impl CounterConfig {
         };
         Ok(Self {
             eventual_shards,
+            best_effort_shards,
             admission,
             resources_table: required(ENV_RESOURCES_TABLE)?,
             counters_table: required(ENV_COUNTERS_TABLE)?,
@@ -188,6 +198,7 @@ mod tests {
         .unwrap();
         assert_eq!(cfg.require_default_limit().unwrap(), 25);
         assert_eq!(cfg.eventual_shards, 1);
+        assert_eq!(cfg.best_effort_shards, 1, "one best-effort item unless set");
         assert_eq!(cfg.resources_table, "res");
         assert_eq!(cfg.admission, Admission::BestEffort, "best-effort unless set");
     }
@@ -246,6 +257,25 @@ mod tests {
         ]))
         .unwrap_err();
         assert!(err.to_string().contains("EC_SHARDS"), "{err}");
+        for bad in ["0", "101", "four", "-2"] {
+            let err = CounterConfig::from_lookup(env(&[
+                ("RESOURCES_TABLE", "res"),
+                ("COUNTERS_TABLE", "cnt"),
+                ("BE_SHARDS", bad),
+            ]))
+            .unwrap_err();
+            assert!(
+                err.to_string().contains("BE_SHARDS") && err.to_string().contains(bad),
+                "{err}"
+            );
+        }
+        let cfg = CounterConfig::from_lookup(env(&[
+            ("RESOURCES_TABLE", "res"),
+            ("COUNTERS_TABLE", "cnt"),
+            ("BE_SHARDS", " 16 "),
+        ]))
+        .unwrap();
+        assert_eq!(cfg.best_effort_shards, 16);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Typed items of both tables, mapped with serde_dynamo. Payload attributes
 //! of a resource are the owner's and pass through untouched.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{ResourceId, Scope};
@@ -17,6 +19,10 @@ pub struct ResourceItem {
     pub deleted: bool,
     pub incarnation: String,
     pub created_at: EpochMillis,
+    /// The best-effort shard the create counted this item on
+    /// ([`crate::keys::BE_SHARD`]); `None`: the unsharded `best_effort`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub be_shard: Option<u32>,
 }
 
 /// The kit's view of a resource item at one moment, as the stream consumer
@@ -26,6 +32,8 @@ pub struct ResourceState {
     pub counter_processed: bool,
     pub deleted: bool,
     pub incarnation: String,
+    /// Where a delete takes its `-1` from (see [`ResourceItem::be_shard`]).
+    pub be_shard: Option<u32>,
 }
 
 impl From<ResourceItem> for ResourceState {
@@ -34,6 +42,7 @@ impl From<ResourceItem> for ResourceState {
             counter_processed: item.counter_processed,
             deleted: item.deleted,
             incarnation: item.incarnation,
+            be_shard: item.be_shard,
         }
     }
 }
@@ -71,7 +80,8 @@ impl ItemRow {
     }
 }
 
-/// One item of the counters table (`best_effort`, `eventual`, `eventual#n`).
+/// One item of the counters table (`best_effort`, `best_effort#n`,
+/// `eventual`, `eventual#n`, `limit`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CounterItem {
     pub scope: String,
@@ -88,13 +98,17 @@ pub struct CounterItem {
 }
 
 /// Everything the counters table holds for one scope, read in one Query.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CounterSnapshot {
+    /// Sum over `best_effort` and every `best_effort#n` shard.
     pub best_effort: i64,
     /// Sum over `eventual` and every `eventual#n` shard.
     pub eventual: i64,
     /// Per-scope override of the default limit.
     pub limit_override: Option<u64>,
+    /// Each best-effort item read (`best_effort`, `best_effort#n`) and its
+    /// count: what strict admission splits the limit over.
+    pub best_effort_items: BTreeMap<String, i64>,
 }
 
 impl CounterSnapshot {
@@ -102,14 +116,24 @@ impl CounterSnapshot {
     pub fn from_items(items: impl IntoIterator<Item = CounterItem>) -> Self {
         let mut snap = Self::default();
         for item in items {
-            match item.name.as_str() {
-                crate::keys::BEST_EFFORT_NAME => snap.best_effort += item.count,
-                crate::keys::LIMIT_NAME => snap.limit_override = item.limit,
-                name if crate::keys::is_eventual_name(name) => snap.eventual += item.count,
-                _ => {}
+            if item.name == crate::keys::LIMIT_NAME {
+                snap.limit_override = item.limit;
+            } else {
+                snap.add(&item.name, item.count);
             }
         }
         snap
+    }
+
+    /// Adds one counter item's count to the sum it belongs to (others are
+    /// ignored).
+    pub fn add(&mut self, name: &str, count: i64) {
+        if crate::keys::is_best_effort_name(name) {
+            self.best_effort += count;
+            *self.best_effort_items.entry(name.to_owned()).or_default() += count;
+        } else if crate::keys::is_eventual_name(name) {
+            self.eventual += count;
+        }
     }
 }
 
@@ -129,11 +153,14 @@ mod tests {
     }
 
     #[test]
-    fn snapshot_sums_eventual_shards_and_reads_limit_override() {
+    fn snapshot_sums_both_counters_shards_and_reads_limit_override() {
         let mut limit = counter("limit", 0);
         limit.limit = Some(7);
         let snap = CounterSnapshot::from_items([
             counter("best_effort", 3),
+            counter("best_effort#0", 5),
+            counter("best_effort#2", -1),
+            counter("best_effort#x", 50),
             counter("eventual", 1),
             counter("eventual#0", 2),
             counter("eventual#3", 4),
@@ -143,9 +170,13 @@ mod tests {
         assert_eq!(
             snap,
             CounterSnapshot {
-                best_effort: 3,
+                best_effort: 7,
                 eventual: 7,
-                limit_override: Some(7)
+                limit_override: Some(7),
+                best_effort_items: [("best_effort", 3), ("best_effort#0", 5), ("best_effort#2", -1)]
+                    .into_iter()
+                    .map(|(n, c)| (n.to_owned(), c))
+                    .collect(),
             }
         );
     }
@@ -159,6 +190,7 @@ mod tests {
             deleted: false,
             incarnation: "inc".into(),
             created_at: 1_700_000_000_000,
+            be_shard: None,
         };
         let av: serde_dynamo::Item = serde_dynamo::to_item(&item).unwrap();
         assert_eq!(av["counter_processed"], serde_dynamo::AttributeValue::Bool(false));
@@ -166,7 +198,15 @@ mod tests {
             av["created_at"],
             serde_dynamo::AttributeValue::N("1700000000000".into())
         );
+        assert!(!av.contains_key("be_shard"), "unsharded items carry no shard");
         let back: ResourceItem = serde_dynamo::from_item(av).unwrap();
         assert_eq!(back, item);
+        let sharded = ResourceItem {
+            be_shard: Some(3),
+            ..item
+        };
+        let av: serde_dynamo::Item = serde_dynamo::to_item(&sharded).unwrap();
+        assert_eq!(av["be_shard"], serde_dynamo::AttributeValue::N("3".into()));
+        assert_eq!(serde_dynamo::from_item::<_, ResourceItem>(av).unwrap(), sharded);
     }
 }

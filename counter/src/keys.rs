@@ -17,6 +17,10 @@ pub const INCARNATION: &str = "incarnation";
 pub const CREATED_AT: &str = "created_at";
 /// Resources table: soft-delete time, epoch milliseconds.
 pub const DELETED_AT: &str = "deleted_at";
+/// Resources table: the best-effort shard (`best_effort#<n>`) the create
+/// counted this item on; absent when the counter is not sharded
+/// (`best_effort`). A delete takes its `-1` from the same shard.
+pub const BE_SHARD: &str = "be_shard";
 
 /// Counters table: sort key.
 pub const NAME: &str = "name";
@@ -29,7 +33,8 @@ pub const UPDATED_AT: &str = "updated_at";
 /// Counters table: the per-scope limit override, on the [`LIMIT_NAME`] item.
 pub const LIMIT: &str = "limit";
 
-/// Counters table `name` of the best-effort counter.
+/// Counters table `name` of the best-effort counter (and prefix of its
+/// shards, `best_effort#<n>`).
 pub const BEST_EFFORT_NAME: &str = "best_effort";
 /// Counters table `name` of the eventual counter (and prefix of its shards,
 /// `eventual#<n>`).
@@ -39,7 +44,7 @@ pub const LIMIT_NAME: &str = "limit";
 
 /// Attribute names the kit owns on a resource item; an owner's payload may
 /// not use them.
-pub const RESERVED_RESOURCE_ATTRIBUTES: [&str; 7] = [
+pub const RESERVED_RESOURCE_ATTRIBUTES: [&str; 8] = [
     SCOPE,
     ID,
     COUNTER_PROCESSED,
@@ -47,14 +52,35 @@ pub const RESERVED_RESOURCE_ATTRIBUTES: [&str; 7] = [
     INCARNATION,
     CREATED_AT,
     DELETED_AT,
+    BE_SHARD,
 ];
 
 /// Whether a counters-table `name` belongs to the eventual counter
 /// (`eventual` or one of its shards `eventual#<n>`).
 pub fn is_eventual_name(name: &str) -> bool {
-    name == EVENTUAL_NAME
+    is_counter_name(EVENTUAL_NAME, name)
+}
+
+/// Whether a counters-table `name` belongs to the best-effort counter
+/// (`best_effort` or one of its shards `best_effort#<n>`).
+pub fn is_best_effort_name(name: &str) -> bool {
+    is_counter_name(BEST_EFFORT_NAME, name)
+}
+
+/// The counters-table `name` of best-effort shard `shard`; `None` is the
+/// unsharded `best_effort`.
+pub fn best_effort_name(shard: Option<u32>) -> String {
+    match shard {
+        None => BEST_EFFORT_NAME.to_owned(),
+        Some(n) => format!("{BEST_EFFORT_NAME}#{n}"),
+    }
+}
+
+/// `base` itself or one of its shards `base#<n>`.
+fn is_counter_name(base: &str, name: &str) -> bool {
+    name == base
         || name
-            .strip_prefix(EVENTUAL_NAME)
+            .strip_prefix(base)
             .and_then(|rest| rest.strip_prefix('#'))
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
@@ -72,5 +98,19 @@ mod tests {
         assert!(!is_eventual_name("eventual#x"));
         assert!(!is_eventual_name("eventually"));
         assert!(!is_eventual_name("best_effort"));
+    }
+
+    #[test]
+    fn best_effort_names_include_shards_only() {
+        for shard in [None, Some(0), Some(15)] {
+            assert!(is_best_effort_name(&best_effort_name(shard)), "{shard:?}");
+        }
+        assert_eq!(best_effort_name(None), "best_effort");
+        assert_eq!(best_effort_name(Some(3)), "best_effort#3");
+        assert!(!is_best_effort_name("best_effort#"));
+        assert!(!is_best_effort_name("best_effort#-1"));
+        assert!(!is_best_effort_name("best_efforts"));
+        assert!(!is_best_effort_name("eventual#0"));
+        assert!(!is_best_effort_name(LIMIT_NAME));
     }
 }

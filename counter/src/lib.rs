@@ -24,6 +24,7 @@
 //! ARCHITECTURE.md draws the crates.
 
 pub mod audit;
+pub mod best_effort;
 pub mod config;
 pub mod error;
 pub mod ids;

@@ -425,6 +425,19 @@ impl MemoryStore {
             .unwrap_or(0)
     }
 
+    /// The best-effort counter of `scope`: the sum over its items
+    /// (`best_effort`, `best_effort#n`), as every reader sees it.
+    pub fn best_effort(&self, scope: &str) -> i64 {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .tables
+            .counters
+            .iter()
+            .filter(|((s, name), _)| s == scope && keys::is_best_effort_name(name))
+            .map(|(_, count)| count)
+            .sum()
+    }
+
     /// Sets a counters-table item, as an operator's repair does; its
     /// `updated_at` is the store's clock.
     pub fn set_counter(&self, scope: &str, name: &str, count: i64) {
@@ -446,6 +459,7 @@ impl MemoryStore {
             deleted,
             incarnation: incarnation.to_owned(),
             created_at: 0,
+            be_shard: None,
         };
         self.put_resource(&NewResource {
             item,
@@ -472,6 +486,7 @@ impl MemoryStore {
                     counter_processed: false,
                     deleted: false,
                     incarnation: String::new(),
+                    be_shard: None,
                 },
                 image,
             },
@@ -819,13 +834,8 @@ impl Store for MemoryStore {
                 ..CounterSnapshot::default()
             };
             for ((s, name), count) in &t.counters {
-                if s != scope.as_str() {
-                    continue;
-                }
-                if name == keys::BEST_EFFORT_NAME {
-                    snap.best_effort += count;
-                } else if keys::is_eventual_name(name) {
-                    snap.eventual += count;
+                if s == scope.as_str() {
+                    snap.add(name, *count);
                 }
             }
             Ok(snap)
@@ -846,11 +856,7 @@ impl Store for MemoryStore {
             t.resources.insert(
                 key,
                 MemResource {
-                    state: ResourceState {
-                        counter_processed: resource.item.counter_processed,
-                        deleted: resource.item.deleted,
-                        incarnation: resource.item.incarnation.clone(),
-                    },
+                    state: resource.item.clone().into(),
                     image,
                 },
             );
@@ -858,28 +864,36 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn add_best_effort(&self, scope: &Scope, delta: i64, now: EpochMillis) -> Result<(), StoreError> {
-        let lock = LockKey::Counter(scope.to_string(), keys::BEST_EFFORT_NAME.to_owned());
+    async fn add_best_effort(&self, scope: &Scope, name: &str, delta: i64, now: EpochMillis) -> Result<(), StoreError> {
+        crate::store::check_best_effort_name(name)?;
+        let lock = LockKey::Counter(scope.to_string(), name.to_owned());
         self.call(Op::AddBestEffort, &[lock], |t, _| {
-            t.add_counter(scope.as_str(), keys::BEST_EFFORT_NAME, delta, now);
+            t.add_counter(scope.as_str(), name, delta, now);
             Ok(())
         })
     }
 
-    async fn reserve_best_effort(&self, scope: &Scope, limit: u64, now: EpochMillis) -> Result<(), StoreError> {
-        let lock = LockKey::Counter(scope.to_string(), keys::BEST_EFFORT_NAME.to_owned());
+    async fn reserve_best_effort(
+        &self,
+        scope: &Scope,
+        name: &str,
+        quota: u64,
+        now: EpochMillis,
+    ) -> Result<(), StoreError> {
+        crate::store::check_best_effort_name(name)?;
+        let lock = LockKey::Counter(scope.to_string(), name.to_owned());
         self.call(Op::ReserveBestEffort, &[lock], |t, _| {
             let count = t
                 .counters
-                .get(&(scope.to_string(), keys::BEST_EFFORT_NAME.to_owned()))
+                .get(&(scope.to_string(), name.to_owned()))
                 .copied()
                 .unwrap_or(0);
-            // `attribute_not_exists(count) OR count < :limit`, with a
+            // `attribute_not_exists(count) OR count < :quota`, with a
             // missing count read as 0.
-            if i128::from(count) >= i128::from(limit) {
+            if i128::from(count) >= i128::from(quota) {
                 return Err(StoreError::ConditionFailed);
             }
-            t.add_counter(scope.as_str(), keys::BEST_EFFORT_NAME, 1, now);
+            t.add_counter(scope.as_str(), name, 1, now);
             Ok(())
         })
     }
@@ -1047,6 +1061,7 @@ mod tests {
                 deleted: false,
                 incarnation: incarnation.into(),
                 created_at: 7,
+                be_shard: None,
             },
             payload,
         }

@@ -29,10 +29,15 @@
 //! BE at or below live, the defect of strict mode: run `audit --repair`
 //! right after the switch (it raises BE to live at once).
 
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use serde::Serialize;
 use serde_dynamo::Item;
 use tracing::warn;
 
+use crate::best_effort::Layout;
 use crate::config::Admission;
 use crate::error::{Error, StoreError};
 use crate::ids::{ResourceId, Scope};
@@ -45,6 +50,8 @@ use crate::time::EpochMillis;
 /// Usage of one scope as the request path sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Usage {
+    /// Sum over the best-effort counter's items (`best_effort`,
+    /// `best_effort#n`).
     pub best_effort: i64,
     pub eventual: i64,
     /// `max(best_effort, eventual)`: what admission compares with the limit.
@@ -53,7 +60,7 @@ pub struct Usage {
 }
 
 impl Usage {
-    fn new(snapshot: CounterSnapshot, default_limit: u64) -> Self {
+    fn new(snapshot: &CounterSnapshot, default_limit: u64) -> Self {
         Self {
             best_effort: snapshot.best_effort,
             eventual: snapshot.eventual,
@@ -87,10 +94,20 @@ pub struct Counter<S> {
     store: S,
     default_limit: u64,
     admission: Admission,
-    /// Retries of the request path's own conditional writes when the item is
-    /// momentarily held by the stream consumer's transaction.
+    /// The best-effort shards creates count on.
+    layout: Layout,
+    /// Retries of the request path's own writes when the item is
+    /// momentarily busy (throttled, or held by a transaction): one round
+    /// over the shards per attempt.
     busy_backoff: Backoff,
     seed: Option<u64>,
+    /// Draws of shard choices so far (each request seeds its own generator
+    /// from it when a seed is set).
+    draws: Arc<AtomicU64>,
+    /// Best-effort writes given up on: not applied after every retry, or
+    /// with an unknown outcome. Each leaves BE off by one in the safe
+    /// direction until the repair.
+    swallowed: Arc<AtomicU64>,
 }
 
 impl<S: Store> Counter<S> {
@@ -99,15 +116,27 @@ impl<S: Store> Counter<S> {
             store,
             default_limit,
             admission: Admission::default(),
+            layout: Layout::default(),
             busy_backoff: Backoff {
                 max_attempts: 4,
                 ..Backoff::default()
             },
             seed: None,
+            draws: Arc::default(),
+            swallowed: Arc::default(),
         }
     }
 
-    /// Makes the jitter of the busy retries reproducible (simulation and tests).
+    /// The request path as a deployed stack configures it: `config`'s
+    /// admission mode and best-effort shards.
+    pub fn configured(store: S, default_limit: u64, config: &crate::config::CounterConfig) -> Self {
+        Self::new(store, default_limit)
+            .with_admission(config.admission)
+            .with_best_effort_shards(config.best_effort_shards)
+    }
+
+    /// Makes the jitter of the busy retries and the choice of shards
+    /// reproducible (simulation and tests).
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
@@ -119,18 +148,35 @@ impl<S: Store> Counter<S> {
         self
     }
 
+    /// Spreads the best-effort counter over `shards` items (1, the default:
+    /// the single `best_effort` item).
+    pub fn with_best_effort_shards(mut self, shards: u32) -> Self {
+        self.layout = Layout::new(shards);
+        self
+    }
+
     pub fn admission(&self) -> Admission {
         self.admission
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
     }
 
     pub fn store(&self) -> &S {
         &self.store
     }
 
+    /// Best-effort writes this counter gave up on so far (see
+    /// [`Created::best_effort_counted`]): how far BE may lag under heat.
+    pub fn swallowed_best_effort_writes(&self) -> u64 {
+        self.swallowed.load(Ordering::Relaxed)
+    }
+
     /// Reads BE, EC and the limit of `scope` (strongly consistent).
     pub async fn usage(&self, scope: &Scope) -> Result<Usage, Error> {
         let snapshot = self.store.read_counters(scope).await.map_err(store_error)?;
-        Ok(Usage::new(snapshot, self.default_limit))
+        Ok(Usage::new(&snapshot, self.default_limit))
     }
 
     /// Creates `id` in `scope` if the scope is under its limit.
@@ -152,17 +198,21 @@ impl<S: Store> Counter<S> {
                 "payload attribute {name:?} is reserved by the counter kit"
             )));
         }
-        let usage = self.usage(scope).await?;
+        let snapshot = self.store.read_counters(scope).await.map_err(store_error)?;
+        let usage = Usage::new(&snapshot, self.default_limit);
         if !usage.admits_one_more() {
             return Err(Error::LimitExceeded {
                 usage: usage.effective,
                 limit: usage.limit,
             });
         }
+        let mut rng = self.rng();
         let strict = self.admission.is_strict();
-        if strict {
-            self.reserve(scope, &usage, now).await?;
-        }
+        let be_shard = if strict {
+            self.reserve(scope, &usage, &snapshot, now, &mut rng).await?
+        } else {
+            self.layout.pick(&mut rng)
+        };
         let incarnation = uuid::Uuid::new_v4().simple().to_string();
         let resource = NewResource {
             item: ResourceItem {
@@ -172,13 +222,14 @@ impl<S: Store> Counter<S> {
                 deleted: false,
                 incarnation: incarnation.clone(),
                 created_at: now,
+                be_shard,
             },
             payload,
         };
         if let Err(failure) = self.put(&resource).await {
             if strict {
                 if failure.definitive {
-                    self.give_back(scope, id, now).await;
+                    self.give_back(scope, id, be_shard, now, &mut rng).await;
                 } else {
                     warn!(%scope, %id, error = %failure.error, "the put's outcome is unknown; its reserved slot is kept (best-effort over-reserved until repaired)");
                 }
@@ -186,10 +237,15 @@ impl<S: Store> Counter<S> {
             return Err(failure.error);
         }
         let best_effort_counted = strict
-            || match self.add_best_effort(scope, 1, now).await {
-                Ok(()) => true,
+            || match self.add_best_effort(scope, be_shard, 1, now, &mut rng).await {
+                Ok(_) => true,
                 Err(err) => {
-                    warn!(%scope, %id, error = %err, "best-effort increment failed; the eventual counter will count this item");
+                    self.swallow(
+                        scope,
+                        id,
+                        &err,
+                        "best-effort increment given up; the eventual counter will count this item",
+                    );
                     false
                 }
             };
@@ -202,18 +258,36 @@ impl<S: Store> Counter<S> {
     }
 
     /// Strict admission: reserves one slot of `scope` under the limit in
-    /// force (`usage.limit`, the override or the default). Refused: the
-    /// scope is at its limit and nothing was written. Retried only on
-    /// throttling or a transaction holding the counter (one SDK attempt per
-    /// call, so such a refusal means nothing was written); an ambiguous
-    /// failure is not retried and may leave the slot reserved (the safe
-    /// direction).
-    async fn reserve(&self, scope: &Scope, usage: &Usage, now: EpochMillis) -> Result<(), Error> {
-        match self
-            .retry_busy(|| self.store.reserve_best_effort(scope, usage.limit, now))
-            .await
-        {
-            Ok(()) => Ok(()),
+    /// force (`usage.limit`, the override or the default), on a shard with
+    /// room under its quota ([`Layout::quotas`]), trying the others when
+    /// one is full or busy. Refused: every shard is at its quota and
+    /// nothing was written. A throttled or conflicting reservation was not
+    /// applied and goes to another shard (and again after a backoff); an
+    /// ambiguous failure is not retried and may leave the slot reserved
+    /// (the safe direction). Returns the shard reserved on.
+    async fn reserve(
+        &self,
+        scope: &Scope,
+        usage: &Usage,
+        snapshot: &CounterSnapshot,
+        now: EpochMillis,
+        rng: &mut fastrand::Rng,
+    ) -> Result<Option<u32>, Error> {
+        let quotas = self.layout.quotas(&snapshot.best_effort_items, usage.limit);
+        let order: Vec<Option<u32>> = Layout::reservation_order(&quotas, rng)
+            .into_iter()
+            .map(|i| quotas[i].shard)
+            .collect();
+        let quota_of = |shard: Option<u32>| quotas.iter().find(|q| q.shard == shard).map_or(0, |q| q.quota);
+        let reserved = self
+            .on_shards(&order, |shard| {
+                let name = keys::best_effort_name(shard);
+                let quota = quota_of(shard);
+                async move { self.store.reserve_best_effort(scope, &name, quota, now).await }
+            })
+            .await;
+        match reserved {
+            Ok(shard) => Ok(shard),
             Err(StoreError::ConditionFailed) => Err(Error::LimitExceeded {
                 usage: usage.effective.max(i64::try_from(usage.limit).unwrap_or(i64::MAX)),
                 limit: usage.limit,
@@ -225,9 +299,21 @@ impl<S: Store> Counter<S> {
     /// Strict admission: gives back a slot whose put definitively did not
     /// happen, once. A failed give-back leaves BE over-reserved (the safe
     /// direction) until `audit --repair` lowers it.
-    async fn give_back(&self, scope: &Scope, id: &ResourceId, now: EpochMillis) {
-        if let Err(err) = self.add_best_effort(scope, -1, now).await {
-            warn!(%scope, %id, error = %err, "giving back a reserved slot failed; best-effort stays over-reserved by one until repaired");
+    async fn give_back(
+        &self,
+        scope: &Scope,
+        id: &ResourceId,
+        shard: Option<u32>,
+        now: EpochMillis,
+        rng: &mut fastrand::Rng,
+    ) {
+        if let Err(err) = self.add_best_effort(scope, shard, -1, now, rng).await {
+            self.swallow(
+                scope,
+                id,
+                &err,
+                "giving back a reserved slot failed; best-effort stays over-reserved by one until repaired",
+            );
         }
     }
 
@@ -286,7 +372,9 @@ impl<S: Store> Counter<S> {
     /// Soft-deletes `id`; the stream consumer hard-deletes it and adjusts EC.
     ///
     /// A missing or already deleted item is `NotFound` and leaves BE
-    /// untouched (repeated deletes must not drain BE).
+    /// untouched (repeated deletes must not drain BE). The decrement goes
+    /// to the shard the item's create counted on (another one when that
+    /// one is busy).
     ///
     /// Best-effort admission: BE is decremented before the soft delete, so
     /// any failure can only make it undercount: a failed decrement stops the
@@ -301,10 +389,11 @@ impl<S: Store> Counter<S> {
             scope: scope.clone(),
             id: id.clone(),
         };
-        let incarnation = match self.store.get_resource(&key).await.map_err(store_error)? {
-            Some(state) if !state.deleted => state.incarnation,
+        let (incarnation, shard) = match self.store.get_resource(&key).await.map_err(store_error)? {
+            Some(state) if !state.deleted => (state.incarnation, state.be_shard),
             _ => return Err(Error::NotFound),
         };
+        let mut rng = self.rng();
         if self.admission.is_strict() {
             match self
                 .retry_busy(|| self.store.mark_deleted(&key, &incarnation, now))
@@ -317,15 +406,15 @@ impl<S: Store> Counter<S> {
                 Err(StoreError::ConditionFailed) => return Err(Error::NotFound),
                 Err(err) => return Err(store_error(err)),
             }
-            if let Err(err) = self.add_best_effort(scope, -1, now).await {
-                warn!(%scope, %id, error = %err, "best-effort decrement after the delete failed; best-effort stays over-reserved by one until repaired");
+            if let Err(err) = self.add_best_effort(scope, shard, -1, now, &mut rng).await {
+                self.swallow(scope, id, &err, "best-effort decrement after the delete failed; best-effort stays over-reserved by one until repaired");
             }
             return Ok(());
         }
         // If the decrement fails the item stays: deleting it anyway would
         // leave BE above the live count. (Had the failed decrement been
         // applied after all, BE now undercounts by one: the safe direction.)
-        if let Err(err) = self.add_best_effort(scope, -1, now).await {
+        if let Err(err) = self.add_best_effort(scope, shard, -1, now, &mut rng).await {
             warn!(%scope, %id, error = %err, "best-effort decrement failed; the item is not deleted");
             return Err(store_error(err));
         }
@@ -342,13 +431,66 @@ impl<S: Store> Counter<S> {
         }
     }
 
-    /// One `BE += delta`, sent again while the store reports the counter
-    /// busy: a throttled write, or one refused because a transaction (the
-    /// stream consumer's, or an operator's repair) held the item, was not
-    /// applied, so sending it again cannot count twice. An error whose
-    /// outcome is unknown (a 500, a timeout) is returned, never retried.
-    async fn add_best_effort(&self, scope: &Scope, delta: i64, now: EpochMillis) -> Result<(), StoreError> {
-        self.retry_busy(|| self.store.add_best_effort(scope, delta, now)).await
+    /// One `BE += delta` on the item's shard `shard`. A write refused by
+    /// throttling or by a transaction holding the item (the stream
+    /// consumer's, or an operator's repair) was not applied, so it is sent
+    /// again, to the next shard ([`Layout::rotation`]): the sum is what
+    /// every reader uses. An error whose outcome is unknown (a 500, a
+    /// timeout) is returned, never retried. Returns the shard written.
+    async fn add_best_effort(
+        &self,
+        scope: &Scope,
+        shard: Option<u32>,
+        delta: i64,
+        now: EpochMillis,
+        rng: &mut fastrand::Rng,
+    ) -> Result<Option<u32>, StoreError> {
+        let order = self.layout.rotation(shard, rng);
+        self.on_shards(&order, |shard| {
+            let name = keys::best_effort_name(shard);
+            async move { self.store.add_best_effort(scope, &name, delta, now).await }
+        })
+        .await
+    }
+
+    /// Sends one best-effort write to the shards of `order` in turn until
+    /// one takes it. A shard that refuses for its condition
+    /// (`ConditionFailed`: at its quota) is dropped; one that refuses for
+    /// heat (throttled, or held by a transaction: nothing was written) is
+    /// tried again in the next round, after a full-jitter backoff, within
+    /// [`Self::busy_backoff`]'s attempts. Any other error (its outcome may
+    /// be unknown) ends the attempt at once. When no shard took it: the
+    /// last refusal, `ConditionFailed` when every shard was full.
+    async fn on_shards<F, Fut>(&self, order: &[Option<u32>], mut write: F) -> Result<Option<u32>, StoreError>
+    where
+        F: FnMut(Option<u32>) -> Fut,
+        Fut: std::future::Future<Output = Result<(), StoreError>>,
+    {
+        let mut retry = Retry::new(self.busy_backoff, self.seed);
+        let mut round: VecDeque<Option<u32>> = order.iter().copied().collect();
+        let mut busy = Vec::new();
+        let mut last = StoreError::ConditionFailed;
+        loop {
+            while let Some(shard) = round.pop_front() {
+                match write(shard).await {
+                    Ok(()) => return Ok(shard),
+                    Err(StoreError::ConditionFailed) => {}
+                    Err(err) if err.is_transient() => {
+                        busy.push(shard);
+                        last = err;
+                    }
+                    Err(err) => return Err(err),
+                }
+            }
+            if busy.is_empty() || !retry.pause().await {
+                return Err(if busy.is_empty() {
+                    StoreError::ConditionFailed
+                } else {
+                    last
+                });
+            }
+            round.extend(busy.drain(..));
+        }
     }
 
     /// Retries a write while the store reports the item busy (throttled, or
@@ -363,6 +505,22 @@ impl<S: Store> Counter<S> {
         Retry::new(self.busy_backoff, self.seed)
             .run(&mut op, StoreError::is_transient)
             .await
+    }
+
+    /// Counts and logs a best-effort write given up on.
+    fn swallow(&self, scope: &Scope, id: &ResourceId, err: &StoreError, what: &str) {
+        let swallowed_total = self.swallowed.fetch_add(1, Ordering::Relaxed) + 1;
+        warn!(%scope, %id, error = %err, swallowed_total, "{what}");
+    }
+
+    /// A generator for one request's shard choices: seeded from the
+    /// counter's seed and the draws so far when a seed is set.
+    fn rng(&self) -> fastrand::Rng {
+        let draw = self.draws.fetch_add(1, Ordering::Relaxed);
+        match self.seed {
+            Some(seed) => fastrand::Rng::with_seed(seed ^ draw.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            None => fastrand::Rng::new(),
+        }
     }
 }
 
@@ -400,7 +558,7 @@ mod tests {
             .iter()
             .filter(|((s, _), r)| s == scope && !r.state.deleted)
             .count() as i64;
-        let be = store.counter(scope, keys::BEST_EFFORT_NAME);
+        let be = store.best_effort(scope);
         assert!(be <= live, "BE {be} above live {live}");
     }
 
@@ -542,7 +700,7 @@ mod tests {
     }
 
     /// Creates `w0`, `w1`, ... in `s`.
-    async fn create_many(counter: &Counter<MemoryStore>, s: &Scope, n: usize) {
+    async fn create_many<S: Store>(counter: &Counter<S>, s: &Scope, n: usize) {
         for n in 0..n {
             counter
                 .create(s, &ResourceId::new(format!("w{n}")).unwrap(), Item::default(), NOW)
@@ -563,7 +721,7 @@ mod tests {
     /// Strict admission's invariant: BE counts reservations, never fewer
     /// than the live items.
     fn assert_best_effort_not_below_live(store: &MemoryStore, scope: &str) {
-        let be = store.counter(scope, keys::BEST_EFFORT_NAME);
+        let be = store.best_effort(scope);
         let live = live(store, scope);
         assert!(be >= live, "BE {be} below live {live}");
     }
@@ -765,9 +923,9 @@ mod tests {
 
     /// A store that yields to the scheduler before every call, so that
     /// concurrent request paths interleave between their read and writes.
-    struct Yielding(MemoryStore);
+    struct Yielding<S>(S);
 
-    impl Store for Yielding {
+    impl<S: Store> Store for Yielding<S> {
         async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
             tokio::task::yield_now().await;
             self.0.read_counters(scope).await
@@ -776,13 +934,25 @@ mod tests {
             tokio::task::yield_now().await;
             self.0.put_resource(resource).await
         }
-        async fn add_best_effort(&self, scope: &Scope, delta: i64, now: EpochMillis) -> Result<(), StoreError> {
+        async fn add_best_effort(
+            &self,
+            scope: &Scope,
+            name: &str,
+            delta: i64,
+            now: EpochMillis,
+        ) -> Result<(), StoreError> {
             tokio::task::yield_now().await;
-            self.0.add_best_effort(scope, delta, now).await
+            self.0.add_best_effort(scope, name, delta, now).await
         }
-        async fn reserve_best_effort(&self, scope: &Scope, limit: u64, now: EpochMillis) -> Result<(), StoreError> {
+        async fn reserve_best_effort(
+            &self,
+            scope: &Scope,
+            name: &str,
+            quota: u64,
+            now: EpochMillis,
+        ) -> Result<(), StoreError> {
             tokio::task::yield_now().await;
-            self.0.reserve_best_effort(scope, limit, now).await
+            self.0.reserve_best_effort(scope, name, quota, now).await
         }
         async fn get_resource(&self, key: &ResourceKey) -> Result<Option<crate::items::ResourceState>, StoreError> {
             tokio::task::yield_now().await;
@@ -814,7 +984,16 @@ mod tests {
 
     /// 16 creators racing for the 5 slots of one scope.
     async fn race(admission: Admission) -> (usize, i64, i64) {
-        let counter = Counter::new(Yielding(MemoryStore::new()), 5).with_admission(admission);
+        race_on(admission, 1).await
+    }
+
+    /// 16 creators racing for the 5 slots of one scope whose best-effort
+    /// counter has `shards` items.
+    async fn race_on(admission: Admission, shards: u32) -> (usize, i64, i64) {
+        let counter = Counter::new(Yielding(MemoryStore::new()), 5)
+            .with_admission(admission)
+            .with_best_effort_shards(shards)
+            .with_seed(u64::from(shards));
         let s = Scope::new("acct").unwrap();
         let outcomes = futures_join_all((0..16).map(|n| {
             let (counter, s) = (&counter, &s);
@@ -833,7 +1012,7 @@ mod tests {
             "{outcomes:?}"
         );
         let store = &counter.store().0;
-        (ok, live(store, "acct"), store.counter("acct", keys::BEST_EFFORT_NAME))
+        (ok, live(store, "acct"), store.best_effort("acct"))
     }
 
     /// Polls every future in turn on this task until all are done.
@@ -871,13 +1050,284 @@ mod tests {
         assert!(be <= live);
     }
 
+    // ---- sharded best-effort counter -------------------------------------
+
+    /// The shard a delete of `id` takes from: the one its item recorded.
+    fn recorded_shard(store: &MemoryStore, scope: &str, id: &str) -> Option<u32> {
+        store.tables().resources[&(scope.to_owned(), id.to_owned())]
+            .state
+            .be_shard
+    }
+
+    #[tokio::test]
+    async fn a_create_counts_on_the_shard_its_item_records_and_the_delete_takes_from_it() {
+        for admission in [Admission::BestEffort, Admission::Strict] {
+            let counter = Counter::new(MemoryStore::new(), 100)
+                .with_admission(admission)
+                .with_best_effort_shards(4)
+                .with_seed(11);
+            let (s, _) = ids("acct", "w");
+            create_many(&counter, &s, 12).await;
+            let mut used = std::collections::BTreeSet::new();
+            for n in 0..12 {
+                let id = format!("w{n}");
+                let shard = recorded_shard(counter.store(), "acct", &id).expect("a sharded item records its shard");
+                assert!(shard < 4, "{admission:?}: {shard}");
+                used.insert(shard);
+                let name = keys::best_effort_name(Some(shard));
+                let before = counter.store().counter("acct", &name);
+                counter.delete(&s, &ResourceId::new(id).unwrap(), NOW).await.unwrap();
+                assert_eq!(counter.store().counter("acct", &name), before - 1, "{admission:?}");
+            }
+            assert!(
+                used.len() > 1,
+                "{admission:?}: creates spread over the shards: {used:?}"
+            );
+            assert_eq!(
+                counter.store().counter("acct", keys::BEST_EFFORT_NAME),
+                0,
+                "{admission:?}"
+            );
+            assert_eq!(counter.store().best_effort("acct"), 0, "{admission:?}");
+            // Three round trips per admitted create, sharded or not.
+            let before = counter.store().calls().len();
+            counter
+                .create(&s, &ResourceId::new("again").unwrap(), Item::default(), NOW)
+                .await
+                .unwrap();
+            assert_eq!(counter.store().calls().len() - before, 3, "{admission:?}");
+        }
+        // Unsharded items record nothing and count on `best_effort`.
+        let counter = Counter::new(MemoryStore::new(), 5);
+        let (s, id) = ids("acct", "w");
+        counter.create(&s, &id, Item::default(), NOW).await.unwrap();
+        assert_eq!(recorded_shard(counter.store(), "acct", "w"), None);
+        assert_eq!(counter.store().counter("acct", keys::BEST_EFFORT_NAME), 1);
+    }
+
+    #[tokio::test]
+    async fn a_write_refused_for_heat_goes_to_another_shard_and_only_an_unknown_outcome_is_swallowed() {
+        let counter = Counter::new(MemoryStore::new(), 100)
+            .with_best_effort_shards(4)
+            .with_seed(3);
+        let (s, id) = ids("acct", "w");
+        counter.store().inject(Op::AddBestEffort, Fault::Throttled);
+        let created = counter.create(&s, &id, Item::default(), NOW).await.unwrap();
+        assert!(created.best_effort_counted);
+        let recorded = keys::best_effort_name(recorded_shard(counter.store(), "acct", "w"));
+        assert_eq!(
+            counter.store().counter("acct", &recorded),
+            0,
+            "the throttled shard took nothing"
+        );
+        assert_eq!(counter.store().best_effort("acct"), 1, "another shard took the +1");
+        assert_eq!(count_calls(counter.store(), Op::AddBestEffort), 2);
+        assert_eq!(counter.swallowed_best_effort_writes(), 0);
+        // A write with an unknown outcome is never sent again, anywhere.
+        counter.store().inject(Op::AddBestEffort, Fault::Unavailable);
+        let created = counter
+            .create(&s, &ResourceId::new("x").unwrap(), Item::default(), NOW)
+            .await
+            .unwrap();
+        assert!(!created.best_effort_counted);
+        assert_eq!(count_calls(counter.store(), Op::AddBestEffort), 3);
+        assert_eq!(
+            counter.swallowed_best_effort_writes(),
+            1,
+            "counted, so the undercount shows"
+        );
+        assert_best_effort_not_above_live(counter.store(), "acct");
+        // Every shard busy through every round: given up, counted.
+        for _ in 0..16 {
+            counter.store().inject(Op::AddBestEffort, Fault::Throttled);
+        }
+        let created = counter
+            .create(&s, &ResourceId::new("y").unwrap(), Item::default(), NOW)
+            .await
+            .unwrap();
+        assert!(!created.best_effort_counted);
+        assert_eq!(
+            count_calls(counter.store(), Op::AddBestEffort),
+            3 + 16,
+            "4 shards, 4 rounds"
+        );
+        assert_eq!(counter.swallowed_best_effort_writes(), 2);
+        assert_best_effort_not_above_live(counter.store(), "acct");
+    }
+
+    #[tokio::test]
+    async fn strict_admission_splits_the_limit_into_quotas_and_tries_every_shard_before_refusing() {
+        let counter = Counter::new(MemoryStore::new(), 10)
+            .with_admission(Admission::Strict)
+            .with_best_effort_shards(4)
+            .with_seed(9);
+        let (s, _) = ids("acct", "w");
+        create_many(&counter, &s, 10).await;
+        for (k, quota) in [3, 3, 2, 2].into_iter().enumerate() {
+            let name = keys::best_effort_name(Some(k as u32));
+            assert_eq!(
+                counter.store().counter("acct", &name),
+                quota,
+                "shard {k} filled to its quota"
+            );
+        }
+        assert_eq!(
+            count_calls(counter.store(), Op::ReserveBestEffort),
+            10,
+            "one reservation each below the limit"
+        );
+        // The read shows the scope full: refused without a write.
+        let err = counter
+            .create(&s, &ResourceId::new("x").unwrap(), Item::default(), NOW)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::LimitExceeded { limit: 10, .. }), "{err}");
+        assert_eq!(count_calls(counter.store(), Op::ReserveBestEffort), 10);
+        // The read shows room (a create reserves the slot right after it):
+        // every shard refuses, at most one reservation each.
+        counter.delete(&s, &ResourceId::new("w0").unwrap(), NOW).await.unwrap();
+        let freed = keys::best_effort_name(recorded_shard(counter.store(), "acct", "w0"));
+        counter.store().after_next(Op::ReadCounters, move |t| {
+            *t.counters.get_mut(&("acct".to_owned(), freed)).unwrap() += 1;
+        });
+        let err = counter
+            .create(&s, &ResourceId::new("y").unwrap(), Item::default(), NOW)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::LimitExceeded { .. }), "{err}");
+        assert_eq!(
+            count_calls(counter.store(), Op::ReserveBestEffort),
+            14,
+            "four shards tried"
+        );
+        assert_eq!(counter.store().best_effort("acct"), 10);
+    }
+
+    #[tokio::test]
+    async fn strict_quotas_leave_out_what_items_of_an_earlier_shard_count_hold() {
+        // Six items reserved on the unsharded `best_effort`, then the stack
+        // moves to 4 shards: only 4 more fit under the limit of 10.
+        let store = std::sync::Arc::new(MemoryStore::new());
+        let before = Counter::new(store.clone(), 10).with_admission(Admission::Strict);
+        let (s, _) = ids("acct", "w");
+        create_many(&before, &s, 6).await;
+        let after = Counter::new(store.clone(), 10)
+            .with_admission(Admission::Strict)
+            .with_best_effort_shards(4)
+            .with_seed(2);
+        let mut admitted = 0;
+        for n in 0..8 {
+            if after
+                .create(&s, &ResourceId::new(format!("n{n}")).unwrap(), Item::default(), NOW)
+                .await
+                .is_ok()
+            {
+                admitted += 1;
+            }
+        }
+        assert_eq!(admitted, 4);
+        assert_eq!((live(&store, "acct"), store.best_effort("acct")), (10, 10));
+        // Deleting an old item frees its slot on `best_effort` (the retired
+        // item drains), and the quotas grow by as much.
+        after.delete(&s, &ResourceId::new("w0").unwrap(), NOW).await.unwrap();
+        assert_eq!(store.counter("acct", keys::BEST_EFFORT_NAME), 5);
+        after
+            .create(&s, &ResourceId::new("m").unwrap(), Item::default(), NOW)
+            .await
+            .unwrap();
+        assert!(
+            after
+                .create(&s, &ResourceId::new("z").unwrap(), Item::default(), NOW)
+                .await
+                .is_err()
+        );
+        assert_best_effort_not_below_live(&store, "acct");
+    }
+
+    #[tokio::test]
+    async fn concurrent_creators_never_overshoot_in_strict_admission_over_shards() {
+        for shards in 1..=8 {
+            let (ok, live, be) = race_on(Admission::Strict, shards).await;
+            assert_eq!((ok, live, be), (5, 5, 5), "{shards} shards");
+        }
+    }
+
+    /// Strict admission when `BeShardCount` changes: the scope is filled
+    /// to a random level under one shard count, then creators and deleters
+    /// run concurrently under another (interleaved at every store call).
+    /// Checked after every write: `live <= limit` and `BE >= live`. Shards
+    /// left above their share by the old count are what a plain even split
+    /// would let overshoot (found on the emulator going from 2 to 8).
+    #[tokio::test]
+    async fn strict_admission_never_overshoots_after_the_shard_count_changes_under_concurrency() {
+        for seed in 0..300u64 {
+            let mut r = fastrand::Rng::with_seed(seed);
+            let limit = r.u64(1..=12);
+            let (before, after) = (r.u32(1..=8), r.u32(1..=8));
+            let store = std::sync::Arc::new(MemoryStore::new());
+            store.set_checker(move |t| {
+                let live = t
+                    .resources
+                    .iter()
+                    .filter(|((s, _), r)| s == "acct" && !r.state.deleted)
+                    .count() as i64;
+                let be: i64 = t
+                    .counters
+                    .iter()
+                    .filter(|((s, n), _)| s == "acct" && keys::is_best_effort_name(n))
+                    .map(|(_, c)| c)
+                    .sum();
+                if live > limit as i64 || be < live {
+                    return Err(format!("live {live}, BE {be}, limit {limit}"));
+                }
+                Ok(())
+            });
+            let s = Scope::new("acct").unwrap();
+            let old = Counter::new(store.clone(), limit)
+                .with_admission(Admission::Strict)
+                .with_best_effort_shards(before)
+                .with_seed(seed);
+            for n in 0..r.u64(0..=limit) {
+                let _ = old
+                    .create(&s, &ResourceId::new(format!("o{n}")).unwrap(), Item::default(), NOW)
+                    .await;
+            }
+            let counter = Counter::new(Yielding(store.clone()), limit)
+                .with_admission(Admission::Strict)
+                .with_best_effort_shards(after)
+                .with_seed(seed + 1);
+            let work = (0..6).map(|w| {
+                let (counter, s) = (&counter, &s);
+                let mut r = fastrand::Rng::with_seed(seed * 31 + w);
+                async move {
+                    for _ in 0..6 {
+                        let id =
+                            ResourceId::new(format!("{}{}", ["o", "n"][r.usize(0..2)], r.u64(0..limit + 3))).unwrap();
+                        if r.bool() {
+                            let _ = counter.create(s, &id, Item::default(), NOW).await;
+                        } else {
+                            let _ = counter.delete(s, &id, NOW).await;
+                        }
+                    }
+                }
+            });
+            futures_join_all(work).await;
+            assert_eq!(
+                store.violation(),
+                None,
+                "seed {seed}: {before} -> {after} shards, limit {limit}"
+            );
+        }
+    }
+
     #[test]
     fn usage_takes_the_larger_counter_and_the_override() {
         let usage = Usage::new(
-            CounterSnapshot {
+            &CounterSnapshot {
                 best_effort: 2,
                 eventual: 5,
                 limit_override: Some(6),
+                ..CounterSnapshot::default()
             },
             100,
         );
@@ -885,15 +1335,16 @@ mod tests {
         assert_eq!(usage.limit, 6);
         assert!(usage.admits_one_more());
         let full = Usage::new(
-            CounterSnapshot {
+            &CounterSnapshot {
                 best_effort: 6,
                 eventual: 1,
                 limit_override: None,
+                ..CounterSnapshot::default()
             },
             6,
         );
         assert!(!full.admits_one_more());
-        let zero_limit = Usage::new(CounterSnapshot::default(), 0);
+        let zero_limit = Usage::new(&CounterSnapshot::default(), 0);
         assert!(!zero_limit.admits_one_more());
     }
 }

@@ -192,7 +192,8 @@ pub struct LoadArgs {
     /// Seconds to wait for the stream consumer to drain before the audit; 0 skips both.
     #[arg(long, default_value_t = 120, value_name = "SECONDS")]
     pub drain_timeout: u64,
-    /// Seed of the workers' random choices.
+    /// Seed of the workers' random choices; also names the ids they create
+    /// (`s<seed>-w<worker>-<n>`), so runs with different seeds never collide.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }

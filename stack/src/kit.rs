@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use hybrid_counter::config::{
-    Admission, ENV_ADMISSION_MODE, ENV_COUNTERS_TABLE, ENV_DEFAULT_LIMIT, ENV_EC_SHARDS, ENV_PROCESSING_MODE,
-    ENV_RESOURCES_TABLE,
+    Admission, ENV_ADMISSION_MODE, ENV_BE_SHARDS, ENV_COUNTERS_TABLE, ENV_DEFAULT_LIMIT, ENV_EC_SHARDS,
+    ENV_PROCESSING_MODE, ENV_RESOURCES_TABLE,
 };
 use hybrid_counter::keys;
 use hybrid_counter::stream::Mode;
@@ -147,6 +147,18 @@ fn add_parameters(t: &mut Template) {
         Parameter::number(
             "Eventual-counter shards per scope (eventual#0..N-1). More shards spread a hot scope's \
              writes; reads sum them with one Query.",
+            1,
+            1,
+            100,
+        ),
+    );
+    t.parameter(
+        params::BE_SHARD_COUNT,
+        Parameter::number(
+            "Best-effort-counter shards per scope (best_effort#0..N-1; 1 keeps the single best_effort item). \
+             A create counts on one at random and its delete on the same one, so a hot scope's request path \
+             is not capped by one item's 1,000 writes/s; reads sum them with the one Query they make, and \
+             strict admission splits the limit into per-shard quotas.",
             1,
             1,
             100,
@@ -353,6 +365,7 @@ fn add_function(t: &mut Template, spec: &FunctionSpec) {
     if spec.default_limit {
         variables.insert(ENV_DEFAULT_LIMIT.to_owned(), Expr::reference(params::DEFAULT_LIMIT));
         variables.insert(ENV_ADMISSION_MODE.to_owned(), Expr::reference(params::ADMISSION_MODE));
+        variables.insert(ENV_BE_SHARDS.to_owned(), Expr::reference(params::BE_SHARD_COUNT));
     }
     if spec.ec_shards {
         variables.insert(ENV_EC_SHARDS.to_owned(), Expr::reference(params::EC_SHARD_COUNT));

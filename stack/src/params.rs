@@ -18,6 +18,8 @@ pub const MAXIMUM_RECORD_AGE_IN_SECONDS: &str = "MaximumRecordAgeInSeconds";
 pub const DLQ1_MAX_RECEIVE_COUNT: &str = "Dlq1MaxReceiveCount";
 /// Number of eventual-counter shards.
 pub const EC_SHARD_COUNT: &str = "EcShardCount";
+/// Number of best-effort-counter shards.
+pub const BE_SHARD_COUNT: &str = "BeShardCount";
 /// Memory of every function, MB.
 pub const LAMBDA_MEMORY_SIZE: &str = "LambdaMemorySize";
 /// Instruction set of every function (`arm64` or `x86_64`).
@@ -38,7 +40,7 @@ pub const ADMISSION_MODE: &str = "AdmissionMode";
 pub const PROCESSING_MODE: &str = "ProcessingMode";
 
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 17] = [
+pub const ALL: [&str; 18] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -47,6 +49,7 @@ pub const ALL: [&str; 17] = [
     MAXIMUM_RECORD_AGE_IN_SECONDS,
     DLQ1_MAX_RECEIVE_COUNT,
     EC_SHARD_COUNT,
+    BE_SHARD_COUNT,
     LAMBDA_MEMORY_SIZE,
     LAMBDA_ARCHITECTURE,
     ARTIFACTS_BUCKET,

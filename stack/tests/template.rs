@@ -369,7 +369,46 @@ fn functions_get_the_environment_their_handlers_read() {
         hybrid_counter::config::ENV_ADMISSION_MODE.to_owned(),
         reference(params::ADMISSION_MODE),
     );
+    api.insert(
+        hybrid_counter::config::ENV_BE_SHARDS.to_owned(),
+        reference(params::BE_SHARD_COUNT),
+    );
     assert_eq!(env(logical::API_FUNCTION), api);
+}
+
+#[test]
+fn both_shard_counts_default_to_one_item_and_stay_within_what_the_functions_accept() {
+    let t = stack::template();
+    for (param, env) in [
+        (params::BE_SHARD_COUNT, hybrid_counter::config::ENV_BE_SHARDS),
+        (params::EC_SHARD_COUNT, hybrid_counter::config::ENV_EC_SHARDS),
+    ] {
+        let p = &t.parameters[param];
+        assert_eq!(
+            serde_json::to_value(p).unwrap()["Default"],
+            serde_json::json!(1),
+            "{param}"
+        );
+        for value in [p.min_value.unwrap(), p.max_value.unwrap()] {
+            let config = hybrid_counter::CounterConfig::from_lookup(|name| match name {
+                "RESOURCES_TABLE" | "COUNTERS_TABLE" => Some("t".to_owned()),
+                n if n == env => Some(value.to_string()),
+                _ => None,
+            });
+            assert!(config.is_ok(), "{param} = {value}: {config:?}");
+        }
+        for value in [p.min_value.unwrap() - 1, p.max_value.unwrap() + 1] {
+            let config = hybrid_counter::CounterConfig::from_lookup(|name| match name {
+                "RESOURCES_TABLE" | "COUNTERS_TABLE" => Some("t".to_owned()),
+                n if n == env => Some(value.to_string()),
+                _ => None,
+            });
+            assert!(
+                config.is_err(),
+                "{param} = {value} is refused by the template and the functions alike"
+            );
+        }
+    }
 }
 
 #[test]

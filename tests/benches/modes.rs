@@ -128,6 +128,7 @@ fn config(prefix: &str, shards: u32) -> CounterConfig {
         counters_table: format!("{prefix}-counters"),
         default_limit: Some(u64::MAX / 2),
         eventual_shards: shards,
+        best_effort_shards: 1,
         admission: Default::default(),
     }
 }

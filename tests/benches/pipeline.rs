@@ -59,6 +59,7 @@ async fn main() {
         counters_table: outputs[stack::outputs::COUNTERS_TABLE].clone(),
         default_limit: Some(100),
         eventual_shards: 1,
+        best_effort_shards: 1,
         admission: Default::default(),
     };
 

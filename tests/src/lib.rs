@@ -151,6 +151,7 @@ impl Kit {
             counters_table: "hck-counters".into(),
             default_limit: Some(default_limit),
             eventual_shards: 1,
+            best_effort_shards: 1,
             admission: Default::default(),
         };
         let stream_arn = create_tables(&dynamodb, &config).await;

@@ -15,6 +15,7 @@
 use serde::Serialize;
 
 use super::findings::{Finding, LastWrites, Repair, ScopeCounts, findings_for, plan_repair_at};
+use crate::best_effort::Layout;
 use crate::config::Admission;
 use crate::error::StoreError;
 use crate::ids::{ResourceId, Scope};
@@ -122,6 +123,7 @@ pub struct Auditor<'a, S> {
     attempts: u32,
     grace: EpochMillis,
     eventual_shards: u32,
+    best_effort: Layout,
 }
 
 impl<'a, S: Store> Auditor<'a, S> {
@@ -134,7 +136,23 @@ impl<'a, S: Store> Auditor<'a, S> {
             attempts: 3,
             grace: super::findings::REQUEST_GRACE_MS,
             eventual_shards: 1,
+            best_effort: Layout::default(),
         }
+    }
+
+    /// The audit of a deployed stack: `config`'s admission mode and both
+    /// counters' shards.
+    pub fn configured(store: &'a S, config: &crate::config::CounterConfig) -> Self {
+        Self::new(store, config.admission)
+            .with_eventual_shards(config.eventual_shards)
+            .with_best_effort_shards(config.best_effort_shards)
+    }
+
+    /// The best-effort counter's configured shards: a raise of BE is
+    /// written to one of them ([`Layout::correction_shard`]).
+    pub fn with_best_effort_shards(mut self, shards: u32) -> Self {
+        self.best_effort = Layout::new(shards);
+        self
     }
 
     /// The eventual counter's configured shards (`eventual#0..n-1`): an EC
@@ -214,7 +232,7 @@ impl<'a, S: Store> Auditor<'a, S> {
             if mode == RepairMode::DryRun {
                 return Ok(audit);
             }
-            let targets = repair_targets(&after, &plan.repair, self.eventual_shards);
+            let targets = repair_targets(&after, &plan.repair, self.eventual_shards, self.best_effort);
             // A repair never moves a counter's `updated_at` back (an audit
             // run's `now` can be older than a write it read): later audits
             // read it as the time of the scope's last write.
@@ -261,8 +279,11 @@ fn same_counters(before: &[CounterItem], after: &[CounterItem]) -> bool {
 
 /// The counters a repair sets: EC onto `eventual` with every shard
 /// `eventual#n` zeroed (those read, and `eventual#0..shards-1` whether read
-/// or not), BE onto `best_effort`.
-fn repair_targets(items: &[CounterItem], repair: &Repair, shards: u32) -> Vec<(String, i64)> {
+/// or not); BE's correction onto one of its items
+/// ([`Layout::correction_shard`]), every other best-effort item read set to
+/// what it holds, so the repair is conditioned on all of their versions and
+/// their sum lands exactly on the target.
+fn repair_targets(items: &[CounterItem], repair: &Repair, shards: u32, best_effort: Layout) -> Vec<(String, i64)> {
     let mut targets = Vec::new();
     if let Some(eventual) = repair.eventual {
         targets.push((keys::EVENTUAL_NAME.to_owned(), eventual));
@@ -276,8 +297,16 @@ fn repair_targets(items: &[CounterItem], repair: &Repair, shards: u32) -> Vec<(S
         }
         targets.extend(names.into_iter().map(|name| (name, 0)));
     }
-    if let Some(best_effort) = repair.best_effort {
-        targets.push((keys::BEST_EFFORT_NAME.to_owned(), best_effort));
+    if let Some(target) = repair.best_effort {
+        let mut read: std::collections::BTreeMap<String, i64> = items
+            .iter()
+            .filter(|i| keys::is_best_effort_name(&i.name))
+            .map(|i| (i.name.clone(), i.count))
+            .collect();
+        let delta = target - read.values().sum::<i64>();
+        let shard = best_effort.correction_shard(&read, delta);
+        *read.entry(shard).or_default() += delta;
+        targets.extend(read);
     }
     targets
 }
@@ -413,14 +442,102 @@ mod tests {
             eventual: Some(3),
             best_effort: None,
         };
-        let names: Vec<String> = repair_targets(&read, &repair, 3).into_iter().map(|(n, _)| n).collect();
+        let names: Vec<String> = repair_targets(&read, &repair, 3, Layout::default())
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
         assert_eq!(
             names,
             ["eventual", "eventual#0", "eventual#1", "eventual#2", "eventual#7"],
             "a shard not written yet is conditioned on its absence, so a transaction still applying to it \
              cannot land on top of the repair"
         );
-        assert_eq!(repair_targets(&read, &repair, 1).len(), 2);
+        assert_eq!(repair_targets(&read, &repair, 1, Layout::default()).len(), 2);
+    }
+
+    #[test]
+    fn a_best_effort_repair_corrects_one_shard_under_every_shards_version() {
+        let item = |name: &str, count: i64| CounterItem {
+            scope: "acct".into(),
+            name: name.into(),
+            count,
+            version: 1,
+            updated_at: 0,
+            limit: None,
+        };
+        let read = [
+            item("best_effort", 2),
+            item("best_effort#0", 3),
+            item("best_effort#1", 1),
+            item("eventual", 9),
+        ];
+        let raise = Repair {
+            eventual: None,
+            best_effort: Some(10),
+        };
+        let targets = repair_targets(&read, &raise, 1, Layout::new(2));
+        assert_eq!(
+            targets,
+            [("best_effort", 2), ("best_effort#0", 3), ("best_effort#1", 5)].map(|(n, c)| (n.to_owned(), c)),
+            "+4 onto the emptiest active shard; the others set to what they hold"
+        );
+        let lower = Repair {
+            eventual: None,
+            best_effort: Some(4),
+        };
+        let targets = repair_targets(&read, &lower, 1, Layout::new(2));
+        assert_eq!(targets.iter().map(|(_, c)| c).sum::<i64>(), 4);
+        assert_eq!(targets[1], ("best_effort#0".to_owned(), 1), "-2 off the fullest item");
+    }
+
+    #[tokio::test]
+    async fn an_audit_of_a_sharded_scope_finds_nothing_and_repairs_the_sum() {
+        for admission in [Admission::BestEffort, Admission::Strict] {
+            let store = Arc::new(MemoryStore::new());
+            let counter = Counter::new(store.clone(), 100)
+                .with_admission(admission)
+                .with_best_effort_shards(4)
+                .with_seed(5);
+            let s = scope();
+            for n in 0..12 {
+                counter
+                    .create(&s, &ResourceId::new(format!("w{n}")).unwrap(), Item::default(), NOW)
+                    .await
+                    .unwrap();
+            }
+            for n in 0..3 {
+                counter
+                    .delete(&s, &ResourceId::new(format!("w{n}")).unwrap(), NOW)
+                    .await
+                    .unwrap();
+            }
+            let shards_written = store
+                .tables()
+                .counters
+                .keys()
+                .filter(|(_, name)| name.starts_with("best_effort#"))
+                .count();
+            assert!(shards_written > 1, "{admission:?}: creates spread over the shards");
+            assert_eq!(store.best_effort("acct"), 9, "{admission:?}");
+            let auditor = Auditor::new(&*store, admission).with_best_effort_shards(4);
+            let later = NOW + 10 * REQUEST_GRACE;
+            let audit = auditor.audit_scope(&s, RepairMode::Apply, later).await.unwrap();
+            assert!(
+                audit.findings.iter().all(|f| !matches!(
+                    f,
+                    Finding::BestEffortAboveLive { .. }
+                        | Finding::BestEffortBelowLive { .. }
+                        | Finding::OverReserved { .. }
+                        | Finding::UnderReserved { .. }
+                )),
+                "{admission:?}: {audit:?}"
+            );
+            // Drift on one shard: the repair brings the sum back to live.
+            store.set_counter("acct", "best_effort#2", store.counter("acct", "best_effort#2") - 4);
+            let audit = auditor.audit_scope(&s, RepairMode::Apply, later).await.unwrap();
+            assert!(audit.repaired, "{admission:?}: {audit:?}");
+            assert_eq!(store.best_effort("acct"), 9, "{admission:?}");
+        }
     }
 
     #[tokio::test]

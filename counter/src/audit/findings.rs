@@ -258,8 +258,8 @@ pub struct RepairPlan {
 /// still be between its two writes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct LastWrites {
-    /// The best-effort counter (request path: increments, decrements,
-    /// reservations).
+    /// The latest of the best-effort counter's items (request path:
+    /// increments, decrements, reservations).
     pub best_effort: EpochMillis,
     /// The latest of the eventual counter's items (every stream transaction
     /// writes one, also when it only hard-deletes an item).
@@ -271,7 +271,7 @@ impl LastWrites {
     pub fn of(items: &[crate::items::CounterItem]) -> Self {
         let mut out = Self::default();
         for item in items {
-            if item.name == crate::keys::BEST_EFFORT_NAME {
+            if crate::keys::is_best_effort_name(&item.name) {
                 out.best_effort = out.best_effort.max(item.updated_at);
             } else if crate::keys::is_eventual_name(&item.name) {
                 out.eventual = out.eventual.max(item.updated_at);

@@ -83,6 +83,18 @@ pub struct NewResource {
     pub payload: Item,
 }
 
+/// Refuses a best-effort write to an item that is not one of the
+/// best-effort counter's (`best_effort`, `best_effort#n`): nothing is sent.
+pub fn check_best_effort_name(name: &str) -> Result<(), StoreError> {
+    if crate::keys::is_best_effort_name(name) {
+        Ok(())
+    } else {
+        Err(StoreError::Rejected(format!(
+            "{name:?} is not a best-effort counter item"
+        )))
+    }
+}
+
 /// DynamoDB operations the kit relies on. Implementations classify errors
 /// into [`StoreError`] so callers never inspect SDK types.
 pub trait Store: Send + Sync {
@@ -93,25 +105,28 @@ pub trait Store: Send + Sync {
     /// (`ConditionFailed` otherwise).
     fn put_resource(&self, resource: &NewResource) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Adds `delta` to the best-effort counter in one attempt: never retried,
-    /// because a retry after an ambiguous failure could count twice.
+    /// Adds `delta` to the best-effort item `name` (`best_effort` or a shard
+    /// `best_effort#n`) in one attempt: never retried, because a retry after
+    /// an ambiguous failure could count twice.
     fn add_best_effort(
         &self,
         scope: &Scope,
+        name: &str,
         delta: i64,
         now: EpochMillis,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Strict admission's reservation: `ADD count 1` on the best-effort
-    /// counter if `attribute_not_exists(count) OR count < limit`, in one
+    /// item `name` if `attribute_not_exists(count) OR count < quota`, in one
     /// attempt (never retried by the store: after an ambiguous failure the
-    /// slot may be reserved already). `ConditionFailed` means the scope is
-    /// at its limit and nothing was written. Like every BE write it bumps
+    /// slot may be reserved already). `ConditionFailed` means the shard is
+    /// at its quota and nothing was written. Like every BE write it bumps
     /// `version` and sets `updated_at = now`.
     fn reserve_best_effort(
         &self,
         scope: &Scope,
-        limit: u64,
+        name: &str,
+        quota: u64,
         now: EpochMillis,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
@@ -194,19 +209,21 @@ impl<T: Store> Store for std::sync::Arc<T> {
     fn add_best_effort(
         &self,
         scope: &Scope,
+        name: &str,
         delta: i64,
         now: EpochMillis,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        T::add_best_effort(self, scope, delta, now)
+        T::add_best_effort(self, scope, name, delta, now)
     }
 
     fn reserve_best_effort(
         &self,
         scope: &Scope,
-        limit: u64,
+        name: &str,
+        quota: u64,
         now: EpochMillis,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        T::reserve_best_effort(self, scope, limit, now)
+        T::reserve_best_effort(self, scope, name, quota, now)
     }
 
     fn get_resource(

@@ -336,6 +336,7 @@ mod tests {
             counter_processed: processed,
             deleted,
             incarnation: inc.into(),
+            be_shard: None,
         }
     }
 

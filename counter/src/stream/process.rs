@@ -839,6 +839,7 @@ mod tests {
             deleted: false,
             incarnation: "i".into(),
             created_at: 0,
+            be_shard: None,
         };
         p.store()
             .put_resource(&NewResource {

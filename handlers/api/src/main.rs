@@ -1,5 +1,5 @@
 //! Lambda entry point of the example HTTP API: reads the configuration
-//! (tables, default limit, admission mode), builds the DynamoDB client and
+//! (tables, default limit, admission mode, best-effort shards), builds the DynamoDB client and
 //! the counter once, and hands every function URL request to
 //! [`api::handle`] with the current time.
 
@@ -14,11 +14,11 @@ async fn main() -> Result<(), Error> {
     let config = CounterConfig::from_env()?;
     let default_limit = config.require_default_limit()?;
     let sdk = aws_config::load_from_env().await;
-    let counter = Counter::new(
+    let counter = Counter::configured(
         DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config),
         default_limit,
-    )
-    .with_admission(config.admission);
+        &config,
+    );
     let counter = &counter;
     lambda_http::run(service_fn(move |request| async move {
         Ok::<_, Error>(api::handle(counter, request, now_millis()).await)

@@ -110,6 +110,12 @@ struct Params {
     mode: Mode,
     /// Eventual-counter shards (1, 2 or 4).
     eventual_shards: u32,
+    /// Best-effort-counter shards (1 to 8).
+    best_effort_shards: u32,
+    /// `BeShardCount` changed while the clients run: the new count, and
+    /// when. In strict admission the change waits until no create is in
+    /// flight (see [`Sim::reshard`]).
+    reshard: Option<(u32, Duration)>,
     scopes: u64,
     ids: u64,
     limit: u64,
@@ -199,10 +205,16 @@ impl Params {
         let audit_every = (ra.range(5, 50), ra.range(50, 200));
         let sweep_during_load = ra.chance(500);
         let foreign_item = ra.chance(250);
+        // The best-effort shards, from a stream of their own.
+        let mut rb = Rng::new(seed, 8);
+        let best_effort_shards = rb.range(1, 8) as u32;
+        let reshard = rb.chance(300).then(|| (rb.range(1, 8) as u32, rb.millis(0, 1_500)));
         Params {
             admission,
             mode,
             eventual_shards,
+            best_effort_shards,
+            reshard,
             scopes: r.range(1, 2),
             ids: r.range(3, 8),
             limit: r.range(1, 5),
@@ -243,6 +255,8 @@ struct Stats {
     best_effort_schedules: u64,
     per_record_schedules: u64,
     sharded_schedules: u64,
+    best_effort_sharded_schedules: u64,
+    resharded_schedules: u64,
     /// Creates that left a scope above its limit, by admission mode.
     strict_overshoots: u64,
     best_effort_overshoots: u64,
@@ -305,6 +319,8 @@ impl Stats {
             best_effort_schedules,
             per_record_schedules,
             sharded_schedules,
+            best_effort_sharded_schedules,
+            resharded_schedules,
             strict_overshoots,
             best_effort_overshoots,
             strict_over_reserved_at_rest,
@@ -357,7 +373,11 @@ struct Sim {
     seed: u64,
     p: Params,
     store: Arc<MemoryStore>,
-    counter: Counter<Arc<MemoryStore>>,
+    /// The request path before and after the schedule's `BeShardCount`
+    /// change (the same one when it has none).
+    counters: [Counter<Arc<MemoryStore>>; 2],
+    resharded: Cell<bool>,
+    creates_in_flight: Cell<u32>,
     processor: Processor<Arc<MemoryStore>>,
     start: tokio::time::Instant,
     checkpoint: RefCell<Option<String>>,
@@ -400,6 +420,30 @@ impl Sim {
         Scope::new(format!("acct{n}")).unwrap()
     }
 
+    /// The request path a request starting now runs (a request in flight
+    /// keeps the one it started with, as a Lambda invocation keeps its
+    /// configuration).
+    fn counter(&self) -> &Counter<Arc<MemoryStore>> {
+        &self.counters[usize::from(self.resharded.get())]
+    }
+
+    /// `counterctl deploy --param BeShardCount=n` while the clients run. In
+    /// best-effort admission it lands at once. In strict admission it waits
+    /// for a moment when no create is in flight: a create that read under
+    /// the old split and reserves after creates under the new one reserved
+    /// could pass the limit (see `counter/src/best_effort.rs`).
+    async fn reshard(&self) {
+        let Some((shards, at)) = self.p.reshard else { return };
+        tokio::time::sleep(at).await;
+        if self.p.admission.is_strict() {
+            while self.creates_in_flight.get() > 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        self.resharded.set(true);
+        self.log(|| format!("BeShardCount {} -> {shards}", self.p.best_effort_shards));
+    }
+
     // ---- API clients -------------------------------------------------------
 
     async fn client(&self, n: u64) -> Result<(), String> {
@@ -413,10 +457,12 @@ impl Sim {
             let id = ResourceId::new(format!("w{}", r.range(0, self.p.ids - 1))).unwrap();
             let started = tokio::time::Instant::now();
             if r.chance(650) {
+                self.creates_in_flight.set(self.creates_in_flight.get() + 1);
                 let outcome = self
-                    .counter
+                    .counter()
                     .create(&scope, &id, Default::default(), self.now_ms())
                     .await;
+                self.creates_in_flight.set(self.creates_in_flight.get() - 1);
                 self.took(started)?;
                 self.log(|| {
                     format!(
@@ -449,7 +495,7 @@ impl Sim {
                     Err(other) => return Err(format!("create returned an error outside its contract: {other}")),
                 }
             } else {
-                let outcome = self.counter.delete(&scope, &id, self.now_ms()).await;
+                let outcome = self.counter().delete(&scope, &id, self.now_ms()).await;
                 self.took(started)?;
                 self.log(|| format!("client{n} delete {scope}/{id}: {outcome:?}"));
                 match outcome {
@@ -484,6 +530,7 @@ impl Sim {
         Auditor::new(&self.store, self.p.admission)
             .with_grace(SIM_GRACE_MS)
             .with_eventual_shards(self.p.eventual_shards)
+            .with_best_effort_shards(self.counter().layout().shards())
     }
 
     /// `counterctl audit --repair` over every scope, again and again while
@@ -1033,13 +1080,13 @@ fn live_count(tables: &Tables, scope: &str) -> u64 {
     scope_counts(tables, scope).live
 }
 
-/// `(BE, EC)` of a scope, EC summed over its shards.
+/// `(BE, EC)` of a scope, each summed over its shards.
 fn counters(tables: &Tables, scope: &str) -> (i64, i64) {
     let mut be = 0;
     let mut ec = 0;
     for ((s, name), count) in &tables.counters {
         if s == scope {
-            if name == keys::BEST_EFFORT_NAME {
+            if keys::is_best_effort_name(name) {
                 be += count;
             } else if keys::is_eventual_name(name) {
                 ec += count;
@@ -1115,9 +1162,14 @@ fn run_with(seed: u64, p: Params, traced: bool) -> (Result<(), String>, Stats, V
         }
         let sim = Sim {
             seed,
-            counter: Counter::new(store.clone(), p.limit)
-                .with_admission(p.admission)
-                .with_seed(Rng::new(seed, 3).next()),
+            counters: [p.best_effort_shards, p.reshard.map_or(p.best_effort_shards, |(n, _)| n)].map(|shards| {
+                Counter::new(store.clone(), p.limit)
+                    .with_admission(p.admission)
+                    .with_best_effort_shards(shards)
+                    .with_seed(Rng::new(seed, 3).next() ^ u64::from(shards))
+            }),
+            resharded: Cell::new(false),
+            creates_in_flight: Cell::new(0),
             processor: Processor::new(store.clone())
                 .with_mode(p.mode)
                 .with_eventual_shards(p.eventual_shards)
@@ -1149,7 +1201,8 @@ fn run_with(seed: u64, p: Params, traced: bool) -> (Result<(), String>, Stats, V
             sim.mapping(),
             sim.reprocessor(),
             sim.operator(),
-            sim.operator_audits()
+            sim.operator_audits(),
+            sim.reshard()
         );
         let mut result = a.and(b).and(c);
         if result.is_ok() {
@@ -1169,6 +1222,8 @@ fn run_with(seed: u64, p: Params, traced: bool) -> (Result<(), String>, Stats, V
         }
         stats.per_record_schedules = u64::from(sim.p.mode == Mode::PerRecord);
         stats.sharded_schedules = u64::from(sim.p.eventual_shards > 1);
+        stats.best_effort_sharded_schedules = u64::from(sim.p.best_effort_shards > 1);
+        stats.resharded_schedules = u64::from(sim.p.reshard.is_some());
         stats.lock_conflicts = sim.store.lock_conflicts();
         for ((op, fault), n) in sim.store.injected_faults() {
             *stats.store_faults.entry(format!("{op:?}/{fault:?}")).or_default() += n;
@@ -1205,6 +1260,8 @@ fn simpler(p: &Params) -> Vec<Params> {
     variant(&|q| q.ops_per_client = (q.ops_per_client - 1).max(1));
     variant(&|q| q.ids = (q.ids - 1).max(1));
     variant(&|q| q.scopes = 1);
+    variant(&|q| q.reshard = None);
+    variant(&|q| q.best_effort_shards = 1);
     for at in 0..p.store_faults.len() {
         variant(&|q| q.store_faults[at].2 = 0);
     }
@@ -1300,6 +1357,10 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         total.sharded_schedules
     );
     println!(
+        "simulation best-effort shards: {} schedules with 2 to 8, {} changing BeShardCount under load",
+        total.best_effort_sharded_schedules, total.resharded_schedules
+    );
+    println!(
         "simulation audits under load: {} audit --repair runs, {} repairs written, {} held back, {} failed on a store \
          error; {} items swept under load; at least {} rounds over every scope in each schedule, three or more in {}; \
          longest request {} ms (grace {SIM_GRACE_MS} ms)",
@@ -1317,6 +1378,12 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         assert!(
             total.strict_schedules > 0 && total.best_effort_schedules > 0,
             "both admission modes run: {total:?}"
+        );
+    }
+    if schedules >= 100 {
+        assert!(
+            total.best_effort_sharded_schedules > 0 && total.resharded_schedules > 0,
+            "sharded best-effort counters and BeShardCount changes run: {total:?}"
         );
     }
 }

@@ -44,6 +44,9 @@ impl Deployed {
             eventual_shards: number(stack::params::EC_SHARD_COUNT)
                 .and_then(|n| u32::try_from(n).ok())
                 .unwrap_or(1),
+            best_effort_shards: number(stack::params::BE_SHARD_COUNT)
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(1),
             admission: self.admission()?,
         })
     }

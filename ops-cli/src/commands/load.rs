@@ -145,7 +145,7 @@ async fn worker(
             }
         } else {
             let scope = scopes[rng.usize(..scopes.len())].clone();
-            let Ok(id) = ResourceId::new(format!("w{number}-{next_id}")) else {
+            let Ok(id) = ResourceId::new(format!("s{}-w{number}-{next_id}", options.seed)) else {
                 break;
             };
             next_id += 1;
@@ -169,7 +169,7 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
     let config = counter_config(ctx).await?;
     let default_limit = config.default_limit.unwrap_or(u64::MAX);
     let store = DynamoStore::new(ctx.clients.dynamodb.clone(), &config);
-    let auditor = hybrid_counter::audit::Auditor::new(&store, config.admission).with_attempts(5);
+    let auditor = hybrid_counter::audit::Auditor::configured(&store, &config).with_attempts(5);
     let store_error = |action: &'static str| {
         move |e: hybrid_counter::error::StoreError| Error::Aws {
             action,
@@ -192,8 +192,9 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
                 .map_err(store_error("setting the scope limits"))?;
         }
     }
-    // The deployed stack's admission mode, as its API function runs it.
-    let counter = Counter::new(store.clone(), default_limit).with_admission(config.admission);
+    // The deployed stack's admission mode and best-effort shards, as its
+    // API function runs them.
+    let counter = Counter::configured(store.clone(), default_limit, &config);
     let scopes = Arc::new(scopes);
     let issued = Arc::new(AtomicU64::new(0));
     let started = Instant::now();

@@ -40,7 +40,7 @@ async fn a_drained_scope_audits_clean() {
 async fn a_lost_best_effort_update_is_found_and_raised_to_live_never_above() {
     let kit = populated(6, 0).await;
     let s = scope("acct");
-    kit.store.add_best_effort(&s, -2, NOW).await.unwrap();
+    kit.store.add_best_effort(&s, "best_effort", -2, NOW).await.unwrap();
     // Right after the scope's writes the raise waits: a request may be in
     // flight between its put and its increment.
     let early = e2e::audit(&kit.store, &s, RepairMode::Apply, 3, NOW).await.unwrap();
@@ -105,7 +105,7 @@ async fn a_repair_racing_a_writer_never_leaves_best_effort_above_live() {
     let kit = populated(8, 0).await;
     let s = scope("acct");
     let now = hybrid_counter::now_millis;
-    kit.store.add_best_effort(&s, -3, now()).await.unwrap();
+    kit.store.add_best_effort(&s, "best_effort", -3, now()).await.unwrap();
     let writer = async {
         for n in 0..8 {
             kit.counter.delete(&s, &id(&format!("w{n}")), now()).await.unwrap();

@@ -203,7 +203,13 @@ const FUNCTIONS: [FunctionSpec; 3] = [
     FunctionSpec {
         output: outputs::API_FUNCTION,
         timeout: 10,
-        env: &["ADMISSION_MODE", "COUNTERS_TABLE", "DEFAULT_LIMIT", "RESOURCES_TABLE"],
+        env: &[
+            "ADMISSION_MODE",
+            "BE_SHARDS",
+            "COUNTERS_TABLE",
+            "DEFAULT_LIMIT",
+            "RESOURCES_TABLE",
+        ],
     },
 ];
 
@@ -258,8 +264,10 @@ async fn check_functions(
         if let Some(admission) = variables.get("ADMISSION_MODE") {
             assert_eq!(admission, "best-effort");
         }
-        if let Some(shards) = variables.get("EC_SHARDS") {
-            assert_eq!(shards, "1");
+        for shards in ["EC_SHARDS", "BE_SHARDS"] {
+            if let Some(n) = variables.get(shards) {
+                assert_eq!(n, "1", "{name} {shards}");
+            }
         }
         if let Some(mode) = variables.get("PROCESSING_MODE") {
             assert_eq!(mode, "batched");
@@ -847,6 +855,7 @@ async fn a_failed_create_names_the_failing_resource_and_blocks_updates_until_des
         counters_table: "hybrid-counter-counters".into(),
         default_limit: None,
         eventual_shards: 1,
+        best_effort_shards: 1,
         admission: Default::default(),
     };
     e2e::create_tables(&services.dynamodb, &config).await;

@@ -24,6 +24,7 @@ async fn deployed() -> (Emulator, Counterctl, hybrid_counter::CounterConfig) {
         counters_table: outputs[stack::outputs::COUNTERS_TABLE].clone(),
         default_limit: Some(100),
         eventual_shards: 1,
+        best_effort_shards: 1,
         admission: Default::default(),
     };
     (emulator, ctl, config)
@@ -72,7 +73,7 @@ async fn load_then_drain_audits_clean_and_injected_drift_is_found_and_repaired()
     let store =
         hybrid_counter_aws::DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
     let scope = hybrid_counter::Scope::new("load-1").unwrap();
-    hybrid_counter::Store::add_best_effort(&store, &scope, -1, 0)
+    hybrid_counter::Store::add_best_effort(&store, &scope, "best_effort", -1, 0)
         .await
         .unwrap();
     let drift = ctl.run(&["audit"]).await.unwrap();
@@ -297,7 +298,7 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
         let (mut looks, mut torn) = (0, 0);
         while !load_done.load(std::sync::atomic::Ordering::SeqCst) {
             for s in &scopes {
-                let look = e2e::audit(&store, s, RepairMode::None, 1, hybrid_counter::now_millis())
+                let look = e2e::audit(&store, s, RepairMode::None, 3, hybrid_counter::now_millis())
                     .await
                     .unwrap();
                 // Only a look whose counters did not move while the items

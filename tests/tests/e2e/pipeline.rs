@@ -101,6 +101,7 @@ impl Pipeline {
             counters_table: outputs[outputs::COUNTERS_TABLE].clone(),
             default_limit: Some(1_000),
             eventual_shards: 1,
+            best_effort_shards: 1,
             admission: Default::default(),
         };
         let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);

@@ -530,6 +530,7 @@ async fn one_batch_is_in_flight_per_shard_and_records_arrive_in_shard_order() {
         counters_table: "hck-other-counters".into(),
         default_limit: Some(1_000),
         eventual_shards: 1,
+        best_effort_shards: 1,
         admission: Default::default(),
     };
     let other_stream = e2e::create_tables(&local.kit.dynamodb, &other).await;

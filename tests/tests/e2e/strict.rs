@@ -93,14 +93,17 @@ async fn the_reservation_is_a_conditional_increment_that_stamps_the_counter() {
     let kit = Kit::start(2).await;
     let s = scope("acct");
     assert_eq!(
-        kit.store.reserve_best_effort(&s, 0, NOW).await,
+        kit.store.reserve_best_effort(&s, "best_effort", 0, NOW).await,
         Err(StoreError::ConditionFailed),
         "a zero limit has no slot, not even the first"
     );
-    kit.store.reserve_best_effort(&s, 2, NOW).await.unwrap();
-    kit.store.reserve_best_effort(&s, 2, NOW + 5).await.unwrap();
+    kit.store.reserve_best_effort(&s, "best_effort", 2, NOW).await.unwrap();
+    kit.store
+        .reserve_best_effort(&s, "best_effort", 2, NOW + 5)
+        .await
+        .unwrap();
     assert_eq!(
-        kit.store.reserve_best_effort(&s, 2, NOW + 9).await,
+        kit.store.reserve_best_effort(&s, "best_effort", 2, NOW + 9).await,
         Err(StoreError::ConditionFailed)
     );
     let items = kit.store.counter_items(&s).await.unwrap();
@@ -111,7 +114,10 @@ async fn the_reservation_is_a_conditional_increment_that_stamps_the_counter() {
         "a refused reservation writes nothing"
     );
     // A larger limit (an override) has room again.
-    kit.store.reserve_best_effort(&s, 3, NOW + 10).await.unwrap();
+    kit.store
+        .reserve_best_effort(&s, "best_effort", 3, NOW + 10)
+        .await
+        .unwrap();
     assert_eq!(kit.store.read_counters(&s).await.unwrap().best_effort, 3);
 }
 
@@ -168,7 +174,7 @@ async fn a_strict_audit_raises_at_once_and_lowers_only_after_the_grace_period() 
 
     // Two slots not given back (creates that failed ambiguously, or still
     // in flight): over-reserved, the safe side, left alone for now.
-    store.add_best_effort(&s, 2, NOW).await.unwrap();
+    store.add_best_effort(&s, "best_effort", 2, NOW).await.unwrap();
     let early = e2e::audit(&store, &s, RepairMode::Apply, 3, NOW + 1_000).await.unwrap();
     assert_eq!(
         early.findings,
@@ -209,7 +215,7 @@ async fn a_strict_audit_raises_at_once_and_lowers_only_after_the_grace_period() 
 
     // Under-reserved: the defect of strict admission, raised at once, even
     // right after a write.
-    store.add_best_effort(&s, -2, later).await.unwrap();
+    store.add_best_effort(&s, "best_effort", -2, later).await.unwrap();
     let under = e2e::audit(&store, &s, RepairMode::Apply, 3, later).await.unwrap();
     assert_eq!(
         under.findings,
@@ -284,7 +290,7 @@ async fn a_stack_deployed_strict_configures_the_api_load_and_audit() {
     let s = hybrid_counter::Scope::new("load-0").unwrap();
     let now = hybrid_counter::now_millis();
     // A slot not given back, just now: drift, not a defect, and not lowered yet.
-    store.add_best_effort(&s, 1, now).await.unwrap();
+    store.add_best_effort(&s, "best_effort", 1, now).await.unwrap();
     let held = ctl.run(&["audit", "--repair"]).await.unwrap();
     assert_eq!(held.exit_code(), exit::FAILED, "{held}");
     let text = held.to_string();
@@ -305,7 +311,7 @@ async fn a_stack_deployed_strict_configures_the_api_load_and_audit() {
     );
     assert_eq!(ctl.run(&["audit"]).await.unwrap().exit_code(), exit::SUCCESS);
     // Under-reserving is the defect.
-    store.add_best_effort(&s, -1, now).await.unwrap();
+    store.add_best_effort(&s, "best_effort", -1, now).await.unwrap();
     let Report::Audit(under) = ctl.run(&["audit"]).await.unwrap() else {
         panic!()
     };

@@ -39,10 +39,9 @@ use crate::error::{Error, Result};
 pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditReport> {
     let config = counter_config(ctx).await?;
     let store = DynamoStore::new(ctx.clients.dynamodb.clone(), &config);
-    let auditor = Auditor::new(&store, config.admission)
+    let auditor = Auditor::configured(&store, &config)
         .with_attempts(options.attempts)
-        .with_grace(options.grace_ms)
-        .with_eventual_shards(config.eventual_shards);
+        .with_grace(options.grace_ms);
     let store_error = |action: &'static str| {
         move |e: hybrid_counter::error::StoreError| Error::Aws {
             action,
@@ -98,7 +97,7 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
             let mut suspects = Vec::new();
             for scope in scopes {
                 let counts = ui_counts.get(scope).copied().unwrap_or_default();
-                let snapshot = counters.get(scope).copied().unwrap_or_default();
+                let snapshot = counters.get(scope).cloned().unwrap_or_default();
                 report.totals.merge(&counts);
                 pending.push((scope.clone(), counts.pending_create + counts.pending_delete));
                 if counts.foreign > 0 {

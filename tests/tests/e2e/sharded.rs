@@ -1,0 +1,142 @@
+//! The best-effort counter over several items on a deployed stack:
+//! `BeShardCount` set at deploy and changed on the live stack with
+//! `counterctl deploy --param`, in both admission modes. Creates spread over
+//! the shards, strict admission never overshoots across them, and an audit
+//! after every change finds nothing.
+
+use std::collections::BTreeMap;
+
+use e2e::counterctl::Counterctl;
+use hybrid_counter::{CounterConfig, Store as _, keys};
+use hybrid_counter_aws::DynamoStore;
+use ops_cli::{Report, exit};
+
+/// The API function's configuration as deployed.
+async fn api_config(emulator: &e2e::Emulator, function: &str) -> CounterConfig {
+    let sdk = emulator.sdk_config().await;
+    let variables = aws_sdk_lambda::Client::new(&sdk)
+        .get_function_configuration()
+        .function_name(function)
+        .send()
+        .await
+        .unwrap()
+        .environment()
+        .and_then(|e| e.variables())
+        .cloned()
+        .unwrap_or_default();
+    CounterConfig::from_lookup(|name| variables.get(name).cloned()).unwrap()
+}
+
+/// `counterctl load` on scope `load-0`: `operations` by 8 workers, with
+/// ids of their own (`seed`).
+async fn load(
+    ctl: &Counterctl,
+    seed: u64,
+    operations: u64,
+    delete_ratio: &str,
+    limit: u64,
+) -> ops_cli::commands::load::LoadReport {
+    let (seed, operations, limit) = (seed.to_string(), operations.to_string(), limit.to_string());
+    let report = ctl
+        .run(&[
+            "load",
+            "--scopes",
+            "1",
+            "--workers",
+            "8",
+            "--operations",
+            &operations,
+            "--delete-ratio",
+            delete_ratio,
+            "--limit",
+            &limit,
+            "--drain-timeout",
+            "0",
+            "--seed",
+            &seed,
+        ])
+        .await
+        .unwrap();
+    let Report::Load(load) = report else {
+        panic!("load report expected")
+    };
+    load
+}
+
+/// The best-effort items of `scope` and their counts.
+async fn best_effort_items(store: &DynamoStore, scope: &hybrid_counter::Scope) -> BTreeMap<String, i64> {
+    store
+        .counter_items(scope)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|i| keys::is_best_effort_name(&i.name))
+        .map(|i| (i.name, i.count))
+        .collect()
+}
+
+async fn audit_is_clean(ctl: &Counterctl, when: &str) {
+    let audit = ctl.run(&["audit"]).await.unwrap();
+    assert_eq!(audit.exit_code(), exit::SUCCESS, "{when}: {audit}");
+    let Report::Audit(found) = &audit else { panic!() };
+    assert!(!found.defect, "{when}: {audit}");
+}
+
+#[tokio::test]
+async fn best_effort_shards_change_on_a_live_stack_in_both_modes_and_every_audit_finds_nothing() {
+    let emulator = e2e::Emulator::start();
+    let ctl = Counterctl::new(&emulator);
+    let report = ctl.deploy(&["BeShardCount=4", "EcShardCount=4"]).await;
+    assert!(report.succeeded(), "{report}");
+    let function = report.outputs[stack::outputs::API_FUNCTION].clone();
+    let config = api_config(&emulator, &function).await;
+    assert_eq!(config.best_effort_shards, 4);
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
+    let scope = hybrid_counter::Scope::new("load-0").unwrap();
+
+    // Best-effort admission over four items.
+    let first = load(&ctl, 1, 80, "0.25", 1_000).await;
+    assert!(first.errors.is_empty(), "{first:?}");
+    let items = best_effort_items(&store, &scope).await;
+    assert!(
+        items.len() >= 2 && items.keys().all(|n| n.starts_with("best_effort#")),
+        "creates spread over the shards: {items:?}"
+    );
+    let live = first.created - first.deleted;
+    assert_eq!(items.values().sum::<i64>(), live as i64, "{items:?}");
+    audit_is_clean(&ctl, "four shards").await;
+
+    // Down to two on the live stack: the items of shards 2 and 3 stay
+    // counted where they are, and drain as their items are deleted.
+    let report = ctl.deploy(&["BeShardCount=2"]).await;
+    assert!(report.succeeded(), "{report}");
+    assert_eq!(api_config(&emulator, &function).await.best_effort_shards, 2);
+    let second = load(&ctl, 2, 80, "0.25", 1_000).await;
+    assert!(second.errors.is_empty(), "{second:?}");
+    let live = live + second.created - second.deleted;
+    let items = best_effort_items(&store, &scope).await;
+    assert_eq!(items.values().sum::<i64>(), live as i64, "{items:?}");
+    audit_is_clean(&ctl, "two shards after four").await;
+
+    // Strict admission over the two shards (and what four left): the limit
+    // holds across all of them.
+    let report = ctl.deploy(&["AdmissionMode=strict"]).await;
+    assert!(report.succeeded(), "{report}");
+    let strict = api_config(&emulator, &function).await;
+    assert_eq!((strict.admission.is_strict(), strict.best_effort_shards), (true, 2));
+    audit_is_clean(&ctl, "the switch to strict").await;
+    let third = load(&ctl, 3, 40, "0", live + 5).await;
+    assert_eq!((third.created, third.limit_exceeded), (5, 35), "{third:?}");
+    assert!(third.overshoots.is_empty(), "{third:?}");
+    let items = best_effort_items(&store, &scope).await;
+    assert_eq!(items.values().sum::<i64>(), (live + 5) as i64, "{items:?}");
+    audit_is_clean(&ctl, "strict over two shards").await;
+
+    // Up to eight under strict admission: still exactly the limit.
+    let report = ctl.deploy(&["BeShardCount=8"]).await;
+    assert!(report.succeeded(), "{report}");
+    let fourth = load(&ctl, 4, 40, "0", live + 12).await;
+    assert_eq!((fourth.created, fourth.limit_exceeded), (7, 33), "{fourth:?}");
+    assert!(fourth.overshoots.is_empty(), "{fourth:?}");
+    audit_is_clean(&ctl, "strict over eight shards").await;
+}
