@@ -15,6 +15,7 @@ use ops_cli::cli::Cli;
 use ops_cli::commands::deploy::DeployReport;
 use ops_cli::commands::deploy::destroy::DestroyReport;
 use ops_cli::commands::deploy::plan::PlanReport;
+use ops_cli::commands::load::LoadReport;
 use ops_cli::commands::status::StatusReport;
 use ops_cli::progress::Ui;
 use ops_cli::{Config, Report};
@@ -68,6 +69,35 @@ impl Counterctl {
         match self.run(&self.with_zips(&args)).await {
             Ok(Report::Deploy(report)) => report,
             other => panic!("deploy {params:?}: {other:?}"),
+        }
+    }
+
+    /// `counterctl load` on one scope (`load-0`) by 8 workers, without the
+    /// drain and its audit: `operations` creates and deletes
+    /// (`delete_ratio`), under a scope limit of `limit`, with ids of the
+    /// run's own (`seed`).
+    pub async fn load_one_scope(&self, seed: u64, operations: u64, delete_ratio: &str, limit: u64) -> LoadReport {
+        let (seed, operations, limit) = (seed.to_string(), operations.to_string(), limit.to_string());
+        let args = [
+            "load",
+            "--scopes",
+            "1",
+            "--workers",
+            "8",
+            "--operations",
+            &operations,
+            "--delete-ratio",
+            delete_ratio,
+            "--limit",
+            &limit,
+            "--drain-timeout",
+            "0",
+            "--seed",
+            &seed,
+        ];
+        match self.run(&args).await {
+            Ok(Report::Load(report)) => report,
+            other => panic!("load {args:?}: {other:?}"),
         }
     }
 

@@ -27,42 +27,6 @@ async fn api_config(emulator: &e2e::Emulator, function: &str) -> CounterConfig {
     CounterConfig::from_lookup(|name| variables.get(name).cloned()).unwrap()
 }
 
-/// `counterctl load` on scope `load-0`: `operations` by 8 workers, with
-/// ids of their own (`seed`).
-async fn load(
-    ctl: &Counterctl,
-    seed: u64,
-    operations: u64,
-    delete_ratio: &str,
-    limit: u64,
-) -> ops_cli::commands::load::LoadReport {
-    let (seed, operations, limit) = (seed.to_string(), operations.to_string(), limit.to_string());
-    let report = ctl
-        .run(&[
-            "load",
-            "--scopes",
-            "1",
-            "--workers",
-            "8",
-            "--operations",
-            &operations,
-            "--delete-ratio",
-            delete_ratio,
-            "--limit",
-            &limit,
-            "--drain-timeout",
-            "0",
-            "--seed",
-            &seed,
-        ])
-        .await
-        .unwrap();
-    let Report::Load(load) = report else {
-        panic!("load report expected")
-    };
-    load
-}
-
 /// The best-effort items of `scope` and their counts.
 async fn best_effort_items(store: &DynamoStore, scope: &hybrid_counter::Scope) -> BTreeMap<String, i64> {
     store
@@ -95,7 +59,7 @@ async fn best_effort_shards_change_on_a_live_stack_in_both_modes_and_every_audit
     let scope = hybrid_counter::Scope::new("load-0").unwrap();
 
     // Best-effort admission over four items.
-    let first = load(&ctl, 1, 80, "0.25", 1_000).await;
+    let first = ctl.load_one_scope(1, 80, "0.25", 1_000).await;
     assert!(first.errors.is_empty(), "{first:?}");
     let items = best_effort_items(&store, &scope).await;
     assert!(
@@ -111,7 +75,7 @@ async fn best_effort_shards_change_on_a_live_stack_in_both_modes_and_every_audit
     let report = ctl.deploy(&["BeShardCount=2"]).await;
     assert!(report.succeeded(), "{report}");
     assert_eq!(api_config(&emulator, &function).await.best_effort_shards, 2);
-    let second = load(&ctl, 2, 80, "0.25", 1_000).await;
+    let second = ctl.load_one_scope(2, 80, "0.25", 1_000).await;
     assert!(second.errors.is_empty(), "{second:?}");
     let live = live + second.created - second.deleted;
     let items = best_effort_items(&store, &scope).await;
@@ -125,7 +89,7 @@ async fn best_effort_shards_change_on_a_live_stack_in_both_modes_and_every_audit
     let strict = api_config(&emulator, &function).await;
     assert_eq!((strict.admission.is_strict(), strict.best_effort_shards), (true, 2));
     audit_is_clean(&ctl, "the switch to strict").await;
-    let third = load(&ctl, 3, 40, "0", live + 5).await;
+    let third = ctl.load_one_scope(3, 40, "0", live + 5).await;
     assert_eq!((third.created, third.limit_exceeded), (5, 35), "{third:?}");
     assert!(third.overshoots.is_empty(), "{third:?}");
     let items = best_effort_items(&store, &scope).await;
@@ -135,7 +99,7 @@ async fn best_effort_shards_change_on_a_live_stack_in_both_modes_and_every_audit
     // Up to eight under strict admission: still exactly the limit.
     let report = ctl.deploy(&["BeShardCount=8"]).await;
     assert!(report.succeeded(), "{report}");
-    let fourth = load(&ctl, 4, 40, "0", live + 12).await;
+    let fourth = ctl.load_one_scope(4, 40, "0", live + 12).await;
     assert_eq!((fourth.created, fourth.limit_exceeded), (7, 33), "{fourth:?}");
     assert!(fourth.overshoots.is_empty(), "{fourth:?}");
     audit_is_clean(&ctl, "strict over eight shards").await;

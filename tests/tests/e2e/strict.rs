@@ -255,27 +255,7 @@ async fn a_stack_deployed_strict_configures_the_api_load_and_audit() {
     assert_eq!(config.admission, Admission::Strict);
 
     // `load` runs the deployed mode: eight workers never overshoot.
-    let Report::Load(load) = ctl
-        .run(&[
-            "load",
-            "--scopes",
-            "1",
-            "--workers",
-            "8",
-            "--operations",
-            "40",
-            "--delete-ratio",
-            "0",
-            "--limit",
-            "3",
-            "--drain-timeout",
-            "0",
-        ])
-        .await
-        .unwrap()
-    else {
-        panic!("load report expected")
-    };
+    let load = ctl.load_one_scope(1, 40, "0", 3).await;
     assert_eq!((load.created, load.limit_exceeded), (3, 37), "{load:?}");
     assert!(load.overshoots.is_empty(), "{load:?}");
 
