@@ -524,6 +524,29 @@ pub fn item_ids(payload: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// Every message of the queue at `url`, with all its attributes; each is
+/// received, so hidden for a minute.
+pub async fn receive_all(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<aws_sdk_sqs::types::Message> {
+    let mut messages = Vec::new();
+    loop {
+        let page = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .visibility_timeout(60)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .expect("receive")
+            .messages
+            .unwrap_or_default();
+        if page.is_empty() {
+            return messages;
+        }
+        messages.extend(page);
+    }
+}
+
 /// `(visible, in flight)` messages of the queue at `url` (SQS's approximate
 /// counts, read the way `counterctl redrive` reads them).
 pub async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> (u64, u64) {

@@ -207,32 +207,17 @@ impl Pipeline {
     /// attribute) of every message of a queue output, received as
     /// [`Self::bodies`] does.
     async fn received(&self, url_output: &str) -> Vec<(String, Option<String>)> {
-        let mut messages = Vec::new();
-        loop {
-            let page = self
-                .sqs
-                .receive_message()
-                .queue_url(self.output(url_output))
-                .max_number_of_messages(10)
-                .visibility_timeout(60)
-                .message_attribute_names("All")
-                .send()
-                .await
-                .expect("receive")
-                .messages
-                .unwrap_or_default();
-            if page.is_empty() {
-                return messages;
-            }
-            self.received_handles
-                .lock()
-                .unwrap()
-                .extend(page.iter().filter_map(|m| m.receipt_handle.clone()));
-            messages.extend(page.iter().map(|m| {
+        let page = e2e::receive_all(&self.sqs, self.output(url_output)).await;
+        self.received_handles
+            .lock()
+            .unwrap()
+            .extend(page.iter().filter_map(|m| m.receipt_handle.clone()));
+        page.iter()
+            .map(|m| {
                 let reason = hybrid_counter_aws::sqs::string_attribute(m, REASON_ATTRIBUTE).map(str::to_owned);
                 (m.body.clone().unwrap_or_default(), reason)
-            }));
-        }
+            })
+            .collect()
     }
 
     /// Makes the messages [`Self::received`] hid in a queue output visible again.

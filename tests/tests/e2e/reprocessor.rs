@@ -103,27 +103,14 @@ async fn permanent_failures_go_to_dlq2_at_once_and_an_unreplayable_range_fails_a
     );
     kit.assert_invariants(&s).await;
     let permanent = kit.permanent_failures().await;
-    let mut parked = Vec::new();
-    loop {
-        let page = permanent
-            .sqs
-            .receive_message()
-            .queue_url(&permanent.dlq2_url)
-            .max_number_of_messages(10)
-            .message_attribute_names("All")
-            .send()
-            .await
-            .unwrap()
-            .messages
-            .unwrap_or_default();
-        if page.is_empty() {
-            break;
-        }
-        parked.extend(page.iter().map(|m| {
+    let parked: Vec<(String, String)> = e2e::receive_all(&permanent.sqs, &permanent.dlq2_url)
+        .await
+        .iter()
+        .map(|m| {
             let reason = hybrid_counter_aws::sqs::string_attribute(m, REASON_ATTRIBUTE).unwrap_or_default();
             (m.body().unwrap_or_default().to_owned(), reason.to_owned())
-        }));
-    }
+        })
+        .collect();
     let reason = |body: &str| {
         let found = parked.iter().filter(|(b, _)| b == body).collect::<Vec<_>>();
         assert_eq!(found.len(), 1, "{body} once, unchanged, in DLQ2: {parked:?}");
