@@ -138,6 +138,15 @@ deploy: deploy-check build $(if $(filter local,$(TARGET)),fakecloud-install emul
 	$(if $(filter local,$(TARGET)),@echo "  make local-stop                                                 # stop the local event-source runner (log: .run/local-runner.log)")
 	$(if $(filter local,$(TARGET)),@echo "  make emulator-stop                                              # stop the runner and the local emulator")
 
+# The man page, generated from counterctl's own clap definition.
+MAN_DIR := $(or $(CARGO_TARGET_DIR),target)/man
+.PHONY: man
+man: ## Write counterctl's man page to target/man/counterctl.1 (read it with: man -l target/man/counterctl.1)
+	cargo build -q --locked -p ops-cli --bin counterctl
+	@mkdir -p $(MAN_DIR)
+	$(or $(CARGO_TARGET_DIR),target)/debug/counterctl man > $(MAN_DIR)/counterctl.1
+	@echo "$(MAN_DIR)/counterctl.1"
+
 local-run: ## Start the local event-source runner in the background (counterctl local run; make deploy does it)
 	$(COUNTERCTL_BUILD)
 	@COUNTERCTL=$(COUNTERCTL) $(LOCAL_RUNNER) start

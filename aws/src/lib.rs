@@ -12,8 +12,9 @@
 //!   the replay of the range it names.
 //! - [`esm`] (feature `ops`): the event source mappings as Lambda describes them
 //!   ([`esm::MappingConfig`]), listed or read by uuid.
-//! - [`sqs`] (feature `ops`): receiving, deleting in batches, a queue's depth and
-//!   attributes, and a received message as the Lambda event's SQS record.
+//! - [`sqs`] (feature `sqs`, part of `ops`): receiving, sending with
+//!   attributes, deleting in batches, a queue's depth and attributes, and a
+//!   received message as the Lambda event's SQS record.
 //! - [`probe`]: the emulator's HTTP health probe.
 //! - [`lambda`] (feature `lambda`): what the Lambda binaries share.
 
@@ -24,7 +25,7 @@ pub mod esm;
 pub mod lambda;
 pub mod probe;
 pub mod replay;
-#[cfg(feature = "ops")]
+#[cfg(feature = "sqs")]
 pub mod sqs;
 pub mod streams;
 #[cfg(test)]

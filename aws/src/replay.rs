@@ -6,6 +6,12 @@
 //! Streams API and runs it through the same [`Processor`] as the stream
 //! handler; every write is idempotent, so a replay of records that were in
 //! fact processed changes nothing.
+//!
+//! A message that can never be replayed (not an on-failure record, or one
+//! of another stream than the stack's) is a permanent failure
+//! ([`ReplayError::is_permanent`]): the reprocessor sends it to DLQ2 at
+//! once with its reason in the message attribute [`REASON_ATTRIBUTE`],
+//! instead of failing it `maxReceiveCount` times (DESIGN §5b).
 
 use aws_lambda_events::event::dynamodb::EventRecord;
 use hybrid_counter::EpochMillis;
@@ -62,13 +68,20 @@ pub struct StreamBatchInfo {
     pub stream_arn: String,
 }
 
-/// Why a message could not be replayed. Every variant leaves the message
-/// in the queue (partial batch failure), so after `maxReceiveCount` it
-/// reaches DLQ2 for an operator.
+/// The SQS message attribute (String) that carries why a message in DLQ2
+/// was sent there at once: the [`ReplayError`] of a permanent failure.
+pub const REASON_ATTRIBUTE: &str = "hck-permanent-failure";
+
+/// Why a message could not be replayed. A permanent one
+/// ([`ReplayError::is_permanent`]) goes to DLQ2 at once; every other one
+/// leaves the message in the queue (partial batch failure), to be retried
+/// and, after `maxReceiveCount` receives, moved to DLQ2 by SQS.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReplayError {
     #[error("not an on-failure record of a DynamoDB stream: {0}")]
     NotAnOnFailureRecord(String),
+    #[error("an on-failure record of stream {stream_arn}, not of the stack's stream {expected}")]
+    WrongStream { stream_arn: String, expected: String },
     #[error(
         "records {start}..={end} of shard {shard} are no longer in the stream ({why}); run `counterctl audit --repair` for the affected scopes"
     )]
@@ -93,6 +106,24 @@ pub enum ReplayError {
     Stream(String),
     #[error("replay stopped at sequence number {sequence_number}: {reason}")]
     Processing { sequence_number: String, reason: String },
+}
+
+impl ReplayError {
+    /// Whether the same message can never succeed, however often it is
+    /// retried: it cannot be parsed, or it names another stream than the
+    /// one the stack's mapping reads. Everything else may succeed later:
+    /// throttling, a store or stream that does not answer, a read that
+    /// stopped short ([`ReplayError::Incomplete`]), a failed write. A range
+    /// that seems to have left the stream ([`ReplayError::LeftTheStream`])
+    /// is retried too: an expired iterator or a read that found only empty
+    /// pages looks the same as a trimmed range, and the retries cost
+    /// nothing but time.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            Self::NotAnOnFailureRecord(_) | Self::WrongStream { .. } => true,
+            Self::LeftTheStream { .. } | Self::Incomplete { .. } | Self::Stream(_) | Self::Processing { .. } => false,
+        }
+    }
 }
 
 impl OnFailureRecord {
@@ -141,6 +172,20 @@ impl OnFailureRecord {
     /// Parses an SQS message body.
     pub fn from_body(body: &str) -> Result<Self, ReplayError> {
         serde_json::from_str(body).map_err(|e| ReplayError::NotAnOnFailureRecord(e.to_string()))
+    }
+
+    /// Parses an SQS message body that must describe a batch of
+    /// `stream_arn`, the stream the stack's mapping reads: a record of
+    /// another stream is [`ReplayError::WrongStream`].
+    pub fn from_body_of(body: &str, stream_arn: &str) -> Result<Self, ReplayError> {
+        let record = Self::from_body(body)?;
+        if record.batch_info.stream_arn != stream_arn {
+            return Err(ReplayError::WrongStream {
+                stream_arn: record.batch_info.stream_arn,
+                expected: stream_arn.to_owned(),
+            });
+        }
+        Ok(record)
     }
 }
 
@@ -237,6 +282,86 @@ mod tests {
         for body in ["", "null", "{}", "{\"DDBStreamBatchInfo\": 3}", "not json"] {
             let err = OnFailureRecord::from_body(body).unwrap_err();
             assert!(matches!(err, ReplayError::NotAnOnFailureRecord(_)), "{body}: {err}");
+            assert!(err.is_permanent(), "{body}: {err}");
         }
+    }
+
+    #[test]
+    fn a_record_of_another_stream_is_a_permanent_failure_naming_both_streams() {
+        let ours = OnFailureRecord::from_body(FIXTURE).unwrap().batch_info.stream_arn;
+        let record = OnFailureRecord::from_body_of(FIXTURE, &ours).unwrap();
+        assert_eq!(record.batch_info.stream_arn, ours);
+        let other = "arn:aws:dynamodb:us-east-1:123456789012:table/other/stream/2026-01-01T00:00:00.000";
+        let err = OnFailureRecord::from_body_of(FIXTURE, other).unwrap_err();
+        assert_eq!(
+            err,
+            ReplayError::WrongStream {
+                stream_arn: ours.clone(),
+                expected: other.to_owned()
+            }
+        );
+        assert!(err.is_permanent());
+        assert!(
+            err.to_string().contains(&ours) && err.to_string().contains(other),
+            "{err}"
+        );
+        // Garbage stays garbage, whatever stream is expected.
+        assert!(matches!(
+            OnFailureRecord::from_body_of("{", other),
+            Err(ReplayError::NotAnOnFailureRecord(_))
+        ));
+    }
+
+    #[test]
+    fn failures_that_may_pass_later_keep_their_retries() {
+        let range = || ("shardId-1".to_owned(), "100".to_owned(), "102".to_owned());
+        let (shard, start, end) = range();
+        let retryable = [
+            ReplayError::Incomplete {
+                shard,
+                start,
+                end,
+                read_through: "101".into(),
+            },
+            ReplayError::Stream("ThrottlingException: slow down".into()),
+            ReplayError::Stream("service unavailable".into()),
+            ReplayError::Processing {
+                sequence_number: "101".into(),
+                reason: "TransactionConflict".into(),
+            },
+            {
+                let (shard, start, end) = range();
+                ReplayError::LeftTheStream {
+                    shard,
+                    start,
+                    end,
+                    why: "TrimmedDataAccessException".into(),
+                }
+            },
+        ];
+        for err in retryable {
+            assert!(!err.is_permanent(), "{err}");
+        }
+    }
+
+    /// What the reprocessor reads: a read that stops short or a store that
+    /// fails is retryable, the classification of [`replay_records`]' own
+    /// errors included.
+    #[tokio::test]
+    async fn replay_errors_from_the_store_are_retryable() {
+        use hybrid_counter::memory::MemoryStore;
+        let record = OnFailureRecord::from_body(FIXTURE).unwrap();
+        let processor = Processor::new(MemoryStore::new());
+        for err in [
+            StoreError::Transient("ThrottlingException".into()),
+            StoreError::Unavailable("connection refused".into()),
+        ] {
+            let outcome = replay_records(&processor, &record.batch_info, Err(err), 0).await;
+            let err = outcome.unwrap_err();
+            assert!(matches!(err, ReplayError::Stream(_)), "{err}");
+            assert!(!err.is_permanent(), "{err}");
+        }
+        let outcome = replay_records(&processor, &record.batch_info, Ok(Vec::new()), 0).await;
+        assert!(!outcome.unwrap_err().is_permanent());
     }
 }

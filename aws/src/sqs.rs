@@ -1,5 +1,7 @@
 //! SQS as the kit uses it: receiving messages with all their attributes
-//! ([`receive`]), deleting them in batches with each entry's outcome
+//! ([`receive`]), sending one with message attributes ([`send`]; the
+//! reprocessor moves a permanent failure to DLQ2 with its reason) and
+//! reading one back ([`string_attribute`]), deleting them in batches with each entry's outcome
 //! ([`delete_batch`]), a queue's depth ([`depth`]) and the attributes a
 //! queue mapping's poller follows ([`queue_attributes`]: visibility
 //! timeout, redrive policy), and a received message as the record of
@@ -18,7 +20,10 @@ use aws_sdk_sqs::error::SdkError;
 use aws_sdk_sqs::operation::delete_message_batch::DeleteMessageBatchError;
 use aws_sdk_sqs::operation::get_queue_attributes::GetQueueAttributesError;
 use aws_sdk_sqs::operation::receive_message::ReceiveMessageError;
-use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::operation::send_message::SendMessageError;
+use aws_sdk_sqs::types::{
+    DeleteMessageBatchRequestEntry, Message, MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName,
+};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -57,6 +62,34 @@ pub async fn receive(
         .send()
         .await?;
     Ok(output.messages.unwrap_or_default())
+}
+
+/// Sends `body` to the queue at `url` with the String message attributes
+/// `attributes` (name, value; SQS refuses an empty value); returns the new
+/// message's id.
+pub async fn send(
+    client: &Client,
+    url: &str,
+    body: &str,
+    attributes: &[(&str, &str)],
+) -> Result<String, SdkError<SendMessageError>> {
+    let mut request = client.send_message().queue_url(url).message_body(body);
+    for (name, value) in attributes {
+        let value = MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(*value)
+            .build()
+            .map_err(SdkError::construction_failure)?;
+        request = request.message_attributes(*name, value);
+    }
+    let output = request.send().await?;
+    Ok(output.message_id.unwrap_or_default())
+}
+
+/// The String value of the message attribute `name` of a received message
+/// (received with [`receive`], which asks for every attribute).
+pub fn string_attribute<'a>(message: &'a Message, name: &str) -> Option<&'a str> {
+    message.message_attributes()?.get(name)?.string_value()
 }
 
 /// A message `DeleteMessageBatch` did not delete.
@@ -286,7 +319,8 @@ mod tests {
     use aws_sdk_sqs::operation::delete_message_batch::DeleteMessageBatchOutput;
     use aws_sdk_sqs::operation::get_queue_attributes::GetQueueAttributesOutput;
     use aws_sdk_sqs::operation::receive_message::ReceiveMessageOutput;
-    use aws_sdk_sqs::types::{BatchResultErrorEntry, DeleteMessageBatchResultEntry, MessageAttributeValue};
+    use aws_sdk_sqs::operation::send_message::SendMessageOutput;
+    use aws_sdk_sqs::types::{BatchResultErrorEntry, DeleteMessageBatchResultEntry};
     use aws_smithy_mocks::{Rule, mock};
     use aws_smithy_types::Blob;
     use serde_json::json;
@@ -372,6 +406,52 @@ mod tests {
         assert!(receive(&client, URL, 3, Duration::ZERO, wait).await.unwrap().is_empty());
         assert!(receive(&client, URL, 0, Duration::ZERO, wait).await.unwrap().is_empty());
         assert_eq!(rule.num_calls(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_send_carries_the_body_unchanged_and_each_attribute_as_a_string() {
+        let body = "{\"not\": \"an on-failure record\"}";
+        let rule = mock!(Client::send_message)
+            .match_requests(move |r| {
+                let attributes = r.message_attributes().cloned().unwrap_or_default();
+                let text = |name: &str| {
+                    attributes.get(name).map(|v| {
+                        (
+                            v.data_type().to_owned(),
+                            v.string_value().unwrap_or_default().to_owned(),
+                        )
+                    })
+                };
+                r.queue_url() == Some(URL)
+                    && r.message_body() == Some(body)
+                    && attributes.len() == 2
+                    && text("Reason") == Some(("String".into(), "garbage".into()))
+                    && text("Source") == Some(("String".into(), "m-1".into()))
+            })
+            .then_output(|| SendMessageOutput::builder().message_id("new-id").build());
+        let client = mock_client!(aws_sdk_sqs, [&rule]);
+        let id = send(&client, URL, body, &[("Reason", "garbage"), ("Source", "m-1")])
+            .await
+            .unwrap();
+        assert_eq!(id, "new-id");
+        assert_eq!(rule.num_calls(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_refused_send_is_an_error() {
+        use aws_sdk_sqs::types::error::QueueDoesNotExist;
+        let rule = mock!(Client::send_message)
+            .then_error(|| SendMessageError::QueueDoesNotExist(QueueDoesNotExist::builder().build()));
+        let client = mock_client!(aws_sdk_sqs, [rule]);
+        assert!(send(&client, URL, "body", &[("Reason", "r")]).await.is_err());
+    }
+
+    #[test]
+    fn a_string_attribute_reads_back_and_a_missing_one_is_none() {
+        let message = documented_message();
+        assert_eq!(string_attribute(&message, "myAttribute"), Some("myValue"));
+        assert_eq!(string_attribute(&message, "other"), None);
+        assert_eq!(string_attribute(&Message::builder().build(), "myAttribute"), None);
     }
 
     #[tokio::test]

@@ -21,6 +21,13 @@ pub const ENV_PROCESSING_MODE: &str = "PROCESSING_MODE";
 /// Environment variable choosing how the request path admits a create:
 /// `best-effort` (default) or `strict` (see [`Admission`]).
 pub const ENV_ADMISSION_MODE: &str = "ADMISSION_MODE";
+/// Environment variable of the DLQ reprocessor: the ARN of the stream the
+/// stack's mapping reads. An on-failure record of another stream can never
+/// be replayed, so it is a permanent failure.
+pub const ENV_STREAM_ARN: &str = "STREAM_ARN";
+/// Environment variable of the DLQ reprocessor: the URL of DLQ2, where it
+/// sends a permanent failure at once.
+pub const ENV_DLQ2_URL: &str = "DLQ2_URL";
 
 /// How the request path admits a create (DESIGN §5).
 ///

@@ -29,7 +29,11 @@ Targets:
               --profile, AWS_REGION or --region).
 
 Results go to stdout (--output text or json); progress and stack events
-go to stderr.";
+go to stderr: a spinner on a terminal, plain lines otherwise, nothing with
+--quiet. NO_COLOR (set and not empty) turns off colour and the spinner.
+
+Shell completions: counterctl completions bash|zsh|fish|elvish|powershell.
+Man page: counterctl man (make man writes target/man/counterctl.1).";
 
 /// `counterctl`: the kit's operator CLI.
 #[derive(Debug, Parser)]
@@ -67,6 +71,10 @@ pub struct GlobalArgs {
     /// Result format on stdout.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text, global = true)]
     pub output: OutputFormat,
+
+    /// Only results: no progress and no informational lines on stderr (errors and questions still appear).
+    #[arg(long, short = 'q', global = true)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -120,6 +128,18 @@ pub enum Command {
     /// The local event-source runner: plays the stack's mappings in the embedded emulator.
     #[command(subcommand)]
     Local(LocalCommand),
+    /// Print a completion script for a shell on stdout, e.g. `counterctl completions bash >
+    /// ~/.local/share/bash-completion/completions/counterctl`.
+    Completions(CompletionsArgs),
+    /// Print counterctl's man page (roff) on stdout; `make man` writes target/man/counterctl.1.
+    Man,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -367,6 +387,27 @@ mod tests {
     fn a_missing_command_is_a_usage_error() {
         let err = parse(&[]).unwrap_err();
         assert_eq!(err.exit_code(), i32::from(crate::exit::USAGE));
+    }
+
+    #[test]
+    fn quiet_is_global_and_off_by_default() {
+        assert!(!parse(&["status"]).unwrap().global.quiet);
+        assert!(parse(&["status", "--quiet"]).unwrap().global.quiet);
+        assert!(parse(&["-q", "redrive", "--dry-run"]).unwrap().global.quiet);
+    }
+
+    #[test]
+    fn completions_take_a_known_shell() {
+        let cli = parse(&["completions", "zsh"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Completions(CompletionsArgs {
+                shell: clap_complete::Shell::Zsh
+            })
+        ));
+        let err = parse(&["completions", "tcsh"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidValue);
+        assert!(err.to_string().contains("bash, elvish, fish, powershell, zsh"), "{err}");
     }
 
     #[test]

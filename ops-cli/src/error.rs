@@ -123,6 +123,9 @@ pub enum Error {
     #[error("cannot render the template: {0}")]
     Template(String),
 
+    #[error("cannot render the man page: {0}")]
+    ManPage(std::io::Error),
+
     #[error("cannot render the report as JSON: {0}")]
     Json(#[from] serde_json::Error),
 
@@ -165,7 +168,8 @@ impl Error {
             | Error::StackUnusable { .. }
             | Error::ChangeSetFailed { .. }
             | Error::StackIncomplete { .. }
-            | Error::Template(_) => exit::FAILED,
+            | Error::Template(_)
+            | Error::ManPage(_) => exit::FAILED,
             Error::StackNotFound { .. } => exit::NOT_FOUND,
             Error::EmulatorNotInstalled { .. }
             | Error::EmulatorStart(_)

@@ -36,8 +36,14 @@ use config::CommandConfig;
 use progress::Ui;
 
 /// Runs the configured command and returns its report. The handler zips
-/// are found and hashed before anything is started or sent.
+/// are found and hashed before anything is started or sent; `completions`
+/// and `man` connect to nothing.
 pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
+    match &config.command {
+        CommandConfig::Completions(shell) => return Ok(Report::Generated(commands::docs::completions(*shell))),
+        CommandConfig::Man => return Ok(Report::Generated(commands::docs::man()?)),
+        _ => {}
+    }
     let artifacts = match &config.command {
         CommandConfig::Plan(inputs) | CommandConfig::Deploy { inputs, .. } => {
             commands::deploy::package::locate_artifacts(config, inputs)?
@@ -67,6 +73,7 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         // Config::from_cli refuses `local run` in a build without the runner.
         #[cfg(not(feature = "local"))]
         CommandConfig::LocalRun(_) => return Err(Error::NoLocalRunner),
+        CommandConfig::Completions(_) | CommandConfig::Man => unreachable!("answered before connecting"),
     };
     Ok(report)
 }

@@ -1,35 +1,70 @@
 //! Progress and log lines on stderr, never stdout: a spinner (indicatif)
-//! when stderr is a terminal, plain lines otherwise, nothing at all in
-//! quiet mode (tests). Results are printed by `main` from the report.
+//! when stderr is a terminal and `NO_COLOR` is not set (the spinner's
+//! redraws are escape sequences), plain lines otherwise, nothing at all
+//! with `--quiet` (and in tests). Results are printed by `main` from the
+//! report.
 
 use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+/// How progress shows on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// A spinner redrawn in place, turned into a bar for long passes.
+    Spinner,
+    /// One plain line per step, for logs and pipes.
+    Lines,
+    /// Nothing: `--quiet`.
+    Silent,
+}
+
+impl Progress {
+    /// `--quiet` silences everything; a spinner only on a terminal without
+    /// `NO_COLOR`; plain lines otherwise.
+    pub fn choose(quiet: bool, stderr_is_terminal: bool, no_color: bool) -> Self {
+        if quiet {
+            Self::Silent
+        } else if stderr_is_terminal && !no_color {
+            Self::Spinner
+        } else {
+            Self::Lines
+        }
+    }
+}
+
 /// Where progress goes.
 pub struct Ui {
     spinner: Option<ProgressBar>,
     quiet: bool,
+    /// Whether a question may be asked (on a terminal).
+    prompts: bool,
 }
 
 impl Ui {
-    /// A spinner on stderr if it is a terminal, plain log lines otherwise.
-    pub fn stderr() -> Self {
-        let spinner = std::io::stderr().is_terminal().then(|| {
+    /// Progress on stderr as `progress` says; questions may be asked when
+    /// stdin and stderr are terminals.
+    pub fn new(progress: Progress) -> Self {
+        let spinner = (progress == Progress::Spinner).then(|| {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
             bar.set_style(spinner_style());
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         });
-        Self { spinner, quiet: false }
+        Self {
+            spinner,
+            quiet: progress == Progress::Silent,
+            prompts: true,
+        }
     }
 
-    /// Prints nothing.
+    /// Prints nothing and asks nothing.
     pub fn quiet() -> Self {
         Self {
             spinner: None,
             quiet: true,
+            prompts: false,
         }
     }
 
@@ -85,9 +120,10 @@ impl Ui {
         }
     }
 
-    /// Whether the operator can be asked a question.
+    /// Whether the operator can be asked a question (also with `--quiet`:
+    /// a question is not progress).
     pub fn can_prompt(&self) -> bool {
-        !self.quiet && std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+        self.prompts && std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
     }
 
     /// Asks on stderr and reads one line from stdin.
@@ -133,5 +169,29 @@ impl Drop for Bar {
 impl Drop for Ui {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spinner_only_on_a_terminal_without_no_color_and_nothing_when_quiet() {
+        assert_eq!(Progress::choose(false, true, false), Progress::Spinner);
+        assert_eq!(Progress::choose(false, true, true), Progress::Lines);
+        assert_eq!(Progress::choose(false, false, false), Progress::Lines);
+        for (terminal, no_color) in [(true, false), (true, true), (false, false), (false, true)] {
+            assert_eq!(Progress::choose(true, terminal, no_color), Progress::Silent);
+        }
+    }
+
+    #[test]
+    fn silent_progress_has_no_spinner_and_a_hidden_bar() {
+        let ui = Ui::new(Progress::Silent);
+        assert!(ui.spinner.is_none() && ui.quiet);
+        assert!(ui.bar(10, "x").is_hidden());
+        let lines = Ui::new(Progress::Lines);
+        assert!(lines.spinner.is_none() && !lines.quiet);
     }
 }

@@ -29,6 +29,8 @@ pub enum Report {
     Redrive(crate::commands::redrive::RedriveReport),
     #[cfg(feature = "local")]
     Local(crate::commands::local::LocalRunReport),
+    /// `completions`, `man`: a file, printed as is.
+    Generated(crate::commands::docs::Generated),
 }
 
 impl Report {
@@ -46,12 +48,17 @@ impl Report {
             Report::Redrive(report) => report.succeeded(),
             #[cfg(feature = "local")]
             Report::Local(report) => report.succeeded(),
+            Report::Generated(_) => true,
         };
         if ok { exit::SUCCESS } else { exit::FAILED }
     }
 
-    /// The report as printed on stdout.
+    /// The report as printed on stdout; a generated file as is, whatever
+    /// the format.
     pub fn render(&self, format: OutputFormat) -> Result<String> {
+        if let Report::Generated(generated) = self {
+            return Ok(generated.text.clone());
+        }
         Ok(match format {
             OutputFormat::Text => self.to_string(),
             OutputFormat::Json => format!("{}\n", serde_json::to_string_pretty(self)?),
@@ -73,6 +80,7 @@ impl fmt::Display for Report {
             Report::Redrive(report) => report.fmt(f),
             #[cfg(feature = "local")]
             Report::Local(report) => report.fmt(f),
+            Report::Generated(generated) => f.write_str(&generated.text),
         }
     }
 }

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use hybrid_counter::config::{
-    Admission, ENV_ADMISSION_MODE, ENV_BE_SHARDS, ENV_COUNTERS_TABLE, ENV_DEFAULT_LIMIT, ENV_EC_SHARDS,
-    ENV_PROCESSING_MODE, ENV_RESOURCES_TABLE,
+    Admission, ENV_ADMISSION_MODE, ENV_BE_SHARDS, ENV_COUNTERS_TABLE, ENV_DEFAULT_LIMIT, ENV_DLQ2_URL, ENV_EC_SHARDS,
+    ENV_PROCESSING_MODE, ENV_RESOURCES_TABLE, ENV_STREAM_ARN,
 };
 use hybrid_counter::keys;
 use hybrid_counter::stream::Mode;
@@ -287,6 +287,9 @@ struct FunctionSpec {
     /// The request path's settings: default limit and admission mode.
     default_limit: bool,
     ec_shards: bool,
+    /// The reprocessor's: the stream it may replay and DLQ2, where a
+    /// message that can never be replayed goes at once.
+    permanent_failures: bool,
     permissions: fn() -> Vec<Statement>,
 }
 
@@ -300,6 +303,7 @@ const FUNCTIONS: [FunctionSpec; 3] = [
         timeout: STREAM_COUNTER_TIMEOUT,
         default_limit: false,
         ec_shards: true,
+        permanent_failures: false,
         permissions: stream_counter_permissions,
     },
     FunctionSpec {
@@ -311,6 +315,7 @@ const FUNCTIONS: [FunctionSpec; 3] = [
         timeout: DLQ_REPROCESSOR_TIMEOUT,
         default_limit: false,
         ec_shards: true,
+        permanent_failures: true,
         permissions: dlq_reprocessor_permissions,
     },
     FunctionSpec {
@@ -322,6 +327,7 @@ const FUNCTIONS: [FunctionSpec; 3] = [
         timeout: API_TIMEOUT,
         default_limit: true,
         ec_shards: false,
+        permanent_failures: false,
         permissions: api_permissions,
     },
 ];
@@ -370,6 +376,10 @@ fn add_function(t: &mut Template, spec: &FunctionSpec) {
     if spec.ec_shards {
         variables.insert(ENV_EC_SHARDS.to_owned(), Expr::reference(params::EC_SHARD_COUNT));
         variables.insert(ENV_PROCESSING_MODE.to_owned(), Expr::reference(params::PROCESSING_MODE));
+    }
+    if spec.permanent_failures {
+        variables.insert(ENV_STREAM_ARN.to_owned(), stream_arn());
+        variables.insert(ENV_DLQ2_URL.to_owned(), Expr::reference(logical::DLQ2));
     }
     t.resource(
         spec.function,
@@ -477,6 +487,12 @@ fn dlq_reprocessor_permissions() -> Vec<Statement> {
                 Action::DynamoDbGetShardIterator,
             ],
             vec![stream_arn()],
+        ),
+        Statement::allow(
+            "PermanentFailuresToDlq2",
+            // A message that can never be replayed goes to DLQ2 at once.
+            &[Action::SqsSendMessage],
+            vec![arn(logical::DLQ2)],
         ),
     ];
     statements.extend(resource_item_statements());

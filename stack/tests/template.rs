@@ -288,6 +288,8 @@ fn reprocessor_role_grants_exactly_what_the_replay_and_its_mapping_call() {
                 ],
                 stream,
             ),
+            // Permanent failures go to DLQ2 at once; DLQ2 only, and only sending.
+            (&["sqs:SendMessage"], arn(logical::DLQ2)),
             (TABLE_ITEM_ACTIONS, arn(logical::RESOURCES_TABLE)),
             (&["dynamodb:UpdateItem"], arn(logical::COUNTERS_TABLE)),
             (LOG_ACTIONS, arn(logical::DLQ_REPROCESSOR_LOG_GROUP)),
@@ -363,7 +365,23 @@ fn functions_get_the_environment_their_handlers_read() {
         reference(params::PROCESSING_MODE),
     );
     assert_eq!(env(logical::STREAM_COUNTER_FUNCTION), stream);
-    assert_eq!(env(logical::DLQ_REPROCESSOR_FUNCTION), stream);
+    // The reprocessor also knows the stream its mapping's records come from
+    // (an on-failure record of any other is a permanent failure) and DLQ2.
+    let mut reprocessor = stream.clone();
+    reprocessor.insert(
+        hybrid_counter::config::ENV_STREAM_ARN.to_owned(),
+        Expr::get_att(logical::RESOURCES_TABLE, "StreamArn"),
+    );
+    reprocessor.insert(
+        hybrid_counter::config::ENV_DLQ2_URL.to_owned(),
+        reference(logical::DLQ2),
+    );
+    assert_eq!(env(logical::DLQ_REPROCESSOR_FUNCTION), reprocessor);
+    assert_eq!(
+        mapping(&t, logical::STREAM_MAPPING).event_source_arn,
+        reprocessor[hybrid_counter::config::ENV_STREAM_ARN],
+        "the stream the reprocessor expects is the one the stream mapping reads"
+    );
     let mut api = with((ENV_DEFAULT_LIMIT, params::DEFAULT_LIMIT));
     api.insert(
         hybrid_counter::config::ENV_ADMISSION_MODE.to_owned(),

@@ -21,6 +21,7 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, StreamSpecification,
     StreamViewType,
 };
+use dlq_reprocessor::PermanentFailures;
 use hybrid_counter::audit::ScopeCounts;
 use hybrid_counter::stream::Processor;
 use hybrid_counter::stream::record::sequence_number;
@@ -169,6 +170,26 @@ impl Kit {
         }
     }
 
+    /// What the reprocessor needs besides the processor: this kit's stream,
+    /// and a DLQ2 queue (`hck-dlq2`, created on first use) for the messages
+    /// that can never be replayed.
+    pub async fn permanent_failures(&self) -> PermanentFailures {
+        let sqs = aws_sdk_sqs::Client::new(&self.emulator.sdk_config().await);
+        let dlq2_url = sqs
+            .create_queue()
+            .queue_name("hck-dlq2")
+            .send()
+            .await
+            .expect("create DLQ2")
+            .queue_url
+            .expect("DLQ2's URL");
+        PermanentFailures {
+            sqs,
+            dlq2_url,
+            stream_arn: self.reader.stream_arn().to_owned(),
+        }
+    }
+
     /// Every record of every shard from the trim horizon, in shard order.
     pub async fn all_records(&self) -> Vec<Record> {
         let mut records = Vec::new();
@@ -278,32 +299,82 @@ pub async fn assert_invariants(
     (counts, snapshot)
 }
 
-/// Invokes the kit's handler named `function` in process with a Lambda
-/// `payload`: the DLQ reprocessor for a name ending in `-dlq-reprocessor`,
-/// else the stream counter; the shared handler functions the binaries run.
-pub async fn invoke_kit_function(
-    processor: &Processor<DynamoStore>,
-    streams: &aws_sdk_dynamodbstreams::Client,
-    function: &str,
-    payload: serde_json::Value,
-) -> esm_runner::Invocation {
-    let context = lambda_runtime::Context::default();
-    let result = if function.ends_with("-dlq-reprocessor") {
-        match serde_json::from_value(payload) {
-            Ok(event) => {
-                dlq_reprocessor::handle_dlq_event(processor, streams, lambda_runtime::LambdaEvent::new(event, context))
-                    .await
-                    .map(|r| serde_json::to_value(r).unwrap_or_default())
-                    .map_err(|e| e.to_string())
-            }
-            Err(e) => Err(e.to_string()),
+/// The kit's handler functions in process, as the binaries run them: the
+/// DLQ reprocessor for a function name ending in `-dlq-reprocessor`, else
+/// the stream counter. The reprocessor gets the stream and DLQ2 its
+/// deployed function's environment names (`STREAM_ARN`, `DLQ2_URL`), read
+/// from the emulator's Lambda API on its first invocation: what `cargo
+/// lambda watch` hands the real binary.
+#[derive(Clone)]
+pub struct KitFunctions {
+    processor: Processor<DynamoStore>,
+    streams: aws_sdk_dynamodbstreams::Client,
+    sqs: aws_sdk_sqs::Client,
+    lambda: aws_sdk_lambda::Client,
+    permanent: std::sync::Arc<tokio::sync::Mutex<std::collections::HashMap<String, PermanentFailures>>>,
+}
+
+impl KitFunctions {
+    /// `processor` runs the records; `sdk` reaches the emulator (directly or
+    /// through a fault proxy) for the stream, DLQ2 and the functions'
+    /// configuration.
+    pub fn new(processor: Processor<DynamoStore>, sdk: &SdkConfig) -> Self {
+        Self {
+            processor,
+            streams: aws_sdk_dynamodbstreams::Client::new(sdk),
+            sqs: aws_sdk_sqs::Client::new(sdk),
+            lambda: aws_sdk_lambda::Client::new(sdk),
+            permanent: Default::default(),
         }
-    } else {
-        return invoke_stream_counter(processor, payload).await;
-    };
-    match result {
-        Ok(response) => esm_runner::Invocation::Response(response),
-        Err(message) => esm_runner::Invocation::error("Handler", &message),
+    }
+
+    /// The reprocessor's route of permanent failures, from the deployed
+    /// `function`'s environment.
+    async fn permanent_failures(&self, function: &str) -> Result<PermanentFailures, String> {
+        let mut known = self.permanent.lock().await;
+        if let Some(permanent) = known.get(function) {
+            return Ok(permanent.clone());
+        }
+        let configuration = self
+            .lambda
+            .get_function_configuration()
+            .function_name(function)
+            .send()
+            .await
+            .map_err(|e| aws_sdk_lambda::error::DisplayErrorContext(e).to_string())?;
+        let variables = configuration
+            .environment()
+            .and_then(|e| e.variables())
+            .cloned()
+            .unwrap_or_default();
+        let permanent = PermanentFailures::from_lookup(self.sqs.clone(), |name| variables.get(name).cloned())
+            .map_err(|e| e.to_string())?;
+        known.insert(function.to_owned(), permanent.clone());
+        Ok(permanent)
+    }
+
+    /// Invokes the handler of `function` with a Lambda `payload`.
+    pub async fn invoke(&self, function: &str, payload: serde_json::Value) -> esm_runner::Invocation {
+        if !function.ends_with("-dlq-reprocessor") {
+            return invoke_stream_counter(&self.processor, payload).await;
+        }
+        let result = match (self.permanent_failures(function).await, serde_json::from_value(payload)) {
+            (Ok(permanent), Ok(event)) => dlq_reprocessor::handle_dlq_event(
+                &self.processor,
+                &self.streams,
+                &permanent,
+                lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
+            )
+            .await
+            .map(|r| serde_json::to_value(r).unwrap_or_default())
+            .map_err(|e| e.to_string()),
+            (Err(e), _) => Err(e),
+            (_, Err(e)) => Err(e.to_string()),
+        };
+        match result {
+            Ok(response) => esm_runner::Invocation::Response(response),
+            Err(message) => esm_runner::Invocation::error("Handler", &message),
+        }
     }
 }
 
@@ -423,10 +494,10 @@ pub async fn in_process_runner(endpoint: &str, config: &CounterConfig) -> esm_ru
         .await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), config);
     let processor = Processor::new(store).with_eventual_shards(config.eventual_shards);
-    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+    let functions = KitFunctions::new(processor, &sdk);
     let invoker = FnInvoker::new(move |function: String, payload: serde_json::Value| {
-        let (processor, streams) = (processor.clone(), streams.clone());
-        async move { Ok(invoke_kit_function(&processor, &streams, &function, payload).await) }
+        let functions = functions.clone();
+        async move { Ok(functions.invoke(&function, payload).await) }
     });
     let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -452,6 +523,29 @@ pub fn item_ids(payload: &serde_json::Value) -> Vec<String> {
         .iter()
         .map(|r| r["dynamodb"]["Keys"]["id"]["S"].as_str().unwrap_or_default().to_owned())
         .collect()
+}
+
+/// Every message of the queue at `url`, with all its attributes; each is
+/// received, so hidden for a minute.
+pub async fn receive_all(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<aws_sdk_sqs::types::Message> {
+    let mut messages = Vec::new();
+    loop {
+        let page = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .visibility_timeout(60)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .expect("receive")
+            .messages
+            .unwrap_or_default();
+        if page.is_empty() {
+            return messages;
+        }
+        messages.extend(page);
+    }
 }
 
 /// `(visible, in flight)` messages of the queue at `url` (SQS's approximate

@@ -1,8 +1,8 @@
-//! Lambda entry point of the DLQ reprocessor: builds the processor and the
-//! Streams client once and hands every DLQ1 batch to
-//! [`dlq_reprocessor::handle_dlq_event`].
+//! Lambda entry point of the DLQ reprocessor: builds the processor, the
+//! Streams client and the route of permanent failures to DLQ2 once, and
+//! hands every DLQ1 batch to [`dlq_reprocessor::handle_dlq_event`].
 
-use dlq_reprocessor::handle_dlq_event;
+use dlq_reprocessor::{PermanentFailures, handle_dlq_event};
 use hybrid_counter_aws::lambda::{init_tracing, processor_from_env};
 use lambda_runtime::{Error, service_fn};
 
@@ -11,5 +11,9 @@ async fn main() -> Result<(), Error> {
     init_tracing();
     let (processor, sdk) = processor_from_env().await?;
     let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
-    lambda_runtime::run(service_fn(|event| handle_dlq_event(&processor, &streams, event))).await
+    let permanent = PermanentFailures::from_lookup(aws_sdk_sqs::Client::new(&sdk), |name| std::env::var(name).ok())?;
+    lambda_runtime::run(service_fn(|event| {
+        handle_dlq_event(&processor, &streams, &permanent, event)
+    }))
+    .await
 }

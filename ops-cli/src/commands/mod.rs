@@ -4,7 +4,8 @@
 //! CloudFormation, change set, packaging and emulator machinery they share.
 //! [`status`] and `local` (`local run`, with the `local` feature) read the
 //! stack; [`audit`], [`scope`] (`usage`, `limit`), [`load`] and [`redrive`]
-//! work against its data, found through [`deployed`].
+//! work against its data, found through [`deployed`]. [`docs`]
+//! (`completions`, `man`) describes counterctl itself and sends nothing.
 //!
 //! This file holds only what every command is given, the [`Context`], and
 //! the [`Location`] its report starts with; it uses none of the commands.
@@ -12,6 +13,7 @@
 pub mod audit;
 pub mod deploy;
 pub mod deployed;
+pub mod docs;
 pub mod load;
 #[cfg(feature = "local")]
 pub mod local;

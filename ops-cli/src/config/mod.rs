@@ -60,6 +60,11 @@ pub struct Config {
     pub profile: Option<String>,
     pub endpoint: Endpoint,
     pub output: OutputFormat,
+    /// `--quiet`: only results, no progress or informational lines.
+    pub quiet: bool,
+    /// `NO_COLOR` is set and not empty (<https://no-color.org>): no colour,
+    /// and no spinner (its redraws are escape sequences too).
+    pub no_color: bool,
     pub command: CommandConfig,
     /// The variables the later I/O phase needs (working directory lookups,
     /// `CARGO_TARGET_DIR`, `FAKECLOUD_BIN`), captured once.
@@ -84,6 +89,10 @@ pub enum CommandConfig {
     Load(LoadOptions),
     Redrive(RedriveOptions),
     LocalRun(LocalRunOptions),
+    /// `completions <shell>`: nothing is read or sent.
+    Completions(clap_complete::Shell),
+    /// `man`: nothing is read or sent.
+    Man,
 }
 
 impl CommandConfig {
@@ -99,6 +108,8 @@ impl CommandConfig {
             CommandConfig::Load(_) => "load",
             CommandConfig::Redrive(_) => "redrive",
             CommandConfig::LocalRun(_) => "local run",
+            CommandConfig::Completions(_) => "completions",
+            CommandConfig::Man => "man",
         }
     }
 }
@@ -167,6 +178,8 @@ impl Config {
                 }
                 CommandConfig::LocalRun(LocalRunOptions::from_args(&command, global.target)?)
             }
+            Command::Completions(args) => CommandConfig::Completions(args.shell),
+            Command::Man => CommandConfig::Man,
         };
 
         Ok(Self {
@@ -176,6 +189,8 @@ impl Config {
             profile,
             endpoint,
             output: global.output,
+            quiet: global.quiet,
+            no_color: no_color(env),
             command,
             env: EnvSnapshot {
                 cargo_target_dir: non_empty(env("CARGO_TARGET_DIR")).map(PathBuf::from),
@@ -188,6 +203,12 @@ impl Config {
     pub fn is_emulator(&self) -> bool {
         self.target != Target::Aws
     }
+}
+
+/// Whether `NO_COLOR` asks for no colour: set and not empty
+/// (<https://no-color.org>).
+pub fn no_color(env: &dyn Fn(&str) -> Option<String>) -> bool {
+    env("NO_COLOR").is_some_and(|v| !v.is_empty())
 }
 
 /// `[a-zA-Z][-a-zA-Z0-9]*`, at most 128 characters: CloudFormation's rule.
@@ -249,6 +270,15 @@ mod tests {
         let cli = Cli::try_parse_from(argv).unwrap();
         let vars: BTreeMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         Config::from_cli(cli, &|k| vars.get(k).cloned())
+    }
+
+    #[test]
+    fn no_color_counts_only_when_set_and_not_empty_and_quiet_comes_from_the_flag() {
+        let plain = config(&["status"], &[]).unwrap();
+        assert!(!plain.no_color && !plain.quiet);
+        assert!(config(&["status"], &[("NO_COLOR", "1")]).unwrap().no_color);
+        assert!(!config(&["status"], &[("NO_COLOR", "")]).unwrap().no_color);
+        assert!(config(&["--quiet", "status"], &[]).unwrap().quiet);
     }
 
     #[test]

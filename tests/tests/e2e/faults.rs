@@ -601,6 +601,7 @@ fn on_failure_bodies(stream_arn: &str, shard: &str, mut records: &[Record], size
 async fn reprocess(
     processor: &Processor<DynamoStore>,
     streams: &aws_sdk_dynamodbstreams::Client,
+    permanent: &dlq_reprocessor::PermanentFailures,
     messages: &[(String, String)],
 ) -> Vec<String> {
     let mut event = SqsEvent::default();
@@ -613,6 +614,7 @@ async fn reprocess(
     handle_dlq_event(
         processor,
         streams,
+        permanent,
         lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
     )
     .await
@@ -696,6 +698,7 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
     messages.push(("m0-again".to_owned(), bodies[0].clone()));
     rng.shuffle(&mut messages[1..]);
 
+    let permanent = kit.permanent_failures().await;
     let mut pending = messages.clone();
     let (mut invocations, mut reported) = (0, 0);
     while !pending.is_empty() {
@@ -704,7 +707,7 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
             invocations <= 40,
             "seed {seed}: messages still failing after 40 receives: {pending:?}"
         );
-        let failed = reprocess(&processor, &streams, &pending).await;
+        let failed = reprocess(&processor, &streams, &permanent, &pending).await;
         for message in &failed {
             assert!(
                 pending.iter().any(|(m, _)| m == message),
@@ -766,6 +769,8 @@ struct Parked {
     streams: aws_sdk_dynamodbstreams::Client,
     dlq1: String,
     dlq2: String,
+    /// The deployed reprocessor's stream and DLQ2.
+    permanent: dlq_reprocessor::PermanentFailures,
     scope: Scope,
     live: i64,
     bodies: Vec<String>,
@@ -833,6 +838,11 @@ impl Parked {
         assert_eq!(depth(&sqs, &dlq2).await, (bodies.len() as u64, 0));
         Self {
             dlq1: out[outputs::DLQ1_URL].clone(),
+            permanent: dlq_reprocessor::PermanentFailures {
+                sqs: sqs.clone(),
+                dlq2_url: dlq2.clone(),
+                stream_arn: out[outputs::RESOURCES_TABLE_STREAM_ARN].clone(),
+            },
             dlq2,
             emulator,
             config,
@@ -933,7 +943,11 @@ impl Parked {
                 .iter()
                 .map(|m| (m.message_id().unwrap().to_owned(), m.body().unwrap().to_owned()))
                 .collect();
-            assert!(reprocess(&processor, &self.streams, &messages).await.is_empty());
+            assert!(
+                reprocess(&processor, &self.streams, &self.permanent, &messages)
+                    .await
+                    .is_empty()
+            );
             for message in &page {
                 self.sqs
                     .delete_message()

@@ -35,7 +35,7 @@ use hybrid_counter::audit::ScopeCounts;
 use hybrid_counter::stream::Processor;
 use hybrid_counter::{Counter, CounterConfig, Scope};
 use hybrid_counter_aws::DynamoStore;
-use hybrid_counter_aws::replay::OnFailureRecord;
+use hybrid_counter_aws::replay::{OnFailureRecord, REASON_ATTRIBUTE};
 use ops_cli::commands::redrive::RedriveReport;
 use ops_cli::{Report, exit};
 use serde_dynamo::Item;
@@ -73,8 +73,9 @@ struct Pipeline {
     sqs: aws_sdk_sqs::Client,
     store: DynamoStore,
     counter: Counter<DynamoStore>,
-    processor: Processor<DynamoStore>,
-    streams: aws_sdk_dynamodbstreams::Client,
+    functions: e2e::KitFunctions,
+    /// Receipt handles of the messages the test itself received.
+    received_handles: Mutex<Vec<String>>,
     faults: Arc<Faults>,
     seen: Arc<Seen>,
 }
@@ -107,13 +108,13 @@ impl Pipeline {
         let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
         Self {
             counter: Counter::new(store.clone(), 1_000),
-            processor: Processor::new(store.clone()),
+            functions: e2e::KitFunctions::new(Processor::new(store.clone()), &sdk),
             store,
-            streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
             sqs,
             outputs,
             ctl,
             emulator,
+            received_handles: Mutex::default(),
             faults: Arc::default(),
             seen: Arc::default(),
         }
@@ -165,14 +166,9 @@ impl Pipeline {
 
     fn invoker(&self) -> impl Invoke + use<> {
         let stream_function = self.stream_function().to_owned();
-        let (processor, streams, faults, seen) = (
-            self.processor.clone(),
-            self.streams.clone(),
-            self.faults.clone(),
-            self.seen.clone(),
-        );
+        let (functions, faults, seen) = (self.functions.clone(), self.faults.clone(), self.seen.clone());
         FnInvoker::new(move |function: String, payload: Value| {
-            let (processor, streams, faults, seen) = (processor.clone(), streams.clone(), faults.clone(), seen.clone());
+            let (functions, faults, seen) = (functions.clone(), faults.clone(), seen.clone());
             let is_stream = function == stream_function;
             async move {
                 if is_stream {
@@ -188,7 +184,7 @@ impl Pipeline {
                         return Ok(Invocation::error("InjectedFault", "the reprocessor is broken"));
                     }
                 }
-                Ok(e2e::invoke_kit_function(&processor, &streams, &function, payload).await)
+                Ok(functions.invoke(&function, payload).await)
             }
         })
     }
@@ -199,25 +195,44 @@ impl Pipeline {
     }
 
     /// Bodies of every message of a queue output; they are received (and
-    /// hidden for a minute), so this is a test's last look at the queue.
+    /// hidden for a minute: see [`Self::release`]).
     async fn bodies(&self, url_output: &str) -> Vec<String> {
-        let mut bodies = Vec::new();
-        loop {
-            let page = self
-                .sqs
-                .receive_message()
+        self.received(url_output)
+            .await
+            .into_iter()
+            .map(|(body, _)| body)
+            .collect()
+    }
+
+    /// Body and permanent-failure reason (the reprocessor's message
+    /// attribute) of every message of a queue output, received as
+    /// [`Self::bodies`] does.
+    async fn received(&self, url_output: &str) -> Vec<(String, Option<String>)> {
+        let page = e2e::receive_all(&self.sqs, self.output(url_output)).await;
+        self.received_handles
+            .lock()
+            .unwrap()
+            .extend(page.iter().filter_map(|m| m.receipt_handle.clone()));
+        page.iter()
+            .map(|m| {
+                let reason = hybrid_counter_aws::sqs::string_attribute(m, REASON_ATTRIBUTE).map(str::to_owned);
+                (m.body.clone().unwrap_or_default(), reason)
+            })
+            .collect()
+    }
+
+    /// Makes the messages [`Self::received`] hid in a queue output visible again.
+    async fn release(&self, url_output: &str) {
+        let handles: Vec<String> = self.received_handles.lock().unwrap().drain(..).collect();
+        for handle in handles {
+            self.sqs
+                .change_message_visibility()
                 .queue_url(self.output(url_output))
-                .max_number_of_messages(10)
-                .visibility_timeout(60)
+                .receipt_handle(handle)
+                .visibility_timeout(0)
                 .send()
                 .await
-                .expect("receive")
-                .messages
-                .unwrap_or_default();
-            if page.is_empty() {
-                return bodies;
-            }
-            bodies.extend(page.into_iter().filter_map(|m| m.body));
+                .expect("make visible again");
         }
     }
 
@@ -321,8 +336,12 @@ async fn poison_records_retry_and_bisect_into_dlq1_and_the_reprocessor_makes_the
     assert!(status.healthy(), "{status}");
 }
 
+/// DESIGN §5b: a message that can never be replayed does not wait out
+/// `maxReceiveCount` × the visibility timeout (an hour on the stack's
+/// defaults): the reprocessor sends it to DLQ2 in the poll that received
+/// it, with its reason, and the ranges of the same batch are replayed.
 #[tokio::test]
-async fn a_garbage_dlq1_message_ends_in_dlq2_without_blocking_the_replay_of_the_others() {
+async fn garbage_in_dlq1_is_in_dlq2_with_its_reason_within_one_reprocessor_poll() {
     let p = Pipeline::deploy().await;
     let s = scope("acct");
     p.faults.stream.store(true, Ordering::SeqCst);
@@ -334,29 +353,79 @@ async fn a_garbage_dlq1_message_ends_in_dlq2_without_blocking_the_replay_of_the_
     let stream_only = p.runner(&[p.stream_function()]).await;
     drain(&stream_only).await;
     assert_eq!(p.depth(outputs::DLQ1_URL).await, (2, 0));
+    let ranges = p.bodies(outputs::DLQ1_URL).await;
+    // Hidden by that look for a minute: back at once.
+    p.release(outputs::DLQ1_URL).await;
+    // A range of another table's stream: replaying it could only write
+    // someone else's records into this stack's tables.
+    let mut foreign = OnFailureRecord::from_body(&ranges[0]).unwrap();
+    foreign.batch_info.stream_arn = "arn:aws:dynamodb:us-east-1:000000000000:table/other/stream/x".to_owned();
+    let foreign = serde_json::to_string(&foreign).unwrap();
     p.send(outputs::DLQ1_URL, GARBAGE).await;
+    p.send(outputs::DLQ1_URL, &foreign).await;
 
     let report = drain(&runner).await;
-    let first = p.seen.reprocessor.lock().unwrap()[0].clone();
-    let mut delivered = bodies_of(&first);
-    assert_eq!(delivered.len(), 3, "one batch: two ranges and the garbage: {first}");
-    delivered.retain(|b| b != GARBAGE);
-    for body in &delivered {
-        OnFailureRecord::from_body(body).expect("an on-failure record");
-    }
+    let seen = p.seen.reprocessor.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "one poll, one invocation: {seen:?}");
+    assert_eq!(
+        bodies_of(&seen[0]).len(),
+        4,
+        "two ranges, the garbage, the foreign range"
+    );
     let reprocessor = report.for_function(p.reprocessor_function());
     assert_eq!(
-        reprocessor.messages_deleted, 2,
-        "the ranges were replayed in the batch that held the garbage: {report}"
+        (
+            reprocessor.messages_deleted,
+            reprocessor.messages_returned,
+            reprocessor.partial_failures
+        ),
+        (4, 0, 0),
+        "every message was handled in that poll: {report}"
     );
-    assert!(reprocessor.partial_failures >= 1, "{report}");
     assert_eq!(p.depth(outputs::DLQ1_URL).await, (0, 0));
     p.assert_converged(&s).await;
-    assert_eq!(
-        p.bodies(outputs::DLQ2_URL).await,
-        [GARBAGE],
-        "after Dlq1MaxReceiveCount=2 receives only the garbage moved on"
+
+    let mut parked = p.received(outputs::DLQ2_URL).await;
+    parked.sort();
+    let [(first, first_reason), (second, second_reason)] = &parked[..] else {
+        panic!("DLQ2 holds {parked:?}")
+    };
+    let (garbage, foreign_reason) = if first == GARBAGE {
+        assert_eq!(second, &foreign, "the body is unchanged");
+        (first_reason, second_reason)
+    } else {
+        assert_eq!(
+            (first, second.as_str()),
+            (&foreign, GARBAGE),
+            "the bodies are unchanged"
+        );
+        (second_reason, first_reason)
+    };
+    let garbage = garbage.as_deref().expect("a reason attribute");
+    assert!(garbage.starts_with("not an on-failure record"), "{garbage}");
+    let foreign_reason = foreign_reason.as_deref().expect("a reason attribute");
+    assert!(
+        foreign_reason.contains("table/other/stream/x")
+            && foreign_reason.contains(p.output(outputs::RESOURCES_TABLE_STREAM_ARN)),
+        "{foreign_reason}"
     );
+
+    // The operator's view: `redrive --dry-run` shows each reason.
+    p.release(outputs::DLQ2_URL).await;
+    let (dry, code) = p.redrive(&["--dry-run"]).await;
+    assert_eq!(code, exit::SUCCESS, "{dry}");
+    let mut reasons: Vec<&str> = dry.preview.iter().filter_map(|p| p.reason.as_deref()).collect();
+    reasons.sort_unstable();
+    let mut expected = vec![garbage, foreign_reason];
+    expected.sort_unstable();
+    assert_eq!(reasons, expected, "{dry}");
+    let text = dry.to_string();
+    assert!(text.contains(&format!("sent to dlq2 at once: {garbage}")), "{text}");
+    assert!(
+        text.contains("the reprocessor will send it straight back to dlq2"),
+        "{text}"
+    );
+    assert_eq!(p.depth(outputs::DLQ2_URL).await, (2, 0), "the dry run moved nothing");
 }
 
 #[tokio::test]
@@ -470,6 +539,9 @@ async fn local_run_until_idle_plays_the_deployed_stack_with_the_real_handler_bin
     let p = Pipeline::deploy().await;
     let s = scope("acct");
     p.write_items(&s).await;
+    // The real reprocessor, with the stack's DLQ2_URL and STREAM_ARN, sends
+    // this to DLQ2 at once.
+    p.send(outputs::DLQ1_URL, GARBAGE).await;
     let report = p
         .ctl
         .run(&[
@@ -502,6 +574,23 @@ async fn local_run_until_idle_plays_the_deployed_stack_with_the_real_handler_bin
             .values()
             .any(|m| m.function_name == p.reprocessor_function()),
         "the DLQ1 mapping is played too: {local}"
+    );
+    let reprocessor = local.runner.for_function(p.reprocessor_function());
+    assert_eq!(
+        (reprocessor.messages_deleted, reprocessor.function_errors),
+        (1, 0),
+        "{local}"
+    );
+    assert_eq!(p.depth(outputs::DLQ1_URL).await, (0, 0));
+    let parked = p.received(outputs::DLQ2_URL).await;
+    assert_eq!(parked.len(), 1, "{parked:?}");
+    assert_eq!(parked[0].0, GARBAGE);
+    assert!(
+        parked[0]
+            .1
+            .as_deref()
+            .is_some_and(|r| r.starts_with("not an on-failure record")),
+        "{parked:?}"
     );
     p.assert_converged(&s).await;
 }

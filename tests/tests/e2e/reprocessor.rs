@@ -4,7 +4,7 @@
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use dlq_reprocessor::handle_dlq_event;
 use e2e::Kit;
-use hybrid_counter_aws::replay::OnFailureRecord;
+use hybrid_counter_aws::replay::{OnFailureRecord, REASON_ATTRIBUTE};
 use serde_dynamo::Item;
 
 use crate::{NOW, id, scope};
@@ -21,6 +21,7 @@ async fn replay_messages(kit: &Kit, bodies: &[String]) -> Vec<String> {
     let response = handle_dlq_event(
         &kit.processor,
         &streams,
+        &kit.permanent_failures().await,
         lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
     )
     .await
@@ -71,8 +72,12 @@ async fn a_failed_batch_is_replayed_from_the_stream_and_counted_once() {
     assert_eq!(kit.counter.usage(&s).await.unwrap().eventual, 7);
 }
 
+/// Garbage and a range of another stream can never be replayed: DLQ2 at
+/// once, with the reason, not reported (so DLQ1 deletes them). A range
+/// that is not in the stream (trimmed or invented) may be a read that
+/// found nothing yet: it keeps its retries, alone.
 #[tokio::test]
-async fn garbage_and_unreplayable_messages_fail_alone() {
+async fn permanent_failures_go_to_dlq2_at_once_and_an_unreplayable_range_fails_alone() {
     let mut kit = Kit::start(100).await;
     let s = scope("acct");
     for n in 0..3 {
@@ -83,16 +88,39 @@ async fn garbage_and_unreplayable_messages_fail_alone() {
     }
     let records = kit.new_records().await;
     let good = on_failure_body(&kit, &records).await;
-    // A range whose first record is not in the stream (trimmed or invented).
     let mut gone: OnFailureRecord = serde_json::from_str(&good).unwrap();
     gone.batch_info.start_sequence_number = "1".into();
     let gone = serde_json::to_string(&gone).unwrap();
-    let failed = replay_messages(&kit, &["{not json".into(), gone, good, "{}".into()]).await;
-    assert_eq!(failed, vec!["m0", "m1", "m3"], "only the bad messages are reported");
+    let mut foreign: OnFailureRecord = serde_json::from_str(&good).unwrap();
+    foreign.batch_info.stream_arn = "arn:aws:dynamodb:us-east-1:000000000000:table/other/stream/x".into();
+    let foreign = serde_json::to_string(&foreign).unwrap();
+    let failed = replay_messages(&kit, &["{not json".into(), gone, good, "{}".into(), foreign.clone()]).await;
+    assert_eq!(failed, vec!["m1"], "only the range that may come back is retried");
     assert_eq!(
         kit.counter.usage(&s).await.unwrap().eventual,
         3,
         "the good one was replayed"
     );
     kit.assert_invariants(&s).await;
+    let permanent = kit.permanent_failures().await;
+    let parked: Vec<(String, String)> = e2e::receive_all(&permanent.sqs, &permanent.dlq2_url)
+        .await
+        .iter()
+        .map(|m| {
+            let reason = hybrid_counter_aws::sqs::string_attribute(m, REASON_ATTRIBUTE).unwrap_or_default();
+            (m.body().unwrap_or_default().to_owned(), reason.to_owned())
+        })
+        .collect();
+    let reason = |body: &str| {
+        let found = parked.iter().filter(|(b, _)| b == body).collect::<Vec<_>>();
+        assert_eq!(found.len(), 1, "{body} once, unchanged, in DLQ2: {parked:?}");
+        found[0].1.clone()
+    };
+    assert_eq!(parked.len(), 3, "{parked:?}");
+    assert!(
+        reason("{not json").starts_with("not an on-failure record"),
+        "{parked:?}"
+    );
+    assert!(reason("{}").starts_with("not an on-failure record"), "{parked:?}");
+    assert!(reason(&foreign).contains("table/other/stream/x"), "{parked:?}");
 }

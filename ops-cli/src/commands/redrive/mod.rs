@@ -21,8 +21,9 @@
 //! same library code the reprocessor runs, and the message is deleted from
 //! DLQ2 once that succeeded.
 //!
-//! `--dry-run` peeks: messages are received, described and made visible
-//! again at the end; nothing is sent, replayed or deleted.
+//! `--dry-run` peeks: messages are received, described (with the reason
+//! of a permanent failure the reprocessor sent straight to DLQ2) and made
+//! visible again at the end; nothing is sent, replayed or deleted.
 //!
 //! A message that is not moved or replayed stays in DLQ2. It is held
 //! invisible for the rest of the run, so one run considers each message
@@ -77,6 +78,8 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
         url: output(stack::outputs::DLQ1_URL)?,
         arn: output(stack::outputs::DLQ1_ARN)?,
     };
+    // A message of another stream than this one is never replayed.
+    let stream_arn = output(stack::outputs::RESOURCES_TABLE_STREAM_ARN)?;
     let method = redrive_method(ctx.config.target, options);
     let sqs = &ctx.clients.sqs;
     let source_depth = queue_depth(sqs, &source.url).await?.visible;
@@ -104,7 +107,7 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
         },
     );
     let tally = match method {
-        RedriveMethod::Peek => peek(sqs, &source.url, options.mode, limits, &bar).await?,
+        RedriveMethod::Peek => peek(sqs, &source.url, options.mode, &stream_arn, limits, &bar).await?,
         RedriveMethod::ReceiveSendDelete => move_messages(sqs, &source.url, &destination.url, limits, &bar).await?,
         RedriveMethod::MessageMoveTask => {
             move_task(sqs, &source.arn, &destination.arn, options.rate, ctx.clients.poll, &bar).await?
@@ -115,12 +118,24 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
                 .with_eventual_shards(config.eventual_shards)
                 .with_clock(hybrid_counter::Clock::system());
             let (processor, streams) = (&processor, &ctx.clients.dynamodbstreams);
-            replay_messages(sqs, &source.url, limits, &bar, |record: OnFailureRecord| async move {
-                hybrid_counter_aws::replay::replay(processor, streams, &record.batch_info, hybrid_counter::now_millis())
+            replay_messages(
+                sqs,
+                &source.url,
+                &stream_arn,
+                limits,
+                &bar,
+                |record: OnFailureRecord| async move {
+                    hybrid_counter_aws::replay::replay(
+                        processor,
+                        streams,
+                        &record.batch_info,
+                        hybrid_counter::now_millis(),
+                    )
                     .await
                     .map(|_| ())
                     .map_err(|e| e.to_string())
-            })
+                },
+            )
             .await?
         }
     };

@@ -1,7 +1,9 @@
 //! `--replay`, for when the reprocessor itself is broken: each DLQ2
-//! message is parsed as an on-failure record, its range replayed with the
-//! function given (the library code the reprocessor runs), and the message
-//! deleted from DLQ2 once that succeeded.
+//! message is parsed as an on-failure record of the stack's stream, its
+//! range replayed with the function given (the library code the
+//! reprocessor runs), and the message deleted from DLQ2 once that
+//! succeeded. A message the reprocessor could never replay either (not an
+//! on-failure record, another stream) is skipped.
 
 use std::future::Future;
 
@@ -15,10 +17,12 @@ use crate::error::Result;
 
 /// Replays DLQ2's messages one at a time with `replay_one` (normally the
 /// library's range replay) and deletes each that succeeded. A message that
-/// is not an on-failure record is skipped; one whose replay fails stays.
+/// is not an on-failure record of `stream_arn` is skipped; one whose replay
+/// fails stays.
 pub async fn replay_messages<F, Fut>(
     sqs: &Client,
     url: &str,
+    stream_arn: &str,
     limits: Limits,
     bar: &ProgressBar,
     replay_one: F,
@@ -31,7 +35,7 @@ where
     let mut tally = Tally::default();
     while let Some(page) = rx.next_page(&mut tally).await? {
         for message in &page {
-            match OnFailureRecord::from_body(message.body().unwrap_or_default()) {
+            match OnFailureRecord::from_body_of(message.body().unwrap_or_default(), stream_arn) {
                 Err(err) => {
                     tally.skipped.push(problem(message, format!("{err}; left in dlq2")));
                     rx.hold(message);
@@ -66,7 +70,7 @@ mod tests {
     use super::*;
     use crate::commands::redrive::receive::limits;
     use crate::commands::redrive::testing::{
-        SOURCE, client, delete_ok, log, message, receive, receive_nothing, record, release_ok,
+        SOURCE, STREAM, client, delete_ok, log, message, receive, receive_nothing, record, release_ok,
     };
 
     #[tokio::test]
@@ -77,6 +81,7 @@ mod tests {
             delete_ok(calls.clone()),
             receive(vec![message("b", "garbage")]),
             receive(vec![message("c", &record())]),
+            receive(vec![message("d", &record().replace(STREAM, "arn:aws:dynamodb:other"))]),
             receive_nothing(),
             release_ok(calls.clone()),
         ];
@@ -86,6 +91,7 @@ mod tests {
         let tally = replay_messages(
             &sqs,
             SOURCE,
+            STREAM,
             Limits { page: 1, ..limits() },
             &ProgressBar::hidden(),
             |record: OnFailureRecord| {
@@ -105,17 +111,28 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(tally.replayed, 1);
-        assert_eq!(tally.skipped.len(), 1);
+        assert_eq!(tally.skipped.len(), 2);
         assert_eq!(tally.skipped[0].message_id, "b");
         assert!(
             tally.skipped[0].reason.contains("not an on-failure record"),
             "{tally:?}"
         );
+        assert_eq!(tally.skipped[1].message_id, "d");
+        assert!(
+            tally.skipped[1].reason.contains("not of the stack's stream"),
+            "another stream's range is never applied to the stack's tables: {tally:?}"
+        );
+        assert_eq!(*attempts.lock().unwrap(), 2, "only a and c were replayed");
         assert_eq!(tally.failed.len(), 1);
         assert!(tally.failed[0].reason.contains("no longer in the stream"), "{tally:?}");
         assert_eq!(
             *calls.lock().unwrap(),
-            ["delete handle-a", "release handle-b", "release handle-c"]
+            [
+                "delete handle-a",
+                "release handle-b",
+                "release handle-c",
+                "release handle-d"
+            ]
         );
     }
 }

@@ -62,6 +62,11 @@ pub struct Preview {
     pub receive_count: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub range: Option<RangeSummary>,
+    /// Why the reprocessor sent the message to DLQ2 at once (a permanent
+    /// failure: its message attribute); none for a message SQS moved there
+    /// after `maxReceiveCount` receives.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
 }
@@ -186,6 +191,9 @@ impl fmt::Display for RedriveReport {
                     (None, None) => String::new(),
                 };
                 writeln!(f, "    {:<7} {}  {what}", p.action, p.message_id)?;
+                if let Some(reason) = &p.reason {
+                    writeln!(f, "            sent to {} at once: {reason}", self.source.name)?;
+                }
             }
         } else {
             writeln!(

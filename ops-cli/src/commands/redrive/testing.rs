@@ -17,6 +17,8 @@ use hybrid_counter_aws::replay::OnFailureRecord;
 
 pub(super) const SOURCE: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/hck-dlq2";
 pub(super) const DESTINATION: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/hck-dlq1";
+/// The stack's stream, the one [`record`] names.
+pub(super) const STREAM: &str = "arn:aws:dynamodb:us-east-1:123456789012:table/hck-resources/stream/x";
 
 /// An on-failure record of a one-record batch, as an SQS body.
 pub(super) fn record() -> String {
@@ -42,7 +44,7 @@ pub(super) fn record() -> String {
             approximate_arrival_of_first_record: "2026-01-01T00:00:00Z".into(),
             approximate_arrival_of_last_record: "2026-01-01T00:00:00Z".into(),
             batch_size: 1,
-            stream_arn: "arn:aws:dynamodb:us-east-1:123456789012:table/hck-resources/stream/x".into(),
+            stream_arn: STREAM.into(),
         },
     })
     .unwrap()
