@@ -1127,6 +1127,16 @@ mod tests {
         assert_eq!(counter.store().counter("acct", keys::BEST_EFFORT_NAME), 1);
     }
 
+    /// Creates `id` in scope `acct` with its next `refusals` best-effort
+    /// writes throttled.
+    async fn create_throttled(counter: &Counter<MemoryStore>, id: &str, refusals: usize) -> Created {
+        for _ in 0..refusals {
+            counter.store().inject(Op::AddBestEffort, Fault::Throttled);
+        }
+        let (s, id) = ids("acct", id);
+        counter.create(&s, &id, Item::default(), NOW).await.unwrap()
+    }
+
     #[tokio::test]
     async fn a_write_refused_for_heat_goes_to_another_shard_and_only_an_unknown_outcome_is_swallowed() {
         let counter = Counter::new(MemoryStore::new(), 100)
@@ -1160,13 +1170,7 @@ mod tests {
         );
         assert_best_effort_not_above_live(counter.store(), "acct");
         // Every shard busy through every round: given up, counted.
-        for _ in 0..16 {
-            counter.store().inject(Op::AddBestEffort, Fault::Throttled);
-        }
-        let created = counter
-            .create(&s, &ResourceId::new("y").unwrap(), Item::default(), NOW)
-            .await
-            .unwrap();
+        let created = create_throttled(&counter, "y", 16).await;
         assert!(!created.best_effort_counted);
         assert_eq!(
             count_calls(counter.store(), Op::AddBestEffort),
@@ -1202,13 +1206,7 @@ mod tests {
         assert_eq!(counter.store().best_effort("acct"), 1, "no other shard was written");
         // Busy through every attempt: given up after the backoff's 4
         // attempts on the one shard (with the rotation: 4 shards x 4 rounds).
-        for _ in 0..16 {
-            counter.store().inject(Op::AddBestEffort, Fault::Throttled);
-        }
-        let created = counter
-            .create(&s, &ResourceId::new("x").unwrap(), Item::default(), NOW)
-            .await
-            .unwrap();
+        let created = create_throttled(&counter, "x", 16).await;
         assert!(!created.best_effort_counted);
         assert_eq!(count_calls(counter.store(), Op::AddBestEffort), 3 + 4);
         assert_eq!(counter.swallowed_best_effort_writes(), 1);
