@@ -167,7 +167,11 @@ impl Throttling {
             ));
         }
         out.push_str(
-            "\nA row falls behind the pace when its workers wait in backoffs (the creates/s column). The undercount is BE's alone and temporary: EC counts \
+            "\nA row falls behind the pace when its workers wait in backoffs (the creates/s column). Where the pace \
+             is above what all of the scope's BE items together take (shards x rate), no retry can place every \
+             write: moving a refused write to another shard only helps while some shard has room, and under \
+             such overload it multiplies the writes sent (each of them refused at no capacity cost on DynamoDB, \
+             but a round trip each). The undercount is BE's alone and temporary: EC counts \
              every item once the stream is drained, and `audit --repair` raises BE to the live count.\n",
         );
         out
