@@ -617,8 +617,8 @@ fn markdown(results: &Results) -> String {
              this baseline has more transactions in flight than the batched design, never fewer). A failure is \
              reported at the lowest record not completed, as a partial batch response would. The ratios of the \
              batched designs against both are in the two `vs` columns. The emulator serialises transactions, so \
-             more of them in flight cannot make per-record faster here (they only wait on each other); on \
-             DynamoDB per-record is capped at about 500 events/s per scope by its hot counter item whatever its \
+             more of them in flight buy per-record little here, and on this shared 2-core machine the two \
+             per-record rows have come out either way round from one run to the next; on DynamoDB per-record is capped at about 500 events/s per scope by its hot counter item whatever its \
              concurrency (the projected cap column), so neither baseline can approach the batched design.\n",
             results.lanes,
             results.batch_size,
