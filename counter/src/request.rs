@@ -108,6 +108,9 @@ pub struct Counter<S> {
     /// with an unknown outcome. Each leaves BE off by one in the safe
     /// direction until the repair.
     swallowed: Arc<AtomicU64>,
+    /// Whether a best-effort `+1`/`-1` refused for heat goes on to the
+    /// other shards (true, the default) or is retried on its own shard only.
+    retry_on_other_shards: bool,
 }
 
 impl<S: Store> Counter<S> {
@@ -124,6 +127,7 @@ impl<S: Store> Counter<S> {
             seed: None,
             draws: Arc::default(),
             swallowed: Arc::default(),
+            retry_on_other_shards: true,
         }
     }
 
@@ -152,6 +156,18 @@ impl<S: Store> Counter<S> {
     /// the single `best_effort` item).
     pub fn with_best_effort_shards(mut self, shards: u32) -> Self {
         self.layout = Layout::new(shards);
+        self
+    }
+
+    /// Whether a best-effort increment or decrement refused for heat
+    /// (throttled, or held by a transaction) is sent on to the other
+    /// shards (true, the default) or retried on its own shard only, after
+    /// a backoff (false: the behaviour before the counter was sharded, kept
+    /// so `make bench` can measure what the rotation buys). Strict
+    /// admission's reservations try every shard either way: that is how
+    /// the quotas are used.
+    pub fn with_retry_on_other_shards(mut self, enabled: bool) -> Self {
+        self.retry_on_other_shards = enabled;
         self
     }
 
@@ -435,8 +451,10 @@ impl<S: Store> Counter<S> {
     /// throttling or by a transaction holding the item (the stream
     /// consumer's, or an operator's repair) was not applied, so it is sent
     /// again, to the next shard ([`Layout::rotation`]): the sum is what
-    /// every reader uses. An error whose outcome is unknown (a 500, a
-    /// timeout) is returned, never retried. Returns the shard written.
+    /// every reader uses (only to its own shard, after a backoff, without
+    /// [`Self::with_retry_on_other_shards`]). An error whose outcome is
+    /// unknown (a 500, a timeout) is returned, never retried. Returns the
+    /// shard written.
     async fn add_best_effort(
         &self,
         scope: &Scope,
@@ -445,7 +463,11 @@ impl<S: Store> Counter<S> {
         now: EpochMillis,
         rng: &mut fastrand::Rng,
     ) -> Result<Option<u32>, StoreError> {
-        let order = self.layout.rotation(shard, rng);
+        let order = if self.retry_on_other_shards {
+            self.layout.rotation(shard, rng)
+        } else {
+            vec![shard]
+        };
         self.on_shards(&order, |shard| {
             let name = keys::best_effort_name(shard);
             async move { self.store.add_best_effort(scope, &name, delta, now).await }
@@ -1105,6 +1127,16 @@ mod tests {
         assert_eq!(counter.store().counter("acct", keys::BEST_EFFORT_NAME), 1);
     }
 
+    /// Creates `id` in scope `acct` with its next `refusals` best-effort
+    /// writes throttled.
+    async fn create_throttled(counter: &Counter<MemoryStore>, id: &str, refusals: usize) -> Created {
+        for _ in 0..refusals {
+            counter.store().inject(Op::AddBestEffort, Fault::Throttled);
+        }
+        let (s, id) = ids("acct", id);
+        counter.create(&s, &id, Item::default(), NOW).await.unwrap()
+    }
+
     #[tokio::test]
     async fn a_write_refused_for_heat_goes_to_another_shard_and_only_an_unknown_outcome_is_swallowed() {
         let counter = Counter::new(MemoryStore::new(), 100)
@@ -1138,13 +1170,7 @@ mod tests {
         );
         assert_best_effort_not_above_live(counter.store(), "acct");
         // Every shard busy through every round: given up, counted.
-        for _ in 0..16 {
-            counter.store().inject(Op::AddBestEffort, Fault::Throttled);
-        }
-        let created = counter
-            .create(&s, &ResourceId::new("y").unwrap(), Item::default(), NOW)
-            .await
-            .unwrap();
+        let created = create_throttled(&counter, "y", 16).await;
         assert!(!created.best_effort_counted);
         assert_eq!(
             count_calls(counter.store(), Op::AddBestEffort),
@@ -1152,6 +1178,38 @@ mod tests {
             "4 shards, 4 rounds"
         );
         assert_eq!(counter.swallowed_best_effort_writes(), 2);
+        assert_best_effort_not_above_live(counter.store(), "acct");
+    }
+
+    #[tokio::test]
+    async fn without_the_rotation_a_write_refused_for_heat_stays_on_its_own_shard() {
+        let counter = Counter::new(MemoryStore::new(), 100)
+            .with_best_effort_shards(4)
+            .with_retry_on_other_shards(false)
+            .with_seed(3);
+        let (s, id) = ids("acct", "w");
+        counter.store().inject(Op::AddBestEffort, Fault::Throttled);
+        counter.store().inject(Op::AddBestEffort, Fault::Throttled);
+        let created = counter.create(&s, &id, Item::default(), NOW).await.unwrap();
+        assert!(created.best_effort_counted);
+        let recorded = keys::best_effort_name(recorded_shard(counter.store(), "acct", "w"));
+        assert_eq!(
+            count_calls(counter.store(), Op::AddBestEffort),
+            3,
+            "two refusals, one retry each"
+        );
+        assert_eq!(
+            counter.store().counter("acct", &recorded),
+            1,
+            "the retries went to the item's own shard"
+        );
+        assert_eq!(counter.store().best_effort("acct"), 1, "no other shard was written");
+        // Busy through every attempt: given up after the backoff's 4
+        // attempts on the one shard (with the rotation: 4 shards x 4 rounds).
+        let created = create_throttled(&counter, "x", 16).await;
+        assert!(!created.best_effort_counted);
+        assert_eq!(count_calls(counter.store(), Op::AddBestEffort), 3 + 4);
+        assert_eq!(counter.swallowed_best_effort_writes(), 1);
         assert_best_effort_not_above_live(counter.store(), "acct");
     }
 

@@ -1,6 +1,8 @@
-"""Draws docs/benchmarks.png from target/bench/modes.json (written by
-`cargo bench -p e2e --bench modes`). Run by `make bench` with the venv's
-matplotlib."""
+"""Draws docs/benchmarks.png (the stream consumer's designs) and
+docs/benchmarks-sharded.png (a hot scope's projected ceiling against the
+shard count, and BE's undercount under throttling) from
+target/bench/modes.json (written by `cargo bench -p e2e --bench modes`).
+Run by `make bench` with the venv's matplotlib."""
 
 import json
 import pathlib
@@ -14,8 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 root = pathlib.Path(__file__).resolve().parents[2]
 results = json.loads((root / "target/bench/modes.json").read_text())
 designs = results["designs"]
-names = [d["design"] for d in designs]
-colors = ["#9e9e9e", "#4f81bd", "#2e7d32"][: len(names)]
+names = [d["design"].replace(" (", "\n(") for d in designs]
+colors = ["#9e9e9e", "#616161", "#4f81bd", "#2e7d32"][: len(names)]
 
 panels = [
     ("counted events/s", [d["events_per_second"] for d in designs], "{:.0f}"),
@@ -50,5 +52,59 @@ fig.suptitle(
 fig.tight_layout()
 out = root / "docs/benchmarks.png"
 out.parent.mkdir(exist_ok=True)
+fig.savefig(out, dpi=110)
+print(f"wrote {out.relative_to(root)}", file=sys.stderr)
+
+# The end-to-end sharded run and the throttling run.
+sharded = results["sharded"]["runs"]
+shards = [r["shards"] for r in sharded]
+fig, (ceiling, undercount) = plt.subplots(1, 2, figsize=(13, 4.6))
+for key, label, style in [
+    ("ceiling", "projected per-scope ceiling (the lower)", "D-"),
+    ("request_ceiling", "request path (busiest best_effort item, 1 WU per write)", "o--"),
+    ("stream_ceiling", "stream (busiest eventual item, 2 WU per write)", "s--"),
+]:
+    ceiling.plot(
+        shards,
+        [r[key] for r in sharded],
+        style,
+        label=label,
+        linewidth=2 if key == "ceiling" else 1,
+        markersize=11 if key == "request_ceiling" else 6,
+        markerfacecolor="none" if key == "request_ceiling" else None,
+    )
+for r in sharded:
+    ceiling.annotate(f"{r['ceiling']:,.0f}", (r["shards"], r["ceiling"]), textcoords="offset points", xytext=(6, -12), fontsize=9)
+ceiling.axhline(10_000, color="#c62828", linestyle=":", label="target at 16 shards: 10,000 creates/s")
+ceiling.set_xscale("log", base=2)
+ceiling.set_yscale("log")
+ceiling.set_xticks(shards, [str(n) for n in shards])
+ceiling.set_xlabel("BeShardCount = EcShardCount")
+ceiling.set_ylabel("creates/s one scope sustains (projected)")
+ceiling.set_title("Projected ceiling of one hot scope on DynamoDB\n(busiest item at 1,000 WU/s, measured writes per create)", fontsize=11)
+ceiling.legend(fontsize=8, loc="upper left")
+
+throttling = results["throttling"]
+runs = throttling["runs"]
+labels = [f"{r['shards']} shard{'s' if r['shards'] > 1 else ''}\n" + ("other shards" if r["retry_on_other_shards"] and r["shards"] > 1 else "own shard") for r in runs]
+bars = undercount.bar(labels, [r["undercount_percent"] for r in runs], color=["#2e7d32" if r["retry_on_other_shards"] and r["shards"] > 1 else "#9e9e9e" for r in runs])
+for bar, r in zip(bars, runs):
+    undercount.annotate(f"{r['undercount_percent']:.2f} %", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=9)
+undercount.axhline(1.0, color="#c62828", linestyle=":", label="target: 1 %")
+undercount.set_ylabel("BE undercount at the end, % of creates")
+undercount.set_title(
+    f"Throttling run: {throttling['demand']:.0f} creates/s, each counter item capped at "
+    f"{throttling['item_writes_per_second']:.0f} writes/s\n(BE write refused for heat retried on other shards, or on its own)",
+    fontsize=11,
+)
+undercount.tick_params(axis="x", labelsize=9)
+undercount.margins(y=0.15)
+undercount.legend(fontsize=8)
+fig.suptitle(
+    f"A hot scope over shards on fakecloud {results['fakecloud']}: {results['sharded']['creates']} creates per shard count",
+    fontsize=11,
+)
+fig.tight_layout()
+out = root / "docs/benchmarks-sharded.png"
 fig.savefig(out, dpi=110)
 print(f"wrote {out.relative_to(root)}", file=sys.stderr)
