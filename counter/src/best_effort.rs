@@ -55,9 +55,9 @@ pub struct Quota {
 }
 
 impl Quota {
-    /// Whether the read left room on this shard.
+    /// Whether the read left room on this shard (a quota of 0 never has).
     pub fn has_room(&self) -> bool {
-        i128::from(self.read) < i128::from(self.quota)
+        self.quota > 0 && i128::from(self.read) < i128::from(self.quota)
     }
 }
 
@@ -144,18 +144,28 @@ impl Layout {
             .collect();
         let mut frozen = vec![false; quotas.len()];
         loop {
+            // What the limit cannot lend: the retired and frozen items, and
+            // what free shards hold below 0 (a shard at -2 takes its share
+            // from -2, so its share lands 2 lower).
             let held: i128 = retired
                 + quotas
                     .iter()
                     .zip(&frozen)
-                    .filter(|(_, f)| **f)
-                    .map(|(q, _)| i128::from(q.read))
+                    .map(|(q, f)| {
+                        if *f {
+                            i128::from(q.read)
+                        } else {
+                            i128::from(q.read.min(0))
+                        }
+                    })
                     .sum::<i128>();
             let rest = u64::try_from((i128::from(limit) - held).max(0)).unwrap_or(u64::MAX);
             let free: Vec<usize> = (0..quotas.len()).filter(|&i| !frozen[i]).collect();
             let n = free.len() as u64;
             for (j, &i) in free.iter().enumerate() {
-                quotas[i].quota = rest / n + u64::from((j as u64) < rest % n);
+                let share = rest / n + u64::from((j as u64) < rest % n);
+                let below = u64::try_from(-quotas[i].read.min(0)).unwrap_or(u64::MAX);
+                quotas[i].quota = share.saturating_sub(below);
             }
             let full: Vec<usize> = free.into_iter().filter(|&i| !quotas[i].has_room()).collect();
             if full.is_empty() {
@@ -320,13 +330,17 @@ mod tests {
             let quotas = layout.quotas(&read, limit);
             prop_assert_eq!(quotas.len(), shards as usize);
             let active: i128 = quotas.iter().map(|q| i128::from(q.read)).sum();
+            // A shard with room grows to its quota; one without stays.
             let reachable = held - active
-                + quotas.iter().map(|q| i128::from(q.read).max(i128::from(q.quota))).sum::<i128>();
+                + quotas
+                    .iter()
+                    .map(|q| if q.has_room() { i128::from(q.quota) } else { i128::from(q.read) })
+                    .sum::<i128>();
             prop_assert!(quotas.iter().all(|q| q.quota == 0 || q.has_room()));
             if held <= i128::from(limit) {
                 prop_assert_eq!(reachable, i128::from(limit));
             } else {
-                prop_assert!(quotas.iter().all(|q| q.quota == 0));
+                prop_assert!(quotas.iter().all(|q| !q.has_room()));
             }
         }
     }

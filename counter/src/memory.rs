@@ -889,8 +889,9 @@ impl Store for MemoryStore {
                 .copied()
                 .unwrap_or(0);
             // `attribute_not_exists(count) OR count < :quota`, with a
-            // missing count read as 0.
-            if i128::from(count) >= i128::from(quota) {
+            // missing count read as 0; a quota of 0 refuses whatever the
+            // count, as `DynamoStore` does without sending anything.
+            if quota == 0 || i128::from(count) >= i128::from(quota) {
                 return Err(StoreError::ConditionFailed);
             }
             t.add_counter(scope.as_str(), name, 1, now);

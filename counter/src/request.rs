@@ -463,7 +463,13 @@ impl<S: Store> Counter<S> {
         now: EpochMillis,
         rng: &mut fastrand::Rng,
     ) -> Result<Option<u32>, StoreError> {
-        let order = if self.retry_on_other_shards {
+        // Strict admission never moves a decrement off the item's shard: a
+        // -1 landing elsewhere would leave a shard below the live items
+        // recorded on it (below 0 once they are gone), which the quotas
+        // cannot lend out again and no audit of the sum sees. Given up, it
+        // over-reserves, the safe side, until the audit lowers it.
+        let rotate = self.retry_on_other_shards && !(self.admission.is_strict() && delta < 0);
+        let order = if rotate {
             self.layout.rotation(shard, rng)
         } else {
             vec![shard]
@@ -1404,5 +1410,231 @@ mod tests {
         assert!(!full.admits_one_more());
         let zero_limit = Usage::new(&CounterSnapshot::default(), 0);
         assert!(!zero_limit.admits_one_more());
+    }
+
+    // ---- races found by review (each fails on the first sharded version) ---
+
+    /// A store whose reservations wait until `open` is set: creators read,
+    /// then park before their conditional increment.
+    struct Gated {
+        inner: std::sync::Arc<MemoryStore>,
+        open: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        /// Refuse a reservation whose quota is 0 without sending it, as
+        /// `DynamoStore::reserve_best_effort` does.
+        dynamo_zero_quota: bool,
+    }
+
+    impl Store for Gated {
+        async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
+            self.inner.read_counters(scope).await
+        }
+        async fn put_resource(&self, resource: &NewResource) -> Result<(), StoreError> {
+            self.inner.put_resource(resource).await
+        }
+        async fn add_best_effort(
+            &self,
+            scope: &Scope,
+            name: &str,
+            delta: i64,
+            now: EpochMillis,
+        ) -> Result<(), StoreError> {
+            self.inner.add_best_effort(scope, name, delta, now).await
+        }
+        async fn reserve_best_effort(
+            &self,
+            scope: &Scope,
+            name: &str,
+            quota: u64,
+            now: EpochMillis,
+        ) -> Result<(), StoreError> {
+            if self.dynamo_zero_quota && quota == 0 {
+                return Err(StoreError::ConditionFailed);
+            }
+            while !self.open.load(Ordering::SeqCst) {
+                tokio::task::yield_now().await;
+            }
+            self.inner.reserve_best_effort(scope, name, quota, now).await
+        }
+        async fn get_resource(&self, key: &ResourceKey) -> Result<Option<crate::items::ResourceState>, StoreError> {
+            self.inner.get_resource(key).await
+        }
+        async fn mark_deleted(&self, key: &ResourceKey, incarnation: &str, now: EpochMillis) -> Result<(), StoreError> {
+            self.inner.mark_deleted(key, incarnation, now).await
+        }
+        async fn transact(&self, tx: &crate::store::Transaction) -> Result<(), StoreError> {
+            self.inner.transact(tx).await
+        }
+        async fn counter_items(&self, scope: &Scope) -> Result<Vec<crate::items::CounterItem>, StoreError> {
+            self.inner.counter_items(scope).await
+        }
+        async fn scope_items(&self, scope: &Scope) -> Result<Vec<crate::items::ItemRow>, StoreError> {
+            self.inner.scope_items(scope).await
+        }
+        async fn set_counters(
+            &self,
+            scope: &Scope,
+            read: &[crate::items::CounterItem],
+            targets: &[(String, i64)],
+            now: EpochMillis,
+        ) -> Result<bool, StoreError> {
+            self.inner.set_counters(scope, read, targets, now).await
+        }
+    }
+
+    /// Strict admission after the switch from best-effort (BE undercounts:
+    /// 3 live items, BE 0). Two creators read BE = 0 (quotas 2 + 2 under a
+    /// limit of 4), the documented `audit --repair` raises BE to live (all 3
+    /// onto best_effort#0, the emptiest shard), then both reservations land
+    /// on best_effort#1 under their older quota 2: BE 5, live 5 > limit 4.
+    /// With one item the second reservation is refused (BE 4 = limit).
+    async fn repair_between_read_and_reserve(shards: u32) -> (i64, i64, usize) {
+        let store = std::sync::Arc::new(MemoryStore::new());
+        let s = Scope::new("acct").unwrap();
+        let before = Counter::new(store.clone(), 4)
+            .with_best_effort_shards(shards)
+            .with_seed(1);
+        for n in 0..3 {
+            store.inject(Op::AddBestEffort, Fault::Unavailable);
+            before
+                .create(&s, &ResourceId::new(format!("o{n}")).unwrap(), Item::default(), NOW)
+                .await
+                .unwrap();
+        }
+        assert_eq!((live(&store, "acct"), store.best_effort("acct")), (3, 0));
+        let open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let counter = Counter::new(
+            Gated {
+                inner: store.clone(),
+                open: open.clone(),
+                dynamo_zero_quota: false,
+            },
+            4,
+        )
+        .with_admission(Admission::Strict)
+        .with_best_effort_shards(shards)
+        .with_seed(2);
+        let auditor = crate::audit::Auditor::new(&*store, Admission::Strict).with_best_effort_shards(shards);
+        let creators = futures_join_all((0..2).map(|n| {
+            let (counter, s) = (&counter, &s);
+            async move {
+                counter
+                    .create(s, &ResourceId::new(format!("n{n}")).unwrap(), Item::default(), NOW)
+                    .await
+            }
+        }));
+        let audit = async {
+            while store.calls().iter().filter(|op| **op == Op::ReadCounters).count() < 2 {
+                tokio::task::yield_now().await;
+            }
+            let audit = auditor
+                .audit_scope(&s, crate::audit::RepairMode::Apply, NOW)
+                .await
+                .unwrap();
+            // One item: the raise lands at once. Over shards it waits until
+            // no create can be in flight (one could hold a quota the raise
+            // shrinks).
+            assert_eq!(audit.repaired, shards == 1, "{audit:?}");
+            open.store(true, Ordering::SeqCst);
+        };
+        let (outcomes, ()) = tokio::join!(creators, audit);
+        let ok = outcomes.iter().filter(|o| o.is_ok()).count();
+        (live(&store, "acct"), store.best_effort("acct"), ok)
+    }
+
+    #[tokio::test]
+    async fn a_strict_raise_over_shards_waits_for_creates_that_read_before_it() {
+        assert_eq!(
+            repair_between_read_and_reserve(1).await,
+            (4, 4, 1),
+            "one item: no overshoot"
+        );
+        // Two shards: the raise is held back, so no create lands on a quota
+        // the raise shrank; what remains is the mode switch's own window
+        // (README: run `audit --repair` right after switching to strict).
+        let (live, be, ok) = repair_between_read_and_reserve(2).await;
+        assert_eq!((be, ok), (2, 2), "live {live}: only the two reservations moved BE");
+    }
+
+    /// DynamoDB semantics for a zero quota: one throttled decrement sent to
+    /// the other shard leaves best_effort#0 = 1 (no item), #1 = -1; quotas
+    /// are then (0, 0) and every create is refused below the limit, for
+    /// good: BE == live, so the audit finds nothing to repair.
+    #[tokio::test]
+    async fn a_strict_decrement_stays_on_its_shard_so_no_scope_locks_below_its_limit() {
+        let store = std::sync::Arc::new(MemoryStore::new());
+        let open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let counter = Counter::new(
+            Gated {
+                inner: store.clone(),
+                open,
+                dynamo_zero_quota: true,
+            },
+            1,
+        )
+        .with_admission(Admission::Strict)
+        .with_best_effort_shards(2)
+        .with_seed(4);
+        let (s, a) = ids("acct", "a");
+        counter.create(&s, &a, Item::default(), NOW).await.unwrap();
+        store.inject(Op::AddBestEffort, Fault::Throttled);
+        counter.delete(&s, &a, NOW).await.unwrap();
+        let shards = (
+            store.counter("acct", "best_effort#0"),
+            store.counter("acct", "best_effort#1"),
+        );
+        let auditor = crate::audit::Auditor::new(&*store, Admission::Strict).with_best_effort_shards(2);
+        let audit = auditor
+            .audit_scope(&s, crate::audit::RepairMode::Apply, NOW + 10 * REQUEST_GRACE_TEST)
+            .await
+            .unwrap();
+        let again = counter
+            .create(&s, &ResourceId::new("b").unwrap(), Item::default(), NOW)
+            .await;
+        assert!(
+            again.is_ok(),
+            "live {}, BE {}, shards {shards:?}, audit findings {:?} repaired {}: {again:?}",
+            live(&store, "acct"),
+            store.best_effort("acct"),
+            audit.findings,
+            audit.repaired
+        );
+    }
+
+    const REQUEST_GRACE_TEST: EpochMillis = 10 * 60 * 1000;
+
+    /// Memory-store semantics (a negative shard under a zero quota may
+    /// still reserve): after the limit override drops to 1, rotated
+    /// decrements leave (2, -2) with no live item; the quota clamp
+    /// (`rest = max(limit - held, 0)`) gives the negative shard quota 0 and
+    /// `-1 < 0` admits: BE 2, live 2 > limit 1.
+    #[tokio::test]
+    async fn a_shard_below_zero_takes_only_its_share() {
+        let store = std::sync::Arc::new(MemoryStore::new());
+        // Best-effort admission moved two decrements off a throttled
+        // shard: (2, -2) with no live item, then the stack went strict and
+        // the limit override down to 1.
+        let s = Scope::new("acct").unwrap();
+        store.set_counter("acct", "best_effort#0", 2);
+        store.set_counter("acct", "best_effort#1", -2);
+        store.set_limit("acct", Some(1));
+        let racing = Counter::new(Yielding(store.clone()), 4)
+            .with_admission(Admission::Strict)
+            .with_best_effort_shards(2)
+            .with_seed(5);
+        let out = futures_join_all((0..2).map(|n| {
+            let (racing, s) = (&racing, &s);
+            async move {
+                racing
+                    .create(s, &ResourceId::new(format!("x{n}")).unwrap(), Item::default(), NOW)
+                    .await
+            }
+        }))
+        .await;
+        assert!(
+            live(&store, "acct") <= 1,
+            "{out:?}: live {}, BE {}, limit 1",
+            live(&store, "acct"),
+            store.best_effort("acct")
+        );
     }
 }

@@ -120,7 +120,8 @@ pub trait Store: Send + Sync {
     /// item `name` if `attribute_not_exists(count) OR count < quota`, in one
     /// attempt (never retried by the store: after an ambiguous failure the
     /// slot may be reserved already). `ConditionFailed` means the shard is
-    /// at its quota and nothing was written. Like every BE write it bumps
+    /// at its quota and nothing was written; a quota of 0 is refused
+    /// whatever the count (a shard below 0 takes nothing it was not lent). Like every BE write it bumps
     /// `version` and sets `updated_at = now`.
     fn reserve_best_effort(
         &self,

@@ -17,7 +17,7 @@ use hybrid_counter_aws::streams::ShardReader;
 use serde::Serialize;
 use serde_dynamo::Item;
 
-use super::{ITEM_WRITE_UNITS_PER_SECOND, Latency, consume, fan_out, latency};
+use crate::shared::{ITEM_WRITE_UNITS_PER_SECOND, Latency, consume, fan_out, latency};
 
 /// Write units of a plain best-effort `UpdateItem` of an item under 1 KB.
 const PLAIN_WRITE_UNITS: f64 = 1.0;
@@ -82,7 +82,7 @@ async fn setup(sdk: &aws_config::SdkConfig, shards: u32) -> Setup {
     let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
     let config = CounterConfig {
         best_effort_shards: shards,
-        ..super::config(&format!("bench-e2e-{shards}"), shards)
+        ..crate::shared::config(&format!("bench-e2e-{shards}"), shards)
     };
     let stream_arn = create_tables(&dynamodb, &config).await;
     let meter = Meter::new();

@@ -18,7 +18,7 @@ use hybrid_counter_aws::DynamoStore;
 use serde::Serialize;
 use serde_dynamo::Item;
 
-use super::fan_out;
+use crate::shared::fan_out;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ThrottleRun {
@@ -54,7 +54,7 @@ pub async fn run(
     rate: f64,
     demand: f64,
 ) -> Throttling {
-    let config = super::config("bench-throttle", 1);
+    let config = crate::shared::config("bench-throttle", 1);
     e2e::create_tables(&aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config).await;
     let proxy = FaultProxy::start(&emulator.endpoint, FaultPlan::new(0));
     proxy.limit_item_writes(&config.counters_table, Some(rate));

@@ -198,7 +198,14 @@ const FUNCTIONS: [FunctionSpec; 3] = [
     FunctionSpec {
         output: outputs::DLQ_REPROCESSOR_FUNCTION,
         timeout: 120,
-        env: &["COUNTERS_TABLE", "EC_SHARDS", "PROCESSING_MODE", "RESOURCES_TABLE"],
+        env: &[
+            "COUNTERS_TABLE",
+            "DLQ2_URL",
+            "EC_SHARDS",
+            "PROCESSING_MODE",
+            "RESOURCES_TABLE",
+            "STREAM_ARN",
+        ],
     },
     FunctionSpec {
         output: outputs::API_FUNCTION,
@@ -424,6 +431,8 @@ async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMa
     ] {
         expected.insert(pair(action, dlq1));
     }
+    // Permanent failures go straight to DLQ2, and nowhere else.
+    expected.insert(pair("sqs:SendMessage", out(o, outputs::DLQ2_ARN)));
     expected.extend(logs(reprocessor));
     assert_eq!(
         allowed_pairs(s, &roles[reprocessor]).await,
