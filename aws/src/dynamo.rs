@@ -694,6 +694,28 @@ impl DynamoStore {
         Ok(())
     }
 
+    /// Deletes every counters-table item of `scope` (both counters' items
+    /// and the limit override), each only if it still has the `version` it
+    /// had when read, so a write landing meanwhile keeps its item. For a
+    /// scope nobody writes any more (what `counterctl verify` leaves
+    /// behind); returns the items deleted.
+    pub async fn remove_scope_counters(&self, scope: &Scope) -> Result<usize, StoreError> {
+        let items = self.counter_items(scope).await?;
+        for item in &items {
+            self.client
+                .delete_item()
+                .table_name(&self.counters_table)
+                .set_key(Some(counter_key(scope, &item.name)))
+                .condition_expression("attribute_not_exists(#version) OR #version = :version")
+                .expression_attribute_names("#version", keys::VERSION)
+                .expression_attribute_values(":version", n(item.version))
+                .send()
+                .await
+                .map_err(classify)?;
+        }
+        Ok(items.len())
+    }
+
     /// Every resource item of `scope` (strongly consistent Query, across
     /// pages), projected to `attributes` and deserialized as `T`.
     async fn scope_rows<T: serde::de::DeserializeOwned>(

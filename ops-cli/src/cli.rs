@@ -133,6 +133,10 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print counterctl's man page (roff) on stdout; `make man` writes target/man/counterctl.1.
     Man,
+    /// Check that a deployed stack counts correctly, in scopes of its own: creates, deletes, a re-create,
+    /// a refusal at a limit override, the stream counting everything, an audit; then removes what it
+    /// wrote. Safe on a production stack. Exit 0 only when every check passed.
+    Verify(VerifyArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -140,6 +144,22 @@ pub struct CompletionsArgs {
     /// The shell to complete in.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct VerifyArgs {
+    /// Scopes of its own to write in (verify-<run>-0 .. N-1).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub scopes: u32,
+    /// Items created in each scope (a quarter of them deleted again).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u64).range(2..=1000))]
+    pub operations: u64,
+    /// Seconds to wait for the stream pipeline to count everything (and, at the end, to remove it).
+    #[arg(long, default_value_t = 120, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
+    /// Show what would be written, write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Clone, Args)]

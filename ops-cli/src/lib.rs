@@ -74,6 +74,7 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         #[cfg(not(feature = "local"))]
         CommandConfig::LocalRun(_) => return Err(Error::NoLocalRunner),
         CommandConfig::Completions(_) | CommandConfig::Man => unreachable!("answered before connecting"),
+        CommandConfig::Verify(options) => Report::Verify(commands::verify::run(&ctx, options).await?),
     };
     Ok(report)
 }

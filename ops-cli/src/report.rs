@@ -31,6 +31,7 @@ pub enum Report {
     Local(crate::commands::local::LocalRunReport),
     /// `completions`, `man`: a file, printed as is.
     Generated(crate::commands::docs::Generated),
+    Verify(crate::commands::verify::VerifyReport),
 }
 
 impl Report {
@@ -49,6 +50,7 @@ impl Report {
             #[cfg(feature = "local")]
             Report::Local(report) => report.succeeded(),
             Report::Generated(_) => true,
+            Report::Verify(report) => report.passed(),
         };
         if ok { exit::SUCCESS } else { exit::FAILED }
     }
@@ -81,6 +83,7 @@ impl fmt::Display for Report {
             #[cfg(feature = "local")]
             Report::Local(report) => report.fmt(f),
             Report::Generated(generated) => f.write_str(&generated.text),
+            Report::Verify(report) => report.fmt(f),
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod local;
 pub mod redrive;
 pub mod scope;
 pub mod status;
+pub mod verify;
 
 use serde::Serialize;
 

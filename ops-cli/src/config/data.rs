@@ -54,6 +54,27 @@ pub struct LoadOptions {
     pub seed: u64,
 }
 
+/// What `verify` writes and how long it waits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyOptions {
+    pub scopes: u32,
+    /// Items created per scope.
+    pub operations: u64,
+    pub timeout: Duration,
+    pub dry_run: bool,
+}
+
+impl From<crate::cli::VerifyArgs> for VerifyOptions {
+    fn from(args: crate::cli::VerifyArgs) -> Self {
+        Self {
+            scopes: args.scopes,
+            operations: args.operations,
+            timeout: Duration::from_secs(args.timeout),
+            dry_run: args.dry_run,
+        }
+    }
+}
+
 /// A scope given on the command line, validated like the API validates it.
 pub(super) fn scope_arg(raw: &str) -> Result<hybrid_counter::Scope> {
     hybrid_counter::Scope::new(raw).map_err(|e| Error::InvalidArgument(e.to_string()))

@@ -16,7 +16,7 @@ mod redrive;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use data::{AuditOptions, LimitAction, LoadOptions, LoadStop};
+pub use data::{AuditOptions, LimitAction, LoadOptions, LoadStop, VerifyOptions};
 pub use lifecycle::{
     DestroyOptions, MANAGED_PARAMS, StackInputs, default_value, parse_overrides, validate_bucket_name,
 };
@@ -93,6 +93,7 @@ pub enum CommandConfig {
     Completions(clap_complete::Shell),
     /// `man`: nothing is read or sent.
     Man,
+    Verify(VerifyOptions),
 }
 
 impl CommandConfig {
@@ -110,6 +111,7 @@ impl CommandConfig {
             CommandConfig::LocalRun(_) => "local run",
             CommandConfig::Completions(_) => "completions",
             CommandConfig::Man => "man",
+            CommandConfig::Verify(_) => "verify",
         }
     }
 }
@@ -180,6 +182,7 @@ impl Config {
             }
             Command::Completions(args) => CommandConfig::Completions(args.shell),
             Command::Man => CommandConfig::Man,
+            Command::Verify(args) => CommandConfig::Verify(args.into()),
         };
 
         Ok(Self {
