@@ -8,27 +8,12 @@
 
 use std::time::{Duration, Instant};
 
+use crate::deployed;
 use e2e::counterctl::{Counterctl, Zips};
+use e2e::drain_deployed;
 use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, Operation};
-use e2e::{Emulator, drain_deployed};
 use hybrid_counter::audit::RepairMode;
 use ops_cli::{Report, exit};
-
-async fn deployed() -> (Emulator, Counterctl, hybrid_counter::CounterConfig) {
-    let emulator = Emulator::start();
-    let ctl = Counterctl::new(&emulator);
-    let report = ctl.deploy(&[]).await;
-    let outputs = report.outputs;
-    let config = hybrid_counter::CounterConfig {
-        resources_table: outputs[stack::outputs::RESOURCES_TABLE].clone(),
-        counters_table: outputs[stack::outputs::COUNTERS_TABLE].clone(),
-        default_limit: Some(100),
-        eventual_shards: 1,
-        best_effort_shards: 1,
-        admission: Default::default(),
-    };
-    (emulator, ctl, config)
-}
 
 #[tokio::test]
 async fn load_then_drain_audits_clean_and_injected_drift_is_found_and_repaired() {

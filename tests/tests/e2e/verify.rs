@@ -1,0 +1,131 @@
+//! `counterctl verify` against a stack deployed on the emulator, with the
+//! local runner playing its mappings: it passes and leaves nothing behind;
+//! with the stream mapping disabled it fails with a clear reason and exit
+//! 1, never passes; `--dry-run` writes nothing.
+
+use hybrid_counter::Store as _;
+use hybrid_counter_aws::DynamoStore;
+use ops_cli::commands::verify::VerifyReport;
+use ops_cli::{Report, exit};
+
+use crate::deployed;
+
+/// `counterctl verify <args>` while the in-process runner plays the
+/// deployed mappings.
+async fn verify_beside_the_runner(
+    emulator: &e2e::Emulator,
+    ctl: &e2e::counterctl::Counterctl,
+    config: &hybrid_counter::CounterConfig,
+    args: &[&str],
+) -> (Report, VerifyReport) {
+    let runner = e2e::in_process_runner(&emulator.endpoint, config).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut argv = vec!["verify"];
+    argv.extend_from_slice(args);
+    let verify = async {
+        let report = ctl.run(&argv).await.expect("verify runs");
+        let _ = stop.send(());
+        report
+    };
+    let (report, _) = tokio::join!(
+        verify,
+        runner.run(async {
+            let _ = stopped.await;
+        })
+    );
+    let Report::Verify(verify) = &report else {
+        panic!("verify report expected: {report:?}")
+    };
+    let verify = verify.clone();
+    (report, verify)
+}
+
+/// Nothing of `scopes` is left in either table.
+async fn nothing_left(store: &DynamoStore, scopes: &[String]) {
+    for scope in scopes {
+        let scope = hybrid_counter::Scope::new(scope.clone()).unwrap();
+        assert!(
+            store.scope_items(&scope).await.unwrap().is_empty(),
+            "{scope}: items left"
+        );
+        assert!(
+            store.counter_items(&scope).await.unwrap().is_empty(),
+            "{scope}: counters left"
+        );
+    }
+}
+
+#[tokio::test]
+async fn verify_passes_on_a_working_stack_and_removes_what_it_wrote() {
+    let (emulator, ctl, config) = deployed().await;
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
+
+    let (dry, plan) = verify_beside_the_runner(&emulator, &ctl, &config, &["--dry-run"]).await;
+    assert_eq!(dry.exit_code(), exit::SUCCESS, "{dry}");
+    assert!(plan.checks.is_empty() && !plan.writes.is_empty(), "{dry}");
+    assert!(dry.to_string().contains("Dry run: nothing written"), "{dry}");
+    nothing_left(&store, &plan.scopes).await;
+
+    let started = std::time::Instant::now();
+    let (report, verify) = verify_beside_the_runner(
+        &emulator,
+        &ctl,
+        &config,
+        &["--scopes", "2", "--operations", "8", "--timeout", "60"],
+    )
+    .await;
+    eprintln!(
+        "verify on the emulator: {:.1} s\n{report}",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(report.exit_code(), exit::SUCCESS, "{report}");
+    let names: Vec<&str> = verify.checks.iter().map(|c| c.name).collect();
+    assert_eq!(names, ["writes", "limit", "re-create", "stream", "audit", "cleanup"]);
+    assert!(verify.checks.iter().all(|c| c.passed), "{report}");
+    assert_eq!(verify.scopes.len(), 2);
+    assert!(
+        verify
+            .scopes
+            .iter()
+            .all(|s| s.starts_with(&format!("verify-{}-", verify.run)))
+    );
+    nothing_left(&store, &verify.scopes).await;
+    let json = report.render(ops_cli::cli::OutputFormat::Json).unwrap();
+    assert!(
+        json.contains("\"checks\"") && json.contains("\"passed\": true"),
+        "{json}"
+    );
+}
+
+#[tokio::test]
+async fn verify_fails_with_a_clear_reason_when_the_stream_mapping_is_disabled() {
+    let (emulator, ctl, config) = deployed().await;
+    let lambda = aws_sdk_lambda::Client::new(&emulator.sdk_config().await);
+    let mappings = lambda.list_event_source_mappings().send().await.unwrap();
+    let stream = mappings
+        .event_source_mappings()
+        .iter()
+        .find(|m| m.event_source_arn().is_some_and(|arn| arn.contains("/stream/")))
+        .expect("the stream mapping");
+    lambda
+        .update_event_source_mapping()
+        .uuid(stream.uuid().unwrap())
+        .enabled(false)
+        .send()
+        .await
+        .unwrap();
+
+    let (report, verify) = verify_beside_the_runner(&emulator, &ctl, &config, &["--timeout", "3"]).await;
+    assert_eq!(report.exit_code(), exit::FAILED, "{report}");
+    let check = |name: &str| verify.checks.iter().find(|c| c.name == name).unwrap().clone();
+    assert!(check("writes").passed && check("limit").passed, "{report}");
+    let stream = check("stream");
+    assert!(!stream.passed, "{report}");
+    assert!(
+        stream.detail.contains("is the stream mapping enabled"),
+        "{}",
+        stream.detail
+    );
+    assert!(!check("re-create").passed && !check("cleanup").passed, "{report}");
+    assert!(report.to_string().contains("Result: FAILED"), "{report}");
+}
