@@ -950,8 +950,10 @@ mod tests {
     }
 
     /// A store that yields to the scheduler before every call, so that
-    /// concurrent request paths interleave between their read and writes.
-    struct Yielding<S>(S);
+    /// concurrent request paths interleave between their read and writes;
+    /// with a gate, reservations also wait until it opens (creators read,
+    /// then park before their conditional increment).
+    struct Yielding<S>(S, Option<std::sync::Arc<std::sync::atomic::AtomicBool>>);
 
     impl<S: Store> Store for Yielding<S> {
         async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
@@ -980,6 +982,9 @@ mod tests {
             now: EpochMillis,
         ) -> Result<(), StoreError> {
             tokio::task::yield_now().await;
+            while self.1.as_ref().is_some_and(|open| !open.load(Ordering::SeqCst)) {
+                tokio::task::yield_now().await;
+            }
             self.0.reserve_best_effort(scope, name, quota, now).await
         }
         async fn get_resource(&self, key: &ResourceKey) -> Result<Option<crate::items::ResourceState>, StoreError> {
@@ -1018,7 +1023,7 @@ mod tests {
     /// 16 creators racing for the 5 slots of one scope whose best-effort
     /// counter has `shards` items.
     async fn race_on(admission: Admission, shards: u32) -> (usize, i64, i64) {
-        let counter = Counter::new(Yielding(MemoryStore::new()), 5)
+        let counter = Counter::new(Yielding(MemoryStore::new(), None), 5)
             .with_admission(admission)
             .with_best_effort_shards(shards)
             .with_seed(u64::from(shards));
@@ -1356,7 +1361,7 @@ mod tests {
                     .create(&s, &ResourceId::new(format!("o{n}")).unwrap(), Item::default(), NOW)
                     .await;
             }
-            let counter = Counter::new(Yielding(store.clone()), limit)
+            let counter = Counter::new(Yielding(store.clone(), None), limit)
                 .with_admission(Admission::Strict)
                 .with_best_effort_shards(after)
                 .with_seed(seed + 1);
@@ -1414,73 +1419,6 @@ mod tests {
 
     // ---- races found by review (each fails on the first sharded version) ---
 
-    /// A store whose reservations wait until `open` is set: creators read,
-    /// then park before their conditional increment.
-    struct Gated {
-        inner: std::sync::Arc<MemoryStore>,
-        open: std::sync::Arc<std::sync::atomic::AtomicBool>,
-        /// Refuse a reservation whose quota is 0 without sending it, as
-        /// `DynamoStore::reserve_best_effort` does.
-        dynamo_zero_quota: bool,
-    }
-
-    impl Store for Gated {
-        async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
-            self.inner.read_counters(scope).await
-        }
-        async fn put_resource(&self, resource: &NewResource) -> Result<(), StoreError> {
-            self.inner.put_resource(resource).await
-        }
-        async fn add_best_effort(
-            &self,
-            scope: &Scope,
-            name: &str,
-            delta: i64,
-            now: EpochMillis,
-        ) -> Result<(), StoreError> {
-            self.inner.add_best_effort(scope, name, delta, now).await
-        }
-        async fn reserve_best_effort(
-            &self,
-            scope: &Scope,
-            name: &str,
-            quota: u64,
-            now: EpochMillis,
-        ) -> Result<(), StoreError> {
-            if self.dynamo_zero_quota && quota == 0 {
-                return Err(StoreError::ConditionFailed);
-            }
-            while !self.open.load(Ordering::SeqCst) {
-                tokio::task::yield_now().await;
-            }
-            self.inner.reserve_best_effort(scope, name, quota, now).await
-        }
-        async fn get_resource(&self, key: &ResourceKey) -> Result<Option<crate::items::ResourceState>, StoreError> {
-            self.inner.get_resource(key).await
-        }
-        async fn mark_deleted(&self, key: &ResourceKey, incarnation: &str, now: EpochMillis) -> Result<(), StoreError> {
-            self.inner.mark_deleted(key, incarnation, now).await
-        }
-        async fn transact(&self, tx: &crate::store::Transaction) -> Result<(), StoreError> {
-            self.inner.transact(tx).await
-        }
-        async fn counter_items(&self, scope: &Scope) -> Result<Vec<crate::items::CounterItem>, StoreError> {
-            self.inner.counter_items(scope).await
-        }
-        async fn scope_items(&self, scope: &Scope) -> Result<Vec<crate::items::ItemRow>, StoreError> {
-            self.inner.scope_items(scope).await
-        }
-        async fn set_counters(
-            &self,
-            scope: &Scope,
-            read: &[crate::items::CounterItem],
-            targets: &[(String, i64)],
-            now: EpochMillis,
-        ) -> Result<bool, StoreError> {
-            self.inner.set_counters(scope, read, targets, now).await
-        }
-    }
-
     /// Strict admission after the switch from best-effort (BE undercounts:
     /// 3 live items, BE 0). Two creators read BE = 0 (quotas 2 + 2 under a
     /// limit of 4), the documented `audit --repair` raises BE to live (all 3
@@ -1502,17 +1440,10 @@ mod tests {
         }
         assert_eq!((live(&store, "acct"), store.best_effort("acct")), (3, 0));
         let open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let counter = Counter::new(
-            Gated {
-                inner: store.clone(),
-                open: open.clone(),
-                dynamo_zero_quota: false,
-            },
-            4,
-        )
-        .with_admission(Admission::Strict)
-        .with_best_effort_shards(shards)
-        .with_seed(2);
+        let counter = Counter::new(Yielding(store.clone(), Some(open.clone())), 4)
+            .with_admission(Admission::Strict)
+            .with_best_effort_shards(shards)
+            .with_seed(2);
         let auditor = crate::audit::Auditor::new(&*store, Admission::Strict).with_best_effort_shards(shards);
         let creators = futures_join_all((0..2).map(|n| {
             let (counter, s) = (&counter, &s);
@@ -1563,17 +1494,10 @@ mod tests {
     async fn a_strict_decrement_stays_on_its_shard_so_no_scope_locks_below_its_limit() {
         let store = std::sync::Arc::new(MemoryStore::new());
         let open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let counter = Counter::new(
-            Gated {
-                inner: store.clone(),
-                open,
-                dynamo_zero_quota: true,
-            },
-            1,
-        )
-        .with_admission(Admission::Strict)
-        .with_best_effort_shards(2)
-        .with_seed(4);
+        let counter = Counter::new(Yielding(store.clone(), Some(open)), 1)
+            .with_admission(Admission::Strict)
+            .with_best_effort_shards(2)
+            .with_seed(4);
         let (s, a) = ids("acct", "a");
         counter.create(&s, &a, Item::default(), NOW).await.unwrap();
         store.inject(Op::AddBestEffort, Fault::Throttled);
@@ -1617,7 +1541,7 @@ mod tests {
         store.set_counter("acct", "best_effort#0", 2);
         store.set_counter("acct", "best_effort#1", -2);
         store.set_limit("acct", Some(1));
-        let racing = Counter::new(Yielding(store.clone()), 4)
+        let racing = Counter::new(Yielding(store.clone(), None), 4)
             .with_admission(Admission::Strict)
             .with_best_effort_shards(2)
             .with_seed(5);
