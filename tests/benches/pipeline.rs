@@ -13,8 +13,7 @@
 
 use std::time::Instant;
 
-use e2e::counterctl::Counterctl;
-use e2e::{Emulator, in_process_runner};
+use e2e::in_process_runner;
 use ops_cli::Report;
 
 fn env_number(name: &str, default: u64) -> u64 {
@@ -51,17 +50,7 @@ async fn raw_scan(client: &aws_sdk_dynamodb::Client, table: &str, segments: i32)
 async fn main() {
     let operations = env_number("BENCH_ITEMS", 4000);
     let segments = env_number("BENCH_SEGMENTS", 8);
-    let emulator = Emulator::start();
-    let ctl = Counterctl::new(&emulator);
-    let outputs = ctl.deploy(&[]).await.outputs;
-    let config = hybrid_counter::CounterConfig {
-        resources_table: outputs[stack::outputs::RESOURCES_TABLE].clone(),
-        counters_table: outputs[stack::outputs::COUNTERS_TABLE].clone(),
-        default_limit: Some(100),
-        eventual_shards: 1,
-        best_effort_shards: 1,
-        admission: Default::default(),
-    };
+    let (emulator, ctl, config) = e2e::counterctl::deployed().await;
 
     // 1. Load with the pipeline running.
     let runner = in_process_runner(&emulator.endpoint, &config).await;

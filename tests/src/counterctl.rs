@@ -22,6 +22,23 @@ use ops_cli::{Config, Report};
 
 use crate::Emulator;
 
+/// A stack deployed with its defaults on a private emulator, and its tables'
+/// configuration as the functions read it.
+pub async fn deployed() -> (Emulator, Counterctl, hybrid_counter::CounterConfig) {
+    let emulator = Emulator::start();
+    let ctl = Counterctl::new(&emulator);
+    let outputs = ctl.deploy(&[]).await.outputs;
+    let config = hybrid_counter::CounterConfig {
+        resources_table: outputs[stack::outputs::RESOURCES_TABLE].clone(),
+        counters_table: outputs[stack::outputs::COUNTERS_TABLE].clone(),
+        default_limit: Some(100),
+        eventual_shards: 1,
+        best_effort_shards: 1,
+        admission: Default::default(),
+    };
+    (emulator, ctl, config)
+}
+
 /// Runs counterctl commands against one emulator.
 pub struct Counterctl {
     pub endpoint: String,

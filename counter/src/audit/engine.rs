@@ -14,7 +14,9 @@
 
 use serde::Serialize;
 
-use super::findings::{Finding, LastWrites, Repair, ScopeCounts, findings_for, plan_repair_at};
+use super::findings::{
+    Finding, LastWrites, Repair, ScopeCounts, findings_for, hold_back_a_sharded_strict_raise, plan_repair_at,
+};
 use crate::best_effort::Layout;
 use crate::config::Admission;
 use crate::error::StoreError;
@@ -184,38 +186,6 @@ impl<'a, S: Store> Auditor<'a, S> {
         self.admission
     }
 
-    /// Strict admission raises BE at once when it is one item. Over shards
-    /// a raise lands on one of them and shrinks the others' quotas, while a
-    /// create that read before it still holds its larger quota and could
-    /// reserve past the limit: so a sharded raise waits, like a best-effort
-    /// one, until no request can be in flight.
-    fn hold_back_a_sharded_strict_raise(
-        &self,
-        plan: &mut super::findings::RepairPlan,
-        audit: &ScopeAudit,
-        written: LastWrites,
-        now: EpochMillis,
-    ) {
-        let raise = audit.findings.iter().find_map(|f| match f {
-            Finding::UnderReserved { best_effort, live } => Some((*best_effort, *live)),
-            _ => None,
-        });
-        let (Some((best_effort, live)), true) = (raise, self.best_effort.shards() > 1) else {
-            return;
-        };
-        let age = now.saturating_sub(written.best_effort.max(audit.counts.last_item_write));
-        if plan.repair.best_effort.is_some() && age < self.grace {
-            plan.repair.best_effort = None;
-            plan.held_back = Some(format!(
-                "best-effort {best_effort} (live {live}) is left alone for now: over shards a raise shrinks the \
-                 quotas a create in flight may still use; the scope was last written {}s ago, it can be raised {}s \
-                 after its last write",
-                age.max(0) / 1000,
-                self.grace / 1000
-            ));
-        }
-    }
-
     /// Audits one scope exactly: its counters are read before and after the
     /// item count, and the count is trusted only if no counter changed in
     /// between. A repair is written with the versions it was computed from
@@ -253,7 +223,9 @@ impl<'a, S: Store> Auditor<'a, S> {
             }
             let written = LastWrites::of(&after);
             let mut plan = plan_repair_at(&audit.counts, &audit.findings, written, now, self.grace);
-            self.hold_back_a_sharded_strict_raise(&mut plan, &audit, written, now);
+            if self.best_effort.shards() > 1 {
+                hold_back_a_sharded_strict_raise(&mut plan, &audit.counts, &audit.findings, written, now, self.grace);
+            }
             if mode == RepairMode::None || (plan.repair.is_empty() && plan.held_back.is_none()) {
                 return Ok(audit);
             }

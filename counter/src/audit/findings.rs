@@ -337,18 +337,58 @@ pub fn plan_repair_at(
         _ => None,
     });
     if let Some((moved, pending, best_effort, live, last)) = waits {
-        let age = now.saturating_sub(last);
-        if age < grace {
-            plan.repair.best_effort = None;
-            plan.held_back = Some(format!(
-                "best-effort {best_effort} (live {live}) is left alone for now: the scope was last written {}s ago and \
-                 {pending} of a request may still be in flight; it can be {moved} {}s after the scope's last write",
-                age.max(0) / 1000,
-                grace / 1000
-            ));
-        }
+        hold_back(
+            &mut plan,
+            (moved, pending, best_effort, live),
+            now.saturating_sub(last),
+            grace,
+        );
     }
     plan
+}
+
+/// Strict admission raises BE at once when it is one item. Over several
+/// shards ([`crate::best_effort`]) a raise lands on one of them and shrinks
+/// the others' quotas, while a create that read before it still holds its
+/// larger quota and could reserve past the limit: so in `plan`, a sharded
+/// strict raise waits like a best-effort one, until no request can be in
+/// flight.
+pub fn hold_back_a_sharded_strict_raise(
+    plan: &mut RepairPlan,
+    counts: &ScopeCounts,
+    findings: &[Finding],
+    written: LastWrites,
+    now: EpochMillis,
+    grace: EpochMillis,
+) {
+    let raise = findings.iter().find_map(|f| match f {
+        Finding::UnderReserved { best_effort, live } => Some((*best_effort, *live)),
+        _ => None,
+    });
+    if let Some((best_effort, live)) = raise {
+        let last = written.best_effort.max(counts.last_item_write);
+        let what = ("raised", "a reservation over another shard", best_effort, live);
+        hold_back(plan, what, now.saturating_sub(last), grace);
+    }
+}
+
+/// Takes the BE move out of `plan` while the scope's last request write
+/// is younger than `grace`, and says why.
+fn hold_back(
+    plan: &mut RepairPlan,
+    (moved, pending, best_effort, live): (&str, &str, i64, u64),
+    age: EpochMillis,
+    grace: EpochMillis,
+) {
+    if plan.repair.best_effort.is_some() && age < grace {
+        plan.repair.best_effort = None;
+        plan.held_back = Some(format!(
+            "best-effort {best_effort} (live {live}) is left alone for now: the scope was last written {}s ago and \
+             {pending} of a request may still be in flight; it can be {moved} {}s after the scope's last write",
+            age.max(0) / 1000,
+            grace / 1000
+        ));
+    }
 }
 
 #[cfg(test)]
@@ -436,6 +476,38 @@ mod audit_tests {
         assert!(findings_for(Admission::Strict, &c, 5, 5).is_empty());
         assert_eq!(findings(&c, 7, 5), findings_for(Admission::BestEffort, &c, 7, 5));
         assert!(findings(&c, 7, 5)[0].is_defect());
+    }
+
+    #[test]
+    fn a_strict_raise_over_shards_waits_for_the_grace_period_and_one_item_does_not() {
+        let c = counts(5, 4);
+        let f = findings_for(Admission::Strict, &c, 4, 3);
+        let written = 1_000_000;
+        let mut one_item = plan_repair_at(&c, &f, be(written), written, REQUEST_GRACE_MS);
+        assert_eq!(one_item.repair.best_effort, Some(5), "one item: raised at once");
+        let mut early = one_item.clone();
+        hold_back_a_sharded_strict_raise(
+            &mut early,
+            &c,
+            &f,
+            be(written),
+            written + REQUEST_GRACE_MS - 1,
+            REQUEST_GRACE_MS,
+        );
+        assert_eq!(early.repair.best_effort, None);
+        assert!(
+            early.held_back.as_deref().is_some_and(|h| h.contains("raised")),
+            "{early:?}"
+        );
+        hold_back_a_sharded_strict_raise(
+            &mut one_item,
+            &c,
+            &f,
+            be(written),
+            written + REQUEST_GRACE_MS,
+            REQUEST_GRACE_MS,
+        );
+        assert_eq!(one_item.repair.best_effort, Some(5), "after the grace period: raised");
     }
 
     #[test]

@@ -30,24 +30,4 @@ pub fn id(s: &str) -> ResourceId {
 
 pub const NOW: i64 = 1_790_000_000_000;
 
-/// A stack deployed with its defaults on a private emulator, and its tables'
-/// configuration.
-pub async fn deployed() -> (
-    e2e::Emulator,
-    e2e::counterctl::Counterctl,
-    hybrid_counter::CounterConfig,
-) {
-    let emulator = e2e::Emulator::start();
-    let ctl = e2e::counterctl::Counterctl::new(&emulator);
-    let report = ctl.deploy(&[]).await;
-    let outputs = report.outputs;
-    let config = hybrid_counter::CounterConfig {
-        resources_table: outputs[stack::outputs::RESOURCES_TABLE].clone(),
-        counters_table: outputs[stack::outputs::COUNTERS_TABLE].clone(),
-        default_limit: Some(100),
-        eventual_shards: 1,
-        best_effort_shards: 1,
-        admission: Default::default(),
-    };
-    (emulator, ctl, config)
-}
+pub use e2e::counterctl::deployed;
