@@ -155,6 +155,21 @@ where
     }
 }
 
+/// The reasons a `TransactWriteItems` was cancelled, in the order of its
+/// actions; `None` when the error is not a cancellation.
+pub fn cancel_reasons<R>(err: &SdkError<TransactWriteItemsError, R>) -> Option<Vec<CancelReason>> {
+    match err.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => Some(
+            cancelled
+                .cancellation_reasons()
+                .iter()
+                .map(|r| CancelReason::from_code(r.code()))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
 fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
 }
@@ -539,20 +554,15 @@ impl Store for DynamoStore {
             }
             Err(err) => {
                 self.meter.failed();
-                match err.as_service_error() {
-                    Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
-                        let reasons: Vec<CancelReason> = cancelled
-                            .cancellation_reasons()
-                            .iter()
-                            .map(|r| CancelReason::from_code(r.code()))
-                            .collect();
+                match cancel_reasons(&err) {
+                    Some(reasons) => {
                         self.meter.cancelled(
                             reasons.contains(&CancelReason::TransactionConflict),
                             reasons.contains(&CancelReason::ConditionalCheckFailed),
                         );
                         Err(StoreError::Cancelled { reasons })
                     }
-                    _ => Err(classify(err)),
+                    None => Err(classify(err)),
                 }
             }
         }

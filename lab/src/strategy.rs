@@ -1,0 +1,238 @@
+//! The interface every approach implements, what a caller believes
+//! ([`Truth`]), and what the approaches share: the retry budgets (the same
+//! for all, so the comparison is fair), the error classification (the
+//! kit's, by error code) and the capacity accounting (the kit's
+//! [`Meter`], fed from `ReturnConsumedCapacity=TOTAL`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::ConsumedCapacity;
+use hybrid_counter::error::StoreError;
+use hybrid_counter::retry::{Backoff, Retry};
+use hybrid_counter::store::meter::Meter;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a change came to, as its caller is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The change happened (once, the caller believes).
+    Applied,
+    /// The threshold refused it: nothing happened.
+    Refused,
+}
+
+/// A change that failed: its caller believes nothing happened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LabError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("gave up after {attempts} attempts lost to concurrent writers")]
+    Contended { attempts: u32 },
+    #[error("nothing to take away: no change of this counter's callers is left to undo")]
+    Empty,
+    #[error("{0}")]
+    Kit(String),
+}
+
+/// What the callers of one strategy believe happened: the sum of the
+/// changes they were told were applied, and what else they were told.
+#[derive(Debug, Default)]
+pub struct Truth {
+    value: AtomicI64,
+    applied: AtomicU64,
+    refused: AtomicU64,
+    errors: AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TruthSnapshot {
+    /// The value the callers believe the counter holds.
+    pub value: i64,
+    pub applied: u64,
+    pub refused: u64,
+    /// Errors surfaced to the callers.
+    pub errors: u64,
+}
+
+impl Truth {
+    pub fn record(&self, delta: i64, result: &Result<Outcome, LabError>) {
+        let counter = match result {
+            Ok(Outcome::Applied) => {
+                self.value.fetch_add(delta, Ordering::Relaxed);
+                &self.applied
+            }
+            Ok(Outcome::Refused) => &self.refused,
+            Err(_) => &self.errors,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> TruthSnapshot {
+        TruthSnapshot {
+            value: self.value.load(Ordering::Relaxed),
+            applied: self.applied.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// One way to keep a counter.
+pub trait Strategy: Send + Sync {
+    fn name(&self) -> &'static str;
+
+    /// Whether [`Self::change`] honours a threshold (false: it is ignored).
+    fn supports_threshold(&self) -> bool {
+        true
+    }
+
+    /// Adds `delta` (+1 or -1); a +1 is refused when the value has reached
+    /// `threshold`.
+    fn change(&self, delta: i64, threshold: Option<i64>) -> BoxFuture<'_, Result<Outcome, LabError>>;
+
+    /// The value as a caller reads it (strongly consistent).
+    fn read(&self) -> BoxFuture<'_, Result<i64, LabError>>;
+
+    /// What the counter stands for, counted at the source: the stored value
+    /// for every approach but the hybrid, whose counters converge to its
+    /// live items.
+    fn actual(&self) -> BoxFuture<'_, Result<i64, LabError>> {
+        self.read()
+    }
+
+    fn truth(&self) -> &Truth;
+
+    /// Capacity units DynamoDB reported for this strategy's requests.
+    fn meter(&self) -> &Meter;
+
+    /// [`Self::change`], recorded in [`Self::truth`].
+    fn apply(&self, delta: i64, threshold: Option<i64>) -> BoxFuture<'_, Result<Outcome, LabError>> {
+        Box::pin(async move {
+            let result = self.change(delta, threshold).await;
+            self.truth().record(delta, &result);
+            result
+        })
+    }
+}
+
+/// Where a strategy keeps its counter: a table of the lab's layout
+/// ([`crate::table`]) and the counter's partition key.
+#[derive(Debug, Clone)]
+pub struct Place {
+    pub client: aws_sdk_dynamodb::Client,
+    pub table: String,
+    pub counter: String,
+}
+
+impl Place {
+    pub fn new(client: aws_sdk_dynamodb::Client, table: &str, counter: &str) -> Self {
+        Self {
+            client,
+            table: table.to_owned(),
+            counter: counter.to_owned(),
+        }
+    }
+}
+
+/// The caller's own retries of a failed request, for the approaches whose
+/// usual code retries at all: as many attempts, and the same backoff, as
+/// the SDK tuning every strategy gets (3 attempts, 5 to 50 ms).
+pub fn caller_retries() -> Retry {
+    Retry::new(
+        Backoff {
+            base: Duration::from_millis(5),
+            cap: Duration::from_millis(50),
+            max_attempts: 3,
+        },
+        None,
+    )
+}
+
+/// The budget of an optimistic loop that lost to concurrent writers.
+pub fn conflict_retries() -> Retry {
+    Retry::new(
+        Backoff {
+            base: Duration::from_millis(2),
+            cap: Duration::from_millis(50),
+            max_attempts: 40,
+        },
+        None,
+    )
+}
+
+/// Whether the request may have been applied although it failed (a 500, a
+/// timeout, a broken connection): its outcome is unknown.
+pub fn is_ambiguous(err: &StoreError) -> bool {
+    matches!(err, StoreError::Unavailable(_))
+}
+
+/// Whether sending the request again may succeed: throttled, busy, or
+/// failed with an unknown outcome.
+pub fn is_retryable(err: &StoreError) -> bool {
+    matches!(err, StoreError::Transient(_)) || is_ambiguous(err)
+}
+
+/// Records the write capacity of one response.
+pub fn charge_write<'a>(meter: &Meter, capacity: impl IntoIterator<Item = &'a ConsumedCapacity>) {
+    for cc in capacity {
+        meter.consumed(
+            cc.write_capacity_units().or(cc.capacity_units()),
+            cc.read_capacity_units(),
+        );
+    }
+}
+
+/// Records the read capacity of one response.
+pub fn charge_read(meter: &Meter, capacity: Option<&ConsumedCapacity>) {
+    if let Some(cc) = capacity {
+        meter.consumed(
+            cc.write_capacity_units(),
+            cc.read_capacity_units().or(cc.capacity_units()),
+        );
+    }
+}
+
+/// Tokens of changes the callers believe applied, for approaches whose -1
+/// undoes one particular +1 (the token set removes its token, the hybrid
+/// deletes its item).
+#[derive(Debug, Default)]
+pub struct Pool(Mutex<Vec<String>>);
+
+impl Pool {
+    pub fn put(&self, token: String) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(token);
+    }
+
+    pub fn take(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).pop()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truth_counts_only_what_callers_were_told_was_applied() {
+        let truth = Truth::default();
+        truth.record(1, &Ok(Outcome::Applied));
+        truth.record(1, &Ok(Outcome::Applied));
+        truth.record(-1, &Ok(Outcome::Applied));
+        truth.record(1, &Ok(Outcome::Refused));
+        truth.record(1, &Err(LabError::Empty));
+        assert_eq!(
+            truth.snapshot(),
+            TruthSnapshot {
+                value: 1,
+                applied: 3,
+                refused: 1,
+                errors: 1
+            }
+        );
+    }
+}
