@@ -68,7 +68,7 @@ fmt-check: ## cargo fmt --check
 # Every crate's modules must form a one-way graph (tools/module-graph.py
 # lists each import cycle). `module-graph` checks every crate directory.
 # `#[cfg(test)]` modules are test code and not part of the graph.
-MODULE_GRAPH_DIRS := counter aws stack $(sort $(dir $(HANDLER_MANIFESTS))) ops-cli localstack/runner tests
+MODULE_GRAPH_DIRS := counter aws stack $(sort $(dir $(HANDLER_MANIFESTS))) ops-cli localstack/runner tests lab
 
 lint: ## clippy on the whole workspace, warnings are errors; no import cycle in any crate
 	cargo clippy --workspace --all-targets --locked -- -D warnings
@@ -186,6 +186,17 @@ bench: fakecloud-install $(VENV)/.bench-stamp ## Benchmarks on private emulators
 $(VENV)/.bench-stamp: requirements-bench.txt $(VENV)/.stamp
 	$(VENV)/bin/python -m pip install --disable-pip-version-check -q -r requirements-bench.txt
 	@touch $@
+
+## ---- counter approaches ------------------------------------------------
+
+# A debug build (the one `make test` compiles): the figures are the
+# emulator's and the approaches', not the client's code generation.
+.PHONY: compare
+compare: fakecloud-install $(VENV)/.bench-stamp ## The DynamoDB counter approaches side by side under injected faults (numbers); writes COMPARISON.md and docs/comparison.png
+	@bin=$$(command -v "$${FAKECLOUD_BIN:-fakecloud}") || { \
+		echo "error: fakecloud not found; run 'make tools'" >&2; exit 1; }; \
+	FAKECLOUD_BIN="$$bin" cargo bench --locked -p e2e --profile dev --bench compare
+	$(VENV)/bin/python tests/benches/compare_chart.py
 
 ## ---- simulation soak -------------------------------------------------------
 

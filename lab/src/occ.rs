@@ -120,7 +120,7 @@ impl Occ {
                 Err(err) => return Err(err.into()),
             };
             // An earlier attempt of ours landed although we were not told.
-            if self.history && read.writers.iter().any(|w| *w == token) {
+            if self.history && read.writers.contains(&token) {
                 return Ok(Outcome::Applied);
             }
             if delta > 0 && threshold.is_some_and(|limit| read.value >= limit) {

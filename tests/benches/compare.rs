@@ -1,0 +1,486 @@
+//! `make compare`: the counter approaches of the lab (`counter-lab`) side
+//! by side on one private emulator, under the same workload and the same
+//! injected faults. Numbers, not assertions. Writes
+//! `target/compare/compare.json` and `COMPARISON.md`;
+//! `tests/benches/compare_chart.py` draws `docs/comparison.png` from the JSON.
+//!
+//! The stack is deployed by `counterctl` ([`e2e::counterctl::deployed`]) and
+//! the local runner plays its stream mapping in process the whole time
+//! ([`e2e::in_process_runner`]), so the hybrid counter's eventual counter
+//! is kept by the real pipeline. The callers of every strategy talk through
+//! one fault proxy ([`e2e::faults::FaultProxy`]) with a plan seeded from
+//! `HCK_FAULT_SEED` (printed); the pipeline through a second proxy without
+//! faults, which only counts its requests.
+//!
+//! Per strategy (a fresh counter each): `COMPARE_CALLERS` concurrent
+//! callers (8) share `COMPARE_OPS` changes (1,000): first three quarters
+//! +1s against a threshold of two thirds of them (for the approaches that
+//! take one), then the rest -1s. Every strategy gets the same SDK tuning
+//! (the proxy's: standard retries, 3 attempts, 5-50 ms backoff).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use counter_lab::atomic::AtomicCounter;
+use counter_lab::hybrid::Hybrid;
+use counter_lab::ledger::Ledger;
+use counter_lab::occ::Occ;
+use counter_lab::strategy::{Place, Strategy};
+use counter_lab::token_set::TokenSet;
+use counter_lab::transaction::{TokenUse, TxMarker, TxToken};
+use e2e::faults::{Fault, FaultKind, FaultPlan, FaultProxy, FaultStats, Operation, Service};
+use hybrid_counter::config::Admission;
+use hybrid_counter::{CounterConfig, Scope};
+use serde::Serialize;
+use shared::{Latency, env_number, latency};
+
+// Only the figures' helpers of the `modes` bench are used here.
+#[allow(dead_code)]
+#[path = "modes/shared.rs"]
+mod shared;
+
+const LAB_TABLE: &str = "counter-lab";
+
+/// The DynamoDB operations the strategies send; each gets the same faults.
+const OPERATIONS: [&str; 5] = ["GetItem", "PutItem", "UpdateItem", "Query", "TransactWriteItems"];
+
+/// Those that write: an ambiguous failure of one may have applied a change.
+const WRITES: [&str; 3] = ["PutItem", "UpdateItem", "TransactWriteItems"];
+
+#[derive(Debug, Clone, Copy, Serialize)]
+struct Rates {
+    fail_before: f64,
+    apply_then_fail: f64,
+    /// Chance per call that a run of `burst_length` consecutive calls of the
+    /// operation all fail after apply, long enough to outlast the SDK's
+    /// retries of the callers in flight.
+    apply_then_fail_burst: f64,
+    burst_length: u32,
+    throttle: f64,
+    transaction_conflict: f64,
+}
+
+const RATES: Rates = Rates {
+    fail_before: 0.02,
+    apply_then_fail: 0.02,
+    apply_then_fail_burst: 0.002,
+    burst_length: 24,
+    throttle: 0.02,
+    transaction_conflict: 0.05,
+};
+
+fn plan(seed: u64) -> FaultPlan {
+    let mut plan = FaultPlan::new(seed);
+    for name in OPERATIONS {
+        let op = || Operation::dynamodb(name);
+        plan = plan
+            .bursts(
+                op(),
+                Fault::ApplyThenFail,
+                RATES.apply_then_fail_burst,
+                RATES.burst_length,
+            )
+            .random(op(), Fault::ApplyThenFail, RATES.apply_then_fail)
+            .random(op(), Fault::FailBefore, RATES.fail_before)
+            .random(op(), Fault::Throttle, RATES.throttle);
+        if name == "TransactWriteItems" {
+            plan = plan.random(
+                op(),
+                Fault::TransactionConflict(e2e::faults::Conflicting::One),
+                RATES.transaction_conflict,
+            );
+        }
+    }
+    plan
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+struct Workload {
+    callers: usize,
+    increments: u64,
+    decrements: u64,
+    threshold: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Row {
+    strategy: String,
+    /// The threshold the strategy was given (`None`: it takes none).
+    threshold: Option<i64>,
+    /// What the callers believe the counter holds.
+    truth: i64,
+    /// What the counter holds (the hybrid: live items) at the end.
+    value: i64,
+    /// `value - truth`: > 0 overcount, < 0 undercount.
+    drift: i64,
+    /// +1s that landed beyond those the callers were told were applied
+    /// (the value after the +1s minus what the callers believe of them).
+    extra_increments: i64,
+    /// -1s that landed beyond those the callers were told were applied.
+    extra_decrements: i64,
+    /// The value after the +1s, and how far over the threshold it went.
+    peak: i64,
+    overshoot: Option<i64>,
+    applied: u64,
+    refused: u64,
+    /// Errors surfaced to the callers.
+    errors: u64,
+    /// 500s after apply the proxy injected into this strategy's writes.
+    ambiguous_failures: u64,
+    /// Faults of any kind injected into its requests.
+    faults: u64,
+    /// Changes applied beyond what the callers believe (both directions)
+    /// per 1,000 ambiguous write failures (500 after apply).
+    extra_per_1000_ambiguous: f64,
+    round_trips_per_op: f64,
+    write_units_per_op: f64,
+    read_units_per_op: f64,
+    /// Read units of one read of the value at the end.
+    read_units_per_read: f64,
+    latency: Latency,
+    ops_per_second: f64,
+    /// Hybrid only: from the last change until EC equals the live items.
+    seconds_until_exact: Option<f64>,
+    /// Hybrid only: BE and EC when exact.
+    best_effort: Option<i64>,
+    eventual: Option<i64>,
+    /// Hybrid only: DynamoDB requests of the stream pipeline per change.
+    pipeline_round_trips_per_op: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Results {
+    seed: u64,
+    workload: Workload,
+    rates: Rates,
+    rows: Vec<Row>,
+    fakecloud: String,
+    cores: usize,
+    seconds: f64,
+}
+
+/// DynamoDB requests that reached the proxy: forwarded, or answered by it.
+fn round_trips(stats: &FaultStats) -> u64 {
+    let forwarded: u64 = stats
+        .forwarded
+        .iter()
+        .filter(|(op, _)| op.as_ref().is_some_and(|op| op.service == Service::DynamoDb))
+        .map(|(_, n)| n)
+        .sum();
+    // Applied-then-failed and delayed requests were forwarded too.
+    let answered: u64 = [
+        FaultKind::FailBefore,
+        FaultKind::Throttle,
+        FaultKind::TransactionConflict,
+    ]
+    .into_iter()
+    .map(|kind| stats.of_kind(kind))
+    .sum();
+    forwarded + answered
+}
+
+fn since(now: &FaultStats, before: &FaultStats) -> FaultStats {
+    let mut delta = now.clone();
+    for (op, n) in &before.forwarded {
+        *delta.forwarded.entry(op.clone()).or_default() -= n;
+    }
+    for (key, n) in &before.injected {
+        *delta.injected.entry(key.clone()).or_default() -= n;
+    }
+    delta
+}
+
+/// `total` changes of `delta` shared by `callers` concurrent callers; the
+/// latency of each.
+async fn phase(
+    strategy: &Arc<dyn Strategy>,
+    callers: usize,
+    total: u64,
+    delta: i64,
+    threshold: Option<i64>,
+) -> Vec<Duration> {
+    let left = Arc::new(AtomicU64::new(total));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..callers {
+        let (strategy, left) = (strategy.clone(), left.clone());
+        tasks.spawn(async move {
+            let mut samples = Vec::new();
+            while left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                let started = Instant::now();
+                let _ = strategy.apply(delta, threshold).await;
+                samples.push(started.elapsed());
+            }
+            samples
+        });
+    }
+    let mut samples = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        samples.extend(done.expect("caller"));
+    }
+    samples
+}
+
+async fn run(
+    strategy: Arc<dyn Strategy>,
+    hybrid: Option<&Hybrid>,
+    proxy: &FaultProxy,
+    pipeline: &FaultProxy,
+    workload: Workload,
+) -> Row {
+    let threshold = strategy.supports_threshold().then_some(workload.threshold);
+    let units = |s: &dyn Strategy| {
+        let m = s.meter().snapshot();
+        (m.write_units, m.read_units)
+    };
+    let pipeline_before = pipeline.stats();
+    let start_units = units(strategy.as_ref());
+    let before = proxy.stats();
+    let started = Instant::now();
+    let mut samples = phase(&strategy, workload.callers, workload.increments, 1, threshold).await;
+    let mut busy = started.elapsed();
+    let mut faulted = since(&proxy.stats(), &before);
+    let after_increments = units(strategy.as_ref());
+    let believed_after_increments = strategy.truth().snapshot().value;
+
+    // Reads for the report go past the faults and are not charged to the changes.
+    proxy.set_enabled(false);
+    let peak = strategy.actual().await.expect("value after the +1s");
+    proxy.set_enabled(true);
+
+    let before_decrements = units(strategy.as_ref());
+    let before = proxy.stats();
+    let started = Instant::now();
+    samples.extend(phase(&strategy, workload.callers, workload.decrements, -1, None).await);
+    busy += started.elapsed();
+    let last_change = Instant::now();
+    let after = since(&proxy.stats(), &before);
+    let end_units = units(strategy.as_ref());
+    for (op, n) in after.forwarded {
+        *faulted.forwarded.entry(op).or_default() += n;
+    }
+    for (key, n) in after.injected {
+        *faulted.injected.entry(key).or_default() += n;
+    }
+    let write_units = (after_increments.0 - start_units.0) + (end_units.0 - before_decrements.0);
+    let read_units = (after_increments.1 - start_units.1) + (end_units.1 - before_decrements.1);
+
+    proxy.set_enabled(false);
+    let (mut seconds_until_exact, mut best_effort, mut eventual) = (None, None, None);
+    if let Some(hybrid) = hybrid {
+        let deadline = last_change + Duration::from_secs(120);
+        loop {
+            let live = strategy.actual().await.expect("live items");
+            let (be, ec) = hybrid.counters().await.expect("counters");
+            let exact = ec == live;
+            if exact || Instant::now() > deadline {
+                if exact {
+                    seconds_until_exact = Some(last_change.elapsed().as_secs_f64());
+                } else {
+                    eprintln!(
+                        "{}: EC {ec} still not the {live} live items after 120 s",
+                        strategy.name()
+                    );
+                }
+                (best_effort, eventual) = (Some(be), Some(ec));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let pipeline_trips = hybrid.map(|_| round_trips(&since(&pipeline.stats(), &pipeline_before)));
+    let value = strategy.actual().await.expect("final value");
+    let before_read = units(strategy.as_ref());
+    strategy.read().await.expect("final read");
+    let read_units_per_read = units(strategy.as_ref()).1 - before_read.1;
+    proxy.set_enabled(true);
+
+    let truth = strategy.truth().snapshot();
+    let ops = (workload.increments + workload.decrements) as f64;
+    let ambiguous: u64 = WRITES
+        .iter()
+        .map(|name| faulted.injected(&Operation::dynamodb(name), FaultKind::ApplyThenFail))
+        .sum();
+    let drift = value - truth.value;
+    let extra_increments = peak - believed_after_increments;
+    let extra_decrements = (peak - value) - (believed_after_increments - truth.value);
+    Row {
+        strategy: strategy.name().to_owned(),
+        threshold,
+        truth: truth.value,
+        value,
+        drift,
+        extra_increments,
+        extra_decrements,
+        peak,
+        overshoot: threshold.map(|t| (peak - t).max(0)),
+        applied: truth.applied,
+        refused: truth.refused,
+        errors: truth.errors,
+        ambiguous_failures: ambiguous,
+        faults: faulted.total_injected(),
+        extra_per_1000_ambiguous: if ambiguous == 0 {
+            0.0
+        } else {
+            (extra_increments + extra_decrements) as f64 * 1000.0 / ambiguous as f64
+        },
+        round_trips_per_op: round_trips(&faulted) as f64 / ops,
+        write_units_per_op: write_units / ops,
+        read_units_per_op: read_units / ops,
+        read_units_per_read,
+        latency: latency(samples),
+        ops_per_second: ops / busy.as_secs_f64(),
+        seconds_until_exact,
+        best_effort,
+        eventual,
+        pipeline_round_trips_per_op: pipeline_trips.map(|n| n as f64 / ops),
+    }
+}
+
+fn main() {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(compare());
+}
+
+async fn compare() {
+    let whole = Instant::now();
+    let operations = env_number("COMPARE_OPS", 1000).max(8);
+    let callers = env_number("COMPARE_CALLERS", 8).max(1) as usize;
+    let increments = operations * 3 / 4;
+    let workload = Workload {
+        callers,
+        increments,
+        decrements: operations - increments,
+        threshold: (increments * 2 / 3) as i64,
+    };
+    let seed = FaultPlan::from_env("make compare").seed();
+    let (emulator, _ctl, config) = e2e::counterctl::deployed().await;
+    let proxy = FaultProxy::start(&emulator.endpoint, plan(seed));
+    let pipeline = FaultProxy::start(&emulator.endpoint, FaultPlan::new(seed));
+    let client = aws_sdk_dynamodb::Client::new(&proxy.sdk_config().await);
+    proxy.set_enabled(false);
+    counter_lab::table::create_table(&client, LAB_TABLE)
+        .await
+        .expect("create the lab's table");
+    proxy.set_enabled(true);
+
+    let runner = e2e::in_process_runner(&pipeline.endpoint, &config).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let pipeline_run = tokio::spawn(async move {
+        runner
+            .run(async {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("runner")
+    });
+
+    let place = |counter: &str| Place::new(client.clone(), LAB_TABLE, counter);
+    let plain: Vec<Arc<dyn Strategy>> = vec![
+        Arc::new(AtomicCounter::new(place("atomic-retries"), true)),
+        Arc::new(AtomicCounter::new(place("atomic-once"), false)),
+        Arc::new(Occ::new(place("occ"), false)),
+        Arc::new(Occ::new(place("occ-history"), true)),
+        Arc::new(TxToken::new(place("tx-sdk-token"), TokenUse::PerSend)),
+        Arc::new(TxToken::new(place("tx-reused-token"), TokenUse::Reused)),
+        Arc::new(TxMarker::new(place("tx-marker"))),
+        Arc::new(Ledger::new(place("ledger"))),
+        Arc::new(TokenSet::new(place("token-set"))),
+    ];
+    let mut rows = Vec::new();
+    for strategy in plain {
+        let row = run(strategy, None, &proxy, &pipeline, workload).await;
+        print_row(&row);
+        rows.push(row);
+    }
+    for (admission, scope) in [
+        (Admission::BestEffort, "lab-best-effort"),
+        (Admission::Strict, "lab-strict"),
+    ] {
+        let hybrid = Arc::new(hybrid(&client, &config, scope, admission, workload.threshold as u64));
+        let strategy: Arc<dyn Strategy> = hybrid.clone();
+        let row = run(strategy, Some(&hybrid), &proxy, &pipeline, workload).await;
+        print_row(&row);
+        rows.push(row);
+    }
+    let _ = stop.send(());
+    let report = pipeline_run.await.expect("runner task");
+    eprintln!("pipeline: {}", report.to_string().replace('\n', "\n  "));
+    eprintln!("faults:\n{}", proxy.stats());
+
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
+    let results = Results {
+        seed,
+        workload,
+        rates: RATES,
+        rows,
+        fakecloud: std::fs::read_to_string(root.join("localstack/fakecloud.version"))
+            .map(|v| v.trim().to_owned())
+            .unwrap_or_else(|_| "?".into()),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        seconds: whole.elapsed().as_secs_f64(),
+    };
+    let dir = root.join("target/compare");
+    std::fs::create_dir_all(&dir).expect("target/compare");
+    std::fs::write(
+        dir.join("compare.json"),
+        serde_json::to_string_pretty(&results).expect("json"),
+    )
+    .expect("write compare.json");
+    std::fs::write(root.join("COMPARISON.md"), report::markdown(&results)).expect("write COMPARISON.md");
+    println!(
+        "wrote COMPARISON.md and target/compare/compare.json in {:.0} s (seed {seed})",
+        results.seconds
+    );
+}
+
+fn hybrid(
+    client: &aws_sdk_dynamodb::Client,
+    config: &CounterConfig,
+    scope: &str,
+    admission: Admission,
+    limit: u64,
+) -> Hybrid {
+    Hybrid::new(
+        client.clone(),
+        config,
+        Scope::new(scope).expect("scope"),
+        admission,
+        limit,
+    )
+}
+
+fn print_row(row: &Row) {
+    println!(
+        "== {:<34} truth {:>5} value {:>5} drift {:>+4} (extra +1s {:>+3}, -1s {:>+3}: {:>+5.0} per 1,000 ambiguous) overshoot {:>4} errors {:>3}; \
+         {:.2} round trips, {:.2} WU, {:.2} RU per op; p50 {:.2} ms p99 {:.2} ms; {:.0} ops/s{}",
+        row.strategy,
+        row.truth,
+        row.value,
+        row.drift,
+        row.extra_increments,
+        row.extra_decrements,
+        row.extra_per_1000_ambiguous,
+        row.overshoot.map_or("n/a".to_owned(), |o| o.to_string()),
+        row.errors,
+        row.round_trips_per_op,
+        row.write_units_per_op,
+        row.read_units_per_op,
+        row.latency.p50_ms,
+        row.latency.p99_ms,
+        row.ops_per_second,
+        row.seconds_until_exact
+            .map_or(String::new(), |s| format!("; exact {s:.2} s after the last change")),
+    );
+}
+
+#[path = "compare/report.rs"]
+mod report;
