@@ -12,17 +12,15 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
 use hybrid_counter::error::StoreError;
-use hybrid_counter::store::meter::Meter;
 use hybrid_counter_aws::dynamo::classify;
 
-use crate::strategy::{BoxFuture, LabError, Outcome, Place, Strategy, Truth, charge_write};
+use crate::strategy::{Books, BoxFuture, LabError, Outcome, Place, Strategy, charge_write};
 use crate::table::{self, COUNTER_SK, VALUE, key, n};
 
 pub struct AtomicCounter {
     place: Place,
     sdk_retries: bool,
-    truth: Truth,
-    meter: Meter,
+    books: Books,
 }
 
 impl AtomicCounter {
@@ -32,8 +30,7 @@ impl AtomicCounter {
         Self {
             place,
             sdk_retries,
-            truth: Truth::default(),
-            meter: Meter::new(),
+            books: Books::default(),
         }
     }
 
@@ -68,7 +65,7 @@ impl AtomicCounter {
         };
         match result.map_err(classify) {
             Ok(out) => {
-                charge_write(&self.meter, out.consumed_capacity());
+                charge_write(&self.books.meter, out.consumed_capacity());
                 Ok(Outcome::Applied)
             }
             Err(StoreError::ConditionFailed) => Ok(Outcome::Refused),
@@ -91,18 +88,11 @@ impl Strategy for AtomicCounter {
     }
 
     fn read(&self) -> BoxFuture<'_, Result<i64, LabError>> {
-        Box::pin(async move {
-            let item = table::counter_item(&self.place, &self.meter).await?;
-            Ok(table::number(item.as_ref(), VALUE))
-        })
+        Box::pin(async move { Ok(table::value(&self.place, &self.books.meter).await?) })
     }
 
-    fn truth(&self) -> &Truth {
-        &self.truth
-    }
-
-    fn meter(&self) -> &Meter {
-        &self.meter
+    fn books(&self) -> &Books {
+        &self.books
     }
 }
 

@@ -18,15 +18,14 @@ use hybrid_counter::{Counter, ResourceId, Scope, Store as _, now_millis};
 use hybrid_counter_aws::DynamoStore;
 use serde_dynamo::Item;
 
-use crate::strategy::{BoxFuture, LabError, Outcome, Pool, Strategy, Truth};
+use crate::strategy::{Books, BoxFuture, LabError, Outcome, Pool, Strategy};
 
 pub struct Hybrid {
     counter: Counter<DynamoStore>,
     scope: Scope,
     /// Ids the callers believe created, for the -1s to delete.
     created: Pool,
-    truth: Truth,
-    meter: Meter,
+    books: Books,
 }
 
 impl Hybrid {
@@ -49,8 +48,10 @@ impl Hybrid {
             counter: Counter::configured(store, limit, &config),
             scope,
             created: Pool::default(),
-            truth: Truth::default(),
-            meter,
+            books: Books {
+                truth: Default::default(),
+                meter,
+            },
         }
     }
 
@@ -121,12 +122,8 @@ impl Strategy for Hybrid {
         })
     }
 
-    fn truth(&self) -> &Truth {
-        &self.truth
-    }
-
-    fn meter(&self) -> &Meter {
-        &self.meter
+    fn books(&self) -> &Books {
+        &self.books
     }
 }
 

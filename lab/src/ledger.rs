@@ -10,11 +10,10 @@
 
 use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
 use hybrid_counter::error::StoreError;
-use hybrid_counter::store::meter::Meter;
 use hybrid_counter_aws::dynamo::classify;
 
 use crate::strategy::{
-    BoxFuture, LabError, Outcome, Place, Strategy, Truth, caller_retries, charge_read, charge_write, is_retryable,
+    Books, BoxFuture, LabError, Outcome, Place, Strategy, caller_retries, charge_read, charge_write, is_retryable,
 };
 use crate::table::{DELTA, PK, SK, key, n, number, s};
 
@@ -23,16 +22,14 @@ pub const ENTRY: &str = "entry#";
 
 pub struct Ledger {
     place: Place,
-    truth: Truth,
-    meter: Meter,
+    books: Books,
 }
 
 impl Ledger {
     pub fn new(place: Place) -> Self {
         Self {
             place,
-            truth: Truth::default(),
-            meter: Meter::new(),
+            books: Books::default(),
         }
     }
 
@@ -56,7 +53,7 @@ impl Ledger {
                 .map_err(classify);
             match result {
                 Ok(out) => {
-                    charge_write(&self.meter, out.consumed_capacity());
+                    charge_write(&self.books.meter, out.consumed_capacity());
                     return Ok(Outcome::Applied);
                 }
                 // The entry is there: an earlier send of ours landed.
@@ -87,7 +84,7 @@ impl Ledger {
                 .send()
                 .await
                 .map_err(classify)?;
-            charge_read(&self.meter, page.consumed_capacity());
+            charge_read(&self.books.meter, page.consumed_capacity());
             total += page.items().iter().map(|item| number(Some(item), DELTA)).sum::<i64>();
             start = page.last_evaluated_key;
             if start.is_none() {
@@ -114,12 +111,8 @@ impl Strategy for Ledger {
         Box::pin(self.sum())
     }
 
-    fn truth(&self) -> &Truth {
-        &self.truth
-    }
-
-    fn meter(&self) -> &Meter {
-        &self.meter
+    fn books(&self) -> &Books {
+        &self.books
     }
 }
 

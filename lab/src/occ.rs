@@ -17,11 +17,10 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 use hybrid_counter::error::StoreError;
-use hybrid_counter::store::meter::Meter;
 use hybrid_counter_aws::dynamo::classify;
 
 use crate::strategy::{
-    BoxFuture, LabError, Outcome, Place, Strategy, Truth, charge_write, conflict_retries, is_retryable,
+    Books, BoxFuture, LabError, Outcome, Place, Strategy, charge_write, conflict_retries, is_retryable,
 };
 use crate::table::{self, COUNTER_SK, VALUE, VERSION, WRITERS, key, n, s};
 
@@ -32,8 +31,7 @@ pub const HISTORY: usize = 32;
 pub struct Occ {
     place: Place,
     history: bool,
-    truth: Truth,
-    meter: Meter,
+    books: Books,
 }
 
 struct Read {
@@ -48,13 +46,12 @@ impl Occ {
         Self {
             place,
             history,
-            truth: Truth::default(),
-            meter: Meter::new(),
+            books: Books::default(),
         }
     }
 
     async fn read_item(&self) -> Result<Read, StoreError> {
-        let item = table::counter_item(&self.place, &self.meter).await?;
+        let item = table::counter_item(&self.place, &self.books.meter).await?;
         let writers = item
             .as_ref()
             .and_then(|item| item.get(WRITERS))
@@ -106,7 +103,7 @@ impl Occ {
             .send()
             .await
             .map_err(classify)?;
-        charge_write(&self.meter, out.consumed_capacity());
+        charge_write(&self.books.meter, out.consumed_capacity());
         Ok(())
     }
 
@@ -161,12 +158,8 @@ impl Strategy for Occ {
         Box::pin(async move { Ok(self.read_item().await?.value) })
     }
 
-    fn truth(&self) -> &Truth {
-        &self.truth
-    }
-
-    fn meter(&self) -> &Meter {
-        &self.meter
+    fn books(&self) -> &Books {
+        &self.books
     }
 }
 

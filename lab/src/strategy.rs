@@ -82,6 +82,14 @@ impl Truth {
     }
 }
 
+/// What every strategy keeps beside its counter: its callers' [`Truth`]
+/// and the [`Meter`] of the capacity its requests consumed.
+#[derive(Debug, Default)]
+pub struct Books {
+    pub truth: Truth,
+    pub meter: Meter,
+}
+
 /// One way to keep a counter.
 pub trait Strategy: Send + Sync {
     fn name(&self) -> &'static str;
@@ -105,10 +113,16 @@ pub trait Strategy: Send + Sync {
         self.read()
     }
 
-    fn truth(&self) -> &Truth;
+    fn books(&self) -> &Books;
+
+    fn truth(&self) -> &Truth {
+        &self.books().truth
+    }
 
     /// Capacity units DynamoDB reported for this strategy's requests.
-    fn meter(&self) -> &Meter;
+    fn meter(&self) -> &Meter {
+        &self.books().meter
+    }
 
     /// [`Self::change`], recorded in [`Self::truth`].
     fn apply(&self, delta: i64, threshold: Option<i64>) -> BoxFuture<'_, Result<Outcome, LabError>> {

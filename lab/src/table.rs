@@ -71,6 +71,12 @@ pub async fn counter_item(place: &Place, meter: &Meter) -> Result<Option<HashMap
     Ok(out.item)
 }
 
+/// The counter's [`VALUE`] (0 before its first write).
+pub async fn value(place: &Place, meter: &Meter) -> Result<i64, StoreError> {
+    let item = counter_item(place, meter).await?;
+    Ok(number(item.as_ref(), VALUE))
+}
+
 /// Creates the lab's table `name` (on demand, TTL on [`EXPIRES_AT`]).
 pub async fn create_table(client: &Client, name: &str) -> Result<(), StoreError> {
     let attribute = |name: &str| {

@@ -11,11 +11,10 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 use hybrid_counter::error::StoreError;
-use hybrid_counter::store::meter::Meter;
 use hybrid_counter_aws::dynamo::classify;
 
 use crate::strategy::{
-    BoxFuture, LabError, Outcome, Place, Pool, Strategy, Truth, caller_retries, charge_write, is_retryable,
+    Books, BoxFuture, LabError, Outcome, Place, Pool, Strategy, caller_retries, charge_write, is_retryable,
 };
 use crate::table::{self, COUNTER_SK, TOKENS, key, n};
 
@@ -23,8 +22,7 @@ pub struct TokenSet {
     place: Place,
     /// Tokens the callers believe are in the set, for the -1s to remove.
     added: Pool,
-    truth: Truth,
-    meter: Meter,
+    books: Books,
 }
 
 impl TokenSet {
@@ -32,8 +30,7 @@ impl TokenSet {
         Self {
             place,
             added: Pool::default(),
-            truth: Truth::default(),
-            meter: Meter::new(),
+            books: Books::default(),
         }
     }
 
@@ -66,7 +63,7 @@ impl TokenSet {
                 .map_err(classify);
             match result {
                 Ok(out) => {
-                    charge_write(&self.meter, out.consumed_capacity());
+                    charge_write(&self.books.meter, out.consumed_capacity());
                     return Ok(Outcome::Applied);
                 }
                 Err(StoreError::ConditionFailed) => return Ok(Outcome::Refused),
@@ -105,7 +102,7 @@ impl Strategy for TokenSet {
 
     fn read(&self) -> BoxFuture<'_, Result<i64, LabError>> {
         Box::pin(async move {
-            let item = table::counter_item(&self.place, &self.meter).await?;
+            let item = table::counter_item(&self.place, &self.books.meter).await?;
             Ok(item
                 .as_ref()
                 .and_then(|item| item.get(TOKENS))
@@ -114,12 +111,8 @@ impl Strategy for TokenSet {
         })
     }
 
-    fn truth(&self) -> &Truth {
-        &self.truth
-    }
-
-    fn meter(&self) -> &Meter {
-        &self.meter
+    fn books(&self) -> &Books {
+        &self.books
     }
 }
 

@@ -26,11 +26,10 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsOutput;
 use aws_sdk_dynamodb::types::{Put, ReturnConsumedCapacity, TransactWriteItem, Update};
 use hybrid_counter::error::{CancelReason, StoreError};
 use hybrid_counter::retry::Retry;
-use hybrid_counter::store::meter::Meter;
 use hybrid_counter_aws::dynamo::{cancel_reasons, classify};
 
 use crate::strategy::{
-    BoxFuture, LabError, Outcome, Place, Strategy, Truth, caller_retries, charge_write, is_retryable,
+    Books, BoxFuture, LabError, Outcome, Place, Strategy, caller_retries, charge_write, is_retryable,
 };
 use crate::table::{self, COUNTER_SK, EXPIRES_AT, PK, VALUE, key, n};
 
@@ -112,8 +111,7 @@ async fn resend_after(retry: &mut Retry, failure: StoreError) -> Result<(), LabE
 pub struct TxToken {
     place: Place,
     token: TokenUse,
-    truth: Truth,
-    meter: Meter,
+    books: Books,
 }
 
 impl TxToken {
@@ -121,8 +119,7 @@ impl TxToken {
         Self {
             place,
             token,
-            truth: Truth::default(),
-            meter: Meter::new(),
+            books: Books::default(),
         }
     }
 
@@ -133,7 +130,7 @@ impl TxToken {
         loop {
             match send(&self.place, vec![counter_update(&self.place, delta, threshold)], token).await {
                 Sent::Committed(out) => {
-                    charge_write(&self.meter, out.consumed_capacity());
+                    charge_write(&self.books.meter, out.consumed_capacity());
                     return Ok(Outcome::Applied);
                 }
                 Sent::Cancelled(reasons) if reasons.contains(&CancelReason::ConditionalCheckFailed) => {
@@ -159,35 +156,24 @@ impl Strategy for TxToken {
     }
 
     fn read(&self) -> BoxFuture<'_, Result<i64, LabError>> {
-        Box::pin(read_value(&self.place, &self.meter))
+        Box::pin(async move { Ok(table::value(&self.place, &self.books.meter).await?) })
     }
 
-    fn truth(&self) -> &Truth {
-        &self.truth
+    fn books(&self) -> &Books {
+        &self.books
     }
-
-    fn meter(&self) -> &Meter {
-        &self.meter
-    }
-}
-
-async fn read_value(place: &Place, meter: &Meter) -> Result<i64, LabError> {
-    let item = table::counter_item(place, meter).await?;
-    Ok(table::number(item.as_ref(), VALUE))
 }
 
 pub struct TxMarker {
     place: Place,
-    truth: Truth,
-    meter: Meter,
+    books: Books,
 }
 
 impl TxMarker {
     pub fn new(place: Place) -> Self {
         Self {
             place,
-            truth: Truth::default(),
-            meter: Meter::new(),
+            books: Books::default(),
         }
     }
 
@@ -214,7 +200,7 @@ impl TxMarker {
             let actions = vec![self.marker(&token), counter_update(&self.place, delta, threshold)];
             match send(&self.place, actions, None).await {
                 Sent::Committed(out) => {
-                    charge_write(&self.meter, out.consumed_capacity());
+                    charge_write(&self.books.meter, out.consumed_capacity());
                     return Ok(Outcome::Applied);
                 }
                 // The marker is there: an earlier send of this change landed.
@@ -241,15 +227,11 @@ impl Strategy for TxMarker {
     }
 
     fn read(&self) -> BoxFuture<'_, Result<i64, LabError>> {
-        Box::pin(read_value(&self.place, &self.meter))
+        Box::pin(async move { Ok(table::value(&self.place, &self.books.meter).await?) })
     }
 
-    fn truth(&self) -> &Truth {
-        &self.truth
-    }
-
-    fn meter(&self) -> &Meter {
-        &self.meter
+    fn books(&self) -> &Books {
+        &self.books
     }
 }
 

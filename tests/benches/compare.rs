@@ -32,13 +32,18 @@ use counter_lab::transaction::{TokenUse, TxMarker, TxToken};
 use e2e::faults::{Fault, FaultKind, FaultPlan, FaultProxy, FaultStats, Operation, Service};
 use hybrid_counter::config::Admission;
 use hybrid_counter::{CounterConfig, Scope};
-use serde::Serialize;
-use shared::{Latency, env_number, latency};
+use results::{Rates, Results, Row, Workload};
+use shared::{env_number, latency};
 
 // Only the figures' helpers of the `modes` bench are used here.
 #[allow(dead_code)]
 #[path = "modes/shared.rs"]
 mod shared;
+
+#[path = "compare/report.rs"]
+mod report;
+#[path = "compare/results.rs"]
+mod results;
 
 const LAB_TABLE: &str = "counter-lab";
 
@@ -47,19 +52,6 @@ const OPERATIONS: [&str; 5] = ["GetItem", "PutItem", "UpdateItem", "Query", "Tra
 
 /// Those that write: an ambiguous failure of one may have applied a change.
 const WRITES: [&str; 3] = ["PutItem", "UpdateItem", "TransactWriteItems"];
-
-#[derive(Debug, Clone, Copy, Serialize)]
-struct Rates {
-    fail_before: f64,
-    apply_then_fail: f64,
-    /// Chance per call that a run of `burst_length` consecutive calls of the
-    /// operation all fail after apply, long enough to outlast the SDK's
-    /// retries of the callers in flight.
-    apply_then_fail_burst: f64,
-    burst_length: u32,
-    throttle: f64,
-    transaction_conflict: f64,
-}
 
 const RATES: Rates = Rates {
     fail_before: 0.02,
@@ -93,71 +85,6 @@ fn plan(seed: u64) -> FaultPlan {
         }
     }
     plan
-}
-
-#[derive(Debug, Clone, Copy, Serialize)]
-struct Workload {
-    callers: usize,
-    increments: u64,
-    decrements: u64,
-    threshold: i64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-struct Row {
-    strategy: String,
-    /// The threshold the strategy was given (`None`: it takes none).
-    threshold: Option<i64>,
-    /// What the callers believe the counter holds.
-    truth: i64,
-    /// What the counter holds (the hybrid: live items) at the end.
-    value: i64,
-    /// `value - truth`: > 0 overcount, < 0 undercount.
-    drift: i64,
-    /// +1s that landed beyond those the callers were told were applied
-    /// (the value after the +1s minus what the callers believe of them).
-    extra_increments: i64,
-    /// -1s that landed beyond those the callers were told were applied.
-    extra_decrements: i64,
-    /// The value after the +1s, and how far over the threshold it went.
-    peak: i64,
-    overshoot: Option<i64>,
-    applied: u64,
-    refused: u64,
-    /// Errors surfaced to the callers.
-    errors: u64,
-    /// 500s after apply the proxy injected into this strategy's writes.
-    ambiguous_failures: u64,
-    /// Faults of any kind injected into its requests.
-    faults: u64,
-    /// Changes applied beyond what the callers believe (both directions)
-    /// per 1,000 ambiguous write failures (500 after apply).
-    extra_per_1000_ambiguous: f64,
-    round_trips_per_op: f64,
-    write_units_per_op: f64,
-    read_units_per_op: f64,
-    /// Read units of one read of the value at the end.
-    read_units_per_read: f64,
-    latency: Latency,
-    ops_per_second: f64,
-    /// Hybrid only: from the last change until EC equals the live items.
-    seconds_until_exact: Option<f64>,
-    /// Hybrid only: BE and EC when exact.
-    best_effort: Option<i64>,
-    eventual: Option<i64>,
-    /// Hybrid only: DynamoDB requests of the stream pipeline per change.
-    pipeline_round_trips_per_op: Option<f64>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-struct Results {
-    seed: u64,
-    workload: Workload,
-    rates: Rates,
-    rows: Vec<Row>,
-    fakecloud: String,
-    cores: usize,
-    seconds: f64,
 }
 
 /// DynamoDB requests that reached the proxy: forwarded, or answered by it.
@@ -481,6 +408,3 @@ fn print_row(row: &Row) {
             .map_or(String::new(), |s| format!("; exact {s:.2} s after the last change")),
     );
 }
-
-#[path = "compare/report.rs"]
-mod report;

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Results, Row};
+use super::results::{Results, Row};
 
 fn find<'a>(results: &'a Results, name: &str) -> Option<&'a Row> {
     results.rows.iter().find(|r| r.strategy == name)

@@ -1,0 +1,84 @@
+//! What one run of `make compare` measured: the JSON the chart reads and
+//! the figures COMPARISON.md is written from.
+
+use serde::Serialize;
+
+use super::shared::Latency;
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Rates {
+    pub fail_before: f64,
+    pub apply_then_fail: f64,
+    /// Chance per call that a run of `burst_length` consecutive calls of the
+    /// operation all fail after apply, long enough to outlast the SDK's
+    /// retries of the callers in flight.
+    pub apply_then_fail_burst: f64,
+    pub burst_length: u32,
+    pub throttle: f64,
+    pub transaction_conflict: f64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Workload {
+    pub callers: usize,
+    pub increments: u64,
+    pub decrements: u64,
+    pub threshold: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub strategy: String,
+    /// The threshold the strategy was given (`None`: it takes none).
+    pub threshold: Option<i64>,
+    /// What the callers believe the counter holds.
+    pub truth: i64,
+    /// What the counter holds (the hybrid: live items) at the end.
+    pub value: i64,
+    /// `value - truth`: > 0 overcount, < 0 undercount.
+    pub drift: i64,
+    /// +1s that landed beyond those the callers were told were applied
+    /// (the value after the +1s minus what the callers believe of them).
+    pub extra_increments: i64,
+    /// -1s that landed beyond those the callers were told were applied.
+    pub extra_decrements: i64,
+    /// The value after the +1s, and how far over the threshold it went.
+    pub peak: i64,
+    pub overshoot: Option<i64>,
+    pub applied: u64,
+    pub refused: u64,
+    /// Errors surfaced to the callers.
+    pub errors: u64,
+    /// 500s after apply the proxy injected into this strategy's writes.
+    pub ambiguous_failures: u64,
+    /// Faults of any kind injected into its requests.
+    pub faults: u64,
+    /// Changes applied beyond what the callers believe (both directions)
+    /// per 1,000 ambiguous write failures (500 after apply).
+    pub extra_per_1000_ambiguous: f64,
+    pub round_trips_per_op: f64,
+    pub write_units_per_op: f64,
+    pub read_units_per_op: f64,
+    /// Read units of one read of the value at the end.
+    pub read_units_per_read: f64,
+    pub latency: Latency,
+    pub ops_per_second: f64,
+    /// Hybrid only: from the last change until EC equals the live items.
+    pub seconds_until_exact: Option<f64>,
+    /// Hybrid only: BE and EC when exact.
+    pub best_effort: Option<i64>,
+    pub eventual: Option<i64>,
+    /// Hybrid only: DynamoDB requests of the stream pipeline per change.
+    pub pipeline_round_trips_per_op: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    pub seed: u64,
+    pub workload: Workload,
+    pub rates: Rates,
+    pub rows: Vec<Row>,
+    pub fakecloud: String,
+    pub cores: usize,
+    pub seconds: f64,
+}
