@@ -132,6 +132,7 @@ mod tests {
     use aws_sdk_dynamodb::Client;
     use aws_sdk_dynamodb::operation::put_item::PutItemOutput;
     use aws_sdk_dynamodb::operation::query::QueryOutput;
+    use aws_sdk_dynamodb::operation::update_item::UpdateItemOutput;
     use aws_smithy_mocks::mock;
 
     use super::*;
@@ -154,7 +155,12 @@ mod tests {
     /// change is counted exactly by EC once the stream is drained.
     #[tokio::test]
     async fn an_ambiguous_best_effort_increment_is_not_retried_and_the_create_stands() {
-        let updates = mock!(Client::update_item).sequence().http_status(500, None).build();
+        // A retry would be answered (and counted): the kit must not send one.
+        let updates = mock!(Client::update_item)
+            .sequence()
+            .http_status(500, None)
+            .output(|| UpdateItemOutput::builder().build())
+            .build();
         let rules = [
             mock!(Client::query).then_output(|| QueryOutput::builder().build()),
             mock!(Client::put_item).then_output(|| PutItemOutput::builder().build()),
