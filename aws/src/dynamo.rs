@@ -284,6 +284,61 @@ impl DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// Takes back the stream's count of `items` (each with its
+    /// incarnation) of one scope, in one transaction: `counter` of `scope`
+    /// goes down by their number and each item's `counter_processed` back
+    /// to false, only if it is counted and not deleted. The inverse of
+    /// the INSERT write ([`hybrid_counter::stream::plan::count_insert`]),
+    /// so `EC == processed items` holds before and after: the state of a
+    /// batch whose processing failed. The flag flip is a MODIFY that the
+    /// mapping's filter and the consumer ignore, so only a replay of the
+    /// items' INSERT records counts them again. For `counterctl verify
+    /// --failure-path`, on its own scope only; at most 99 items.
+    pub async fn uncount(
+        &self,
+        scope: &Scope,
+        counter: &str,
+        items: &[(hybrid_counter::ResourceId, String)],
+        now: EpochMillis,
+    ) -> Result<(), StoreError> {
+        let delta = CounterDelta {
+            scope: scope.clone(),
+            name: counter.to_owned(),
+            delta: -i64::try_from(items.len()).unwrap_or(i64::MAX),
+        };
+        let mut actions = vec![self.counter_action(&delta, now)?];
+        for (id, incarnation) in items {
+            let key = ResourceKey {
+                scope: scope.clone(),
+                id: id.clone(),
+            };
+            let update = Update::builder()
+                .table_name(&self.resources_table)
+                .set_key(Some(resource_key(&key)))
+                .update_expression("SET #cp = :false")
+                .condition_expression("#cp = :true AND #del = :false AND #inc = :inc")
+                .expression_attribute_names("#cp", keys::COUNTER_PROCESSED)
+                .expression_attribute_names("#del", keys::DELETED)
+                .expression_attribute_names("#inc", keys::INCARNATION)
+                .expression_attribute_values(":true", AttributeValue::Bool(true))
+                .expression_attribute_values(":false", AttributeValue::Bool(false))
+                .expression_attribute_values(":inc", s(incarnation))
+                .build()
+                .map_err(build_error)?;
+            actions.push(TransactWriteItem::builder().update(update).build());
+        }
+        self.meter.request(Operation::TransactWriteItems);
+        self.client
+            .transact_write_items()
+            .set_transact_items(Some(actions))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(classify)
+    }
+}
+
 /// The kit attributes of a resource item, for [`Store::get_resource`].
 #[derive(Deserialize)]
 struct StateImage {
