@@ -68,14 +68,14 @@ pub struct Target {
     pub function_arn: String,
 }
 
+/// The `(id, incarnation)` of each item of a failed range.
+pub type FailedItems = Vec<(ResourceId, String)>;
+
 /// Verify's INSERT records of `scope` among `records` (one shard's, in
 /// order): the slice from the first through the last of them (the range
 /// the on-failure record names, other scopes' records included) and the
 /// `(id, incarnation)` of each.
-pub fn failed_range<'a>(
-    records: &'a [EventRecord],
-    scope: &Scope,
-) -> Option<(&'a [EventRecord], Vec<(ResourceId, String)>)> {
+pub fn failed_range<'a>(records: &'a [EventRecord], scope: &Scope) -> Option<(&'a [EventRecord], FailedItems)> {
     let ours: Vec<(usize, ResourceId, String)> = records
         .iter()
         .enumerate()
@@ -140,12 +140,12 @@ impl Verify<'_> {
                 )));
             }
             for shard in reader.shards().await.map_err(store_error("describing the stream"))? {
-                if !tips.contains_key(&shard.shard_id) {
+                if let std::collections::btree_map::Entry::Vacant(new) = tips.entry(shard.shard_id) {
                     let at = reader
-                        .iterator(&shard.shard_id, &Position::TrimHorizon)
+                        .iterator(new.key(), &Position::TrimHorizon)
                         .await
                         .map_err(store_error("reading the stream"))?;
-                    tips.insert(shard.shard_id, at);
+                    new.insert(at);
                 }
             }
             for (shard, at) in &mut tips {
