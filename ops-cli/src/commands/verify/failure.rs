@@ -34,7 +34,7 @@ use hybrid_counter::{ResourceId, Scope, Store as _, now_millis};
 use hybrid_counter_aws::replay::OnFailureRecord;
 use hybrid_counter_aws::streams::{Position, ShardReader};
 
-use super::{Outcome, Verify, id, store_error};
+use super::support::{Outcome, Verify, id, store_error};
 use crate::error::{Error, Result};
 
 /// Items written and failed on purpose.

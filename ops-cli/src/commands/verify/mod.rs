@@ -38,6 +38,9 @@ use crate::config::VerifyOptions;
 use crate::error::{Error, Result};
 
 pub mod failure;
+mod support;
+
+use support::{Outcome, Verify, id, store_error};
 
 /// One check's outcome.
 #[derive(Debug, Clone, Serialize)]
@@ -73,17 +76,6 @@ fn scopes_of(run: &str, count: u32) -> Result<Vec<Scope>> {
     (0..count)
         .map(|n| Scope::new(format!("verify-{run}-{n}")).map_err(|e| Error::InvalidArgument(e.to_string())))
         .collect()
-}
-
-fn id(name: String) -> Result<ResourceId> {
-    ResourceId::new(name).map_err(|e| Error::InvalidArgument(e.to_string()))
-}
-
-fn store_error(action: &'static str) -> impl Fn(hybrid_counter::error::StoreError) -> Error {
-    move |e| Error::Aws {
-        action,
-        message: e.to_string(),
-    }
 }
 
 /// What `options` would write, in words.
@@ -218,17 +210,6 @@ async fn timed(
         },
     })
 }
-
-struct Verify<'a> {
-    ctx: &'a Context<'a>,
-    config: &'a hybrid_counter::CounterConfig,
-    store: &'a DynamoStore,
-    counter: &'a Counter<DynamoStore>,
-    scopes: &'a [Scope],
-    options: &'a VerifyOptions,
-}
-
-type Outcome = Result<std::result::Result<String, String>>;
 
 impl Verify<'_> {
     async fn writes(&self) -> Outcome {
