@@ -26,11 +26,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::dynamodb::EventRecord;
-use hybrid_counter::audit::count_scope;
 use hybrid_counter::stream::plan::ShardChoice;
 use hybrid_counter::stream::record::sequence_number;
 use hybrid_counter::stream::{Change, ChangeRecord};
-use hybrid_counter::{ResourceId, Scope, Store as _, now_millis};
+use hybrid_counter::{ResourceId, Scope, now_millis};
 use hybrid_counter_aws::replay::OnFailureRecord;
 use hybrid_counter_aws::streams::{Position, ShardReader};
 
@@ -222,24 +221,17 @@ impl Verify<'_> {
     async fn counted(&self, scope: &Scope, live: u64, by: &str) -> Result<std::result::Result<(), String>> {
         let started = Instant::now();
         loop {
-            let counts = count_scope(self.store, scope)
-                .await
-                .map_err(store_error("counting a scope"))?;
-            let eventual = self
-                .store
-                .read_counters(scope)
-                .await
-                .map_err(store_error("reading the counters"))?
-                .eventual;
-            let pending = counts.pending_create + counts.pending_delete;
-            if counts.live == live && pending == 0 && eventual == live as i64 {
+            let count = self.scope_count(scope).await?;
+            if count.live == live && count.settled() {
                 return Ok(Ok(()));
             }
             if started.elapsed() >= self.options.timeout {
                 return Ok(Err(format!(
-                    "after {}s {by} had not counted {scope}: EC {eventual}, live {}, {pending} pending",
+                    "after {}s {by} had not counted {scope}: EC {}, live {}, {} pending",
                     self.options.timeout.as_secs(),
-                    counts.live
+                    count.eventual,
+                    count.live,
+                    count.pending
                 )));
             }
             tokio::time::sleep(Duration::from_millis(250)).await;

@@ -282,18 +282,10 @@ impl Verify<'_> {
             let mut pending = 0;
             let mut off = Vec::new();
             for scope in self.scopes {
-                let counts = count_scope(self.store, scope)
-                    .await
-                    .map_err(store_error("counting a scope"))?;
-                pending += counts.pending_create + counts.pending_delete;
-                let eventual = self
-                    .store
-                    .read_counters(scope)
-                    .await
-                    .map_err(store_error("reading the counters"))?
-                    .eventual;
-                if eventual != counts.live as i64 || counts.pending_create + counts.pending_delete > 0 {
-                    off.push(format!("{scope}: EC {eventual}, live {}", counts.live));
+                let count = self.scope_count(scope).await?;
+                pending += count.pending;
+                if !count.settled() {
+                    off.push(format!("{scope}: EC {}, live {}", count.eventual, count.live));
                 }
             }
             if off.is_empty() {

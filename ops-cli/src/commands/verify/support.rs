@@ -2,7 +2,8 @@
 //! the conversions of their errors. A leaf module, so that the failure
 //! path (`failure.rs`) and the other checks both use it.
 
-use hybrid_counter::{Counter, ResourceId, Scope};
+use hybrid_counter::audit::count_scope;
+use hybrid_counter::{Counter, ResourceId, Scope, Store as _};
 use hybrid_counter_aws::DynamoStore;
 
 use crate::commands::Context;
@@ -32,3 +33,37 @@ pub(super) struct Verify<'a> {
 }
 
 pub(super) type Outcome = Result<std::result::Result<String, String>>;
+
+/// One scope's live items and counts, as `verify` waits on them.
+pub(super) struct ScopeCount {
+    pub(super) live: u64,
+    pub(super) pending: u64,
+    pub(super) eventual: i64,
+}
+
+impl ScopeCount {
+    /// The stream pipeline counted everything: `EC == live`, nothing pending.
+    pub(super) fn settled(&self) -> bool {
+        self.pending == 0 && self.eventual == self.live as i64
+    }
+}
+
+impl Verify<'_> {
+    /// Reads `scope`'s items (by state) and its eventual counter.
+    pub(super) async fn scope_count(&self, scope: &Scope) -> Result<ScopeCount> {
+        let counts = count_scope(self.store, scope)
+            .await
+            .map_err(store_error("counting a scope"))?;
+        let eventual = self
+            .store
+            .read_counters(scope)
+            .await
+            .map_err(store_error("reading the counters"))?
+            .eventual;
+        Ok(ScopeCount {
+            live: counts.live,
+            pending: counts.pending_create + counts.pending_delete,
+            eventual,
+        })
+    }
+}
