@@ -1073,6 +1073,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn uncount_takes_the_count_back_only_from_counted_live_items_of_that_incarnation() {
+        let rule = mock!(Client::transact_write_items)
+            .match_requests(|r| {
+                let updates: Vec<_> = r.transact_items().iter().filter_map(|i| i.update()).collect();
+                let counter = updates.iter().find(|u| {
+                    u.table_name() == "counters" && u.key().get("name") == Some(&AttributeValue::S("eventual".into()))
+                });
+                let items: Vec<_> = updates.iter().filter(|u| u.table_name() == "resources").collect();
+                updates.len() == 3
+                    && counter.is_some_and(|u| {
+                        u.expression_attribute_values().and_then(|v| v.get(":delta"))
+                            == Some(&AttributeValue::N("-2".into()))
+                    })
+                    && items.len() == 2
+                    && items.iter().all(|u| {
+                        let values = u.expression_attribute_values();
+                        u.update_expression() == "SET #cp = :false"
+                            && u.condition_expression() == Some("#cp = :true AND #del = :false AND #inc = :inc")
+                            && values.and_then(|v| v.get(":false")) == Some(&AttributeValue::Bool(false))
+                            && values.and_then(|v| v.get(":true")) == Some(&AttributeValue::Bool(true))
+                    })
+                    && items[1].expression_attribute_values().and_then(|v| v.get(":inc"))
+                        == Some(&AttributeValue::S("inc-b".into()))
+            })
+            .then_output(|| TransactWriteItemsOutput::builder().build());
+        let items = [
+            (ResourceId::new("a").unwrap(), "inc-a".to_owned()),
+            (ResourceId::new("b").unwrap(), "inc-b".to_owned()),
+        ];
+        store(&[rule]).uncount(&scope(), "eventual", &items, 5).await.unwrap();
+    }
+
+    #[tokio::test]
     async fn a_repair_is_conditioned_on_the_versions_it_read_and_a_moved_counter_writes_nothing() {
         let read = [counter_item("best_effort", 7)];
         let targets = [("best_effort".to_owned(), 5), ("eventual".to_owned(), 4)];
