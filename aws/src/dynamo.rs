@@ -299,6 +299,61 @@ impl DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// Takes back the stream's count of `items` (each with its
+    /// incarnation) of one scope, in one transaction: `counter` of `scope`
+    /// goes down by their number and each item's `counter_processed` back
+    /// to false, only if it is counted and not deleted. The inverse of
+    /// the INSERT write ([`hybrid_counter::stream::plan::count_insert`]),
+    /// so `EC == processed items` holds before and after: the state of a
+    /// batch whose processing failed. The flag flip is a MODIFY that the
+    /// mapping's filter and the consumer ignore, so only a replay of the
+    /// items' INSERT records counts them again. For `counterctl verify
+    /// --failure-path`, on its own scope only; at most 99 items.
+    pub async fn uncount(
+        &self,
+        scope: &Scope,
+        counter: &str,
+        items: &[(hybrid_counter::ResourceId, String)],
+        now: EpochMillis,
+    ) -> Result<(), StoreError> {
+        let delta = CounterDelta {
+            scope: scope.clone(),
+            name: counter.to_owned(),
+            delta: -i64::try_from(items.len()).unwrap_or(i64::MAX),
+        };
+        let mut actions = vec![self.counter_action(&delta, now)?];
+        for (id, incarnation) in items {
+            let key = ResourceKey {
+                scope: scope.clone(),
+                id: id.clone(),
+            };
+            let update = Update::builder()
+                .table_name(&self.resources_table)
+                .set_key(Some(resource_key(&key)))
+                .update_expression("SET #cp = :false")
+                .condition_expression("#cp = :true AND #del = :false AND #inc = :inc")
+                .expression_attribute_names("#cp", keys::COUNTER_PROCESSED)
+                .expression_attribute_names("#del", keys::DELETED)
+                .expression_attribute_names("#inc", keys::INCARNATION)
+                .expression_attribute_values(":true", AttributeValue::Bool(true))
+                .expression_attribute_values(":false", AttributeValue::Bool(false))
+                .expression_attribute_values(":inc", s(incarnation))
+                .build()
+                .map_err(build_error)?;
+            actions.push(TransactWriteItem::builder().update(update).build());
+        }
+        self.meter.request(Operation::TransactWriteItems);
+        self.client
+            .transact_write_items()
+            .set_transact_items(Some(actions))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(classify)
+    }
+}
+
 /// The kit attributes of a resource item, for [`Store::get_resource`].
 #[derive(Deserialize)]
 struct StateImage {
@@ -1025,6 +1080,39 @@ mod tests {
             updated_at: 0,
             limit: None,
         }
+    }
+
+    #[tokio::test]
+    async fn uncount_takes_the_count_back_only_from_counted_live_items_of_that_incarnation() {
+        let rule = mock!(Client::transact_write_items)
+            .match_requests(|r| {
+                let updates: Vec<_> = r.transact_items().iter().filter_map(|i| i.update()).collect();
+                let counter = updates.iter().find(|u| {
+                    u.table_name() == "counters" && u.key().get("name") == Some(&AttributeValue::S("eventual".into()))
+                });
+                let items: Vec<_> = updates.iter().filter(|u| u.table_name() == "resources").collect();
+                updates.len() == 3
+                    && counter.is_some_and(|u| {
+                        u.expression_attribute_values().and_then(|v| v.get(":delta"))
+                            == Some(&AttributeValue::N("-2".into()))
+                    })
+                    && items.len() == 2
+                    && items.iter().all(|u| {
+                        let values = u.expression_attribute_values();
+                        u.update_expression() == "SET #cp = :false"
+                            && u.condition_expression() == Some("#cp = :true AND #del = :false AND #inc = :inc")
+                            && values.and_then(|v| v.get(":false")) == Some(&AttributeValue::Bool(false))
+                            && values.and_then(|v| v.get(":true")) == Some(&AttributeValue::Bool(true))
+                    })
+                    && items[1].expression_attribute_values().and_then(|v| v.get(":inc"))
+                        == Some(&AttributeValue::S("inc-b".into()))
+            })
+            .then_output(|| TransactWriteItemsOutput::builder().build());
+        let items = [
+            (ResourceId::new("a").unwrap(), "inc-a".to_owned()),
+            (ResourceId::new("b").unwrap(), "inc-b".to_owned()),
+        ];
+        store(&[rule]).uncount(&scope(), "eventual", &items, 5).await.unwrap();
     }
 
     #[tokio::test]

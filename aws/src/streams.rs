@@ -18,6 +18,8 @@ use hybrid_counter::stream::record::{sequence_cmp, sequence_number};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Position {
     TrimHorizon,
+    /// Just past the shard's newest record: what is written from then on.
+    Latest,
     At(String),
     After(String),
 }
@@ -73,10 +75,14 @@ impl ShardReader {
         &self.stream_arn
     }
 
-    /// A shard iterator at `position`.
-    async fn iterator(&self, shard_id: &str, position: &Position) -> Result<Option<String>, StoreError> {
+    /// A shard iterator at `position` (`None` for a closed shard read past
+    /// its end), to read later with [`ShardReader::read_from`]: an iterator
+    /// taken at [`Position::Latest`] before some writes reads exactly what
+    /// was written since. Iterators expire after 15 minutes.
+    pub async fn iterator(&self, shard_id: &str, position: &Position) -> Result<Option<String>, StoreError> {
         let (kind, seq) = match position {
             Position::TrimHorizon => (ShardIteratorType::TrimHorizon, None),
+            Position::Latest => (ShardIteratorType::Latest, None),
             Position::At(seq) => (ShardIteratorType::AtSequenceNumber, Some(seq.clone())),
             Position::After(seq) => (ShardIteratorType::AfterSequenceNumber, Some(seq.clone())),
         };
@@ -135,10 +141,22 @@ impl ShardReader {
         position: &Position,
         max_records: usize,
     ) -> Result<Vec<EventRecord>, StoreError> {
-        let mut iterator = self.iterator(shard_id, position).await?;
+        let iterator = self.iterator(shard_id, position).await?;
+        Ok(self.read_from(iterator, max_records).await?.0)
+    }
+
+    /// Reads records from `iterator` until the shard has no more records
+    /// right now, or `max_records` were read; with the iterator to go on
+    /// from (`None` once a closed shard is read through).
+    pub async fn read_from(
+        &self,
+        mut iterator: Option<String>,
+        max_records: usize,
+    ) -> Result<(Vec<EventRecord>, Option<String>), StoreError> {
         let mut records = Vec::new();
         while let Some(current) = iterator.take() {
             if records.len() >= max_records {
+                iterator = Some(current);
                 break;
             }
             let limit = i32::try_from((max_records - records.len()).min(1000)).unwrap_or(1000);
@@ -151,13 +169,13 @@ impl ShardReader {
                 .await
                 .map_err(unavailable)?;
             let page = out.records.unwrap_or_default();
+            iterator = out.next_shard_iterator;
             if page.is_empty() {
                 break;
             }
             records.extend(page.iter().map(|r| event_record(r, &self.stream_arn)));
-            iterator = out.next_shard_iterator;
         }
-        Ok(records)
+        Ok((records, iterator))
     }
 }
 

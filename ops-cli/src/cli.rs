@@ -134,8 +134,9 @@ pub enum Command {
     /// Print counterctl's man page (roff) on stdout; `make man` writes target/man/counterctl.1.
     Man,
     /// Check that a deployed stack counts correctly, in scopes of its own: creates, deletes, a re-create,
-    /// a refusal at a limit override, the stream counting everything, an audit; then removes what it
-    /// wrote. Safe on a production stack. Exit 0 only when every check passed.
+    /// a refusal at a limit override, the stream counting everything, with --failure-path one batch
+    /// through DLQ1 and the reprocessor, an audit; then removes what it wrote. Safe on a production
+    /// stack. Exit 0 only when every check passed.
     Verify(VerifyArgs),
 }
 
@@ -160,6 +161,11 @@ pub struct VerifyArgs {
     /// Show what would be written, write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Also prove the failure path: take the stream's count of a few items of a scope of its own back
+    /// (as if their batch had failed), send the on-failure record of their stream range to DLQ1, and
+    /// wait for the reprocessor to count them again.
+    #[arg(long)]
+    pub failure_path: bool,
 }
 
 #[derive(Debug, Clone, Args)]

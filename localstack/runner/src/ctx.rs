@@ -16,11 +16,50 @@ use crate::invoke::Invoke;
 use crate::report::{MappingReport, RunReport};
 use crate::watch::WatchConfig;
 
+/// Which emulator the runner plays the mappings of; it decides which of
+/// the emulator's own copies of the mappings the runner disables while it
+/// plays them ([`Host::takes_over`]) and whether it enables them again when
+/// it stops ([`Host::hands_back`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Host {
+    /// The embedded emulator: it cannot run Lambda code, and its SQS poller
+    /// deletes a mapped queue's messages unprocessed, so the runner takes the
+    /// SQS mappings over for good; its stream poller only moves its own
+    /// checkpoint and is left alone.
+    #[default]
+    Fakecloud,
+    /// LocalStack runs both mappings itself, without bisect or a
+    /// parallelization factor on the stream: the runner disables both of
+    /// its copies while it plays them, so that no record is delivered
+    /// twice at once, and enables them again when it stops.
+    LocalStack,
+}
+
+impl Host {
+    /// Whether the runner disables the emulator's enabled copy of a mapping
+    /// of `source` before playing it.
+    pub fn takes_over(self, source: &crate::discover::Source) -> bool {
+        match self {
+            Host::Fakecloud => matches!(source, crate::discover::Source::Queue(_)),
+            Host::LocalStack => true,
+        }
+    }
+
+    /// Whether the runner enables the emulator's copies again when it stops.
+    pub fn hands_back(self) -> bool {
+        self == Host::LocalStack
+    }
+}
+
 /// Where the emulator is and how the runner polls it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunnerConfig {
     /// The emulator's endpoint, e.g. `http://127.0.0.1:4566`.
     pub endpoint: String,
+    /// Which emulator that is.
+    #[serde(default)]
+    pub host: Host,
     pub region: String,
     /// How [`run`] and [`run_until_idle`] invoke functions: start
     /// `cargo lambda watch`, or attach to one already running.
@@ -48,6 +87,7 @@ impl RunnerConfig {
     pub fn new(endpoint: impl Into<String>, workspace: impl Into<std::path::PathBuf>) -> Self {
         Self {
             endpoint: endpoint.into(),
+            host: Host::default(),
             region: "us-east-1".to_owned(),
             watch: WatchConfig::new(workspace),
             poll_interval: Duration::from_millis(250),
@@ -134,5 +174,67 @@ impl<I: Invoke> Ctx<I> {
         let url = discover::queue_url(&self.sqs, arn).await?;
         urls.insert(arn.to_owned(), url.clone());
         Ok(url)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discover::{QueueSettings, Source, StartingPosition, StreamSettings};
+
+    fn stream() -> Source {
+        Source::Stream(StreamSettings {
+            starting_position: StartingPosition::TrimHorizon,
+            bisect_batch_on_function_error: true,
+            maximum_retry_attempts: Some(3),
+            maximum_record_age: None,
+            on_failure_destination: Some("arn:aws:sqs:us-east-1:000000000000:dlq1".into()),
+        })
+    }
+
+    fn queue() -> Source {
+        Source::Queue(QueueSettings {
+            queue_url: "http://localhost:4566/000000000000/dlq1".into(),
+            visibility_timeout: Duration::from_secs(720),
+            redrive: None,
+        })
+    }
+
+    #[test]
+    fn on_localstack_the_runner_disables_both_mappings_while_it_plays_and_hands_them_back() {
+        assert!(
+            Host::LocalStack.takes_over(&stream()),
+            "LocalStack's stream mapping lacks bisect"
+        );
+        assert!(
+            Host::LocalStack.takes_over(&queue()),
+            "LocalStack's SQS mapping would race the runner"
+        );
+        assert!(Host::LocalStack.hands_back());
+    }
+
+    #[test]
+    fn on_fakecloud_the_runner_takes_only_the_sqs_mapping_and_keeps_it() {
+        assert!(
+            Host::Fakecloud.takes_over(&queue()),
+            "fakecloud's poller deletes messages unprocessed"
+        );
+        assert!(
+            !Host::Fakecloud.takes_over(&stream()),
+            "fakecloud's stream poller only moves its checkpoint"
+        );
+        assert!(
+            !Host::Fakecloud.hands_back(),
+            "re-enabling would let fakecloud delete DLQ1's messages"
+        );
+        assert_eq!(RunnerConfig::new("http://127.0.0.1:4566", "/kit").host, Host::Fakecloud);
+    }
+
+    #[test]
+    fn a_config_without_a_host_is_the_embedded_emulators() {
+        let mut json = serde_json::to_value(RunnerConfig::new("http://x", "/kit")).unwrap();
+        json.as_object_mut().unwrap().remove("host");
+        let config: RunnerConfig = serde_json::from_value(json).unwrap();
+        assert_eq!(config.host, Host::Fakecloud);
     }
 }

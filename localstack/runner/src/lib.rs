@@ -23,6 +23,13 @@
 //! disables the emulator's copy of the mapping, and keeps playing it, also
 //! in later runs. Stream mappings need no such step: the emulator's stream
 //! poller only advances its own checkpoint.
+//!
+//! LocalStack ([`Host::LocalStack`]) runs both mappings itself, but its
+//! stream mapping has no `BisectBatchOnFunctionError` and no
+//! `ParallelizationFactor`. To play them with the kit's semantics instead,
+//! the runner takes both over the same way while it plays, and
+//! [`Runner::hand_back`] enables LocalStack's copies again (and removes the
+//! tags) when it stops.
 
 pub mod batch;
 mod ctx;
@@ -52,7 +59,7 @@ pub use invoke::{FnInvoker, Invocation, Invoke};
 pub use report::{MappingReport, RunReport};
 pub use watch::{CargoLambdaWatch, WatchConfig};
 
-pub use ctx::{Clock, RunnerConfig};
+pub use ctx::{Clock, Host, RunnerConfig};
 
 use crate::ctx::{Ctx, Drained};
 use crate::discover::TAKEOVER_TAG_PREFIX;
@@ -87,6 +94,9 @@ struct Job {
 /// Plays the mappings of one emulator with one invoker.
 pub struct Runner<I> {
     ctx: Arc<Ctx<I>>,
+    /// The emulator's copies disabled while the runner plays them, to be
+    /// enabled again by [`Runner::hand_back`] (LocalStack only).
+    taken_over: Mutex<Vec<Mapping>>,
 }
 
 impl<I: Invoke> Runner<I> {
@@ -119,6 +129,7 @@ impl<I: Invoke> Runner<I> {
                 report: Mutex::default(),
                 queue_urls: tokio::sync::Mutex::default(),
             }),
+            taken_over: Mutex::default(),
         })
     }
 
@@ -148,9 +159,18 @@ impl<I: Invoke> Runner<I> {
     pub async fn discover(&self) -> Result<Vec<Mapping>, Error> {
         let ctx = &self.ctx;
         let mappings = discover::discover(&ctx.lambda, &ctx.sqs, ctx.config.functions.as_deref()).await?;
+        let host = ctx.config.host;
         for mapping in &mappings {
-            if matches!(mapping.source, Source::Queue(_)) && mapping.emulator_enabled {
+            if mapping.emulator_enabled && host.takes_over(&mapping.source) {
                 self.take_over(mapping).await?;
+            }
+            // A disabled mapping played here was taken over, in this run or
+            // in one that ended without handing it back.
+            if host.hands_back() {
+                let mut taken = self.taken_over.lock().expect("taken-over lock");
+                if !taken.iter().any(|m| m.uuid == mapping.uuid) {
+                    taken.push(mapping.clone());
+                }
             }
             let mut report = ctx.report.lock().expect("report lock");
             let entry = report.mappings.entry(mapping.uuid.clone()).or_default();
@@ -164,6 +184,48 @@ impl<I: Invoke> Runner<I> {
         }
         ctx.invoker.prepare(&mappings).await?;
         Ok(mappings)
+    }
+
+    /// Enables the emulator's copies of the mappings this runner took over
+    /// again and removes their tags (LocalStack; nothing on fakecloud, whose
+    /// SQS poller would delete the messages unprocessed). Call it once the
+    /// runner stopped; returns the mappings handed back. Each one is tried
+    /// even when an earlier one failed; the first error is returned.
+    pub async fn hand_back(&self) -> Result<Vec<String>, Error> {
+        let taken: Vec<Mapping> = std::mem::take(&mut *self.taken_over.lock().expect("taken-over lock"));
+        let lambda = &self.ctx.lambda;
+        let mut handed = Vec::new();
+        let mut first_error = None;
+        for mapping in taken {
+            let enabled = lambda
+                .update_event_source_mapping()
+                .uuid(&mapping.uuid)
+                .enabled(true)
+                .send()
+                .await
+                .map_err(|e| Error::emulator("Lambda", "UpdateEventSourceMapping")(sdk_message(e)));
+            let untagged = lambda
+                .untag_resource()
+                .resource(&mapping.function_arn)
+                .tag_keys(format!("{TAKEOVER_TAG_PREFIX}{}", mapping.uuid))
+                .send()
+                .await
+                .map_err(|e| Error::emulator("Lambda", "UntagResource")(sdk_message(e)));
+            match enabled.and(untagged) {
+                Ok(_) => {
+                    info!(mapping = %mapping.uuid, source = %mapping.source_arn, "handed the mapping back to the emulator");
+                    handed.push(mapping.uuid);
+                }
+                Err(err) => {
+                    warn!(mapping = %mapping.uuid, error = %err, "could not hand the mapping back");
+                    first_error.get_or_insert(err);
+                }
+            }
+        }
+        match first_error {
+            Some(err) => Err(err),
+            None => Ok(handed),
+        }
     }
 
     async fn take_over(&self, mapping: &Mapping) -> Result<(), Error> {
@@ -184,8 +246,9 @@ impl<I: Invoke> Runner<I> {
             .map_err(|e| Error::emulator("Lambda", "UpdateEventSourceMapping")(sdk_message(e)))?;
         info!(
             mapping = %mapping.uuid,
-            queue = %mapping.source_arn,
-            "took the SQS mapping over: the emulator's own poller would delete its messages without running the function"
+            source = %mapping.source_arn,
+            host = ?self.ctx.config.host,
+            "took the mapping over: the emulator's own copy is disabled while the runner plays it"
         );
         Ok(())
     }

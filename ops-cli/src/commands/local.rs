@@ -21,7 +21,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use esm_runner::{CargoLambdaWatch, RunReport, Runner, RunnerConfig};
+use esm_runner::{CargoLambdaWatch, Host, RunReport, Runner, RunnerConfig};
 use serde::Serialize;
 use tracing::info;
 
@@ -54,6 +54,11 @@ pub fn runner_config(
     options: &LocalRunOptions,
 ) -> RunnerConfig {
     let mut config = RunnerConfig::new(endpoint, workspace);
+    config.host = if options.localstack {
+        Host::LocalStack
+    } else {
+        Host::Fakecloud
+    };
     config.region = region.to_owned();
     config.poll_interval = options.poll_interval;
     config.functions = Some(functions);
@@ -76,6 +81,10 @@ pub struct LocalRunReport {
     pub attach: Option<String>,
     /// `--until-idle` was stopped by a signal before the sources were drained.
     pub interrupted: bool,
+    /// The LocalStack mappings disabled while the runner played them and
+    /// enabled again when it stopped (empty on the embedded emulator).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub handed_back: Vec<String>,
     pub seconds: f64,
     pub runner: RunReport,
 }
@@ -88,6 +97,19 @@ impl LocalRunReport {
 
 pub async fn run(ctx: &Context<'_>, options: &LocalRunOptions) -> Result<LocalRunReport> {
     let started = Instant::now();
+    if options.localstack {
+        let authority = ctx
+            .clients
+            .endpoint
+            .as_deref()
+            .and_then(|e| e.strip_prefix("http://"))
+            .map(|rest| rest.split('/').next().unwrap_or(rest));
+        // An https or other endpoint is not probed; the SDK says what is wrong with it.
+        if let (Some(endpoint), Some(authority)) = (ctx.clients.endpoint.as_deref(), authority) {
+            let answered = hybrid_counter_aws::probe::answers_ok(authority, crate::config::LOCALSTACK_HEALTH_PATH);
+            crate::config::localstack_answered(endpoint, answered)?;
+        }
+    }
     ctx.ui.step(format!("reading stack {}", ctx.config.stack_name));
     let stack = cfn::describe(&ctx.clients.cloudformation, &ctx.config.stack_name)
         .await?
@@ -103,7 +125,7 @@ pub async fn run(ctx: &Context<'_>, options: &LocalRunOptions) -> Result<LocalRu
         });
     }
     let endpoint = ctx.clients.endpoint.clone().ok_or_else(|| {
-        Error::InvalidArgument("`local run` needs the emulator's endpoint; use --target local".to_owned())
+        Error::InvalidArgument("`local run` needs the emulator's endpoint; use --target local or localstack".to_owned())
     })?;
     let workspace = connect::workspace_root().ok_or_else(|| {
         Error::InvalidArgument(
@@ -125,17 +147,22 @@ pub async fn run(ctx: &Context<'_>, options: &LocalRunOptions) -> Result<LocalRu
         until_idle = options.until_idle,
         "{STARTED}: playing the event source mappings; Ctrl-C or SIGTERM stops it"
     );
-    let (report, interrupted) = if options.until_idle {
+    let played = if options.until_idle {
         tokio::select! {
-            result = runner.run_until_idle() => (result?, false),
+            result = runner.run_until_idle() => result.map(|report| (report, false)),
             () = shutdown_signal() => {
                 info!("stopping before the sources were drained");
-                (runner.report(), true)
+                Ok((runner.report(), true))
             }
         }
     } else {
-        (runner.run(shutdown_signal()).await?, false)
+        runner.run(shutdown_signal()).await.map(|report| (report, false))
     };
+    // On LocalStack its own copies of the mappings are enabled again, also
+    // after a failed run (a no-op on the embedded emulator).
+    let handed_back = runner.hand_back().await;
+    let (report, interrupted) = played?;
+    let handed_back = handed_back?;
     info!("local runner stopped");
     Ok(LocalRunReport {
         location: Location::of(ctx),
@@ -148,6 +175,7 @@ pub async fn run(ctx: &Context<'_>, options: &LocalRunOptions) -> Result<LocalRu
         functions,
         attach: options.attach.clone(),
         interrupted,
+        handed_back,
         seconds: started.elapsed().as_secs_f64(),
         runner: report,
     })
@@ -194,6 +222,13 @@ impl fmt::Display for LocalRunReport {
         if let Some(address) = &self.attach {
             writeln!(f, "  invoked through cargo lambda watch at {address}")?;
         }
+        if !self.handed_back.is_empty() {
+            writeln!(
+                f,
+                "  LocalStack's own mappings enabled again: {}",
+                self.handed_back.join(", ")
+            )?;
+        }
         write!(f, "{}", self.runner)
     }
 }
@@ -232,6 +267,7 @@ mod tests {
             functions: vec!["hybrid-counter-stream-counter".into()],
             attach: None,
             interrupted: true,
+            handed_back: vec![],
             seconds: 2.0,
             runner: RunReport::default(),
         };

@@ -62,6 +62,8 @@ pub struct VerifyOptions {
     pub operations: u64,
     pub timeout: Duration,
     pub dry_run: bool,
+    /// Also push one batch through DLQ1 and the reprocessor.
+    pub failure_path: bool,
 }
 
 impl From<crate::cli::VerifyArgs> for VerifyOptions {
@@ -71,6 +73,7 @@ impl From<crate::cli::VerifyArgs> for VerifyOptions {
             operations: args.operations,
             timeout: Duration::from_secs(args.timeout),
             dry_run: args.dry_run,
+            failure_path: args.failure_path,
         }
     }
 }

@@ -17,17 +17,41 @@ pub struct LocalRunOptions {
     pub wait_for_in_flight: bool,
     pub attach: Option<String>,
     pub release: bool,
+    /// `--target localstack`: the runner plays the stack's stream and DLQ1
+    /// mappings in LocalStack, whose own copies it disables while it plays
+    /// and enables again when it stops.
+    pub localstack: bool,
+}
+
+/// The path LocalStack answers its health on.
+pub const LOCALSTACK_HEALTH_PATH: &str = "/_localstack/health";
+
+/// Whether `local run --target localstack` can go on, given whether
+/// LocalStack at `endpoint` answered its health path: when it does not,
+/// the error says how to start it (the compose file needs
+/// LOCALSTACK_AUTH_TOKEN, which the configuration already checked) and that
+/// the stack must then be deployed again (LocalStack keeps no state).
+pub fn localstack_answered(endpoint: &str, answered: bool) -> Result<()> {
+    if answered {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "LocalStack does not answer at {endpoint}{LOCALSTACK_HEALTH_PATH}: start it with `docker compose -f \
+         localstack/docker-compose.yml up -d` (it needs LOCALSTACK_AUTH_TOKEN), deploy with `make deploy \
+         TARGET=localstack`, then run `counterctl --target localstack local run` again"
+    )))
 }
 
 impl LocalRunOptions {
     /// Checks the flags against the target; no I/O.
     pub fn from_args(command: &LocalCommand, target: Target) -> Result<Self> {
         let LocalCommand::Run(args) = command;
-        if target != Target::Local {
-            return Err(Error::InvalidArgument(format!(
-                "`local run` plays event source mappings in the embedded emulator (--target local); on {target} \
-                 Lambda runs them itself"
-            )));
+        if target == Target::Aws {
+            return Err(Error::InvalidArgument(
+                "`local run` plays event source mappings in an emulator (--target local or localstack); on aws \
+                 Lambda runs them itself, with bisect and the parallelization factor"
+                    .to_owned(),
+            ));
         }
         if !(10..=60_000).contains(&args.poll_interval) {
             return Err(Error::InvalidArgument(format!(
@@ -48,6 +72,7 @@ impl LocalRunOptions {
             wait_for_in_flight: args.wait_for_in_flight,
             attach,
             release: args.release,
+            localstack: target == Target::Localstack,
         })
     }
 
@@ -101,12 +126,27 @@ mod tests {
     }
 
     #[test]
-    fn the_runner_is_only_for_the_embedded_emulator() {
-        for target in [Target::Aws, Target::Localstack] {
-            let err = options(&[], target).unwrap_err();
-            assert_eq!(err.exit_code(), crate::exit::USAGE, "{target}");
-            assert!(err.to_string().contains("--target local"), "{err}");
-        }
+    fn the_runner_plays_an_emulators_mappings_never_aws_ones() {
+        let err = options(&[], Target::Aws).unwrap_err();
+        assert_eq!(err.exit_code(), crate::exit::USAGE);
+        assert!(err.to_string().contains("--target local or localstack"), "{err}");
+        assert!(!options(&[], Target::Local).unwrap().localstack);
+        assert!(options(&[], Target::Localstack).unwrap().localstack);
+    }
+
+    #[test]
+    fn a_localstack_that_does_not_answer_is_refused_with_how_to_start_it() {
+        assert!(localstack_answered("http://localhost:4566", true).is_ok());
+        let err = localstack_answered("http://localhost:4566", false).unwrap_err();
+        assert_eq!(err.exit_code(), crate::exit::USAGE);
+        let text = err.to_string();
+        assert!(
+            text.contains("http://localhost:4566/_localstack/health")
+                && text.contains("docker compose -f localstack/docker-compose.yml up -d")
+                && text.contains("LOCALSTACK_AUTH_TOKEN")
+                && text.contains("make deploy TARGET=localstack"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub use data::{AuditOptions, LimitAction, LoadOptions, LoadStop, VerifyOptions};
 pub use lifecycle::{
     DestroyOptions, MANAGED_PARAMS, StackInputs, default_value, parse_overrides, validate_bucket_name,
 };
-pub use local::LocalRunOptions;
+pub use local::{LOCALSTACK_HEALTH_PATH, LocalRunOptions, localstack_answered};
 pub use redrive::{MAX_RATE, RedriveMethod, RedriveMode, RedriveOptions, parse_rate, redrive_method};
 
 use crate::cli::{Cli, Command, OutputFormat, Target};
@@ -346,6 +346,24 @@ mod tests {
         let ok = config(&["--target", "localstack", "status"], &[("LOCALSTACK_AUTH_TOKEN", "t")]).unwrap();
         assert_eq!(ok.endpoint, Endpoint::Fixed("http://localhost:4566".into()));
         assert_eq!(ok.region.as_deref(), Some("us-east-1"));
+    }
+
+    #[test]
+    fn local_run_on_localstack_needs_the_token_and_plays_it_with_the_runner() {
+        let argv = ["--target", "localstack", "local", "run", "--until-idle"];
+        let err = config(&argv, &[("LOCALSTACK_AUTH_TOKEN", " ")]).unwrap_err();
+        assert!(matches!(err, Error::LocalstackToken), "{err}");
+        match config(&argv, &[("LOCALSTACK_AUTH_TOKEN", "t")]) {
+            Ok(ok) => {
+                let CommandConfig::LocalRun(options) = ok.command else {
+                    panic!("local run expected")
+                };
+                assert!(options.localstack && options.until_idle);
+                assert_eq!(ok.endpoint, Endpoint::Fixed("http://localhost:4566".into()));
+            }
+            // A build without the runner refuses `local run` whatever the target.
+            Err(err) => assert!(!cfg!(feature = "local") && matches!(err, Error::NoLocalRunner), "{err}"),
+        }
     }
 
     #[test]

@@ -836,6 +836,98 @@ async fn the_emulators_own_poller_is_kept_off_the_queues_the_runner_plays() {
     );
 }
 
+/// `local run --target localstack`, with the emulator standing in for
+/// LocalStack (no Docker here): the runner disables the emulator's copies
+/// of both the stream and the SQS mapping before it plays them, counts
+/// through the stream mapping while the emulator's copy is off, and
+/// [`Runner::hand_back`] enables both copies again and removes the tags.
+#[tokio::test]
+async fn on_localstack_the_runner_disables_both_mappings_while_it_plays_and_enables_them_again_on_stop() {
+    let local = Local::start().await;
+    let s = scope("acct");
+    local.create(&s, ids("w", 4)).await;
+    let stream_function = local.function("hck-stream-counter").await;
+    let stream_uuid = local.stream_mapping(&stream_function, |m| m.batch_size(10)).await;
+    let (_, dlq1_arn) = local.queue("hck-dlq1", 30, None).await;
+    let dlq_function = local.function("hck-dlq-reprocessor").await;
+    let queue_uuid = local.mapping(&dlq1_arn, &dlq_function, |m| m.batch_size(10)).await;
+    let state = |uuid: String| {
+        let lambda = local.lambda.clone();
+        async move {
+            lambda
+                .get_event_source_mapping()
+                .uuid(uuid)
+                .send()
+                .await
+                .unwrap()
+                .state
+                .unwrap_or_default()
+        }
+    };
+    let tags = |function: String| {
+        let lambda = local.lambda.clone();
+        async move {
+            let arn = lambda
+                .get_function()
+                .function_name(&function)
+                .send()
+                .await
+                .unwrap()
+                .configuration
+                .and_then(|c| c.function_arn)
+                .unwrap();
+            lambda
+                .list_tags()
+                .resource(arn)
+                .send()
+                .await
+                .unwrap()
+                .tags
+                .unwrap_or_default()
+                .into_keys()
+                .filter(|k| k.starts_with("esm-runner:plays:"))
+                .collect::<Vec<_>>()
+        }
+    };
+
+    let mut config = local.config();
+    config.host = esm_runner::Host::LocalStack;
+    let processor = local.kit.processor.clone();
+    let runner = Runner::connect(
+        config,
+        FnInvoker::new(move |_, payload: Value| {
+            let processor = processor.clone();
+            async move { Ok(stream_handler(processor, payload).await) }
+        }),
+    )
+    .await
+    .unwrap();
+    let report = runner.run_until_idle().await.expect("drained");
+    assert_eq!(
+        state(stream_uuid.clone()).await,
+        "Disabled",
+        "LocalStack's stream mapping is off while the runner plays"
+    );
+    assert_eq!(
+        state(queue_uuid.clone()).await,
+        "Disabled",
+        "LocalStack's DLQ1 mapping is off while the runner plays"
+    );
+    assert_eq!(tags(stream_function.clone()).await.len(), 1);
+    assert_eq!(report.for_function("hck-stream-counter").records_delivered, 4);
+    local.kit.assert_converged(&s).await;
+
+    let mut handed = runner.hand_back().await.unwrap();
+    handed.sort();
+    let mut expected = vec![stream_uuid.clone(), queue_uuid.clone()];
+    expected.sort();
+    assert_eq!(handed, expected);
+    assert_eq!(state(stream_uuid).await, "Enabled");
+    assert_eq!(state(queue_uuid).await, "Enabled");
+    assert!(tags(stream_function).await.is_empty() && tags(dlq_function).await.is_empty());
+    assert!(runner.hand_back().await.unwrap().is_empty(), "handed back once");
+}
+
 #[tokio::test]
 async fn run_keeps_polling_new_records_until_shutdown() {
     let local = Local::start().await;

@@ -1,7 +1,9 @@
 //! `counterctl verify` against a stack deployed on the emulator, with the
 //! local runner playing its mappings: it passes and leaves nothing behind;
 //! with the stream mapping disabled it fails with a clear reason and exit
-//! 1, never passes; `--dry-run` writes nothing.
+//! 1, never passes; `--dry-run` writes nothing. `--failure-path` pushes a
+//! batch through DLQ1 and the reprocessor, and fails with a clear reason
+//! when the reprocessor's queue mapping is disabled.
 
 use hybrid_counter::Store as _;
 use hybrid_counter_aws::DynamoStore;
@@ -97,27 +99,41 @@ async fn verify_passes_on_a_working_stack_and_removes_what_it_wrote() {
     );
 }
 
-#[tokio::test]
-async fn verify_fails_with_a_clear_reason_when_the_stream_mapping_is_disabled() {
-    let (emulator, ctl, config) = deployed().await;
+/// Disables the deployed mapping whose source ARN contains `source`.
+async fn disable_mapping(emulator: &e2e::Emulator, source: &str) {
     let lambda = aws_sdk_lambda::Client::new(&emulator.sdk_config().await);
     let mappings = lambda.list_event_source_mappings().send().await.unwrap();
-    let stream = mappings
+    let mapping = mappings
         .event_source_mappings()
         .iter()
-        .find(|m| m.event_source_arn().is_some_and(|arn| arn.contains("/stream/")))
-        .expect("the stream mapping");
+        .find(|m| m.event_source_arn().is_some_and(|arn| arn.contains(source)))
+        .unwrap_or_else(|| panic!("a mapping of {source}"));
     lambda
         .update_event_source_mapping()
-        .uuid(stream.uuid().unwrap())
+        .uuid(mapping.uuid().unwrap())
         .enabled(false)
         .send()
         .await
         .unwrap();
+}
+
+fn check(verify: &VerifyReport, name: &str) -> ops_cli::commands::verify::Check {
+    verify
+        .checks
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no check {name}"))
+        .clone()
+}
+
+#[tokio::test]
+async fn verify_fails_with_a_clear_reason_when_the_stream_mapping_is_disabled() {
+    let (emulator, ctl, config) = deployed().await;
+    disable_mapping(&emulator, "/stream/").await;
 
     let (report, verify) = verify_beside_the_runner(&emulator, &ctl, &config, &["--timeout", "3"]).await;
     assert_eq!(report.exit_code(), exit::FAILED, "{report}");
-    let check = |name: &str| verify.checks.iter().find(|c| c.name == name).unwrap().clone();
+    let check = |name: &str| check(&verify, name);
     assert!(check("writes").passed && check("limit").passed, "{report}");
     let stream = check("stream");
     assert!(!stream.passed, "{report}");
@@ -128,4 +144,82 @@ async fn verify_fails_with_a_clear_reason_when_the_stream_mapping_is_disabled() 
     );
     assert!(!check("re-create").passed && !check("cleanup").passed, "{report}");
     assert!(report.to_string().contains("Result: FAILED"), "{report}");
+}
+
+#[tokio::test]
+async fn verify_failure_path_is_counted_by_the_reprocessor_and_removed_after() {
+    let (emulator, ctl, config) = deployed().await;
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
+
+    let (dry, plan) = verify_beside_the_runner(&emulator, &ctl, &config, &["--failure-path", "--dry-run"]).await;
+    assert_eq!(dry.exit_code(), exit::SUCCESS, "{dry}");
+    let text = dry.to_string();
+    assert!(text.contains("-dlq") && text.contains("on-failure record"), "{text}");
+    nothing_left(&store, &plan.scopes).await;
+
+    let started = std::time::Instant::now();
+    let (report, verify) = verify_beside_the_runner(
+        &emulator,
+        &ctl,
+        &config,
+        &[
+            "--failure-path",
+            "--scopes",
+            "2",
+            "--operations",
+            "8",
+            "--timeout",
+            "60",
+        ],
+    )
+    .await;
+    eprintln!(
+        "verify --failure-path on the emulator: {:.1} s\n{report}",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(report.exit_code(), exit::SUCCESS, "{report}");
+    let names: Vec<&str> = verify.checks.iter().map(|c| c.name).collect();
+    assert_eq!(
+        names,
+        [
+            "writes",
+            "limit",
+            "re-create",
+            "stream",
+            "failure-path",
+            "audit",
+            "cleanup"
+        ]
+    );
+    let failure = check(&verify, "failure-path");
+    assert!(failure.detail.contains("counted again by the reprocessor"), "{report}");
+    assert_eq!(verify.scopes.len(), 3);
+    assert!(verify.scopes[2].ends_with("-dlq"), "{:?}", verify.scopes);
+    nothing_left(&store, &verify.scopes).await;
+    let json = report.render(ops_cli::cli::OutputFormat::Json).unwrap();
+    assert!(json.contains("\"failure-path\""), "{json}");
+}
+
+#[tokio::test]
+async fn verify_failure_path_fails_with_a_clear_reason_when_the_reprocessors_queue_mapping_is_disabled() {
+    let (emulator, ctl, config) = deployed().await;
+    disable_mapping(&emulator, ":sqs:").await;
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
+
+    let (report, verify) =
+        verify_beside_the_runner(&emulator, &ctl, &config, &["--failure-path", "--timeout", "4"]).await;
+    assert_eq!(report.exit_code(), exit::FAILED, "{report}");
+    for passed in ["writes", "limit", "re-create", "stream", "cleanup"] {
+        assert!(check(&verify, passed).passed, "{passed}: {report}");
+    }
+    let failure = check(&verify, "failure-path");
+    assert!(!failure.passed, "{report}");
+    assert!(
+        failure.detail.contains("had not counted")
+            && failure.detail.contains("Is the reprocessor's DLQ1 mapping enabled"),
+        "{}",
+        failure.detail
+    );
+    // The items taken back from the count are removed uncounted: nothing left.
+    nothing_left(&store, &verify.scopes).await;
 }

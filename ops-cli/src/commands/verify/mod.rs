@@ -14,8 +14,11 @@
 //!    created again;
 //! 4. `stream`: the stream pipeline (mapping, stream counter) counts every
 //!    item within `--timeout`: `EC == live`, nothing pending;
-//! 5. `audit`: the audit engine finds nothing in those scopes;
-//! 6. `cleanup`: every item it wrote is deleted (and hard-deleted by the
+//! 5. `failure-path` (with `--failure-path`): a batch of its own scope
+//!    `verify-<run>-dlq`, failed on purpose, is counted by the reprocessor
+//!    from its on-failure record in DLQ1 ([`failure`]);
+//! 6. `audit`: the audit engine finds nothing in those scopes;
+//! 7. `cleanup`: every item it wrote is deleted (and hard-deleted by the
 //!    stream), then the scopes' counter items and limit overrides removed.
 //!
 //! `--dry-run` lists what would be written. The report exits 0 only when
@@ -30,10 +33,14 @@ use hybrid_counter::{Counter, Error as CounterError, ResourceId, Scope, Store as
 use hybrid_counter_aws::DynamoStore;
 use serde::Serialize;
 
-use super::deployed::counter_config;
 use super::{Context, Location};
 use crate::config::VerifyOptions;
 use crate::error::{Error, Result};
+
+pub mod failure;
+mod support;
+
+use support::{Outcome, Verify, id, store_error};
 
 /// One check's outcome.
 #[derive(Debug, Clone, Serialize)]
@@ -71,17 +78,6 @@ fn scopes_of(run: &str, count: u32) -> Result<Vec<Scope>> {
         .collect()
 }
 
-fn id(name: String) -> Result<ResourceId> {
-    ResourceId::new(name).map_err(|e| Error::InvalidArgument(e.to_string()))
-}
-
-fn store_error(action: &'static str) -> impl Fn(hybrid_counter::error::StoreError) -> Error {
-    move |e| Error::Aws {
-        action,
-        message: e.to_string(),
-    }
-}
-
 /// What `options` would write, in words.
 fn plan(scopes: &[Scope], options: &VerifyOptions) -> Vec<String> {
     let deletes = options.operations / 4;
@@ -111,25 +107,43 @@ fn plan(scopes: &[Scope], options: &VerifyOptions) -> Vec<String> {
 /// where they can (the cleanup always does).
 pub async fn run(ctx: &Context<'_>, options: &VerifyOptions) -> Result<VerifyReport> {
     let started = Instant::now();
-    let config = counter_config(ctx).await?;
+    let deployed = super::deployed::deployed(ctx).await?;
+    let config = deployed.counter_config()?;
     let run = format!("{:x}{:04x}", now_millis(), fastrand::u16(..));
     let scopes = scopes_of(&run, options.scopes)?;
+    let failure_scope = if options.failure_path {
+        Some(failure::scope_of(&run)?)
+    } else {
+        None
+    };
+    let mut writes = plan(&scopes, options);
+    if let Some(scope) = &failure_scope {
+        let cleanup = writes.pop();
+        writes.extend(failure::plan(scope));
+        writes.extend(cleanup);
+    }
+    let all_scopes: Vec<Scope> = scopes.iter().chain(&failure_scope).cloned().collect();
     let mut report = VerifyReport {
         location: Location::of(ctx),
         run,
-        scopes: scopes.iter().map(ToString::to_string).collect(),
+        scopes: all_scopes.iter().map(ToString::to_string).collect(),
         dry_run: options.dry_run,
-        writes: plan(&scopes, options),
+        writes,
         checks: Vec::new(),
         seconds: 0.0,
     };
     if options.dry_run {
         return Ok(report);
     }
+    let target = match failure_scope {
+        Some(_) => Some(failure_target(&deployed)?),
+        None => None,
+    };
     let store = DynamoStore::new(ctx.clients.dynamodb.clone(), &config);
     let counter = Counter::configured(store.clone(), config.default_limit.unwrap_or(u64::MAX), &config);
     let verify = Verify {
         ctx,
+        config: &config,
         store: &store,
         counter: &counter,
         scopes: &scopes,
@@ -140,12 +154,36 @@ pub async fn run(ctx: &Context<'_>, options: &VerifyOptions) -> Result<VerifyRep
     checks.push(timed("limit", verify.limit()).await?);
     checks.push(timed("re-create", verify.recreate()).await?);
     checks.push(timed("stream", verify.stream_counts_everything()).await?);
+    if let (Some(scope), Some(target)) = (&failure_scope, &target) {
+        checks.push(timed("failure-path", verify.failure_path(scope, target)).await?);
+    }
+    // The audit and the cleanup cover the failure path's scope too.
+    let verify = Verify {
+        scopes: &all_scopes,
+        ..verify
+    };
     let auditor = Auditor::configured(&store, &config);
     checks.push(timed("audit", verify.audit(&auditor)).await?);
     checks.push(timed("cleanup", verify.cleanup()).await?);
     report.checks = checks;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The stack's stream, DLQ1 and stream function, for `--failure-path`.
+fn failure_target(deployed: &super::deployed::Deployed) -> Result<failure::Target> {
+    let dlq1_arn = deployed.output(stack::outputs::DLQ1_ARN)?;
+    let function = deployed.output(stack::outputs::STREAM_COUNTER_FUNCTION)?;
+    // The function's ARN in DLQ1's region and account (the stack's).
+    let function_arn = match hybrid_counter_aws::sqs::parse_queue_arn(&dlq1_arn) {
+        Some((region, account, _)) => format!("arn:aws:lambda:{region}:{account}:function:{function}"),
+        None => function,
+    };
+    Ok(failure::Target {
+        stream_arn: deployed.output(stack::outputs::RESOURCES_TABLE_STREAM_ARN)?,
+        dlq1_url: deployed.output(stack::outputs::DLQ1_URL)?,
+        function_arn,
+    })
 }
 
 /// Runs one check and times it; `Ok(Err(detail))` is a failed check, an
@@ -172,16 +210,6 @@ async fn timed(
         },
     })
 }
-
-struct Verify<'a> {
-    ctx: &'a Context<'a>,
-    store: &'a DynamoStore,
-    counter: &'a Counter<DynamoStore>,
-    scopes: &'a [Scope],
-    options: &'a VerifyOptions,
-}
-
-type Outcome = Result<std::result::Result<String, String>>;
 
 impl Verify<'_> {
     async fn writes(&self) -> Outcome {
@@ -254,18 +282,10 @@ impl Verify<'_> {
             let mut pending = 0;
             let mut off = Vec::new();
             for scope in self.scopes {
-                let counts = count_scope(self.store, scope)
-                    .await
-                    .map_err(store_error("counting a scope"))?;
-                pending += counts.pending_create + counts.pending_delete;
-                let eventual = self
-                    .store
-                    .read_counters(scope)
-                    .await
-                    .map_err(store_error("reading the counters"))?
-                    .eventual;
-                if eventual != counts.live as i64 || counts.pending_create + counts.pending_delete > 0 {
-                    off.push(format!("{scope}: EC {eventual}, live {}", counts.live));
+                let count = self.scope_count(scope).await?;
+                pending += count.pending;
+                if !count.settled() {
+                    off.push(format!("{scope}: EC {}, live {}", count.eventual, count.live));
                 }
             }
             if off.is_empty() {
@@ -434,7 +454,7 @@ impl fmt::Display for VerifyReport {
         for check in &self.checks {
             writeln!(
                 f,
-                "  {:<4}  {:<9} {:>6.1}s  {}",
+                "  {:<4}  {:<12} {:>6.1}s  {}",
                 if check.passed { "PASS" } else { "FAIL" },
                 check.name,
                 check.seconds,
@@ -470,6 +490,7 @@ mod tests {
             operations: 8,
             timeout: Duration::from_secs(5),
             dry_run: true,
+            failure_path: false,
         };
         let text = plan(&scopes, &options).join("\n");
         assert!(text.contains("create 8 items (v0..v7), delete 2"), "{text}");

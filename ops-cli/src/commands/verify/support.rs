@@ -1,0 +1,69 @@
+//! What the checks of `verify` share: the run's handles ([`Verify`]) and
+//! the conversions of their errors. A leaf module, so that the failure
+//! path (`failure.rs`) and the other checks both use it.
+
+use hybrid_counter::audit::count_scope;
+use hybrid_counter::{Counter, ResourceId, Scope, Store as _};
+use hybrid_counter_aws::DynamoStore;
+
+use crate::commands::Context;
+use crate::config::VerifyOptions;
+use crate::error::{Error, Result};
+
+pub(super) fn id(name: String) -> Result<ResourceId> {
+    ResourceId::new(name).map_err(|e| Error::InvalidArgument(e.to_string()))
+}
+
+pub(super) fn store_error(action: &'static str) -> impl Fn(hybrid_counter::error::StoreError) -> Error {
+    move |e| Error::Aws {
+        action,
+        message: e.to_string(),
+    }
+}
+
+/// One run's handles; each check is a method (`Ok(Err(detail))` is a
+/// failed check, an `Err` a call that could not be made).
+pub(super) struct Verify<'a> {
+    pub(super) ctx: &'a Context<'a>,
+    pub(super) config: &'a hybrid_counter::CounterConfig,
+    pub(super) store: &'a DynamoStore,
+    pub(super) counter: &'a Counter<DynamoStore>,
+    pub(super) scopes: &'a [Scope],
+    pub(super) options: &'a VerifyOptions,
+}
+
+pub(super) type Outcome = Result<std::result::Result<String, String>>;
+
+/// One scope's live items and counts, as `verify` waits on them.
+pub(super) struct ScopeCount {
+    pub(super) live: u64,
+    pub(super) pending: u64,
+    pub(super) eventual: i64,
+}
+
+impl ScopeCount {
+    /// The stream pipeline counted everything: `EC == live`, nothing pending.
+    pub(super) fn settled(&self) -> bool {
+        self.pending == 0 && self.eventual == self.live as i64
+    }
+}
+
+impl Verify<'_> {
+    /// Reads `scope`'s items (by state) and its eventual counter.
+    pub(super) async fn scope_count(&self, scope: &Scope) -> Result<ScopeCount> {
+        let counts = count_scope(self.store, scope)
+            .await
+            .map_err(store_error("counting a scope"))?;
+        let eventual = self
+            .store
+            .read_counters(scope)
+            .await
+            .map_err(store_error("reading the counters"))?
+            .eventual;
+        Ok(ScopeCount {
+            live: counts.live,
+            pending: counts.pending_create + counts.pending_delete,
+            eventual,
+        })
+    }
+}
