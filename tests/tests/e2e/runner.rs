@@ -654,16 +654,6 @@ async fn the_sqs_mapping_deletes_only_successful_messages_and_failed_ones_reach_
                 .function_response_types(FunctionResponseType::ReportBatchItemFailures)
         })
         .await;
-    for body in ["good-1", "bad", "good-2"] {
-        local
-            .sqs
-            .send_message()
-            .queue_url(&dlq1_url)
-            .message_body(body)
-            .send()
-            .await
-            .unwrap();
-    }
     let seen: Arc<Mutex<Vec<(Instant, Value)>>> = Arc::default();
     let log = seen.clone();
     let mut config = local.config();
@@ -682,6 +672,20 @@ async fn the_sqs_mapping_deletes_only_successful_messages_and_failed_ones_reach_
     )
     .await
     .unwrap();
+    // Sent once the runner has taken the mapping over (discover disables
+    // the emulator's copy): before, the emulator's own poller may take and
+    // delete them.
+    runner.discover().await.unwrap();
+    for body in ["good-1", "bad", "good-2"] {
+        local
+            .sqs
+            .send_message()
+            .queue_url(&dlq1_url)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
     let report = runner.run_until_idle().await.expect("drained").mapping(&uuid);
     let seen = seen.lock().unwrap().clone();
     let deliveries: Vec<(Instant, String, String)> = seen
@@ -738,16 +742,6 @@ async fn an_sqs_function_error_deletes_no_message_of_the_batch() {
                 .function_response_types(FunctionResponseType::ReportBatchItemFailures)
         })
         .await;
-    for body in ["a", "b"] {
-        local
-            .sqs
-            .send_message()
-            .queue_url(&dlq1_url)
-            .message_body(body)
-            .send()
-            .await
-            .unwrap();
-    }
     let calls = Arc::new(AtomicUsize::new(0));
     let count = calls.clone();
     let mut config = local.config();
@@ -767,6 +761,18 @@ async fn an_sqs_function_error_deletes_no_message_of_the_batch() {
     )
     .await
     .unwrap();
+    // After the takeover, as above.
+    runner.discover().await.unwrap();
+    for body in ["a", "b"] {
+        local
+            .sqs
+            .send_message()
+            .queue_url(&dlq1_url)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
     let report = runner.run_until_idle().await.expect("drained").mapping(&uuid);
     assert_eq!(report.invocations, 2);
     assert_eq!(report.messages_received, 4, "both messages came back: {report:?}");
