@@ -1004,6 +1004,22 @@ mod tests {
         async fn scope_items(&self, scope: &Scope) -> Result<Vec<crate::items::ItemRow>, StoreError> {
             self.0.scope_items(scope).await
         }
+        async fn last_sequence(&self, scope: &Scope) -> Result<u64, StoreError> {
+            tokio::task::yield_now().await;
+            self.0.last_sequence(scope).await
+        }
+        async fn claim_sequence(&self, claim: &crate::store::SequenceClaim) -> Result<(), StoreError> {
+            tokio::task::yield_now().await;
+            self.0.claim_sequence(claim).await
+        }
+        async fn sequence_entry(
+            &self,
+            scope: &Scope,
+            number: u64,
+        ) -> Result<Option<crate::store::SequenceEntry>, StoreError> {
+            tokio::task::yield_now().await;
+            self.0.sequence_entry(scope, number).await
+        }
         async fn set_counters(
             &self,
             scope: &Scope,
