@@ -195,6 +195,20 @@ impl<S: Store> Counter<S> {
         Ok(Usage::new(&snapshot, self.default_limit))
     }
 
+    /// Claims the next gapless sequence number of `scope` for `owner`
+    /// ([`crate::sequence`], with its default retry budget): what a create
+    /// that asks for a number does after the create.
+    pub async fn next_number(
+        &self,
+        scope: &Scope,
+        owner: Option<&str>,
+        now: EpochMillis,
+    ) -> Result<crate::sequence::Claimed, Error> {
+        let seed = self.seed.map(|_| self.rng().u64(..));
+        let retry = Retry::new(crate::sequence::DEFAULT_BACKOFF, seed);
+        crate::sequence::next_number(&self.store, retry, scope, owner, now).await
+    }
+
     /// Creates `id` in `scope` if the scope is under its limit.
     ///
     /// `payload` holds the owner's attributes; it may not use the kit's

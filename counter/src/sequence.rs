@@ -202,77 +202,104 @@ impl<S: Store> Sequence<S> {
         let seed = self
             .seed
             .map(|s| s.wrapping_add(self.draws.fetch_add(1, Ordering::Relaxed)));
-        let mut retry = Retry::new(self.backoff, seed).with_sleeper(self.sleeper.clone());
-        let mut unresolved = Vec::new();
-        loop {
-            match self.attempt(scope, owner, token, now, &mut unresolved).await {
-                Step::Claimed(number) => {
-                    return Ok(Claimed {
-                        scope: scope.clone(),
-                        number,
-                        attempts: retry.failures() + 1,
+        let retry = Retry::new(self.backoff, seed).with_sleeper(self.sleeper.clone());
+        claim_next(&self.store, retry, scope, owner, token, now).await
+    }
+}
+
+/// [`Sequence::next`] on a borrowed store, retrying under `retry` (for
+/// callers that own their store elsewhere, like the request path's
+/// [`crate::Counter::next_number`]).
+pub async fn next_number<S: Store>(
+    store: &S,
+    retry: Retry,
+    scope: &Scope,
+    owner: Option<&str>,
+    now: EpochMillis,
+) -> Result<Claimed, Error> {
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    claim_next(store, retry, scope, owner, &token, now).await
+}
+
+/// The claim loop: attempts until one claims a number, one is refused, or
+/// `retry`'s budget is spent.
+async fn claim_next<S: Store>(
+    store: &S,
+    mut retry: Retry,
+    scope: &Scope,
+    owner: Option<&str>,
+    token: &str,
+    now: EpochMillis,
+) -> Result<Claimed, Error> {
+    let mut unresolved = Vec::new();
+    loop {
+        match attempt(store, scope, owner, token, now, &mut unresolved).await {
+            Step::Claimed(number) => {
+                return Ok(Claimed {
+                    scope: scope.clone(),
+                    number,
+                    attempts: retry.failures() + 1,
+                });
+            }
+            Step::Fatal(err) => return Err(Error::Unavailable(err.to_string())),
+            Step::Again(last) => {
+                if !retry.pause().await {
+                    return Err(Error::SequenceContended {
+                        scope: scope.to_string(),
+                        attempts: retry.failures(),
+                        last,
                     });
-                }
-                Step::Fatal(err) => return Err(Error::Unavailable(err.to_string())),
-                Step::Again(last) => {
-                    if !retry.pause().await {
-                        return Err(Error::SequenceContended {
-                            scope: scope.to_string(),
-                            attempts: retry.failures(),
-                            last,
-                        });
-                    }
                 }
             }
         }
     }
+}
 
-    /// One attempt: read the last number, settle the unresolved numbers it
-    /// has passed, claim the next one, and resolve an ambiguous answer.
-    async fn attempt(
-        &self,
-        scope: &Scope,
-        owner: Option<&str>,
-        token: &str,
-        now: EpochMillis,
-        unresolved: &mut Vec<u64>,
-    ) -> Step {
-        let last = match self.store.last_sequence(scope).await {
-            Ok(last) => last,
+/// One attempt: read the last number, settle the unresolved numbers it has
+/// passed, claim the next one, and resolve an ambiguous answer.
+async fn attempt<S: Store>(
+    store: &S,
+    scope: &Scope,
+    owner: Option<&str>,
+    token: &str,
+    now: EpochMillis,
+    unresolved: &mut Vec<u64>,
+) -> Step {
+    let last = match store.last_sequence(scope).await {
+        Ok(last) => last,
+        Err(err) => return read_failed(err),
+    };
+    // An earlier ambiguous attempt the sequence has passed can no longer
+    // apply: its item now tells whether it did, for us.
+    let passed: Vec<u64> = unresolved.iter().copied().filter(|n| *n <= last).collect();
+    for number in passed {
+        match store.sequence_entry(scope, number).await {
+            Ok(entry) if is_ours(entry.as_ref(), token) => return Step::Claimed(number),
+            Ok(_) => unresolved.retain(|n| *n != number),
             Err(err) => return read_failed(err),
-        };
-        // An earlier ambiguous attempt the sequence has passed can no longer
-        // apply: its item now tells whether it did, for us.
-        let passed: Vec<u64> = unresolved.iter().copied().filter(|n| *n <= last).collect();
-        for number in passed {
-            match self.store.sequence_entry(scope, number).await {
-                Ok(entry) if is_ours(entry.as_ref(), token) => return Step::Claimed(number),
-                Ok(_) => unresolved.retain(|n| *n != number),
-                Err(err) => return read_failed(err),
+        }
+    }
+    let Some(claim) = plan_claim(scope, last, token, owner, now) else {
+        return Step::Fatal(StoreError::Rejected(format!(
+            "the sequence of scope {scope} is at its last number, {last}"
+        )));
+    };
+    let result = store.claim_sequence(&claim).await;
+    let number = claim.number;
+    match classify_claim(&result) {
+        Attempt::Claimed => Step::Claimed(number),
+        Attempt::Lost => Step::Again(format!("number {number} was claimed by another caller")),
+        Attempt::Busy => Step::Again(describe(result)),
+        Attempt::Fatal => Step::Fatal(result.expect_err("a fatal answer is an error")),
+        Attempt::Ambiguous => match store.sequence_entry(scope, number).await {
+            Ok(entry) if is_ours(entry.as_ref(), token) => Step::Claimed(number),
+            Ok(Some(_)) => Step::Again(format!("number {number} was claimed by another caller")),
+            // Not applied, or not yet: settled once the sequence passes it.
+            Ok(None) | Err(_) => {
+                unresolved.push(number);
+                Step::Again(describe(result))
             }
-        }
-        let Some(claim) = plan_claim(scope, last, token, owner, now) else {
-            return Step::Fatal(StoreError::Rejected(format!(
-                "the sequence of scope {scope} is at its last number, {last}"
-            )));
-        };
-        let result = self.store.claim_sequence(&claim).await;
-        let number = claim.number;
-        match classify_claim(&result) {
-            Attempt::Claimed => Step::Claimed(number),
-            Attempt::Lost => Step::Again(format!("number {number} was claimed by another caller")),
-            Attempt::Busy => Step::Again(describe(result)),
-            Attempt::Fatal => Step::Fatal(result.expect_err("a fatal answer is an error")),
-            Attempt::Ambiguous => match self.store.sequence_entry(scope, number).await {
-                Ok(entry) if is_ours(entry.as_ref(), token) => Step::Claimed(number),
-                Ok(Some(_)) => Step::Again(format!("number {number} was claimed by another caller")),
-                // Not applied, or not yet: settled once the sequence passes it.
-                Ok(None) | Err(_) => {
-                    unresolved.push(number);
-                    Step::Again(describe(result))
-                }
-            },
-        }
+        },
     }
 }
 
