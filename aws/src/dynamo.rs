@@ -256,16 +256,24 @@ impl DynamoStore {
 
     /// Sends one `TransactWriteItems` of `actions` and accounts for it
     /// (`written` when it commits; the cancellation reasons, in request
-    /// order, when it is cancelled).
-    async fn send_transaction(&self, actions: Vec<TransactWriteItem>, written: Written) -> Result<(), StoreError> {
+    /// order, when it is cancelled). `once`: without the SDK's retries.
+    async fn send_transaction(
+        &self,
+        actions: Vec<TransactWriteItem>,
+        written: Written,
+        once: bool,
+    ) -> Result<(), StoreError> {
         self.meter.request(Operation::TransactWriteItems);
-        let result = self
+        let mut request = self
             .client
             .transact_write_items()
             .set_transact_items(Some(actions))
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await;
+            .customize();
+        if once {
+            request = request.config_override(aws_sdk_dynamodb::Config::builder().retry_config(RetryConfig::disabled()));
+        }
+        let result = request.send().await;
         match result {
             Ok(out) => {
                 self.meter.transaction(written);
@@ -611,7 +619,7 @@ impl Store for DynamoStore {
             resource_items: tx.items.len() as u64,
             counter_items: u64::from(tx.counter.is_some()),
         };
-        self.send_transaction(actions, written).await?;
+        self.send_transaction(actions, written, false).await?;
         if tx.counter.as_ref().is_some_and(|c| c.delta == 0) {
             self.meter.version_only_counter_write();
         }
@@ -666,9 +674,10 @@ impl Store for DynamoStore {
             .expression_attribute_names("#name", keys::NAME)
             .build()
             .map_err(build_error)?;
-        // The SDK's own retries of this request reuse its
-        // ClientRequestToken, so DynamoDB answers a retry of an applied
-        // claim with success instead of applying it twice.
+        // Sent once, without the SDK's retries: the caller's loop retries
+        // and resolves an ambiguous answer by reading the item back, which
+        // does not depend on the ClientRequestToken's idempotency (10
+        // minutes, and not honoured by every emulator).
         let actions = vec![
             TransactWriteItem::builder().update(update).build(),
             TransactWriteItem::builder().put(put).build(),
@@ -679,6 +688,7 @@ impl Store for DynamoStore {
                 resource_items: 0,
                 counter_items: 2,
             },
+            true,
         )
         .await
     }

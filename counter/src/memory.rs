@@ -993,9 +993,10 @@ impl Store for MemoryStore {
     /// concurrent claim of the same number meets `TransactionConflict` while
     /// it is held, or a failed condition after it committed. With
     /// [`Fault::AppliedThenUnavailable`] the claim is applied and the caller
-    /// sees a 500. [`Fault::AppliedThenConditionFailed`] answers success:
-    /// the SDK's retry of an applied transaction reuses its
-    /// `ClientRequestToken`, which DynamoDB answers as the first success.
+    /// sees a 500. [`Fault::AppliedThenConditionFailed`] (an SDK retry
+    /// after an applied attempt) answers success: `DynamoStore` sends a
+    /// claim without SDK retries, and a retry with the same
+    /// `ClientRequestToken` is answered as the first success.
     async fn claim_sequence(&self, claim: &SequenceClaim) -> Result<(), StoreError> {
         let scope = claim.scope.to_string();
         let holds = [

@@ -227,9 +227,9 @@ pub trait Store: Send + Sync {
     /// (0 when none was claimed).
     fn last_sequence(&self, scope: &Scope) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
-    /// Sends `claim` once, all-or-nothing (see [`SequenceClaim`]). Never
-    /// retried by the store: after an ambiguous failure the caller reads the
-    /// numbered item back ([`Store::sequence_entry`]).
+    /// Sends `claim` once, all-or-nothing (see [`SequenceClaim`]), without
+    /// the SDK's retries: after an ambiguous failure the caller reads the
+    /// numbered item back ([`Store::sequence_entry`]) and retries itself.
     fn claim_sequence(&self, claim: &SequenceClaim) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Strongly consistent read of number `number` of `scope`'s sequence.
