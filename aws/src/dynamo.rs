@@ -271,7 +271,8 @@ impl DynamoStore {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .customize();
         if once {
-            request = request.config_override(aws_sdk_dynamodb::Config::builder().retry_config(RetryConfig::disabled()));
+            request =
+                request.config_override(aws_sdk_dynamodb::Config::builder().retry_config(RetryConfig::disabled()));
         }
         let result = request.send().await;
         match result {
@@ -1331,7 +1332,10 @@ mod tests {
                     TransactWriteItemsError::TransactionCanceledException(
                         TransactionCanceledException::builder()
                             .set_cancellation_reasons(Some(
-                                codes.iter().map(|c| CancellationReason::builder().code(*c).build()).collect(),
+                                codes
+                                    .iter()
+                                    .map(|c| CancellationReason::builder().code(*c).build())
+                                    .collect(),
                             ))
                             .build(),
                     )
@@ -1357,7 +1361,10 @@ mod tests {
             assert_eq!(update.key().get("name"), Some(&s("sequence")));
             assert_eq!(update.condition_expression(), Some("#last = :previous"));
             let values = update.expression_attribute_values().unwrap();
-            assert_eq!((values.get(":previous"), values.get(":number")), (Some(&number(4)), Some(&number(5))));
+            assert_eq!(
+                (values.get(":previous"), values.get(":number")),
+                (Some(&number(4)), Some(&number(5)))
+            );
             let put = actions[1].put().expect("then the put of the numbered item");
             assert_eq!(put.condition_expression(), Some("attribute_not_exists(#name)"));
             assert_eq!(put.item().get("name"), Some(&s("sequence#5")));
@@ -1402,7 +1409,11 @@ mod tests {
             assert_eq!((claimed.number, claimed.attempts), (5, 2));
             let sent_count = sent.lock().unwrap().len();
             assert_eq!(sent_count, 2);
-            assert_eq!(token_of(&sent, 0), token_of(&sent, 1), "one token for every attempt of a call");
+            assert_eq!(
+                token_of(&sent, 0),
+                token_of(&sent, 1),
+                "one token for every attempt of a call"
+            );
         }
 
         #[tokio::test]
@@ -1430,7 +1441,11 @@ mod tests {
                     .and_then(|u| u.expression_attribute_values())
                     .and_then(|v| v.get(":previous").cloned())
             };
-            assert_eq!((previous(0), previous(1)), (Some(number(4)), Some(number(5))), "re-read after the lost race");
+            assert_eq!(
+                (previous(0), previous(1)),
+                (Some(number(4)), Some(number(5))),
+                "re-read after the lost race"
+            );
         }
 
         #[tokio::test]

@@ -342,16 +342,28 @@ mod tests {
         use CancelReason::*;
         let cancelled = |reasons: Vec<CancelReason>| Err(StoreError::Cancelled { reasons });
         assert_eq!(classify_claim(&Ok(())), Attempt::Claimed);
-        assert_eq!(classify_claim(&cancelled(vec![ConditionalCheckFailed, None])), Attempt::Lost);
-        assert_eq!(classify_claim(&cancelled(vec![None, ConditionalCheckFailed])), Attempt::Lost);
-        assert_eq!(classify_claim(&cancelled(vec![TransactionConflict, None])), Attempt::Busy);
+        assert_eq!(
+            classify_claim(&cancelled(vec![ConditionalCheckFailed, None])),
+            Attempt::Lost
+        );
+        assert_eq!(
+            classify_claim(&cancelled(vec![None, ConditionalCheckFailed])),
+            Attempt::Lost
+        );
+        assert_eq!(
+            classify_claim(&cancelled(vec![TransactionConflict, None])),
+            Attempt::Busy
+        );
         assert_eq!(classify_claim(&cancelled(vec![Throttled, Throttled])), Attempt::Busy);
         assert_eq!(
             classify_claim(&cancelled(vec![Other("ValidationError".into()), None])),
             Attempt::Fatal
         );
         assert_eq!(classify_claim(&Err(StoreError::Transient("x".into()))), Attempt::Busy);
-        assert_eq!(classify_claim(&Err(StoreError::Unavailable("500".into()))), Attempt::Ambiguous);
+        assert_eq!(
+            classify_claim(&Err(StoreError::Unavailable("500".into()))),
+            Attempt::Ambiguous
+        );
         assert_eq!(classify_claim(&Err(StoreError::Rejected("x".into()))), Attempt::Fatal);
     }
 
@@ -401,7 +413,11 @@ mod tests {
         let seq = sequence(store);
         let claimed = seq.next(&scope(), Some("w1"), 1).await.unwrap();
         assert_eq!((claimed.number, claimed.attempts), (1, 1), "resolved without a retry");
-        assert_eq!(seq.next(&scope(), Some("w2"), 1).await.unwrap().number, 2, "no gap after it");
+        assert_eq!(
+            seq.next(&scope(), Some("w2"), 1).await.unwrap().number,
+            2,
+            "no gap after it"
+        );
         let calls = seq.store().calls();
         assert_eq!(
             calls.iter().filter(|op| **op == Op::SequenceEntry).count(),
@@ -477,7 +493,11 @@ mod tests {
         let seq = sequence(store);
         assert!(matches!(seq.next(&scope(), None, 1).await, Err(Error::Unavailable(_))));
         assert_eq!(
-            seq.store().calls().iter().filter(|op| **op == Op::ClaimSequence).count(),
+            seq.store()
+                .calls()
+                .iter()
+                .filter(|op| **op == Op::ClaimSequence)
+                .count(),
             1
         );
     }
@@ -503,14 +523,10 @@ mod tests {
                 transaction_latency: Duration::from_millis(3),
                 ..Chaos::default()
             });
-            let seq = Arc::new(
-                Sequence::new(store)
-                    .with_seed(seed)
-                    .with_backoff(Backoff {
-                        max_attempts: 200,
-                        ..DEFAULT_BACKOFF
-                    }),
-            );
+            let seq = Arc::new(Sequence::new(store).with_seed(seed).with_backoff(Backoff {
+                max_attempts: 200,
+                ..DEFAULT_BACKOFF
+            }));
             let mut tasks = tokio::task::JoinSet::new();
             for writer in 0..16 {
                 let seq = seq.clone();
@@ -527,7 +543,11 @@ mod tests {
             let mut got: Vec<(u64, String)> = tasks.join_all().await.into_iter().flatten().collect();
             got.sort();
             let numbers: Vec<u64> = got.iter().map(|(n, _)| *n).collect();
-            assert_eq!(numbers, (1..=64).collect::<Vec<_>>(), "seed {seed}: 1..N, no gap, no duplicate");
+            assert_eq!(
+                numbers,
+                (1..=64).collect::<Vec<_>>(),
+                "seed {seed}: 1..N, no gap, no duplicate"
+            );
             let tables = seq.store().tables();
             assert_eq!(tables.sequences["acct"], 64, "seed {seed}");
             for (n, owner) in &got {

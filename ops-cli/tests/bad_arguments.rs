@@ -29,7 +29,10 @@ fn wrong_arguments_exit_2_with_a_clear_error_before_any_request() {
         (&["seq", "next"], "<SCOPE>"),
         (&["seq", "next", &long_scope], "scope is 257 bytes long"),
         (&["seq", "get", " tenant"], "must not start or end with whitespace"),
-        (&["seq", "next", "tenant-a", "--owner", " "], "--owner must not be empty"),
+        (
+            &["seq", "next", "tenant-a", "--owner", " "],
+            "--owner must not be empty",
+        ),
         (&["audit", "--repair", "--dry-run"], "cannot be used with"),
         (&["audit", "--segments", "0"], "0 is not in 1..=1000"),
         (&["audit", "--repair", "--grace", "0"], "0 is not in 1..=86400"),

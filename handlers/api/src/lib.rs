@@ -810,13 +810,23 @@ mod tests {
     async fn a_create_that_asks_for_a_sequence_number_gets_the_next_one_and_others_get_none() {
         let c = counter(10);
         let (status, body) = call(&c, "POST", "/scopes/acct/items/a?sequence=true", "").await;
-        assert_eq!((status, body["sequence"].clone()), (StatusCode::CREATED, json!(1)), "{body}");
+        assert_eq!(
+            (status, body["sequence"].clone()),
+            (StatusCode::CREATED, json!(1)),
+            "{body}"
+        );
         assert_eq!(body["id"], json!("a"));
         let (_, body) = call(&c, "POST", "/scopes/acct/items/b", "").await;
         assert!(body.get("sequence").is_none(), "not asked, not given: {body}");
         let (_, body) = call(&c, "POST", "/scopes/acct/items/c?x=1&sequence=true", r#"{"n": 1}"#).await;
         assert_eq!(body["sequence"], json!(2), "no gap for the unnumbered create: {body}");
-        let owners: Vec<_> = c.store().tables().sequence_items.into_values().map(|e| e.owner).collect();
+        let owners: Vec<_> = c
+            .store()
+            .tables()
+            .sequence_items
+            .into_values()
+            .map(|e| e.owner)
+            .collect();
         assert_eq!(owners, vec![Some("a".to_owned()), Some("c".to_owned())]);
     }
 
@@ -839,18 +849,32 @@ mod tests {
             assert_eq!(body["error"], json!("InvalidInput"));
             assert!(body["message"].as_str().unwrap().contains(reason), "{query}: {body}");
         }
-        assert!(c.store().tables().resources.keys().all(|(s, _)| s != "other"), "a bad request writes nothing");
+        assert!(
+            c.store().tables().resources.keys().all(|(s, _)| s != "other"),
+            "a bad request writes nothing"
+        );
     }
 
     #[tokio::test]
     async fn a_create_whose_number_cannot_be_claimed_says_the_item_exists_unnumbered() {
         let c = counter(10);
-        c.store().inject(hybrid_counter::memory::Op::ClaimSequence, hybrid_counter::memory::Fault::Rejected);
+        c.store().inject(
+            hybrid_counter::memory::Op::ClaimSequence,
+            hybrid_counter::memory::Fault::Rejected,
+        );
         let (status, body) = call(&c, "POST", "/scopes/acct/items/a?sequence=true", "").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(body["error"], json!("CreatedWithoutSequence"));
-        assert!(body["message"].as_str().unwrap().contains("item a was created"), "{body}");
-        assert!(c.store().tables().resources.contains_key(&("acct".to_owned(), "a".to_owned())));
+        assert!(
+            body["message"].as_str().unwrap().contains("item a was created"),
+            "{body}"
+        );
+        assert!(
+            c.store()
+                .tables()
+                .resources
+                .contains_key(&("acct".to_owned(), "a".to_owned()))
+        );
     }
 
     #[tokio::test]

@@ -36,7 +36,9 @@ pub enum LimitAction {
 pub enum SeqAction {
     Get,
     /// Claim the next number, for `owner` if given.
-    Next { owner: Option<String> },
+    Next {
+        owner: Option<String>,
+    },
 }
 
 /// When the load workers stop.

@@ -93,16 +93,32 @@ async fn concurrent_claimers_through_ambiguous_faults_get_exactly_one_to_n_and_c
     let direct = &kit.store;
     assert_eq!(direct.last_sequence(&s).await.unwrap(), n, "seed {seed}");
     for (number, owner) in &got {
-        let entry = direct.sequence_entry(&s, *number).await.unwrap().expect("the numbered item");
-        assert_eq!(entry.owner.as_deref(), Some(owner.as_str()), "seed {seed}: number {number}");
+        let entry = direct
+            .sequence_entry(&s, *number)
+            .await
+            .unwrap()
+            .expect("the numbered item");
+        assert_eq!(
+            entry.owner.as_deref(),
+            Some(owner.as_str()),
+            "seed {seed}: number {number}"
+        );
     }
     assert_eq!(direct.sequence_entry(&s, n + 1).await.unwrap(), None);
 
     // The counters' readers see the counters only.
-    let names: Vec<String> = direct.counter_items(&s).await.unwrap().into_iter().map(|i| i.name).collect();
+    let names: Vec<String> = direct
+        .counter_items(&s)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
     assert!(names.iter().all(|name| !keys::is_sequence_name(name)), "{names:?}");
     assert_eq!(direct.read_counters(&s).await.unwrap().eventual, 3);
-    let audit = e2e::audit(direct, &s, RepairMode::Apply, 5, e2e::after_grace()).await.unwrap();
+    let audit = e2e::audit(direct, &s, RepairMode::Apply, 5, e2e::after_grace())
+        .await
+        .unwrap();
     assert!(!audit.has_defect() && audit.repair.is_none(), "{audit:?}");
     assert_eq!((audit.counts.live, audit.eventual), (3, 3), "{audit:?}");
     let scanned = direct.scan_counters().await.unwrap();
