@@ -297,26 +297,26 @@ impl DynamoStore {
         }
     }
 
-    /// Strongly consistent `GetItem` of counters-table item `name` of
-    /// `scope`, projected to `projection` (placeholders bound by `names`).
-    async fn get_counters_item<T: serde::de::DeserializeOwned>(
+    /// Strongly consistent `GetItem` of `key` in `table`, projected to
+    /// `projection` (placeholders bound by `names`), deserialized as `T`;
+    /// `what` names the item in a malformed-item error.
+    async fn get_consistent<T: serde::de::DeserializeOwned>(
         &self,
-        scope: &Scope,
-        name: &str,
+        table: &str,
+        key: HashMap<String, AttributeValue>,
         projection: &str,
-        names: &[(&str, &str)],
+        names: HashMap<String, String>,
+        what: impl FnOnce() -> String,
     ) -> Result<Option<T>, StoreError> {
         self.meter.request(Operation::GetItem);
         let out = self
             .client
             .get_item()
-            .table_name(&self.counters_table)
-            .set_key(Some(counter_key(scope, name)))
+            .table_name(table)
+            .set_key(Some(key))
             .consistent_read(true)
             .projection_expression(projection)
-            .set_expression_attribute_names(Some(
-                names.iter().map(|(p, n)| ((*p).to_owned(), (*n).to_owned())).collect(),
-            ))
+            .set_expression_attribute_names(Some(names))
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
@@ -324,11 +324,27 @@ impl DynamoStore {
             .inspect_err(|_| self.meter.failed())?;
         self.consumed_read(out.consumed_capacity.as_ref());
         out.item
-            .map(|item| {
-                serde_dynamo::from_item(item)
-                    .map_err(|e| StoreError::Malformed(format!("counters item {scope}/{name}: {e}")))
-            })
+            .map(|item| serde_dynamo::from_item(item).map_err(|e| StoreError::Malformed(format!("{}: {e}", what()))))
             .transpose()
+    }
+
+    /// [`Self::get_consistent`] of counters-table item `name` of `scope`.
+    async fn get_counters_item<T: serde::de::DeserializeOwned>(
+        &self,
+        scope: &Scope,
+        name: &str,
+        projection: &str,
+        names: &[(&str, &str)],
+    ) -> Result<Option<T>, StoreError> {
+        let names = names.iter().map(|(p, n)| ((*p).to_owned(), (*n).to_owned())).collect();
+        self.get_consistent(
+            &self.counters_table,
+            counter_key(scope, name),
+            projection,
+            names,
+            || format!("counters item {scope}/{name}"),
+        )
+        .await
     }
 
     fn counter_action(&self, delta: &CounterDelta, now: EpochMillis) -> Result<TransactWriteItem, StoreError> {
@@ -500,25 +516,16 @@ impl Store for DynamoStore {
     }
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
-        self.meter.request(Operation::GetItem);
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.resources_table)
-            .set_key(Some(resource_key(key)))
-            .consistent_read(true)
-            .projection_expression(STATE_PROJECTION)
-            .set_expression_attribute_names(Some(state_names()))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map_err(classify)
-            .inspect_err(|_| self.meter.failed())?;
-        self.consumed_read(out.consumed_capacity.as_ref());
-        let Some(item) = out.item else { return Ok(None) };
-        let image: StateImage = serde_dynamo::from_item(item)
-            .map_err(|e| StoreError::Malformed(format!("resource {}/{}: {e}", key.scope, key.id)))?;
-        Ok(Some(image.into()))
+        let image: Option<StateImage> = self
+            .get_consistent(
+                &self.resources_table,
+                resource_key(key),
+                STATE_PROJECTION,
+                state_names(),
+                || format!("resource {}/{}", key.scope, key.id),
+            )
+            .await?;
+        Ok(image.map(Into::into))
     }
 
     async fn get_resources(&self, keys: &[ResourceKey]) -> Result<Vec<Option<ResourceState>>, StoreError> {
