@@ -121,8 +121,17 @@ async fn concurrent_claimers_through_ambiguous_faults_get_exactly_one_to_n_and_c
         .unwrap();
     assert!(!audit.has_defect() && audit.repair.is_none(), "{audit:?}");
     assert_eq!((audit.counts.live, audit.eventual), (3, 3), "{audit:?}");
+    let only_numbers = scope("only-numbers");
+    Sequence::new(direct.clone())
+        .next(&only_numbers, None, NOW)
+        .await
+        .unwrap();
     let scanned = direct.scan_counters().await.unwrap();
     assert_eq!(scanned[s.as_str()].eventual, 3);
+    assert!(
+        !scanned.contains_key(only_numbers.as_str()),
+        "a scope with numbers and no counters is no counted scope: {scanned:?}"
+    );
     let removed = direct.remove_scope_counters(&s).await.unwrap();
     assert_eq!(removed, names.len(), "only the counters' items are removed");
     assert_eq!(direct.last_sequence(&s).await.unwrap(), n, "the sequence survives");
