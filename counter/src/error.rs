@@ -20,8 +20,10 @@ pub enum Error {
     Unavailable(String),
     /// [`crate::sequence::Sequence::next`] spent its retry budget on
     /// conflicts, lost races and ambiguous answers without claiming a
-    /// number. No number is held for the caller (the sequence has no gap);
-    /// retry later.
+    /// number; retry later. The sequence has no gap either way; the one
+    /// case where a number carries this call's token is an attempt answered
+    /// 500 before it applied that lands after the call gave up: that
+    /// number then names its owner, and no caller holds it.
     #[error(
         "no sequence number claimed in scope {scope} after {attempts} attempts: the sequence is contended or the \
          store keeps failing; nothing is held for this call, retry later (last failure: {last})"
