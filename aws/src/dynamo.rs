@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConsumedCapacity, Delete, KeysAndAttributes, ReturnConsumedCapacity, TransactWriteItem, Update,
+    AttributeValue, ConsumedCapacity, Delete, KeysAndAttributes, Put, ReturnConsumedCapacity, TransactWriteItem, Update,
 };
 use serde::Deserialize;
 
@@ -21,7 +21,9 @@ use hybrid_counter::items::{CounterItem, CounterSnapshot, ItemRow, ResourceState
 use hybrid_counter::keys;
 use hybrid_counter::retry::{Backoff, Retry};
 use hybrid_counter::store::meter::{Meter, Operation, Written};
-use hybrid_counter::store::{CounterDelta, ItemWrite, NewResource, ResourceKey, Store, Transaction};
+use hybrid_counter::store::{
+    CounterDelta, ItemWrite, NewResource, ResourceKey, SequenceClaim, SequenceEntry, Store, Transaction,
+};
 
 /// The DynamoDB implementation of [`Store`].
 #[derive(Debug, Clone)]
@@ -178,6 +180,11 @@ fn n(value: i64) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
+/// A sequence number as an attribute value.
+fn number(value: u64) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
 fn resource_key(key: &ResourceKey) -> HashMap<String, AttributeValue> {
     HashMap::from([
         (keys::SCOPE.to_owned(), s(key.scope.as_str())),
@@ -245,6 +252,99 @@ impl DynamoStore {
             .await
             .map_err(classify);
         self.plain(out, Written::COUNTER, |o| o.consumed_capacity.as_ref())
+    }
+
+    /// Sends one `TransactWriteItems` of `actions` and accounts for it
+    /// (`written` when it commits; the cancellation reasons, in request
+    /// order, when it is cancelled). `once`: without the SDK's retries.
+    async fn send_transaction(
+        &self,
+        actions: Vec<TransactWriteItem>,
+        written: Written,
+        once: bool,
+    ) -> Result<(), StoreError> {
+        self.meter.request(Operation::TransactWriteItems);
+        let mut request = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(actions))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .customize();
+        if once {
+            request =
+                request.config_override(aws_sdk_dynamodb::Config::builder().retry_config(RetryConfig::disabled()));
+        }
+        let result = request.send().await;
+        match result {
+            Ok(out) => {
+                self.meter.transaction(written);
+                self.consumed(out.consumed_capacity());
+                Ok(())
+            }
+            Err(err) => {
+                self.meter.failed();
+                match cancel_reasons(&err) {
+                    Some(reasons) => {
+                        self.meter.cancelled(
+                            reasons.contains(&CancelReason::TransactionConflict),
+                            reasons.contains(&CancelReason::ConditionalCheckFailed),
+                        );
+                        Err(StoreError::Cancelled { reasons })
+                    }
+                    None => Err(classify(err)),
+                }
+            }
+        }
+    }
+
+    /// Strongly consistent `GetItem` of `key` in `table`, projected to
+    /// `projection` (placeholders bound by `names`), deserialized as `T`;
+    /// `what` names the item in a malformed-item error.
+    async fn get_consistent<T: serde::de::DeserializeOwned>(
+        &self,
+        table: &str,
+        key: HashMap<String, AttributeValue>,
+        projection: &str,
+        names: HashMap<String, String>,
+        what: impl FnOnce() -> String,
+    ) -> Result<Option<T>, StoreError> {
+        self.meter.request(Operation::GetItem);
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .consistent_read(true)
+            .projection_expression(projection)
+            .set_expression_attribute_names(Some(names))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await
+            .map_err(classify)
+            .inspect_err(|_| self.meter.failed())?;
+        self.consumed_read(out.consumed_capacity.as_ref());
+        out.item
+            .map(|item| serde_dynamo::from_item(item).map_err(|e| StoreError::Malformed(format!("{}: {e}", what()))))
+            .transpose()
+    }
+
+    /// [`Self::get_consistent`] of counters-table item `name` of `scope`.
+    async fn get_counters_item<T: serde::de::DeserializeOwned>(
+        &self,
+        scope: &Scope,
+        name: &str,
+        projection: &str,
+        names: &[(&str, &str)],
+    ) -> Result<Option<T>, StoreError> {
+        let names = names.iter().map(|(p, n)| ((*p).to_owned(), (*n).to_owned())).collect();
+        self.get_consistent(
+            &self.counters_table,
+            counter_key(scope, name),
+            projection,
+            names,
+            || format!("counters item {scope}/{name}"),
+        )
+        .await
     }
 
     fn counter_action(&self, delta: &CounterDelta, now: EpochMillis) -> Result<TransactWriteItem, StoreError> {
@@ -471,25 +571,16 @@ impl Store for DynamoStore {
     }
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
-        self.meter.request(Operation::GetItem);
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.resources_table)
-            .set_key(Some(resource_key(key)))
-            .consistent_read(true)
-            .projection_expression(STATE_PROJECTION)
-            .set_expression_attribute_names(Some(state_names()))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map_err(classify)
-            .inspect_err(|_| self.meter.failed())?;
-        self.consumed_read(out.consumed_capacity.as_ref());
-        let Some(item) = out.item else { return Ok(None) };
-        let image: StateImage = serde_dynamo::from_item(item)
-            .map_err(|e| StoreError::Malformed(format!("resource {}/{}: {e}", key.scope, key.id)))?;
-        Ok(Some(image.into()))
+        let image: Option<StateImage> = self
+            .get_consistent(
+                &self.resources_table,
+                resource_key(key),
+                STATE_PROJECTION,
+                state_names(),
+                || format!("resource {}/{}", key.scope, key.id),
+            )
+            .await?;
+        Ok(image.map(Into::into))
     }
 
     async fn get_resources(&self, keys: &[ResourceKey]) -> Result<Vec<Option<ResourceState>>, StoreError> {
@@ -587,40 +678,111 @@ impl Store for DynamoStore {
         for write in &tx.items {
             actions.push(self.item_action(write)?);
         }
-        self.meter.request(Operation::TransactWriteItems);
-        let result = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(actions))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await;
-        match result {
-            Ok(out) => {
-                self.meter.transaction(Written {
-                    resource_items: tx.items.len() as u64,
-                    counter_items: u64::from(tx.counter.is_some()),
-                });
-                if tx.counter.as_ref().is_some_and(|c| c.delta == 0) {
-                    self.meter.version_only_counter_write();
-                }
-                self.consumed(out.consumed_capacity());
-                Ok(())
-            }
-            Err(err) => {
-                self.meter.failed();
-                match cancel_reasons(&err) {
-                    Some(reasons) => {
-                        self.meter.cancelled(
-                            reasons.contains(&CancelReason::TransactionConflict),
-                            reasons.contains(&CancelReason::ConditionalCheckFailed),
-                        );
-                        Err(StoreError::Cancelled { reasons })
-                    }
-                    None => Err(classify(err)),
-                }
-            }
+        let written = Written {
+            resource_items: tx.items.len() as u64,
+            counter_items: u64::from(tx.counter.is_some()),
+        };
+        self.send_transaction(actions, written, false).await?;
+        if tx.counter.as_ref().is_some_and(|c| c.delta == 0) {
+            self.meter.version_only_counter_write();
         }
+        Ok(())
+    }
+
+    async fn last_sequence(&self, scope: &Scope) -> Result<u64, StoreError> {
+        #[derive(Deserialize)]
+        struct Last {
+            #[serde(default)]
+            last_id: u64,
+        }
+        let last: Option<Last> = self
+            .get_counters_item(scope, keys::SEQUENCE_NAME, "#last", &[("#last", keys::LAST_ID)])
+            .await?;
+        Ok(last.map_or(0, |l| l.last_id))
+    }
+
+    async fn claim_sequence(&self, claim: &SequenceClaim) -> Result<(), StoreError> {
+        let (condition, previous) = match claim.previous() {
+            Some(previous) => ("#last = :previous", Some(previous)),
+            None => ("attribute_not_exists(#last)", None),
+        };
+        let update = Update::builder()
+            .table_name(&self.counters_table)
+            .set_key(Some(counter_key(&claim.scope, keys::SEQUENCE_NAME)))
+            .update_expression("SET #last = :number, #updated_at = :now")
+            .condition_expression(condition)
+            .expression_attribute_names("#last", keys::LAST_ID)
+            .expression_attribute_names("#updated_at", keys::UPDATED_AT)
+            .set_expression_attribute_values(Some(
+                [
+                    (":number".to_owned(), number(claim.number)),
+                    (":now".to_owned(), n(claim.now)),
+                ]
+                .into_iter()
+                .chain(previous.map(|p| (":previous".to_owned(), number(p))))
+                .collect(),
+            ))
+            .build()
+            .map_err(build_error)?;
+        let mut item = counter_key(&claim.scope, &keys::sequence_item_name(claim.number));
+        item.insert(keys::SEQUENCE_TOKEN.to_owned(), s(&claim.token));
+        item.insert(keys::CLAIMED_AT.to_owned(), n(claim.now));
+        if let Some(owner) = &claim.owner {
+            item.insert(keys::SEQUENCE_OWNER.to_owned(), s(owner));
+        }
+        let put = Put::builder()
+            .table_name(&self.counters_table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#name)")
+            .expression_attribute_names("#name", keys::NAME)
+            .build()
+            .map_err(build_error)?;
+        // Sent once, without the SDK's retries: the caller's loop retries
+        // and resolves an ambiguous answer by reading the item back, which
+        // does not depend on the ClientRequestToken's idempotency (10
+        // minutes, and not honoured by every emulator).
+        let actions = vec![
+            TransactWriteItem::builder().update(update).build(),
+            TransactWriteItem::builder().put(put).build(),
+        ];
+        self.send_transaction(
+            actions,
+            Written {
+                resource_items: 0,
+                counter_items: 2,
+            },
+            true,
+        )
+        .await
+    }
+
+    async fn sequence_entry(&self, scope: &Scope, number: u64) -> Result<Option<SequenceEntry>, StoreError> {
+        #[derive(Deserialize)]
+        struct Entry {
+            token: String,
+            #[serde(default)]
+            owner: Option<String>,
+            #[serde(default)]
+            claimed_at: EpochMillis,
+        }
+        let entry: Option<Entry> = self
+            .get_counters_item(
+                scope,
+                &keys::sequence_item_name(number),
+                "#token, #owner, #at",
+                &[
+                    ("#token", keys::SEQUENCE_TOKEN),
+                    ("#owner", keys::SEQUENCE_OWNER),
+                    ("#at", keys::CLAIMED_AT),
+                ],
+            )
+            .await?;
+        Ok(entry.map(|e| SequenceEntry {
+            number,
+            token: e.token,
+            owner: e.owner,
+            claimed_at: e.claimed_at,
+        }))
     }
 
     async fn counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
@@ -635,9 +797,13 @@ impl Store for DynamoStore {
                 .client
                 .query()
                 .table_name(&self.counters_table)
-                .key_condition_expression("#scope = :scope")
+                // Every counter name sorts below `sequence`: the numbered
+                // items of a sequence are never read here, however many.
+                .key_condition_expression("#scope = :scope AND #name < :sequence")
                 .expression_attribute_names("#scope", keys::SCOPE)
+                .expression_attribute_names("#name", keys::NAME)
                 .expression_attribute_values(":scope", s(scope.as_str()))
+                .expression_attribute_values(":sequence", s(keys::SEQUENCE_NAME))
                 .consistent_read(true)
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .set_exclusive_start_key(start)
@@ -760,7 +926,9 @@ impl DynamoStore {
     }
 
     /// Deletes every counters-table item of `scope` (both counters' items
-    /// and the limit override), each only if it still has the `version` it
+    /// and the limit override; never a sequence's items, which
+    /// [`Store::counter_items`] does not read: a sequence that restarted at
+    /// 1 would give its numbers twice), each only if it still has the `version` it
     /// had when read, so a write landing meanwhile keeps its item. For a
     /// scope nobody writes any more (what `counterctl verify` leaves
     /// behind); returns the items deleted.
@@ -875,6 +1043,11 @@ impl DynamoStore {
             .client
             .scan()
             .table_name(&self.counters_table)
+            // A sequence's items are no counters (they still cost their
+            // read units: a filter applies after the read).
+            .filter_expression("NOT begins_with(#name, :sequence)")
+            .expression_attribute_names("#name", keys::NAME)
+            .expression_attribute_values(":sequence", s(keys::SEQUENCE_NAME))
             .into_paginator()
             .items()
             .send()
@@ -1160,5 +1333,227 @@ mod tests {
             s.set_counters(&scope(), &read, &targets, 1).await,
             Err(StoreError::Rejected(_))
         ));
+    }
+
+    mod sequence {
+        //! `Sequence::next` over DynamoStore: what is sent, and what a 500
+        //! after or before the claim was applied leads to.
+
+        use std::sync::{Arc, Mutex};
+
+        use aws_sdk_dynamodb::operation::get_item::GetItemOutput;
+        use aws_sdk_dynamodb::operation::query::QueryOutput;
+        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput;
+        use hybrid_counter::retry::{Backoff, Sleeper};
+        use hybrid_counter::sequence::{DEFAULT_BACKOFF, Sequence};
+
+        use super::*;
+
+        fn sequence(rules: &[Rule], attempts: u32) -> Sequence<DynamoStore> {
+            Sequence::new(store(rules))
+                .with_seed(1)
+                .with_sleeper(Sleeper::new(|_| async {}))
+                .with_backoff(Backoff {
+                    max_attempts: attempts,
+                    ..DEFAULT_BACKOFF
+                })
+        }
+
+        /// `GetItem` of `sequence` answering `last_id = last` (absent for 0).
+        fn last(last: u64) -> Rule {
+            mock!(Client::get_item)
+                .match_requests(|r| {
+                    r.consistent_read() == Some(true) && r.key().and_then(|k| k.get("name")) == Some(&s("sequence"))
+                })
+                .then_output(move || {
+                    let item = (last > 0).then(|| HashMap::from([("last_id".to_owned(), number(last))]));
+                    GetItemOutput::builder().set_item(item).build()
+                })
+        }
+
+        /// The claims sent, in order.
+        type Sent = Arc<Mutex<Vec<TransactWriteItemsInput>>>;
+
+        fn recording(sent: &Sent) -> impl Fn(&TransactWriteItemsInput) -> bool + Send + Sync + 'static {
+            let sent = sent.clone();
+            move |r| {
+                sent.lock().unwrap().push(r.clone());
+                true
+            }
+        }
+
+        /// The token the `i`-th recorded claim put on its numbered item.
+        fn token_of(sent: &Sent, i: usize) -> String {
+            let sent = sent.lock().unwrap();
+            let put = sent[i].transact_items()[1].put().expect("the second action is the put");
+            match put.item().get("token") {
+                Some(AttributeValue::S(token)) => token.clone(),
+                other => panic!("no token: {other:?}"),
+            }
+        }
+
+        /// The read-back of `sequence#<n>`: the item with the token of the
+        /// `claim`-th recorded claim, or nothing.
+        fn read_back(sent: &Sent, num: u64, claim: Option<usize>) -> Rule {
+            let sent = sent.clone();
+            mock!(Client::get_item)
+                .match_requests(move |r| {
+                    r.consistent_read() == Some(true)
+                        && r.key().and_then(|k| k.get("name")) == Some(&s(format!("sequence#{num}")))
+                })
+                .then_compute_output(move |_| {
+                    let item = claim.map(|i| {
+                        HashMap::from([
+                            ("token".to_owned(), s(token_of(&sent, i))),
+                            ("claimed_at".to_owned(), n(1)),
+                        ])
+                    });
+                    GetItemOutput::builder().set_item(item).build()
+                })
+        }
+
+        fn answered_500(sent: &Sent) -> Rule {
+            mock!(Client::transact_write_items)
+                .match_requests(recording(sent))
+                .sequence()
+                .http_status(500, None)
+                .build()
+        }
+
+        fn cancelled(sent: &Sent, codes: &'static [&'static str]) -> Rule {
+            mock!(Client::transact_write_items)
+                .match_requests(recording(sent))
+                .then_error(move || {
+                    TransactWriteItemsError::TransactionCanceledException(
+                        TransactionCanceledException::builder()
+                            .set_cancellation_reasons(Some(
+                                codes
+                                    .iter()
+                                    .map(|c| CancellationReason::builder().code(*c).build())
+                                    .collect(),
+                            ))
+                            .build(),
+                    )
+                })
+        }
+
+        fn committed(sent: &Sent) -> Rule {
+            mock!(Client::transact_write_items)
+                .match_requests(recording(sent))
+                .then_output(|| TransactWriteItemsOutput::builder().build())
+        }
+
+        #[tokio::test]
+        async fn a_claim_is_one_transaction_conditioned_on_the_last_number_and_on_the_items_absence() {
+            let sent = Sent::default();
+            let seq = sequence(&[last(4), committed(&sent)], 1);
+            let claimed = seq.next(&scope(), Some("w1"), 9).await.unwrap();
+            assert_eq!((claimed.number, claimed.attempts), (5, 1));
+            let sent = sent.lock().unwrap();
+            let actions = sent[0].transact_items();
+            assert_eq!(actions.len(), 2);
+            let update = actions[0].update().expect("first the update of last_id");
+            assert_eq!(update.key().get("name"), Some(&s("sequence")));
+            assert_eq!(update.condition_expression(), Some("#last = :previous"));
+            let values = update.expression_attribute_values().unwrap();
+            assert_eq!(
+                (values.get(":previous"), values.get(":number")),
+                (Some(&number(4)), Some(&number(5)))
+            );
+            let put = actions[1].put().expect("then the put of the numbered item");
+            assert_eq!(put.condition_expression(), Some("attribute_not_exists(#name)"));
+            assert_eq!(put.item().get("name"), Some(&s("sequence#5")));
+            assert_eq!(put.item().get("owner"), Some(&s("w1")));
+            assert!(put.table_name() == "counters" && update.table_name() == "counters");
+        }
+
+        #[tokio::test]
+        async fn the_first_number_is_conditioned_on_no_last_number() {
+            let sent = Sent::default();
+            let seq = sequence(&[last(0), committed(&sent)], 1);
+            assert_eq!(seq.next(&scope(), None, 9).await.unwrap().number, 1);
+            let sent = sent.lock().unwrap();
+            let update = sent[0].transact_items()[0].update().unwrap();
+            assert_eq!(update.condition_expression(), Some("attribute_not_exists(#last)"));
+            assert!(update.expression_attribute_values().unwrap().get(":previous").is_none());
+        }
+
+        #[tokio::test]
+        async fn a_500_after_the_claim_applied_is_ours_by_the_token_read_back() {
+            let sent = Sent::default();
+            let seq = sequence(&[last(4), answered_500(&sent), read_back(&sent, 5, Some(0))], 1);
+            let claimed = seq.next(&scope(), None, 9).await.unwrap();
+            assert_eq!((claimed.number, claimed.attempts), (5, 1), "no second claim");
+            assert_eq!(sent.lock().unwrap().len(), 1);
+        }
+
+        #[tokio::test]
+        async fn a_500_before_the_claim_applied_reads_back_nothing_and_claims_the_same_number_again() {
+            let sent = Sent::default();
+            let seq = sequence(
+                &[
+                    last(4),
+                    answered_500(&sent),
+                    read_back(&sent, 5, None),
+                    last(4),
+                    committed(&sent),
+                ],
+                2,
+            );
+            let claimed = seq.next(&scope(), None, 9).await.unwrap();
+            assert_eq!((claimed.number, claimed.attempts), (5, 2));
+            let sent_count = sent.lock().unwrap().len();
+            assert_eq!(sent_count, 2);
+            assert_eq!(
+                token_of(&sent, 0),
+                token_of(&sent, 1),
+                "one token for every attempt of a call"
+            );
+        }
+
+        #[tokio::test]
+        async fn a_lost_race_and_a_conflict_spend_the_budget_and_the_error_says_so() {
+            let sent = Sent::default();
+            let seq = sequence(
+                &[
+                    last(4),
+                    cancelled(&sent, &["ConditionalCheckFailed", "None"]),
+                    last(5),
+                    cancelled(&sent, &["TransactionConflict", "None"]),
+                ],
+                2,
+            );
+            let err = seq.next(&scope(), None, 9).await.unwrap_err();
+            assert!(
+                matches!(&err, hybrid_counter::Error::SequenceContended { attempts: 2, .. }),
+                "{err:?}"
+            );
+            assert!(err.to_string().contains("after 2 attempts"), "{err}");
+            let sent = sent.lock().unwrap();
+            let previous = |i: usize| {
+                sent[i].transact_items()[0]
+                    .update()
+                    .and_then(|u| u.expression_attribute_values())
+                    .and_then(|v| v.get(":previous").cloned())
+            };
+            assert_eq!(
+                (previous(0), previous(1)),
+                (Some(number(4)), Some(number(5))),
+                "re-read after the lost race"
+            );
+        }
+
+        #[tokio::test]
+        async fn the_counters_query_stops_below_the_sequence_items() {
+            let query = mock!(Client::query)
+                .match_requests(|r| {
+                    r.key_condition_expression() == Some("#scope = :scope AND #name < :sequence")
+                        && r.expression_attribute_values().and_then(|v| v.get(":sequence")) == Some(&s("sequence"))
+                })
+                .then_output(|| QueryOutput::builder().build());
+            let st = store(std::slice::from_ref(&query));
+            assert_eq!(st.counter_items(&scope()).await, Ok(vec![]));
+            assert_eq!(query.num_calls(), 1, "the Query carried the bound");
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! The crate's errors. The request path's public contract has exactly five
 //! outcomes besides success; a DynamoDB transaction error is never one of
-//! them (it becomes [`Error::Unavailable`] at worst).
+//! them (it becomes [`Error::Unavailable`] at worst). A gapless sequence
+//! ([`crate::sequence`]) adds a sixth, [`Error::SequenceContended`].
 
 use crate::ids::IdError;
 
@@ -17,6 +18,17 @@ pub enum Error {
     InvalidInput(String),
     #[error("the counter store is unavailable, retry later: {0}")]
     Unavailable(String),
+    /// [`crate::sequence::Sequence::next`] spent its retry budget on
+    /// conflicts, lost races and ambiguous answers without claiming a
+    /// number; retry later. The sequence has no gap either way; the one
+    /// case where a number carries this call's token is an attempt answered
+    /// 500 before it applied that lands after the call gave up: that
+    /// number then names its owner, and no caller holds it.
+    #[error(
+        "no sequence number claimed in scope {scope} after {attempts} attempts: the sequence is contended or the \
+         store keeps failing; nothing is held for this call, retry later (last failure: {last})"
+    )]
+    SequenceContended { scope: String, attempts: u32, last: String },
 }
 
 impl From<IdError> for Error {

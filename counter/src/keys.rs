@@ -42,6 +42,27 @@ pub const EVENTUAL_NAME: &str = "eventual";
 /// Counters table `name` of the per-scope limit override.
 pub const LIMIT_NAME: &str = "limit";
 
+/// Counters table `name` of a scope's gapless sequence: the item holding
+/// [`LAST_ID`], the last number claimed. The numbered items are
+/// `sequence#<n>` ([`sequence_item_name`]). Every name of the two counters
+/// and of the limit sorts below this one, so a counters Query bounded by
+/// `name < "sequence"` ([`SEQUENCE_NAME`] as the upper bound) reads the
+/// counters and never a sequence item, however many numbers a scope has
+/// claimed.
+pub const SEQUENCE_NAME: &str = "sequence";
+/// Counters table: the last number of a scope's sequence, on the
+/// [`SEQUENCE_NAME`] item.
+pub const LAST_ID: &str = "last_id";
+/// Counters table: on a numbered sequence item, the claimer's random token
+/// (how a claimer recognises its own number after an ambiguous error).
+pub const SEQUENCE_TOKEN: &str = "token";
+/// Counters table: on a numbered sequence item, what the number was claimed
+/// for (the API's resource id), when the claimer said.
+pub const SEQUENCE_OWNER: &str = "owner";
+/// Counters table: on a numbered sequence item, when it was claimed, epoch
+/// milliseconds.
+pub const CLAIMED_AT: &str = "claimed_at";
+
 /// Attribute names the kit owns on a resource item; an owner's payload may
 /// not use them.
 pub const RESERVED_RESOURCE_ATTRIBUTES: [&str; 8] = [
@@ -74,6 +95,17 @@ pub fn best_effort_name(shard: Option<u32>) -> String {
         None => BEST_EFFORT_NAME.to_owned(),
         Some(n) => format!("{BEST_EFFORT_NAME}#{n}"),
     }
+}
+
+/// The counters-table `name` of number `n` of a scope's sequence.
+pub fn sequence_item_name(n: u64) -> String {
+    format!("{SEQUENCE_NAME}#{n}")
+}
+
+/// Whether a counters-table `name` belongs to a sequence (`sequence` or a
+/// numbered `sequence#<n>`): never a counter, never audited or repaired.
+pub fn is_sequence_name(name: &str) -> bool {
+    is_counter_name(SEQUENCE_NAME, name)
 }
 
 /// `base` itself or one of its shards `base#<n>`.
@@ -112,5 +144,27 @@ mod tests {
         assert!(!is_best_effort_name("best_efforts"));
         assert!(!is_best_effort_name("eventual#0"));
         assert!(!is_best_effort_name(LIMIT_NAME));
+    }
+
+    #[test]
+    fn every_counter_name_sorts_below_the_sequence_items_so_a_bounded_query_never_reads_them() {
+        let counters = [
+            best_effort_name(None),
+            best_effort_name(Some(u32::MAX)),
+            EVENTUAL_NAME.to_owned(),
+            format!("{EVENTUAL_NAME}#{}", u32::MAX),
+            LIMIT_NAME.to_owned(),
+        ];
+        for name in &counters {
+            assert!(name.as_str() < SEQUENCE_NAME, "{name} must sort below {SEQUENCE_NAME}");
+            assert!(!is_sequence_name(name), "{name}");
+        }
+        for n in [1, 9, 10, u64::MAX] {
+            let name = sequence_item_name(n);
+            assert!(name.as_str() >= SEQUENCE_NAME && is_sequence_name(&name), "{name}");
+            assert!(!is_best_effort_name(&name) && !is_eventual_name(&name));
+        }
+        assert!(is_sequence_name(SEQUENCE_NAME));
+        assert!(!is_sequence_name("sequence#") && !is_sequence_name("sequences"));
     }
 }

@@ -17,7 +17,7 @@
 //! build. [`request`] is the API's request path, [`stream`] decodes Lambda
 //! stream records and plans (pure) and runs the writes that keep the
 //! eventual counter exact, [`audit`] compares the counters with the items
-//! and repairs them. All of them run against a [`store::Store`], a trait
+//! and repairs them; [`sequence`] gives gapless per-scope numbers. All of them run against a [`store::Store`], a trait
 //! small enough for an in-memory double ([`memory`], feature
 //! `test-util`). The DynamoDB implementation, the Streams API reader and
 //! everything else that talks to AWS is the crate `hybrid-counter-aws`;
@@ -34,6 +34,7 @@ pub mod keys;
 pub mod memory;
 pub mod request;
 pub mod retry;
+pub mod sequence;
 pub mod store;
 pub mod stream;
 pub mod time;
@@ -42,6 +43,7 @@ pub use config::{Admission, CounterConfig};
 pub use error::Error;
 pub use ids::{IdError, ResourceId, Scope};
 pub use request::{Counter, Created, Usage};
+pub use sequence::Sequence;
 pub use store::Store;
 
 pub use time::{Clock, EpochMillis, now_millis};

@@ -33,7 +33,7 @@ use crate::error::{CancelReason, StoreError};
 use crate::ids::Scope;
 use crate::items::{CounterItem, CounterSnapshot, ItemRow, ResourceState};
 use crate::keys;
-use crate::store::{ItemWrite, NewResource, ResourceKey, Store, Transaction};
+use crate::store::{ItemWrite, NewResource, ResourceKey, SequenceClaim, SequenceEntry, Store, Transaction};
 use crate::stream::process::Decoded;
 use crate::stream::record::ChangeRecord;
 use crate::time::EpochMillis;
@@ -57,6 +57,13 @@ pub enum Op {
     SetCounters,
     /// Reading a sequence-number range back from the stream (a replay).
     StreamRange,
+    /// The consistent read of a gapless sequence's last number.
+    LastSequence,
+    /// The transaction that claims a sequence number (same faults as
+    /// [`Op::Transact`]; see [`Store::claim_sequence`]).
+    ClaimSequence,
+    /// The consistent read of one numbered sequence item.
+    SequenceEntry,
 }
 
 /// What an injected fault does to the next call of its operation.
@@ -119,6 +126,11 @@ pub struct Tables {
     /// `(scope, name)` → the counter's `version`, bumped by every write.
     pub counters_version: BTreeMap<(String, String), i64>,
     pub limits: BTreeMap<String, u64>,
+    /// scope → the last number of its gapless sequence (the `sequence`
+    /// item's `last_id`).
+    pub sequences: BTreeMap<String, u64>,
+    /// `(scope, n)` → the numbered sequence item `sequence#<n>`.
+    pub sequence_items: BTreeMap<(String, u64), SequenceEntry>,
 }
 
 impl Tables {
@@ -672,16 +684,16 @@ impl MemoryStore {
     /// Phase one of a transaction: validation, fault, conflict check, and
     /// holding its items. `Ok` carries the fault to report after commit,
     /// the time to hold the items, and the transaction's id.
-    fn prepare(&self, holds: &[LockKey]) -> Result<(Option<Fault>, Duration, u64), StoreError> {
+    fn prepare(&self, op: Op, holds: &[LockKey]) -> Result<(Option<Fault>, Duration, u64), StoreError> {
         let mut inner = self.inner.lock().unwrap();
-        inner.calls.push(Op::Transact);
+        inner.calls.push(op);
         let distinct: std::collections::BTreeSet<&LockKey> = holds.iter().collect();
         if distinct.len() != holds.len() || holds.len() > 100 {
             return Err(StoreError::Rejected(
                 "ValidationException: a transaction has at most 100 actions on distinct items".into(),
             ));
         }
-        let fault = inner.next_fault(Op::Transact);
+        let fault = inner.next_fault(op);
         match fault {
             Some(Fault::Unavailable) => return Err(StoreError::Unavailable("injected 500".into())),
             Some(Fault::Throttled) => {
@@ -761,6 +773,38 @@ impl MemoryStore {
             }
         }
     }
+}
+
+/// Evaluates both conditions of a sequence claim, then writes both items or
+/// neither (reasons in the claim's action order: `sequence`, then
+/// `sequence#<n>`).
+fn apply_claim(t: &mut Tables, claim: &SequenceClaim) -> Result<(), StoreError> {
+    let scope = claim.scope.to_string();
+    let reason = |holds: bool| {
+        if holds {
+            CancelReason::None
+        } else {
+            CancelReason::ConditionalCheckFailed
+        }
+    };
+    let last_holds = t.sequences.get(&scope).copied() == claim.previous();
+    let absent = !t.sequence_items.contains_key(&(scope.clone(), claim.number));
+    if !(last_holds && absent) {
+        return Err(StoreError::Cancelled {
+            reasons: vec![reason(last_holds), reason(absent)],
+        });
+    }
+    t.sequences.insert(scope.clone(), claim.number);
+    t.sequence_items.insert(
+        (scope, claim.number),
+        SequenceEntry {
+            number: claim.number,
+            token: claim.token.clone(),
+            owner: claim.owner.clone(),
+            claimed_at: claim.now,
+        },
+    );
+    Ok(())
 }
 
 fn bad_sequence(seq: &str) -> StoreError {
@@ -928,7 +972,7 @@ impl Store for MemoryStore {
             holds.push(LockKey::Counter(c.scope.to_string(), c.name.clone()));
         }
         holds.extend(tx.items.iter().map(|w| resource_lock(w.key())));
-        let (fault, latency, id) = self.prepare(&holds)?;
+        let (fault, latency, id) = self.prepare(Op::Transact, &holds)?;
         if !latency.is_zero() {
             // Held items meet TransactionConflict until the commit. A
             // transaction dropped here would keep them: the simulation never
@@ -936,6 +980,48 @@ impl Store for MemoryStore {
             tokio::time::sleep(latency).await;
         }
         self.commit(tx, &holds, fault, id)
+    }
+
+    async fn last_sequence(&self, scope: &Scope) -> Result<u64, StoreError> {
+        self.call(Op::LastSequence, &[], |t, _| {
+            Ok(t.sequences.get(scope.as_str()).copied().unwrap_or(0))
+        })
+    }
+
+    /// Read, claim and read-back are separate calls, as on DynamoDB: the
+    /// claim is a two-phase transaction like [`Store::transact`], so a
+    /// concurrent claim of the same number meets `TransactionConflict` while
+    /// it is held, or a failed condition after it committed. With
+    /// [`Fault::AppliedThenUnavailable`] the claim is applied and the caller
+    /// sees a 500. [`Fault::AppliedThenConditionFailed`] (an SDK retry
+    /// after an applied attempt) answers success: `DynamoStore` sends a
+    /// claim without SDK retries, and a retry with the same
+    /// `ClientRequestToken` is answered as the first success.
+    async fn claim_sequence(&self, claim: &SequenceClaim) -> Result<(), StoreError> {
+        let scope = claim.scope.to_string();
+        let holds = [
+            LockKey::Counter(scope.clone(), keys::SEQUENCE_NAME.to_owned()),
+            LockKey::Counter(scope, keys::sequence_item_name(claim.number)),
+        ];
+        let (fault, latency, id) = self.prepare(Op::ClaimSequence, &holds)?;
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        let mut inner = self.inner.lock().unwrap();
+        inner.locks.retain(|k, holder| *holder != id || !holds.contains(k));
+        let result = apply_claim(&mut inner.tables, claim);
+        match fault {
+            Some(Fault::AppliedThenUnavailable) => Err(StoreError::Unavailable(
+                "injected 500 after the claim was applied".into(),
+            )),
+            _ => result,
+        }
+    }
+
+    async fn sequence_entry(&self, scope: &Scope, number: u64) -> Result<Option<SequenceEntry>, StoreError> {
+        self.call(Op::SequenceEntry, &[], |t, _| {
+            Ok(t.sequence_items.get(&(scope.to_string(), number)).cloned())
+        })
     }
 
     async fn counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {

@@ -195,6 +195,20 @@ impl<S: Store> Counter<S> {
         Ok(Usage::new(&snapshot, self.default_limit))
     }
 
+    /// Claims the next gapless sequence number of `scope` for `owner`
+    /// ([`crate::sequence`], with its default retry budget): what a create
+    /// that asks for a number does after the create.
+    pub async fn next_number(
+        &self,
+        scope: &Scope,
+        owner: Option<&str>,
+        now: EpochMillis,
+    ) -> Result<crate::sequence::Claimed, Error> {
+        let seed = self.seed.map(|_| self.rng().u64(..));
+        let retry = Retry::new(crate::sequence::DEFAULT_BACKOFF, seed);
+        crate::sequence::next_number(&self.store, retry, scope, owner, now).await
+    }
+
     /// Creates `id` in `scope` if the scope is under its limit.
     ///
     /// `payload` holds the owner's attributes; it may not use the kit's
@@ -1003,6 +1017,22 @@ mod tests {
         }
         async fn scope_items(&self, scope: &Scope) -> Result<Vec<crate::items::ItemRow>, StoreError> {
             self.0.scope_items(scope).await
+        }
+        async fn last_sequence(&self, scope: &Scope) -> Result<u64, StoreError> {
+            tokio::task::yield_now().await;
+            self.0.last_sequence(scope).await
+        }
+        async fn claim_sequence(&self, claim: &crate::store::SequenceClaim) -> Result<(), StoreError> {
+            tokio::task::yield_now().await;
+            self.0.claim_sequence(claim).await
+        }
+        async fn sequence_entry(
+            &self,
+            scope: &Scope,
+            number: u64,
+        ) -> Result<Option<crate::store::SequenceEntry>, StoreError> {
+            tokio::task::yield_now().await;
+            self.0.sequence_entry(scope, number).await
         }
         async fn set_counters(
             &self,

@@ -119,6 +119,9 @@ pub enum Command {
     /// Read or change one scope's limit override.
     #[command(subcommand)]
     Limit(LimitCommand),
+    /// Read or claim one scope's gapless sequence numbers (1, 2, 3, ..., none skipped, none given twice).
+    #[command(subcommand)]
+    Seq(SeqCommand),
     /// Generate load with the counter library (create/delete in many scopes), then wait for the
     /// stream to drain and audit the scopes.
     Load(LoadArgs),
@@ -211,6 +214,21 @@ pub enum LimitCommand {
     },
     /// Remove the override: the stack's default limit applies again.
     Clear(ScopeArgs),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum SeqCommand {
+    /// The last number claimed in the scope (0 when none was); claims nothing.
+    Get(ScopeArgs),
+    /// Claim the scope's next number and print it. Retries conflicts within a bounded budget; exit 1 when
+    /// the sequence stayed contended and no number was claimed.
+    Next {
+        /// The scope (account, tenant).
+        scope: String,
+        /// What the number is for, recorded on its item (e.g. an id).
+        #[arg(long)]
+        owner: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Args)]

@@ -107,6 +107,10 @@ pub enum Error {
     #[error("{action} failed: {message}")]
     Aws { action: &'static str, message: String },
 
+    /// `seq next` spent its retry budget; no number was claimed.
+    #[error("{0}")]
+    SequenceContended(String),
+
     #[error("{action} {}: {source}", path.display())]
     Io {
         action: &'static str,
@@ -169,7 +173,8 @@ impl Error {
             | Error::ChangeSetFailed { .. }
             | Error::StackIncomplete { .. }
             | Error::Template(_)
-            | Error::ManPage(_) => exit::FAILED,
+            | Error::ManPage(_)
+            | Error::SequenceContended(_) => exit::FAILED,
             Error::StackNotFound { .. } => exit::NOT_FOUND,
             Error::EmulatorNotInstalled { .. }
             | Error::EmulatorStart(_)

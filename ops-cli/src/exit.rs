@@ -31,7 +31,8 @@ Exit codes:
      failed, confirmation declined; for status: something needs attention;
      for audit: a counter differs from the items (drift); for load: drift
      after the stream drained; for redrive: a message stays in DLQ2
-     (failed or skipped); for verify: a check failed
+     (failed or skipped); for verify: a check failed; for seq next: the
+     sequence stayed contended and no number was claimed
   2  usage or configuration error: bad flag or --param, missing handler zip,
      LOCALSTACK_AUTH_TOKEN unset
   3  the stack does not exist

@@ -66,6 +66,7 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         CommandConfig::Audit(options) => Report::Audit(commands::audit::run(&ctx, options).await?),
         CommandConfig::Usage(scope) => Report::Usage(commands::scope::usage(&ctx, scope).await?),
         CommandConfig::Limit { scope, action } => Report::Limit(commands::scope::limit(&ctx, scope, action).await?),
+        CommandConfig::Seq { scope, action } => Report::Seq(commands::scope::sequence(&ctx, scope, action).await?),
         CommandConfig::Load(options) => Report::Load(commands::load::run(&ctx, options).await?),
         CommandConfig::Redrive(options) => Report::Redrive(commands::redrive::run(&ctx, options).await?),
         #[cfg(feature = "local")]

@@ -25,6 +25,7 @@ pub enum Report {
     Audit(crate::commands::audit::AuditReport),
     Usage(crate::commands::scope::UsageReport),
     Limit(crate::commands::scope::LimitReport),
+    Seq(crate::commands::scope::SequenceReport),
     Load(crate::commands::load::LoadReport),
     Redrive(crate::commands::redrive::RedriveReport),
     #[cfg(feature = "local")]
@@ -44,7 +45,7 @@ impl Report {
             Report::Destroy(report) => report.succeeded(),
             Report::Status(report) => report.healthy(),
             Report::Audit(report) => report.healthy(),
-            Report::Usage(_) | Report::Limit(_) => true,
+            Report::Usage(_) | Report::Limit(_) | Report::Seq(_) => true,
             Report::Load(report) => report.healthy(),
             Report::Redrive(report) => report.succeeded(),
             #[cfg(feature = "local")]
@@ -78,6 +79,7 @@ impl fmt::Display for Report {
             Report::Audit(report) => report.fmt(f),
             Report::Usage(report) => report.fmt(f),
             Report::Limit(report) => report.fmt(f),
+            Report::Seq(report) => report.fmt(f),
             Report::Load(report) => report.fmt(f),
             Report::Redrive(report) => report.fmt(f),
             #[cfg(feature = "local")]

@@ -13,7 +13,7 @@ fn wrong_arguments_exit_2_with_a_clear_error_before_any_request() {
         .unwrap();
     let endpoint = format!("http://127.0.0.1:{port}");
     let long_scope = "a".repeat(hybrid_counter::ids::MAX_ID_BYTES + 1);
-    let cases: [(&[&str], &str); 14] = [
+    let cases: [(&[&str], &str); 18] = [
         (&["frobnicate"], "unrecognized subcommand 'frobnicate'"),
         (&["usage"], "<SCOPE>"),
         (
@@ -26,6 +26,13 @@ fn wrong_arguments_exit_2_with_a_clear_error_before_any_request() {
             "invalid value 'lots' for '<LIMIT>'",
         ),
         (&["limit", "set", "tenant-a", "-1"], "unexpected argument '-1'"),
+        (&["seq", "next"], "<SCOPE>"),
+        (&["seq", "next", &long_scope], "scope is 257 bytes long"),
+        (&["seq", "get", " tenant"], "must not start or end with whitespace"),
+        (
+            &["seq", "next", "tenant-a", "--owner", " "],
+            "--owner must not be empty",
+        ),
         (&["audit", "--repair", "--dry-run"], "cannot be used with"),
         (&["audit", "--segments", "0"], "0 is not in 1..=1000"),
         (&["audit", "--repair", "--grace", "0"], "0 is not in 1..=86400"),

@@ -83,6 +83,40 @@ pub struct NewResource {
     pub payload: Item,
 }
 
+/// One attempt to claim number `number` of `scope`'s sequence, sent as one
+/// transaction of two actions, in this order: `SET last_id = :number` on
+/// the `sequence` item, conditioned on `last_id = :number - 1`
+/// (`attribute_not_exists(last_id)` for the first number); and the put of
+/// the numbered item `sequence#<number>` carrying `token`, conditioned on
+/// its absence. Cancellation reasons come in that order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SequenceClaim {
+    pub scope: Scope,
+    /// At least 1.
+    pub number: u64,
+    /// The claimer's random token, written on the numbered item.
+    pub token: String,
+    /// What the number is for (e.g. the API's resource id).
+    pub owner: Option<String>,
+    pub now: EpochMillis,
+}
+
+impl SequenceClaim {
+    /// The `last_id` the claim is conditioned on; `None`: no number yet.
+    pub fn previous(&self) -> Option<u64> {
+        self.number.checked_sub(1).filter(|n| *n > 0)
+    }
+}
+
+/// A numbered item of a sequence, as a consistent read gives it back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SequenceEntry {
+    pub number: u64,
+    pub token: String,
+    pub owner: Option<String>,
+    pub claimed_at: EpochMillis,
+}
+
 /// Refuses a best-effort write to an item that is not one of the
 /// best-effort counter's (`best_effort`, `best_effort#n`): nothing is sent.
 pub fn check_best_effort_name(name: &str) -> Result<(), StoreError> {
@@ -189,6 +223,22 @@ pub trait Store: Send + Sync {
         now: EpochMillis,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// Strongly consistent read of the last number of `scope`'s sequence
+    /// (0 when none was claimed).
+    fn last_sequence(&self, scope: &Scope) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Sends `claim` once, all-or-nothing (see [`SequenceClaim`]), without
+    /// the SDK's retries: after an ambiguous failure the caller reads the
+    /// numbered item back ([`Store::sequence_entry`]) and retries itself.
+    fn claim_sequence(&self, claim: &SequenceClaim) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Strongly consistent read of number `number` of `scope`'s sequence.
+    fn sequence_entry(
+        &self,
+        scope: &Scope,
+        number: u64,
+    ) -> impl Future<Output = Result<Option<SequenceEntry>, StoreError>> + Send;
+
     /// The cost accounting of the requests this store sent, where it keeps
     /// one (`DynamoStore` does).
     fn cost_meter(&self) -> Option<&meter::Meter> {
@@ -270,6 +320,22 @@ impl<T: Store> Store for std::sync::Arc<T> {
         now: EpochMillis,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         T::set_counters(self, scope, read, targets, now)
+    }
+
+    fn last_sequence(&self, scope: &Scope) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        T::last_sequence(self, scope)
+    }
+
+    fn claim_sequence(&self, claim: &SequenceClaim) -> impl Future<Output = Result<(), StoreError>> + Send {
+        T::claim_sequence(self, claim)
+    }
+
+    fn sequence_entry(
+        &self,
+        scope: &Scope,
+        number: u64,
+    ) -> impl Future<Output = Result<Option<SequenceEntry>, StoreError>> + Send {
+        T::sequence_entry(self, scope, number)
     }
 
     fn cost_meter(&self) -> Option<&meter::Meter> {

@@ -4,8 +4,13 @@
 //! | request | success |
 //! |---|---|
 //! | `POST /scopes/{scope}/items/{id}` with an optional JSON object (the owner's payload) | `201` + [`Created`](hybrid_counter::Created) |
+//! | the same with `?sequence=true` | `201` + the same and `"sequence": n`, the scope's next gapless number ([`hybrid_counter::sequence`]) |
 //! | `DELETE /scopes/{scope}/items/{id}` | `204` |
 //! | `GET /scopes/{scope}/usage` | `200` + [`Usage`](hybrid_counter::Usage) |
+//!
+//! A numbered create creates the item first (so a refused create spends no
+//! number), then claims the number for it; if no number can be claimed the
+//! answer is `503 CreatedWithoutSequence`: the item exists, unnumbered.
 //!
 //! Everything else is a JSON error `{"error": "<Code>", "message": "..."}`
 //! (see [`ApiError`]). A store failure becomes `503` with `Retry-After` and a
@@ -69,9 +74,17 @@ pub enum ApiError {
     #[error("the request body is {len} bytes; the maximum is {MAX_BODY_BYTES} bytes")]
     PayloadTooLarge { len: usize },
     /// The counter's own outcomes: `400 InvalidInput`, `404 NotFound`,
-    /// `409 AlreadyExists`, `409 LimitExceeded`, `503 Unavailable`.
+    /// `409 AlreadyExists`, `409 LimitExceeded`, `503 Unavailable`,
+    /// `503 SequenceContended`.
     #[error(transparent)]
     Counter(#[from] Error),
+    /// `503 CreatedWithoutSequence`: a create that asked for a sequence
+    /// number created the item, then claimed no number for it.
+    #[error(
+        "item {id} was created, but no sequence number could be claimed for it ({reason}); the item stays, \
+         unnumbered: delete it and create it again to number it"
+    )]
+    CreatedWithoutSequence { id: ResourceId, reason: String },
 }
 
 impl ApiError {
@@ -84,8 +97,9 @@ impl ApiError {
                 Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
                 Error::NotFound => StatusCode::NOT_FOUND,
                 Error::AlreadyExists | Error::LimitExceeded { .. } => StatusCode::CONFLICT,
-                Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                Error::Unavailable(_) | Error::SequenceContended { .. } => StatusCode::SERVICE_UNAVAILABLE,
             },
+            ApiError::CreatedWithoutSequence { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -101,7 +115,9 @@ impl ApiError {
                 Error::AlreadyExists => "AlreadyExists",
                 Error::LimitExceeded { .. } => "LimitExceeded",
                 Error::Unavailable(_) => "Unavailable",
+                Error::SequenceContended { .. } => "SequenceContended",
             },
+            ApiError::CreatedWithoutSequence { .. } => "CreatedWithoutSequence",
         }
     }
 
@@ -128,7 +144,7 @@ impl ApiError {
             ApiError::MethodNotAllowed { allow, .. } => {
                 headers.insert(header::ALLOW, HeaderValue::from_static(allow));
             }
-            ApiError::Counter(Error::Unavailable(_)) => {
+            ApiError::Counter(Error::Unavailable(_) | Error::SequenceContended { .. }) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
             }
             _ => {}
@@ -166,9 +182,32 @@ async fn dispatch<S: Store>(
 ) -> Result<Response<Body>, ApiError> {
     match route(request.method(), request.uri().path())? {
         Action::Create { scope, id } => {
+            let numbered = wants_sequence(request.uri().query())?;
             let payload = parse_payload(request.body())?;
             let created = counter.create(&scope, &id, payload, now).await?;
-            let mut response = json_response(StatusCode::CREATED, &created);
+            let sequence = if numbered {
+                let claimed = counter
+                    .next_number(&scope, Some(id.as_str()), now)
+                    .await
+                    .map_err(|err| {
+                        warn!(%scope, %id, error = %err, "created without a sequence number");
+                        ApiError::CreatedWithoutSequence {
+                            id: id.clone(),
+                            reason: match err {
+                                Error::Unavailable(_) => UNAVAILABLE_MESSAGE.to_owned(),
+                                other => other.to_string(),
+                            },
+                        }
+                    })?;
+                Some(claimed.number)
+            } else {
+                None
+            };
+            let body = CreatedResponse {
+                created: &created,
+                sequence,
+            };
+            let mut response = json_response(StatusCode::CREATED, &body);
             if let Ok(location) = HeaderValue::from_str(&item_path(&scope, &id)) {
                 response.headers_mut().insert(header::LOCATION, location);
             }
@@ -182,6 +221,46 @@ async fn dispatch<S: Store>(
         }
         Action::Usage { scope } => Ok(json_response(StatusCode::OK, &counter.usage(&scope).await?)),
     }
+}
+
+/// The body of `201 Created`: the create's outcome, and the sequence number
+/// when the create asked for one.
+#[derive(Debug, Serialize)]
+struct CreatedResponse<'a> {
+    #[serde(flatten)]
+    created: &'a hybrid_counter::Created,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sequence: Option<u64>,
+}
+
+/// The query parameter a create asks for a sequence number with.
+pub const SEQUENCE_PARAMETER: &str = "sequence";
+
+/// Whether a create's query string asks for a sequence number:
+/// `sequence=true` or `sequence=false` (the default), at most once. Other
+/// parameters are not the API's and are left alone.
+pub fn wants_sequence(query: Option<&str>) -> Result<bool, ApiError> {
+    let invalid = |reason: String| ApiError::Counter(Error::InvalidInput(reason));
+    let mut wanted = None;
+    for pair in query.unwrap_or_default().split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key != SEQUENCE_PARAMETER {
+            continue;
+        }
+        if wanted.is_some() {
+            return Err(invalid(format!("give the {SEQUENCE_PARAMETER} parameter at most once")));
+        }
+        wanted = Some(match value {
+            "true" => true,
+            "false" => false,
+            other => {
+                return Err(invalid(format!(
+                    "the {SEQUENCE_PARAMETER} parameter must be true or false, not {other:?}"
+                )));
+            }
+        });
+    }
+    Ok(wanted.unwrap_or(false))
 }
 
 /// Matches `path` (still percent-encoded) and `method` against the routes,
@@ -711,11 +790,91 @@ mod tests {
             (Error::AlreadyExists, 409, "AlreadyExists"),
             (Error::LimitExceeded { usage: 1, limit: 1 }, 409, "LimitExceeded"),
             (Error::Unavailable("x".into()), 503, "Unavailable"),
+            (
+                Error::SequenceContended {
+                    scope: "s".into(),
+                    attempts: 3,
+                    last: "x".into(),
+                },
+                503,
+                "SequenceContended",
+            ),
         ];
         for (err, status, code) in cases {
             let err = ApiError::from(err);
             assert_eq!((err.status().as_u16(), err.code()), (status, code));
         }
+    }
+
+    #[tokio::test]
+    async fn a_create_that_asks_for_a_sequence_number_gets_the_next_one_and_others_get_none() {
+        let c = counter(10);
+        let (status, body) = call(&c, "POST", "/scopes/acct/items/a?sequence=true", "").await;
+        assert_eq!(
+            (status, body["sequence"].clone()),
+            (StatusCode::CREATED, json!(1)),
+            "{body}"
+        );
+        assert_eq!(body["id"], json!("a"));
+        let (_, body) = call(&c, "POST", "/scopes/acct/items/b", "").await;
+        assert!(body.get("sequence").is_none(), "not asked, not given: {body}");
+        let (_, body) = call(&c, "POST", "/scopes/acct/items/c?x=1&sequence=true", r#"{"n": 1}"#).await;
+        assert_eq!(body["sequence"], json!(2), "no gap for the unnumbered create: {body}");
+        let owners: Vec<_> = c
+            .store()
+            .tables()
+            .sequence_items
+            .into_values()
+            .map(|e| e.owner)
+            .collect();
+        assert_eq!(owners, vec![Some("a".to_owned()), Some("c".to_owned())]);
+    }
+
+    #[tokio::test]
+    async fn a_refused_numbered_create_spends_no_number_and_bad_parameters_are_400() {
+        let c = counter(1);
+        call(&c, "POST", "/scopes/acct/items/a?sequence=true", "").await;
+        let (status, _) = call(&c, "POST", "/scopes/acct/items/b?sequence=true", "").await;
+        assert_eq!(status, StatusCode::CONFLICT, "over the limit");
+        let (status, _) = call(&c, "POST", "/scopes/acct/items/a?sequence=true", "").await;
+        assert_eq!(status, StatusCode::CONFLICT, "already exists");
+        assert_eq!(c.store().tables().sequences["acct"], 1, "refused creates claim nothing");
+        for (query, reason) in [
+            ("sequence=yes", "must be true or false, not \"yes\""),
+            ("sequence", "must be true or false, not \"\""),
+            ("sequence=true&sequence=true", "at most once"),
+        ] {
+            let (status, body) = call(&c, "POST", &format!("/scopes/other/items/x?{query}"), "").await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{query}");
+            assert_eq!(body["error"], json!("InvalidInput"));
+            assert!(body["message"].as_str().unwrap().contains(reason), "{query}: {body}");
+        }
+        assert!(
+            c.store().tables().resources.keys().all(|(s, _)| s != "other"),
+            "a bad request writes nothing"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_create_whose_number_cannot_be_claimed_says_the_item_exists_unnumbered() {
+        let c = counter(10);
+        c.store().inject(
+            hybrid_counter::memory::Op::ClaimSequence,
+            hybrid_counter::memory::Fault::Rejected,
+        );
+        let (status, body) = call(&c, "POST", "/scopes/acct/items/a?sequence=true", "").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["error"], json!("CreatedWithoutSequence"));
+        assert!(
+            body["message"].as_str().unwrap().contains("item a was created"),
+            "{body}"
+        );
+        assert!(
+            c.store()
+                .tables()
+                .resources
+                .contains_key(&("acct".to_owned(), "a".to_owned()))
+        );
     }
 
     #[tokio::test]

@@ -106,6 +106,7 @@ fn error_kind(err: &hybrid_counter::Error) -> &'static str {
         hybrid_counter::Error::NotFound => "NotFound",
         hybrid_counter::Error::InvalidInput(_) => "InvalidInput",
         hybrid_counter::Error::Unavailable(_) => "Unavailable",
+        hybrid_counter::Error::SequenceContended { .. } => "SequenceContended",
     }
 }
 

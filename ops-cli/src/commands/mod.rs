@@ -3,7 +3,7 @@
 //! [`deploy`] is the stack lifecycle: `plan`, `deploy`, `destroy` and the
 //! CloudFormation, change set, packaging and emulator machinery they share.
 //! [`status`] and `local` (`local run`, with the `local` feature) read the
-//! stack; [`audit`], [`scope`] (`usage`, `limit`), [`load`] and [`redrive`]
+//! stack; [`audit`], [`scope`] (`usage`, `limit`, `seq`), [`load`] and [`redrive`]
 //! work against its data, found through [`deployed`]. [`docs`]
 //! (`completions`, `man`) describes counterctl itself and sends nothing.
 //!

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use hybrid_counter::audit::RepairMode;
 
-use crate::cli::{AuditArgs, LimitCommand, LoadArgs};
+use crate::cli::{AuditArgs, LimitCommand, LoadArgs, SeqCommand};
 use crate::error::{Error, Result};
 
 /// What to audit and what to do about it.
@@ -29,6 +29,16 @@ pub enum LimitAction {
     Get,
     /// `None` clears the override.
     Set(Option<u64>),
+}
+
+/// What `seq` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SeqAction {
+    Get,
+    /// Claim the next number, for `owner` if given.
+    Next {
+        owner: Option<String>,
+    },
 }
 
 /// When the load workers stop.
@@ -105,6 +115,20 @@ pub(super) fn limit(command: LimitCommand) -> Result<(hybrid_counter::Scope, Lim
         LimitCommand::Get(args) => (args.scope, LimitAction::Get),
         LimitCommand::Set { scope, limit } => (scope, LimitAction::Set(Some(limit))),
         LimitCommand::Clear(args) => (args.scope, LimitAction::Set(None)),
+    };
+    Ok((scope_arg(&scope)?, action))
+}
+
+/// The scope `seq` works on and what it does there.
+pub(super) fn seq(command: SeqCommand) -> Result<(hybrid_counter::Scope, SeqAction)> {
+    let (scope, action) = match command {
+        SeqCommand::Get(args) => (args.scope, SeqAction::Get),
+        SeqCommand::Next { scope, owner } => {
+            if owner.as_deref().is_some_and(|o| o.trim().is_empty()) {
+                return Err(Error::InvalidArgument("--owner must not be empty".into()));
+            }
+            (scope, SeqAction::Next { owner })
+        }
     };
     Ok((scope_arg(&scope)?, action))
 }

@@ -16,7 +16,7 @@ mod redrive;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use data::{AuditOptions, LimitAction, LoadOptions, LoadStop, VerifyOptions};
+pub use data::{AuditOptions, LimitAction, LoadOptions, LoadStop, SeqAction, VerifyOptions};
 pub use lifecycle::{
     DestroyOptions, MANAGED_PARAMS, StackInputs, default_value, parse_overrides, validate_bucket_name,
 };
@@ -86,6 +86,10 @@ pub enum CommandConfig {
         scope: hybrid_counter::Scope,
         action: LimitAction,
     },
+    Seq {
+        scope: hybrid_counter::Scope,
+        action: SeqAction,
+    },
     Load(LoadOptions),
     Redrive(RedriveOptions),
     LocalRun(LocalRunOptions),
@@ -106,6 +110,7 @@ impl CommandConfig {
             CommandConfig::Audit(_) => "audit",
             CommandConfig::Usage(_) => "usage",
             CommandConfig::Limit { .. } => "limit",
+            CommandConfig::Seq { .. } => "seq",
             CommandConfig::Load(_) => "load",
             CommandConfig::Redrive(_) => "redrive",
             CommandConfig::LocalRun(_) => "local run",
@@ -170,6 +175,10 @@ impl Config {
             Command::Limit(command) => {
                 let (scope, action) = data::limit(command)?;
                 CommandConfig::Limit { scope, action }
+            }
+            Command::Seq(command) => {
+                let (scope, action) = data::seq(command)?;
+                CommandConfig::Seq { scope, action }
             }
             Command::Load(args) => CommandConfig::Load(data::load_options(args)?),
             Command::Redrive(args) => CommandConfig::Redrive(RedriveOptions::from_args(&args)?),

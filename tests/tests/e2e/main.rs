@@ -13,6 +13,7 @@ mod pipeline;
 mod reprocessor;
 mod request_path;
 mod runner;
+mod sequence;
 mod sharded;
 mod stream;
 mod strict;

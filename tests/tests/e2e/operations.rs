@@ -4,7 +4,7 @@
 //! `audit --repair` fixes it and the next audit exits 0. `audit --repair`
 //! in a loop beside `load`, the stream pipeline and injected faults never
 //! leaves a counter worse than it found it. `usage` and `limit` read and
-//! change one scope.
+//! change one scope; `seq next|get` claim and read its sequence numbers.
 
 use std::time::{Duration, Instant};
 
@@ -119,6 +119,17 @@ async fn usage_and_limit_commands_read_and_change_one_scope() {
     ])
     .await
     .unwrap();
+    // Sequence numbers live beside the counters and never count as usage.
+    for expected in [1, 2] {
+        let Report::Seq(next) = ctl.run(&["seq", "next", "acct-0", "--owner", "inv"]).await.unwrap() else {
+            panic!()
+        };
+        assert_eq!((next.number, next.claimed), (expected, true), "{next}");
+    }
+    let Report::Seq(last) = ctl.run(&["seq", "get", "acct-0"]).await.unwrap() else {
+        panic!()
+    };
+    assert_eq!((last.number, last.claimed), (2, false));
     // "acct-0" is the load scope; "acct" is untouched.
     let Report::Usage(usage) = ctl.run(&["usage", "acct-0"]).await.unwrap() else {
         panic!()

@@ -1,0 +1,139 @@
+//! Gapless sequence numbers on the emulator (issue 15): 16 concurrent
+//! claimers through the fault proxy, whose claims (`TransactWriteItems`)
+//! are applied then answered 500, or answered 500 before they are applied,
+//! and whose reads fail now and then. The numbers handed out are exactly
+//! 1..N, each number's item names the caller that holds it, and the
+//! counters' readers (usage, the audit and its repair, the removal of a
+//! scope's counters) neither see nor touch the sequence's items.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use e2e::Kit;
+use e2e::faults::{Fault, FaultKind, FaultPlan, FaultProxy, Operation};
+use hybrid_counter::audit::RepairMode;
+use hybrid_counter::retry::Backoff;
+use hybrid_counter::sequence::{DEFAULT_BACKOFF, Sequence};
+use hybrid_counter::{Store, keys};
+use hybrid_counter_aws::DynamoStore;
+use serde_dynamo::Item;
+
+use crate::{NOW, id, scope};
+
+const WRITERS: u64 = 16;
+const CLAIMS_PER_WRITER: u64 = 4;
+
+fn transact() -> Operation {
+    Operation::dynamodb("TransactWriteItems")
+}
+
+#[tokio::test]
+async fn concurrent_claimers_through_ambiguous_faults_get_exactly_one_to_n_and_counters_ignore_the_sequence() {
+    let started = Instant::now();
+    let mut kit = Kit::start(100).await;
+    let s = scope("numbered");
+    // Counters in the same scope, counted by the stream, before the claims.
+    for i in ["a", "b", "c"] {
+        kit.counter.create(&s, &id(i), Item::default(), NOW).await.unwrap();
+    }
+    kit.drain().await;
+
+    let plan = FaultPlan::from_env("sequence");
+    let seed = plan.seed();
+    let plan = plan
+        .next(transact(), Fault::ApplyThenFail, 2)
+        .next(transact(), Fault::FailBefore, 1)
+        .random(transact(), Fault::ApplyThenFail, 0.15)
+        .random(transact(), Fault::FailBefore, 0.1)
+        .random(Operation::dynamodb("GetItem"), Fault::FailBefore, 0.05);
+    let proxy = FaultProxy::start(&kit.emulator.endpoint, plan);
+    let client = aws_sdk_dynamodb::Client::new(&proxy.sdk_config().await);
+    let sequence = Arc::new(
+        Sequence::new(DynamoStore::new(client, &kit.config))
+            .with_seed(seed)
+            .with_backoff(Backoff {
+                max_attempts: 100,
+                ..DEFAULT_BACKOFF
+            }),
+    );
+    let mut tasks = tokio::task::JoinSet::new();
+    for writer in 0..WRITERS {
+        let (sequence, s) = (sequence.clone(), s.clone());
+        tasks.spawn(async move {
+            let mut got = Vec::new();
+            for k in 0..CLAIMS_PER_WRITER {
+                let owner = format!("w{writer}-{k}");
+                let claimed = sequence
+                    .next(&s, Some(&owner), NOW)
+                    .await
+                    .unwrap_or_else(|e| panic!("seed {seed}: {owner}: {e}"));
+                got.push((claimed.number, owner));
+            }
+            got
+        });
+    }
+    let mut got: Vec<(u64, String)> = tasks.join_all().await.into_iter().flatten().collect();
+    got.sort();
+    let stats = proxy.stats();
+    eprintln!(
+        "sequence: seed {seed}, {:.1} s, {} faults injected\n{stats}",
+        started.elapsed().as_secs_f64(),
+        stats.total_injected()
+    );
+    stats.assert_injected(&[FaultKind::ApplyThenFail, FaultKind::FailBefore]);
+
+    let n = WRITERS * CLAIMS_PER_WRITER;
+    let numbers: Vec<u64> = got.iter().map(|(number, _)| *number).collect();
+    assert_eq!(
+        numbers,
+        (1..=n).collect::<Vec<_>>(),
+        "seed {seed}: 1..N, no gap, no duplicate"
+    );
+    // Read without the proxy: the table agrees with what the callers hold.
+    let direct = &kit.store;
+    assert_eq!(direct.last_sequence(&s).await.unwrap(), n, "seed {seed}");
+    for (number, owner) in &got {
+        let entry = direct
+            .sequence_entry(&s, *number)
+            .await
+            .unwrap()
+            .expect("the numbered item");
+        assert_eq!(
+            entry.owner.as_deref(),
+            Some(owner.as_str()),
+            "seed {seed}: number {number}"
+        );
+    }
+    assert_eq!(direct.sequence_entry(&s, n + 1).await.unwrap(), None);
+
+    // The counters' readers see the counters only.
+    let names: Vec<String> = direct
+        .counter_items(&s)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    assert!(names.iter().all(|name| !keys::is_sequence_name(name)), "{names:?}");
+    assert_eq!(direct.read_counters(&s).await.unwrap().eventual, 3);
+    let audit = e2e::audit(direct, &s, RepairMode::Apply, 5, e2e::after_grace())
+        .await
+        .unwrap();
+    assert!(!audit.has_defect() && audit.repair.is_none(), "{audit:?}");
+    assert_eq!((audit.counts.live, audit.eventual), (3, 3), "{audit:?}");
+    let only_numbers = scope("only-numbers");
+    Sequence::new(direct.clone())
+        .next(&only_numbers, None, NOW)
+        .await
+        .unwrap();
+    let scanned = direct.scan_counters().await.unwrap();
+    assert_eq!(scanned[s.as_str()].eventual, 3);
+    assert!(
+        !scanned.contains_key(only_numbers.as_str()),
+        "a scope with numbers and no counters is no counted scope: {scanned:?}"
+    );
+    let removed = direct.remove_scope_counters(&s).await.unwrap();
+    assert_eq!(removed, names.len(), "only the counters' items are removed");
+    assert_eq!(direct.last_sequence(&s).await.unwrap(), n, "the sequence survives");
+    assert_eq!(sequence.next(&s, None, NOW).await.unwrap().number, n + 1, "and goes on");
+}
