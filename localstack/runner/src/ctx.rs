@@ -12,9 +12,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::discover::{self, Mapping};
 use crate::error::Error;
+use crate::function_url::ServedUrl;
 use crate::invoke::Invoke;
 use crate::report::{MappingReport, RunReport};
 use crate::watch::WatchConfig;
+
+/// Where the first function URL is served unless configured: beside
+/// `cargo lambda watch`'s own default, 9000.
+pub const DEFAULT_FUNCTION_URL_PORT: u16 = 9001;
 
 /// Where the emulator is and how the runner polls it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +45,9 @@ pub struct RunnerConfig {
     /// failed message invisible until its visibility timeout) to come back
     /// and be retried, deleted or redriven to the dead-letter queue.
     pub wait_for_in_flight: bool,
+    /// Loopback port of the first function URL [`crate::Runner::serve_function_urls`]
+    /// serves, the next ones on the ports after it; 0: any free port.
+    pub function_url_port: u16,
 }
 
 impl RunnerConfig {
@@ -56,6 +64,7 @@ impl RunnerConfig {
             functions: None,
             idle_timeout: Duration::from_secs(600),
             wait_for_in_flight: false,
+            function_url_port: DEFAULT_FUNCTION_URL_PORT,
         }
     }
 }
@@ -86,6 +95,8 @@ pub(crate) struct Ctx<I> {
     pub(crate) finished_shards: Mutex<HashSet<(String, String)>>,
     pub(crate) report: Mutex<RunReport>,
     pub(crate) queue_urls: tokio::sync::Mutex<HashMap<String, String>>,
+    /// The function URLs served, untagged when [`crate::Runner::run`] stops.
+    pub(crate) served: Mutex<Vec<ServedUrl>>,
 }
 
 impl<I: Invoke> Ctx<I> {

@@ -6,6 +6,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::function_url::ServedUrl;
+
 /// Counters of one mapping.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MappingReport {
@@ -42,6 +44,9 @@ pub struct MappingReport {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RunReport {
     pub mappings: BTreeMap<String, MappingReport>,
+    /// The function URLs served on loopback while the runner ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub function_urls: Vec<ServedUrl>,
 }
 
 impl RunReport {
@@ -62,6 +67,9 @@ impl RunReport {
 
 impl fmt::Display for RunReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for url in &self.function_urls {
+            writeln!(f, "served {}", url.describe())?;
+        }
         if self.mappings.is_empty() {
             return writeln!(f, "no event source mappings played");
         }

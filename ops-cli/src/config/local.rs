@@ -17,6 +17,9 @@ pub struct LocalRunOptions {
     pub wait_for_in_flight: bool,
     pub attach: Option<String>,
     pub release: bool,
+    /// Where the api function's URL is served (0: any free port); `None`
+    /// with `--until-idle`, which serves nothing.
+    pub api_port: Option<u16>,
 }
 
 impl LocalRunOptions {
@@ -48,6 +51,7 @@ impl LocalRunOptions {
             wait_for_in_flight: args.wait_for_in_flight,
             attach,
             release: args.release,
+            api_port: (!args.until_idle).then_some(args.api_port),
         })
     }
 
@@ -98,6 +102,21 @@ mod tests {
         assert_eq!(parsed.poll_interval, Duration::from_millis(250));
         assert!(!parsed.until_idle);
         assert_eq!(parsed.attach, None);
+        assert_eq!(parsed.api_port, Some(crate::cli::DEFAULT_API_PORT));
+    }
+
+    #[test]
+    fn the_api_is_served_only_while_running_until_stopped() {
+        assert_eq!(options(&["--api-port", "0"], Target::Local).unwrap().api_port, Some(0));
+        assert_eq!(options(&["--until-idle"], Target::Local).unwrap().api_port, None);
+        let err = options(&["--until-idle", "--api-port", "9100"], Target::Local).unwrap_err();
+        assert_eq!(err.exit_code(), crate::exit::USAGE, "{err}");
+    }
+
+    #[cfg(feature = "local")]
+    #[test]
+    fn the_default_api_port_is_the_runners() {
+        assert_eq!(crate::cli::DEFAULT_API_PORT, esm_runner::DEFAULT_FUNCTION_URL_PORT);
     }
 
     #[test]
