@@ -237,6 +237,7 @@ impl CargoLambdaWatch {
         for binary in binaries {
             command.args(["--bin", binary]);
         }
+        without_package_env(&mut command);
         let rendered = format!("{command:?}");
         info!(command = %rendered, "building the handler binaries");
         let out = command.stdin(Stdio::null()).output().await.map_err(|e| Error::Build {
@@ -291,6 +292,7 @@ impl CargoLambdaWatch {
                 command.arg("--env-var").arg(format!("{key}={value}"));
             }
         }
+        without_package_env(&mut command);
         command
             .current_dir(&self.config.workspace)
             .stdin(Stdio::null())
@@ -381,6 +383,31 @@ async fn send(address: &str, request: hyper::Request<Full<Bytes>>) -> Result<hyp
     let (parts, body) = response.into_parts();
     let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
     Ok(hyper::Response::from_parts(parts, body))
+}
+
+/// Removes what Cargo sets for the package it builds or runs
+/// (`CARGO_PKG_NAME`, `CARGO_MANIFEST_DIR`, `OUT_DIR`, ...) from a child
+/// cargo's environment. Under `cargo test` this process has them, and
+/// build scripts that declare them with `rerun-if-env-changed` (ring's do)
+/// would otherwise be rerun, and everything above them recompiled, each
+/// time the runner and a cargo run from a shell take turns.
+fn without_package_env(command: &mut Command) {
+    const EXACT: [&str; 8] = [
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "OUT_DIR",
+    ];
+    for (key, _) in std::env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        if EXACT.contains(&key) || key.starts_with("CARGO_PKG_") || key.starts_with("CARGO_BIN_EXE_") {
+            command.env_remove(key);
+        }
+    }
 }
 
 fn tail(text: &str, lines: usize) -> String {

@@ -55,6 +55,7 @@ async fn call(url: &str, method: &str, path: &str, content_type: &str, body: &st
 async fn the_local_runner_serves_the_api_function_url_over_http_without_iam_until_stopped() {
     let started = Instant::now();
     let (_emulator, ctl, config) = deployed().await;
+    let deployed_in = started.elapsed();
     let before = ctl.status().await.expect("status");
     let api = before.api.clone().expect("the stack has an api function");
     assert_eq!(api.auth_type.as_deref(), Some("AWS_IAM"), "{api:?}");
@@ -85,6 +86,7 @@ async fn the_local_runner_serves_the_api_function_url_over_http_without_iam_unti
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let served_at = Instant::now();
+    let serving_took = served_at.duration_since(started) - deployed_in;
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
 
     // curl's default content type: the function URL hands the body over
@@ -139,8 +141,10 @@ async fn the_local_runner_serves_the_api_function_url_over_http_without_iam_unti
     assert_eq!(usage["best_effort"], 1, "the delete counted, the refusals did not: {usage}");
     let requests = served_at.elapsed();
 
+    let stopping = Instant::now();
     stop.send(()).expect("the runner is running");
     let report = runner.await.expect("runner task").expect("the runner stopped cleanly");
+    let stop_took = stopping.elapsed();
     assert_eq!(report.function_urls.len(), 1, "{report}");
     assert_eq!(report.function_urls[0].local_url, url);
     assert!(
@@ -152,8 +156,11 @@ async fn the_local_runner_serves_the_api_function_url_over_http_without_iam_unti
     let after = ctl.status().await.expect("status").api.expect("api status");
     assert_eq!(after.local_url, None, "the stop removed the URL tag");
     eprintln!(
-        "local API test: {:.1}s in all, {:.2}s for the 8 requests",
+        "local API test: {:.1}s in all: deploy {:.1}s, build and serve {:.1}s, 8 requests {:.2}s, stop {:.1}s",
         started.elapsed().as_secs_f64(),
-        requests.as_secs_f64()
+        deployed_in.as_secs_f64(),
+        serving_took.as_secs_f64(),
+        requests.as_secs_f64(),
+        stop_took.as_secs_f64()
     );
 }
