@@ -151,7 +151,11 @@ pub(crate) async fn function_names(lambda: &aws_sdk_lambda::Client) -> Result<Ve
     let mut pages = lambda.list_functions().into_paginator().send();
     while let Some(page) = pages.next().await {
         let page = page.map_err(|e| Error::emulator("Lambda", "ListFunctions")(sdk_message(e)))?;
-        names.extend(page.functions().iter().filter_map(|f| f.function_name().map(str::to_owned)));
+        names.extend(
+            page.functions()
+                .iter()
+                .filter_map(|f| f.function_name().map(str::to_owned)),
+        );
     }
     Ok(names)
 }

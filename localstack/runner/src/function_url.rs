@@ -63,7 +63,10 @@ pub(crate) fn port_for(first: u16, index: usize) -> u16 {
     if first == 0 {
         return 0;
     }
-    u16::try_from(index).ok().and_then(|i| first.checked_add(i)).unwrap_or(0)
+    u16::try_from(index)
+        .ok()
+        .and_then(|i| first.checked_add(i))
+        .unwrap_or(0)
 }
 
 /// Serves the URLs of `functions` that have one in the emulator, from
@@ -76,9 +79,20 @@ pub(crate) async fn serve(
 ) -> Result<Vec<ServedUrl>, Error> {
     let mut served = Vec::new();
     for function_name in functions {
-        let config = match lambda.get_function_url_config().function_name(function_name).send().await {
+        let config = match lambda
+            .get_function_url_config()
+            .function_name(function_name)
+            .send()
+            .await
+        {
             Ok(config) => config,
-            Err(err) if err.as_service_error().is_some_and(|e| e.is_resource_not_found_exception()) => continue,
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_resource_not_found_exception()) =>
+            {
+                continue;
+            }
             Err(err) => return Err(Error::emulator("Lambda", "GetFunctionUrlConfig")(sdk_message(err))),
         };
         let environment = function_info(lambda, function_name).await?.environment;
@@ -100,7 +114,6 @@ pub(crate) async fn serve(
             deployed_url: config.function_url().to_owned(),
             deployed_auth_type: config.auth_type().as_str().to_owned(),
         };
-        info!(function = %url.function_name, url = %url.local_url, "{}", url.describe());
         served.push(url);
     }
     Ok(served)
@@ -110,7 +123,13 @@ pub(crate) async fn serve(
 /// invoker). A failure is logged: the runner is stopping anyway.
 pub(crate) async fn unserve(lambda: &aws_sdk_lambda::Client, served: &[ServedUrl]) {
     for url in served {
-        if let Err(err) = lambda.untag_resource().resource(&url.function_arn).tag_keys(LOCAL_URL_TAG).send().await {
+        if let Err(err) = lambda
+            .untag_resource()
+            .resource(&url.function_arn)
+            .tag_keys(LOCAL_URL_TAG)
+            .send()
+            .await
+        {
             warn!(function = %url.function_name, error = %sdk_message(err), "could not remove the local URL tag");
         } else {
             info!(function = %url.function_name, url = %url.local_url, "stopped serving the function URL");
@@ -140,7 +159,10 @@ mod tests {
             deployed_auth_type: "AWS_IAM".into(),
         };
         let text = url.describe();
-        assert!(text.starts_with("http://127.0.0.1:9001/ serves the function URL of hck-api"), "{text}");
+        assert!(
+            text.starts_with("http://127.0.0.1:9001/ serves the function URL of hck-api"),
+            "{text}"
+        );
         assert!(text.contains("IAM auth is off locally"), "{text}");
     }
 }

@@ -66,7 +66,9 @@ use crate::error::sdk_message;
 pub async fn run(config: RunnerConfig, shutdown: impl Future<Output = ()>) -> Result<RunReport, Error> {
     let invoker = CargoLambdaWatch::new(config.watch.clone(), &config.endpoint, &config.region)?;
     let runner = Runner::connect(config, invoker).await?;
-    runner.serve_function_urls().await?;
+    for url in runner.serve_function_urls().await? {
+        info!("{}", url.describe());
+    }
     runner.run(shutdown).await
 }
 
@@ -163,7 +165,11 @@ impl<I: Invoke> Runner<I> {
         let first_port = ctx.config.function_url_port;
         let served = function_url::serve(&ctx.lambda, &ctx.invoker, &functions, first_port).await?;
         ctx.served.lock().expect("served lock").extend(served.iter().cloned());
-        ctx.report.lock().expect("report lock").function_urls.clone_from(&served);
+        ctx.report
+            .lock()
+            .expect("report lock")
+            .function_urls
+            .clone_from(&served);
         Ok(served)
     }
 

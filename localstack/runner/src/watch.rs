@@ -11,7 +11,9 @@
 //! `--env-var KEY=VALUE` (repeatable; values are split at commas, so a value
 //! holding one is passed through the process environment instead, which the
 //! function inherits), `--ignore-changes` (no reload while the runner uses
-//! it), `--manifest-path`, `--release`. The invoke route is
+//! it), `--bin` (this function's binary only, which makes it the default
+//! function, answering function URL requests at `/`), `--disable-cors`,
+//! `--manifest-path`, `--release`. The invoke route is
 //! `POST /2015-03-31/functions/{function_name}/invocations`, where the
 //! function name is the binary's name
 //! (`crates/cargo-lambda-watch/src/trigger_router.rs` at tag v1.9.2). A
@@ -280,6 +282,8 @@ impl CargoLambdaWatch {
             .args(["lambda", "watch", "--ignore-changes", "--invoke-address", "127.0.0.1"])
             .args(["--invoke-port", &port.to_string()])
             .args(["--bin", binary])
+            // A function URL answers CORS only as configured; the kit's has none.
+            .arg("--disable-cors")
             .arg("--manifest-path")
             .arg(self.config.workspace.join("Cargo.toml"));
         if self.config.release {
@@ -355,10 +359,12 @@ impl CargoLambdaWatch {
                 .body(Full::new(Bytes::new()))
                 .map_err(|e| e.to_string())
         };
-        let response = tokio::time::timeout(self.config.startup_timeout, async { send(&target.address, request()?).await })
-            .await
-            .map_err(|_| format!("no answer within {:?}", self.config.startup_timeout))
-            .and_then(|answer| answer);
+        let response = tokio::time::timeout(self.config.startup_timeout, async {
+            send(&target.address, request()?).await
+        })
+        .await
+        .map_err(|_| format!("no answer within {:?}", self.config.startup_timeout))
+        .and_then(|answer| answer);
         match response {
             Ok(response) => {
                 info!(function = %function_name, status = response.status().as_u16(), "function URL answers");
@@ -366,7 +372,10 @@ impl CargoLambdaWatch {
             }
             Err(message) => Err(Error::Invoke {
                 function: function_name.to_owned(),
-                message: format!("its function URL at {} did not answer `GET /`: {message}", target.address),
+                message: format!(
+                    "its function URL at {} did not answer `GET /`: {message}",
+                    target.address
+                ),
             }),
         }
     }
@@ -374,7 +383,9 @@ impl CargoLambdaWatch {
 
 /// One HTTP/1.1 request to `address`; the whole response body read.
 async fn send(address: &str, request: hyper::Request<Full<Bytes>>) -> Result<hyper::Response<Bytes>, String> {
-    let stream = tokio::net::TcpStream::connect(address).await.map_err(|e| e.to_string())?;
+    let stream = tokio::net::TcpStream::connect(address)
+        .await
+        .map_err(|e| e.to_string())?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
         .await
         .map_err(|e| e.to_string())?;

@@ -291,7 +291,13 @@ mod tests {
         assert_eq!(config.watch.workspace, PathBuf::from("/kit"));
         assert_eq!(config.function_url_port, crate::cli::DEFAULT_API_PORT);
         let idle = LocalRunOptions::parse(&["--until-idle"], Target::Local).unwrap();
-        let config = runner_config("http://127.0.0.1:4566", "us-east-1", PathBuf::from("/kit"), vec![], &idle);
+        let config = runner_config(
+            "http://127.0.0.1:4566",
+            "us-east-1",
+            PathBuf::from("/kit"),
+            vec![],
+            &idle,
+        );
         assert_eq!(config.function_url_port, 0, "nothing is served, no port is held");
     }
 }

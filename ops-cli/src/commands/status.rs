@@ -517,7 +517,10 @@ mod tests {
             problem: None,
         };
         let text = api.to_string();
-        assert!(text.contains("deployed  https://abc.lambda-url.us-east-1.on.aws/  auth AWS_IAM"), "{text}");
+        assert!(
+            text.contains("deployed  https://abc.lambda-url.us-east-1.on.aws/  auth AWS_IAM"),
+            "{text}"
+        );
         assert!(
             text.contains("local     http://127.0.0.1:9001/  served by the local runner; IAM auth is off locally"),
             "{text}"
@@ -527,7 +530,10 @@ mod tests {
         api.local_url = None;
         assert!(api.to_string().contains("not served"), "{api}");
         api.local_iam_auth = None;
-        assert!(!api.to_string().contains("local "), "no local line off the emulator: {api}");
+        assert!(
+            !api.to_string().contains("local "),
+            "no local line off the emulator: {api}"
+        );
     }
 
     #[tokio::test]
@@ -537,7 +543,10 @@ mod tests {
         assert!(answers(&url).await);
         drop(listener);
         assert!(!answers(&url).await, "a closed port");
-        assert!(!answers("https://abc.lambda-url.us-east-1.on.aws/").await, "not a local URL");
+        assert!(
+            !answers("https://abc.lambda-url.us-east-1.on.aws/").await,
+            "not a local URL"
+        );
     }
 
     #[cfg(feature = "local")]

@@ -64,7 +64,9 @@ async fn the_local_runner_serves_the_api_function_url_over_http_without_iam_unti
 
     // What `counterctl local run` runs, on a free port (tests run in
     // parallel), for the api function alone (no mapping to play).
-    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root");
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
     let mut runner_config = esm_runner::RunnerConfig::new(&ctl.endpoint, workspace);
     runner_config.functions = Some(vec![before.outputs[outputs::API_FUNCTION].clone()]);
     runner_config.function_url_port = 0;
@@ -93,7 +95,11 @@ async fn the_local_runner_serves_the_api_function_url_over_http_without_iam_unti
     // base64-encoded, the function decodes it.
     let form = "application/x-www-form-urlencoded";
     let (status, location, body) = call(&url, "POST", "/scopes/acct/items/w1", form, r#"{"color":"blue"}"#).await;
-    assert_eq!((status, location.as_deref()), (201, Some("/scopes/acct/items/w1")), "{body}");
+    assert_eq!(
+        (status, location.as_deref()),
+        (201, Some("/scopes/acct/items/w1")),
+        "{body}"
+    );
     assert_eq!((&body["scope"], &body["id"]), (&json!("acct"), &json!("w1")), "{body}");
     let sdk = e2e::sdk_config_for(&ctl.endpoint).await;
     let item = aws_sdk_dynamodb::Client::new(&sdk)
@@ -125,7 +131,11 @@ async fn the_local_runner_serves_the_api_function_url_over_http_without_iam_unti
         )
     );
     let (status, _, usage) = call(&url, "GET", "/scopes/acct/usage", json_type, "").await;
-    assert_eq!((status, &usage["best_effort"], &usage["limit"]), (200, &json!(2), &json!(2)), "{usage}");
+    assert_eq!(
+        (status, &usage["best_effort"], &usage["limit"]),
+        (200, &json!(2), &json!(2)),
+        "{usage}"
+    );
     assert_eq!(
         call(&url, "DELETE", "/scopes/acct/items/w1", json_type, "").await,
         (204, None, Value::Null)
@@ -133,12 +143,14 @@ async fn the_local_runner_serves_the_api_function_url_over_http_without_iam_unti
     let (status, _, body) = call(&url, "POST", "/scopes/acct/items/a%00b", json_type, "").await;
     assert_eq!((status, &body["error"]), (400, &json!("InvalidInput")), "{body}");
     assert_eq!(
-        body["message"],
-        "resource id contains a control character at byte 1; use printable characters only",
+        body["message"], "resource id contains a control character at byte 1; use printable characters only",
         "{body}"
     );
     let (_, _, usage) = call(&url, "GET", "/scopes/acct/usage", json_type, "").await;
-    assert_eq!(usage["best_effort"], 1, "the delete counted, the refusals did not: {usage}");
+    assert_eq!(
+        usage["best_effort"], 1,
+        "the delete counted, the refusals did not: {usage}"
+    );
     let requests = served_at.elapsed();
 
     let stopping = Instant::now();
