@@ -12,9 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::discover::{self, Mapping};
 use crate::error::Error;
-use crate::function_url::ServedUrl;
 use crate::invoke::Invoke;
-use crate::report::{MappingReport, RunReport};
+use crate::report::{MappingReport, RunReport, ServedUrl};
 use crate::watch::WatchConfig;
 
 /// Where the first function URL is served unless configured: beside

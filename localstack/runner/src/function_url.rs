@@ -23,40 +23,16 @@
 //! with it, so `counterctl status` (another process) can print it; the
 //! runner removes the tag when it stops.
 
-use serde::Serialize;
 use tracing::{info, warn};
 
 use crate::discover::function_info;
 use crate::error::{Error, sdk_message};
 use crate::invoke::Invoke;
+use crate::report::ServedUrl;
 
 /// Tag on a function whose URL the runner serves locally; its value is the
 /// local URL.
 pub const LOCAL_URL_TAG: &str = "esm-runner:local-url";
-
-/// A function URL the runner serves.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ServedUrl {
-    pub function_name: String,
-    #[serde(skip)]
-    pub function_arn: String,
-    /// Where to send requests, e.g. `http://127.0.0.1:9001/`.
-    pub local_url: String,
-    /// The URL the deployed configuration names (unreachable locally).
-    pub deployed_url: String,
-    /// The deployed `AuthType` (`AWS_IAM`, `NONE`); not enforced locally.
-    pub deployed_auth_type: String,
-}
-
-impl ServedUrl {
-    /// What a caller must know: the URL, and that IAM auth is off.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} serves the function URL of {} (deployed auth {}; IAM auth is off locally: requests are not signed)",
-            self.local_url, self.function_name, self.deployed_auth_type
-        )
-    }
-}
 
 /// The port of the `index`th URL served from `first` (0: any free port).
 pub(crate) fn port_for(first: u16, index: usize) -> u16 {
@@ -147,22 +123,5 @@ mod tests {
         assert_eq!(port_for(9001, 2), 9003);
         assert_eq!(port_for(0, 3), 0);
         assert_eq!(port_for(u16::MAX, 1), 0, "past the last port: a free one");
-    }
-
-    #[test]
-    fn the_description_says_iam_auth_is_off() {
-        let url = ServedUrl {
-            function_name: "hck-api".into(),
-            function_arn: String::new(),
-            local_url: "http://127.0.0.1:9001/".into(),
-            deployed_url: "https://abc.lambda-url.us-east-1.on.aws/".into(),
-            deployed_auth_type: "AWS_IAM".into(),
-        };
-        let text = url.describe();
-        assert!(
-            text.starts_with("http://127.0.0.1:9001/ serves the function URL of hck-api"),
-            "{text}"
-        );
-        assert!(text.contains("IAM auth is off locally"), "{text}");
     }
 }

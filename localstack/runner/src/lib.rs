@@ -50,11 +50,10 @@ use tracing::{info, warn};
 pub use discover::{Mapping, Source};
 pub use error::Error;
 pub use invoke::{FnInvoker, Invocation, Invoke};
-pub use report::{MappingReport, RunReport};
+pub use report::{MappingReport, RunReport, ServedUrl};
 pub use watch::{CargoLambdaWatch, WatchConfig};
 
 pub use ctx::{Clock, DEFAULT_FUNCTION_URL_PORT, RunnerConfig};
-pub use function_url::ServedUrl;
 
 use crate::ctx::{Ctx, Drained};
 use crate::discover::TAKEOVER_TAG_PREFIX;

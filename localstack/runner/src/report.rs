@@ -6,8 +6,6 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::function_url::ServedUrl;
-
 /// Counters of one mapping.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MappingReport {
@@ -38,6 +36,30 @@ pub struct MappingReport {
     pub messages_deleted: u64,
     /// Messages left for the queue to redeliver after the visibility timeout.
     pub messages_returned: u64,
+}
+
+/// A function URL the runner serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServedUrl {
+    pub function_name: String,
+    #[serde(skip)]
+    pub function_arn: String,
+    /// Where to send requests, e.g. `http://127.0.0.1:9001/`.
+    pub local_url: String,
+    /// The URL the deployed configuration names (unreachable locally).
+    pub deployed_url: String,
+    /// The deployed `AuthType` (`AWS_IAM`, `NONE`); not enforced locally.
+    pub deployed_auth_type: String,
+}
+
+impl ServedUrl {
+    /// What a caller must know: the URL, and that IAM auth is off.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} serves the function URL of {} (deployed auth {}; IAM auth is off locally: requests are not signed)",
+            self.local_url, self.function_name, self.deployed_auth_type
+        )
+    }
 }
 
 /// Everything the runner did, per mapping UUID.
@@ -129,5 +151,22 @@ mod tests {
             text.contains("hck-stream-counter") && text.contains("invocations 3"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_description_says_iam_auth_is_off() {
+        let url = ServedUrl {
+            function_name: "hck-api".into(),
+            function_arn: String::new(),
+            local_url: "http://127.0.0.1:9001/".into(),
+            deployed_url: "https://abc.lambda-url.us-east-1.on.aws/".into(),
+            deployed_auth_type: "AWS_IAM".into(),
+        };
+        let text = url.describe();
+        assert!(
+            text.starts_with("http://127.0.0.1:9001/ serves the function URL of hck-api"),
+            "{text}"
+        );
+        assert!(text.contains("IAM auth is off locally"), "{text}");
     }
 }
