@@ -147,7 +147,8 @@ deploy: deploy-check build $(if $(filter local,$(TARGET)),fakecloud-install emul
 	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) deploy --param StreamBatchSize=50  # apply it"
 	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) destroy                           # delete the stack, keep the tables"
 	@echo "  $(COUNTERCTL) --help                                          # every command, flag and exit code"
-	$(if $(filter local,$(TARGET)),@echo "  make local-stop                                                 # stop the local event-source runner (log: .run/local-runner.log)")
+	$(if $(filter local,$(TARGET)),@echo "  curl -i http://127.0.0.1:9001/scopes/acct-1/usage               # the api function, served locally (IAM auth off; README: The API, locally)")
+	$(if $(filter local,$(TARGET)),@echo "  make local-stop                                                 # stop the local event-source runner and the local API (log: .run/local-runner.log)")
 	$(if $(filter local,$(TARGET)),@echo "  make emulator-stop                                              # stop the runner and the local emulator")
 
 # The man page, generated from counterctl's own clap definition.
@@ -159,11 +160,11 @@ man: ## Write counterctl's man page to target/man/counterctl.1 (read it with: ma
 	$(or $(CARGO_TARGET_DIR),target)/debug/counterctl man > $(MAN_DIR)/counterctl.1
 	@echo "$(MAN_DIR)/counterctl.1"
 
-local-run: ## Start the local event-source runner in the background (counterctl local run; make deploy does it)
+local-run: ## Start the local event-source runner and the local API (:9001) in the background (counterctl local run; make deploy does it)
 	$(COUNTERCTL_BUILD)
 	@COUNTERCTL=$(COUNTERCTL) $(LOCAL_RUNNER) start
 
-local-stop: ## Stop the background local event-source runner
+local-stop: ## Stop the background local event-source runner and the local API
 	@$(LOCAL_RUNNER) stop
 
 deploy-check:

@@ -8,7 +8,8 @@
 #
 # Environment:
 #   COUNTERCTL                   the counterctl binary (default: <repo>/target/debug/counterctl)
-#   LOCAL_RUNNER_START_TIMEOUT   seconds `start` waits for the runner's first log line (default 60)
+#   LOCAL_RUNNER_START_TIMEOUT   seconds `start` waits for the runner's first log line (default 300: it
+#                                builds and starts the api binary first, to serve its function URL)
 #
 # State lives in <repo>/.run: local-runner.pid and local-runner.log (the
 # `cargo lambda watch` logs of the handlers are under .run/esm-runner/).
@@ -20,10 +21,12 @@ RUN_DIR="$REPO_ROOT/.run"
 PID_FILE="$RUN_DIR/local-runner.pid"
 LOG_FILE="$RUN_DIR/local-runner.log"
 COUNTERCTL="${COUNTERCTL:-$REPO_ROOT/${CARGO_TARGET_DIR:-target}/debug/counterctl}"
-START_TIMEOUT="${LOCAL_RUNNER_START_TIMEOUT:-60}"
+START_TIMEOUT="${LOCAL_RUNNER_START_TIMEOUT:-300}"
 STOP_TIMEOUT=30
 # Logged by counterctl once it polls (ops-cli/src/commands/local.rs, STARTED).
 READY_LINE="local runner started"
+# Starts the line of each function URL it serves (local.rs, API_LINE), repeated on stdout.
+API_LINE="local API:"
 
 log() { printf 'local-runner.sh: %s\n' "$*" >&2; }
 die() {
@@ -94,7 +97,8 @@ cmd_start() {
         fi
         sleep 0.2
     done
-    log "started (pid $pid), log in ${LOG_FILE#"$REPO_ROOT"/}; it builds the handlers on its first poll. Stop it with: make local-stop"
+    log "started (pid $pid), log in ${LOG_FILE#"$REPO_ROOT"/}; it builds the stream handlers on its first poll. Stop it with: make local-stop"
+    grep -o "$API_LINE.*" "$LOG_FILE" || true
 }
 
 cmd_stop() {

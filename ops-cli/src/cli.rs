@@ -363,7 +363,17 @@ pub struct LocalRunArgs {
     /// Build and run the handlers with --release.
     #[arg(long)]
     pub release: bool,
+
+    /// Serve the stack's api function, with function URL semantics, at http://127.0.0.1:PORT/ (0: any free
+    /// port) while running; IAM auth is off there. Not with --until-idle.
+    #[arg(long, default_value_t = DEFAULT_API_PORT, value_name = "PORT", conflicts_with = "until_idle")]
+    pub api_port: u16,
 }
+
+/// Where `local run` serves the api function unless `--api-port` says
+/// otherwise (the runner's `DEFAULT_FUNCTION_URL_PORT`; a test checks they
+/// agree, this crate parses `local run` also without the runner).
+pub const DEFAULT_API_PORT: u16 = 9001;
 
 #[cfg(test)]
 mod tests {

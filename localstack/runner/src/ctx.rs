@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::discover::{self, Mapping};
 use crate::error::Error;
 use crate::invoke::Invoke;
-use crate::report::{MappingReport, RunReport};
+use crate::report::{MappingReport, RunReport, ServedUrl};
 use crate::watch::WatchConfig;
 
 /// Which emulator the runner plays the mappings of; it decides which of
@@ -51,6 +51,9 @@ impl Host {
         self == Host::LocalStack
     }
 }
+/// Where the first function URL is served unless configured: beside
+/// `cargo lambda watch`'s own default, 9000.
+pub const DEFAULT_FUNCTION_URL_PORT: u16 = 9001;
 
 /// Where the emulator is and how the runner polls it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,6 +82,9 @@ pub struct RunnerConfig {
     /// failed message invisible until its visibility timeout) to come back
     /// and be retried, deleted or redriven to the dead-letter queue.
     pub wait_for_in_flight: bool,
+    /// Loopback port of the first function URL [`crate::Runner::serve_function_urls`]
+    /// serves, the next ones on the ports after it; 0: any free port.
+    pub function_url_port: u16,
 }
 
 impl RunnerConfig {
@@ -96,6 +102,7 @@ impl RunnerConfig {
             functions: None,
             idle_timeout: Duration::from_secs(600),
             wait_for_in_flight: false,
+            function_url_port: DEFAULT_FUNCTION_URL_PORT,
         }
     }
 }
@@ -126,6 +133,8 @@ pub(crate) struct Ctx<I> {
     pub(crate) finished_shards: Mutex<HashSet<(String, String)>>,
     pub(crate) report: Mutex<RunReport>,
     pub(crate) queue_urls: tokio::sync::Mutex<HashMap<String, String>>,
+    /// The function URLs served, untagged when [`crate::Runner::run`] stops.
+    pub(crate) served: Mutex<Vec<ServedUrl>>,
 }
 
 impl<I: Invoke> Ctx<I> {

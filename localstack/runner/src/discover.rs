@@ -145,13 +145,28 @@ pub async fn discover(
     Ok(mappings)
 }
 
-struct FunctionInfo {
-    environment: BTreeMap<String, String>,
+/// Every function deployed in the emulator (`ListFunctions`).
+pub(crate) async fn function_names(lambda: &aws_sdk_lambda::Client) -> Result<Vec<String>, Error> {
+    let mut names = Vec::new();
+    let mut pages = lambda.list_functions().into_paginator().send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| Error::emulator("Lambda", "ListFunctions")(sdk_message(e)))?;
+        names.extend(
+            page.functions()
+                .iter()
+                .filter_map(|f| f.function_name().map(str::to_owned)),
+        );
+    }
+    Ok(names)
+}
+
+pub(crate) struct FunctionInfo {
+    pub(crate) environment: BTreeMap<String, String>,
     tags: BTreeMap<String, String>,
 }
 
 /// `GetFunction`: the configuration (environment) and the tags in one call.
-async fn function_info(lambda: &aws_sdk_lambda::Client, function_name: &str) -> Result<FunctionInfo, Error> {
+pub(crate) async fn function_info(lambda: &aws_sdk_lambda::Client, function_name: &str) -> Result<FunctionInfo, Error> {
     let out = lambda
         .get_function()
         .function_name(function_name)

@@ -35,6 +35,8 @@ pub enum Error {
         log: PathBuf,
         tail: String,
     },
+    #[error("cannot serve on 127.0.0.1:{port}: {message}; free the port or choose another (`--api-port`, 0 for any)")]
+    PortUnavailable { port: u16, message: String },
     #[error("invoking {function} failed before it returned: {message}")]
     Invoke { function: String, message: String },
     #[error("{0}")]

@@ -2,6 +2,7 @@
 //! the Lambda invoke API of `cargo lambda watch` ([`crate::watch`]), which
 //! runs the real handler binaries, and an in-process closure for tests.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -43,6 +44,20 @@ pub trait Invoke: Send + Sync + 'static {
         let _ = mappings;
         async { Ok(()) }
     }
+
+    /// Serves `function_name`, with `environment`, over HTTP on loopback
+    /// `port` (0: any free port) with Lambda function URL semantics
+    /// ([`crate::function_url`]); returns its URL, or `None` when this
+    /// invoker cannot serve HTTP (the in-process test double).
+    fn serve_url(
+        &self,
+        function_name: &str,
+        environment: &BTreeMap<String, String>,
+        port: u16,
+    ) -> impl Future<Output = Result<Option<String>, Error>> + Send {
+        let _ = (function_name, environment, port);
+        async { Ok(None) }
+    }
 }
 
 impl<T: Invoke> Invoke for Arc<T> {
@@ -52,6 +67,15 @@ impl<T: Invoke> Invoke for Arc<T> {
 
     fn prepare(&self, mappings: &[Mapping]) -> impl Future<Output = Result<(), Error>> + Send {
         T::prepare(self, mappings)
+    }
+
+    fn serve_url(
+        &self,
+        function_name: &str,
+        environment: &BTreeMap<String, String>,
+        port: u16,
+    ) -> impl Future<Output = Result<Option<String>, Error>> + Send {
+        T::serve_url(self, function_name, environment, port)
     }
 }
 

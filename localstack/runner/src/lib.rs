@@ -35,6 +35,7 @@ pub mod batch;
 mod ctx;
 pub mod discover;
 pub mod error;
+pub mod function_url;
 pub mod invoke;
 pub mod report;
 pub mod sqs;
@@ -56,20 +57,25 @@ use tracing::{info, warn};
 pub use discover::{Mapping, Source};
 pub use error::Error;
 pub use invoke::{FnInvoker, Invocation, Invoke};
-pub use report::{MappingReport, RunReport};
+pub use report::{MappingReport, RunReport, ServedUrl};
 pub use watch::{CargoLambdaWatch, WatchConfig};
 
-pub use ctx::{Clock, Host, RunnerConfig};
+pub use ctx::{Clock, DEFAULT_FUNCTION_URL_PORT, Host, RunnerConfig};
 
 use crate::ctx::{Ctx, Drained};
 use crate::discover::TAKEOVER_TAG_PREFIX;
 use crate::error::sdk_message;
 
-/// Plays the deployed mappings through `cargo lambda watch` until
-/// `shutdown` completes; the batch in flight on each source finishes first.
+/// Serves the deployed function URLs and plays the deployed mappings
+/// through `cargo lambda watch` until `shutdown` completes; the batch in
+/// flight on each source finishes first, then the watch processes stop.
 pub async fn run(config: RunnerConfig, shutdown: impl Future<Output = ()>) -> Result<RunReport, Error> {
     let invoker = CargoLambdaWatch::new(config.watch.clone(), &config.endpoint, &config.region)?;
-    Runner::connect(config, invoker).await?.run(shutdown).await
+    let runner = Runner::connect(config, invoker).await?;
+    for url in runner.serve_function_urls().await? {
+        info!("{}", url.describe());
+    }
+    runner.run(shutdown).await
 }
 
 /// Plays the deployed mappings through `cargo lambda watch` until every
@@ -128,6 +134,7 @@ impl<I: Invoke> Runner<I> {
                 finished_shards: Mutex::default(),
                 report: Mutex::default(),
                 queue_urls: tokio::sync::Mutex::default(),
+                served: Mutex::default(),
             }),
             taken_over: Mutex::default(),
         })
@@ -152,6 +159,28 @@ impl<I: Invoke> Runner<I> {
     /// The last sequence number processed on a shard, if any.
     pub fn checkpoint(&self, uuid: &str, shard_id: &str) -> Option<String> {
         self.ctx.checkpoint(uuid, shard_id)
+    }
+
+    /// Serves the function URLs of the configured functions (all deployed
+    /// ones when none are configured) on loopback, from
+    /// `function_url_port` on, through the invoker ([`function_url`]);
+    /// [`Runner::run`] stops serving them when it stops. Returns what is
+    /// served (nothing with an invoker that cannot serve HTTP).
+    pub async fn serve_function_urls(&self) -> Result<Vec<ServedUrl>, Error> {
+        let ctx = &self.ctx;
+        let functions = match &ctx.config.functions {
+            Some(functions) => functions.clone(),
+            None => discover::function_names(&ctx.lambda).await?,
+        };
+        let first_port = ctx.config.function_url_port;
+        let served = function_url::serve(&ctx.lambda, &ctx.invoker, &functions, first_port).await?;
+        ctx.served.lock().expect("served lock").extend(served.iter().cloned());
+        ctx.report
+            .lock()
+            .expect("report lock")
+            .function_urls
+            .clone_from(&served);
+        Ok(served)
     }
 
     /// Reads the mappings, takes SQS ones over from the emulator's own
@@ -450,6 +479,8 @@ impl<I: Invoke> Runner<I> {
             }
         }
         self.stop(&mut set).await;
+        let served = std::mem::take(&mut *self.ctx.served.lock().expect("served lock"));
+        function_url::unserve(&self.ctx.lambda, &served).await;
         Ok(self.report())
     }
 }

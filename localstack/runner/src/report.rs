@@ -38,10 +38,37 @@ pub struct MappingReport {
     pub messages_returned: u64,
 }
 
+/// A function URL the runner serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServedUrl {
+    pub function_name: String,
+    #[serde(skip)]
+    pub function_arn: String,
+    /// Where to send requests, e.g. `http://127.0.0.1:9001/`.
+    pub local_url: String,
+    /// The URL the deployed configuration names (unreachable locally).
+    pub deployed_url: String,
+    /// The deployed `AuthType` (`AWS_IAM`, `NONE`); not enforced locally.
+    pub deployed_auth_type: String,
+}
+
+impl ServedUrl {
+    /// What a caller must know: the URL, and that IAM auth is off.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} serves the function URL of {} (deployed auth {}; IAM auth is off locally: requests are not signed)",
+            self.local_url, self.function_name, self.deployed_auth_type
+        )
+    }
+}
+
 /// Everything the runner did, per mapping UUID.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RunReport {
     pub mappings: BTreeMap<String, MappingReport>,
+    /// The function URLs served on loopback while the runner ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub function_urls: Vec<ServedUrl>,
 }
 
 impl RunReport {
@@ -62,6 +89,9 @@ impl RunReport {
 
 impl fmt::Display for RunReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for url in &self.function_urls {
+            writeln!(f, "served {}", url.describe())?;
+        }
         if self.mappings.is_empty() {
             return writeln!(f, "no event source mappings played");
         }
@@ -121,5 +151,22 @@ mod tests {
             text.contains("hck-stream-counter") && text.contains("invocations 3"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_description_says_iam_auth_is_off() {
+        let url = ServedUrl {
+            function_name: "hck-api".into(),
+            function_arn: String::new(),
+            local_url: "http://127.0.0.1:9001/".into(),
+            deployed_url: "https://abc.lambda-url.us-east-1.on.aws/".into(),
+            deployed_auth_type: "AWS_IAM".into(),
+        };
+        let text = url.describe();
+        assert!(
+            text.starts_with("http://127.0.0.1:9001/ serves the function URL of hck-api"),
+            "{text}"
+        );
+        assert!(text.contains("IAM auth is off locally"), "{text}");
     }
 }

@@ -11,7 +11,9 @@
 //! `--env-var KEY=VALUE` (repeatable; values are split at commas, so a value
 //! holding one is passed through the process environment instead, which the
 //! function inherits), `--ignore-changes` (no reload while the runner uses
-//! it), `--manifest-path`, `--release`. The invoke route is
+//! it), `--bin` (this function's binary only, which makes it the default
+//! function, answering function URL requests at `/`), `--disable-cors`,
+//! `--manifest-path`, `--release`. The invoke route is
 //! `POST /2015-03-31/functions/{function_name}/invocations`, where the
 //! function name is the binary's name
 //! (`crates/cargo-lambda-watch/src/trigger_router.rs` at tag v1.9.2). A
@@ -191,6 +193,15 @@ impl CargoLambdaWatch {
         })
     }
 
+    /// The handler binary a deployed function runs.
+    fn binary(&self, function_name: &str) -> Result<String, Error> {
+        binary_for(function_name, &self.binaries).ok_or_else(|| Error::UnknownFunction {
+            function: function_name.to_owned(),
+            handlers_dir: self.config.workspace.join("handlers"),
+            known: self.binaries.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
+    }
+
     fn cargo_lambda(&self) -> Result<PathBuf, Error> {
         if let Some(path) = &self.config.cargo_lambda {
             return Ok(path.clone());
@@ -228,6 +239,7 @@ impl CargoLambdaWatch {
         for binary in binaries {
             command.args(["--bin", binary]);
         }
+        without_package_env(&mut command);
         let rendered = format!("{command:?}");
         info!(command = %rendered, "building the handler binaries");
         let out = command.stdin(Stdio::null()).output().await.map_err(|e| Error::Build {
@@ -244,8 +256,24 @@ impl CargoLambdaWatch {
         }
     }
 
-    async fn start(&self, function_name: &str, binary: &str, env: &BTreeMap<String, String>) -> Result<Target, Error> {
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    /// Starts a watch of `binary` alone (so it is also the default
+    /// function, served at `/`) on loopback `port`, 0 for a free one.
+    async fn start(
+        &self,
+        function_name: &str,
+        binary: &str,
+        env: &BTreeMap<String, String>,
+        port: u16,
+    ) -> Result<Target, Error> {
+        // A taken port would make the readiness check below talk to
+        // whoever holds it: refuse it here, with the port in the message.
+        let port = TcpListener::bind(("127.0.0.1", port))
+            .and_then(|listener| listener.local_addr())
+            .map_err(|e| Error::PortUnavailable {
+                port,
+                message: e.to_string(),
+            })?
+            .port();
         let address = format!("127.0.0.1:{port}");
         let log = self.log_dir()?.join(format!("watch-{function_name}-{port}.log"));
         let log_file = std::fs::File::create(&log)?;
@@ -253,6 +281,9 @@ impl CargoLambdaWatch {
         command
             .args(["lambda", "watch", "--ignore-changes", "--invoke-address", "127.0.0.1"])
             .args(["--invoke-port", &port.to_string()])
+            .args(["--bin", binary])
+            // A function URL answers CORS only as configured; the kit's has none.
+            .arg("--disable-cors")
             .arg("--manifest-path")
             .arg(self.config.workspace.join("Cargo.toml"));
         if self.config.release {
@@ -265,6 +296,7 @@ impl CargoLambdaWatch {
                 command.arg("--env-var").arg(format!("{key}={value}"));
             }
         }
+        without_package_env(&mut command);
         command
             .current_dir(&self.config.workspace)
             .stdin(Stdio::null())
@@ -302,32 +334,90 @@ impl CargoLambdaWatch {
     }
 
     async fn post(&self, target: &Target, payload: &Value) -> Result<(u16, Option<String>, Bytes), String> {
-        let stream = tokio::net::TcpStream::connect(&target.address)
-            .await
-            .map_err(|e| e.to_string())?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(connection);
         let request = hyper::Request::post(format!("/2015-03-31/functions/{}/invocations", target.binary))
             .header(HOST, &target.address)
             .header(CONTENT_TYPE, "application/json")
             .body(Full::new(Bytes::from(payload.to_string())))
             .map_err(|e| e.to_string())?;
-        let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+        let response = send(&target.address, request).await?;
         let status = response.status().as_u16();
         let function_error = response
             .headers()
             .get("X-Amz-Function-Error")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        Ok((status, function_error, body))
+        Ok((status, function_error, response.into_body()))
+    }
+
+    /// Sends `GET /` to a served function URL until it answers (the first
+    /// request starts the binary), so the URL answers at once once
+    /// reported. Any HTTP answer will do: `/` is no route of the API.
+    async fn warm_up(&self, function_name: &str, target: &Target) -> Result<(), Error> {
+        let request = || {
+            hyper::Request::get("/")
+                .header(HOST, &target.address)
+                .body(Full::new(Bytes::new()))
+                .map_err(|e| e.to_string())
+        };
+        let response = tokio::time::timeout(self.config.startup_timeout, async {
+            send(&target.address, request()?).await
+        })
+        .await
+        .map_err(|_| format!("no answer within {:?}", self.config.startup_timeout))
+        .and_then(|answer| answer);
+        match response {
+            Ok(response) => {
+                info!(function = %function_name, status = response.status().as_u16(), "function URL answers");
+                Ok(())
+            }
+            Err(message) => Err(Error::Invoke {
+                function: function_name.to_owned(),
+                message: format!(
+                    "its function URL at {} did not answer `GET /`: {message}",
+                    target.address
+                ),
+            }),
+        }
+    }
+}
+
+/// One HTTP/1.1 request to `address`; the whole response body read.
+async fn send(address: &str, request: hyper::Request<Full<Bytes>>) -> Result<hyper::Response<Bytes>, String> {
+    let stream = tokio::net::TcpStream::connect(address)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+    Ok(hyper::Response::from_parts(parts, body))
+}
+
+/// Removes what Cargo sets for the package it builds or runs
+/// (`CARGO_PKG_NAME`, `CARGO_MANIFEST_DIR`, `OUT_DIR`, ...) from a child
+/// cargo's environment. Under `cargo test` this process has them, and
+/// build scripts that declare them with `rerun-if-env-changed` (ring's do)
+/// would otherwise be rerun, and everything above them recompiled, each
+/// time the runner and a cargo run from a shell take turns.
+fn without_package_env(command: &mut Command) {
+    const EXACT: [&str; 8] = [
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "OUT_DIR",
+    ];
+    for (key, _) in std::env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        if EXACT.contains(&key) || key.starts_with("CARGO_PKG_") || key.starts_with("CARGO_BIN_EXE_") {
+            command.env_remove(key);
+        }
     }
 }
 
@@ -344,11 +434,7 @@ impl Invoke for CargoLambdaWatch {
             if targets.contains_key(&mapping.function_name) || new.contains_key(&mapping.function_name) {
                 continue;
             }
-            let binary = binary_for(&mapping.function_name, &self.binaries).ok_or_else(|| Error::UnknownFunction {
-                function: mapping.function_name.clone(),
-                handlers_dir: self.config.workspace.join("handlers"),
-                known: self.binaries.keys().cloned().collect::<Vec<_>>().join(", "),
-            })?;
+            let binary = self.binary(&mapping.function_name)?;
             new.insert(mapping.function_name.clone(), (binary, mapping.environment.clone()));
         }
         if new.is_empty() {
@@ -370,10 +456,34 @@ impl Invoke for CargoLambdaWatch {
         binaries.dedup();
         self.build(&binaries).await?;
         for (function, (binary, env)) in new {
-            let target = self.start(&function, &binary, &env).await?;
+            let target = self.start(&function, &binary, &env, 0).await?;
             targets.insert(function, Arc::new(target));
         }
         Ok(())
+    }
+
+    async fn serve_url(
+        &self,
+        function_name: &str,
+        environment: &BTreeMap<String, String>,
+        port: u16,
+    ) -> Result<Option<String>, Error> {
+        let binary = self.binary(function_name)?;
+        if let Some(address) = &self.config.attach {
+            // The user's watch serves every binary of the workspace: its
+            // function URL route names the binary.
+            return Ok(Some(format!("http://{address}/lambda-url/{binary}/")));
+        }
+        let mut targets = self.targets.lock().await;
+        if let Some(target) = targets.get(function_name) {
+            return Ok(Some(format!("http://{}/", target.address)));
+        }
+        self.build(std::slice::from_ref(&binary)).await?;
+        let target = self.start(function_name, &binary, environment, port).await?;
+        self.warm_up(function_name, &target).await?;
+        let url = format!("http://{}/", target.address);
+        targets.insert(function_name.to_owned(), Arc::new(target));
+        Ok(Some(url))
     }
 
     async fn invoke(&self, function_name: &str, payload: Value) -> Result<Invocation, Error> {

@@ -7,6 +7,11 @@
 //! running with `--attach`), with the mappings' batch size, filter,
 //! bisect, retry, record age and on-failure semantics.
 //!
+//! While it runs until stopped it also serves the api function's URL on
+//! loopback (`--api-port`, default 9001): the real `api` binary under its
+//! own `cargo lambda watch`, with function URL semantics and IAM auth off
+//! (`esm_runner::function_url`); `counterctl status` shows the URL.
+//!
 //! It runs until Ctrl-C or SIGTERM (`make local-stop`); the batch in flight
 //! on each source finishes first. `--until-idle` drains what the sources
 //! hold now and exits. Progress is logged on stderr (tracing, `RUST_LOG`);
@@ -38,6 +43,10 @@ pub const LOG_FILTER: &str = "warn,esm_runner=info,ops_cli=info";
 /// The line `localstack/local-runner.sh start` waits for in the log.
 pub const STARTED: &str = "local runner started";
 
+/// Starts the log line of each function URL served, which
+/// `localstack/local-runner.sh start` repeats (so `make deploy` prints it).
+pub const API_LINE: &str = "local API:";
+
 /// The stack outputs naming the functions whose mappings are played.
 const FUNCTIONS: [&str; 3] = [
     stack::outputs::STREAM_COUNTER_FUNCTION,
@@ -66,6 +75,7 @@ pub fn runner_config(
     config.wait_for_in_flight = options.wait_for_in_flight;
     config.watch.attach.clone_from(&options.attach);
     config.watch.release = options.release;
+    config.function_url_port = options.api_port.unwrap_or(0);
     config
 }
 
@@ -140,6 +150,11 @@ pub async fn run(ctx: &Context<'_>, options: &LocalRunOptions) -> Result<LocalRu
     // From here on the runner logs through tracing; the spinner would
     // garble those lines.
     ctx.ui.finish();
+    if options.api_port.is_some() {
+        for url in runner.serve_function_urls().await? {
+            info!("{API_LINE} {}", url.describe());
+        }
+    }
     info!(
         stack = %ctx.config.stack_name,
         %endpoint,
@@ -284,6 +299,13 @@ mod tests {
     }
 
     #[test]
+    fn the_background_script_waits_for_the_started_line_and_repeats_the_api_line() {
+        let script = include_str!("../../../localstack/local-runner.sh");
+        assert!(script.contains(&format!("READY_LINE=\"{STARTED}\"")), "STARTED");
+        assert!(script.contains(&format!("API_LINE=\"{API_LINE}\"")), "API_LINE");
+    }
+
+    #[test]
     fn the_runner_plays_only_the_stacks_functions_with_the_given_settings() {
         let parsed = LocalRunOptions::parse(
             &["--poll-interval", "100", "--attach", "127.0.0.1:9000", "--release"],
@@ -303,5 +325,15 @@ mod tests {
         assert_eq!(config.watch.attach.as_deref(), Some("127.0.0.1:9000"));
         assert!(config.watch.release);
         assert_eq!(config.watch.workspace, PathBuf::from("/kit"));
+        assert_eq!(config.function_url_port, crate::cli::DEFAULT_API_PORT);
+        let idle = LocalRunOptions::parse(&["--until-idle"], Target::Local).unwrap();
+        let config = runner_config(
+            "http://127.0.0.1:4566",
+            "us-east-1",
+            PathBuf::from("/kit"),
+            vec![],
+            &idle,
+        );
+        assert_eq!(config.function_url_port, 0, "nothing is served, no port is held");
     }
 }

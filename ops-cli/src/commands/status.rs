@@ -30,6 +30,9 @@ pub struct StatusReport {
     pub mappings: Vec<MappingStatus>,
     pub queues: Vec<QueueStatus>,
     pub alarms: Vec<AlarmStatus>,
+    /// The example HTTP API's function URL, deployed and (locally) served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api: Option<ApiStatus>,
     /// What needs an operator; empty when all is well.
     pub attention: Vec<String>,
 }
@@ -80,6 +83,31 @@ pub struct QueueStatus {
     pub problem: Option<String>,
 }
 
+/// The api function's URL. On the embedded emulator nothing answers at
+/// the deployed URL; the local runner serves the function on loopback
+/// instead, without IAM auth, and tags the function with that URL.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ApiStatus {
+    pub function_name: String,
+    /// The deployed function URL (the stack output).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The deployed `AuthType`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth_type: Option<String>,
+    /// `--target local`: where the local runner serves the function.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_url: Option<String>,
+    /// Whether `local_url` accepts connections now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_answering: Option<bool>,
+    /// `false` at `local_url`: requests are not signed or checked there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_iam_auth: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct AlarmStatus {
     pub name: String,
@@ -101,6 +129,9 @@ const ALARMS: [&str; 2] = [stack::outputs::DLQ2_ALARM_NAME, stack::outputs::ITER
 /// `discover::TAKEOVER_TAG_PREFIX` and the mapping's UUID), read here in
 /// every build, also one without the runner (a test checks they agree).
 const TAKEOVER_TAG_PREFIX: &str = "esm-runner:plays:";
+/// The tag the local runner puts on a function whose URL it serves
+/// (`esm_runner::function_url::LOCAL_URL_TAG`), valued with the local URL.
+const LOCAL_URL_TAG: &str = "esm-runner:local-url";
 
 pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
     let cfn = &ctx.clients.cloudformation;
@@ -129,6 +160,10 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
     }
     let names: Vec<String> = ALARMS.iter().filter_map(|o| stack.outputs.get(*o).cloned()).collect();
     let alarms = alarms(ctx, &names).await?;
+    let api = match stack.outputs.get(stack::outputs::API_FUNCTION) {
+        Some(function) => Some(api(ctx, function, stack.outputs.get(stack::outputs::API_FUNCTION_URL)).await),
+        None => None,
+    };
 
     let attention = attention(&stack.status, &mappings, &queues, &alarms);
     Ok(StatusReport {
@@ -142,8 +177,53 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
         mappings,
         queues,
         alarms,
+        api,
         attention,
     })
+}
+
+async fn api(ctx: &Context<'_>, function: &str, url: Option<&String>) -> ApiStatus {
+    let mut status = ApiStatus {
+        function_name: function.to_owned(),
+        url: url.cloned(),
+        ..ApiStatus::default()
+    };
+    let lambda = &ctx.clients.lambda;
+    let config = match lambda.get_function_url_config().function_name(function).send().await {
+        Ok(config) => config,
+        Err(err) => {
+            status.problem = Some(error::aws("GetFunctionUrlConfig")(err).to_string());
+            return status;
+        }
+    };
+    status.auth_type = Some(config.auth_type().as_str().to_owned());
+    if ctx.clients.target != crate::cli::Target::Local {
+        return status;
+    }
+    status.local_iam_auth = Some(false);
+    if let Ok(tags) = lambda.list_tags().resource(config.function_arn()).send().await {
+        status.local_url = tags.tags().and_then(|t| t.get(LOCAL_URL_TAG)).cloned();
+    }
+    if let Some(local) = &status.local_url {
+        status.local_answering = Some(answers(local).await);
+    }
+    status
+}
+
+/// Whether the `http://HOST:PORT/...` URL accepts a connection within a second.
+async fn answers(url: &str) -> bool {
+    let Some(address) = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split('/').next())
+        .filter(|a| !a.is_empty())
+    else {
+        return false;
+    };
+    let connect = tokio::net::TcpStream::connect(address.to_owned());
+    matches!(
+        tokio::time::timeout(std::time::Duration::from_secs(1), connect).await,
+        Ok(Ok(_))
+    )
 }
 
 async fn mapping(ctx: &Context<'_>, name: &str, uuid: &str) -> MappingStatus {
@@ -363,6 +443,9 @@ impl fmt::Display for StatusReport {
                 None => writeln!(f, "  {}  {}", a.name, opt(a.state.as_deref()))?,
             }
         }
+        if let Some(api) = &self.api {
+            write!(f, "{api}")?;
+        }
         writeln!(f, "Outputs:")?;
         let width = self.outputs.keys().map(String::len).max().unwrap_or(0);
         for (key, value) in &self.outputs {
@@ -380,9 +463,91 @@ impl fmt::Display for StatusReport {
     }
 }
 
+impl fmt::Display for ApiStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "API (function URL of {}):", self.function_name)?;
+        if let Some(problem) = &self.problem {
+            return writeln!(f, "  {problem}");
+        }
+        writeln!(
+            f,
+            "  deployed  {}  auth {}",
+            opt(self.url.as_deref()),
+            opt(self.auth_type.as_deref())
+        )?;
+        if self.local_iam_auth.is_none() {
+            return Ok(());
+        }
+        match (&self.local_url, self.local_answering) {
+            (Some(url), Some(true)) => writeln!(
+                f,
+                "  local     {url}  served by the local runner; IAM auth is off locally (requests are not signed)"
+            ),
+            (Some(url), _) => writeln!(
+                f,
+                "  local     {url}  not answering: the runner that served it is gone; start it with `make local-run`"
+            ),
+            (None, _) => writeln!(
+                f,
+                "  local     not served: the local runner serves it while it runs (`make local-run`)"
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "local")]
+    #[test]
+    fn the_local_url_tag_is_the_local_runners() {
+        assert_eq!(LOCAL_URL_TAG, esm_runner::function_url::LOCAL_URL_TAG);
+    }
+
+    #[test]
+    fn the_local_api_line_says_where_and_that_iam_auth_is_off() {
+        let mut api = ApiStatus {
+            function_name: "hck-api".into(),
+            url: Some("https://abc.lambda-url.us-east-1.on.aws/".into()),
+            auth_type: Some("AWS_IAM".into()),
+            local_url: Some("http://127.0.0.1:9001/".into()),
+            local_answering: Some(true),
+            local_iam_auth: Some(false),
+            problem: None,
+        };
+        let text = api.to_string();
+        assert!(
+            text.contains("deployed  https://abc.lambda-url.us-east-1.on.aws/  auth AWS_IAM"),
+            "{text}"
+        );
+        assert!(
+            text.contains("local     http://127.0.0.1:9001/  served by the local runner; IAM auth is off locally"),
+            "{text}"
+        );
+        api.local_answering = Some(false);
+        assert!(api.to_string().contains("not answering"), "{api}");
+        api.local_url = None;
+        assert!(api.to_string().contains("not served"), "{api}");
+        api.local_iam_auth = None;
+        assert!(
+            !api.to_string().contains("local "),
+            "no local line off the emulator: {api}"
+        );
+    }
+
+    #[tokio::test]
+    async fn only_a_listening_loopback_url_answers() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        assert!(answers(&url).await);
+        drop(listener);
+        assert!(!answers(&url).await, "a closed port");
+        assert!(
+            !answers("https://abc.lambda-url.us-east-1.on.aws/").await,
+            "not a local URL"
+        );
+    }
 
     #[cfg(feature = "local")]
     #[test]

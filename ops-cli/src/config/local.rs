@@ -21,6 +21,10 @@ pub struct LocalRunOptions {
     /// mappings in LocalStack, whose own copies it disables while it plays
     /// and enables again when it stops.
     pub localstack: bool,
+    /// Where the api function's URL is served (0: any free port); `None`
+    /// with `--until-idle`, which serves nothing, and on LocalStack, which
+    /// serves function URLs itself.
+    pub api_port: Option<u16>,
 }
 
 /// The path LocalStack answers its health on.
@@ -73,6 +77,7 @@ impl LocalRunOptions {
             attach,
             release: args.release,
             localstack: target == Target::Localstack,
+            api_port: (!args.until_idle && target != Target::Localstack).then_some(args.api_port),
         })
     }
 
@@ -123,6 +128,26 @@ mod tests {
         assert_eq!(parsed.poll_interval, Duration::from_millis(250));
         assert!(!parsed.until_idle);
         assert_eq!(parsed.attach, None);
+        assert_eq!(parsed.api_port, Some(crate::cli::DEFAULT_API_PORT));
+    }
+
+    #[test]
+    fn the_api_is_served_only_while_running_until_stopped() {
+        assert_eq!(options(&["--api-port", "0"], Target::Local).unwrap().api_port, Some(0));
+        assert_eq!(options(&["--until-idle"], Target::Local).unwrap().api_port, None);
+        assert_eq!(
+            options(&[], Target::Localstack).unwrap().api_port,
+            None,
+            "LocalStack serves function URLs itself"
+        );
+        let err = options(&["--until-idle", "--api-port", "9100"], Target::Local).unwrap_err();
+        assert_eq!(err.exit_code(), crate::exit::USAGE, "{err}");
+    }
+
+    #[cfg(feature = "local")]
+    #[test]
+    fn the_default_api_port_is_the_runners() {
+        assert_eq!(crate::cli::DEFAULT_API_PORT, esm_runner::DEFAULT_FUNCTION_URL_PORT);
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod audit;
 mod cost;
 mod deploy;
 mod faults;
+mod local_api;
 mod missing_stack;
 mod operations;
 mod pipeline;
