@@ -308,7 +308,7 @@ pub async fn assert_invariants(
 #[derive(Clone)]
 pub struct KitFunctions {
     processor: Processor<DynamoStore>,
-    streams: aws_sdk_dynamodbstreams::Client,
+    sources: dlq_reprocessor::Sources,
     sqs: aws_sdk_sqs::Client,
     lambda: aws_sdk_lambda::Client,
     permanent: std::sync::Arc<tokio::sync::Mutex<std::collections::HashMap<String, PermanentFailures>>>,
@@ -321,7 +321,10 @@ impl KitFunctions {
     pub fn new(processor: Processor<DynamoStore>, sdk: &SdkConfig) -> Self {
         Self {
             processor,
-            streams: aws_sdk_dynamodbstreams::Client::new(sdk),
+            sources: dlq_reprocessor::Sources {
+                streams: aws_sdk_dynamodbstreams::Client::new(sdk),
+                s3: aws_sdk_s3::Client::new(sdk),
+            },
             sqs: aws_sdk_sqs::Client::new(sdk),
             lambda: aws_sdk_lambda::Client::new(sdk),
             permanent: Default::default(),
@@ -361,7 +364,7 @@ impl KitFunctions {
         let result = match (self.permanent_failures(function).await, serde_json::from_value(payload)) {
             (Ok(permanent), Ok(event)) => dlq_reprocessor::handle_dlq_event(
                 &self.processor,
-                &self.streams,
+                &self.sources,
                 &permanent,
                 lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
             )

@@ -1,8 +1,8 @@
 //! Lambda entry point of the DLQ reprocessor: builds the processor, the
-//! Streams client and the route of permanent failures to DLQ2 once, and
+//! Streams and S3 clients and the route of permanent failures to DLQ2 once, and
 //! hands every DLQ1 batch to [`dlq_reprocessor::handle_dlq_event`].
 
-use dlq_reprocessor::{PermanentFailures, handle_dlq_event};
+use dlq_reprocessor::{PermanentFailures, Sources, handle_dlq_event};
 use hybrid_counter_aws::lambda::{init_tracing, processor_from_env};
 use lambda_runtime::{Error, service_fn};
 
@@ -10,10 +10,13 @@ use lambda_runtime::{Error, service_fn};
 async fn main() -> Result<(), Error> {
     init_tracing();
     let (processor, sdk) = processor_from_env().await?;
-    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+    let sources = Sources {
+        streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
+        s3: aws_sdk_s3::Client::new(&sdk),
+    };
     let permanent = PermanentFailures::from_lookup(aws_sdk_sqs::Client::new(&sdk), |name| std::env::var(name).ok())?;
     lambda_runtime::run(service_fn(|event| {
-        handle_dlq_event(&processor, &streams, &permanent, event)
+        handle_dlq_event(&processor, &sources, &permanent, event)
     }))
     .await
 }
