@@ -196,7 +196,10 @@ impl FailedBatchObject {
         {
             return Err(wrong_stream(foreign));
         }
-        let (first, last) = (records.first().map(sequence_number), records.last().map(sequence_number));
+        let (first, last) = (
+            records.first().map(sequence_number),
+            records.last().map(sequence_number),
+        );
         if first != Some(info.start_sequence_number.as_str()) || last != Some(info.end_sequence_number.as_str()) {
             return Err(garbage(format!(
                 "its payload runs {first:?}..={last:?}, its record says {}..={}",
@@ -319,7 +322,10 @@ mod tests {
     #[test]
     fn the_s3_test_event_is_recognised_and_names_no_batch() {
         assert_eq!(Dlq1Message::parse(TEST_EVENT).unwrap(), Dlq1Message::S3TestEvent);
-        assert_eq!(Dlq1Message::parse_of(TEST_EVENT, STREAM).unwrap(), Dlq1Message::S3TestEvent);
+        assert_eq!(
+            Dlq1Message::parse_of(TEST_EVENT, STREAM).unwrap(),
+            Dlq1Message::S3TestEvent
+        );
     }
 
     #[test]
@@ -330,7 +336,10 @@ mod tests {
         };
         assert_eq!(record.batch_info.stream_arn, STREAM);
         let err = Dlq1Message::parse_of(body, "arn:other").unwrap_err();
-        assert!(matches!(err, ReplayError::WrongStream { .. }) && err.is_permanent(), "{err}");
+        assert!(
+            matches!(err, ReplayError::WrongStream { .. }) && err.is_permanent(),
+            "{err}"
+        );
     }
 
     #[test]
@@ -394,7 +403,10 @@ mod tests {
         ];
         for body in garbage {
             let err = FailedBatchObject::from_bytes_of(body.as_bytes(), &at, STREAM).unwrap_err();
-            assert!(matches!(err, ReplayError::NotAFailedBatchObject { .. }), "{body}: {err}");
+            assert!(
+                matches!(err, ReplayError::NotAFailedBatchObject { .. }),
+                "{body}: {err}"
+            );
             assert!(err.is_permanent() && err.to_string().contains(&at.to_string()), "{err}");
         }
         let other = "arn:aws:dynamodb:us-east-1:123456789012:table/other/stream/2026-01-01T00:00:00.000";
@@ -413,7 +425,10 @@ mod tests {
             v["payload"] = payload.to_string().into();
         });
         let err = FailedBatchObject::from_bytes_of(mixed.as_bytes(), &at, STREAM).unwrap_err();
-        assert!(matches!(&err, ReplayError::WrongStream { stream_arn, .. } if stream_arn == other), "{err}");
+        assert!(
+            matches!(&err, ReplayError::WrongStream { stream_arn, .. } if stream_arn == other),
+            "{err}"
+        );
     }
 
     #[test]
@@ -421,7 +436,10 @@ mod tests {
         let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_400_029);
         let key = object_key("7a3f09c2", "shardId-0001", at);
         let (prefix, id) = key.split_at("aws/lambda/7a3f09c2/shardId-0001/2026/11/23/2026-11-23T02.13.49-".len());
-        assert_eq!(prefix, "aws/lambda/7a3f09c2/shardId-0001/2026/11/23/2026-11-23T02.13.49-");
+        assert_eq!(
+            prefix,
+            "aws/lambda/7a3f09c2/shardId-0001/2026/11/23/2026-11-23T02.13.49-"
+        );
         assert!(uuid::Uuid::parse_str(id).is_ok(), "{key}");
     }
 

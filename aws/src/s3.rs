@@ -108,7 +108,11 @@ mod tests {
     fn serves(body: &'static str) -> Rule {
         mock!(aws_sdk_s3::Client::get_object)
             .match_requests(|r| r.bucket() == Some("failed-batches") && r.key() == Some(at().key.as_str()))
-            .then_output(move || GetObjectOutput::builder().body(ByteStream::from_static(body.as_bytes())).build())
+            .then_output(move || {
+                GetObjectOutput::builder()
+                    .body(ByteStream::from_static(body.as_bytes()))
+                    .build()
+            })
     }
 
     #[tokio::test]
@@ -124,7 +128,12 @@ mod tests {
         let rule = mock!(aws_sdk_s3::Client::get_object)
             .then_error(|| GetObjectError::NoSuchKey(NoSuchKey::builder().message("gone").build()));
         let err = fetch_failed_batch(&client(&rule), &at(), STREAM).await.unwrap_err();
-        assert_eq!(err, ReplayError::ObjectMissing { object: at().to_string() });
+        assert_eq!(
+            err,
+            ReplayError::ObjectMissing {
+                object: at().to_string()
+            }
+        );
         assert!(err.is_permanent());
     }
 
@@ -132,7 +141,10 @@ mod tests {
     async fn a_garbage_object_is_a_permanent_failure_and_a_refused_read_is_retried() {
         let garbage = serves("{\"hello\": 1}");
         let err = fetch_failed_batch(&client(&garbage), &at(), STREAM).await.unwrap_err();
-        assert!(matches!(err, ReplayError::NotAFailedBatchObject { .. }) && err.is_permanent(), "{err}");
+        assert!(
+            matches!(err, ReplayError::NotAFailedBatchObject { .. }) && err.is_permanent(),
+            "{err}"
+        );
 
         let slow = mock!(aws_sdk_s3::Client::get_object).then_error(|| {
             GetObjectError::generic(
@@ -143,7 +155,10 @@ mod tests {
             )
         });
         let err = fetch_failed_batch(&client(&slow), &at(), STREAM).await.unwrap_err();
-        assert!(matches!(err, ReplayError::ObjectStore { .. }) && !err.is_permanent(), "{err}");
+        assert!(
+            matches!(err, ReplayError::ObjectStore { .. }) && !err.is_permanent(),
+            "{err}"
+        );
         assert!(err.to_string().contains("SlowDown"), "{err}");
     }
 
@@ -153,6 +168,9 @@ mod tests {
         let err = fetch_failed_batch(&client(&rule), &at(), "arn:aws:dynamodb:us-east-1:1:table/x/stream/y")
             .await
             .unwrap_err();
-        assert!(matches!(err, ReplayError::WrongStream { .. }) && err.is_permanent(), "{err}");
+        assert!(
+            matches!(err, ReplayError::WrongStream { .. }) && err.is_permanent(),
+            "{err}"
+        );
     }
 }

@@ -22,11 +22,11 @@
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use hybrid_counter::config::{ENV_DLQ2_URL, ENV_STREAM_ARN};
 use hybrid_counter::store::Store;
+use hybrid_counter::stream::BatchReport;
 use hybrid_counter::stream::Processor;
+use hybrid_counter_aws::failed_batch::{Dlq1Message, replay_payload};
 use hybrid_counter_aws::info_with_cost;
 use hybrid_counter_aws::lambda::CostWatch;
-use hybrid_counter::stream::BatchReport;
-use hybrid_counter_aws::failed_batch::{Dlq1Message, replay_payload};
 use hybrid_counter_aws::replay::{REASON_ATTRIBUTE, ReplayError, replay};
 use hybrid_counter_aws::s3::fetch_failed_batch;
 use lambda_runtime::LambdaEvent;
@@ -432,7 +432,10 @@ mod tests {
         let sent = sent.lock().unwrap().clone();
         assert_eq!(sent.len(), 1, "only the missing object reaches DLQ2: {sent:?}");
         assert_eq!(sent[0].0, missing);
-        assert!(sent[0].1.contains("does not exist") && sent[0].1.contains("aws/lambda/expired"), "{sent:?}");
+        assert!(
+            sent[0].1.contains("does not exist") && sent[0].1.contains("aws/lambda/expired"),
+            "{sent:?}"
+        );
     }
 
     #[test]
