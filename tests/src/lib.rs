@@ -299,6 +299,11 @@ pub async fn assert_invariants(
     (counts, snapshot)
 }
 
+/// An S3 client for the emulator: path-style, since it answers at one host.
+pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
+    aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(sdk).force_path_style(true).build())
+}
+
 /// The kit's handler functions in process, as the binaries run them: the
 /// DLQ reprocessor for a function name ending in `-dlq-reprocessor`, else
 /// the stream counter. The reprocessor gets the stream and DLQ2 its
@@ -323,7 +328,7 @@ impl KitFunctions {
             processor,
             sources: dlq_reprocessor::Sources {
                 streams: aws_sdk_dynamodbstreams::Client::new(sdk),
-                s3: aws_sdk_s3::Client::new(sdk),
+                s3: s3_client(sdk),
             },
             sqs: aws_sdk_sqs::Client::new(sdk),
             lambda: aws_sdk_lambda::Client::new(sdk),

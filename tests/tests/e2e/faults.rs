@@ -661,7 +661,7 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
         .with_backoff(PROCESSOR_BACKOFF);
     let sources = dlq_reprocessor::Sources {
         streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
-        s3: aws_sdk_s3::Client::new(&sdk),
+        s3: e2e::s3_client(&sdk),
     };
 
     // Writes whose stream records the handler "gave up on": only the
@@ -853,7 +853,7 @@ impl Parked {
             store,
             sources: dlq_reprocessor::Sources {
                 streams,
-                s3: aws_sdk_s3::Client::new(&sdk),
+                s3: e2e::s3_client(&sdk),
             },
             scope: s,
             live,

@@ -20,7 +20,7 @@ async fn replay_messages(kit: &Kit, bodies: &[String]) -> Vec<String> {
     let sdk = kit.emulator.sdk_config().await;
     let sources = dlq_reprocessor::Sources {
         streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
-        s3: aws_sdk_s3::Client::new(&sdk),
+        s3: e2e::s3_client(&sdk),
     };
     let response = handle_dlq_event(
         &kit.processor,
