@@ -20,7 +20,7 @@
 //! object that is not a failed batch, and one of another stream.
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
-use aws_lambda_events::event::s3::S3Event;
+use aws_lambda_events::event::s3::S3Entity;
 use hybrid_counter::EpochMillis;
 use hybrid_counter::store::Store;
 use hybrid_counter::stream::record::sequence_number;
@@ -81,6 +81,27 @@ struct S3TestEvent {
 
 const S3_TEST_EVENT: &str = "s3:TestEvent";
 
+/// An S3 event notification as SQS receives it, with only the fields read
+/// here required: `aws_lambda_events`' `S3EventRecord` also requires
+/// `eventTime`, `userIdentity` and `requestParameters`, which S3 always
+/// sends but an emulator may leave out (fakecloud does); the `s3` entity
+/// (bucket and object) is `aws_lambda_events`' own.
+#[derive(Debug, Deserialize)]
+struct S3Notification {
+    #[serde(rename = "Records")]
+    records: Vec<S3NotificationRecord>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct S3NotificationRecord {
+    #[serde(default)]
+    event_source: Option<String>,
+    #[serde(default)]
+    event_name: Option<String>,
+    s3: S3Entity,
+}
+
 impl Dlq1Message {
     /// Parses a DLQ1 message body, whatever the stack's `FailedBatchRecords`.
     pub fn parse(body: &str) -> Result<Self, ReplayError> {
@@ -93,7 +114,8 @@ impl Dlq1Message {
                 .map_err(|e| not_ours(e.to_string()));
         }
         if has("Records") {
-            let event: S3Event = serde_json::from_value(value).map_err(|e| not_ours(format!("an S3 event: {e}")))?;
+            let event: S3Notification =
+                serde_json::from_value(value).map_err(|e| not_ours(format!("an S3 event: {e}")))?;
             return object_created(event).map(Self::Object).map_err(not_ours);
         }
         if let Ok(test) = serde_json::from_value::<S3TestEvent>(value) {
@@ -134,7 +156,7 @@ impl Dlq1Message {
 
 /// The one object an S3 `ObjectCreated:*` notification names. S3 sends one
 /// record per notification; anything else is not a failed batch.
-fn object_created(event: S3Event) -> Result<ObjectRef, String> {
+fn object_created(event: S3Notification) -> Result<ObjectRef, String> {
     let [record] = <[_; 1]>::try_from(event.records)
         .map_err(|records: Vec<_>| format!("an S3 notification of {} records, not one", records.len()))?;
     let name = record.event_name.unwrap_or_default();
@@ -311,7 +333,12 @@ mod tests {
                 key: "aws/lambda/7a3f09c2-2c7b-4bd8-9a55-1c2d9f0e4b11/shardId-00000001573689847184-864758bb/2026/11/14/2026-11-14T00.13.49-5b9e1f7c-8a2d-4e6b-9c3f-0d1e2f3a4b5c".to_owned(),
             }
         );
+        // Without the fields only AWS sends (an emulator's notification).
         let mut value: serde_json::Value = serde_json::from_str(NOTIFICATION).unwrap();
+        for field in ["eventTime", "userIdentity", "requestParameters", "responseElements"] {
+            value["Records"][0].as_object_mut().unwrap().remove(field);
+        }
+        assert_eq!(Dlq1Message::parse(&value.to_string()).unwrap(), Dlq1Message::Object(our_object()));
         value["Records"][0]["s3"]["object"]["key"] = "a+b%3Ac%2Bd".into();
         match Dlq1Message::parse(&value.to_string()).unwrap() {
             Dlq1Message::Object(object) => assert_eq!(object.key, "a b:c+d"),

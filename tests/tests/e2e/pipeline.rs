@@ -418,7 +418,8 @@ async fn under_payload_a_failed_batch_whose_range_left_the_stream_is_still_count
     kept.sort();
     assert_eq!(kept, [Some("poison-a".to_owned()), Some("poison-b".to_owned())]);
     assert_eq!(p.depth(outputs::DLQ1_URL).await, (0, 0), "{report}");
-    assert_eq!(p.depth(outputs::DLQ2_URL).await, (0, 0), "nothing for the operator: {report}");
+    let in_dlq2 = p.received(outputs::DLQ2_URL).await;
+    assert!(in_dlq2.is_empty(), "nothing for the operator: {in_dlq2:?}\n{report}");
     p.assert_converged(&s).await;
     let stats = proxy.stats();
     assert_eq!(
