@@ -62,7 +62,7 @@ impl std::fmt::Display for ObjectRef {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Dlq1Message {
     /// `FailedBatchRecords=pointer`: the range to read back from the stream.
-    Pointer(OnFailureRecord),
+    Pointer(Box<OnFailureRecord>),
     /// `FailedBatchRecords=payload`: the object holding the failed batch.
     Object(ObjectRef),
     /// The message S3 sends once when the notification is configured; it
@@ -110,7 +110,7 @@ impl Dlq1Message {
         let has = |field: &str| value.get(field).is_some();
         if has("DDBStreamBatchInfo") {
             return serde_json::from_value(value)
-                .map(Self::Pointer)
+                .map(|record| Self::Pointer(Box::new(record)))
                 .map_err(|e| not_ours(e.to_string()));
         }
         if has("Records") {
@@ -133,7 +133,7 @@ impl Dlq1Message {
     /// once it is read: [`FailedBatchObject::from_bytes_of`]).
     pub fn parse_of(body: &str, stream_arn: &str) -> Result<Self, ReplayError> {
         match Self::parse(body)? {
-            Self::Pointer(record) => record.of_stream(stream_arn).map(Self::Pointer),
+            Self::Pointer(record) => record.of_stream(stream_arn).map(|r| Self::Pointer(Box::new(r))),
             other => Ok(other),
         }
     }
@@ -338,7 +338,10 @@ mod tests {
         for field in ["eventTime", "userIdentity", "requestParameters", "responseElements"] {
             value["Records"][0].as_object_mut().unwrap().remove(field);
         }
-        assert_eq!(Dlq1Message::parse(&value.to_string()).unwrap(), Dlq1Message::Object(our_object()));
+        assert_eq!(
+            Dlq1Message::parse(&value.to_string()).unwrap(),
+            Dlq1Message::Object(our_object())
+        );
         value["Records"][0]["s3"]["object"]["key"] = "a+b%3Ac%2Bd".into();
         match Dlq1Message::parse(&value.to_string()).unwrap() {
             Dlq1Message::Object(object) => assert_eq!(object.key, "a b:c+d"),

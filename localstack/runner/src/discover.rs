@@ -283,6 +283,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_s3_on_failure_destination_is_a_bucket_arn_and_nothing_else() {
+        assert_eq!(
+            parse_bucket_arn("arn:aws:s3:::hc-failed-batch-1a2b3c4d"),
+            Some("hc-failed-batch-1a2b3c4d")
+        );
+        assert_eq!(parse_bucket_arn("arn:aws-cn:s3:::b"), Some("b"));
+        for not_a_bucket in [
+            "arn:aws:s3:::",
+            "arn:aws:s3:::b/key",
+            "arn:aws:sqs:us-east-1:123456789012:q",
+            "b",
+        ] {
+            assert_eq!(parse_bucket_arn(not_a_bucket), None, "{not_a_bucket}");
+        }
+    }
+
+    #[test]
     fn the_kits_own_filter_patterns_are_accepted() {
         let raw: Vec<String> = hybrid_counter::stream::filter::patterns()
             .iter()

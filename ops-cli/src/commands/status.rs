@@ -48,17 +48,17 @@ impl StatusReport {
 
 fn failed_batches(parameters: &BTreeMap<String, String>, outputs: &BTreeMap<String, String>) -> String {
     let mode = parameters.get(stack::params::FAILED_BATCH_RECORDS).map(String::as_str);
-        match (mode, outputs.get(stack::outputs::FAILED_BATCH_BUCKET)) {
-            (Some(stack::failed_batches::PAYLOAD), Some(bucket)) => format!(
-                "kept with their records in s3://{bucket} (FailedBatchRecords=payload); a dlq1 message names an object, \
+    match (mode, outputs.get(stack::outputs::FAILED_BATCH_BUCKET)) {
+        (Some(stack::failed_batches::PAYLOAD), Some(bucket)) => format!(
+            "kept with their records in s3://{bucket} (FailedBatchRecords=payload); a dlq1 message names an object, \
                  replayable after the stream's 24 h"
-            ),
-            (Some(stack::failed_batches::POINTER), _) => "pointers to stream ranges in dlq1 (FailedBatchRecords=pointer); \
+        ),
+        (Some(stack::failed_batches::POINTER), _) => "pointers to stream ranges in dlq1 (FailedBatchRecords=pointer); \
                  a range is replayable only while the stream keeps it (24 h)"
-                .to_owned(),
-            (None, _) => "pointers to stream ranges in dlq1 (a stack from before FailedBatchRecords)".to_owned(),
-            (Some(other), _) => format!("FailedBatchRecords={other}"),
-        }
+            .to_owned(),
+        (None, _) => "pointers to stream ranges in dlq1 (a stack from before FailedBatchRecords)".to_owned(),
+        (Some(other), _) => format!("FailedBatchRecords={other}"),
+    }
 }
 
 /// One event source mapping and its key settings (the fields of
@@ -424,7 +424,10 @@ mod tests {
             &map(&[("FailedBatchRecords", "payload")]),
             &map(&[("FailedBatchBucketName", "hc-failed-batch-1a2b3c4d")]),
         );
-        assert!(payload.starts_with("kept with their records in s3://hc-failed-batch-1a2b3c4d"), "{payload}");
+        assert!(
+            payload.starts_with("kept with their records in s3://hc-failed-batch-1a2b3c4d"),
+            "{payload}"
+        );
         let pointer = failed_batches(&map(&[("FailedBatchRecords", "pointer")]), &BTreeMap::new());
         assert!(pointer.starts_with("pointers to stream ranges in dlq1"), "{pointer}");
         let older = failed_batches(&BTreeMap::new(), &BTreeMap::new());

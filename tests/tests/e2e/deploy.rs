@@ -956,7 +956,10 @@ async fn a_pointer_stack_sends_failed_batches_to_dlq1_and_keeps_no_bucket() {
         status.mappings[0].on_failure_destination.as_deref(),
         Some(out(&o, outputs::DLQ1_ARN))
     );
-    assert!(status.failed_batches().starts_with("pointers to stream ranges"), "{status}");
+    assert!(
+        status.failed_batches().starts_with("pointers to stream ranges"),
+        "{status}"
+    );
 }
 
 #[tokio::test]

@@ -97,7 +97,12 @@ impl Pipeline {
         let ctl = Counterctl::new(&emulator);
         let mode = format!("FailedBatchRecords={failed_batch_records}");
         let deployed = ctl
-            .deploy(&["MaximumRetryAttempts=1", "Dlq1MaxReceiveCount=2", "StreamBatchSize=10", &mode])
+            .deploy(&[
+                "MaximumRetryAttempts=1",
+                "Dlq1MaxReceiveCount=2",
+                "StreamBatchSize=10",
+                &mode,
+            ])
             .await;
         assert!(deployed.succeeded(), "{deployed}");
         let outputs = deployed.outputs;
@@ -448,12 +453,18 @@ async fn under_pointer_a_failed_batch_whose_range_left_the_stream_ends_in_dlq2_f
     let in_dlq2 = p.bodies(outputs::DLQ2_URL).await;
     assert_eq!(in_dlq2.len(), 2, "{in_dlq2:?}");
     for body in &in_dlq2 {
-        assert!(matches!(Dlq1Message::parse(body), Ok(Dlq1Message::Pointer(_))), "{body}");
+        assert!(
+            matches!(Dlq1Message::parse(body), Ok(Dlq1Message::Pointer(_))),
+            "{body}"
+        );
     }
     let (counts, eventual) = p.assert_invariants(&s).await;
     assert_eq!(eventual, LIVE - 2, "the two poison records are not counted: {counts:?}");
     assert!(
-        proxy.stats().injected(&Operation::streams("GetShardIterator"), FaultKind::Trimmed) > 0,
+        proxy
+            .stats()
+            .injected(&Operation::streams("GetShardIterator"), FaultKind::Trimmed)
+            > 0,
         "the reprocessor tried to read the ranges"
     );
 }
