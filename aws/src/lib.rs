@@ -10,6 +10,12 @@
 //!   and the conversion of its records into the Lambda event's records.
 //! - [`replay`]: the on-failure record of a stream event source mapping and
 //!   the replay of the range it names.
+//! - [`failed_batch`]: what a DLQ1 message is (a pointer, an S3
+//!   notification of a failed batch kept with its records, S3's test
+//!   event), the object an S3 on-failure destination receives, and its
+//!   replay (stack parameter `FailedBatchRecords`).
+//! - [`s3`] (feature `s3`): reading (and, for the local runner, writing)
+//!   failed-batch objects.
 //! - [`esm`] (feature `ops`): the event source mappings as Lambda describes them
 //!   ([`esm::MappingConfig`]), listed or read by uuid.
 //! - [`sqs`] (feature `sqs`, part of `ops`): receiving, sending with
@@ -21,10 +27,13 @@
 pub mod dynamo;
 #[cfg(feature = "ops")]
 pub mod esm;
+pub mod failed_batch;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod probe;
 pub mod replay;
+#[cfg(feature = "s3")]
+pub mod s3;
 #[cfg(feature = "sqs")]
 pub mod sqs;
 pub mod streams;

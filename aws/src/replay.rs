@@ -102,6 +102,12 @@ pub enum ReplayError {
         /// The last sequence number read.
         read_through: String,
     },
+    #[error("the failed-batch object {object} does not exist (expired by the bucket's lifecycle rule, or deleted)")]
+    ObjectMissing { object: String },
+    #[error("the object {object} is not a failed batch of a DynamoDB stream: {why}")]
+    NotAFailedBatchObject { object: String, why: String },
+    #[error("could not read the failed-batch object {object}: {why}")]
+    ObjectStore { object: String, why: String },
     #[error("could not read the stream: {0}")]
     Stream(String),
     #[error("replay stopped at sequence number {sequence_number}: {reason}")]
@@ -110,8 +116,11 @@ pub enum ReplayError {
 
 impl ReplayError {
     /// Whether the same message can never succeed, however often it is
-    /// retried: it cannot be parsed, or it names another stream than the
-    /// one the stack's mapping reads. Everything else may succeed later:
+    /// retried: it cannot be parsed, it names another stream than the one
+    /// the stack's mapping reads, or the S3 object it names is gone or is
+    /// not a failed batch ([`crate::failed_batch`]; S3 reads are strongly
+    /// consistent, so an object that is not there now never will be).
+    /// Everything else may succeed later: an S3 read that failed,
     /// throttling, a store or stream that does not answer, a read that
     /// stopped short ([`ReplayError::Incomplete`]), a failed write. A range
     /// that seems to have left the stream ([`ReplayError::LeftTheStream`])
@@ -120,8 +129,15 @@ impl ReplayError {
     /// nothing but time.
     pub fn is_permanent(&self) -> bool {
         match self {
-            Self::NotAnOnFailureRecord(_) | Self::WrongStream { .. } => true,
-            Self::LeftTheStream { .. } | Self::Incomplete { .. } | Self::Stream(_) | Self::Processing { .. } => false,
+            Self::NotAnOnFailureRecord(_)
+            | Self::WrongStream { .. }
+            | Self::ObjectMissing { .. }
+            | Self::NotAFailedBatchObject { .. } => true,
+            Self::LeftTheStream { .. }
+            | Self::Incomplete { .. }
+            | Self::ObjectStore { .. }
+            | Self::Stream(_)
+            | Self::Processing { .. } => false,
         }
     }
 }
@@ -178,14 +194,19 @@ impl OnFailureRecord {
     /// `stream_arn`, the stream the stack's mapping reads: a record of
     /// another stream is [`ReplayError::WrongStream`].
     pub fn from_body_of(body: &str, stream_arn: &str) -> Result<Self, ReplayError> {
-        let record = Self::from_body(body)?;
-        if record.batch_info.stream_arn != stream_arn {
+        Self::from_body(body)?.of_stream(stream_arn)
+    }
+
+    /// The record, if it describes a batch of `stream_arn`; otherwise
+    /// [`ReplayError::WrongStream`].
+    pub fn of_stream(self, stream_arn: &str) -> Result<Self, ReplayError> {
+        if self.batch_info.stream_arn != stream_arn {
             return Err(ReplayError::WrongStream {
-                stream_arn: record.batch_info.stream_arn,
+                stream_arn: self.batch_info.stream_arn,
                 expected: stream_arn.to_owned(),
             });
         }
-        Ok(record)
+        Ok(self)
     }
 }
 
@@ -242,6 +263,17 @@ pub async fn replay_records<S: Store>(
             read_through: last.unwrap_or_default().to_owned(),
         });
     }
+    process_range(processor, &records, now).await
+}
+
+/// Processes the records of a failed batch, wherever they were found (read
+/// back from the stream, or kept in an S3 object): the one path of every
+/// replay, with the stream handler's idempotent [`Processor`].
+pub(crate) async fn process_range<S: Store>(
+    processor: &Processor<S>,
+    records: &[EventRecord],
+    now: EpochMillis,
+) -> Result<BatchReport, ReplayError> {
     // The batch only held records that passed the mapping's filter.
     // Collected before the await so the future stays `Send`.
     let decoded: Vec<_> = records

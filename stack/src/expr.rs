@@ -29,6 +29,14 @@ pub enum Expr {
     Sub(String),
     /// `Fn::Join`: the parts joined by the delimiter.
     Join(String, Vec<Expr>),
+    /// `Fn::Select`: the element at an index of a list (here: of a split).
+    Select(u32, Box<Expr>),
+    /// `Fn::Split`: a string cut at a delimiter, as a list.
+    Split(String, Box<Expr>),
+    /// `Fn::If`: one of two values, by a template condition's name.
+    If(String, Box<Expr>, Box<Expr>),
+    /// `Fn::Equals`, for a template condition.
+    Equals(Box<Expr>, Box<Expr>),
 }
 
 impl Expr {
@@ -46,6 +54,28 @@ impl Expr {
 
     pub fn join(delimiter: &str, parts: Vec<Expr>) -> Self {
         Expr::Join(delimiter.to_owned(), parts)
+    }
+
+    pub fn select(index: u32, list: Expr) -> Self {
+        Expr::Select(index, Box::new(list))
+    }
+
+    pub fn split(delimiter: &str, source: Expr) -> Self {
+        Expr::Split(delimiter.to_owned(), Box::new(source))
+    }
+
+    /// `Fn::If`: `then` when the template condition `condition` holds, else `otherwise`.
+    pub fn when(condition: &str, then: Expr, otherwise: Expr) -> Self {
+        Expr::If(condition.to_owned(), Box::new(then), Box::new(otherwise))
+    }
+
+    pub fn equals(a: Expr, b: Expr) -> Self {
+        Expr::Equals(Box::new(a), Box::new(b))
+    }
+
+    /// `Ref: AWS::NoValue`: the property (or list element) is left out.
+    pub fn no_value() -> Self {
+        Expr::reference("AWS::NoValue")
     }
 
     /// The literal string, if this is one. Lets tests look for a bare `*`
@@ -100,6 +130,10 @@ impl Serialize for Expr {
             Expr::GetAtt(resource, attribute) => single(serializer, "Fn::GetAtt", &[resource, attribute]),
             Expr::Sub(template) => single(serializer, "Fn::Sub", template),
             Expr::Join(delimiter, parts) => single(serializer, "Fn::Join", &(delimiter, parts)),
+            Expr::Select(index, list) => single(serializer, "Fn::Select", &(index.to_string(), list)),
+            Expr::Split(delimiter, source) => single(serializer, "Fn::Split", &(delimiter, source)),
+            Expr::If(condition, then, otherwise) => single(serializer, "Fn::If", &(condition, then, otherwise)),
+            Expr::Equals(a, b) => single(serializer, "Fn::Equals", &(a, b)),
         }
     }
 }
@@ -122,6 +156,18 @@ mod tests {
         assert_eq!(
             tree(&Expr::join(",", vec!["a".into(), Expr::reference("B")])),
             json!({"Fn::Join": [",", ["a", {"Ref": "B"}]]})
+        );
+        assert_eq!(
+            tree(&Expr::select(2, Expr::split("/", Expr::reference("AWS::StackId")))),
+            json!({"Fn::Select": ["2", {"Fn::Split": ["/", {"Ref": "AWS::StackId"}]}]})
+        );
+        assert_eq!(
+            tree(&Expr::when("C", "a".into(), Expr::no_value())),
+            json!({"Fn::If": ["C", "a", {"Ref": "AWS::NoValue"}]})
+        );
+        assert_eq!(
+            tree(&Expr::equals(Expr::reference("P"), "x".into())),
+            json!({"Fn::Equals": [{"Ref": "P"}, "x"]})
         );
     }
 

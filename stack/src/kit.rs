@@ -16,7 +16,7 @@ use hybrid_counter::stream::Mode;
 use crate::expr::Expr;
 use crate::resources::cloudwatch::{Alarm, ComparisonOperator, Dimension, Statistic, TreatMissingData};
 use crate::resources::dynamodb::{StreamSpecification, StreamViewType, Table};
-use crate::resources::iam::{Action, InlinePolicy, PolicyDocument, Role, Statement};
+use crate::resources::iam::{Action, InlinePolicy, Role, Statement};
 use crate::resources::lambda::{
     AuthType, Code, DestinationConfig, Environment, EventSourceMapping, FilterCriteria, Function, LogFormat,
     LoggingConfig, OnFailure, Runtime, StartingPosition, Url,
@@ -24,7 +24,7 @@ use crate::resources::lambda::{
 use crate::resources::logs::LogGroup;
 use crate::resources::sqs::{Queue, RedrivePolicy};
 use crate::template::{Parameter, Resource, Template};
-use crate::{logical, outputs, params};
+use crate::{failed_batches, logical, outputs, params};
 
 /// Stream counter timeout, seconds: one batch of up to `StreamBatchSize`
 /// records, with transaction retries, fits comfortably.
@@ -57,8 +57,11 @@ pub fn template() -> Template {
          IAM-authenticated function URL.",
     );
     add_parameters(&mut t);
+    failed_batches::add_parameter(&mut t);
+    failed_batches::add_conditions(&mut t);
     add_tables(&mut t);
     add_queues(&mut t);
+    failed_batches::add_resources(&mut t);
     for function in &FUNCTIONS {
         add_function(&mut t, function);
     }
@@ -66,6 +69,7 @@ pub fn template() -> Template {
     add_function_url(&mut t);
     add_alarms(&mut t);
     add_outputs(&mut t);
+    failed_batches::add_outputs(&mut t);
     t
 }
 
@@ -291,6 +295,8 @@ struct FunctionSpec {
     /// message that can never be replayed goes at once.
     permanent_failures: bool,
     permissions: fn() -> Vec<Statement>,
+    /// Inline policies that hold only under a template condition.
+    conditional_policies: fn() -> Vec<InlinePolicy>,
 }
 
 const FUNCTIONS: [FunctionSpec; 3] = [
@@ -305,6 +311,7 @@ const FUNCTIONS: [FunctionSpec; 3] = [
         ec_shards: true,
         permanent_failures: false,
         permissions: stream_counter_permissions,
+        conditional_policies: failed_batches::stream_counter_policies,
     },
     FunctionSpec {
         function: logical::DLQ_REPROCESSOR_FUNCTION,
@@ -317,6 +324,7 @@ const FUNCTIONS: [FunctionSpec; 3] = [
         ec_shards: true,
         permanent_failures: true,
         permissions: dlq_reprocessor_permissions,
+        conditional_policies: failed_batches::reprocessor_policies,
     },
     FunctionSpec {
         function: logical::API_FUNCTION,
@@ -329,6 +337,7 @@ const FUNCTIONS: [FunctionSpec; 3] = [
         ec_shards: false,
         permanent_failures: false,
         permissions: api_permissions,
+        conditional_policies: Vec::new,
     },
 ];
 
@@ -354,10 +363,12 @@ fn add_function(t: &mut Template, spec: &FunctionSpec) {
         spec.role,
         Role::for_service(
             LAMBDA_SERVICE,
-            vec![InlinePolicy {
-                policy_name: format!("{}-permissions", spec.name_suffix),
-                policy_document: PolicyDocument::new(statements),
-            }],
+            std::iter::once(InlinePolicy::new(
+                &format!("{}-permissions", spec.name_suffix),
+                statements,
+            ))
+            .chain((spec.conditional_policies)())
+            .collect(),
         ),
     );
 
@@ -455,13 +466,9 @@ fn stream_counter_permissions() -> Vec<Statement> {
         ],
         vec![stream_arn()],
     ));
-    statements.push(Statement::allow(
-        "OnFailureDestination",
-        // The mapping sends the failed batch's description to DLQ1 as the
-        // function's role.
-        &[Action::SqsSendMessage],
-        vec![arn(logical::DLQ1)],
-    ));
+    // The mapping sends a failed batch to its destination (DLQ1 or the
+    // failed-batch bucket) as the function's role: those grants are in the
+    // conditional policies of `failed_batches::stream_counter_policies`.
     statements
 }
 
@@ -543,7 +550,7 @@ fn add_mappings(t: &mut Template) {
     ));
     stream.destination_config = Some(DestinationConfig {
         on_failure: OnFailure {
-            destination: arn(logical::DLQ1),
+            destination: failed_batches::on_failure_destination(),
         },
     });
     t.resource(logical::STREAM_MAPPING, stream);

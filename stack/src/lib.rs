@@ -6,6 +6,7 @@
 //! [`outputs`] name what a deployer passes in and reads back.
 
 pub mod expr;
+pub mod failed_batches;
 pub mod kit;
 pub mod logical;
 pub mod outputs;

@@ -6,6 +6,11 @@ pub const RESOURCES_TABLE: &str = "ResourcesTable";
 pub const COUNTERS_TABLE: &str = "CountersTable";
 pub const DLQ1: &str = "Dlq1";
 pub const DLQ2: &str = "Dlq2";
+/// Lets the failed-batch bucket's notifications into DLQ1 (`payload` only).
+pub const DLQ1_POLICY: &str = "Dlq1Policy";
+/// Keeps failed stream batches with their records (`payload` only).
+pub const FAILED_BATCH_BUCKET: &str = "FailedBatchBucket";
+pub const FAILED_BATCH_BUCKET_POLICY: &str = "FailedBatchBucketPolicy";
 
 pub const STREAM_COUNTER_FUNCTION: &str = "StreamCounterFunction";
 pub const STREAM_COUNTER_ROLE: &str = "StreamCounterRole";

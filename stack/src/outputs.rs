@@ -21,7 +21,14 @@ pub const DLQ1_MAPPING_ID: &str = "Dlq1MappingId";
 pub const DLQ2_ALARM_NAME: &str = "Dlq2AlarmName";
 pub const ITERATOR_AGE_ALARM_NAME: &str = "IteratorAgeAlarmName";
 
-/// Every output.
+/// The failed-batch bucket's name: only with `FailedBatchRecords=payload`,
+/// so not in [`ALL`].
+pub const FAILED_BATCH_BUCKET: &str = "FailedBatchBucketName";
+
+/// Outputs that exist only under a template condition.
+pub const CONDITIONAL: [&str; 1] = [FAILED_BATCH_BUCKET];
+
+/// Every output of every stack.
 pub const ALL: [&str; 16] = [
     RESOURCES_TABLE,
     RESOURCES_TABLE_ARN,

@@ -39,8 +39,12 @@ pub const ADMISSION_MODE: &str = "AdmissionMode";
 /// How the stream consumer writes a batch: `batched` or `per-record`.
 pub const PROCESSING_MODE: &str = "ProcessingMode";
 
+/// Where the stream mapping sends a failed batch: `payload` (S3, with its
+/// records) or `pointer` (DLQ1, its sequence range).
+pub const FAILED_BATCH_RECORDS: &str = "FailedBatchRecords";
+
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 18] = [
+pub const ALL: [&str; 19] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -59,4 +63,5 @@ pub const ALL: [&str; 18] = [
     ITERATOR_AGE_ALARM_MILLISECONDS,
     ADMISSION_MODE,
     PROCESSING_MODE,
+    FAILED_BATCH_RECORDS,
 ];

@@ -13,7 +13,8 @@ use crate::resources::dynamodb::Table;
 use crate::resources::iam::Role;
 use crate::resources::lambda::{EventSourceMapping, Function, Url};
 use crate::resources::logs::LogGroup;
-use crate::resources::sqs::Queue;
+use crate::resources::s3::{Bucket, BucketPolicy};
+use crate::resources::sqs::{Queue, QueuePolicy};
 
 /// The only format version CloudFormation has ever defined.
 pub const FORMAT_VERSION: &str = "2010-09-09";
@@ -26,6 +27,10 @@ pub struct Template {
     pub format_version: String,
     pub description: String,
     pub parameters: BTreeMap<String, Parameter>,
+    /// Named conditions (`Fn::Equals` and friends) that resources, outputs
+    /// and `Fn::If` refer to.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub conditions: BTreeMap<String, Expr>,
     pub resources: BTreeMap<String, Resource>,
     pub outputs: BTreeMap<String, Output>,
 }
@@ -36,6 +41,7 @@ impl Template {
             format_version: FORMAT_VERSION.to_owned(),
             description: description.into(),
             parameters: BTreeMap::new(),
+            conditions: BTreeMap::new(),
             resources: BTreeMap::new(),
             outputs: BTreeMap::new(),
         }
@@ -53,11 +59,28 @@ impl Template {
         assert!(previous.is_none(), "resource {logical_id} defined twice");
     }
 
+    /// Adds a named condition; a name used twice is a bug in the model.
+    pub fn condition(&mut self, name: &str, condition: Expr) {
+        let previous = self.conditions.insert(name.to_owned(), condition);
+        assert!(previous.is_none(), "condition {name} defined twice");
+    }
+
     /// Adds an output; a logical id used twice is a bug in the model.
     pub fn output(&mut self, name: &str, description: &str, value: Expr) {
+        self.add_output(name, description, value, None);
+    }
+
+    /// Adds an output that exists only when the template condition
+    /// `condition` holds.
+    pub fn conditional_output(&mut self, name: &str, description: &str, value: Expr, condition: &str) {
+        self.add_output(name, description, value, Some(condition.to_owned()));
+    }
+
+    fn add_output(&mut self, name: &str, description: &str, value: Expr, condition: Option<String>) {
         let output = Output {
             description: description.to_owned(),
             value,
+            condition,
         };
         let previous = self.outputs.insert(name.to_owned(), output);
         assert!(previous.is_none(), "output {name} defined twice");
@@ -157,6 +180,8 @@ impl Parameter {
 pub struct Output {
     pub description: String,
     pub value: Expr,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
 }
 
 /// What CloudFormation does with a resource's data when the stack deletes or
@@ -175,6 +200,12 @@ pub enum Policy {
 pub struct Resource {
     #[serde(flatten)]
     pub kind: ResourceKind,
+    /// The template condition under which the resource exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+    /// Resources created before this one that no property refers to.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deletion_policy: Option<Policy>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -187,9 +218,23 @@ impl Resource {
     pub fn retained(kind: impl Into<ResourceKind>) -> Self {
         Self {
             kind: kind.into(),
+            condition: None,
+            depends_on: Vec::new(),
             deletion_policy: Some(Policy::Retain),
             update_replace_policy: Some(Policy::Retain),
         }
+    }
+
+    /// The resource, created only when the template condition `condition` holds.
+    pub fn only_if(mut self, condition: &str) -> Self {
+        self.condition = Some(condition.to_owned());
+        self
+    }
+
+    /// The resource, created after `logical_id`.
+    pub fn after(mut self, logical_id: &str) -> Self {
+        self.depends_on.push(logical_id.to_owned());
+        self
     }
 
     /// Deletes the resource with the stack or on replacement, stated
@@ -198,6 +243,8 @@ impl Resource {
     pub fn deleted(kind: impl Into<ResourceKind>) -> Self {
         Self {
             kind: kind.into(),
+            condition: None,
+            depends_on: Vec::new(),
             deletion_policy: Some(Policy::Delete),
             update_replace_policy: Some(Policy::Delete),
         }
@@ -225,6 +272,12 @@ pub enum ResourceKind {
     Url(Url),
     #[serde(rename = "AWS::CloudWatch::Alarm")]
     Alarm(Alarm),
+    #[serde(rename = "AWS::S3::Bucket")]
+    Bucket(Bucket),
+    #[serde(rename = "AWS::S3::BucketPolicy")]
+    BucketPolicy(BucketPolicy),
+    #[serde(rename = "AWS::SQS::QueuePolicy")]
+    QueuePolicy(QueuePolicy),
 }
 
 macro_rules! resource_from {
@@ -238,14 +291,32 @@ macro_rules! resource_from {
 
             impl From<$variant> for Resource {
                 fn from(properties: $variant) -> Self {
-                    Resource { kind: properties.into(), deletion_policy: None, update_replace_policy: None }
+                    Resource {
+                        kind: properties.into(),
+                        condition: None,
+                        depends_on: Vec::new(),
+                        deletion_policy: None,
+                        update_replace_policy: None,
+                    }
                 }
             }
         )*
     };
 }
 
-resource_from!(Table, Queue, LogGroup, Role, Function, EventSourceMapping, Url, Alarm);
+resource_from!(
+    Table,
+    Queue,
+    LogGroup,
+    Role,
+    Function,
+    EventSourceMapping,
+    Url,
+    Alarm,
+    Bucket,
+    BucketPolicy,
+    QueuePolicy
+);
 
 #[cfg(test)]
 mod tests {

@@ -16,7 +16,7 @@ use stack::resources::iam::Role;
 use stack::resources::lambda::{AuthType, EventSourceMapping, Function, FunctionResponseType, StartingPosition, Url};
 use stack::resources::sqs::Queue;
 use stack::template::Policy;
-use stack::{ResourceKind, Template, logical, outputs, params};
+use stack::{ResourceKind, Template, failed_batches, logical, outputs, params};
 
 const COMMITTED: &str = "templates/hybrid-counter.yaml";
 
@@ -202,6 +202,9 @@ fn roles_grant_no_wildcard_action_or_resource() {
             continue;
         }
         for policy in role["Properties"]["Policies"].as_array().unwrap() {
+            // A policy held only under a template condition is the second
+            // element of its `Fn::If`.
+            let policy = policy.get("Fn::If").map_or(policy, |branches| &branches[1]);
             for statement in policy["PolicyDocument"]["Statement"].as_array().unwrap() {
                 assert!(!statement["Action"].to_string().contains('*'), "{id}");
                 assert!(
@@ -213,9 +216,14 @@ fn roles_grant_no_wildcard_action_or_resource() {
     }
 }
 
-/// `(action, resource)` pairs a role grants, resources rendered as JSON.
-fn grants(role: &Role) -> BTreeSet<(String, String)> {
-    role.permission_statements()
+/// `(action, resource)` pairs a role grants when the stack's template
+/// condition `mode` holds (its unconditional policies and those of `mode`),
+/// resources rendered as JSON.
+fn grants_under(role: &Role, mode: &str) -> BTreeSet<(String, String)> {
+    role.policies
+        .iter()
+        .filter(|p| p.only_if.as_deref().is_none_or(|c| c == mode))
+        .flat_map(|p| p.policy_document.statement.iter())
         .flat_map(|s| {
             s.action.iter().flat_map(move |a| {
                 s.resource
@@ -224,6 +232,11 @@ fn grants(role: &Role) -> BTreeSet<(String, String)> {
             })
         })
         .collect()
+}
+
+/// `(action, resource)` pairs a role grants in every mode.
+fn grants(role: &Role) -> BTreeSet<(String, String)> {
+    grants_under(role, "")
 }
 
 fn expected(pairs: &[(&[&str], Expr)]) -> BTreeSet<(String, String)> {
@@ -240,13 +253,15 @@ fn expected(pairs: &[(&[&str], Expr)]) -> BTreeSet<(String, String)> {
 const TABLE_ITEM_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"];
 const LOG_ACTIONS: &[&str] = &["logs:CreateLogStream", "logs:PutLogEvents"];
 
+/// Under either `FailedBatchRecords` the role grants the consumer's calls
+/// and the mapping's stream reads, plus the writes of that mode's
+/// destination only: DLQ1 for `pointer`, the bucket's objects for `payload`.
 #[test]
 fn stream_counter_role_grants_exactly_what_the_consumer_and_its_mapping_call() {
     let t = stack::template();
-    let stream = Expr::get_att(logical::RESOURCES_TABLE, "StreamArn");
-    assert_eq!(
-        grants(role(&t, logical::STREAM_COUNTER_ROLE)),
-        expected(&[
+    let common = || -> Vec<(&[&str], Expr)> {
+        let stream = Expr::get_att(logical::RESOURCES_TABLE, "StreamArn");
+        vec![
             (TABLE_ITEM_ACTIONS, arn(logical::RESOURCES_TABLE)),
             (&["dynamodb:UpdateItem"], arn(logical::COUNTERS_TABLE)),
             (
@@ -258,43 +273,53 @@ fn stream_counter_role_grants_exactly_what_the_consumer_and_its_mapping_call() {
                 ],
                 stream,
             ),
-            (&["sqs:SendMessage"], arn(logical::DLQ1)),
             (LOG_ACTIONS, arn(logical::STREAM_COUNTER_LOG_GROUP)),
-        ])
-    );
+        ]
+    };
+    let role = role(&t, logical::STREAM_COUNTER_ROLE);
+    let mut pointer = common();
+    pointer.push((&["sqs:SendMessage"], arn(logical::DLQ1)));
+    assert_eq!(grants_under(role, failed_batches::KEEP_POINTER), expected(&pointer));
+    let mut payload = common();
+    payload.push((&["s3:PutObject"], Expr::sub("${FailedBatchBucket.Arn}/*")));
+    payload.push((&["s3:ListBucket"], arn(logical::FAILED_BATCH_BUCKET)));
+    assert_eq!(grants_under(role, failed_batches::KEEP_PAYLOAD), expected(&payload));
 }
 
+/// The reprocessor reads the bucket's objects only under `payload`.
 #[test]
 fn reprocessor_role_grants_exactly_what_the_replay_and_its_mapping_call() {
     let t = stack::template();
     let stream = Expr::get_att(logical::RESOURCES_TABLE, "StreamArn");
-    assert_eq!(
-        grants(role(&t, logical::DLQ_REPROCESSOR_ROLE)),
-        expected(&[
-            (
-                &[
-                    "sqs:ReceiveMessage",
-                    "sqs:DeleteMessage",
-                    "sqs:GetQueueAttributes",
-                    "sqs:ChangeMessageVisibility",
-                ],
-                arn(logical::DLQ1),
-            ),
-            (
-                &[
-                    "dynamodb:DescribeStream",
-                    "dynamodb:GetRecords",
-                    "dynamodb:GetShardIterator"
-                ],
-                stream,
-            ),
-            // Permanent failures go to DLQ2 at once; DLQ2 only, and only sending.
-            (&["sqs:SendMessage"], arn(logical::DLQ2)),
-            (TABLE_ITEM_ACTIONS, arn(logical::RESOURCES_TABLE)),
-            (&["dynamodb:UpdateItem"], arn(logical::COUNTERS_TABLE)),
-            (LOG_ACTIONS, arn(logical::DLQ_REPROCESSOR_LOG_GROUP)),
-        ])
-    );
+    let mut pointer: Vec<(&[&str], Expr)> = vec![
+        (
+            &[
+                "sqs:ReceiveMessage",
+                "sqs:DeleteMessage",
+                "sqs:GetQueueAttributes",
+                "sqs:ChangeMessageVisibility",
+            ],
+            arn(logical::DLQ1),
+        ),
+        (
+            &[
+                "dynamodb:DescribeStream",
+                "dynamodb:GetRecords",
+                "dynamodb:GetShardIterator",
+            ],
+            stream,
+        ),
+        // Permanent failures go to DLQ2 at once; DLQ2 only, and only sending.
+        (&["sqs:SendMessage"], arn(logical::DLQ2)),
+        (TABLE_ITEM_ACTIONS, arn(logical::RESOURCES_TABLE)),
+        (&["dynamodb:UpdateItem"], arn(logical::COUNTERS_TABLE)),
+        (LOG_ACTIONS, arn(logical::DLQ_REPROCESSOR_LOG_GROUP)),
+    ];
+    let role = role(&t, logical::DLQ_REPROCESSOR_ROLE);
+    assert_eq!(grants_under(role, failed_batches::KEEP_POINTER), expected(&pointer));
+    pointer.push((&["s3:GetObject"], Expr::sub("${FailedBatchBucket.Arn}/*")));
+    pointer.push((&["s3:ListBucket"], arn(logical::FAILED_BATCH_BUCKET)));
+    assert_eq!(grants_under(role, failed_batches::KEEP_PAYLOAD), expected(&pointer));
 }
 
 #[test]
@@ -482,7 +507,15 @@ fn stream_mapping_bisects_reports_item_failures_and_fails_over_to_dlq1() {
         vec![FunctionResponseType::ReportBatchItemFailures]
     );
     let on_failure = m.destination_config.as_ref().map(|d| &d.on_failure.destination);
-    assert_eq!(on_failure, Some(&arn(logical::DLQ1)));
+    assert_eq!(
+        on_failure,
+        Some(&Expr::when(
+            failed_batches::KEEP_PAYLOAD,
+            arn(logical::FAILED_BATCH_BUCKET),
+            arn(logical::DLQ1)
+        )),
+        "the bucket under FailedBatchRecords=payload, DLQ1 under pointer"
+    );
     assert_eq!(m.batch_size, reference(params::STREAM_BATCH_SIZE));
     assert_eq!(
         m.parallelization_factor,
@@ -566,7 +599,10 @@ fn api_url_requires_signed_requests() {
 fn every_output_and_parameter_constant_is_in_the_template() {
     let t = stack::template();
     let output_names: BTreeSet<&str> = t.outputs.keys().map(String::as_str).collect();
-    assert_eq!(output_names, outputs::ALL.into_iter().collect());
+    assert_eq!(
+        output_names,
+        outputs::ALL.into_iter().chain(outputs::CONDITIONAL).collect()
+    );
     let parameter_names: BTreeSet<&str> = t.parameters.keys().map(String::as_str).collect();
     assert_eq!(parameter_names, params::ALL.into_iter().collect());
 }
@@ -601,6 +637,7 @@ fn every_reference_names_a_parameter_or_resource_and_every_parameter_is_used() {
     let mut found = Vec::new();
     references(&rendered["Resources"], &mut found);
     references(&rendered["Outputs"], &mut found);
+    references(&rendered["Conditions"], &mut found);
     for name in &found {
         assert!(
             t.parameters.contains_key(name) || t.resources.contains_key(name) || name.starts_with("AWS::"),
@@ -610,4 +647,73 @@ fn every_reference_names_a_parameter_or_resource_and_every_parameter_is_used() {
     for name in t.parameters.keys() {
         assert!(found.contains(name), "parameter {name} is never used");
     }
+}
+
+/// `FailedBatchRecords=payload` (the default) adds a bucket that keeps every
+/// failed batch: retained with the stack, encrypted, versioned, private,
+/// TLS-only, expiring its objects, announcing each new object under Lambda's
+/// prefix to DLQ1, whose policy lets in that bucket's notifications only.
+/// `pointer` creates none of it.
+#[test]
+fn failed_batches_are_kept_in_a_private_retained_bucket_that_feeds_dlq1() {
+    let t = stack::template();
+    let parameter = serde_json::to_value(&t.parameters[params::FAILED_BATCH_RECORDS]).unwrap();
+    assert_eq!(parameter["Default"], "payload");
+    assert_eq!(parameter["AllowedValues"], serde_json::json!(["payload", "pointer"]));
+    let rendered = serde_json::to_value(&t).unwrap();
+    let resource = |id: &str| rendered["Resources"][id].clone();
+    for id in [
+        logical::FAILED_BATCH_BUCKET,
+        logical::FAILED_BATCH_BUCKET_POLICY,
+        logical::DLQ1_POLICY,
+    ] {
+        assert_eq!(resource(id)["Condition"], failed_batches::KEEP_PAYLOAD, "{id}");
+    }
+    let bucket = resource(logical::FAILED_BATCH_BUCKET);
+    assert_eq!(
+        (&bucket["DeletionPolicy"], &bucket["UpdateReplacePolicy"]),
+        (&"Retain".into(), &"Retain".into())
+    );
+    assert_eq!(bucket["DependsOn"], serde_json::json!([logical::DLQ1_POLICY]));
+    let p = &bucket["Properties"];
+    assert_eq!(
+        p["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]["SSEAlgorithm"],
+        "aws:kms"
+    );
+    for block in [
+        "BlockPublicAcls",
+        "BlockPublicPolicy",
+        "IgnorePublicAcls",
+        "RestrictPublicBuckets",
+    ] {
+        assert_eq!(p["PublicAccessBlockConfiguration"][block], true, "{block}");
+    }
+    let rule = &p["LifecycleConfiguration"]["Rules"][0];
+    assert_eq!(rule["Status"], "Enabled");
+    assert_eq!(rule["ExpirationInDays"], failed_batches::FAILED_BATCH_RETENTION_DAYS);
+    let notification = &p["NotificationConfiguration"]["QueueConfigurations"][0];
+    assert_eq!(notification["Event"], "s3:ObjectCreated:*");
+    assert_eq!(notification["Queue"], serde_json::to_value(arn(logical::DLQ1)).unwrap());
+    assert_eq!(notification["Filter"]["S3Key"]["Rules"][0]["Value"], "aws/lambda/");
+
+    let deny = &resource(logical::FAILED_BATCH_BUCKET_POLICY)["Properties"]["PolicyDocument"]["Statement"][0];
+    assert_eq!(deny["Effect"], "Deny");
+    assert_eq!(deny["Principal"], "*");
+    assert_eq!(deny["Condition"]["Bool"]["aws:SecureTransport"], "false");
+
+    let allow = &resource(logical::DLQ1_POLICY)["Properties"]["PolicyDocument"]["Statement"][0];
+    assert_eq!(allow["Principal"]["Service"], "s3.amazonaws.com");
+    assert_eq!(allow["Action"], serde_json::json!(["sqs:SendMessage"]));
+    // The queue policy names the bucket by the same expression as its name.
+    let source = serde_json::to_string(&allow["Condition"]["ArnEquals"]["aws:SourceArn"]).unwrap();
+    let name = serde_json::to_string(&p["BucketName"]).unwrap();
+    assert!(source.contains(&name), "{source} does not name {name}");
+    assert_eq!(
+        allow["Condition"]["StringEquals"]["aws:SourceAccount"],
+        serde_json::json!({"Ref": "AWS::AccountId"})
+    );
+    assert_eq!(
+        rendered["Outputs"][outputs::FAILED_BATCH_BUCKET]["Condition"],
+        failed_batches::KEEP_PAYLOAD
+    );
 }

@@ -16,7 +16,9 @@
 //!   `TransactionCanceledException` with one `CancellationReasons` entry per
 //!   action of the request, in request order: `TransactionConflict` on one
 //!   (picked by the plan's generator) or all, `None` for the rest;
-//! * [`Fault::Delay`]: forwarded after a pause.
+//! * [`Fault::Delay`]: forwarded after a pause;
+//! * [`Fault::Trimmed`]: HTTP 400 `TrimmedDataAccessException`, not
+//!   forwarded: a stream range that has left the 24-hour retention.
 //!
 //! Apart from the plan, [`FaultProxy::limit_item_writes`] caps the write
 //! rate of each item of one table, as DynamoDB caps an item at 1,000 write
@@ -153,6 +155,9 @@ pub enum Fault {
     TransactionConflict(Conflicting),
     /// Forwarded after this pause.
     Delay(Duration),
+    /// DynamoDB Streams: HTTP 400 `TrimmedDataAccessException`, not
+    /// forwarded: the records asked for have left the stream's retention.
+    Trimmed,
 }
 
 impl Fault {
@@ -163,6 +168,7 @@ impl Fault {
             Fault::Throttle => FaultKind::Throttle,
             Fault::TransactionConflict(_) => FaultKind::TransactionConflict,
             Fault::Delay(_) => FaultKind::Delay,
+            Fault::Trimmed => FaultKind::Trimmed,
         }
     }
 }
@@ -175,9 +181,12 @@ pub enum FaultKind {
     Throttle,
     TransactionConflict,
     Delay,
+    Trimmed,
 }
 
 impl FaultKind {
+    /// The faults any service can answer ([`FaultKind::Trimmed`] is the
+    /// Streams-only answer of a range that has left the stream).
     pub const ALL: [FaultKind; 5] = [
         FaultKind::FailBefore,
         FaultKind::ApplyThenFail,
@@ -725,6 +734,15 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
                 return Ok(transaction_conflict(actions, blamed));
             }
             Fault::Delay(pause) => tokio::time::sleep(pause).await,
+            Fault::Trimmed => {
+                return Ok(json_error(
+                    op,
+                    StatusCode::BAD_REQUEST,
+                    "TrimmedDataAccessException",
+                    "Sender",
+                    message(&format!("injected: the records asked for by {op} have left the stream")),
+                ));
+            }
             Fault::ApplyThenFail => {}
         }
     }

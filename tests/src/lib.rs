@@ -299,6 +299,11 @@ pub async fn assert_invariants(
     (counts, snapshot)
 }
 
+/// An S3 client for the emulator: path-style, since it answers at one host.
+pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
+    aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(sdk).force_path_style(true).build())
+}
+
 /// The kit's handler functions in process, as the binaries run them: the
 /// DLQ reprocessor for a function name ending in `-dlq-reprocessor`, else
 /// the stream counter. The reprocessor gets the stream and DLQ2 its
@@ -308,7 +313,7 @@ pub async fn assert_invariants(
 #[derive(Clone)]
 pub struct KitFunctions {
     processor: Processor<DynamoStore>,
-    streams: aws_sdk_dynamodbstreams::Client,
+    sources: dlq_reprocessor::Sources,
     sqs: aws_sdk_sqs::Client,
     lambda: aws_sdk_lambda::Client,
     permanent: std::sync::Arc<tokio::sync::Mutex<std::collections::HashMap<String, PermanentFailures>>>,
@@ -321,7 +326,10 @@ impl KitFunctions {
     pub fn new(processor: Processor<DynamoStore>, sdk: &SdkConfig) -> Self {
         Self {
             processor,
-            streams: aws_sdk_dynamodbstreams::Client::new(sdk),
+            sources: dlq_reprocessor::Sources {
+                streams: aws_sdk_dynamodbstreams::Client::new(sdk),
+                s3: s3_client(sdk),
+            },
             sqs: aws_sdk_sqs::Client::new(sdk),
             lambda: aws_sdk_lambda::Client::new(sdk),
             permanent: Default::default(),
@@ -361,7 +369,7 @@ impl KitFunctions {
         let result = match (self.permanent_failures(function).await, serde_json::from_value(payload)) {
             (Ok(permanent), Ok(event)) => dlq_reprocessor::handle_dlq_event(
                 &self.processor,
-                &self.streams,
+                &self.sources,
                 &permanent,
                 lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
             )

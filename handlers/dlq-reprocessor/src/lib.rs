@@ -1,21 +1,34 @@
-//! The DLQ reprocessor's Lambda glue: a batch of DLQ1 messages, each an
-//! on-failure record replayed on its own by
-//! [`hybrid_counter_aws::replay::replay`], and the partial batch response
-//! that returns only the messages that may still succeed to the queue. A
-//! message that never can (not an on-failure record, or one of another
-//! stream than the stack's: [`ReplayError::is_permanent`]) goes to DLQ2 at
-//! once, its body unchanged and its reason in the message attribute
-//! [`REASON_ATTRIBUTE`], and is reported as handled so DLQ1 deletes it.
-//! `main.rs` wires it to the runtime; the end-to-end tests call the same
-//! function.
+//! The DLQ reprocessor's Lambda glue: a batch of DLQ1 messages, each
+//! handled on its own, and the partial batch response that returns only the
+//! messages that may still succeed to the queue. A message is one of
+//! ([`Dlq1Message`]):
+//! - an on-failure record (`FailedBatchRecords=pointer`): its range is read
+//!   back from the stream and replayed ([`hybrid_counter_aws::replay::replay`]);
+//! - an S3 notification of a failed batch kept with its records
+//!   (`FailedBatchRecords=payload`): the object is read
+//!   ([`hybrid_counter_aws::s3::fetch_failed_batch`]) and its records
+//!   replayed ([`hybrid_counter_aws::failed_batch::replay_payload`]), so a
+//!   range that has left the stream is still counted;
+//! - S3's test event, sent once when the notification is configured:
+//!   deleted, nothing to do.
+//!
+//! A message that never can succeed (not one of these, one of another
+//! stream than the stack's, an object that is gone or is not a failed
+//! batch: [`ReplayError::is_permanent`]) goes to DLQ2 at once, its body
+//! unchanged and its reason in the message attribute [`REASON_ATTRIBUTE`],
+//! and is reported as handled so DLQ1 deletes it. `main.rs` wires it to the
+//! runtime; the end-to-end tests call the same function.
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use hybrid_counter::config::{ENV_DLQ2_URL, ENV_STREAM_ARN};
 use hybrid_counter::store::Store;
+use hybrid_counter::stream::BatchReport;
 use hybrid_counter::stream::Processor;
+use hybrid_counter_aws::failed_batch::{Dlq1Message, replay_payload};
 use hybrid_counter_aws::info_with_cost;
 use hybrid_counter_aws::lambda::CostWatch;
-use hybrid_counter_aws::replay::{OnFailureRecord, REASON_ATTRIBUTE, ReplayError, replay};
+use hybrid_counter_aws::replay::{REASON_ATTRIBUTE, ReplayError, replay};
+use hybrid_counter_aws::s3::fetch_failed_batch;
 use lambda_runtime::LambdaEvent;
 use tracing::{info, warn};
 
@@ -73,6 +86,40 @@ fn truncate(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
+/// The services a replay reads: the stream (pointers) and the failed-batch
+/// bucket (kept payloads).
+#[derive(Debug, Clone)]
+pub struct Sources {
+    pub streams: aws_sdk_dynamodbstreams::Client,
+    pub s3: aws_sdk_s3::Client,
+}
+
+/// Handles one DLQ1 message: `None` for S3's test event (nothing to
+/// replay), otherwise what the replay of the batch it names came to.
+async fn handle_message<S: Store>(
+    processor: &Processor<S>,
+    sources: &Sources,
+    stream_arn: &str,
+    body: &str,
+) -> (Option<Dlq1Message>, Result<Option<BatchReport>, ReplayError>) {
+    let message = match Dlq1Message::parse_of(body, stream_arn) {
+        Ok(message) => message,
+        Err(err) => return (None, Err(err)),
+    };
+    let now = hybrid_counter::now_millis();
+    let outcome = match &message {
+        Dlq1Message::Pointer(record) => Box::pin(replay(processor, &sources.streams, &record.batch_info, now))
+            .await
+            .map(Some),
+        Dlq1Message::Object(object) => match fetch_failed_batch(&sources.s3, object, stream_arn).await {
+            Ok(batch) => Box::pin(replay_payload(processor, &batch, now)).await.map(Some),
+            Err(err) => Err(err),
+        },
+        Dlq1Message::S3TestEvent => Ok(None),
+    };
+    (Some(message), outcome)
+}
+
 /// Handles one batch of DLQ1 messages: each is replayed on its own, and
 /// only those that may still succeed and could not be replayed are
 /// reported, so a bad message never holds back the others. A permanent
@@ -81,7 +128,7 @@ fn truncate(text: &str, max: usize) -> &str {
 /// after `maxReceiveCount` receives, as before), so nothing is lost.
 pub async fn handle_dlq_event<S: Store>(
     processor: &Processor<S>,
-    streams: &aws_sdk_dynamodbstreams::Client,
+    sources: &Sources,
     permanent: &PermanentFailures,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, lambda_runtime::Error> {
@@ -93,24 +140,13 @@ pub async fn handle_dlq_event<S: Store>(
             return Err("an SQS message without a messageId cannot be reported; failing the batch".into());
         };
         let body = message.body.as_deref().unwrap_or_default();
-        let outcome = match OnFailureRecord::from_body_of(body, &permanent.stream_arn) {
-            Ok(record) => Box::pin(replay(
-                processor,
-                streams,
-                &record.batch_info,
-                hybrid_counter::now_millis(),
-            ))
-            .await
-            .map(|report| (record, report)),
-            Err(err) => Err(err),
-        };
+        let (parsed, outcome) = handle_message(processor, sources, &permanent.stream_arn, body).await;
+        let what = parsed.as_ref().map(Dlq1Message::describe).unwrap_or_default();
         let failed = match outcome {
-            Ok((record, report)) => {
+            Ok(Some(report)) => {
                 info!(
                     %message_id,
-                    shard_id = %record.batch_info.shard_id,
-                    start = %record.batch_info.start_sequence_number,
-                    end = %record.batch_info.end_sequence_number,
+                    batch = %what,
                     counted = report.counted,
                     deleted_counted = report.deleted_counted,
                     deleted_uncounted = report.deleted_uncounted,
@@ -119,19 +155,23 @@ pub async fn handle_dlq_event<S: Store>(
                 );
                 false
             }
+            Ok(None) => {
+                info!(%message_id, "S3's test event of the failed-batch notification; nothing to replay");
+                false
+            }
             Err(err) if err.is_permanent() => match permanent.send(body, &err).await {
                 Ok(dlq2_message_id) => {
                     sent_to_dlq2 += 1;
-                    warn!(%message_id, %dlq2_message_id, reason = %err, "this message can never be replayed; sent to DLQ2");
+                    warn!(%message_id, %dlq2_message_id, batch = %what, reason = %err, "this message can never be replayed; sent to DLQ2");
                     false
                 }
                 Err(send_error) => {
-                    warn!(%message_id, reason = %err, error = %send_error, "this message can never be replayed, but sending it to DLQ2 failed; it stays in the queue");
+                    warn!(%message_id, batch = %what, reason = %err, error = %send_error, "this message can never be replayed, but sending it to DLQ2 failed; it stays in the queue");
                     true
                 }
             },
             Err(err) => {
-                warn!(%message_id, error = %err, "could not replay this message; it stays in the queue");
+                warn!(%message_id, batch = %what, error = %err, "could not replay this message; it stays in the queue");
                 true
             }
         };
@@ -161,6 +201,7 @@ mod tests {
     use aws_sdk_sqs::operation::send_message::{SendMessageError, SendMessageOutput};
     use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, create_mock_http_client, mock};
     use hybrid_counter::memory::MemoryStore;
+    use hybrid_counter_aws::replay::OnFailureRecord;
 
     use super::*;
 
@@ -232,6 +273,28 @@ mod tests {
             })
     }
 
+    fn s3(rules: &[&Rule]) -> aws_sdk_s3::Client {
+        aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::Config::builder()
+                .with_test_defaults()
+                .region(aws_sdk_s3::config::Region::new("us-east-1"))
+                .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
+                .http_client(create_mock_http_client())
+                .interceptor(interceptor(rules))
+                .build(),
+        )
+    }
+
+    fn sources(streams: aws_sdk_dynamodbstreams::Client, s3: aws_sdk_s3::Client) -> Sources {
+        Sources { streams, s3 }
+    }
+
+    const NOTIFICATION: &str = include_str!("../../../aws/src/fixtures/s3_object_created.json");
+    const KEPT_BATCH: &str = include_str!("../../../aws/src/fixtures/failed_batch_object.json");
+    /// The stream of the fixtures of a kept batch.
+    const KEPT_STREAM: &str =
+        "arn:aws:dynamodb:us-east-1:123456789012:table/hybrid-counter-resources/stream/2026-11-14T00:04:06.388";
+
     fn on_failure_body(stream_arn: &str) -> String {
         let fixture = include_str!("../../../aws/src/fixtures/on_failure_record.json");
         let mut record = OnFailureRecord::from_body(fixture).unwrap();
@@ -274,7 +337,7 @@ mod tests {
         let (garbage, wrong_stream, ours) = ("{not json", on_failure_body(OTHER_STREAM), on_failure_body(STREAM));
         let response = handle_dlq_event(
             &Processor::new(MemoryStore::new()),
-            &throttled_streams(&throttled),
+            &sources(throttled_streams(&throttled), s3(&[])),
             &permanent(sqs(&[&send])),
             event(&[garbage, &wrong_stream, &ours]),
         )
@@ -309,7 +372,7 @@ mod tests {
         let throttled = throttle();
         let response = handle_dlq_event(
             &Processor::new(MemoryStore::new()),
-            &throttled_streams(&throttled),
+            &sources(throttled_streams(&throttled), s3(&[])),
             &permanent(sqs(&[&refused])),
             event(&["garbage", "{}"]),
         )
@@ -317,6 +380,62 @@ mod tests {
         .unwrap();
         assert_eq!(failed_ids(&response), ["m0", "m1"]);
         assert_eq!(refused.num_calls(), 2, "each was tried once");
+    }
+
+    /// `FailedBatchRecords=payload`: the notification's object is read and
+    /// its records counted, with no stream read at all (the range may have
+    /// left the stream); S3's test event is deleted without a trace in
+    /// DLQ2; a notification of an object that is gone goes to DLQ2 at once.
+    #[tokio::test]
+    async fn kept_batches_are_replayed_from_their_object_and_the_test_event_is_dropped() {
+        let sent = std::sync::Arc::default();
+        let send = dlq2_accepts(std::sync::Arc::clone(&sent));
+        let throttled = throttle();
+        let object_key = serde_json::from_str::<serde_json::Value>(NOTIFICATION).unwrap()["Records"][0]["s3"]["object"]
+            ["key"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let serve = mock!(aws_sdk_s3::Client::get_object)
+            .match_requests(move |r| r.key() == Some(object_key.as_str()))
+            .then_output(|| {
+                aws_sdk_s3::operation::get_object::GetObjectOutput::builder()
+                    .body(aws_sdk_s3::primitives::ByteStream::from_static(KEPT_BATCH.as_bytes()))
+                    .build()
+            });
+        let gone = mock!(aws_sdk_s3::Client::get_object).then_error(|| {
+            aws_sdk_s3::operation::get_object::GetObjectError::NoSuchKey(
+                aws_sdk_s3::types::error::NoSuchKey::builder().build(),
+            )
+        });
+        let mut missing: serde_json::Value = serde_json::from_str(NOTIFICATION).unwrap();
+        missing["Records"][0]["s3"]["object"]["key"] = "aws/lambda/expired".into();
+        let missing = missing.to_string();
+        let store = MemoryStore::new();
+        store.put_item("acct", "w1", "inc-w1", false, false).await;
+        store.put_item("acct", "w2", "inc-w2", false, false).await;
+        let processor = Processor::new(store);
+        let mut failures = permanent(sqs(&[&send]));
+        failures.stream_arn = KEPT_STREAM.to_owned();
+        let test_event = include_str!("../../../aws/src/fixtures/s3_test_event.json");
+        let response = handle_dlq_event(
+            &processor,
+            &sources(throttled_streams(&throttled), s3(&[&serve, &gone])),
+            &failures,
+            event(&[NOTIFICATION, test_event, &missing]),
+        )
+        .await
+        .unwrap();
+        assert!(failed_ids(&response).is_empty(), "{response:?}");
+        assert_eq!(throttled.num_calls(), 0, "a kept batch never reads the stream");
+        assert_eq!(processor.store().counter("acct", "eventual"), 2, "both records counted");
+        let sent = sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 1, "only the missing object reaches DLQ2: {sent:?}");
+        assert_eq!(sent[0].0, missing);
+        assert!(
+            sent[0].1.contains("does not exist") && sent[0].1.contains("aws/lambda/expired"),
+            "{sent:?}"
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Lambda entry point of the DLQ reprocessor: builds the processor, the
-//! Streams client and the route of permanent failures to DLQ2 once, and
+//! Streams and S3 clients and the route of permanent failures to DLQ2 once, and
 //! hands every DLQ1 batch to [`dlq_reprocessor::handle_dlq_event`].
 
-use dlq_reprocessor::{PermanentFailures, handle_dlq_event};
+use dlq_reprocessor::{PermanentFailures, Sources, handle_dlq_event};
 use hybrid_counter_aws::lambda::{init_tracing, processor_from_env};
 use lambda_runtime::{Error, service_fn};
 
@@ -10,10 +10,19 @@ use lambda_runtime::{Error, service_fn};
 async fn main() -> Result<(), Error> {
     init_tracing();
     let (processor, sdk) = processor_from_env().await?;
-    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+    let sources = Sources {
+        streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
+        // Path-style against an endpoint override (the local emulator
+        // answers at one host, not at `<bucket>.<host>`).
+        s3: aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(&sdk)
+                .force_path_style(sdk.endpoint_url().is_some())
+                .build(),
+        ),
+    };
     let permanent = PermanentFailures::from_lookup(aws_sdk_sqs::Client::new(&sdk), |name| std::env::var(name).ok())?;
     lambda_runtime::run(service_fn(|event| {
-        handle_dlq_event(&processor, &streams, &permanent, event)
+        handle_dlq_event(&processor, &sources, &permanent, event)
     }))
     .await
 }

@@ -124,6 +124,8 @@ pub(crate) struct Ctx<I> {
     pub(crate) invoker: I,
     pub(crate) streams: aws_sdk_dynamodbstreams::Client,
     pub(crate) sqs: aws_sdk_sqs::Client,
+    /// Writes failed batches to an S3 on-failure destination.
+    pub(crate) s3: aws_sdk_s3::Client,
     pub(crate) lambda: aws_sdk_lambda::Client,
     pub(crate) config: RunnerConfig,
     pub(crate) clock: Clock,

@@ -59,7 +59,8 @@ pub struct StreamSettings {
     pub maximum_retry_attempts: Option<u32>,
     /// `None`: no age limit (`MaximumRecordAgeInSeconds` -1).
     pub maximum_record_age: Option<Duration>,
-    /// ARN of the on-failure destination (an SQS queue), if any.
+    /// ARN of the on-failure destination (an SQS queue, or an S3 bucket
+    /// that keeps the batch with its records), if any.
     pub on_failure_destination: Option<String>,
 }
 
@@ -213,10 +214,10 @@ async fn mapping_from(
         };
         let on_failure_destination = config.on_failure_destination.clone().filter(|d| !d.is_empty());
         if let Some(destination) = &on_failure_destination {
-            if parse_queue_arn(destination).is_none() {
+            if parse_queue_arn(destination).is_none() && parse_bucket_arn(destination).is_none() {
                 return Err(unsupported(format!(
-                    "the on-failure destination {destination} is not an SQS queue ARN; the local runner \
-                     sends on-failure records to SQS only"
+                    "the on-failure destination {destination} is neither an SQS queue nor an S3 bucket ARN; \
+                     the local runner plays only those two"
                 )));
             }
         }
@@ -252,6 +253,14 @@ async fn mapping_from(
 }
 
 /// The URL of the queue an SQS ARN names.
+/// The bucket of an S3 bucket ARN (`arn:<partition>:s3:::<bucket>`).
+pub fn parse_bucket_arn(arn: &str) -> Option<&str> {
+    match arn.split(':').collect::<Vec<_>>().as_slice() {
+        ["arn", _, "s3", "", "", bucket] if !bucket.is_empty() && !bucket.contains('/') => Some(bucket),
+        _ => None,
+    }
+}
+
 pub async fn queue_url(sqs: &aws_sdk_sqs::Client, arn: &str) -> Result<String, Error> {
     let (_, account, name) = parse_queue_arn(arn).ok_or_else(|| Error::Emulator {
         service: "SQS",
@@ -287,6 +296,23 @@ async fn queue_settings(sqs: &aws_sdk_sqs::Client, account: &str, name: &str) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_s3_on_failure_destination_is_a_bucket_arn_and_nothing_else() {
+        assert_eq!(
+            parse_bucket_arn("arn:aws:s3:::hc-failed-batch-1a2b3c4d"),
+            Some("hc-failed-batch-1a2b3c4d")
+        );
+        assert_eq!(parse_bucket_arn("arn:aws-cn:s3:::b"), Some("b"));
+        for not_a_bucket in [
+            "arn:aws:s3:::",
+            "arn:aws:s3:::b/key",
+            "arn:aws:sqs:us-east-1:123456789012:q",
+            "b",
+        ] {
+            assert_eq!(parse_bucket_arn(not_a_bucket), None, "{not_a_bucket}");
+        }
+    }
 
     #[test]
     fn the_kits_own_filter_patterns_are_accepted() {

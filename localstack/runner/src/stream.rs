@@ -10,8 +10,12 @@
 //! `MaximumRecordAgeInSeconds` runs out; with `BisectBatchOnFunctionError`
 //! a failed batch is split in two and each half retried, and "splitting
 //! batches doesn't consume the retry quota"; what is given up on is
-//! described to the on-failure destination (an SQS queue) and the mapping
-//! moves on.
+//! described to the on-failure destination and the mapping moves on: an SQS
+//! queue gets the on-failure record (a pointer to the range), an S3 bucket
+//! an object holding the record and the batch's records, written where and
+//! as Lambda writes it (`hybrid_counter_aws::failed_batch`); the emulator's
+//! own S3 event notification then announces it to the queue the bucket
+//! names (fakecloud delivers S3 notifications to SQS itself).
 //!
 //! Checkpoints live in memory, per mapping and shard, and only move forward.
 //! A restarted runner starts again from each mapping's starting position:
@@ -22,14 +26,16 @@ use std::collections::VecDeque;
 
 use aws_lambda_events::event::dynamodb::EventRecord as Record;
 use hybrid_counter::stream::record::{created_at, sequence_number};
+use hybrid_counter_aws::failed_batch::{FailedBatchObject, ObjectRef, object_key};
 use hybrid_counter_aws::replay::OnFailureRecord;
+use hybrid_counter_aws::s3::put_failed_batch;
 use hybrid_counter_aws::streams::{Position, ShardReader};
 use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
 use crate::batch::{StreamVerdict, expired_prefix, may_retry, next_window, stream_verdict};
 use crate::ctx::{Ctx, Drained};
-use crate::discover::{Mapping, StartingPosition, StreamSettings};
+use crate::discover::{Mapping, StartingPosition, StreamSettings, parse_bucket_arn};
 use crate::error::{Error, sdk_message};
 use crate::invoke::Invoke;
 
@@ -225,8 +231,8 @@ async fn retry_or_give_up<I: Invoke>(
 }
 
 /// Abandons `records` (in shard order, not empty): describes them to the
-/// on-failure destination in Lambda's format (no records, only where they
-/// are) and checkpoints past them. Sending is retried until it succeeds, so
+/// on-failure destination in Lambda's format (to SQS no records, only where
+/// they are; to S3 the records too) and checkpoints past them. Sending is retried until it succeeds, so
 /// a record is never skipped without its description reaching the queue.
 async fn give_up<I: Invoke>(
     ctx: &Ctx<I>,
@@ -252,8 +258,24 @@ async fn give_up<I: Invoke>(
                 now,
             );
             let body = serde_json::to_string(&on_failure).unwrap_or_default();
+            // An S3 destination keeps the batch with its records, as Lambda
+            // writes it; the bucket's own notification (the emulator's)
+            // announces the object to DLQ1.
+            let kept = parse_bucket_arn(destination).map(|bucket| {
+                let object = ObjectRef {
+                    bucket: bucket.to_owned(),
+                    key: object_key(&mapping.uuid, shard_id, now),
+                };
+                (object, FailedBatchObject::new(on_failure.clone(), plain.clone()))
+            });
             loop {
-                match send_on_failure(ctx, destination, &body).await {
+                let sent = match &kept {
+                    Some((object, batch)) => put_failed_batch(&ctx.s3, object, batch)
+                        .await
+                        .map_err(Error::emulator("S3", "PutObject")),
+                    None => send_on_failure(ctx, destination, &body).await,
+                };
+                match sent {
                     Ok(()) => break,
                     Err(err) if ctx.stopping() => return Err(err),
                     Err(err) => {

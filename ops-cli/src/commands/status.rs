@@ -41,6 +41,27 @@ impl StatusReport {
     pub fn healthy(&self) -> bool {
         self.attention.is_empty()
     }
+
+    /// Where the stream mapping sends a batch it gives up on, and what a
+    /// DLQ1 message then is (stack parameter `FailedBatchRecords`).
+    pub fn failed_batches(&self) -> String {
+        failed_batches(&self.parameters, &self.outputs)
+    }
+}
+
+fn failed_batches(parameters: &BTreeMap<String, String>, outputs: &BTreeMap<String, String>) -> String {
+    let mode = parameters.get(stack::params::FAILED_BATCH_RECORDS).map(String::as_str);
+    match (mode, outputs.get(stack::outputs::FAILED_BATCH_BUCKET)) {
+        (Some(stack::failed_batches::PAYLOAD), Some(bucket)) => format!(
+            "kept with their records in s3://{bucket} (FailedBatchRecords=payload); a dlq1 message names an object, \
+                 replayable after the stream's 24 h"
+        ),
+        (Some(stack::failed_batches::POINTER), _) => "pointers to stream ranges in dlq1 (FailedBatchRecords=pointer); \
+                 a range is replayable only while the stream keeps it (24 h)"
+            .to_owned(),
+        (None, _) => "pointers to stream ranges in dlq1 (a stack from before FailedBatchRecords)".to_owned(),
+        (Some(other), _) => format!("FailedBatchRecords={other}"),
+    }
 }
 
 /// One event source mapping and its key settings (the fields of
@@ -436,6 +457,7 @@ impl fmt::Display for StatusReport {
                 )?,
             }
         }
+        writeln!(f, "  failed batches: {}", self.failed_batches())?;
         writeln!(f, "Alarms:")?;
         for a in &self.alarms {
             match &a.problem {
@@ -553,6 +575,28 @@ mod tests {
     #[test]
     fn the_takeover_tag_is_the_local_runners() {
         assert_eq!(TAKEOVER_TAG_PREFIX, esm_runner::discover::TAKEOVER_TAG_PREFIX);
+    }
+
+    #[test]
+    fn status_says_where_failed_batches_go_in_either_mode() {
+        let map = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let payload = failed_batches(
+            &map(&[("FailedBatchRecords", "payload")]),
+            &map(&[("FailedBatchBucketName", "hc-failed-batch-1a2b3c4d")]),
+        );
+        assert!(
+            payload.starts_with("kept with their records in s3://hc-failed-batch-1a2b3c4d"),
+            "{payload}"
+        );
+        let pointer = failed_batches(&map(&[("FailedBatchRecords", "pointer")]), &BTreeMap::new());
+        assert!(pointer.starts_with("pointers to stream ranges in dlq1"), "{pointer}");
+        let older = failed_batches(&BTreeMap::new(), &BTreeMap::new());
+        assert!(older.contains("from before FailedBatchRecords"), "{older}");
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! resources are expressions (`Fn::GetAtt`, `Fn::Sub`) naming the stack's
 //! own tables, stream, queues and log groups.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::expr::Expr;
@@ -24,11 +26,10 @@ impl Role {
             assume_role_policy_document: PolicyDocument::new(vec![Statement {
                 sid: None,
                 effect: Effect::Allow,
-                principal: Some(Principal {
-                    service: service.to_owned(),
-                }),
+                principal: Some(Principal::Service(service.to_owned())),
                 action: vec![Action::StsAssumeRole],
                 resource: Vec::new(),
+                condition: None,
             }]),
             policies,
         }
@@ -40,11 +41,56 @@ impl Role {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "PascalCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct InlinePolicy {
     pub policy_name: String,
     pub policy_document: PolicyDocument,
+    /// The template condition under which the role has this policy: it is
+    /// written as `Fn::If: [condition, policy, Ref: AWS::NoValue]`, so the
+    /// role grants it only when the condition holds (and policy checkers
+    /// still read each policy whole).
+    pub only_if: Option<String>,
+}
+
+impl InlinePolicy {
+    pub fn new(policy_name: &str, statements: Vec<Statement>) -> Self {
+        Self {
+            policy_name: policy_name.to_owned(),
+            policy_document: PolicyDocument::new(statements),
+            only_if: None,
+        }
+    }
+
+    /// The policy, only when the template condition `condition` holds.
+    pub fn only_if(mut self, condition: &str) -> Self {
+        self.only_if = Some(condition.to_owned());
+        self
+    }
+}
+
+impl Serialize for InlinePolicy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+
+        #[derive(Serialize)]
+        #[serde(rename_all = "PascalCase")]
+        struct Plain<'a> {
+            policy_name: &'a str,
+            policy_document: &'a PolicyDocument,
+        }
+        let plain = Plain {
+            policy_name: &self.policy_name,
+            policy_document: &self.policy_document,
+        };
+        match &self.only_if {
+            None => plain.serialize(serializer),
+            Some(condition) => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry("Fn::If", &(condition, plain, Expr::no_value()))?;
+                map.end()
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -63,6 +109,10 @@ impl PolicyDocument {
     }
 }
 
+/// An IAM condition block: operator (`Bool`, `ArnEquals`, ...) to
+/// condition key to value.
+pub type ConditionBlock = BTreeMap<String, BTreeMap<String, Expr>>;
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct Statement {
@@ -74,6 +124,8 @@ pub struct Statement {
     pub action: Vec<Action>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub resource: Vec<Expr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub condition: Option<ConditionBlock>,
 }
 
 impl Statement {
@@ -85,6 +137,31 @@ impl Statement {
             principal: None,
             action: actions.to_vec(),
             resource: resources,
+            condition: None,
+        }
+    }
+
+    /// The statement, for a resource policy: who it is about.
+    pub fn for_principal(mut self, principal: Principal) -> Self {
+        self.principal = Some(principal);
+        self
+    }
+
+    /// The statement, with `operator: {key: value}` added to its condition block.
+    pub fn when(mut self, operator: &str, key: &str, value: Expr) -> Self {
+        self.condition
+            .get_or_insert_with(BTreeMap::new)
+            .entry(operator.to_owned())
+            .or_default()
+            .insert(key.to_owned(), value);
+        self
+    }
+
+    /// `Deny` `actions` on `resources` (resource policies).
+    pub fn deny(sid: &str, actions: &[Action], resources: Vec<Expr>) -> Self {
+        Self {
+            effect: Effect::Deny,
+            ..Self::allow(sid, actions, resources)
         }
     }
 }
@@ -95,10 +172,27 @@ pub enum Effect {
     Deny,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct Principal {
-    pub service: String,
+/// Who a resource policy's or trust policy's statement is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// An AWS service, e.g. `lambda.amazonaws.com`.
+    Service(String),
+    /// `*`: everyone (only in `Deny` statements of the kit).
+    Anyone,
+}
+
+impl Serialize for Principal {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            Principal::Service(service) => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry("Service", service)?;
+                map.end()
+            }
+            Principal::Anyone => serializer.serialize_str("*"),
+        }
+    }
 }
 
 macro_rules! actions {
@@ -141,6 +235,14 @@ actions! {
     SqsChangeMessageVisibility => "sqs:ChangeMessageVisibility",
     LogsCreateLogStream => "logs:CreateLogStream",
     LogsPutLogEvents => "logs:PutLogEvents",
+    S3PutObject => "s3:PutObject",
+    S3GetObject => "s3:GetObject",
+    /// On the bucket: lets a missing object answer `NoSuchKey` rather than
+    /// `AccessDenied`.
+    S3ListBucket => "s3:ListBucket",
+    /// Every S3 action: only in the bucket policy's `Deny` of plain HTTP;
+    /// the tests check that no role is granted it.
+    S3Any => "s3:*",
 }
 
 impl Serialize for Action {

@@ -8,4 +8,5 @@ pub mod dynamodb;
 pub mod iam;
 pub mod lambda;
 pub mod logs;
+pub mod s3;
 pub mod sqs;

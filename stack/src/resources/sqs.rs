@@ -1,4 +1,5 @@
-//! `AWS::SQS::Queue`, for the two dead-letter queues of the failure pipeline.
+//! `AWS::SQS::Queue`, for the two dead-letter queues of the failure pipeline,
+//! and `AWS::SQS::QueuePolicy`.
 
 use serde::Serialize;
 
@@ -24,4 +25,13 @@ pub struct Queue {
 pub struct RedrivePolicy {
     pub dead_letter_target_arn: Expr,
     pub max_receive_count: Expr,
+}
+
+/// `AWS::SQS::QueuePolicy`: who else may act on the queues (here: S3
+/// sending the failed-batch bucket's notifications to DLQ1).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct QueuePolicy {
+    pub queues: Vec<Expr>,
+    pub policy_document: crate::resources::iam::PolicyDocument,
 }

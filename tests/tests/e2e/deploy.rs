@@ -413,7 +413,18 @@ async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMa
     let stream_counter = out(o, outputs::STREAM_COUNTER_FUNCTION);
     let mut expected: BTreeSet<_> = item_writes.iter().chain(&stream_reads).cloned().collect();
     expected.insert(pair("dynamodb:ListStreams", stream));
-    expected.insert(pair("sqs:SendMessage", dlq1));
+    // The grants of the stack's FailedBatchRecords only: the bucket's
+    // objects under payload (the output exists only then), DLQ1 under pointer.
+    let bucket = o.get(outputs::FAILED_BATCH_BUCKET).map(|b| format!("arn:aws:s3:::{b}"));
+    match &bucket {
+        Some(bucket) => {
+            expected.insert(pair("s3:PutObject", &format!("{bucket}/*")));
+            expected.insert(pair("s3:ListBucket", bucket));
+        }
+        None => {
+            expected.insert(pair("sqs:SendMessage", dlq1));
+        }
+    }
     expected.extend(logs(stream_counter));
     assert_eq!(
         allowed_pairs(s, &roles[stream_counter]).await,
@@ -433,6 +444,10 @@ async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMa
     }
     // Permanent failures go straight to DLQ2, and nowhere else.
     expected.insert(pair("sqs:SendMessage", out(o, outputs::DLQ2_ARN)));
+    if let Some(bucket) = &bucket {
+        expected.insert(pair("s3:GetObject", &format!("{bucket}/*")));
+        expected.insert(pair("s3:ListBucket", bucket));
+    }
     expected.extend(logs(reprocessor));
     assert_eq!(
         allowed_pairs(s, &roles[reprocessor]).await,
@@ -473,6 +488,16 @@ async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMa
     }
 }
 
+/// The stream mapping's on-failure destination by the stack's
+/// `FailedBatchRecords`: the bucket's ARN under payload (its name is an
+/// output only then), DLQ1's under pointer.
+fn on_failure_destination(o: &BTreeMap<String, String>) -> String {
+    o.get(outputs::FAILED_BATCH_BUCKET).map_or_else(
+        || out(o, outputs::DLQ1_ARN).to_owned(),
+        |bucket| format!("arn:aws:s3:::{bucket}"),
+    )
+}
+
 async fn check_mappings(s: &Services, o: &BTreeMap<String, String>) {
     let function_of = |arn: Option<&str>| arn.and_then(|a| a.rsplit(':').next()).unwrap_or_default().to_owned();
 
@@ -506,8 +531,8 @@ async fn check_mappings(s: &Services, o: &BTreeMap<String, String>) {
             .destination_config()
             .and_then(|d| d.on_failure())
             .and_then(|f| f.destination()),
-        Some(out(o, outputs::DLQ1_ARN)),
-        "on-failure destination is DLQ1"
+        Some(on_failure_destination(o).as_str()),
+        "on-failure destination: the failed-batch bucket under payload, DLQ1 under pointer"
     );
     let patterns: BTreeSet<String> = stream
         .filter_criteria()
@@ -733,10 +758,14 @@ async fn deploy_verifies_redeploys_updates_and_destroys_the_stack() {
     assert_eq!(status.mappings.len(), 2);
     assert!(status.mappings.iter().all(|m| m.problem.is_none()), "{status}");
     assert_eq!(status.mappings[0].batch_size, Some(100));
+    // FailedBatchRecords=payload by default: failed batches go to the bucket.
+    let bucket = out(&o, outputs::FAILED_BATCH_BUCKET);
+    assert!(bucket.starts_with("hybrid-counter-failed-batch-"), "{bucket}");
     assert_eq!(
         status.mappings[0].on_failure_destination.as_deref(),
-        Some(out(&o, outputs::DLQ1_ARN))
+        Some(format!("arn:aws:s3:::{bucket}").as_str())
     );
+    assert!(status.failed_batches().contains(&format!("s3://{bucket}")), "{status}");
     assert!(status.queues.iter().all(|q| q.visible == Some(0)), "{status}");
     assert_eq!(status.alarms.len(), 2);
     assert!(
@@ -892,6 +921,45 @@ async fn a_failed_create_names_the_failing_resource_and_blocks_updates_until_des
     let destroyed = cli.destroy(&[]).await.expect("destroy");
     assert!(destroyed.deleted, "{destroyed}");
     assert!(!services.stack_exists("hybrid-counter").await);
+}
+
+/// `FailedBatchRecords=pointer`: no bucket, the stream mapping's failed
+/// batches go to DLQ1 as pointers, and the roles grant DLQ1's send and no
+/// S3 action.
+#[tokio::test]
+async fn a_pointer_stack_sends_failed_batches_to_dlq1_and_keeps_no_bucket() {
+    let emulator = Emulator::start();
+    let services = Services::new(&emulator).await;
+    let cli = Counterctl::new(&emulator);
+    let deployed = cli.deploy(&["FailedBatchRecords=pointer"]).await;
+    assert_eq!(deployed.outcome, Outcome::Created, "{deployed}");
+    let o = deployed.outputs.clone();
+    assert!(!o.contains_key(outputs::FAILED_BATCH_BUCKET), "{o:?}");
+    let created: BTreeSet<&str> = deployed
+        .events
+        .iter()
+        .filter(|e| e.status == "CREATE_COMPLETE" && !e.is_stack_event())
+        .map(|e| e.logical_id.as_str())
+        .collect();
+    for payload_only in [
+        stack::logical::FAILED_BATCH_BUCKET,
+        stack::logical::FAILED_BATCH_BUCKET_POLICY,
+        stack::logical::DLQ1_POLICY,
+    ] {
+        assert!(!created.contains(payload_only), "{payload_only} created under pointer");
+    }
+    let roles = check_functions(&services, &o, &deployed).await;
+    check_roles(&services, &o, &roles).await;
+    check_mappings(&services, &o).await;
+    let status = cli.status().await.expect("status");
+    assert_eq!(
+        status.mappings[0].on_failure_destination.as_deref(),
+        Some(out(&o, outputs::DLQ1_ARN))
+    );
+    assert!(
+        status.failed_batches().starts_with("pointers to stream ranges"),
+        "{status}"
+    );
 }
 
 #[tokio::test]

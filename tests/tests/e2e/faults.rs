@@ -600,7 +600,7 @@ fn on_failure_bodies(stream_arn: &str, shard: &str, mut records: &[Record], size
 /// One reprocessor invocation with `messages` (id, body); the ids it reports failed.
 async fn reprocess(
     processor: &Processor<DynamoStore>,
-    streams: &aws_sdk_dynamodbstreams::Client,
+    sources: &dlq_reprocessor::Sources,
     permanent: &dlq_reprocessor::PermanentFailures,
     messages: &[(String, String)],
 ) -> Vec<String> {
@@ -613,7 +613,7 @@ async fn reprocess(
     }
     handle_dlq_event(
         processor,
-        streams,
+        sources,
         permanent,
         lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
     )
@@ -659,7 +659,10 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
     let processor = Processor::new(DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &kit.config))
         .with_seed(seed)
         .with_backoff(PROCESSOR_BACKOFF);
-    let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
+    let sources = dlq_reprocessor::Sources {
+        streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
+        s3: e2e::s3_client(&sdk),
+    };
 
     // Writes whose stream records the handler "gave up on": only the
     // replays of their ranges can count them.
@@ -707,7 +710,7 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
             invocations <= 40,
             "seed {seed}: messages still failing after 40 receives: {pending:?}"
         );
-        let failed = reprocess(&processor, &streams, &permanent, &pending).await;
+        let failed = reprocess(&processor, &sources, &permanent, &pending).await;
         for message in &failed {
             assert!(
                 pending.iter().any(|(m, _)| m == message),
@@ -766,7 +769,7 @@ struct Parked {
     config: CounterConfig,
     sqs: aws_sdk_sqs::Client,
     store: DynamoStore,
-    streams: aws_sdk_dynamodbstreams::Client,
+    sources: dlq_reprocessor::Sources,
     dlq1: String,
     dlq2: String,
     /// The deployed reprocessor's stream and DLQ2.
@@ -848,7 +851,10 @@ impl Parked {
             config,
             sqs,
             store,
-            streams,
+            sources: dlq_reprocessor::Sources {
+                streams,
+                s3: e2e::s3_client(&sdk),
+            },
             scope: s,
             live,
             bodies,
@@ -944,7 +950,7 @@ impl Parked {
                 .map(|m| (m.message_id().unwrap().to_owned(), m.body().unwrap().to_owned()))
                 .collect();
             assert!(
-                reprocess(&processor, &self.streams, &self.permanent, &messages)
+                reprocess(&processor, &self.sources, &self.permanent, &messages)
                     .await
                     .is_empty()
             );

@@ -18,6 +18,9 @@
 //! stack's 720 s (six reprocessor timeouts) would make every failed receive
 //! wait twelve minutes.
 //!
+//! These tests deploy `FailedBatchRecords=pointer` (ranges in DLQ1), except
+//! the two that compare both modes on a stream whose ranges are gone.
+//!
 //! The last test runs `counterctl local run --until-idle` itself, with the
 //! real handler binaries under `cargo lambda watch`.
 
@@ -29,12 +32,14 @@ use std::time::Duration;
 use aws_sdk_sqs::types::QueueAttributeName;
 use e2e::Emulator;
 use e2e::counterctl::Counterctl;
+use e2e::faults::{Fault, FaultKind, FaultPlan, FaultProxy, Operation};
 use e2e::{item_ids, records};
 use esm_runner::{FnInvoker, Invocation, Invoke, RunReport, Runner, RunnerConfig};
 use hybrid_counter::audit::ScopeCounts;
 use hybrid_counter::stream::Processor;
 use hybrid_counter::{Counter, CounterConfig, Scope};
 use hybrid_counter_aws::DynamoStore;
+use hybrid_counter_aws::failed_batch::{Dlq1Message, ObjectRef};
 use hybrid_counter_aws::replay::{OnFailureRecord, REASON_ATTRIBUTE};
 use ops_cli::commands::redrive::RedriveReport;
 use ops_cli::{Report, exit};
@@ -81,11 +86,23 @@ struct Pipeline {
 }
 
 impl Pipeline {
+    /// The stack with `FailedBatchRecords=pointer`: the tests of ranges.
     async fn deploy() -> Self {
+        Self::deploy_with("pointer").await
+    }
+
+    /// The stack with `FailedBatchRecords=<failed_batch_records>`.
+    async fn deploy_with(failed_batch_records: &str) -> Self {
         let emulator = Emulator::start();
         let ctl = Counterctl::new(&emulator);
+        let mode = format!("FailedBatchRecords={failed_batch_records}");
         let deployed = ctl
-            .deploy(&["MaximumRetryAttempts=1", "Dlq1MaxReceiveCount=2", "StreamBatchSize=10"])
+            .deploy(&[
+                "MaximumRetryAttempts=1",
+                "Dlq1MaxReceiveCount=2",
+                "StreamBatchSize=10",
+                &mode,
+            ])
             .await;
         assert!(deployed.succeeded(), "{deployed}");
         let outputs = deployed.outputs;
@@ -118,6 +135,20 @@ impl Pipeline {
             faults: Arc::default(),
             seen: Arc::default(),
         }
+    }
+
+    /// From now on the in-process reprocessor reaches the emulator through a
+    /// fault proxy that answers every stream read with
+    /// `TrimmedDataAccessException`: every range has left the stream, as
+    /// after its 24 hours. The stream mapping itself (played by the runner)
+    /// still reads the stream.
+    async fn trim_the_stream_for_the_reprocessor(&mut self) -> FaultProxy {
+        let plan = FaultPlan::new(16)
+            .random(Operation::streams("GetShardIterator"), Fault::Trimmed, 1.0)
+            .random(Operation::streams("GetRecords"), Fault::Trimmed, 1.0);
+        let proxy = FaultProxy::start(&self.emulator.endpoint, plan);
+        self.functions = e2e::KitFunctions::new(Processor::new(self.store.clone()), &proxy.sdk_config().await);
+        proxy
     }
 
     fn output(&self, key: &str) -> &str {
@@ -334,6 +365,108 @@ async fn poison_records_retry_and_bisect_into_dlq1_and_the_reprocessor_makes_the
     let status = p.ctl.status().await.expect("status");
     assert!(status.mappings.iter().any(|m| m.played_by_local_runner), "{status}");
     assert!(status.healthy(), "{status}");
+}
+
+/// DESIGN §5b, `FailedBatchRecords=payload` (the default): each poison
+/// record the mapping gives up on is kept in the failed-batch bucket with
+/// its record, in Lambda's format, and the bucket's own notification (the
+/// emulator's) announces it to DLQ1. The reprocessor replays the records
+/// from the object, so with every range gone from the stream the eventual
+/// counter is still exact, and it never needed the stream.
+#[tokio::test]
+async fn under_payload_a_failed_batch_whose_range_left_the_stream_is_still_counted_exactly() {
+    let mut p = Pipeline::deploy_with("payload").await;
+    let bucket = p.output(outputs::FAILED_BATCH_BUCKET).to_owned();
+    let proxy = p.trim_the_stream_for_the_reprocessor().await;
+    let s = scope("acct");
+    p.faults.stream.store(true, Ordering::SeqCst);
+    p.write_items(&s).await;
+    let runner = p.full_runner().await;
+    let mut report = drain(&runner).await;
+    // S3 delivers its notification after the PUT: drain again if it came late.
+    for _ in 0..3 {
+        if p.depth(outputs::DLQ1_URL).await == (0, 0) {
+            break;
+        }
+        report = drain(&runner).await;
+    }
+    let stream = report.for_function(p.stream_function());
+    assert_eq!(
+        (stream.batches_to_on_failure, stream.records_to_on_failure),
+        (2, 2),
+        "one kept batch per poison record: {report}"
+    );
+    let s3 = e2e::s3_client(&p.emulator.sdk_config().await);
+    let listed = s3
+        .list_objects_v2()
+        .bucket(&bucket)
+        .prefix("aws/lambda/")
+        .send()
+        .await
+        .expect("list the failed-batch bucket");
+    let mut kept = Vec::new();
+    for object in listed.contents() {
+        let at = ObjectRef {
+            bucket: bucket.clone(),
+            key: object.key().unwrap_or_default().to_owned(),
+        };
+        let batch = hybrid_counter_aws::s3::fetch_failed_batch(&s3, &at, p.output(outputs::RESOURCES_TABLE_STREAM_ARN))
+            .await
+            .expect("a failed batch of our stream in Lambda's format");
+        kept.extend(batch.payload.records.iter().map(|r| {
+            r.change.keys.get("id").and_then(|v| match v {
+                serde_dynamo::AttributeValue::S(id) => Some(id.clone()),
+                _ => None,
+            })
+        }));
+    }
+    kept.sort();
+    assert_eq!(kept, [Some("poison-a".to_owned()), Some("poison-b".to_owned())]);
+    assert_eq!(p.depth(outputs::DLQ1_URL).await, (0, 0), "{report}");
+    let in_dlq2 = p.received(outputs::DLQ2_URL).await;
+    assert!(in_dlq2.is_empty(), "nothing for the operator: {in_dlq2:?}\n{report}");
+    p.assert_converged(&s).await;
+    let stats = proxy.stats();
+    assert_eq!(
+        stats.injected(&Operation::streams("GetShardIterator"), FaultKind::Trimmed)
+            + stats.injected(&Operation::streams("GetRecords"), FaultKind::Trimmed),
+        0,
+        "a kept batch is replayed without reading the stream"
+    );
+}
+
+/// The same trimmed stream under `FailedBatchRecords=pointer`: the pointers
+/// in DLQ1 name ranges the reprocessor can no longer read, so after
+/// `Dlq1MaxReceiveCount` receives they wait in DLQ2 for an operator (who
+/// runs `audit --repair`), and the poison records stay uncounted, the
+/// invariant intact.
+#[tokio::test]
+async fn under_pointer_a_failed_batch_whose_range_left_the_stream_ends_in_dlq2_for_the_operator() {
+    let mut p = Pipeline::deploy_with("pointer").await;
+    let proxy = p.trim_the_stream_for_the_reprocessor().await;
+    let s = scope("acct");
+    p.faults.stream.store(true, Ordering::SeqCst);
+    p.write_items(&s).await;
+    let runner = p.full_runner().await;
+    let report = drain(&runner).await;
+    assert_eq!(p.depth(outputs::DLQ1_URL).await, (0, 0), "{report}");
+    let in_dlq2 = p.bodies(outputs::DLQ2_URL).await;
+    assert_eq!(in_dlq2.len(), 2, "{in_dlq2:?}");
+    for body in &in_dlq2 {
+        assert!(
+            matches!(Dlq1Message::parse(body), Ok(Dlq1Message::Pointer(_))),
+            "{body}"
+        );
+    }
+    let (counts, eventual) = p.assert_invariants(&s).await;
+    assert_eq!(eventual, LIVE - 2, "the two poison records are not counted: {counts:?}");
+    assert!(
+        proxy
+            .stats()
+            .injected(&Operation::streams("GetShardIterator"), FaultKind::Trimmed)
+            > 0,
+        "the reprocessor tried to read the ranges"
+    );
 }
 
 /// DESIGN §5b: a message that can never be replayed does not wait out

@@ -17,10 +17,14 @@ async fn replay_messages(kit: &Kit, bodies: &[String]) -> Vec<String> {
         message.body = Some(body.clone());
         event.records.push(message);
     }
-    let streams = aws_sdk_dynamodbstreams::Client::new(&kit.emulator.sdk_config().await);
+    let sdk = kit.emulator.sdk_config().await;
+    let sources = dlq_reprocessor::Sources {
+        streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
+        s3: e2e::s3_client(&sdk),
+    };
     let response = handle_dlq_event(
         &kit.processor,
-        &streams,
+        &sources,
         &kit.permanent_failures().await,
         lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
     )

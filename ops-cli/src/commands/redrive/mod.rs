@@ -17,9 +17,11 @@
 //! never a lost range.
 //!
 //! `--replay` is for when the reprocessor itself is broken: each message is
-//! parsed as an on-failure record, its range is replayed here through the
-//! same library code the reprocessor runs, and the message is deleted from
-//! DLQ2 once that succeeded.
+//! parsed as a pointer to a range (`FailedBatchRecords=pointer`) or as the
+//! S3 notification of a batch kept with its records (`payload`: the object
+//! is read from the bucket), the batch is replayed here through the same
+//! library code the reprocessor runs, and the message is deleted from DLQ2
+//! once that succeeded.
 //!
 //! `--dry-run` peeks: messages are received, described (with the reason
 //! of a permanent failure the reprocessor sent straight to DLQ2) and made
@@ -48,7 +50,7 @@ use std::time::Instant;
 use aws_sdk_sqs::Client;
 use hybrid_counter::stream::Processor;
 use hybrid_counter_aws::DynamoStore;
-use hybrid_counter_aws::replay::OnFailureRecord;
+use hybrid_counter_aws::failed_batch::{Dlq1Message, replay_payload};
 
 pub use move_task::move_task;
 pub use peek::peek;
@@ -117,23 +119,32 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
             let processor = Processor::new(DynamoStore::new(ctx.clients.dynamodb.clone(), &config))
                 .with_eventual_shards(config.eventual_shards)
                 .with_clock(hybrid_counter::Clock::system());
-            let (processor, streams) = (&processor, &ctx.clients.dynamodbstreams);
+            let (processor, streams, s3) = (&processor, &ctx.clients.dynamodbstreams, &ctx.clients.s3);
+            let stream_arn = stream_arn.as_str();
             replay_messages(
                 sqs,
                 &source.url,
-                &stream_arn,
+                stream_arn,
                 limits,
                 &bar,
-                |record: OnFailureRecord| async move {
-                    hybrid_counter_aws::replay::replay(
-                        processor,
-                        streams,
-                        &record.batch_info,
-                        hybrid_counter::now_millis(),
-                    )
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
+                |message: Dlq1Message| async move {
+                    let now = hybrid_counter::now_millis();
+                    let outcome = match &message {
+                        Dlq1Message::Pointer(record) => {
+                            hybrid_counter_aws::replay::replay(processor, streams, &record.batch_info, now)
+                                .await
+                                .map(|_| ())
+                        }
+                        Dlq1Message::Object(object) => {
+                            match hybrid_counter_aws::s3::fetch_failed_batch(s3, object, stream_arn).await {
+                                Ok(batch) => replay_payload(processor, &batch, now).await.map(|_| ()),
+                                Err(err) => Err(err),
+                            }
+                        }
+                        // Nothing to replay: deleting it is all there is to do.
+                        Dlq1Message::S3TestEvent => Ok(()),
+                    };
+                    outcome.map_err(|e| e.to_string())
                 },
             )
             .await?

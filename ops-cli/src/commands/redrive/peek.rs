@@ -1,11 +1,13 @@
 //! `--dry-run`: DLQ2's messages received, described (what would happen to
-//! each, the stream range it names, and the reason the reprocessor gave
+//! each, the stream range it names or the S3 object keeping the batch, and
+//! the reason the reprocessor gave
 //! when it sent a permanent failure there at once) and made visible again
 //! at the end; nothing is sent, replayed or deleted.
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
-use hybrid_counter_aws::replay::{OnFailureRecord, REASON_ATTRIBUTE};
+use hybrid_counter_aws::failed_batch::Dlq1Message;
+use hybrid_counter_aws::replay::REASON_ATTRIBUTE;
 use hybrid_counter_aws::sqs::string_attribute;
 use indicatif::ProgressBar;
 
@@ -39,7 +41,7 @@ pub async fn peek(
 }
 
 fn preview(message: &Message, mode: RedriveMode, stream_arn: &str) -> Preview {
-    let parsed = OnFailureRecord::from_body_of(message.body().unwrap_or_default(), stream_arn);
+    let parsed = Dlq1Message::parse_of(message.body().unwrap_or_default(), stream_arn);
     let action = match (mode, &parsed) {
         (RedriveMode::Move, _) => "move",
         (RedriveMode::Replay, Ok(_)) => "replay",
@@ -52,7 +54,14 @@ fn preview(message: &Message, mode: RedriveMode, stream_arn: &str) -> Preview {
             .attributes()
             .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
             .and_then(|v| v.parse().ok()),
-        range: parsed.as_ref().ok().map(RangeSummary::of),
+        range: match &parsed {
+            Ok(Dlq1Message::Pointer(record)) => Some(RangeSummary::of(record)),
+            _ => None,
+        },
+        object: match &parsed {
+            Ok(Dlq1Message::Object(object)) => Some(object.to_string()),
+            _ => None,
+        },
         reason: string_attribute(message, REASON_ATTRIBUTE).map(str::to_owned),
         problem: parsed.err().map(|e| match mode {
             RedriveMode::Move => format!("{e}: the reprocessor will send it straight back to dlq2"),
@@ -97,6 +106,39 @@ mod tests {
         assert_eq!(tally.preview[1].action, "skip");
         assert!(tally.preview[1].problem.is_some());
         assert_eq!(*calls.lock().unwrap(), ["release handle-a", "release handle-b"]);
+    }
+
+    /// `FailedBatchRecords=payload`: the dry run names the object that
+    /// keeps the batch, and a pointer keeps showing its range.
+    #[tokio::test]
+    async fn a_dry_run_shows_a_kept_batch_by_its_object_and_a_pointer_by_its_range() {
+        let notification = include_str!("../../../../aws/src/fixtures/s3_object_created.json");
+        let rules = [
+            receive(vec![message("k", notification), message("p", &record())]),
+            receive_nothing(),
+            release_ok(log()),
+        ];
+        let sqs = client(&rules.iter().collect::<Vec<_>>());
+        let tally = peek(
+            &sqs,
+            SOURCE,
+            RedriveMode::Replay,
+            STREAM,
+            limits(),
+            &ProgressBar::hidden(),
+        )
+        .await
+        .unwrap();
+        let kept = &tally.preview[0];
+        assert_eq!(kept.action, "replay");
+        assert!(kept.range.is_none() && kept.problem.is_none(), "{kept:?}");
+        let object = kept.object.as_deref().unwrap();
+        assert!(
+            object.starts_with("s3://hybrid-counter-failed-batches-123456789012-us-east-1/aws/lambda/"),
+            "{object}"
+        );
+        let pointer = &tally.preview[1];
+        assert!(pointer.object.is_none() && pointer.range.is_some(), "{pointer:?}");
     }
 
     #[tokio::test]

@@ -1,14 +1,15 @@
 //! `--replay`, for when the reprocessor itself is broken: each DLQ2
-//! message is parsed as an on-failure record of the stack's stream, its
-//! range replayed with the function given (the library code the
+//! message is parsed as a DLQ1 message of the stack's stream (a pointer to
+//! a range, or the S3 notification of a batch kept with its records), the
+//! batch replayed with the function given (the library code the
 //! reprocessor runs), and the message deleted from DLQ2 once that
-//! succeeded. A message the reprocessor could never replay either (not an
-//! on-failure record, another stream) is skipped.
+//! succeeded. A message the reprocessor could never replay either (not one
+//! of those, another stream) is skipped.
 
 use std::future::Future;
 
 use aws_sdk_sqs::Client;
-use hybrid_counter_aws::replay::OnFailureRecord;
+use hybrid_counter_aws::failed_batch::Dlq1Message;
 use indicatif::ProgressBar;
 
 use super::receive::{Limits, Receiver, delete, problem};
@@ -28,14 +29,14 @@ pub async fn replay_messages<F, Fut>(
     replay_one: F,
 ) -> Result<Tally>
 where
-    F: Fn(OnFailureRecord) -> Fut,
+    F: Fn(Dlq1Message) -> Fut,
     Fut: Future<Output = std::result::Result<(), String>>,
 {
     let mut rx = Receiver::new(sqs, url, limits);
     let mut tally = Tally::default();
     while let Some(page) = rx.next_page(&mut tally).await? {
         for message in &page {
-            match OnFailureRecord::from_body_of(message.body().unwrap_or_default(), stream_arn) {
+            match Dlq1Message::parse_of(message.body().unwrap_or_default(), stream_arn) {
                 Err(err) => {
                     tally.skipped.push(problem(message, format!("{err}; left in dlq2")));
                     rx.hold(message);
@@ -94,9 +95,12 @@ mod tests {
             STREAM,
             Limits { page: 1, ..limits() },
             &ProgressBar::hidden(),
-            |record: OnFailureRecord| {
+            |message: Dlq1Message| {
                 let counter = counter.clone();
                 async move {
+                    let Dlq1Message::Pointer(record) = message else {
+                        panic!("{message:?}")
+                    };
                     assert_eq!(record.batch_info.batch_size, 1);
                     let mut n = counter.lock().unwrap();
                     *n += 1;

@@ -62,6 +62,10 @@ pub struct Preview {
     pub receive_count: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub range: Option<RangeSummary>,
+    /// The object keeping the failed batch with its records
+    /// (`FailedBatchRecords=payload`): `s3://<bucket>/<key>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
     /// Why the reprocessor sent the message to DLQ2 at once (a permanent
     /// failure: its message attribute); none for a message SQS moved there
     /// after `maxReceiveCount` receives.
@@ -182,13 +186,14 @@ impl fmt::Display for RedriveReport {
                 count("skip")
             )?;
             for p in &self.preview {
-                let what = match (&p.range, &p.problem) {
-                    (Some(r), _) => format!(
-                        "{} shard {} sequence {}..={} ({} record(s))",
+                let what = match (&p.range, &p.object, &p.problem) {
+                    (Some(r), _, _) => format!(
+                        "pointer: {} shard {} sequence {}..={} ({} record(s))",
                         r.condition, r.shard_id, r.start_sequence_number, r.end_sequence_number, r.batch_size
                     ),
-                    (None, Some(problem)) => problem.clone(),
-                    (None, None) => String::new(),
+                    (None, Some(object), _) => format!("kept batch: {object}"),
+                    (None, None, Some(problem)) => problem.clone(),
+                    (None, None, None) => String::new(),
                 };
                 writeln!(f, "    {:<7} {}  {what}", p.action, p.message_id)?;
                 if let Some(reason) = &p.reason {
