@@ -67,6 +67,11 @@ impl DynamoStore {
         &self.client
     }
 
+    /// The counters table's name.
+    pub fn counters_table(&self) -> &str {
+        &self.counters_table
+    }
+
     /// The cost accounting of the requests this store sent.
     pub fn meter(&self) -> &Meter {
         &self.meter
@@ -804,7 +809,8 @@ impl DynamoStore {
         Ok(total)
     }
 
-    /// Every scope's counter snapshot, from a Scan of the counters table.
+    /// Every scope's counter snapshot, from a Scan of the counters table
+    /// (without the kit's state partition, [`keys::KIT_STATE_SCOPE`]).
     pub async fn scan_counters(&self) -> Result<std::collections::BTreeMap<String, CounterSnapshot>, StoreError> {
         let items: Vec<HashMap<String, AttributeValue>> = self
             .client
@@ -819,7 +825,8 @@ impl DynamoStore {
         let items: Vec<CounterItem> =
             serde_dynamo::from_items(items).map_err(|e| StoreError::Malformed(format!("counter item: {e}")))?;
         let mut by_scope = std::collections::BTreeMap::<String, Vec<CounterItem>>::new();
-        for item in items {
+        // The kit's own state item is no scope's counter.
+        for item in items.into_iter().filter(|i| !keys::is_kit_state_scope(&i.scope)) {
             by_scope.entry(item.scope.clone()).or_default().push(item);
         }
         Ok(by_scope
