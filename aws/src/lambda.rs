@@ -31,15 +31,23 @@ pub fn init_tracing() {
 /// configuration (standard chain, `AWS_ENDPOINT_URL` honoured) for any other
 /// client they need.
 pub async fn processor_from_env() -> Result<(Processor<DynamoStore>, aws_config::SdkConfig), lambda_runtime::Error> {
-    let config = CounterConfig::from_env()?;
     let mode = CounterConfig::processing_mode_from_lookup(|name| std::env::var(name).ok())?;
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
+    let (store, config, sdk) = store_from_env().await?;
     let processor = Processor::new(store)
         .with_eventual_shards(config.eventual_shards)
         .with_mode(mode)
         .with_clock(Clock::system());
     Ok((processor, sdk))
+}
+
+/// The store over the tables named by the environment (`RESOURCES_TABLE`,
+/// `COUNTERS_TABLE`, shards, admission mode), its configuration, and the
+/// SDK configuration (standard chain, `AWS_ENDPOINT_URL` honoured).
+pub async fn store_from_env() -> Result<(DynamoStore, CounterConfig, aws_config::SdkConfig), lambda_runtime::Error> {
+    let config = CounterConfig::from_env()?;
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
+    Ok((store, config, sdk))
 }
 
 /// The cost of one invocation: what the store's requests cost from

@@ -45,6 +45,10 @@ use crate::keys;
 use crate::store::{NewResource, ResourceKey, Store, Transaction};
 use crate::time::{Clock, EpochMillis};
 
+/// Items a run reads when no budget is configured: about a thousand quiet
+/// scopes of a few items each, or one scope of ten thousand.
+pub const DEFAULT_BUDGET: u64 = 10_000;
+
 /// Most counters-table items one Scan page of the drift check reads.
 pub const SCAN_PAGE_ITEMS: u32 = 100;
 
