@@ -29,6 +29,10 @@ pub enum Expr {
     Sub(String),
     /// `Fn::Join`: the parts joined by the delimiter.
     Join(String, Vec<Expr>),
+    /// `Fn::Equals` (in a condition): whether the two values are equal.
+    Equals(Box<Expr>, Box<Expr>),
+    /// `Fn::Not` (in a condition): the negated condition.
+    Not(Box<Expr>),
 }
 
 impl Expr {
@@ -46,6 +50,14 @@ impl Expr {
 
     pub fn join(delimiter: &str, parts: Vec<Expr>) -> Self {
         Expr::Join(delimiter.to_owned(), parts)
+    }
+
+    pub fn equals(left: Expr, right: Expr) -> Self {
+        Expr::Equals(Box::new(left), Box::new(right))
+    }
+
+    pub fn not(condition: Expr) -> Self {
+        Expr::Not(Box::new(condition))
     }
 
     /// The literal string, if this is one. Lets tests look for a bare `*`
@@ -100,6 +112,8 @@ impl Serialize for Expr {
             Expr::GetAtt(resource, attribute) => single(serializer, "Fn::GetAtt", &[resource, attribute]),
             Expr::Sub(template) => single(serializer, "Fn::Sub", template),
             Expr::Join(delimiter, parts) => single(serializer, "Fn::Join", &(delimiter, parts)),
+            Expr::Equals(left, right) => single(serializer, "Fn::Equals", &[left, right]),
+            Expr::Not(condition) => single(serializer, "Fn::Not", &[condition]),
         }
     }
 }
@@ -122,6 +136,10 @@ mod tests {
         assert_eq!(
             tree(&Expr::join(",", vec!["a".into(), Expr::reference("B")])),
             json!({"Fn::Join": [",", ["a", {"Ref": "B"}]]})
+        );
+        assert_eq!(
+            tree(&Expr::not(Expr::equals(Expr::reference("P"), "".into()))),
+            json!({"Fn::Not": [{"Fn::Equals": [{"Ref": "P"}, ""]}]})
         );
     }
 

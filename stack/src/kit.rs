@@ -64,6 +64,7 @@ pub fn template() -> Template {
     }
     add_mappings(&mut t);
     add_function_url(&mut t);
+    crate::drift_check::add(&mut t);
     add_alarms(&mut t);
     add_outputs(&mut t);
     t
@@ -183,13 +184,6 @@ fn add_parameters(t: &mut Template) {
                 "an S3 bucket name: lowercase letters, digits, dots and hyphens",
             ),
     );
-    let code_key = |what: &str| {
-        Parameter::string(&format!(
-            "S3 key of the {what} zip (cargo-lambda bootstrap.zip). Use a key that changes with the \
-             content: CloudFormation only updates the code when the key changes."
-        ))
-        .length(1, 1024)
-    };
     t.parameter(params::STREAM_COUNTER_CODE_KEY, code_key("stream counter"));
     t.parameter(params::DLQ_REPROCESSOR_CODE_KEY, code_key("DLQ reprocessor"));
     t.parameter(params::API_CODE_KEY, code_key("API"));
@@ -225,6 +219,15 @@ fn add_parameters(t: &mut Template) {
         .default_string(Mode::default().as_str())
         .allowed_values(&Mode::NAMES),
     );
+}
+
+/// The parameter carrying the S3 key of one function's zip.
+pub(crate) fn code_key(what: &str) -> Parameter {
+    Parameter::string(&format!(
+        "S3 key of the {what} zip (cargo-lambda bootstrap.zip). Use a key that changes with the \
+         content: CloudFormation only updates the code when the key changes."
+    ))
+    .length(1, 1024)
 }
 
 fn add_tables(t: &mut Template) {
@@ -276,21 +279,27 @@ fn add_queues(t: &mut Template) {
     );
 }
 
-/// What differs between the three functions.
-struct FunctionSpec {
-    function: &'static str,
-    role: &'static str,
-    log_group: &'static str,
-    name_suffix: &'static str,
-    code_key: &'static str,
-    timeout: u32,
+/// What differs between the functions.
+pub(crate) struct FunctionSpec {
+    pub function: &'static str,
+    pub role: &'static str,
+    pub log_group: &'static str,
+    pub name_suffix: &'static str,
+    pub code_key: &'static str,
+    pub timeout: u32,
     /// The request path's settings: default limit and admission mode.
-    default_limit: bool,
-    ec_shards: bool,
+    pub default_limit: bool,
+    pub ec_shards: bool,
     /// The reprocessor's: the stream it may replay and DLQ2, where a
     /// message that can never be replayed goes at once.
-    permanent_failures: bool,
-    permissions: fn() -> Vec<Statement>,
+    pub permanent_failures: bool,
+    pub permissions: fn() -> Vec<Statement>,
+    /// Variables of this function alone.
+    pub environment: fn() -> Vec<(&'static str, Expr)>,
+}
+
+fn no_environment() -> Vec<(&'static str, Expr)> {
+    Vec::new()
 }
 
 const FUNCTIONS: [FunctionSpec; 3] = [
@@ -305,6 +314,7 @@ const FUNCTIONS: [FunctionSpec; 3] = [
         ec_shards: true,
         permanent_failures: false,
         permissions: stream_counter_permissions,
+        environment: no_environment,
     },
     FunctionSpec {
         function: logical::DLQ_REPROCESSOR_FUNCTION,
@@ -317,6 +327,7 @@ const FUNCTIONS: [FunctionSpec; 3] = [
         ec_shards: true,
         permanent_failures: true,
         permissions: dlq_reprocessor_permissions,
+        environment: no_environment,
     },
     FunctionSpec {
         function: logical::API_FUNCTION,
@@ -329,10 +340,11 @@ const FUNCTIONS: [FunctionSpec; 3] = [
         ec_shards: false,
         permanent_failures: false,
         permissions: api_permissions,
+        environment: no_environment,
     },
 ];
 
-fn add_function(t: &mut Template, spec: &FunctionSpec) {
+pub(crate) fn add_function(t: &mut Template, spec: &FunctionSpec) {
     let name = format!("${{NamePrefix}}-{}", spec.name_suffix);
     t.resource(
         spec.log_group,
@@ -381,6 +393,7 @@ fn add_function(t: &mut Template, spec: &FunctionSpec) {
         variables.insert(ENV_STREAM_ARN.to_owned(), stream_arn());
         variables.insert(ENV_DLQ2_URL.to_owned(), Expr::reference(logical::DLQ2));
     }
+    variables.extend((spec.environment)().into_iter().map(|(k, v)| (k.to_owned(), v)));
     t.resource(
         spec.function,
         Function {
@@ -406,7 +419,7 @@ fn add_function(t: &mut Template, spec: &FunctionSpec) {
     );
 }
 
-fn arn(logical_id: &str) -> Expr {
+pub(crate) fn arn(logical_id: &str) -> Expr {
     Expr::get_att(logical_id, "Arn")
 }
 

@@ -17,6 +17,14 @@ pub const API_FUNCTION: &str = "ApiFunction";
 pub const API_ROLE: &str = "ApiRole";
 pub const API_LOG_GROUP: &str = "ApiLogGroup";
 pub const API_FUNCTION_URL: &str = "ApiFunctionUrl";
+pub const DRIFT_CHECK_FUNCTION: &str = "DriftCheckFunction";
+pub const DRIFT_CHECK_ROLE: &str = "DriftCheckRole";
+pub const DRIFT_CHECK_LOG_GROUP: &str = "DriftCheckLogGroup";
+pub const DRIFT_CHECK_RULE: &str = "DriftCheckRule";
+pub const DRIFT_CHECK_PERMISSION: &str = "DriftCheckPermission";
+
+/// Condition: `DriftCheckSchedule` is not empty.
+pub const DRIFT_CHECK_ENABLED: &str = "DriftCheckEnabled";
 
 pub const STREAM_MAPPING: &str = "StreamMapping";
 pub const DLQ1_MAPPING: &str = "Dlq1Mapping";

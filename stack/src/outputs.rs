@@ -20,9 +20,10 @@ pub const STREAM_MAPPING_ID: &str = "StreamMappingId";
 pub const DLQ1_MAPPING_ID: &str = "Dlq1MappingId";
 pub const DLQ2_ALARM_NAME: &str = "Dlq2AlarmName";
 pub const ITERATOR_AGE_ALARM_NAME: &str = "IteratorAgeAlarmName";
+pub const DRIFT_CHECK_FUNCTION: &str = "DriftCheckFunctionName";
 
 /// Every output.
-pub const ALL: [&str; 16] = [
+pub const ALL: [&str; 17] = [
     RESOURCES_TABLE,
     RESOURCES_TABLE_ARN,
     RESOURCES_TABLE_STREAM_ARN,
@@ -39,4 +40,5 @@ pub const ALL: [&str; 16] = [
     DLQ1_MAPPING_ID,
     DLQ2_ALARM_NAME,
     ITERATOR_AGE_ALARM_NAME,
+    DRIFT_CHECK_FUNCTION,
 ];

@@ -39,8 +39,16 @@ pub const ADMISSION_MODE: &str = "AdmissionMode";
 /// How the stream consumer writes a batch: `batched` or `per-record`.
 pub const PROCESSING_MODE: &str = "ProcessingMode";
 
+/// Schedule expression of the drift check (`rate(...)` or `cron(...)`);
+/// empty: off.
+pub const DRIFT_CHECK_SCHEDULE: &str = "DriftCheckSchedule";
+/// Items one drift-check run may read.
+pub const DRIFT_CHECK_READ_BUDGET: &str = "DriftCheckReadBudget";
+/// S3 key of the drift check zip.
+pub const DRIFT_CHECK_CODE_KEY: &str = "DriftCheckCodeKey";
+
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 18] = [
+pub const ALL: [&str; 21] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -59,4 +67,7 @@ pub const ALL: [&str; 18] = [
     ITERATOR_AGE_ALARM_MILLISECONDS,
     ADMISSION_MODE,
     PROCESSING_MODE,
+    DRIFT_CHECK_SCHEDULE,
+    DRIFT_CHECK_READ_BUDGET,
+    DRIFT_CHECK_CODE_KEY,
 ];

@@ -11,7 +11,8 @@ use crate::expr::{Expr, Literal};
 use crate::resources::cloudwatch::Alarm;
 use crate::resources::dynamodb::Table;
 use crate::resources::iam::Role;
-use crate::resources::lambda::{EventSourceMapping, Function, Url};
+use crate::resources::events::Rule;
+use crate::resources::lambda::{EventSourceMapping, Function, Permission, Url};
 use crate::resources::logs::LogGroup;
 use crate::resources::sqs::Queue;
 
@@ -26,6 +27,10 @@ pub struct Template {
     pub format_version: String,
     pub description: String,
     pub parameters: BTreeMap<String, Parameter>,
+    /// Named conditions (`Fn::Equals`, `Fn::Not`, ...) a resource can be
+    /// created under.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub conditions: BTreeMap<String, Expr>,
     pub resources: BTreeMap<String, Resource>,
     pub outputs: BTreeMap<String, Output>,
 }
@@ -36,6 +41,7 @@ impl Template {
             format_version: FORMAT_VERSION.to_owned(),
             description: description.into(),
             parameters: BTreeMap::new(),
+            conditions: BTreeMap::new(),
             resources: BTreeMap::new(),
             outputs: BTreeMap::new(),
         }
@@ -45,6 +51,12 @@ impl Template {
     pub fn parameter(&mut self, name: &str, parameter: Parameter) {
         let previous = self.parameters.insert(name.to_owned(), parameter);
         assert!(previous.is_none(), "parameter {name} defined twice");
+    }
+
+    /// Adds a condition; a name used twice is a bug in the model.
+    pub fn condition(&mut self, name: &str, condition: Expr) {
+        let previous = self.conditions.insert(name.to_owned(), condition);
+        assert!(previous.is_none(), "condition {name} defined twice");
     }
 
     /// Adds a resource; a logical id used twice is a bug in the model.
@@ -175,6 +187,9 @@ pub enum Policy {
 pub struct Resource {
     #[serde(flatten)]
     pub kind: ResourceKind,
+    /// Created only when this named condition holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deletion_policy: Option<Policy>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -187,6 +202,7 @@ impl Resource {
     pub fn retained(kind: impl Into<ResourceKind>) -> Self {
         Self {
             kind: kind.into(),
+            condition: None,
             deletion_policy: Some(Policy::Retain),
             update_replace_policy: Some(Policy::Retain),
         }
@@ -198,6 +214,7 @@ impl Resource {
     pub fn deleted(kind: impl Into<ResourceKind>) -> Self {
         Self {
             kind: kind.into(),
+            condition: None,
             deletion_policy: Some(Policy::Delete),
             update_replace_policy: Some(Policy::Delete),
         }
@@ -225,6 +242,10 @@ pub enum ResourceKind {
     Url(Url),
     #[serde(rename = "AWS::CloudWatch::Alarm")]
     Alarm(Alarm),
+    #[serde(rename = "AWS::Events::Rule")]
+    Rule(Rule),
+    #[serde(rename = "AWS::Lambda::Permission")]
+    Permission(Permission),
 }
 
 macro_rules! resource_from {
@@ -238,14 +259,33 @@ macro_rules! resource_from {
 
             impl From<$variant> for Resource {
                 fn from(properties: $variant) -> Self {
-                    Resource { kind: properties.into(), deletion_policy: None, update_replace_policy: None }
+                    Resource { kind: properties.into(), condition: None, deletion_policy: None, update_replace_policy: None }
                 }
             }
         )*
     };
 }
 
-resource_from!(Table, Queue, LogGroup, Role, Function, EventSourceMapping, Url, Alarm);
+resource_from!(
+    Table,
+    Queue,
+    LogGroup,
+    Role,
+    Function,
+    EventSourceMapping,
+    Url,
+    Alarm,
+    Rule,
+    Permission
+);
+
+impl Resource {
+    /// The same resource, created only when `condition` holds.
+    pub fn when(mut self, condition: &str) -> Self {
+        self.condition = Some(condition.to_owned());
+        self
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -180,7 +180,7 @@ fn roles(t: &Template) -> impl Iterator<Item = (&String, &Role)> {
 #[test]
 fn roles_grant_no_wildcard_action_or_resource() {
     let t = stack::template();
-    assert_eq!(roles(&t).count(), 3);
+    assert_eq!(roles(&t).count(), 4);
     for (id, role) in roles(&t) {
         for statement in role.permission_statements() {
             for action in &statement.action {
@@ -333,6 +333,12 @@ fn each_function_runs_as_its_own_role_and_logs_to_its_own_group() {
             120,
         ),
         (logical::API_FUNCTION, logical::API_ROLE, logical::API_LOG_GROUP, 10),
+        (
+            logical::DRIFT_CHECK_FUNCTION,
+            logical::DRIFT_CHECK_ROLE,
+            logical::DRIFT_CHECK_LOG_GROUP,
+            300,
+        ),
     ];
     for (function_id, role_id, group_id, timeout) in cases {
         let f = function(&t, function_id);

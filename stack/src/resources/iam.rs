@@ -3,6 +3,8 @@
 //! resources are expressions (`Fn::GetAtt`, `Fn::Sub`) naming the stack's
 //! own tables, stream, queues and log groups.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::expr::Expr;
@@ -29,6 +31,7 @@ impl Role {
                 }),
                 action: vec![Action::StsAssumeRole],
                 resource: Vec::new(),
+                condition: None,
             }]),
             policies,
         }
@@ -74,6 +77,10 @@ pub struct Statement {
     pub action: Vec<Action>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub resource: Vec<Expr>,
+    /// operator → condition key → values, e.g.
+    /// `ForAllValues:StringEquals` → `dynamodb:LeadingKeys` → a partition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub condition: Option<BTreeMap<String, BTreeMap<String, Vec<String>>>>,
 }
 
 impl Statement {
@@ -85,7 +92,18 @@ impl Statement {
             principal: None,
             action: actions.to_vec(),
             resource: resources,
+            condition: None,
         }
+    }
+
+    /// The statement, granted only when `key` has only `values` under
+    /// `operator`.
+    pub fn when(mut self, operator: &str, key: &str, values: &[&str]) -> Self {
+        self.condition.get_or_insert_with(BTreeMap::new).insert(
+            operator.to_owned(),
+            BTreeMap::from([(key.to_owned(), values.iter().map(|v| (*v).to_owned()).collect())]),
+        );
+        self
     }
 }
 
@@ -130,6 +148,7 @@ actions! {
     /// Also what a transaction's `Delete` action is authorized as.
     DynamoDbDeleteItem => "dynamodb:DeleteItem",
     DynamoDbQuery => "dynamodb:Query",
+    DynamoDbScan => "dynamodb:Scan",
     DynamoDbDescribeStream => "dynamodb:DescribeStream",
     DynamoDbGetRecords => "dynamodb:GetRecords",
     DynamoDbGetShardIterator => "dynamodb:GetShardIterator",

@@ -5,6 +5,7 @@
 
 pub mod cloudwatch;
 pub mod dynamodb;
+pub mod events;
 pub mod iam;
 pub mod lambda;
 pub mod logs;
