@@ -146,7 +146,7 @@ impl Counterctl {
     }
 }
 
-/// The three handler zips: real ones, or placeholders in a temp dir that
+/// The handler zips: real ones, or placeholders in a temp dir that
 /// is removed on drop.
 pub struct Zips {
     pub dir: PathBuf,

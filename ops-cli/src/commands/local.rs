@@ -38,11 +38,13 @@ pub const LOG_FILTER: &str = "warn,esm_runner=info,ops_cli=info";
 /// The line `localstack/local-runner.sh start` waits for in the log.
 pub const STARTED: &str = "local runner started";
 
-/// The stack outputs naming the functions whose mappings are played.
-const FUNCTIONS: [&str; 3] = [
+/// The stack outputs naming the functions whose mappings (and, for the
+/// drift check, schedule) are played.
+const FUNCTIONS: [&str; 4] = [
     stack::outputs::STREAM_COUNTER_FUNCTION,
     stack::outputs::DLQ_REPROCESSOR_FUNCTION,
     stack::outputs::API_FUNCTION,
+    stack::outputs::DRIFT_CHECK_FUNCTION,
 ];
 
 /// The runner's configuration for the emulator at `endpoint`.

@@ -14,11 +14,12 @@ use crate::cli::StackArgs;
 use crate::error::{Error, Result};
 
 /// Template parameters counterctl fills in itself from the packaged zips.
-pub const MANAGED_PARAMS: [&str; 4] = [
+pub const MANAGED_PARAMS: [&str; 5] = [
     stack::params::ARTIFACTS_BUCKET,
     stack::params::STREAM_COUNTER_CODE_KEY,
     stack::params::DLQ_REPROCESSOR_CODE_KEY,
     stack::params::API_CODE_KEY,
+    stack::params::DRIFT_CHECK_CODE_KEY,
 ];
 
 /// What a plan or deploy puts into the stack.
