@@ -1,6 +1,7 @@
 //! `counterctl status`: the stack's status and outputs, the two event
 //! source mappings (state and the settings that decide retries and the
-//! failure path), the DLQ depths and the alarm states. A missing stack is
+//! failure path), the DLQ depths, the alarm states and the drift check's
+//! last run ([`super::drift_check`]). A missing stack is
 //! an error (exit 3). Anything an operator should act on (a failed stack,
 //! a disabled mapping, messages in DLQ2, an alarm firing) is listed under
 //! `attention`, and makes the command exit 1.
@@ -12,6 +13,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::deploy::cfn;
+use super::drift_check::DriftCheckStatus;
 use super::{Context, Location};
 use crate::error::{self, Result};
 
@@ -30,6 +32,7 @@ pub struct StatusReport {
     pub mappings: Vec<MappingStatus>,
     pub queues: Vec<QueueStatus>,
     pub alarms: Vec<AlarmStatus>,
+    pub drift_check: DriftCheckStatus,
     /// What needs an operator; empty when all is well.
     pub attention: Vec<String>,
 }
@@ -130,7 +133,9 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
     let names: Vec<String> = ALARMS.iter().filter_map(|o| stack.outputs.get(*o).cloned()).collect();
     let alarms = alarms(ctx, &names).await?;
 
-    let attention = attention(&stack.status, &mappings, &queues, &alarms);
+    let drift_check = super::drift_check::read(ctx, &stack).await;
+    let mut attention = attention(&stack.status, &mappings, &queues, &alarms);
+    attention.extend(drift_check.attention());
     Ok(StatusReport {
         location: Location::of(ctx),
         stack_id: stack.id,
@@ -142,6 +147,7 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
         mappings,
         queues,
         alarms,
+        drift_check,
         attention,
     })
 }
@@ -363,6 +369,8 @@ impl fmt::Display for StatusReport {
                 None => writeln!(f, "  {}  {}", a.name, opt(a.state.as_deref()))?,
             }
         }
+        writeln!(f, "Drift check:")?;
+        write!(f, "{}", self.drift_check)?;
         writeln!(f, "Outputs:")?;
         let width = self.outputs.keys().map(String::len).max().unwrap_or(0);
         for (key, value) in &self.outputs {
