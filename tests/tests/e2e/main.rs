@@ -6,6 +6,7 @@ mod api;
 mod audit;
 mod cost;
 mod deploy;
+mod drift_check;
 mod faults;
 mod missing_stack;
 mod operations;
