@@ -11,6 +11,7 @@ use hybrid_counter::config::{
     ENV_PROCESSING_MODE, ENV_RESOURCES_TABLE, ENV_STREAM_ARN,
 };
 use hybrid_counter::keys;
+use hybrid_counter::metrics::ENV_STACK_NAME;
 use hybrid_counter::stream::Mode;
 
 use crate::expr::Expr;
@@ -48,6 +49,8 @@ pub const LOG_RETENTION_DAYS: u32 = 30;
 pub const DLQ1_BATCH_SIZE: i64 = 10;
 
 const LAMBDA_SERVICE: &str = "lambda.amazonaws.com";
+/// The pseudo parameter with the stack's name.
+pub const AWS_STACK_NAME: &str = "AWS::StackName";
 
 /// The template of the kit.
 pub fn template() -> Template {
@@ -367,6 +370,8 @@ fn add_function(t: &mut Template, spec: &FunctionSpec) {
             Expr::reference(logical::RESOURCES_TABLE),
         ),
         (ENV_COUNTERS_TABLE.to_owned(), Expr::reference(logical::COUNTERS_TABLE)),
+        // The dimension of the kit's own metrics: two stacks never mix them.
+        (ENV_STACK_NAME.to_owned(), Expr::reference(AWS_STACK_NAME)),
     ]);
     if spec.default_limit {
         variables.insert(ENV_DEFAULT_LIMIT.to_owned(), Expr::reference(params::DEFAULT_LIMIT));
