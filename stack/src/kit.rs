@@ -1,8 +1,8 @@
 //! The hybrid counter kit's stack: two tables, the stream consumer with its
 //! DLQ1 → reprocessor → DLQ2 failure pipeline, the example API behind an
 //! IAM-authenticated function URL, one least-privilege role and one log
-//! group per function, and the two alarms an operator acts on. This is the
-//! only place that knows how those pieces are wired together.
+//! group per function; the alarms and the dashboard are [`crate::alarms`].
+//! This is the only place that knows how those pieces are wired together.
 
 use std::collections::BTreeMap;
 
@@ -14,8 +14,8 @@ use hybrid_counter::keys;
 use hybrid_counter::metrics::ENV_STACK_NAME;
 use hybrid_counter::stream::Mode;
 
+use crate::alarms::Watched;
 use crate::expr::Expr;
-use crate::resources::cloudwatch::{Alarm, ComparisonOperator, Dimension, Statistic, TreatMissingData};
 use crate::resources::dynamodb::{StreamSpecification, StreamViewType, Table};
 use crate::resources::iam::{Action, InlinePolicy, PolicyDocument, Role, Statement};
 use crate::resources::lambda::{
@@ -67,7 +67,7 @@ pub fn template() -> Template {
     }
     add_mappings(&mut t);
     add_function_url(&mut t);
-    add_alarms(&mut t);
+    crate::alarms::add(&mut t, &watched());
     add_outputs(&mut t);
     t
 }
@@ -197,16 +197,6 @@ fn add_parameters(t: &mut Template) {
     t.parameter(params::DLQ_REPROCESSOR_CODE_KEY, code_key("DLQ reprocessor"));
     t.parameter(params::API_CODE_KEY, code_key("API"));
     t.parameter(
-        params::ITERATOR_AGE_ALARM_MILLISECONDS,
-        Parameter::number(
-            "Iterator age (ms) of the stream counter above which it counts as falling behind, for 5 \
-             consecutive minutes.",
-            60_000,
-            1_000,
-            86_400_000,
-        ),
-    );
-    t.parameter(
         params::ADMISSION_MODE,
         Parameter::string(
             "How the API admits a create. best-effort: admitted when max(best-effort, eventual) < limit; \
@@ -334,6 +324,17 @@ const FUNCTIONS: [FunctionSpec; 3] = [
         permissions: api_permissions,
     },
 ];
+
+/// The functions the alarms and the dashboard watch: all of them.
+fn watched() -> Vec<Watched> {
+    FUNCTIONS
+        .iter()
+        .map(|f| Watched {
+            function: f.function,
+            name_suffix: f.name_suffix,
+        })
+        .collect()
+}
 
 fn add_function(t: &mut Template, spec: &FunctionSpec) {
     let name = format!("${{NamePrefix}}-{}", spec.name_suffix);
@@ -569,53 +570,6 @@ fn add_function_url(t: &mut Template) {
         Url {
             auth_type: AuthType::AwsIam,
             target_function_arn: arn(logical::API_FUNCTION),
-        },
-    );
-}
-
-fn add_alarms(t: &mut Template) {
-    t.resource(
-        logical::DLQ2_NOT_EMPTY_ALARM,
-        Alarm {
-            alarm_name: Expr::sub("${NamePrefix}-dlq2-not-empty"),
-            alarm_description: "A stream range failed every reprocessing attempt and waits in DLQ2. Fix the \
-                                cause, then `counterctl redrive`; if the range has left the stream's 24 h \
-                                retention, run `counterctl audit --repair` for the affected scopes."
-                .to_owned(),
-            namespace: "AWS/SQS".to_owned(),
-            metric_name: "ApproximateNumberOfMessagesVisible".to_owned(),
-            dimensions: vec![Dimension {
-                name: "QueueName".to_owned(),
-                value: Expr::get_att(logical::DLQ2, "QueueName"),
-            }],
-            statistic: Statistic::Maximum,
-            period: 60,
-            evaluation_periods: 1,
-            threshold: 1.into(),
-            comparison_operator: ComparisonOperator::GreaterThanOrEqualToThreshold,
-            treat_missing_data: TreatMissingData::NotBreaching,
-        },
-    );
-    t.resource(
-        logical::ITERATOR_AGE_ALARM,
-        Alarm {
-            alarm_name: Expr::sub("${NamePrefix}-stream-counter-iterator-age"),
-            alarm_description: "The stream counter is falling behind the resources table's stream. Records \
-                                that stay unprocessed past MaximumRecordAgeInSeconds go to DLQ1, and past \
-                                24 hours they leave the stream."
-                .to_owned(),
-            namespace: "AWS/Lambda".to_owned(),
-            metric_name: "IteratorAge".to_owned(),
-            dimensions: vec![Dimension {
-                name: "FunctionName".to_owned(),
-                value: Expr::reference(logical::STREAM_COUNTER_FUNCTION),
-            }],
-            statistic: Statistic::Maximum,
-            period: 60,
-            evaluation_periods: 5,
-            threshold: Expr::reference(params::ITERATOR_AGE_ALARM_MILLISECONDS),
-            comparison_operator: ComparisonOperator::GreaterThanThreshold,
-            treat_missing_data: TreatMissingData::NotBreaching,
         },
     );
 }

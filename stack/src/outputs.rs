@@ -21,8 +21,12 @@ pub const DLQ1_MAPPING_ID: &str = "Dlq1MappingId";
 pub const DLQ2_ALARM_NAME: &str = "Dlq2AlarmName";
 pub const ITERATOR_AGE_ALARM_NAME: &str = "IteratorAgeAlarmName";
 
+/// The SNS topic the alarms notify (created, or the one passed in).
+pub const ALARM_TOPIC_ARN: &str = "AlarmTopicArn";
+pub const DASHBOARD_NAME: &str = "DashboardName";
+
 /// Every output.
-pub const ALL: [&str; 16] = [
+pub const ALL: [&str; 18] = [
     RESOURCES_TABLE,
     RESOURCES_TABLE_ARN,
     RESOURCES_TABLE_STREAM_ARN,
@@ -39,4 +43,6 @@ pub const ALL: [&str; 16] = [
     DLQ1_MAPPING_ID,
     DLQ2_ALARM_NAME,
     ITERATOR_AGE_ALARM_NAME,
+    ALARM_TOPIC_ARN,
+    DASHBOARD_NAME,
 ];

@@ -8,11 +8,13 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::expr::{Expr, Literal};
-use crate::resources::cloudwatch::Alarm;
+use crate::resources::cloudwatch::{Alarm, Dashboard};
 use crate::resources::dynamodb::Table;
 use crate::resources::iam::Role;
+use crate::resources::kms::Key;
 use crate::resources::lambda::{EventSourceMapping, Function, Url};
 use crate::resources::logs::LogGroup;
+use crate::resources::sns::{Subscription, Topic};
 use crate::resources::sqs::Queue;
 
 /// The only format version CloudFormation has ever defined.
@@ -26,6 +28,8 @@ pub struct Template {
     pub format_version: String,
     pub description: String,
     pub parameters: BTreeMap<String, Parameter>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub conditions: BTreeMap<String, Expr>,
     pub resources: BTreeMap<String, Resource>,
     pub outputs: BTreeMap<String, Output>,
 }
@@ -36,6 +40,7 @@ impl Template {
             format_version: FORMAT_VERSION.to_owned(),
             description: description.into(),
             parameters: BTreeMap::new(),
+            conditions: BTreeMap::new(),
             resources: BTreeMap::new(),
             outputs: BTreeMap::new(),
         }
@@ -45,6 +50,12 @@ impl Template {
     pub fn parameter(&mut self, name: &str, parameter: Parameter) {
         let previous = self.parameters.insert(name.to_owned(), parameter);
         assert!(previous.is_none(), "parameter {name} defined twice");
+    }
+
+    /// Adds a condition; a name used twice is a bug in the model.
+    pub fn condition(&mut self, name: &str, condition: Expr) {
+        let previous = self.conditions.insert(name.to_owned(), condition);
+        assert!(previous.is_none(), "condition {name} defined twice");
     }
 
     /// Adds a resource; a logical id used twice is a bug in the model.
@@ -175,6 +186,9 @@ pub enum Policy {
 pub struct Resource {
     #[serde(flatten)]
     pub kind: ResourceKind,
+    /// Created only when this template condition holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deletion_policy: Option<Policy>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -187,9 +201,16 @@ impl Resource {
     pub fn retained(kind: impl Into<ResourceKind>) -> Self {
         Self {
             kind: kind.into(),
+            condition: None,
             deletion_policy: Some(Policy::Retain),
             update_replace_policy: Some(Policy::Retain),
         }
+    }
+
+    /// Created only when the template condition `name` holds.
+    pub fn when(mut self, name: &str) -> Self {
+        self.condition = Some(name.to_owned());
+        self
     }
 
     /// Deletes the resource with the stack or on replacement, stated
@@ -198,6 +219,7 @@ impl Resource {
     pub fn deleted(kind: impl Into<ResourceKind>) -> Self {
         Self {
             kind: kind.into(),
+            condition: None,
             deletion_policy: Some(Policy::Delete),
             update_replace_policy: Some(Policy::Delete),
         }
@@ -225,6 +247,14 @@ pub enum ResourceKind {
     Url(Url),
     #[serde(rename = "AWS::CloudWatch::Alarm")]
     Alarm(Alarm),
+    #[serde(rename = "AWS::CloudWatch::Dashboard")]
+    Dashboard(Dashboard),
+    #[serde(rename = "AWS::SNS::Topic")]
+    Topic(Topic),
+    #[serde(rename = "AWS::SNS::Subscription")]
+    Subscription(Subscription),
+    #[serde(rename = "AWS::KMS::Key")]
+    Key(Key),
 }
 
 macro_rules! resource_from {
@@ -238,14 +268,27 @@ macro_rules! resource_from {
 
             impl From<$variant> for Resource {
                 fn from(properties: $variant) -> Self {
-                    Resource { kind: properties.into(), deletion_policy: None, update_replace_policy: None }
+                    Resource { kind: properties.into(), condition: None, deletion_policy: None, update_replace_policy: None }
                 }
             }
         )*
     };
 }
 
-resource_from!(Table, Queue, LogGroup, Role, Function, EventSourceMapping, Url, Alarm);
+resource_from!(
+    Table,
+    Queue,
+    LogGroup,
+    Role,
+    Function,
+    EventSourceMapping,
+    Url,
+    Alarm,
+    Dashboard,
+    Topic,
+    Subscription,
+    Key
+);
 
 #[cfg(test)]
 mod tests {

@@ -6,6 +6,8 @@
 pub mod cloudwatch;
 pub mod dynamodb;
 pub mod iam;
+pub mod kms;
 pub mod lambda;
 pub mod logs;
+pub mod sns;
 pub mod sqs;
