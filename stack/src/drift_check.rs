@@ -38,7 +38,7 @@ pub const MAXIMUM_EVENT_AGE_SECONDS: u32 = 300;
 
 const EVENTS_SERVICE: &str = "events.amazonaws.com";
 
-const SPEC: FunctionSpec = FunctionSpec {
+pub(crate) const SPEC: FunctionSpec = FunctionSpec {
     function: logical::DRIFT_CHECK_FUNCTION,
     role: logical::DRIFT_CHECK_ROLE,
     log_group: logical::DRIFT_CHECK_LOG_GROUP,

@@ -29,10 +29,17 @@ pub enum Expr {
     Sub(String),
     /// `Fn::Join`: the parts joined by the delimiter.
     Join(String, Vec<Expr>),
-    /// `Fn::Equals` (in a condition): whether the two values are equal.
+    /// `Fn::If`: the first value when the named condition holds, else the
+    /// second.
+    If(String, Box<Expr>, Box<Expr>),
+    /// `Fn::Equals`, in a condition.
     Equals(Box<Expr>, Box<Expr>),
-    /// `Fn::Not` (in a condition): the negated condition.
+    /// `Fn::And`, in a condition.
+    And(Vec<Expr>),
+    /// `Fn::Not`, in a condition.
     Not(Box<Expr>),
+    /// `{"Condition": name}`: another condition, inside `Fn::And`/`Fn::Not`.
+    Condition(String),
 }
 
 impl Expr {
@@ -52,12 +59,24 @@ impl Expr {
         Expr::Join(delimiter.to_owned(), parts)
     }
 
-    pub fn equals(left: Expr, right: Expr) -> Self {
-        Expr::Equals(Box::new(left), Box::new(right))
+    pub fn if_(condition: &str, then: Expr, otherwise: Expr) -> Self {
+        Expr::If(condition.to_owned(), Box::new(then), Box::new(otherwise))
+    }
+
+    pub fn equals(a: Expr, b: Expr) -> Self {
+        Expr::Equals(Box::new(a), Box::new(b))
+    }
+
+    pub fn and(conditions: Vec<Expr>) -> Self {
+        Expr::And(conditions)
     }
 
     pub fn not(condition: Expr) -> Self {
         Expr::Not(Box::new(condition))
+    }
+
+    pub fn condition(name: &str) -> Self {
+        Expr::Condition(name.to_owned())
     }
 
     /// The literal string, if this is one. Lets tests look for a bare `*`
@@ -112,8 +131,11 @@ impl Serialize for Expr {
             Expr::GetAtt(resource, attribute) => single(serializer, "Fn::GetAtt", &[resource, attribute]),
             Expr::Sub(template) => single(serializer, "Fn::Sub", template),
             Expr::Join(delimiter, parts) => single(serializer, "Fn::Join", &(delimiter, parts)),
-            Expr::Equals(left, right) => single(serializer, "Fn::Equals", &[left, right]),
+            Expr::If(condition, then, otherwise) => single(serializer, "Fn::If", &(condition, then, otherwise)),
+            Expr::Equals(a, b) => single(serializer, "Fn::Equals", &(a, b)),
+            Expr::And(conditions) => single(serializer, "Fn::And", conditions),
             Expr::Not(condition) => single(serializer, "Fn::Not", &[condition]),
+            Expr::Condition(name) => single(serializer, "Condition", name),
         }
     }
 }
@@ -137,9 +159,19 @@ mod tests {
             tree(&Expr::join(",", vec!["a".into(), Expr::reference("B")])),
             json!({"Fn::Join": [",", ["a", {"Ref": "B"}]]})
         );
+    }
+
+    #[test]
+    fn conditions_serialize_in_long_form() {
+        let empty = Expr::equals(Expr::reference("P"), "".into());
+        assert_eq!(tree(&empty), json!({"Fn::Equals": [{"Ref": "P"}, ""]}));
         assert_eq!(
-            tree(&Expr::not(Expr::equals(Expr::reference("P"), "".into()))),
-            json!({"Fn::Not": [{"Fn::Equals": [{"Ref": "P"}, ""]}]})
+            tree(&Expr::and(vec![Expr::condition("C"), Expr::not(empty)])),
+            json!({"Fn::And": [{"Condition": "C"}, {"Fn::Not": [{"Fn::Equals": [{"Ref": "P"}, ""]}]}]})
+        );
+        assert_eq!(
+            tree(&Expr::if_("C", Expr::reference("T"), Expr::reference("P"))),
+            json!({"Fn::If": ["C", {"Ref": "T"}, {"Ref": "P"}]})
         );
     }
 

@@ -1,8 +1,8 @@
 //! The hybrid counter kit's stack: two tables, the stream consumer with its
 //! DLQ1 → reprocessor → DLQ2 failure pipeline, the example API behind an
 //! IAM-authenticated function URL, one least-privilege role and one log
-//! group per function, and the two alarms an operator acts on. This is the
-//! only place that knows how those pieces are wired together.
+//! group per function; the alarms and the dashboard are [`crate::alarms`].
+//! This is the only place that knows how those pieces are wired together.
 
 use std::collections::BTreeMap;
 
@@ -11,10 +11,11 @@ use hybrid_counter::config::{
     ENV_PROCESSING_MODE, ENV_RESOURCES_TABLE, ENV_STREAM_ARN,
 };
 use hybrid_counter::keys;
+use hybrid_counter::metrics::ENV_STACK_NAME;
 use hybrid_counter::stream::Mode;
 
+use crate::alarms::Watched;
 use crate::expr::Expr;
-use crate::resources::cloudwatch::{Alarm, ComparisonOperator, Dimension, Statistic, TreatMissingData};
 use crate::resources::dynamodb::{StreamSpecification, StreamViewType, Table};
 use crate::resources::iam::{Action, InlinePolicy, PolicyDocument, Role, Statement};
 use crate::resources::lambda::{
@@ -48,6 +49,8 @@ pub const LOG_RETENTION_DAYS: u32 = 30;
 pub const DLQ1_BATCH_SIZE: i64 = 10;
 
 const LAMBDA_SERVICE: &str = "lambda.amazonaws.com";
+/// The pseudo parameter with the stack's name.
+pub const AWS_STACK_NAME: &str = "AWS::StackName";
 
 /// The template of the kit.
 pub fn template() -> Template {
@@ -65,7 +68,7 @@ pub fn template() -> Template {
     add_mappings(&mut t);
     add_function_url(&mut t);
     crate::drift_check::add(&mut t);
-    add_alarms(&mut t);
+    crate::alarms::add(&mut t, &watched());
     add_outputs(&mut t);
     t
 }
@@ -187,16 +190,6 @@ fn add_parameters(t: &mut Template) {
     t.parameter(params::STREAM_COUNTER_CODE_KEY, code_key("stream counter"));
     t.parameter(params::DLQ_REPROCESSOR_CODE_KEY, code_key("DLQ reprocessor"));
     t.parameter(params::API_CODE_KEY, code_key("API"));
-    t.parameter(
-        params::ITERATOR_AGE_ALARM_MILLISECONDS,
-        Parameter::number(
-            "Iterator age (ms) of the stream counter above which it counts as falling behind, for 5 \
-             consecutive minutes.",
-            60_000,
-            1_000,
-            86_400_000,
-        ),
-    );
     t.parameter(
         params::ADMISSION_MODE,
         Parameter::string(
@@ -344,6 +337,18 @@ const FUNCTIONS: [FunctionSpec; 3] = [
     },
 ];
 
+/// The functions the alarms and the dashboard watch: all of them.
+fn watched() -> Vec<Watched> {
+    FUNCTIONS
+        .iter()
+        .chain([&crate::drift_check::SPEC])
+        .map(|f| Watched {
+            function: f.function,
+            name_suffix: f.name_suffix,
+        })
+        .collect()
+}
+
 pub(crate) fn add_function(t: &mut Template, spec: &FunctionSpec) {
     let name = format!("${{NamePrefix}}-{}", spec.name_suffix);
     t.resource(
@@ -379,6 +384,8 @@ pub(crate) fn add_function(t: &mut Template, spec: &FunctionSpec) {
             Expr::reference(logical::RESOURCES_TABLE),
         ),
         (ENV_COUNTERS_TABLE.to_owned(), Expr::reference(logical::COUNTERS_TABLE)),
+        // The dimension of the kit's own metrics: two stacks never mix them.
+        (ENV_STACK_NAME.to_owned(), Expr::reference(AWS_STACK_NAME)),
     ]);
     if spec.default_limit {
         variables.insert(ENV_DEFAULT_LIMIT.to_owned(), Expr::reference(params::DEFAULT_LIMIT));
@@ -577,53 +584,6 @@ fn add_function_url(t: &mut Template) {
         Url {
             auth_type: AuthType::AwsIam,
             target_function_arn: arn(logical::API_FUNCTION),
-        },
-    );
-}
-
-fn add_alarms(t: &mut Template) {
-    t.resource(
-        logical::DLQ2_NOT_EMPTY_ALARM,
-        Alarm {
-            alarm_name: Expr::sub("${NamePrefix}-dlq2-not-empty"),
-            alarm_description: "A stream range failed every reprocessing attempt and waits in DLQ2. Fix the \
-                                cause, then `counterctl redrive`; if the range has left the stream's 24 h \
-                                retention, run `counterctl audit --repair` for the affected scopes."
-                .to_owned(),
-            namespace: "AWS/SQS".to_owned(),
-            metric_name: "ApproximateNumberOfMessagesVisible".to_owned(),
-            dimensions: vec![Dimension {
-                name: "QueueName".to_owned(),
-                value: Expr::get_att(logical::DLQ2, "QueueName"),
-            }],
-            statistic: Statistic::Maximum,
-            period: 60,
-            evaluation_periods: 1,
-            threshold: 1.into(),
-            comparison_operator: ComparisonOperator::GreaterThanOrEqualToThreshold,
-            treat_missing_data: TreatMissingData::NotBreaching,
-        },
-    );
-    t.resource(
-        logical::ITERATOR_AGE_ALARM,
-        Alarm {
-            alarm_name: Expr::sub("${NamePrefix}-stream-counter-iterator-age"),
-            alarm_description: "The stream counter is falling behind the resources table's stream. Records \
-                                that stay unprocessed past MaximumRecordAgeInSeconds go to DLQ1, and past \
-                                24 hours they leave the stream."
-                .to_owned(),
-            namespace: "AWS/Lambda".to_owned(),
-            metric_name: "IteratorAge".to_owned(),
-            dimensions: vec![Dimension {
-                name: "FunctionName".to_owned(),
-                value: Expr::reference(logical::STREAM_COUNTER_FUNCTION),
-            }],
-            statistic: Statistic::Maximum,
-            period: 60,
-            evaluation_periods: 5,
-            threshold: Expr::reference(params::ITERATOR_AGE_ALARM_MILLISECONDS),
-            comparison_operator: ComparisonOperator::GreaterThanThreshold,
-            treat_missing_data: TreatMissingData::NotBreaching,
         },
     );
 }

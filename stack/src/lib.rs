@@ -5,6 +5,7 @@
 //! committed and checked against the generator by the tests. [`params`] and
 //! [`outputs`] name what a deployer passes in and reads back.
 
+pub mod alarms;
 pub mod drift_check;
 pub mod expr;
 pub mod kit;

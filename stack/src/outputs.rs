@@ -22,8 +22,12 @@ pub const DLQ2_ALARM_NAME: &str = "Dlq2AlarmName";
 pub const ITERATOR_AGE_ALARM_NAME: &str = "IteratorAgeAlarmName";
 pub const DRIFT_CHECK_FUNCTION: &str = "DriftCheckFunctionName";
 
+/// The SNS topic the alarms notify (created, or the one passed in).
+pub const ALARM_TOPIC_ARN: &str = "AlarmTopicArn";
+pub const DASHBOARD_NAME: &str = "DashboardName";
+
 /// Every output.
-pub const ALL: [&str; 17] = [
+pub const ALL: [&str; 19] = [
     RESOURCES_TABLE,
     RESOURCES_TABLE_ARN,
     RESOURCES_TABLE_STREAM_ARN,
@@ -41,4 +45,6 @@ pub const ALL: [&str; 17] = [
     DLQ2_ALARM_NAME,
     ITERATOR_AGE_ALARM_NAME,
     DRIFT_CHECK_FUNCTION,
+    ALARM_TOPIC_ARN,
+    DASHBOARD_NAME,
 ];

@@ -34,6 +34,13 @@ pub const DLQ_REPROCESSOR_CODE_KEY: &str = "DlqReprocessorCodeKey";
 pub const API_CODE_KEY: &str = "ApiCodeKey";
 /// Iterator age (ms) above which the stream consumer counts as behind.
 pub const ITERATOR_AGE_ALARM_MILLISECONDS: &str = "IteratorAgeAlarmMilliseconds";
+/// An existing SNS topic for the alarms; empty: the stack creates one.
+pub const ALARM_TOPIC_ARN: &str = "AlarmTopicArn";
+/// An email address subscribed to the created alarm topic; empty: none.
+pub const ALARM_EMAIL: &str = "AlarmEmail";
+/// Age (s) of DLQ1's oldest message above which the reprocessor counts as
+/// stuck.
+pub const DLQ1_AGE_ALARM_SECONDS: &str = "Dlq1AgeAlarmSeconds";
 /// How the API admits a create: `best-effort` or `strict` (reservations).
 pub const ADMISSION_MODE: &str = "AdmissionMode";
 /// How the stream consumer writes a batch: `batched` or `per-record`.
@@ -48,7 +55,7 @@ pub const DRIFT_CHECK_READ_BUDGET: &str = "DriftCheckReadBudget";
 pub const DRIFT_CHECK_CODE_KEY: &str = "DriftCheckCodeKey";
 
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 21] = [
+pub const ALL: [&str; 24] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -65,6 +72,9 @@ pub const ALL: [&str; 21] = [
     DLQ_REPROCESSOR_CODE_KEY,
     API_CODE_KEY,
     ITERATOR_AGE_ALARM_MILLISECONDS,
+    ALARM_TOPIC_ARN,
+    ALARM_EMAIL,
+    DLQ1_AGE_ALARM_SECONDS,
     ADMISSION_MODE,
     PROCESSING_MODE,
     DRIFT_CHECK_SCHEDULE,

@@ -8,12 +8,14 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::expr::{Expr, Literal};
-use crate::resources::cloudwatch::Alarm;
+use crate::resources::cloudwatch::{Alarm, Dashboard};
 use crate::resources::dynamodb::Table;
 use crate::resources::iam::Role;
 use crate::resources::events::Rule;
+use crate::resources::kms::Key;
 use crate::resources::lambda::{EventSourceMapping, Function, Permission, Url};
 use crate::resources::logs::LogGroup;
+use crate::resources::sns::{Subscription, Topic};
 use crate::resources::sqs::Queue;
 
 /// The only format version CloudFormation has ever defined.
@@ -187,7 +189,7 @@ pub enum Policy {
 pub struct Resource {
     #[serde(flatten)]
     pub kind: ResourceKind,
-    /// Created only when this named condition holds.
+    /// Created only when this template condition holds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub condition: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -206,6 +208,12 @@ impl Resource {
             deletion_policy: Some(Policy::Retain),
             update_replace_policy: Some(Policy::Retain),
         }
+    }
+
+    /// Created only when the template condition `name` holds.
+    pub fn when(mut self, name: &str) -> Self {
+        self.condition = Some(name.to_owned());
+        self
     }
 
     /// Deletes the resource with the stack or on replacement, stated
@@ -246,6 +254,14 @@ pub enum ResourceKind {
     Rule(Rule),
     #[serde(rename = "AWS::Lambda::Permission")]
     Permission(Permission),
+    #[serde(rename = "AWS::CloudWatch::Dashboard")]
+    Dashboard(Dashboard),
+    #[serde(rename = "AWS::SNS::Topic")]
+    Topic(Topic),
+    #[serde(rename = "AWS::SNS::Subscription")]
+    Subscription(Subscription),
+    #[serde(rename = "AWS::KMS::Key")]
+    Key(Key),
 }
 
 macro_rules! resource_from {
@@ -276,16 +292,12 @@ resource_from!(
     Url,
     Alarm,
     Rule,
-    Permission
+    Permission,
+    Dashboard,
+    Topic,
+    Subscription,
+    Key
 );
-
-impl Resource {
-    /// The same resource, created only when `condition` holds.
-    pub fn when(mut self, condition: &str) -> Self {
-        self.condition = Some(condition.to_owned());
-        self
-    }
-}
 
 #[cfg(test)]
 mod tests {

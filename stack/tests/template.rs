@@ -356,9 +356,14 @@ fn functions_get_the_environment_their_handlers_read() {
     use hybrid_counter::config::{ENV_COUNTERS_TABLE, ENV_DEFAULT_LIMIT, ENV_RESOURCES_TABLE};
     let t = stack::template();
     let env = |id: &str| function(&t, id).environment.variables.clone();
+    // Every function: the tables, and the stack's name for its metrics.
     let tables = [
         (ENV_RESOURCES_TABLE.to_owned(), reference(logical::RESOURCES_TABLE)),
         (ENV_COUNTERS_TABLE.to_owned(), reference(logical::COUNTERS_TABLE)),
+        (
+            hybrid_counter::metrics::ENV_STACK_NAME.to_owned(),
+            reference("AWS::StackName"),
+        ),
     ];
     let with = |extra: (&str, &str)| {
         let mut vars: BTreeMap<String, Expr> = tables.clone().into();

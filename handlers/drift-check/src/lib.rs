@@ -1,15 +1,19 @@
 //! The drift check's Lambda glue: a scheduled event (its content is not
 //! read) runs one [`DriftCheck`] over the store, logs what it found with
-//! the run's cost, and answers with the run's record. Everything the check
+//! the run's cost, publishes the drifted scopes as the metric
+//! `DriftedScopes` (embedded metric format, `hybrid_counter::metrics`; the
+//! stack's drift alarm watches it), and answers with the run's record. Everything the check
 //! decides (which scopes, the budget, the cursor, drifted or held back) is
 //! the core's `hybrid_counter::audit::drift`; it never repairs. `main.rs`
 //! wires it to the runtime; the tests call the same function.
 
 use hybrid_counter::audit::drift::{DEFAULT_BUDGET, DriftCheck, DriftOutcome, DriftStore};
+use hybrid_counter::audit::drift::DriftRun;
 use hybrid_counter::config::ENV_DRIFT_CHECK_BUDGET;
+use hybrid_counter::metrics::{Metric, Metrics};
 use hybrid_counter::{Clock, CounterConfig};
 use hybrid_counter_aws::info_with_cost;
-use hybrid_counter_aws::lambda::CostWatch;
+use hybrid_counter_aws::lambda::{CostWatch, emit_metrics};
 use lambda_runtime::LambdaEvent;
 use tracing::warn;
 
@@ -36,9 +40,16 @@ impl Settings {
     }
 }
 
+/// The run's metrics: the drifted scopes, recorded also when there are
+/// none, so the drift alarm sees a data point (and goes back to `OK`).
+pub fn add_run(metrics: &mut Metrics, run: &DriftRun) {
+    metrics.add(Metric::DriftedScopes, run.drifted as f64);
+}
+
 /// Runs the check once and answers with its outcome. A failure to read the
 /// table or the state fails the invocation (the next tick starts from the
-/// same cursor); a scope that cannot be read is reported in the outcome.
+/// same cursor; nothing is published, the errors alarm sees it); a scope
+/// that cannot be read is reported in the outcome.
 pub async fn handle_drift_check<S: DriftStore>(
     store: &S,
     config: &CounterConfig,
@@ -49,6 +60,9 @@ pub async fn handle_drift_check<S: DriftStore>(
     let watch = CostWatch::start(store);
     let outcome = DriftCheck::new(settings.budget).run(store, config, clock).await?;
     let run = &outcome.run;
+    let mut metrics = Metrics::from_env();
+    add_run(&mut metrics, run);
+    emit_metrics(&metrics);
     info_with_cost!(
         watch.cost(store),
         scopes_checked = run.scopes_checked,
@@ -85,6 +99,24 @@ mod tests {
     fn env(pairs: &[(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
         let pairs = pairs.to_vec();
         move |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned())
+    }
+
+    #[test]
+    fn the_drifted_scopes_are_published_also_when_none() {
+        for drifted in [0, 3] {
+            let mut metrics = Metrics::new("hc-dev");
+            add_run(
+                &mut metrics,
+                &DriftRun {
+                    drifted,
+                    ..DriftRun::default()
+                },
+            );
+            assert_eq!(metrics.value(Metric::DriftedScopes), Some(drifted as f64));
+            let document = metrics.document(0).unwrap();
+            assert_eq!(document["Stack"], "hc-dev");
+            assert_eq!(document["DriftedScopes"], drifted as f64);
+        }
     }
 
     #[test]

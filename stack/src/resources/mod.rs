@@ -7,6 +7,8 @@ pub mod cloudwatch;
 pub mod dynamodb;
 pub mod events;
 pub mod iam;
+pub mod kms;
 pub mod lambda;
 pub mod logs;
+pub mod sns;
 pub mod sqs;
