@@ -31,7 +31,9 @@ fn state_key() -> HashMap<String, AttributeValue> {
 fn string_of(item: &HashMap<String, AttributeValue>, name: &str) -> Result<String, StoreError> {
     match item.get(name) {
         Some(AttributeValue::S(value)) => Ok(value.clone()),
-        _ => Err(StoreError::Malformed(format!("counters-table key without a string {name}"))),
+        _ => Err(StoreError::Malformed(format!(
+            "counters-table key without a string {name}"
+        ))),
     }
 }
 
@@ -46,8 +48,8 @@ fn counter_key(item: &HashMap<String, AttributeValue>) -> Result<CounterKey, Sto
 /// (the one the condition reads) written over the document's.
 fn parse_state(item: &HashMap<String, AttributeValue>) -> Result<DriftCheckState, StoreError> {
     let document = string_of(item, keys::STATE)?;
-    let mut state: DriftCheckState = serde_json::from_str(&document)
-        .map_err(|e| StoreError::Malformed(format!("drift-check state: {e}")))?;
+    let mut state: DriftCheckState =
+        serde_json::from_str(&document).map_err(|e| StoreError::Malformed(format!("drift-check state: {e}")))?;
     state.version = match item.get(keys::VERSION) {
         Some(AttributeValue::N(v)) => v
             .parse()
@@ -102,8 +104,8 @@ impl DriftStore for DynamoStore {
         let version = read_version.map_or(1, |v| v + 1);
         let mut stored = state.clone();
         stored.version = version;
-        let document = serde_json::to_string(&stored)
-            .map_err(|e| StoreError::Malformed(format!("drift-check state: {e}")))?;
+        let document =
+            serde_json::to_string(&stored).map_err(|e| StoreError::Malformed(format!("drift-check state: {e}")))?;
         let mut item = state_key();
         item.insert(keys::VERSION.to_owned(), AttributeValue::N(version.to_string()));
         item.insert(keys::STATE.to_owned(), AttributeValue::S(document));

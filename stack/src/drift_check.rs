@@ -64,10 +64,7 @@ pub fn add(t: &mut Template) {
         )
         .default_string("")
         .length(0, 256)
-        .pattern(
-            "^$|^(rate|cron)\\(.+\\)$",
-            "empty, rate(...) or cron(...)",
-        ),
+        .pattern("^$|^(rate|cron)\\(.+\\)$", "empty, rate(...) or cron(...)"),
     );
     t.parameter(
         params::DRIFT_CHECK_READ_BUDGET,
@@ -178,7 +175,11 @@ mod tests {
             json!({"Fn::Not": [{"Fn::Equals": [{"Ref": params::DRIFT_CHECK_SCHEDULE}, ""]}]})
         );
         for id in [logical::DRIFT_CHECK_RULE, logical::DRIFT_CHECK_PERMISSION] {
-            assert_eq!(t["Resources"][id]["Condition"], json!(logical::DRIFT_CHECK_ENABLED), "{id}");
+            assert_eq!(
+                t["Resources"][id]["Condition"],
+                json!(logical::DRIFT_CHECK_ENABLED),
+                "{id}"
+            );
         }
         // The function is always there (status reads its name), unconditioned.
         assert!(t["Resources"][logical::DRIFT_CHECK_FUNCTION].get("Condition").is_none());
@@ -200,19 +201,17 @@ mod tests {
     #[test]
     fn the_role_reads_and_writes_only_its_own_state_item() {
         let t = rendered();
-        let statements = t["Resources"][logical::DRIFT_CHECK_ROLE]["Properties"]["Policies"][0]["PolicyDocument"]
-            ["Statement"]
-            .as_array()
-            .unwrap()
-            .clone();
+        let statements =
+            t["Resources"][logical::DRIFT_CHECK_ROLE]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+                .as_array()
+                .unwrap()
+                .clone();
         let writes: Vec<&Value> = statements
             .iter()
             .filter(|s| {
-                s["Action"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|a| ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"].contains(&a.as_str().unwrap()))
+                s["Action"].as_array().unwrap().iter().any(|a| {
+                    ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"].contains(&a.as_str().unwrap())
+                })
             })
             .collect();
         assert_eq!(writes.len(), 1, "{statements:#?}");
@@ -227,9 +226,21 @@ mod tests {
     fn the_function_gets_its_budget_schedule_and_the_audits_settings() {
         let t = rendered();
         let variables = &t["Resources"][logical::DRIFT_CHECK_FUNCTION]["Properties"]["Environment"]["Variables"];
-        assert_eq!(variables[ENV_DRIFT_CHECK_BUDGET], json!({"Ref": params::DRIFT_CHECK_READ_BUDGET}));
-        assert_eq!(variables[ENV_DRIFT_CHECK_SCHEDULE], json!({"Ref": params::DRIFT_CHECK_SCHEDULE}));
-        for name in ["ADMISSION_MODE", "BE_SHARDS", "EC_SHARDS", "COUNTERS_TABLE", "RESOURCES_TABLE"] {
+        assert_eq!(
+            variables[ENV_DRIFT_CHECK_BUDGET],
+            json!({"Ref": params::DRIFT_CHECK_READ_BUDGET})
+        );
+        assert_eq!(
+            variables[ENV_DRIFT_CHECK_SCHEDULE],
+            json!({"Ref": params::DRIFT_CHECK_SCHEDULE})
+        );
+        for name in [
+            "ADMISSION_MODE",
+            "BE_SHARDS",
+            "EC_SHARDS",
+            "COUNTERS_TABLE",
+            "RESOURCES_TABLE",
+        ] {
             assert!(variables.get(name).is_some(), "{name}: {variables}");
         }
     }

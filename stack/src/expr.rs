@@ -71,6 +71,9 @@ impl Expr {
         Expr::And(conditions)
     }
 
+    // Named after `Fn::Not`, like its siblings; `!` on a template
+    // expression would read as evaluating it.
+    #[allow(clippy::should_implement_trait)]
     pub fn not(condition: Expr) -> Self {
         Expr::Not(Box::new(condition))
     }

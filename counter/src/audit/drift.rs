@@ -295,7 +295,9 @@ impl DriftCheck {
         run.scopes_checked += 1;
         let audit = match Scope::new(scope) {
             Ok(valid) => auditor.audit_scope(&valid, RepairMode::DryRun, clock.now()).await,
-            Err(e) => Err(StoreError::Malformed(format!("the counters table holds an invalid scope: {e}"))),
+            Err(e) => Err(StoreError::Malformed(format!(
+                "the counters table holds an invalid scope: {e}"
+            ))),
         };
         match audit.map(|a| verdict(&a)) {
             Ok(Verdict::Clean) => {}
@@ -345,7 +347,9 @@ impl<'a, S> ReadOnly<'a, S> {
 }
 
 fn refused<T>() -> Result<T, StoreError> {
-    Err(StoreError::Rejected("the drift check is report-only: it writes no counter or item".into()))
+    Err(StoreError::Rejected(
+        "the drift check is report-only: it writes no counter or item".into(),
+    ))
 }
 
 impl<S: Store> Store for ReadOnly<'_, S> {
@@ -487,11 +491,21 @@ mod tests {
         let before = store.tables();
         let check = DriftCheck::new(12);
         let runs = one_pass(&store, &check).await;
-        assert!(runs.len() > 2, "a small budget spreads the pass over several runs: {runs:?}");
-        let drifted: BTreeSet<&str> = runs.iter().flat_map(|r| r.drifted_scopes.iter().map(String::as_str)).collect();
+        assert!(
+            runs.len() > 2,
+            "a small budget spreads the pass over several runs: {runs:?}"
+        );
+        let drifted: BTreeSet<&str> = runs
+            .iter()
+            .flat_map(|r| r.drifted_scopes.iter().map(String::as_str))
+            .collect();
         assert_eq!(drifted, BTreeSet::from(["s2", "s6"]));
         assert_eq!(runs.iter().map(|r| r.defects).sum::<u64>(), 2);
-        assert_eq!(runs.iter().map(|r| r.scopes_checked).sum::<u64>(), 8, "each scope once per pass: {runs:?}");
+        assert_eq!(
+            runs.iter().map(|r| r.scopes_checked).sum::<u64>(),
+            8,
+            "each scope once per pass: {runs:?}"
+        );
         for run in &runs {
             assert!(
                 run.items_read <= run.budget + SCOPE_READS,
@@ -525,7 +539,11 @@ mod tests {
             cursors.push(o.state.cursor.clone().unwrap().scope);
             assert!(cursors.len() < 10, "no pass completed: {cursors:?}");
         };
-        assert_eq!(cursors, ["s0", "s1", "s2", "s3", "s4"], "one scope per run, in order, none twice");
+        assert_eq!(
+            cursors,
+            ["s0", "s1", "s2", "s3", "s4"],
+            "one scope per run, in order, none twice"
+        );
         assert_eq!(
             checked,
             [1, 1, 1, 1, 1, 0],
@@ -589,7 +607,10 @@ mod tests {
         };
         let (outcome, ()) = tokio::join!(run, writer);
         assert_eq!(outcome.run.held_back_scopes, ["s0"], "{outcome:?}");
-        assert_eq!(outcome.run.drifted, 0, "a moving count is never reported as drift: {outcome:?}");
+        assert_eq!(
+            outcome.run.drifted, 0,
+            "a moving count is never reported as drift: {outcome:?}"
+        );
     }
 
     #[tokio::test]
@@ -606,7 +627,11 @@ mod tests {
             .run(&*store, &config(), &at(LATER + super::super::REQUEST_GRACE_MS + 1))
             .await
             .unwrap();
-        assert_eq!((late.run.held_back, late.run.drifted, late.run.defects), (0, 1, 0), "{late:?}");
+        assert_eq!(
+            (late.run.held_back, late.run.drifted, late.run.defects),
+            (0, 1, 0),
+            "{late:?}"
+        );
     }
 
     #[tokio::test]
@@ -623,7 +648,10 @@ mod tests {
         let outcome = check.run(&*store, &config(), &at(LATER)).await.unwrap();
         assert!(!outcome.recorded, "{outcome:?}");
         let now_stored = store.tables().drift_state.unwrap();
-        assert_eq!(now_stored.cursor, stored.cursor, "the refused record left the cursor alone");
+        assert_eq!(
+            now_stored.cursor, stored.cursor,
+            "the refused record left the cursor alone"
+        );
     }
 
     #[tokio::test]

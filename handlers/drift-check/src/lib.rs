@@ -7,8 +7,8 @@
 //! the core's `hybrid_counter::audit::drift`; it never repairs. `main.rs`
 //! wires it to the runtime; the tests call the same function.
 
-use hybrid_counter::audit::drift::{DEFAULT_BUDGET, DriftCheck, DriftOutcome, DriftStore};
 use hybrid_counter::audit::drift::DriftRun;
+use hybrid_counter::audit::drift::{DEFAULT_BUDGET, DriftCheck, DriftOutcome, DriftStore};
 use hybrid_counter::config::ENV_DRIFT_CHECK_BUDGET;
 use hybrid_counter::metrics::{Metric, Metrics};
 use hybrid_counter::{Clock, CounterConfig};

@@ -283,22 +283,26 @@ impl<I: Invoke> Runner<I> {
                 function: schedule.function_name.clone(),
             };
             let event = schedule::scheduled_event(&schedule, ctx.now(), &ctx.config.region);
-            let result = ctx.invoker.invoke(&schedule.function_name, event).await.map(|invocation| {
-                let mut report = ctx.report.lock().expect("report lock");
-                let entry = report.schedules.entry(schedule.function_name.clone()).or_default();
-                entry.invocations += 1;
-                match invocation {
-                    Invocation::Response(response) => {
-                        info!(function = %schedule.function_name, %response, "scheduled run");
-                        entry.last_response = Some(response);
+            let result = ctx
+                .invoker
+                .invoke(&schedule.function_name, event)
+                .await
+                .map(|invocation| {
+                    let mut report = ctx.report.lock().expect("report lock");
+                    let entry = report.schedules.entry(schedule.function_name.clone()).or_default();
+                    entry.invocations += 1;
+                    match invocation {
+                        Invocation::Response(response) => {
+                            info!(function = %schedule.function_name, %response, "scheduled run");
+                            entry.last_response = Some(response);
+                        }
+                        Invocation::FunctionError { error_type, body } => {
+                            warn!(function = %schedule.function_name, %error_type, %body, "scheduled run failed");
+                            entry.function_errors += 1;
+                        }
                     }
-                    Invocation::FunctionError { error_type, body } => {
-                        warn!(function = %schedule.function_name, %error_type, %body, "scheduled run failed");
-                        entry.function_errors += 1;
-                    }
-                }
-                Drained::default()
-            });
+                    Drained::default()
+                });
             (key, result)
         });
     }

@@ -82,7 +82,11 @@ pub fn parse_rate(expression: &str) -> Result<Option<Duration>, String> {
         "hours" => (3_600, false),
         "day" => (86_400, true),
         "days" => (86_400, false),
-        other => return Err(format!("{expression}: unit {other:?} is not minute(s), hour(s) or day(s)")),
+        other => {
+            return Err(format!(
+                "{expression}: unit {other:?} is not minute(s), hour(s) or day(s)"
+            ));
+        }
     };
     if singular != (value == 1) {
         return Err(format!(
@@ -191,7 +195,13 @@ mod tests {
         assert_eq!(parse_rate("rate(15 minutes)"), Ok(Some(Duration::from_secs(900))));
         assert_eq!(parse_rate("rate(2 hours)"), Ok(Some(Duration::from_secs(7_200))));
         assert_eq!(parse_rate("rate(1 day)"), Ok(Some(Duration::from_secs(86_400))));
-        for bad in ["rate(1 minutes)", "rate(5 minute)", "rate(0 minutes)", "rate(5 weeks)", "every 5 minutes"] {
+        for bad in [
+            "rate(1 minutes)",
+            "rate(5 minute)",
+            "rate(0 minutes)",
+            "rate(5 weeks)",
+            "every 5 minutes",
+        ] {
             assert!(parse_rate(bad).is_err(), "{bad}");
         }
         let cron = parse_rate("cron(0 * * * ? *)").unwrap_err();

@@ -116,8 +116,10 @@ pub async fn read(ctx: &Context<'_>, stack: &StackInfo) -> DriftCheckStatus {
 
 /// An epoch-milliseconds time as RFC 3339 UTC.
 pub fn time(millis: EpochMillis) -> String {
-    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(millis)
-        .map_or_else(|| millis.to_string(), |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(millis).map_or_else(
+        || millis.to_string(),
+        |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    )
 }
 
 impl fmt::Display for DriftCheckStatus {
@@ -208,7 +210,10 @@ mod tests {
         let ran = DriftCheckStatus::new(Some("rate(5 minutes)".into()), Some(state));
         assert_eq!(ran.state, DriftCheckMode::Ran);
         let text = ran.to_string();
-        assert!(text.contains("last run 2026-09-21T") && text.contains("1 drifted"), "{text}");
+        assert!(
+            text.contains("last run 2026-09-21T") && text.contains("1 drifted"),
+            "{text}"
+        );
         assert!(text.contains("drifted: acct-7"), "{text}");
         let json = serde_json::to_value(&ran).unwrap();
         assert_eq!(json["state"], "ran");

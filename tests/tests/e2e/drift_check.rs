@@ -69,11 +69,17 @@ async fn the_runners_scheduled_drift_check_finds_a_wrong_eventual_counter_and_st
     assert!(run.completed_pass && check.last_full_pass.is_some(), "{status}");
     assert!(!status.healthy(), "drift needs an operator: {status}");
     assert!(
-        status.attention.iter().any(|a| a.contains("--scope \"broken\" --repair")),
+        status
+            .attention
+            .iter()
+            .any(|a| a.contains("--scope \"broken\" --repair")),
         "{status}"
     );
     let text = status.to_string();
-    assert!(text.contains("rate(1 minute)") && text.contains("drifted: broken"), "{text}");
+    assert!(
+        text.contains("rate(1 minute)") && text.contains("drifted: broken"),
+        "{text}"
+    );
     let json = serde_json::to_value(&status).unwrap();
     assert_eq!(json["drift_check"]["last_run"]["drifted_scopes"][0], "broken");
     assert_eq!(
