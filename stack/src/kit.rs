@@ -1,8 +1,9 @@
 //! The hybrid counter kit's stack: two tables, the stream consumer with its
 //! DLQ1 → reprocessor → DLQ2 failure pipeline, the example API behind an
 //! IAM-authenticated function URL, one least-privilege role and one log
-//! group per function; the alarms and the dashboard are [`crate::alarms`].
-//! This is the only place that knows how those pieces are wired together.
+//! group per function; the alarms and the dashboard are [`crate::alarms`],
+//! the scheduled drift check [`crate::drift_check`] (built with this
+//! module's [`add_function`]), and [`crate::template`] puts them together.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +15,6 @@ use hybrid_counter::keys;
 use hybrid_counter::metrics::ENV_STACK_NAME;
 use hybrid_counter::stream::Mode;
 
-use crate::alarms::Watched;
 use crate::expr::Expr;
 use crate::resources::dynamodb::{StreamSpecification, StreamViewType, Table};
 use crate::resources::iam::{Action, InlinePolicy, PolicyDocument, Role, Statement};
@@ -52,25 +52,24 @@ const LAMBDA_SERVICE: &str = "lambda.amazonaws.com";
 /// The pseudo parameter with the stack's name.
 pub const AWS_STACK_NAME: &str = "AWS::StackName";
 
-/// The template of the kit.
-pub fn template() -> Template {
-    let mut t = Template::new(
-        "Hybrid Counter Kit: per-scope best-effort and eventual counters on DynamoDB, the stream \
-         consumer with its DLQ1 -> reprocessor -> DLQ2 failure pipeline, and an example API behind an \
-         IAM-authenticated function URL.",
-    );
-    add_parameters(&mut t);
-    add_tables(&mut t);
-    add_queues(&mut t);
+/// The template's description.
+pub const DESCRIPTION: &str = "Hybrid Counter Kit: per-scope best-effort and eventual counters on DynamoDB, the \
+                               stream consumer with its DLQ1 -> reprocessor -> DLQ2 failure pipeline, and an \
+                               example API behind an IAM-authenticated function URL.";
+
+/// The kit's core: the tables, the queues, the three functions of the
+/// counting pipeline and the API, their mappings, the function URL and the
+/// outputs. [`crate::template`] adds the drift check and the alarms.
+pub fn add_core(t: &mut Template) {
+    add_parameters(t);
+    add_tables(t);
+    add_queues(t);
     for function in &FUNCTIONS {
-        add_function(&mut t, function);
+        add_function(t, function);
     }
-    add_mappings(&mut t);
-    add_function_url(&mut t);
-    crate::drift_check::add(&mut t);
-    crate::alarms::add(&mut t, &watched());
-    add_outputs(&mut t);
-    t
+    add_mappings(t);
+    add_function_url(t);
+    add_outputs(t);
 }
 
 fn add_parameters(t: &mut Template) {
@@ -295,7 +294,7 @@ fn no_environment() -> Vec<(&'static str, Expr)> {
     Vec::new()
 }
 
-const FUNCTIONS: [FunctionSpec; 3] = [
+pub(crate) const FUNCTIONS: [FunctionSpec; 3] = [
     FunctionSpec {
         function: logical::STREAM_COUNTER_FUNCTION,
         role: logical::STREAM_COUNTER_ROLE,
@@ -336,18 +335,6 @@ const FUNCTIONS: [FunctionSpec; 3] = [
         environment: no_environment,
     },
 ];
-
-/// The functions the alarms and the dashboard watch: all of them.
-fn watched() -> Vec<Watched> {
-    FUNCTIONS
-        .iter()
-        .chain([&crate::drift_check::SPEC])
-        .map(|f| Watched {
-            function: f.function,
-            name_suffix: f.name_suffix,
-        })
-        .collect()
-}
 
 pub(crate) fn add_function(t: &mut Template, spec: &FunctionSpec) {
     let name = format!("${{NamePrefix}}-{}", spec.name_suffix);
