@@ -23,8 +23,8 @@ use serde_json::Value;
 use stack::outputs;
 
 /// The service clients the checks read through.
-struct Services {
-    cfn: aws_sdk_cloudformation::Client,
+pub(crate) struct Services {
+    pub(crate) cfn: aws_sdk_cloudformation::Client,
     dynamodb: aws_sdk_dynamodb::Client,
     lambda: aws_sdk_lambda::Client,
     sqs: aws_sdk_sqs::Client,
@@ -34,7 +34,7 @@ struct Services {
 }
 
 impl Services {
-    async fn new(emulator: &Emulator) -> Self {
+    pub(crate) async fn new(emulator: &Emulator) -> Self {
         let sdk = emulator.sdk_config().await;
         Self {
             cfn: aws_sdk_cloudformation::Client::new(&sdk),
@@ -48,7 +48,7 @@ impl Services {
     }
 
     /// Logical id -> physical id of every resource of the stack.
-    async fn physical_ids(&self, stack: &str) -> BTreeMap<String, String> {
+    pub(crate) async fn physical_ids(&self, stack: &str) -> BTreeMap<String, String> {
         let resources = self
             .cfn
             .list_stack_resources()

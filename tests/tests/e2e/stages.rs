@@ -36,19 +36,6 @@ async fn stack_tags(cfn: &aws_sdk_cloudformation::Client, stack: &str) -> BTreeM
         .collect()
 }
 
-/// The physical id of each of the stack's resources.
-async fn physical_ids(cfn: &aws_sdk_cloudformation::Client, stack: &str) -> Vec<String> {
-    cfn.list_stack_resources()
-        .stack_name(stack)
-        .send()
-        .await
-        .expect("list stack resources")
-        .stack_resource_summaries()
-        .iter()
-        .filter_map(|r| r.physical_resource_id().map(str::to_owned))
-        .collect()
-}
-
 async fn counter(emulator: &Emulator, outputs: &BTreeMap<String, String>) -> Counter<DynamoStore> {
     let config = CounterConfig {
         resources_table: outputs[outputs::RESOURCES_TABLE].clone(),
@@ -66,7 +53,8 @@ async fn counter(emulator: &Emulator, outputs: &BTreeMap<String, String>) -> Cou
 async fn two_stages_deploy_side_by_side_with_their_own_names_data_alarms_and_tags() {
     let emulator = Emulator::start();
     let cli = Counterctl::new(&emulator);
-    let cfn = aws_sdk_cloudformation::Client::new(&emulator.sdk_config().await);
+    let services = crate::deploy::Services::new(&emulator).await;
+    let cfn = &services.cfn;
 
     // plan shows the tags it would put on the new stack.
     let plan = match cli
@@ -101,10 +89,10 @@ async fn two_stages_deploy_side_by_side_with_their_own_names_data_alarms_and_tag
 
     // No physical name in common: tables, queues, functions, roles, log
     // groups, alarms, dashboard, topic, key.
-    let (dev_ids, prod_ids) = (physical_ids(&cfn, "hc-dev").await, physical_ids(&cfn, "hc-prod").await);
+    let dev_ids: Vec<String> = services.physical_ids("hc-dev").await.into_values().collect();
+    let prod_ids: BTreeSet<String> = services.physical_ids("hc-prod").await.into_values().collect();
     let template = stack::template();
     assert_eq!(dev_ids.len(), crate::deploy::created_by_default(&template).len());
-    let prod_ids: BTreeSet<String> = prod_ids.into_iter().collect();
     let shared: Vec<&String> = dev_ids.iter().filter(|id| prod_ids.contains(*id)).collect();
     assert!(shared.is_empty(), "physical ids in both stacks: {shared:?}");
     for key in [
@@ -146,7 +134,7 @@ async fn two_stages_deploy_side_by_side_with_their_own_names_data_alarms_and_tag
         assert!(!status.alarms.is_empty());
         for alarm in &status.alarms {
             assert!(alarm.name.starts_with(&format!("{stage}-")), "{}", alarm.name);
-            assert_eq!(alarm.actions, [topic.clone()], "{}", alarm.name);
+            assert_eq!(alarm.actions, [topic.as_str()], "{}", alarm.name);
         }
         assert!(status.healthy(), "{status}");
     }
@@ -156,14 +144,14 @@ async fn two_stages_deploy_side_by_side_with_their_own_names_data_alarms_and_tag
         ("stage".to_owned(), "dev".to_owned()),
         ("team".to_owned(), "counters".to_owned()),
     ]);
-    assert_eq!(stack_tags(&cfn, "hc-dev").await, expected);
+    assert_eq!(stack_tags(cfn, "hc-dev").await, expected);
     assert_eq!(dev.tags, expected);
     // CloudFormation propagates stack tags to every resource that takes
     // tags; fakecloud 0.51 keeps them on the stack only (its functions,
     // queues, tables and alarms list no tags), so that is not checked here.
     let again = cli.deploy_with(&["--stack-name", "hc-dev", "deploy"]).await;
     assert_eq!(again.outcome, Outcome::Unchanged, "{again}");
-    assert_eq!(stack_tags(&cfn, "hc-dev").await, expected, "kept");
+    assert_eq!(stack_tags(cfn, "hc-dev").await, expected, "kept");
     // A new tag is added to the others, not instead of them.
     let retagged = cli
         .deploy_with(&["--stack-name", "hc-dev", "deploy", "--tag", "owner=ops"])
@@ -171,9 +159,9 @@ async fn two_stages_deploy_side_by_side_with_their_own_names_data_alarms_and_tag
     assert!(retagged.succeeded(), "{retagged}");
     let mut with_owner = expected.clone();
     with_owner.insert("owner".to_owned(), "ops".to_owned());
-    assert_eq!(stack_tags(&cfn, "hc-dev").await, with_owner);
+    assert_eq!(stack_tags(cfn, "hc-dev").await, with_owner);
     assert_eq!(
-        stack_tags(&cfn, "hc-prod").await,
+        stack_tags(cfn, "hc-prod").await,
         BTreeMap::from([("stage".to_owned(), "prod".to_owned())])
     );
 }
