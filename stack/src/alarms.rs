@@ -19,8 +19,7 @@ use serde_json::{Value, json};
 
 use hybrid_counter::metrics::{DIMENSION_STACK, Metric, NAMESPACE};
 
-use crate::expr::Expr;
-use crate::kit::AWS_STACK_NAME;
+use crate::expr::{AWS_STACK_NAME, Expr};
 use crate::resources::cloudwatch::{Alarm, ComparisonOperator, Dashboard, Dimension, Statistic, TreatMissingData};
 use crate::resources::kms::{Key, KeyPolicy, KeyPrincipal, KeyStatement};
 use crate::resources::sns::{Protocol, Subscription, Topic};
@@ -127,7 +126,7 @@ fn add_parameters(t: &mut Template) {
         SUBSCRIBE_ALARM_EMAIL,
         Expr::and(vec![
             Expr::condition(CREATE_ALARM_TOPIC),
-            Expr::not(Expr::equals(Expr::reference(params::ALARM_EMAIL), "".into())),
+            Expr::negate(Expr::equals(Expr::reference(params::ALARM_EMAIL), "".into())),
         ]),
     );
 }
@@ -215,49 +214,45 @@ impl AlarmSpec {
 }
 
 fn add_function_alarms(t: &mut Template, watched: &Watched) {
-    let function = || ("FunctionName", Expr::reference(watched.function));
     let suffix = watched.name_suffix;
-    t.resource(
-        &logical::errors_alarm(watched.function),
-        AlarmSpec {
-            name_suffix: format!("{suffix}-errors"),
-            description: format!(
+    let alarms = [
+        (
+            logical::errors_alarm(watched.function),
+            "Errors",
+            format!(
                 "The {suffix} function failed an invocation (a crash, a timeout, or a batch failed whole) in \
                  the last 5 minutes. Read its log group for the error; `counterctl status` shows the queues."
             ),
-            namespace: "AWS/Lambda",
-            metric: "Errors",
-            dimension: function(),
-            statistic: Statistic::Sum,
-            period: PERIOD,
-            evaluation_periods: 1,
-            threshold: 1.into(),
-            comparison: ComparisonOperator::GreaterThanOrEqualToThreshold,
-            notify_ok: true,
-        }
-        .build(),
-    );
-    t.resource(
-        &logical::throttles_alarm(watched.function),
-        AlarmSpec {
-            name_suffix: format!("{suffix}-throttles"),
-            description: format!(
+        ),
+        (
+            logical::throttles_alarm(watched.function),
+            "Throttles",
+            format!(
                 "Lambda refused invocations of the {suffix} function for lack of concurrency in the last 5 \
                  minutes. Raise the account's concurrency or lower ParallelizationFactor; stream and queue \
                  sources retry, the API's callers get 429."
             ),
-            namespace: "AWS/Lambda",
-            metric: "Throttles",
-            dimension: function(),
-            statistic: Statistic::Sum,
-            period: PERIOD,
-            evaluation_periods: 1,
-            threshold: 1.into(),
-            comparison: ComparisonOperator::GreaterThanOrEqualToThreshold,
-            notify_ok: true,
-        }
-        .build(),
-    );
+        ),
+    ];
+    for (id, metric, description) in alarms {
+        t.resource(
+            &id,
+            AlarmSpec {
+                name_suffix: format!("{suffix}-{}", metric.to_lowercase()),
+                description,
+                namespace: "AWS/Lambda",
+                metric,
+                dimension: ("FunctionName", Expr::reference(watched.function)),
+                statistic: Statistic::Sum,
+                period: PERIOD,
+                evaluation_periods: 1,
+                threshold: 1.into(),
+                comparison: ComparisonOperator::GreaterThanOrEqualToThreshold,
+                notify_ok: true,
+            }
+            .build(),
+        );
+    }
 }
 
 fn add_pipeline_alarms(t: &mut Template) {

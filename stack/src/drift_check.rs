@@ -80,7 +80,7 @@ pub fn add(t: &mut Template) {
     t.parameter(params::DRIFT_CHECK_CODE_KEY, code_key("drift check"));
     t.condition(
         logical::DRIFT_CHECK_ENABLED,
-        Expr::not(Expr::equals(Expr::reference(params::DRIFT_CHECK_SCHEDULE), "".into())),
+        Expr::negate(Expr::equals(Expr::reference(params::DRIFT_CHECK_SCHEDULE), "".into())),
     );
     add_function(t, &SPEC);
     t.resource(

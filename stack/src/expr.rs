@@ -7,6 +7,9 @@
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
+/// The pseudo parameter with the stack's name.
+pub const AWS_STACK_NAME: &str = "AWS::StackName";
+
 /// A literal scalar.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
@@ -71,10 +74,7 @@ impl Expr {
         Expr::And(conditions)
     }
 
-    // Named after `Fn::Not`, like its siblings; `!` on a template
-    // expression would read as evaluating it.
-    #[allow(clippy::should_implement_trait)]
-    pub fn not(condition: Expr) -> Self {
+    pub fn negate(condition: Expr) -> Self {
         Expr::Not(Box::new(condition))
     }
 
@@ -169,7 +169,7 @@ mod tests {
         let empty = Expr::equals(Expr::reference("P"), "".into());
         assert_eq!(tree(&empty), json!({"Fn::Equals": [{"Ref": "P"}, ""]}));
         assert_eq!(
-            tree(&Expr::and(vec![Expr::condition("C"), Expr::not(empty)])),
+            tree(&Expr::and(vec![Expr::condition("C"), Expr::negate(empty)])),
             json!({"Fn::And": [{"Condition": "C"}, {"Fn::Not": [{"Fn::Equals": [{"Ref": "P"}, ""]}]}]})
         );
         assert_eq!(

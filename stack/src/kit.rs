@@ -15,7 +15,7 @@ use hybrid_counter::keys;
 use hybrid_counter::metrics::ENV_STACK_NAME;
 use hybrid_counter::stream::Mode;
 
-use crate::expr::Expr;
+use crate::expr::{AWS_STACK_NAME, Expr};
 use crate::resources::dynamodb::{StreamSpecification, StreamViewType, Table};
 use crate::resources::iam::{Action, InlinePolicy, PolicyDocument, Role, Statement};
 use crate::resources::lambda::{
@@ -49,8 +49,6 @@ pub const LOG_RETENTION_DAYS: u32 = 30;
 pub const DLQ1_BATCH_SIZE: i64 = 10;
 
 const LAMBDA_SERVICE: &str = "lambda.amazonaws.com";
-/// The pseudo parameter with the stack's name.
-pub const AWS_STACK_NAME: &str = "AWS::StackName";
 
 /// The template's description.
 pub const DESCRIPTION: &str = "Hybrid Counter Kit: per-scope best-effort and eventual counters on DynamoDB, the \

@@ -153,18 +153,6 @@ impl<I: Invoke> Runner<I> {
     pub async fn discover(&self) -> Result<Vec<Mapping>, Error> {
         let ctx = &self.ctx;
         let mappings = discover::discover(&ctx.lambda, &ctx.sqs, ctx.config.functions.as_deref()).await?;
-        let schedules = schedule::discover(&ctx.lambda, ctx.config.functions.as_deref()).await?;
-        {
-            let mut report = ctx.report.lock().expect("report lock");
-            for s in &schedules {
-                let entry = report.schedules.entry(s.function_name.clone()).or_default();
-                entry.function_name.clone_from(&s.function_name);
-                entry.expression.clone_from(&s.expression);
-            }
-        }
-        let mut targets: Vec<FunctionTarget> = mappings.iter().map(Mapping::target).collect();
-        targets.extend(schedules.iter().map(Schedule::target));
-        *ctx.schedules.lock().expect("schedules lock") = schedules;
         for mapping in &mappings {
             if matches!(mapping.source, Source::Queue(_)) && mapping.emulator_enabled {
                 self.take_over(mapping).await?;
@@ -179,6 +167,20 @@ impl<I: Invoke> Runner<I> {
                 Source::Queue(_) => "sqs".to_owned(),
             };
         }
+        // After the takeover: the emulator's own SQS poller deletes mapped
+        // messages until then.
+        let schedules = schedule::discover(&ctx.lambda, ctx.config.functions.as_deref()).await?;
+        {
+            let mut report = ctx.report.lock().expect("report lock");
+            for s in &schedules {
+                let entry = report.schedules.entry(s.function_name.clone()).or_default();
+                entry.function_name.clone_from(&s.function_name);
+                entry.expression.clone_from(&s.expression);
+            }
+        }
+        let mut targets: Vec<FunctionTarget> = mappings.iter().map(Mapping::target).collect();
+        targets.extend(schedules.iter().map(Schedule::target));
+        *ctx.schedules.lock().expect("schedules lock") = schedules;
         ctx.invoker.prepare(&targets).await?;
         Ok(mappings)
     }

@@ -15,6 +15,7 @@ mod reprocessor;
 mod request_path;
 mod runner;
 mod sharded;
+mod stages;
 mod stream;
 mod strict;
 mod verify;
