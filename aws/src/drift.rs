@@ -186,6 +186,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_audits_scan_of_the_counters_table_takes_the_state_item_for_no_scope() {
+        let counter = |scope: &str, name: &str, count: i64| {
+            let mut item = key_of(scope, name);
+            item.insert(keys::COUNT.into(), AttributeValue::N(count.to_string()));
+            item
+        };
+        let mut state = state_key();
+        state.insert(keys::VERSION.into(), AttributeValue::N("3".into()));
+        state.insert(keys::STATE.into(), AttributeValue::S("{}".into()));
+        let scan = mock!(aws_sdk_dynamodb::Client::scan).then_output(move || {
+            ScanOutput::builder()
+                .items(counter("s1", keys::EVENTUAL_NAME, 2))
+                .items(state.clone())
+                .items(counter("s2", keys::BEST_EFFORT_NAME, 1))
+                .build()
+        });
+        let scopes = store(&[scan]).scan_counters().await.unwrap();
+        assert_eq!(scopes.keys().collect::<Vec<_>>(), ["s1", "s2"]);
+    }
+
+    #[tokio::test]
     async fn the_state_is_written_under_the_version_read_and_a_lost_race_is_false() {
         let first = mock!(aws_sdk_dynamodb::Client::put_item)
             .match_requests(|r| {

@@ -1,6 +1,6 @@
 //! `counterctl local run`: plays the deployed stack's event source mappings
-//! in the embedded emulator, which stores them but cannot run Lambda code
-//! (DESIGN §8). The local event-source runner (`esm-runner`) reads the
+//! and the drift check's schedule in the embedded emulator, which stores
+//! them but cannot run Lambda code (DESIGN §8). The local event-source runner (`esm-runner`) reads the
 //! mappings of the stack's functions back from the emulator's Lambda API,
 //! polls the stream and DLQ1, and invokes the real handler binaries through
 //! `cargo lambda watch` (one per function, started here, or one already
