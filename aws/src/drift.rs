@@ -142,20 +142,9 @@ mod tests {
     use aws_smithy_types::error::ErrorMetadata;
 
     use super::*;
-    use crate::test_util::mock_client;
-    use hybrid_counter::config::{Admission, CounterConfig};
 
     fn store(rules: &[Rule]) -> DynamoStore {
-        let client = mock_client!(aws_sdk_dynamodb, rules);
-        let config = CounterConfig {
-            resources_table: "resources".into(),
-            counters_table: "counters".into(),
-            default_limit: None,
-            eventual_shards: 1,
-            best_effort_shards: 1,
-            admission: Admission::BestEffort,
-        };
-        DynamoStore::new(client, &config)
+        crate::test_util::mock_store(rules)
     }
 
     #[tokio::test]
