@@ -69,6 +69,11 @@ impl DynamoStore {
         &self.client
     }
 
+    /// The counters table's name.
+    pub fn counters_table(&self) -> &str {
+        &self.counters_table
+    }
+
     /// The cost accounting of the requests this store sent.
     pub fn meter(&self) -> &Meter {
         &self.meter
@@ -1037,7 +1042,8 @@ impl DynamoStore {
         Ok(total)
     }
 
-    /// Every scope's counter snapshot, from a Scan of the counters table.
+    /// Every scope's counter snapshot, from a Scan of the counters table
+    /// (without the kit's state partition, [`keys::KIT_STATE_SCOPE`]).
     pub async fn scan_counters(&self) -> Result<std::collections::BTreeMap<String, CounterSnapshot>, StoreError> {
         let items: Vec<HashMap<String, AttributeValue>> = self
             .client
@@ -1057,7 +1063,8 @@ impl DynamoStore {
         let items: Vec<CounterItem> =
             serde_dynamo::from_items(items).map_err(|e| StoreError::Malformed(format!("counter item: {e}")))?;
         let mut by_scope = std::collections::BTreeMap::<String, Vec<CounterItem>>::new();
-        for item in items {
+        // The kit's own state item is no scope's counter.
+        for item in items.into_iter().filter(|i| !keys::is_kit_state_scope(&i.scope)) {
             by_scope.entry(item.scope.clone()).or_default().push(item);
         }
         Ok(by_scope
@@ -1082,22 +1089,12 @@ mod tests {
     use aws_smithy_types::error::ErrorMetadata;
 
     use super::*;
-    use crate::test_util::mock_client;
     use hybrid_counter::ids::ResourceId;
 
     /// A store whose client answers `rules` in order, with the SDK's own
     /// retries off (each rule answers one request).
     fn store(rules: &[Rule]) -> DynamoStore {
-        let client = mock_client!(aws_sdk_dynamodb, rules);
-        let config = CounterConfig {
-            resources_table: "resources".into(),
-            counters_table: "counters".into(),
-            default_limit: Some(10),
-            eventual_shards: 1,
-            best_effort_shards: 1,
-            admission: Admission::BestEffort,
-        };
-        DynamoStore::new(client, &config)
+        crate::test_util::mock_store(rules)
     }
 
     fn scope() -> Scope {

@@ -1,8 +1,10 @@
 //! What the Lambda binaries share (feature `lambda`): JSON logs, the
-//! processor built from the environment, and the cost fields of an
-//! invocation's log line. Each function's own glue (its event type, its
+//! processor built from the environment, the cost fields of an
+//! invocation's log line, and the one line of embedded-metric-format
+//! metrics per invocation ([`emit_metrics`]). Each function's own glue (its event type, its
 //! response) lives in its folder under `handlers/`.
 
+use hybrid_counter::metrics::Metrics;
 use hybrid_counter::store::Store;
 pub use hybrid_counter::store::meter::MeterSnapshot;
 use hybrid_counter::stream::Processor;
@@ -31,15 +33,35 @@ pub fn init_tracing() {
 /// configuration (standard chain, `AWS_ENDPOINT_URL` honoured) for any other
 /// client they need.
 pub async fn processor_from_env() -> Result<(Processor<DynamoStore>, aws_config::SdkConfig), lambda_runtime::Error> {
-    let config = CounterConfig::from_env()?;
     let mode = CounterConfig::processing_mode_from_lookup(|name| std::env::var(name).ok())?;
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
+    let (store, config, sdk) = store_from_env().await?;
     let processor = Processor::new(store)
         .with_eventual_shards(config.eventual_shards)
         .with_mode(mode)
         .with_clock(Clock::system());
     Ok((processor, sdk))
+}
+
+/// The store over the tables named by the environment (`RESOURCES_TABLE`,
+/// `COUNTERS_TABLE`, shards, admission mode), its configuration, and the
+/// SDK configuration (standard chain, `AWS_ENDPOINT_URL` honoured).
+pub async fn store_from_env() -> Result<(DynamoStore, CounterConfig, aws_config::SdkConfig), lambda_runtime::Error> {
+    let config = CounterConfig::from_env()?;
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
+    Ok((store, config, sdk))
+}
+
+/// Prints `metrics` as one embedded-metric-format line on stdout, where
+/// CloudWatch Logs extracts the data points (nothing when none was
+/// recorded). One call per invocation, after the work. `println!` holds
+/// stdout's lock for the whole line, so it never interleaves with a log
+/// line; Lambda passes a line that is already JSON through unchanged under
+/// the JSON log format.
+pub fn emit_metrics(metrics: &Metrics) {
+    if let Some(document) = metrics.document(hybrid_counter::now_millis()) {
+        println!("{document}");
+    }
 }
 
 /// The cost of one invocation: what the store's requests cost from

@@ -6,6 +6,8 @@
 //!
 //! - [`dynamo`]: [`DynamoStore`], the core's `Store` on `aws-sdk-dynamodb`,
 //!   with the classification of the SDK's errors.
+//! - [`drift`]: the drift check's Scan of the counters table's keys and its
+//!   state item, on [`DynamoStore`].
 //! - [`streams`]: the DynamoDB Streams API reader ([`streams::ShardReader`])
 //!   and the conversion of its records into the Lambda event's records.
 //! - [`replay`]: the on-failure record of a stream event source mapping and
@@ -24,6 +26,7 @@
 //! - [`probe`]: the emulator's HTTP health probe.
 //! - [`lambda`] (feature `lambda`): what the Lambda binaries share.
 
+pub mod drift;
 pub mod dynamo;
 #[cfg(feature = "ops")]
 pub mod esm;

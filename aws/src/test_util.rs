@@ -24,3 +24,19 @@ macro_rules! mock_client {
 }
 
 pub(crate) use mock_client;
+
+/// A [`crate::DynamoStore`] over the tables `resources` and `counters`
+/// (best-effort admission, one shard each, default limit 10) whose client
+/// answers `rules` in order.
+pub(crate) fn mock_store(rules: &[aws_smithy_mocks::Rule]) -> crate::DynamoStore {
+    let client = mock_client!(aws_sdk_dynamodb, rules);
+    let config = hybrid_counter::config::CounterConfig {
+        resources_table: "resources".into(),
+        counters_table: "counters".into(),
+        default_limit: Some(10),
+        eventual_shards: 1,
+        best_effort_shards: 1,
+        admission: hybrid_counter::config::Admission::BestEffort,
+    };
+    crate::DynamoStore::new(client, &config)
+}

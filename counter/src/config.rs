@@ -28,6 +28,13 @@ pub const ENV_STREAM_ARN: &str = "STREAM_ARN";
 /// Environment variable of the DLQ reprocessor: the URL of DLQ2, where it
 /// sends a permanent failure at once.
 pub const ENV_DLQ2_URL: &str = "DLQ2_URL";
+/// Environment variable of the drift check: items one run may read
+/// ([`crate::audit::drift::DriftCheck::budget`]).
+pub const ENV_DRIFT_CHECK_BUDGET: &str = "DRIFT_CHECK_BUDGET";
+/// Environment variable of the drift check: the schedule expression its
+/// rule runs it on (the stack's `DriftCheckSchedule`; empty: off). The
+/// function only reports it; the local runner plays it.
+pub const ENV_DRIFT_CHECK_SCHEDULE: &str = "DRIFT_CHECK_SCHEDULE";
 
 /// How the request path admits a create (DESIGN §5).
 ///

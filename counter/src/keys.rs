@@ -62,6 +62,22 @@ pub const SEQUENCE_OWNER: &str = "owner";
 /// Counters table: on a numbered sequence item, when it was claimed, epoch
 /// milliseconds.
 pub const CLAIMED_AT: &str = "claimed_at";
+/// Counters-table partition of the kit's own state (the drift check's
+/// cursor and last run, [`DRIFT_CHECK_NAME`]). [`crate::ids::Scope::new`]
+/// rejects it (it starts with a space), so no owner's scope can ever
+/// collide with it; every Scan of the counters table skips it
+/// ([`is_kit_state_scope`]).
+pub const KIT_STATE_SCOPE: &str = " kit-state";
+/// Counters-table `name`, under [`KIT_STATE_SCOPE`], of the drift check's
+/// state item.
+pub const DRIFT_CHECK_NAME: &str = "drift-check";
+/// Drift-check state item: the JSON document of its cursor and last run.
+pub const STATE: &str = "state";
+
+/// Whether a counters-table partition is the kit's own state, not a scope.
+pub fn is_kit_state_scope(scope: &str) -> bool {
+    scope == KIT_STATE_SCOPE
+}
 
 /// Attribute names the kit owns on a resource item; an owner's payload may
 /// not use them.
@@ -120,6 +136,13 @@ fn is_counter_name(base: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kit_state_partition_can_never_be_an_owners_scope() {
+        assert!(crate::ids::Scope::new(KIT_STATE_SCOPE).is_err());
+        assert!(is_kit_state_scope(KIT_STATE_SCOPE));
+        assert!(!is_kit_state_scope("kit-state"));
+    }
 
     #[test]
     fn eventual_names_include_shards_only() {

@@ -19,7 +19,8 @@
 //! eventual counter exact, [`audit`] compares the counters with the items
 //! and repairs them; [`sequence`] gives gapless per-scope numbers. All of them run against a [`store::Store`], a trait
 //! small enough for an in-memory double ([`memory`], feature
-//! `test-util`). The DynamoDB implementation, the Streams API reader and
+//! `test-util`). [`metrics`] builds the kit's CloudWatch metrics as
+//! embedded-metric-format documents (the handlers print them). The DynamoDB implementation, the Streams API reader and
 //! everything else that talks to AWS is the crate `hybrid-counter-aws`;
 //! ARCHITECTURE.md draws the crates.
 
@@ -32,6 +33,7 @@ pub mod items;
 pub mod keys;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
+pub mod metrics;
 pub mod request;
 pub mod retry;
 pub mod sequence;

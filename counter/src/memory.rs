@@ -64,6 +64,10 @@ pub enum Op {
     ClaimSequence,
     /// The consistent read of one numbered sequence item.
     SequenceEntry,
+    /// One page of the drift check's Scan of the counters table's keys.
+    ScanCounterKeys,
+    /// Reading or writing the drift check's state item.
+    DriftState,
 }
 
 /// What an injected fault does to the next call of its operation.
@@ -131,6 +135,8 @@ pub struct Tables {
     pub sequences: BTreeMap<String, u64>,
     /// `(scope, n)` → the numbered sequence item `sequence#<n>`.
     pub sequence_items: BTreeMap<(String, u64), SequenceEntry>,
+    /// The drift check's state item ([`crate::keys::KIT_STATE_SCOPE`]).
+    pub drift_state: Option<crate::audit::drift::DriftCheckState>,
 }
 
 impl Tables {
@@ -1119,6 +1125,53 @@ impl Store for MemoryStore {
             Err(err) if err.is_transient() => Ok(false),
             Err(err) => Err(err),
         }
+    }
+}
+
+impl crate::audit::drift::DriftStore for MemoryStore {
+    /// The counters table's keys in key order (the limit overrides are
+    /// items of it too), `next` set when the page is full, as DynamoDB sets
+    /// `LastEvaluatedKey` when a Scan stops at its `Limit`.
+    async fn scan_counter_keys(
+        &self,
+        after: Option<&crate::audit::drift::CounterKey>,
+        limit: u32,
+    ) -> Result<crate::audit::drift::ScanPage, StoreError> {
+        use crate::audit::drift::{CounterKey, ScanPage};
+        self.call(Op::ScanCounterKeys, &[], |t, _| {
+            let mut all: std::collections::BTreeSet<(String, String)> = t.counters.keys().cloned().collect();
+            all.extend(t.limits.keys().map(|s| (s.clone(), keys::LIMIT_NAME.to_owned())));
+            let start = after.map(|k| (k.scope.clone(), k.name.clone()));
+            let limit = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
+            let keys: Vec<CounterKey> = all
+                .into_iter()
+                .filter(|k| start.as_ref().is_none_or(|s| k > s))
+                .take(limit)
+                .map(|(scope, name)| CounterKey { scope, name })
+                .collect();
+            let next = (keys.len() == limit).then(|| keys.last().cloned()).flatten();
+            Ok(ScanPage { keys, next })
+        })
+    }
+
+    async fn drift_state(&self) -> Result<Option<crate::audit::drift::DriftCheckState>, StoreError> {
+        self.call(Op::DriftState, &[], |t, _| Ok(t.drift_state.clone()))
+    }
+
+    async fn put_drift_state(
+        &self,
+        state: &crate::audit::drift::DriftCheckState,
+        read_version: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        self.call(Op::DriftState, &[], |t, _| {
+            if t.drift_state.as_ref().map(|s| s.version) != read_version {
+                return Ok(false);
+            }
+            let mut stored = state.clone();
+            stored.version = read_version.map_or(1, |v| v + 1);
+            t.drift_state = Some(stored);
+            Ok(true)
+        })
     }
 }
 

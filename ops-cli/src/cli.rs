@@ -270,6 +270,11 @@ pub struct StackArgs {
     #[arg(long = "param", value_name = "KEY=VALUE")]
     pub params: Vec<String>,
 
+    /// Stack tag, e.g. --tag team=payments (repeatable); CloudFormation puts it on every resource that
+    /// takes tags. On an existing stack, tags not given keep their deployed values.
+    #[arg(long = "tag", value_name = "KEY=VALUE")]
+    pub tags: Vec<String>,
+
     /// Directory holding <package>/bootstrap.zip for each handler [default: <workspace>/target/lambda,
     /// built by `make build`].
     #[arg(long, value_name = "DIR")]

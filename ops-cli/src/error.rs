@@ -28,6 +28,12 @@ pub enum Error {
     #[error("invalid value {value:?} for parameter {key}: {reason}")]
     ParamValue { key: String, value: String, reason: String },
 
+    #[error("invalid --tag {raw:?}: {reason}")]
+    Tag { raw: String, reason: String },
+
+    #[error("tag {key} is given twice with --tag")]
+    DuplicateTag { key: String },
+
     /// `max` is CloudFormation's limit (`config::STACK_NAME_MAX`), carried
     /// here so that errors depend on nothing above them.
     #[error("invalid stack name {name:?}: use 1-{max} characters, letters, digits and hyphens, starting with a letter")]
@@ -157,6 +163,8 @@ impl Error {
             | Error::ManagedParam { .. }
             | Error::DuplicateParam { .. }
             | Error::ParamValue { .. }
+            | Error::Tag { .. }
+            | Error::DuplicateTag { .. }
             | Error::StackName { .. }
             | Error::EndpointUrl { .. }
             | Error::Region { .. }

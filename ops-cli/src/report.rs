@@ -116,6 +116,7 @@ mod tests {
             seconds: 1.5,
             diff: Diff::default(),
             parameters: BTreeMap::new(),
+            tags: BTreeMap::new(),
             bucket: "b".into(),
             artifacts: Vec::new(),
             events: Vec::new(),

@@ -7,6 +7,9 @@
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
+/// The pseudo parameter with the stack's name.
+pub const AWS_STACK_NAME: &str = "AWS::StackName";
+
 /// A literal scalar.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
@@ -20,6 +23,8 @@ pub enum Literal {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expr {
     Literal(Literal),
+    /// A plain list of values, e.g. an IAM condition's values.
+    List(Vec<Expr>),
     /// `Ref`: a parameter's value, a resource's primary id, or a pseudo
     /// parameter such as `AWS::Region`.
     Ref(String),
@@ -37,6 +42,12 @@ pub enum Expr {
     If(String, Box<Expr>, Box<Expr>),
     /// `Fn::Equals`, for a template condition.
     Equals(Box<Expr>, Box<Expr>),
+    /// `Fn::And`, in a condition.
+    And(Vec<Expr>),
+    /// `Fn::Not`, in a condition.
+    Not(Box<Expr>),
+    /// `{"Condition": name}`: another condition, inside `Fn::And`/`Fn::Not`.
+    Condition(String),
 }
 
 impl Expr {
@@ -76,6 +87,18 @@ impl Expr {
     /// `Ref: AWS::NoValue`: the property (or list element) is left out.
     pub fn no_value() -> Self {
         Expr::reference("AWS::NoValue")
+    }
+
+    pub fn and(conditions: Vec<Expr>) -> Self {
+        Expr::And(conditions)
+    }
+
+    pub fn negate(condition: Expr) -> Self {
+        Expr::Not(Box::new(condition))
+    }
+
+    pub fn condition(name: &str) -> Self {
+        Expr::Condition(name.to_owned())
     }
 
     /// The literal string, if this is one. Lets tests look for a bare `*`
@@ -126,6 +149,7 @@ impl Serialize for Expr {
         }
         match self {
             Expr::Literal(literal) => literal.serialize(serializer),
+            Expr::List(values) => values.serialize(serializer),
             Expr::Ref(name) => single(serializer, "Ref", name),
             Expr::GetAtt(resource, attribute) => single(serializer, "Fn::GetAtt", &[resource, attribute]),
             Expr::Sub(template) => single(serializer, "Fn::Sub", template),
@@ -134,6 +158,9 @@ impl Serialize for Expr {
             Expr::Split(delimiter, source) => single(serializer, "Fn::Split", &(delimiter, source)),
             Expr::If(condition, then, otherwise) => single(serializer, "Fn::If", &(condition, then, otherwise)),
             Expr::Equals(a, b) => single(serializer, "Fn::Equals", &(a, b)),
+            Expr::And(conditions) => single(serializer, "Fn::And", conditions),
+            Expr::Not(condition) => single(serializer, "Fn::Not", &[condition]),
+            Expr::Condition(name) => single(serializer, "Condition", name),
         }
     }
 }
@@ -168,6 +195,20 @@ mod tests {
         assert_eq!(
             tree(&Expr::equals(Expr::reference("P"), "x".into())),
             json!({"Fn::Equals": [{"Ref": "P"}, "x"]})
+        );
+    }
+
+    #[test]
+    fn conditions_serialize_in_long_form() {
+        let empty = Expr::equals(Expr::reference("P"), "".into());
+        assert_eq!(tree(&empty), json!({"Fn::Equals": [{"Ref": "P"}, ""]}));
+        assert_eq!(
+            tree(&Expr::and(vec![Expr::condition("C"), Expr::negate(empty)])),
+            json!({"Fn::And": [{"Condition": "C"}, {"Fn::Not": [{"Fn::Equals": [{"Ref": "P"}, ""]}]}]})
+        );
+        assert_eq!(
+            tree(&Expr::when("C", Expr::reference("T"), Expr::reference("P"))),
+            json!({"Fn::If": ["C", {"Ref": "T"}, {"Ref": "P"}]})
         );
     }
 

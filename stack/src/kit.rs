@@ -1,8 +1,9 @@
 //! The hybrid counter kit's stack: two tables, the stream consumer with its
 //! DLQ1 → reprocessor → DLQ2 failure pipeline, the example API behind an
 //! IAM-authenticated function URL, one least-privilege role and one log
-//! group per function, and the two alarms an operator acts on. This is the
-//! only place that knows how those pieces are wired together.
+//! group per function; the alarms and the dashboard are [`crate::alarms`],
+//! the scheduled drift check [`crate::drift_check`] (built with this
+//! module's [`add_function`]), and [`crate::template`] puts them together.
 
 use std::collections::BTreeMap;
 
@@ -11,10 +12,10 @@ use hybrid_counter::config::{
     ENV_PROCESSING_MODE, ENV_RESOURCES_TABLE, ENV_STREAM_ARN,
 };
 use hybrid_counter::keys;
+use hybrid_counter::metrics::ENV_STACK_NAME;
 use hybrid_counter::stream::Mode;
 
-use crate::expr::Expr;
-use crate::resources::cloudwatch::{Alarm, ComparisonOperator, Dimension, Statistic, TreatMissingData};
+use crate::expr::{AWS_STACK_NAME, Expr};
 use crate::resources::dynamodb::{StreamSpecification, StreamViewType, Table};
 use crate::resources::iam::{Action, InlinePolicy, Role, Statement};
 use crate::resources::lambda::{
@@ -49,28 +50,28 @@ pub const DLQ1_BATCH_SIZE: i64 = 10;
 
 const LAMBDA_SERVICE: &str = "lambda.amazonaws.com";
 
-/// The template of the kit.
-pub fn template() -> Template {
-    let mut t = Template::new(
-        "Hybrid Counter Kit: per-scope best-effort and eventual counters on DynamoDB, the stream \
-         consumer with its DLQ1 -> reprocessor -> DLQ2 failure pipeline, and an example API behind an \
-         IAM-authenticated function URL.",
-    );
-    add_parameters(&mut t);
-    failed_batches::add_parameter(&mut t);
-    failed_batches::add_conditions(&mut t);
-    add_tables(&mut t);
-    add_queues(&mut t);
-    failed_batches::add_resources(&mut t);
+/// The template's description.
+pub const DESCRIPTION: &str = "Hybrid Counter Kit: per-scope best-effort and eventual counters on DynamoDB, the \
+                               stream consumer with its DLQ1 -> reprocessor -> DLQ2 failure pipeline, and an \
+                               example API behind an IAM-authenticated function URL.";
+
+/// The kit's core: the tables, the queues, the three functions of the
+/// counting pipeline and the API, their mappings, the function URL and the
+/// outputs. [`crate::template`] adds the drift check and the alarms.
+pub fn add_core(t: &mut Template) {
+    add_parameters(t);
+    failed_batches::add_parameter(t);
+    failed_batches::add_conditions(t);
+    add_tables(t);
+    add_queues(t);
+    failed_batches::add_resources(t);
     for function in &FUNCTIONS {
-        add_function(&mut t, function);
+        add_function(t, function);
     }
-    add_mappings(&mut t);
-    add_function_url(&mut t);
-    add_alarms(&mut t);
-    add_outputs(&mut t);
-    failed_batches::add_outputs(&mut t);
-    t
+    add_mappings(t);
+    add_function_url(t);
+    add_outputs(t);
+    failed_batches::add_outputs(t);
 }
 
 fn add_parameters(t: &mut Template) {
@@ -187,26 +188,9 @@ fn add_parameters(t: &mut Template) {
                 "an S3 bucket name: lowercase letters, digits, dots and hyphens",
             ),
     );
-    let code_key = |what: &str| {
-        Parameter::string(&format!(
-            "S3 key of the {what} zip (cargo-lambda bootstrap.zip). Use a key that changes with the \
-             content: CloudFormation only updates the code when the key changes."
-        ))
-        .length(1, 1024)
-    };
     t.parameter(params::STREAM_COUNTER_CODE_KEY, code_key("stream counter"));
     t.parameter(params::DLQ_REPROCESSOR_CODE_KEY, code_key("DLQ reprocessor"));
     t.parameter(params::API_CODE_KEY, code_key("API"));
-    t.parameter(
-        params::ITERATOR_AGE_ALARM_MILLISECONDS,
-        Parameter::number(
-            "Iterator age (ms) of the stream counter above which it counts as falling behind, for 5 \
-             consecutive minutes.",
-            60_000,
-            1_000,
-            86_400_000,
-        ),
-    );
     t.parameter(
         params::ADMISSION_MODE,
         Parameter::string(
@@ -229,6 +213,15 @@ fn add_parameters(t: &mut Template) {
         .default_string(Mode::default().as_str())
         .allowed_values(&Mode::NAMES),
     );
+}
+
+/// The parameter carrying the S3 key of one function's zip.
+pub(crate) fn code_key(what: &str) -> Parameter {
+    Parameter::string(&format!(
+        "S3 key of the {what} zip (cargo-lambda bootstrap.zip). Use a key that changes with the \
+         content: CloudFormation only updates the code when the key changes."
+    ))
+    .length(1, 1024)
 }
 
 fn add_tables(t: &mut Template) {
@@ -280,26 +273,32 @@ fn add_queues(t: &mut Template) {
     );
 }
 
-/// What differs between the three functions.
-struct FunctionSpec {
-    function: &'static str,
-    role: &'static str,
-    log_group: &'static str,
-    name_suffix: &'static str,
-    code_key: &'static str,
-    timeout: u32,
+/// What differs between the functions.
+pub(crate) struct FunctionSpec {
+    pub function: &'static str,
+    pub role: &'static str,
+    pub log_group: &'static str,
+    pub name_suffix: &'static str,
+    pub code_key: &'static str,
+    pub timeout: u32,
     /// The request path's settings: default limit and admission mode.
-    default_limit: bool,
-    ec_shards: bool,
+    pub default_limit: bool,
+    pub ec_shards: bool,
     /// The reprocessor's: the stream it may replay and DLQ2, where a
     /// message that can never be replayed goes at once.
-    permanent_failures: bool,
-    permissions: fn() -> Vec<Statement>,
+    pub permanent_failures: bool,
+    pub permissions: fn() -> Vec<Statement>,
     /// Inline policies that hold only under a template condition.
-    conditional_policies: fn() -> Vec<InlinePolicy>,
+    pub conditional_policies: fn() -> Vec<InlinePolicy>,
+    /// Variables of this function alone.
+    pub environment: fn() -> Vec<(&'static str, Expr)>,
 }
 
-const FUNCTIONS: [FunctionSpec; 3] = [
+fn no_environment() -> Vec<(&'static str, Expr)> {
+    Vec::new()
+}
+
+pub(crate) const FUNCTIONS: [FunctionSpec; 3] = [
     FunctionSpec {
         function: logical::STREAM_COUNTER_FUNCTION,
         role: logical::STREAM_COUNTER_ROLE,
@@ -312,6 +311,7 @@ const FUNCTIONS: [FunctionSpec; 3] = [
         permanent_failures: false,
         permissions: stream_counter_permissions,
         conditional_policies: failed_batches::stream_counter_policies,
+        environment: no_environment,
     },
     FunctionSpec {
         function: logical::DLQ_REPROCESSOR_FUNCTION,
@@ -325,6 +325,7 @@ const FUNCTIONS: [FunctionSpec; 3] = [
         permanent_failures: true,
         permissions: dlq_reprocessor_permissions,
         conditional_policies: failed_batches::reprocessor_policies,
+        environment: no_environment,
     },
     FunctionSpec {
         function: logical::API_FUNCTION,
@@ -338,10 +339,11 @@ const FUNCTIONS: [FunctionSpec; 3] = [
         permanent_failures: false,
         permissions: api_permissions,
         conditional_policies: Vec::new,
+        environment: no_environment,
     },
 ];
 
-fn add_function(t: &mut Template, spec: &FunctionSpec) {
+pub(crate) fn add_function(t: &mut Template, spec: &FunctionSpec) {
     let name = format!("${{NamePrefix}}-{}", spec.name_suffix);
     t.resource(
         spec.log_group,
@@ -378,6 +380,8 @@ fn add_function(t: &mut Template, spec: &FunctionSpec) {
             Expr::reference(logical::RESOURCES_TABLE),
         ),
         (ENV_COUNTERS_TABLE.to_owned(), Expr::reference(logical::COUNTERS_TABLE)),
+        // The dimension of the kit's own metrics: two stacks never mix them.
+        (ENV_STACK_NAME.to_owned(), Expr::reference(AWS_STACK_NAME)),
     ]);
     if spec.default_limit {
         variables.insert(ENV_DEFAULT_LIMIT.to_owned(), Expr::reference(params::DEFAULT_LIMIT));
@@ -392,6 +396,7 @@ fn add_function(t: &mut Template, spec: &FunctionSpec) {
         variables.insert(ENV_STREAM_ARN.to_owned(), stream_arn());
         variables.insert(ENV_DLQ2_URL.to_owned(), Expr::reference(logical::DLQ2));
     }
+    variables.extend((spec.environment)().into_iter().map(|(k, v)| (k.to_owned(), v)));
     t.resource(
         spec.function,
         Function {
@@ -417,7 +422,7 @@ fn add_function(t: &mut Template, spec: &FunctionSpec) {
     );
 }
 
-fn arn(logical_id: &str) -> Expr {
+pub(crate) fn arn(logical_id: &str) -> Expr {
     Expr::get_att(logical_id, "Arn")
 }
 
@@ -571,53 +576,6 @@ fn add_function_url(t: &mut Template) {
         Url {
             auth_type: AuthType::AwsIam,
             target_function_arn: arn(logical::API_FUNCTION),
-        },
-    );
-}
-
-fn add_alarms(t: &mut Template) {
-    t.resource(
-        logical::DLQ2_NOT_EMPTY_ALARM,
-        Alarm {
-            alarm_name: Expr::sub("${NamePrefix}-dlq2-not-empty"),
-            alarm_description: "A stream range failed every reprocessing attempt and waits in DLQ2. Fix the \
-                                cause, then `counterctl redrive`; if the range has left the stream's 24 h \
-                                retention, run `counterctl audit --repair` for the affected scopes."
-                .to_owned(),
-            namespace: "AWS/SQS".to_owned(),
-            metric_name: "ApproximateNumberOfMessagesVisible".to_owned(),
-            dimensions: vec![Dimension {
-                name: "QueueName".to_owned(),
-                value: Expr::get_att(logical::DLQ2, "QueueName"),
-            }],
-            statistic: Statistic::Maximum,
-            period: 60,
-            evaluation_periods: 1,
-            threshold: 1.into(),
-            comparison_operator: ComparisonOperator::GreaterThanOrEqualToThreshold,
-            treat_missing_data: TreatMissingData::NotBreaching,
-        },
-    );
-    t.resource(
-        logical::ITERATOR_AGE_ALARM,
-        Alarm {
-            alarm_name: Expr::sub("${NamePrefix}-stream-counter-iterator-age"),
-            alarm_description: "The stream counter is falling behind the resources table's stream. Records \
-                                that stay unprocessed past MaximumRecordAgeInSeconds go to DLQ1, and past \
-                                24 hours they leave the stream."
-                .to_owned(),
-            namespace: "AWS/Lambda".to_owned(),
-            metric_name: "IteratorAge".to_owned(),
-            dimensions: vec![Dimension {
-                name: "FunctionName".to_owned(),
-                value: Expr::reference(logical::STREAM_COUNTER_FUNCTION),
-            }],
-            statistic: Statistic::Maximum,
-            period: 60,
-            evaluation_periods: 5,
-            threshold: Expr::reference(params::ITERATOR_AGE_ALARM_MILLISECONDS),
-            comparison_operator: ComparisonOperator::GreaterThanThreshold,
-            treat_missing_data: TreatMissingData::NotBreaching,
         },
     );
 }

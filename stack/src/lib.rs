@@ -5,6 +5,8 @@
 //! committed and checked against the generator by the tests. [`params`] and
 //! [`outputs`] name what a deployer passes in and reads back.
 
+pub mod alarms;
+pub mod drift_check;
 pub mod expr;
 pub mod failed_batches;
 pub mod kit;
@@ -15,8 +17,26 @@ pub mod resources;
 pub mod template;
 
 pub use expr::Expr;
-pub use kit::template;
 pub use template::{Resource, ResourceKind, Template};
+
+/// The template of the kit: its core ([`kit`]), the drift check
+/// ([`drift_check`]), and the alarms and dashboard ([`alarms`]) watching
+/// every function.
+pub fn template() -> Template {
+    let mut t = Template::new(kit::DESCRIPTION);
+    kit::add_core(&mut t);
+    drift_check::add(&mut t);
+    let watched: Vec<alarms::Watched> = kit::FUNCTIONS
+        .iter()
+        .chain([&drift_check::SPEC])
+        .map(|f| alarms::Watched {
+            function: f.function,
+            name_suffix: f.name_suffix,
+        })
+        .collect();
+    alarms::add(&mut t, &watched);
+    t
+}
 
 /// The first lines of the rendered template: it is a build output, and the
 /// one command that rebuilds it.

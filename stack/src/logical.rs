@@ -22,9 +22,33 @@ pub const API_FUNCTION: &str = "ApiFunction";
 pub const API_ROLE: &str = "ApiRole";
 pub const API_LOG_GROUP: &str = "ApiLogGroup";
 pub const API_FUNCTION_URL: &str = "ApiFunctionUrl";
+pub const DRIFT_CHECK_FUNCTION: &str = "DriftCheckFunction";
+pub const DRIFT_CHECK_ROLE: &str = "DriftCheckRole";
+pub const DRIFT_CHECK_LOG_GROUP: &str = "DriftCheckLogGroup";
+pub const DRIFT_CHECK_RULE: &str = "DriftCheckRule";
+pub const DRIFT_CHECK_PERMISSION: &str = "DriftCheckPermission";
+
+/// Condition: `DriftCheckSchedule` is not empty.
+pub const DRIFT_CHECK_ENABLED: &str = "DriftCheckEnabled";
 
 pub const STREAM_MAPPING: &str = "StreamMapping";
 pub const DLQ1_MAPPING: &str = "Dlq1Mapping";
 
 pub const DLQ2_NOT_EMPTY_ALARM: &str = "Dlq2NotEmptyAlarm";
 pub const ITERATOR_AGE_ALARM: &str = "IteratorAgeAlarm";
+pub const DLQ1_AGE_ALARM: &str = "Dlq1OldestMessageAlarm";
+pub const DRIFT_ALARM: &str = "DriftAlarm";
+pub const ALARM_TOPIC: &str = "AlarmTopic";
+pub const ALARM_TOPIC_KEY: &str = "AlarmTopicKey";
+pub const ALARM_EMAIL_SUBSCRIPTION: &str = "AlarmEmailSubscription";
+pub const DASHBOARD: &str = "Dashboard";
+
+/// The errors alarm of the function `function` (a logical id).
+pub fn errors_alarm(function: &str) -> String {
+    format!("{function}ErrorsAlarm")
+}
+
+/// The throttles alarm of the function `function` (a logical id).
+pub fn throttles_alarm(function: &str) -> String {
+    format!("{function}ThrottlesAlarm")
+}

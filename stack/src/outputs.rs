@@ -20,6 +20,11 @@ pub const STREAM_MAPPING_ID: &str = "StreamMappingId";
 pub const DLQ1_MAPPING_ID: &str = "Dlq1MappingId";
 pub const DLQ2_ALARM_NAME: &str = "Dlq2AlarmName";
 pub const ITERATOR_AGE_ALARM_NAME: &str = "IteratorAgeAlarmName";
+pub const DRIFT_CHECK_FUNCTION: &str = "DriftCheckFunctionName";
+
+/// The SNS topic the alarms notify (created, or the one passed in).
+pub const ALARM_TOPIC_ARN: &str = "AlarmTopicArn";
+pub const DASHBOARD_NAME: &str = "DashboardName";
 
 /// The failed-batch bucket's name: only with `FailedBatchRecords=payload`,
 /// so not in [`ALL`].
@@ -29,7 +34,7 @@ pub const FAILED_BATCH_BUCKET: &str = "FailedBatchBucketName";
 pub const CONDITIONAL: [&str; 1] = [FAILED_BATCH_BUCKET];
 
 /// Every output of every stack.
-pub const ALL: [&str; 16] = [
+pub const ALL: [&str; 19] = [
     RESOURCES_TABLE,
     RESOURCES_TABLE_ARN,
     RESOURCES_TABLE_STREAM_ARN,
@@ -46,4 +51,7 @@ pub const ALL: [&str; 16] = [
     DLQ1_MAPPING_ID,
     DLQ2_ALARM_NAME,
     ITERATOR_AGE_ALARM_NAME,
+    DRIFT_CHECK_FUNCTION,
+    ALARM_TOPIC_ARN,
+    DASHBOARD_NAME,
 ];

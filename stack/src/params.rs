@@ -34,6 +34,13 @@ pub const DLQ_REPROCESSOR_CODE_KEY: &str = "DlqReprocessorCodeKey";
 pub const API_CODE_KEY: &str = "ApiCodeKey";
 /// Iterator age (ms) above which the stream consumer counts as behind.
 pub const ITERATOR_AGE_ALARM_MILLISECONDS: &str = "IteratorAgeAlarmMilliseconds";
+/// An existing SNS topic for the alarms; empty: the stack creates one.
+pub const ALARM_TOPIC_ARN: &str = "AlarmTopicArn";
+/// An email address subscribed to the created alarm topic; empty: none.
+pub const ALARM_EMAIL: &str = "AlarmEmail";
+/// Age (s) of DLQ1's oldest message above which the reprocessor counts as
+/// stuck.
+pub const DLQ1_AGE_ALARM_SECONDS: &str = "Dlq1AgeAlarmSeconds";
 /// How the API admits a create: `best-effort` or `strict` (reservations).
 pub const ADMISSION_MODE: &str = "AdmissionMode";
 /// How the stream consumer writes a batch: `batched` or `per-record`.
@@ -43,8 +50,16 @@ pub const PROCESSING_MODE: &str = "ProcessingMode";
 /// records) or `pointer` (DLQ1, its sequence range).
 pub const FAILED_BATCH_RECORDS: &str = "FailedBatchRecords";
 
+/// Schedule expression of the drift check (`rate(...)` or `cron(...)`);
+/// empty: off.
+pub const DRIFT_CHECK_SCHEDULE: &str = "DriftCheckSchedule";
+/// Items one drift-check run may read.
+pub const DRIFT_CHECK_READ_BUDGET: &str = "DriftCheckReadBudget";
+/// S3 key of the drift check zip.
+pub const DRIFT_CHECK_CODE_KEY: &str = "DriftCheckCodeKey";
+
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 19] = [
+pub const ALL: [&str; 25] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -61,7 +76,13 @@ pub const ALL: [&str; 19] = [
     DLQ_REPROCESSOR_CODE_KEY,
     API_CODE_KEY,
     ITERATOR_AGE_ALARM_MILLISECONDS,
+    ALARM_TOPIC_ARN,
+    ALARM_EMAIL,
+    DLQ1_AGE_ALARM_SECONDS,
     ADMISSION_MODE,
     PROCESSING_MODE,
     FAILED_BATCH_RECORDS,
+    DRIFT_CHECK_SCHEDULE,
+    DRIFT_CHECK_READ_BUDGET,
+    DRIFT_CHECK_CODE_KEY,
 ];

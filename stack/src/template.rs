@@ -8,12 +8,15 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::expr::{Expr, Literal};
-use crate::resources::cloudwatch::Alarm;
+use crate::resources::cloudwatch::{Alarm, Dashboard};
 use crate::resources::dynamodb::Table;
+use crate::resources::events::Rule;
 use crate::resources::iam::Role;
-use crate::resources::lambda::{EventSourceMapping, Function, Url};
+use crate::resources::kms::Key;
+use crate::resources::lambda::{EventSourceMapping, Function, Permission, Url};
 use crate::resources::logs::LogGroup;
 use crate::resources::s3::{Bucket, BucketPolicy};
+use crate::resources::sns::{Subscription, Topic};
 use crate::resources::sqs::{Queue, QueuePolicy};
 
 /// The only format version CloudFormation has ever defined.
@@ -53,16 +56,16 @@ impl Template {
         assert!(previous.is_none(), "parameter {name} defined twice");
     }
 
+    /// Adds a condition; a name used twice is a bug in the model.
+    pub fn condition(&mut self, name: &str, condition: Expr) {
+        let previous = self.conditions.insert(name.to_owned(), condition);
+        assert!(previous.is_none(), "condition {name} defined twice");
+    }
+
     /// Adds a resource; a logical id used twice is a bug in the model.
     pub fn resource(&mut self, logical_id: &str, resource: impl Into<Resource>) {
         let previous = self.resources.insert(logical_id.to_owned(), resource.into());
         assert!(previous.is_none(), "resource {logical_id} defined twice");
-    }
-
-    /// Adds a named condition; a name used twice is a bug in the model.
-    pub fn condition(&mut self, name: &str, condition: Expr) {
-        let previous = self.conditions.insert(name.to_owned(), condition);
-        assert!(previous.is_none(), "condition {name} defined twice");
     }
 
     /// Adds an output; a logical id used twice is a bug in the model.
@@ -278,6 +281,18 @@ pub enum ResourceKind {
     BucketPolicy(BucketPolicy),
     #[serde(rename = "AWS::SQS::QueuePolicy")]
     QueuePolicy(QueuePolicy),
+    #[serde(rename = "AWS::Events::Rule")]
+    Rule(Rule),
+    #[serde(rename = "AWS::Lambda::Permission")]
+    Permission(Permission),
+    #[serde(rename = "AWS::CloudWatch::Dashboard")]
+    Dashboard(Dashboard),
+    #[serde(rename = "AWS::SNS::Topic")]
+    Topic(Topic),
+    #[serde(rename = "AWS::SNS::Subscription")]
+    Subscription(Subscription),
+    #[serde(rename = "AWS::KMS::Key")]
+    Key(Key),
 }
 
 macro_rules! resource_from {
@@ -315,7 +330,13 @@ resource_from!(
     Alarm,
     Bucket,
     BucketPolicy,
-    QueuePolicy
+    QueuePolicy,
+    Rule,
+    Permission,
+    Dashboard,
+    Topic,
+    Subscription,
+    Key
 );
 
 #[cfg(test)]

@@ -24,9 +24,12 @@ const SKIPPED_CHECKOV_CHECKS: &[&str] = &[
     // consumers' concurrency (parallelization factor, batch size); reserving
     // account concurrency is a capacity decision left to the operator.
     "CKV_AWS_115",
-    // Function DLQ: it catches failed asynchronous invokes only. Every function
-    // here is invoked synchronously (event source mappings, function URL);
-    // stream failures go to DLQ1 through the mapping's on-failure destination.
+    // Function DLQ: it catches failed asynchronous invokes only. The stream,
+    // queue and API functions are invoked synchronously (event source
+    // mappings, function URL); stream failures go to DLQ1 through the
+    // mapping's on-failure destination. The one asynchronous invoke, the drift
+    // check's schedule, carries nothing to keep: its progress is its cursor,
+    // and the next tick resumes from it.
     "CKV_AWS_116",
     // VPC: the functions reach only AWS APIs with signed TLS requests and no
     // private network resource exists, so a VPC adds NAT or endpoints and nothing else.

@@ -180,7 +180,7 @@ fn roles(t: &Template) -> impl Iterator<Item = (&String, &Role)> {
 #[test]
 fn roles_grant_no_wildcard_action_or_resource() {
     let t = stack::template();
-    assert_eq!(roles(&t).count(), 3);
+    assert_eq!(roles(&t).count(), 4);
     for (id, role) in roles(&t) {
         for statement in role.permission_statements() {
             for action in &statement.action {
@@ -358,6 +358,12 @@ fn each_function_runs_as_its_own_role_and_logs_to_its_own_group() {
             120,
         ),
         (logical::API_FUNCTION, logical::API_ROLE, logical::API_LOG_GROUP, 10),
+        (
+            logical::DRIFT_CHECK_FUNCTION,
+            logical::DRIFT_CHECK_ROLE,
+            logical::DRIFT_CHECK_LOG_GROUP,
+            300,
+        ),
     ];
     for (function_id, role_id, group_id, timeout) in cases {
         let f = function(&t, function_id);
@@ -375,9 +381,14 @@ fn functions_get_the_environment_their_handlers_read() {
     use hybrid_counter::config::{ENV_COUNTERS_TABLE, ENV_DEFAULT_LIMIT, ENV_RESOURCES_TABLE};
     let t = stack::template();
     let env = |id: &str| function(&t, id).environment.variables.clone();
+    // Every function: the tables, and the stack's name for its metrics.
     let tables = [
         (ENV_RESOURCES_TABLE.to_owned(), reference(logical::RESOURCES_TABLE)),
         (ENV_COUNTERS_TABLE.to_owned(), reference(logical::COUNTERS_TABLE)),
+        (
+            hybrid_counter::metrics::ENV_STACK_NAME.to_owned(),
+            reference("AWS::StackName"),
+        ),
     ];
     let with = |extra: (&str, &str)| {
         let mut vars: BTreeMap<String, Expr> = tables.clone().into();

@@ -83,9 +83,15 @@ impl Counterctl {
         for param in params {
             args.extend(["--param", param]);
         }
-        match self.run(&self.with_zips(&args)).await {
+        self.deploy_with(&args).await
+    }
+
+    /// `counterctl <args>` with the zips, expecting a deploy report (e.g.
+    /// `["--stack-name", "hc-dev", "deploy", "--tag", "stage=dev"]`).
+    pub async fn deploy_with(&self, args: &[&str]) -> DeployReport {
+        match self.run(&self.with_zips(args)).await {
             Ok(Report::Deploy(report)) => report,
-            other => panic!("deploy {params:?}: {other:?}"),
+            other => panic!("deploy {args:?}: {other:?}"),
         }
     }
 
@@ -146,7 +152,7 @@ impl Counterctl {
     }
 }
 
-/// The three handler zips: real ones, or placeholders in a temp dir that
+/// The handler zips: real ones, or placeholders in a temp dir that
 /// is removed on drop.
 pub struct Zips {
     pub dir: PathBuf,

@@ -305,8 +305,8 @@ pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
 }
 
 /// The kit's handler functions in process, as the binaries run them: the
-/// DLQ reprocessor for a function name ending in `-dlq-reprocessor`, else
-/// the stream counter. The reprocessor gets the stream and DLQ2 its
+/// DLQ reprocessor for a function name ending in `-dlq-reprocessor`, the
+/// drift check for one ending in `-drift-check`, else the stream counter. The reprocessor gets the stream and DLQ2 its
 /// deployed function's environment names (`STREAM_ARN`, `DLQ2_URL`), read
 /// from the emulator's Lambda API on its first invocation: what `cargo
 /// lambda watch` hands the real binary.
@@ -336,13 +336,9 @@ impl KitFunctions {
         }
     }
 
-    /// The reprocessor's route of permanent failures, from the deployed
-    /// `function`'s environment.
-    async fn permanent_failures(&self, function: &str) -> Result<PermanentFailures, String> {
-        let mut known = self.permanent.lock().await;
-        if let Some(permanent) = known.get(function) {
-            return Ok(permanent.clone());
-        }
+    /// The deployed `function`'s environment, as `cargo lambda watch`
+    /// hands it to the binary.
+    async fn environment(&self, function: &str) -> Result<std::collections::HashMap<String, String>, String> {
         let configuration = self
             .lambda
             .get_function_configuration()
@@ -350,19 +346,51 @@ impl KitFunctions {
             .send()
             .await
             .map_err(|e| aws_sdk_lambda::error::DisplayErrorContext(e).to_string())?;
-        let variables = configuration
+        Ok(configuration
             .environment()
             .and_then(|e| e.variables())
             .cloned()
-            .unwrap_or_default();
+            .unwrap_or_default())
+    }
+
+    /// The reprocessor's route of permanent failures, from the deployed
+    /// `function`'s environment.
+    async fn permanent_failures(&self, function: &str) -> Result<PermanentFailures, String> {
+        let mut known = self.permanent.lock().await;
+        if let Some(permanent) = known.get(function) {
+            return Ok(permanent.clone());
+        }
+        let variables = self.environment(function).await?;
         let permanent = PermanentFailures::from_lookup(self.sqs.clone(), |name| variables.get(name).cloned())
             .map_err(|e| e.to_string())?;
         known.insert(function.to_owned(), permanent.clone());
         Ok(permanent)
     }
 
+    /// The drift check's handler over the tables and settings of the
+    /// deployed `function`'s environment, as its binary reads them.
+    async fn drift_check(&self, function: &str, payload: serde_json::Value) -> Result<serde_json::Value, String> {
+        let variables = self.environment(function).await?;
+        let lookup = |name: &str| variables.get(name).cloned();
+        let config = CounterConfig::from_lookup(lookup).map_err(|e| e.to_string())?;
+        let settings = drift_check::Settings::from_lookup(lookup).map_err(|e| e.to_string())?;
+        let store = DynamoStore::new(self.processor.store().client().clone(), &config);
+        let event = lambda_runtime::LambdaEvent::new(payload, lambda_runtime::Context::default());
+        let outcome =
+            drift_check::handle_drift_check(&store, &config, &settings, &hybrid_counter::Clock::system(), event)
+                .await
+                .map_err(|e| e.to_string())?;
+        Ok(serde_json::to_value(outcome).unwrap_or_default())
+    }
+
     /// Invokes the handler of `function` with a Lambda `payload`.
     pub async fn invoke(&self, function: &str, payload: serde_json::Value) -> esm_runner::Invocation {
+        if function.ends_with("-drift-check") {
+            return match self.drift_check(function, payload).await {
+                Ok(response) => esm_runner::Invocation::Response(response),
+                Err(message) => esm_runner::Invocation::error("Handler", &message),
+            };
+        }
         if !function.ends_with("-dlq-reprocessor") {
             return invoke_stream_counter(&self.processor, payload).await;
         }

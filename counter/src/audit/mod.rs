@@ -12,6 +12,7 @@
 //! until the scope's counters and items were last written more than the
 //! grace period ([`REQUEST_GRACE_MS`]) ago. [`findings`] decides (pure); [`engine`] runs the audit over a `Store`.
 
+pub mod drift;
 pub mod engine;
 pub mod findings;
 

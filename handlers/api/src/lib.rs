@@ -17,13 +17,19 @@
 //! fixed message: what DynamoDB said (a cancelled transaction included) goes
 //! to the log, never to the caller.
 //!
+//! Every request prints one line of the kit's metrics: best-effort writes
+//! the request path swallowed, transactions, conflicts and write units (see
+//! [`hybrid_counter::metrics`]).
+//!
 //! Routing works on plain `http` types and the handler is generic over
 //! [`Store`] and takes the time as a parameter, so tests drive exactly the
 //! code Lambda runs, against an in-memory store or the emulator.
 
 use std::borrow::Cow;
 
+use hybrid_counter::metrics::{Metric, Metrics};
 use hybrid_counter::{Counter, EpochMillis, Error, ResourceId, Scope, Store};
+use hybrid_counter_aws::lambda::{CostWatch, emit_metrics};
 use lambda_http::RequestExt;
 use lambda_http::http::{HeaderValue, Method, StatusCode, header};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
@@ -154,9 +160,37 @@ impl ApiError {
 }
 
 /// Handles one request at time `now`. Never fails: every outcome is a
-/// response, and each is logged with the caller's IAM identity.
+/// response, and each is logged with the caller's IAM identity. The
+/// request's metrics are printed once.
 pub async fn handle<S: Store>(counter: &Counter<S>, request: Request, now: EpochMillis) -> Response<Body> {
-    let response = match dispatch(counter, &request, now).await {
+    let mut metrics = Metrics::from_env();
+    let response = handle_measured(counter, request, now, &mut metrics).await;
+    emit_metrics(&metrics);
+    response
+}
+
+/// [`handle`] without the printing: the best-effort writes this request
+/// swallowed and the cost of its store requests are added to `metrics`.
+/// One request at a time per counter (as Lambda runs a function instance)
+/// keeps the swallowed count the request's own.
+pub async fn handle_measured<S: Store>(
+    counter: &Counter<S>,
+    request: Request,
+    now: EpochMillis,
+    metrics: &mut Metrics,
+) -> Response<Body> {
+    let watch = CostWatch::start(counter.store());
+    let swallowed_before = counter.swallowed_best_effort_writes();
+    let response = respond(counter, &request, now).await;
+    let swallowed = counter.swallowed_best_effort_writes().saturating_sub(swallowed_before);
+    metrics
+        .add(Metric::SwallowedBestEffortWrites, swallowed as f64)
+        .add_cost(&watch.cost(counter.store()));
+    response
+}
+
+async fn respond<S: Store>(counter: &Counter<S>, request: &Request, now: EpochMillis) -> Response<Body> {
+    let response = match dispatch(counter, request, now).await {
         Ok(response) => response,
         Err(err) => {
             if let ApiError::Counter(Error::Unavailable(detail)) = &err {
@@ -169,7 +203,7 @@ pub async fn handle<S: Store>(counter: &Counter<S>, request: Request, now: Epoch
         method = %request.method(),
         path = request.uri().path(),
         status = response.status().as_u16(),
-        caller = caller_arn(&request),
+        caller = caller_arn(request),
         "request handled"
     );
     response
@@ -436,6 +470,24 @@ mod tests {
 
     fn scope(s: &str) -> Scope {
         Scope::new(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_swallowed_best_effort_write_is_counted_in_that_request_s_metrics_only() {
+        let c = counter(5);
+        c.store().inject(Op::AddBestEffort, Fault::Unavailable);
+        let mut first = Metrics::new("hc-dev");
+        let response = handle_measured(&c, request("POST", "/scopes/acct/items/w1", ""), NOW, &mut first).await;
+        assert_eq!(response.status(), StatusCode::CREATED, "the create itself succeeds");
+        let mut second = Metrics::new("hc-dev");
+        let response = handle_measured(&c, request("POST", "/scopes/acct/items/w2", ""), NOW, &mut second).await;
+        assert_eq!(response.status(), StatusCode::CREATED);
+        let doc = first.document(1).unwrap();
+        assert_eq!(doc["_aws"]["CloudWatchMetrics"][0]["Namespace"], "HybridCounterKit");
+        assert_eq!(doc["Stack"], "hc-dev");
+        assert_eq!(doc[Metric::SwallowedBestEffortWrites.name()], 1.0);
+        assert_eq!(second.value(Metric::SwallowedBestEffortWrites), Some(0.0));
+        assert!(second.value(Metric::Transactions).is_some() && second.value(Metric::WriteUnits).is_some());
     }
 
     fn id(s: &str) -> ResourceId {

@@ -16,17 +16,21 @@
 //! stream than the stack's, an object that is gone or is not a failed
 //! batch: [`ReplayError::is_permanent`]) goes to DLQ2 at once, its body
 //! unchanged and its reason in the message attribute [`REASON_ATTRIBUTE`],
-//! and is reported as handled so DLQ1 deletes it. `main.rs` wires it to the
+//! and is reported as handled so DLQ1 deletes it. Every invocation prints one
+//! line of the kit's metrics (replays, permanent failures, events counted,
+//! retries, transactions, conflicts, write units; see
+//! [`hybrid_counter::metrics`]). `main.rs` wires it to the
 //! runtime; the end-to-end tests call the same function.
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use hybrid_counter::config::{ENV_DLQ2_URL, ENV_STREAM_ARN};
+use hybrid_counter::metrics::{Metric, Metrics};
 use hybrid_counter::store::Store;
 use hybrid_counter::stream::BatchReport;
 use hybrid_counter::stream::Processor;
 use hybrid_counter_aws::failed_batch::{Dlq1Message, replay_payload};
 use hybrid_counter_aws::info_with_cost;
-use hybrid_counter_aws::lambda::CostWatch;
+use hybrid_counter_aws::lambda::{CostWatch, emit_metrics};
 use hybrid_counter_aws::replay::{REASON_ATTRIBUTE, ReplayError, replay};
 use hybrid_counter_aws::s3::fetch_failed_batch;
 use lambda_runtime::LambdaEvent;
@@ -125,16 +129,36 @@ async fn handle_message<S: Store>(
 /// reported, so a bad message never holds back the others. A permanent
 /// failure is sent to DLQ2 and reported as handled; if that send fails it
 /// is reported like any other failure and stays in DLQ1 (it reaches DLQ2
-/// after `maxReceiveCount` receives, as before), so nothing is lost.
+/// after `maxReceiveCount` receives, as before), so nothing is lost. The
+/// invocation's metrics are printed once, whatever the outcome.
 pub async fn handle_dlq_event<S: Store>(
     processor: &Processor<S>,
     sources: &Sources,
     permanent: &PermanentFailures,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, lambda_runtime::Error> {
+    let mut metrics = Metrics::from_env();
+    let response = process_dlq_event(processor, sources, permanent, event, &mut metrics).await;
+    emit_metrics(&metrics);
+    response
+}
+
+/// [`handle_dlq_event`] without the printing: replays, permanent failures
+/// sent to DLQ2, the replayed batches' counts and the cost are added to
+/// `metrics`.
+pub async fn process_dlq_event<S: Store>(
+    processor: &Processor<S>,
+    sources: &Sources,
+    permanent: &PermanentFailures,
+    event: LambdaEvent<SqsEvent>,
+    metrics: &mut Metrics,
+) -> Result<SqsBatchResponse, lambda_runtime::Error> {
     let watch = CostWatch::start(processor.store());
     let mut response = SqsBatchResponse::default();
     let mut sent_to_dlq2 = 0;
+    // Zeros first, counted up per message: a batch that fails part-way
+    // still reports what it did, and an idle one reports data, not nothing.
+    metrics.add(Metric::Replays, 0.0).add(Metric::PermanentFailures, 0.0);
     for message in &event.payload.records {
         let Some(message_id) = message.message_id.clone().filter(|id| !id.is_empty()) else {
             return Err("an SQS message without a messageId cannot be reported; failing the batch".into());
@@ -153,6 +177,7 @@ pub async fn handle_dlq_event<S: Store>(
                     already_done = report.already_done,
                     "replayed a failed stream batch"
                 );
+                metrics.add(Metric::Replays, 1.0).add_batch(&report);
                 false
             }
             Ok(None) => {
@@ -162,6 +187,7 @@ pub async fn handle_dlq_event<S: Store>(
             Err(err) if err.is_permanent() => match permanent.send(body, &err).await {
                 Ok(dlq2_message_id) => {
                     sent_to_dlq2 += 1;
+                    metrics.add(Metric::PermanentFailures, 1.0);
                     warn!(%message_id, %dlq2_message_id, batch = %what, reason = %err, "this message can never be replayed; sent to DLQ2");
                     false
                 }
@@ -181,8 +207,10 @@ pub async fn handle_dlq_event<S: Store>(
             response.batch_item_failures.push(failure);
         }
     }
+    let cost = watch.cost(processor.store());
+    metrics.add_cost(&cost);
     info_with_cost!(
-        watch.cost(processor.store()),
+        cost,
         messages = event.payload.records.len(),
         failed = response.batch_item_failures.len(),
         sent_to_dlq2,
@@ -335,15 +363,23 @@ mod tests {
         let send = dlq2_accepts(std::sync::Arc::clone(&sent));
         let throttled = throttle();
         let (garbage, wrong_stream, ours) = ("{not json", on_failure_body(OTHER_STREAM), on_failure_body(STREAM));
-        let response = handle_dlq_event(
+        let mut metrics = Metrics::new("hc-dev");
+        let response = process_dlq_event(
             &Processor::new(MemoryStore::new()),
             &sources(throttled_streams(&throttled), s3(&[])),
             &permanent(sqs(&[&send])),
             event(&[garbage, &wrong_stream, &ours]),
+            &mut metrics,
         )
         .await
         .unwrap();
         assert_eq!(failed_ids(&response), ["m2"], "only the throttled replay is retried");
+        assert_eq!(metrics.value(Metric::PermanentFailures), Some(2.0));
+        assert_eq!(
+            metrics.value(Metric::Replays),
+            Some(0.0),
+            "the throttled replay did not happen"
+        );
         assert!(throttled.num_calls() >= 1, "the good record was replayed");
         let sent = sent.lock().unwrap().clone();
         assert_eq!(sent.len(), 2, "{sent:?}");

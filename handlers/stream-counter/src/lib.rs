@@ -2,14 +2,17 @@
 //! arrives, the processing of one batch by the core's
 //! [`hybrid_counter::stream::Processor`], and the partial batch response
 //! that makes the event source mapping checkpoint at the first failed
-//! record. `main.rs` wires it to the runtime; the end-to-end tests and the
-//! simulation call the same functions.
+//! record. Every invocation prints one line of the kit's metrics
+//! (events counted, retries, transactions, conflicts, write units; see
+//! [`hybrid_counter::metrics`]). `main.rs` wires it to the runtime; the
+//! end-to-end tests and the simulation call the same functions.
 
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use hybrid_counter::metrics::Metrics;
 use hybrid_counter::store::Store;
 use hybrid_counter::stream::{BatchReport, Processor};
 use hybrid_counter_aws::info_with_cost;
-use hybrid_counter_aws::lambda::CostWatch;
+use hybrid_counter_aws::lambda::{CostWatch, emit_metrics};
 use lambda_runtime::LambdaEvent;
 use serde::Deserialize;
 
@@ -37,16 +40,32 @@ pub fn partial_batch_response(report: &BatchReport) -> DynamoDbEventResponse {
 /// Handles one stream batch: the partial batch response names the first
 /// record that could not be processed. A failed record without a sequence
 /// number fails the invocation, which makes the mapping retry and bisect.
+/// The invocation's metrics are printed once, whatever the outcome.
 pub async fn handle_stream_event<S: Store>(
     processor: &Processor<S>,
     event: LambdaEvent<RawStreamEvent>,
+) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
+    let mut metrics = Metrics::from_env();
+    let response = process_stream_event(processor, event, &mut metrics).await;
+    emit_metrics(&metrics);
+    response
+}
+
+/// [`handle_stream_event`] without the printing: the batch's counts and
+/// cost are added to `metrics`.
+pub async fn process_stream_event<S: Store>(
+    processor: &Processor<S>,
+    event: LambdaEvent<RawStreamEvent>,
+    metrics: &mut Metrics,
 ) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
     let watch = CostWatch::start(processor.store());
     // Boxed: the batched processor's future is deep enough to overflow the
     // compiler's layout recursion limit when inlined into `main`.
     let report = Box::pin(processor.process_json(&event.payload.records, hybrid_counter::now_millis())).await;
+    let cost = watch.cost(processor.store());
+    metrics.add_batch(&report).add_cost(&cost);
     info_with_cost!(
-        watch.cost(processor.store()),
+        cost,
         request_id = %event.context.request_id,
         records = event.payload.records.len(),
         counted = report.counted,

@@ -7,11 +7,12 @@
 use aws_lambda_events::event::dynamodb::Event;
 use hybrid_counter::keys;
 use hybrid_counter::memory::MemoryStore;
+use hybrid_counter::metrics::{Metric, Metrics};
 use hybrid_counter::store::ResourceKey;
 use hybrid_counter::stream::Processor;
 use hybrid_counter::{ResourceId, Scope, Store};
 use serde_json::Value;
-use stream_counter::{RawStreamEvent, handle_stream_event};
+use stream_counter::{RawStreamEvent, handle_stream_event, process_stream_event};
 
 const FIXTURE: &str = include_str!("../fixtures/stream-event.json");
 
@@ -42,10 +43,9 @@ fn the_fixture_round_trips_through_the_lambda_event_type() {
     }
 }
 
-#[tokio::test]
-async fn the_handler_counts_the_fixture() {
-    // The table as it stands when the records arrive: "w1" just created,
-    // "w0" counted earlier and soft-deleted since.
+/// The table as it stands when the fixture's records arrive: "w1" just
+/// created, "w0" counted earlier and soft-deleted since.
+async fn table_before_the_fixture() -> MemoryStore {
     let store = MemoryStore::new();
     store
         .put_item("acct", "w1", "0f9e4c7277984185ba79a3ce49a37a2c", false, false)
@@ -54,7 +54,12 @@ async fn the_handler_counts_the_fixture() {
         .put_item("acct", "w0", "8f3040b29a794ab1a7e25dd30d2b2d4b", true, true)
         .await;
     store.set_counter("acct", keys::EVENTUAL_NAME, 1);
-    let processor = Processor::new(store);
+    store
+}
+
+#[tokio::test]
+async fn the_handler_counts_the_fixture() {
+    let processor = Processor::new(table_before_the_fixture().await);
     let event: RawStreamEvent = serde_json::from_str(FIXTURE).unwrap();
     let response = handle_stream_event(
         &processor,
@@ -71,4 +76,39 @@ async fn the_handler_counts_the_fixture() {
     };
     assert!(store.get_resource(&key("w1")).await.unwrap().unwrap().counter_processed);
     assert_eq!(store.get_resource(&key("w0")).await.unwrap(), None, "hard-deleted");
+}
+
+#[tokio::test]
+async fn one_invocation_emits_one_metrics_document_with_the_batch_s_counts() {
+    let processor = Processor::new(table_before_the_fixture().await);
+    let event: RawStreamEvent = serde_json::from_str(FIXTURE).unwrap();
+    let mut metrics = Metrics::new("hc-dev");
+    process_stream_event(
+        &processor,
+        lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
+        &mut metrics,
+    )
+    .await
+    .unwrap();
+    let doc = metrics.document(1).unwrap();
+    let directive = &doc["_aws"]["CloudWatchMetrics"][0];
+    assert_eq!(directive["Namespace"], "HybridCounterKit");
+    assert_eq!(directive["Dimensions"], serde_json::json!([["Stack"]]));
+    assert_eq!(doc["Stack"], "hc-dev");
+    let names: Vec<&str> = directive["Metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["Name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["EventsCounted", "Retries", "Transactions", "Conflicts", "WriteUnits"]
+    );
+    assert_eq!(
+        doc[Metric::EventsCounted.name()],
+        2.0,
+        "the create and the counted delete"
+    );
+    assert_eq!(doc[Metric::Retries.name()], 0.0);
 }

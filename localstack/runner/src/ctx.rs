@@ -133,6 +133,8 @@ pub(crate) struct Ctx<I> {
     /// Last sequence number processed, per (mapping, shard). In memory only.
     pub(crate) checkpoints: Mutex<HashMap<(String, String), String>>,
     pub(crate) finished_shards: Mutex<HashSet<(String, String)>>,
+    /// The scheduled functions found by the last discovery.
+    pub(crate) schedules: Mutex<Vec<crate::schedule::Schedule>>,
     pub(crate) report: Mutex<RunReport>,
     pub(crate) queue_urls: tokio::sync::Mutex<HashMap<String, String>>,
     /// The function URLs served, untagged when [`crate::Runner::run`] stops.

@@ -38,6 +38,16 @@ pub struct Mapping {
     pub source: Source,
 }
 
+impl Mapping {
+    /// The function this mapping invokes, as the invoker prepares it.
+    pub fn target(&self) -> crate::invoke::FunctionTarget {
+        crate::invoke::FunctionTarget {
+            function_name: self.function_name.clone(),
+            environment: self.environment.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Source {

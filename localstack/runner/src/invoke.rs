@@ -8,8 +8,15 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::discover::Mapping;
 use crate::error::Error;
+
+/// A deployed function the runner will invoke, with the environment the
+/// stack gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionTarget {
+    pub function_name: String,
+    pub environment: std::collections::BTreeMap<String, String>,
+}
 
 /// What one synchronous invocation returned.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,10 +45,11 @@ impl Invocation {
 pub trait Invoke: Send + Sync + 'static {
     fn invoke(&self, function_name: &str, payload: Value) -> impl Future<Output = Result<Invocation, Error>> + Send;
 
-    /// Called with the mappings after every discovery, before any of their
-    /// functions is invoked (the watch invoker starts its processes here).
-    fn prepare(&self, mappings: &[Mapping]) -> impl Future<Output = Result<(), Error>> + Send {
-        let _ = mappings;
+    /// Called with the functions of the mappings and schedules after every
+    /// discovery, before any of them is invoked (the watch invoker starts
+    /// its processes here).
+    fn prepare(&self, functions: &[FunctionTarget]) -> impl Future<Output = Result<(), Error>> + Send {
+        let _ = functions;
         async { Ok(()) }
     }
 
@@ -65,8 +73,8 @@ impl<T: Invoke> Invoke for Arc<T> {
         T::invoke(self, function_name, payload)
     }
 
-    fn prepare(&self, mappings: &[Mapping]) -> impl Future<Output = Result<(), Error>> + Send {
-        T::prepare(self, mappings)
+    fn prepare(&self, functions: &[FunctionTarget]) -> impl Future<Output = Result<(), Error>> + Send {
+        T::prepare(self, functions)
     }
 
     fn serve_url(

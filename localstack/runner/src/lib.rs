@@ -38,6 +38,7 @@ pub mod error;
 pub mod function_url;
 pub mod invoke;
 pub mod report;
+pub mod schedule;
 pub mod sqs;
 pub mod stream;
 pub mod watch;
@@ -56,8 +57,9 @@ use tracing::{info, warn};
 
 pub use discover::{Mapping, Source};
 pub use error::Error;
-pub use invoke::{FnInvoker, Invocation, Invoke};
-pub use report::{MappingReport, RunReport, ServedUrl};
+pub use invoke::{FnInvoker, FunctionTarget, Invocation, Invoke};
+pub use report::{MappingReport, RunReport, ScheduleReport, ServedUrl};
+pub use schedule::Schedule;
 pub use watch::{CargoLambdaWatch, WatchConfig};
 
 pub use ctx::{Clock, DEFAULT_FUNCTION_URL_PORT, Host, RunnerConfig};
@@ -89,6 +91,7 @@ pub async fn run_until_idle(config: RunnerConfig) -> Result<RunReport, Error> {
 enum Key {
     Shard { uuid: String, shard_id: String },
     Queue { uuid: String },
+    Schedule { function: String },
 }
 
 struct Job {
@@ -137,6 +140,7 @@ impl<I: Invoke> Runner<I> {
                 stopping: AtomicBool::new(false),
                 checkpoints: Mutex::default(),
                 finished_shards: Mutex::default(),
+                schedules: Mutex::default(),
                 report: Mutex::default(),
                 queue_urls: tokio::sync::Mutex::default(),
                 served: Mutex::default(),
@@ -188,8 +192,9 @@ impl<I: Invoke> Runner<I> {
         Ok(served)
     }
 
-    /// Reads the mappings, takes SQS ones over from the emulator's own
-    /// poller, and lets the invoker prepare for their functions.
+    /// Reads the mappings and the schedules, takes SQS mappings over from
+    /// the emulator's own poller, and lets the invoker prepare for their
+    /// functions.
     pub async fn discover(&self) -> Result<Vec<Mapping>, Error> {
         let ctx = &self.ctx;
         let mappings = discover::discover(&ctx.lambda, &ctx.sqs, ctx.config.functions.as_deref()).await?;
@@ -216,7 +221,21 @@ impl<I: Invoke> Runner<I> {
                 Source::Queue(_) => "sqs".to_owned(),
             };
         }
-        ctx.invoker.prepare(&mappings).await?;
+        // After the takeover: the emulator's own SQS poller deletes mapped
+        // messages until then.
+        let schedules = schedule::discover(&ctx.lambda, ctx.config.functions.as_deref()).await?;
+        {
+            let mut report = ctx.report.lock().expect("report lock");
+            for s in &schedules {
+                let entry = report.schedules.entry(s.function_name.clone()).or_default();
+                entry.function_name.clone_from(&s.function_name);
+                entry.expression.clone_from(&s.expression);
+            }
+        }
+        let mut targets: Vec<FunctionTarget> = mappings.iter().map(Mapping::target).collect();
+        targets.extend(schedules.iter().map(Schedule::target));
+        *ctx.schedules.lock().expect("schedules lock") = schedules;
+        ctx.invoker.prepare(&targets).await?;
         Ok(mappings)
     }
 
@@ -343,7 +362,7 @@ impl<I: Invoke> Runner<I> {
                     stream::drain_shard(&ctx, &job.mapping, settings, shard_id, job.shard_closed).await
                 }
                 (_, Source::Queue(settings)) => sqs::drain_queue(&ctx, &job.mapping, settings).await,
-                (Key::Queue { .. }, Source::Stream(_)) => Ok(Drained::default()),
+                (Key::Queue { .. } | Key::Schedule { .. }, Source::Stream(_)) => Ok(Drained::default()),
             };
             if let (Key::Shard { uuid, shard_id }, Ok(Drained { finished: true, .. })) = (&job.key, &result) {
                 ctx.finished_shards
@@ -355,8 +374,41 @@ impl<I: Invoke> Runner<I> {
         });
     }
 
+    /// Runs one tick of `schedule` (see [`schedule`]).
+    fn spawn_tick(&self, set: &mut JoinSet<(Key, Result<Drained, Error>)>, schedule: Schedule) {
+        let ctx = self.ctx.clone();
+        set.spawn(async move {
+            let key = Key::Schedule {
+                function: schedule.function_name.clone(),
+            };
+            let event = schedule::scheduled_event(&schedule, ctx.now(), &ctx.config.region);
+            let result = ctx
+                .invoker
+                .invoke(&schedule.function_name, event)
+                .await
+                .map(|invocation| {
+                    let mut report = ctx.report.lock().expect("report lock");
+                    let entry = report.schedules.entry(schedule.function_name.clone()).or_default();
+                    entry.invocations += 1;
+                    match invocation {
+                        Invocation::Response(response) => {
+                            info!(function = %schedule.function_name, %response, "scheduled run");
+                            entry.last_response = Some(response);
+                        }
+                        Invocation::FunctionError { error_type, body } => {
+                            warn!(function = %schedule.function_name, %error_type, %body, "scheduled run failed");
+                            entry.function_errors += 1;
+                        }
+                    }
+                    Drained::default()
+                });
+            (key, result)
+        });
+    }
+
     /// Drains every source, round after round (the handlers' own writes
     /// come back through the stream), until a round finds nothing new.
+    /// Schedules are not ticked here: they are no source to drain.
     pub async fn run_until_idle(&self) -> Result<RunReport, Error> {
         self.ctx.stopping.store(false, Ordering::Relaxed);
         let deadline = Instant::now() + self.ctx.config.idle_timeout;
@@ -428,7 +480,8 @@ impl<I: Invoke> Runner<I> {
     /// own task (so a shard stuck retrying holds back only itself); a
     /// source with nothing new rests for the poll interval, and the
     /// mappings are re-read every discovery interval. Errors of one source
-    /// are logged and retried on the next poll.
+    /// are logged and retried on the next poll. Scheduled functions run
+    /// when due ([`schedule::Due`]), one run of each at a time.
     pub async fn run(&self, shutdown: impl Future<Output = ()>) -> Result<RunReport, Error> {
         self.ctx.stopping.store(false, Ordering::Relaxed);
         let config = &self.ctx.config;
@@ -438,6 +491,7 @@ impl<I: Invoke> Runner<I> {
         let mut resting: HashMap<Key, Instant> = HashMap::new();
         let mut mappings: Vec<Mapping> = Vec::new();
         let mut discovered_at: Option<Instant> = None;
+        let mut due = schedule::Due::default();
         let mut tick = tokio::time::interval(config.poll_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -479,6 +533,15 @@ impl<I: Invoke> Runner<I> {
                         }
                         running.insert(job.key.clone());
                         self.spawn(&mut set, job);
+                    }
+                    let schedules = self.ctx.schedules.lock().expect("schedules lock").clone();
+                    for schedule in schedules {
+                        let key = Key::Schedule { function: schedule.function_name.clone() };
+                        if running.contains(&key) || !due.take(&schedule, now) {
+                            continue;
+                        }
+                        running.insert(key);
+                        self.spawn_tick(&mut set, schedule);
                     }
                 }
             }

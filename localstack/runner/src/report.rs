@@ -62,10 +62,25 @@ impl ServedUrl {
     }
 }
 
-/// Everything the runner did, per mapping UUID.
+/// Counters of one scheduled function.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ScheduleReport {
+    pub function_name: String,
+    /// As deployed, e.g. `rate(5 minutes)`.
+    pub expression: String,
+    pub invocations: u64,
+    pub function_errors: u64,
+    /// The last run's response (the drift check's outcome).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_response: Option<serde_json::Value>,
+}
+
+/// Everything the runner did, per mapping UUID and per scheduled function.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RunReport {
     pub mappings: BTreeMap<String, MappingReport>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub schedules: BTreeMap<String, ScheduleReport>,
     /// The function URLs served on loopback while the runner ran.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub function_urls: Vec<ServedUrl>,
@@ -91,6 +106,13 @@ impl fmt::Display for RunReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for url in &self.function_urls {
             writeln!(f, "served {}", url.describe())?;
+        }
+        for s in self.schedules.values() {
+            writeln!(
+                f,
+                "{} on {}: invocations {}  function errors {}",
+                s.function_name, s.expression, s.invocations, s.function_errors
+            )?;
         }
         if self.mappings.is_empty() {
             return writeln!(f, "no event source mappings played");

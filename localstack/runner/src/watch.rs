@@ -42,9 +42,8 @@ use serde_json::Value;
 use tokio::process::{Child, Command};
 use tracing::{info, warn};
 
-use crate::discover::Mapping;
 use crate::error::Error;
-use crate::invoke::{Invocation, Invoke};
+use crate::invoke::{FunctionTarget, Invocation, Invoke};
 
 /// How to reach the handlers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -427,15 +426,15 @@ fn tail(text: &str, lines: usize) -> String {
 }
 
 impl Invoke for CargoLambdaWatch {
-    async fn prepare(&self, mappings: &[Mapping]) -> Result<(), Error> {
+    async fn prepare(&self, functions: &[FunctionTarget]) -> Result<(), Error> {
         let mut targets = self.targets.lock().await;
         let mut new: BTreeMap<String, (String, BTreeMap<String, String>)> = BTreeMap::new();
-        for mapping in mappings {
-            if targets.contains_key(&mapping.function_name) || new.contains_key(&mapping.function_name) {
+        for function in functions {
+            if targets.contains_key(&function.function_name) || new.contains_key(&function.function_name) {
                 continue;
             }
-            let binary = self.binary(&mapping.function_name)?;
-            new.insert(mapping.function_name.clone(), (binary, mapping.environment.clone()));
+            let binary = self.binary(&function.function_name)?;
+            new.insert(function.function_name.clone(), (binary, function.environment.clone()));
         }
         if new.is_empty() {
             return Ok(());
@@ -535,6 +534,7 @@ impl Invoke for CargoLambdaWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::discover::Mapping;
 
     #[test]
     fn deployed_names_map_to_the_longest_matching_handler_package() {
@@ -612,7 +612,7 @@ mod tests {
                 redrive: None,
             }),
         };
-        watch.prepare(&[mapping]).await.unwrap();
+        watch.prepare(&[mapping.target()]).await.unwrap();
         watch
             .invoke("hck-stream-counter", serde_json::json!({"Records": []}))
             .await

@@ -105,6 +105,7 @@ mod tests {
                     (stack::outputs::RESOURCES_TABLE, "res"),
                     (stack::outputs::COUNTERS_TABLE, "cnt"),
                 ]),
+                tags: BTreeMap::new(),
                 last_updated: None,
             },
         };

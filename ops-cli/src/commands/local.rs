@@ -1,6 +1,6 @@
 //! `counterctl local run`: plays the deployed stack's event source mappings
-//! in the embedded emulator, which stores them but cannot run Lambda code
-//! (DESIGN §8). The local event-source runner (`esm-runner`) reads the
+//! and the drift check's schedule in the embedded emulator, which stores
+//! them but cannot run Lambda code (DESIGN §8). The local event-source runner (`esm-runner`) reads the
 //! mappings of the stack's functions back from the emulator's Lambda API,
 //! polls the stream and DLQ1, and invokes the real handler binaries through
 //! `cargo lambda watch` (one per function, started here, or one already
@@ -47,11 +47,13 @@ pub const STARTED: &str = "local runner started";
 /// `localstack/local-runner.sh start` repeats (so `make deploy` prints it).
 pub const API_LINE: &str = "local API:";
 
-/// The stack outputs naming the functions whose mappings are played.
-const FUNCTIONS: [&str; 3] = [
+/// The stack outputs naming the functions whose mappings (and, for the
+/// drift check, schedule) are played.
+const FUNCTIONS: [&str; 4] = [
     stack::outputs::STREAM_COUNTER_FUNCTION,
     stack::outputs::DLQ_REPROCESSOR_FUNCTION,
     stack::outputs::API_FUNCTION,
+    stack::outputs::DRIFT_CHECK_FUNCTION,
 ];
 
 /// The runner's configuration for the emulator at `endpoint`.

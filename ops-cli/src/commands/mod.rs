@@ -14,6 +14,7 @@ pub mod audit;
 pub mod deploy;
 pub mod deployed;
 pub mod docs;
+pub mod drift_check;
 pub mod load;
 #[cfg(feature = "local")]
 pub mod local;

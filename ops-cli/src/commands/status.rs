@@ -1,6 +1,8 @@
 //! `counterctl status`: the stack's status and outputs, the two event
 //! source mappings (state and the settings that decide retries and the
-//! failure path), the DLQ depths and the alarm states. A missing stack is
+//! failure path), the DLQ depths, every alarm of the stack with its state
+//! and the topic it notifies, and the drift check's last run
+//! ([`super::drift_check`]). A missing stack is
 //! an error (exit 3). Anything an operator should act on (a failed stack,
 //! a disabled mapping, messages in DLQ2, an alarm firing) is listed under
 //! `attention`, and makes the command exit 1.
@@ -12,6 +14,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::deploy::cfn;
+use super::drift_check::DriftCheckStatus;
 use super::{Context, Location};
 use crate::error::{self, Result};
 
@@ -33,6 +36,10 @@ pub struct StatusReport {
     /// The example HTTP API's function URL, deployed and (locally) served.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api: Option<ApiStatus>,
+    /// The SNS topic the alarms notify (the `AlarmTopicArn` output).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alarm_topic: Option<String>,
+    pub drift_check: DriftCheckStatus,
     /// What needs an operator; empty when all is well.
     pub attention: Vec<String>,
 }
@@ -136,6 +143,9 @@ pub struct AlarmStatus {
     pub state: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Where the alarm sends its `ALARM` notifications.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
 }
@@ -145,7 +155,8 @@ const MAPPINGS: [(&str, &str); 2] = [
     ("dlq1 -> reprocessor", stack::outputs::DLQ1_MAPPING_ID),
 ];
 const QUEUES: [(&str, &str); 2] = [("dlq1", stack::outputs::DLQ1_URL), ("dlq2", stack::outputs::DLQ2_URL)];
-const ALARMS: [&str; 2] = [stack::outputs::DLQ2_ALARM_NAME, stack::outputs::ITERATOR_AGE_ALARM_NAME];
+/// The CloudFormation type whose physical ids are the alarm names.
+const ALARM_TYPE: &str = "AWS::CloudWatch::Alarm";
 /// The tag the local runner puts on a function whose mapping it plays (its
 /// `discover::TAKEOVER_TAG_PREFIX` and the mapping's UUID), read here in
 /// every build, also one without the runner (a test checks they agree).
@@ -179,14 +190,17 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
         let url = stack.outputs.get(output).cloned().unwrap_or_default();
         queues.push(queue(ctx, name, url, output).await);
     }
-    let names: Vec<String> = ALARMS.iter().filter_map(|o| stack.outputs.get(*o).cloned()).collect();
+    let names = alarm_names(ctx, &stack.id).await?;
     let alarms = alarms(ctx, &names).await?;
     let api = match stack.outputs.get(stack::outputs::API_FUNCTION) {
         Some(function) => Some(api(ctx, function, stack.outputs.get(stack::outputs::API_FUNCTION_URL)).await),
         None => None,
     };
+    let alarm_topic = stack.outputs.get(stack::outputs::ALARM_TOPIC_ARN).cloned();
 
-    let attention = attention(&stack.status, &mappings, &queues, &alarms);
+    let drift_check = super::drift_check::read(ctx, &stack).await;
+    let mut attention = attention(&stack.status, &mappings, &queues, &alarms);
+    attention.extend(drift_check.attention());
     Ok(StatusReport {
         location: Location::of(ctx),
         stack_id: stack.id,
@@ -199,6 +213,8 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
         queues,
         alarms,
         api,
+        alarm_topic,
+        drift_check,
         attention,
     })
 }
@@ -245,6 +261,41 @@ async fn answers(url: &str) -> bool {
         tokio::time::timeout(std::time::Duration::from_secs(1), connect).await,
         Ok(Ok(_))
     )
+}
+
+/// The names of every alarm of the stack: the physical ids of its
+/// `AWS::CloudWatch::Alarm` resources, in logical-id order.
+async fn alarm_names(ctx: &Context<'_>, stack_id: &str) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    let mut token = None;
+    loop {
+        let page = ctx
+            .clients
+            .cloudformation
+            .list_stack_resources()
+            .stack_name(stack_id)
+            .set_next_token(token)
+            .send()
+            .await
+            .map_err(error::aws("ListStackResources"))?;
+        names.extend(
+            page.stack_resource_summaries()
+                .iter()
+                .filter(|r| r.resource_type() == Some(ALARM_TYPE))
+                .filter_map(|r| {
+                    Some((
+                        r.logical_resource_id()?.to_owned(),
+                        r.physical_resource_id()?.to_owned(),
+                    ))
+                }),
+        );
+        token = page.next_token().map(str::to_owned);
+        if token.is_none() {
+            break;
+        }
+    }
+    names.sort();
+    Ok(names.into_iter().map(|(_, name)| name).collect())
 }
 
 async fn mapping(ctx: &Context<'_>, name: &str, uuid: &str) -> MappingStatus {
@@ -324,6 +375,7 @@ async fn alarms(ctx: &Context<'_>, names: &[String]) -> Result<Vec<AlarmStatus>>
                 name: name.clone(),
                 state: alarm.state_value().map(|s| s.as_str().to_owned()),
                 reason: alarm.state_reason().map(str::to_owned),
+                actions: alarm.alarm_actions().to_vec(),
                 problem: None,
             },
             None => AlarmStatus {
@@ -372,6 +424,8 @@ pub fn attention(
             items.push(format!("alarm {}: {problem}", a.name));
         } else if a.state.as_deref() == Some("ALARM") {
             items.push(format!("alarm {} is in ALARM", a.name));
+        } else if a.actions.is_empty() {
+            items.push(format!("alarm {} notifies no one (no alarm actions)", a.name));
         }
     }
     items
@@ -458,16 +512,22 @@ impl fmt::Display for StatusReport {
             }
         }
         writeln!(f, "  failed batches: {}", self.failed_batches())?;
-        writeln!(f, "Alarms:")?;
+        match &self.alarm_topic {
+            Some(topic) => writeln!(f, "Alarms (notify {topic}):")?,
+            None => writeln!(f, "Alarms:")?,
+        }
+        let width = self.alarms.iter().map(|a| a.name.len()).max().unwrap_or(0);
         for a in &self.alarms {
             match &a.problem {
                 Some(problem) => writeln!(f, "  {}: {problem}", a.name)?,
-                None => writeln!(f, "  {}  {}", a.name, opt(a.state.as_deref()))?,
+                None => writeln!(f, "  {:<width$}  {}", a.name, opt(a.state.as_deref()))?,
             }
         }
         if let Some(api) = &self.api {
             write!(f, "{api}")?;
         }
+        writeln!(f, "Drift check:")?;
+        write!(f, "{}", self.drift_check)?;
         writeln!(f, "Outputs:")?;
         let width = self.outputs.keys().map(String::len).max().unwrap_or(0);
         for (key, value) in &self.outputs {
@@ -618,9 +678,23 @@ mod tests {
         let alarms = [AlarmStatus {
             name: "a".into(),
             state: Some("INSUFFICIENT_DATA".into()),
+            actions: vec!["arn:aws:sns:us-east-1:123456789012:hc-alarms".into()],
             ..AlarmStatus::default()
         }];
         assert!(attention("UPDATE_COMPLETE", &mappings, &queues, &alarms).is_empty());
+    }
+
+    #[test]
+    fn an_alarm_that_notifies_no_one_needs_attention() {
+        let alarms = [AlarmStatus {
+            name: "hc-dev-drift".into(),
+            state: Some("OK".into()),
+            ..AlarmStatus::default()
+        }];
+        assert_eq!(
+            attention("UPDATE_COMPLETE", &[], &[], &alarms),
+            ["alarm hc-dev-drift notifies no one (no alarm actions)"]
+        );
     }
 
     #[test]

@@ -14,11 +14,12 @@ use crate::cli::StackArgs;
 use crate::error::{Error, Result};
 
 /// Template parameters counterctl fills in itself from the packaged zips.
-pub const MANAGED_PARAMS: [&str; 4] = [
+pub const MANAGED_PARAMS: [&str; 5] = [
     stack::params::ARTIFACTS_BUCKET,
     stack::params::STREAM_COUNTER_CODE_KEY,
     stack::params::DLQ_REPROCESSOR_CODE_KEY,
     stack::params::API_CODE_KEY,
+    stack::params::DRIFT_CHECK_CODE_KEY,
 ];
 
 /// What a plan or deploy puts into the stack.
@@ -26,6 +27,8 @@ pub const MANAGED_PARAMS: [&str; 4] = [
 pub struct StackInputs {
     /// Validated `--param` overrides.
     pub overrides: BTreeMap<String, String>,
+    /// Validated `--tag` stack tags.
+    pub tags: BTreeMap<String, String>,
     pub artifacts_dir: Option<PathBuf>,
     pub artifacts_bucket: Option<String>,
 }
@@ -45,9 +48,59 @@ pub(super) fn stack_inputs(template: &Template, args: StackArgs) -> Result<Stack
         .transpose()?;
     Ok(StackInputs {
         overrides: parse_overrides(template, &args.params)?,
+        tags: parse_tags(&args.tags)?,
         artifacts_dir: args.artifacts_dir,
         artifacts_bucket,
     })
+}
+
+/// CloudFormation's limit of tags on a stack.
+pub const MAX_TAGS: usize = 50;
+/// The longest tag key, characters.
+pub const TAG_KEY_MAX: usize = 128;
+/// The longest tag value, characters.
+pub const TAG_VALUE_MAX: usize = 256;
+
+/// Parses `--tag Key=Value` stack tags with CloudFormation's rules: a key
+/// of 1-128 characters not starting with `aws:` (reserved), a value of
+/// 1-256, both of Unicode letters, digits, spaces and `_ . : / = + - @`,
+/// each key once, at most 50 tags. The value may contain `=`.
+pub fn parse_tags(raw: &[String]) -> Result<BTreeMap<String, String>> {
+    let allowed = |c: char| c.is_alphanumeric() || c == ' ' || "_.:/=+-@".contains(c);
+    let mut tags = BTreeMap::new();
+    for entry in raw {
+        let bad = |reason: String| Error::Tag {
+            raw: entry.clone(),
+            reason,
+        };
+        let Some((key, value)) = entry.split_once('=') else {
+            return Err(bad("not of the form Key=Value".to_owned()));
+        };
+        for (what, text, max) in [("key", key, TAG_KEY_MAX), ("value", value, TAG_VALUE_MAX)] {
+            let length = text.chars().count();
+            if !(1..=max).contains(&length) {
+                return Err(bad(format!("the {what} is {length} characters; use 1 to {max}")));
+            }
+            if let Some(c) = text.chars().find(|c| !allowed(*c)) {
+                return Err(bad(format!(
+                    "the {what} contains {c:?}; use letters, digits, spaces and _ . : / = + - @"
+                )));
+            }
+        }
+        if key.to_ascii_lowercase().starts_with("aws:") {
+            return Err(bad("keys starting with aws: are reserved for AWS".to_owned()));
+        }
+        if tags.insert(key.to_owned(), value.to_owned()).is_some() {
+            return Err(Error::DuplicateTag { key: key.to_owned() });
+        }
+    }
+    if tags.len() > MAX_TAGS {
+        return Err(Error::InvalidArgument(format!(
+            "{} tags given; a stack takes at most {MAX_TAGS}",
+            tags.len()
+        )));
+    }
+    Ok(tags)
 }
 
 /// S3's rules for general purpose bucket names (the subset that matters
@@ -222,5 +275,35 @@ mod tests {
         assert_eq!(default_value(&template, "StreamBatchSize").as_deref(), Some("100"));
         assert_eq!(default_value(&template, "LambdaArchitecture").as_deref(), Some("arm64"));
         assert_eq!(default_value(&template, "ArtifactsBucket"), None);
+    }
+
+    #[test]
+    fn tags_follow_cloudformation_s_rules_and_a_bad_one_says_why() {
+        let tags = |raw: &[&str]| parse_tags(&raw.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+        let ok = tags(&["team=payments", "cost-center=cc:42/a=b", "Ünïcode key=é @ +"]).unwrap();
+        assert_eq!(ok["team"], "payments");
+        assert_eq!(ok["cost-center"], "cc:42/a=b", "the value may hold '='");
+        assert_eq!(ok.len(), 3);
+        let long_key = format!("{}=v", "k".repeat(129));
+        let long_value = format!("k={}", "v".repeat(257));
+        for (raw, reason) in [
+            ("team", "not of the form Key=Value"),
+            ("=v", "the key is 0 characters; use 1 to 128"),
+            ("k=", "the value is 0 characters; use 1 to 256"),
+            (long_key.as_str(), "the key is 129 characters; use 1 to 128"),
+            (long_value.as_str(), "the value is 257 characters; use 1 to 256"),
+            ("team=a;b", "the value contains ';'"),
+            ("t*am=a", "the key contains '*'"),
+            ("aws:owner=me", "reserved for AWS"),
+            ("AWS:owner=me", "reserved for AWS"),
+        ] {
+            let err = tags(&[raw]).unwrap_err();
+            assert!(matches!(err, Error::Tag { .. }), "{raw}: {err}");
+            assert!(err.to_string().contains(reason), "{raw}: {err}");
+            assert_eq!(err.exit_code(), crate::exit::USAGE);
+        }
+        assert!(matches!(tags(&["a=1", "a=2"]), Err(Error::DuplicateTag { .. })));
+        let many: Vec<String> = (0..=MAX_TAGS).map(|n| format!("k{n}=v")).collect();
+        assert!(parse_tags(&many).is_err());
     }
 }

@@ -1,6 +1,6 @@
-//! `AWS::CloudWatch::Alarm`: the two signals an operator of the failure
-//! pipeline acts on — messages stranded in DLQ2, and a stream consumer
-//! falling behind (iterator age), which is what precedes records ageing out.
+//! `AWS::CloudWatch::Alarm` and `AWS::CloudWatch::Dashboard`: the signals
+//! an operator acts on (which alarms the kit raises, and why, is
+//! `crate::alarms`) and the one page that shows them.
 
 use serde::Serialize;
 
@@ -21,6 +21,21 @@ pub struct Alarm {
     pub threshold: Expr,
     pub comparison_operator: ComparisonOperator,
     pub treat_missing_data: TreatMissingData,
+    /// Notified when the alarm goes to `ALARM`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alarm_actions: Vec<Expr>,
+    /// Notified when it goes back to `OK`.
+    #[serde(rename = "OKActions", skip_serializing_if = "Vec::is_empty")]
+    pub ok_actions: Vec<Expr>,
+}
+
+/// A dashboard; `DashboardBody` is the CloudWatch dashboard JSON as a
+/// string (an `Fn::Sub`, so it can name the stack's resources).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Dashboard {
+    pub dashboard_name: Expr,
+    pub dashboard_body: Expr,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -224,6 +224,7 @@ actions! {
     /// Also what a transaction's `Delete` action is authorized as.
     DynamoDbDeleteItem => "dynamodb:DeleteItem",
     DynamoDbQuery => "dynamodb:Query",
+    DynamoDbScan => "dynamodb:Scan",
     DynamoDbDescribeStream => "dynamodb:DescribeStream",
     DynamoDbGetRecords => "dynamodb:GetRecords",
     DynamoDbGetShardIterator => "dynamodb:GetShardIterator",

@@ -1,5 +1,5 @@
-//! `AWS::Lambda::Function`, `AWS::Lambda::EventSourceMapping` and
-//! `AWS::Lambda::Url`. The functions are cargo-lambda `bootstrap` zips on the
+//! `AWS::Lambda::Function`, `AWS::Lambda::EventSourceMapping`,
+//! `AWS::Lambda::Url` and `AWS::Lambda::Permission`. The functions are cargo-lambda `bootstrap` zips on the
 //! OS-only runtime; the mappings carry the whole failure-handling contract of
 //! the stream consumer (bisect, partial batch responses, retries, record age,
 //! filter and on-failure destination).
@@ -170,6 +170,25 @@ pub struct Url {
 pub enum AuthType {
     AwsIam,
     None,
+}
+
+/// `AWS::Lambda::Permission`: the function's resource policy lets one
+/// service principal invoke it, from one source (`SourceArn`) only.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Permission {
+    pub action: PermissionAction,
+    pub function_name: Expr,
+    /// A service principal, e.g. `events.amazonaws.com`.
+    pub principal: String,
+    pub source_arn: Expr,
+}
+
+/// What a permission allows; invoking is the only grant the kit makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum PermissionAction {
+    #[serde(rename = "lambda:InvokeFunction")]
+    InvokeFunction,
 }
 
 #[cfg(test)]

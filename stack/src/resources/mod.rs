@@ -5,8 +5,11 @@
 
 pub mod cloudwatch;
 pub mod dynamodb;
+pub mod events;
 pub mod iam;
+pub mod kms;
 pub mod lambda;
 pub mod logs;
 pub mod s3;
+pub mod sns;
 pub mod sqs;

@@ -2,14 +2,20 @@
 //! are replayed through the shared processor.
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use dlq_reprocessor::handle_dlq_event;
+use dlq_reprocessor::process_dlq_event;
 use e2e::Kit;
+use hybrid_counter::metrics::{Metric, Metrics};
 use hybrid_counter_aws::replay::{OnFailureRecord, REASON_ATTRIBUTE};
 use serde_dynamo::Item;
 
 use crate::{NOW, id, scope};
 
 async fn replay_messages(kit: &Kit, bodies: &[String]) -> Vec<String> {
+    replay_with_metrics(kit, bodies).await.0
+}
+
+/// The ids of the messages reported as failed, and the invocation's metrics.
+async fn replay_with_metrics(kit: &Kit, bodies: &[String]) -> (Vec<String>, Metrics) {
     let mut event = SqsEvent::default();
     for (n, body) in bodies.iter().enumerate() {
         let mut message = SqsMessage::default();
@@ -22,19 +28,22 @@ async fn replay_messages(kit: &Kit, bodies: &[String]) -> Vec<String> {
         streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
         s3: e2e::s3_client(&sdk),
     };
-    let response = handle_dlq_event(
+    let mut metrics = Metrics::new("e2e");
+    let response = process_dlq_event(
         &kit.processor,
         &sources,
         &kit.permanent_failures().await,
         lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
+        &mut metrics,
     )
     .await
     .expect("reprocessor invocation");
-    response
+    let failed = response
         .batch_item_failures
         .into_iter()
         .map(|f| f.item_identifier)
-        .collect()
+        .collect();
+    (failed, metrics)
 }
 
 async fn on_failure_body(kit: &Kit, records: &[aws_lambda_events::event::dynamodb::EventRecord]) -> String {
@@ -66,11 +75,22 @@ async fn a_failed_batch_is_replayed_from_the_stream_and_counted_once() {
     let records = kit.new_records().await;
     assert_eq!(records.len(), 9);
     let body = on_failure_body(&kit, &records).await;
-    assert!(replay_messages(&kit, std::slice::from_ref(&body)).await.is_empty());
+    let (failed, metrics) = replay_with_metrics(&kit, std::slice::from_ref(&body)).await;
+    assert!(failed.is_empty());
     kit.assert_invariants(&s).await;
     assert_eq!(kit.counter.usage(&s).await.unwrap().eventual, 7);
+    assert_eq!(metrics.value(Metric::Replays), Some(1.0));
+    assert_eq!(
+        metrics.value(Metric::EventsCounted),
+        Some(9.0),
+        "8 creates and 1 delete"
+    );
+    assert!(metrics.value(Metric::Transactions).unwrap() >= 1.0, "{metrics:?}");
     // A duplicate of the message (SQS is at-least-once) changes nothing.
-    assert!(replay_messages(&kit, &[body]).await.is_empty());
+    let (failed, metrics) = replay_with_metrics(&kit, &[body]).await;
+    assert!(failed.is_empty());
+    assert_eq!(metrics.value(Metric::Replays), Some(1.0));
+    assert_eq!(metrics.value(Metric::EventsCounted), Some(0.0), "nothing counted twice");
     kit.drain().await;
     kit.assert_converged(&s).await;
     assert_eq!(kit.counter.usage(&s).await.unwrap().eventual, 7);

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aws_sdk_cloudformation::Client;
-use aws_sdk_cloudformation::types::{Capability, Change, ChangeSetStatus, ChangeSetType, Parameter, StackEvent};
+use aws_sdk_cloudformation::types::{Capability, Change, ChangeSetStatus, ChangeSetType, Parameter, StackEvent, Tag};
 use serde::Serialize;
 
 use crate::error::{self, Error, Result};
@@ -25,6 +25,9 @@ pub struct StackInfo {
     pub status_reason: Option<String>,
     pub parameters: BTreeMap<String, String>,
     pub outputs: BTreeMap<String, String>,
+    /// Stack-level tags, which CloudFormation propagates to the resources.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_updated: Option<String>,
 }
@@ -70,6 +73,11 @@ pub async fn describe(cfn: &Client, name: &str) -> Result<Option<StackInfo>> {
                     o.output_value().unwrap_or_default().to_owned(),
                 ))
             })
+            .collect(),
+        tags: stack
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key()?.to_owned(), t.value()?.to_owned())))
             .collect(),
         last_updated: stack
             .last_updated_time()
@@ -157,6 +165,8 @@ pub struct ChangeSetRequest {
     pub kind: ChangeSetType,
     pub template: TemplateSource,
     pub parameters: Vec<Parameter>,
+    /// Stack tags; empty sends none (an update then keeps the stack's).
+    pub tags: BTreeMap<String, String>,
     pub description: String,
 }
 
@@ -180,6 +190,9 @@ pub async fn create_change_set(cfn: &Client, request: &ChangeSetRequest) -> Resu
         .capabilities(Capability::CapabilityIam)
         .capabilities(Capability::CapabilityNamedIam)
         .set_parameters(Some(request.parameters.clone()));
+    for (key, value) in &request.tags {
+        call = call.tags(Tag::builder().key(key).value(value).build());
+    }
     call = match &request.template {
         TemplateSource::Body(body) => call.template_body(body),
         TemplateSource::Url(url) => call.template_url(url),

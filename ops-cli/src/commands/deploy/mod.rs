@@ -62,6 +62,9 @@ pub struct DeployReport {
     pub seconds: f64,
     pub diff: Diff,
     pub parameters: BTreeMap<String, String>,
+    /// The stack's tags (kept from earlier deploys, plus `--tag`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
     pub bucket: String,
     pub artifacts: Vec<Artifact>,
     pub events: Vec<Event>,
@@ -98,6 +101,7 @@ pub async fn run(
         seconds: 0.0,
         diff: proposal.diff.clone(),
         parameters: proposal.parameters.clone(),
+        tags: proposal.tags.clone(),
         bucket: proposal.bucket.clone(),
         artifacts: proposal.artifacts.clone(),
         events: Vec::new(),

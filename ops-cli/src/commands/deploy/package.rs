@@ -1,4 +1,4 @@
-//! Packaging: the cargo-lambda zips of the three handlers, found and hashed
+//! Packaging: the cargo-lambda zips of the handlers, found and hashed
 //! before any request (a missing zip is a usage error), go to an artifacts
 //! bucket under content-hash keys (`<package>/<sha256>.zip`). Unchanged code
 //! keeps its key, so CloudFormation sees no change and does not touch the
@@ -18,10 +18,11 @@ use crate::connect;
 use crate::error::{self, Error, Result};
 
 /// Each handler package and the template parameter carrying its S3 key.
-pub const HANDLERS: [(&str, &str); 3] = [
+pub const HANDLERS: [(&str, &str); 4] = [
     ("stream-counter", stack::params::STREAM_COUNTER_CODE_KEY),
     ("dlq-reprocessor", stack::params::DLQ_REPROCESSOR_CODE_KEY),
     ("api", stack::params::API_CODE_KEY),
+    ("drift-check", stack::params::DRIFT_CHECK_CODE_KEY),
 ];
 
 /// CloudFormation's limit for an inline `TemplateBody`, bytes.

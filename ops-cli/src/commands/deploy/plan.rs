@@ -28,6 +28,11 @@ pub struct PlanReport {
     pub no_change_reason: Option<String>,
     pub diff: Diff,
     pub parameters: BTreeMap<String, String>,
+    /// The stack's tags after the deploy.
+    pub tags: BTreeMap<String, String>,
+    /// The tags `--tag` adds or changes.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub changed_tags: BTreeMap<String, String>,
     pub bucket: String,
     pub artifacts: Vec<Artifact>,
     pub template_bytes: usize,
@@ -52,6 +57,8 @@ pub async fn run(ctx: &Context<'_>, inputs: &StackInputs, artifacts: Vec<Artifac
         no_change_reason: proposal.no_change_reason,
         diff: proposal.diff,
         parameters: proposal.parameters,
+        tags: proposal.tags,
+        changed_tags: proposal.changed_tags,
         bucket: proposal.bucket,
         artifacts: proposal.artifacts,
         template_bytes: proposal.template_bytes,
@@ -80,6 +87,17 @@ impl fmt::Display for PlanReport {
         } else {
             write!(f, "{}", self.diff)?;
         }
+        if !self.tags.is_empty() {
+            writeln!(f, "Stack tags (on every resource that takes tags):")?;
+            for (key, value) in &self.tags {
+                let note = if self.changed_tags.contains_key(key) {
+                    "  (new)"
+                } else {
+                    ""
+                };
+                writeln!(f, "  {key}={value}{note}")?;
+            }
+        }
         writeln!(f, "Handler zips (bucket {}):", self.bucket)?;
         for artifact in &self.artifacts {
             let state = match artifact.state {
@@ -97,7 +115,7 @@ impl fmt::Display for PlanReport {
         if !self.no_changes {
             writeln!(
                 f,
-                "Nothing was applied; run `counterctl deploy` with the same --param flags to apply."
+                "Nothing was applied; run `counterctl deploy` with the same --param and --tag flags to apply."
             )?;
         }
         Ok(())

@@ -37,6 +37,11 @@ pub struct Proposal {
     pub no_changes: bool,
     pub no_change_reason: Option<String>,
     pub parameters: BTreeMap<String, String>,
+    /// The stack's tags after the deploy: the deployed ones with `--tag`
+    /// added or changed.
+    pub tags: BTreeMap<String, String>,
+    /// The tags that `--tag` adds or changes.
+    pub changed_tags: BTreeMap<String, String>,
     pub artifacts: Vec<Artifact>,
     pub bucket: String,
     pub template_bytes: usize,
@@ -172,6 +177,7 @@ pub async fn propose(
     } else {
         None
     };
+    let (tags, changed_tags) = effective_tags(before.as_ref().map(|s| &s.tags), &inputs.tags);
     let request = ChangeSetRequest {
         stack_name: config.stack_name.clone(),
         kind: kind.clone(),
@@ -179,6 +185,7 @@ pub async fn propose(
             .clone()
             .map_or_else(|| TemplateSource::Body(body.clone()), TemplateSource::Url),
         parameters: parameters.sdk.clone(),
+        tags: tags.clone(),
         description: format!("counterctl {purpose}"),
     };
     ui.step(format!("creating the change set ({})", kind.as_str()));
@@ -197,6 +204,8 @@ pub async fn propose(
         no_changes: false,
         no_change_reason: None,
         parameters: parameters.effective.clone(),
+        tags,
+        changed_tags,
         artifacts,
         bucket,
         template_bytes: body.len(),
@@ -239,13 +248,36 @@ pub async fn propose(
                     Err(err) => ui.log(format!("note: cannot compare with the deployed template: {err}")),
                 }
             }
-            if proposal.diff.is_empty() && !proposal.no_changes {
+            if !proposal.changed_tags.is_empty() {
+                // New tags change the stack (and every tagged resource)
+                // even when the template and parameters do not.
+                proposal.no_changes = false;
+                proposal.no_change_reason = None;
+            }
+            if proposal.diff.is_empty() && !proposal.no_changes && proposal.changed_tags.is_empty() {
                 proposal.no_changes = true;
                 proposal.no_change_reason = Some("no resource would change".to_owned());
             }
         }
     }
     Ok(proposal)
+}
+
+/// The tags a deploy gives the stack, and which of them `given` adds or
+/// changes: the deployed tags are kept, so a later deploy without `--tag`
+/// (or with other tags) removes none.
+pub fn effective_tags(
+    deployed: Option<&BTreeMap<String, String>>,
+    given: &BTreeMap<String, String>,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let mut tags = deployed.cloned().unwrap_or_default();
+    let changed: BTreeMap<String, String> = given
+        .iter()
+        .filter(|(key, value)| tags.get(*key) != Some(*value))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    tags.extend(changed.clone());
+    (tags, changed)
 }
 
 /// The deployed template as a JSON tree (YAML or JSON body).
@@ -279,5 +311,29 @@ pub(super) async fn remove_review_stack(ctx: &Context<'_>, stack_id: &str) {
             "note: could not delete the empty stack {stack_id} in REVIEW_IN_PROGRESS: {}",
             error::aws("DeleteStack")(err)
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn deployed_tags_are_kept_and_given_ones_added_or_changed() {
+        let deployed = map(&[("team", "a"), ("env", "dev")]);
+        let (tags, changed) = effective_tags(Some(&deployed), &map(&[("env", "prod"), ("owner", "me")]));
+        assert_eq!(tags, map(&[("env", "prod"), ("owner", "me"), ("team", "a")]));
+        assert_eq!(changed, map(&[("env", "prod"), ("owner", "me")]));
+        let (tags, changed) = effective_tags(Some(&deployed), &BTreeMap::new());
+        assert_eq!(tags, deployed, "a deploy without --tag removes none");
+        assert!(changed.is_empty());
+        let (_, changed) = effective_tags(Some(&deployed), &map(&[("team", "a")]));
+        assert!(changed.is_empty(), "the same value again is no change");
+        let (tags, changed) = effective_tags(None, &map(&[("team", "a")]));
+        assert_eq!((tags.clone(), changed), (tags.clone(), tags));
     }
 }

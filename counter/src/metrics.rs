@@ -1,0 +1,290 @@
+//! The kit's own CloudWatch metrics, as documents in the embedded metric
+//! format (EMF): one JSON log line that CloudWatch Logs turns into metric
+//! data points, with no PutMetricData call, no client and no extra latency
+//! in the function.
+//!
+//! Every metric is in the namespace [`NAMESPACE`] with the one dimension
+//! [`DIMENSION_STACK`], whose value is the stack's name from the environment
+//! variable [`ENV_STACK_NAME`] (the template sets it on every function), so
+//! two stacks in one account (`hc-dev`, `hc-prod`) never mix their figures.
+//! [`Metric`] names every metric the kit emits; the stack builds its alarms
+//! and dashboard from the same names.
+//!
+//! This module builds the documents and never writes them:
+//! `hybrid_counter_aws::lambda::emit_metrics` prints one per invocation.
+//! A small serde type rather than a crate: the format is a dozen lines of
+//! JSON (<https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html>),
+//! and the stack, which has no logging at all, needs the names.
+
+use serde_json::{Map, Value, json};
+
+use crate::EpochMillis;
+use crate::store::meter::MeterSnapshot;
+use crate::stream::BatchReport;
+
+/// The CloudWatch namespace of every metric of the kit.
+pub const NAMESPACE: &str = "HybridCounterKit";
+/// The one dimension of every metric: the stack's name.
+pub const DIMENSION_STACK: &str = "Stack";
+/// Environment variable with the stack's name (`!Ref AWS::StackName`).
+pub const ENV_STACK_NAME: &str = "KIT_STACK_NAME";
+/// The dimension's value when [`ENV_STACK_NAME`] is unset or blank (a
+/// function started by hand): CloudWatch refuses an empty dimension value.
+pub const UNKNOWN_STACK: &str = "unknown";
+
+/// The unit of a metric, as EMF spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Count,
+}
+
+impl Unit {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Unit::Count => "Count",
+        }
+    }
+}
+
+/// Every metric the kit emits. Each is a sum over an invocation, so the
+/// `Sum` statistic over a period is the figure of that period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Metric {
+    /// Items whose create or delete the stream's transactions counted
+    /// (stream counter and reprocessor).
+    EventsCounted,
+    /// Transactions committed.
+    Transactions,
+    /// Transactions cancelled by a conflict with a concurrent writer.
+    Conflicts,
+    /// Retries spent on conflicts, throttling and transient errors.
+    Retries,
+    /// Write capacity units DynamoDB reported.
+    WriteUnits,
+    /// Best-effort counter writes the request path gave up on (the
+    /// best-effort counter undercounts until the stream catches up).
+    SwallowedBestEffortWrites,
+    /// DLQ1 messages whose stream range the reprocessor replayed.
+    Replays,
+    /// DLQ1 messages that can never be replayed, sent to DLQ2 at once.
+    PermanentFailures,
+    /// Scopes the scheduled drift check found drifted; the drift alarm
+    /// watches it.
+    DriftedScopes,
+}
+
+impl Metric {
+    /// Every metric, in the order of the dashboard.
+    pub const ALL: [Metric; 9] = [
+        Metric::EventsCounted,
+        Metric::Transactions,
+        Metric::Conflicts,
+        Metric::Retries,
+        Metric::WriteUnits,
+        Metric::SwallowedBestEffortWrites,
+        Metric::Replays,
+        Metric::PermanentFailures,
+        Metric::DriftedScopes,
+    ];
+
+    /// The metric's name in CloudWatch.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Metric::EventsCounted => "EventsCounted",
+            Metric::Transactions => "Transactions",
+            Metric::Conflicts => "Conflicts",
+            Metric::Retries => "Retries",
+            Metric::WriteUnits => "WriteUnits",
+            Metric::SwallowedBestEffortWrites => "SwallowedBestEffortWrites",
+            Metric::Replays => "Replays",
+            Metric::PermanentFailures => "PermanentFailures",
+            Metric::DriftedScopes => "DriftedScopes",
+        }
+    }
+
+    pub const fn unit(self) -> Unit {
+        Unit::Count
+    }
+}
+
+/// The stack's name for the dimension: `lookup(`[`ENV_STACK_NAME`]`)`, or
+/// [`UNKNOWN_STACK`] when it is unset or blank.
+pub fn stack_from_lookup(lookup: impl Fn(&str) -> Option<String>) -> String {
+    lookup(ENV_STACK_NAME)
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| UNKNOWN_STACK.to_owned())
+}
+
+/// One invocation's metrics: values are added up per metric, and the
+/// document lists each metric once, in the order first recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metrics {
+    stack: String,
+    values: Vec<(Metric, f64)>,
+}
+
+impl Metrics {
+    /// No metrics yet, for the stack named `stack`.
+    pub fn new(stack: impl Into<String>) -> Self {
+        Self {
+            stack: stack.into(),
+            values: Vec::new(),
+        }
+    }
+
+    /// For the stack named by the environment ([`stack_from_lookup`]).
+    pub fn from_env() -> Self {
+        Self::new(stack_from_lookup(|name| std::env::var(name).ok()))
+    }
+
+    /// Adds `value` to `metric` (recording it at zero is recording it: an
+    /// alarm then sees a data point, not missing data).
+    pub fn add(&mut self, metric: Metric, value: f64) -> &mut Self {
+        match self.values.iter_mut().find(|(m, _)| *m == metric) {
+            Some((_, total)) => *total += value,
+            None => self.values.push((metric, value)),
+        }
+        self
+    }
+
+    /// The sum recorded for `metric`, if any.
+    pub fn value(&self, metric: Metric) -> Option<f64> {
+        self.values.iter().find(|(m, _)| *m == metric).map(|(_, v)| *v)
+    }
+
+    /// Transactions, conflicts and write units of the store's requests.
+    pub fn add_cost(&mut self, cost: &MeterSnapshot) -> &mut Self {
+        self.add(Metric::Transactions, cost.transactions_committed as f64)
+            .add(Metric::Conflicts, cost.transactions_cancelled.conflict as f64)
+            .add(Metric::WriteUnits, cost.write_units)
+    }
+
+    /// Events counted (creates and deletes) and retries of a processed
+    /// batch.
+    pub fn add_batch(&mut self, report: &BatchReport) -> &mut Self {
+        self.add(
+            Metric::EventsCounted,
+            f64::from(report.counted) + f64::from(report.deleted_counted),
+        )
+        .add(Metric::Retries, f64::from(report.retries))
+    }
+
+    /// The EMF document at time `now`: `_aws` with the timestamp and one
+    /// metric directive, the dimension, and each metric's value as a
+    /// top-level member. `None` when nothing was recorded.
+    pub fn document(&self, now: EpochMillis) -> Option<Value> {
+        if self.values.is_empty() {
+            return None;
+        }
+        let definitions: Vec<Value> = self
+            .values
+            .iter()
+            .map(|(metric, _)| json!({ "Name": metric.name(), "Unit": metric.unit().as_str() }))
+            .collect();
+        let mut document = Map::new();
+        document.insert(
+            "_aws".into(),
+            json!({
+                "Timestamp": now,
+                "CloudWatchMetrics": [{
+                    "Namespace": NAMESPACE,
+                    "Dimensions": [[DIMENSION_STACK]],
+                    "Metrics": definitions,
+                }],
+            }),
+        );
+        document.insert(DIMENSION_STACK.into(), Value::String(self.stack.clone()));
+        for (metric, value) in &self.values {
+            document.insert(metric.name().into(), json!(value));
+        }
+        Some(Value::Object(document))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_document_follows_the_emf_specification() {
+        let mut metrics = Metrics::new("hc-dev");
+        metrics.add(Metric::Replays, 2.0).add(Metric::PermanentFailures, 0.0);
+        let doc = metrics.document(1_700_000_000_000).unwrap();
+        assert_eq!(
+            doc,
+            json!({
+                "_aws": {
+                    "Timestamp": 1_700_000_000_000u64,
+                    "CloudWatchMetrics": [{
+                        "Namespace": "HybridCounterKit",
+                        "Dimensions": [["Stack"]],
+                        "Metrics": [
+                            { "Name": "Replays", "Unit": "Count" },
+                            { "Name": "PermanentFailures", "Unit": "Count" },
+                        ],
+                    }],
+                },
+                "Stack": "hc-dev",
+                "Replays": 2.0,
+                "PermanentFailures": 0.0,
+            })
+        );
+    }
+
+    #[test]
+    fn a_metric_recorded_twice_is_one_definition_with_the_sum() {
+        let mut metrics = Metrics::new("s");
+        metrics.add(Metric::EventsCounted, 3.0).add(Metric::EventsCounted, 4.0);
+        let doc = metrics.document(1).unwrap();
+        assert_eq!(
+            doc["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().unwrap().len(),
+            1
+        );
+        assert_eq!(doc["EventsCounted"], json!(7.0));
+    }
+
+    #[test]
+    fn nothing_recorded_is_no_document() {
+        assert_eq!(Metrics::new("s").document(1), None);
+    }
+
+    #[test]
+    fn the_stack_dimension_comes_from_the_environment_and_is_never_empty() {
+        let named = |value: &'static str| move |name: &str| (name == ENV_STACK_NAME).then(|| value.to_owned());
+        assert_eq!(stack_from_lookup(named("hc-prod")), "hc-prod");
+        assert_eq!(stack_from_lookup(named("  ")), UNKNOWN_STACK);
+        assert_eq!(stack_from_lookup(|_| None), UNKNOWN_STACK);
+    }
+
+    #[test]
+    fn a_batch_and_its_cost_fill_the_stream_metrics() {
+        let report = BatchReport {
+            counted: 3,
+            deleted_counted: 2,
+            deleted_uncounted: 1,
+            retries: 4,
+            ..BatchReport::default()
+        };
+        let mut cost = MeterSnapshot {
+            transactions_committed: 2,
+            write_units: 10.0,
+            ..MeterSnapshot::default()
+        };
+        cost.transactions_cancelled.conflict = 1;
+        let mut metrics = Metrics::new("s");
+        metrics.add_batch(&report).add_cost(&cost);
+        assert_eq!(metrics.value(Metric::EventsCounted), Some(5.0));
+        assert_eq!(metrics.value(Metric::Retries), Some(4.0));
+        assert_eq!(metrics.value(Metric::Transactions), Some(2.0));
+        assert_eq!(metrics.value(Metric::Conflicts), Some(1.0));
+        assert_eq!(metrics.value(Metric::WriteUnits), Some(10.0));
+    }
+
+    #[test]
+    fn metric_names_are_unique_and_fit_cloudwatch() {
+        let names: std::collections::HashSet<_> = Metric::ALL.iter().map(|m| m.name()).collect();
+        assert_eq!(names.len(), Metric::ALL.len());
+        assert!(names.iter().all(|n| !n.is_empty() && n.len() <= 255 && n.is_ascii()));
+    }
+}

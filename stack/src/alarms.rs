@@ -1,0 +1,454 @@
+//! What reaches an operator: the alarm topic (created and encrypted with a
+//! key of its own, or an existing one passed as `AlarmTopicArn`), an
+//! optional email subscription, the alarms, and the dashboard.
+//!
+//! | alarm | fires when |
+//! |---|---|
+//! | `<fn>-errors`, each function | the function failed an invocation (crash, timeout, a batch failed whole) |
+//! | `<fn>-throttles`, each function | Lambda refused an invocation for lack of concurrency |
+//! | `dlq1-oldest-message` | a failed stream range has waited in DLQ1 longer than `Dlq1AgeAlarmSeconds` |
+//! | `dlq2-not-empty` | a range failed every reprocessing attempt, or can never be replayed |
+//! | `stream-counter-iterator-age` | the stream counter falls behind the stream |
+//! | `drift` | the scheduled drift check found scopes whose counters drifted |
+//!
+//! Every alarm notifies the topic on `ALARM`, and on `OK` too except the
+//! drift alarm: it goes back to `OK` when no check ran in its period, which
+//! is not a repair. Idle is healthy, so missing data never breaches.
+
+use serde_json::{Value, json};
+
+use hybrid_counter::metrics::{DIMENSION_STACK, Metric, NAMESPACE};
+
+use crate::expr::{AWS_STACK_NAME, Expr};
+use crate::resources::cloudwatch::{Alarm, ComparisonOperator, Dashboard, Dimension, Statistic, TreatMissingData};
+use crate::resources::kms::{Key, KeyPolicy, KeyPrincipal, KeyStatement};
+use crate::resources::sns::{Protocol, Subscription, Topic};
+use crate::template::{Parameter, Resource, Template};
+use crate::{logical, params};
+
+/// Condition: no `AlarmTopicArn` was given, so the stack creates the topic.
+pub const CREATE_ALARM_TOPIC: &str = "CreateAlarmTopic";
+/// Condition: the stack creates the topic and an `AlarmEmail` was given.
+pub const SUBSCRIBE_ALARM_EMAIL: &str = "SubscribeAlarmEmail";
+
+/// The period of the function and queue alarms, seconds.
+pub const PERIOD: u32 = 300;
+/// The period of the drift alarm, seconds: a drift check runs at most
+/// about this often, so one data point keeps it in `ALARM` for the period.
+pub const DRIFT_PERIOD: u32 = 3600;
+
+/// A function the alarms and the dashboard watch: its logical id and the
+/// suffix of its physical name (`${NamePrefix}-<suffix>`).
+#[derive(Debug, Clone, Copy)]
+pub struct Watched {
+    pub function: &'static str,
+    pub name_suffix: &'static str,
+}
+
+/// Adds the alarm parameters, conditions, topic, alarms, dashboard and
+/// their outputs for the stack's `functions`.
+pub fn add(t: &mut Template, functions: &[Watched]) {
+    add_parameters(t);
+    add_topic(t);
+    for watched in functions {
+        add_function_alarms(t, watched);
+    }
+    add_pipeline_alarms(t);
+    add_drift_alarm(t);
+    add_dashboard(t, functions);
+    t.output(
+        crate::outputs::ALARM_TOPIC_ARN,
+        "SNS topic the alarms notify",
+        topic_arn(),
+    );
+    t.output(
+        crate::outputs::DASHBOARD_NAME,
+        "CloudWatch dashboard of the kit",
+        Expr::reference(logical::DASHBOARD),
+    );
+}
+
+/// The topic every alarm notifies: the created one, or `AlarmTopicArn`.
+pub fn topic_arn() -> Expr {
+    Expr::when(
+        CREATE_ALARM_TOPIC,
+        Expr::reference(logical::ALARM_TOPIC),
+        Expr::reference(params::ALARM_TOPIC_ARN),
+    )
+}
+
+fn add_parameters(t: &mut Template) {
+    t.parameter(
+        params::ALARM_TOPIC_ARN,
+        Parameter::string(
+            "ARN of an existing SNS topic for the alarms (its policy must let CloudWatch publish, and its \
+             key, if any, let CloudWatch encrypt). Empty: the stack creates an encrypted topic.",
+        )
+        .default_string("")
+        .pattern(
+            "^$|^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$",
+            "empty, or an SNS topic ARN",
+        ),
+    );
+    t.parameter(
+        params::ALARM_EMAIL,
+        Parameter::string(
+            "Email address subscribed to the created alarm topic (it must confirm the subscription). Empty: \
+             none. Ignored when AlarmTopicArn is given.",
+        )
+        .default_string("")
+        .pattern("^$|^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$", "empty, or an email address"),
+    );
+    t.parameter(
+        params::ITERATOR_AGE_ALARM_MILLISECONDS,
+        Parameter::number(
+            "Iterator age (ms) of the stream counter above which it counts as falling behind, for 5 \
+             consecutive minutes.",
+            60_000,
+            1_000,
+            86_400_000,
+        ),
+    );
+    t.parameter(
+        params::DLQ1_AGE_ALARM_SECONDS,
+        Parameter::number(
+            "Age (s) of DLQ1's oldest message above which the reprocessor counts as stuck. A replayable \
+             message leaves DLQ1 within seconds; one that fails waits the visibility timeout between \
+             attempts.",
+            900,
+            60,
+            1_209_600,
+        ),
+    );
+    let no_topic_given = Expr::equals(Expr::reference(params::ALARM_TOPIC_ARN), "".into());
+    t.condition(CREATE_ALARM_TOPIC, no_topic_given);
+    t.condition(
+        SUBSCRIBE_ALARM_EMAIL,
+        Expr::and(vec![
+            Expr::condition(CREATE_ALARM_TOPIC),
+            Expr::negate(Expr::equals(Expr::reference(params::ALARM_EMAIL), "".into())),
+        ]),
+    );
+}
+
+fn add_topic(t: &mut Template) {
+    let account_root = Expr::sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:root");
+    t.resource(
+        logical::ALARM_TOPIC_KEY,
+        Resource::from(Key {
+            description: "Encrypts the hybrid counter kit's alarm topic".to_owned(),
+            enable_key_rotation: true,
+            key_policy: KeyPolicy {
+                version: "2012-10-17".to_owned(),
+                statement: vec![
+                    // The account administers the key through IAM, as with
+                    // the default key policy: without it nobody could.
+                    KeyStatement::allow("AccountAdministers", KeyPrincipal::aws(account_root), &["kms:*"]),
+                    // CloudWatch encrypts each notification it publishes.
+                    KeyStatement::allow(
+                        "CloudWatchPublishes",
+                        KeyPrincipal::service("cloudwatch.amazonaws.com"),
+                        &["kms:Decrypt", "kms:GenerateDataKey*"],
+                    ),
+                ],
+            },
+        })
+        .only_if(CREATE_ALARM_TOPIC),
+    );
+    t.resource(
+        logical::ALARM_TOPIC,
+        Resource::from(Topic {
+            topic_name: Expr::sub("${NamePrefix}-alarms"),
+            kms_master_key_id: Expr::reference(logical::ALARM_TOPIC_KEY),
+        })
+        .only_if(CREATE_ALARM_TOPIC),
+    );
+    t.resource(
+        logical::ALARM_EMAIL_SUBSCRIPTION,
+        Resource::from(Subscription {
+            topic_arn: Expr::reference(logical::ALARM_TOPIC),
+            protocol: Protocol::Email,
+            endpoint: Expr::reference(params::ALARM_EMAIL),
+        })
+        .only_if(SUBSCRIBE_ALARM_EMAIL),
+    );
+}
+
+/// An alarm on `namespace`/`metric` that notifies the topic on `ALARM` and,
+/// when `notify_ok`, on `OK`.
+struct AlarmSpec {
+    name_suffix: String,
+    description: String,
+    namespace: &'static str,
+    metric: &'static str,
+    dimension: (&'static str, Expr),
+    statistic: Statistic,
+    period: u32,
+    evaluation_periods: u32,
+    threshold: Expr,
+    comparison: ComparisonOperator,
+    notify_ok: bool,
+}
+
+impl AlarmSpec {
+    fn build(self) -> Alarm {
+        Alarm {
+            alarm_name: Expr::sub(format!("${{NamePrefix}}-{}", self.name_suffix)),
+            alarm_description: self.description,
+            namespace: self.namespace.to_owned(),
+            metric_name: self.metric.to_owned(),
+            dimensions: vec![Dimension {
+                name: self.dimension.0.to_owned(),
+                value: self.dimension.1,
+            }],
+            statistic: self.statistic,
+            period: self.period,
+            evaluation_periods: self.evaluation_periods,
+            threshold: self.threshold,
+            comparison_operator: self.comparison,
+            treat_missing_data: TreatMissingData::NotBreaching,
+            alarm_actions: vec![topic_arn()],
+            ok_actions: if self.notify_ok { vec![topic_arn()] } else { Vec::new() },
+        }
+    }
+}
+
+fn add_function_alarms(t: &mut Template, watched: &Watched) {
+    let suffix = watched.name_suffix;
+    let alarms = [
+        (
+            logical::errors_alarm(watched.function),
+            "Errors",
+            format!(
+                "The {suffix} function failed an invocation (a crash, a timeout, or a batch failed whole) in \
+                 the last 5 minutes. Read its log group for the error; `counterctl status` shows the queues."
+            ),
+        ),
+        (
+            logical::throttles_alarm(watched.function),
+            "Throttles",
+            format!(
+                "Lambda refused invocations of the {suffix} function for lack of concurrency in the last 5 \
+                 minutes. Raise the account's concurrency or lower ParallelizationFactor; stream and queue \
+                 sources retry, the API's callers get 429."
+            ),
+        ),
+    ];
+    for (id, metric, description) in alarms {
+        t.resource(
+            &id,
+            AlarmSpec {
+                name_suffix: format!("{suffix}-{}", metric.to_lowercase()),
+                description,
+                namespace: "AWS/Lambda",
+                metric,
+                dimension: ("FunctionName", Expr::reference(watched.function)),
+                statistic: Statistic::Sum,
+                period: PERIOD,
+                evaluation_periods: 1,
+                threshold: 1.into(),
+                comparison: ComparisonOperator::GreaterThanOrEqualToThreshold,
+                notify_ok: true,
+            }
+            .build(),
+        );
+    }
+}
+
+fn add_pipeline_alarms(t: &mut Template) {
+    t.resource(
+        logical::DLQ1_AGE_ALARM,
+        AlarmSpec {
+            name_suffix: "dlq1-oldest-message".to_owned(),
+            description: "A failed stream range has waited in DLQ1 longer than Dlq1AgeAlarmSeconds: the \
+                          reprocessor keeps failing it (read its log group). After Dlq1MaxReceiveCount receives \
+                          it moves to DLQ2; the range must be replayed within the stream's 24 hours."
+                .to_owned(),
+            namespace: "AWS/SQS",
+            metric: "ApproximateAgeOfOldestMessage",
+            dimension: ("QueueName", Expr::get_att(logical::DLQ1, "QueueName")),
+            statistic: Statistic::Maximum,
+            period: 60,
+            evaluation_periods: 1,
+            threshold: Expr::reference(params::DLQ1_AGE_ALARM_SECONDS),
+            comparison: ComparisonOperator::GreaterThanThreshold,
+            notify_ok: true,
+        }
+        .build(),
+    );
+    t.resource(
+        logical::DLQ2_NOT_EMPTY_ALARM,
+        AlarmSpec {
+            name_suffix: "dlq2-not-empty".to_owned(),
+            description: "A stream range failed every reprocessing attempt, or can never be replayed, and waits \
+                          in DLQ2. `counterctl redrive --dry-run` shows why; fix the cause, then `counterctl \
+                          redrive`; if the range has left the stream's 24 h retention, run `counterctl audit \
+                          --repair` for the affected scopes."
+                .to_owned(),
+            namespace: "AWS/SQS",
+            metric: "ApproximateNumberOfMessagesVisible",
+            dimension: ("QueueName", Expr::get_att(logical::DLQ2, "QueueName")),
+            statistic: Statistic::Maximum,
+            period: 60,
+            evaluation_periods: 1,
+            threshold: 1.into(),
+            comparison: ComparisonOperator::GreaterThanOrEqualToThreshold,
+            notify_ok: true,
+        }
+        .build(),
+    );
+    t.resource(
+        logical::ITERATOR_AGE_ALARM,
+        AlarmSpec {
+            name_suffix: "stream-counter-iterator-age".to_owned(),
+            description: "The stream counter is falling behind the resources table's stream. Records that stay \
+                          unprocessed past MaximumRecordAgeInSeconds go to DLQ1, and past 24 hours they leave \
+                          the stream."
+                .to_owned(),
+            namespace: "AWS/Lambda",
+            metric: "IteratorAge",
+            dimension: ("FunctionName", Expr::reference(logical::STREAM_COUNTER_FUNCTION)),
+            statistic: Statistic::Maximum,
+            period: 60,
+            evaluation_periods: 5,
+            threshold: Expr::reference(params::ITERATOR_AGE_ALARM_MILLISECONDS),
+            comparison: ComparisonOperator::GreaterThanThreshold,
+            notify_ok: true,
+        }
+        .build(),
+    );
+}
+
+fn add_drift_alarm(t: &mut Template) {
+    t.resource(
+        logical::DRIFT_ALARM,
+        AlarmSpec {
+            name_suffix: "drift".to_owned(),
+            description: "The scheduled drift check found scopes whose counters disagree with their items. Run \
+                          `counterctl status` for the last check, then `counterctl audit --repair` (for the \
+                          scopes it names, or all). The alarm notifies only on ALARM: it returns to OK when no \
+                          check ran in the hour, which is not a repair."
+                .to_owned(),
+            namespace: NAMESPACE,
+            metric: Metric::DriftedScopes.name(),
+            dimension: (DIMENSION_STACK, Expr::reference(AWS_STACK_NAME)),
+            statistic: Statistic::Maximum,
+            period: DRIFT_PERIOD,
+            evaluation_periods: 1,
+            threshold: 0.into(),
+            comparison: ComparisonOperator::GreaterThanThreshold,
+            notify_ok: false,
+        }
+        .build(),
+    );
+}
+
+/// Every alarm's logical id, the function alarms first.
+pub fn alarm_ids(functions: &[Watched]) -> Vec<String> {
+    let mut ids: Vec<String> = functions
+        .iter()
+        .flat_map(|w| [logical::errors_alarm(w.function), logical::throttles_alarm(w.function)])
+        .collect();
+    ids.extend(
+        [
+            logical::DLQ1_AGE_ALARM,
+            logical::DLQ2_NOT_EMPTY_ALARM,
+            logical::ITERATOR_AGE_ALARM,
+            logical::DRIFT_ALARM,
+        ]
+        .map(str::to_owned),
+    );
+    ids
+}
+
+/// A metric widget; `metrics` in the dashboard's array form.
+fn widget(title: &str, x: u32, y: u32, stat: &str, metrics: Vec<Value>) -> Value {
+    json!({
+        "type": "metric",
+        "x": x, "y": y, "width": 12, "height": 6,
+        "properties": {
+            "title": title,
+            "region": "${AWS::Region}",
+            "stat": stat,
+            "period": PERIOD,
+            "view": "timeSeries",
+            "metrics": metrics,
+        },
+    })
+}
+
+/// The kit's own metrics of this stack.
+fn kit_metrics(metrics: &[Metric]) -> Vec<Value> {
+    metrics
+        .iter()
+        .map(|m| json!([NAMESPACE, m.name(), DIMENSION_STACK, "${AWS::StackName}"]))
+        .collect()
+}
+
+/// The dashboard's JSON, with `${...}` for `Fn::Sub`: the stack's name,
+/// region, functions, queues and alarms.
+pub fn dashboard_body(functions: &[Watched]) -> Value {
+    let per_function = |metric: &str| -> Vec<Value> {
+        functions
+            .iter()
+            .map(|w| json!(["AWS/Lambda", metric, "FunctionName", format!("${{{}}}", w.function)]))
+            .collect()
+    };
+    let queue = |id: &str, metric: &str| json!(["AWS/SQS", metric, "QueueName", format!("${{{id}.QueueName}}")]);
+    let alarms: Vec<Value> = alarm_ids(functions)
+        .iter()
+        .map(|id| json!(format!("${{{id}.Arn}}")))
+        .collect();
+    json!({
+        "widgets": [
+            {
+                "type": "alarm",
+                "x": 0, "y": 0, "width": 24, "height": 4,
+                "properties": { "title": "Alarms", "alarms": alarms },
+            },
+            widget(
+                "Events counted, transactions, conflicts, retries",
+                0, 4, "Sum",
+                kit_metrics(&[Metric::EventsCounted, Metric::Transactions, Metric::Conflicts, Metric::Retries]),
+            ),
+            widget("Write units", 12, 4, "Sum", kit_metrics(&[Metric::WriteUnits])),
+            widget(
+                "Failure pipeline: replays, permanent failures, DLQ depth",
+                0, 10, "Sum",
+                [
+                    kit_metrics(&[Metric::Replays, Metric::PermanentFailures]),
+                    vec![
+                        queue(logical::DLQ1, "ApproximateNumberOfMessagesVisible"),
+                        queue(logical::DLQ2, "ApproximateNumberOfMessagesVisible"),
+                    ],
+                ]
+                .concat(),
+            ),
+            widget(
+                "Swallowed best-effort writes, drifted scopes",
+                12, 10, "Sum",
+                kit_metrics(&[Metric::SwallowedBestEffortWrites, Metric::DriftedScopes]),
+            ),
+            widget("Function errors", 0, 16, "Sum", per_function("Errors")),
+            widget("Function throttles", 12, 16, "Sum", per_function("Throttles")),
+            widget(
+                "Stream counter iterator age (ms), DLQ1 oldest message (s)",
+                0, 22, "Maximum",
+                vec![
+                    json!(["AWS/Lambda", "IteratorAge", "FunctionName", format!("${{{}}}", logical::STREAM_COUNTER_FUNCTION)]),
+                    queue(logical::DLQ1, "ApproximateAgeOfOldestMessage"),
+                ],
+            ),
+        ],
+    })
+}
+
+fn add_dashboard(t: &mut Template, functions: &[Watched]) {
+    t.resource(
+        logical::DASHBOARD,
+        Dashboard {
+            dashboard_name: Expr::sub("${NamePrefix}"),
+            dashboard_body: Expr::sub(dashboard_body(functions).to_string()),
+        },
+    );
+}

@@ -1,0 +1,248 @@
+//! The scheduled drift check (`handlers/drift-check`): its parameters,
+//! function, role and log group, and — only when `DriftCheckSchedule` is
+//! not empty — the EventBridge rule that runs it and the permission that
+//! lets the rule invoke it.
+//!
+//! An `AWS::Events::Rule` with a `ScheduleExpression` rather than an
+//! `AWS::Scheduler::Schedule`: both run a Lambda on `rate(...)` or
+//! `cron(...)` on AWS, and the rule also deploys on the emulator the kit's
+//! tests use (fakecloud creates it, its target and the permission). The
+//! rule invokes the function asynchronously; a run that fails is retried by
+//! Lambda and, at the latest, by the next tick, from the same cursor.
+//!
+//! The role reads (Query on both tables, a keys-only Scan of the counters
+//! table) and writes one item: `GetItem`/`PutItem` on the counters table
+//! only under the partition key of the kit's state
+//! ([`keys::KIT_STATE_SCOPE`], `dynamodb:LeadingKeys`), which no scope can
+//! name. It cannot write a counter or a resource item.
+
+use hybrid_counter::audit::drift::DEFAULT_BUDGET;
+use hybrid_counter::config::{ENV_DRIFT_CHECK_BUDGET, ENV_DRIFT_CHECK_SCHEDULE};
+use hybrid_counter::keys;
+
+use crate::expr::Expr;
+use crate::kit::{FunctionSpec, add_function, arn, code_key};
+use crate::resources::events::{RetryPolicy, Rule, RuleState, Target};
+use crate::resources::iam::{Action, Statement};
+use crate::resources::lambda::{Permission, PermissionAction};
+use crate::template::{Parameter, Resource, Template};
+use crate::{logical, outputs, params};
+
+/// Seconds a run may take. The default budget reads in seconds; the rest is
+/// room for throttled reads and larger budgets.
+pub const DRIFT_CHECK_TIMEOUT: u32 = 300;
+
+/// A delivery EventBridge could not make is dropped after this long: by
+/// then the next tick is due.
+pub const MAXIMUM_EVENT_AGE_SECONDS: u32 = 300;
+
+const EVENTS_SERVICE: &str = "events.amazonaws.com";
+
+pub(crate) const SPEC: FunctionSpec = FunctionSpec {
+    function: logical::DRIFT_CHECK_FUNCTION,
+    role: logical::DRIFT_CHECK_ROLE,
+    log_group: logical::DRIFT_CHECK_LOG_GROUP,
+    name_suffix: "drift-check",
+    code_key: params::DRIFT_CHECK_CODE_KEY,
+    timeout: DRIFT_CHECK_TIMEOUT,
+    // The audit reads BE by the admission mode and both counters' shards.
+    default_limit: true,
+    ec_shards: true,
+    permanent_failures: false,
+    permissions,
+    conditional_policies: Vec::new,
+    environment,
+};
+
+/// Adds the drift check to `t`.
+pub fn add(t: &mut Template) {
+    t.parameter(
+        params::DRIFT_CHECK_SCHEDULE,
+        Parameter::string(
+            "How often the drift check runs: an EventBridge schedule expression such as rate(15 minutes) \
+             or cron(0 * * * ? *). Empty (the default): the drift check is off; its function is deployed \
+             but nothing invokes it.",
+        )
+        .default_string("")
+        .length(0, 256)
+        .pattern("^$|^(rate|cron)\\(.+\\)$", "empty, rate(...) or cron(...)"),
+    );
+    t.parameter(
+        params::DRIFT_CHECK_READ_BUDGET,
+        Parameter::number(
+            "Items one drift-check run may read (counters-table keys scanned plus each audited scope's \
+             counter and resource items); the next run resumes where it stopped. A run audits at least \
+             one scope, so a scope larger than the budget is still checked.",
+            i64::try_from(DEFAULT_BUDGET).unwrap_or(i64::MAX),
+            100,
+            10_000_000,
+        ),
+    );
+    t.parameter(params::DRIFT_CHECK_CODE_KEY, code_key("drift check"));
+    t.condition(
+        logical::DRIFT_CHECK_ENABLED,
+        Expr::negate(Expr::equals(Expr::reference(params::DRIFT_CHECK_SCHEDULE), "".into())),
+    );
+    add_function(t, &SPEC);
+    t.resource(
+        logical::DRIFT_CHECK_RULE,
+        Resource::from(Rule {
+            name: Expr::sub("${NamePrefix}-drift-check"),
+            description: "Runs the kit's drift check (report-only audit within a read budget).".to_owned(),
+            schedule_expression: Expr::reference(params::DRIFT_CHECK_SCHEDULE),
+            state: RuleState::Enabled,
+            targets: vec![Target {
+                arn: arn(logical::DRIFT_CHECK_FUNCTION),
+                id: "drift-check".to_owned(),
+                retry_policy: Some(RetryPolicy {
+                    maximum_event_age_in_seconds: MAXIMUM_EVENT_AGE_SECONDS,
+                    maximum_retry_attempts: 2,
+                }),
+            }],
+        })
+        .only_if(logical::DRIFT_CHECK_ENABLED),
+    );
+    t.resource(
+        logical::DRIFT_CHECK_PERMISSION,
+        Resource::from(Permission {
+            action: PermissionAction::InvokeFunction,
+            function_name: arn(logical::DRIFT_CHECK_FUNCTION),
+            principal: EVENTS_SERVICE.to_owned(),
+            source_arn: arn(logical::DRIFT_CHECK_RULE),
+        })
+        .only_if(logical::DRIFT_CHECK_ENABLED),
+    );
+    t.output(
+        outputs::DRIFT_CHECK_FUNCTION,
+        "Drift check function name",
+        Expr::reference(logical::DRIFT_CHECK_FUNCTION),
+    );
+}
+
+fn environment() -> Vec<(&'static str, Expr)> {
+    vec![
+        (ENV_DRIFT_CHECK_BUDGET, Expr::reference(params::DRIFT_CHECK_READ_BUDGET)),
+        // Reported by the function and played by the local runner.
+        (ENV_DRIFT_CHECK_SCHEDULE, Expr::reference(params::DRIFT_CHECK_SCHEDULE)),
+    ]
+}
+
+fn permissions() -> Vec<Statement> {
+    vec![
+        Statement::allow(
+            "CountersTableRead",
+            // Query: a scope's counters (read twice per audit); Scan: the
+            // scopes, keys only, page by page from the cursor.
+            &[Action::DynamoDbQuery, Action::DynamoDbScan],
+            vec![arn(logical::COUNTERS_TABLE)],
+        ),
+        Statement::allow(
+            "ResourcesTableRead",
+            // A scope's items, one paginated Query.
+            &[Action::DynamoDbQuery],
+            vec![arn(logical::RESOURCES_TABLE)],
+        ),
+        Statement::allow(
+            "OwnStateItem",
+            // The cursor and last run, in the one partition no scope can
+            // name: never a counter.
+            &[Action::DynamoDbGetItem, Action::DynamoDbPutItem],
+            vec![arn(logical::COUNTERS_TABLE)],
+        )
+        .when(
+            "ForAllValues:StringEquals",
+            "dynamodb:LeadingKeys",
+            Expr::List(vec![keys::KIT_STATE_SCOPE.into()]),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn rendered() -> Value {
+        serde_json::to_value(crate::template()).unwrap()
+    }
+
+    #[test]
+    fn the_schedule_is_off_by_default_and_gates_the_rule_and_its_permission() {
+        let t = rendered();
+        assert_eq!(t["Parameters"][params::DRIFT_CHECK_SCHEDULE]["Default"], json!(""));
+        assert_eq!(
+            t["Conditions"][logical::DRIFT_CHECK_ENABLED],
+            json!({"Fn::Not": [{"Fn::Equals": [{"Ref": params::DRIFT_CHECK_SCHEDULE}, ""]}]})
+        );
+        for id in [logical::DRIFT_CHECK_RULE, logical::DRIFT_CHECK_PERMISSION] {
+            assert_eq!(
+                t["Resources"][id]["Condition"],
+                json!(logical::DRIFT_CHECK_ENABLED),
+                "{id}"
+            );
+        }
+        // The function is always there (status reads its name), unconditioned.
+        assert!(t["Resources"][logical::DRIFT_CHECK_FUNCTION].get("Condition").is_none());
+        let rule = &t["Resources"][logical::DRIFT_CHECK_RULE]["Properties"];
+        assert_eq!(rule["ScheduleExpression"], json!({"Ref": params::DRIFT_CHECK_SCHEDULE}));
+        assert_eq!(
+            rule["Targets"][0]["Arn"],
+            json!({"Fn::GetAtt": [logical::DRIFT_CHECK_FUNCTION, "Arn"]})
+        );
+        let permission = &t["Resources"][logical::DRIFT_CHECK_PERMISSION]["Properties"];
+        assert_eq!(permission["Principal"], json!("events.amazonaws.com"));
+        assert_eq!(
+            permission["SourceArn"],
+            json!({"Fn::GetAtt": [logical::DRIFT_CHECK_RULE, "Arn"]}),
+            "only the kit's rule may invoke it"
+        );
+    }
+
+    #[test]
+    fn the_role_reads_and_writes_only_its_own_state_item() {
+        let t = rendered();
+        let statements =
+            t["Resources"][logical::DRIFT_CHECK_ROLE]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+                .as_array()
+                .unwrap()
+                .clone();
+        let writes: Vec<&Value> = statements
+            .iter()
+            .filter(|s| {
+                s["Action"].as_array().unwrap().iter().any(|a| {
+                    ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"].contains(&a.as_str().unwrap())
+                })
+            })
+            .collect();
+        assert_eq!(writes.len(), 1, "{statements:#?}");
+        assert_eq!(
+            writes[0]["Condition"],
+            json!({"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [keys::KIT_STATE_SCOPE]}})
+        );
+        assert_eq!(writes[0]["Action"], json!(["dynamodb:GetItem", "dynamodb:PutItem"]));
+    }
+
+    #[test]
+    fn the_function_gets_its_budget_schedule_and_the_audits_settings() {
+        let t = rendered();
+        let variables = &t["Resources"][logical::DRIFT_CHECK_FUNCTION]["Properties"]["Environment"]["Variables"];
+        assert_eq!(
+            variables[ENV_DRIFT_CHECK_BUDGET],
+            json!({"Ref": params::DRIFT_CHECK_READ_BUDGET})
+        );
+        assert_eq!(
+            variables[ENV_DRIFT_CHECK_SCHEDULE],
+            json!({"Ref": params::DRIFT_CHECK_SCHEDULE})
+        );
+        for name in [
+            "ADMISSION_MODE",
+            "BE_SHARDS",
+            "EC_SHARDS",
+            "COUNTERS_TABLE",
+            "RESOURCES_TABLE",
+        ] {
+            assert!(variables.get(name).is_some(), "{name}: {variables}");
+        }
+    }
+}

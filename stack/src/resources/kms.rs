@@ -1,0 +1,75 @@
+//! `AWS::KMS::Key`: the customer managed key of the alarm topic. The AWS
+//! managed SNS key (`alias/aws/sns`) cannot be used there: its key policy
+//! cannot be changed, so CloudWatch, which publishes the alarms, could not
+//! encrypt with it and every notification would be dropped.
+
+use serde::Serialize;
+
+use crate::expr::Expr;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Key {
+    pub description: String,
+    pub enable_key_rotation: bool,
+    pub key_policy: KeyPolicy,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct KeyPolicy {
+    pub version: String,
+    pub statement: Vec<KeyStatement>,
+}
+
+/// A key policy statement. In a key policy `Resource: "*"` means this key
+/// and nothing else.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct KeyStatement {
+    pub sid: String,
+    pub effect: String,
+    pub principal: KeyPrincipal,
+    pub action: Vec<String>,
+    pub resource: String,
+}
+
+/// One kind of principal per statement: an account or role ARN (`AWS`), or
+/// a service such as `cloudwatch.amazonaws.com`. A struct rather than an
+/// enum: YAML would write an enum as a custom tag.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct KeyPrincipal {
+    #[serde(rename = "AWS", skip_serializing_if = "Option::is_none")]
+    pub aws: Option<Expr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+}
+
+impl KeyPrincipal {
+    pub fn aws(arn: Expr) -> Self {
+        Self {
+            aws: Some(arn),
+            service: None,
+        }
+    }
+
+    pub fn service(service: &str) -> Self {
+        Self {
+            aws: None,
+            service: Some(service.to_owned()),
+        }
+    }
+}
+
+impl KeyStatement {
+    pub fn allow(sid: &str, principal: KeyPrincipal, actions: &[&str]) -> Self {
+        Self {
+            sid: sid.to_owned(),
+            effect: "Allow".to_owned(),
+            principal,
+            action: actions.iter().map(|a| (*a).to_owned()).collect(),
+            resource: "*".to_owned(),
+        }
+    }
+}
