@@ -146,6 +146,10 @@ async fn two_stages_deploy_side_by_side_with_their_own_names_data_alarms_and_tag
     ]);
     assert_eq!(stack_tags(cfn, "hc-dev").await, expected);
     assert_eq!(dev.tags, expected);
+    assert!(
+        dev.to_string().contains("Stack tags: stage=dev, team=counters"),
+        "{dev}"
+    );
     // CloudFormation propagates stack tags to every resource that takes
     // tags; fakecloud 0.51 keeps them on the stack only (its functions,
     // queues, tables and alarms list no tags), so that is not checked here.
