@@ -64,6 +64,11 @@ const ENFORCED: &[(&str, &str)] = &[
     ("CKV_AWS_28", "AWS::DynamoDB::Table"),
     ("CKV2_HCK_3", "AWS::DynamoDB::Table"),
     ("CKV2_HCK_4", "AWS::SQS::Queue"),
+    // The alarm topic: encrypted, with a rotated key that names no
+    // wildcard principal.
+    ("CKV_AWS_26", "AWS::SNS::Topic"),
+    ("CKV_AWS_7", "AWS::KMS::Key"),
+    ("CKV_AWS_33", "AWS::KMS::Key"),
 ];
 
 fn workspace_root() -> PathBuf {

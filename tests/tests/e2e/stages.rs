@@ -1,6 +1,8 @@
 //! Stages and tags: two stacks of the kit (`hc-dev`, `hc-prod`) deploy side
 //! by side on one emulator with no physical name in common, each works on
-//! its own tables, each lists its own alarms and topic; `--tag` tags the
+//! its own tables, each lists its own alarms and topic (`AlarmEmail` adds a
+//! subscription to it; a stage given `AlarmTopicArn` creates no topic and
+//! notifies the one given); `--tag` tags the
 //! stack (CloudFormation propagates stack tags to the resources), `plan`
 //! shows the tags, and a later deploy without `--tag` keeps them.
 
@@ -79,7 +81,15 @@ async fn two_stages_deploy_side_by_side_with_their_own_names_data_alarms_and_tag
         ])
         .await;
     let prod = cli
-        .deploy_with(&["--stack-name", "hc-prod", "deploy", "--tag", "stage=prod"])
+        .deploy_with(&[
+            "--stack-name",
+            "hc-prod",
+            "deploy",
+            "--tag",
+            "stage=prod",
+            "--param",
+            "AlarmEmail=oncall@example.com",
+        ])
         .await;
     assert_eq!(
         (dev.outcome, prod.outcome),
@@ -93,6 +103,13 @@ async fn two_stages_deploy_side_by_side_with_their_own_names_data_alarms_and_tag
     let prod_ids: BTreeSet<String> = services.physical_ids("hc-prod").await.into_values().collect();
     let template = stack::template();
     assert_eq!(dev_ids.len(), crate::deploy::created_by_default(&template).len());
+    let prod_resources = services.physical_ids("hc-prod").await;
+    assert_eq!(
+        prod_resources.len(),
+        template.resources.len(),
+        "AlarmEmail adds the subscription"
+    );
+    assert!(prod_resources.contains_key(stack::logical::ALARM_EMAIL_SUBSCRIPTION));
     let shared: Vec<&String> = dev_ids.iter().filter(|id| prod_ids.contains(*id)).collect();
     assert!(shared.is_empty(), "physical ids in both stacks: {shared:?}");
     for key in [
@@ -146,6 +163,10 @@ async fn two_stages_deploy_side_by_side_with_their_own_names_data_alarms_and_tag
     ]);
     assert_eq!(stack_tags(cfn, "hc-dev").await, expected);
     assert_eq!(dev.tags, expected);
+    assert!(
+        dev.to_string().contains("Stack tags: stage=dev, team=counters"),
+        "{dev}"
+    );
     // CloudFormation propagates stack tags to every resource that takes
     // tags; fakecloud 0.51 keeps them on the stack only (its functions,
     // queues, tables and alarms list no tags), so that is not checked here.
@@ -163,5 +184,42 @@ async fn two_stages_deploy_side_by_side_with_their_own_names_data_alarms_and_tag
     assert_eq!(
         stack_tags(cfn, "hc-prod").await,
         BTreeMap::from([("stage".to_owned(), "prod".to_owned())])
+    );
+
+    // A stage may send its alarms to an existing topic: then it creates
+    // no topic, no key and no subscription of its own.
+    let dev_topic = dev.outputs[outputs::ALARM_TOPIC_ARN].clone();
+    let topic_param = format!("AlarmTopicArn={dev_topic}");
+    let shared = cli
+        .deploy_with(&[
+            "--stack-name",
+            "hc-qa",
+            "deploy",
+            "--param",
+            &topic_param,
+            "--param",
+            "AlarmEmail=ignored@example.com",
+        ])
+        .await;
+    assert_eq!(shared.outcome, Outcome::Created, "{shared}");
+    assert_eq!(shared.outputs[outputs::ALARM_TOPIC_ARN], dev_topic);
+    let qa_resources = services.physical_ids("hc-qa").await;
+    for id in [
+        stack::logical::ALARM_TOPIC,
+        stack::logical::ALARM_TOPIC_KEY,
+        stack::logical::ALARM_EMAIL_SUBSCRIPTION,
+    ] {
+        assert!(
+            !qa_resources.contains_key(id),
+            "{id} created although a topic was given"
+        );
+    }
+    let status = match cli.run(&["--stack-name", "hc-qa", "status"]).await {
+        Ok(Report::Status(status)) => status,
+        other => panic!("status hc-qa: {other:?}"),
+    };
+    assert!(
+        status.alarms.iter().all(|a| a.actions == [dev_topic.as_str()]),
+        "{status}"
     );
 }

@@ -232,6 +232,10 @@ impl fmt::Display for DeployReport {
             .iter()
             .filter(|a| a.state == ArtifactState::Uploaded)
             .count();
+        if !self.tags.is_empty() {
+            let tags: Vec<String> = self.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            writeln!(f, "Stack tags: {}", tags.join(", "))?;
+        }
         writeln!(
             f,
             "Handler zips: {uploaded} uploaded, {} unchanged (bucket {})",
