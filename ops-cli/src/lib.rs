@@ -62,7 +62,7 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
             Report::Deploy(commands::deploy::run(&ctx, inputs, artifacts, *timeout).await?)
         }
         CommandConfig::Destroy(options) => Report::Destroy(commands::deploy::destroy::run(&ctx, *options).await?),
-        CommandConfig::Status => Report::Status(commands::status::run(&ctx).await?),
+        CommandConfig::Status => Report::Status(Box::new(commands::status::run(&ctx).await?)),
         CommandConfig::Audit(options) => Report::Audit(commands::audit::run(&ctx, options).await?),
         CommandConfig::Usage(scope) => Report::Usage(commands::scope::usage(&ctx, scope).await?),
         CommandConfig::Limit { scope, action } => Report::Limit(commands::scope::limit(&ctx, scope, action).await?),

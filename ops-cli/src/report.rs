@@ -21,7 +21,7 @@ pub enum Report {
     Plan(PlanReport),
     Deploy(DeployReport),
     Destroy(DestroyReport),
-    Status(StatusReport),
+    Status(Box<StatusReport>),
     Audit(crate::commands::audit::AuditReport),
     Usage(crate::commands::scope::UsageReport),
     Limit(crate::commands::scope::LimitReport),

@@ -146,7 +146,7 @@ impl Counterctl {
 
     pub async fn status(&self) -> Result<StatusReport, ops_cli::Error> {
         self.run(&["status"]).await.map(|report| match report {
-            Report::Status(report) => report,
+            Report::Status(report) => *report,
             other => panic!("status: {other:?}"),
         })
     }
