@@ -448,7 +448,16 @@ fn add_dashboard(t: &mut Template, functions: &[Watched]) {
         logical::DASHBOARD,
         Dashboard {
             dashboard_name: Expr::sub("${NamePrefix}"),
-            dashboard_body: Expr::sub(dashboard_body(functions).to_string()),
+            dashboard_body: Expr::sub(canonical(dashboard_body(functions))),
         },
     );
+}
+
+/// `body` as JSON text with every object's keys sorted: the same text
+/// whether or not another crate of the build turns on serde_json's
+/// `preserve_order` (cargo unifies features across a workspace build), so
+/// the committed template matches the generator in every build.
+fn canonical(mut body: Value) -> String {
+    body.sort_all_objects();
+    body.to_string()
 }
