@@ -18,8 +18,9 @@ use crate::watch::WatchConfig;
 
 /// Which emulator the runner plays the mappings of; it decides which of
 /// the emulator's own copies of the mappings the runner disables while it
-/// plays them ([`Host::takes_over`]) and whether it enables them again when
-/// it stops ([`Host::hands_back`]).
+/// plays them ([`Host::takes_over`]), whether it enables them again when
+/// it stops ([`Host::hands_back`]), and whether it plays scheduled
+/// functions ([`Host::plays_schedules`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Host {
@@ -49,6 +50,14 @@ impl Host {
     /// Whether the runner enables the emulator's copies again when it stops.
     pub fn hands_back(self) -> bool {
         self == Host::LocalStack
+    }
+
+    /// Whether the runner invokes scheduled functions (the drift check) at
+    /// their rate: on the embedded emulator, which stores the EventBridge
+    /// rule but runs no Lambda code; not on LocalStack, whose EventBridge
+    /// invokes the function itself (playing it too would run it twice).
+    pub fn plays_schedules(self) -> bool {
+        self == Host::Fakecloud
     }
 }
 /// Where the first function URL is served unless configured: beside
@@ -224,6 +233,10 @@ mod tests {
             "LocalStack's SQS mapping would race the runner"
         );
         assert!(Host::LocalStack.hands_back());
+        assert!(
+            !Host::LocalStack.plays_schedules(),
+            "LocalStack's EventBridge invokes the drift check itself"
+        );
     }
 
     #[test]
@@ -239,6 +252,10 @@ mod tests {
         assert!(
             !Host::Fakecloud.hands_back(),
             "re-enabling would let fakecloud delete DLQ1's messages"
+        );
+        assert!(
+            Host::Fakecloud.plays_schedules(),
+            "fakecloud stores the rule but runs no Lambda code"
         );
         assert_eq!(RunnerConfig::new("http://127.0.0.1:4566", "/kit").host, Host::Fakecloud);
     }

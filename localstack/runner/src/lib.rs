@@ -223,7 +223,11 @@ impl<I: Invoke> Runner<I> {
         }
         // After the takeover: the emulator's own SQS poller deletes mapped
         // messages until then.
-        let schedules = schedule::discover(&ctx.lambda, ctx.config.functions.as_deref()).await?;
+        let schedules = if host.plays_schedules() {
+            schedule::discover(&ctx.lambda, ctx.config.functions.as_deref()).await?
+        } else {
+            Vec::new()
+        };
         {
             let mut report = ctx.report.lock().expect("report lock");
             for s in &schedules {
