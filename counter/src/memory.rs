@@ -1141,6 +1141,13 @@ impl crate::audit::drift::DriftStore for MemoryStore {
         self.call(Op::ScanCounterKeys, &[], |t, _| {
             let mut all: std::collections::BTreeSet<(String, String)> = t.counters.keys().cloned().collect();
             all.extend(t.limits.keys().map(|s| (s.clone(), keys::LIMIT_NAME.to_owned())));
+            // A scope's gapless sequence is items of its partition too.
+            all.extend(t.sequences.keys().map(|s| (s.clone(), keys::SEQUENCE_NAME.to_owned())));
+            all.extend(
+                t.sequence_items
+                    .keys()
+                    .map(|(s, n)| (s.clone(), keys::sequence_item_name(*n))),
+            );
             let start = after.map(|k| (k.scope.clone(), k.name.clone()));
             let limit = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
             let keys: Vec<CounterKey> = all

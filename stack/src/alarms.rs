@@ -260,9 +260,10 @@ fn add_pipeline_alarms(t: &mut Template) {
         logical::DLQ1_AGE_ALARM,
         AlarmSpec {
             name_suffix: "dlq1-oldest-message".to_owned(),
-            description: "A failed stream range has waited in DLQ1 longer than Dlq1AgeAlarmSeconds: the \
+            description: "A failed stream batch has waited in DLQ1 longer than Dlq1AgeAlarmSeconds: the \
                           reprocessor keeps failing it (read its log group). After Dlq1MaxReceiveCount receives \
-                          it moves to DLQ2; the range must be replayed within the stream's 24 hours."
+                          it moves to DLQ2. Under FailedBatchRecords=pointer its range must be replayed within \
+                          the stream's 24 hours; under payload the bucket keeps the batch with its records."
                 .to_owned(),
             namespace: "AWS/SQS",
             metric: "ApproximateAgeOfOldestMessage",
@@ -280,10 +281,10 @@ fn add_pipeline_alarms(t: &mut Template) {
         logical::DLQ2_NOT_EMPTY_ALARM,
         AlarmSpec {
             name_suffix: "dlq2-not-empty".to_owned(),
-            description: "A stream range failed every reprocessing attempt, or can never be replayed, and waits \
-                          in DLQ2. `counterctl redrive --dry-run` shows why; fix the cause, then `counterctl \
-                          redrive`; if the range has left the stream's 24 h retention, run `counterctl audit \
-                          --repair` for the affected scopes."
+            description: "A failed stream batch failed every reprocessing attempt, or can never be replayed, and \
+                          waits in DLQ2. `counterctl redrive --dry-run` shows why; fix the cause, then `counterctl \
+                          redrive`. Under FailedBatchRecords=pointer a range that has left the stream's 24 h \
+                          retention cannot be replayed: run `counterctl audit --repair` for the affected scopes."
                 .to_owned(),
             namespace: "AWS/SQS",
             metric: "ApproximateNumberOfMessagesVisible",

@@ -526,11 +526,16 @@ fn api_permissions() -> Vec<Statement> {
         Statement::allow(
             "CountersTableRequestPath",
             // One Query reads every counter of a scope (BE, EC shards, limit);
-            // UpdateItem moves the best-effort counter.
+            // UpdateItem moves the best-effort counter. A gapless sequence
+            // claim (`?sequence=true`) is one TransactWriteItems whose
+            // Update of `sequence` and Put of `sequence#<n>` IAM checks as
+            // UpdateItem and PutItem; GetItem reads `last_id` and a numbered
+            // item back.
             &[
                 Action::DynamoDbQuery,
                 Action::DynamoDbUpdateItem,
                 Action::DynamoDbGetItem,
+                Action::DynamoDbPutItem,
             ],
             vec![arn(logical::COUNTERS_TABLE)],
         ),

@@ -333,7 +333,12 @@ fn api_role_grants_exactly_the_request_path() {
                 arn(logical::RESOURCES_TABLE),
             ),
             (
-                &["dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:GetItem"],
+                &[
+                    "dynamodb:Query",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem"
+                ],
                 arn(logical::COUNTERS_TABLE),
             ),
             (LOG_ACTIONS, arn(logical::API_LOG_GROUP)),

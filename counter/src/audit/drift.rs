@@ -52,6 +52,13 @@ pub const DEFAULT_BUDGET: u64 = 10_000;
 /// Most counters-table items one Scan page of the drift check reads.
 pub const SCAN_PAGE_ITEMS: u32 = 100;
 
+/// What a run that has checked no scope yet may read (or its budget, when
+/// larger) skipping the rest of the last run's scope before it stops:
+/// enough to pass a scope's counter items, so that even a budget below one
+/// scope checks one scope per run, and a bound when a scope's partition
+/// holds many gapless sequence numbers, which the keys-only Scan returns.
+pub const MIN_SKIP_READS: u64 = SCAN_PAGE_ITEMS as u64;
+
 /// Most scope names a run's record lists per kind (drifted, held back,
 /// failed); the counts are always complete.
 pub const MAX_LISTED_SCOPES: usize = 100;
@@ -272,7 +279,16 @@ impl DriftCheck {
                 state.pass_started_at = None;
                 break;
             }
-            if run.scopes_checked > 0 && reader.items_read() >= self.budget {
+            // A run that checked no scope yet goes on to reach one, but not
+            // forever: one that spent its reads skipping the rest of the last
+            // run's scope (a scope with many sequence numbers has that many
+            // keys) stops here, and its saved cursor is the progress.
+            let cap = if run.scopes_checked > 0 {
+                self.budget
+            } else {
+                self.budget.max(MIN_SKIP_READS)
+            };
+            if reader.items_read() >= cap {
                 break;
             }
         }
@@ -574,6 +590,45 @@ mod tests {
         assert_eq!(next.state.pass_started_at, Some(LATER + 1));
         assert_eq!(next.state.last_full_pass, Some(pass), "the last full pass is kept");
         assert_eq!(next.state.version, 7);
+    }
+
+    /// A scope's gapless sequence numbers are keys of its partition, which
+    /// the keys-only Scan returns and a resumed run skips: a run that spends
+    /// its budget skipping them stops at the page boundary, and the pass
+    /// still reaches every scope. Without the page-boundary stop such a run
+    /// went on reading one key per Scan page, far past its budget (on AWS
+    /// until the function timed out, before it saved its cursor).
+    #[tokio::test]
+    async fn a_run_that_spends_its_budget_skipping_a_scopes_sequence_numbers_stops_and_the_pass_goes_on() {
+        let store = populated(3).await;
+        let sequence = crate::sequence::Sequence::new(store.clone());
+        let s1 = Scope::new("s1").unwrap();
+        for _ in 0..400 {
+            sequence.next(&s1, None, NOW).await.unwrap();
+        }
+        store.set_counter("s2", keys::EVENTUAL_NAME, 9);
+        let check = DriftCheck::new(60);
+        let runs = one_pass(&store, &check).await;
+        for run in &runs {
+            assert!(
+                run.items_read <= run.budget.max(MIN_SKIP_READS) + SCOPE_READS,
+                "a run stops once its budget is read, also while skipping: {run:?}"
+            );
+        }
+        assert_eq!(
+            runs.iter().map(|r| r.scopes_checked).sum::<u64>(),
+            3,
+            "each scope once per pass: {runs:?}"
+        );
+        assert!(
+            runs.iter().any(|r| r.scopes_checked == 0),
+            "some run only skipped s1's numbers: {runs:?}"
+        );
+        let drifted: Vec<&str> = runs
+            .iter()
+            .flat_map(|r| r.drifted_scopes.iter().map(String::as_str))
+            .collect();
+        assert_eq!(drifted, ["s2"], "the scope after the long one is still checked");
     }
 
     #[tokio::test]

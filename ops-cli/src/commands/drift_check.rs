@@ -69,8 +69,11 @@ impl DriftCheckStatus {
         }
     }
 
-    /// What an operator should act on: drift the last run found.
+    /// What an operator should act on: drift the last run found, while the
+    /// check is on (a check turned off leaves its last run behind, which no
+    /// later run will clear; `status` still shows it).
     pub fn attention(&self) -> Option<String> {
+        self.schedule.as_ref()?;
         let run = self.last_run.as_ref().filter(|r| r.drifted > 0)?;
         let first = run.drifted_scopes.first().map_or("", String::as_str);
         Some(format!(
@@ -219,5 +222,20 @@ mod tests {
         assert_eq!(json["state"], "ran");
         assert_eq!(json["last_run"]["drifted_scopes"][0], "acct-7");
         assert!(ran.attention().unwrap().contains("--scope \"acct-7\" --repair"));
+    }
+
+    #[test]
+    fn drift_found_by_a_check_since_turned_off_needs_no_attention() {
+        let state = DriftCheckState {
+            last_run: Some(run(&["acct-7"])),
+            ..DriftCheckState::default()
+        };
+        let turned_off = DriftCheckStatus::new(None, Some(state));
+        assert_eq!(turned_off.state, DriftCheckMode::Off);
+        assert_eq!(
+            turned_off.attention(),
+            None,
+            "no later run would ever clear it; status would stay at exit 1"
+        );
     }
 }
