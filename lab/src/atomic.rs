@@ -107,12 +107,8 @@ mod tests {
     use crate::test_util::{log, logged, meta, place};
 
     fn updates(log: &crate::test_util::Log<UpdateItemInput>) -> aws_smithy_mocks::Rule {
-        let log = log.clone();
         mock!(Client::update_item)
-            .match_requests(move |input| {
-                log.lock().unwrap().push(input.clone());
-                true
-            })
+            .match_requests(crate::test_util::logging(log))
             .sequence()
             .http_status(500, None)
             .output(|| UpdateItemOutput::builder().build())
@@ -158,12 +154,8 @@ mod tests {
     #[tokio::test]
     async fn a_failed_threshold_condition_is_a_refusal() {
         let sent = log();
-        let log_rule = sent.clone();
         let rule = mock!(Client::update_item)
-            .match_requests(move |input| {
-                log_rule.lock().unwrap().push(input.clone());
-                true
-            })
+            .match_requests(crate::test_util::logging(&sent))
             .then_error(|| {
                 UpdateItemError::ConditionalCheckFailedException(
                     ConditionalCheckFailedException::builder()

@@ -135,12 +135,8 @@ mod tests {
     #[tokio::test]
     async fn a_resent_entry_that_landed_counts_once() {
         let sent = log();
-        let logging = sent.clone();
         let puts = mock!(Client::put_item)
-            .match_requests(move |input: &PutItemInput| {
-                logging.lock().unwrap().push(input.clone());
-                true
-            })
+            .match_requests(crate::test_util::logging::<PutItemInput>(&sent))
             .sequence()
             .http_status(500, None)
             .times(3)

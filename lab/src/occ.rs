@@ -206,12 +206,8 @@ mod tests {
     /// Update rule answering 500 (applied, answer lost), then the SDK's
     /// retry with a failed condition (the version moved: by that write).
     fn landed_then_condition_failed(sent: &Log<UpdateItemInput>) -> Rule {
-        let sent = sent.clone();
         mock!(Client::update_item)
-            .match_requests(move |input| {
-                sent.lock().unwrap().push(input.clone());
-                true
-            })
+            .match_requests(crate::test_util::logging(sent))
             .sequence()
             .http_status(500, None)
             .error(condition_failed)
@@ -219,12 +215,8 @@ mod tests {
     }
 
     fn update_ok(sent: &Log<UpdateItemInput>) -> Rule {
-        let sent = sent.clone();
         mock!(Client::update_item)
-            .match_requests(move |input| {
-                sent.lock().unwrap().push(input.clone());
-                true
-            })
+            .match_requests(crate::test_util::logging(sent))
             .then_output(|| UpdateItemOutput::builder().build())
     }
 

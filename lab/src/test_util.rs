@@ -54,6 +54,16 @@ pub fn log<T>() -> Log<T> {
     Arc::default()
 }
 
+/// A rule's request matcher that records every request in `log` and
+/// matches it.
+pub fn logging<T: Clone + Send + 'static>(log: &Log<T>) -> impl Fn(&T) -> bool + Send + Sync + 'static {
+    let log = log.clone();
+    move |input| {
+        log.lock().unwrap().push(input.clone());
+        true
+    }
+}
+
 pub fn logged<T: Clone>(log: &Log<T>) -> Vec<T> {
     log.lock().unwrap().clone()
 }

@@ -131,12 +131,8 @@ mod tests {
     #[tokio::test]
     async fn a_resent_add_carries_the_same_token_and_the_decrement_removes_it() {
         let sent = log();
-        let logging = sent.clone();
         let updates = mock!(Client::update_item)
-            .match_requests(move |input: &UpdateItemInput| {
-                logging.lock().unwrap().push(input.clone());
-                true
-            })
+            .match_requests(crate::test_util::logging::<UpdateItemInput>(&sent))
             .sequence()
             .http_status(500, None)
             .times(3)

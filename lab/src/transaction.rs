@@ -245,17 +245,7 @@ mod tests {
 
     use super::*;
     use crate::table::{SK, s};
-    use crate::test_util::{Log, log, logged, meta, place};
-
-    fn logging(
-        sent: &Log<TransactWriteItemsInput>,
-    ) -> impl Fn(&TransactWriteItemsInput) -> bool + Send + Sync + 'static {
-        let sent = sent.clone();
-        move |input| {
-            sent.lock().unwrap().push(input.clone());
-            true
-        }
-    }
+    use crate::test_util::{Log, log, logged, logging, meta, place};
 
     /// Every send answered 500 (each one applied, the answer lost): more
     /// than the SDK's 3 attempts, so the caller sends again.
