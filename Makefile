@@ -112,12 +112,25 @@ e2e: ## Emulator tests; the harness starts its own fakecloud on a free port
 	echo "+ HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN=$$bin cargo test -p e2e --locked -- --test-threads=4"; \
 	HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN="$$bin" cargo test -p e2e --locked -- --test-threads=4
 
-test: ## tools, then fmt-check, lint, unit, e2e; stops at the first failure (what CI runs)
-	+@$(MAKE) --no-print-directory tools
-	+@$(MAKE) --no-print-directory fmt-check
-	+@$(MAKE) --no-print-directory lint
-	+@$(MAKE) --no-print-directory unit
-	+@$(MAKE) --no-print-directory e2e
+# Each phase's wall time is printed as it ends and again in a summary, so
+# a slow phase shows in every CI log (CI's limit is 90 minutes).
+TEST_PHASES := tools fmt-check lint unit e2e
+
+test: ## tools, then fmt-check, lint, unit, e2e, each timed; stops at the first failure (what CI runs)
+	+@started=$$(date +%s); summary=(); \
+	for phase in $(TEST_PHASES); do \
+		echo "== phase $$phase"; \
+		t0=$$(date +%s); rc=0; \
+		$(MAKE) --no-print-directory $$phase || rc=$$?; \
+		secs=$$(( $$(date +%s) - t0 )); \
+		if ((rc)); then mark="  FAILED (exit $$rc)"; else mark=""; fi; \
+		summary+=("$$(printf '%-12s %5ds' "$$phase" "$$secs")$$mark"); \
+		echo "== phase $$phase: $${secs}s$$mark"; \
+		if ((rc)); then break; fi; \
+	done; \
+	echo "== phase times"; printf '   %s\n' "$${summary[@]}"; \
+	echo "   total        $$(( $$(date +%s) - started ))s"; \
+	exit $$rc
 
 ## ---- build and deploy ------------------------------------------------------
 
@@ -125,7 +138,7 @@ test: ## tools, then fmt-check, lint, unit, e2e; stops at the first failure (wha
 build: rust-tools venv ## Release arm64 bootstrap.zip for every handlers/* package
 	@if [[ -z "$(strip $(HANDLER_PACKAGES))" ]]; then \
 		echo "error: no handler packages found under handlers/*/Cargo.toml" >&2; exit 1; fi
-	cargo lambda build --release --arm64 --output-format zip $(addprefix -p ,$(HANDLER_PACKAGES))
+	cargo lambda build --release --arm64 --locked --output-format zip $(addprefix -p ,$(HANDLER_PACKAGES))
 	@shopt -s nullglob; zips=($(LAMBDA_DIR)/*/bootstrap.zip); \
 	if (( $${#zips[@]} == 0 )); then echo "error: no $(LAMBDA_DIR)/*/bootstrap.zip" >&2; exit 1; fi; \
 	echo "Lambda packages:"; \

@@ -139,8 +139,15 @@ cmd_install() {
     fi
     command -v cargo >/dev/null 2>&1 || die "cargo not found; install Rust with rustup first"
     log "installing fakecloud $pin${have:+ (found $have)} with cargo install"
-    log "note: this compiles ~800 crates and takes about 25 minutes on 2 cores, once per machine"
-    cargo install fakecloud --locked --version "$pin"
+    log "note: this compiles ~800 crates once per machine, with a cheaper release profile (opt-level 1,"
+    log "      256 codegen units, no debug info): see localstack/README.md for the measured times"
+    # The emulator only serves test traffic: compile time matters more than
+    # its speed. Each setting can still be overridden from the environment.
+    CARGO_PROFILE_RELEASE_OPT_LEVEL="${CARGO_PROFILE_RELEASE_OPT_LEVEL:-1}" \
+        CARGO_PROFILE_RELEASE_CODEGEN_UNITS="${CARGO_PROFILE_RELEASE_CODEGEN_UNITS:-256}" \
+        CARGO_PROFILE_RELEASE_DEBUG="${CARGO_PROFILE_RELEASE_DEBUG:-0}" \
+        CARGO_PROFILE_RELEASE_INCREMENTAL=false \
+        cargo install fakecloud --locked --version "$pin"
     have=$(installed_version)
     [[ "$have" == "$pin" ]] ||
         die "after cargo install, '$FAKECLOUD --version' reports '${have:-nothing}', expected $pin (check PATH)"

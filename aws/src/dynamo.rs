@@ -895,36 +895,72 @@ impl Store for DynamoStore {
     }
 }
 
+/// An operator's one-off write (a limit override, a verify's clean-up):
+/// retried on throttling and on 5xx answers after the SDK's own retries,
+/// up to six attempts with full-jitter waits of up to 2 s. Only writes that
+/// are safe to send twice go through it.
+const ONE_OFF_WRITE_BACKOFF: Backoff = Backoff {
+    base: std::time::Duration::from_millis(100),
+    cap: std::time::Duration::from_secs(2),
+    max_attempts: 6,
+};
+
+/// Whether a one-off write's failure may go away on its own: throttling,
+/// a transaction holding the item, or a 5xx / transport failure.
+fn one_off_retryable(err: &StoreError) -> bool {
+    err.is_transient() || matches!(err, StoreError::Unavailable(_))
+}
+
 impl DynamoStore {
+    /// Runs a one-off operator write through the kit's retry helper
+    /// ([`ONE_OFF_WRITE_BACKOFF`]).
+    async fn one_off_write<T, F, Fut>(&self, op: F) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, StoreError>>,
+    {
+        Retry::new(ONE_OFF_WRITE_BACKOFF, None).run(op, one_off_retryable).await
+    }
+
     /// Sets the per-scope limit override (the `limit` item of the counters
-    /// table); `None` removes it so the default applies again.
+    /// table); `None` removes it so the default applies again. Both are
+    /// safe to repeat (a repeated set only bumps `version` again), so
+    /// throttles and 5xx answers are retried ([`ONE_OFF_WRITE_BACKOFF`]).
     pub async fn set_limit(&self, scope: &Scope, limit: Option<u64>, now: EpochMillis) -> Result<(), StoreError> {
         let key = counter_key(scope, keys::LIMIT_NAME);
         match limit {
             Some(limit) => {
-                self.client
-                    .update_item()
-                    .table_name(&self.counters_table)
-                    .set_key(Some(key))
-                    .update_expression("SET #limit = :limit, #updated_at = :now ADD #version :one")
-                    .expression_attribute_names("#limit", keys::LIMIT)
-                    .expression_attribute_names("#updated_at", keys::UPDATED_AT)
-                    .expression_attribute_names("#version", keys::VERSION)
-                    .expression_attribute_values(":limit", AttributeValue::N(limit.to_string()))
-                    .expression_attribute_values(":now", n(now))
-                    .expression_attribute_values(":one", n(1))
-                    .send()
-                    .await
-                    .map_err(classify)?;
+                let (key, limit) = (&key, limit.to_string());
+                self.one_off_write(|| async {
+                    self.client
+                        .update_item()
+                        .table_name(&self.counters_table)
+                        .set_key(Some(key.clone()))
+                        .update_expression("SET #limit = :limit, #updated_at = :now ADD #version :one")
+                        .expression_attribute_names("#limit", keys::LIMIT)
+                        .expression_attribute_names("#updated_at", keys::UPDATED_AT)
+                        .expression_attribute_names("#version", keys::VERSION)
+                        .expression_attribute_values(":limit", AttributeValue::N(limit.clone()))
+                        .expression_attribute_values(":now", n(now))
+                        .expression_attribute_values(":one", n(1))
+                        .send()
+                        .await
+                        .map_err(classify)
+                })
+                .await?;
             }
             None => {
-                self.client
-                    .delete_item()
-                    .table_name(&self.counters_table)
-                    .set_key(Some(key))
-                    .send()
-                    .await
-                    .map_err(classify)?;
+                let key = &key;
+                self.one_off_write(|| async {
+                    self.client
+                        .delete_item()
+                        .table_name(&self.counters_table)
+                        .set_key(Some(key.clone()))
+                        .send()
+                        .await
+                        .map_err(classify)
+                })
+                .await?;
             }
         }
         Ok(())
@@ -936,20 +972,25 @@ impl DynamoStore {
     /// 1 would give its numbers twice), each only if it still has the `version` it
     /// had when read, so a write landing meanwhile keeps its item. For a
     /// scope nobody writes any more (what `counterctl verify` leaves
-    /// behind); returns the items deleted.
+    /// behind); returns the items deleted. A delete answered with a 5xx is
+    /// sent again: if the first one landed, the item is gone and the
+    /// condition holds on the missing item, so the repeat is a no-op.
     pub async fn remove_scope_counters(&self, scope: &Scope) -> Result<usize, StoreError> {
         let items = self.counter_items(scope).await?;
         for item in &items {
-            self.client
-                .delete_item()
-                .table_name(&self.counters_table)
-                .set_key(Some(counter_key(scope, &item.name)))
-                .condition_expression("attribute_not_exists(#version) OR #version = :version")
-                .expression_attribute_names("#version", keys::VERSION)
-                .expression_attribute_values(":version", n(item.version))
-                .send()
-                .await
-                .map_err(classify)?;
+            self.one_off_write(|| async {
+                self.client
+                    .delete_item()
+                    .table_name(&self.counters_table)
+                    .set_key(Some(counter_key(scope, &item.name)))
+                    .condition_expression("attribute_not_exists(#version) OR #version = :version")
+                    .expression_attribute_names("#version", keys::VERSION)
+                    .expression_attribute_values(":version", n(item.version))
+                    .send()
+                    .await
+                    .map_err(classify)
+            })
+            .await?;
         }
         Ok(items.len())
     }
@@ -1111,6 +1152,54 @@ mod tests {
     fn update_error(code: &'static str) -> Rule {
         mock!(Client::update_item)
             .then_error(move || UpdateItemError::generic(ErrorMetadata::builder().code(code).build()))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_limit_override_is_retried_through_throttles_and_server_errors() {
+        let rules = [
+            update_error("ThrottlingException"),
+            update_error("InternalServerError"),
+            update_error("ProvisionedThroughputExceededException"),
+            mock!(Client::update_item)
+                .match_requests(|r| {
+                    r.expression_attribute_values()
+                        .and_then(|v| v.get(":limit"))
+                        .and_then(|v| v.as_n().ok())
+                        .map(String::as_str)
+                        == Some("7")
+                })
+                .then_output(|| UpdateItemOutput::builder().build()),
+        ];
+        store(&rules).set_limit(&scope(), Some(7), 1).await.unwrap();
+        assert!(rules.iter().all(|r| r.num_calls() == 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_limit_override_gives_up_after_its_budget_and_never_retries_a_refusal() {
+        let budget = ONE_OFF_WRITE_BACKOFF.max_attempts as usize;
+        let throttles: Vec<Rule> = (0..=budget).map(|_| update_error("ThrottlingException")).collect();
+        let err = store(&throttles).set_limit(&scope(), Some(7), 1).await.unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        let sent: usize = throttles.iter().map(Rule::num_calls).sum();
+        assert_eq!(sent, budget, "the budget's attempts, then the error");
+        let refusal = [update_error("ValidationException"), update_error("ThrottlingException")];
+        assert!(matches!(
+            store(&refusal).set_limit(&scope(), Some(7), 1).await,
+            Err(StoreError::Rejected(_))
+        ));
+        assert_eq!(refusal[1].num_calls(), 0, "a refusal is not sent again");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn removing_a_limit_override_is_retried_through_a_throttle() {
+        use aws_sdk_dynamodb::operation::delete_item::{DeleteItemError, DeleteItemOutput};
+        let rules = [
+            mock!(Client::delete_item)
+                .then_error(|| DeleteItemError::generic(ErrorMetadata::builder().code("ThrottlingException").build())),
+            mock!(Client::delete_item).then_output(|| DeleteItemOutput::builder().build()),
+        ];
+        store(&rules).set_limit(&scope(), None, 1).await.unwrap();
+        assert_eq!(rules[1].num_calls(), 1);
     }
 
     #[tokio::test]

@@ -4,11 +4,20 @@
 //! from the SDK's types into [`MappingConfig`]. The local runner plays the
 //! mappings it lists ([`list_mappings`]); `counterctl status` reports one
 //! ([`get_mapping`]).
+//!
+//! It also owns the local take-over of a mapping ([`take_over`]): an
+//! emulator that cannot run Lambda code but still polls a mapped queue
+//! swallows its messages, so the mapping is disabled there and played by
+//! the kit's runner instead, marked by a tag on the target function. Both
+//! `counterctl deploy` (right after the stack is in place, before anything
+//! can be sent to the queue) and the runner take mappings over with it.
 
 use aws_sdk_lambda::Client;
 use aws_sdk_lambda::error::SdkError;
 use aws_sdk_lambda::operation::get_event_source_mapping::{GetEventSourceMappingError, GetEventSourceMappingOutput};
 use aws_sdk_lambda::operation::list_event_source_mappings::ListEventSourceMappingsError;
+use aws_sdk_lambda::operation::tag_resource::TagResourceError;
+use aws_sdk_lambda::operation::update_event_source_mapping::UpdateEventSourceMappingError;
 use aws_sdk_lambda::types::{EventSourceMappingConfiguration, FunctionResponseType};
 use serde::Serialize;
 
@@ -127,6 +136,54 @@ pub async fn list_mappings(client: &Client) -> Result<Vec<MappingConfig>, SdkErr
 pub async fn get_mapping(client: &Client, uuid: &str) -> Result<MappingConfig, SdkError<GetEventSourceMappingError>> {
     let output = client.get_event_source_mapping().uuid(uuid).send().await?;
     Ok(MappingConfig::from(&output))
+}
+
+/// Tag on a target function saying the local runner plays one of its
+/// mappings (`<prefix><uuid>`), with the emulator's own copy disabled.
+pub const TAKEOVER_TAG_PREFIX: &str = "esm-runner:plays:";
+
+/// The take-over tag's key for mapping `uuid`.
+pub fn takeover_tag(uuid: &str) -> String {
+    format!("{TAKEOVER_TAG_PREFIX}{uuid}")
+}
+
+/// Whether Lambda polls this mapping now (or is about to).
+pub fn is_active_state(state: Option<&str>) -> bool {
+    matches!(state, Some("Enabled" | "Enabling" | "Updating" | "Creating"))
+}
+
+/// Whether an event source ARN names an SQS queue.
+pub fn is_queue_source(arn: &str) -> bool {
+    arn.split(':').nth(2) == Some("sqs")
+}
+
+/// Why a take-over failed: the call that failed and the SDK's error.
+#[derive(Debug)]
+pub enum TakeOverError {
+    Tag(SdkError<TagResourceError>),
+    Disable(SdkError<UpdateEventSourceMappingError>),
+}
+
+/// Takes mapping `uuid` (targeting `function_arn`) over from the emulator:
+/// tags the function first, so that a runner reading the mappings meanwhile
+/// still plays the mapping once it is disabled, then disables the
+/// emulator's copy.
+pub async fn take_over(client: &Client, uuid: &str, function_arn: &str) -> Result<(), TakeOverError> {
+    client
+        .tag_resource()
+        .resource(function_arn)
+        .tags(takeover_tag(uuid), "true")
+        .send()
+        .await
+        .map_err(TakeOverError::Tag)?;
+    client
+        .update_event_source_mapping()
+        .uuid(uuid)
+        .enabled(false)
+        .send()
+        .await
+        .map_err(TakeOverError::Disable)?;
+    Ok(())
 }
 
 /// The name part of a function ARN (`arn:aws:lambda:r:a:function:NAME[:qualifier]`),
@@ -282,6 +339,34 @@ mod tests {
             [page(None, &["a"], Some("p2")), page(Some("p2"), &["b"], Some("p2"))]
         );
         assert_eq!(uuids(&list_mappings(&client).await.unwrap()), ["a", "b"]);
+    }
+
+    #[tokio::test]
+    async fn a_take_over_tags_the_function_before_it_disables_the_mapping() {
+        use aws_sdk_lambda::operation::tag_resource::TagResourceOutput;
+        use aws_sdk_lambda::operation::update_event_source_mapping::UpdateEventSourceMappingOutput;
+        const FUNCTION: &str = "arn:aws:lambda:us-east-1:123456789012:function:hck-reprocessor";
+        // Sequential rules: a disable sent first would meet the tag's rule
+        // and fail the test.
+        let tag = mock!(Client::tag_resource)
+            .match_requests(|r| {
+                r.resource() == Some(FUNCTION)
+                    && r.tags().and_then(|t| t.get("esm-runner:plays:m-1")).map(String::as_str) == Some("true")
+            })
+            .then_output(|| TagResourceOutput::builder().build());
+        let disable = mock!(Client::update_event_source_mapping)
+            .match_requests(|r| r.uuid() == Some("m-1") && r.enabled() == Some(false))
+            .then_output(|| UpdateEventSourceMappingOutput::builder().build());
+        let client = mock_client!(aws_sdk_lambda, [tag, disable]);
+        take_over(&client, "m-1", FUNCTION).await.unwrap();
+    }
+
+    #[test]
+    fn only_queue_sources_and_polling_states_are_told_apart() {
+        assert!(is_queue_source(DLQ1));
+        assert!(!is_queue_source(STREAM));
+        assert!(is_active_state(Some("Enabled")) && is_active_state(Some("Creating")));
+        assert!(!is_active_state(Some("Disabled")) && !is_active_state(None));
     }
 
     #[test]

@@ -112,10 +112,9 @@ pub fn parse_filters(uuid: &str, patterns: &[String]) -> Result<Vec<Value>, Erro
         .collect()
 }
 
-/// Tag on a target function saying the runner took over one of its SQS
-/// mappings (`<prefix><uuid>`); see [`crate::Runner`] on why it disables the
-/// emulator's copy of those.
-pub const TAKEOVER_TAG_PREFIX: &str = "esm-runner:plays:";
+/// Tag on a target function saying the runner took over one of its
+/// mappings; see [`crate::Runner`] on why it disables the emulator's copy.
+pub use hybrid_counter_aws::esm::TAKEOVER_TAG_PREFIX;
 
 /// Reads every enabled mapping, and every disabled one the runner took over
 /// earlier, from the emulator; only those of `functions` when given.
@@ -140,11 +139,8 @@ pub async fn discover(
             functions_seen.insert(function_name.clone(), info);
         }
         let info = &functions_seen[&function_name];
-        let emulator_enabled = matches!(
-            config.state.as_deref(),
-            Some("Enabled" | "Enabling" | "Updating" | "Creating")
-        );
-        let taken_over = info.tags.contains_key(&format!("{TAKEOVER_TAG_PREFIX}{}", config.uuid));
+        let emulator_enabled = esm::is_active_state(config.state.as_deref());
+        let taken_over = info.tags.contains_key(&esm::takeover_tag(&config.uuid));
         if !emulator_enabled && !taken_over {
             continue;
         }

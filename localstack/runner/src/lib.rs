@@ -65,8 +65,8 @@ pub use watch::{CargoLambdaWatch, WatchConfig};
 pub use ctx::{Clock, DEFAULT_FUNCTION_URL_PORT, Host, RunnerConfig};
 
 use crate::ctx::{Ctx, Drained};
-use crate::discover::TAKEOVER_TAG_PREFIX;
 use crate::error::sdk_message;
+use hybrid_counter_aws::esm::{TakeOverError, takeover_tag};
 
 /// Serves the deployed function URLs and plays the deployed mappings
 /// through `cargo lambda watch` until `shutdown` completes; the batch in
@@ -264,7 +264,7 @@ impl<I: Invoke> Runner<I> {
             let untagged = lambda
                 .untag_resource()
                 .resource(&mapping.function_arn)
-                .tag_keys(format!("{TAKEOVER_TAG_PREFIX}{}", mapping.uuid))
+                .tag_keys(takeover_tag(&mapping.uuid))
                 .send()
                 .await
                 .map_err(|e| Error::emulator("Lambda", "UntagResource")(sdk_message(e)));
@@ -286,21 +286,12 @@ impl<I: Invoke> Runner<I> {
     }
 
     async fn take_over(&self, mapping: &Mapping) -> Result<(), Error> {
-        let lambda = &self.ctx.lambda;
-        lambda
-            .tag_resource()
-            .resource(&mapping.function_arn)
-            .tags(format!("{TAKEOVER_TAG_PREFIX}{}", mapping.uuid), "true")
-            .send()
+        hybrid_counter_aws::esm::take_over(&self.ctx.lambda, &mapping.uuid, &mapping.function_arn)
             .await
-            .map_err(|e| Error::emulator("Lambda", "TagResource")(sdk_message(e)))?;
-        lambda
-            .update_event_source_mapping()
-            .uuid(&mapping.uuid)
-            .enabled(false)
-            .send()
-            .await
-            .map_err(|e| Error::emulator("Lambda", "UpdateEventSourceMapping")(sdk_message(e)))?;
+            .map_err(|e| match e {
+                TakeOverError::Tag(e) => Error::emulator("Lambda", "TagResource")(sdk_message(e)),
+                TakeOverError::Disable(e) => Error::emulator("Lambda", "UpdateEventSourceMapping")(sdk_message(e)),
+            })?;
         info!(
             mapping = %mapping.uuid,
             source = %mapping.source_arn,

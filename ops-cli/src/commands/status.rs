@@ -157,10 +157,6 @@ const MAPPINGS: [(&str, &str); 2] = [
 const QUEUES: [(&str, &str); 2] = [("dlq1", stack::outputs::DLQ1_URL), ("dlq2", stack::outputs::DLQ2_URL)];
 /// The CloudFormation type whose physical ids are the alarm names.
 const ALARM_TYPE: &str = "AWS::CloudWatch::Alarm";
-/// The tag the local runner puts on a function whose mapping it plays (its
-/// `discover::TAKEOVER_TAG_PREFIX` and the mapping's UUID), read here in
-/// every build, also one without the runner (a test checks they agree).
-const TAKEOVER_TAG_PREFIX: &str = "esm-runner:plays:";
 /// The tag the local runner puts on a function whose URL it serves
 /// (`esm_runner::function_url::LOCAL_URL_TAG`), valued with the local URL.
 const LOCAL_URL_TAG: &str = "esm-runner:local-url";
@@ -316,7 +312,7 @@ async fn mapping(ctx: &Context<'_>, name: &str, uuid: &str) -> MappingStatus {
         && let Some(function) = &status.function_arn
         && let Ok(tags) = ctx.clients.lambda.list_tags().resource(function).send().await
     {
-        let tag = format!("{TAKEOVER_TAG_PREFIX}{uuid}");
+        let tag = hybrid_counter_aws::esm::takeover_tag(uuid);
         status.played_by_local_runner = tags.tags().is_some_and(|t| t.contains_key(&tag));
     }
     status
@@ -629,12 +625,6 @@ mod tests {
             !answers("https://abc.lambda-url.us-east-1.on.aws/").await,
             "not a local URL"
         );
-    }
-
-    #[cfg(feature = "local")]
-    #[test]
-    fn the_takeover_tag_is_the_local_runners() {
-        assert_eq!(TAKEOVER_TAG_PREFIX, esm_runner::discover::TAKEOVER_TAG_PREFIX);
     }
 
     #[test]

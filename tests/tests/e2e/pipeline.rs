@@ -667,6 +667,47 @@ async fn redrive_replay_applies_the_dlq2_ranges_itself_while_the_reprocessor_is_
 /// `counterctl local run --until-idle`: the stack's functions read from its
 /// outputs, the real `stream-counter` and `dlq-reprocessor` binaries built
 /// and run by `cargo lambda watch` with the functions' deployed environment.
+/// The emulator's own SQS poller cannot run the reprocessor, yet it
+/// receives DLQ1's messages (and loses them, or hides and redrives them)
+/// as soon as they arrive. `deploy` takes the DLQ1 mapping over before it
+/// returns, so a message sent before any runner looked waits in DLQ1,
+/// received by nobody. Fails without the take-over in `deploy`: the
+/// emulator's poller, every 500 ms, gets there first.
+#[tokio::test]
+async fn a_message_sent_to_dlq1_right_after_deploy_waits_for_the_runner() {
+    let p = Pipeline::deploy().await;
+    let status = p.ctl.status().await.expect("status");
+    let dlq1 = status
+        .mappings
+        .iter()
+        .find(|m| m.config.uuid == p.output(outputs::DLQ1_MAPPING_ID))
+        .expect("the DLQ1 mapping in status");
+    assert_eq!(dlq1.config.state.as_deref(), Some("Disabled"), "{status}");
+    assert!(dlq1.played_by_local_runner, "{status}");
+
+    p.send(outputs::DLQ1_URL, GARBAGE).await;
+    // Several of the emulator's poll cycles (500 ms each).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let received = p
+        .sqs
+        .receive_message()
+        .queue_url(p.output(outputs::DLQ1_URL))
+        .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .expect("receive from DLQ1");
+    let messages = received.messages();
+    assert_eq!(messages.len(), 1, "the message is still in DLQ1: {messages:?}");
+    assert_eq!(messages[0].body(), Some(GARBAGE));
+    let receives = messages[0]
+        .attributes()
+        .and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount))
+        .map(String::as_str);
+    assert_eq!(receives, Some("1"), "nobody received it before this test did");
+    assert_eq!(p.depth(outputs::DLQ2_URL).await, (0, 0));
+}
+
 #[tokio::test]
 async fn local_run_until_idle_plays_the_deployed_stack_with_the_real_handler_binaries() {
     let p = Pipeline::deploy().await;

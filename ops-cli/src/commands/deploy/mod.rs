@@ -11,6 +11,12 @@
 //! or, like the emulator, lists changes although the template and every
 //! parameter equal the deployed ones) executes nothing and succeeds. A
 //! rollback is reported with each failed resource and exits 1.
+//!
+//! On the embedded emulator a deploy also takes the stack's SQS mapping
+//! over for the local runner ([`hybrid_counter_aws::esm::take_over`]) as
+//! soon as the stack is in place: the emulator's own poller cannot run the
+//! function yet still receives the queue's messages, so a message sent
+//! before the runner's first look would be lost to it.
 
 pub mod cfn;
 pub mod compat;
@@ -73,6 +79,9 @@ pub struct DeployReport {
     /// Number parameters inlined into the template for the emulator.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub inlined_parameters: Vec<String>,
+    /// Mappings disabled in the embedded emulator for the local runner.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub taken_over: Vec<String>,
 }
 
 impl DeployReport {
@@ -108,6 +117,7 @@ pub async fn run(
         failures: Vec::new(),
         outputs: proposal.before.as_ref().map(|s| s.outputs.clone()).unwrap_or_default(),
         inlined_parameters: proposal.inlined_parameters.clone(),
+        taken_over: Vec::new(),
     };
 
     let change_set = match (&proposal.change_set_id, proposal.no_changes) {
@@ -120,6 +130,7 @@ pub async fn run(
                 "no changes: {}",
                 proposal.no_change_reason.as_deref().unwrap_or("nothing to deploy")
             ));
+            report.taken_over = take_over_for_local_runner(ctx, &report.outputs).await?;
             report.seconds = started.elapsed().as_secs_f64();
             return Ok(report);
         }
@@ -178,8 +189,42 @@ pub async fn run(
         .await?
         .map(|s| s.outputs)
         .unwrap_or_default();
+    if report.succeeded() {
+        report.taken_over = take_over_for_local_runner(ctx, &report.outputs).await?;
+    }
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// On the embedded emulator, disables the stack's SQS mapping that the
+/// emulator still polls and tags it for the local runner; returns the
+/// mappings taken over (none elsewhere, or when already taken over).
+async fn take_over_for_local_runner(ctx: &Context<'_>, outputs: &BTreeMap<String, String>) -> Result<Vec<String>> {
+    use hybrid_counter_aws::esm;
+    if ctx.clients.target != crate::cli::Target::Local {
+        return Ok(Vec::new());
+    }
+    let Some(uuid) = outputs.get(stack::outputs::DLQ1_MAPPING_ID) else {
+        return Ok(Vec::new());
+    };
+    let lambda = &ctx.clients.lambda;
+    let mapping = esm::get_mapping(lambda, uuid)
+        .await
+        .map_err(error::aws("GetEventSourceMapping"))?;
+    let (Some(source), Some(function)) = (&mapping.event_source_arn, &mapping.function_arn) else {
+        return Ok(Vec::new());
+    };
+    if !esm::is_queue_source(source) || !esm::is_active_state(mapping.state.as_deref()) {
+        return Ok(Vec::new());
+    }
+    esm::take_over(lambda, uuid, function).await.map_err(|e| match e {
+        esm::TakeOverError::Tag(e) => error::aws("TagResource")(e),
+        esm::TakeOverError::Disable(e) => error::aws("UpdateEventSourceMapping")(e),
+    })?;
+    ctx.ui.log(format!(
+        "took the DLQ1 mapping {uuid} over for the local runner (the emulator cannot run its function)"
+    ));
+    Ok(vec![uuid.clone()])
 }
 
 impl fmt::Display for DeployReport {
