@@ -604,3 +604,52 @@ fn failed_batches_are_kept_in_a_private_retained_bucket_that_feeds_dlq1() {
         failed_batches::KEEP_PAYLOAD
     );
 }
+
+/// Only the stream counter's role (the mapping's on-failure write) puts
+/// failed batches, only the reprocessor's and the operator's read them;
+/// object actions only, so the account's administrators can still manage
+/// and delete the policy and empty the bucket.
+#[test]
+fn the_failed_batch_bucket_takes_writes_from_the_stream_counter_and_reads_from_the_reprocessor_and_operator() {
+    let t = serde_json::to_value(stack::template()).unwrap();
+    let statements = t["Resources"][logical::FAILED_BATCH_BUCKET_POLICY]["Properties"]["PolicyDocument"]["Statement"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let objects = serde_json::json!({"Fn::Sub": "${FailedBatchBucket.Arn}/*"});
+    let deny = |action: &str| -> Value {
+        statements
+            .iter()
+            .find(|s| s["Effect"] == "Deny" && s["Action"] == serde_json::json!([action]))
+            .unwrap_or_else(|| panic!("no Deny of {action}: {statements:#?}"))
+            .clone()
+    };
+    let writes = deny("s3:PutObject");
+    assert_eq!(writes["Principal"], "*");
+    assert_eq!(writes["Resource"], serde_json::json!([objects]));
+    assert_eq!(
+        writes["Condition"],
+        serde_json::json!({"ArnNotEquals": {"aws:PrincipalArn": {"Fn::GetAtt": [logical::STREAM_COUNTER_ROLE, "Arn"]}}})
+    );
+    let reads = deny("s3:GetObject");
+    assert_eq!(reads["Principal"], "*");
+    assert_eq!(reads["Resource"], serde_json::json!([objects]));
+    assert_eq!(
+        reads["Condition"],
+        serde_json::json!({"ArnNotEquals": {"aws:PrincipalArn": [
+            {"Fn::GetAtt": [logical::DLQ_REPROCESSOR_ROLE, "Arn"]},
+            {"Fn::If": [failed_batches::HAS_OPERATOR_PRINCIPAL, {"Ref": params::OPERATOR_PRINCIPAL_ARN}, {"Ref": "AWS::NoValue"}]},
+        ]}})
+    );
+    // Nothing but TLS is denied on bucket-level actions.
+    for statement in &statements {
+        if statement["Action"] == serde_json::json!(["s3:*"]) {
+            assert_eq!(
+                statement["Condition"],
+                serde_json::json!({"Bool": {"aws:SecureTransport": "false"}})
+            );
+        }
+    }
+    assert_eq!(statements.len(), 3, "{statements:#?}");
+    assert_eq!(t["Parameters"][params::OPERATOR_PRINCIPAL_ARN]["Default"], "");
+}
