@@ -502,7 +502,11 @@ async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMa
             .filter(|st| st["Effect"] == "Deny")
             .collect();
         assert_eq!(denies.len(), 1, "{function}: {denies:?}");
-        assert_eq!(as_list(&denies[0]["Resource"]), [counters.clone()], "{function}");
+        assert_eq!(
+            as_list(&denies[0]["Resource"]),
+            std::slice::from_ref(&counters),
+            "{function}"
+        );
         assert_eq!(
             as_list(&denies[0]["Condition"]["ForAnyValue:StringEquals"]["dynamodb:LeadingKeys"]),
             [hybrid_counter::keys::KIT_STATE_SCOPE],
