@@ -136,11 +136,38 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print counterctl's man page (roff) on stdout; `make man` writes target/man/counterctl.1.
     Man,
+    /// Print an IAM policy generated from the stack model; sends nothing.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Check that a deployed stack counts correctly, in scopes of its own: creates, deletes, a re-create,
     /// a refusal at a limit override, the stream counting everything, with --failure-path one batch
     /// through DLQ1 and the reprocessor, an audit; then removes what it wrote. Safe on a production
     /// stack. Exit 0 only when every check passed.
     Verify(VerifyArgs),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum PolicyCommand {
+    /// The least-privilege policy of the operator or CI role running counterctl against this stack
+    /// (JSON on stdout): every AWS call counterctl makes, on the stack's own resources. It does not
+    /// cover what CloudFormation creates with the caller's credentials.
+    Operator(OperatorPolicyArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct OperatorPolicyArgs {
+    /// The AWS account id (12 digits) the stack lives in.
+    #[arg(long)]
+    pub account: String,
+    /// The AWS partition.
+    #[arg(long, default_value = "aws")]
+    pub partition: String,
+    /// The stack's NamePrefix parameter [default: the stack name].
+    #[arg(long)]
+    pub name_prefix: Option<String>,
+    /// The artifacts bucket deploy uploads to [default: <stack-name>-artifacts-<account>-<region>].
+    #[arg(long)]
+    pub artifacts_bucket: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

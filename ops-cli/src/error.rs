@@ -54,6 +54,12 @@ pub enum Error {
     #[error("no AWS region: pass --region, set AWS_REGION, or set a region in the profile")]
     NoRegion,
 
+    #[error("invalid --account {account:?}: an AWS account id is 12 digits")]
+    Account { account: String },
+
+    #[error("invalid --partition {partition:?}: expected aws, aws-cn or aws-us-gov")]
+    Partition { partition: String },
+
     #[error("the artifacts bucket name {name:?} is not a valid S3 bucket name ({reason}); pass --artifacts-bucket")]
     BucketName { name: String, reason: String },
 
@@ -168,6 +174,8 @@ impl Error {
             | Error::StackName { .. }
             | Error::EndpointUrl { .. }
             | Error::Region { .. }
+            | Error::Account { .. }
+            | Error::Partition { .. }
             | Error::LocalstackToken
             | Error::NoRegion
             | Error::BucketName { .. }

@@ -42,6 +42,12 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
     match &config.command {
         CommandConfig::Completions(shell) => return Ok(Report::Generated(commands::docs::completions(*shell))),
         CommandConfig::Man => return Ok(Report::Generated(commands::docs::man()?)),
+        CommandConfig::OperatorPolicy(options) => {
+            return Ok(Report::Generated(commands::policy::operator(
+                &config.stack_name,
+                options,
+            )?));
+        }
         _ => {}
     }
     let artifacts = match &config.command {
@@ -74,7 +80,9 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         // Config::from_cli refuses `local run` in a build without the runner.
         #[cfg(not(feature = "local"))]
         CommandConfig::LocalRun(_) => return Err(Error::NoLocalRunner),
-        CommandConfig::Completions(_) | CommandConfig::Man => unreachable!("answered before connecting"),
+        CommandConfig::Completions(_) | CommandConfig::Man | CommandConfig::OperatorPolicy(_) => {
+            unreachable!("answered before connecting")
+        }
         CommandConfig::Verify(options) => Report::Verify(commands::verify::run(&ctx, options).await?),
     };
     Ok(report)

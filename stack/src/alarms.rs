@@ -144,11 +144,21 @@ fn add_topic(t: &mut Template) {
                     // The account administers the key through IAM, as with
                     // the default key policy: without it nobody could.
                     KeyStatement::allow("AccountAdministers", KeyPrincipal::aws(account_root), &["kms:*"]),
-                    // CloudWatch encrypts each notification it publishes.
+                    // CloudWatch encrypts each notification it publishes:
+                    // only for this account's alarms of this stack, so the
+                    // service cannot be used as a confused deputy.
                     KeyStatement::allow(
                         "CloudWatchPublishes",
                         KeyPrincipal::service("cloudwatch.amazonaws.com"),
                         &["kms:Decrypt", "kms:GenerateDataKey*"],
+                    )
+                    .when("StringEquals", "aws:SourceAccount", Expr::reference("AWS::AccountId"))
+                    .when(
+                        "ArnLike",
+                        "aws:SourceArn",
+                        Expr::sub(
+                            "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:${NamePrefix}-*",
+                        ),
                     ),
                 ],
             },

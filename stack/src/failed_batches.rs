@@ -10,9 +10,10 @@
 //!   the object's address in DLQ1. The reprocessor replays the records from
 //!   the object, so a batch is counted even after its range has left the
 //!   stream. The bucket is encrypted (SSE-KMS, the AWS managed key), keeps
-//!   versions, blocks public access, refuses plain HTTP, is retained when the
-//!   stack is deleted, and expires objects after
-//!   [`FAILED_BATCH_RETENTION_DAYS`].
+//!   versions, blocks public access, refuses plain HTTP, lets only the
+//!   stream counter's role write objects and only the reprocessor's role
+//!   and `OperatorPrincipalArn` read them, is retained when the stack is
+//!   deleted, and expires objects after [`FAILED_BATCH_RETENTION_DAYS`].
 //!
 //! The function roles get the permissions of the chosen mode only: each
 //! mode's grants are an inline policy of their own, present only under the
@@ -67,6 +68,19 @@ pub fn add_parameter(t: &mut Template) {
         .default_string(DEFAULT)
         .allowed_values(&[PAYLOAD, POINTER]),
     );
+    t.parameter(
+        params::OPERATOR_PRINCIPAL_ARN,
+        Parameter::string(
+            "ARN of the IAM role or user that runs `counterctl redrive --replay`, the only principal \
+             besides the reprocessor allowed to read failed batches from the bucket (payload). Empty: \
+             only the reprocessor reads them.",
+        )
+        .default_string("")
+        .pattern(
+            "^$|^arn:aws[a-z-]*:iam::[0-9]{12}:(root|(role|user)/.+)$",
+            "empty, or an IAM role, user or account root ARN",
+        ),
+    );
 }
 
 /// The two conditions.
@@ -74,6 +88,10 @@ pub fn add_conditions(t: &mut Template) {
     let mode = || Expr::reference(params::FAILED_BATCH_RECORDS);
     t.condition(KEEP_PAYLOAD, Expr::equals(mode(), PAYLOAD.into()));
     t.condition(KEEP_POINTER, Expr::equals(mode(), POINTER.into()));
+    t.condition(
+        HAS_OPERATOR_PRINCIPAL,
+        Expr::negate(Expr::equals(Expr::reference(params::OPERATOR_PRINCIPAL_ARN), "".into())),
+    );
 }
 
 /// `<NamePrefix>-failed-batch-<first 8 hex digits of the stack id's uuid>`:
@@ -259,10 +277,51 @@ pub fn add_resources(t: &mut Template) {
                 Statement::deny("TlsOnly", &[Action::S3Any], vec![bucket_arn(), objects_arn()])
                     .for_principal(Principal::Anyone)
                     .when("Bool", "aws:SecureTransport", "false".into()),
+                // Only the stream mapping, as the stream counter's role,
+                // writes a failed batch: nobody can plant one for the
+                // reprocessor to replay.
+                Statement::deny(
+                    "OnlyTheStreamCounterWrites",
+                    &[Action::S3PutObject],
+                    vec![objects_arn()],
+                )
+                .for_principal(Principal::Anyone)
+                .when(
+                    "ArnNotEquals",
+                    "aws:PrincipalArn",
+                    Expr::get_att(logical::STREAM_COUNTER_ROLE, "Arn"),
+                ),
+                // Only the reprocessor and the operator read the records.
+                // Object reads and writes only: the account's
+                // administrators keep every bucket action, so they can
+                // still change or delete this policy and empty the bucket.
+                Statement::deny(
+                    "OnlyTheReprocessorAndTheOperatorRead",
+                    &[Action::S3GetObject],
+                    vec![objects_arn()],
+                )
+                .for_principal(Principal::Anyone)
+                .when("ArnNotEquals", "aws:PrincipalArn", readers()),
             ]),
         })
         .only_if(KEEP_PAYLOAD),
     );
+}
+
+/// Template condition: an `OperatorPrincipalArn` was given.
+pub const HAS_OPERATOR_PRINCIPAL: &str = "HasOperatorPrincipal";
+
+/// The principals that may read failed batches: the reprocessor's role,
+/// and `OperatorPrincipalArn` when given.
+fn readers() -> Expr {
+    Expr::List(vec![
+        Expr::get_att(logical::DLQ_REPROCESSOR_ROLE, "Arn"),
+        Expr::when(
+            HAS_OPERATOR_PRINCIPAL,
+            Expr::reference(params::OPERATOR_PRINCIPAL_ARN),
+            Expr::no_value(),
+        ),
+    ])
 }
 
 /// The bucket's name, as an output that exists only with `payload`.

@@ -430,17 +430,20 @@ fn stream_arn() -> Expr {
     Expr::get_att(logical::RESOURCES_TABLE, "StreamArn")
 }
 
-/// The resource-item writes of stream processing. Inside `TransactWriteItems`
-/// each action is authorized as its single-item operation (there is no
-/// `TransactWriteItems` IAM action): the flag flip is an `UpdateItem`, the
-/// hard delete a `DeleteItem`; `GetItem` reads an item's current state when
-/// a soft delete arrives.
+/// What stream processing does to the tables (`stack::access` lists each
+/// call). Inside `TransactWriteItems` each action is authorized as its
+/// single-item operation (there is no `TransactWriteItems` IAM action): the
+/// flag flip is an `UpdateItem`, the hard delete a `DeleteItem`. A soft
+/// delete is decided on its item's current state: one `BatchGetItem` per
+/// chunk in batched mode (its own action, which `GetItem` does not cover),
+/// a `GetItem` per record in per-record mode.
 fn resource_item_statements() -> Vec<Statement> {
     vec![
         Statement::allow(
             "ResourcesTableItems",
             &[
                 Action::DynamoDbGetItem,
+                Action::DynamoDbBatchGetItem,
                 Action::DynamoDbUpdateItem,
                 Action::DynamoDbDeleteItem,
             ],
@@ -451,7 +454,25 @@ fn resource_item_statements() -> Vec<Statement> {
             &[Action::DynamoDbUpdateItem],
             vec![arn(logical::COUNTERS_TABLE)],
         ),
+        kit_state_denied(),
     ]
+}
+
+/// The partition of the kit's own state (the drift check's cursor) is the
+/// drift check's alone: the request and stream roles are denied every item
+/// action under its key, whatever their allows on the counters table say.
+/// `ForAnyValue`: a request without a leading key (a Scan) is not matched.
+fn kit_state_denied() -> Statement {
+    Statement::deny(
+        "KitStateIsNotOurs",
+        crate::access::KIT_STATE_DENIED,
+        vec![arn(logical::COUNTERS_TABLE)],
+    )
+    .when(
+        "ForAnyValue:StringEquals",
+        "dynamodb:LeadingKeys",
+        Expr::List(vec![keys::KIT_STATE_SCOPE.into()]),
+    )
 }
 
 fn stream_counter_permissions() -> Vec<Statement> {
@@ -481,23 +502,21 @@ fn dlq_reprocessor_permissions() -> Vec<Statement> {
     let mut statements = vec![
         Statement::allow(
             "Dlq1Consumer",
-            // What the SQS event source mapping does as the function's role.
+            // What the SQS event source mapping does as the function's role
+            // (AWS documents these three; the mapping never changes a
+            // message's visibility, nor does the reprocessor).
             &[
                 Action::SqsReceiveMessage,
                 Action::SqsDeleteMessage,
                 Action::SqsGetQueueAttributes,
-                Action::SqsChangeMessageVisibility,
             ],
             vec![arn(logical::DLQ1)],
         ),
         Statement::allow(
             "ReplayStreamRange",
-            // The reprocessor itself re-reads the failed sequence range.
-            &[
-                Action::DynamoDbDescribeStream,
-                Action::DynamoDbGetRecords,
-                Action::DynamoDbGetShardIterator,
-            ],
+            // The reprocessor itself re-reads the failed sequence range from
+            // the shard the message names: no DescribeStream.
+            &[Action::DynamoDbGetRecords, Action::DynamoDbGetShardIterator],
             vec![stream_arn()],
         ),
         Statement::allow(
@@ -539,6 +558,7 @@ fn api_permissions() -> Vec<Statement> {
             ],
             vec![arn(logical::COUNTERS_TABLE)],
         ),
+        kit_state_denied(),
     ]
 }
 

@@ -3,8 +3,11 @@
 //! and enums that serialize at the edge. [`template()`] is the kit's stack,
 //! [`to_yaml`] renders it; `templates/hybrid-counter.yaml` is that rendering,
 //! committed and checked against the generator by the tests. [`params`] and
-//! [`outputs`] name what a deployer passes in and reads back.
+//! [`outputs`] name what a deployer passes in and reads back; [`access`] is
+//! what the kit's code calls on AWS, which the roles are checked against
+//! and the operator's policy is generated from.
 
+pub mod access;
 pub mod alarms;
 pub mod drift_check;
 pub mod expr;

@@ -49,6 +49,9 @@ pub const PROCESSING_MODE: &str = "ProcessingMode";
 /// Where the stream mapping sends a failed batch: `payload` (S3, with its
 /// records) or `pointer` (DLQ1, its sequence range).
 pub const FAILED_BATCH_RECORDS: &str = "FailedBatchRecords";
+/// The IAM principal (besides the reprocessor) allowed to read the
+/// failed-batch bucket: the operator's, for `counterctl redrive --replay`.
+pub const OPERATOR_PRINCIPAL_ARN: &str = "OperatorPrincipalArn";
 
 /// Schedule expression of the drift check (`rate(...)` or `cron(...)`);
 /// empty: off.
@@ -59,7 +62,7 @@ pub const DRIFT_CHECK_READ_BUDGET: &str = "DriftCheckReadBudget";
 pub const DRIFT_CHECK_CODE_KEY: &str = "DriftCheckCodeKey";
 
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 25] = [
+pub const ALL: [&str; 26] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -82,6 +85,7 @@ pub const ALL: [&str; 25] = [
     ADMISSION_MODE,
     PROCESSING_MODE,
     FAILED_BATCH_RECORDS,
+    OPERATOR_PRINCIPAL_ARN,
     DRIFT_CHECK_SCHEDULE,
     DRIFT_CHECK_READ_BUDGET,
     DRIFT_CHECK_CODE_KEY,

@@ -100,6 +100,25 @@ fn the_topic_is_the_created_one_unless_an_arn_is_given() {
         .find(|s| s["Principal"]["Service"] == "cloudwatch.amazonaws.com")
         .expect("CloudWatch may use the key");
     assert_eq!(cloudwatch["Action"], json!(["kms:Decrypt", "kms:GenerateDataKey*"]));
+    // Only on behalf of this account's alarms of this stack: CloudWatch
+    // cannot be made to use the key for anyone else (confused deputy).
+    assert_eq!(
+        cloudwatch["Condition"],
+        json!({
+            "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+            "ArnLike": {"aws:SourceArn": {"Fn::Sub": "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:${NamePrefix}-*"}},
+        })
+    );
+    // Every alarm's name matches the ARN pattern the key allows.
+    for (id, alarm) in alarms(&t) {
+        let name = serde_json::to_value(&alarm.alarm_name).unwrap();
+        assert!(
+            name["Fn::Sub"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("${NamePrefix}-")),
+            "{id}: {name}"
+        );
+    }
 }
 
 #[test]

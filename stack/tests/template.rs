@@ -1,9 +1,10 @@
 //! What the kit's stack guarantees: the committed YAML is exactly the
 //! generator's output and passes cfn-lint, and the model keeps the promises
-//! the design makes — retained, encrypted, recoverable tables; least-privilege
-//! roles; a stream mapping that bisects, reports partial failures, filters
-//! with the consumer's own patterns and fails over to DLQ1; DLQ1 redriving
-//! to DLQ2; and outputs under the names the CLI reads.
+//! the design makes — retained, encrypted, recoverable tables; roles without
+//! wildcards (what each grants is checked against the code in
+//! `tests/access.rs`); a stream mapping that bisects, reports partial
+//! failures, filters with the consumer's own patterns and fails over to
+//! DLQ1; DLQ1 redriving to DLQ2; and outputs under the names the CLI reads.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -47,9 +48,6 @@ fn table<'a>(t: &'a Template, id: &str) -> &'a Table {
 }
 fn queue<'a>(t: &'a Template, id: &str) -> &'a Queue {
     kind!(t, id, Queue)
-}
-fn role<'a>(t: &'a Template, id: &str) -> &'a Role {
-    kind!(t, id, Role)
 }
 fn function<'a>(t: &'a Template, id: &str) -> &'a Function {
     kind!(t, id, Function)
@@ -216,135 +214,8 @@ fn roles_grant_no_wildcard_action_or_resource() {
     }
 }
 
-/// `(action, resource)` pairs a role grants when the stack's template
-/// condition `mode` holds (its unconditional policies and those of `mode`),
-/// resources rendered as JSON.
-fn grants_under(role: &Role, mode: &str) -> BTreeSet<(String, String)> {
-    role.policies
-        .iter()
-        .filter(|p| p.only_if.as_deref().is_none_or(|c| c == mode))
-        .flat_map(|p| p.policy_document.statement.iter())
-        .flat_map(|s| {
-            s.action.iter().flat_map(move |a| {
-                s.resource
-                    .iter()
-                    .map(move |r| (a.as_str().to_owned(), serde_json::to_string(r).unwrap()))
-            })
-        })
-        .collect()
-}
-
-/// `(action, resource)` pairs a role grants in every mode.
-fn grants(role: &Role) -> BTreeSet<(String, String)> {
-    grants_under(role, "")
-}
-
-fn expected(pairs: &[(&[&str], Expr)]) -> BTreeSet<(String, String)> {
-    pairs
-        .iter()
-        .flat_map(|(actions, resource)| {
-            actions
-                .iter()
-                .map(move |a| ((*a).to_owned(), serde_json::to_string(resource).unwrap()))
-        })
-        .collect()
-}
-
-const TABLE_ITEM_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"];
-const LOG_ACTIONS: &[&str] = &["logs:CreateLogStream", "logs:PutLogEvents"];
-
-/// Under either `FailedBatchRecords` the role grants the consumer's calls
-/// and the mapping's stream reads, plus the writes of that mode's
-/// destination only: DLQ1 for `pointer`, the bucket's objects for `payload`.
-#[test]
-fn stream_counter_role_grants_exactly_what_the_consumer_and_its_mapping_call() {
-    let t = stack::template();
-    let common = || -> Vec<(&[&str], Expr)> {
-        let stream = Expr::get_att(logical::RESOURCES_TABLE, "StreamArn");
-        vec![
-            (TABLE_ITEM_ACTIONS, arn(logical::RESOURCES_TABLE)),
-            (&["dynamodb:UpdateItem"], arn(logical::COUNTERS_TABLE)),
-            (
-                &[
-                    "dynamodb:DescribeStream",
-                    "dynamodb:GetRecords",
-                    "dynamodb:GetShardIterator",
-                    "dynamodb:ListStreams",
-                ],
-                stream,
-            ),
-            (LOG_ACTIONS, arn(logical::STREAM_COUNTER_LOG_GROUP)),
-        ]
-    };
-    let role = role(&t, logical::STREAM_COUNTER_ROLE);
-    let mut pointer = common();
-    pointer.push((&["sqs:SendMessage"], arn(logical::DLQ1)));
-    assert_eq!(grants_under(role, failed_batches::KEEP_POINTER), expected(&pointer));
-    let mut payload = common();
-    payload.push((&["s3:PutObject"], Expr::sub("${FailedBatchBucket.Arn}/*")));
-    payload.push((&["s3:ListBucket"], arn(logical::FAILED_BATCH_BUCKET)));
-    assert_eq!(grants_under(role, failed_batches::KEEP_PAYLOAD), expected(&payload));
-}
-
-/// The reprocessor reads the bucket's objects only under `payload`.
-#[test]
-fn reprocessor_role_grants_exactly_what_the_replay_and_its_mapping_call() {
-    let t = stack::template();
-    let stream = Expr::get_att(logical::RESOURCES_TABLE, "StreamArn");
-    let mut pointer: Vec<(&[&str], Expr)> = vec![
-        (
-            &[
-                "sqs:ReceiveMessage",
-                "sqs:DeleteMessage",
-                "sqs:GetQueueAttributes",
-                "sqs:ChangeMessageVisibility",
-            ],
-            arn(logical::DLQ1),
-        ),
-        (
-            &[
-                "dynamodb:DescribeStream",
-                "dynamodb:GetRecords",
-                "dynamodb:GetShardIterator",
-            ],
-            stream,
-        ),
-        // Permanent failures go to DLQ2 at once; DLQ2 only, and only sending.
-        (&["sqs:SendMessage"], arn(logical::DLQ2)),
-        (TABLE_ITEM_ACTIONS, arn(logical::RESOURCES_TABLE)),
-        (&["dynamodb:UpdateItem"], arn(logical::COUNTERS_TABLE)),
-        (LOG_ACTIONS, arn(logical::DLQ_REPROCESSOR_LOG_GROUP)),
-    ];
-    let role = role(&t, logical::DLQ_REPROCESSOR_ROLE);
-    assert_eq!(grants_under(role, failed_batches::KEEP_POINTER), expected(&pointer));
-    pointer.push((&["s3:GetObject"], Expr::sub("${FailedBatchBucket.Arn}/*")));
-    pointer.push((&["s3:ListBucket"], arn(logical::FAILED_BATCH_BUCKET)));
-    assert_eq!(grants_under(role, failed_batches::KEEP_PAYLOAD), expected(&pointer));
-}
-
-#[test]
-fn api_role_grants_exactly_the_request_path() {
-    let t = stack::template();
-    assert_eq!(
-        grants(role(&t, logical::API_ROLE)),
-        expected(&[
-            (
-                &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
-                arn(logical::RESOURCES_TABLE),
-            ),
-            (
-                &[
-                    "dynamodb:Query",
-                    "dynamodb:UpdateItem",
-                    "dynamodb:GetItem",
-                    "dynamodb:PutItem"
-                ],
-                arn(logical::COUNTERS_TABLE),
-            ),
-            (LOG_ACTIONS, arn(logical::API_LOG_GROUP)),
-        ])
-    );
-}
+// What each role grants, action by action and resource by resource, is
+// checked against the code's own SDK calls in `tests/access.rs`.
 
 #[test]
 fn each_function_runs_as_its_own_role_and_logs_to_its_own_group() {
@@ -732,4 +603,53 @@ fn failed_batches_are_kept_in_a_private_retained_bucket_that_feeds_dlq1() {
         rendered["Outputs"][outputs::FAILED_BATCH_BUCKET]["Condition"],
         failed_batches::KEEP_PAYLOAD
     );
+}
+
+/// Only the stream counter's role (the mapping's on-failure write) puts
+/// failed batches, only the reprocessor's and the operator's read them;
+/// object actions only, so the account's administrators can still manage
+/// and delete the policy and empty the bucket.
+#[test]
+fn the_failed_batch_bucket_takes_writes_from_the_stream_counter_and_reads_from_the_reprocessor_and_operator() {
+    let t = serde_json::to_value(stack::template()).unwrap();
+    let statements = t["Resources"][logical::FAILED_BATCH_BUCKET_POLICY]["Properties"]["PolicyDocument"]["Statement"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let objects = serde_json::json!({"Fn::Sub": "${FailedBatchBucket.Arn}/*"});
+    let deny = |action: &str| -> Value {
+        statements
+            .iter()
+            .find(|s| s["Effect"] == "Deny" && s["Action"] == serde_json::json!([action]))
+            .unwrap_or_else(|| panic!("no Deny of {action}: {statements:#?}"))
+            .clone()
+    };
+    let writes = deny("s3:PutObject");
+    assert_eq!(writes["Principal"], "*");
+    assert_eq!(writes["Resource"], serde_json::json!([objects]));
+    assert_eq!(
+        writes["Condition"],
+        serde_json::json!({"ArnNotEquals": {"aws:PrincipalArn": {"Fn::GetAtt": [logical::STREAM_COUNTER_ROLE, "Arn"]}}})
+    );
+    let reads = deny("s3:GetObject");
+    assert_eq!(reads["Principal"], "*");
+    assert_eq!(reads["Resource"], serde_json::json!([objects]));
+    assert_eq!(
+        reads["Condition"],
+        serde_json::json!({"ArnNotEquals": {"aws:PrincipalArn": [
+            {"Fn::GetAtt": [logical::DLQ_REPROCESSOR_ROLE, "Arn"]},
+            {"Fn::If": [failed_batches::HAS_OPERATOR_PRINCIPAL, {"Ref": params::OPERATOR_PRINCIPAL_ARN}, {"Ref": "AWS::NoValue"}]},
+        ]}})
+    );
+    // Nothing but TLS is denied on bucket-level actions.
+    for statement in &statements {
+        if statement["Action"] == serde_json::json!(["s3:*"]) {
+            assert_eq!(
+                statement["Condition"],
+                serde_json::json!({"Bool": {"aws:SecureTransport": "false"}})
+            );
+        }
+    }
+    assert_eq!(statements.len(), 3, "{statements:#?}");
+    assert_eq!(t["Parameters"][params::OPERATOR_PRINCIPAL_ARN]["Default"], "");
 }

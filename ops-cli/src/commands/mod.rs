@@ -5,7 +5,8 @@
 //! [`status`] and `local` (`local run`, with the `local` feature) read the
 //! stack; [`audit`], [`scope`] (`usage`, `limit`, `seq`), [`load`] and [`redrive`]
 //! work against its data, found through [`deployed`]. [`docs`]
-//! (`completions`, `man`) describes counterctl itself and sends nothing.
+//! (`completions`, `man`) describes counterctl itself and [`policy`] prints
+//! the operator's IAM policy; they send nothing.
 //!
 //! This file holds only what every command is given, the [`Context`], and
 //! the [`Location`] its report starts with; it uses none of the commands.
@@ -18,6 +19,7 @@ pub mod drift_check;
 pub mod load;
 #[cfg(feature = "local")]
 pub mod local;
+pub mod policy;
 pub mod redrive;
 pub mod scope;
 pub mod status;

@@ -97,6 +97,8 @@ pub enum CommandConfig {
     Completions(clap_complete::Shell),
     /// `man`: nothing is read or sent.
     Man,
+    /// `policy operator`: nothing is read or sent.
+    OperatorPolicy(OperatorPolicyOptions),
     Verify(VerifyOptions),
 }
 
@@ -116,8 +118,47 @@ impl CommandConfig {
             CommandConfig::LocalRun(_) => "local run",
             CommandConfig::Completions(_) => "completions",
             CommandConfig::Man => "man",
+            CommandConfig::OperatorPolicy(_) => "policy operator",
             CommandConfig::Verify(_) => "verify",
         }
+    }
+}
+
+/// `policy operator`'s validated flags: where the policy applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorPolicyOptions {
+    pub partition: String,
+    pub region: String,
+    pub account: String,
+    pub name_prefix: String,
+    /// `None`: the name deploy derives from the stack, account and region.
+    pub artifacts_bucket: Option<String>,
+}
+
+impl OperatorPolicyOptions {
+    fn from_args(args: crate::cli::OperatorPolicyArgs, stack_name: &str, region: Option<&str>) -> Result<Self> {
+        let account = args.account.trim().to_owned();
+        if account.len() != 12 || !account.chars().all(|c| c.is_ascii_digit()) {
+            return Err(Error::Account { account });
+        }
+        let partition = args.partition.trim().to_owned();
+        if !matches!(partition.as_str(), "aws" | "aws-cn" | "aws-us-gov") {
+            return Err(Error::Partition { partition });
+        }
+        let name_prefix = match args.name_prefix {
+            Some(prefix) => validate_stack_name(&prefix)?,
+            None => stack_name.to_owned(),
+        };
+        Ok(Self {
+            partition,
+            region: region.ok_or(Error::NoRegion)?.to_owned(),
+            account,
+            name_prefix,
+            artifacts_bucket: args
+                .artifacts_bucket
+                .map(|bucket| validate_bucket_name(&bucket).map(|()| bucket))
+                .transpose()?,
+        })
     }
 }
 
@@ -191,6 +232,9 @@ impl Config {
             }
             Command::Completions(args) => CommandConfig::Completions(args.shell),
             Command::Man => CommandConfig::Man,
+            Command::Policy(crate::cli::PolicyCommand::Operator(args)) => {
+                CommandConfig::OperatorPolicy(OperatorPolicyOptions::from_args(args, &stack_name, region.as_deref())?)
+            }
             Command::Verify(args) => CommandConfig::Verify(args.into()),
         };
 

@@ -223,8 +223,14 @@ actions! {
     DynamoDbUpdateItem => "dynamodb:UpdateItem",
     /// Also what a transaction's `Delete` action is authorized as.
     DynamoDbDeleteItem => "dynamodb:DeleteItem",
+    /// What a transaction's `ConditionCheck` action is authorized as.
+    DynamoDbConditionCheckItem => "dynamodb:ConditionCheckItem",
+    /// Its own action: a `GetItem` grant does not cover it.
+    DynamoDbBatchGetItem => "dynamodb:BatchGetItem",
     DynamoDbQuery => "dynamodb:Query",
     DynamoDbScan => "dynamodb:Scan",
+    DynamoDbDescribeTable => "dynamodb:DescribeTable",
+    DynamoDbDeleteTable => "dynamodb:DeleteTable",
     DynamoDbDescribeStream => "dynamodb:DescribeStream",
     DynamoDbGetRecords => "dynamodb:GetRecords",
     DynamoDbGetShardIterator => "dynamodb:GetShardIterator",
@@ -234,6 +240,8 @@ actions! {
     SqsDeleteMessage => "sqs:DeleteMessage",
     SqsGetQueueAttributes => "sqs:GetQueueAttributes",
     SqsChangeMessageVisibility => "sqs:ChangeMessageVisibility",
+    SqsStartMessageMoveTask => "sqs:StartMessageMoveTask",
+    SqsListMessageMoveTasks => "sqs:ListMessageMoveTasks",
     LogsCreateLogStream => "logs:CreateLogStream",
     LogsPutLogEvents => "logs:PutLogEvents",
     S3PutObject => "s3:PutObject",
@@ -241,9 +249,25 @@ actions! {
     /// On the bucket: lets a missing object answer `NoSuchKey` rather than
     /// `AccessDenied`.
     S3ListBucket => "s3:ListBucket",
-    /// Every S3 action: only in the bucket policy's `Deny` of plain HTTP;
-    /// the tests check that no role is granted it.
+    S3CreateBucket => "s3:CreateBucket",
+    /// Every S3 action: only in the bucket policy's `Deny` statements; the
+    /// tests check that no role is granted it.
     S3Any => "s3:*",
+    /// No resource-level permissions: only ever on `*` (the operator's policy).
+    LambdaListEventSourceMappings => "lambda:ListEventSourceMappings",
+    LambdaGetEventSourceMapping => "lambda:GetEventSourceMapping",
+    LambdaGetFunctionUrlConfig => "lambda:GetFunctionUrlConfig",
+    LambdaListTags => "lambda:ListTags",
+    CloudFormationDescribeStacks => "cloudformation:DescribeStacks",
+    CloudFormationDescribeStackEvents => "cloudformation:DescribeStackEvents",
+    CloudFormationListStackResources => "cloudformation:ListStackResources",
+    CloudFormationGetTemplate => "cloudformation:GetTemplate",
+    CloudFormationCreateChangeSet => "cloudformation:CreateChangeSet",
+    CloudFormationDescribeChangeSet => "cloudformation:DescribeChangeSet",
+    CloudFormationExecuteChangeSet => "cloudformation:ExecuteChangeSet",
+    CloudFormationDeleteChangeSet => "cloudformation:DeleteChangeSet",
+    CloudFormationDeleteStack => "cloudformation:DeleteStack",
+    CloudWatchDescribeAlarms => "cloudwatch:DescribeAlarms",
 }
 
 impl Serialize for Action {

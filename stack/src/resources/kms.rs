@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use crate::expr::Expr;
+use crate::resources::iam::ConditionBlock;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
@@ -32,6 +33,8 @@ pub struct KeyStatement {
     pub principal: KeyPrincipal,
     pub action: Vec<String>,
     pub resource: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub condition: Option<ConditionBlock>,
 }
 
 /// One kind of principal per statement: an account or role ARN (`AWS`), or
@@ -70,6 +73,17 @@ impl KeyStatement {
             principal,
             action: actions.iter().map(|a| (*a).to_owned()).collect(),
             resource: "*".to_owned(),
+            condition: None,
         }
+    }
+
+    /// The statement, with `operator: {key: value}` added to its condition block.
+    pub fn when(mut self, operator: &str, key: &str, value: Expr) -> Self {
+        self.condition
+            .get_or_insert_with(Default::default)
+            .entry(operator.to_owned())
+            .or_default()
+            .insert(key.to_owned(), value);
+        self
     }
 }

@@ -355,8 +355,8 @@ fn as_list(value: &Value) -> Vec<String> {
     }
 }
 
-/// Every (action, resource) pair a role's inline policies allow.
-async fn allowed_pairs(s: &Services, role: &str) -> BTreeSet<(String, String)> {
+/// Every statement of `role`'s inline policies (it has no managed ones).
+async fn role_statements(s: &Services, role: &str) -> Vec<Value> {
     let names = s
         .iam
         .list_role_policies()
@@ -376,7 +376,7 @@ async fn allowed_pairs(s: &Services, role: &str) -> BTreeSet<(String, String)> {
         "{role}: no managed policies expected: {:?}",
         attached.attached_policies()
     );
-    let mut pairs = BTreeSet::new();
+    let mut statements = Vec::new();
     for name in names.policy_names() {
         let policy = s
             .iam
@@ -387,12 +387,22 @@ async fn allowed_pairs(s: &Services, role: &str) -> BTreeSet<(String, String)> {
             .await
             .expect("get role policy");
         let document = policy_json(policy.policy_document());
-        for statement in document["Statement"].as_array().expect("statements") {
-            assert_eq!(statement["Effect"], "Allow", "{role}: {statement}");
-            for action in as_list(&statement["Action"]) {
-                for resource in as_list(&statement["Resource"]) {
-                    pairs.insert((action.clone(), resource));
-                }
+        statements.extend(document["Statement"].as_array().expect("statements").iter().cloned());
+    }
+    statements
+}
+
+/// `(action, resource)` pairs `role` allows.
+async fn allowed_pairs(s: &Services, role: &str) -> BTreeSet<(String, String)> {
+    let mut pairs = BTreeSet::new();
+    for statement in role_statements(s, role).await {
+        if statement["Effect"] == "Deny" {
+            continue;
+        }
+        assert_eq!(statement["Effect"], "Allow", "{role}: {statement}");
+        for action in as_list(&statement["Action"]) {
+            for resource in as_list(&statement["Resource"]) {
+                pairs.insert((action.clone(), resource));
             }
         }
     }
@@ -410,20 +420,25 @@ async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMa
         let group = format!("arn:aws:logs:us-east-1:{account}:log-group:/aws/lambda/{function}:*");
         [pair("logs:CreateLogStream", &group), pair("logs:PutLogEvents", &group)]
     };
+    // Stream processing: a chunk's deletes read their items with one
+    // BatchGetItem (batched mode), a record's with GetItem (per-record).
     let item_writes = [
         pair("dynamodb:GetItem", resources),
+        pair("dynamodb:BatchGetItem", resources),
         pair("dynamodb:UpdateItem", resources),
         pair("dynamodb:DeleteItem", resources),
         pair("dynamodb:UpdateItem", &counters),
     ];
+    // The replay reads the shard its message names.
     let stream_reads = [
-        pair("dynamodb:DescribeStream", stream),
         pair("dynamodb:GetRecords", stream),
         pair("dynamodb:GetShardIterator", stream),
     ];
 
     let stream_counter = out(o, outputs::STREAM_COUNTER_FUNCTION);
     let mut expected: BTreeSet<_> = item_writes.iter().chain(&stream_reads).cloned().collect();
+    // The stream mapping's own reads.
+    expected.insert(pair("dynamodb:DescribeStream", stream));
     expected.insert(pair("dynamodb:ListStreams", stream));
     // The grants of the stack's FailedBatchRecords only: the bucket's
     // objects under payload (the output exists only then), DLQ1 under pointer.
@@ -446,12 +461,8 @@ async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMa
 
     let reprocessor = out(o, outputs::DLQ_REPROCESSOR_FUNCTION);
     let mut expected: BTreeSet<_> = item_writes.iter().chain(&stream_reads).cloned().collect();
-    for action in [
-        "sqs:ReceiveMessage",
-        "sqs:DeleteMessage",
-        "sqs:GetQueueAttributes",
-        "sqs:ChangeMessageVisibility",
-    ] {
+    // What the SQS mapping does with the function's role (AWS documents these three).
+    for action in ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"] {
         expected.insert(pair(action, dlq1));
     }
     // Permanent failures go straight to DLQ2, and nowhere else.
@@ -482,6 +493,33 @@ async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMa
     .collect();
     expected.extend(logs(api));
     assert_eq!(allowed_pairs(s, &roles[api]).await, expected, "api role");
+
+    // The kit's own state partition is the drift check's alone.
+    for function in [stream_counter, reprocessor, api] {
+        let denies: Vec<Value> = role_statements(s, &roles[function])
+            .await
+            .into_iter()
+            .filter(|st| st["Effect"] == "Deny")
+            .collect();
+        assert_eq!(denies.len(), 1, "{function}: {denies:?}");
+        assert_eq!(
+            as_list(&denies[0]["Resource"]),
+            std::slice::from_ref(&counters),
+            "{function}"
+        );
+        assert_eq!(
+            as_list(&denies[0]["Condition"]["ForAnyValue:StringEquals"]["dynamodb:LeadingKeys"]),
+            [hybrid_counter::keys::KIT_STATE_SCOPE],
+            "{function}"
+        );
+        let denied = as_list(&denies[0]["Action"]);
+        for action in stack::access::KIT_STATE_DENIED {
+            assert!(
+                denied.iter().any(|a| a == action.as_str()),
+                "{function}: {action:?} not denied"
+            );
+        }
+    }
 
     for role in roles.values() {
         let described = s.iam.get_role().role_name(role).send().await.expect("get role");
