@@ -17,7 +17,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::findings::{
-    Finding, LastWrites, Repair, ScopeCounts, findings_for, hold_back_a_sharded_strict_raise, plan_repair_at,
+    Finding, LastWrites, Repair, RepairPlan, ScopeCounts, findings_for, hold_back_a_sharded_strict_raise,
+    plan_repair_at,
 };
 use crate::best_effort::Layout;
 use crate::config::Admission;
@@ -237,10 +238,14 @@ impl<'a, S: Store> Auditor<'a, S> {
                 continue;
             }
             let written = LastWrites::of(&after);
-            let mut plan = plan_repair_at(&audit.counts, &audit.findings, written, now, self.grace);
-            if self.best_effort.shards() > 1 {
-                hold_back_a_sharded_strict_raise(&mut plan, &audit.counts, &audit.findings, written, now, self.grace);
-            }
+            let plan = plan_scope(
+                &audit.counts,
+                &audit.findings,
+                written,
+                now,
+                self.grace,
+                self.best_effort,
+            );
             if mode == RepairMode::None || (plan.repair.is_empty() && plan.held_back.is_none()) {
                 return Ok(audit);
             }
@@ -284,6 +289,24 @@ impl<'a, S: Store> Auditor<'a, S> {
         ));
         Ok(audit)
     }
+}
+
+/// What an audit writes for `findings` at `now`, and what it holds back
+/// ([`plan_repair_at`]; over best-effort shards a strict raise waits too,
+/// [`hold_back_a_sharded_strict_raise`]). Pure: the admission model runs it.
+pub(crate) fn plan_scope(
+    counts: &ScopeCounts,
+    findings: &[Finding],
+    written: LastWrites,
+    now: EpochMillis,
+    grace: EpochMillis,
+    best_effort: Layout,
+) -> RepairPlan {
+    let mut plan = plan_repair_at(counts, findings, written, now, grace);
+    if best_effort.shards() > 1 {
+        hold_back_a_sharded_strict_raise(&mut plan, counts, findings, written, now, grace);
+    }
+    plan
 }
 
 /// Whether two reads of a scope's counter items saw the same writes (the
