@@ -206,8 +206,10 @@ impl<'a, S: Store> Auditor<'a, S> {
     /// item count, and the count is trusted only if no counter changed in
     /// between. A repair is written with the versions it was computed from
     /// as conditions; after the tries run out a scope under continuous
-    /// writes is reported as not repaired, with the reason. What may not be
-    /// written yet ([`plan_repair_at`]) is held back and said.
+    /// writes is reported as not repaired, with the reason, and a count
+    /// that was never confirmed yields no findings: the scope is reported
+    /// in motion (held back), not drifted. What may not be written yet
+    /// ([`plan_repair_at`]) is held back and said.
     pub async fn audit_scope(
         &self,
         scope: &Scope,
@@ -282,11 +284,23 @@ impl<'a, S: Store> Auditor<'a, S> {
             last = Some(audit);
         }
         let mut audit = last.expect("at least one attempt");
-        audit.not_repaired = Some(format!(
-            "the scope is under continuous writes; {} after {} attempts",
-            audit.not_repaired.take().unwrap_or_default(),
-            self.attempts
-        ));
+        let why = audit.not_repaired.take().unwrap_or_default();
+        audit.not_repaired = Some(if audit.repair.is_none() && !audit.findings.is_empty() {
+            // The last try's count mixed item states from before and after
+            // writes that moved the counters: its findings are unconfirmed,
+            // the scope is in motion, not drifted.
+            let unconfirmed = std::mem::take(&mut audit.findings);
+            format!(
+                "the scope is in motion, under continuous writes: {why} on each of {} attempts; what the last \
+                 attempt saw is not confirmed and not reported as drift: {unconfirmed:?}",
+                self.attempts
+            )
+        } else {
+            format!(
+                "the scope is under continuous writes; {why} after {} attempts",
+                self.attempts
+            )
+        });
         Ok(audit)
     }
 }
@@ -633,6 +647,47 @@ mod tests {
             assert!(audit.repaired, "{admission:?}: {audit:?}");
             assert_eq!(store.best_effort("acct"), 9, "{admission:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_count_torn_by_the_stream_on_every_try_is_in_motion_not_drift() {
+        // A stream transaction lands during each count: the Query saw the
+        // item not yet counted, the counters read after it count it. Every
+        // try sees EC one above the processed items, and no try is trusted.
+        let store = MemoryStore::new();
+        for n in 0..3 {
+            store.put_item("acct", &format!("w{n}"), "i", false, false).await;
+        }
+        store.set_counter("acct", keys::BEST_EFFORT_NAME, 3);
+        for n in 0..3 {
+            store.after_next(crate::memory::Op::ScopeItems, move |tables| {
+                let key = ("acct".to_owned(), format!("w{n}"));
+                let item = tables.resources.get_mut(&key).unwrap();
+                item.state.counter_processed = true;
+                item.image.insert(
+                    keys::COUNTER_PROCESSED.to_owned(),
+                    serde_dynamo::AttributeValue::Bool(true),
+                );
+                *tables
+                    .counters
+                    .entry(("acct".to_owned(), keys::EVENTUAL_NAME.to_owned()))
+                    .or_default() += 1;
+            });
+        }
+        let audit = Auditor::new(&store, Admission::BestEffort)
+            .audit_scope(&scope(), RepairMode::Apply, NOW)
+            .await
+            .unwrap();
+        assert!(!audit.has_drift() && !audit.has_defect(), "{audit:?}");
+        assert!(audit.held_back() && !audit.repaired, "{audit:?}");
+        let why = audit.not_repaired.as_deref().unwrap();
+        assert!(why.contains("in motion") && why.contains("EventualMismatch"), "{why}");
+        // Once the writes stop, the same audit confirms the scope exact.
+        let quiet = Auditor::new(&store, Admission::BestEffort)
+            .audit_scope(&scope(), RepairMode::Apply, NOW)
+            .await
+            .unwrap();
+        assert!(quiet.findings.is_empty() && !quiet.held_back(), "{quiet:?}");
     }
 
     #[tokio::test]
