@@ -3,7 +3,8 @@
 //!
 //! Clients create and delete items of one scope concurrently, with the
 //! request path's writes as separate steps: strict creates read the
-//! counters (their read goes stale while others write), compute quotas
+//! counters (their read goes stale while others write), check the sum
+//! against the limit with the real [`Usage::admits_one_more`], compute quotas
 //! with the real [`Layout::quotas`], reserve with a conditional increment
 //! on any shard the quota allows, then put (applied; lost with its slot
 //! kept, the outcome unknown; or refused, the slot given back); strict
@@ -24,9 +25,12 @@
 //! most their number), and every shard covers the live items recorded on
 //! it; best-effort admission never has BE above the live items.
 //!
-//! Not modelled: a client's read is one snapshot of the counters, where
-//! DynamoDB's Query reads item by item (read-committed); the eventual
-//! counter (it only makes the early refusal stricter); the stream.
+//! A read is either one snapshot, or torn (`torn_reads`): the Query reads
+//! the best-effort items one at a time, read-committed, and any write may
+//! land between two of them. Runs without a configuration change use torn
+//! reads; with a change they take too long for every `cargo test`, and the
+//! ignored long test runs them. Not modelled: the eventual counter (it
+//! only makes the early refusal stricter) and the stream.
 //!
 //! The rules before issue 26 (a lowering off the fullest shard, a read
 //! below 0 lent to the other shards) are kept in [`legacy`], verbatim, so
@@ -112,6 +116,9 @@ struct AdmissionModel {
     shards: u32,
     limit: u64,
     change: Change,
+    /// Clients read the best-effort items one at a time, others writing in
+    /// between; otherwise a read is one snapshot.
+    torn_reads: bool,
     /// The quota and correction functions' answers, by their inputs: the
     /// same few hundred inputs recur in every run's hundreds of thousands
     /// of states.
@@ -137,6 +144,15 @@ enum Client {
     /// under the configuration before the change.
     Read {
         quotas: [u8; SLOTS],
+        fresh: bool,
+        stale: bool,
+    },
+    /// Strict create, with torn reads: has read the first `n` best-effort
+    /// items, one at a time (a Query is read-committed item by item), and
+    /// `got` holds what it saw. Flags as for `Read`.
+    Reading {
+        got: [i8; SLOTS],
+        n: u8,
         fresh: bool,
         stale: bool,
     },
@@ -184,7 +200,7 @@ struct State {
     window: u8,
 }
 
-/// Hashes the state as three words, each field packed without overlap: the
+/// Hashes the state as four words, each field packed without overlap: the
 /// checker fingerprints every state it meets (and tells states apart by
 /// fingerprint only), and field by field that is most of a debug build's
 /// run time.
@@ -192,7 +208,8 @@ impl std::hash::Hash for State {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         let bytes = |b: [u8; SLOTS]| u64::from(u32::from_le_bytes(b));
         let signed = |b: [i8; SLOTS]| bytes(b.map(|c| c.to_le_bytes()[0]));
-        // 17 bits: a tag, two flags, four quotas of 3 bits (at most 7).
+        // At most 26 bits: a tag, two flags, four quotas of 3 bits (at most
+        // 7), or four counts of 4 bits (-4 to 11) and how many were read.
         let client = |c: &Client| -> u64 {
             match *c {
                 Client::Idle => 0,
@@ -207,10 +224,19 @@ impl std::hash::Hash for State {
                 Client::SoftDeleted { shard } => 3 | u64::from(shard) << 3,
                 Client::Put { shard } => 4 | u64::from(shard) << 3,
                 Client::Decremented { shard } => 5 | u64::from(shard) << 3,
+                Client::Reading { got, n, fresh, stale } => {
+                    let got = got.iter().enumerate().fold(0, |acc, (k, c)| {
+                        let c = u64::try_from(i64::from(*c) + 4).expect("a count below -4");
+                        assert!(c < 16, "a count above 11");
+                        acc | c << (4 * k)
+                    });
+                    6 | u64::from(fresh) << 3 | u64::from(stale) << 4 | u64::from(n) << 5 | got << 8
+                }
             }
         };
         h.write_u64(signed(self.be) | bytes(self.live) << 32);
-        h.write_u64(client(&self.clients[0]) | client(&self.clients[1]) << 17 | client(&self.clients[2]) << 34);
+        h.write_u64(client(&self.clients[0]) | client(&self.clients[1]) << 26);
+        h.write_u64(client(&self.clients[2]));
         h.write_u64(
             self.repair.map_or(0, |r| signed(r) << 1 | 1)
                 | u64::from(self.changed) << 33
@@ -248,15 +274,18 @@ impl State {
     /// No request is between its two writes and every read is younger than
     /// the scope's last write: what a passed grace period means.
     fn quiet(&self) -> bool {
-        self.clients
-            .iter()
-            .all(|c| matches!(c, Client::Idle | Client::Read { fresh: true, .. }))
+        self.clients.iter().all(|c| {
+            matches!(
+                c,
+                Client::Idle | Client::Read { fresh: true, .. } | Client::Reading { fresh: true, .. }
+            )
+        })
     }
 
     /// A write to the scope: older reads are no longer the latest.
     fn written(&mut self) {
         for c in &mut self.clients {
-            if let Client::Read { fresh, .. } = c {
+            if let Client::Read { fresh, .. } | Client::Reading { fresh, .. } = c {
                 *fresh = false;
             }
         }
@@ -281,8 +310,12 @@ fn slot(name: &str) -> usize {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Action {
-    /// Strict: read the counters (admitted) and compute quotas.
+    /// Strict: read the counters (admitted) and compute quotas; with torn
+    /// reads, start reading them.
     Read(usize),
+    /// Strict, torn reads: read the next best-effort item; after the last
+    /// one, compute quotas (or refuse: the sum read is at the limit).
+    ReadItem(usize),
     /// Strict: `ADD 1 IF count < quota` on the shard, applied.
     Reserve(usize, usize),
     /// Strict: refused everywhere, or timed out: nothing written.
@@ -320,17 +353,36 @@ impl AdmissionModel {
     }
 
     fn layout(&self, state: &State) -> Layout {
-        match (self.change, state.changed) {
+        self.layout_of(state.changed)
+    }
+
+    fn limit(&self, state: &State) -> u64 {
+        self.limit_of(state.changed)
+    }
+
+    /// The layout before or after the change.
+    fn layout_of(&self, changed: bool) -> Layout {
+        match (self.change, changed) {
             (Change::Shards(n), true) => Layout::new(n),
             _ => Layout::new(self.shards),
         }
     }
 
-    fn limit(&self, state: &State) -> u64 {
-        match (self.change, state.changed) {
+    fn limit_of(&self, changed: bool) -> u64 {
+        match (self.change, changed) {
             (Change::Limit(l), true) => l,
             _ => self.limit,
         }
+    }
+
+    /// The best-effort items a read goes through, in the Query's order:
+    /// those of either layout.
+    fn items_read(&self) -> u8 {
+        let shards = match self.change {
+            Change::Shards(n) => n.max(self.shards),
+            _ => self.shards,
+        };
+        u8::try_from(shards).expect("slots")
     }
 
     fn active(&self, state: &State) -> Vec<usize> {
@@ -340,16 +392,21 @@ impl AdmissionModel {
             .collect()
     }
 
-    /// Strict admission's quota per item from a read of `state` now.
-    fn quotas(&self, state: &State) -> [u8; SLOTS] {
-        let key = (state.be, state.changed);
+    /// Strict admission's quota per item from a read of the counts `read`
+    /// under the configuration before or after the change.
+    fn quotas(&self, read: [i8; SLOTS], changed: bool) -> [u8; SLOTS] {
+        let key = (read, changed);
         if let Some(quotas) = self.memo.lock().unwrap().quotas.get(&key) {
             return *quotas;
         }
+        let items: BTreeMap<String, i64> = (0..SLOTS)
+            .filter(|&k| read[k] != 0)
+            .map(|k| (name(k), i64::from(read[k])))
+            .collect();
         let mut quotas = [0u8; SLOTS];
         for q in self
             .rules
-            .quotas(&self.layout(state), &state.items(), self.limit(state))
+            .quotas(&self.layout_of(changed), &items, self.limit_of(changed))
         {
             let k = q.shard.expect("sharded") as usize;
             quotas[k] = u8::try_from(q.quota).unwrap_or(u8::MAX);
@@ -366,12 +423,15 @@ impl AdmissionModel {
     /// The create's early refusal on the sum. EC is left out: it only
     /// refuses more (`max(BE, EC)`), so the model admits at least as much.
     fn admits(&self, state: &State) -> bool {
-        let be = state.be_total();
+        self.admits_read(state.be_total(), self.limit(state))
+    }
+
+    fn admits_read(&self, be: i64, limit: u64) -> bool {
         let usage = Usage {
             best_effort: be,
             eventual: 0,
             effective: be.max(0),
-            limit: self.limit(state),
+            limit,
         };
         usage.admits_one_more()
     }
@@ -441,7 +501,7 @@ impl Model for AdmissionModel {
             match *client {
                 Client::Idle => {
                     if self.strict() {
-                        if self.admits(state) {
+                        if self.torn_reads || self.admits(state) {
                             actions.push(Action::Read(c));
                         }
                         for k in (0..SLOTS).filter(|&k| state.live[k] > 0) {
@@ -469,6 +529,7 @@ impl Model for AdmissionModel {
                     }
                     actions.push(Action::GiveUp(c));
                 }
+                Client::Reading { .. } => actions.push(Action::ReadItem(c)),
                 Client::Reserved { .. } => {
                     actions.extend([Action::PutApplied(c), Action::PutLost(c), Action::PutRefused(c)]);
                 }
@@ -501,12 +562,49 @@ impl Model for AdmissionModel {
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut s = last.clone();
         match action {
-            Action::Read(c) => {
-                let quotas = self.quotas(&s);
-                s.clients[c] = Client::Read {
-                    quotas,
+            Action::Read(c) if self.torn_reads => {
+                s.clients[c] = Client::Reading {
+                    got: [0; SLOTS],
+                    n: 0,
                     fresh: true,
                     stale: false,
+                };
+            }
+            Action::Read(c) => {
+                s.clients[c] = Client::Read {
+                    quotas: self.quotas(s.be, s.changed),
+                    fresh: true,
+                    stale: false,
+                };
+            }
+            Action::ReadItem(c) => {
+                let Client::Reading {
+                    mut got,
+                    n,
+                    fresh,
+                    stale,
+                } = s.clients[c]
+                else {
+                    unreachable!()
+                };
+                got[usize::from(n)] = s.be[usize::from(n)];
+                // The configuration the request started under.
+                let changed = s.changed && !stale;
+                s.clients[c] = if n + 1 < self.items_read() {
+                    Client::Reading {
+                        got,
+                        n: n + 1,
+                        fresh,
+                        stale,
+                    }
+                } else if self.admits_read(got.iter().map(|c| i64::from(*c)).sum(), self.limit_of(changed)) {
+                    Client::Read {
+                        quotas: self.quotas(got, changed),
+                        fresh,
+                        stale,
+                    }
+                } else {
+                    Client::Idle
                 };
             }
             Action::Reserve(c, k) => {
@@ -596,7 +694,7 @@ impl Model for AdmissionModel {
                 let limit_changed = matches!(self.change, Change::Limit(_));
                 for client in &mut s.clients {
                     match client {
-                        Client::Read { stale, .. } => {
+                        Client::Read { stale, .. } | Client::Reading { stale, .. } => {
                             *stale = true;
                             s.in_flight_at_change += 1;
                         }
@@ -746,6 +844,7 @@ fn who(c: &Client) -> String {
                 if *stale { " (stale)" } else { "" }
             )
         }
+        Client::Reading { got, n, .. } => format!("the client that has read {:?}", &got[..usize::from(*n)]),
         Client::Reserved { shard } => format!("the client reserved on #{shard}"),
         Client::SoftDeleted { shard } => format!("the client deleting from #{shard}"),
         Client::Put { shard } => format!("the client that put an item on #{shard}"),
@@ -759,6 +858,7 @@ fn step(s: &State, action: Option<Action>) -> String {
     let action = action.map(|a| {
         let what = match a {
             Action::Read(c) => format!("{} reads", by(c)),
+            Action::ReadItem(c) => format!("{} reads the next item", by(c)),
             Action::Reserve(c, k) => format!("{} reserves on #{k}", by(c)),
             Action::GiveUp(c) => format!("{} gives up", by(c)),
             Action::PutApplied(c) => format!("{}: its put is applied", by(c)),
@@ -878,6 +978,7 @@ mod tests {
             shards,
             limit,
             change,
+            torn_reads: false,
             memo: Arc::default(),
         }
     }
@@ -886,23 +987,40 @@ mod tests {
         model(Admission::Strict, rules, 3, limit, change)
     }
 
-    /// Every interleaving of 3 clients over 3 shards: reads gone stale,
-    /// reservations, ambiguous and refused puts, deletes with lost `-1`s,
-    /// audits repairing at any moment, and one change of the shard count
-    /// (3 to 2, 2 to 3) or of the limit (4 to 3). Never more live items
-    /// than the limit outside the window, never a shard under its items.
+    fn torn(model: AdmissionModel) -> AdmissionModel {
+        AdmissionModel {
+            torn_reads: true,
+            ..model
+        }
+    }
+
+    fn assert_safe(run: &Run, change: bool) {
+        assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.found);
+        run.assert_found(FULL);
+        run.assert_found(LOWERED);
+        if change {
+            // The documented window is real, and bounded (an `always`).
+            run.assert_found(WINDOW_USED);
+        }
+    }
+
+    /// Every interleaving of 3 clients over 3 shards: reads gone stale (and
+    /// torn: one item at a time, others writing in between), reservations,
+    /// ambiguous and refused puts, deletes with lost `-1`s, audits
+    /// repairing at any moment, and one change of the shard count (3 to 2,
+    /// 2 to 3) or of the limit (4 to 3), those with snapshot reads. Never
+    /// more live items than the limit outside the window, never a shard
+    /// under its items.
     #[test]
     fn strict_admission_never_overshoots_and_every_shard_covers_its_items() {
         let mut states = 0;
         for limit in 1..=4 {
             let run = check(
-                &format!("strict, limit {limit}"),
-                strict(Rules::CURRENT, limit, Change::None),
+                &format!("strict, limit {limit}, torn reads"),
+                torn(strict(Rules::CURRENT, limit, Change::None)),
                 false,
             );
-            assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.found);
-            run.assert_found(FULL);
-            run.assert_found(LOWERED);
+            assert_safe(&run, false);
             states += run.states;
         }
         for (what, model) in [
@@ -914,19 +1032,66 @@ mod tests {
             ("limit 4 to 3", strict(Rules::CURRENT, 4, Change::Limit(3))),
         ] {
             let run = check(&format!("strict, limit 4, {what}"), model, false);
-            assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.found);
-            run.assert_found(FULL);
-            run.assert_found(LOWERED);
-            // The documented window is real, and bounded (an `always`).
-            run.assert_found(WINDOW_USED);
+            assert_safe(&run, true);
             states += run.states;
         }
         eprintln!("admission model, strict: {states} states in all");
     }
 
+    /// The runs too long for every `cargo test` (about 4 minutes on 2
+    /// cores): the configuration changes with torn reads, the shard count
+    /// growing from 3 to 4, the limit raised from 3 to 4, best-effort
+    /// admission under a limit of 3 (`cargo test -p hybrid-counter --
+    /// --ignored admission_model`).
+    #[test]
+    #[ignore = "about 4 minutes"]
+    fn the_longer_runs_pass_too() {
+        for (what, model, change) in [
+            (
+                "strict, limit 4, shard count 3 to 2, torn reads",
+                torn(strict(Rules::CURRENT, 4, Change::Shards(2))),
+                true,
+            ),
+            (
+                "strict, limit 4, shard count 2 to 3, torn reads",
+                torn(model(Admission::Strict, Rules::CURRENT, 2, 4, Change::Shards(3))),
+                true,
+            ),
+            (
+                "strict, limit 4 to 3, torn reads",
+                torn(strict(Rules::CURRENT, 4, Change::Limit(3))),
+                true,
+            ),
+            (
+                "strict, limit 4, shard count 3 to 4",
+                strict(Rules::CURRENT, 4, Change::Shards(4)),
+                true,
+            ),
+            (
+                "strict, limit 3 to 4",
+                strict(Rules::CURRENT, 3, Change::Limit(4)),
+                false,
+            ),
+        ] {
+            assert_safe(&check(what, model, false), change);
+        }
+        let run = check(
+            "best-effort, limit 3, limit 3 to 2",
+            model(Admission::BestEffort, Rules::CURRENT, 3, 3, Change::Limit(2)),
+            false,
+        );
+        assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.found);
+    }
+
     /// The rules before issue 26 overshoot: the whole lowering off the
     /// fullest shard leaves a shard under its live items, its deletes take
-    /// it below 0, and a read lends that to the other shards.
+    /// it below 0, and a read lends that to the other shards. The trace
+    /// printed (limit 2): two creates reserve on #0 and #1; #0's put fails
+    /// ambiguously (its slot kept), #1's lands: (1, 1) for one live item,
+    /// on #1. The audit lowers BE by 1 off #1 (the fullest, on a tie):
+    /// (1, 0) while the item is live on #1. The item's delete takes #1 to
+    /// -1; a read of (1, -1) lends that -1: quota 2 on #2 under a limit of
+    /// 2. One create fills #1 again, two fill #2: three live items.
     #[test]
     fn the_rules_before_issue_26_let_strict_admission_overshoot() {
         let run = check(
@@ -959,30 +1124,6 @@ mod tests {
             false,
         );
         assert!(run.failures.is_empty(), "{:?}", run.found);
-    }
-
-    /// The runs too long for every `cargo test`: the shard count growing
-    /// from 3 to 4, the limit raised from 3 to 4, best-effort admission
-    /// under a limit of 3 (`cargo test -p hybrid-counter -- --ignored
-    /// admission_model`).
-    #[test]
-    #[ignore = "about a minute"]
-    fn the_longer_runs_pass_too() {
-        for (what, model) in [
-            (
-                "strict, limit 4, shard count 3 to 4",
-                strict(Rules::CURRENT, 4, Change::Shards(4)),
-            ),
-            ("strict, limit 3 to 4", strict(Rules::CURRENT, 3, Change::Limit(4))),
-            (
-                "best-effort, limit 3, limit 3 to 2",
-                model(Admission::BestEffort, Rules::CURRENT, 3, 3, Change::Limit(2)),
-            ),
-        ] {
-            let run = check(what, model, false);
-            assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.found);
-            run.assert_found(FULL);
-        }
     }
 
     /// Best-effort admission: BE never counts above the live items, however
