@@ -836,6 +836,7 @@ impl Store for DynamoStore {
                 keys::INCARNATION,
                 keys::CREATED_AT,
                 keys::DELETED_AT,
+                keys::BE_SHARD,
             ],
         )
         .await

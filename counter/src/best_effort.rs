@@ -15,12 +15,20 @@
 //! Strict admission splits the limit into quotas, one per configured
 //! ("active") shard, that add up to the limit less what the other
 //! best-effort items ("retired": left by an earlier shard count) still
-//! hold. A reservation is `count < quota` on its shard. Retired items only
-//! ever go down (deletes and give-backs take from the shard an item
-//! recorded; a repair raises an active shard), so a quota computed from an
-//! older read is never larger than one computed now, and the sum of all
-//! best-effort items never passes the limit: `live <= BE <= limit` at every
-//! instant, as with one item.
+//! hold. A reservation is `count < quota` on its shard.
+//!
+//! Strict admission's safety rests on one invariant, which every writer
+//! keeps (DESIGN §5) and the admission model checks
+//! (`counter/src/admission_model.rs`): **every shard always covers the live
+//! items recorded on it** (`count >= live items whose be_shard names it`). A
+//! reservation lands before its put; a delete's `-1` lands on the item's own
+//! shard after its soft delete; a repair lowers a shard never below the live
+//! items recorded on it ([`Layout::correction`]). And **quotas are computed
+//! from reads clamped at 0**: a shard read below 0 lends nothing to the
+//! others, so a stale read can only lend less, never more. Then
+//! `live <= BE <= limit` at every instant, as with one item. Anything that
+//! leaves a shard under its items (a lowering off the wrong shard, a read
+//! below 0 lent to the others) breaks the limit.
 
 use std::collections::BTreeMap;
 
@@ -121,14 +129,19 @@ impl Layout {
     /// after a repair raised it: it is *frozen* (quota 0) until it drains.
     /// The rest of the limit is split evenly over the other active shards
     /// (the first take one more), again until none of them is at its share.
-    /// A frozen shard only goes down, and a shard leaves the frozen set only
-    /// by going down, so a quota computed from an older read is never
-    /// larger than one computed now.
+    ///
+    /// What items hold is read clamped at 0: an item below 0 (which only a
+    /// broken invariant leaves: every shard covers the live items recorded
+    /// on it) lends nothing to the others, and a free shard below 0 has its
+    /// own quota lowered by as much, so it takes no more than its share.
+    /// Without the clamp a stale read of a shard that has gone below 0
+    /// since would lend the others slots its items still hold.
     pub fn quotas(&self, items: &BTreeMap<String, i64>, limit: u64) -> Vec<Quota> {
+        let held_by = |count: i64| i128::from(count.max(0));
         let retired: i128 = items
             .iter()
             .filter(|(name, _)| !self.is_active(name))
-            .map(|(_, count)| i128::from(*count))
+            .map(|(_, count)| held_by(*count))
             .sum();
         let mut quotas: Vec<Quota> = self
             .active()
@@ -144,26 +157,22 @@ impl Layout {
             .collect();
         let mut frozen = vec![false; quotas.len()];
         loop {
-            // What the limit cannot lend: the retired and frozen items, and
-            // what free shards hold below 0 (a shard at -2 takes its share
-            // from -2, so its share lands 2 lower).
+            // What the limit cannot lend: what the retired and frozen items
+            // hold above 0.
             let held: i128 = retired
                 + quotas
                     .iter()
                     .zip(&frozen)
-                    .map(|(q, f)| {
-                        if *f {
-                            i128::from(q.read)
-                        } else {
-                            i128::from(q.read.min(0))
-                        }
-                    })
+                    .filter(|(_, f)| **f)
+                    .map(|(q, _)| held_by(q.read))
                     .sum::<i128>();
             let rest = u64::try_from((i128::from(limit) - held).max(0)).unwrap_or(u64::MAX);
             let free: Vec<usize> = (0..quotas.len()).filter(|&i| !frozen[i]).collect();
             let n = free.len() as u64;
             for (j, &i) in free.iter().enumerate() {
                 let share = rest / n + u64::from((j as u64) < rest % n);
+                // A shard at -2 takes its share from -2: its quota lands 2
+                // lower, so it grows by its share and no more.
                 let below = u64::try_from(-quotas[i].read.min(0)).unwrap_or(u64::MAX);
                 quotas[i].quota = share.saturating_sub(below);
             }
@@ -182,26 +191,65 @@ impl Layout {
         quotas
     }
 
-    /// The item a repair writes its correction `delta` to (the other
-    /// best-effort items are written unchanged, so the repair holds only if
-    /// none of them moved). A raise goes to the active shard with the
-    /// lowest count, never to a retired item (retired items only go down,
-    /// which strict admission's quotas rely on); a lowering comes off the
-    /// item with the highest count, retired ones first on a tie, so they
-    /// drain.
-    pub fn correction_shard(&self, items: &BTreeMap<String, i64>, delta: i64) -> String {
-        let count = |name: &String| items.get(name).copied().unwrap_or(0);
-        let active = self.active().map(keys::best_effort_name);
-        if delta >= 0 {
-            return active
-                .min_by_key(|name| count(name))
-                .expect("at least one active shard");
+    /// The counts a repair writes to the best-effort items to move their
+    /// sum by `delta`: every item of `items` (each best-effort item read and
+    /// its count), most unchanged, so the repair holds only if none of them
+    /// moved. `live` holds, per item name, the live items recorded on it
+    /// (their `be_shard`).
+    ///
+    /// A lowering takes from each item only what it holds above its live
+    /// items, the largest excess first (retired items first on a tie, so
+    /// they drain): no item goes below the live items recorded on it, the
+    /// invariant strict admission rests on. (The excesses add up to at
+    /// least what a lowering to the live count takes; were they short, it
+    /// lowers less, the safe direction.) A raise first fills the active
+    /// shards below their live items, the largest gap first, then goes to
+    /// the active shard with the lowest count; never to a retired item
+    /// (retired items only go down, which the quotas rely on).
+    pub fn correction(
+        &self,
+        items: &BTreeMap<String, i64>,
+        live: &BTreeMap<String, u64>,
+        delta: i64,
+    ) -> BTreeMap<String, i64> {
+        let mut counts = items.clone();
+        let live_on = |name: &str| i64::try_from(live.get(name).copied().unwrap_or(0)).unwrap_or(i64::MAX);
+        if delta < 0 {
+            let mut excess: Vec<(i64, bool, String)> = counts
+                .iter()
+                .map(|(name, count)| (count.saturating_sub(live_on(name)), !self.is_active(name), name.clone()))
+                .filter(|(over, _, _)| *over > 0)
+                .collect();
+            excess.sort_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)).then_with(|| a.2.cmp(&b.2)));
+            let mut left = delta.unsigned_abs();
+            for (over, _, name) in excess {
+                let take = over.unsigned_abs().min(left);
+                *counts.get_mut(&name).expect("read") -= i64::try_from(take).unwrap_or(i64::MAX);
+                left -= take;
+            }
+            return counts;
         }
-        items
+        let mut left = delta;
+        let active: Vec<String> = self.active().map(keys::best_effort_name).collect();
+        let mut gaps: Vec<(i64, String)> = active
             .iter()
-            .max_by_key(|(name, c)| (**c, !self.is_active(name)))
-            .map(|(name, _)| name.clone())
-            .unwrap_or_else(|| keys::best_effort_name(self.shard(0)))
+            .map(|name| (live_on(name) - counts.get(name).copied().unwrap_or(0), name.clone()))
+            .filter(|(gap, _)| *gap > 0)
+            .collect();
+        gaps.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        for (gap, name) in gaps {
+            let give = gap.min(left);
+            *counts.entry(name).or_default() += give;
+            left -= give;
+        }
+        if left > 0 {
+            let emptiest = active
+                .into_iter()
+                .min_by_key(|name| counts.get(name).copied().unwrap_or(0))
+                .expect("at least one active shard");
+            *counts.entry(emptiest).or_default() += left;
+        }
+        counts
     }
 
     /// The order strict admission tries the quotas in: those the read left
@@ -284,15 +332,80 @@ mod tests {
         }
     }
 
+    fn live(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+        pairs.iter().map(|(n, c)| ((*n).to_owned(), *c)).collect()
+    }
+
     #[test]
-    fn a_raise_goes_to_the_emptiest_active_shard_and_a_lowering_drains_retired_items_first() {
+    fn a_raise_fills_shards_below_their_items_then_the_emptiest_and_never_a_retired_item() {
         let layout = Layout::new(3);
         let read = items(&[("best_effort", 4), ("best_effort#0", 4), ("best_effort#1", 1)]);
-        assert_eq!(layout.correction_shard(&read, 2), "best_effort#2", "absent counts as 0");
-        assert_eq!(layout.correction_shard(&read, -3), "best_effort", "retired, on a tie");
-        let read = items(&[("best_effort#0", 1), ("best_effort#1", 6)]);
-        assert_eq!(layout.correction_shard(&read, -1), "best_effort#1");
-        assert_eq!(Layout::new(1).correction_shard(&BTreeMap::new(), 5), "best_effort");
+        let none = BTreeMap::new();
+        let raised = layout.correction(&read, &none, 2);
+        assert_eq!(raised["best_effort#2"], 2, "absent counts as 0");
+        assert_eq!(
+            (raised["best_effort"], raised["best_effort#0"], raised["best_effort#1"]),
+            (4, 4, 1)
+        );
+        // #1 holds 1 for its 3 live items: it gets 2 first, the rest goes
+        // to the emptiest; the retired item under its items is not raised.
+        let raised = layout.correction(&read, &live(&[("best_effort#1", 3), ("best_effort", 6)]), 3);
+        assert_eq!(
+            raised,
+            items(&[
+                ("best_effort", 4),
+                ("best_effort#0", 4),
+                ("best_effort#1", 3),
+                ("best_effort#2", 1)
+            ])
+        );
+        assert_eq!(
+            Layout::new(1).correction(&BTreeMap::new(), &none, 5),
+            items(&[("best_effort", 5)])
+        );
+    }
+
+    #[test]
+    fn a_lowering_never_takes_a_shard_below_the_live_items_recorded_on_it() {
+        // The trace: #1 holds w1's reservation and w1 is live on it;
+        // #0 holds a slot kept by an ambiguous put. Lowering by 1 takes it
+        // off #0 (the fullest-shard rule took it off #1, on the tie).
+        let layout = Layout::new(2);
+        let read = items(&[("best_effort#0", 1), ("best_effort#1", 1)]);
+        let lowered = layout.correction(&read, &live(&[("best_effort#1", 1)]), -1);
+        assert_eq!(lowered, items(&[("best_effort#0", 0), ("best_effort#1", 1)]));
+        // The excess per item, largest first, retired items first on a tie.
+        let layout = Layout::new(3);
+        let read = items(&[("best_effort", 4), ("best_effort#0", 6), ("best_effort#1", 3)]);
+        let on = live(&[("best_effort", 1), ("best_effort#0", 3), ("best_effort#1", 3)]);
+        let lowered = layout.correction(&read, &on, -5);
+        assert_eq!(
+            lowered,
+            items(&[("best_effort", 1), ("best_effort#0", 4), ("best_effort#1", 3)])
+        );
+        // Whatever is asked, no item goes below its live items.
+        let lowered = layout.correction(&read, &on, -100);
+        assert_eq!(
+            lowered,
+            items(&[("best_effort", 1), ("best_effort#0", 3), ("best_effort#1", 3)])
+        );
+    }
+
+    #[test]
+    fn a_shard_read_below_zero_lends_nothing_to_the_others() {
+        // The trace: B reads (1, -1) under a limit of 2. Lending the
+        // -1 gave #0 a quota of 3; clamped, #0 (at its share) is frozen and
+        // #1 may grow by its share, 1, to 0.
+        let layout = Layout::new(2);
+        let q = layout.quotas(&items(&[("best_effort#0", 1), ("best_effort#1", -1)]), 2);
+        assert_eq!(q.iter().map(|q| q.quota).collect::<Vec<_>>(), vec![0, 0]);
+        assert!(q.iter().all(|q| !q.has_room()));
+        // Limit 10, (1, -1): the shares are 5 and 5, #1's quota 4 (5 from -1).
+        let q = layout.quotas(&items(&[("best_effort#0", 1), ("best_effort#1", -1)]), 10);
+        assert_eq!(q.iter().map(|q| q.quota).collect::<Vec<_>>(), vec![5, 4]);
+        // A retired item below 0 lends nothing either.
+        let q = layout.quotas(&items(&[("best_effort", -3)]), 4);
+        assert_eq!(q.iter().map(|q| q.quota).sum::<u64>(), 4);
     }
 
     #[test]
@@ -310,10 +423,12 @@ mod tests {
     }
 
     proptest! {
-        /// Whatever the items hold and however many shards: if every
-        /// reservation this read allows lands, the items add up to the
-        /// limit at most, and to the limit exactly when they held no more
-        /// than it; a shard with a quota has room under it.
+        /// Whatever the items hold and however many shards: the slots one
+        /// read grants (each shard with room grown to its quota) never pass
+        /// the limit less what the items hold above 0 (an item below 0
+        /// lends nothing), and use all of it when no item is below 0 and
+        /// they hold no more than the limit; a shard with a quota has room
+        /// under it.
         #[test]
         fn what_one_read_allows_never_passes_the_limit_and_uses_all_of_it(
             shards in 1u32..=16,
@@ -326,21 +441,55 @@ mod tests {
                 let name = keys::best_effort_name((k < 39).then_some(k));
                 *read.entry(name).or_insert(0) += count;
             }
-            let held: i128 = read.values().map(|c| i128::from(*c)).sum();
+            let above: i128 = read.values().map(|c| i128::from((*c).max(0))).sum();
+            let below_zero = read.values().any(|c| *c < 0);
             let quotas = layout.quotas(&read, limit);
             prop_assert_eq!(quotas.len(), shards as usize);
-            let active: i128 = quotas.iter().map(|q| i128::from(q.read)).sum();
-            // A shard with room grows to its quota; one without stays.
-            let reachable = held - active
-                + quotas
-                    .iter()
-                    .map(|q| if q.has_room() { i128::from(q.quota) } else { i128::from(q.read) })
-                    .sum::<i128>();
+            let granted: i128 = quotas
+                .iter()
+                .filter(|q| q.has_room())
+                .map(|q| i128::from(q.quota) - i128::from(q.read))
+                .sum();
             prop_assert!(quotas.iter().all(|q| q.quota == 0 || q.has_room()));
-            if held <= i128::from(limit) {
-                prop_assert_eq!(reachable, i128::from(limit));
-            } else {
+            prop_assert!(granted <= (i128::from(limit) - above).max(0), "granted {}", granted);
+            if above <= i128::from(limit) && !below_zero {
+                prop_assert_eq!(granted, i128::from(limit) - above);
+            } else if above > i128::from(limit) {
                 prop_assert!(quotas.iter().all(|q| !q.has_room()));
+            }
+        }
+
+        /// A repair's correction moves the sum by exactly what was asked
+        /// when it can, and a lowering never takes an item below the live
+        /// items recorded on it nor below what it held less its excess.
+        #[test]
+        fn a_correction_lands_on_its_target_and_never_uncovers_an_item(
+            shards in 1u32..=6,
+            counts in proptest::collection::vec((0u32..8, 0i64..8, 0u64..8), 0..8),
+            raise in 0i64..10,
+        ) {
+            let layout = Layout::new(shards);
+            let (mut read, mut on) = (BTreeMap::new(), BTreeMap::new());
+            for (k, count, live) in counts {
+                let name = keys::best_effort_name((k < 7).then_some(k));
+                *read.entry(name.clone()).or_insert(0) += count + i64::try_from(live).unwrap();
+                *on.entry(name).or_insert(0) += live;
+            }
+            let sum: i64 = read.values().sum();
+            let live: i64 = on.values().map(|c| i64::try_from(*c).unwrap()).sum();
+            // Lowering to the live count: exact, and every item still covers its items.
+            let lowered = layout.correction(&read, &on, live - sum);
+            prop_assert_eq!(lowered.values().sum::<i64>(), live);
+            for (name, count) in &lowered {
+                prop_assert!(*count >= i64::try_from(on.get(name).copied().unwrap_or(0)).unwrap());
+            }
+            // A raise: exact, only active shards move, and only up.
+            let raised = layout.correction(&read, &on, raise);
+            prop_assert_eq!(raised.values().sum::<i64>(), sum + raise);
+            for (name, count) in &raised {
+                let before = read.get(name).copied().unwrap_or(0);
+                prop_assert!(*count >= before);
+                prop_assert!(*count == before || layout.is_active(name));
             }
         }
     }

@@ -24,11 +24,26 @@ pub enum Error {
     /// case where a number carries this call's token is an attempt answered
     /// 500 before it applied that lands after the call gave up: that
     /// number then names its owner, and no caller holds it.
+    ///
+    /// `last` is the last failure, in the store's words when the store
+    /// failed: for the log ([`Error::detail`]), never part of the message.
     #[error(
         "no sequence number claimed in scope {scope} after {attempts} attempts: the sequence is contended or the \
-         store keeps failing; nothing is held for this call, retry later (last failure: {last})"
+         store keeps failing; nothing is held for this call, retry later"
     )]
     SequenceContended { scope: String, attempts: u32, last: String },
+}
+
+impl Error {
+    /// What the store said, for the log: the detail of
+    /// [`Error::Unavailable`] and the last failure of
+    /// [`Error::SequenceContended`]. Never for a caller of an API.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            Error::Unavailable(detail) | Error::SequenceContended { last: detail, .. } => Some(detail),
+            _ => None,
+        }
+    }
 }
 
 impl From<IdError> for Error {

@@ -65,6 +65,11 @@ pub struct ItemRow {
     /// Set by the soft delete.
     #[serde(default)]
     pub deleted_at: Option<EpochMillis>,
+    /// The best-effort shard the item's create counted on (`None`: the
+    /// unsharded `best_effort`): a repair never lowers a shard below the
+    /// live items recorded on it.
+    #[serde(default)]
+    pub be_shard: Option<u32>,
 }
 
 impl ItemRow {

@@ -24,6 +24,8 @@
 //! everything else that talks to AWS is the crate `hybrid-counter-aws`;
 //! ARCHITECTURE.md draws the crates.
 
+#[cfg(test)]
+mod admission_model;
 pub mod audit;
 pub mod best_effort;
 pub mod config;

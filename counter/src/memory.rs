@@ -80,6 +80,12 @@ pub enum Fault {
     /// For transactions: cancelled with `TransactionConflict`; otherwise
     /// like [`Fault::Throttled`].
     Conflict,
+    /// For transactions: the counter item is held by another transaction,
+    /// and every resource item's own condition is evaluated: cancelled with
+    /// `TransactionConflict` on the counter and `ConditionalCheckFailed` or
+    /// `None` on each item, the mixed reasons DynamoDB sends. Nothing is
+    /// written. Elsewhere like [`Fault::Conflict`].
+    ConflictOnCounter,
     /// The service refuses the request itself (`ValidationException`).
     Rejected,
     /// The write is applied, then the caller gets a 500 (an ambiguous error).
@@ -645,12 +651,14 @@ impl MemoryStore {
             Some(Fault::Unavailable) => return Err(StoreError::Unavailable("injected 500".into())),
             Some(Fault::Throttled) => return Err(StoreError::Transient("injected throttle".into())),
             Some(Fault::Rejected) => return Err(StoreError::Rejected("injected validation error".into())),
-            Some(Fault::Conflict) if op == Op::Transact => {
+            Some(Fault::Conflict | Fault::ConflictOnCounter) if op == Op::Transact => {
                 return Err(StoreError::Cancelled {
                     reasons: vec![CancelReason::TransactionConflict],
                 });
             }
-            Some(Fault::Conflict) => return Err(StoreError::Transient("injected conflict".into())),
+            Some(Fault::Conflict | Fault::ConflictOnCounter) => {
+                return Err(StoreError::Transient("injected conflict".into()));
+            }
             Some(Fault::AppliedThenUnavailable) => {
                 let _ = write(&mut inner.tables, &mut inner.stream);
                 Err(StoreError::Unavailable(
@@ -713,6 +721,11 @@ impl MemoryStore {
                     reasons: vec![CancelReason::TransactionConflict],
                 });
             }
+            Some(Fault::ConflictOnCounter) if op != Op::Transact => {
+                return Err(StoreError::Cancelled {
+                    reasons: vec![CancelReason::TransactionConflict],
+                });
+            }
             _ => {}
         }
         if inner.held(holds) {
@@ -751,6 +764,21 @@ impl MemoryStore {
     fn commit(&self, tx: &Transaction, holds: &[LockKey], fault: Option<Fault>, id: u64) -> Result<(), StoreError> {
         let mut inner = self.inner.lock().unwrap();
         inner.locks.retain(|k, holder| *holder != id || !holds.contains(k));
+        if fault == Some(Fault::ConflictOnCounter) {
+            let reasons = tx
+                .counter
+                .iter()
+                .map(|_| CancelReason::TransactionConflict)
+                .chain(tx.items.iter().map(|write| {
+                    if condition_holds(&inner.tables, write) {
+                        CancelReason::None
+                    } else {
+                        CancelReason::ConditionalCheckFailed
+                    }
+                }))
+                .collect();
+            return Err(StoreError::Cancelled { reasons });
+        }
         inner.stamp();
         let inner = &mut *inner;
         let result = apply_transaction(&mut inner.tables, &mut inner.stream, tx);

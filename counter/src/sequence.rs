@@ -32,6 +32,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
+use tracing::warn;
 
 use crate::error::{CancelReason, Error, StoreError};
 use crate::ids::Scope;
@@ -244,6 +245,7 @@ async fn claim_next<S: Store>(
             Step::Fatal(err) => return Err(Error::Unavailable(err.to_string())),
             Step::Again(last) => {
                 if !retry.pause().await {
+                    warn!(%scope, attempts = retry.failures(), last = %last, "no sequence number claimed");
                     return Err(Error::SequenceContended {
                         scope: scope.to_string(),
                         attempts: retry.failures(),
@@ -482,6 +484,9 @@ mod tests {
             other => panic!("expected SequenceContended, got {other:?}"),
         }
         assert!(err.to_string().contains("after 3 attempts"), "{err}");
+        // The store's words are kept for the log, out of the message.
+        assert_eq!(err.detail(), Some("transaction cancelled: [TransactionConflict]"));
+        assert!(!err.to_string().contains("TransactionConflict"), "{err}");
         assert_eq!(seq.current(&self::scope()).await.unwrap(), 0, "nothing claimed");
         assert_eq!(seq.next(&self::scope(), None, 1).await.unwrap().number, 1);
     }

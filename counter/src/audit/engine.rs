@@ -12,10 +12,13 @@
 //! written conditioned on the versions it was computed from, so a
 //! concurrent writer makes it retry rather than clobber.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use super::findings::{
-    Finding, LastWrites, Repair, ScopeCounts, findings_for, hold_back_a_sharded_strict_raise, plan_repair_at,
+    Finding, LastWrites, Repair, RepairPlan, ScopeCounts, findings_for, hold_back_a_sharded_strict_raise,
+    plan_repair_at,
 };
 use crate::best_effort::Layout;
 use crate::config::Admission;
@@ -80,11 +83,24 @@ impl ScopeAudit {
 /// Counts the items of `scope` by state, with one read of every item
 /// ([`Store::scope_items`]: read-committed, not a snapshot).
 pub async fn count_scope<S: Store>(store: &S, scope: &Scope) -> Result<ScopeCounts, StoreError> {
-    let mut counts = ScopeCounts::default();
+    Ok(tally_scope(store, scope).await?.0)
+}
+
+/// The live items recorded on each best-effort item, by its name.
+pub type LiveByShard = BTreeMap<String, u64>;
+
+/// [`count_scope`], and the live kit items per best-effort item they
+/// recorded (`be_shard`), from the same read: what a repair may not lower a
+/// shard below.
+async fn tally_scope<S: Store>(store: &S, scope: &Scope) -> Result<(ScopeCounts, LiveByShard), StoreError> {
+    let (mut counts, mut live) = (ScopeCounts::default(), LiveByShard::new());
     for row in store.scope_items(scope).await? {
         counts.add_row(&row);
+        if row.is_kits() && !row.deleted {
+            *live.entry(keys::best_effort_name(row.be_shard)).or_default() += 1;
+        }
     }
-    Ok(counts)
+    Ok((counts, live))
 }
 
 /// The kit's items of `scope` the stream consumer has not finished with
@@ -151,7 +167,7 @@ impl<'a, S: Store> Auditor<'a, S> {
     }
 
     /// The best-effort counter's configured shards: a raise of BE is
-    /// written to one of them ([`Layout::correction_shard`]).
+    /// spread over them ([`Layout::correction`]).
     pub fn with_best_effort_shards(mut self, shards: u32) -> Self {
         self.best_effort = Layout::new(shards);
         self
@@ -190,8 +206,10 @@ impl<'a, S: Store> Auditor<'a, S> {
     /// item count, and the count is trusted only if no counter changed in
     /// between. A repair is written with the versions it was computed from
     /// as conditions; after the tries run out a scope under continuous
-    /// writes is reported as not repaired, with the reason. What may not be
-    /// written yet ([`plan_repair_at`]) is held back and said.
+    /// writes is reported as not repaired, with the reason, and a count
+    /// that was never confirmed yields no findings: the scope is reported
+    /// in motion (held back), not drifted. What may not be written yet
+    /// ([`plan_repair_at`]) is held back and said.
     pub async fn audit_scope(
         &self,
         scope: &Scope,
@@ -201,7 +219,7 @@ impl<'a, S: Store> Auditor<'a, S> {
         let mut last = None;
         for _ in 0..self.attempts {
             let before = self.store.counter_items(scope).await?;
-            let counts = count_scope(self.store, scope).await?;
+            let (counts, live) = tally_scope(self.store, scope).await?;
             let after = self.store.counter_items(scope).await?;
             let snapshot = CounterSnapshot::from_items(after.iter().cloned());
             let findings = findings_for(self.admission, &counts, snapshot.best_effort, snapshot.eventual);
@@ -222,10 +240,14 @@ impl<'a, S: Store> Auditor<'a, S> {
                 continue;
             }
             let written = LastWrites::of(&after);
-            let mut plan = plan_repair_at(&audit.counts, &audit.findings, written, now, self.grace);
-            if self.best_effort.shards() > 1 {
-                hold_back_a_sharded_strict_raise(&mut plan, &audit.counts, &audit.findings, written, now, self.grace);
-            }
+            let plan = plan_scope(
+                &audit.counts,
+                &audit.findings,
+                written,
+                now,
+                self.grace,
+                self.best_effort,
+            );
             if mode == RepairMode::None || (plan.repair.is_empty() && plan.held_back.is_none()) {
                 return Ok(audit);
             }
@@ -237,7 +259,7 @@ impl<'a, S: Store> Auditor<'a, S> {
             if mode == RepairMode::DryRun {
                 return Ok(audit);
             }
-            let targets = repair_targets(&after, &plan.repair, self.eventual_shards, self.best_effort);
+            let targets = repair_targets(&after, &live, &plan.repair, self.eventual_shards, self.best_effort);
             // A repair never moves a counter's `updated_at` back (an audit
             // run's `now` can be older than a write it read): later audits
             // read it as the time of the scope's last write.
@@ -262,13 +284,43 @@ impl<'a, S: Store> Auditor<'a, S> {
             last = Some(audit);
         }
         let mut audit = last.expect("at least one attempt");
-        audit.not_repaired = Some(format!(
-            "the scope is under continuous writes; {} after {} attempts",
-            audit.not_repaired.take().unwrap_or_default(),
-            self.attempts
-        ));
+        let why = audit.not_repaired.take().unwrap_or_default();
+        audit.not_repaired = Some(if audit.repair.is_none() && !audit.findings.is_empty() {
+            // The last try's count mixed item states from before and after
+            // writes that moved the counters: its findings are unconfirmed,
+            // the scope is in motion, not drifted.
+            let unconfirmed = std::mem::take(&mut audit.findings);
+            format!(
+                "the scope is in motion, under continuous writes: {why} on each of {} attempts; what the last \
+                 attempt saw is not confirmed and not reported as drift: {unconfirmed:?}",
+                self.attempts
+            )
+        } else {
+            format!(
+                "the scope is under continuous writes; {why} after {} attempts",
+                self.attempts
+            )
+        });
         Ok(audit)
     }
+}
+
+/// What an audit writes for `findings` at `now`, and what it holds back
+/// ([`plan_repair_at`]; over best-effort shards a strict raise waits too,
+/// [`hold_back_a_sharded_strict_raise`]). Pure: the admission model runs it.
+pub(crate) fn plan_scope(
+    counts: &ScopeCounts,
+    findings: &[Finding],
+    written: LastWrites,
+    now: EpochMillis,
+    grace: EpochMillis,
+    best_effort: Layout,
+) -> RepairPlan {
+    let mut plan = plan_repair_at(counts, findings, written, now, grace);
+    if best_effort.shards() > 1 {
+        hold_back_a_sharded_strict_raise(&mut plan, counts, findings, written, now, grace);
+    }
+    plan
 }
 
 /// Whether two reads of a scope's counter items saw the same writes (the
@@ -284,11 +336,17 @@ fn same_counters(before: &[CounterItem], after: &[CounterItem]) -> bool {
 
 /// The counters a repair sets: EC onto `eventual` with every shard
 /// `eventual#n` zeroed (those read, and `eventual#0..shards-1` whether read
-/// or not); BE's correction onto one of its items
-/// ([`Layout::correction_shard`]), every other best-effort item read set to
-/// what it holds, so the repair is conditioned on all of their versions and
-/// their sum lands exactly on the target.
-fn repair_targets(items: &[CounterItem], repair: &Repair, shards: u32, best_effort: Layout) -> Vec<(String, i64)> {
+/// or not); BE's correction spread over its items so that none goes below
+/// the live items recorded on it (`live`, see [`Layout::correction`]), every
+/// best-effort item read written, so the repair is conditioned on all of
+/// their versions and their sum lands exactly on the target.
+fn repair_targets(
+    items: &[CounterItem],
+    live: &LiveByShard,
+    repair: &Repair,
+    shards: u32,
+    best_effort: Layout,
+) -> Vec<(String, i64)> {
     let mut targets = Vec::new();
     if let Some(eventual) = repair.eventual {
         targets.push((keys::EVENTUAL_NAME.to_owned(), eventual));
@@ -303,15 +361,13 @@ fn repair_targets(items: &[CounterItem], repair: &Repair, shards: u32, best_effo
         targets.extend(names.into_iter().map(|name| (name, 0)));
     }
     if let Some(target) = repair.best_effort {
-        let mut read: std::collections::BTreeMap<String, i64> = items
+        let read: BTreeMap<String, i64> = items
             .iter()
             .filter(|i| keys::is_best_effort_name(&i.name))
             .map(|i| (i.name.clone(), i.count))
             .collect();
         let delta = target - read.values().sum::<i64>();
-        let shard = best_effort.correction_shard(&read, delta);
-        *read.entry(shard).or_default() += delta;
-        targets.extend(read);
+        targets.extend(best_effort.correction(&read, live, delta));
     }
     targets
 }
@@ -447,7 +503,7 @@ mod tests {
             eventual: Some(3),
             best_effort: None,
         };
-        let names: Vec<String> = repair_targets(&read, &repair, 3, Layout::default())
+        let names: Vec<String> = repair_targets(&read, &LiveByShard::new(), &repair, 3, Layout::default())
             .into_iter()
             .map(|(n, _)| n)
             .collect();
@@ -457,11 +513,14 @@ mod tests {
             "a shard not written yet is conditioned on its absence, so a transaction still applying to it \
              cannot land on top of the repair"
         );
-        assert_eq!(repair_targets(&read, &repair, 1, Layout::default()).len(), 2);
+        assert_eq!(
+            repair_targets(&read, &LiveByShard::new(), &repair, 1, Layout::default()).len(),
+            2
+        );
     }
 
     #[test]
-    fn a_best_effort_repair_corrects_one_shard_under_every_shards_version() {
+    fn a_best_effort_repair_is_written_under_every_shards_version() {
         let item = |name: &str, count: i64| CounterItem {
             scope: "acct".into(),
             name: name.into(),
@@ -480,7 +539,7 @@ mod tests {
             eventual: None,
             best_effort: Some(10),
         };
-        let targets = repair_targets(&read, &raise, 1, Layout::new(2));
+        let targets = repair_targets(&read, &LiveByShard::new(), &raise, 1, Layout::new(2));
         assert_eq!(
             targets,
             [("best_effort", 2), ("best_effort#0", 3), ("best_effort#1", 5)].map(|(n, c)| (n.to_owned(), c)),
@@ -490,9 +549,54 @@ mod tests {
             eventual: None,
             best_effort: Some(4),
         };
-        let targets = repair_targets(&read, &lower, 1, Layout::new(2));
+        let targets = repair_targets(&read, &LiveByShard::new(), &lower, 1, Layout::new(2));
         assert_eq!(targets.iter().map(|(_, c)| c).sum::<i64>(), 4);
-        assert_eq!(targets[1], ("best_effort#0".to_owned(), 1), "-2 off the fullest item");
+        assert_eq!(
+            targets[1],
+            ("best_effort#0".to_owned(), 1),
+            "-2 off the item most above its live items"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_strict_lowering_never_takes_a_shard_below_the_live_items_recorded_on_it() {
+        // Issue 26's trace: w1 reserved on #1 and is live there; another
+        // create reserved on #0 and its put was lost, the slot kept: (1, 1)
+        // for one live item. The lowering must come off #0: taken off #1
+        // (the fullest, on a tie), w1's delete later drives #1 to -1.
+        let store = MemoryStore::new();
+        let item = crate::items::ResourceItem {
+            scope: scope(),
+            id: id("w1"),
+            counter_processed: false,
+            deleted: false,
+            incarnation: "i".into(),
+            created_at: NOW,
+            be_shard: Some(1),
+        };
+        store
+            .put_resource(&crate::store::NewResource {
+                item,
+                payload: Item::default(),
+            })
+            .await
+            .unwrap();
+        store.set_counter("acct", "best_effort#0", 1);
+        store.set_counter("acct", "best_effort#1", 1);
+        let audit = Auditor::new(&store, Admission::Strict)
+            .with_best_effort_shards(2)
+            .audit_scope(&scope(), RepairMode::Apply, NOW + 10 * REQUEST_GRACE)
+            .await
+            .unwrap();
+        assert!(audit.repaired, "{audit:?}");
+        assert_eq!(
+            (
+                store.counter("acct", "best_effort#0"),
+                store.counter("acct", "best_effort#1")
+            ),
+            (0, 1),
+            "#1 still covers w1"
+        );
     }
 
     #[tokio::test]
@@ -543,6 +647,47 @@ mod tests {
             assert!(audit.repaired, "{admission:?}: {audit:?}");
             assert_eq!(store.best_effort("acct"), 9, "{admission:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_count_torn_by_the_stream_on_every_try_is_in_motion_not_drift() {
+        // A stream transaction lands during each count: the Query saw the
+        // item not yet counted, the counters read after it count it. Every
+        // try sees EC one above the processed items, and no try is trusted.
+        let store = MemoryStore::new();
+        for n in 0..3 {
+            store.put_item("acct", &format!("w{n}"), "i", false, false).await;
+        }
+        store.set_counter("acct", keys::BEST_EFFORT_NAME, 3);
+        for n in 0..3 {
+            store.after_next(crate::memory::Op::ScopeItems, move |tables| {
+                let key = ("acct".to_owned(), format!("w{n}"));
+                let item = tables.resources.get_mut(&key).unwrap();
+                item.state.counter_processed = true;
+                item.image.insert(
+                    keys::COUNTER_PROCESSED.to_owned(),
+                    serde_dynamo::AttributeValue::Bool(true),
+                );
+                *tables
+                    .counters
+                    .entry(("acct".to_owned(), keys::EVENTUAL_NAME.to_owned()))
+                    .or_default() += 1;
+            });
+        }
+        let audit = Auditor::new(&store, Admission::BestEffort)
+            .audit_scope(&scope(), RepairMode::Apply, NOW)
+            .await
+            .unwrap();
+        assert!(!audit.has_drift() && !audit.has_defect(), "{audit:?}");
+        assert!(audit.held_back() && !audit.repaired, "{audit:?}");
+        let why = audit.not_repaired.as_deref().unwrap();
+        assert!(why.contains("in motion") && why.contains("EventualMismatch"), "{why}");
+        // Once the writes stop, the same audit confirms the scope exact.
+        let quiet = Auditor::new(&store, Admission::BestEffort)
+            .audit_scope(&scope(), RepairMode::Apply, NOW)
+            .await
+            .unwrap();
+        assert!(quiet.findings.is_empty() && !quiet.held_back(), "{quiet:?}");
     }
 
     #[tokio::test]

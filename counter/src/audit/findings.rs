@@ -107,6 +107,7 @@ mod tests {
             incarnation: Some("inc".into()),
             created_at: Some(created_at),
             deleted_at,
+            be_shard: None,
         };
         c.add_row(&kit(true, false, 100, None));
         c.add_row(&kit(true, true, 50, Some(300)));

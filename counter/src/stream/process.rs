@@ -284,8 +284,11 @@ impl<S: Store> Processor<S> {
                     .iter()
                     .flat_map(|w| w.iter())
                     .flat_map(|g| g.records.iter());
-                let lowest = left.into_iter().chain(later.map(|p| p.index)).min();
-                failure = Some((lowest.expect("a failed group leaves records"), reason));
+                // A failed group always leaves the records it did not
+                // complete; were none left, the batch is simply done.
+                if let Some(lowest) = left.into_iter().chain(later.map(|p| p.index)).min() {
+                    failure = Some((lowest, reason));
+                }
                 break;
             }
         }
@@ -430,7 +433,11 @@ impl<S: Store> Processor<S> {
                 } => {
                     finished.extend(done.iter().map(|at| (indexes[*at], RecordOutcome::AlreadyDone)));
                     finish(chunk, report, finished);
-                    if transient || !replan.is_empty() {
+                    if chunk.is_empty() {
+                        // Every record was done elsewhere; the conflict on the
+                        // counter cancelled a write with nothing left to do.
+                        ChunkStep::Done
+                    } else if transient || !replan.is_empty() {
                         ChunkStep::Again(format!("transaction cancelled: {reasons:?}"))
                     } else {
                         // Only inserts already counted elsewhere: send the rest at once.
@@ -658,6 +665,42 @@ mod tests {
         assert!(!report.batch_failure);
         // Record 3 was not attempted: the mapping redelivers it after "2".
         assert_eq!(transacts(&p), 1 + 4);
+        assert_eq!(eventual(&p), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_last_attempt_that_finds_every_record_done_finishes_the_batch_without_a_panic() {
+        // Both items were counted by another worker. On the last attempt the
+        // cancellation says so for each of them (`ConditionalCheckFailed`),
+        // with a `TransactionConflict` on the counter: nothing is left to
+        // write, so the batch is done, not failed at no record.
+        let p = processor();
+        for id in ["a", "b"] {
+            put(p.store(), id, true, false).await;
+        }
+        for _ in 0..3 {
+            p.store().inject(Op::Transact, Fault::Conflict);
+        }
+        p.store().inject(Op::Transact, Fault::ConflictOnCounter);
+        let report = p.process([insert("1", "a"), insert("2", "b")], 0).await;
+        assert_eq!(report.failed_sequence_number, None, "{report:?}");
+        assert!(!report.batch_failure);
+        assert_eq!((report.counted, report.already_done, report.retries), (0, 2, 3));
+        assert_eq!(transacts(&p), 4);
+        assert_eq!(eventual(&p), 0, "counted elsewhere, not here");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn mixed_reasons_drop_the_records_done_and_retry_the_rest() {
+        // a is counted already, b is not: the conflict on the counter
+        // cancels the transaction; a is done, b is sent again and counted.
+        let p = processor();
+        put(p.store(), "a", true, false).await;
+        put(p.store(), "b", false, false).await;
+        p.store().inject(Op::Transact, Fault::ConflictOnCounter);
+        let report = p.process([insert("1", "a"), insert("2", "b")], 0).await;
+        assert_eq!(report.failed_sequence_number, None, "{report:?}");
+        assert_eq!((report.counted, report.already_done, report.retries), (1, 1, 1));
         assert_eq!(eventual(&p), 1);
     }
 

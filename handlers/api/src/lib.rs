@@ -50,6 +50,11 @@ const RETRY_AFTER_SECONDS: &str = "1";
 /// What a client sees instead of a store failure's text.
 const UNAVAILABLE_MESSAGE: &str = "the counter store is unavailable; retry later";
 
+/// What a client sees when no sequence number could be claimed: the
+/// failures behind it (DynamoDB's words) go to the log.
+const SEQUENCE_CONTENDED_MESSAGE: &str =
+    "no sequence number could be claimed: the scope's sequence is contended or the store is unavailable; retry later";
+
 /// Methods of the item route, for `405`'s `Allow` header.
 const ITEM_METHODS: &str = "POST, DELETE";
 /// Methods of the usage route, for `405`'s `Allow` header.
@@ -127,12 +132,13 @@ impl ApiError {
         }
     }
 
-    /// The human-readable `message` field. A store failure's detail is
-    /// deliberately not part of it.
+    /// The human-readable `message` field, fixed for each store failure:
+    /// what the store said is deliberately not part of it.
     pub fn message(&self) -> String {
         match self {
             ApiError::Counter(Error::InvalidInput(reason)) => reason.clone(),
             ApiError::Counter(Error::Unavailable(_)) => UNAVAILABLE_MESSAGE.to_owned(),
+            ApiError::Counter(Error::SequenceContended { .. }) => SEQUENCE_CONTENDED_MESSAGE.to_owned(),
             other => other.to_string(),
         }
     }
@@ -193,8 +199,8 @@ async fn respond<S: Store>(counter: &Counter<S>, request: &Request, now: EpochMi
     let response = match dispatch(counter, request, now).await {
         Ok(response) => response,
         Err(err) => {
-            if let ApiError::Counter(Error::Unavailable(detail)) = &err {
-                warn!(error = %detail, "counter store unavailable");
+            if let ApiError::Counter(counter_error @ (Error::Unavailable(_) | Error::SequenceContended { .. })) = &err {
+                warn!(error = %counter_error, detail = counter_error.detail(), "counter store unavailable or contended");
             }
             err.into_response()
         }
@@ -224,13 +230,10 @@ async fn dispatch<S: Store>(
                     .next_number(&scope, Some(id.as_str()), now)
                     .await
                     .map_err(|err| {
-                        warn!(%scope, %id, error = %err, "created without a sequence number");
+                        warn!(%scope, %id, error = %err, detail = err.detail(), "created without a sequence number");
                         ApiError::CreatedWithoutSequence {
                             id: id.clone(),
-                            reason: match err {
-                                Error::Unavailable(_) => UNAVAILABLE_MESSAGE.to_owned(),
-                                other => other.to_string(),
-                            },
+                            reason: ApiError::Counter(err).message(),
                         }
                     })?;
                 Some(claimed.number)
@@ -926,6 +929,50 @@ mod tests {
                 .tables()
                 .resources
                 .contains_key(&("acct".to_owned(), "a".to_owned()))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_contended_sequence_answers_a_fixed_message_without_the_stores_words() {
+        // Every claim of the budget cancelled with DynamoDB's reasons: the
+        // item is created, unnumbered, and the body says so in the API's
+        // words only.
+        let c = counter(10);
+        for _ in 0..hybrid_counter::sequence::DEFAULT_BACKOFF.max_attempts {
+            c.store().inject(
+                hybrid_counter::memory::Op::ClaimSequence,
+                hybrid_counter::memory::Fault::Conflict,
+            );
+        }
+        let response = handle(&c, request("POST", "/scopes/acct/items/a?sequence=true", ""), NOW).await;
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let text = std::str::from_utf8(response.body()).unwrap();
+        for word in ["TransactionConflict", "cancelled", "attempts"] {
+            assert!(!text.contains(word), "{word:?} in the body: {text}");
+        }
+        let body: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "error": "CreatedWithoutSequence",
+                "message": format!(
+                    "item a was created, but no sequence number could be claimed for it ({SEQUENCE_CONTENDED_MESSAGE}); \
+                     the item stays, unnumbered: delete it and create it again to number it"
+                ),
+            })
+        );
+        // The same error on its own: a fixed code and message.
+        let err = ApiError::from(Error::SequenceContended {
+            scope: "acct".into(),
+            attempts: 16,
+            last: "transaction cancelled: [TransactionConflict, None]".into(),
+        });
+        let response = err.into_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+        let body: Value = serde_json::from_slice(response.body()).unwrap();
+        assert_eq!(
+            body,
+            json!({"error": "SequenceContended", "message": SEQUENCE_CONTENDED_MESSAGE})
         );
     }
 
