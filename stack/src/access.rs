@@ -258,6 +258,8 @@ pub const OPERATIONS: &[Operation] = &[
     op(LAMBDA, "get_event_source_mapping", &[LambdaGetEventSourceMapping]),
     op(LAMBDA, "get_function_url_config", &[LambdaGetFunctionUrlConfig]),
     op(LAMBDA, "list_tags", &[LambdaListTags]),
+    op(LAMBDA, "tag_resource", &[LambdaTagResource]),
+    op(LAMBDA, "update_event_source_mapping", &[LambdaUpdateEventSourceMapping]),
     op(CLOUDFORMATION, "describe_stacks", &[CloudFormationDescribeStacks]),
     op(
         CLOUDFORMATION,
@@ -628,6 +630,25 @@ pub const CALL_SITES: &[CallSite] = &[
         &[Operator],
         &[on(Everything, &[LambdaListEventSourceMappings])],
         "status: the stack's mappings (no resource-level permission)",
+    ),
+    // The local take-over: only on the embedded emulator (`counterctl
+    // deploy` and `local run` with the local target), never on AWS, so no
+    // role or operator policy is granted it.
+    call(
+        ESM_RS,
+        "take_over",
+        "tag_resource",
+        &[],
+        &[on(Functions, &[LambdaTagResource])],
+        "only on the embedded emulator: tags the function whose mapping the local runner plays",
+    ),
+    call(
+        ESM_RS,
+        "take_over",
+        "update_event_source_mapping",
+        &[],
+        &[on(EventSourceMappings, &[LambdaUpdateEventSourceMapping])],
+        "only on the embedded emulator: disables its own poller's copy of the mapping",
     ),
     call(
         ESM_RS,

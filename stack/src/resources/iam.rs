@@ -258,6 +258,9 @@ actions! {
     LambdaGetEventSourceMapping => "lambda:GetEventSourceMapping",
     LambdaGetFunctionUrlConfig => "lambda:GetFunctionUrlConfig",
     LambdaListTags => "lambda:ListTags",
+    /// Only on the embedded emulator: the local take-over of a mapping.
+    LambdaTagResource => "lambda:TagResource",
+    LambdaUpdateEventSourceMapping => "lambda:UpdateEventSourceMapping",
     CloudFormationDescribeStacks => "cloudformation:DescribeStacks",
     CloudFormationDescribeStackEvents => "cloudformation:DescribeStackEvents",
     CloudFormationListStackResources => "cloudformation:ListStackResources",
