@@ -106,11 +106,14 @@ module-graph: ## No import cycle between the modules of any workspace crate
 unit: ## Unit tests (everything but the emulator tests)
 	cargo test --workspace --exclude e2e --locked
 
+# `--workspace --test e2e` rather than `-p e2e`: the same package selection
+# as `unit`, so both use one build of the dependencies (with `-p e2e`
+# cargo unifies other features and compiles the SDK crates a second time).
 e2e: ## Emulator tests; the harness starts its own fakecloud on a free port
 	@bin=$$(command -v "$${FAKECLOUD_BIN:-fakecloud}") || { \
 		echo "error: fakecloud not found; run 'make tools' (or $(FAKECLOUD) install)" >&2; exit 1; }; \
-	echo "+ HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN=$$bin cargo test -p e2e --locked -- --test-threads=4"; \
-	HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN="$$bin" cargo test -p e2e --locked -- --test-threads=4
+	echo "+ HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN=$$bin cargo test --workspace --locked --test e2e -- --test-threads=4"; \
+	HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN="$$bin" cargo test --workspace --locked --test e2e -- --test-threads=4
 
 # Each phase's wall time is printed as it ends and again in a summary, so
 # a slow phase shows in every CI log (CI's limit is 90 minutes).

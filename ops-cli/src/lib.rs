@@ -62,28 +62,40 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         clients: &clients,
         ui,
     };
+    // Each command's future is boxed: inlined, the largest of them would
+    // make this future (and every caller's that joins several commands on
+    // one thread) as large as all of them together, enough to overflow a
+    // test thread's 2 MiB stack.
     let report = match &config.command {
-        CommandConfig::Plan(inputs) => Report::Plan(commands::deploy::plan::run(&ctx, inputs, artifacts).await?),
-        CommandConfig::Deploy { inputs, timeout } => {
-            Report::Deploy(commands::deploy::run(&ctx, inputs, artifacts, *timeout).await?)
+        CommandConfig::Plan(inputs) => {
+            Report::Plan(Box::pin(commands::deploy::plan::run(&ctx, inputs, artifacts)).await?)
         }
-        CommandConfig::Destroy(options) => Report::Destroy(commands::deploy::destroy::run(&ctx, *options).await?),
-        CommandConfig::Status => Report::Status(Box::new(commands::status::run(&ctx).await?)),
-        CommandConfig::Audit(options) => Report::Audit(commands::audit::run(&ctx, options).await?),
-        CommandConfig::Usage(scope) => Report::Usage(commands::scope::usage(&ctx, scope).await?),
-        CommandConfig::Limit { scope, action } => Report::Limit(commands::scope::limit(&ctx, scope, action).await?),
-        CommandConfig::Seq { scope, action } => Report::Seq(commands::scope::sequence(&ctx, scope, action).await?),
-        CommandConfig::Load(options) => Report::Load(commands::load::run(&ctx, options).await?),
-        CommandConfig::Redrive(options) => Report::Redrive(commands::redrive::run(&ctx, options).await?),
+        CommandConfig::Deploy { inputs, timeout } => {
+            Report::Deploy(Box::pin(commands::deploy::run(&ctx, inputs, artifacts, *timeout)).await?)
+        }
+        CommandConfig::Destroy(options) => {
+            Report::Destroy(Box::pin(commands::deploy::destroy::run(&ctx, *options)).await?)
+        }
+        CommandConfig::Status => Report::Status(Box::new(Box::pin(commands::status::run(&ctx)).await?)),
+        CommandConfig::Audit(options) => Report::Audit(Box::pin(commands::audit::run(&ctx, options)).await?),
+        CommandConfig::Usage(scope) => Report::Usage(Box::pin(commands::scope::usage(&ctx, scope)).await?),
+        CommandConfig::Limit { scope, action } => {
+            Report::Limit(Box::pin(commands::scope::limit(&ctx, scope, action)).await?)
+        }
+        CommandConfig::Seq { scope, action } => {
+            Report::Seq(Box::pin(commands::scope::sequence(&ctx, scope, action)).await?)
+        }
+        CommandConfig::Load(options) => Report::Load(Box::pin(commands::load::run(&ctx, options)).await?),
+        CommandConfig::Redrive(options) => Report::Redrive(Box::pin(commands::redrive::run(&ctx, options)).await?),
         #[cfg(feature = "local")]
-        CommandConfig::LocalRun(options) => Report::Local(commands::local::run(&ctx, options).await?),
+        CommandConfig::LocalRun(options) => Report::Local(Box::pin(commands::local::run(&ctx, options)).await?),
         // Config::from_cli refuses `local run` in a build without the runner.
         #[cfg(not(feature = "local"))]
         CommandConfig::LocalRun(_) => return Err(Error::NoLocalRunner),
         CommandConfig::Completions(_) | CommandConfig::Man | CommandConfig::OperatorPolicy(_) => {
             unreachable!("answered before connecting")
         }
-        CommandConfig::Verify(options) => Report::Verify(commands::verify::run(&ctx, options).await?),
+        CommandConfig::Verify(options) => Report::Verify(Box::pin(commands::verify::run(&ctx, options)).await?),
     };
     Ok(report)
 }

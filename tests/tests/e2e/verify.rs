@@ -99,7 +99,9 @@ async fn verify_passes_on_a_working_stack_and_removes_what_it_wrote() {
     );
 }
 
-/// Disables the deployed mapping whose source ARN contains `source`.
+/// Switches the deployed mapping whose source ARN contains `source` off as
+/// an operator would on the embedded emulator, so that neither the
+/// emulator nor the local runner plays it.
 async fn disable_mapping(emulator: &e2e::Emulator, source: &str) {
     let lambda = aws_sdk_lambda::Client::new(&emulator.sdk_config().await);
     let mappings = lambda.list_event_source_mappings().send().await.unwrap();
@@ -108,10 +110,21 @@ async fn disable_mapping(emulator: &e2e::Emulator, source: &str) {
         .iter()
         .find(|m| m.event_source_arn().is_some_and(|arn| arn.contains(source)))
         .unwrap_or_else(|| panic!("a mapping of {source}"));
+    let uuid = mapping.uuid().unwrap();
     lambda
         .update_event_source_mapping()
-        .uuid(mapping.uuid().unwrap())
+        .uuid(uuid)
         .enabled(false)
+        .send()
+        .await
+        .unwrap();
+    // On the embedded emulator `deploy` already disabled the SQS mapping
+    // for the local runner and tagged its function: a mapping is off there
+    // once it is disabled and untagged.
+    lambda
+        .untag_resource()
+        .resource(mapping.function_arn().unwrap())
+        .tag_keys(hybrid_counter_aws::esm::takeover_tag(uuid))
         .send()
         .await
         .unwrap();
