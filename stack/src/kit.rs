@@ -462,14 +462,17 @@ fn stream_arn() -> Expr {
 /// The resource-item writes of stream processing. Inside `TransactWriteItems`
 /// each action is authorized as its single-item operation (there is no
 /// `TransactWriteItems` IAM action): the flag flip is an `UpdateItem`, the
-/// hard delete a `DeleteItem`; `GetItem` reads an item's current state when
-/// a soft delete arrives.
+/// hard delete a `DeleteItem`. A soft delete is decided on its item's
+/// current state: one `BatchGetItem` per chunk in batched mode (its own
+/// action, which `GetItem` does not cover), a `GetItem` per record in
+/// per-record mode.
 fn resource_item_statements() -> Vec<Statement> {
     vec![
         Statement::allow(
             "ResourcesTableItems",
             &[
                 Action::DynamoDbGetItem,
+                Action::DynamoDbBatchGetItem,
                 Action::DynamoDbUpdateItem,
                 Action::DynamoDbDeleteItem,
             ],

@@ -250,7 +250,12 @@ fn expected(pairs: &[(&[&str], Expr)]) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-const TABLE_ITEM_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"];
+const TABLE_ITEM_ACTIONS: &[&str] = &[
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+];
 const LOG_ACTIONS: &[&str] = &["logs:CreateLogStream", "logs:PutLogEvents"];
 
 /// Under either `FailedBatchRecords` the role grants the consumer's calls

@@ -247,6 +247,8 @@ actions! {
     DynamoDbUpdateItem => "dynamodb:UpdateItem",
     /// Also what a transaction's `Delete` action is authorized as.
     DynamoDbDeleteItem => "dynamodb:DeleteItem",
+    /// Its own action: a `GetItem` grant does not cover it.
+    DynamoDbBatchGetItem => "dynamodb:BatchGetItem",
     DynamoDbQuery => "dynamodb:Query",
     DynamoDbScan => "dynamodb:Scan",
     DynamoDbDescribeStream => "dynamodb:DescribeStream",

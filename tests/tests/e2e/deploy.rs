@@ -412,6 +412,7 @@ async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMa
     };
     let item_writes = [
         pair("dynamodb:GetItem", resources),
+        pair("dynamodb:BatchGetItem", resources),
         pair("dynamodb:UpdateItem", resources),
         pair("dynamodb:DeleteItem", resources),
         pair("dynamodb:UpdateItem", &counters),
