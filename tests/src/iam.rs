@@ -8,7 +8,7 @@
 //! is [`operator_policy`] ([`operator_credentials`]).
 //!
 //! What fakecloud 0.51.0 enforces, read from its source (`localstack/README.md`,
-//! "Local-only differences", has the list): DynamoDB and its streams, SQS,
+//! "What fakecloud 0.51.0 enforces", has the details): DynamoDB and its streams, SQS,
 //! S3, SNS, KMS, Lambda, IAM/STS and Scheduler; not CloudFormation,
 //! CloudWatch or Logs. A denial answers `AccessDeniedException` naming the
 //! principal, action and resource, and is logged by the emulator; the
