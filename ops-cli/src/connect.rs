@@ -1,7 +1,8 @@
 //! From a validated config to SDK clients: resolves the endpoint (for
 //! `local`, the emulator that `localstack/fakecloud.sh` runs, started when it
-//! does not answer), loads the SDK configuration (dummy static credentials
-//! for the emulators, the standard chain for AWS) and builds one client per
+//! does not answer), loads the SDK configuration (for the emulators the
+//! static keys captured from the environment, else dummy ones; the standard
+//! chain for AWS) and builds one client per
 //! service the commands use.
 
 use std::path::{Path, PathBuf};
@@ -64,7 +65,7 @@ pub async fn connect(config: &Config, ui: &Ui) -> Result<Clients> {
         loader = loader.endpoint_url(endpoint);
     }
     if config.is_emulator() {
-        loader = loader.credentials_provider(emulator_credentials(|k| std::env::var(k).ok()));
+        loader = loader.credentials_provider(emulator_credentials(|k| config.env.aws_keys.get(k).cloned()));
     }
     let sdk = loader.load().await;
     let region = sdk.region().map(|r| r.to_string()).ok_or(Error::NoRegion)?;

@@ -287,9 +287,9 @@ pub fn add_resources(t: &mut Template) {
                 )
                 .for_principal(Principal::Anyone)
                 .when(
-                    "ArnNotEquals",
-                    "aws:PrincipalArn",
-                    Expr::get_att(logical::STREAM_COUNTER_ROLE, "Arn"),
+                    "StringNotLike",
+                    "aws:userid",
+                    role_sessions(logical::STREAM_COUNTER_ROLE),
                 ),
                 // Only the reprocessor and the operator read the records.
                 // Object reads and writes only: the account's
@@ -301,7 +301,14 @@ pub fn add_resources(t: &mut Template) {
                     vec![objects_arn()],
                 )
                 .for_principal(Principal::Anyone)
-                .when("ArnNotEquals", "aws:PrincipalArn", readers()),
+                // Both must hold to deny: not one of the reprocessor's
+                // sessions, and not the operator.
+                .when(
+                    "StringNotLike",
+                    "aws:userid",
+                    role_sessions(logical::DLQ_REPROCESSOR_ROLE),
+                )
+                .when("ArnNotEquals", "aws:PrincipalArn", operator_or_reprocessor()),
             ]),
         })
         .only_if(KEEP_PAYLOAD),
@@ -311,17 +318,24 @@ pub fn add_resources(t: &mut Template) {
 /// Template condition: an `OperatorPrincipalArn` was given.
 pub const HAS_OPERATOR_PRINCIPAL: &str = "HasOperatorPrincipal";
 
-/// The principals that may read failed batches: the reprocessor's role,
-/// and `OperatorPrincipalArn` when given.
-fn readers() -> Expr {
-    Expr::List(vec![
+/// `OperatorPrincipalArn` when given (else the reprocessor's role again,
+/// so the list is never empty): the other principal that may read.
+fn operator_or_reprocessor() -> Expr {
+    Expr::when(
+        HAS_OPERATOR_PRINCIPAL,
+        Expr::reference(params::OPERATOR_PRINCIPAL_ARN),
         Expr::get_att(logical::DLQ_REPROCESSOR_ROLE, "Arn"),
-        Expr::when(
-            HAS_OPERATOR_PRINCIPAL,
-            Expr::reference(params::OPERATOR_PRINCIPAL_ARN),
-            Expr::no_value(),
-        ),
-    ])
+    )
+}
+
+/// Every session of `role`, as `aws:userid` names it: `<role id>:<session>`
+/// (IAM's global condition keys; AWS's "restrict bucket access to an IAM
+/// role" pattern). Not `aws:PrincipalArn` with the role's ARN: an emulator
+/// may put the session's ARN there (fakecloud 0.51.0 does) where AWS puts
+/// the role's, and the role's unique id also stops a role deleted and
+/// created again under the same name from inheriting the access.
+fn role_sessions(role: &str) -> Expr {
+    Expr::sub(format!("${{{role}.RoleId}}:*"))
 }
 
 /// The bucket's name, as an output that exists only with `payload`.

@@ -50,6 +50,10 @@ pub const DLQ1_BATCH_SIZE: i64 = 10;
 
 const LAMBDA_SERVICE: &str = "lambda.amazonaws.com";
 
+/// The condition under which the functions' roles also trust
+/// [`params::EMULATOR_ROLE_ASSUMER`]: never on AWS, where it is empty.
+pub const EMULATOR_ROLE_ASSUMER_SET: &str = "EmulatorRoleAssumerSet";
+
 /// The template's description.
 pub const DESCRIPTION: &str = "Hybrid Counter Kit: per-scope best-effort and eventual counters on DynamoDB, the \
                                stream consumer with its DLQ1 -> reprocessor -> DLQ2 failure pipeline, and an \
@@ -61,6 +65,7 @@ pub const DESCRIPTION: &str = "Hybrid Counter Kit: per-scope best-effort and eve
 pub fn add_core(t: &mut Template) {
     add_parameters(t);
     failed_batches::add_parameter(t);
+    add_emulator_role_assumer(t);
     failed_batches::add_conditions(t);
     add_tables(t);
     add_queues(t);
@@ -212,6 +217,25 @@ fn add_parameters(t: &mut Template) {
         )
         .default_string(Mode::default().as_str())
         .allowed_values(&Mode::NAMES),
+    );
+}
+
+/// The embedded emulator has no Lambda service to assume the functions'
+/// roles, so its runner does; `counterctl deploy --target local` sets the
+/// parameter to the account, every other target leaves it empty.
+fn add_emulator_role_assumer(t: &mut Template) {
+    t.parameter(
+        params::EMULATOR_ROLE_ASSUMER,
+        Parameter::string(
+            "Only for the embedded emulator (counterctl sets it on --target local): an AWS principal that may \
+             also assume the functions' roles, so the local runner runs each function with its own role's \
+             credentials. Empty everywhere else: the roles trust lambda.amazonaws.com alone.",
+        )
+        .default_string(""),
+    );
+    t.condition(
+        EMULATOR_ROLE_ASSUMER_SET,
+        Expr::negate(Expr::equals(Expr::reference(params::EMULATOR_ROLE_ASSUMER), "".into())),
     );
 }
 
@@ -371,7 +395,12 @@ pub(crate) fn add_function(t: &mut Template, spec: &FunctionSpec) {
             ))
             .chain((spec.conditional_policies)())
             .collect(),
-        ),
+        )
+        .also_trusting(Expr::when(
+            EMULATOR_ROLE_ASSUMER_SET,
+            Expr::reference(params::EMULATOR_ROLE_ASSUMER),
+            Expr::no_value(),
+        )),
     );
 
     let mut variables = BTreeMap::from([

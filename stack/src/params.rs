@@ -61,8 +61,13 @@ pub const DRIFT_CHECK_READ_BUDGET: &str = "DriftCheckReadBudget";
 /// S3 key of the drift check zip.
 pub const DRIFT_CHECK_CODE_KEY: &str = "DriftCheckCodeKey";
 
+/// Only for the embedded emulator: an AWS principal that may also assume
+/// the functions' roles, so the local runner runs each function with its
+/// own role; empty (on AWS): the roles trust `lambda.amazonaws.com` alone.
+pub const EMULATOR_ROLE_ASSUMER: &str = "EmulatorRoleAssumer";
+
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 26] = [
+pub const ALL: [&str; 27] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -89,4 +94,5 @@ pub const ALL: [&str; 26] = [
     DRIFT_CHECK_SCHEDULE,
     DRIFT_CHECK_READ_BUDGET,
     DRIFT_CHECK_CODE_KEY,
+    EMULATOR_ROLE_ASSUMER,
 ];

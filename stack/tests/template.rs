@@ -627,19 +627,27 @@ fn the_failed_batch_bucket_takes_writes_from_the_stream_counter_and_reads_from_t
     let writes = deny("s3:PutObject");
     assert_eq!(writes["Principal"], "*");
     assert_eq!(writes["Resource"], serde_json::json!([objects]));
+    // Denied to every caller that is not a session of the stream counter's
+    // role (`aws:userid` is `<role id>:<session>` for a role session).
     assert_eq!(
         writes["Condition"],
-        serde_json::json!({"ArnNotEquals": {"aws:PrincipalArn": {"Fn::GetAtt": [logical::STREAM_COUNTER_ROLE, "Arn"]}}})
+        serde_json::json!({"StringNotLike": {"aws:userid": {"Fn::Sub": "${StreamCounterRole.RoleId}:*"}}})
     );
     let reads = deny("s3:GetObject");
     assert_eq!(reads["Principal"], "*");
     assert_eq!(reads["Resource"], serde_json::json!([objects]));
+    // Denied only when both hold: not a reprocessor session, and not the
+    // operator (or, without one, not the reprocessor's role again).
     assert_eq!(
         reads["Condition"],
-        serde_json::json!({"ArnNotEquals": {"aws:PrincipalArn": [
-            {"Fn::GetAtt": [logical::DLQ_REPROCESSOR_ROLE, "Arn"]},
-            {"Fn::If": [failed_batches::HAS_OPERATOR_PRINCIPAL, {"Ref": params::OPERATOR_PRINCIPAL_ARN}, {"Ref": "AWS::NoValue"}]},
-        ]}})
+        serde_json::json!({
+            "StringNotLike": {"aws:userid": {"Fn::Sub": "${DlqReprocessorRole.RoleId}:*"}},
+            "ArnNotEquals": {"aws:PrincipalArn": {"Fn::If": [
+                failed_batches::HAS_OPERATOR_PRINCIPAL,
+                {"Ref": params::OPERATOR_PRINCIPAL_ARN},
+                {"Fn::GetAtt": [logical::DLQ_REPROCESSOR_ROLE, "Arn"]},
+            ]}},
+        })
     );
     // Nothing but TLS is denied on bucket-level actions.
     for statement in &statements {

@@ -1,6 +1,11 @@
 //! Drives `counterctl` as a library (the same `ops_cli::execute` the binary
 //! calls) against one emulator, for the deploy, pipeline and operations
-//! tests.
+//! tests. The operator's commands run as an operator role with the
+//! operator's least-privilege policy ([`crate::iam::operator_policy`]);
+//! `plan`, `deploy` and `destroy` run as the emulator's admin identity (a
+//! deployer creates roles and everything else the stack holds, which is not
+//! the operator's business), and so does `local run`, which stands in for
+//! Lambda's service.
 //!
 //! Handler zips: the real cargo-lambda ones under `target/lambda` when
 //! `make build` has produced all three, otherwise small placeholder zips
@@ -10,8 +15,9 @@
 
 use std::path::{Path, PathBuf};
 
+use aws_sdk_dynamodb::config::Credentials;
 use clap::Parser;
-use ops_cli::cli::Cli;
+use ops_cli::cli::{Cli, Command};
 use ops_cli::commands::deploy::DeployReport;
 use ops_cli::commands::deploy::destroy::DestroyReport;
 use ops_cli::commands::deploy::plan::PlanReport;
@@ -43,18 +49,66 @@ pub async fn deployed() -> (Emulator, Counterctl, hybrid_counter::CounterConfig)
 pub struct Counterctl {
     pub endpoint: String,
     pub zips: Zips,
+    /// The operator role's credentials, per stack name.
+    operators: tokio::sync::Mutex<std::collections::HashMap<String, Credentials>>,
 }
 
 impl Counterctl {
     pub fn new(emulator: &Emulator) -> Self {
+        Self::at(&emulator.endpoint)
+    }
+
+    /// Counterctl against `endpoint` (an emulator, or a fault proxy in front of one).
+    pub fn at(endpoint: &str) -> Self {
         Self {
-            endpoint: emulator.endpoint.clone(),
+            endpoint: endpoint.to_owned(),
             zips: Zips::find_or_make(),
+            operators: Default::default(),
         }
     }
 
+    /// The operator role's credentials for the stack `stack_name` (its
+    /// resources named by the deployed `NamePrefix`, else by the stack name).
+    async fn operator(&self, stack_name: &str) -> Credentials {
+        let mut operators = self.operators.lock().await;
+        if let Some(credentials) = operators.get(stack_name) {
+            return credentials.clone();
+        }
+        let admin = crate::sdk_config_for(&self.endpoint).await;
+        let name_prefix = aws_sdk_cloudformation::Client::new(&admin)
+            .describe_stacks()
+            .stack_name(stack_name)
+            .send()
+            .await
+            .ok()
+            .and_then(|out| {
+                out.stacks()
+                    .first()?
+                    .parameters()
+                    .iter()
+                    .find(|p| p.parameter_key() == Some(stack::params::NAME_PREFIX))?
+                    .parameter_value()
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| stack_name.to_ascii_lowercase());
+        let account = crate::iam::account(&admin).await;
+        let scope = crate::iam::OperatorScope {
+            partition: "aws".to_owned(),
+            region: "us-east-1".to_owned(),
+            artifacts_bucket: ops_cli::commands::deploy::package::bucket_name(stack_name, &account, "us-east-1")
+                .expect("the artifacts bucket's name"),
+            account,
+            stack_name: stack_name.to_owned(),
+            name_prefix,
+        };
+        let credentials = crate::iam::operator_credentials(&admin, &scope).await;
+        operators.insert(stack_name.to_owned(), credentials.clone());
+        credentials
+    }
+
     /// `counterctl <args>` with the endpoint and region pinned, so the
-    /// developer's AWS_* variables do not leak in.
+    /// developer's AWS_* variables do not leak in; an operator's command
+    /// runs with the operator role's keys.
     pub async fn run(&self, args: &[&str]) -> Result<Report, ops_cli::Error> {
         let mut argv = vec![
             "counterctl",
@@ -67,8 +121,27 @@ impl Counterctl {
         ];
         argv.extend_from_slice(args);
         let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("bad test command line {argv:?}: {e}"));
-        let config = Config::from_cli(cli, &|_| None)?;
-        ops_cli::execute(&config, &Ui::quiet()).await
+        let deployer = matches!(
+            cli.command,
+            Command::Plan(_) | Command::Deploy(_) | Command::Destroy(_) | Command::Local(_)
+        );
+        let keys = if deployer {
+            std::collections::BTreeMap::new()
+        } else {
+            // Boxed, as the command below: the SDK calls' futures are large,
+            // and a test polls several commands at once on its stack.
+            let credentials = Box::pin(self.operator(&cli.global.stack_name)).await;
+            std::collections::BTreeMap::from([
+                ("AWS_ACCESS_KEY_ID", credentials.access_key_id().to_owned()),
+                ("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key().to_owned()),
+                (
+                    "AWS_SESSION_TOKEN",
+                    credentials.session_token().unwrap_or_default().to_owned(),
+                ),
+            ])
+        };
+        let config = Config::from_cli(cli, &|name| keys.get(name).cloned())?;
+        Box::pin(ops_cli::execute(&config, &Ui::quiet())).await
     }
 
     /// `args` plus the zips' directory, for plan and deploy.

@@ -1,7 +1,8 @@
 //! A fault-injecting HTTP proxy between SDK clients (or `counterctl`, which
 //! takes an endpoint) and a test's emulator.
 //!
-//! Every request is forwarded unchanged unless a seeded [`FaultPlan`] picks
+//! Every request is forwarded (marked as received over TLS,
+//! `X-Forwarded-Proto: https`, as on AWS) unless a seeded [`FaultPlan`] picks
 //! a [`Fault`] for its AWS operation, read from the `X-Amz-Target` header
 //! (`DynamoDB_20120810.<Op>`, `DynamoDBStreams_20120810.<Op>`, and
 //! `AmazonSQS.<Op>`: the SQS SDK in the lock file speaks the JSON protocol).
@@ -747,6 +748,12 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
         }
     }
     strip_hop_by_hop(&mut parts.headers);
+    // What a TLS-terminating proxy tells the emulator: every call to AWS is
+    // over TLS, so `aws:SecureTransport` holds there, and a TLS-only bucket
+    // policy must not deny the kit's own calls here.
+    parts
+        .headers
+        .insert(X_FORWARDED_PROTO, HeaderValue::from_static("https"));
     parts.version = Version::HTTP_11;
     let forwarded = shared
         .forward(operation.as_ref(), Request::from_parts(parts, Full::new(body)))
@@ -762,6 +769,9 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
         }
     })
 }
+
+/// The header an emulator reads `aws:SecureTransport` from.
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
 /// Headers of one connection, not of the message.
 fn strip_hop_by_hop(headers: &mut hyper::HeaderMap) {

@@ -1,14 +1,15 @@
 //! Harness for the end-to-end tests: starts a private fakecloud on a free
-//! loopback port (up once the AWS layer's health probe says so, stopped
-//! when dropped), creates the kit's tables in it, and plays the stream
-//! through the real handler function the way the event source mapping
-//! would.
+//! loopback port with IAM enforced ([`iam`]; up once the AWS layer's health
+//! probe says so, stopped when dropped, failing the test if it denied
+//! anything), creates the kit's tables in it, and plays the stream through
+//! the real handler function the way the event source mapping would.
 //!
 //! The emulator is required: when its binary is missing the harness panics
 //! with the install command. Tests are never skipped.
 
 pub mod counterctl;
 pub mod faults;
+pub mod iam;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -30,10 +31,18 @@ use hybrid_counter_aws::streams::{Position, ShardReader};
 use hybrid_counter_aws::{DynamoStore, probe};
 use stream_counter::{RawStreamEvent, handle_stream_event};
 
-/// A fakecloud process owned by one test.
+/// A fakecloud process owned by one test, enforcing IAM, behind a proxy
+/// that stands for TLS termination ([`faults::FaultProxy`] without faults):
+/// the emulator serves plain HTTP, and would read every caller's
+/// `aws:SecureTransport` as false, which no call to AWS is.
 pub struct Emulator {
     child: Child,
+    /// The proxy's: give it to SDK clients or `--endpoint-url`.
     pub endpoint: String,
+    _tls: faults::FaultProxy,
+    log: PathBuf,
+    /// Denials a test provoked on purpose and has taken ([`Self::take_denials`]).
+    taken_denials: std::sync::Mutex<usize>,
 }
 
 fn fakecloud_bin() -> PathBuf {
@@ -61,6 +70,7 @@ impl Emulator {
             let log = std::fs::File::create(&log_path).expect("create emulator log");
             let mut child = Command::new(&bin)
                 .args(["--addr", &format!("127.0.0.1:{port}"), "--log-level", "warn"])
+                .args(["--iam", iam::IAM_MODE])
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().expect("log handle"))
                 .stderr(log)
@@ -76,7 +86,14 @@ impl Emulator {
             let deadline = Instant::now() + Duration::from_secs(30);
             while Instant::now() < deadline {
                 if probe::healthy(&endpoint) {
-                    return Self { child, endpoint };
+                    let tls = faults::FaultProxy::start(&endpoint, faults::FaultPlan::new(0));
+                    return Self {
+                        child,
+                        endpoint: tls.endpoint.clone(),
+                        _tls: tls,
+                        log: log_path,
+                        taken_denials: Default::default(),
+                    };
                 }
                 if let Ok(Some(_)) = child.try_wait() {
                     break; // port taken between probe and bind: try another
@@ -120,10 +137,101 @@ pub async fn sdk_config_for(endpoint: &str) -> SdkConfig {
         .await
 }
 
+impl Emulator {
+    /// Every request the emulator denied so far, as it logged it (the
+    /// principal, the action and the resource).
+    pub fn denials(&self) -> Vec<String> {
+        denials_in(&std::fs::read_to_string(&self.log).unwrap_or_default())
+    }
+
+    /// The denials since the last call, which the test provoked on purpose:
+    /// they no longer fail it when the emulator stops.
+    pub fn take_denials(&self) -> Vec<String> {
+        let all = self.denials();
+        let mut taken = self.taken_denials.lock().expect("denials lock");
+        let new = all[(*taken).min(all.len())..].to_vec();
+        *taken = all.len();
+        new
+    }
+}
+
+/// The denial lines of a fakecloud log: its IAM audit target's warnings,
+/// without terminal colours.
+fn denials_in(log: &str) -> Vec<String> {
+    log.lines()
+        .map(strip_ansi)
+        .filter(|line| line.contains("fakecloud::iam::audit"))
+        .collect()
+}
+
+/// One line per distinct denial: how often, who, which action, on what
+/// (fakecloud's audit fields `principal`, `action`, `resource`); a line
+/// without them as it is.
+fn summarize_denials(lines: &[String]) -> Vec<String> {
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    for line in lines {
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|word| word.strip_prefix(name)?.strip_prefix('='))
+                .map(str::to_owned)
+        };
+        let summary = match (field("principal"), field("action"), field("resource")) {
+            (Some(principal), Some(action), Some(resource)) => {
+                format!("{principal} was denied {action} on {resource}")
+            }
+            _ => line.clone(),
+        };
+        match seen.iter_mut().find(|(known, _)| *known == summary) {
+            Some((_, count)) => *count += 1,
+            None => seen.push((summary, 1)),
+        }
+    }
+    seen.into_iter()
+        .map(|(summary, count)| format!("  {count}x {summary}"))
+        .collect()
+}
+
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters final-byte.
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl Drop for Emulator {
+    /// Stops the emulator; a request it denied that the test did not take
+    /// fails the test, with what was denied to whom (and when the test
+    /// failed already, probably because of it, is printed beside it).
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let taken = *self.taken_denials.lock().unwrap_or_else(|p| p.into_inner());
+        let denials = self.denials();
+        if denials.len() <= taken {
+            return;
+        }
+        let message = format!(
+            "the emulator denied {} request(s) under IAM enforcement (log {}):\n{}",
+            denials.len() - taken,
+            self.log.display(),
+            summarize_denials(&denials[taken..]).join("\n")
+        );
+        if std::thread::panicking() {
+            eprintln!("{message}");
+        } else {
+            panic!("{message}");
+        }
     }
 }
 
@@ -306,75 +414,82 @@ pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
 
 /// The kit's handler functions in process, as the binaries run them: the
 /// DLQ reprocessor for a function name ending in `-dlq-reprocessor`, the
-/// drift check for one ending in `-drift-check`, else the stream counter. The reprocessor gets the stream and DLQ2 its
-/// deployed function's environment names (`STREAM_ARN`, `DLQ2_URL`), read
-/// from the emulator's Lambda API on its first invocation: what `cargo
-/// lambda watch` hands the real binary.
+/// drift check for one ending in `-drift-check`, else the stream counter.
+/// Each runs as the deployed function runs on Lambda: with the credentials
+/// of its own execution role ([`iam::function_sdk_config`]) and its
+/// deployed environment, both read from the emulator's Lambda API on its
+/// first invocation (what `cargo lambda watch` hands the real binary). The
+/// stream counter and the reprocessor work on `config`'s tables.
 #[derive(Clone)]
 pub struct KitFunctions {
+    config: CounterConfig,
+    sdk: SdkConfig,
+    deployed: std::sync::Arc<tokio::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<DeployedFunction>>>>,
+}
+
+/// One deployed function, in process.
+struct DeployedFunction {
+    /// Its deployed environment variables.
+    environment: std::collections::HashMap<String, String>,
+    /// The emulator, with its role's credentials.
+    sdk: SdkConfig,
+    /// The stream processing of `config`'s tables, as the function.
     processor: Processor<DynamoStore>,
-    sources: dlq_reprocessor::Sources,
-    sqs: aws_sdk_sqs::Client,
-    lambda: aws_sdk_lambda::Client,
-    permanent: std::sync::Arc<tokio::sync::Mutex<std::collections::HashMap<String, PermanentFailures>>>,
 }
 
 impl KitFunctions {
-    /// `processor` runs the records; `sdk` reaches the emulator (directly or
-    /// through a fault proxy) for the stream, DLQ2 and the functions'
-    /// configuration.
-    pub fn new(processor: Processor<DynamoStore>, sdk: &SdkConfig) -> Self {
+    /// `sdk` reaches the emulator (directly or through a fault proxy) as
+    /// the test's admin identity, which reads the functions' configuration
+    /// and obtains their roles' credentials.
+    pub fn new(config: &CounterConfig, sdk: &SdkConfig) -> Self {
         Self {
-            processor,
-            sources: dlq_reprocessor::Sources {
-                streams: aws_sdk_dynamodbstreams::Client::new(sdk),
-                s3: s3_client(sdk),
-            },
-            sqs: aws_sdk_sqs::Client::new(sdk),
-            lambda: aws_sdk_lambda::Client::new(sdk),
-            permanent: Default::default(),
+            config: config.clone(),
+            sdk: sdk.clone(),
+            deployed: Default::default(),
         }
     }
 
-    /// The deployed `function`'s environment, as `cargo lambda watch`
-    /// hands it to the binary.
-    async fn environment(&self, function: &str) -> Result<std::collections::HashMap<String, String>, String> {
-        let configuration = self
-            .lambda
+    /// The deployed `function`, with its role and environment.
+    async fn deployed(&self, function: &str) -> std::sync::Arc<DeployedFunction> {
+        let mut known = self.deployed.lock().await;
+        if let Some(deployed) = known.get(function) {
+            return deployed.clone();
+        }
+        let configuration = aws_sdk_lambda::Client::new(&self.sdk)
             .get_function_configuration()
             .function_name(function)
             .send()
             .await
-            .map_err(|e| aws_sdk_lambda::error::DisplayErrorContext(e).to_string())?;
-        Ok(configuration
+            .unwrap_or_else(|e| {
+                panic!(
+                    "read the deployed configuration of {function}: {}",
+                    aws_sdk_lambda::error::DisplayErrorContext(e)
+                )
+            });
+        let environment = configuration
             .environment()
             .and_then(|e| e.variables())
             .cloned()
-            .unwrap_or_default())
+            .unwrap_or_default();
+        let sdk = iam::function_sdk_config(&self.sdk, function).await;
+        let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &self.config);
+        let processor = Processor::new(store).with_eventual_shards(self.config.eventual_shards);
+        let deployed = std::sync::Arc::new(DeployedFunction {
+            environment,
+            sdk,
+            processor,
+        });
+        known.insert(function.to_owned(), deployed.clone());
+        deployed
     }
 
-    /// The reprocessor's route of permanent failures, from the deployed
-    /// `function`'s environment.
-    async fn permanent_failures(&self, function: &str) -> Result<PermanentFailures, String> {
-        let mut known = self.permanent.lock().await;
-        if let Some(permanent) = known.get(function) {
-            return Ok(permanent.clone());
-        }
-        let variables = self.environment(function).await?;
-        let permanent = PermanentFailures::from_lookup(self.sqs.clone(), |name| variables.get(name).cloned())
-            .map_err(|e| e.to_string())?;
-        known.insert(function.to_owned(), permanent.clone());
-        Ok(permanent)
-    }
-
-    /// The drift check's handler over the tables and settings of the
-    /// deployed `function`'s environment, as its binary reads them.
-    async fn drift_check(&self, function: &str, payload: serde_json::Value) -> Result<serde_json::Value, String> {
-        let variables = self.environment(function).await?;
-        let lookup = |name: &str| variables.get(name).cloned();
+    /// The drift check's handler over the tables and settings of its
+    /// deployed environment, as its binary reads them.
+    async fn drift_check(deployed: &DeployedFunction, payload: serde_json::Value) -> Result<serde_json::Value, String> {
+        let lookup = |name: &str| deployed.environment.get(name).cloned();
         let config = CounterConfig::from_lookup(lookup).map_err(|e| e.to_string())?;
         let settings = drift_check::Settings::from_lookup(lookup).map_err(|e| e.to_string())?;
-        let store = DynamoStore::new(self.processor.store().client().clone(), &config);
+        let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&deployed.sdk), &config);
         let event = lambda_runtime::LambdaEvent::new(payload, lambda_runtime::Context::default());
         let outcome =
             drift_check::handle_drift_check(&store, &config, &settings, &hybrid_counter::Clock::system(), event)
@@ -383,29 +498,38 @@ impl KitFunctions {
         Ok(serde_json::to_value(outcome).unwrap_or_default())
     }
 
+    /// The reprocessor's handler, with the stream and DLQ2 of its deployed
+    /// environment.
+    async fn reprocess(deployed: &DeployedFunction, payload: serde_json::Value) -> Result<serde_json::Value, String> {
+        let sqs = aws_sdk_sqs::Client::new(&deployed.sdk);
+        let permanent = PermanentFailures::from_lookup(sqs, |name| deployed.environment.get(name).cloned())
+            .map_err(|e| e.to_string())?;
+        let sources = dlq_reprocessor::Sources {
+            streams: aws_sdk_dynamodbstreams::Client::new(&deployed.sdk),
+            s3: s3_client(&deployed.sdk),
+        };
+        let event = serde_json::from_value(payload).map_err(|e| e.to_string())?;
+        dlq_reprocessor::handle_dlq_event(
+            &deployed.processor,
+            &sources,
+            &permanent,
+            lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
+        )
+        .await
+        .map(|r| serde_json::to_value(r).unwrap_or_default())
+        .map_err(|e| e.to_string())
+    }
+
     /// Invokes the handler of `function` with a Lambda `payload`.
     pub async fn invoke(&self, function: &str, payload: serde_json::Value) -> esm_runner::Invocation {
-        if function.ends_with("-drift-check") {
-            return match self.drift_check(function, payload).await {
-                Ok(response) => esm_runner::Invocation::Response(response),
-                Err(message) => esm_runner::Invocation::error("Handler", &message),
-            };
-        }
-        if !function.ends_with("-dlq-reprocessor") {
-            return invoke_stream_counter(&self.processor, payload).await;
-        }
-        let result = match (self.permanent_failures(function).await, serde_json::from_value(payload)) {
-            (Ok(permanent), Ok(event)) => dlq_reprocessor::handle_dlq_event(
-                &self.processor,
-                &self.sources,
-                &permanent,
-                lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
-            )
-            .await
-            .map(|r| serde_json::to_value(r).unwrap_or_default())
-            .map_err(|e| e.to_string()),
-            (Err(e), _) => Err(e),
-            (_, Err(e)) => Err(e.to_string()),
+        // Boxed: the SDK calls' futures would make every invocation's larger.
+        let deployed = Box::pin(self.deployed(function)).await;
+        let result = if function.ends_with("-drift-check") {
+            Self::drift_check(&deployed, payload).await
+        } else if function.ends_with("-dlq-reprocessor") {
+            Self::reprocess(&deployed, payload).await
+        } else {
+            return invoke_stream_counter(&deployed.processor, payload).await;
         };
         match result {
             Ok(response) => esm_runner::Invocation::Response(response),
@@ -514,23 +638,12 @@ pub async fn drain_deployed(endpoint: &str, config: &CounterConfig) -> esm_runne
 }
 
 /// A local runner for the mappings deployed in the emulator at `endpoint`
-/// that invokes the kit's handler functions in process (the stream counter
-/// and the DLQ reprocessor, recognised by their function names' suffixes)
-/// against `config`'s tables: what `counterctl local run` does with the real
-/// binaries, minus `cargo lambda watch`.
+/// that invokes the kit's handler functions in process, each with its own
+/// role ([`KitFunctions`]), against `config`'s tables: what `counterctl
+/// local run` does with the real binaries, minus `cargo lambda watch`.
 pub async fn in_process_runner(endpoint: &str, config: &CounterConfig) -> esm_runner::Runner<impl esm_runner::Invoke> {
     use esm_runner::{FnInvoker, Runner, RunnerConfig};
-    let sdk = aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-            "test", "test", None, None, "e2e",
-        ))
-        .load()
-        .await;
-    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), config);
-    let processor = Processor::new(store).with_eventual_shards(config.eventual_shards);
-    let functions = KitFunctions::new(processor, &sdk);
+    let functions = KitFunctions::new(config, &sdk_config_for(endpoint).await);
     let invoker = FnInvoker::new(move |function: String, payload: serde_json::Value| {
         let functions = functions.clone();
         async move { Ok(functions.invoke(&function, payload).await) }
@@ -615,4 +728,27 @@ pub async fn read_new_records(
         records.extend(read);
     }
     records
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_logged_denial_is_reported_once_with_its_principal_action_and_resource() {
+        let line = "2026-11-25T12:58:15.426488Z  \u{1b}[33mWARN\u{1b}[0m fakecloud::iam::audit: IAM policy evaluation \
+                    denied request service=dynamodb action=dynamodb:BatchGetItem \
+                    resource=arn:aws:dynamodb:us-east-1:123456789012:table/t \
+                    principal=arn:aws:sts::123456789012:assumed-role/r/f decision=ImplicitDeny mode=strict";
+        let log = format!("{line}\nINFO something else\n{line}\n");
+        let denials = denials_in(&log);
+        assert_eq!(denials.len(), 2);
+        assert_eq!(
+            summarize_denials(&denials),
+            [
+                "  2x arn:aws:sts::123456789012:assumed-role/r/f was denied dynamodb:BatchGetItem on \
+              arn:aws:dynamodb:us-east-1:123456789012:table/t"
+            ]
+        );
+    }
 }

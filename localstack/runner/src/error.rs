@@ -37,6 +37,16 @@ pub enum Error {
     },
     #[error("cannot serve on 127.0.0.1:{port}: {message}; free the port or choose another (`--api-port`, 0 for any)")]
     PortUnavailable { port: u16, message: String },
+    #[error(
+        "cannot obtain the credentials of {function}'s execution role {role}: {message}; on the embedded \
+         emulator the roles let the runner assume them only when deployed by `counterctl deploy --target local` \
+         (parameter EmulatorRoleAssumer)"
+    )]
+    AssumeRole {
+        function: String,
+        role: String,
+        message: String,
+    },
     #[error("invoking {function} failed before it returned: {message}")]
     Invoke { function: String, message: String },
     #[error("{0}")]

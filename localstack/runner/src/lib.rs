@@ -38,6 +38,7 @@ pub mod error;
 pub mod function_url;
 pub mod invoke;
 pub mod report;
+pub mod role;
 pub mod schedule;
 pub mod sqs;
 pub mod stream;
@@ -59,6 +60,7 @@ pub use discover::{Mapping, Source};
 pub use error::Error;
 pub use invoke::{FnInvoker, FunctionTarget, Invocation, Invoke};
 pub use report::{MappingReport, RunReport, ScheduleReport, ServedUrl};
+pub use role::FunctionRoles;
 pub use schedule::Schedule;
 pub use watch::{CargoLambdaWatch, WatchConfig};
 
@@ -87,6 +89,24 @@ pub async fn run_until_idle(config: RunnerConfig) -> Result<RunReport, Error> {
     Runner::connect(config, invoker).await?.run_until_idle().await
 }
 
+/// The runner's own SDK configuration: the emulator at `endpoint`, as its
+/// account (`test`), for what Lambda's service does there: read the
+/// mappings, poll the sources, assume the functions' roles.
+pub async fn emulator_sdk_config(endpoint: &str, region: &str) -> aws_config::SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(Region::new(region.to_owned()))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "esm-runner",
+        ))
+        .load()
+        .await
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
     Shard { uuid: String, shard_id: String },
@@ -112,18 +132,7 @@ impl<I: Invoke> Runner<I> {
     /// Connects to the emulator named by `config` (with dummy credentials);
     /// nothing is read until the runner runs.
     pub async fn connect(config: RunnerConfig, invoker: I) -> Result<Self, Error> {
-        let sdk = aws_config::defaults(BehaviorVersion::latest())
-            .endpoint_url(&config.endpoint)
-            .region(Region::new(config.region.clone()))
-            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-                "test",
-                "test",
-                None,
-                None,
-                "esm-runner",
-            ))
-            .load()
-            .await;
+        let sdk = emulator_sdk_config(&config.endpoint, &config.region).await;
         Ok(Self {
             ctx: Arc::new(Ctx {
                 invoker,

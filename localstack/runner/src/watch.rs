@@ -5,7 +5,10 @@
 //!
 //! One watch process per deployed function, each with exactly that
 //! function's environment (from its deployed configuration) plus
-//! `AWS_ENDPOINT_URL` pointing at the emulator and dummy credentials. The
+//! `AWS_ENDPOINT_URL` pointing at the emulator and the temporary
+//! credentials of the function's own execution role ([`crate::role`]), so
+//! under IAM enforcement a function can do what its role grants and
+//! nothing else. The
 //! flags used, checked against `cargo lambda watch --help` of 1.9.2:
 //! `--invoke-address`/`--invoke-port` (where invoke requests are served),
 //! `--env-var KEY=VALUE` (repeatable; values are split at commas, so a value
@@ -44,6 +47,7 @@ use tracing::{info, warn};
 
 use crate::error::Error;
 use crate::invoke::{FunctionTarget, Invocation, Invoke};
+use crate::role::FunctionRoles;
 
 /// How to reach the handlers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -166,9 +170,13 @@ struct Target {
 /// The `cargo lambda watch` invoker.
 pub struct CargoLambdaWatch {
     config: WatchConfig,
-    /// Variables every function gets: the emulator endpoint, region and
-    /// dummy credentials.
+    /// Variables every function gets: the emulator endpoint and region.
     base_env: BTreeMap<String, String>,
+    endpoint: String,
+    region: String,
+    /// Where each started function's credentials come from, connected on
+    /// the first start.
+    roles: tokio::sync::OnceCell<FunctionRoles>,
     binaries: BTreeMap<String, String>,
     targets: tokio::sync::Mutex<BTreeMap<String, Arc<Target>>>,
 }
@@ -181,12 +189,13 @@ impl CargoLambdaWatch {
             ("AWS_ENDPOINT_URL".to_owned(), endpoint.to_owned()),
             ("AWS_REGION".to_owned(), region.to_owned()),
             ("AWS_DEFAULT_REGION".to_owned(), region.to_owned()),
-            ("AWS_ACCESS_KEY_ID".to_owned(), "test".to_owned()),
-            ("AWS_SECRET_ACCESS_KEY".to_owned(), "test".to_owned()),
         ]);
         Ok(Self {
             config,
             base_env,
+            endpoint: endpoint.to_owned(),
+            region: region.to_owned(),
+            roles: tokio::sync::OnceCell::new(),
             binaries,
             targets: tokio::sync::Mutex::default(),
         })
@@ -199,6 +208,17 @@ impl CargoLambdaWatch {
             handlers_dir: self.config.workspace.join("handlers"),
             known: self.binaries.keys().cloned().collect::<Vec<_>>().join(", "),
         })
+    }
+
+    /// The variables carrying the credentials of `function_name`'s own role.
+    async fn role_env(&self, function_name: &str) -> Result<[(String, String); 3], Error> {
+        let roles = self
+            .roles
+            .get_or_init(|| async {
+                FunctionRoles::new(&crate::emulator_sdk_config(&self.endpoint, &self.region).await)
+            })
+            .await;
+        Ok(crate::role::environment(&roles.credentials(function_name).await?))
     }
 
     fn cargo_lambda(&self) -> Result<PathBuf, Error> {
@@ -288,7 +308,9 @@ impl CargoLambdaWatch {
         if self.config.release {
             command.arg("--release");
         }
-        for (key, value) in env.iter().chain(self.base_env.iter()) {
+        let credentials = self.role_env(function_name).await?;
+        let credentials = credentials.iter().map(|(k, v)| (k, v));
+        for (key, value) in env.iter().chain(self.base_env.iter()).chain(credentials) {
             if value.contains(',') {
                 command.env(key, value);
             } else {

@@ -14,8 +14,9 @@ use crate::cli::StackArgs;
 use crate::error::{Error, Result};
 
 /// Template parameters counterctl fills in itself from the packaged zips.
-pub const MANAGED_PARAMS: [&str; 5] = [
+pub const MANAGED_PARAMS: [&str; 6] = [
     stack::params::ARTIFACTS_BUCKET,
+    stack::params::EMULATOR_ROLE_ASSUMER,
     stack::params::STREAM_COUNTER_CODE_KEY,
     stack::params::DLQ_REPROCESSOR_CODE_KEY,
     stack::params::API_CODE_KEY,

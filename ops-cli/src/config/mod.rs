@@ -167,7 +167,13 @@ impl OperatorPolicyOptions {
 pub struct EnvSnapshot {
     pub cargo_target_dir: Option<PathBuf>,
     pub fakecloud_bin: Option<String>,
+    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`:
+    /// an emulator's caller (the standard chain reads them on AWS).
+    pub aws_keys: std::collections::BTreeMap<String, String>,
 }
+
+/// The variables of an emulator caller's static credentials.
+pub const AWS_KEY_VARIABLES: [&str; 3] = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"];
 
 impl Config {
     /// Validates `cli`; `env` looks up environment variables (normally
@@ -251,6 +257,10 @@ impl Config {
             env: EnvSnapshot {
                 cargo_target_dir: non_empty(env("CARGO_TARGET_DIR")).map(PathBuf::from),
                 fakecloud_bin: non_empty(env("FAKECLOUD_BIN")),
+                aws_keys: AWS_KEY_VARIABLES
+                    .iter()
+                    .filter_map(|name| non_empty(env(name)).map(|value| ((*name).to_owned(), value)))
+                    .collect(),
             },
         })
     }

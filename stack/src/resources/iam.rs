@@ -35,6 +35,21 @@ impl Role {
         }
     }
 
+    /// The role, trusting also the AWS principal `aws` besides its service:
+    /// an expression that may be `AWS::NoValue`, which leaves the service
+    /// alone (the embedded emulator's runner assumes the roles locally).
+    pub fn also_trusting(mut self, aws: Expr) -> Self {
+        for statement in &mut self.assume_role_policy_document.statement {
+            if let Some(Principal::Service(service)) = statement.principal.take() {
+                statement.principal = Some(Principal::ServiceAndAws {
+                    service,
+                    aws: aws.clone(),
+                });
+            }
+        }
+        self
+    }
+
     /// Every statement of the role's inline policies.
     pub fn permission_statements(&self) -> impl Iterator<Item = &Statement> {
         self.policies.iter().flat_map(|p| p.policy_document.statement.iter())
@@ -179,6 +194,9 @@ pub enum Principal {
     Service(String),
     /// `*`: everyone (only in `Deny` statements of the kit).
     Anyone,
+    /// An AWS service and an AWS principal (account or ARN), which may be an
+    /// `Fn::If` yielding `AWS::NoValue`.
+    ServiceAndAws { service: String, aws: Expr },
 }
 
 impl Serialize for Principal {
@@ -191,6 +209,12 @@ impl Serialize for Principal {
                 map.end()
             }
             Principal::Anyone => serializer.serialize_str("*"),
+            Principal::ServiceAndAws { service, aws } => {
+                let mut map = serializer.serialize_map(Some(2))?;
+                map.serialize_entry("Service", service)?;
+                map.serialize_entry("AWS", aws)?;
+                map.end()
+            }
         }
     }
 }
@@ -297,6 +321,19 @@ mod tests {
                     "Principal": {"Service": "lambda.amazonaws.com"},
                     "Action": ["sts:AssumeRole"],
                 }]
+            })
+        );
+    }
+
+    #[test]
+    fn a_role_also_trusting_a_principal_keeps_its_service_and_adds_the_principal_beside_it() {
+        let local = Expr::when("Local", Expr::reference("Assumer"), Expr::no_value());
+        let role = Role::for_service("lambda.amazonaws.com", Vec::new()).also_trusting(local);
+        assert_eq!(
+            serde_json::to_value(&role.assume_role_policy_document).unwrap()["Statement"][0]["Principal"],
+            json!({
+                "Service": "lambda.amazonaws.com",
+                "AWS": {"Fn::If": ["Local", {"Ref": "Assumer"}, {"Ref": "AWS::NoValue"}]},
             })
         );
     }

@@ -536,6 +536,13 @@ async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMa
             ["lambda.amazonaws.com"],
             "{role}"
         );
+        // Deployed with `--target local`: the account may assume it too, so
+        // the local runner runs each function with its own role.
+        assert_eq!(
+            as_list(&statement["Principal"]["AWS"]),
+            [format!("arn:aws:iam::{account}:root")],
+            "{role}"
+        );
         assert_eq!(as_list(&statement["Action"]), ["sts:AssumeRole"], "{role}");
     }
 }

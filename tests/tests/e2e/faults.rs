@@ -20,7 +20,7 @@ use aws_lambda_events::event::dynamodb::EventRecord as Record;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::AttributeValue;
 use dlq_reprocessor::handle_dlq_event;
-use e2e::counterctl::{Counterctl, Zips};
+use e2e::counterctl::Counterctl;
 use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, FaultStats, Operation};
 use e2e::{Emulator, Kit, deliver_with};
 use hybrid_counter::audit::RepairMode;
@@ -769,6 +769,8 @@ struct Parked {
     config: CounterConfig,
     sqs: aws_sdk_sqs::Client,
     store: DynamoStore,
+    /// The deployed reprocessor's clients: its role's credentials.
+    reprocessor_store: DynamoStore,
     sources: dlq_reprocessor::Sources,
     dlq1: String,
     dlq2: String,
@@ -839,10 +841,12 @@ impl Parked {
                 .unwrap();
         }
         assert_eq!(depth(&sqs, &dlq2).await, (bodies.len() as u64, 0));
+        let reprocessor = e2e::iam::function_sdk_config(&sdk, &out[outputs::DLQ_REPROCESSOR_FUNCTION]).await;
         Self {
             dlq1: out[outputs::DLQ1_URL].clone(),
+            reprocessor_store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&reprocessor), &config),
             permanent: dlq_reprocessor::PermanentFailures {
-                sqs: sqs.clone(),
+                sqs: aws_sdk_sqs::Client::new(&reprocessor),
                 dlq2_url: dlq2.clone(),
                 stream_arn: out[outputs::RESOURCES_TABLE_STREAM_ARN].clone(),
             },
@@ -852,8 +856,8 @@ impl Parked {
             sqs,
             store,
             sources: dlq_reprocessor::Sources {
-                streams,
-                s3: e2e::s3_client(&sdk),
+                streams: aws_sdk_dynamodbstreams::Client::new(&reprocessor),
+                s3: e2e::s3_client(&reprocessor),
             },
             scope: s,
             live,
@@ -864,10 +868,7 @@ impl Parked {
     /// counterctl through `proxy`. Its SDK clients keep their default
     /// retries (standard mode, 3 attempts, backoffs of seconds).
     fn counterctl(proxy: &FaultProxy) -> Counterctl {
-        Counterctl {
-            endpoint: proxy.endpoint.clone(),
-            zips: Zips::find_or_make(),
-        }
+        Counterctl::at(&proxy.endpoint)
     }
 
     /// Runs `counterctl redrive <args>` until a run succeeds with nothing
@@ -927,7 +928,7 @@ impl Parked {
     /// The reprocessor's part, without faults: every message of DLQ1
     /// replayed and deleted. Returns how many.
     async fn reprocess_dlq1(&self) -> usize {
-        let processor = Processor::new(self.store.clone());
+        let processor = Processor::new(self.reprocessor_store.clone());
         let mut replayed = 0;
         loop {
             let page = self

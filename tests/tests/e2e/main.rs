@@ -8,6 +8,7 @@ mod cost;
 mod deploy;
 mod drift_check;
 mod faults;
+mod iam;
 mod local_api;
 mod missing_stack;
 mod operations;

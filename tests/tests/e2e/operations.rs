@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use crate::deployed;
-use e2e::counterctl::{Counterctl, Zips};
+use e2e::counterctl::Counterctl;
 use e2e::drain_deployed;
 use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, Operation};
 use hybrid_counter::audit::RepairMode;
@@ -238,10 +238,7 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
         .random(dynamodb("TransactWriteItems"), Fault::ApplyThenFail, 0.03);
     let seed = plan.seed();
     let proxy = FaultProxy::start(&emulator.endpoint, plan);
-    let ctl = Counterctl {
-        endpoint: proxy.endpoint.clone(),
-        zips: Zips::find_or_make(),
-    };
+    let ctl = Counterctl::at(&proxy.endpoint);
     let runner = e2e::in_process_runner(&proxy.endpoint, &config).await;
     let (stop_runner, runner_stopped) = tokio::sync::oneshot::channel::<()>();
     let store =

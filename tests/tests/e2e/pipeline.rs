@@ -36,7 +36,6 @@ use e2e::faults::{Fault, FaultKind, FaultPlan, FaultProxy, Operation};
 use e2e::{item_ids, records};
 use esm_runner::{FnInvoker, Invocation, Invoke, RunReport, Runner, RunnerConfig};
 use hybrid_counter::audit::ScopeCounts;
-use hybrid_counter::stream::Processor;
 use hybrid_counter::{Counter, CounterConfig, Scope};
 use hybrid_counter_aws::DynamoStore;
 use hybrid_counter_aws::failed_batch::{Dlq1Message, ObjectRef};
@@ -76,7 +75,9 @@ struct Pipeline {
     ctl: Counterctl,
     outputs: BTreeMap<String, String>,
     sqs: aws_sdk_sqs::Client,
+    config: CounterConfig,
     store: DynamoStore,
+    /// The request path, as the api function (its role).
     counter: Counter<DynamoStore>,
     functions: e2e::KitFunctions,
     /// Receipt handles of the messages the test itself received.
@@ -123,9 +124,11 @@ impl Pipeline {
             admission: Default::default(),
         };
         let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
+        let api = e2e::iam::function_sdk_config(&sdk, &outputs[outputs::API_FUNCTION]).await;
         Self {
-            counter: Counter::new(store.clone(), 1_000),
-            functions: e2e::KitFunctions::new(Processor::new(store.clone()), &sdk),
+            counter: Counter::new(DynamoStore::new(aws_sdk_dynamodb::Client::new(&api), &config), 1_000),
+            functions: e2e::KitFunctions::new(&config, &sdk),
+            config,
             store,
             sqs,
             outputs,
@@ -147,7 +150,7 @@ impl Pipeline {
             .random(Operation::streams("GetShardIterator"), Fault::Trimmed, 1.0)
             .random(Operation::streams("GetRecords"), Fault::Trimmed, 1.0);
         let proxy = FaultProxy::start(&self.emulator.endpoint, plan);
-        self.functions = e2e::KitFunctions::new(Processor::new(self.store.clone()), &proxy.sdk_config().await);
+        self.functions = e2e::KitFunctions::new(&self.config, &proxy.sdk_config().await);
         proxy
     }
 

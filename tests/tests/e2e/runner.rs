@@ -33,6 +33,11 @@ use crate::{NOW, id, scope};
 const EMPTY_ZIP: &[u8] = &[
     0x50, 0x4b, 0x05, 0x06, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 ];
+/// The role of the functions these tests create: the runner runs each
+/// function with its role's credentials, as Lambda does. These tests are
+/// about the runner's semantics, on the harness' own tables; the kit's
+/// least-privilege roles are tested on the deployed stack.
+const ROLE_NAME: &str = "hck-local";
 const ROLE: &str = "arn:aws:iam::123456789012:role/hck-local";
 
 /// A kit in a private emulator plus the Lambda and SQS clients to deploy
@@ -47,11 +52,48 @@ impl Local {
     async fn start() -> Self {
         let kit = Kit::start(1_000).await;
         let sdk = kit.emulator.sdk_config().await;
+        Self::create_role(&sdk, &kit.config).await;
         Self {
             lambda: aws_sdk_lambda::Client::new(&sdk),
             sqs: aws_sdk_sqs::Client::new(&sdk),
             kit,
         }
+    }
+
+    /// [`ROLE`]: assumable by Lambda and by the account (the local runner),
+    /// allowed to read and write the harness' tables and their stream.
+    async fn create_role(sdk: &aws_config::SdkConfig, config: &hybrid_counter::CounterConfig) {
+        let iam = aws_sdk_iam::Client::new(sdk);
+        let trust = json!({"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow",
+            "Principal": {"Service": "lambda.amazonaws.com", "AWS": "arn:aws:iam::123456789012:root"},
+            "Action": "sts:AssumeRole",
+        }]});
+        iam.create_role()
+            .role_name(ROLE_NAME)
+            .assume_role_policy_document(trust.to_string())
+            .send()
+            .await
+            .expect("create the functions' role");
+        let tables: Vec<String> = [&config.resources_table, &config.counters_table]
+            .iter()
+            .flat_map(|t| {
+                let table = format!("arn:aws:dynamodb:us-east-1:123456789012:table/{t}");
+                [format!("{table}/stream/*"), table]
+            })
+            .collect();
+        let policy = json!({"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow",
+            "Action": "dynamodb:*",
+            "Resource": tables,
+        }]});
+        iam.put_role_policy()
+            .role_name(ROLE_NAME)
+            .policy_name("harness-tables")
+            .policy_document(policy.to_string())
+            .send()
+            .await
+            .expect("put the functions' policy");
     }
 
     fn stream_arn(&self) -> String {

@@ -38,6 +38,7 @@ async fn stack_tags(cfn: &aws_sdk_cloudformation::Client, stack: &str) -> BTreeM
         .collect()
 }
 
+/// The stage's request path, as its api function (its role).
 async fn counter(emulator: &Emulator, outputs: &BTreeMap<String, String>) -> Counter<DynamoStore> {
     let config = CounterConfig {
         resources_table: outputs[outputs::RESOURCES_TABLE].clone(),
@@ -47,8 +48,8 @@ async fn counter(emulator: &Emulator, outputs: &BTreeMap<String, String>) -> Cou
         best_effort_shards: 1,
         admission: Default::default(),
     };
-    let dynamodb = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
-    Counter::new(DynamoStore::new(dynamodb, &config), 100)
+    let api = e2e::iam::function_sdk_config(&emulator.sdk_config().await, &outputs[outputs::API_FUNCTION]).await;
+    Counter::new(DynamoStore::new(aws_sdk_dynamodb::Client::new(&api), &config), 100)
 }
 
 #[tokio::test]

@@ -52,6 +52,17 @@ pub fn plan_parameters(
     Ok(ParameterPlan { sdk, effective })
 }
 
+/// Who besides Lambda may assume the functions' roles: on the embedded
+/// emulator, the deploying account (its root, which the emulator's `test`
+/// identity is), so the local runner can run each function with its own
+/// role; on every other target, nobody (the parameter is empty).
+pub fn emulator_role_assumer(target: crate::cli::Target, account: &str) -> String {
+    match target {
+        crate::cli::Target::Local if !account.is_empty() => format!("arn:aws:iam::{account}:root"),
+        _ => String::new(),
+    }
+}
+
 /// The stack name as a `NamePrefix`: lowercase letters, digits and inner
 /// hyphens, at most 40 characters (the template's constraint).
 fn name_prefix(stack_name: &str) -> Result<String> {
@@ -78,6 +89,17 @@ fn name_prefix(stack_name: &str) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_embedded_emulator_lets_the_deploying_account_assume_the_functions_roles() {
+        use crate::cli::Target;
+        assert_eq!(
+            emulator_role_assumer(Target::Local, "123456789012"),
+            "arn:aws:iam::123456789012:root"
+        );
+        assert_eq!(emulator_role_assumer(Target::Aws, "123456789012"), "");
+        assert_eq!(emulator_role_assumer(Target::Localstack, "000000000000"), "");
+    }
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()

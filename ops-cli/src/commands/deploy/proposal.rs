@@ -12,7 +12,7 @@ use super::cfn::{self, ChangeSetRequest, ChangeSetState, Readiness, StackInfo, T
 use super::compat;
 use super::diff::{self, Diff};
 use super::package::{self, Artifact};
-use super::parameters::plan_parameters;
+use super::parameters::{emulator_role_assumer, plan_parameters};
 use crate::cli::Target;
 use crate::commands::Context;
 use crate::config::StackInputs;
@@ -140,7 +140,13 @@ pub async fn propose(
         }
     }
 
-    let mut managed = BTreeMap::from([(stack::params::ARTIFACTS_BUCKET.to_owned(), bucket.clone())]);
+    let mut managed = BTreeMap::from([
+        (stack::params::ARTIFACTS_BUCKET.to_owned(), bucket.clone()),
+        (
+            stack::params::EMULATOR_ROLE_ASSUMER.to_owned(),
+            emulator_role_assumer(config.target, &account),
+        ),
+    ]);
     for artifact in &artifacts {
         managed.insert(artifact.parameter.clone(), artifact.key.clone());
     }

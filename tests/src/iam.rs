@@ -1,0 +1,156 @@
+//! IAM in the emulator tests. The emulator enforces identity policies
+//! (`--iam strict`, [`IAM_MODE`]); the reserved `test` identity, which the
+//! tests use to set up and inspect, bypasses them, so whatever stands for a
+//! part of the kit runs with that part's credentials instead: each deployed
+//! function with its own execution role ([`function_sdk_config`], the same
+//! [`esm_runner::FunctionRoles`] the local runner hands the real binaries),
+//! and `counterctl`'s operator commands with an operator role whose policy
+//! is [`operator_policy`] ([`operator_credentials`]).
+//!
+//! What fakecloud 0.51.0 enforces, read from its source (`localstack/README.md`,
+//! "What fakecloud 0.51.0 enforces", has the details): DynamoDB and its streams, SQS,
+//! S3, SNS, KMS, Lambda, IAM/STS and Scheduler; not CloudFormation,
+//! CloudWatch or Logs. A denial answers `AccessDeniedException` naming the
+//! principal, action and resource, and is logged by the emulator; the
+//! harness fails the test on any logged denial ([`crate::Emulator`]).
+
+use aws_config::SdkConfig;
+use aws_sdk_dynamodb::config::Credentials;
+use serde_json::json;
+
+/// The emulator's IAM mode in every test.
+pub const IAM_MODE: &str = "strict";
+
+/// `base` (the emulator, or a fault proxy in front of it) with the
+/// credentials of the deployed `function`'s own execution role, obtained
+/// by `base`'s caller (the `test` identity) as the local runner does.
+/// Panics, naming the function and role, when they cannot be obtained.
+pub async fn function_sdk_config(base: &SdkConfig, function: &str) -> SdkConfig {
+    esm_runner::FunctionRoles::new(base)
+        .sdk_config(base, function)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The stack an operator policy is for, and the policy itself: the one
+/// `counterctl policy operator` prints, generated from the stack model
+/// (`stack::access`), so the documented policy is the tested one.
+pub use stack::access::OperatorScope;
+
+/// The operator policy the tests' operator role gets: exactly the one
+/// `counterctl policy operator` prints (`stack::access::operator_policy`),
+/// plus one statement for where fakecloud 0.51.0 authorizes differently
+/// from AWS, each named here so that it cannot hide a missing grant:
+///
+/// * it authorizes SQS's batch calls as actions of their own
+///   (`sqs:SendMessageBatch`, ...); on AWS they need the single action's
+///   permission (`sqs:SendMessage`, ...), which the generated policy grants
+///   on the same queues;
+/// * it authorizes `lambda:GetEventSourceMapping` and `lambda:ListTags` on
+///   `*`; on AWS they are authorized on the mapping's and the function's
+///   ARN, which the generated policy names.
+pub fn operator_policy(scope: &OperatorScope) -> serde_json::Value {
+    let mut policy = stack::access::operator_policy(scope);
+    let queues: Vec<String> = ["dlq1", "dlq2"]
+        .iter()
+        .map(|q| {
+            format!(
+                "arn:aws:sqs:{}:{}:{}-{q}",
+                scope.region, scope.account, scope.name_prefix
+            )
+        })
+        .collect();
+    let shim = [
+        json!({
+            "Sid": "EmulatorSqsBatchActions",
+            "Effect": "Allow",
+            "Action": ["sqs:SendMessageBatch", "sqs:DeleteMessageBatch", "sqs:ChangeMessageVisibilityBatch"],
+            "Resource": queues,
+        }),
+        json!({
+            "Sid": "EmulatorLambdaReadsOnAnything",
+            "Effect": "Allow",
+            "Action": ["lambda:GetEventSourceMapping", "lambda:ListTags"],
+            "Resource": ["*"],
+        }),
+    ];
+    policy["Statement"]
+        .as_array_mut()
+        .expect("the generated policy's statements")
+        .extend(shim);
+    policy
+}
+
+/// Temporary credentials of an operator role for `scope`'s stack, created
+/// (or updated) by `admin`'s caller with [`operator_policy`] as its only
+/// policy, trusting the account.
+pub async fn operator_credentials(admin: &SdkConfig, scope: &OperatorScope) -> Credentials {
+    let iam = aws_sdk_iam::Client::new(admin);
+    let role_name = format!("{}-operator", scope.name_prefix);
+    let trust = json!({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Allow",
+            "Principal": {"AWS": format!("arn:aws:iam::{}:root", scope.account)},
+            "Action": "sts:AssumeRole",
+        }],
+    });
+    let created = iam
+        .create_role()
+        .role_name(&role_name)
+        .assume_role_policy_document(trust.to_string())
+        .send()
+        .await;
+    let role_arn = match created {
+        Ok(out) => out.role().map(|r| r.arn().to_owned()).expect("the created role"),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|e| e.is_entity_already_exists_exception()) =>
+        {
+            format!("arn:aws:iam::{}:role/{role_name}", scope.account)
+        }
+        Err(e) => panic!(
+            "create the operator role {role_name}: {}",
+            aws_sdk_iam::error::DisplayErrorContext(e)
+        ),
+    };
+    iam.put_role_policy()
+        .role_name(&role_name)
+        .policy_name("operator")
+        .policy_document(operator_policy(scope).to_string())
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "put the operator policy on {role_name}: {}",
+                aws_sdk_iam::error::DisplayErrorContext(e)
+            )
+        });
+    let out = aws_sdk_sts::Client::new(admin)
+        .assume_role()
+        .role_arn(&role_arn)
+        .role_session_name("operator")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("assume {role_arn}: {}", aws_sdk_sts::error::DisplayErrorContext(e)));
+    let keys = out.credentials().expect("the operator's credentials");
+    Credentials::new(
+        keys.access_key_id(),
+        keys.secret_access_key(),
+        Some(keys.session_token().to_owned()),
+        None,
+        "e2e-operator",
+    )
+}
+
+/// The account the `admin` caller is in.
+pub async fn account(admin: &SdkConfig) -> String {
+    aws_sdk_sts::Client::new(admin)
+        .get_caller_identity()
+        .send()
+        .await
+        .expect("the emulator's account")
+        .account()
+        .expect("an account id")
+        .to_owned()
+}
