@@ -13,19 +13,30 @@
 //! ([`esm_runner::batch`]); the store is the in-memory double
 //! ([`MemoryStore`]) with seeded faults: 500 before, 500 after the write
 //! was applied, throttling, `TransactionConflict` (injected, and real
-//! between transactions in flight). The pipeline adds handler crashes mid
-//! batch, duplicate deliveries (stream and DLQ), out-of-order delivery
-//! through the DLQ, and records expiring from the stream.
+//! between transactions in flight, the repair's among them, with the other
+//! actions' own reasons beside it). It is as harsh as DynamoDB where the
+//! kit's safety depends on it (issue 26): the Query of a scope's counters
+//! is read-committed item by item, so a create or an audit sees a repair
+//! or a stream transaction half applied; `audit --repair` is a transaction
+//! that holds its counters while in flight. The pipeline adds handler
+//! crashes mid batch, duplicate deliveries (stream and DLQ), out-of-order
+//! delivery through the DLQ, and records expiring from the stream. The
+//! operator changes limit overrides and `BeShardCount` under load; clients
+//! pause past the audit's grace now and then, so repairs land mid-load;
+//! one schedule in 25 runs 4 to 16 clients near a limit of 10 to 100.
 //!
 //! Every other seed runs in strict admission (`seed` odd: creates reserve a
 //! slot with a conditional BE increment before the put), the others in
 //! best-effort admission.
 //!
 //! Checked after every write, per scope: `EC == processed`; in best-effort
-//! admission `BE <= live`; in strict admission `BE >= live` and
-//! `live <= limit` (the limit in force: the override, else the default), so
-//! a strict schedule fails at the first write that could let a creator
-//! overshoot. Overshoots of best-effort admission are counted, not failed.
+//! admission `BE <= live`; in strict admission every best-effort item
+//! covers the live items recorded on it (their `be_shard`), and `live <=
+//! limit` (the limit in force: the override, else the default) outside the
+//! README's configuration-change windows, which are bounded by the creates
+//! in flight at the change ([`Windows`]), so a strict schedule fails at the
+//! first write that could let a creator overshoot. A panic of any actor
+//! fails the schedule by seed. Overshoots of best-effort admission are counted, not failed.
 //! After the drain: DLQ1 is empty, every DLQ2 message describes records
 //! that left the stream, every item is counted and every soft delete done
 //! unless its record left the stream, and then `EC == live`; for expired
@@ -39,6 +50,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -154,6 +166,10 @@ struct Params {
     /// Live items scope 0 already holds when the clients start (a wide
     /// schedule near a large limit): counted, on the shards in turn.
     prefilled: u64,
+    /// Per mille of a client's operations preceded by a quiet moment
+    /// longer than the audit's grace, so repairs that lower (strict) or
+    /// raise (best-effort) BE land in the middle of the load.
+    quiet_per_mille: u32,
 }
 
 impl Params {
@@ -247,6 +263,7 @@ impl Params {
             let prefilled = limit - rh.range(0, limit.min(2 * clients));
             (clients, limit, prefilled, limit + rh.range(2, 10), rh.range(2, 4))
         });
+        let quiet_per_mille = if rh.chance(120) { rh.range(20, 80) as u32 } else { 0 };
         let mut p = Params {
             admission,
             mode,
@@ -257,7 +274,7 @@ impl Params {
             ids: r.range(3, 8),
             limit: r.range(1, 5),
             clients: r.range(1, 3),
-            ops_per_client: r.range(3, 12) * 4 / 5,
+            ops_per_client: r.range(3, 12) * 3 / 4,
             batch_size: r.range(1, 6) as usize,
             bisect: r.chance(600),
             max_retries: Some(r.range(0, 3) as u32),
@@ -277,6 +294,7 @@ impl Params {
             counter_read_latency,
             limit_changes,
             prefilled: 0,
+            quiet_per_mille,
         };
         if let Some((clients, limit, prefilled, ids, ops)) = wide {
             (p.clients, p.limit, p.prefilled, p.ids, p.ops_per_client) = (clients, limit, prefilled, ids, ops);
@@ -325,6 +343,8 @@ struct Stats {
     window_max_excess: u64,
     /// Wide schedules (4 to 16 clients near a limit of 10 to 100).
     wide_schedules: u64,
+    /// Pauses of a client longer than the grace period, during the load.
+    quiet_moments: u64,
     /// Stream transactions cancelled with `TransactionConflict` beside a
     /// `ConditionalCheckFailed` (the mixed reasons), and schedules whose
     /// counter Queries were torn (read item by item with pauses).
@@ -397,6 +417,7 @@ impl Stats {
             reshards_with_creates_in_flight,
             windows_opened,
             wide_schedules,
+            quiet_moments,
             mixed_cancellations,
             torn_read_schedules,
             strict_over_reserved_at_rest,
@@ -468,7 +489,8 @@ struct Sim {
     stormy: Cell<bool>,
     clients_done: Cell<u64>,
     stats: RefCell<Stats>,
-    trace: Option<RefCell<Vec<String>>>,
+    /// Shared with [`run_with`], which keeps it when an actor panics.
+    trace: Option<Rc<RefCell<Vec<String>>>>,
 }
 
 impl Sim {
@@ -572,8 +594,14 @@ impl Sim {
             return Ok(());
         }
         let mut r = Rng::new(self.seed, 100 + n);
+        let mut quiet = Rng::new(self.seed, 700 + n);
         for _ in 0..self.p.ops_per_client {
             tokio::time::sleep(r.millis(0, 300)).await;
+            if quiet.chance(self.p.quiet_per_mille) {
+                let pause = quiet.millis(SIM_GRACE_MS as u64 + 100, 2 * SIM_GRACE_MS as u64 + 200);
+                self.bump(|s| s.quiet_moments += 1);
+                tokio::time::sleep(pause).await;
+            }
             let scope = self.scope(r.range(0, self.p.scopes - 1));
             let id = ResourceId::new(format!("w{}", r.range(0, self.p.ids - 1))).unwrap();
             let started = tokio::time::Instant::now();
@@ -1461,19 +1489,26 @@ fn run_schedule(seed: u64, traced: bool) -> (Result<(), String>, Stats, Vec<Stri
 /// [`run_once`], with a panic of any actor (the stream consumer's, say)
 /// reported as the schedule's failure, so it is shrunk and named by seed.
 fn run_with(seed: u64, p: Params, traced: bool) -> (Result<(), String>, Stats, Vec<String>) {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_once(seed, p, traced))).unwrap_or_else(|panic| {
-        let why = panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-            .unwrap_or_default();
-        (Err(format!("panicked: {why}")), Stats::default(), Vec::new())
-    })
+    let trace = traced.then(|| Rc::new(RefCell::new(Vec::new())));
+    let kept = trace.clone();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_once(seed, p, trace)));
+    let trace = kept.map(|t| t.take()).unwrap_or_default();
+    match outcome {
+        Ok((result, stats)) => (result, stats, trace),
+        Err(panic) => {
+            let why = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            (Err(format!("panicked: {why}")), Stats::default(), trace)
+        }
+    }
 }
 
 /// One schedule of `seed` with knobs `p` (those of the seed, or simpler
 /// ones while shrinking a failure).
-fn run_once(seed: u64, p: Params, traced: bool) -> (Result<(), String>, Stats, Vec<String>) {
+fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (Result<(), String>, Stats) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -1535,7 +1570,7 @@ fn run_once(seed: u64, p: Params, traced: bool) -> (Result<(), String>, Stats, V
             stormy: Cell::new(true),
             clients_done: Cell::new(0),
             stats: RefCell::new(Stats::default()),
-            trace: traced.then(|| RefCell::new(Vec::new())),
+            trace,
         };
         let (mut result, ..) = tokio::join!(
             sim.clients(0),
@@ -1578,8 +1613,7 @@ fn run_once(seed: u64, p: Params, traced: bool) -> (Result<(), String>, Stats, V
         for ((op, fault), n) in sim.store.injected_faults() {
             *stats.store_faults.entry(format!("{op:?}/{fault:?}")).or_default() += n;
         }
-        let trace = sim.trace.map(RefCell::into_inner).unwrap_or_default();
-        (result, stats, trace)
+        (result, stats)
     })
 }
 
@@ -1624,6 +1658,9 @@ fn simpler(p: &Params) -> Vec<Params> {
     variant(&|q| q.page_latency = Duration::ZERO);
     variant(&|q| q.sweep_during_load = false);
     variant(&|q| q.foreign_item = false);
+    variant(&|q| q.counter_read_latency = Duration::ZERO);
+    variant(&|q| q.limit_changes.clear());
+    variant(&|q| q.quiet_per_mille = 0);
     out
 }
 
@@ -1715,8 +1752,12 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
     );
     println!(
         "simulation store: {} schedules with counter Queries read item by item, {} cancellations with mixed reasons, \
-         {} lock conflicts; {} wide schedules (4 to 16 clients, limits 10 to 100)",
-        total.torn_read_schedules, total.mixed_cancellations, total.lock_conflicts, total.wide_schedules
+         {} lock conflicts; {} wide schedules (4 to 16 clients, limits 10 to 100); {} quiet moments under load",
+        total.torn_read_schedules,
+        total.mixed_cancellations,
+        total.lock_conflicts,
+        total.wide_schedules,
+        total.quiet_moments
     );
     println!(
         "simulation consumer: {} per-record schedules, {} batched; {} with a sharded eventual counter",
