@@ -1472,6 +1472,77 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_counter_query_reads_item_by_item_and_can_see_a_repair_half_applied() {
+        let store = Arc::new(MemoryStore::new());
+        store.set_counter("acct", "best_effort#0", 1);
+        store.set_counter("acct", "best_effort#1", 1);
+        store.set_chaos(Chaos {
+            seed: 1,
+            counter_read_latency: Duration::from_millis(10),
+            ..Chaos::default()
+        });
+        let read = store.counter_items(&Scope::new("acct").unwrap()).await.unwrap();
+        // A repair moving one reservation from #0 to #1 lands while a Query
+        // is between the two items: it reads #0 before and #1 after.
+        let query = tokio::spawn({
+            let store = store.clone();
+            async move { store.counter_items(&Scope::new("acct").unwrap()).await }
+        });
+        tokio::task::yield_now().await;
+        let targets = [("best_effort#0".to_owned(), 0), ("best_effort#1".to_owned(), 2)];
+        assert_eq!(
+            store
+                .set_counters(&Scope::new("acct").unwrap(), &read, &targets, 1)
+                .await,
+            Ok(true)
+        );
+        let torn: Vec<i64> = query.await.unwrap().unwrap().iter().map(|i| i.count).collect();
+        assert_eq!(torn, [1, 2], "read committed item by item, not a snapshot");
+        assert_eq!(store.best_effort("acct"), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_repair_in_flight_holds_its_counters_and_conflicts_come_with_each_actions_own_reason() {
+        let store = Arc::new(MemoryStore::new());
+        store.put_resource(&resource("a", "i1")).await.unwrap();
+        store.transact(&count_insert("a", "i1")).await.unwrap();
+        store.set_chaos(Chaos {
+            seed: 3,
+            transaction_latency: Duration::from_millis(10),
+            ..Chaos::default()
+        });
+        let scope = Scope::new("acct").unwrap();
+        let read = store.counter_items(&scope).await.unwrap();
+        let repair = tokio::spawn({
+            let (store, read) = (store.clone(), read.clone());
+            async move {
+                let targets = [("eventual".to_owned(), 1), ("best_effort".to_owned(), 1)];
+                store
+                    .set_counters(&Scope::new("acct").unwrap(), &read, &targets, 1)
+                    .await
+            }
+        });
+        tokio::task::yield_now().await;
+        // A BE write meets the repair's hold; a stream transaction on the
+        // held counter is cancelled with its item's own reason beside the
+        // conflict: "a" is counted already.
+        let err = store.add_best_effort(&scope, "best_effort", 1, 0).await.unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        assert_eq!(
+            store.transact(&count_insert("a", "i1")).await,
+            Err(StoreError::Cancelled {
+                reasons: vec![CancelReason::TransactionConflict, CancelReason::ConditionalCheckFailed]
+            })
+        );
+        assert_eq!(store.mixed_cancellations(), 1);
+        assert_eq!(repair.await.unwrap(), Ok(true));
+        // A repair computed from the same read is refused now: versions moved.
+        let targets = [("eventual".to_owned(), 5)];
+        assert_eq!(store.set_counters(&scope, &read, &targets, 1).await, Ok(false));
+        assert_eq!((store.counter("acct", "eventual"), store.best_effort("acct")), (1, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_transaction_in_flight_makes_concurrent_writers_of_its_items_conflict() {
         let store = Arc::new(MemoryStore::new());
         store.put_resource(&resource("a", "i1")).await.unwrap();
