@@ -27,8 +27,10 @@
 //! items are read-committed item by item, never a snapshot
 //! ([`Chaos::counter_read_latency`], [`Chaos::page_latency`]): a reader can
 //! see a multi-item repair or transaction half applied, as on DynamoDB
-//! ("DynamoDB transactions: isolation levels": `GetItem` is serializable
-//! against transactions, `Query` and `Scan` are read-committed). Without
+//! ("Isolation levels for DynamoDB transactions",
+//! <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html#transaction-isolation>:
+//! `GetItem` is serializable against transactions, `Query` and `Scan` are
+//! read-committed, item by item). Without
 //! it, every call completes without awaiting, which keeps unit tests free
 //! of a clock.
 
