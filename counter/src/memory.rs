@@ -19,8 +19,20 @@
 //! With [`Chaos`], faults are drawn per call from a seeded generator and a
 //! transaction holds its items between prepare and commit for a seeded
 //! (tokio) time: a write or transaction touching a held item meets
-//! `TransactionConflict`, as on DynamoDB. Without it, every call completes
-//! without awaiting, which keeps unit tests free of a clock.
+//! `TransactionConflict`, as on DynamoDB, with every other action's own
+//! reason (`ConditionalCheckFailed` or `None`) beside it. An operator's
+//! repair ([`Store::set_counters`]) is such a transaction too: it holds
+//! every counter it sets, so writers of those items meet
+//! `TransactionConflict` while it is in flight. The Queries of a scope's
+//! items are read-committed item by item, never a snapshot
+//! ([`Chaos::counter_read_latency`], [`Chaos::page_latency`]): a reader can
+//! see a multi-item repair or transaction half applied, as on DynamoDB
+//! ("Isolation levels for DynamoDB transactions",
+//! <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html#transaction-isolation>:
+//! `GetItem` is serializable against transactions, `Query` and `Scan` are
+//! read-committed, item by item). Without
+//! it, every call completes without awaiting, which keeps unit tests free
+//! of a clock.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -114,6 +126,12 @@ pub struct Chaos {
     pub page_latency: Duration,
     /// Items per page of that Query (at least 1).
     pub page_size: usize,
+    /// The Query of a scope's counter items ([`Store::read_counters`],
+    /// [`Store::counter_items`]) waits up to this long (uniform) after each
+    /// item it reads: DynamoDB's Query is read-committed item by item, not
+    /// a snapshot, so a request or an audit can see a multi-item repair or
+    /// a stream transaction half applied. Zero reads all items at once.
+    pub counter_read_latency: Duration,
 }
 
 /// A resource item: its kit attributes, and its full image (kit attributes
@@ -292,6 +310,7 @@ struct Inner {
     next_transaction: u64,
     injected: BTreeMap<(Op, Fault), u64>,
     lock_conflicts: u64,
+    mixed_cancellations: u64,
     clock: Option<Clock>,
     checker: Option<Checker>,
     violation: Option<String>,
@@ -318,6 +337,16 @@ impl Inner {
             *self.injected.entry((op, f)).or_default() += 1;
         }
         fault
+    }
+
+    /// Counts a cancellation with `TransactionConflict` beside
+    /// `ConditionalCheckFailed`.
+    fn note_cancellation(&mut self, reasons: &[CancelReason]) {
+        if reasons.contains(&CancelReason::TransactionConflict)
+            && reasons.contains(&CancelReason::ConditionalCheckFailed)
+        {
+            self.mixed_cancellations += 1;
+        }
     }
 
     fn stamp(&mut self) {
@@ -421,6 +450,12 @@ impl MemoryStore {
     /// Calls refused because an item was held by an in-flight transaction.
     pub fn lock_conflicts(&self) -> u64 {
         self.inner.lock().unwrap().lock_conflicts
+    }
+
+    /// Transactions cancelled with mixed reasons: `TransactionConflict`
+    /// beside `ConditionalCheckFailed`.
+    pub fn mixed_cancellations(&self) -> u64 {
+        self.inner.lock().unwrap().mixed_cancellations
     }
 
     /// Runs `hook` on the tables right after the next successful `op`, as a
@@ -681,6 +716,69 @@ impl MemoryStore {
         result
     }
 
+    /// The Query of `scope`'s counter items (the `limit` override among
+    /// them), read-committed item by item in key order: after each item it
+    /// waits up to [`Chaos::counter_read_latency`], so writes land between
+    /// the items of one read; an item written behind the cursor is missed,
+    /// one ahead of it is seen. A fault aimed at `op` fails the whole read.
+    async fn query_counters(&self, op: Op, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
+        let next_after = |t: &Tables, cursor: Option<&str>| -> Option<CounterItem> {
+            let mut names: Vec<&str> = t
+                .counters
+                .keys()
+                .filter(|(s, _)| s == scope.as_str())
+                .map(|(_, name)| name.as_str())
+                .collect();
+            if t.limits.contains_key(scope.as_str()) {
+                names.push(keys::LIMIT_NAME);
+            }
+            let name = names
+                .into_iter()
+                .filter(|name| cursor.is_none_or(|c| *name > c))
+                .min()?;
+            if name == keys::LIMIT_NAME {
+                return Some(CounterItem {
+                    scope: scope.to_string(),
+                    name: name.to_owned(),
+                    count: 0,
+                    version: 0,
+                    updated_at: 0,
+                    limit: t.limits.get(scope.as_str()).copied(),
+                });
+            }
+            let key = (scope.to_string(), name.to_owned());
+            Some(CounterItem {
+                scope: key.0.clone(),
+                name: key.1.clone(),
+                count: t.counters.get(&key).copied().unwrap_or(0),
+                version: t.counters_version.get(&key).copied().unwrap_or(0),
+                updated_at: t.counters_updated_at.get(&key).copied().unwrap_or(0),
+                limit: None,
+            })
+        };
+        let mut items: Vec<CounterItem> = Vec::new();
+        let mut next = self.call(op, &[], |t, _| Ok(next_after(t, None)))?;
+        while let Some(item) = next {
+            items.push(item);
+            let pause = {
+                let mut inner = self.inner.lock().unwrap();
+                match inner.chaos.as_mut() {
+                    Some((chaos, rng)) if !chaos.counter_read_latency.is_zero() => {
+                        let max = u64::try_from(chaos.counter_read_latency.as_micros()).unwrap_or(u64::MAX);
+                        Duration::from_micros(rng.u64(0..=max))
+                    }
+                    _ => Duration::ZERO,
+                }
+            };
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+            let cursor = items.last().map(|i| i.name.clone());
+            next = next_after(&self.inner.lock().unwrap().tables, cursor.as_deref());
+        }
+        Ok(items)
+    }
+
     /// Items per page of [`Store::scope_items`] and the pause before the
     /// next page (drawn from the chaos generator; none without chaos).
     fn page_shape(&self) -> (usize, Duration) {
@@ -698,7 +796,16 @@ impl MemoryStore {
     /// Phase one of a transaction: validation, fault, conflict check, and
     /// holding its items. `Ok` carries the fault to report after commit,
     /// the time to hold the items, and the transaction's id.
-    fn prepare(&self, op: Op, holds: &[LockKey]) -> Result<(Option<Fault>, Duration, u64), StoreError> {
+    ///
+    /// A transaction that meets an item held by another is cancelled with
+    /// `TransactionConflict` on that item and, on every other action,
+    /// `own_reason` (its condition evaluated, as DynamoDB reports it).
+    fn prepare(
+        &self,
+        op: Op,
+        holds: &[LockKey],
+        own_reason: &dyn Fn(&Tables, usize) -> CancelReason,
+    ) -> Result<(Option<Fault>, Duration, u64), StoreError> {
         let mut inner = self.inner.lock().unwrap();
         inner.calls.push(op);
         let distinct: std::collections::BTreeSet<&LockKey> = holds.iter().collect();
@@ -732,14 +839,16 @@ impl MemoryStore {
             inner.lock_conflicts += 1;
             let reasons = holds
                 .iter()
-                .map(|k| {
+                .enumerate()
+                .map(|(at, k)| {
                     if inner.locks.contains_key(k) {
                         CancelReason::TransactionConflict
                     } else {
-                        CancelReason::None
+                        own_reason(&inner.tables, at)
                     }
                 })
-                .collect();
+                .collect::<Vec<_>>();
+            inner.note_cancellation(&reasons);
             return Err(StoreError::Cancelled { reasons });
         }
         let latency = match inner.chaos.as_mut() {
@@ -776,7 +885,8 @@ impl MemoryStore {
                         CancelReason::ConditionalCheckFailed
                     }
                 }))
-                .collect();
+                .collect::<Vec<_>>();
+            inner.note_cancellation(&reasons);
             return Err(StoreError::Cancelled { reasons });
         }
         inner.stamp();
@@ -906,18 +1016,8 @@ fn apply_transaction(t: &mut Tables, stream: &mut Stream, tx: &Transaction) -> R
 
 impl Store for MemoryStore {
     async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
-        self.call(Op::ReadCounters, &[], |t, _| {
-            let mut snap = CounterSnapshot {
-                limit_override: t.limits.get(scope.as_str()).copied(),
-                ..CounterSnapshot::default()
-            };
-            for ((s, name), count) in &t.counters {
-                if s == scope.as_str() {
-                    snap.add(name, *count);
-                }
-            }
-            Ok(snap)
-        })
+        let items = self.query_counters(Op::ReadCounters, scope).await?;
+        Ok(CounterSnapshot::from_items(items))
     }
 
     async fn put_resource(&self, resource: &NewResource) -> Result<(), StoreError> {
@@ -1006,7 +1106,12 @@ impl Store for MemoryStore {
             holds.push(LockKey::Counter(c.scope.to_string(), c.name.clone()));
         }
         holds.extend(tx.items.iter().map(|w| resource_lock(w.key())));
-        let (fault, latency, id) = self.prepare(Op::Transact, &holds)?;
+        let first_item = usize::from(tx.counter.is_some());
+        let own_reason = |t: &Tables, at: usize| match at.checked_sub(first_item).map(|i| &tx.items[i]) {
+            Some(write) if !condition_holds(t, write) => CancelReason::ConditionalCheckFailed,
+            _ => CancelReason::None,
+        };
+        let (fault, latency, id) = self.prepare(Op::Transact, &holds, &own_reason)?;
         if !latency.is_zero() {
             // Held items meet TransactionConflict until the commit. A
             // transaction dropped here would keep them: the simulation never
@@ -1037,7 +1142,7 @@ impl Store for MemoryStore {
             LockKey::Counter(scope.clone(), keys::SEQUENCE_NAME.to_owned()),
             LockKey::Counter(scope, keys::sequence_item_name(claim.number)),
         ];
-        let (fault, latency, id) = self.prepare(Op::ClaimSequence, &holds)?;
+        let (fault, latency, id) = self.prepare(Op::ClaimSequence, &holds, &|_, _| CancelReason::None)?;
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
         }
@@ -1059,32 +1164,7 @@ impl Store for MemoryStore {
     }
 
     async fn counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
-        self.call(Op::CounterItems, &[], |t, _| {
-            let mut items: Vec<CounterItem> = t
-                .counters
-                .iter()
-                .filter(|((s, _), _)| s == scope.as_str())
-                .map(|(key, count)| CounterItem {
-                    scope: key.0.clone(),
-                    name: key.1.clone(),
-                    count: *count,
-                    version: t.counters_version.get(key).copied().unwrap_or(0),
-                    updated_at: t.counters_updated_at.get(key).copied().unwrap_or(0),
-                    limit: None,
-                })
-                .collect();
-            if let Some(limit) = t.limits.get(scope.as_str()) {
-                items.push(CounterItem {
-                    scope: scope.to_string(),
-                    name: keys::LIMIT_NAME.to_owned(),
-                    count: 0,
-                    version: 0,
-                    updated_at: 0,
-                    limit: Some(*limit),
-                });
-            }
-            Ok(items)
-        })
+        self.query_counters(Op::CounterItems, scope).await
     }
 
     async fn scope_items(&self, scope: &Scope) -> Result<Vec<ItemRow>, StoreError> {
@@ -1123,6 +1203,12 @@ impl Store for MemoryStore {
         }
     }
 
+    /// A `TransactWriteItems` of one conditional update per target, run
+    /// like [`Store::transact`]: it holds every counter it sets while in
+    /// flight (their writers meet `TransactionConflict`; a held one cancels
+    /// it), then checks every version and writes all or nothing. A Query
+    /// reading the scope's counters item by item meanwhile sees some of
+    /// them before and some after it.
     async fn set_counters(
         &self,
         scope: &Scope,
@@ -1134,24 +1220,40 @@ impl Store for MemoryStore {
             .iter()
             .map(|(name, _)| LockKey::Counter(scope.to_string(), name.clone()))
             .collect();
-        let outcome = self.call(Op::SetCounters, &locks, |t, _| {
-            for (name, _) in targets {
-                let expected = read.iter().find(|i| i.name == *name).map(|i| i.version);
-                let current = t.counters_version.get(&(scope.to_string(), name.clone())).copied();
-                if expected != current {
-                    return Err(StoreError::ConditionFailed);
-                }
+        let version_holds = |t: &Tables, name: &String| {
+            let expected = read.iter().find(|i| i.name == *name).map(|i| i.version);
+            expected == t.counters_version.get(&(scope.to_string(), name.clone())).copied()
+        };
+        let own_reason = |t: &Tables, at: usize| {
+            if version_holds(t, &targets[at].0) {
+                CancelReason::None
+            } else {
+                CancelReason::ConditionalCheckFailed
             }
-            for (name, count) in targets {
-                t.set_counter(scope.as_str(), name, *count, now);
-            }
-            Ok(())
-        });
-        match outcome {
-            Ok(()) => Ok(true),
-            Err(StoreError::ConditionFailed) => Ok(false),
-            Err(err) if err.is_transient() => Ok(false),
-            Err(err) => Err(err),
+        };
+        let (fault, latency, id) = match self.prepare(Op::SetCounters, &locks, &own_reason) {
+            Ok(prepared) => prepared,
+            Err(StoreError::Cancelled { .. }) => return Ok(false),
+            Err(err) if err.is_transient() => return Ok(false),
+            Err(err) => return Err(err),
+        };
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        let mut inner = self.inner.lock().unwrap();
+        inner.locks.retain(|k, holder| *holder != id || !locks.contains(k));
+        if !targets.iter().all(|(name, _)| version_holds(&inner.tables, name)) {
+            return Ok(false);
+        }
+        for (name, count) in targets {
+            inner.tables.set_counter(scope.as_str(), name, *count, now);
+        }
+        inner.check(Op::SetCounters);
+        match fault {
+            Some(Fault::AppliedThenUnavailable) => Err(StoreError::Unavailable(
+                "injected 500 after the repair was applied".into(),
+            )),
+            _ => Ok(true),
         }
     }
 }
@@ -1369,6 +1471,77 @@ mod tests {
         let mut twice = tx.clone();
         twice.items[1] = twice.items[0].clone();
         assert!(matches!(store.transact(&twice).await, Err(StoreError::Rejected(_))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_counter_query_reads_item_by_item_and_can_see_a_repair_half_applied() {
+        let store = Arc::new(MemoryStore::new());
+        store.set_counter("acct", "best_effort#0", 1);
+        store.set_counter("acct", "best_effort#1", 1);
+        store.set_chaos(Chaos {
+            seed: 1,
+            counter_read_latency: Duration::from_millis(10),
+            ..Chaos::default()
+        });
+        let read = store.counter_items(&Scope::new("acct").unwrap()).await.unwrap();
+        // A repair moving one reservation from #0 to #1 lands while a Query
+        // is between the two items: it reads #0 before and #1 after.
+        let query = tokio::spawn({
+            let store = store.clone();
+            async move { store.counter_items(&Scope::new("acct").unwrap()).await }
+        });
+        tokio::task::yield_now().await;
+        let targets = [("best_effort#0".to_owned(), 0), ("best_effort#1".to_owned(), 2)];
+        assert_eq!(
+            store
+                .set_counters(&Scope::new("acct").unwrap(), &read, &targets, 1)
+                .await,
+            Ok(true)
+        );
+        let torn: Vec<i64> = query.await.unwrap().unwrap().iter().map(|i| i.count).collect();
+        assert_eq!(torn, [1, 2], "read committed item by item, not a snapshot");
+        assert_eq!(store.best_effort("acct"), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_repair_in_flight_holds_its_counters_and_conflicts_come_with_each_actions_own_reason() {
+        let store = Arc::new(MemoryStore::new());
+        store.put_resource(&resource("a", "i1")).await.unwrap();
+        store.transact(&count_insert("a", "i1")).await.unwrap();
+        store.set_chaos(Chaos {
+            seed: 3,
+            transaction_latency: Duration::from_millis(10),
+            ..Chaos::default()
+        });
+        let scope = Scope::new("acct").unwrap();
+        let read = store.counter_items(&scope).await.unwrap();
+        let repair = tokio::spawn({
+            let (store, read) = (store.clone(), read.clone());
+            async move {
+                let targets = [("eventual".to_owned(), 1), ("best_effort".to_owned(), 1)];
+                store
+                    .set_counters(&Scope::new("acct").unwrap(), &read, &targets, 1)
+                    .await
+            }
+        });
+        tokio::task::yield_now().await;
+        // A BE write meets the repair's hold; a stream transaction on the
+        // held counter is cancelled with its item's own reason beside the
+        // conflict: "a" is counted already.
+        let err = store.add_best_effort(&scope, "best_effort", 1, 0).await.unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        assert_eq!(
+            store.transact(&count_insert("a", "i1")).await,
+            Err(StoreError::Cancelled {
+                reasons: vec![CancelReason::TransactionConflict, CancelReason::ConditionalCheckFailed]
+            })
+        );
+        assert_eq!(store.mixed_cancellations(), 1);
+        assert_eq!(repair.await.unwrap(), Ok(true));
+        // A repair computed from the same read is refused now: versions moved.
+        let targets = [("eventual".to_owned(), 5)];
+        assert_eq!(store.set_counters(&scope, &read, &targets, 1).await, Ok(false));
+        assert_eq!((store.counter("acct", "eventual"), store.best_effort("acct")), (1, 1));
     }
 
     #[tokio::test(start_paused = true)]
