@@ -838,30 +838,23 @@ pub const CALL_SITES: &[CallSite] = &[
     ),
     call(
         PACKAGE,
-        "object_exists",
+        "remote",
         "head_object",
         &[Operator],
         &[
             on(ArtifactsObjects, &[S3GetObject]),
             on(ArtifactsBucket, &[S3ListBucket]),
         ],
-        "deploy skips a zip already uploaded (ListBucket: a missing key is 404, not 403)",
+        "deploy reuses a zip only if its SHA-256 checksum matches (ChecksumMode needs no other action; \
+         ListBucket: a missing key is 404, not 403)",
     ),
     call(
         PACKAGE,
-        "upload",
+        "put",
         "put_object",
         &[Operator],
         &[on(ArtifactsObjects, &[S3PutObject])],
-        "deploy uploads the zips",
-    ),
-    call(
-        PACKAGE,
-        "upload_template",
-        "put_object",
-        &[Operator],
-        &[on(ArtifactsObjects, &[S3PutObject])],
-        "deploy uploads a template too large to inline",
+        "deploy uploads the zips and a template too large to inline, with their SHA-256 checksum",
     ),
     call(
         MOVE_TASK,
