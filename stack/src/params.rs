@@ -61,8 +61,12 @@ pub const DRIFT_CHECK_READ_BUDGET: &str = "DriftCheckReadBudget";
 /// S3 key of the drift check zip.
 pub const DRIFT_CHECK_CODE_KEY: &str = "DriftCheckCodeKey";
 
+/// Which scopes an API caller may act on: `none` (single trust) or
+/// `principal-tag` (the caller's `hck-scope-prefix` IAM tag prefixes them).
+pub const SCOPE_AUTHORIZATION: &str = "ScopeAuthorization";
+
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 26] = [
+pub const ALL: [&str; 27] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -84,6 +88,7 @@ pub const ALL: [&str; 26] = [
     DLQ1_AGE_ALARM_SECONDS,
     ADMISSION_MODE,
     PROCESSING_MODE,
+    SCOPE_AUTHORIZATION,
     FAILED_BATCH_RECORDS,
     OPERATOR_PRINCIPAL_ARN,
     DRIFT_CHECK_SCHEDULE,
