@@ -185,10 +185,11 @@ impl Dlq1Message {
                 serde_json::from_value(value).map_err(|e| not_ours(format!("an S3 event: {e}")))?;
             return object_created(event).map(Self::Object).map_err(not_ours);
         }
-        if let Ok(test) = serde_json::from_value::<S3TestEvent>(value) {
-            if test.event == S3_TEST_EVENT && test.service == "Amazon S3" {
-                return Ok(Self::S3TestEvent);
-            }
+        if let Ok(test) = serde_json::from_value::<S3TestEvent>(value)
+            && test.event == S3_TEST_EVENT
+            && test.service == "Amazon S3"
+        {
+            return Ok(Self::S3TestEvent);
         }
         Err(not_ours(
             "neither DDBStreamBatchInfo nor the Records of an S3 event notification".to_owned(),
