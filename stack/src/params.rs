@@ -65,9 +65,12 @@ pub const DRIFT_CHECK_CODE_KEY: &str = "DriftCheckCodeKey";
 /// the functions' roles, so the local runner runs each function with its
 /// own role; empty (on AWS): the roles trust `lambda.amazonaws.com` alone.
 pub const EMULATOR_ROLE_ASSUMER: &str = "EmulatorRoleAssumer";
+/// Which scopes an API caller may act on: `none` (single trust) or
+/// `principal-tag` (the caller's `hck-scope-prefix` IAM tag prefixes them).
+pub const SCOPE_AUTHORIZATION: &str = "ScopeAuthorization";
 
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 27] = [
+pub const ALL: [&str; 28] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -89,6 +92,7 @@ pub const ALL: [&str; 27] = [
     DLQ1_AGE_ALARM_SECONDS,
     ADMISSION_MODE,
     PROCESSING_MODE,
+    SCOPE_AUTHORIZATION,
     FAILED_BATCH_RECORDS,
     OPERATOR_PRINCIPAL_ARN,
     DRIFT_CHECK_SCHEDULE,

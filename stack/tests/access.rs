@@ -142,13 +142,11 @@ fn production_lines(source: &str) -> Vec<String> {
             _ => line,
         };
         let mut code = code;
-        if !skipping {
-            if let Some(rest) = code.trim_start().strip_prefix("#[cfg(test)]") {
-                skipping = true;
-                depth = 0;
-                opened = false;
-                code = rest;
-            }
+        if !skipping && let Some(rest) = code.trim_start().strip_prefix("#[cfg(test)]") {
+            skipping = true;
+            depth = 0;
+            opened = false;
+            code = rest;
         }
         if skipping {
             for c in code.chars() {

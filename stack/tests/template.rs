@@ -303,6 +303,10 @@ fn functions_get_the_environment_their_handlers_read() {
         hybrid_counter::config::ENV_BE_SHARDS.to_owned(),
         reference(params::BE_SHARD_COUNT),
     );
+    api.insert(
+        hybrid_counter::config::ENV_SCOPE_AUTHORIZATION.to_owned(),
+        reference(params::SCOPE_AUTHORIZATION),
+    );
     assert_eq!(env(logical::API_FUNCTION), api);
 }
 

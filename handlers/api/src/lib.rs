@@ -21,9 +21,20 @@
 //! the request path swallowed, transactions, conflicts and write units (see
 //! [`hybrid_counter::metrics`]).
 //!
+//! **A single-trust example.** Anyone the function URL's `AWS_IAM` auth
+//! lets in (`lambda:InvokeFunctionUrl` on the function) may act on every
+//! scope: the API itself checks no ownership. The opt-in stack parameter
+//! `ScopeAuthorization=principal-tag` restricts each caller to the scopes
+//! that start with its IAM principal's `hck-scope-prefix` tag, else `403
+//! ScopeForbidden` ([`scope_auth`], which says how the tag is read and
+//! what that costs). A real multi-tenant API authorizes in front of the
+//! counter, with its own notion of tenant.
+//!
 //! Routing works on plain `http` types and the handler is generic over
 //! [`Store`] and takes the time as a parameter, so tests drive exactly the
 //! code Lambda runs, against an in-memory store or the emulator.
+
+pub mod scope_auth;
 
 use std::borrow::Cow;
 
@@ -39,6 +50,7 @@ use serde_json::json;
 use tracing::{info, warn};
 
 pub use lambda_http::{Body, Request, Response, http};
+pub use scope_auth::{Authorizer, IamTags, NoTags, PrincipalTags, ScopeAuthorization};
 
 /// Largest accepted request body. DynamoDB stores at most 400 KB per item,
 /// so a bigger payload could never be written: refuse it before any I/O.
@@ -96,6 +108,11 @@ pub enum ApiError {
          unnumbered: delete it and create it again to number it"
     )]
     CreatedWithoutSequence { id: ResourceId, reason: String },
+
+    /// `403 ScopeForbidden`: with `ScopeAuthorization=principal-tag`, the
+    /// caller may not act on this scope.
+    #[error("this caller may not act on this scope: {reason}")]
+    ScopeForbidden { reason: String },
 }
 
 impl ApiError {
@@ -111,6 +128,7 @@ impl ApiError {
                 Error::Unavailable(_) | Error::SequenceContended { .. } => StatusCode::SERVICE_UNAVAILABLE,
             },
             ApiError::CreatedWithoutSequence { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::ScopeForbidden { .. } => StatusCode::FORBIDDEN,
         }
     }
 
@@ -129,6 +147,7 @@ impl ApiError {
                 Error::SequenceContended { .. } => "SequenceContended",
             },
             ApiError::CreatedWithoutSequence { .. } => "CreatedWithoutSequence",
+            ApiError::ScopeForbidden { .. } => "ScopeForbidden",
         }
     }
 
@@ -168,9 +187,20 @@ impl ApiError {
 /// Handles one request at time `now`. Never fails: every outcome is a
 /// response, and each is logged with the caller's IAM identity. The
 /// request's metrics are printed once.
+/// Every caller may act on every scope (`ScopeAuthorization=none`).
 pub async fn handle<S: Store>(counter: &Counter<S>, request: Request, now: EpochMillis) -> Response<Body> {
+    handle_with(counter, &Authorizer::<NoTags>::default(), request, now).await
+}
+
+/// [`handle`], each scope checked by `authorizer` first.
+pub async fn handle_with<S: Store, T: PrincipalTags>(
+    counter: &Counter<S>,
+    authorizer: &Authorizer<T>,
+    request: Request,
+    now: EpochMillis,
+) -> Response<Body> {
     let mut metrics = Metrics::from_env();
-    let response = handle_measured(counter, request, now, &mut metrics).await;
+    let response = measured(counter, authorizer, request, now, &mut metrics).await;
     emit_metrics(&metrics);
     response
 }
@@ -185,9 +215,19 @@ pub async fn handle_measured<S: Store>(
     now: EpochMillis,
     metrics: &mut Metrics,
 ) -> Response<Body> {
+    measured(counter, &Authorizer::<NoTags>::default(), request, now, metrics).await
+}
+
+async fn measured<S: Store, T: PrincipalTags>(
+    counter: &Counter<S>,
+    authorizer: &Authorizer<T>,
+    request: Request,
+    now: EpochMillis,
+    metrics: &mut Metrics,
+) -> Response<Body> {
     let watch = CostWatch::start(counter.store());
     let swallowed_before = counter.swallowed_best_effort_writes();
-    let response = respond(counter, &request, now).await;
+    let response = respond(counter, authorizer, &request, now).await;
     let swallowed = counter.swallowed_best_effort_writes().saturating_sub(swallowed_before);
     metrics
         .add(Metric::SwallowedBestEffortWrites, swallowed as f64)
@@ -195,8 +235,13 @@ pub async fn handle_measured<S: Store>(
     response
 }
 
-async fn respond<S: Store>(counter: &Counter<S>, request: &Request, now: EpochMillis) -> Response<Body> {
-    let response = match dispatch(counter, request, now).await {
+async fn respond<S: Store, T: PrincipalTags>(
+    counter: &Counter<S>,
+    authorizer: &Authorizer<T>,
+    request: &Request,
+    now: EpochMillis,
+) -> Response<Body> {
+    let response = match dispatch(counter, authorizer, request, now).await {
         Ok(response) => response,
         Err(err) => {
             if let ApiError::Counter(counter_error @ (Error::Unavailable(_) | Error::SequenceContended { .. })) = &err {
@@ -215,12 +260,16 @@ async fn respond<S: Store>(counter: &Counter<S>, request: &Request, now: EpochMi
     response
 }
 
-async fn dispatch<S: Store>(
+async fn dispatch<S: Store, T: PrincipalTags>(
     counter: &Counter<S>,
+    authorizer: &Authorizer<T>,
     request: &Request,
     now: EpochMillis,
 ) -> Result<Response<Body>, ApiError> {
-    match route(request.method(), request.uri().path())? {
+    let action = route(request.method(), request.uri().path())?;
+    let (Action::Create { scope, .. } | Action::Delete { scope, .. } | Action::Usage { scope }) = &action;
+    authorizer.check(request, scope.as_str()).await?;
+    match action {
         Action::Create { scope, id } => {
             let numbered = wants_sequence(request.uri().query())?;
             let payload = parse_payload(request.body())?;
@@ -991,5 +1040,148 @@ mod tests {
             payload,
             serde_dynamo::to_item(json!({"color": "blue", "size": 3})).unwrap()
         );
+    }
+
+    /// Tags as IAM would hold them, by principal name; records each read.
+    struct FakeTags(std::collections::HashMap<&'static str, &'static str>);
+
+    impl PrincipalTags for FakeTags {
+        async fn tag(&self, principal: &scope_auth::Principal, key: &str) -> Result<Option<String>, String> {
+            assert_eq!(key, scope_auth::SCOPE_PREFIX_TAG);
+            let (scope_auth::Principal::Role { name, .. } | scope_auth::Principal::User { name, .. }) = principal;
+            Ok(self.0.get(name.as_str()).map(|v| (*v).to_owned()))
+        }
+    }
+
+    /// The function URL fixture, its caller replaced by `user_arn` and its
+    /// path by `path`.
+    fn function_url_request(user_arn: &str, path: &str) -> Request {
+        let mut event: Value = serde_json::from_str(include_str!("../fixtures/function-url-create.json")).unwrap();
+        event["requestContext"]["authorizer"]["iam"]["userArn"] = user_arn.into();
+        event["rawPath"] = path.into();
+        event["requestContext"]["http"]["path"] = path.into();
+        lambda_http::request::from_str(&event.to_string()).unwrap()
+    }
+
+    fn principal_tag(tags: &[(&'static str, &'static str)]) -> Authorizer<FakeTags> {
+        Authorizer {
+            mode: ScopeAuthorization::PrincipalTag,
+            tags: FakeTags(tags.iter().copied().collect()),
+        }
+    }
+
+    async fn forbidden_message(response: Response<Body>) -> String {
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        let body: Value = serde_json::from_slice(response.body()).unwrap();
+        assert_eq!(body["error"], "ScopeForbidden");
+        body["message"].as_str().unwrap().to_owned()
+    }
+
+    #[tokio::test]
+    async fn with_principal_tag_a_caller_acts_only_on_scopes_its_tag_prefixes() {
+        let role = "arn:aws:sts::123456789012:assumed-role/tenant-acct/session-1";
+        let authorizer = principal_tag(&[("tenant-acct", "acct"), ("widget-service", "other")]);
+        let c = counter(5);
+        let created = handle_with(
+            &c,
+            &authorizer,
+            function_url_request(role, "/scopes/acct%2042/items/w1"),
+            NOW,
+        )
+        .await;
+        assert_eq!(created.status(), StatusCode::CREATED);
+
+        let refused = handle_with(
+            &c,
+            &authorizer,
+            function_url_request(role, "/scopes/bank/items/w1"),
+            NOW,
+        )
+        .await;
+        let message = forbidden_message(refused).await;
+        assert!(
+            message.contains(r#"scope "bank" does not start with "acct", the hck-scope-prefix tag of"#),
+            "{message}"
+        );
+        // The same holds for an IAM user, and for reads.
+        let user = "arn:aws:iam::123456789012:user/widget-service";
+        let mut usage = function_url_request(user, "/scopes/acct%2042/usage");
+        *usage.method_mut() = Method::GET;
+        let message = forbidden_message(handle_with(&c, &authorizer, usage, NOW).await).await;
+        assert!(message.contains(r#"does not start with "other""#), "{message}");
+        assert!(
+            payload(c.store(), "bank", "w1").is_none(),
+            "a refused request writes nothing"
+        );
+    }
+
+    #[tokio::test]
+    async fn with_principal_tag_untagged_foreign_and_anonymous_callers_are_refused() {
+        let authorizer = principal_tag(&[("tenant-acct", "acct")]);
+        let c = counter(5);
+        let cases = [
+            (
+                "arn:aws:sts::123456789012:assumed-role/untagged/s",
+                "has no hck-scope-prefix tag",
+            ),
+            (
+                "arn:aws:sts::999999999999:assumed-role/tenant-acct/s",
+                "belongs to another account",
+            ),
+            (
+                "arn:aws:iam::123456789012:root",
+                "neither an IAM role session nor an IAM user",
+            ),
+        ];
+        for (arn, why) in cases {
+            let response = handle_with(&c, &authorizer, function_url_request(arn, "/scopes/acct/items/w1"), NOW).await;
+            let message = forbidden_message(response).await;
+            assert!(message.contains(why), "{arn}: {message}");
+        }
+        // Without ScopeAuthorization (`none`), the same untagged caller may.
+        let response = handle(
+            &c,
+            function_url_request(
+                "arn:aws:sts::123456789012:assumed-role/untagged/s",
+                "/scopes/acct/items/w1",
+            ),
+            NOW,
+        )
+        .await;
+        assert_eq!(response.status(), StatusCode::CREATED);
+    }
+
+    #[test]
+    fn caller_arns_name_the_principal_whose_tags_are_read() {
+        use scope_auth::Principal;
+        assert_eq!(
+            Principal::from_arn("arn:aws:sts::123456789012:assumed-role/app-role/i-0abc"),
+            Some(Principal::Role {
+                account: "123456789012".into(),
+                name: "app-role".into()
+            })
+        );
+        assert_eq!(
+            Principal::from_arn("arn:aws:iam::123456789012:user/division/team/alice"),
+            Some(Principal::User {
+                account: "123456789012".into(),
+                name: "alice".into()
+            })
+        );
+        for other in [
+            "arn:aws:iam::123456789012:root",
+            "arn:aws:sts::123456789012:federated-user/bob",
+            "arn:aws:sts::123456789012:assumed-role/",
+            "not an arn",
+        ] {
+            assert_eq!(Principal::from_arn(other), None, "{other}");
+        }
+        let lookup = |value: &'static str| move |_: &str| Some(value.to_owned());
+        assert_eq!(ScopeAuthorization::from_lookup(|_| None), Ok(ScopeAuthorization::None));
+        assert_eq!(
+            ScopeAuthorization::from_lookup(lookup("principal-tag")),
+            Ok(ScopeAuthorization::PrincipalTag)
+        );
+        assert!(ScopeAuthorization::from_lookup(lookup("tags")).is_err());
     }
 }

@@ -1,7 +1,8 @@
 //! Lambda entry point of the example HTTP API: reads the configuration
 //! (tables, default limit, admission mode, best-effort shards), builds the DynamoDB client and
-//! the counter once, and hands every function URL request to
-//! [`api::handle`] with the current time.
+//! the counter once, and the scope authorization (`SCOPE_AUTHORIZATION`;
+//! with `principal-tag` an IAM client reads the callers' tags), and hands
+//! every function URL request to [`api::handle_with`] with the current time.
 
 use hybrid_counter::{Counter, CounterConfig, now_millis};
 use hybrid_counter_aws::DynamoStore;
@@ -19,9 +20,15 @@ async fn main() -> Result<(), Error> {
         default_limit,
         &config,
     );
-    let counter = &counter;
+    let authorizer = api::Authorizer {
+        mode: api::ScopeAuthorization::from_lookup(|name| std::env::var(name).ok())?,
+        tags: api::IamTags {
+            iam: aws_sdk_iam::Client::new(&sdk),
+        },
+    };
+    let (counter, authorizer) = (&counter, &authorizer);
     lambda_http::run(service_fn(move |request| async move {
-        Ok::<_, Error>(api::handle(counter, request, now_millis()).await)
+        Ok::<_, Error>(api::handle_with(counter, authorizer, request, now_millis()).await)
     }))
     .await
 }

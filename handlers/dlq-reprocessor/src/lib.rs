@@ -6,15 +6,17 @@
 //!   back from the stream and replayed ([`hybrid_counter_aws::replay::replay`]);
 //! - an S3 notification of a failed batch kept with its records
 //!   (`FailedBatchRecords=payload`): the object is read
-//!   ([`hybrid_counter_aws::s3::fetch_failed_batch`]) and its records
+//!   ([`hybrid_counter_aws::s3::fetch_failed_batch`]) only if its key is
+//!   under Lambda's `aws/lambda/<mapping uuid>/` and it is no larger than a
+//!   failed batch can be (the role confines reads to the stack's bucket), and its records
 //!   replayed ([`hybrid_counter_aws::failed_batch::replay_payload`]), so a
 //!   range that has left the stream is still counted;
 //! - S3's test event, sent once when the notification is configured:
 //!   deleted, nothing to do.
 //!
 //! A message that never can succeed (not one of these, one of another
-//! stream than the stack's, an object that is gone or is not a failed
-//! batch: [`ReplayError::is_permanent`]) goes to DLQ2 at once, its body
+//! stream than the stack's, an object outside Lambda's key layout, too
+//! large, gone or not a failed batch: [`ReplayError::is_permanent`]) goes to DLQ2 at once, its body
 //! unchanged and its reason in the message attribute [`REASON_ATTRIBUTE`],
 //! and is reported as handled so DLQ1 deletes it. Every invocation prints one
 //! line of the kit's metrics (replays, permanent failures, events counted,
@@ -28,7 +30,7 @@ use hybrid_counter::metrics::{Metric, Metrics};
 use hybrid_counter::store::Store;
 use hybrid_counter::stream::BatchReport;
 use hybrid_counter::stream::Processor;
-use hybrid_counter_aws::failed_batch::{Dlq1Message, replay_payload};
+use hybrid_counter_aws::failed_batch::{Dlq1Message, Expected, replay_payload};
 use hybrid_counter_aws::info_with_cost;
 use hybrid_counter_aws::lambda::{CostWatch, emit_metrics};
 use hybrid_counter_aws::replay::{REASON_ATTRIBUTE, ReplayError, replay};
@@ -115,10 +117,14 @@ async fn handle_message<S: Store>(
         Dlq1Message::Pointer(record) => Box::pin(replay(processor, &sources.streams, &record.batch_info, now))
             .await
             .map(Some),
-        Dlq1Message::Object(object) => match fetch_failed_batch(&sources.s3, object, stream_arn).await {
-            Ok(batch) => Box::pin(replay_payload(processor, &batch, now)).await.map(Some),
-            Err(err) => Err(err),
-        },
+        // The role may read the stack's bucket only; the key and size are
+        // checked here.
+        Dlq1Message::Object(object) => {
+            match fetch_failed_batch(&sources.s3, object, Expected::KeyLayout, stream_arn).await {
+                Ok(batch) => Box::pin(replay_payload(processor, &batch, now)).await.map(Some),
+                Err(err) => Err(err),
+            }
+        }
         Dlq1Message::S3TestEvent => Ok(None),
     };
     (Some(message), outcome)
@@ -421,7 +427,8 @@ mod tests {
     /// `FailedBatchRecords=payload`: the notification's object is read and
     /// its records counted, with no stream read at all (the range may have
     /// left the stream); S3's test event is deleted without a trace in
-    /// DLQ2; a notification of an object that is gone goes to DLQ2 at once.
+    /// DLQ2; a notification of an object that is gone, or of one outside
+    /// Lambda's key layout (never read), goes to DLQ2 at once.
     #[tokio::test]
     async fn kept_batches_are_replayed_from_their_object_and_the_test_event_is_dropped() {
         let sent = std::sync::Arc::default();
@@ -445,8 +452,12 @@ mod tests {
             )
         });
         let mut missing: serde_json::Value = serde_json::from_str(NOTIFICATION).unwrap();
-        missing["Records"][0]["s3"]["object"]["key"] = "aws/lambda/expired".into();
+        missing["Records"][0]["s3"]["object"]["key"] = "aws/lambda/mapping/shardId-1/expired".into();
         let missing = missing.to_string();
+        // A forged notification: an object outside Lambda's key layout.
+        let mut forged: serde_json::Value = serde_json::from_str(NOTIFICATION).unwrap();
+        forged["Records"][0]["s3"]["object"]["key"] = "exports/customers.json".into();
+        let forged = forged.to_string();
         let store = MemoryStore::new();
         store.put_item("acct", "w1", "inc-w1", false, false).await;
         store.put_item("acct", "w2", "inc-w2", false, false).await;
@@ -458,7 +469,7 @@ mod tests {
             &processor,
             &sources(throttled_streams(&throttled), s3(&[&serve, &gone])),
             &failures,
-            event(&[NOTIFICATION, test_event, &missing]),
+            event(&[NOTIFICATION, test_event, &missing, &forged]),
         )
         .await
         .unwrap();
@@ -466,12 +477,18 @@ mod tests {
         assert_eq!(throttled.num_calls(), 0, "a kept batch never reads the stream");
         assert_eq!(processor.store().counter("acct", "eventual"), 2, "both records counted");
         let sent = sent.lock().unwrap().clone();
-        assert_eq!(sent.len(), 1, "only the missing object reaches DLQ2: {sent:?}");
+        assert_eq!(sent.len(), 2, "the missing and the forged object reach DLQ2: {sent:?}");
         assert_eq!(sent[0].0, missing);
         assert!(
-            sent[0].1.contains("does not exist") && sent[0].1.contains("aws/lambda/expired"),
+            sent[0].1.contains("does not exist") && sent[0].1.contains("aws/lambda/mapping/shardId-1/expired"),
             "{sent:?}"
         );
+        assert_eq!(sent[1].0, forged);
+        assert!(
+            sent[1].1.contains("not one of the stack's failed batches") && sent[1].1.contains("not under aws/lambda/"),
+            "sent at once with its reason, never read: {sent:?}"
+        );
+        assert_eq!(gone.num_calls(), 1, "the forged object was never requested");
     }
 
     #[test]

@@ -219,13 +219,14 @@ async fn mapping_from(
             Some(other) => return Err(unsupported(format!("starting position {other} is not supported"))),
         };
         let on_failure_destination = config.on_failure_destination.clone().filter(|d| !d.is_empty());
-        if let Some(destination) = &on_failure_destination {
-            if parse_queue_arn(destination).is_none() && parse_bucket_arn(destination).is_none() {
-                return Err(unsupported(format!(
-                    "the on-failure destination {destination} is neither an SQS queue nor an S3 bucket ARN; \
-                     the local runner plays only those two"
-                )));
-            }
+        if let Some(destination) = &on_failure_destination
+            && parse_queue_arn(destination).is_none()
+            && parse_bucket_arn(destination).is_none()
+        {
+            return Err(unsupported(format!(
+                "the on-failure destination {destination} is neither an SQS queue nor an S3 bucket ARN; \
+                 the local runner plays only those two"
+            )));
         }
         Source::Stream(StreamSettings {
             starting_position,

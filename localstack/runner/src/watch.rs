@@ -106,12 +106,11 @@ fn package_name(manifest: &str) -> Option<String> {
     for line in manifest.lines().map(str::trim) {
         if line.starts_with('[') {
             in_package = line == "[package]";
-        } else if in_package {
-            if let Some(value) = line.strip_prefix("name").map(str::trim_start) {
-                if let Some(value) = value.strip_prefix('=') {
-                    return Some(value.trim().trim_matches('"').to_owned());
-                }
-            }
+        } else if in_package
+            && let Some(value) = line.strip_prefix("name").map(str::trim_start)
+            && let Some(value) = value.strip_prefix('=')
+        {
+            return Some(value.trim().trim_matches('"').to_owned());
         }
     }
     None

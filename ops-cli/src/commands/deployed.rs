@@ -107,6 +107,7 @@ mod tests {
                 ]),
                 tags: BTreeMap::new(),
                 last_updated: None,
+                description: None,
             },
         };
         let strict = deployed(&[("AdmissionMode", "strict"), ("DefaultLimit", "7")])

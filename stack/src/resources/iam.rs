@@ -270,6 +270,10 @@ actions! {
     LogsPutLogEvents => "logs:PutLogEvents",
     S3PutObject => "s3:PutObject",
     S3GetObject => "s3:GetObject",
+    /// The api reads its callers' `hck-scope-prefix` tag
+    /// (`ScopeAuthorization=principal-tag`).
+    IamListRoleTags => "iam:ListRoleTags",
+    IamListUserTags => "iam:ListUserTags",
     /// On the bucket: lets a missing object answer `NoSuchKey` rather than
     /// `AccessDenied`.
     S3ListBucket => "s3:ListBucket",

@@ -413,9 +413,19 @@ async fn under_payload_a_failed_batch_whose_range_left_the_stream_is_still_count
             bucket: bucket.clone(),
             key: object.key().unwrap_or_default().to_owned(),
         };
-        let batch = hybrid_counter_aws::s3::fetch_failed_batch(&s3, &at, p.output(outputs::RESOURCES_TABLE_STREAM_ARN))
-            .await
-            .expect("a failed batch of our stream in Lambda's format");
+        // Where Lambda writes it: the stack's bucket, under its stream mapping.
+        let expected = hybrid_counter_aws::failed_batch::Expected::Stack {
+            bucket: &bucket,
+            mapping_uuid: p.output(outputs::STREAM_MAPPING_ID),
+        };
+        let batch = hybrid_counter_aws::s3::fetch_failed_batch(
+            &s3,
+            &at,
+            expected,
+            p.output(outputs::RESOURCES_TABLE_STREAM_ARN),
+        )
+        .await
+        .expect("a failed batch of our stream in Lambda's format, under the stack's mapping");
         kept.extend(batch.payload.records.iter().map(|r| {
             r.change.keys.get("id").and_then(|v| match v {
                 serde_dynamo::AttributeValue::S(id) => Some(id.clone()),

@@ -30,6 +30,9 @@ pub struct StackInfo {
     pub tags: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_updated: Option<String>,
+    /// The template's `Description`, when the service returns it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 /// The stack named (or with the id) `name`, or `None` if it does not exist.
@@ -51,6 +54,7 @@ pub async fn describe(cfn: &Client, name: &str) -> Result<Option<StackInfo>> {
         name: stack.stack_name().unwrap_or(name).to_owned(),
         status,
         status_reason: stack.stack_status_reason().map(str::to_owned),
+        description: stack.description().map(str::to_owned),
         // Pseudo parameters (`AWS::Region`, ...) are not the template's;
         // an emulator may list them.
         parameters: stack

@@ -3,13 +3,25 @@
 //! deletes them too after the stack is gone, once confirmed (`--yes`, or
 //! typing the stack name at a terminal; never silently). Deleting a stack
 //! that does not exist succeeds with nothing to do.
+//!
+//! Only the kit's own stacks are deleted ([`kit_stack`]): a wrong
+//! `--stack-name` must not delete someone else's stack. Before deleting,
+//! the messages DLQ1 and DLQ2 still hold (failed batches not yet counted)
+//! are counted, logged and reported: they are deleted with the queues.
+//!
+//! The failed-batch bucket (`FailedBatchRecords=payload`) is retained,
+//! even with `--delete-data`: it is versioned, and its objects are the only
+//! copy of failed batches that have left the stream, so emptying it is
+//! left to a deliberate command the report prints (it needs
+//! `s3:ListBucketVersions`, `s3:DeleteObjectVersion` and `s3:DeleteBucket`,
+//! which the operator policy does not grant).
 
 use std::fmt;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::cfn::{self, Event, FailedResource, Operation, Settled, Watch};
+use super::cfn::{self, Event, FailedResource, Operation, Settled, StackInfo, Watch};
 use crate::commands::{Context, Location};
 use crate::config::DestroyOptions;
 use crate::error::{self, Error, Result};
@@ -28,8 +40,54 @@ pub struct DestroyReport {
     pub retained_tables: Vec<String>,
     /// Tables deleted because of --delete-data.
     pub deleted_tables: Vec<String>,
+    /// Messages DLQ1 and DLQ2 held (visible and in flight, approximate)
+    /// when the stack was deleted, queues whose count could be read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub queued: Vec<QueuedMessages>,
+    /// The failed-batch bucket, kept (DeletionPolicy Retain).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retained_bucket: Option<String>,
     pub events: Vec<Event>,
     pub failures: Vec<FailedResource>,
+}
+
+/// What one of the failure queues still held.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueuedMessages {
+    pub queue: String,
+    pub messages: u64,
+}
+
+/// The parameters `counterctl deploy` always writes (the artifacts bucket
+/// and the handler zips' keys): a stack without them was not deployed by
+/// the kit.
+const KIT_PARAMETERS: [&str; 3] = [
+    stack::params::ARTIFACTS_BUCKET,
+    stack::params::STREAM_COUNTER_CODE_KEY,
+    stack::params::DLQ_REPROCESSOR_CODE_KEY,
+];
+
+/// Whether `stack` is one of the kit's: it has the parameters `deploy`
+/// writes, and its description, when the service returns one, is the
+/// kit's. Parameters are there in every status, even after a failed
+/// creation rolled back (outputs are not).
+pub fn kit_stack(stack: &StackInfo) -> std::result::Result<(), String> {
+    let missing: Vec<&str> = KIT_PARAMETERS
+        .iter()
+        .copied()
+        .filter(|p| !stack.parameters.contains_key(*p))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!("it has no parameter {}", missing.join(", ")));
+    }
+    let kit = stack::kit::DESCRIPTION;
+    let prefix = &kit[..kit.find(':').unwrap_or(kit.len())];
+    match &stack.description {
+        Some(description) if !description.is_empty() && !description.starts_with(prefix) => {
+            Err(format!("its description is {description:?}, not the kit's"))
+        }
+        _ => Ok(()),
+    }
 }
 
 impl DestroyReport {
@@ -50,6 +108,8 @@ pub async fn run(ctx: &Context<'_>, options: DestroyOptions) -> Result<DestroyRe
         seconds: 0.0,
         retained_tables: Vec::new(),
         deleted_tables: Vec::new(),
+        queued: Vec::new(),
+        retained_bucket: None,
         events: Vec::new(),
         failures: Vec::new(),
     };
@@ -58,10 +118,23 @@ pub async fn run(ctx: &Context<'_>, options: DestroyOptions) -> Result<DestroyRe
         return Ok(report);
     };
     report.existed = true;
+    kit_stack(&stack).map_err(|why| Error::NotTheKit {
+        name: name.clone(),
+        why,
+    })?;
     let tables: Vec<String> = [stack::outputs::RESOURCES_TABLE, stack::outputs::COUNTERS_TABLE]
         .iter()
         .filter_map(|key| stack.outputs.get(*key).cloned())
         .collect();
+    report.retained_bucket = stack.outputs.get(stack::outputs::FAILED_BATCH_BUCKET).cloned();
+    report.queued = queued(ctx, &stack).await;
+    for queue in report.queued.iter().filter(|q| q.messages > 0) {
+        ctx.ui.log(format!(
+            "warning: {} still holds about {} message(s) (failed batches not yet counted); they are deleted with \
+             the queue: run `counterctl audit --repair` afterwards if the tables are kept",
+            queue.queue, queue.messages
+        ));
+    }
     if options.delete_data {
         confirm(ctx, name, &tables, options.yes)?;
     }
@@ -104,6 +177,26 @@ pub async fn run(ctx: &Context<'_>, options: DestroyOptions) -> Result<DestroyRe
     }
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The approximate number of messages in DLQ1 and DLQ2 (visible and in
+/// flight); a queue whose count cannot be read is left out, with a log
+/// line: a count is a warning, never a reason not to delete.
+async fn queued(ctx: &Context<'_>, stack: &StackInfo) -> Vec<QueuedMessages> {
+    let mut queued = Vec::new();
+    for (queue, output) in [("dlq1", stack::outputs::DLQ1_URL), ("dlq2", stack::outputs::DLQ2_URL)] {
+        let Some(url) = stack.outputs.get(output) else {
+            continue;
+        };
+        match crate::commands::redrive::queue_depth(&ctx.clients.sqs, url).await {
+            Ok(depth) => queued.push(QueuedMessages {
+                queue: queue.to_owned(),
+                messages: depth.visible + depth.in_flight,
+            }),
+            Err(err) => ctx.ui.log(format!("could not count the messages in {queue}: {err}")),
+        }
+    }
+    queued
 }
 
 /// `--yes`, or the stack name typed at a terminal; anything else refuses.
@@ -197,6 +290,14 @@ impl fmt::Display for DestroyReport {
             return Ok(());
         }
         writeln!(f, "Stack {name}: deleted in {:.1}s", self.seconds)?;
+        for queue in self.queued.iter().filter(|q| q.messages > 0) {
+            writeln!(
+                f,
+                "Warning: {} held about {} message(s) when it was deleted (failed batches not yet counted); run \
+                 `counterctl audit --repair` if the tables are kept",
+                queue.queue, queue.messages
+            )?;
+        }
         if !self.retained_tables.is_empty() {
             writeln!(
                 f,
@@ -212,6 +313,94 @@ impl fmt::Display for DestroyReport {
         if !self.deleted_tables.is_empty() {
             writeln!(f, "Deleted tables: {}", self.deleted_tables.join(", "))?;
         }
+        if let Some(bucket) = &self.retained_bucket {
+            writeln!(
+                f,
+                "Retained failed-batch bucket (DeletionPolicy Retain, even with --delete-data): {bucket}\n  its \
+                 objects are the only copy of failed batches past the stream's 24 hours; it is versioned, so \
+                 emptying it deletes every version: aws s3api list-object-versions --bucket {bucket}, delete them, \
+                 then aws s3api delete-bucket --bucket {bucket}"
+            )?;
+        }
         writeln!(f, "The artifacts bucket is kept.")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn stack(parameters: &[&str], description: Option<&str>) -> StackInfo {
+        StackInfo {
+            id: "arn:stack".into(),
+            name: "hck".into(),
+            status: "ROLLBACK_COMPLETE".into(),
+            status_reason: None,
+            parameters: parameters.iter().map(|p| ((*p).to_owned(), "v".to_owned())).collect(),
+            outputs: BTreeMap::new(),
+            tags: BTreeMap::new(),
+            last_updated: None,
+            description: description.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn only_a_stack_the_kit_deployed_is_destroyed() {
+        // Even a creation that rolled back (no outputs) is the kit's.
+        assert_eq!(
+            kit_stack(&stack(&KIT_PARAMETERS, Some(stack::kit::DESCRIPTION))),
+            Ok(())
+        );
+        assert_eq!(kit_stack(&stack(&KIT_PARAMETERS, None)), Ok(()));
+        let err = kit_stack(&stack(&["VpcCidr"], Some("Production VPC"))).unwrap_err();
+        assert!(err.contains("no parameter ArtifactsBucket"), "{err}");
+        let err = kit_stack(&stack(&KIT_PARAMETERS, Some("Production VPC"))).unwrap_err();
+        assert!(err.contains("\"Production VPC\", not the kit's"), "{err}");
+        let refusal = Error::NotTheKit {
+            name: "prod-vpc".into(),
+            why: err,
+        };
+        assert!(refusal.to_string().contains("nothing was deleted"), "{refusal}");
+        assert_eq!(refusal.exit_code(), crate::exit::USAGE);
+    }
+
+    #[test]
+    fn the_report_warns_of_queued_messages_and_names_the_kept_bucket() {
+        let report = DestroyReport {
+            location: Location {
+                stack_name: "hck".into(),
+                target: "aws".into(),
+                region: "us-east-1".into(),
+                endpoint: None,
+            },
+            existed: true,
+            deleted: true,
+            status: Some("DELETE_COMPLETE".into()),
+            seconds: 1.0,
+            retained_tables: vec![],
+            deleted_tables: vec!["hck-resources".into()],
+            queued: vec![
+                QueuedMessages {
+                    queue: "dlq1".into(),
+                    messages: 0,
+                },
+                QueuedMessages {
+                    queue: "dlq2".into(),
+                    messages: 3,
+                },
+            ],
+            retained_bucket: Some("hck-failed-batches-1-us-east-1".into()),
+            events: vec![],
+            failures: vec![],
+        };
+        let text = report.to_string();
+        assert!(text.contains("dlq2 held about 3 message(s)"), "{text}");
+        assert!(!text.contains("dlq1 held"), "{text}");
+        assert!(text.contains("Retained failed-batch bucket (DeletionPolicy Retain, even with --delete-data)"));
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["queued"][1]["messages"], 3);
+        assert_eq!(json["retained_bucket"], "hck-failed-batches-1-us-east-1");
     }
 }

@@ -275,7 +275,7 @@ impl fmt::Display for DeployReport {
         let uploaded = self
             .artifacts
             .iter()
-            .filter(|a| a.state == ArtifactState::Uploaded)
+            .filter(|a| matches!(a.state, ArtifactState::Uploaded | ArtifactState::Replaced))
             .count();
         if !self.tags.is_empty() {
             let tags: Vec<String> = self.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -287,6 +287,14 @@ impl fmt::Display for DeployReport {
             self.artifacts.len() - uploaded,
             self.bucket
         )?;
+        for artifact in self.artifacts.iter().filter(|a| a.state == ArtifactState::Replaced) {
+            writeln!(
+                f,
+                "  {} uploaded again: {}",
+                artifact.package,
+                artifact.note.as_deref().unwrap_or("not verified")
+            )?;
+        }
         if !self.outputs.is_empty() {
             writeln!(f, "Outputs:")?;
             let width = self.outputs.keys().map(String::len).max().unwrap_or(0);

@@ -2,8 +2,16 @@
 //! before any request (a missing zip is a usage error), go to an artifacts
 //! bucket under content-hash keys (`<package>/<sha256>.zip`). Unchanged code
 //! keeps its key, so CloudFormation sees no change and does not touch the
-//! function; an object already in the bucket is not uploaded again. The
-//! template goes to the same bucket when it is too large to send inline.
+//! function. The template goes to the same bucket when it is too large to
+//! send inline.
+//!
+//! The bucket's name is predictable, so its name alone proves nothing:
+//! every call to it names the caller's account as `ExpectedBucketOwner`
+//! (S3 answers 403 when another account owns it), every upload carries the
+//! content's SHA-256 (`ChecksumSHA256`, which S3 checks and stores), and an
+//! object already under a key is reused only when `HeadObject` with
+//! `ChecksumMode=ENABLED` returns that same SHA-256. An object whose
+//! checksum is missing or differs is uploaded again, and the report says so.
 
 use std::fmt::Write as _;
 use std::io::Read;
@@ -38,6 +46,9 @@ pub struct Artifact {
     pub size: u64,
     pub key: String,
     pub state: ArtifactState,
+    /// Why an object under the key was not trusted, when it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Whether a zip had to go to the bucket.
@@ -48,10 +59,66 @@ pub enum ArtifactState {
     Local,
     /// Uploaded by this run.
     Uploaded,
-    /// The bucket already held this content: nothing to upload.
+    /// The bucket already held this content (its SHA-256 checksum
+    /// matches): nothing to upload.
     Present,
     /// Not in the bucket yet; a deploy uploads it (plan only looks).
     Missing,
+    /// The key was there with a missing or different checksum; a deploy
+    /// uploads it again (plan only looks).
+    Untrusted,
+    /// Uploaded by this run over an object whose checksum was missing or
+    /// differed.
+    Replaced,
+}
+
+/// What the bucket holds under an artifact's key, compared with the
+/// content the key names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remote {
+    Absent,
+    /// Present with the expected SHA-256: safe to reuse.
+    Verified,
+    /// Present, but S3 returned no SHA-256 checksum for it (uploaded
+    /// without one, or by something else).
+    NoChecksum,
+    /// Present with another SHA-256: not the content the key names.
+    Differs {
+        found: String,
+    },
+}
+
+impl Remote {
+    /// Compares the `ChecksumSHA256` HeadObject returned (base64, `None`
+    /// when absent) with the content's hex SHA-256.
+    pub fn of(found: Option<&str>, sha256_hex: &str) -> Self {
+        match found {
+            None => Self::NoChecksum,
+            Some(found) if found == sha256_base64(sha256_hex) => Self::Verified,
+            Some(found) => Self::Differs {
+                found: found.to_owned(),
+            },
+        }
+    }
+
+    /// Why an object present under the key is not reused, if it is not.
+    pub fn distrust(&self) -> Option<String> {
+        match self {
+            Self::Absent | Self::Verified => None,
+            Self::NoChecksum => Some("the object under this key has no SHA-256 checksum".to_owned()),
+            Self::Differs { found } => Some(format!(
+                "the object under this key has another SHA-256 checksum ({found})"
+            )),
+        }
+    }
+}
+
+/// The base64 form S3 uses for `ChecksumSHA256` of a lowercase hex digest.
+pub fn sha256_base64(sha256_hex: &str) -> String {
+    let bytes: Vec<u8> = (0..sha256_hex.len() / 2)
+        .filter_map(|i| u8::from_str_radix(&sha256_hex[2 * i..2 * i + 2], 16).ok())
+        .collect();
+    aws_smithy_types::base64::encode(bytes)
 }
 
 /// The zip of `package` under `dir`, as cargo-lambda lays it out.
@@ -123,23 +190,30 @@ pub fn locate(dir: &Path) -> Result<Vec<Artifact>> {
                 sha256,
                 size,
                 state: ArtifactState::Local,
+                note: None,
             })
         })
         .collect()
 }
 
-/// Creates `bucket` unless it exists (and is ours). Returns whether it was
-/// created.
-pub async fn ensure_bucket(s3: &aws_sdk_s3::Client, bucket: &str, region: &str) -> Result<bool> {
-    match s3.head_bucket().bucket(bucket).send().await {
+/// Creates `bucket` unless it exists and `owner` (the caller's account)
+/// owns it. Returns whether it was created.
+pub async fn ensure_bucket(s3: &aws_sdk_s3::Client, bucket: &str, owner: &str, region: &str) -> Result<bool> {
+    match s3
+        .head_bucket()
+        .bucket(bucket)
+        .expected_bucket_owner(owner)
+        .send()
+        .await
+    {
         Ok(_) => return Ok(false),
         Err(err) if err.as_service_error().is_some_and(|e| e.is_not_found()) => {}
         Err(err) if error::error_code(&err) == Some("Forbidden") || status_of(&err) == Some(403) => {
             return Err(Error::Aws {
                 action: "HeadBucket",
                 message: format!(
-                    "the bucket {bucket} exists but this account cannot use it (S3 bucket names are global); \
-                     pass --artifacts-bucket with another name"
+                    "the bucket {bucket} exists but is not owned by account {owner} or this account cannot use it \
+                     (S3 bucket names are global); pass --artifacts-bucket with another name"
                 ),
             });
         }
@@ -175,38 +249,60 @@ fn status_of<E>(
     err.raw_response().map(|r| r.status().as_u16())
 }
 
-/// Whether `key` is already in `bucket`.
-pub async fn object_exists(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<bool> {
-    match s3.head_object().bucket(bucket).key(key).send().await {
-        Ok(_) => Ok(true),
+/// What `bucket` (owned by `owner`) holds under `key`, checked against the
+/// content's hex SHA-256.
+pub async fn remote(s3: &aws_sdk_s3::Client, bucket: &str, owner: &str, key: &str, sha256: &str) -> Result<Remote> {
+    let head = s3
+        .head_object()
+        .bucket(bucket)
+        .key(key)
+        .expected_bucket_owner(owner)
+        .checksum_mode(aws_sdk_s3::types::ChecksumMode::Enabled)
+        .send()
+        .await;
+    match head {
+        Ok(out) => Ok(Remote::of(out.checksum_sha256(), sha256)),
         Err(err) if err.as_service_error().is_some_and(|e| e.is_not_found()) || status_of(&err) == Some(404) => {
-            Ok(false)
+            Ok(Remote::Absent)
         }
         Err(err) => Err(error::aws("HeadObject")(err)),
     }
 }
 
-/// Marks each artifact present or missing in `bucket` (a missing bucket
-/// holds nothing), without uploading.
+/// Marks each artifact present, missing or untrusted in `bucket` (a
+/// missing bucket holds nothing), without uploading.
 pub async fn check(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
+    owner: &str,
     bucket_exists: bool,
     artifacts: &mut [Artifact],
 ) -> Result<()> {
     for artifact in artifacts.iter_mut() {
-        artifact.state = if bucket_exists && object_exists(s3, bucket, &artifact.key).await? {
-            ArtifactState::Present
+        let found = if bucket_exists {
+            remote(s3, bucket, owner, &artifact.key, &artifact.sha256).await?
         } else {
-            ArtifactState::Missing
+            Remote::Absent
+        };
+        artifact.note = found.distrust();
+        artifact.state = match found {
+            Remote::Verified => ArtifactState::Present,
+            Remote::Absent => ArtifactState::Missing,
+            Remote::NoChecksum | Remote::Differs { .. } => ArtifactState::Untrusted,
         };
     }
     Ok(())
 }
 
-/// Whether `bucket` exists (and this account may use it).
-pub async fn bucket_exists(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<bool> {
-    match s3.head_bucket().bucket(bucket).send().await {
+/// Whether `bucket` exists and `owner` owns it.
+pub async fn bucket_exists(s3: &aws_sdk_s3::Client, bucket: &str, owner: &str) -> Result<bool> {
+    match s3
+        .head_bucket()
+        .bucket(bucket)
+        .expected_bucket_owner(owner)
+        .send()
+        .await
+    {
         Ok(_) => Ok(true),
         Err(err) if err.as_service_error().is_some_and(|e| e.is_not_found()) || status_of(&err) == Some(404) => {
             Ok(false)
@@ -215,10 +311,13 @@ pub async fn bucket_exists(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<bool
     }
 }
 
-/// Uploads each artifact whose key is not in the bucket yet.
-pub async fn upload(s3: &aws_sdk_s3::Client, bucket: &str, artifacts: &mut [Artifact]) -> Result<()> {
+/// Uploads each artifact unless `bucket` already holds its key with the
+/// same SHA-256 checksum; an object with a missing or different checksum
+/// is replaced (state [`ArtifactState::Replaced`], the reason in `note`).
+pub async fn upload(s3: &aws_sdk_s3::Client, bucket: &str, owner: &str, artifacts: &mut [Artifact]) -> Result<()> {
     for artifact in artifacts.iter_mut() {
-        if object_exists(s3, bucket, &artifact.key).await? {
+        let found = remote(s3, bucket, owner, &artifact.key, &artifact.sha256).await?;
+        if found == Remote::Verified {
             artifact.state = ArtifactState::Present;
             continue;
         }
@@ -227,31 +326,59 @@ pub async fn upload(s3: &aws_sdk_s3::Client, bucket: &str, artifacts: &mut [Arti
             path: artifact.path.clone(),
             source: std::io::Error::other(e),
         })?;
-        s3.put_object()
-            .bucket(bucket)
-            .key(&artifact.key)
-            .content_type("application/zip")
-            .body(body)
-            .send()
-            .await
-            .map_err(error::aws("PutObject"))?;
-        artifact.state = ArtifactState::Uploaded;
+        put(
+            s3,
+            bucket,
+            owner,
+            &artifact.key,
+            "application/zip",
+            &artifact.sha256,
+            body,
+        )
+        .await?;
+        artifact.note = found.distrust();
+        artifact.state = if artifact.note.is_some() {
+            ArtifactState::Replaced
+        } else {
+            ArtifactState::Uploaded
+        };
     }
     Ok(())
 }
 
-/// Uploads a template too large to send inline; returns its key.
-pub async fn upload_template(s3: &aws_sdk_s3::Client, bucket: &str, body: &str) -> Result<String> {
-    let key = format!("templates/{}.yaml", sha256_hex(body.as_bytes()));
-    if !object_exists(s3, bucket, &key).await? {
-        s3.put_object()
-            .bucket(bucket)
-            .key(&key)
-            .content_type("application/x-yaml")
-            .body(ByteStream::from(body.as_bytes().to_vec()))
-            .send()
-            .await
-            .map_err(error::aws("PutObject"))?;
+/// One `PutObject` to the artifacts bucket: expected owner and the
+/// content's SHA-256, which S3 verifies against the bytes and stores.
+async fn put(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    owner: &str,
+    key: &str,
+    content_type: &str,
+    sha256: &str,
+    body: ByteStream,
+) -> Result<()> {
+    s3.put_object()
+        .bucket(bucket)
+        .key(key)
+        .expected_bucket_owner(owner)
+        .content_type(content_type)
+        .checksum_algorithm(aws_sdk_s3::types::ChecksumAlgorithm::Sha256)
+        .checksum_sha256(sha256_base64(sha256))
+        .body(body)
+        .send()
+        .await
+        .map_err(error::aws("PutObject"))?;
+    Ok(())
+}
+
+/// Uploads a template too large to send inline, unless the bucket holds it
+/// with the same checksum; returns its key.
+pub async fn upload_template(s3: &aws_sdk_s3::Client, bucket: &str, owner: &str, body: &str) -> Result<String> {
+    let sha256 = sha256_hex(body.as_bytes());
+    let key = format!("templates/{sha256}.yaml");
+    if remote(s3, bucket, owner, &key, &sha256).await? != Remote::Verified {
+        let bytes = ByteStream::from(body.as_bytes().to_vec());
+        put(s3, bucket, owner, &key, "application/x-yaml", &sha256, bytes).await?;
     }
     Ok(key)
 }
@@ -382,5 +509,209 @@ mod tests {
             ..StackInputs::default()
         };
         assert_eq!(artifacts_dir(&config, &explicit, None), PathBuf::from("/zips"));
+    }
+
+    /// The SDK paths of the artifacts bucket on an intercepted S3 client.
+    mod bucket {
+        use std::sync::{Arc, Mutex};
+
+        use aws_sdk_s3::Client;
+        use aws_sdk_s3::operation::head_bucket::HeadBucketOutput;
+        use aws_sdk_s3::operation::head_object::{HeadObjectError, HeadObjectOutput};
+        use aws_sdk_s3::operation::put_object::PutObjectOutput;
+        use aws_sdk_s3::types::ChecksumMode;
+        use aws_sdk_s3::types::error::NotFound;
+        use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, create_mock_http_client, mock};
+        use aws_smithy_runtime_api::http::{Response, StatusCode};
+        use aws_smithy_types::body::SdkBody;
+
+        use super::*;
+
+        const OWNER: &str = "123456789012";
+        const BUCKET: &str = "hck-artifacts-123456789012-us-east-1";
+
+        fn client(rules: &[&Rule]) -> Client {
+            let interceptor = rules.iter().fold(
+                MockResponseInterceptor::new().rule_mode(RuleMode::Sequential),
+                |interceptor, rule| interceptor.with_rule(rule),
+            );
+            Client::from_conf(
+                aws_sdk_s3::Config::builder()
+                    .with_test_defaults()
+                    .region(aws_sdk_s3::config::Region::new("us-east-1"))
+                    .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
+                    .http_client(create_mock_http_client())
+                    .interceptor(interceptor)
+                    .build(),
+            )
+        }
+
+        /// One zip on disk, hashed as `locate` does.
+        fn artifact(dir: &Path) -> Artifact {
+            std::fs::create_dir_all(dir).unwrap();
+            let path = dir.join("bootstrap.zip");
+            std::fs::write(&path, b"the zip").unwrap();
+            let (sha256, size) = hash_file(&path).unwrap();
+            Artifact {
+                package: "api".into(),
+                parameter: "ApiCodeKey".into(),
+                key: artifact_key("api", &sha256),
+                path,
+                sha256,
+                size,
+                state: ArtifactState::Local,
+                note: None,
+            }
+        }
+
+        /// HeadObject, as the kit must send it, answering `checksum`.
+        fn head(checksum: Option<String>) -> Rule {
+            mock!(Client::head_object)
+                .match_requests(|r| {
+                    r.bucket() == Some(BUCKET)
+                        && r.expected_bucket_owner() == Some(OWNER)
+                        && r.checksum_mode() == Some(&ChecksumMode::Enabled)
+                })
+                .then_output(move || {
+                    HeadObjectOutput::builder()
+                        .set_checksum_sha256(checksum.clone())
+                        .build()
+                })
+        }
+
+        fn head_absent() -> Rule {
+            mock!(Client::head_object)
+                .match_requests(|r| r.expected_bucket_owner() == Some(OWNER))
+                .then_error(|| HeadObjectError::NotFound(NotFound::builder().build()))
+        }
+
+        /// PutObject with the expected owner and the content's SHA-256,
+        /// recording the checksum it carried.
+        fn put_ok(log: Arc<Mutex<Vec<String>>>) -> Rule {
+            mock!(Client::put_object)
+                .match_requests(|r| r.bucket() == Some(BUCKET) && r.expected_bucket_owner() == Some(OWNER))
+                .then_compute_output(move |r| {
+                    log.lock()
+                        .unwrap()
+                        .push(r.checksum_sha256().unwrap_or("none").to_owned());
+                    PutObjectOutput::builder().build()
+                })
+        }
+
+        fn dir(name: &str) -> PathBuf {
+            std::env::temp_dir().join(format!("ops-cli-bucket-{name}-{}", std::process::id()))
+        }
+
+        #[test]
+        fn the_s3_checksum_is_the_base64_of_the_key_digest() {
+            // S3 documents ChecksumSHA256 as the base64 of the 32-byte digest.
+            assert_eq!(
+                sha256_base64(&sha256_hex(b"abc")),
+                "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0="
+            );
+            let sha = sha256_hex(b"abc");
+            assert_eq!(Remote::of(Some(&sha256_base64(&sha)), &sha), Remote::Verified);
+            assert_eq!(Remote::of(None, &sha), Remote::NoChecksum);
+            assert!(matches!(Remote::of(Some("AAAA"), &sha), Remote::Differs { .. }));
+        }
+
+        #[tokio::test]
+        async fn an_object_with_the_same_checksum_is_not_uploaded_again() {
+            let dir = dir("same");
+            let mut artifacts = vec![artifact(&dir)];
+            let rule = head(Some(sha256_base64(&artifacts[0].sha256)));
+            upload(&client(&[&rule]), BUCKET, OWNER, &mut artifacts).await.unwrap();
+            assert_eq!(artifacts[0].state, ArtifactState::Present);
+            assert_eq!(artifacts[0].note, None);
+            assert_eq!(rule.num_calls(), 1);
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+
+        #[tokio::test]
+        async fn an_object_without_a_checksum_is_uploaded_again_with_one() {
+            let dir = dir("none");
+            let mut artifacts = vec![artifact(&dir)];
+            let log = Arc::<Mutex<Vec<String>>>::default();
+            let (head, put) = (head(None), put_ok(log.clone()));
+            upload(&client(&[&head, &put]), BUCKET, OWNER, &mut artifacts)
+                .await
+                .unwrap();
+            assert_eq!(artifacts[0].state, ArtifactState::Replaced);
+            assert!(
+                artifacts[0].note.as_deref().unwrap().contains("no SHA-256"),
+                "{:?}",
+                artifacts[0].note
+            );
+            assert_eq!(*log.lock().unwrap(), vec![sha256_base64(&artifacts[0].sha256)]);
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+
+        #[tokio::test]
+        async fn an_object_with_another_checksum_is_replaced_and_reported() {
+            let dir = dir("other");
+            let mut artifacts = vec![artifact(&dir)];
+            let log = Arc::<Mutex<Vec<String>>>::default();
+            let swapped = sha256_base64(&sha256_hex(b"someone else's zip"));
+            let (head, put) = (head(Some(swapped.clone())), put_ok(log.clone()));
+            upload(&client(&[&head, &put]), BUCKET, OWNER, &mut artifacts)
+                .await
+                .unwrap();
+            assert_eq!(artifacts[0].state, ArtifactState::Replaced);
+            assert!(artifacts[0].note.as_deref().unwrap().contains(&swapped));
+            assert_eq!(log.lock().unwrap().len(), 1);
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+
+        #[tokio::test]
+        async fn an_absent_object_is_uploaded_with_its_checksum() {
+            let dir = dir("absent");
+            let mut artifacts = vec![artifact(&dir)];
+            let log = Arc::<Mutex<Vec<String>>>::default();
+            let (head, put) = (head_absent(), put_ok(log.clone()));
+            upload(&client(&[&head, &put]), BUCKET, OWNER, &mut artifacts)
+                .await
+                .unwrap();
+            assert_eq!(artifacts[0].state, ArtifactState::Uploaded);
+            assert_eq!(artifacts[0].note, None);
+            assert_eq!(*log.lock().unwrap(), vec![sha256_base64(&artifacts[0].sha256)]);
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+
+        #[tokio::test]
+        async fn plan_marks_an_unverified_object_without_uploading() {
+            let dir = dir("plan");
+            let mut artifacts = vec![artifact(&dir)];
+            let rule = head(None);
+            check(&client(&[&rule]), BUCKET, OWNER, true, &mut artifacts)
+                .await
+                .unwrap();
+            assert_eq!(artifacts[0].state, ArtifactState::Untrusted);
+            assert!(artifacts[0].note.is_some());
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+
+        #[tokio::test]
+        async fn a_bucket_another_account_owns_is_refused() {
+            // S3 answers 403 when ExpectedBucketOwner is not the owner.
+            let rule = mock!(Client::head_bucket)
+                .match_requests(|r| r.expected_bucket_owner() == Some(OWNER))
+                .then_http_response(|| Response::new(StatusCode::try_from(403).unwrap(), SdkBody::empty()));
+            let err = ensure_bucket(&client(&[&rule]), BUCKET, OWNER, "us-east-1")
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains("not owned by account 123456789012"), "{err}");
+        }
+
+        #[tokio::test]
+        async fn an_owned_bucket_is_used_as_it_is() {
+            let rule = mock!(Client::head_bucket)
+                .match_requests(|r| r.expected_bucket_owner() == Some(OWNER))
+                .then_output(|| HeadBucketOutput::builder().build());
+            assert!(
+                !ensure_bucket(&client(&[&rule]), BUCKET, OWNER, "us-east-1")
+                    .await
+                    .unwrap()
+            );
+        }
     }
 }

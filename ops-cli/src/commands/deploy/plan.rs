@@ -103,12 +103,15 @@ impl fmt::Display for PlanReport {
             let state = match artifact.state {
                 ArtifactState::Present => "already in the bucket",
                 ArtifactState::Missing => "to upload",
+                ArtifactState::Untrusted => "in the bucket, unverified: to upload again",
                 ArtifactState::Uploaded => "uploaded",
+                ArtifactState::Replaced => "uploaded again",
                 ArtifactState::Local => "not checked",
             };
+            let note = artifact.note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default();
             writeln!(
                 f,
-                "  {:<16} {:>10} bytes  {}  {state}",
+                "  {:<16} {:>10} bytes  {}  {state}{note}",
                 artifact.package, artifact.size, artifact.key
             )?;
         }

@@ -111,7 +111,12 @@ pub async fn propose(
         .await
         .map_err(error::aws("GetCallerIdentity"))?
         .account()
-        .unwrap_or_default()
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| Error::Aws {
+            action: "GetCallerIdentity",
+            message: "the caller's account is unknown: the artifacts bucket's expected owner cannot be checked"
+                .to_owned(),
+        })?
         .to_owned();
     let bucket = match &inputs.artifacts_bucket {
         Some(bucket) => bucket.clone(),
@@ -119,24 +124,34 @@ pub async fn propose(
     };
     if packaging == Packaging::Upload {
         ui.step(format!("artifacts bucket {bucket}"));
-        if package::ensure_bucket(&clients.s3, &bucket, &clients.region).await? {
+        if package::ensure_bucket(&clients.s3, &bucket, &account, &clients.region).await? {
             ui.log(format!("created the artifacts bucket {bucket}"));
         }
     }
     match packaging {
         Packaging::Upload => {
             ui.step("uploading changed handler zips");
-            package::upload(&clients.s3, &bucket, &mut artifacts).await?;
-            for artifact in artifacts.iter().filter(|a| a.state == package::ArtifactState::Uploaded) {
-                ui.log(format!(
-                    "uploaded {} ({} bytes) to s3://{bucket}/{}",
-                    artifact.package, artifact.size, artifact.key
-                ));
+            package::upload(&clients.s3, &bucket, &account, &mut artifacts).await?;
+            for artifact in &artifacts {
+                match artifact.state {
+                    package::ArtifactState::Uploaded => ui.log(format!(
+                        "uploaded {} ({} bytes) to s3://{bucket}/{}",
+                        artifact.package, artifact.size, artifact.key
+                    )),
+                    package::ArtifactState::Replaced => ui.log(format!(
+                        "uploaded {} ({} bytes) to s3://{bucket}/{} again: {}",
+                        artifact.package,
+                        artifact.size,
+                        artifact.key,
+                        artifact.note.as_deref().unwrap_or("not verified")
+                    )),
+                    _ => {}
+                }
             }
         }
         Packaging::Inspect => {
-            let exists = package::bucket_exists(&clients.s3, &bucket).await?;
-            package::check(&clients.s3, &bucket, exists, &mut artifacts).await?;
+            let exists = package::bucket_exists(&clients.s3, &bucket, &account).await?;
+            package::check(&clients.s3, &bucket, &account, exists, &mut artifacts).await?;
         }
     }
 
@@ -170,10 +185,10 @@ pub async fn propose(
     let too_large = body.len() > package::INLINE_TEMPLATE_MAX;
     if too_large && packaging == Packaging::Inspect {
         ui.step(format!("artifacts bucket {bucket}"));
-        package::ensure_bucket(&clients.s3, &bucket, &clients.region).await?;
+        package::ensure_bucket(&clients.s3, &bucket, &account, &clients.region).await?;
     }
     let template_url = if too_large {
-        let key = package::upload_template(&clients.s3, &bucket, &body).await?;
+        let key = package::upload_template(&clients.s3, &bucket, &account, &body).await?;
         Some(package::template_url(
             clients.endpoint.as_deref(),
             &bucket,

@@ -21,7 +21,13 @@
 //! S3 notification of a batch kept with its records (`payload`: the object
 //! is read from the bucket), the batch is replayed here through the same
 //! library code the reprocessor runs, and the message is deleted from DLQ2
-//! once that succeeded.
+//! once that succeeded. The operator's credentials may read far more than
+//! the reprocessor's role, and anyone who can send to DLQ2 can forge a
+//! notification: an object is read only from the stack's failed-batch
+//! bucket (output `FailedBatchBucketName`), under
+//! `aws/lambda/<stream mapping uuid>/` (output `StreamMappingId`) and up to
+//! [`hybrid_counter_aws::failed_batch::MAX_OBJECT_BYTES`]; any other stays
+//! in DLQ2 with the reason in the report.
 //!
 //! `--dry-run` peeks: messages are received, described (with the reason
 //! of a permanent failure the reprocessor sent straight to DLQ2) and made
@@ -50,7 +56,7 @@ use std::time::Instant;
 use aws_sdk_sqs::Client;
 use hybrid_counter::stream::Processor;
 use hybrid_counter_aws::DynamoStore;
-use hybrid_counter_aws::failed_batch::{Dlq1Message, replay_payload};
+use hybrid_counter_aws::failed_batch::{Dlq1Message, Expected, replay_payload};
 
 pub use move_task::move_task;
 pub use peek::peek;
@@ -121,6 +127,13 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
                 .with_clock(hybrid_counter::Clock::system());
             let (processor, streams, s3) = (&processor, &ctx.clients.dynamodbstreams, &ctx.clients.s3);
             let stream_arn = stream_arn.as_str();
+            // Absent with `FailedBatchRecords=pointer`: no object is the stack's.
+            let bucket = deployed.output(stack::outputs::FAILED_BATCH_BUCKET).ok();
+            let mapping_uuid = output(stack::outputs::STREAM_MAPPING_ID)?;
+            let expected = bucket.as_deref().map(|bucket| Expected::Stack {
+                bucket,
+                mapping_uuid: &mapping_uuid,
+            });
             replay_messages(
                 sqs,
                 &source.url,
@@ -135,12 +148,19 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
                                 .await
                                 .map(|_| ())
                         }
-                        Dlq1Message::Object(object) => {
-                            match hybrid_counter_aws::s3::fetch_failed_batch(s3, object, stream_arn).await {
-                                Ok(batch) => replay_payload(processor, &batch, now).await.map(|_| ()),
-                                Err(err) => Err(err),
+                        Dlq1Message::Object(object) => match expected {
+                            None => Err(hybrid_counter_aws::replay::ReplayError::ForeignObject {
+                                object: object.to_string(),
+                                why: "the stack keeps no failed batches in S3 (FailedBatchRecords=pointer)".to_owned(),
+                            }),
+                            Some(expected) => {
+                                match hybrid_counter_aws::s3::fetch_failed_batch(s3, object, expected, stream_arn).await
+                                {
+                                    Ok(batch) => replay_payload(processor, &batch, now).await.map(|_| ()),
+                                    Err(err) => Err(err),
+                                }
                             }
-                        }
+                        },
                         // Nothing to replay: deleting it is all there is to do.
                         Dlq1Message::S3TestEvent => Ok(()),
                     };
