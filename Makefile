@@ -66,7 +66,7 @@ lock-python: ## Regenerate requirements-dev.lock (hashed, whole tree) after edit
 	$(PIP_TOOLS)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url \
 		--no-emit-find-links --output-file requirements-dev.lock requirements-dev.txt
 
-fakecloud-install: ## cargo install the pinned fakecloud (~25 min once, then instant)
+fakecloud-install: ## cargo install the pinned fakecloud (~30 min once, then instant)
 	$(FAKECLOUD) install
 
 ## ---- checks ----------------------------------------------------------------
