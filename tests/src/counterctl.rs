@@ -74,7 +74,7 @@ impl Counterctl {
         if let Some(credentials) = operators.get(stack_name) {
             return credentials.clone();
         }
-        let admin = crate::sdk_config_for(&self.endpoint).await;
+        let admin = crate::sdk::sdk_config_for(&self.endpoint).await;
         let name_prefix = aws_sdk_cloudformation::Client::new(&admin)
             .describe_stacks()
             .stack_name(stack_name)

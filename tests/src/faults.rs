@@ -580,7 +580,7 @@ impl FaultProxy {
     /// (3 attempts) with backoffs of milliseconds instead of seconds, so
     /// many absorbed faults keep a test short.
     pub async fn sdk_config(&self) -> SdkConfig {
-        crate::sdk_config_for(&self.endpoint)
+        crate::sdk::sdk_config_for(&self.endpoint)
             .await
             .into_builder()
             .retry_config(

@@ -10,6 +10,9 @@
 pub mod counterctl;
 pub mod faults;
 pub mod iam;
+pub mod sdk;
+
+pub use sdk::sdk_config_for;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -121,20 +124,6 @@ impl Emulator {
             .load()
             .await
     }
-}
-
-/// SDK configuration for any `endpoint` (this harness' emulator, or a
-/// [`faults::FaultProxy`] in front of it) with the harness' region and
-/// dummy credentials.
-pub async fn sdk_config_for(endpoint: &str) -> SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-            "test", "test", None, None, "e2e",
-        ))
-        .load()
-        .await
 }
 
 impl Emulator {

@@ -50,7 +50,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use aws_config::{BehaviorVersion, Region};
 use hybrid_counter_aws::streams::ShardReader;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -60,7 +59,7 @@ pub use discover::{Mapping, Source};
 pub use error::Error;
 pub use invoke::{FnInvoker, FunctionTarget, Invocation, Invoke};
 pub use report::{MappingReport, RunReport, ScheduleReport, ServedUrl};
-pub use role::FunctionRoles;
+pub use role::{FunctionRoles, emulator_sdk_config};
 pub use schedule::Schedule;
 pub use watch::{CargoLambdaWatch, WatchConfig};
 
@@ -87,24 +86,6 @@ pub async fn run(config: RunnerConfig, shutdown: impl Future<Output = ()>) -> Re
 pub async fn run_until_idle(config: RunnerConfig) -> Result<RunReport, Error> {
     let invoker = CargoLambdaWatch::new(config.watch.clone(), &config.endpoint, &config.region)?;
     Runner::connect(config, invoker).await?.run_until_idle().await
-}
-
-/// The runner's own SDK configuration: the emulator at `endpoint`, as its
-/// account (`test`), for what Lambda's service does there: read the
-/// mappings, poll the sources, assume the functions' roles.
-pub async fn emulator_sdk_config(endpoint: &str, region: &str) -> aws_config::SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(Region::new(region.to_owned()))
-        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "esm-runner",
-        ))
-        .load()
-        .await
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

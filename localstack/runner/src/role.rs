@@ -111,3 +111,21 @@ pub fn environment(credentials: &Credentials) -> [(String, String); 3] {
         ),
     ]
 }
+
+/// The runner's own SDK configuration: the emulator at `endpoint`, as its
+/// account (`test`), for what Lambda's service does there: read the
+/// mappings, poll the sources, assume the functions' roles.
+pub async fn emulator_sdk_config(endpoint: &str, region: &str) -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(aws_config::Region::new(region.to_owned()))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "esm-runner",
+        ))
+        .load()
+        .await
+}

@@ -214,7 +214,7 @@ impl CargoLambdaWatch {
         let roles = self
             .roles
             .get_or_init(|| async {
-                FunctionRoles::new(&crate::emulator_sdk_config(&self.endpoint, &self.region).await)
+                FunctionRoles::new(&crate::role::emulator_sdk_config(&self.endpoint, &self.region).await)
             })
             .await;
         Ok(crate::role::environment(&roles.credentials(function_name).await?))
