@@ -126,7 +126,7 @@ impl Target {
     pub fn only_if(self) -> Option<&'static str> {
         match self {
             Target::FailedBatchBucket | Target::FailedBatchObjects => Some(KEEP_PAYLOAD),
-            Target::IamRoles | Target::IamUsers => Some(crate::kit::SCOPE_BY_TAG),
+            Target::IamRoles | Target::IamUsers => Some(crate::params::SCOPE_BY_TAG),
             _ => None,
         }
     }

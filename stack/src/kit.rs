@@ -238,8 +238,7 @@ fn add_parameters(t: &mut Template) {
 
 const SCOPE_NONE: &str = "none";
 const SCOPE_PRINCIPAL_TAG: &str = "principal-tag";
-/// The condition under which the api reads its callers' tags.
-pub const SCOPE_BY_TAG: &str = "ScopeByPrincipalTag";
+pub use crate::params::SCOPE_BY_TAG;
 
 /// The api's scope authorization mode.
 fn api_environment() -> Vec<(&'static str, Expr)> {

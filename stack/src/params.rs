@@ -68,6 +68,9 @@ pub const EMULATOR_ROLE_ASSUMER: &str = "EmulatorRoleAssumer";
 /// Which scopes an API caller may act on: `none` (single trust) or
 /// `principal-tag` (the caller's `hck-scope-prefix` IAM tag prefixes them).
 pub const SCOPE_AUTHORIZATION: &str = "ScopeAuthorization";
+/// The template condition under which the api reads its callers' tags
+/// (`ScopeAuthorization=principal-tag`).
+pub const SCOPE_BY_TAG: &str = "ScopeByPrincipalTag";
 
 /// Every parameter, in declaration order.
 pub const ALL: [&str; 28] = [

@@ -268,7 +268,10 @@ async fn dispatch<S: Store, T: PrincipalTags>(
 ) -> Result<Response<Body>, ApiError> {
     let action = route(request.method(), request.uri().path())?;
     let (Action::Create { scope, .. } | Action::Delete { scope, .. } | Action::Usage { scope }) = &action;
-    authorizer.check(request, scope.as_str()).await?;
+    authorizer
+        .check(request, scope.as_str())
+        .await
+        .map_err(|reason| ApiError::ScopeForbidden { reason })?;
     match action {
         Action::Create { scope, id } => {
             let numbered = wants_sequence(request.uri().query())?;

@@ -28,7 +28,7 @@ use std::future::Future;
 
 use lambda_http::RequestExt;
 
-use crate::{ApiError, Request};
+use lambda_http::Request;
 
 /// The environment variable carrying the stack parameter.
 pub use hybrid_counter::config::ENV_SCOPE_AUTHORIZATION;
@@ -164,11 +164,12 @@ pub struct Authorizer<T> {
 impl<T: PrincipalTags> Authorizer<T> {
     /// Whether the caller of `request` may act on `scope`: always with
     /// `none`; with `principal-tag` only if its tag prefixes the scope.
-    pub async fn check(&self, request: &Request, scope: &str) -> Result<(), ApiError> {
+    /// A refusal is the reason, for the caller (`ScopeForbidden`).
+    pub async fn check(&self, request: &Request, scope: &str) -> Result<(), String> {
         if self.mode == ScopeAuthorization::None {
             return Ok(());
         }
-        let forbidden = |reason: String| ApiError::ScopeForbidden { reason };
+        let forbidden = |reason: String| reason;
         let context = request.request_context_ref();
         let iam = context.and_then(|c| c.authorizer()).and_then(|a| a.iam.as_ref());
         let Some(arn) = iam.and_then(|iam| iam.user_arn.as_deref()) else {

@@ -188,7 +188,10 @@ async fn queued(ctx: &Context<'_>, stack: &StackInfo) -> Vec<QueuedMessages> {
         let Some(url) = stack.outputs.get(output) else {
             continue;
         };
-        match crate::commands::redrive::queue_depth(&ctx.clients.sqs, url).await {
+        match hybrid_counter_aws::sqs::depth(&ctx.clients.sqs, url)
+            .await
+            .map_err(crate::error::aws("GetQueueAttributes"))
+        {
             Ok(depth) => queued.push(QueuedMessages {
                 queue: queue.to_owned(),
                 messages: depth.visible + depth.in_flight,
