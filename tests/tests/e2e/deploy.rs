@@ -224,6 +224,7 @@ const FUNCTIONS: [FunctionSpec; 3] = [
             "DEFAULT_LIMIT",
             "KIT_STACK_NAME",
             "RESOURCES_TABLE",
+            "SCOPE_AUTHORIZATION",
         ],
     },
 ];
