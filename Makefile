@@ -118,9 +118,20 @@ unit: ## Unit tests (everything but the emulator tests)
 # `--workspace --test e2e` rather than `-p e2e`: the same package selection
 # as `unit`, so both use one build of the dependencies (with `-p e2e`
 # cargo unifies other features and compiles the SDK crates a second time).
+#
+# The handler binaries that the local runner starts through `cargo lambda
+# watch` are built first, on their own: a binary build leaves out the
+# dev-dependencies' features (`test-util` of tokio and of the SDK crates),
+# so it compiles those dependencies a second time, minutes on a fresh
+# machine. Inside the test run that compile would land in the middle of
+# timed tests and starve them; here it is done, and timed, before any test
+# starts, and the runner's own `cargo build` finds the binaries fresh.
 e2e: ## Emulator tests; the harness starts its own fakecloud on a free port
 	@bin=$$(command -v "$${FAKECLOUD_BIN:-fakecloud}") || { \
 		echo "error: fakecloud not found; run 'make tools' (or $(FAKECLOUD) install)" >&2; exit 1; }; \
+	echo "+ cargo build --locked --bins"; \
+	t0=$$(date +%s); cargo build --locked --bins; \
+	echo "   the binaries built in $$(( $$(date +%s) - t0 ))s"; \
 	echo "+ HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN=$$bin cargo test --workspace --locked --test e2e -- --test-threads=4"; \
 	HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN="$$bin" cargo test --workspace --locked --test e2e -- --test-threads=4
 

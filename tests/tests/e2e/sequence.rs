@@ -4,13 +4,15 @@
 //! and whose reads fail now and then. The numbers handed out are exactly
 //! 1..N, each number's item names the caller that holds it, and the
 //! counters' readers (usage, the audit and its repair, the removal of a
-//! scope's counters) neither see nor touch the sequence's items.
+//! scope's counters) neither see nor touch the sequence's items. Through
+//! the API (issue 26), numbered creates that meet cancelled claims answer
+//! a fixed code and message, never DynamoDB's words.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use e2e::Kit;
-use e2e::faults::{Fault, FaultKind, FaultPlan, FaultProxy, Operation};
+use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, Operation};
 use hybrid_counter::audit::RepairMode;
 use hybrid_counter::retry::Backoff;
 use hybrid_counter::sequence::{DEFAULT_BACKOFF, Sequence};
@@ -136,4 +138,123 @@ async fn concurrent_claimers_through_ambiguous_faults_get_exactly_one_to_n_and_c
     assert_eq!(removed, names.len(), "only the counters' items are removed");
     assert_eq!(direct.last_sequence(&s).await.unwrap(), n, "the sequence survives");
     assert_eq!(sequence.next(&s, None, NOW).await.unwrap().number, n + 1, "and goes on");
+}
+
+/// Words of DynamoDB's own errors (codes, SDK wrappers, the cancellation
+/// reasons' rendering) that an API answer must never carry (issue 26, N2).
+const STORE_WORDS: [&str; 12] = [
+    "Transaction",
+    "Conflict",
+    "ConditionalCheck",
+    "Throttl",
+    "ProvisionedThroughput",
+    "cancelled",
+    "canceled",
+    "DynamoDB",
+    "dynamodb",
+    "service error",
+    "dispatch failure",
+    "[",
+];
+
+/// One `POST /scopes/<scope>/items/<id>?sequence=true` through the API
+/// handler; the status and the body as text.
+async fn numbered_create(
+    counter: &hybrid_counter::Counter<DynamoStore>,
+    scope: &str,
+    id: &str,
+) -> (api::http::StatusCode, String) {
+    let request = api::http::Request::builder()
+        .method("POST")
+        .uri(format!("/scopes/{scope}/items/{id}?sequence=true"))
+        .body(api::Body::Empty)
+        .expect("valid request");
+    let response = api::handle(counter, request, NOW).await;
+    let body = match response.body() {
+        api::Body::Empty => String::new(),
+        body => String::from_utf8_lossy(body).into_owned(),
+    };
+    (response.status(), body)
+}
+
+/// 32 concurrent `?sequence=true` creates on one scope through `counter`,
+/// ids `<prefix>00..31`; every answer's status and body.
+async fn numbered_creates(
+    counter: &Arc<hybrid_counter::Counter<DynamoStore>>,
+    scope: &str,
+    prefix: &str,
+) -> Vec<(api::http::StatusCode, String)> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 0..32 {
+        let (counter, scope, id) = (counter.clone(), scope.to_owned(), format!("{prefix}{n:02}"));
+        tasks.spawn(async move { numbered_create(&counter, &scope, &id).await });
+    }
+    tasks.join_all().await
+}
+
+/// Issue 26 (N2): 32 concurrent `?sequence=true` creates on one scope
+/// through the API handler, first while every claim is cancelled by a
+/// `TransactionConflict`, creates' puts fail now and then and the counter
+/// reads are throttled, then without faults. Every answer is JSON with a
+/// documented code, none carries DynamoDB's words (they go to the log),
+/// and the creates that were answered `201` hold the numbers 1..N.
+#[tokio::test]
+async fn concurrent_numbered_creates_through_the_api_never_answer_with_dynamodbs_words() {
+    let kit = Kit::start(1_000).await;
+    let s = "numbered-api";
+    let plan = FaultPlan::from_env("sequence_bodies");
+    let seed = plan.seed();
+    let plan = plan
+        .random(transact(), Fault::TransactionConflict(Conflicting::One), 1.0)
+        .random(Operation::dynamodb("PutItem"), Fault::FailBefore, 0.2)
+        .random(Operation::dynamodb("Query"), Fault::Throttle, 0.1);
+    let proxy = FaultProxy::start(&kit.emulator.endpoint, plan);
+    let counter = Arc::new(hybrid_counter::Counter::new(
+        DynamoStore::new(aws_sdk_dynamodb::Client::new(&proxy.sdk_config().await), &kit.config),
+        1_000,
+    ));
+
+    let contended = numbered_creates(&counter, s, "c").await;
+    let mut codes = std::collections::BTreeMap::<String, usize>::new();
+    for (status, body) in &contended {
+        let json: serde_json::Value =
+            serde_json::from_str(body).unwrap_or_else(|_| panic!("seed {seed}: not JSON: {status} {body}"));
+        for word in STORE_WORDS {
+            assert!(!body.contains(word), "seed {seed}: {word:?} in {status} {body}");
+        }
+        assert_eq!(
+            *status,
+            api::http::StatusCode::SERVICE_UNAVAILABLE,
+            "seed {seed}: {body}"
+        );
+        let code = json["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("seed {seed}: no code: {body}"));
+        assert!(
+            ["CreatedWithoutSequence", "Unavailable"].contains(&code),
+            "seed {seed}: {code}: {body}"
+        );
+        *codes.entry(code.to_owned()).or_default() += 1;
+    }
+    let stats = proxy.stats();
+    eprintln!("numbered creates under faults: seed {seed}, answers {codes:?}\n{stats}");
+    assert!(
+        codes.contains_key("CreatedWithoutSequence"),
+        "seed {seed}: every claim was cancelled, yet no create said so: {codes:?}"
+    );
+
+    proxy.set_enabled(false);
+    let answered = numbered_creates(&counter, s, "n").await;
+    let mut numbers = Vec::new();
+    for (status, body) in &answered {
+        assert_eq!(*status, api::http::StatusCode::CREATED, "seed {seed}: {body}");
+        let json: serde_json::Value = serde_json::from_str(body).expect("JSON");
+        numbers.push(json["sequence"].as_u64().unwrap_or_else(|| panic!("no number: {body}")));
+    }
+    numbers.sort_unstable();
+    assert_eq!(
+        numbers,
+        (1..=32).collect::<Vec<_>>(),
+        "seed {seed}: 1..N, no gap, no duplicate"
+    );
 }
