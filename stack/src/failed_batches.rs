@@ -35,7 +35,7 @@ use crate::template::{Parameter, Resource, Template};
 /// `FailedBatchRecords`' values.
 pub const POINTER: &str = "pointer";
 pub const PAYLOAD: &str = "payload";
-/// The default: see the README (a failed batch must outlive the stream's
+/// The default: see docs/failed-batches.md (a failed batch must outlive the stream's
 /// 24 hours; it costs one S3 PUT per failed batch).
 pub const DEFAULT: &str = PAYLOAD;
 

@@ -77,7 +77,7 @@ impl DriftCheckStatus {
         let run = self.last_run.as_ref().filter(|r| r.drifted > 0)?;
         let first = run.drifted_scopes.first().map_or("", String::as_str);
         Some(format!(
-            "the drift check found {} drifted scope(s) at {} ({} a defect of the kit): see the README's \
+            "the drift check found {} drifted scope(s) at {} ({} a defect of the kit): see docs/operations.md, \
              \"When the drift check finds drift\"; start with `counterctl audit --scope {first:?} --repair`",
             run.drifted,
             time(run.finished_at),
