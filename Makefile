@@ -226,9 +226,13 @@ clean: ## Stop the runner and the emulator, cargo clean, remove .run (keeps .ven
 
 ## ---- templates -------------------------------------------------------------
 
-.PHONY: templates
-templates: ## Regenerate templates/hybrid-counter.yaml from the stack/ model
-	cargo run -q -p hybrid-counter-stack --locked --bin synth -- --out templates/hybrid-counter.yaml
+# Both are renderings of the one stack model: the template and the
+# parameters' reference (descriptions, defaults, runtime effects).
+.PHONY: templates docs
+templates: ## Regenerate templates/hybrid-counter.yaml and docs/configuration.md from the stack/ model
+	cargo run -q -p hybrid-counter-stack --locked --bin synth -- --out templates/hybrid-counter.yaml --docs docs/configuration.md
+
+docs: templates ## Regenerate docs/configuration.md (and the template) from the stack/ model
 
 ## ---- benchmarks ------------------------------------------------------------
 
