@@ -10,7 +10,10 @@
 //! nothing to change (the service fails the change set with "no changes",
 //! or, like the emulator, lists changes although the template and every
 //! parameter equal the deployed ones) executes nothing and succeeds. A
-//! rollback is reported with each failed resource and exits 1.
+//! rollback is reported with each failed resource and exits 1. An update of
+//! a stack whose tables have global-table replicas is refused before
+//! anything is uploaded, unless `--allow-replicas` is given
+//! ([`super::replicas::guard`]).
 //!
 //! On the embedded emulator a deploy also takes the stack's SQS mapping
 //! over for the local runner ([`hybrid_counter_aws::esm::take_over`]) as
@@ -82,6 +85,9 @@ pub struct DeployReport {
     /// Mappings disabled in the embedded emulator for the local runner.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub taken_over: Vec<String>,
+    /// What the operator chose to go ahead despite (`--allow-replicas`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl DeployReport {
@@ -95,9 +101,11 @@ pub async fn run(
     inputs: &StackInputs,
     artifacts: Vec<Artifact>,
     timeout: Duration,
+    allow_replicas: bool,
 ) -> Result<DeployReport> {
     let started = Instant::now();
     let cfn = &ctx.clients.cloudformation;
+    let warnings = replicated_tables_guard(ctx, allow_replicas).await?;
     let proposal = propose(ctx, inputs, artifacts, Packaging::Upload, "deploy").await?;
     let mut report = DeployReport {
         location: Location::of(ctx),
@@ -118,6 +126,7 @@ pub async fn run(
         outputs: proposal.before.as_ref().map(|s| s.outputs.clone()).unwrap_or_default(),
         inlined_parameters: proposal.inlined_parameters.clone(),
         taken_over: Vec::new(),
+        warnings,
     };
 
     let change_set = match (&proposal.change_set_id, proposal.no_changes) {
@@ -196,6 +205,22 @@ pub async fn run(
     Ok(report)
 }
 
+/// Refuses to update an existing stack whose tables have replicas unless
+/// `allow` (then returns the warnings, also logged); a new stack has no
+/// tables to look at.
+async fn replicated_tables_guard(ctx: &Context<'_>, allow: bool) -> Result<Vec<String>> {
+    let Some(stack) = cfn::describe(&ctx.clients.cloudformation, &ctx.config.stack_name).await? else {
+        return Ok(Vec::new());
+    };
+    ctx.ui.step("checking the tables for global-table replicas");
+    let tables = super::replicas::read(&ctx.clients.dynamodb, &stack.outputs).await;
+    let warnings = super::replicas::guard(&tables, allow)?;
+    for warning in &warnings {
+        ctx.ui.log(format!("warning: {warning}"));
+    }
+    Ok(warnings)
+}
+
 /// On the embedded emulator, disables the stack's SQS mapping that the
 /// emulator still polls and tags it for the local runner; returns the
 /// mappings taken over (none elsewhere, or when already taken over).
@@ -246,6 +271,9 @@ impl fmt::Display for DeployReport {
         )?;
         if let Some(reason) = &self.no_change_reason {
             writeln!(f, "  no changes: {reason}")?;
+        }
+        for warning in &self.warnings {
+            writeln!(f, "  warning: {warning}")?;
         }
         if !self.failures.is_empty() {
             writeln!(f, "Failed resources:")?;
