@@ -25,7 +25,7 @@ HANDLER_MANIFESTS := $(sort $(wildcard handlers/*/Cargo.toml))
 HANDLER_PACKAGES := $(foreach m,$(HANDLER_MANIFESTS),$(shell awk -F'"' '/^\[/ { pkg = ($$0 == "[package]") } pkg && /^name[[:space:]]*=/ { print $$2; exit }' $(m)))
 
 .PHONY: help tools rust-tools venv lock-python fakecloud-install \
-	fmt-check lint workflow-lint module-graph unit e2e test build \
+	fmt-check lint links workflow-lint module-graph unit e2e test build \
 	emulator-start emulator-stop emulator-status deploy deploy-check clean \
 	local-run local-stop
 
@@ -79,10 +79,11 @@ fmt-check: ## cargo fmt --check
 # `#[cfg(test)]` modules are test code and not part of the graph.
 MODULE_GRAPH_DIRS := counter aws stack $(sort $(dir $(HANDLER_MANIFESTS))) ops-cli localstack/runner tests lab
 
-lint: ## clippy on the whole workspace, warnings are errors; no import cycle in any crate; actionlint on the CI workflows; make deploy's recipe lines parse
+lint: ## clippy on the whole workspace, warnings are errors; no import cycle in any crate; every Markdown link resolves; actionlint on the CI workflows; make deploy's recipe lines parse
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	python3 tools/test_module_graph.py -q
 	python3 tools/module-graph.py $(MODULE_GRAPH_DIRS)
+	+@$(MAKE) --no-print-directory links
 	+@$(MAKE) --no-print-directory workflow-lint
 	+@$(MAKE) --no-print-directory recipe-check
 
@@ -108,6 +109,12 @@ recipe-check: ## Each recipe line of `make deploy` (every TARGET) parses as shel
 			bash -n -c "$$line" 2>/dev/null || { echo "error: make deploy TARGET=$$t: this recipe line does not parse: $$line" >&2; rm -f .recipe-check.txt; exit 1; }; \
 		done < .recipe-check.txt; \
 	done; rm -f .recipe-check.txt; echo "make deploy: every recipe line parses ($(DEPLOY_TARGETS))"
+
+# Offline: relative links and their anchors (GitHub's heading slugs) in
+# every Markdown file git tracks; links with a scheme are not followed.
+links: ## Every relative link and anchor of the tracked Markdown files resolves (tools/check-links.py)
+	python3 tools/test_check_links.py -q
+	python3 tools/check-links.py
 
 module-graph: ## No import cycle between the modules of any workspace crate
 	python3 tools/module-graph.py $(MODULE_GRAPH_DIRS)
@@ -196,7 +203,7 @@ deploy: deploy-check build $(if $(filter local,$(TARGET)),fakecloud-install emul
 	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) deploy --param StreamBatchSize=50  # apply it"
 	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) destroy                           # delete the stack, keep the tables"
 	@echo "  $(COUNTERCTL) --help                                          # every command, flag and exit code"
-	$(if $(filter local,$(TARGET)),@echo "  curl -i http://127.0.0.1:9001/scopes/acct-1/usage               # the api function served locally (IAM auth off; README: The API locally)")
+	$(if $(filter local,$(TARGET)),@echo "  curl -i http://127.0.0.1:9001/scopes/acct-1/usage               # the api function served locally (IAM auth off; docs/api.md: The API, locally)")
 	$(if $(filter local,$(TARGET)),@echo "  make local-stop                                                 # stop the local event-source runner and the local API (log: .run/local-runner.log)")
 	$(if $(filter local,$(TARGET)),@echo "  make emulator-stop                                              # stop the runner and the local emulator")
 
@@ -230,9 +237,13 @@ clean: ## Stop the runner and the emulator, cargo clean, remove .run (keeps .ven
 
 ## ---- templates -------------------------------------------------------------
 
-.PHONY: templates
-templates: ## Regenerate templates/hybrid-counter.yaml from the stack/ model
-	cargo run -q -p hybrid-counter-stack --locked --bin synth -- --out templates/hybrid-counter.yaml
+# Both are renderings of the one stack model: the template and the
+# parameters' reference (descriptions, defaults, runtime effects).
+.PHONY: templates docs
+templates: ## Regenerate templates/hybrid-counter.yaml and docs/configuration.md from the stack/ model
+	cargo run -q -p hybrid-counter-stack --locked --bin synth -- --out templates/hybrid-counter.yaml --docs docs/configuration.md
+
+docs: templates ## Regenerate docs/configuration.md (and the template) from the stack/ model
 
 ## ---- benchmarks ------------------------------------------------------------
 

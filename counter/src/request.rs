@@ -1511,7 +1511,7 @@ mod tests {
         );
         // Two shards: the raise is held back, so no create lands on a quota
         // the raise shrank; what remains is the mode switch's own window
-        // (README: run `audit --repair` right after switching to strict).
+        // (docs/admission-and-sharding.md: run `audit --repair` right after switching to strict).
         let (live, be, ok) = repair_between_read_and_reserve(2).await;
         assert_eq!((be, ok), (2, 2), "live {live}: only the two reservations moved BE");
     }

@@ -321,6 +321,11 @@ pub struct DeployArgs {
     /// Seconds to wait for the stack to reach a final status.
     #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
     pub timeout: u64,
+
+    /// Update the stack even though its tables have global-table replicas, on which the kit cannot count
+    /// (docs/multi-region.md); prints a warning. Without it such a deploy is refused (exit 2).
+    #[arg(long)]
+    pub allow_replicas: bool,
 }
 
 #[derive(Debug, Clone, Args)]

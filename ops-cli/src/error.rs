@@ -105,6 +105,12 @@ pub enum Error {
     )]
     NotTheKit { name: String, why: String },
 
+    #[error(
+        "refusing to update the stack: {tables}; the kit counts correctly in one region only \
+         (docs/multi-region.md): remove the replicas, or pass --allow-replicas to deploy anyway"
+    )]
+    ReplicatedTables { tables: String },
+
     #[error("the change set for stack {name} failed: {reason}")]
     ChangeSetFailed { name: String, reason: String },
 
@@ -188,6 +194,7 @@ impl Error {
             | Error::MissingArtifact { .. }
             | Error::ConfirmationRequired
             | Error::NotTheKit { .. }
+            | Error::ReplicatedTables { .. }
             | Error::InvalidArgument(_)
             | Error::NoLocalRunner => exit::USAGE,
             Error::Aborted(_)

@@ -18,6 +18,10 @@
 //! `local run`, the local event-source runner, is compiled only with the
 //! `local` feature; the default build, the one for AWS, leaves it out.
 
+#[cfg(test)]
+#[macro_use]
+mod test_util;
+
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -70,9 +74,20 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         CommandConfig::Plan(inputs) => {
             Report::Plan(Box::pin(commands::deploy::plan::run(&ctx, inputs, artifacts)).await?)
         }
-        CommandConfig::Deploy { inputs, timeout } => {
-            Report::Deploy(Box::pin(commands::deploy::run(&ctx, inputs, artifacts, *timeout)).await?)
-        }
+        CommandConfig::Deploy {
+            inputs,
+            timeout,
+            allow_replicas,
+        } => Report::Deploy(
+            Box::pin(commands::deploy::run(
+                &ctx,
+                inputs,
+                artifacts,
+                *timeout,
+                *allow_replicas,
+            ))
+            .await?,
+        ),
         CommandConfig::Destroy(options) => {
             Report::Destroy(Box::pin(commands::deploy::destroy::run(&ctx, *options)).await?)
         }

@@ -129,6 +129,7 @@ mod tests {
             outputs: BTreeMap::from([("Dlq1Url".into(), "http://q".into())]),
             inlined_parameters: Vec::new(),
             taken_over: Vec::new(),
+            warnings: Vec::new(),
         })
     }
 

@@ -346,6 +346,7 @@ const CFN: &str = "ops-cli/src/commands/deploy/cfn.rs";
 const PACKAGE: &str = "ops-cli/src/commands/deploy/package.rs";
 const PROPOSAL: &str = "ops-cli/src/commands/deploy/proposal.rs";
 const DESTROY: &str = "ops-cli/src/commands/deploy/destroy.rs";
+const REPLICAS: &str = "ops-cli/src/commands/replicas.rs";
 const MOVE_TASK: &str = "ops-cli/src/commands/redrive/move_task.rs";
 const SCOPE_AUTH: &str = "handlers/api/src/scope_auth.rs";
 
@@ -838,6 +839,17 @@ pub const CALL_SITES: &[CallSite] = &[
             on(CountersTable, &[DynamoDbDescribeTable]),
         ],
         "destroy --delete-data waits for the deletion",
+    ),
+    call(
+        REPLICAS,
+        "read",
+        "describe_table",
+        &[Operator],
+        &[
+            on(ResourcesTable, &[DynamoDbDescribeTable]),
+            on(CountersTable, &[DynamoDbDescribeTable]),
+        ],
+        "status and deploy: the tables' global-table replicas",
     ),
     call(
         PACKAGE,

@@ -23,7 +23,7 @@ use crate::expr::{AWS_STACK_NAME, Expr};
 use crate::resources::cloudwatch::{Alarm, ComparisonOperator, Dashboard, Dimension, Statistic, TreatMissingData};
 use crate::resources::kms::{Key, KeyPolicy, KeyPrincipal, KeyStatement};
 use crate::resources::sns::{Protocol, Subscription, Topic};
-use crate::template::{Parameter, Resource, Template};
+use crate::template::{LiveChange, Parameter, Resource, Template};
 use crate::{logical, params};
 
 /// Condition: no `AlarmTopicArn` was given, so the stack creates the topic.
@@ -88,6 +88,13 @@ fn add_parameters(t: &mut Template) {
         .pattern(
             "^$|^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$",
             "empty, or an SNS topic ARN",
+        )
+        .effect(
+            "The topic every alarm notifies. Empty: the stack creates `<NamePrefix>-alarms` with a KMS key \
+             of its own.",
+            LiveChange::Safe,
+            "The alarms switch topics in place. Giving a topic deletes the created topic, its key and its \
+             email subscription; emptying it creates them again (the email must be confirmed again).",
         ),
     );
     t.parameter(
@@ -97,7 +104,13 @@ fn add_parameters(t: &mut Template) {
              none. Ignored when AlarmTopicArn is given.",
         )
         .default_string("")
-        .pattern("^$|^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$", "empty, or an email address"),
+        .pattern("^$|^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$", "empty, or an email address")
+        .effect(
+            "An email subscription of the created alarm topic.",
+            LiveChange::Safe,
+            "A new address receives nothing until it confirms the subscription; the old subscription is \
+             deleted by the same update.",
+        ),
     );
     t.parameter(
         params::ITERATOR_AGE_ALARM_MILLISECONDS,
@@ -107,6 +120,11 @@ fn add_parameters(t: &mut Template) {
             60_000,
             1_000,
             86_400_000,
+        )
+        .effect(
+            "The threshold of the stream-counter-iterator-age alarm.",
+            LiveChange::Safe,
+            "The alarm is updated in place and judges its next period by the new threshold.",
         ),
     );
     t.parameter(
@@ -118,6 +136,11 @@ fn add_parameters(t: &mut Template) {
             900,
             60,
             1_209_600,
+        )
+        .effect(
+            "The threshold of the dlq1-oldest-message alarm.",
+            LiveChange::Safe,
+            "The alarm is updated in place and judges its next period by the new threshold.",
         ),
     );
     let no_topic_given = Expr::equals(Expr::reference(params::ALARM_TOPIC_ARN), "".into());

@@ -25,7 +25,7 @@ use crate::kit::{FunctionSpec, add_function, arn, code_key};
 use crate::resources::events::{RetryPolicy, Rule, RuleState, Target};
 use crate::resources::iam::{Action, Statement};
 use crate::resources::lambda::{Permission, PermissionAction};
-use crate::template::{Parameter, Resource, Template};
+use crate::template::{LiveChange, Parameter, Resource, Template};
 use crate::{logical, outputs, params};
 
 /// Seconds a run may take. The default budget reads in seconds; the rest is
@@ -65,7 +65,14 @@ pub fn add(t: &mut Template) {
         )
         .default_string("")
         .length(0, 256)
-        .pattern("^$|^(rate|cron)\\(.+\\)$", "empty, rate(...) or cron(...)"),
+        .pattern("^$|^(rate|cron)\\(.+\\)$", "empty, rate(...) or cron(...)")
+        .effect(
+            "The EventBridge rule that invokes the drift-check function (created only when not empty), and \
+             its DRIFT_CHECK_SCHEDULE, which the local runner plays.",
+            LiveChange::Safe,
+            "The rule is created, changed or deleted in place. The drift check only reads; turning it off \
+             leaves its last run in `counterctl status`.",
+        ),
     );
     t.parameter(
         params::DRIFT_CHECK_READ_BUDGET,
@@ -76,6 +83,12 @@ pub fn add(t: &mut Template) {
             i64::try_from(DEFAULT_BUDGET).unwrap_or(i64::MAX),
             100,
             10_000_000,
+        )
+        .effect(
+            "DRIFT_CHECK_BUDGET of the drift-check function: how many items one run reads, so how many \
+             scopes it audits and what it costs.",
+            LiveChange::Safe,
+            "Applies from the next run, which resumes from the recorded cursor.",
         ),
     );
     t.parameter(params::DRIFT_CHECK_CODE_KEY, code_key("drift check"));

@@ -30,12 +30,12 @@ use crate::resources::s3::{
     ServerSideEncryptionByDefault, ServerSideEncryptionRule, SseAlgorithm, Status, VersioningConfiguration,
 };
 use crate::resources::sqs::QueuePolicy;
-use crate::template::{Parameter, Resource, Template};
+use crate::template::{LiveChange, Parameter, Resource, Template};
 
 /// `FailedBatchRecords`' values.
 pub const POINTER: &str = "pointer";
 pub const PAYLOAD: &str = "payload";
-/// The default: see the README (a failed batch must outlive the stream's
+/// The default: see docs/failed-batches.md (a failed batch must outlive the stream's
 /// 24 hours; it costs one S3 PUT per failed batch).
 pub const DEFAULT: &str = PAYLOAD;
 
@@ -66,7 +66,17 @@ pub fn add_parameter(t: &mut Template) {
              reprocessor can read back only while the stream still holds it.",
         )
         .default_string(DEFAULT)
-        .allowed_values(&[PAYLOAD, POINTER]),
+        .allowed_values(&[PAYLOAD, POINTER])
+        .effect(
+            "The stream mapping's on-failure destination (the bucket or DLQ1), the bucket and its \
+             notification to DLQ1 (created under payload, retained when removed), and each role's grants for \
+             its mode.",
+            LiveChange::Window,
+            "Empty DLQ1 and DLQ2 before switching from payload to pointer: afterwards the reprocessor may no \
+             longer read the bucket, so a queued message naming an object fails to DLQ2 (the object stays in \
+             the retained bucket). From pointer to payload, queued ranges still replay while the stream keeps \
+             them (24 h).",
+        ),
     );
     t.parameter(
         params::OPERATOR_PRINCIPAL_ARN,
@@ -79,6 +89,11 @@ pub fn add_parameter(t: &mut Template) {
         .pattern(
             "^$|^arn:aws[a-z-]*:iam::[0-9]{12}:(root|(role|user)/.+)$",
             "empty, or an IAM role, user or account root ARN",
+        )
+        .effect(
+            "The failed-batch bucket's policy: who besides the reprocessor may read the kept batches.",
+            LiveChange::Safe,
+            "The bucket policy is updated in place.",
         ),
     );
 }

@@ -24,7 +24,7 @@ use crate::resources::lambda::{
 };
 use crate::resources::logs::LogGroup;
 use crate::resources::sqs::{Queue, RedrivePolicy};
-use crate::template::{Parameter, Resource, Template};
+use crate::template::{LiveChange, Parameter, Resource, Template};
 use crate::{failed_batches, logical, outputs, params};
 
 /// Stream counter timeout, seconds: one batch of up to `StreamBatchSize`
@@ -92,6 +92,15 @@ fn add_parameters(t: &mut Template) {
         .pattern(
             "^[a-z]([a-z0-9-]*[a-z0-9])?$",
             "lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen",
+        )
+        .effect(
+            "Names every physical resource: the two tables, the queues, the functions and their log groups, \
+             the alarms, the topic, the dashboard and the failed-batch bucket. The functions find the tables \
+             through their environment.",
+            LiveChange::Unsafe,
+            "A new name replaces every named resource: CloudFormation creates new, empty tables (the old ones \
+             are retained with the data, outside the stack), new queues (messages in the old DLQs stay \
+             behind) and new functions. Deploy a new stack under another --stack-name instead.",
         ),
     );
     t.parameter(
@@ -101,6 +110,15 @@ fn add_parameters(t: &mut Template) {
             100,
             0,
             1_000_000_000,
+        )
+        .effect(
+            "The api function's DEFAULT_LIMIT: each create reads it, with the scope's override, before it \
+             admits (strict admission derives the per-shard quotas from it).",
+            LiveChange::Window,
+            "Applies from the api's next invocation. Lowering it below a scope's usage refuses that scope's \
+             creates until deletes bring it under; nothing is taken back. In strict admission a create that \
+             read the old limit and reserves after the change can pass the new one, by at most the creates in \
+             flight at the change (they finish within the API's 10 s timeout).",
         ),
     );
     t.parameter(
@@ -110,6 +128,13 @@ fn add_parameters(t: &mut Template) {
             100,
             1,
             10_000,
+        )
+        .effect(
+            "BatchSize of the stream event source mapping. In batched processing a larger batch writes a \
+             scope's counter once for more records (fewer write units per counted event) and takes longer \
+             per invocation.",
+            LiveChange::Safe,
+            "The mapping is updated in place; batches in flight finish at the old size.",
         ),
     );
     t.parameter(
@@ -119,6 +144,13 @@ fn add_parameters(t: &mut Template) {
             1,
             1,
             10,
+        )
+        .effect(
+            "ParallelizationFactor of the stream mapping: how many stream counter invocations run at once \
+             per stream shard. More run more transactions at once, and more of them conflict on a hot \
+             scope's counter item (retried, or spread with EcShardCount).",
+            LiveChange::Safe,
+            "The mapping is updated in place; records of one item stay in order at any value.",
         ),
     );
     t.parameter(
@@ -129,6 +161,13 @@ fn add_parameters(t: &mut Template) {
             10,
             -1,
             10_000,
+        )
+        .effect(
+            "MaximumRetryAttempts of the stream mapping: how often a failing batch is retried (bisected on \
+             each error) before it goes to the failure path (FailedBatchRecords).",
+            LiveChange::Safe,
+            "Applies to the next failure. Fewer retries send a failing batch to the failure path sooner, \
+             where the reprocessor replays it.",
         ),
     );
     t.parameter(
@@ -141,6 +180,12 @@ fn add_parameters(t: &mut Template) {
             21_600,
             60,
             86_400,
+        )
+        .effect(
+            "MaximumRecordAgeInSeconds of the stream mapping: a failing record older than this goes to the \
+             failure path instead of being retried.",
+            LiveChange::Safe,
+            "Applies to the next failure; a lower age sends old failing records to the failure path sooner.",
         ),
     );
     t.parameter(
@@ -150,6 +195,12 @@ fn add_parameters(t: &mut Template) {
             5,
             1,
             1_000,
+        )
+        .effect(
+            "maxReceiveCount of DLQ1's redrive policy: how many reprocessor attempts, 720 s apart, a failed \
+             batch gets before it reaches DLQ2 and its alarm.",
+            LiveChange::Safe,
+            "The queue's redrive policy is updated in place and applies to each message's next receive.",
         ),
     );
     t.parameter(
@@ -160,6 +211,14 @@ fn add_parameters(t: &mut Template) {
             1,
             1,
             100,
+        )
+        .effect(
+            "EC_SHARDS of the stream counter and the reprocessor: how many eventual-counter items an \
+             invocation spreads a scope's counts over. Readers (usage, admission, audit) sum every \
+             eventual item they find, whatever the count.",
+            LiveChange::Safe,
+            "Applies from each function's next invocation. After a lowering, the items above the new count \
+             keep their share and stay in every sum; EC stays equal to the processed items throughout.",
         ),
     );
     t.parameter(
@@ -172,17 +231,38 @@ fn add_parameters(t: &mut Template) {
             1,
             1,
             100,
+        )
+        .effect(
+            "BE_SHARDS of the api function: how many best-effort items a create picks from (its delete takes \
+             from the item's own shard), and in strict admission how the limit splits into quotas.",
+            LiveChange::Window,
+            "Applies from the api's next invocation; BE <= live (best-effort) and BE >= live (strict) hold \
+             throughout. In strict admission a create that read under the old count and reserves after the \
+             change can pass the limit, by at most the creates in flight at the change (10 s). Change it when \
+             hot scopes are below their limit.",
         ),
     );
     t.parameter(
         params::LAMBDA_MEMORY_SIZE,
-        Parameter::number("Memory of every function, MB (CPU scales with it).", 256, 128, 10_240),
+        Parameter::number("Memory of every function, MB (CPU scales with it).", 256, 128, 10_240).effect(
+            "MemorySize of every function, and with it its CPU share and its price per millisecond.",
+            LiveChange::Safe,
+            "Each function's configuration is updated in place; the next invocations run with the new size.",
+        ),
     );
     t.parameter(
         params::LAMBDA_ARCHITECTURE,
         Parameter::string("Instruction set the function zips were built for.")
             .default_string("arm64")
-            .allowed_values(&["arm64", "x86_64"]),
+            .allowed_values(&["arm64", "x86_64"])
+            .effect(
+                "Architectures of every function: the instruction set Lambda runs the zips on. `make build` \
+                 builds arm64 zips.",
+                LiveChange::Unsafe,
+                "A value that does not match the deployed zips makes every invocation fail (the bootstrap \
+                 cannot execute): the API answers errors and the stream stops being counted. Change it only \
+                 together with zips built for the new architecture.",
+            ),
     );
     t.parameter(
         params::ARTIFACTS_BUCKET,
@@ -191,6 +271,12 @@ fn add_parameters(t: &mut Template) {
             .pattern(
                 "^[a-z0-9][a-z0-9.-]*[a-z0-9]$",
                 "an S3 bucket name: lowercase letters, digits, dots and hyphens",
+            )
+            .effect(
+                "Where every function's code is read from when CloudFormation creates or updates it.",
+                LiveChange::Managed,
+                "counterctl deploy sets it (--artifacts-bucket, else a bucket named after the stack, account \
+                 and region) and uploads the zips there first.",
             ),
     );
     t.parameter(params::STREAM_COUNTER_CODE_KEY, code_key("stream counter"));
@@ -206,7 +292,17 @@ fn add_parameters(t: &mut Template) {
              the best-effort counters reserve every live item.",
         )
         .default_string(Admission::default().as_str())
-        .allowed_values(&Admission::NAMES),
+        .allowed_values(&Admission::NAMES)
+        .effect(
+            "ADMISSION_MODE of the api function: whether a create is admitted on a read (best-effort) or \
+             reserves its slot with a conditional best-effort increment first (strict); the audit judges BE \
+             by it.",
+            LiveChange::Window,
+            "Applies from the api's next invocation. Switching to strict leaves scopes with BE below their \
+             live items, and strict admission can overshoot until `counterctl audit --repair` raises them: run \
+             it right after the switch. Switching back leaves over-reserved scopes, which refuse early until \
+             the next repair.",
+        ),
     );
     t.parameter(
         params::PROCESSING_MODE,
@@ -216,7 +312,14 @@ fn add_parameters(t: &mut Template) {
              size 100). per-record: one transaction per record (4 write units each), kept for comparison.",
         )
         .default_string(Mode::default().as_str())
-        .allowed_values(&Mode::NAMES),
+        .allowed_values(&Mode::NAMES)
+        .effect(
+            "PROCESSING_MODE of the stream counter and the reprocessor: one transaction per scope per batch, \
+             or one per record.",
+            LiveChange::Safe,
+            "Applies from each function's next invocation. Both modes make the same conditional writes, so \
+             invocations of either mode may overlap.",
+        ),
     );
     t.parameter(
         params::SCOPE_AUTHORIZATION,
@@ -228,7 +331,16 @@ fn add_parameters(t: &mut Template) {
              iam:ListUserTags on each request.",
         )
         .default_string(SCOPE_NONE)
-        .allowed_values(&[SCOPE_NONE, SCOPE_PRINCIPAL_TAG]),
+        .allowed_values(&[SCOPE_NONE, SCOPE_PRINCIPAL_TAG])
+        .effect(
+            "SCOPE_AUTHORIZATION of the api function, and the api role's grant of iam:ListRoleTags and \
+             iam:ListUserTags (only under principal-tag).",
+            LiveChange::Window,
+            "The role is updated before the function. Switching to principal-tag: callers without the tag \
+             are refused from the api's next invocation. Switching back to none: for the seconds between the \
+             two updates the function still reads tags without the grant, and refuses callers it would have \
+             let in; it never lets in a caller it should refuse.",
+        ),
     );
     t.condition(
         SCOPE_BY_TAG,
@@ -282,7 +394,13 @@ fn add_emulator_role_assumer(t: &mut Template) {
              also assume the functions' roles, so the local runner runs each function with its own role's \
              credentials. Empty everywhere else: the roles trust lambda.amazonaws.com alone.",
         )
-        .default_string(""),
+        .default_string("")
+        .effect(
+            "Adds a principal to the trust policy of every function's role.",
+            LiveChange::Managed,
+            "counterctl deploy sets it to the account's root on --target local and leaves it empty on every \
+             other target.",
+        ),
     );
     t.condition(
         EMULATOR_ROLE_ASSUMER_SET,
@@ -297,6 +415,12 @@ pub(crate) fn code_key(what: &str) -> Parameter {
          content: CloudFormation only updates the code when the key changes."
     ))
     .length(1, 1024)
+    .effect(
+        &format!("The code of the {what} function."),
+        LiveChange::Managed,
+        "counterctl deploy sets it from the zip's content hash, so the function's code changes exactly when \
+         the zip does.",
+    )
 }
 
 fn add_tables(t: &mut Template) {

@@ -2,7 +2,9 @@
 //! builds documents and never sends them: no AWS SDK, no client, only structs
 //! and enums that serialize at the edge. [`template()`] is the kit's stack,
 //! [`to_yaml`] renders it; `templates/hybrid-counter.yaml` is that rendering,
-//! committed and checked against the generator by the tests. [`params`] and
+//! committed and checked against the generator by the tests, as is
+//! `docs/configuration.md`, the parameters' reference ([`reference`]) rendered
+//! from the same model. [`params`] and
 //! [`outputs`] name what a deployer passes in and reads back; [`access`] is
 //! what the kit's code calls on AWS, which the roles are checked against
 //! and the operator's policy is generated from.
@@ -16,6 +18,7 @@ pub mod kit;
 pub mod logical;
 pub mod outputs;
 pub mod params;
+pub mod reference;
 pub mod resources;
 pub mod template;
 

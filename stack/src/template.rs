@@ -121,6 +121,50 @@ pub struct Parameter {
     pub max_value: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub constraint_description: Option<String>,
+    /// What the parameter changes in the running kit and what changing it
+    /// on a live stack does: not part of the template, rendered into the
+    /// configuration reference ([`crate::reference`]) beside `description`.
+    #[serde(skip)]
+    pub effect: Option<Effect>,
+}
+
+/// What a parameter does once deployed, for the configuration reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Effect {
+    /// What it changes at runtime, and in which resource.
+    pub runtime: String,
+    pub live_change: LiveChange,
+    /// Why the live change is what it is, and what to do around it.
+    pub note: String,
+}
+
+/// What changing a parameter on a deployed stack (`counterctl deploy
+/// --param`) does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LiveChange {
+    /// Takes effect at the next invocation, poll or evaluation; no
+    /// guarantee of the kit is weakened meanwhile.
+    Safe,
+    /// Safe once done, with a bounded window around the change in which a
+    /// guarantee is weaker; the note bounds it and says what to do.
+    Window,
+    /// Replaces or breaks something that holds state or serves traffic:
+    /// do not change it on a live stack.
+    Unsafe,
+    /// counterctl sets it on every deploy; it cannot be given with `--param`.
+    Managed,
+}
+
+impl LiveChange {
+    /// The word the reference shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Safe => "safe",
+            Self::Window => "window",
+            Self::Unsafe => "unsafe",
+            Self::Managed => "set by counterctl",
+        }
+    }
 }
 
 impl Parameter {
@@ -136,7 +180,18 @@ impl Parameter {
             min_value: None,
             max_value: None,
             constraint_description: None,
+            effect: None,
         }
+    }
+
+    /// What the parameter changes at runtime and what a live change does.
+    pub fn effect(mut self, runtime: &str, live_change: LiveChange, note: &str) -> Self {
+        self.effect = Some(Effect {
+            runtime: runtime.to_owned(),
+            live_change,
+            note: note.to_owned(),
+        });
+        self
     }
 
     pub fn string(description: &str) -> Self {

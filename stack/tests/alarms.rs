@@ -221,3 +221,26 @@ fn the_dashboard_names_only_the_stack_s_resources_and_shows_every_alarm() {
         );
     }
 }
+
+/// The runbook an operator opens when paged: `docs/operations.md` has a
+/// row for every alarm of the template, keyed by its name after the prefix.
+#[test]
+fn the_runbook_has_a_row_for_every_alarm() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations.md");
+    let runbook = std::fs::read_to_string(&path).expect("docs/operations.md");
+    let rows: BTreeSet<&str> = runbook
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `")?.split_once("` |").map(|(name, _)| name))
+        .collect();
+    for (id, alarm) in alarms(&stack::template()) {
+        let name = serde_json::to_value(&alarm.alarm_name).unwrap();
+        let name = name["Fn::Sub"].as_str().unwrap_or_else(|| panic!("{id}: {name}"));
+        let suffix = name
+            .strip_prefix("${NamePrefix}-")
+            .unwrap_or_else(|| panic!("{id}: {name}"));
+        assert!(
+            rows.contains(suffix),
+            "docs/operations.md has no runbook row | `{suffix}` | for the alarm {id}"
+        );
+    }
+}

@@ -99,6 +99,61 @@ fn committed_template_matches_the_generator() {
     }
 }
 
+const REFERENCE: &str = "docs/configuration.md";
+
+#[test]
+fn committed_configuration_reference_matches_the_generator() {
+    let committed = std::fs::read_to_string(workspace_root().join(REFERENCE))
+        .unwrap_or_else(|e| panic!("cannot read {REFERENCE} ({e}); fix: make docs"));
+    let generated = stack::reference::configuration_markdown(&stack::template());
+    if let Some((n, (c, g))) = committed
+        .lines()
+        .zip(generated.lines())
+        .enumerate()
+        .find(|(_, (c, g))| c != g)
+    {
+        panic!(
+            "{REFERENCE} is stale (line {}: committed {c:?}, generated {g:?}); fix: make docs",
+            n + 1
+        );
+    }
+    assert_eq!(
+        committed.lines().count(),
+        generated.lines().count(),
+        "{REFERENCE} is stale (its length differs); fix: make docs"
+    );
+}
+
+#[test]
+fn every_parameter_says_what_it_changes_and_whether_a_live_change_is_safe() {
+    for (name, parameter) in &stack::template().parameters {
+        let effect = parameter
+            .effect
+            .as_ref()
+            .unwrap_or_else(|| panic!("parameter {name} has no .effect(...): say what it changes at runtime"));
+        assert!(!effect.runtime.trim().is_empty(), "{name}: empty runtime effect");
+        assert!(!effect.note.trim().is_empty(), "{name}: empty live-change note");
+    }
+}
+
+#[test]
+fn the_template_and_the_reference_take_each_description_from_the_model() {
+    let mut t = stack::template();
+    let marker = "Marker description of the default limit, written once.";
+    t.parameters.get_mut(params::DEFAULT_LIMIT).unwrap().description = marker.to_owned();
+    let yaml: Value = serde_yaml_ng::from_str(&stack::to_yaml(&t)).unwrap();
+    assert_eq!(yaml["Parameters"][params::DEFAULT_LIMIT]["Description"], marker);
+    let markdown = stack::reference::configuration_markdown(&t);
+    assert!(
+        markdown.contains(&format!("## `{}`\n\n{marker}\n", params::DEFAULT_LIMIT)),
+        "{markdown}"
+    );
+    // The runtime effect is reference-only: the template does not carry it.
+    let effect = &t.parameters[params::DEFAULT_LIMIT].effect.as_ref().unwrap().runtime;
+    assert!(markdown.contains(effect.as_str()));
+    assert!(!stack::to_yaml(&t).contains(effect.as_str()));
+}
+
 fn find_cfn_lint() -> Option<PathBuf> {
     let venv = workspace_root().join(".venv/bin/cfn-lint");
     if venv.is_file() {

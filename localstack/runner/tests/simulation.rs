@@ -33,7 +33,7 @@
 //! admission `BE <= live`; in strict admission every best-effort item
 //! covers the live items recorded on it (their `be_shard`), and `live <=
 //! limit` (the limit in force: the override, else the default) outside the
-//! README's configuration-change windows, which are bounded by the creates
+//! configuration-change windows of docs/admission-and-sharding.md, which are bounded by the creates
 //! in flight at the change ([`Windows`]), so a strict schedule fails at the
 //! first write that could let a creator overshoot. A panic of any actor
 //! fails the schedule by seed. Overshoots of best-effort admission are counted, not failed.
@@ -1254,7 +1254,7 @@ fn counters(tables: &Tables, scope: &str) -> (i64, i64) {
     (be, ec)
 }
 
-/// Strict admission's documented windows (README, strict admission: "A
+/// Strict admission's documented windows (docs/admission-and-sharding.md: "A
 /// limit change", "A shard count change"): a create that read under the
 /// old limit or shard count and reserves after the change can pass the
 /// limit, by at most the creates in flight at the change. The checker

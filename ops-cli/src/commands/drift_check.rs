@@ -47,6 +47,11 @@ pub struct DriftCheckStatus {
     pub last_full_pass: Option<FullPass>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// Tables of the stack with global-table replicas, on which the drift
+    /// check's findings mean nothing (`docs/multi-region.md`); `status`
+    /// fills it from [`super::replicas`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replicated_tables: Vec<String>,
 }
 
 impl DriftCheckStatus {
@@ -66,6 +71,7 @@ impl DriftCheckStatus {
             pass_started_at: state.pass_started_at,
             last_full_pass: state.last_full_pass,
             problem: None,
+            replicated_tables: Vec::new(),
         }
     }
 
@@ -77,7 +83,7 @@ impl DriftCheckStatus {
         let run = self.last_run.as_ref().filter(|r| r.drifted > 0)?;
         let first = run.drifted_scopes.first().map_or("", String::as_str);
         Some(format!(
-            "the drift check found {} drifted scope(s) at {} ({} a defect of the kit): see the README's \
+            "the drift check found {} drifted scope(s) at {} ({} a defect of the kit): see docs/operations.md, \
              \"When the drift check finds drift\"; start with `counterctl audit --scope {first:?} --repair`",
             run.drifted,
             time(run.finished_at),
@@ -135,6 +141,13 @@ impl fmt::Display for DriftCheckStatus {
         writeln!(f)?;
         if let Some(problem) = &self.problem {
             writeln!(f, "  {problem}")?;
+        }
+        if !self.replicated_tables.is_empty() {
+            writeln!(
+                f,
+                "  its findings cannot be trusted: {} replicated to other regions (docs/multi-region.md)",
+                self.replicated_tables.join(", ")
+            )?;
         }
         if let Some(run) = &self.last_run {
             writeln!(
@@ -222,6 +235,18 @@ mod tests {
         assert_eq!(json["state"], "ran");
         assert_eq!(json["last_run"]["drifted_scopes"][0], "acct-7");
         assert!(ran.attention().unwrap().contains("--scope \"acct-7\" --repair"));
+    }
+
+    #[test]
+    fn replicated_tables_are_reported_in_the_drift_check_section() {
+        let mut status = DriftCheckStatus::new(Some("rate(15 minutes)".into()), None);
+        assert!(!status.to_string().contains("cannot be trusted"), "{status}");
+        status.replicated_tables = vec!["hc-resources".into()];
+        let text = status.to_string();
+        assert!(
+            text.contains("its findings cannot be trusted: hc-resources replicated to other regions"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! stack; [`audit`], [`scope`] (`usage`, `limit`, `seq`), [`load`] and [`redrive`]
 //! work against its data, found through [`deployed`]. [`docs`]
 //! (`completions`, `man`) describes counterctl itself and [`policy`] prints
-//! the operator's IAM policy; they send nothing.
+//! the operator's IAM policy; they send nothing. [`replicas`] finds the
+//! tables' global-table replicas, which `status` flags and `deploy` refuses.
 //!
 //! This file holds only what every command is given, the [`Context`], and
 //! the [`Location`] its report starts with; it uses none of the commands.
@@ -21,6 +22,7 @@ pub mod load;
 pub mod local;
 pub mod policy;
 pub mod redrive;
+pub mod replicas;
 pub mod scope;
 pub mod status;
 pub mod verify;

@@ -1,7 +1,7 @@
 //! `policy operator`: the IAM policy the operator or CI role needs to run
 //! counterctl against a stack, generated from the stack model's table of
 //! every AWS call counterctl makes (`stack::access`), so the policy the
-//! README tells users to attach is the one the tests check. Nothing is read
+//! docs (localstack/README.md, CI) tell users to attach is the one the tests check. Nothing is read
 //! or sent; the JSON is printed as is, also with `--output json`.
 
 use stack::access::{OperatorScope, operator_policy};

@@ -5,7 +5,8 @@
 //! ([`super::drift_check`]). A missing stack is
 //! an error (exit 3). Anything an operator should act on (a failed stack,
 //! a disabled mapping, messages in DLQ2, an alarm firing) is listed under
-//! `attention`, and makes the command exit 1.
+//! `attention`, and makes the command exit 1; so is a table with global-table
+//! replicas ([`super::replicas`]), on which the kit cannot count.
 
 use hybrid_counter_aws::esm::MappingConfig;
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use serde::Serialize;
 
 use super::deploy::cfn;
 use super::drift_check::DriftCheckStatus;
+use super::replicas::{self, TableReplicas};
 use super::{Context, Location};
 use crate::error::{self, Result};
 
@@ -40,6 +42,8 @@ pub struct StatusReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alarm_topic: Option<String>,
     pub drift_check: DriftCheckStatus,
+    /// The two tables and their global-table replicas (none: single-region).
+    pub tables: Vec<TableReplicas>,
     /// What needs an operator; empty when all is well.
     pub attention: Vec<String>,
 }
@@ -194,9 +198,16 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
     };
     let alarm_topic = stack.outputs.get(stack::outputs::ALARM_TOPIC_ARN).cloned();
 
-    let drift_check = super::drift_check::read(ctx, &stack).await;
+    let tables = replicas::read(&ctx.clients.dynamodb, &stack.outputs).await;
+    let mut drift_check = super::drift_check::read(ctx, &stack).await;
+    drift_check.replicated_tables = tables
+        .iter()
+        .filter(|t| t.replicated())
+        .map(|t| t.table.clone())
+        .collect();
     let mut attention = attention(&stack.status, &mappings, &queues, &alarms);
     attention.extend(drift_check.attention());
+    attention.extend(replicas::attention(&tables));
     Ok(StatusReport {
         location: Location::of(ctx),
         stack_id: stack.id,
@@ -211,6 +222,7 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
         api,
         alarm_topic,
         drift_check,
+        tables,
         attention,
     })
 }
@@ -521,6 +533,20 @@ impl fmt::Display for StatusReport {
         }
         if let Some(api) = &self.api {
             write!(f, "{api}")?;
+        }
+        writeln!(f, "Tables:")?;
+        for t in &self.tables {
+            match (&t.problem, t.replicated()) {
+                (Some(problem), _) => writeln!(f, "  {} ({}): {problem}", t.table, t.role)?,
+                (None, true) => writeln!(
+                    f,
+                    "  {} ({})  replicas in {}: a global table, the counters cannot be trusted",
+                    t.table,
+                    t.role,
+                    t.replica_regions.join(", ")
+                )?,
+                (None, false) => writeln!(f, "  {} ({})  single-region", t.table, t.role)?,
+            }
         }
         writeln!(f, "Drift check:")?;
         write!(f, "{}", self.drift_check)?;

@@ -218,6 +218,22 @@ mod tests {
     }
 
     #[test]
+    fn the_parameters_counterctl_sets_are_those_the_configuration_reference_calls_so() {
+        let template = stack::template();
+        let documented: std::collections::BTreeSet<&str> = template
+            .parameters
+            .iter()
+            .filter(|(_, p)| {
+                p.effect
+                    .as_ref()
+                    .is_some_and(|e| e.live_change == stack::template::LiveChange::Managed)
+            })
+            .map(|(name, _)| name.as_str())
+            .collect();
+        assert_eq!(documented, MANAGED_PARAMS.into_iter().collect());
+    }
+
+    #[test]
     fn overrides_parse_and_validate_against_the_template() {
         let parsed = overrides(&["StreamBatchSize=50", "LambdaArchitecture=x86_64"]).unwrap();
         assert_eq!(parsed["StreamBatchSize"], "50");

@@ -77,6 +77,8 @@ pub enum CommandConfig {
     Deploy {
         inputs: StackInputs,
         timeout: Duration,
+        /// Update a stack whose tables have replicas (`--allow-replicas`).
+        allow_replicas: bool,
     },
     Destroy(DestroyOptions),
     Status,
@@ -210,6 +212,7 @@ impl Config {
             Command::Deploy(args) => CommandConfig::Deploy {
                 inputs: lifecycle::stack_inputs(&template, args.stack)?,
                 timeout: Duration::from_secs(args.timeout.max(1)),
+                allow_replicas: args.allow_replicas,
             },
             Command::Destroy(args) => CommandConfig::Destroy(DestroyOptions {
                 delete_data: args.delete_data,
@@ -483,10 +486,24 @@ mod tests {
         let err = config(&["plan", "--param", "Nope=1"], &[]).unwrap_err();
         assert!(matches!(err, Error::UnknownParam { .. }));
         let ok = config(&["deploy", "--param", "StreamBatchSize=7", "--timeout", "60"], &[]).unwrap();
-        let CommandConfig::Deploy { inputs, timeout } = ok.command else {
+        let CommandConfig::Deploy {
+            inputs,
+            timeout,
+            allow_replicas,
+        } = ok.command
+        else {
             panic!("deploy expected");
         };
         assert_eq!(inputs.overrides["StreamBatchSize"], "7");
         assert_eq!(timeout, Duration::from_secs(60));
+        assert!(!allow_replicas, "refused unless asked for");
+        let allowed = config(&["deploy", "--allow-replicas"], &[]).unwrap();
+        assert!(matches!(
+            allowed.command,
+            CommandConfig::Deploy {
+                allow_replicas: true,
+                ..
+            }
+        ));
     }
 }

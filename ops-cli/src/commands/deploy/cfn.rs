@@ -507,7 +507,7 @@ mod sdk_tests {
     use aws_sdk_cloudformation::operation::describe_stack_events::DescribeStackEventsOutput;
     use aws_sdk_cloudformation::operation::describe_stacks::DescribeStacksOutput;
     use aws_sdk_cloudformation::types::{ChangeAction, ResourceChange, ResourceStatus, Stack, StackStatus};
-    use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, create_mock_http_client, mock};
+    use aws_smithy_mocks::{Rule, RuleMode, mock};
     use aws_smithy_runtime_api::http::{Response, StatusCode};
     use aws_smithy_types::body::SdkBody;
 
@@ -516,18 +516,7 @@ mod sdk_tests {
     /// A client answering from `rules`: the first rule that matches the
     /// call and still has responses answers it.
     fn client(rules: &[&Rule]) -> Client {
-        let interceptor = rules.iter().fold(
-            MockResponseInterceptor::new().rule_mode(RuleMode::MatchAny),
-            |interceptor, rule| interceptor.with_rule(rule),
-        );
-        Client::from_conf(
-            aws_sdk_cloudformation::Config::builder()
-                .with_test_defaults()
-                .region(aws_sdk_cloudformation::config::Region::new("us-east-1"))
-                .http_client(create_mock_http_client())
-                .interceptor(interceptor)
-                .build(),
-        )
+        mock_client!(aws_sdk_cloudformation, RuleMode::MatchAny, rules.iter().copied())
     }
 
     fn change(id: &str) -> Change {

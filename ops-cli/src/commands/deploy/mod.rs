@@ -10,7 +10,10 @@
 //! nothing to change (the service fails the change set with "no changes",
 //! or, like the emulator, lists changes although the template and every
 //! parameter equal the deployed ones) executes nothing and succeeds. A
-//! rollback is reported with each failed resource and exits 1.
+//! rollback is reported with each failed resource and exits 1. An update of
+//! a stack whose tables have global-table replicas is refused before
+//! anything is uploaded, unless `--allow-replicas` is given
+//! ([`super::replicas::guard`]).
 //!
 //! On the embedded emulator a deploy also takes the stack's SQS mapping
 //! over for the local runner ([`hybrid_counter_aws::esm::take_over`]) as
@@ -82,6 +85,9 @@ pub struct DeployReport {
     /// Mappings disabled in the embedded emulator for the local runner.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub taken_over: Vec<String>,
+    /// What the operator chose to go ahead despite (`--allow-replicas`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl DeployReport {
@@ -95,9 +101,11 @@ pub async fn run(
     inputs: &StackInputs,
     artifacts: Vec<Artifact>,
     timeout: Duration,
+    allow_replicas: bool,
 ) -> Result<DeployReport> {
     let started = Instant::now();
     let cfn = &ctx.clients.cloudformation;
+    let warnings = replicated_tables_guard(ctx, allow_replicas).await?;
     let proposal = propose(ctx, inputs, artifacts, Packaging::Upload, "deploy").await?;
     let mut report = DeployReport {
         location: Location::of(ctx),
@@ -118,6 +126,7 @@ pub async fn run(
         outputs: proposal.before.as_ref().map(|s| s.outputs.clone()).unwrap_or_default(),
         inlined_parameters: proposal.inlined_parameters.clone(),
         taken_over: Vec::new(),
+        warnings,
     };
 
     let change_set = match (&proposal.change_set_id, proposal.no_changes) {
@@ -196,6 +205,22 @@ pub async fn run(
     Ok(report)
 }
 
+/// Refuses to update an existing stack whose tables have replicas unless
+/// `allow` (then returns the warnings, also logged); a new stack has no
+/// tables to look at.
+async fn replicated_tables_guard(ctx: &Context<'_>, allow: bool) -> Result<Vec<String>> {
+    let Some(stack) = cfn::describe(&ctx.clients.cloudformation, &ctx.config.stack_name).await? else {
+        return Ok(Vec::new());
+    };
+    ctx.ui.step("checking the tables for global-table replicas");
+    let tables = super::replicas::read(&ctx.clients.dynamodb, &stack.outputs).await;
+    let warnings = super::replicas::guard(&tables, allow)?;
+    for warning in &warnings {
+        ctx.ui.log(format!("warning: {warning}"));
+    }
+    Ok(warnings)
+}
+
 /// On the embedded emulator, disables the stack's SQS mapping that the
 /// emulator still polls and tags it for the local runner; returns the
 /// mappings taken over (none elsewhere, or when already taken over).
@@ -246,6 +271,9 @@ impl fmt::Display for DeployReport {
         )?;
         if let Some(reason) = &self.no_change_reason {
             writeln!(f, "  no changes: {reason}")?;
+        }
+        for warning in &self.warnings {
+            writeln!(f, "  warning: {warning}")?;
         }
         if !self.failures.is_empty() {
             writeln!(f, "Failed resources:")?;
@@ -303,5 +331,155 @@ impl fmt::Display for DeployReport {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_cloudformation::operation::describe_stacks::DescribeStacksOutput;
+    use aws_sdk_cloudformation::types::{Output, Stack, StackStatus};
+    use aws_sdk_dynamodb::operation::describe_table::DescribeTableOutput;
+    use aws_sdk_dynamodb::types::{ReplicaDescription, TableDescription};
+    use aws_smithy_mocks::{Rule, RuleMode, mock};
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::Cli;
+    use crate::config::Config;
+    use crate::connect::Clients;
+    use crate::progress::Ui;
+
+    /// The deployed stack `hybrid-counter`, naming its two tables.
+    fn deployed() -> Rule {
+        mock!(aws_sdk_cloudformation::Client::describe_stacks).then_output(|| {
+            let output = |key: &str, value: &str| Output::builder().output_key(key).output_value(value).build();
+            DescribeStacksOutput::builder()
+                .stacks(
+                    Stack::builder()
+                        .stack_id("arn:stack")
+                        .stack_name("hybrid-counter")
+                        .stack_status(StackStatus::UpdateComplete)
+                        .outputs(output(stack::outputs::RESOURCES_TABLE, "hc-resources"))
+                        .outputs(output(stack::outputs::COUNTERS_TABLE, "hc-counters"))
+                        .build(),
+                )
+                .build()
+        })
+    }
+
+    /// `DescribeTable` of one table (a rule answers one request), with
+    /// replicas in `regions`.
+    fn tables(regions: &'static [&'static str]) -> Rule {
+        mock!(aws_sdk_dynamodb::Client::describe_table).then_output(move || {
+            let mut table = TableDescription::builder().table_name("t");
+            for region in regions {
+                table = table.replicas(ReplicaDescription::builder().region_name(*region).build());
+            }
+            DescribeTableOutput::builder().table(table.build()).build()
+        })
+    }
+
+    /// Clients whose CloudFormation and DynamoDB answer `cfn` and `dynamodb`;
+    /// the others answer nothing (a call would fail the test).
+    fn mocked_clients(cfn: &[Rule], dynamodb: &[Rule]) -> Clients {
+        let sdk = aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("us-east-1"))
+            .build();
+        Clients {
+            cloudformation: mock_client!(aws_sdk_cloudformation, RuleMode::Sequential, cfn),
+            s3: mock_client!(aws_sdk_s3, RuleMode::Sequential, &[] as &[Rule]),
+            lambda: aws_sdk_lambda::Client::new(&sdk),
+            sqs: mock_client!(aws_sdk_sqs, RuleMode::Sequential, &[] as &[Rule]),
+            cloudwatch: aws_sdk_cloudwatch::Client::new(&sdk),
+            sts: aws_sdk_sts::Client::new(&sdk),
+            dynamodb: mock_client!(aws_sdk_dynamodb, RuleMode::Sequential, dynamodb),
+            dynamodbstreams: aws_sdk_dynamodbstreams::Client::new(&sdk),
+            region: "us-east-1".into(),
+            endpoint: None,
+            target: crate::cli::Target::Aws,
+            poll: Duration::from_millis(1),
+        }
+    }
+
+    fn deploy_config(extra: &[&str]) -> Config {
+        let mut argv = vec!["counterctl", "--target", "aws", "--region", "us-east-1", "deploy"];
+        argv.extend(extra);
+        Config::from_cli(Cli::try_parse_from(argv).unwrap(), &|_| None).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_update_of_a_stack_whose_tables_have_replicas_is_refused_before_anything_is_sent() {
+        let config = deploy_config(&[]);
+        let crate::config::CommandConfig::Deploy {
+            inputs, allow_replicas, ..
+        } = &config.command
+        else {
+            panic!("deploy expected")
+        };
+        let clients = mocked_clients(
+            &[deployed()],
+            &[tables(&["us-east-1", "eu-west-1"]), tables(&["us-east-1", "eu-west-1"])],
+        );
+        let ui = Ui::quiet();
+        let ctx = Context {
+            config: &config,
+            clients: &clients,
+            ui: &ui,
+        };
+        // The S3, SQS and STS clients answer nothing: packaging would fail
+        // with another error than the refusal.
+        let err = run(&ctx, inputs, Vec::new(), Duration::from_secs(1), *allow_replicas)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, crate::error::Error::ReplicatedTables { .. }), "{err}");
+        assert!(err.to_string().contains("us-east-1, eu-west-1"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn allow_replicas_lets_the_update_go_ahead_with_a_warning_per_table() {
+        let config = deploy_config(&["--allow-replicas"]);
+        let clients = mocked_clients(&[deployed()], &[tables(&["eu-west-1"]), tables(&["eu-west-1"])]);
+        let ui = Ui::quiet();
+        let ctx = Context {
+            config: &config,
+            clients: &clients,
+            ui: &ui,
+        };
+        let warnings = replicated_tables_guard(&ctx, true).await.unwrap();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings.iter().all(|w| w.contains("--allow-replicas")), "{warnings:?}");
+    }
+
+    #[tokio::test]
+    async fn single_region_tables_and_a_new_stack_pass_without_warnings() {
+        let config = deploy_config(&[]);
+        let ui = Ui::quiet();
+        let clients = mocked_clients(&[deployed()], &[tables(&[]), tables(&[])]);
+        let ctx = Context {
+            config: &config,
+            clients: &clients,
+            ui: &ui,
+        };
+        assert!(replicated_tables_guard(&ctx, false).await.unwrap().is_empty());
+
+        let missing = mock!(aws_sdk_cloudformation::Client::describe_stacks).then_http_response(|| {
+            aws_smithy_runtime_api::http::Response::new(
+                aws_smithy_runtime_api::http::StatusCode::try_from(400).unwrap(),
+                aws_smithy_types::body::SdkBody::from(
+                    "<ErrorResponse><Error><Type>Sender</Type><Code>ValidationError</Code>\
+                     <Message>Stack with id hybrid-counter does not exist</Message></Error>\
+                     <RequestId>r</RequestId></ErrorResponse>",
+                ),
+            )
+        });
+        // No DescribeTable rule: a new stack's tables are not looked at.
+        let clients = mocked_clients(&[missing], &[]);
+        let ctx = Context {
+            config: &config,
+            clients: &clients,
+            ui: &ui,
+        };
+        assert!(replicated_tables_guard(&ctx, false).await.unwrap().is_empty());
     }
 }

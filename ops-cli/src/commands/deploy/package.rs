@@ -521,7 +521,7 @@ mod tests {
         use aws_sdk_s3::operation::put_object::PutObjectOutput;
         use aws_sdk_s3::types::ChecksumMode;
         use aws_sdk_s3::types::error::NotFound;
-        use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, create_mock_http_client, mock};
+        use aws_smithy_mocks::{Rule, RuleMode, mock};
         use aws_smithy_runtime_api::http::{Response, StatusCode};
         use aws_smithy_types::body::SdkBody;
 
@@ -531,19 +531,7 @@ mod tests {
         const BUCKET: &str = "hck-artifacts-123456789012-us-east-1";
 
         fn client(rules: &[&Rule]) -> Client {
-            let interceptor = rules.iter().fold(
-                MockResponseInterceptor::new().rule_mode(RuleMode::Sequential),
-                |interceptor, rule| interceptor.with_rule(rule),
-            );
-            Client::from_conf(
-                aws_sdk_s3::Config::builder()
-                    .with_test_defaults()
-                    .region(aws_sdk_s3::config::Region::new("us-east-1"))
-                    .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
-                    .http_client(create_mock_http_client())
-                    .interceptor(interceptor)
-                    .build(),
-            )
+            mock_client!(aws_sdk_s3, RuleMode::Sequential, rules.iter().copied())
         }
 
         /// One zip on disk, hashed as `locate` does.
