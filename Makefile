@@ -119,8 +119,8 @@ links: ## Every relative link and anchor of the tracked Markdown files resolves 
 module-graph: ## No import cycle between the modules of any workspace crate
 	python3 tools/module-graph.py $(MODULE_GRAPH_DIRS)
 
-unit: ## Unit tests (everything but the emulator tests)
-	cargo test --workspace --exclude e2e --locked
+unit: ## Unit tests (everything but the emulator tests, which run only when named: see tests/Cargo.toml)
+	cargo test --workspace --locked
 
 # `--workspace --test e2e` rather than `-p e2e`: the same package selection
 # as `unit`, so both use one build of the dependencies (with `-p e2e`
