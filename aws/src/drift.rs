@@ -113,10 +113,15 @@ impl DriftStore for DynamoStore {
             .client()
             .put_item()
             .table_name(self.counters_table())
-            .set_item(Some(item))
-            .expression_attribute_names("#scope", keys::SCOPE);
+            .set_item(Some(item));
+        // Each branch names only what its condition uses: DynamoDB refuses
+        // a request with an unused expression attribute name
+        // (ValidationException), so a `#scope` left on the versioned write
+        // failed every run after the first.
         let request = match read_version {
-            None => request.condition_expression("attribute_not_exists(#scope)"),
+            None => request
+                .condition_expression("attribute_not_exists(#scope)")
+                .expression_attribute_names("#scope", keys::SCOPE),
             Some(v) => request
                 .condition_expression("#version = :read")
                 .expression_attribute_names("#version", keys::VERSION)
@@ -195,12 +200,21 @@ mod tests {
         assert_eq!(scopes.keys().collect::<Vec<_>>(), ["s1", "s2"]);
     }
 
+    /// The placeholders a request names, sorted: DynamoDB refuses one that
+    /// no expression uses.
+    fn names(names: Option<&std::collections::HashMap<String, String>>) -> Vec<&str> {
+        let mut names: Vec<&str> = names.into_iter().flat_map(|n| n.keys().map(String::as_str)).collect();
+        names.sort_unstable();
+        names
+    }
+
     #[tokio::test]
     async fn the_state_is_written_under_the_version_read_and_a_lost_race_is_false() {
         let first = mock!(aws_sdk_dynamodb::Client::put_item)
             .match_requests(|r| {
                 r.condition_expression() == Some("attribute_not_exists(#scope)")
                     && r.item().and_then(|i| i.get(keys::VERSION)) == Some(&AttributeValue::N("1".into()))
+                    && names(r.expression_attribute_names()) == ["#scope"]
             })
             .then_output(|| PutItemOutput::builder().build());
         let raced = mock!(aws_sdk_dynamodb::Client::put_item)
@@ -208,6 +222,7 @@ mod tests {
                 r.condition_expression() == Some("#version = :read")
                     && r.expression_attribute_values().and_then(|v| v.get(":read"))
                         == Some(&AttributeValue::N("4".into()))
+                    && names(r.expression_attribute_names()) == ["#version"]
             })
             .then_error(|| {
                 PutItemError::ConditionalCheckFailedException(

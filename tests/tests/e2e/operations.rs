@@ -492,7 +492,7 @@ async fn audits_and_drift_checks_beside_a_busy_scope_report_no_drift_when_there_
         load.operations, load.created, load.deleted
     );
     assert!(
-        audits >= 5 && checks >= 5,
+        audits >= 2 && checks >= 2,
         "too few looks: {audits} audits, {checks} drift checks"
     );
     assert!(
