@@ -10,6 +10,7 @@
 pub mod counterctl;
 pub mod faults;
 pub mod iam;
+pub mod ministack;
 pub mod sdk;
 
 pub use sdk::sdk_config_for;
@@ -54,7 +55,8 @@ fn fakecloud_bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("fakecloud"))
 }
 
-fn free_port() -> u16 {
+/// A loopback port nothing listens on now.
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -631,6 +633,17 @@ pub async fn drain_deployed(endpoint: &str, config: &CounterConfig) -> esm_runne
 /// role ([`KitFunctions`]), against `config`'s tables: what `counterctl
 /// local run` does with the real binaries, minus `cargo lambda watch`.
 pub async fn in_process_runner(endpoint: &str, config: &CounterConfig) -> esm_runner::Runner<impl esm_runner::Invoke> {
+    in_process_runner_on(endpoint, config, esm_runner::Host::Fakecloud).await
+}
+
+/// [`in_process_runner`] for an emulator of the kind `host` (on
+/// `Host::LocalStack` it disables the emulator's own copies of the mappings
+/// while it plays them, as `local run --target localstack` does).
+pub async fn in_process_runner_on(
+    endpoint: &str,
+    config: &CounterConfig,
+    host: esm_runner::Host,
+) -> esm_runner::Runner<impl esm_runner::Invoke> {
     use esm_runner::{FnInvoker, Runner, RunnerConfig};
     let functions = KitFunctions::new(config, &sdk_config_for(endpoint).await);
     let invoker = FnInvoker::new(move |function: String, payload: serde_json::Value| {
@@ -642,12 +655,67 @@ pub async fn in_process_runner(endpoint: &str, config: &CounterConfig) -> esm_ru
         .expect("workspace root")
         .to_path_buf();
     let mut runner_config = RunnerConfig::new(endpoint, workspace);
+    runner_config.host = host;
     runner_config.poll_interval = Duration::from_millis(100);
     runner_config.retry_delay = Duration::from_millis(10);
     runner_config.idle_timeout = Duration::from_secs(120);
     Runner::connect(runner_config, invoker)
         .await
         .expect("connect the local runner")
+}
+
+/// One HTTP/1.1 request to `url` (`http://HOST:PORT/`) + `path`; returns
+/// the status, the `Location` header and the JSON body (`null` when empty).
+pub async fn http_call(
+    url: &str,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, Option<String>, serde_json::Value) {
+    http_call_with(url, method, path, &[("content-type", content_type)], body).await
+}
+
+/// [`http_call`] with the request's `headers`.
+pub async fn http_call_with(
+    url: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Option<String>, serde_json::Value) {
+    use http_body_util::BodyExt as _;
+    use hyper::header::{HOST, LOCATION};
+    let address = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix('/'))
+        .expect("http://HOST:PORT/");
+    let stream = tokio::net::TcpStream::connect(address).await.expect("connect");
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(connection);
+    let mut request = hyper::Request::builder().method(method).uri(path).header(HOST, address);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request
+        .body(http_body_util::Full::new(bytes::Bytes::from(body.to_owned())))
+        .expect("request");
+    let response = sender.send_request(request).await.expect("response");
+    let status = response.status().as_u16();
+    let location = response
+        .headers()
+        .get(LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = response.into_body().collect().await.expect("body").to_bytes();
+    let json = if body.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_slice(&body).unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&body)))
+    };
+    (status, location, json)
 }
 
 /// The `Records` of a Lambda event payload.
