@@ -40,7 +40,10 @@ use stream_counter::{RawStreamEvent, handle_stream_event};
 /// the emulator serves plain HTTP, and would read every caller's
 /// `aws:SecureTransport` as false, which no call to AWS is.
 pub struct Emulator {
-    child: Child,
+    /// fakecloud's process; `None` when [`ministack::Ministack`] stands in.
+    child: Option<Child>,
+    /// ministack standing in for fakecloud (`HCK_E2E_EMULATOR=ministack`).
+    stand_in: Option<ministack::Ministack>,
     /// The proxy's: give it to SDK clients or `--endpoint-url`.
     pub endpoint: String,
     _tls: faults::FaultProxy,
@@ -55,6 +58,43 @@ fn fakecloud_bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("fakecloud"))
 }
 
+/// Starts an emulator process on a free loopback port, trying three ports:
+/// `spawn(port, log)` starts it writing to `log`, `healthy(endpoint)` says
+/// when it serves, within `patience`. Returns the process, its endpoint
+/// and its log's path; panics with the last log when it never served.
+pub fn spawn_on_free_port(
+    name: &str,
+    patience: Duration,
+    spawn: impl Fn(u16, std::fs::File) -> Child,
+    healthy: impl Fn(&str) -> bool,
+) -> (Child, String, PathBuf) {
+    let log_dir = std::env::temp_dir().join("hck-e2e");
+    std::fs::create_dir_all(&log_dir).expect("create log dir");
+    for _ in 0..3 {
+        let port = free_port();
+        let log_path = log_dir.join(format!("{name}-{port}.log"));
+        let mut child = spawn(port, std::fs::File::create(&log_path).expect("create emulator log"));
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + patience;
+        while Instant::now() < deadline {
+            if healthy(&endpoint) {
+                return (child, endpoint, log_path);
+            }
+            if let Ok(Some(_)) = child.try_wait() {
+                break; // port taken between probe and bind: try another
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        eprintln!(
+            "{name} did not come up on port {port}; log:\n{}",
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        );
+    }
+    panic!("{name} did not start after 3 attempts");
+}
+
 /// A loopback port nothing listens on now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -65,54 +105,55 @@ pub fn free_port() -> u16 {
 
 impl Emulator {
     /// Starts fakecloud on a free port and waits until it answers.
+    ///
+    /// With `HCK_E2E_EMULATOR=ministack` it starts ministack instead, to
+    /// measure how much of the suite the second emulator passes (never in
+    /// `make test`: ministack enforces no IAM, and `--target local`
+    /// commands expect fakecloud).
     pub fn start() -> Self {
-        let bin = fakecloud_bin();
-        let log_dir = std::env::temp_dir().join("hck-e2e");
-        std::fs::create_dir_all(&log_dir).expect("create log dir");
-        for _ in 0..3 {
-            let port = free_port();
-            let log_path = log_dir.join(format!("fakecloud-{port}.log"));
-            let log = std::fs::File::create(&log_path).expect("create emulator log");
-            let mut child = Command::new(&bin)
-                .args(["--addr", &format!("127.0.0.1:{port}"), "--log-level", "warn"])
-                .args(["--iam", iam::IAM_MODE])
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().expect("log handle"))
-                .stderr(log)
-                .spawn()
-                .unwrap_or_else(|e| {
-                    panic!(
-                        "cannot start the emulator {}: {e}. Install it with `make tools` \
-                         (localstack/fakecloud.sh install) or set FAKECLOUD_BIN",
-                        bin.display()
-                    )
-                });
-            let endpoint = format!("http://127.0.0.1:{port}");
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline {
-                if probe::healthy(&endpoint) {
-                    let tls = faults::FaultProxy::start(&endpoint, faults::FaultPlan::new(0));
-                    return Self {
-                        child,
-                        endpoint: tls.endpoint.clone(),
-                        _tls: tls,
-                        log: log_path,
-                        taken_denials: Default::default(),
-                    };
-                }
-                if let Ok(Some(_)) = child.try_wait() {
-                    break; // port taken between probe and bind: try another
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-            eprintln!(
-                "emulator did not come up on port {port}; log:\n{}",
-                std::fs::read_to_string(&log_path).unwrap_or_default()
-            );
+        if std::env::var("HCK_E2E_EMULATOR").is_ok_and(|v| v == "ministack") {
+            let stand_in = ministack::Ministack::start();
+            let tls = faults::FaultProxy::start(&stand_in.endpoint, faults::FaultPlan::new(0));
+            return Self {
+                child: None,
+                endpoint: tls.endpoint.clone(),
+                _tls: tls,
+                log: stand_in.log.clone(),
+                stand_in: Some(stand_in),
+                taken_denials: Default::default(),
+            };
         }
-        panic!("the emulator {} did not start after 3 attempts", bin.display());
+        let bin = fakecloud_bin();
+        let (child, endpoint, log) = spawn_on_free_port(
+            "fakecloud",
+            Duration::from_secs(30),
+            |port, log| {
+                Command::new(&bin)
+                    .args(["--addr", &format!("127.0.0.1:{port}"), "--log-level", "warn"])
+                    .args(["--iam", iam::IAM_MODE])
+                    .stdin(Stdio::null())
+                    .stdout(log.try_clone().expect("log handle"))
+                    .stderr(log)
+                    .spawn()
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "cannot start the emulator {}: {e}. Install it with `make tools` \
+                             (localstack/fakecloud.sh install) or set FAKECLOUD_BIN",
+                            bin.display()
+                        )
+                    })
+            },
+            probe::healthy,
+        );
+        let tls = faults::FaultProxy::start(&endpoint, faults::FaultPlan::new(0));
+        Self {
+            child: Some(child),
+            stand_in: None,
+            endpoint: tls.endpoint.clone(),
+            _tls: tls,
+            log,
+            taken_denials: Default::default(),
+        }
     }
 
     /// SDK configuration pointing at this emulator with dummy credentials.
@@ -205,8 +246,11 @@ impl Drop for Emulator {
     /// fails the test, with what was denied to whom (and when the test
     /// failed already, probably because of it, is printed beside it).
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        drop(self.stand_in.take());
         let taken = *self.taken_denials.lock().unwrap_or_else(|p| p.into_inner());
         let denials = self.denials();
         if denials.len() <= taken {

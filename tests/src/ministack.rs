@@ -50,52 +50,30 @@ impl Ministack {
              (seconds, from PyPI), or set MINISTACK_BIN",
             bin.display()
         );
-        let log_dir = std::env::temp_dir().join("hck-e2e");
-        std::fs::create_dir_all(&log_dir).expect("create log dir");
-        for _ in 0..3 {
-            let port = crate::free_port();
-            let endpoint = format!("http://127.0.0.1:{port}");
-            let log_path = log_dir.join(format!("ministack-{port}.log"));
-            let log = std::fs::File::create(&log_path).expect("create emulator log");
-            let mut command = Command::new(&bin);
-            command
-                .env("GATEWAY_PORT", port.to_string())
-                .env("BIND_HOST", "127.0.0.1")
-                // The functions it runs call this emulator back, not AWS.
-                .env("AWS_ENDPOINT_URL", &endpoint)
-                .env("LOG_LEVEL", "WARNING")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().expect("log handle"))
-                .stderr(log);
-            // Its own process group: dropping it stops the function
-            // processes it started too.
-            std::os::unix::process::CommandExt::process_group(&mut command, 0);
-            let mut child = command
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start ministack {}: {e}", bin.display()));
-            let authority = endpoint.trim_start_matches("http://").to_owned();
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while Instant::now() < deadline {
-                if hybrid_counter_aws::probe::answers_ok(&authority, HEALTH_PATH) {
-                    return Self {
-                        child,
-                        endpoint,
-                        log: log_path,
-                    };
-                }
-                if let Ok(Some(_)) = child.try_wait() {
-                    break; // port taken between probe and bind: try another
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-            eprintln!(
-                "ministack did not come up on port {port}; log:\n{}",
-                std::fs::read_to_string(&log_path).unwrap_or_default()
-            );
-        }
-        panic!("ministack {} did not start after 3 attempts", bin.display());
+        let (child, endpoint, log) = crate::spawn_on_free_port(
+            "ministack",
+            Duration::from_secs(60),
+            |port, log| {
+                let mut command = Command::new(&bin);
+                command
+                    .env("GATEWAY_PORT", port.to_string())
+                    .env("BIND_HOST", "127.0.0.1")
+                    // The functions it runs call this emulator back, not AWS.
+                    .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
+                    .env("LOG_LEVEL", "WARNING")
+                    .stdin(Stdio::null())
+                    .stdout(log.try_clone().expect("log handle"))
+                    .stderr(log);
+                // Its own process group: dropping it stops the function
+                // processes it started too.
+                std::os::unix::process::CommandExt::process_group(&mut command, 0);
+                command
+                    .spawn()
+                    .unwrap_or_else(|e| panic!("cannot start ministack {}: {e}", bin.display()))
+            },
+            |endpoint| hybrid_counter_aws::probe::answers_ok(endpoint.trim_start_matches("http://"), HEALTH_PATH),
+        );
+        Self { child, endpoint, log }
     }
 
     /// SDK configuration pointing at this emulator with dummy credentials.

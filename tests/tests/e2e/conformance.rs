@@ -882,9 +882,14 @@ async fn a_failed_batch_is_kept_whole_in_the_s3_destination(emulator: Emu) {
 }
 
 /// A queue with `visibility` seconds of visibility timeout whose messages
-/// move to a dead-letter queue after `max_receive_count` receives; returns
-/// both URLs.
-async fn queue_with_redrive(sqs: &aws_sdk_sqs::Client, visibility: u32, max_receive_count: u32) -> (String, String) {
+/// move to a dead-letter queue after `max_receive_count` receives, holding
+/// one message `body`; returns both URLs.
+async fn queue_with_redrive(
+    sqs: &aws_sdk_sqs::Client,
+    visibility: u32,
+    max_receive_count: u32,
+    body: &str,
+) -> (String, String) {
     let dlq = sqs
         .create_queue()
         .queue_name("conf-dlq2")
@@ -909,6 +914,12 @@ async fn queue_with_redrive(sqs: &aws_sdk_sqs::Client, visibility: u32, max_rece
         .await
         .unwrap()
         .queue_url
+        .unwrap();
+    sqs.send_message()
+        .queue_url(&source)
+        .message_body(body)
+        .send()
+        .await
         .unwrap();
     (source, dlq)
 }
@@ -946,13 +957,7 @@ async fn a_received_message_stays_hidden_for_its_visibility_timeout(emulator: Em
     assert!(!differs(emulator, Behaviour::SqsVisibility));
     let f = Fixture::start(emulator).await;
     let sqs = aws_sdk_sqs::Client::new(&f.sdk);
-    let (source, _) = queue_with_redrive(&sqs, 2, 5).await;
-    sqs.send_message()
-        .queue_url(&source)
-        .message_body("m")
-        .send()
-        .await
-        .unwrap();
+    let (source, _) = queue_with_redrive(&sqs, 2, 5, "m").await;
     let first = receive_one(&sqs, &source).await.expect("the message");
     assert!(receive_one(&sqs, &source).await.is_none(), "hidden while in flight");
     tokio::time::sleep(Duration::from_millis(2_500)).await;
@@ -967,13 +972,7 @@ async fn a_message_moves_to_the_dead_letter_queue_after_max_receive_count(emulat
     assert!(!differs(emulator, Behaviour::SqsRedrive));
     let f = Fixture::start(emulator).await;
     let sqs = aws_sdk_sqs::Client::new(&f.sdk);
-    let (source, dlq) = queue_with_redrive(&sqs, 1, 2).await;
-    sqs.send_message()
-        .queue_url(&source)
-        .message_body("poison")
-        .send()
-        .await
-        .unwrap();
+    let (source, dlq) = queue_with_redrive(&sqs, 1, 2, "poison").await;
     for receive in 1..=2 {
         let message = receive_one(&sqs, &source).await;
         assert!(message.is_some(), "receive {receive} of 2 gets it");
