@@ -1,7 +1,7 @@
 //! The second emulator: a private ministack (a LocalStack-compatible edge
 //! on one port, from PyPI, in its own virtualenv) on a free loopback port,
 //! for the tests of the LocalStack path without a token and the
-//! conformance suite. Started like the fakecloud of [`crate::Emulator`],
+//! conformance suite. Started like the harness' fakecloud,
 //! stopped (with the function processes it started) when dropped.
 //!
 //! It is required like fakecloud: a missing install fails the test with the
@@ -50,7 +50,7 @@ impl Ministack {
              (seconds, from PyPI), or set MINISTACK_BIN",
             bin.display()
         );
-        let (child, endpoint, log) = crate::spawn_on_free_port(
+        let (child, endpoint, log) = crate::process::spawn_on_free_port(
             "ministack",
             Duration::from_secs(60),
             |port, log| {
@@ -78,7 +78,7 @@ impl Ministack {
 
     /// SDK configuration pointing at this emulator with dummy credentials.
     pub async fn sdk_config(&self) -> SdkConfig {
-        crate::sdk_config_for(&self.endpoint).await
+        crate::sdk::sdk_config_for(&self.endpoint).await
     }
 }
 
