@@ -133,6 +133,12 @@ async fn the_localstack_path_deploys_plays_verifies_and_destroys_on_ministack() 
         let mapping = hybrid_counter_aws::esm::get_mapping(&lambda, &uuid).await.unwrap();
         assert_eq!(mapping.state.as_deref(), Some("Enabled"), "{mapping:?}");
     }
+    // The known difference the mending is for: without it the SDK cannot
+    // read the stream mapping (its numbers come as strings). When ministack
+    // answers numbers, this fails and the mending can go.
+    let plain = aws_sdk_lambda::Client::new(&sdk);
+    let unread = hybrid_counter_aws::esm::get_mapping(&plain, &out(outputs::STREAM_MAPPING_ID)).await;
+    assert!(unread.is_err(), "ministack now answers numbers: {unread:?}");
 
     // The README's requests, answered by the real api binary that ministack
     // runs behind the function URL (path-style: /_aws/lambda-url/<id>/...).
