@@ -16,15 +16,22 @@ TARGET ?= local
 DEPLOY_TARGETS := local localstack aws
 LAMBDA_TARGET := aarch64-unknown-linux-gnu
 FAKECLOUD := localstack/fakecloud.sh
+MINISTACK := localstack/ministack.sh
 LOCAL_RUNNER := localstack/local-runner.sh
 LAMBDA_DIR := $(or $(CARGO_TARGET_DIR),target)/lambda
+# The handlers built for this host, which ministack runs itself (localstack/host-zips.sh).
+HOST_LAMBDA_DIR := $(or $(CARGO_TARGET_DIR),target)/lambda-host
+# TARGET=localstack without LOCALSTACK_AUTH_TOKEN: no LocalStack starts, so
+# ministack (token-free, LocalStack-compatible) stands in; counterctl starts
+# it on 127.0.0.1 when nothing answers at the endpoint.
+MINISTACK_PATH := $(if $(filter localstack,$(TARGET)),$(if $(strip $(LOCALSTACK_AUTH_TOKEN)),,yes))
 
 # Every directory under handlers/ is a Lambda package; its name is the
 # `name =` of the [package] table of its Cargo.toml.
 HANDLER_MANIFESTS := $(sort $(wildcard handlers/*/Cargo.toml))
 HANDLER_PACKAGES := $(foreach m,$(HANDLER_MANIFESTS),$(shell awk -F'"' '/^\[/ { pkg = ($$0 == "[package]") } pkg && /^name[[:space:]]*=/ { print $$2; exit }' $(m)))
 
-.PHONY: help tools rust-tools venv lock-python fakecloud-install \
+.PHONY: help tools rust-tools venv lock-python fakecloud-install ministack-install host-build ministack-stop \
 	fmt-check lint links workflow-lint module-graph unit e2e test build \
 	emulator-start emulator-stop emulator-status deploy deploy-check clean \
 	local-run local-stop
@@ -38,7 +45,7 @@ help: ## Show this help
 
 ## ---- tools -----------------------------------------------------------------
 
-tools: rust-tools venv fakecloud-install ## Install everything below (idempotent, fast when done)
+tools: rust-tools venv fakecloud-install ministack-install ## Install everything below (idempotent, fast when done)
 
 rust-tools: ## rustup: aarch64-unknown-linux-gnu target, rustfmt and clippy
 	@command -v rustup >/dev/null || { echo "error: rustup not found; install Rust with rustup" >&2; exit 1; }
@@ -68,6 +75,9 @@ lock-python: ## Regenerate requirements-dev.lock (hashed, whole tree) after edit
 
 fakecloud-install: ## cargo install the pinned fakecloud (~30 min once, then instant)
 	$(FAKECLOUD) install
+
+ministack-install: ## pip-install the pinned ministack (hashed lock) into its own venv .venv-ministack (seconds)
+	$(MINISTACK) install
 
 ## ---- checks ----------------------------------------------------------------
 
@@ -133,14 +143,17 @@ unit: ## Unit tests (everything but the emulator tests, which run only when name
 # machine. Inside the test run that compile would land in the middle of
 # timed tests and starve them; here it is done, and timed, before any test
 # starts, and the runner's own `cargo build` finds the binaries fresh.
-e2e: ## Emulator tests; the harness starts its own fakecloud on a free port
+e2e: ## Emulator tests; the harness starts its own fakecloud (and ministack) on free ports
 	@bin=$$(command -v "$${FAKECLOUD_BIN:-fakecloud}") || { \
 		echo "error: fakecloud not found; run 'make tools' (or $(FAKECLOUD) install)" >&2; exit 1; }; \
+	ministack=$${MINISTACK_BIN:-$(CURDIR)/.venv-ministack/bin/ministack}; \
+	test -x "$$ministack" || { \
+		echo "error: ministack not found ($$ministack); run 'make tools' (or $(MINISTACK) install)" >&2; exit 1; }; \
 	echo "+ cargo build --locked --bins"; \
 	t0=$$(date +%s); cargo build --locked --bins; \
 	echo "   the binaries built in $$(( $$(date +%s) - t0 ))s"; \
-	echo "+ HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN=$$bin cargo test --workspace --locked --test e2e -- --test-threads=4"; \
-	HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN="$$bin" cargo test --workspace --locked --test e2e -- --test-threads=4
+	echo "+ HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN=$$bin MINISTACK_BIN=$$ministack cargo test --workspace --locked --test e2e -- --test-threads=4"; \
+	HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN="$$bin" MINISTACK_BIN="$$ministack" cargo test --workspace --locked --test e2e -- --test-threads=4
 
 # Each phase's wall time is printed as it ends and again in a summary, so
 # a slow phase shows in every CI log (CI's limit is 90 minutes).
@@ -183,6 +196,13 @@ emulator-stop: ## Stop the background local runner and fakecloud
 	@$(LOCAL_RUNNER) stop
 	@$(FAKECLOUD) stop
 
+ministack-stop: ## Stop the background local runner and ministack
+	@$(LOCAL_RUNNER) stop
+	@$(MINISTACK) stop
+
+host-build: ## Debug build of the handlers for this host, zipped for ministack (target/lambda-host)
+	localstack/host-zips.sh $(HOST_LAMBDA_DIR)
+
 emulator-status: ## Is the background fakecloud running? (exit 0/1)
 	@$(FAKECLOUD) status
 
@@ -192,10 +212,10 @@ COUNTERCTL := $(or $(CARGO_TARGET_DIR),target)/debug/counterctl
 COUNTERCTL_BUILD := cargo build -q --locked -p ops-cli --bin counterctl --features local
 COUNTERCTL_ARGS := --target $(TARGET)
 
-deploy: deploy-check build $(if $(filter local,$(TARGET)),fakecloud-install emulator-start) ## Build, package and deploy the stack to TARGET (default local); prints outputs and next steps
+deploy: deploy-check $(if $(MINISTACK_PATH),ministack-install host-build,build) $(if $(filter local,$(TARGET)),fakecloud-install emulator-start) ## Build, package and deploy the stack to TARGET (default local; localstack without a token: ministack); prints outputs and next steps
 	$(COUNTERCTL_BUILD)
-	$(COUNTERCTL) $(COUNTERCTL_ARGS) deploy
-	$(if $(filter local,$(TARGET)),@COUNTERCTL=$(COUNTERCTL) $(LOCAL_RUNNER) restart)
+	$(COUNTERCTL) $(COUNTERCTL_ARGS) deploy $(if $(MINISTACK_PATH),--artifacts-dir $(HOST_LAMBDA_DIR))
+	$(if $(or $(filter local,$(TARGET)),$(MINISTACK_PATH)),@COUNTERCTL=$(COUNTERCTL) $(LOCAL_RUNNER) restart $(if $(MINISTACK_PATH),--target localstack))
 	@echo
 	@echo "Next:"
 	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) status                            # stack, mappings, DLQ depths, alarms"
@@ -206,6 +226,8 @@ deploy: deploy-check build $(if $(filter local,$(TARGET)),fakecloud-install emul
 	$(if $(filter local,$(TARGET)),@echo "  curl -i http://127.0.0.1:9001/scopes/acct-1/usage               # the api function served locally (IAM auth off; docs/api.md: The API, locally)")
 	$(if $(filter local,$(TARGET)),@echo "  make local-stop                                                 # stop the local event-source runner and the local API (log: .run/local-runner.log)")
 	$(if $(filter local,$(TARGET)),@echo "  make emulator-stop                                              # stop the runner and the local emulator")
+	$(if $(MINISTACK_PATH),@echo "  $(COUNTERCTL) --target localstack verify --failure-path         # the runner plays the mappings (log: .run/local-runner.log)")
+	$(if $(MINISTACK_PATH),@echo "  make ministack-stop                                             # stop the runner and ministack")
 
 # The man page, generated from counterctl's own clap definition.
 MAN_DIR := $(or $(CARGO_TARGET_DIR),target)/man
@@ -229,9 +251,10 @@ deploy-check:
 
 ## ---- housekeeping ----------------------------------------------------------
 
-clean: ## Stop the runner and the emulator, cargo clean, remove .run (keeps .venv)
+clean: ## Stop the runner and the emulators, cargo clean, remove .run (keeps .venv and .venv-ministack)
 	-@$(LOCAL_RUNNER) stop
 	-@$(FAKECLOUD) stop
+	-@$(MINISTACK) stop
 	cargo clean
 	rm -rf .run
 

@@ -20,6 +20,9 @@
 //!   failed-batch objects.
 //! - [`esm`] (feature `ops`): the event source mappings as Lambda describes them
 //!   ([`esm::MappingConfig`]), listed or read by uuid.
+//! - [`string_numbers`] (feature `ops`): the Lambda client that reads
+//!   ministack's mappings, whose numbers come as strings, for `--target
+//!   localstack`.
 //! - [`sqs`] (feature `sqs`, part of `ops`): receiving, sending with
 //!   attributes, deleting in batches, a queue's depth and attributes, and a
 //!   received message as the Lambda event's SQS record.
@@ -40,6 +43,8 @@ pub mod s3;
 #[cfg(feature = "sqs")]
 pub mod sqs;
 pub mod streams;
+#[cfg(feature = "ops")]
+pub mod string_numbers;
 #[cfg(test)]
 mod test_util;
 

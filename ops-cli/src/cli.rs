@@ -22,9 +22,12 @@ Targets:
               emulator (.run/fakecloud.port), else http://127.0.0.1:4566.
               Dummy credentials, region us-east-1. Number parameters are
               inlined into the template, which fakecloud needs.
-  localstack  LocalStack at http://localhost:4566 (or --endpoint-url).
-              LOCALSTACK_AUTH_TOKEN must be set: LocalStack does not start
-              without an auth token.
+  localstack  LocalStack at http://localhost:4566 (or --endpoint-url)
+              when LOCALSTACK_AUTH_TOKEN is set (LocalStack does not start
+              without one). Without a token: ministack, a token-free
+              LocalStack-compatible emulator, at 127.0.0.1:4566
+              (MINISTACK_PORT), started with localstack/ministack.sh when
+              nothing answers there.
   aws         AWS through the standard credential chain (AWS_PROFILE or
               --profile, AWS_REGION or --region).
 

@@ -1,6 +1,7 @@
 //! From a validated config to SDK clients: resolves the endpoint (for
-//! `local`, the emulator that `localstack/fakecloud.sh` runs, started when it
-//! does not answer), loads the SDK configuration (for the emulators the
+//! `local`, the emulator that `localstack/fakecloud.sh` runs, for
+//! `localstack` without a token the one `localstack/ministack.sh` runs,
+//! each started when it does not answer), loads the SDK configuration (for the emulators the
 //! static keys captured from the environment, else dummy ones; the standard
 //! chain for AWS) and builds one client per
 //! service the commands use.
@@ -18,6 +19,34 @@ use crate::progress::Ui;
 
 /// The script that installs, starts and stops the embedded emulator.
 pub const FAKECLOUD_SCRIPT: &str = "localstack/fakecloud.sh";
+
+/// An emulator counterctl starts with its script when nothing answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScriptedEmulator {
+    /// Its state files' prefix under `.run/`, and a word of its command line.
+    pub name: &'static str,
+    pub script: &'static str,
+    /// What answers 200 once it serves.
+    pub health_path: &'static str,
+}
+
+/// fakecloud, the embedded default (`--target local`).
+pub const FAKECLOUD: ScriptedEmulator = ScriptedEmulator {
+    name: "fakecloud",
+    script: FAKECLOUD_SCRIPT,
+    health_path: hybrid_counter_aws::probe::HEALTH_PATH,
+};
+
+/// ministack, LocalStack's stand-in without a token (`--target localstack`):
+/// anything answering LocalStack's health path at its port is used.
+pub const MINISTACK: ScriptedEmulator = ScriptedEmulator {
+    name: "ministack",
+    script: "localstack/ministack.sh",
+    health_path: crate::config::LOCALSTACK_HEALTH_PATH,
+};
+
+/// Where `localstack/ministack.sh install` puts ministack, under the workspace.
+pub const MINISTACK_VENV: &str = ".venv-ministack";
 
 /// One client per service, sharing one SDK configuration.
 #[derive(Clone)]
@@ -50,7 +79,8 @@ pub async fn connect(config: &Config, ui: &Ui) -> Result<Clients> {
             Some(url.clone())
         }
         Endpoint::Fixed(url) => Some(url.clone()),
-        Endpoint::LocalEmulator { default_port } => Some(ensure_emulator(config, *default_port, ui)?),
+        Endpoint::LocalEmulator { default_port } => Some(ensure_emulator(config, FAKECLOUD, *default_port, ui)?),
+        Endpoint::Ministack { default_port } => Some(ensure_emulator(config, MINISTACK, *default_port, ui)?),
         Endpoint::Aws => None,
     };
 
@@ -74,10 +104,14 @@ pub async fn connect(config: &Config, ui: &Ui) -> Result<Clients> {
     let s3_config = aws_sdk_s3::config::Builder::from(&sdk)
         .force_path_style(endpoint.is_some())
         .build();
+    let mut lambda_config = aws_sdk_lambda::config::Builder::from(&sdk);
+    if config.target == Target::Localstack {
+        lambda_config = hybrid_counter_aws::string_numbers::mended(lambda_config);
+    }
     Ok(Clients {
         cloudformation: aws_sdk_cloudformation::Client::new(&sdk),
         s3: aws_sdk_s3::Client::from_conf(s3_config),
-        lambda: aws_sdk_lambda::Client::new(&sdk),
+        lambda: aws_sdk_lambda::Client::from_conf(lambda_config.build()),
         sqs: aws_sdk_sqs::Client::new(&sdk),
         cloudwatch: aws_sdk_cloudwatch::Client::new(&sdk),
         sts: aws_sdk_sts::Client::new(&sdk),
@@ -123,20 +157,16 @@ fn find_upwards(start: &Path) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
-/// The endpoint of the emulator `fakecloud.sh start` runs, read from its
+/// The endpoint of the emulator `<script> start` runs, read from its
 /// state directory like the script does: the recorded port when the
-/// recorded pid is a live fakecloud, else `default_port`.
-pub fn emulator_endpoint(run_dir: &Path, default_port: u16) -> String {
-    let read = |name: &str| std::fs::read_to_string(run_dir.join(name)).ok();
-    let port = running_port(
-        read("fakecloud.pid").as_deref(),
-        read("fakecloud.port").as_deref(),
-        |pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|cmd| String::from_utf8_lossy(&cmd).contains("fakecloud"))
-                .unwrap_or(false)
-        },
-    );
+/// recorded pid is a live process of that emulator, else `default_port`.
+pub fn emulator_endpoint(run_dir: &Path, name: &str, default_port: u16) -> String {
+    let read = |file: &str| std::fs::read_to_string(run_dir.join(format!("{name}.{file}"))).ok();
+    let port = running_port(read("pid").as_deref(), read("port").as_deref(), |pid| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|cmd| String::from_utf8_lossy(&cmd).contains(name))
+            .unwrap_or(false)
+    });
     format!("http://127.0.0.1:{}", port.unwrap_or(default_port))
 }
 
@@ -160,38 +190,45 @@ pub fn healthy(endpoint: &str) -> bool {
     hybrid_counter_aws::probe::healthy(endpoint)
 }
 
-/// The running emulator's endpoint, starting it with the script first if
+/// The running emulator's endpoint, starting it with its script first if
 /// nothing answers.
-fn ensure_emulator(config: &Config, default_port: u16, ui: &Ui) -> Result<String> {
+fn ensure_emulator(config: &Config, emulator: ScriptedEmulator, default_port: u16, ui: &Ui) -> Result<String> {
     let root = workspace_root();
     let run_dir = root.as_ref().map_or_else(|| PathBuf::from(".run"), |r| r.join(".run"));
-    let endpoint = emulator_endpoint(&run_dir, default_port);
-    if healthy(&endpoint) {
+    let endpoint = emulator_endpoint(&run_dir, emulator.name, default_port);
+    let authority = endpoint.trim_start_matches("http://");
+    if hybrid_counter_aws::probe::answers_ok(authority, emulator.health_path) {
         return Ok(endpoint);
     }
-    let binary = config
-        .env
-        .fakecloud_bin
-        .clone()
-        .unwrap_or_else(|| "fakecloud".to_owned());
-    if find_binary(&binary).is_none() {
-        return Err(Error::EmulatorNotInstalled { binary });
+    if emulator == MINISTACK {
+        let venv = root.as_deref().unwrap_or(Path::new(".")).join(MINISTACK_VENV);
+        if !venv.join("bin/ministack").is_file() {
+            return Err(Error::MinistackNotInstalled { venv });
+        }
+    } else {
+        let binary = config
+            .env
+            .fakecloud_bin
+            .clone()
+            .unwrap_or_else(|| "fakecloud".to_owned());
+        if find_binary(&binary).is_none() {
+            return Err(Error::EmulatorNotInstalled { binary });
+        }
     }
+    let script = emulator.script;
     let Some(root) = root else {
         return Err(Error::EmulatorStart(format!(
-            "{FAKECLOUD_SCRIPT} not found from the current directory; run counterctl from the kit's workspace"
+            "{script} not found from the current directory; run counterctl from the kit's workspace"
         )));
     };
     let port = endpoint.rsplit(':').next().unwrap_or("4566").to_owned();
-    ui.step(format!(
-        "starting the emulator on port {port} ({FAKECLOUD_SCRIPT} start)"
-    ));
-    let output = std::process::Command::new(root.join(FAKECLOUD_SCRIPT))
+    ui.step(format!("starting {} on port {port} ({script} start)", emulator.name));
+    let output = std::process::Command::new(root.join(script))
         .args(["start", "--port", &port])
         .current_dir(&root)
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| Error::EmulatorStart(format!("cannot run {FAKECLOUD_SCRIPT}: {e}")))?;
+        .map_err(|e| Error::EmulatorStart(format!("cannot run {script}: {e}")))?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let last = stderr
@@ -203,7 +240,7 @@ fn ensure_emulator(config: &Config, default_port: u16, ui: &Ui) -> Result<String
     }
     let started = String::from_utf8_lossy(&output.stdout).trim().to_owned();
     let endpoint = if started.starts_with("http") { started } else { endpoint };
-    ui.log(format!("emulator running at {endpoint}"));
+    ui.log(format!("{} running at {endpoint}", emulator.name));
     Ok(endpoint)
 }
 
@@ -243,7 +280,8 @@ mod tests {
     #[test]
     fn without_state_the_default_port_is_used() {
         let dir = std::env::temp_dir().join(format!("ops-cli-run-{}", std::process::id()));
-        assert_eq!(emulator_endpoint(&dir, 4566), "http://127.0.0.1:4566");
+        assert_eq!(emulator_endpoint(&dir, "fakecloud", 4566), "http://127.0.0.1:4566");
+        assert_eq!(emulator_endpoint(&dir, "ministack", 4610), "http://127.0.0.1:4610");
     }
 
     #[test]

@@ -45,12 +45,6 @@ pub enum Error {
     #[error("invalid region {region:?}: expected something like us-east-1")]
     Region { region: String },
 
-    #[error(
-        "LOCALSTACK_AUTH_TOKEN is not set: LocalStack needs an auth token to start (see localstack/README.md); \
-         export it in the environment LocalStack runs in and here, or use --target local for the embedded emulator"
-    )]
-    LocalstackToken,
-
     #[error("no AWS region: pass --region, set AWS_REGION, or set a region in the profile")]
     NoRegion,
 
@@ -120,6 +114,14 @@ pub enum Error {
     )]
     EmulatorNotInstalled { binary: String },
 
+    #[error(
+        "no LOCALSTACK_AUTH_TOKEN, and ministack (the token-free LocalStack-compatible emulator) is not installed \
+         (no {}): run `make tools` or `localstack/ministack.sh install` (seconds, from PyPI); or export \
+         LOCALSTACK_AUTH_TOKEN and start LocalStack; or pass --endpoint-url",
+        venv.display()
+    )]
+    MinistackNotInstalled { venv: std::path::PathBuf },
+
     #[error("cannot start the emulator: {0}; start it with `make emulator-start` or pass --endpoint-url")]
     EmulatorStart(String),
 
@@ -188,7 +190,6 @@ impl Error {
             | Error::Region { .. }
             | Error::Account { .. }
             | Error::Partition { .. }
-            | Error::LocalstackToken
             | Error::NoRegion
             | Error::BucketName { .. }
             | Error::MissingArtifact { .. }
@@ -207,6 +208,7 @@ impl Error {
             | Error::SequenceContended(_) => exit::FAILED,
             Error::StackNotFound { .. } => exit::NOT_FOUND,
             Error::EmulatorNotInstalled { .. }
+            | Error::MinistackNotInstalled { .. }
             | Error::EmulatorStart(_)
             | Error::EndpointDown { .. }
             | Error::Aws { .. }
@@ -308,8 +310,6 @@ mod tests {
         };
         assert_eq!(missing.exit_code(), exit::USAGE);
         assert!(missing.to_string().contains("run `make build` first"), "{missing}");
-        assert_eq!(Error::LocalstackToken.exit_code(), exit::USAGE);
-        assert!(Error::LocalstackToken.to_string().contains("auth token"));
     }
 
     #[test]

@@ -33,8 +33,7 @@ Exit codes:
      after the stream drained; for redrive: a message stays in DLQ2
      (failed or skipped); for verify: a check failed; for seq next: the
      sequence stayed contended and no number was claimed
-  2  usage or configuration error: bad flag or --param, missing handler zip,
-     LOCALSTACK_AUTH_TOKEN unset
+  2  usage or configuration error: bad flag or --param, missing handler zip
   3  the stack does not exist
   4  environment error: emulator not installed or not answering, missing
      credentials, a failed AWS call

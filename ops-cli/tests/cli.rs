@@ -53,17 +53,6 @@ fn an_unknown_param_exits_2_before_any_request() {
 }
 
 #[test]
-fn localstack_without_its_token_exits_2() {
-    let output = counterctl(&["--target", "localstack", "status"]);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(
-        stderr(&output).contains("LOCALSTACK_AUTH_TOKEN is not set"),
-        "{}",
-        stderr(&output)
-    );
-}
-
-#[test]
 fn an_emulator_endpoint_that_does_not_answer_exits_4() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

@@ -151,6 +151,36 @@ impl Counterctl {
         args
     }
 
+    /// `counterctl <argv>` while the in-process runner plays the mappings
+    /// deployed at this endpoint as on an emulator of kind `host`
+    /// ([`crate::in_process_runner_on`]); the runner stops when the command
+    /// has answered, and is returned (e.g. to hand LocalStack's mappings back).
+    pub async fn beside_the_runner(
+        &self,
+        config: &hybrid_counter::CounterConfig,
+        host: esm_runner::Host,
+        argv: &[&str],
+    ) -> (Report, esm_runner::Runner<impl esm_runner::Invoke>) {
+        let runner = crate::in_process_runner_on(&self.endpoint, config, host).await;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let command = async {
+            let report = self
+                .run(argv)
+                .await
+                .unwrap_or_else(|e| panic!("counterctl {argv:?}: {e}"));
+            let _ = stop.send(());
+            report
+        };
+        let (report, played) = tokio::join!(
+            command,
+            runner.run(async {
+                let _ = stopped.await;
+            })
+        );
+        played.expect("the runner plays the mappings");
+        (report, runner)
+    }
+
     pub async fn deploy(&self, params: &[&str]) -> DeployReport {
         let mut args = vec!["deploy"];
         for param in params {
@@ -259,6 +289,27 @@ impl Zips {
     }
 }
 
+impl Zips {
+    /// The handlers built for this host by `localstack/host-zips.sh` (what
+    /// `make deploy TARGET=localstack` deploys to ministack, which runs
+    /// them), in a temporary directory.
+    pub fn for_host() -> Self {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root");
+        let dir = std::env::temp_dir().join(format!(
+            "hck-e2e-host-zips-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        let status = std::process::Command::new(workspace.join("localstack/host-zips.sh"))
+            .arg(&dir)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("run localstack/host-zips.sh");
+        assert!(status.success(), "localstack/host-zips.sh failed ({status})");
+        Self { dir, temporary: true }
+    }
+}
+
 impl Drop for Zips {
     fn drop(&mut self) {
         if self.temporary {
@@ -268,7 +319,7 @@ impl Drop for Zips {
 }
 
 /// A zip archive holding one uncompressed, executable file.
-fn stored_zip(name: &str, data: &[u8]) -> Vec<u8> {
+pub fn stored_zip(name: &str, data: &[u8]) -> Vec<u8> {
     fn crc32(data: &[u8]) -> u32 {
         let mut crc = !0u32;
         for byte in data {

@@ -10,14 +10,16 @@
 pub mod counterctl;
 pub mod faults;
 pub mod iam;
+pub mod ministack;
+pub mod process;
 pub mod sdk;
 
+pub use process::{free_port, spawn_on_free_port};
 pub use sdk::sdk_config_for;
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_lambda_events::event::dynamodb::EventRecord as Record;
@@ -39,7 +41,10 @@ use stream_counter::{RawStreamEvent, handle_stream_event};
 /// the emulator serves plain HTTP, and would read every caller's
 /// `aws:SecureTransport` as false, which no call to AWS is.
 pub struct Emulator {
-    child: Child,
+    /// fakecloud's process; `None` when [`ministack::Ministack`] stands in.
+    child: Option<Child>,
+    /// ministack standing in for fakecloud (`HCK_E2E_EMULATOR=ministack`).
+    stand_in: Option<ministack::Ministack>,
     /// The proxy's: give it to SDK clients or `--endpoint-url`.
     pub endpoint: String,
     _tls: faults::FaultProxy,
@@ -54,63 +59,57 @@ fn fakecloud_bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("fakecloud"))
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("no free loopback port")
-}
-
 impl Emulator {
     /// Starts fakecloud on a free port and waits until it answers.
+    ///
+    /// With `HCK_E2E_EMULATOR=ministack` it starts ministack instead, to
+    /// measure how much of the suite the second emulator passes (never in
+    /// `make test`: ministack enforces no IAM, and `--target local`
+    /// commands expect fakecloud).
     pub fn start() -> Self {
-        let bin = fakecloud_bin();
-        let log_dir = std::env::temp_dir().join("hck-e2e");
-        std::fs::create_dir_all(&log_dir).expect("create log dir");
-        for _ in 0..3 {
-            let port = free_port();
-            let log_path = log_dir.join(format!("fakecloud-{port}.log"));
-            let log = std::fs::File::create(&log_path).expect("create emulator log");
-            let mut child = Command::new(&bin)
-                .args(["--addr", &format!("127.0.0.1:{port}"), "--log-level", "warn"])
-                .args(["--iam", iam::IAM_MODE])
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().expect("log handle"))
-                .stderr(log)
-                .spawn()
-                .unwrap_or_else(|e| {
-                    panic!(
-                        "cannot start the emulator {}: {e}. Install it with `make tools` \
-                         (localstack/fakecloud.sh install) or set FAKECLOUD_BIN",
-                        bin.display()
-                    )
-                });
-            let endpoint = format!("http://127.0.0.1:{port}");
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline {
-                if probe::healthy(&endpoint) {
-                    let tls = faults::FaultProxy::start(&endpoint, faults::FaultPlan::new(0));
-                    return Self {
-                        child,
-                        endpoint: tls.endpoint.clone(),
-                        _tls: tls,
-                        log: log_path,
-                        taken_denials: Default::default(),
-                    };
-                }
-                if let Ok(Some(_)) = child.try_wait() {
-                    break; // port taken between probe and bind: try another
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-            eprintln!(
-                "emulator did not come up on port {port}; log:\n{}",
-                std::fs::read_to_string(&log_path).unwrap_or_default()
-            );
+        if std::env::var("HCK_E2E_EMULATOR").is_ok_and(|v| v == "ministack") {
+            let stand_in = ministack::Ministack::start();
+            let tls = faults::FaultProxy::start(&stand_in.endpoint, faults::FaultPlan::new(0));
+            return Self {
+                child: None,
+                endpoint: tls.endpoint.clone(),
+                _tls: tls,
+                log: stand_in.log.clone(),
+                stand_in: Some(stand_in),
+                taken_denials: Default::default(),
+            };
         }
-        panic!("the emulator {} did not start after 3 attempts", bin.display());
+        let bin = fakecloud_bin();
+        let (child, endpoint, log) = spawn_on_free_port(
+            "fakecloud",
+            Duration::from_secs(30),
+            |port, log| {
+                Command::new(&bin)
+                    .args(["--addr", &format!("127.0.0.1:{port}"), "--log-level", "warn"])
+                    .args(["--iam", iam::IAM_MODE])
+                    .stdin(Stdio::null())
+                    .stdout(log.try_clone().expect("log handle"))
+                    .stderr(log)
+                    .spawn()
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "cannot start the emulator {}: {e}. Install it with `make tools` \
+                             (localstack/fakecloud.sh install) or set FAKECLOUD_BIN",
+                            bin.display()
+                        )
+                    })
+            },
+            probe::healthy,
+        );
+        let tls = faults::FaultProxy::start(&endpoint, faults::FaultPlan::new(0));
+        Self {
+            child: Some(child),
+            stand_in: None,
+            endpoint: tls.endpoint.clone(),
+            _tls: tls,
+            log,
+            taken_denials: Default::default(),
+        }
     }
 
     /// SDK configuration pointing at this emulator with dummy credentials.
@@ -203,8 +202,11 @@ impl Drop for Emulator {
     /// fails the test, with what was denied to whom (and when the test
     /// failed already, probably because of it, is printed beside it).
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        drop(self.stand_in.take());
         let taken = *self.taken_denials.lock().unwrap_or_else(|p| p.into_inner());
         let denials = self.denials();
         if denials.len() <= taken {
@@ -631,6 +633,17 @@ pub async fn drain_deployed(endpoint: &str, config: &CounterConfig) -> esm_runne
 /// role ([`KitFunctions`]), against `config`'s tables: what `counterctl
 /// local run` does with the real binaries, minus `cargo lambda watch`.
 pub async fn in_process_runner(endpoint: &str, config: &CounterConfig) -> esm_runner::Runner<impl esm_runner::Invoke> {
+    in_process_runner_on(endpoint, config, esm_runner::Host::Fakecloud).await
+}
+
+/// [`in_process_runner`] for an emulator of the kind `host` (on
+/// `Host::LocalStack` it disables the emulator's own copies of the mappings
+/// while it plays them, as `local run --target localstack` does).
+pub async fn in_process_runner_on(
+    endpoint: &str,
+    config: &CounterConfig,
+    host: esm_runner::Host,
+) -> esm_runner::Runner<impl esm_runner::Invoke> {
     use esm_runner::{FnInvoker, Runner, RunnerConfig};
     let functions = KitFunctions::new(config, &sdk_config_for(endpoint).await);
     let invoker = FnInvoker::new(move |function: String, payload: serde_json::Value| {
@@ -642,12 +655,67 @@ pub async fn in_process_runner(endpoint: &str, config: &CounterConfig) -> esm_ru
         .expect("workspace root")
         .to_path_buf();
     let mut runner_config = RunnerConfig::new(endpoint, workspace);
+    runner_config.host = host;
     runner_config.poll_interval = Duration::from_millis(100);
     runner_config.retry_delay = Duration::from_millis(10);
     runner_config.idle_timeout = Duration::from_secs(120);
     Runner::connect(runner_config, invoker)
         .await
         .expect("connect the local runner")
+}
+
+/// One HTTP/1.1 request to `url` (`http://HOST:PORT/`) + `path`; returns
+/// the status, the `Location` header and the JSON body (`null` when empty).
+pub async fn http_call(
+    url: &str,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, Option<String>, serde_json::Value) {
+    http_call_with(url, method, path, &[("content-type", content_type)], body).await
+}
+
+/// [`http_call`] with the request's `headers`.
+pub async fn http_call_with(
+    url: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Option<String>, serde_json::Value) {
+    use http_body_util::BodyExt as _;
+    use hyper::header::{HOST, LOCATION};
+    let address = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix('/'))
+        .expect("http://HOST:PORT/");
+    let stream = tokio::net::TcpStream::connect(address).await.expect("connect");
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(connection);
+    let mut request = hyper::Request::builder().method(method).uri(path).header(HOST, address);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request
+        .body(http_body_util::Full::new(bytes::Bytes::from(body.to_owned())))
+        .expect("request");
+    let response = sender.send_request(request).await.expect("response");
+    let status = response.status().as_u16();
+    let location = response
+        .headers()
+        .get(LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = response.into_body().collect().await.expect("body").to_bytes();
+    let json = if body.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_slice(&body).unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&body)))
+    };
+    (status, location, json)
 }
 
 /// The `Records` of a Lambda event payload.

@@ -88,6 +88,19 @@ pub async fn run_until_idle(config: RunnerConfig) -> Result<RunReport, Error> {
     Runner::connect(config, invoker).await?.run_until_idle().await
 }
 
+/// The runner's Lambda client: on a LocalStack-compatible emulator it reads
+/// mappings whose numbers come as strings (ministack's, created by its
+/// CloudFormation; [`hybrid_counter_aws::string_numbers`]).
+fn lambda_client(sdk: &aws_config::SdkConfig, host: Host) -> aws_sdk_lambda::Client {
+    let config = aws_sdk_lambda::config::Builder::from(sdk);
+    match host {
+        Host::LocalStack => {
+            aws_sdk_lambda::Client::from_conf(hybrid_counter_aws::string_numbers::mended(config).build())
+        }
+        Host::Fakecloud => aws_sdk_lambda::Client::from_conf(config.build()),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
     Shard { uuid: String, shard_id: String },
@@ -124,7 +137,7 @@ impl<I: Invoke> Runner<I> {
                 s3: aws_sdk_s3::Client::from_conf(
                     aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build(),
                 ),
-                lambda: aws_sdk_lambda::Client::new(&sdk),
+                lambda: lambda_client(&sdk, config.host),
                 config,
                 clock: Arc::new(SystemTime::now),
                 stopping: AtomicBool::new(false),

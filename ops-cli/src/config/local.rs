@@ -33,16 +33,17 @@ pub const LOCALSTACK_HEALTH_PATH: &str = "/_localstack/health";
 /// Whether `local run --target localstack` can go on, given whether
 /// LocalStack at `endpoint` answered its health path: when it does not,
 /// the error says how to start it (the compose file needs
-/// LOCALSTACK_AUTH_TOKEN, which the configuration already checked) and that
-/// the stack must then be deployed again (LocalStack keeps no state).
+/// LOCALSTACK_AUTH_TOKEN; without one counterctl starts ministack itself)
+/// and that the stack must then be deployed again (neither keeps state).
 pub fn localstack_answered(endpoint: &str, answered: bool) -> Result<()> {
     if answered {
         return Ok(());
     }
     Err(Error::InvalidArgument(format!(
         "LocalStack does not answer at {endpoint}{LOCALSTACK_HEALTH_PATH}: start it with `docker compose -f \
-         localstack/docker-compose.yml up -d` (it needs LOCALSTACK_AUTH_TOKEN), deploy with `make deploy \
-         TARGET=localstack`, then run `counterctl --target localstack local run` again"
+         localstack/docker-compose.yml up -d` (it needs LOCALSTACK_AUTH_TOKEN; without a token and without \
+         --endpoint-url counterctl starts ministack instead), deploy with `make deploy TARGET=localstack`, then \
+         run `counterctl --target localstack local run` again"
     )))
 }
 

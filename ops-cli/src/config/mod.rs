@@ -45,6 +45,10 @@ pub enum Endpoint {
     LocalEmulator { default_port: u16 },
     /// A fixed URL (LocalStack's default).
     Fixed(String),
+    /// `--target localstack` without `LOCALSTACK_AUTH_TOKEN`: what answers
+    /// LocalStack's health path at the port `localstack/ministack.sh`
+    /// runs ministack on (else this one), started when nothing does.
+    Ministack { default_port: u16 },
     /// The real AWS endpoints.
     Aws,
 }
@@ -197,10 +201,17 @@ impl Config {
                 (Some(region.unwrap_or_else(|| EMULATOR_REGION.to_owned())), endpoint)
             }
             Target::Localstack => {
-                if non_empty(env(LOCALSTACK_AUTH_TOKEN)).is_none() {
-                    return Err(Error::LocalstackToken);
-                }
-                let endpoint = explicit.map_or(Endpoint::Fixed(LOCALSTACK_ENDPOINT.to_owned()), Endpoint::Explicit);
+                // Without a token no LocalStack starts: the kit's token-free
+                // LocalStack-compatible emulator stands in (localstack/README.md).
+                let endpoint = match (explicit, non_empty(env(LOCALSTACK_AUTH_TOKEN))) {
+                    (Some(url), _) => Endpoint::Explicit(url),
+                    (None, Some(_)) => Endpoint::Fixed(LOCALSTACK_ENDPOINT.to_owned()),
+                    (None, None) => Endpoint::Ministack {
+                        default_port: env("MINISTACK_PORT")
+                            .and_then(|p| p.trim().parse().ok())
+                            .unwrap_or(4566),
+                    },
+                };
                 (Some(region.unwrap_or_else(|| EMULATOR_REGION.to_owned())), endpoint)
             }
             Target::Aws => (region, explicit.map_or(Endpoint::Aws, Endpoint::Explicit)),
@@ -405,30 +416,52 @@ mod tests {
     }
 
     #[test]
-    fn localstack_requires_its_auth_token_and_says_why() {
-        let err = config(&["--target", "localstack", "status"], &[]).unwrap_err();
-        assert!(matches!(err, Error::LocalstackToken));
-        assert!(err.to_string().contains("LOCALSTACK_AUTH_TOKEN is not set"), "{err}");
+    fn localstack_with_a_token_is_localstack_and_without_one_ministack() {
         let ok = config(&["--target", "localstack", "status"], &[("LOCALSTACK_AUTH_TOKEN", "t")]).unwrap();
         assert_eq!(ok.endpoint, Endpoint::Fixed("http://localhost:4566".into()));
         assert_eq!(ok.region.as_deref(), Some("us-east-1"));
+        for token in [None, Some(" ")] {
+            let vars: Vec<(&str, &str)> = token.map(|t| ("LOCALSTACK_AUTH_TOKEN", t)).into_iter().collect();
+            let free = config(&["--target", "localstack", "status"], &vars).unwrap();
+            assert_eq!(free.endpoint, Endpoint::Ministack { default_port: 4566 }, "{token:?}");
+        }
+        let moved = config(&["--target", "localstack", "status"], &[("MINISTACK_PORT", "4610")]).unwrap();
+        assert_eq!(moved.endpoint, Endpoint::Ministack { default_port: 4610 });
+        let explicit = config(
+            &[
+                "--target",
+                "localstack",
+                "--endpoint-url",
+                "http://127.0.0.1:4999",
+                "status",
+            ],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(explicit.endpoint, Endpoint::Explicit("http://127.0.0.1:4999".into()));
     }
 
     #[test]
-    fn local_run_on_localstack_needs_the_token_and_plays_it_with_the_runner() {
+    fn local_run_on_localstack_plays_it_with_the_runner_with_or_without_a_token() {
         let argv = ["--target", "localstack", "local", "run", "--until-idle"];
-        let err = config(&argv, &[("LOCALSTACK_AUTH_TOKEN", " ")]).unwrap_err();
-        assert!(matches!(err, Error::LocalstackToken), "{err}");
-        match config(&argv, &[("LOCALSTACK_AUTH_TOKEN", "t")]) {
-            Ok(ok) => {
-                let CommandConfig::LocalRun(options) = ok.command else {
-                    panic!("local run expected")
-                };
-                assert!(options.localstack && options.until_idle);
-                assert_eq!(ok.endpoint, Endpoint::Fixed("http://localhost:4566".into()));
+        for (vars, endpoint) in [
+            (
+                &[("LOCALSTACK_AUTH_TOKEN", "t")][..],
+                Endpoint::Fixed("http://localhost:4566".into()),
+            ),
+            (&[][..], Endpoint::Ministack { default_port: 4566 }),
+        ] {
+            match config(&argv, vars) {
+                Ok(ok) => {
+                    let CommandConfig::LocalRun(options) = ok.command else {
+                        panic!("local run expected")
+                    };
+                    assert!(options.localstack && options.until_idle);
+                    assert_eq!(ok.endpoint, endpoint);
+                }
+                // A build without the runner refuses `local run` whatever the target.
+                Err(err) => assert!(!cfg!(feature = "local") && matches!(err, Error::NoLocalRunner), "{err}"),
             }
-            // A build without the runner refuses `local run` whatever the target.
-            Err(err) => assert!(!cfg!(feature = "local") && matches!(err, Error::NoLocalRunner), "{err}"),
         }
     }
 

@@ -8,48 +8,11 @@
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::header::{CONTENT_TYPE, HOST, LOCATION};
-use serde_json::{Value, json};
+use e2e::http_call as call;
+use serde_json::json;
 use stack::outputs;
 
 use crate::deployed;
-
-/// One HTTP/1.1 request to `url` (`http://HOST:PORT/`) + `path`; returns
-/// the status, the `Location` header and the JSON body (`null` when empty).
-async fn call(url: &str, method: &str, path: &str, content_type: &str, body: &str) -> (u16, Option<String>, Value) {
-    let address = url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.strip_suffix('/'))
-        .expect("http://HOST:PORT/");
-    let stream = tokio::net::TcpStream::connect(address).await.expect("connect");
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-        .await
-        .expect("handshake");
-    tokio::spawn(connection);
-    let request = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(HOST, address)
-        .header(CONTENT_TYPE, content_type)
-        .body(Full::new(Bytes::from(body.to_owned())))
-        .expect("request");
-    let response = sender.send_request(request).await.expect("response");
-    let status = response.status().as_u16();
-    let location = response
-        .headers()
-        .get(LOCATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let body = response.into_body().collect().await.expect("body").to_bytes();
-    let json = if body.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&body).unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&body)))
-    };
-    (status, location, json)
-}
 
 #[tokio::test]
 async fn the_local_runner_serves_the_api_function_url_over_http_without_iam_until_stopped() {
@@ -138,7 +101,7 @@ async fn the_local_runner_serves_the_api_function_url_over_http_without_iam_unti
     );
     assert_eq!(
         call(&url, "DELETE", "/scopes/acct/items/w1", json_type, "").await,
-        (204, None, Value::Null)
+        (204, None, serde_json::Value::Null)
     );
     let (status, _, body) = call(&url, "POST", "/scopes/acct/items/a%00b", json_type, "").await;
     assert_eq!((status, &body["error"]), (400, &json!("InvalidInput")), "{body}");

@@ -4,12 +4,14 @@
 
 mod api;
 mod audit;
+mod conformance;
 mod cost;
 mod deploy;
 mod drift_check;
 mod faults;
 mod iam;
 mod local_api;
+mod localstack_path;
 mod missing_stack;
 mod operations;
 mod pipeline;

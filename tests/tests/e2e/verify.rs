@@ -15,26 +15,13 @@ use crate::deployed;
 /// `counterctl verify <args>` while the in-process runner plays the
 /// deployed mappings.
 async fn verify_beside_the_runner(
-    emulator: &e2e::Emulator,
     ctl: &e2e::counterctl::Counterctl,
     config: &hybrid_counter::CounterConfig,
     args: &[&str],
 ) -> (Report, VerifyReport) {
-    let runner = e2e::in_process_runner(&emulator.endpoint, config).await;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let mut argv = vec!["verify"];
     argv.extend_from_slice(args);
-    let verify = async {
-        let report = ctl.run(&argv).await.expect("verify runs");
-        let _ = stop.send(());
-        report
-    };
-    let (report, _) = tokio::join!(
-        verify,
-        runner.run(async {
-            let _ = stopped.await;
-        })
-    );
+    let (report, _) = ctl.beside_the_runner(config, esm_runner::Host::Fakecloud, &argv).await;
     let Report::Verify(verify) = &report else {
         panic!("verify report expected: {report:?}")
     };
@@ -62,7 +49,7 @@ async fn verify_passes_on_a_working_stack_and_removes_what_it_wrote() {
     let (emulator, ctl, config) = deployed().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
 
-    let (dry, plan) = verify_beside_the_runner(&emulator, &ctl, &config, &["--dry-run"]).await;
+    let (dry, plan) = verify_beside_the_runner(&ctl, &config, &["--dry-run"]).await;
     assert_eq!(dry.exit_code(), exit::SUCCESS, "{dry}");
     assert!(plan.checks.is_empty() && !plan.writes.is_empty(), "{dry}");
     assert!(dry.to_string().contains("Dry run: nothing written"), "{dry}");
@@ -70,7 +57,6 @@ async fn verify_passes_on_a_working_stack_and_removes_what_it_wrote() {
 
     let started = std::time::Instant::now();
     let (report, verify) = verify_beside_the_runner(
-        &emulator,
         &ctl,
         &config,
         &["--scopes", "2", "--operations", "8", "--timeout", "60"],
@@ -144,7 +130,7 @@ async fn verify_fails_with_a_clear_reason_when_the_stream_mapping_is_disabled() 
     let (emulator, ctl, config) = deployed().await;
     disable_mapping(&emulator, "/stream/").await;
 
-    let (report, verify) = verify_beside_the_runner(&emulator, &ctl, &config, &["--timeout", "3"]).await;
+    let (report, verify) = verify_beside_the_runner(&ctl, &config, &["--timeout", "3"]).await;
     assert_eq!(report.exit_code(), exit::FAILED, "{report}");
     let check = |name: &str| check(&verify, name);
     assert!(check("writes").passed && check("limit").passed, "{report}");
@@ -164,7 +150,7 @@ async fn verify_failure_path_is_counted_by_the_reprocessor_and_removed_after() {
     let (emulator, ctl, config) = deployed().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
 
-    let (dry, plan) = verify_beside_the_runner(&emulator, &ctl, &config, &["--failure-path", "--dry-run"]).await;
+    let (dry, plan) = verify_beside_the_runner(&ctl, &config, &["--failure-path", "--dry-run"]).await;
     assert_eq!(dry.exit_code(), exit::SUCCESS, "{dry}");
     let text = dry.to_string();
     assert!(text.contains("-dlq") && text.contains("on-failure record"), "{text}");
@@ -172,7 +158,6 @@ async fn verify_failure_path_is_counted_by_the_reprocessor_and_removed_after() {
 
     let started = std::time::Instant::now();
     let (report, verify) = verify_beside_the_runner(
-        &emulator,
         &ctl,
         &config,
         &[
@@ -219,8 +204,7 @@ async fn verify_failure_path_fails_with_a_clear_reason_when_the_reprocessors_que
     disable_mapping(&emulator, ":sqs:").await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
 
-    let (report, verify) =
-        verify_beside_the_runner(&emulator, &ctl, &config, &["--failure-path", "--timeout", "4"]).await;
+    let (report, verify) = verify_beside_the_runner(&ctl, &config, &["--failure-path", "--timeout", "4"]).await;
     assert_eq!(report.exit_code(), exit::FAILED, "{report}");
     for passed in ["writes", "limit", "re-create", "stream", "cleanup"] {
         assert!(check(&verify, passed).passed, "{passed}: {report}");

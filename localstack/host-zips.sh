@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Package the handlers for an emulator that runs them on this machine (ministack executes a
+# `provided.*` function's `bootstrap` itself, with no container): a debug build for this host,
+# stripped, one `<dir>/<package>/bootstrap.zip` per handler, the layout `counterctl deploy
+# --artifacts-dir <dir>` reads. It shares target/debug with `cargo build` and `make test`, so
+# it costs seconds once those ran, where the arm64 release build (`make build`) costs ~20 CPU-min.
+#
+#   localstack/host-zips.sh [DIR]     default DIR: <target>/lambda-host
+set -euo pipefail
+
+SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd)
+TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
+OUT="${1:-$TARGET_DIR/lambda-host}"
+
+# Every directory under handlers/ is a Lambda package; its binary has the package's name.
+mapfile -t packages < <(for manifest in "$REPO_ROOT"/handlers/*/Cargo.toml; do
+    awk -F'"' '/^\[/ { pkg = ($0 == "[package]") } pkg && /^name[[:space:]]*=/ { print $2; exit }' "$manifest"
+done)
+((${#packages[@]})) || { echo "host-zips.sh: error: no handler packages under handlers/" >&2; exit 1; }
+
+args=()
+for package in "${packages[@]}"; do args+=(-p "$package"); done
+(cd "$REPO_ROOT" && cargo build --locked -q "${args[@]}" --bins)
+
+for package in "${packages[@]}"; do
+    mkdir -p "$OUT/$package"
+    staged=$(mktemp -d)
+    strip -o "$staged/bootstrap" "$TARGET_DIR/debug/$package"
+    python3 - "$staged/bootstrap" "$OUT/$package/bootstrap.zip" <<'PY'
+import sys, zipfile
+source, target = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+    info = zipfile.ZipInfo("bootstrap")
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = 0o755 << 16
+    with open(source, "rb") as f:
+        archive.writestr(info, f.read())
+PY
+    rm -rf "$staged"
+    printf '%s\n' "$OUT/$package/bootstrap.zip"
+done
