@@ -88,6 +88,13 @@ mod tests {
         SOURCE, STREAM, client, log, message, receive, receive_nothing, record, release_ok,
     };
 
+    /// `peek` of [`SOURCE`] as DLQ2 of [`STREAM`]'s stack.
+    async fn dry_run(sqs: &Client, mode: RedriveMode) -> Tally {
+        peek(sqs, SOURCE, mode, STREAM, limits(), &ProgressBar::hidden())
+            .await
+            .unwrap()
+    }
+
     #[tokio::test]
     async fn a_dry_run_describes_every_message_and_makes_them_visible_again() {
         let calls = log();
@@ -97,16 +104,7 @@ mod tests {
             release_ok(calls.clone()),
         ];
         let sqs = client(&rules.iter().collect::<Vec<_>>());
-        let tally = peek(
-            &sqs,
-            SOURCE,
-            RedriveMode::Replay,
-            STREAM,
-            limits(),
-            &ProgressBar::hidden(),
-        )
-        .await
-        .unwrap();
+        let tally = dry_run(&sqs, RedriveMode::Replay).await;
         assert_eq!(tally.moved + tally.replayed, 0);
         assert_eq!(tally.preview.len(), 2);
         assert_eq!(tally.preview[0].action, "replay");
@@ -129,16 +127,7 @@ mod tests {
             release_ok(log()),
         ];
         let sqs = client(&rules.iter().collect::<Vec<_>>());
-        let tally = peek(
-            &sqs,
-            SOURCE,
-            RedriveMode::Replay,
-            STREAM,
-            limits(),
-            &ProgressBar::hidden(),
-        )
-        .await
-        .unwrap();
+        let tally = dry_run(&sqs, RedriveMode::Replay).await;
         let kept = &tally.preview[0];
         assert_eq!(kept.action, "replay");
         assert!(kept.range.is_none() && kept.problem.is_none(), "{kept:?}");
@@ -176,16 +165,7 @@ mod tests {
             release_ok(log()),
         ];
         let sqs = client(&rules.iter().collect::<Vec<_>>());
-        let tally = peek(
-            &sqs,
-            SOURCE,
-            RedriveMode::Move,
-            STREAM,
-            limits(),
-            &ProgressBar::hidden(),
-        )
-        .await
-        .unwrap();
+        let tally = dry_run(&sqs, RedriveMode::Move).await;
         let [garbage, other, retried] = &tally.preview[..] else {
             panic!("{tally:?}")
         };
@@ -228,16 +208,7 @@ mod tests {
         let long = format!("é\n{}", "x".repeat(400));
         let rules = [receive(vec![message("l", &long)]), receive_nothing(), release_ok(log())];
         let sqs = client(&rules.iter().collect::<Vec<_>>());
-        let tally = peek(
-            &sqs,
-            SOURCE,
-            RedriveMode::Move,
-            STREAM,
-            limits(),
-            &ProgressBar::hidden(),
-        )
-        .await
-        .unwrap();
+        let tally = dry_run(&sqs, RedriveMode::Move).await;
         let preview = &tally.preview[0];
         assert_eq!(preview.body_excerpt.chars().count(), BODY_EXCERPT_CHARS);
         assert!(preview.body_excerpt.starts_with("é\nxx"), "{preview:?}");
