@@ -21,14 +21,30 @@ use crate::deployed;
 /// One HTTP/1.1 request to `url` (`http://HOST:PORT/`) + `path`; returns
 /// the status, the `Location` header and the JSON body (`null` when empty).
 async fn call(url: &str, method: &str, path: &str, content_type: &str, body: &str) -> (u16, Option<String>, Value) {
+    try_call(url, method, path, content_type, body)
+        .await
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+}
+
+/// [`call`], with a connection that could not be made or was cut before
+/// the answer as an error.
+async fn try_call(
+    url: &str,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> Result<(u16, Option<String>, Value), String> {
     let address = url
         .strip_prefix("http://")
         .and_then(|rest| rest.strip_suffix('/'))
         .expect("http://HOST:PORT/");
-    let stream = tokio::net::TcpStream::connect(address).await.expect("connect");
+    let stream = tokio::net::TcpStream::connect(address)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
         .await
-        .expect("handshake");
+        .map_err(|e| format!("handshake: {e}"))?;
     tokio::spawn(connection);
     let request = hyper::Request::builder()
         .method(method)
@@ -37,7 +53,10 @@ async fn call(url: &str, method: &str, path: &str, content_type: &str, body: &st
         .header(CONTENT_TYPE, content_type)
         .body(Full::new(Bytes::from(body.to_owned())))
         .expect("request");
-    let response = sender.send_request(request).await.expect("response");
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| format!("response: {e}"))?;
     let status = response.status().as_u16();
     let location = response
         .headers()
@@ -50,7 +69,7 @@ async fn call(url: &str, method: &str, path: &str, content_type: &str, body: &st
     } else {
         serde_json::from_slice(&body).unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&body)))
     };
-    (status, location, json)
+    Ok((status, location, json))
 }
 
 /// The api function served by a local runner, as `counterctl local run` does.
@@ -164,21 +183,34 @@ async fn the_local_api_follows_a_redeploy_of_admission_mode_and_best_effort_shar
     let redeployed = Instant::now();
     // The next creates go to the restarted function (a poll of at most a
     // second, then a restart of the already built binary), on the same URL.
-    let deadline = redeployed + Duration::from_secs(60);
-    let mut n = 0;
+    // While the process restarts nothing listens on the port: a refused
+    // or cut connection is retried, and counted.
+    // One create a second, so the default limit of 100 is never reached.
+    let deadline = redeployed + Duration::from_secs(45);
+    let (mut n, mut refused) = (0, 0);
     let sharded = loop {
+        assert!(
+            Instant::now() < deadline,
+            "{n} create(s) after the redeploy ({refused} refused) still wrote only the single best-effort item: {:?}",
+            best_effort_items(&dynamodb, &config, "acct").await
+        );
         n += 1;
-        let (status, _, body) = call(&url, "POST", &format!("/scopes/acct/items/after-{n}"), json_type, "").await;
+        let path = format!("/scopes/acct/items/after-{n}");
+        let (status, _, body) = match try_call(&url, "POST", &path, json_type, "").await {
+            Ok(answer) => answer,
+            Err(error) => {
+                eprintln!("local API redeploy: POST {path}: {error}");
+                refused += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
         assert_eq!(status, 201, "{body}");
         let items = best_effort_items(&dynamodb, &config, "acct").await;
         if items.keys().any(|name| name.starts_with("best_effort#")) {
             break items;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{n} creates after the redeploy still wrote only the single best-effort item: {items:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
     };
     let item = resource_item(&dynamodb, &config, "acct", &format!("after-{n}")).await;
     assert!(
@@ -186,7 +218,7 @@ async fn the_local_api_follows_a_redeploy_of_admission_mode_and_best_effort_shar
         "a sharded create records its shard: {item:?}"
     );
     eprintln!(
-        "local API redeploy: followed after {:.1}s and {n} create(s): {sharded:?}",
+        "local API redeploy: followed after {:.1}s and {n} attempt(s), {refused} refused while restarting: {sharded:?}",
         redeployed.elapsed().as_secs_f64()
     );
 
