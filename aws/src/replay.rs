@@ -72,6 +72,12 @@ pub struct StreamBatchInfo {
 /// was sent there at once: the [`ReplayError`] of a permanent failure.
 pub const REASON_ATTRIBUTE: &str = "hck-permanent-failure";
 
+/// The SQS message attribute (String) that carries the DLQ1 message id of
+/// a permanent failure the reprocessor re-sent to DLQ2: the re-sent message
+/// gets a new id, and this one is what the reprocessor's log and the
+/// operator's alarm investigation saw.
+pub const ORIGINAL_MESSAGE_ID_ATTRIBUTE: &str = "hck-original-message-id";
+
 /// Why a message could not be replayed. A permanent one
 /// ([`ReplayError::is_permanent`]) goes to DLQ2 at once; every other one
 /// leaves the message in the queue (partial batch failure), to be retried

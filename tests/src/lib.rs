@@ -676,6 +676,18 @@ pub async fn http_call(
     http_call_with(url, method, path, &[("content-type", content_type)], body).await
 }
 
+/// [`http_call`], with a connection that could not be made or was cut
+/// before the answer as an error (a served function restarting).
+pub async fn try_http_call(
+    url: &str,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> Result<(u16, Option<String>, serde_json::Value), String> {
+    try_http_call_with(url, method, path, &[("content-type", content_type)], body).await
+}
+
 /// [`http_call`] with the request's `headers`.
 pub async fn http_call_with(
     url: &str,
@@ -684,16 +696,31 @@ pub async fn http_call_with(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, Option<String>, serde_json::Value) {
+    try_http_call_with(url, method, path, headers, body)
+        .await
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+}
+
+/// [`http_call_with`], a failed connection as an error.
+async fn try_http_call_with(
+    url: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<(u16, Option<String>, serde_json::Value), String> {
     use http_body_util::BodyExt as _;
     use hyper::header::{HOST, LOCATION};
     let address = url
         .strip_prefix("http://")
         .and_then(|rest| rest.strip_suffix('/'))
         .expect("http://HOST:PORT/");
-    let stream = tokio::net::TcpStream::connect(address).await.expect("connect");
+    let stream = tokio::net::TcpStream::connect(address)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
         .await
-        .expect("handshake");
+        .map_err(|e| format!("handshake: {e}"))?;
     tokio::spawn(connection);
     let mut request = hyper::Request::builder().method(method).uri(path).header(HOST, address);
     for (name, value) in headers {
@@ -702,7 +729,10 @@ pub async fn http_call_with(
     let request = request
         .body(http_body_util::Full::new(bytes::Bytes::from(body.to_owned())))
         .expect("request");
-    let response = sender.send_request(request).await.expect("response");
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| format!("response: {e}"))?;
     let status = response.status().as_u16();
     let location = response
         .headers()
@@ -715,7 +745,7 @@ pub async fn http_call_with(
     } else {
         serde_json::from_slice(&body).unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&body)))
     };
-    (status, location, json)
+    Ok((status, location, json))
 }
 
 /// The `Records` of a Lambda event payload.

@@ -17,8 +17,10 @@
 //! A message that never can succeed (not one of these, one of another
 //! stream than the stack's, an object outside Lambda's key layout, too
 //! large, gone or not a failed batch: [`ReplayError::is_permanent`]) goes to DLQ2 at once, its body
-//! unchanged and its reason in the message attribute [`REASON_ATTRIBUTE`],
-//! and is reported as handled so DLQ1 deletes it. Every invocation prints one
+//! unchanged, its reason in the message attribute [`REASON_ATTRIBUTE`] and
+//! its DLQ1 message id in [`ORIGINAL_MESSAGE_ID_ATTRIBUTE`] (the re-sent
+//! message gets a new id; `redrive --dry-run` shows the original), and is
+//! reported as handled so DLQ1 deletes it. Every invocation prints one
 //! line of the kit's metrics (replays, permanent failures, events counted,
 //! retries, transactions, conflicts, write units; see
 //! [`hybrid_counter::metrics`]). `main.rs` wires it to the
@@ -33,7 +35,7 @@ use hybrid_counter::stream::Processor;
 use hybrid_counter_aws::failed_batch::{Dlq1Message, Expected, replay_payload};
 use hybrid_counter_aws::info_with_cost;
 use hybrid_counter_aws::lambda::{CostWatch, emit_metrics};
-use hybrid_counter_aws::replay::{REASON_ATTRIBUTE, ReplayError, replay};
+use hybrid_counter_aws::replay::{ORIGINAL_MESSAGE_ID_ATTRIBUTE, REASON_ATTRIBUTE, ReplayError, replay};
 use hybrid_counter_aws::s3::fetch_failed_batch;
 use lambda_runtime::LambdaEvent;
 use tracing::{info, warn};
@@ -73,11 +75,13 @@ impl PermanentFailures {
         })
     }
 
-    /// Sends `body` to DLQ2 with `error` as its reason; DLQ2's message id.
-    async fn send(&self, body: &str, error: &ReplayError) -> Result<String, String> {
+    /// Sends `body` (DLQ1's message `message_id`) to DLQ2 with `error` as
+    /// its reason and `message_id` as its original id; DLQ2's message id.
+    async fn send(&self, message_id: &str, body: &str, error: &ReplayError) -> Result<String, String> {
         let reason = error.to_string();
         let reason = truncate(&reason, MAX_REASON_BYTES);
-        hybrid_counter_aws::sqs::send(&self.sqs, &self.dlq2_url, body, &[(REASON_ATTRIBUTE, reason)])
+        let attributes = [(REASON_ATTRIBUTE, reason), (ORIGINAL_MESSAGE_ID_ATTRIBUTE, message_id)];
+        hybrid_counter_aws::sqs::send(&self.sqs, &self.dlq2_url, body, &attributes)
             .await
             .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string())
     }
@@ -190,7 +194,7 @@ pub async fn process_dlq_event<S: Store>(
                 info!(%message_id, "S3's test event of the failed-batch notification; nothing to replay");
                 false
             }
-            Err(err) if err.is_permanent() => match permanent.send(body, &err).await {
+            Err(err) if err.is_permanent() => match permanent.send(&message_id, body, &err).await {
                 Ok(dlq2_message_id) => {
                     sent_to_dlq2 += 1;
                     metrics.add(Metric::PermanentFailures, 1.0);
@@ -288,21 +292,24 @@ mod tests {
         })
     }
 
-    /// Accepts a send to DLQ2 with the reason attribute, recording the body
-    /// and the reason.
-    fn dlq2_accepts(sent: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>) -> Rule {
+    /// Accepts a send to DLQ2, recording the body, the reason attribute and
+    /// the original message id attribute.
+    fn dlq2_accepts(sent: std::sync::Arc<std::sync::Mutex<Vec<(String, String, String)>>>) -> Rule {
         mock!(aws_sdk_sqs::Client::send_message)
             .match_requests(|r| r.queue_url() == Some(DLQ2))
             .then_compute_output(move |r| {
-                let reason = r
-                    .message_attributes()
-                    .and_then(|a| a.get(REASON_ATTRIBUTE))
-                    .and_then(|v| v.string_value())
-                    .unwrap_or_default()
-                    .to_owned();
-                sent.lock()
-                    .unwrap()
-                    .push((r.message_body().unwrap_or_default().to_owned(), reason));
+                let attribute = |name| {
+                    r.message_attributes()
+                        .and_then(|a| a.get(name))
+                        .and_then(|v| v.string_value())
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                sent.lock().unwrap().push((
+                    r.message_body().unwrap_or_default().to_owned(),
+                    attribute(REASON_ATTRIBUTE),
+                    attribute(ORIGINAL_MESSAGE_ID_ATTRIBUTE),
+                ));
                 SendMessageOutput::builder().message_id("in-dlq2").build()
             })
     }
@@ -399,6 +406,8 @@ mod tests {
             sent[1].1.contains(OTHER_STREAM) && sent[1].1.contains(STREAM),
             "{sent:?}"
         );
+        let originals: Vec<&str> = sent.iter().map(|(_, _, original)| original.as_str()).collect();
+        assert_eq!(originals, ["m0", "m1"], "each carries its DLQ1 message id");
     }
 
     #[tokio::test]

@@ -172,6 +172,16 @@ pub(crate) struct FunctionInfo {
     tags: BTreeMap<String, String>,
 }
 
+/// A function configuration's environment variables (none: empty).
+pub(crate) fn environment_variables(
+    environment: Option<&aws_sdk_lambda::types::EnvironmentResponse>,
+) -> BTreeMap<String, String> {
+    environment
+        .and_then(|e| e.variables())
+        .map(|vars| vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default()
+}
+
 /// `GetFunction`: the configuration (environment) and the tags in one call.
 pub(crate) async fn function_info(lambda: &aws_sdk_lambda::Client, function_name: &str) -> Result<FunctionInfo, Error> {
     let out = lambda
@@ -180,12 +190,7 @@ pub(crate) async fn function_info(lambda: &aws_sdk_lambda::Client, function_name
         .send()
         .await
         .map_err(|e| Error::emulator("Lambda", "GetFunction")(sdk_message(e)))?;
-    let environment = out
-        .configuration()
-        .and_then(|c| c.environment())
-        .and_then(|e| e.variables())
-        .map(|vars| vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-        .unwrap_or_default();
+    let environment = environment_variables(out.configuration().and_then(|c| c.environment()));
     let tags = out
         .tags()
         .map(|tags| tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect())

@@ -53,6 +53,14 @@ pub trait Invoke: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Called on every poll of [`crate::Runner::run`]: an invoker that
+    /// serves function URLs restarts a served function whose deployed
+    /// configuration changed (its requests do not pass through the runner,
+    /// so [`Invoke::invoke`] cannot notice).
+    fn follow_redeploys(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
     /// Serves `function_name`, with `environment`, over HTTP on loopback
     /// `port` (0: any free port) with Lambda function URL semantics
     /// ([`crate::function_url`]); returns its URL, or `None` when this
@@ -75,6 +83,10 @@ impl<T: Invoke> Invoke for Arc<T> {
 
     fn prepare(&self, functions: &[FunctionTarget]) -> impl Future<Output = Result<(), Error>> + Send {
         T::prepare(self, functions)
+    }
+
+    fn follow_redeploys(&self) -> impl Future<Output = ()> + Send {
+        T::follow_redeploys(self)
     }
 
     fn serve_url(

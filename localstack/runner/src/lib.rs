@@ -510,6 +510,7 @@ impl<I: Invoke> Runner<I> {
                     }
                 }
                 _ = tick.tick() => {
+                    self.ctx.invoker.follow_redeploys().await;
                     if discovered_at.is_none_or(|at| at.elapsed() >= config.discovery_interval) {
                         discovered_at = Some(Instant::now());
                         match self.discover().await {

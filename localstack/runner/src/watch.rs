@@ -24,6 +24,16 @@
 //! (`runtime/functions_router.rs`, `next_invocation_error`); the real Lambda
 //! API signals it with `X-Amz-Function-Error`, so both are read.
 //!
+//! A redeploy is followed as Lambda follows it, on the next invocation:
+//! before invoking a function (and, for a served function URL, whose
+//! requests do not pass through the runner, on every poll of the runner)
+//! its deployed configuration is read back (`GetFunctionConfiguration`,
+//! at most once per [`CONFIGURATION_CHECK_INTERVAL`] per function) and
+//! compared with the one its process was started with (environment and
+//! `CodeSha256`). When it changed, the process is stopped and started again
+//! with the new environment (and the handler rebuilt from the workspace);
+//! a served function keeps its port.
+//!
 //! Deployed names map to binaries by the handler packages under
 //! `handlers/`: `<prefix>-stream-counter` runs the `stream-counter` binary.
 //! The binaries are built with `cargo build` before the watch starts, so a
@@ -43,11 +53,49 @@ use hyper::header::{CONTENT_TYPE, HOST};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::process::{Child, Command};
+use tokio::time::Instant;
 use tracing::{info, warn};
 
-use crate::error::Error;
+use crate::error::{Error, sdk_message};
 use crate::invoke::{FunctionTarget, Invocation, Invoke};
 use crate::role::FunctionRoles;
+
+/// How often, at most, a function's deployed configuration is read back
+/// to see whether a redeploy changed it.
+pub const CONFIGURATION_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What a function's process was started with, from its deployed
+/// configuration: a difference means a redeploy changed the function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeployedFunction {
+    pub environment: BTreeMap<String, String>,
+    pub code_sha256: Option<String>,
+}
+
+impl DeployedFunction {
+    fn of(
+        configuration: &aws_sdk_lambda::operation::get_function_configuration::GetFunctionConfigurationOutput,
+    ) -> Self {
+        Self {
+            environment: crate::discover::environment_variables(configuration.environment()),
+            code_sha256: configuration.code_sha256().map(str::to_owned),
+        }
+    }
+
+    /// What changed from `self` to `now`, for the log.
+    fn changes(&self, now: &Self) -> String {
+        let keys: std::collections::BTreeSet<&String> = self.environment.keys().chain(now.environment.keys()).collect();
+        let mut changed: Vec<String> = keys
+            .into_iter()
+            .filter(|key| self.environment.get(*key) != now.environment.get(*key))
+            .map(|key| format!("${key}"))
+            .collect();
+        if self.code_sha256 != now.code_sha256 {
+            changed.push("code".to_owned());
+        }
+        changed.join(", ")
+    }
+}
 
 /// How to reach the handlers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -163,7 +211,26 @@ impl Drop for WatchProcess {
 struct Target {
     binary: String,
     address: String,
-    _process: Option<WatchProcess>,
+    /// A served function URL, which must come back on the same port.
+    served: bool,
+    /// What the process was started with; `None` when attached to the
+    /// user's watch (not ours to restart).
+    deployed: Option<DeployedFunction>,
+    process: std::sync::Mutex<Option<WatchProcess>>,
+}
+
+impl Target {
+    fn port(&self) -> u16 {
+        self.address
+            .rsplit_once(':')
+            .and_then(|(_, port)| port.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Stops the process (its whole group) now, freeing its port.
+    fn stop(&self) {
+        drop(self.process.lock().expect("process lock").take());
+    }
 }
 
 /// The `cargo lambda watch` invoker.
@@ -178,6 +245,10 @@ pub struct CargoLambdaWatch {
     roles: tokio::sync::OnceCell<FunctionRoles>,
     binaries: BTreeMap<String, String>,
     targets: tokio::sync::Mutex<BTreeMap<String, Arc<Target>>>,
+    /// The emulator's Lambda API, for the deployed configurations.
+    lambda: tokio::sync::OnceCell<aws_sdk_lambda::Client>,
+    /// When each function's configuration was last read back.
+    checked: std::sync::Mutex<BTreeMap<String, Instant>>,
 }
 
 impl CargoLambdaWatch {
@@ -197,7 +268,95 @@ impl CargoLambdaWatch {
             roles: tokio::sync::OnceCell::new(),
             binaries,
             targets: tokio::sync::Mutex::default(),
+            lambda: tokio::sync::OnceCell::new(),
+            checked: std::sync::Mutex::default(),
         })
+    }
+
+    /// The function's deployed environment and code (`GetFunctionConfiguration`).
+    async fn deployed(&self, function_name: &str) -> Result<DeployedFunction, Error> {
+        let lambda = self
+            .lambda
+            .get_or_init(|| async {
+                aws_sdk_lambda::Client::new(&crate::role::emulator_sdk_config(&self.endpoint, &self.region).await)
+            })
+            .await;
+        let configuration = lambda
+            .get_function_configuration()
+            .function_name(function_name)
+            .send()
+            .await
+            .map_err(|e| Error::emulator("Lambda", "GetFunctionConfiguration")(sdk_message(e)))?;
+        self.checked
+            .lock()
+            .expect("checked lock")
+            .insert(function_name.to_owned(), Instant::now());
+        Ok(DeployedFunction::of(&configuration))
+    }
+
+    /// Whether `function_name`'s configuration is due to be read back.
+    fn check_due(&self, function_name: &str) -> bool {
+        self.checked
+            .lock()
+            .expect("checked lock")
+            .get(function_name)
+            .is_none_or(|at| at.elapsed() >= CONFIGURATION_CHECK_INTERVAL)
+    }
+
+    /// The target that runs `function_name` as deployed now: the started
+    /// one, or, when a redeploy changed the function's configuration since
+    /// it started, a new one (a served one on the same port). A failed read
+    /// of the configuration keeps the running process.
+    async fn current(&self, function_name: &str) -> Result<Arc<Target>, Error> {
+        let running = self
+            .targets
+            .lock()
+            .await
+            .get(function_name)
+            .cloned()
+            .ok_or_else(|| Error::Invoke {
+                function: function_name.to_owned(),
+                message: "no cargo lambda watch was started for it".to_owned(),
+            })?;
+        let Some(started_with) = &running.deployed else {
+            return Ok(running);
+        };
+        if !self.check_due(function_name) {
+            return Ok(running);
+        }
+        let deployed = match self.deployed(function_name).await {
+            Ok(deployed) => deployed,
+            Err(err) => {
+                warn!(function = %function_name, error = %err, "could not read the deployed configuration; keeping the running process");
+                return Ok(running);
+            }
+        };
+        if &deployed == started_with {
+            return Ok(running);
+        }
+        let mut targets = self.targets.lock().await;
+        match targets.get(function_name) {
+            // Another caller restarted it meanwhile.
+            Some(target) if !Arc::ptr_eq(target, &running) => return Ok(target.clone()),
+            _ => {}
+        }
+        info!(
+            function = %function_name,
+            changed = %started_with.changes(&deployed),
+            "the deployed configuration changed; restarting the function"
+        );
+        running.stop();
+        let port = if running.served { running.port() } else { 0 };
+        self.build(std::slice::from_ref(&running.binary)).await?;
+        let target = self
+            .start(function_name, &running.binary, deployed, port, running.served)
+            .await?;
+        if target.served {
+            self.warm_up(function_name, &target).await?;
+        }
+        let target = Arc::new(target);
+        targets.insert(function_name.to_owned(), target.clone());
+        Ok(target)
     }
 
     /// The handler binary a deployed function runs.
@@ -275,13 +434,15 @@ impl CargoLambdaWatch {
     }
 
     /// Starts a watch of `binary` alone (so it is also the default
-    /// function, served at `/`) on loopback `port`, 0 for a free one.
+    /// function, served at `/`) on loopback `port`, 0 for a free one, with
+    /// the function's `deployed` environment.
     async fn start(
         &self,
         function_name: &str,
         binary: &str,
-        env: &BTreeMap<String, String>,
+        deployed: DeployedFunction,
         port: u16,
+        served: bool,
     ) -> Result<Target, Error> {
         // A taken port would make the readiness check below talk to
         // whoever holds it: refuse it here, with the port in the message.
@@ -309,7 +470,12 @@ impl CargoLambdaWatch {
         }
         let credentials = self.role_env(function_name).await?;
         let credentials = credentials.iter().map(|(k, v)| (k, v));
-        for (key, value) in env.iter().chain(self.base_env.iter()).chain(credentials) {
+        for (key, value) in deployed
+            .environment
+            .iter()
+            .chain(self.base_env.iter())
+            .chain(credentials)
+        {
             if value.contains(',') {
                 command.env(key, value);
             } else {
@@ -349,7 +515,9 @@ impl CargoLambdaWatch {
         Ok(Target {
             binary: binary.to_owned(),
             address,
-            _process: Some(process),
+            served,
+            deployed: Some(deployed),
+            process: std::sync::Mutex::new(Some(process)),
         })
     }
 
@@ -449,43 +617,49 @@ fn tail(text: &str, lines: usize) -> String {
 impl Invoke for CargoLambdaWatch {
     async fn prepare(&self, functions: &[FunctionTarget]) -> Result<(), Error> {
         let mut targets = self.targets.lock().await;
-        let mut new: BTreeMap<String, (String, BTreeMap<String, String>)> = BTreeMap::new();
+        let mut new: BTreeMap<String, String> = BTreeMap::new();
         for function in functions {
             if targets.contains_key(&function.function_name) || new.contains_key(&function.function_name) {
                 continue;
             }
-            let binary = self.binary(&function.function_name)?;
-            new.insert(function.function_name.clone(), (binary, function.environment.clone()));
+            new.insert(function.function_name.clone(), self.binary(&function.function_name)?);
         }
         if new.is_empty() {
             return Ok(());
         }
         if let Some(address) = &self.config.attach {
-            for (function, (binary, _)) in new {
+            for (function, binary) in new {
                 let target = Target {
                     binary,
                     address: address.clone(),
-                    _process: None,
+                    served: false,
+                    deployed: None,
+                    process: std::sync::Mutex::default(),
                 };
                 targets.insert(function, Arc::new(target));
             }
             return Ok(());
         }
-        let mut binaries: Vec<String> = new.values().map(|(b, _)| b.clone()).collect();
+        let mut binaries: Vec<String> = new.values().cloned().collect();
         binaries.sort();
         binaries.dedup();
         self.build(&binaries).await?;
-        for (function, (binary, env)) in new {
-            let target = self.start(&function, &binary, &env, 0).await?;
+        // The environment as deployed now (the discovery's may be a poll
+        // old), with the code it goes with.
+        for (function, binary) in new {
+            let deployed = self.deployed(&function).await?;
+            let target = self.start(&function, &binary, deployed, 0, false).await?;
             targets.insert(function, Arc::new(target));
         }
         Ok(())
     }
 
+    /// Serves the function with its environment as deployed now (read
+    /// with its code, to follow later redeploys), not `_environment`.
     async fn serve_url(
         &self,
         function_name: &str,
-        environment: &BTreeMap<String, String>,
+        _environment: &BTreeMap<String, String>,
         port: u16,
     ) -> Result<Option<String>, Error> {
         let binary = self.binary(function_name)?;
@@ -499,24 +673,32 @@ impl Invoke for CargoLambdaWatch {
             return Ok(Some(format!("http://{}/", target.address)));
         }
         self.build(std::slice::from_ref(&binary)).await?;
-        let target = self.start(function_name, &binary, environment, port).await?;
+        let deployed = self.deployed(function_name).await?;
+        let target = self.start(function_name, &binary, deployed, port, true).await?;
         self.warm_up(function_name, &target).await?;
         let url = format!("http://{}/", target.address);
         targets.insert(function_name.to_owned(), Arc::new(target));
         Ok(Some(url))
     }
 
+    async fn follow_redeploys(&self) {
+        let served: Vec<String> = {
+            let targets = self.targets.lock().await;
+            targets
+                .iter()
+                .filter(|(_, target)| target.served)
+                .map(|(name, _)| name.clone())
+                .collect()
+        };
+        for function_name in served {
+            if let Err(err) = self.current(&function_name).await {
+                warn!(function = %function_name, error = %err, "could not restart the served function after a redeploy");
+            }
+        }
+    }
+
     async fn invoke(&self, function_name: &str, payload: Value) -> Result<Invocation, Error> {
-        let target = self
-            .targets
-            .lock()
-            .await
-            .get(function_name)
-            .cloned()
-            .ok_or_else(|| Error::Invoke {
-                function: function_name.to_owned(),
-                message: "no cargo lambda watch was started for it".to_owned(),
-            })?;
+        let target = self.current(function_name).await?;
         let (status, function_error, body) =
             match tokio::time::timeout(self.config.invoke_timeout, self.post(&target, &payload)).await {
                 Err(_) => {
@@ -673,6 +855,24 @@ mod tests {
             invoke_through(response).await,
             Invocation::FunctionError { error_type, .. } if error_type == "Unhandled"
         ));
+    }
+
+    #[test]
+    fn a_redeploy_is_an_environment_or_code_difference_and_the_log_names_it() {
+        let deployed = |mode: &str, sha: &str| DeployedFunction {
+            environment: BTreeMap::from([
+                ("ADMISSION_MODE".to_owned(), mode.to_owned()),
+                ("TABLE".to_owned(), "t".to_owned()),
+            ]),
+            code_sha256: Some(sha.to_owned()),
+        };
+        let started = deployed("best-effort", "a");
+        assert_eq!(started, deployed("best-effort", "a"), "the same deploy: no restart");
+        assert_eq!(started.changes(&deployed("strict", "a")), "$ADMISSION_MODE");
+        assert_eq!(started.changes(&deployed("best-effort", "b")), "code");
+        let mut added = deployed("strict", "b");
+        added.environment.insert("BE_SHARDS".to_owned(), "4".to_owned());
+        assert_eq!(started.changes(&added), "$ADMISSION_MODE, $BE_SHARDS, code");
     }
 
     #[test]

@@ -270,14 +270,17 @@ impl Pipeline {
         }
     }
 
-    async fn send(&self, url_output: &str, body: &str) {
+    /// Sends `body` to the queue; returns its message id.
+    async fn send(&self, url_output: &str, body: &str) -> String {
         self.sqs
             .send_message()
             .queue_url(self.output(url_output))
             .message_body(body)
             .send()
             .await
-            .expect("send");
+            .expect("send")
+            .message_id
+            .expect("a message id")
     }
 
     /// `counterctl redrive <args>` and its report; also returns the exit code.
@@ -507,7 +510,7 @@ async fn garbage_in_dlq1_is_in_dlq2_with_its_reason_within_one_reprocessor_poll(
     let mut foreign = OnFailureRecord::from_body(&ranges[0]).unwrap();
     foreign.batch_info.stream_arn = "arn:aws:dynamodb:us-east-1:000000000000:table/other/stream/x".to_owned();
     let foreign = serde_json::to_string(&foreign).unwrap();
-    p.send(outputs::DLQ1_URL, GARBAGE).await;
+    let garbage_in_dlq1 = p.send(outputs::DLQ1_URL, GARBAGE).await;
     p.send(outputs::DLQ1_URL, &foreign).await;
 
     let report = drain(&runner).await;
@@ -569,6 +572,19 @@ async fn garbage_in_dlq1_is_in_dlq2_with_its_reason_within_one_reprocessor_poll(
     assert!(text.contains(&format!("sent to dlq2 at once: {garbage}")), "{text}");
     assert!(
         text.contains("the reprocessor will send it straight back to dlq2"),
+        "{text}"
+    );
+    // ... and the id the garbage had in DLQ1 (the reprocessor's log names
+    // it), beside its new one, with its body.
+    let shown = dry
+        .preview
+        .iter()
+        .find(|p| p.body_excerpt == GARBAGE)
+        .unwrap_or_else(|| panic!("no preview of the garbage: {dry}"));
+    assert_eq!(shown.original_message_id, garbage_in_dlq1, "{dry}");
+    assert_ne!(shown.message_id, garbage_in_dlq1, "re-sent as a new message");
+    assert!(
+        text.contains(&format!("original message id {garbage_in_dlq1}")),
         "{text}"
     );
     assert_eq!(p.depth(outputs::DLQ2_URL).await, (2, 0), "the dry run moved nothing");

@@ -55,6 +55,13 @@ impl RangeSummary {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Preview {
     pub message_id: String,
+    /// The id the operator saw: DLQ1's message id of a permanent failure
+    /// the reprocessor re-sent (its attribute), else the message's own.
+    pub original_message_id: String,
+    /// The body's first [`BODY_EXCERPT_CHARS`] characters.
+    pub body_excerpt: String,
+    /// Whether the body is longer than the excerpt.
+    pub body_truncated: bool,
     /// `move`, `replay`, or `skip` (`--replay` of a message that is not an
     /// on-failure record).
     pub action: String,
@@ -73,6 +80,22 @@ pub struct Preview {
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+}
+
+/// How much of a message body the dry run shows.
+pub const BODY_EXCERPT_CHARS: usize = 200;
+
+impl Preview {
+    /// The excerpt as a JSON string (quoted, control characters escaped),
+    /// `…` after the closing quote when the body goes on.
+    fn quoted_excerpt(&self) -> String {
+        let quoted = serde_json::Value::from(self.body_excerpt.as_str()).to_string();
+        if self.body_truncated {
+            format!("{quoted}…")
+        } else {
+            quoted
+        }
+    }
 }
 
 /// The message move task as `ListMessageMoveTasks` last reported it.
@@ -196,6 +219,10 @@ impl fmt::Display for RedriveReport {
                     (None, None, None) => String::new(),
                 };
                 writeln!(f, "    {:<7} {}  {what}", p.action, p.message_id)?;
+                if p.original_message_id != p.message_id {
+                    writeln!(f, "            original message id {}", p.original_message_id)?;
+                }
+                writeln!(f, "            body {}", p.quoted_excerpt())?;
                 if let Some(reason) = &p.reason {
                     writeln!(f, "            sent to {} at once: {reason}", self.source.name)?;
                 }
@@ -253,9 +280,8 @@ mod tests {
     use super::*;
     use crate::commands::redrive::testing::SOURCE;
 
-    #[test]
-    fn a_failed_move_task_or_anything_left_behind_fails_the_report() {
-        let report = |tally: Tally, dry_run: bool| RedriveReport {
+    fn report(tally: Tally, dry_run: bool) -> RedriveReport {
+        RedriveReport {
             location: Location {
                 stack_name: "hybrid-counter".into(),
                 target: "aws".into(),
@@ -284,7 +310,49 @@ mod tests {
             left_behind: None,
             notes: tally.notes,
             seconds: 0.5,
+        }
+    }
+
+    #[test]
+    fn a_dry_run_prints_the_original_message_id_and_the_body_escaped() {
+        let preview = |id: &str, original: &str, body: &str, truncated| Preview {
+            message_id: id.into(),
+            original_message_id: original.into(),
+            body_excerpt: body.into(),
+            body_truncated: truncated,
+            action: "move".into(),
+            receive_count: None,
+            range: None,
+            object: None,
+            reason: Some("not an on-failure record".into()),
+            problem: None,
         };
+        let text = report(
+            Tally {
+                preview: vec![
+                    preview("dlq2-id", "dlq1-id", "{\"a\":\n1}", false),
+                    preview("own", "own", "xyz", true),
+                ],
+                ..Tally::default()
+            },
+            true,
+        )
+        .to_string();
+        let expected = [
+            "    move    dlq2-id  ",
+            "            original message id dlq1-id",
+            r#"            body "{\"a\":\n1}""#,
+            "            sent to dlq2 at once: not an on-failure record",
+            "    move    own  ",
+            r#"            body "xyz"…"#,
+        ]
+        .join("\n");
+        assert!(text.contains(&expected), "{text}");
+        assert_eq!(text.matches("original message id").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn a_failed_move_task_or_anything_left_behind_fails_the_report() {
         let task = |status: &str| MoveTask {
             task_handle: None,
             status: status.into(),
