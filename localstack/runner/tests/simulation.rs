@@ -25,6 +25,15 @@
 //! pause past the audit's grace now and then, so repairs land mid-load;
 //! one schedule in 33 runs 4 to 16 clients near a limit of 10 to 100.
 //!
+//! The stream has a parallelization factor of 1 to 10 lanes per shard
+//! (records keyed to a lane by partition key, lanes concurrent) and splits
+//! shards under load; the mapping reads a child shard only after its
+//! parent is finished, by the runner's own rule
+//! ([`esm_runner::batch::readable_shards`]), and a replay reads the shard
+//! its on-failure record names. The stream function must get each item's
+//! records in order, as AWS promises (the kit's counting does not depend on
+//! it: reordering one scope's records breaks no count, only this check).
+//!
 //! Every other seed runs in strict admission (`seed` odd: creates reserve a
 //! slot with a conditional BE increment before the put), the others in
 //! best-effort admission.
@@ -57,11 +66,11 @@ use std::time::{Duration, SystemTime};
 use aws_lambda_events::event::dynamodb::EventRecord as Record;
 use esm_runner::Invocation;
 use esm_runner::batch::{
-    SqsVerdict, StreamVerdict, expired_prefix, may_retry, next_window, sqs_verdict, stream_verdict,
+    SqsVerdict, StreamVerdict, expired_prefix, may_retry, next_window, readable_shards, sqs_verdict, stream_verdict,
 };
 use hybrid_counter::audit::{Auditor, Finding, RepairMode, ScopeCounts, pending_changes};
 use hybrid_counter::error::Error;
-use hybrid_counter::memory::{Chaos, Fault, MemoryStore, Op, STREAM_ARN, STREAM_SHARD_ID, Tables};
+use hybrid_counter::memory::{Chaos, Fault, MemoryStore, Op, STREAM_ARN, Tables};
 use hybrid_counter::retry::Backoff;
 use hybrid_counter::store::ResourceKey;
 use hybrid_counter::stream::record::{created_at, sequence_number};
@@ -170,6 +179,13 @@ struct Params {
     /// longer than the audit's grace, so repairs that lower (strict) or
     /// raise (best-effort) BE land in the middle of the load.
     quiet_per_mille: u32,
+    /// The mapping's `ParallelizationFactor` (1 to 10): lanes per shard,
+    /// each a sequential consumer of the records whose partition key (the
+    /// scope) hashes to it, all lanes of all readable shards concurrent.
+    lanes: u32,
+    /// When the stream splits an open shard (closed, two children open)
+    /// while the clients run.
+    splits: Vec<Duration>,
 }
 
 impl Params {
@@ -264,6 +280,14 @@ impl Params {
             (clients, limit, prefilled, limit + rh.range(2, 10), rh.range(2, 4))
         });
         let quiet_per_mille = if rh.chance(100) { rh.range(20, 80) as u32 } else { 0 };
+        // The stream's lanes and shard splits, from a stream of their own.
+        let mut rl = Rng::new(seed, 10);
+        let lanes = if rl.chance(500) { 1 } else { rl.range(2, 10) as u32 };
+        let splits = if rl.chance(300) {
+            (0..rl.range(1, 3)).map(|_| rl.millis(0, 2_000)).collect()
+        } else {
+            Vec::new()
+        };
         let mut p = Params {
             admission,
             mode,
@@ -295,6 +319,8 @@ impl Params {
             limit_changes,
             prefilled: 0,
             quiet_per_mille,
+            lanes,
+            splits,
         };
         if let Some((clients, limit, prefilled, ids, ops)) = wide {
             (p.clients, p.limit, p.prefilled, p.ids, p.ops_per_client) = (clients, limit, prefilled, ids, ops);
@@ -350,6 +376,12 @@ struct Stats {
     /// counter Queries were torn (read item by item with pauses).
     mixed_cancellations: u64,
     torn_read_schedules: u64,
+    /// Schedules whose mapping ran 2 to 10 lanes per shard, stream shard
+    /// splits, and the most stream batches in flight at once (lanes of
+    /// every readable shard).
+    parallel_schedules: u64,
+    stream_splits: u64,
+    most_batches_in_flight: u64,
     /// Strict schedules whose BE was over-reserved after the drain.
     strict_over_reserved_at_rest: u64,
     /// Repairs after the drain that had to wait out the grace period (a
@@ -420,6 +452,8 @@ impl Stats {
             quiet_moments,
             mixed_cancellations,
             torn_read_schedules,
+            parallel_schedules,
+            stream_splits,
             strict_over_reserved_at_rest,
             final_repairs_held_back,
             invocations,
@@ -443,6 +477,7 @@ impl Stats {
         );
         self.longest_request_ms = self.longest_request_ms.max(other.longest_request_ms);
         self.widest_window = self.widest_window.max(other.widest_window);
+        self.most_batches_in_flight = self.most_batches_in_flight.max(other.most_batches_in_flight);
         self.window_max_excess = self.window_max_excess.max(other.window_max_excess);
         self.audit_rounds = if self.schedules == other.schedules {
             other.audit_rounds
@@ -481,7 +516,23 @@ struct Sim {
     windows: Arc<Mutex<Windows>>,
     processor: Processor<Arc<MemoryStore>>,
     start: tokio::time::Instant,
-    checkpoint: RefCell<Option<String>>,
+    /// The mapping's checkpoint per shard and lane: the last record the
+    /// lane is past.
+    checkpoints: RefCell<BTreeMap<Lane, String>>,
+    /// Lanes that read a closed shard to its end; a shard all of whose
+    /// lanes did is finished, and its children become readable.
+    lanes_done: RefCell<BTreeSet<Lane>>,
+    finished_shards: RefCell<BTreeSet<String>>,
+    /// Bumped when a shard splits or finishes: the lanes' round ends and
+    /// the mapping looks at the readable shards again.
+    shard_generation: Cell<u64>,
+    batches_in_flight: Cell<u64>,
+    /// What the stream function has been invoked with: every sequence
+    /// number, and per item the highest one, to check AWS's promise that
+    /// an item's records reach the function in order (across lanes and
+    /// shard lineage).
+    delivered: RefCell<Deliveries>,
+    order_violation: RefCell<Option<String>>,
     dlq1: RefCell<VecDeque<Message>>,
     dlq2: RefCell<VecDeque<Message>>,
     next_message: Cell<u64>,
@@ -727,54 +778,211 @@ impl Sim {
 
     // ---- the stream event source mapping ------------------------------------
 
-    /// Polls until the clients are done (phase one).
+    /// Plays the stream until the clients are done (phase one): every lane
+    /// of every readable shard at once, a round at a time; a round ends
+    /// when a shard splits or finishes, and the next one starts the lanes
+    /// of the shards readable then (a child once its parent is finished).
     async fn mapping(&self) {
-        let mut r = Rng::new(self.seed, 200);
+        let mut round = 0;
         while !self.done() {
-            if !self.mapping_step(&mut r).await {
-                tokio::time::sleep(r.millis(50, 250)).await;
+            round += 1;
+            let generation = self.shard_generation.get();
+            let mut lanes: Vec<Task<'_>> = Vec::new();
+            for (shard, closed) in self.readable() {
+                for lane in 0..self.p.lanes {
+                    let mut r = Rng::new(self.seed, 200 + 1_000 * round + u64::from(lane));
+                    let at = Lane {
+                        shard: shard.clone(),
+                        lane,
+                    };
+                    lanes.push(Box::pin(async move {
+                        // Each lane polls on its own beat, not in step
+                        // with the others or with a split.
+                        tokio::time::sleep(r.millis(0, 250)).await;
+                        while !self.done() && self.shard_generation.get() == generation {
+                            if !self.lane_step(&at, closed, &mut r).await {
+                                if self.lanes_done.borrow().contains(&at) {
+                                    return;
+                                }
+                                tokio::time::sleep(r.millis(50, 250)).await;
+                            }
+                            self.expire();
+                        }
+                    }));
+                }
             }
-            self.expire();
+            if lanes.is_empty() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            join_all(lanes).await;
         }
     }
 
-    /// Reads from the checkpoint and plays one batch; false when there was
-    /// nothing to read.
-    async fn mapping_step(&self, r: &mut Rng) -> bool {
-        let after = self.checkpoint.borrow().clone();
+    /// The shards the mapping may read now (id, closed), by the runner's
+    /// own rule ([`readable_shards`]: a child after its parent).
+    fn readable(&self) -> Vec<(String, bool)> {
+        let shards = self.store.stream_shards();
+        let lineage: Vec<(&str, Option<&str>)> = shards
+            .iter()
+            .map(|s| (s.shard_id.as_str(), s.parent_shard_id.as_deref()))
+            .collect();
+        let finished = self.finished_shards.borrow();
+        readable_shards(&lineage, |id| finished.contains(id))
+            .into_iter()
+            .map(|at| (shards[at].shard_id.clone(), shards[at].closed))
+            .collect()
+    }
+
+    /// One pass over every lane of every readable shard, one after another
+    /// (the drain); false when none read anything and no shard finished.
+    async fn poll_all(&self, r: &mut Rng) -> bool {
+        let generation = self.shard_generation.get();
+        let mut progressed = false;
+        for (shard, closed) in self.readable() {
+            for lane in 0..self.p.lanes {
+                let at = Lane {
+                    shard: shard.clone(),
+                    lane,
+                };
+                while self.lane_step(&at, closed, r).await {
+                    progressed = true;
+                }
+            }
+        }
+        progressed || self.shard_generation.get() != generation
+    }
+
+    /// The stream splits one open shard now and then while the clients run.
+    async fn stream_splitter(&self) {
+        let mut r = Rng::new(self.seed, 800);
+        let mut splits = self.p.splits.clone();
+        splits.sort();
+        let started = tokio::time::Instant::now();
+        for at in splits {
+            tokio::time::sleep_until(started + at).await;
+            let open: Vec<String> = self
+                .store
+                .stream_shards()
+                .into_iter()
+                .filter(|s| !s.closed)
+                .map(|s| s.shard_id)
+                .collect();
+            let shard = &open[r.range(0, open.len() as u64 - 1) as usize];
+            let children = self.store.split_stream_shard(shard);
+            self.bump(|s| s.stream_splits += 1);
+            self.shard_generation.set(self.shard_generation.get() + 1);
+            self.log(|| format!("stream: {shard} split into {children:?}"));
+        }
+    }
+
+    /// AWS's promise at the function: a record delivered for the first
+    /// time never comes after a later record of the same item (retries
+    /// and duplicates deliver again what was delivered; DLQ replays are
+    /// not deliveries of the mapping).
+    fn check_delivery_order(&self, records: &[(Record, Value)]) {
+        let mut delivered = self.delivered.borrow_mut();
+        let Deliveries { seen, highest } = &mut *delivered;
+        for (record, event) in records {
+            let n: u64 = seq(record).parse().unwrap_or_default();
+            if !seen.insert(n) {
+                continue;
+            }
+            let item = (
+                key_text(event, keys::SCOPE).to_owned(),
+                key_text(event, keys::ID).to_owned(),
+            );
+            let top = highest.entry(item.clone()).or_insert(n);
+            if n < *top && self.order_violation.borrow().is_none() {
+                *self.order_violation.borrow_mut() = Some(format!(
+                    "the stream function got record {n} of {item:?} after its record {top}: out of order"
+                ));
+            }
+            *top = (*top).max(n);
+        }
+    }
+
+    fn advance(&self, at: &Lane, sequence_number: &str) {
+        self.checkpoints
+            .borrow_mut()
+            .insert(at.clone(), sequence_number.to_owned());
+    }
+
+    /// Reads lane `at` on from its checkpoint and plays one batch of its
+    /// records; false when there was nothing to read (and, on a `closed`
+    /// shard, the lane is done with it).
+    async fn lane_step(&self, at: &Lane, closed: bool, r: &mut Rng) -> bool {
+        let after = self.checkpoints.borrow().get(at).cloned();
         // One GetRecords page, short enough that serializing it for the
         // filter costs little (a window that ends at the page is still one).
-        let records = match self.store.stream_read(after.as_deref(), 64) {
+        let records = match self.store.stream_read(&at.shard, after.as_deref(), 64) {
             Ok(records) => records,
             Err(err) => {
                 // The checkpoint fell behind the trim horizon: those records
                 // are lost to the mapping (and to every DLQ).
-                self.log(|| format!("mapping: {err}; resuming at the trim horizon"));
-                let horizon = self.store.stream_read(None, 1).unwrap_or_default();
+                self.log(|| format!("mapping {at:?}: {err}; resuming at the trim horizon"));
+                let horizon = self.store.stream_read(&at.shard, None, 1).unwrap_or_default();
                 let resume = horizon.first().map(seq).and_then(|s| previous_sequence(&s));
                 self.bump(|s| s.lost_under_mapping += 1);
-                *self.checkpoint.borrow_mut() = resume;
+                match resume {
+                    Some(resume) => self.advance(at, &resume),
+                    None => {
+                        self.checkpoints.borrow_mut().remove(at);
+                    }
+                }
                 return true;
             }
         };
         if records.is_empty() {
+            if closed && self.lanes_done.borrow_mut().insert(at.clone()) {
+                let all = (0..self.p.lanes).all(|lane| {
+                    self.lanes_done.borrow().contains(&Lane {
+                        shard: at.shard.clone(),
+                        lane,
+                    })
+                });
+                if all {
+                    self.finished_shards.borrow_mut().insert(at.shard.clone());
+                    self.shard_generation.set(self.shard_generation.get() + 1);
+                    self.log(|| format!("mapping: {} finished", at.shard));
+                }
+            }
             return false;
         }
-        let events: Vec<Value> = records.iter().map(|r| serde_json::to_value(r).unwrap()).collect();
+        let all: Vec<Value> = records.iter().map(|r| serde_json::to_value(r).unwrap()).collect();
+        let mine: Vec<usize> = (0..records.len())
+            .filter(|&i| lane_of(&all[i], self.p.lanes) == at.lane)
+            .collect();
+        let events: Vec<Value> = mine.iter().map(|&i| all[i].clone()).collect();
         let window = next_window(&events, &filter::patterns(), self.p.batch_size);
         let batch: Vec<(Record, Value)> = window
             .deliver
             .iter()
-            .map(|&i| (records[i].clone(), events[i].clone()))
+            .map(|&i| (records[mine[i]].clone(), events[i].clone()))
             .collect();
         if !batch.is_empty() {
-            self.play_batch(batch, r).await;
+            self.play_batch(at, batch, r).await;
         }
-        *self.checkpoint.borrow_mut() = Some(seq(&records[window.end - 1]));
+        // Past the window; when it took every record of the lane read, past
+        // the other lanes' records read too.
+        let past = if window.end == mine.len() {
+            &records[records.len() - 1]
+        } else {
+            &records[mine[window.end - 1]]
+        };
+        self.advance(at, &seq(past));
         true
     }
 
-    async fn play_batch(&self, batch: Vec<(Record, Value)>, r: &mut Rng) {
+    async fn play_batch(&self, at: &Lane, batch: Vec<(Record, Value)>, r: &mut Rng) {
+        let in_flight = self.batches_in_flight.get() + 1;
+        self.batches_in_flight.set(in_flight);
+        self.bump(|s| s.most_batches_in_flight = s.most_batches_in_flight.max(in_flight));
+        self.play_parts(at, batch, r).await;
+        self.batches_in_flight.set(self.batches_in_flight.get() - 1);
+    }
+
+    async fn play_parts(&self, at: &Lane, batch: Vec<(Record, Value)>, r: &mut Rng) {
         let mut parts = VecDeque::from([Part::new(batch)]);
         while let Some(mut part) = parts.pop_front() {
             if let Some(max_age) = self.p.max_record_age {
@@ -782,13 +990,14 @@ impl Sim {
                 let expired = expired_prefix(&created, self.now_system(), max_age);
                 if expired > 0 {
                     let old: Vec<_> = part.records.drain(..expired).collect();
-                    self.give_up(&old, "RecordAgeExceeded", part.invocations);
+                    self.give_up(at, &old, "RecordAgeExceeded", part.invocations);
                     if part.records.is_empty() {
                         continue;
                     }
                 }
             }
             let events: Vec<Value> = part.records.iter().map(|(_, e)| e.clone()).collect();
+            self.check_delivery_order(&part.records);
             let invocation = self.invoke_stream(&events, r).await;
             part.invocations += 1;
             let seqs: Vec<String> = part.records.iter().map(|(r, _)| seq(r)).collect();
@@ -796,7 +1005,7 @@ impl Sim {
             self.log(|| format!("mapping: batch {}..{} -> {verdict:?}", seqs[0], seqs[seqs.len() - 1]));
             match verdict {
                 StreamVerdict::Success => {
-                    *self.checkpoint.borrow_mut() = seqs.last().cloned();
+                    self.advance(at, &seqs[seqs.len() - 1]);
                     if self.stormy.get() && r.chance(self.p.duplicate_per_mille) {
                         // At-least-once: the same batch again.
                         self.bump(|s| s.duplicate_deliveries += 1);
@@ -807,10 +1016,10 @@ impl Sim {
                 StreamVerdict::RetryFrom(index) => {
                     self.bump(|s| s.partial_failures += 1);
                     if index > 0 {
-                        *self.checkpoint.borrow_mut() = Some(seqs[index - 1].clone());
+                        self.advance(at, &seqs[index - 1]);
                     }
                     part.records.drain(..index);
-                    self.retry_or_give_up(part, &mut parts, r).await;
+                    self.retry_or_give_up(at, part, &mut parts, r).await;
                 }
                 StreamVerdict::Failed { function_error, .. } => {
                     let split = if function_error && self.p.bisect {
@@ -824,33 +1033,34 @@ impl Sim {
                             parts.push_front(second);
                             parts.push_front(first);
                         }
-                        Err(part) => self.retry_or_give_up(part, &mut parts, r).await,
+                        Err(part) => self.retry_or_give_up(at, part, &mut parts, r).await,
                     }
                 }
             }
         }
     }
 
-    async fn retry_or_give_up(&self, mut part: Part, parts: &mut VecDeque<Part>, r: &mut Rng) {
+    async fn retry_or_give_up(&self, at: &Lane, mut part: Part, parts: &mut VecDeque<Part>, r: &mut Rng) {
         if may_retry(part.retries, self.p.max_retries) {
             part.retries += 1;
             parts.push_front(part);
             tokio::time::sleep(r.millis(10, 500)).await;
         } else {
-            self.give_up(&part.records, "RetryAttemptsExhausted", part.invocations);
+            self.give_up(at, &part.records, "RetryAttemptsExhausted", part.invocations);
         }
     }
 
-    /// The on-failure destination: DLQ1 gets where the records are, not
-    /// the records.
-    fn give_up(&self, records: &[(Record, Value)], condition: &str, invocations: u32) {
+    /// The on-failure destination: DLQ1 gets where the records are (the
+    /// lane's shard and the first and last sequence numbers, a range that
+    /// holds the other lanes' records too), not the records.
+    fn give_up(&self, at: &Lane, records: &[(Record, Value)], condition: &str, invocations: u32) {
         let plain: Vec<Record> = records.iter().map(|(r, _)| r.clone()).collect();
         let on_failure = OnFailureRecord::for_batch(
             FUNCTION_ARN,
             condition,
             invocations,
             STREAM_ARN,
-            STREAM_SHARD_ID,
+            &at.shard,
             &plain,
             self.now_system(),
         );
@@ -864,7 +1074,7 @@ impl Sim {
         self.bump(|s| s.batches_to_dlq1 += 1);
         self.send_dlq1(body);
         if let Some((last, _)) = records.last() {
-            *self.checkpoint.borrow_mut() = Some(seq(last));
+            self.advance(at, &seq(last));
         }
     }
 
@@ -956,9 +1166,9 @@ impl Sim {
             let outcome = match OnFailureRecord::from_body(&m.body) {
                 Ok(record) => {
                     let info = &record.batch_info;
-                    let records = self
-                        .store
-                        .stream_range(&info.start_sequence_number, &info.end_sequence_number);
+                    let records =
+                        self.store
+                            .stream_range(&info.shard_id, &info.start_sequence_number, &info.end_sequence_number);
                     replay_records(&self.processor, info, records, self.now_ms()).await
                 }
                 Err(err) => Err(err),
@@ -1032,7 +1242,7 @@ impl Sim {
             // Retention keeps running: a range waiting in DLQ1 can expire.
             self.expire();
             let mut progressed = false;
-            while self.mapping_step(&mut r).await {
+            while self.poll_all(&mut r).await {
                 progressed = true;
             }
             if self.reprocessor_step(&mut r).await > 0 {
@@ -1059,6 +1269,9 @@ impl Sim {
         if let Some(v) = self.store.violation() {
             return Err(format!("invariant broken {v}"));
         }
+        if let Some(v) = self.order_violation.borrow().clone() {
+            return Err(v);
+        }
         if !self.dlq1.borrow().is_empty() {
             return Err("DLQ1 is not empty after the drain".into());
         }
@@ -1069,7 +1282,7 @@ impl Sim {
             let info = &record.batch_info;
             if self
                 .store
-                .stream_range(&info.start_sequence_number, &info.end_sequence_number)
+                .stream_range(&info.shard_id, &info.start_sequence_number, &info.end_sequence_number)
                 .is_ok()
             {
                 return Err(format!(
@@ -1222,6 +1435,55 @@ fn seq(record: &Record) -> String {
 
 fn previous_sequence(seq: &str) -> Option<String> {
     seq.parse::<u64>().ok()?.checked_sub(1).map(|n| n.to_string())
+}
+
+/// The stream function's deliveries so far: every sequence number, and
+/// per item (`(scope, id)`) the highest one.
+#[derive(Debug, Default)]
+struct Deliveries {
+    seen: BTreeSet<u64>,
+    highest: BTreeMap<(String, String), u64>,
+}
+
+/// One future of a group joined by [`join_all`].
+type Task<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'a>>;
+
+/// One lane of one shard of the stream mapping.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Lane {
+    shard: String,
+    lane: u32,
+}
+
+/// The lane of a record under a parallelization factor of `lanes`: by its
+/// partition key (the scope), so "Lambda processes records with the same
+/// partition key in order" ("Using AWS Lambda with Amazon DynamoDB",
+/// concurrent reading of shards,
+/// <https://docs.aws.amazon.com/lambda/latest/dg/with-ddb.html>).
+fn lane_of(event: &Value, lanes: u32) -> u32 {
+    let scope = key_text(event, keys::SCOPE);
+    let hash = scope.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    (hash % u64::from(lanes.max(1))) as u32
+}
+
+/// A string key attribute of a record in its Lambda event form.
+fn key_text<'a>(event: &'a Value, name: &str) -> &'a str {
+    event["dynamodb"]["Keys"][name]["S"].as_str().unwrap_or_default()
+}
+
+/// Polls every future until all are done (the lanes of one round).
+async fn join_all(mut futures: Vec<Task<'_>>) {
+    std::future::poll_fn(|cx| {
+        futures.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        if futures.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
 }
 
 fn scope_counts(tables: &Tables, scope: &str) -> ScopeCounts {
@@ -1563,7 +1825,13 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
             store,
             p,
             start,
-            checkpoint: RefCell::new(None),
+            checkpoints: RefCell::new(BTreeMap::new()),
+            lanes_done: RefCell::new(BTreeSet::new()),
+            finished_shards: RefCell::new(BTreeSet::new()),
+            shard_generation: Cell::new(0),
+            batches_in_flight: Cell::new(0),
+            delivered: RefCell::new(Deliveries::default()),
+            order_violation: RefCell::new(None),
             dlq1: RefCell::new(VecDeque::new()),
             dlq2: RefCell::new(VecDeque::new()),
             next_message: Cell::new(0),
@@ -1579,7 +1847,8 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
             sim.operator(),
             sim.operator_audits(),
             sim.reshard(),
-            sim.limit_operator()
+            sim.limit_operator(),
+            sim.stream_splitter()
         );
         if result.is_ok() {
             result = sim.drain().await;
@@ -1604,6 +1873,7 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
         stats.mixed_cancellations = sim.store.mixed_cancellations();
         stats.wide_schedules = u64::from(sim.p.prefilled > 0);
         stats.torn_read_schedules = u64::from(!sim.p.counter_read_latency.is_zero());
+        stats.parallel_schedules = u64::from(sim.p.lanes > 1);
         {
             let windows = sim.windows.lock().unwrap();
             stats.windows_opened = windows.opened;
@@ -1661,6 +1931,8 @@ fn simpler(p: &Params) -> Vec<Params> {
     variant(&|q| q.counter_read_latency = Duration::ZERO);
     variant(&|q| q.limit_changes.clear());
     variant(&|q| q.quiet_per_mille = 0);
+    variant(&|q| q.lanes = 1);
+    variant(&|q| q.splits.clear());
     out
 }
 
@@ -1766,6 +2038,11 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         total.sharded_schedules
     );
     println!(
+        "simulation stream: {} schedules with 2 to 10 lanes per shard, {} shard splits under load, at most {} batches \
+         in flight at once; each item's records reached the function in order",
+        total.parallel_schedules, total.stream_splits, total.most_batches_in_flight
+    );
+    println!(
         "simulation best-effort shards: {} schedules with 2 to 8, {} changing BeShardCount under load",
         total.best_effort_sharded_schedules, total.resharded_schedules
     );
@@ -1800,6 +2077,10 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
                 && total.torn_read_schedules > 0
                 && total.mixed_cancellations > 0,
             "limit and shard count changes under load, wide schedules, torn reads and mixed reasons run: {total:?}"
+        );
+        assert!(
+            total.parallel_schedules > 0 && total.stream_splits > 0 && total.most_batches_in_flight > 1,
+            "stream lanes and shard splits run, batches concurrently: {total:?}"
         );
     }
 }
