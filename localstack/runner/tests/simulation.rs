@@ -34,6 +34,10 @@
 //! records in order, as AWS promises (the kit's counting does not depend on
 //! it: reordering one scope's records breaks no count, only this check).
 //!
+//! The actors' clocks are skewed by up to 2 s against each other (each API
+//! client, the stream's functions, the operator's audit), and the audit's
+//! grace is the API's timeout plus that skew, the rule the kit documents.
+//!
 //! Every other seed runs in strict admission (`seed` odd: creates reserve a
 //! slot with a conditional BE increment before the put), the others in
 //! best-effort admission.
@@ -84,10 +88,13 @@ const FUNCTION_ARN: &str = "arn:aws:lambda:us-east-1:000000000000:function:strea
 const EPOCH_MS: i64 = 1_700_000_000_000;
 const DEFAULT_SCHEDULES: u64 = 10_000;
 const DEFAULT_BASE_SEED: u64 = 0x5EED_0000;
-/// The audit's grace period in the simulation: its requests take at most a
-/// few hundred simulated milliseconds (checked: see `Sim::took`), as the
-/// deployed API's take at most its 10 s timeout against the kit's 60 s.
-const SIM_GRACE_MS: i64 = 500;
+/// The simulation's API timeout: no request takes this long (checked: see
+/// `Sim::took`), as the deployed API's take at most its 10 s timeout.
+const SIM_API_TIMEOUT_MS: i64 = 500;
+/// The most two actors' clocks differ by (each is off the true time by at
+/// most half of it): the API's clients, the stream's and the reprocessor's
+/// functions, and the operator's audit.
+const SIM_MAX_SKEW_MS: i64 = 2_000;
 /// The most API clients a schedule runs (wide schedules).
 const MAX_CLIENTS: u32 = 16;
 
@@ -186,6 +193,40 @@ struct Params {
     /// When the stream splits an open shard (closed, two children open)
     /// while the clients run.
     splits: Vec<Duration>,
+    /// Each actor's clock, off the true time by this many milliseconds.
+    skew: Skew,
+}
+
+/// The actors' clock offsets, each within ±[`SIM_MAX_SKEW_MS`]/2.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Skew {
+    /// Per client: each API instance has its own clock.
+    api: Vec<i64>,
+    /// The stream function and the reprocessor (they stamp counters).
+    stream: i64,
+    /// The operator's machine: audits and their sweeps.
+    audit: i64,
+}
+
+impl Skew {
+    fn draw(r: &mut Rng, clients: u64) -> Self {
+        let mut offset = || r.range(0, SIM_MAX_SKEW_MS as u64) as i64 - SIM_MAX_SKEW_MS / 2;
+        Self {
+            api: (0..clients).map(|_| offset()).collect(),
+            stream: offset(),
+            audit: offset(),
+        }
+    }
+
+    /// The widest difference between two actors' clocks.
+    fn span(&self) -> i64 {
+        let all = self.api.iter().chain([&self.stream, &self.audit]);
+        all.clone().max().unwrap_or(&0) - all.min().unwrap_or(&0)
+    }
+
+    fn api(&self, client: u64) -> i64 {
+        self.api.get(client as usize).copied().unwrap_or_default()
+    }
 }
 
 impl Params {
@@ -321,9 +362,15 @@ impl Params {
             quiet_per_mille,
             lanes,
             splits,
+            skew: Skew::default(),
         };
         if let Some((clients, limit, prefilled, ids, ops)) = wide {
             (p.clients, p.limit, p.prefilled, p.ids, p.ops_per_client) = (clients, limit, prefilled, ids, ops);
+        }
+        // Skewed clocks, from a stream of their own, in half the schedules.
+        let mut rk = Rng::new(seed, 11);
+        if rk.chance(500) {
+            p.skew = Skew::draw(&mut rk, p.clients);
         }
         // A new override near the limit in force: lowered, raised or cleared.
         for (_, scope, new) in &mut p.limit_changes {
@@ -381,6 +428,9 @@ struct Stats {
     /// every readable shard).
     parallel_schedules: u64,
     stream_splits: u64,
+    /// Schedules whose actors' clocks disagree, and the widest difference.
+    skewed_schedules: u64,
+    widest_skew_ms: u64,
     most_batches_in_flight: u64,
     /// Strict schedules whose BE was over-reserved after the drain.
     strict_over_reserved_at_rest: u64,
@@ -454,6 +504,7 @@ impl Stats {
             torn_read_schedules,
             parallel_schedules,
             stream_splits,
+            skewed_schedules,
             strict_over_reserved_at_rest,
             final_repairs_held_back,
             invocations,
@@ -478,6 +529,7 @@ impl Stats {
         self.longest_request_ms = self.longest_request_ms.max(other.longest_request_ms);
         self.widest_window = self.widest_window.max(other.widest_window);
         self.most_batches_in_flight = self.most_batches_in_flight.max(other.most_batches_in_flight);
+        self.widest_skew_ms = self.widest_skew_ms.max(other.widest_skew_ms);
         self.window_max_excess = self.window_max_excess.max(other.window_max_excess);
         self.audit_rounds = if self.schedules == other.schedules {
             other.audit_rounds
@@ -514,7 +566,11 @@ struct Sim {
     /// Creates in flight and the configuration changes' windows, shared
     /// with the store's checker.
     windows: Arc<Mutex<Windows>>,
+    /// The stream function's and the reprocessor's processor (the
+    /// stream's clock).
     processor: Processor<Arc<MemoryStore>>,
+    /// The processor of the operator's sweeps (the audit's clock).
+    sweeper: Processor<Arc<MemoryStore>>,
     start: tokio::time::Instant,
     /// The mapping's checkpoint per shard and lane: the last record the
     /// lane is past.
@@ -547,6 +603,29 @@ struct Sim {
 impl Sim {
     fn now_ms(&self) -> i64 {
         EPOCH_MS + i64::try_from(self.start.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// What client `n`'s clock says now.
+    fn now_api(&self, n: u64) -> i64 {
+        self.now_ms() + self.p.skew.api(n)
+    }
+
+    /// What the stream function's clock says now.
+    fn now_stream(&self) -> i64 {
+        self.now_ms() + self.p.skew.stream
+    }
+
+    /// What the operator's clock says now.
+    fn now_audit(&self) -> i64 {
+        self.now_ms() + self.p.skew.audit
+    }
+
+    /// The audit's grace period: longer than the API's timeout plus the
+    /// clock skew, as the kit documents (README, "When a repair may
+    /// write"): a request is under [`SIM_API_TIMEOUT_MS`], and two clocks
+    /// differ by at most the schedule's skew span.
+    fn grace(&self) -> i64 {
+        SIM_API_TIMEOUT_MS + self.p.skew.span()
     }
 
     fn now_system(&self) -> SystemTime {
@@ -649,7 +728,8 @@ impl Sim {
         for _ in 0..self.p.ops_per_client {
             tokio::time::sleep(r.millis(0, 300)).await;
             if quiet.chance(self.p.quiet_per_mille) {
-                let pause = quiet.millis(SIM_GRACE_MS as u64 + 100, 2 * SIM_GRACE_MS as u64 + 200);
+                let grace = self.grace() as u64;
+                let pause = quiet.millis(grace + 100, 2 * grace + 200);
                 self.bump(|s| s.quiet_moments += 1);
                 tokio::time::sleep(pause).await;
             }
@@ -660,7 +740,7 @@ impl Sim {
                 let create = self.windows.lock().unwrap().start_create();
                 let outcome = self
                     .counter()
-                    .create(&scope, &id, Default::default(), self.now_ms())
+                    .create(&scope, &id, Default::default(), self.now_api(n))
                     .await;
                 self.windows
                     .lock()
@@ -702,7 +782,7 @@ impl Sim {
                     Err(other) => return Err(format!("create returned an error outside its contract: {other}")),
                 }
             } else {
-                let outcome = self.counter().delete(&scope, &id, self.now_ms()).await;
+                let outcome = self.counter().delete(&scope, &id, self.now_api(n)).await;
                 self.took(started)?;
                 self.log(|| format!("client{n} delete {scope}/{id}: {outcome:?}"));
                 match outcome {
@@ -723,9 +803,9 @@ impl Sim {
     fn took(&self, started: tokio::time::Instant) -> Result<(), String> {
         let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.bump(|s| s.longest_request_ms = s.longest_request_ms.max(ms));
-        if ms >= SIM_GRACE_MS as u64 {
+        if ms >= SIM_API_TIMEOUT_MS as u64 {
             return Err(format!(
-                "a request took {ms} ms, longer than the audit's grace period of {SIM_GRACE_MS} ms"
+                "a request took {ms} ms, as long as the API's timeout of {SIM_API_TIMEOUT_MS} ms"
             ));
         }
         Ok(())
@@ -735,7 +815,7 @@ impl Sim {
 
     fn auditor(&self) -> Auditor<'_, Arc<MemoryStore>> {
         Auditor::new(&self.store, self.p.admission)
-            .with_grace(SIM_GRACE_MS)
+            .with_grace(self.grace())
             .with_eventual_shards(self.p.eventual_shards)
             .with_best_effort_shards(self.counter().layout().shards())
     }
@@ -752,7 +832,7 @@ impl Sim {
                 let scope = self.scope(n);
                 let outcome = self
                     .auditor()
-                    .audit_scope(&scope, RepairMode::Apply, self.now_ms())
+                    .audit_scope(&scope, RepairMode::Apply, self.now_audit())
                     .await;
                 self.log(|| format!("audit --repair {scope}: {outcome:?}"));
                 match outcome {
@@ -767,7 +847,10 @@ impl Sim {
                     && let Ok(changes) = pending_changes(&self.store, &scope).await
                 {
                     let swept = changes.len() as u64;
-                    let report = self.processor.process(changes.into_iter().map(Ok), self.now_ms()).await;
+                    let report = self
+                        .sweeper
+                        .process(changes.into_iter().map(Ok), self.now_audit())
+                        .await;
                     self.log(|| format!("sweep {scope}: {swept} pending -> {:?}", report.failure_reason));
                     self.bump(|s| s.swept_during_load += swept);
                 }
@@ -1095,11 +1178,11 @@ impl Sim {
         self.bump(|s| s.invocations += 1);
         if self.stormy.get() && r.chance(self.p.crash_per_mille) {
             let upto = r.range(0, events.len() as u64) as usize;
-            self.processor.process_json(&events[..upto], self.now_ms()).await;
+            self.processor.process_json(&events[..upto], self.now_stream()).await;
             self.bump(|s| s.handler_crashes += 1);
             return Invocation::error("Runtime.ExitError", "crashed mid-batch");
         }
-        let report = self.processor.process_json(events, self.now_ms()).await;
+        let report = self.processor.process_json(events, self.now_stream()).await;
         if report.batch_failure {
             return Invocation::error("Error", "a record without a sequence number failed");
         }
@@ -1169,7 +1252,7 @@ impl Sim {
                     let records =
                         self.store
                             .stream_range(&info.shard_id, &info.start_sequence_number, &info.end_sequence_number);
-                    replay_records(&self.processor, info, records, self.now_ms()).await
+                    replay_records(&self.processor, info, records, self.now_stream()).await
                 }
                 Err(err) => Err(err),
             };
@@ -1357,16 +1440,18 @@ impl Sim {
             let scope = self.scope(n);
             let mut audit = self
                 .auditor()
-                .audit_scope(&scope, RepairMode::Apply, self.now_ms())
+                .audit_scope(&scope, RepairMode::Apply, self.now_audit())
                 .await
                 .map_err(|e| format!("audit of {scope} failed after the drain: {e}"))?;
             if audit.held_back() {
                 self.log(|| format!("repair of {scope} held back: {:?}", audit.not_repaired));
                 self.bump(|s| s.final_repairs_held_back += 1);
-                tokio::time::sleep(Duration::from_millis(SIM_GRACE_MS as u64)).await;
+                // The next run: after the grace by the operator's clock,
+                // which may be behind the clock that stamped the last write.
+                tokio::time::sleep(Duration::from_millis((self.grace() + self.p.skew.span()) as u64)).await;
                 audit = self
                     .auditor()
-                    .audit_scope(&scope, RepairMode::Apply, self.now_ms())
+                    .audit_scope(&scope, RepairMode::Apply, self.now_audit())
                     .await
                     .map_err(|e| format!("audit of {scope} failed after the drain: {e}"))?;
                 if audit.held_back() {
@@ -1404,7 +1489,7 @@ impl Sim {
                 .await
                 .map_err(|e| format!("reading the pending items of {scope}: {e}"))?;
             let swept = sweep.len() as u64;
-            let report = self.processor.process(sweep.into_iter().map(Ok), self.now_ms()).await;
+            let report = self.sweeper.process(sweep.into_iter().map(Ok), self.now_audit()).await;
             if let Some(reason) = report.failure_reason {
                 return Err(format!("the repair sweep failed: {reason}"));
             }
@@ -1743,6 +1828,29 @@ async fn prefill(store: &MemoryStore, p: &Params) {
     store.set_counter("acct0", keys::EVENTUAL_NAME, p.prefilled as i64);
 }
 
+/// The kit's stream processor as the schedule configures it, its clock
+/// `skew` off the true time.
+fn processor(
+    store: &Arc<MemoryStore>,
+    p: &Params,
+    seed: u64,
+    start: tokio::time::Instant,
+    skew: i64,
+) -> Processor<Arc<MemoryStore>> {
+    Processor::new(store.clone())
+        .with_mode(p.mode)
+        .with_eventual_shards(p.eventual_shards)
+        .with_backoff(Backoff {
+            base: Duration::from_millis(5),
+            cap: Duration::from_millis(200),
+            max_attempts: p.processor_attempts,
+        })
+        .with_seed(seed)
+        .with_clock(hybrid_counter::Clock::new(move || {
+            EPOCH_MS + i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX) + skew
+        }))
+}
+
 /// Runs one schedule; `Err` carries the violation.
 fn run_schedule(seed: u64, traced: bool) -> (Result<(), String>, Stats, Vec<String>) {
     run_with(seed, Params::draw(seed), traced)
@@ -1810,18 +1918,8 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
             }),
             resharded: Cell::new(false),
             windows,
-            processor: Processor::new(store.clone())
-                .with_mode(p.mode)
-                .with_eventual_shards(p.eventual_shards)
-                .with_backoff(Backoff {
-                    base: Duration::from_millis(5),
-                    cap: Duration::from_millis(200),
-                    max_attempts: p.processor_attempts,
-                })
-                .with_seed(Rng::new(seed, 4).next())
-                .with_clock(hybrid_counter::Clock::new(move || {
-                    EPOCH_MS + i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX)
-                })),
+            processor: processor(&store, &p, Rng::new(seed, 4).next(), start, p.skew.stream),
+            sweeper: processor(&store, &p, Rng::new(seed, 12).next(), start, p.skew.audit),
             store,
             p,
             start,
@@ -1874,6 +1972,8 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
         stats.wide_schedules = u64::from(sim.p.prefilled > 0);
         stats.torn_read_schedules = u64::from(!sim.p.counter_read_latency.is_zero());
         stats.parallel_schedules = u64::from(sim.p.lanes > 1);
+        stats.skewed_schedules = u64::from(sim.p.skew.span() > 0);
+        stats.widest_skew_ms = sim.p.skew.span() as u64;
         {
             let windows = sim.windows.lock().unwrap();
             stats.windows_opened = windows.opened;
@@ -1933,6 +2033,7 @@ fn simpler(p: &Params) -> Vec<Params> {
     variant(&|q| q.quiet_per_mille = 0);
     variant(&|q| q.lanes = 1);
     variant(&|q| q.splits.clear());
+    variant(&|q| q.skew = Skew::default());
     out
 }
 
@@ -2043,13 +2144,18 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         total.parallel_schedules, total.stream_splits, total.most_batches_in_flight
     );
     println!(
+        "simulation clocks: {} schedules with skewed clocks (API clients, stream, audit), widest {} ms apart; the \
+         audit's grace is the API timeout plus the skew",
+        total.skewed_schedules, total.widest_skew_ms
+    );
+    println!(
         "simulation best-effort shards: {} schedules with 2 to 8, {} changing BeShardCount under load",
         total.best_effort_sharded_schedules, total.resharded_schedules
     );
     println!(
         "simulation audits under load: {} audit --repair runs, {} repairs written, {} held back, {} failed on a store \
          error; {} items swept under load; at least {} rounds over every scope in each schedule, three or more in {}; \
-         longest request {} ms (grace {SIM_GRACE_MS} ms)",
+         longest request {} ms (API timeout {SIM_API_TIMEOUT_MS} ms)",
         total.audits_during_load,
         total.repairs_during_load,
         total.repairs_held_back_during_load,
@@ -2081,6 +2187,10 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         assert!(
             total.parallel_schedules > 0 && total.stream_splits > 0 && total.most_batches_in_flight > 1,
             "stream lanes and shard splits run, batches concurrently: {total:?}"
+        );
+        assert!(
+            total.skewed_schedules > 0 && total.widest_skew_ms > SIM_MAX_SKEW_MS as u64 / 2,
+            "skewed clocks run: {total:?}"
         );
     }
 }
