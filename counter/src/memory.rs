@@ -38,7 +38,11 @@
 //! ("Isolation levels for DynamoDB transactions",
 //! <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html#transaction-isolation>:
 //! `GetItem` is serializable against transactions, `Query` and `Scan` are
-//! read-committed, item by item). Without
+//! read-committed, item by item). A transaction may carry a
+//! `ClientRequestToken` ([`MemoryStore::transact_write`]): a repeat within
+//! 10 minutes is answered without a second apply, another request under
+//! the same token is refused; [`Store::transact`] uses a fresh token per
+//! call, as the SDK does per `send()`. Without
 //! it, every call completes without awaiting, which keeps unit tests free
 //! of a clock.
 
@@ -391,6 +395,23 @@ struct Inner {
     clock: Option<Clock>,
     checker: Option<Checker>,
     violation: Option<String>,
+    /// `ClientRequestToken`s of applied transactions, while their window lasts.
+    tokens: BTreeMap<String, TokenUse>,
+    tokens_in_flight: std::collections::BTreeSet<String>,
+    next_token: u64,
+    token_replays: u64,
+}
+
+/// How long a `ClientRequestToken` makes a transaction idempotent: "valid
+/// for 10 minutes after the first request that uses it is completed"
+/// ([`MemoryStore::transact_write`]).
+pub const CLIENT_REQUEST_TOKEN_WINDOW_MS: EpochMillis = 10 * 60 * 1_000;
+
+/// An applied transaction's token: what it asked, and when it completed.
+#[derive(Debug, Clone)]
+struct TokenUse {
+    request: Transaction,
+    completed_at: EpochMillis,
 }
 
 impl Inner {
@@ -989,8 +1010,14 @@ impl MemoryStore {
     }
 
     /// Phase two: evaluates the conditions, applies all or nothing, releases
-    /// the items.
-    fn commit(&self, tx: &Transaction, holds: &[LockKey], fault: Option<Fault>, id: u64) -> Result<(), StoreError> {
+    /// the items. The answer, and whether the transaction was applied.
+    fn commit(
+        &self,
+        tx: &Transaction,
+        holds: &[LockKey],
+        fault: Option<Fault>,
+        id: u64,
+    ) -> (Result<(), StoreError>, bool) {
         let mut inner = self.inner.lock().unwrap();
         inner.locks.retain(|k, holder| *holder != id || !holds.contains(k));
         if fault == Some(Fault::ConflictOnCounter) {
@@ -1007,19 +1034,22 @@ impl MemoryStore {
                 }))
                 .collect::<Vec<_>>();
             inner.note_cancellation(&reasons);
-            return Err(StoreError::Cancelled { reasons });
+            return (Err(StoreError::Cancelled { reasons }), false);
         }
         inner.stamp();
         let inner = &mut *inner;
         let result = apply_transaction(&mut inner.tables, &mut inner.stream, tx);
         inner.check(Op::Transact);
-        match fault {
+        let applied = result.is_ok();
+        let answer = match fault {
             Some(Fault::AppliedThenUnavailable) => Err(StoreError::Unavailable(
                 "injected 500 after the transaction was applied".into(),
             )),
-            // Applied, answer lost, and the retry fails every item's
-            // condition (the counter's update has none). Had the first
-            // attempt not been applied, its own reasons are the answer.
+            // Applied, answer lost, and a retry that is a new request (no
+            // ClientRequestToken, or one past its window, or an emulator
+            // that does not honour it) fails every item's condition (the
+            // counter's update has none). Had the first attempt not been
+            // applied, its own reasons are the answer.
             Some(Fault::AppliedThenConditionFailed) if result.is_ok() => Err(StoreError::Cancelled {
                 reasons: tx
                     .counter
@@ -1035,7 +1065,94 @@ impl MemoryStore {
                 }
                 result
             }
+        };
+        (answer, applied)
+    }
+
+    /// One `TransactWriteItems` request: prepare, hold, commit. The answer,
+    /// and whether it was applied.
+    async fn transact_once(&self, tx: &Transaction) -> (Result<(), StoreError>, bool) {
+        let mut holds: Vec<LockKey> = Vec::with_capacity(tx.actions_len());
+        if let Some(c) = &tx.counter {
+            holds.push(LockKey::Counter(c.scope.to_string(), c.name.clone()));
         }
+        holds.extend(tx.items.iter().map(|w| resource_lock(w.key())));
+        let first_item = usize::from(tx.counter.is_some());
+        let own_reason = |t: &Tables, at: usize| match at.checked_sub(first_item).map(|i| &tx.items[i]) {
+            Some(write) if !condition_holds(t, write) => CancelReason::ConditionalCheckFailed,
+            _ => CancelReason::None,
+        };
+        let (fault, latency, id) = match self.prepare(Op::Transact, &holds, &own_reason) {
+            Ok(prepared) => prepared,
+            Err(err) => return (Err(err), false),
+        };
+        if !latency.is_zero() {
+            // Held items meet TransactionConflict until the commit. A
+            // transaction dropped here would keep them: the simulation never
+            // cancels one.
+            tokio::time::sleep(latency).await;
+        }
+        self.commit(tx, &holds, fault, id)
+    }
+
+    /// `TransactWriteItems` with an optional `ClientRequestToken`, as
+    /// DynamoDB answers it ("TransactWriteItems", Amazon DynamoDB API
+    /// Reference,
+    /// <https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html>):
+    /// the same token with the same request within
+    /// [`CLIENT_REQUEST_TOKEN_WINDOW_MS`] of the first one's completion
+    /// succeeds again without applying anything; with another request it is
+    /// refused with `IdempotentParameterMismatch`; while the first is still
+    /// in flight, `TransactionInProgressException`. Only an applied request
+    /// keeps its token (the documented case: "if the original
+    /// TransactWriteItems call was successful"); past the window the token
+    /// is new again. Times are the store's clock ([`MemoryStore::set_clock`]).
+    pub async fn transact_write(&self, tx: &Transaction, token: Option<&str>) -> Result<(), StoreError> {
+        let Some(token) = token else {
+            return self.transact_once(tx).await.0;
+        };
+        {
+            let mut inner = self.inner.lock().unwrap();
+            inner.stamp();
+            let now = inner.stream.now;
+            inner
+                .tokens
+                .retain(|_, used| now - used.completed_at < CLIENT_REQUEST_TOKEN_WINDOW_MS);
+            if let Some(used) = inner.tokens.get(token) {
+                if used.request != *tx {
+                    return Err(StoreError::Rejected(format!(
+                        "IdempotentParameterMismatch: ClientRequestToken {token} was used with another request"
+                    )));
+                }
+                inner.token_replays += 1;
+                return Ok(());
+            }
+            if !inner.tokens_in_flight.insert(token.to_owned()) {
+                return Err(StoreError::Transient(format!(
+                    "TransactionInProgressException: a request with ClientRequestToken {token} is in progress"
+                )));
+            }
+        }
+        let (answer, applied) = self.transact_once(tx).await;
+        let mut inner = self.inner.lock().unwrap();
+        inner.tokens_in_flight.remove(token);
+        if applied {
+            inner.stamp();
+            let completed_at = inner.stream.now;
+            inner.tokens.insert(
+                token.to_owned(),
+                TokenUse {
+                    request: tx.clone(),
+                    completed_at,
+                },
+            );
+        }
+        answer
+    }
+
+    /// Requests answered from a `ClientRequestToken`'s first success.
+    pub fn token_replays(&self) -> u64 {
+        self.inner.lock().unwrap().token_replays
     }
 }
 
@@ -1220,25 +1337,16 @@ impl Store for MemoryStore {
         })
     }
 
+    /// The kit sends no `ClientRequestToken` itself: the SDK fills a fresh
+    /// one per `send()` (and keeps it across its own retries of that send),
+    /// so every call here is a new token ([`MemoryStore::transact_write`]).
     async fn transact(&self, tx: &Transaction) -> Result<(), StoreError> {
-        let mut holds: Vec<LockKey> = Vec::with_capacity(tx.actions_len());
-        if let Some(c) = &tx.counter {
-            holds.push(LockKey::Counter(c.scope.to_string(), c.name.clone()));
-        }
-        holds.extend(tx.items.iter().map(|w| resource_lock(w.key())));
-        let first_item = usize::from(tx.counter.is_some());
-        let own_reason = |t: &Tables, at: usize| match at.checked_sub(first_item).map(|i| &tx.items[i]) {
-            Some(write) if !condition_holds(t, write) => CancelReason::ConditionalCheckFailed,
-            _ => CancelReason::None,
+        let token = {
+            let mut inner = self.inner.lock().unwrap();
+            inner.next_token += 1;
+            format!("sdk-{:032x}", inner.next_token)
         };
-        let (fault, latency, id) = self.prepare(Op::Transact, &holds, &own_reason)?;
-        if !latency.is_zero() {
-            // Held items meet TransactionConflict until the commit. A
-            // transaction dropped here would keep them: the simulation never
-            // cancels one.
-            tokio::time::sleep(latency).await;
-        }
-        self.commit(tx, &holds, fault, id)
+        self.transact_write(tx, Some(&token)).await
     }
 
     async fn last_sequence(&self, scope: &Scope) -> Result<u64, StoreError> {
@@ -1625,6 +1733,44 @@ mod tests {
         store.trim_stream(50);
         let listed: Vec<String> = store.stream_shards().into_iter().map(|s| s.shard_id).collect();
         assert_eq!(listed, [left, right]);
+    }
+
+    #[tokio::test]
+    async fn a_client_request_token_answers_a_repeat_without_applying_it_again_for_ten_minutes() {
+        let store = MemoryStore::new();
+        let now = Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let clock = now.clone();
+        store.set_clock(Arc::new(move || clock.load(std::sync::atomic::Ordering::SeqCst)));
+        for id in ["a", "b"] {
+            store.put_resource(&resource(id, "i1")).await.unwrap();
+        }
+        let tx = count_insert("a", "i1");
+        store.transact_write(&tx, Some("t1")).await.unwrap();
+        let records = store.stream_changes().len();
+        // The same request again: success, nothing applied twice.
+        now.store(CLIENT_REQUEST_TOKEN_WINDOW_MS - 1, std::sync::atomic::Ordering::SeqCst);
+        store.transact_write(&tx, Some("t1")).await.unwrap();
+        assert_eq!(store.counter("acct", "eventual"), 1);
+        assert_eq!(store.stream_changes().len(), records);
+        assert_eq!(store.token_replays(), 1);
+        // Another request under the same token is refused.
+        let other = count_insert("b", "i1");
+        assert!(matches!(
+            store.transact_write(&other, Some("t1")).await,
+            Err(StoreError::Rejected(why)) if why.starts_with("IdempotentParameterMismatch")
+        ));
+        assert_eq!(store.counter("acct", "eventual"), 1);
+        // Past the window the token is new: the request runs, and its
+        // condition fails (already counted).
+        now.store(2 * CLIENT_REQUEST_TOKEN_WINDOW_MS, std::sync::atomic::Ordering::SeqCst);
+        assert!(matches!(
+            store.transact_write(&tx, Some("t1")).await,
+            Err(StoreError::Cancelled { .. })
+        ));
+        // Without a token every request is new; a fresh token applies.
+        assert!(store.transact_write(&tx, None).await.is_err());
+        store.transact_write(&other, Some("t2")).await.unwrap();
+        assert_eq!(store.counter("acct", "eventual"), 2);
     }
 
     #[tokio::test]
