@@ -38,6 +38,11 @@
 //! client, the stream's functions, the operator's audit), and the audit's
 //! grace is the API's timeout plus that skew, the rule the kit documents.
 //!
+//! The scheduled drift check ([`hybrid_counter::audit::drift::DriftCheck`])
+//! runs under load and must never report a defect (none exists at any
+//! instant, so one reported is an unconfirmed finding); at rest after the
+//! repair it must report nothing.
+//!
 //! Every other seed runs in strict admission (`seed` odd: creates reserve a
 //! slot with a conditional BE increment before the put), the others in
 //! best-effort admission.
@@ -428,6 +433,13 @@ struct Stats {
     /// every readable shard).
     parallel_schedules: u64,
     stream_splits: u64,
+    /// Scheduled drift check runs during the load, and what they reported:
+    /// scopes drifted (never a defect: no defect exists at any instant, so
+    /// one reported is an unconfirmed finding), held back (in motion or
+    /// not yet repairable).
+    drift_runs: u64,
+    drift_scopes_drifted: u64,
+    drift_scopes_held_back: u64,
     /// Schedules whose actors' clocks disagree, and the widest difference.
     skewed_schedules: u64,
     widest_skew_ms: u64,
@@ -505,6 +517,9 @@ impl Stats {
             parallel_schedules,
             stream_splits,
             skewed_schedules,
+            drift_runs,
+            drift_scopes_drifted,
+            drift_scopes_held_back,
             strict_over_reserved_at_rest,
             final_repairs_held_back,
             invocations,
@@ -589,6 +604,8 @@ struct Sim {
     /// shard lineage).
     delivered: RefCell<Deliveries>,
     order_violation: RefCell<Option<String>>,
+    /// The first drift check run or audit under load that reported a defect.
+    drift_violation: RefCell<Option<String>>,
     dlq1: RefCell<VecDeque<Message>>,
     dlq2: RefCell<VecDeque<Message>>,
     next_message: Cell<u64>,
@@ -836,11 +853,22 @@ impl Sim {
                     .await;
                 self.log(|| format!("audit --repair {scope}: {outcome:?}"));
                 match outcome {
-                    Ok(audit) => self.bump(|s| {
-                        s.audits_during_load += 1;
-                        s.repairs_during_load += u64::from(audit.repaired);
-                        s.repairs_held_back_during_load += u64::from(audit.held_back());
-                    }),
+                    Ok(audit) => {
+                        // No defect exists at any instant: one reported is
+                        // an unconfirmed finding (its drift exit code would
+                        // page an operator for nothing).
+                        if audit.has_defect() && self.drift_violation.borrow().is_none() {
+                            *self.drift_violation.borrow_mut() = Some(format!(
+                                "audit --repair under load reported a defect where there is none: {:?}",
+                                audit.findings
+                            ));
+                        }
+                        self.bump(|s| {
+                            s.audits_during_load += 1;
+                            s.repairs_during_load += u64::from(audit.repaired);
+                            s.repairs_held_back_during_load += u64::from(audit.held_back());
+                        })
+                    }
                     Err(_) => self.bump(|s| s.audit_errors_during_load += 1),
                 }
                 if self.p.sweep_during_load
@@ -856,6 +884,58 @@ impl Sim {
                 }
             }
             tokio::time::sleep(r.millis(lo, hi)).await;
+        }
+    }
+
+    // ---- the scheduled drift check ------------------------------------------
+
+    /// One run of the kit's drift check (`handlers/drift-check`) over every
+    /// scope, report-only, dated by the operator's clock.
+    async fn drift_check(&self) -> Result<hybrid_counter::audit::drift::DriftRun, String> {
+        let config = hybrid_counter::CounterConfig {
+            resources_table: "resources".into(),
+            counters_table: "counters".into(),
+            default_limit: Some(self.p.limit),
+            eventual_shards: self.p.eventual_shards,
+            best_effort_shards: self.counter().layout().shards(),
+            admission: self.p.admission,
+        };
+        let (start, skew) = (self.start, self.p.skew.audit);
+        let clock = hybrid_counter::Clock::new(move || {
+            EPOCH_MS + i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX) + skew
+        });
+        let check = hybrid_counter::audit::drift::DriftCheck {
+            grace: self.grace(),
+            ..hybrid_counter::audit::drift::DriftCheck::new(hybrid_counter::audit::drift::DEFAULT_BUDGET)
+        };
+        let outcome = check
+            .run(self.store.as_ref(), &config, &clock)
+            .await
+            .map_err(|e| format!("the drift check failed: {e}"))?;
+        Ok(outcome.run)
+    }
+
+    /// The drift check on its schedule while the clients run: no defect
+    /// exists at any instant (the checker sees to it), so a defect it
+    /// reports is an unconfirmed finding reported as drift.
+    async fn drift_checks(&self) {
+        let mut r = Rng::new(self.seed, 900);
+        while !self.done() {
+            tokio::time::sleep(r.millis(100, 800)).await;
+            let Ok(run) = self.drift_check().await else { continue };
+            self.log(|| format!("drift check: {run:?}"));
+            self.bump(|s| {
+                s.drift_runs += 1;
+                s.drift_scopes_drifted += run.drifted;
+                s.drift_scopes_held_back += run.held_back;
+            });
+            if run.defects > 0 && self.drift_violation.borrow().is_none() {
+                *self.drift_violation.borrow_mut() = Some(format!(
+                    "the drift check reported a defect under load where there is none (an unconfirmed finding \
+                     reported as drift): {:?}",
+                    run.drifted_scopes
+                ));
+            }
         }
     }
 
@@ -1355,6 +1435,9 @@ impl Sim {
         if let Some(v) = self.order_violation.borrow().clone() {
             return Err(v);
         }
+        if let Some(v) = self.drift_violation.borrow().clone() {
+            return Err(v);
+        }
         if !self.dlq1.borrow().is_empty() {
             return Err("DLQ1 is not empty after the drain".into());
         }
@@ -1509,6 +1592,11 @@ impl Sim {
         }
         if let Some(v) = self.store.violation() {
             return Err(format!("invariant broken {v}"));
+        }
+        // Exact and at rest: the drift check finds nothing.
+        let run = self.drift_check().await?;
+        if run.drifted + run.held_back + run.failed > 0 {
+            return Err(format!("the drift check at rest, with no drift, reported {run:?}"));
         }
         Ok(())
     }
@@ -1930,6 +2018,7 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
             batches_in_flight: Cell::new(0),
             delivered: RefCell::new(Deliveries::default()),
             order_violation: RefCell::new(None),
+            drift_violation: RefCell::new(None),
             dlq1: RefCell::new(VecDeque::new()),
             dlq2: RefCell::new(VecDeque::new()),
             next_message: Cell::new(0),
@@ -1946,7 +2035,8 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
             sim.operator_audits(),
             sim.reshard(),
             sim.limit_operator(),
-            sim.stream_splitter()
+            sim.stream_splitter(),
+            sim.drift_checks()
         );
         if result.is_ok() {
             result = sim.drain().await;
@@ -2144,6 +2234,11 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         total.parallel_schedules, total.stream_splits, total.most_batches_in_flight
     );
     println!(
+        "simulation drift check under load: {} runs, {} scopes drifted (none a defect), {} held back (in motion or \
+         not yet repairable); at rest after the repair: none",
+        total.drift_runs, total.drift_scopes_drifted, total.drift_scopes_held_back
+    );
+    println!(
         "simulation clocks: {} schedules with skewed clocks (API clients, stream, audit), widest {} ms apart; the \
          audit's grace is the API timeout plus the skew",
         total.skewed_schedules, total.widest_skew_ms
@@ -2191,6 +2286,10 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         assert!(
             total.skewed_schedules > 0 && total.widest_skew_ms > SIM_MAX_SKEW_MS as u64 / 2,
             "skewed clocks run: {total:?}"
+        );
+        assert!(
+            total.drift_runs > 0 && total.drift_scopes_held_back > 0,
+            "the drift check runs under load and meets scopes in motion: {total:?}"
         );
     }
 }
