@@ -43,6 +43,11 @@
 //! instant, so one reported is an unconfirmed finding); at rest after the
 //! repair it must report nothing.
 //!
+//! The clients call the example API's real handler (`handlers/api`), some
+//! creates with `?sequence=true`: no answer may carry the store's words,
+//! and every scope's sequence must be gapless, each number answered
+//! recorded for its item.
+//!
 //! Every other seed runs in strict admission (`seed` odd: creates reserve a
 //! slot with a conditional BE increment before the put), the others in
 //! best-effort admission.
@@ -78,7 +83,6 @@ use esm_runner::batch::{
     SqsVerdict, StreamVerdict, expired_prefix, may_retry, next_window, readable_shards, sqs_verdict, stream_verdict,
 };
 use hybrid_counter::audit::{Auditor, Finding, RepairMode, ScopeCounts, pending_changes};
-use hybrid_counter::error::Error;
 use hybrid_counter::memory::{Chaos, Fault, MemoryStore, Op, STREAM_ARN, Tables};
 use hybrid_counter::retry::Backoff;
 use hybrid_counter::store::ResourceKey;
@@ -100,6 +104,21 @@ const SIM_API_TIMEOUT_MS: i64 = 500;
 /// most half of it): the API's clients, the stream's and the reprocessor's
 /// functions, and the operator's audit.
 const SIM_MAX_SKEW_MS: i64 = 2_000;
+/// What the in-memory store (and DynamoDB) say in their errors: none of it
+/// may reach an API caller.
+const STORE_WORDS: &[&str] = &[
+    "injected",
+    "TransactionConflict",
+    "ConditionalCheck",
+    "conditional check",
+    "cancelled",
+    "Throttl",
+    "throttle",
+    "Exception",
+    "transient failure",
+    "store unavailable:",
+    "request rejected",
+];
 /// The most API clients a schedule runs (wide schedules).
 const MAX_CLIENTS: u32 = 16;
 
@@ -200,6 +219,11 @@ struct Params {
     splits: Vec<Duration>,
     /// Each actor's clock, off the true time by this many milliseconds.
     skew: Skew,
+    /// Per mille of creates that ask for a gapless sequence number
+    /// (`?sequence=true`); 0 where a configuration change opens a window
+    /// (a numbered create is in flight until its claim ends, which would
+    /// hold a window open longer).
+    sequence_per_mille: u32,
 }
 
 /// The actors' clock offsets, each within ±[`SIM_MAX_SKEW_MS`]/2.
@@ -368,6 +392,7 @@ impl Params {
             lanes,
             splits,
             skew: Skew::default(),
+            sequence_per_mille: 0,
         };
         if let Some((clients, limit, prefilled, ids, ops)) = wide {
             (p.clients, p.limit, p.prefilled, p.ids, p.ops_per_client) = (clients, limit, prefilled, ids, ops);
@@ -376,6 +401,28 @@ impl Params {
         let mut rk = Rng::new(seed, 11);
         if rk.chance(500) {
             p.skew = Skew::draw(&mut rk, p.clients);
+        }
+        // Numbered creates and the sequence's faults, from a stream of their own.
+        let mut rq = Rng::new(seed, 13);
+        if rq.chance(500) && p.limit_changes.is_empty() && p.reshard.is_none() {
+            p.sequence_per_mille = rq.range(200, 600) as u32;
+        }
+        for (op, fault) in [
+            (Op::LastSequence, Fault::Unavailable),
+            (Op::LastSequence, Fault::Throttled),
+            (Op::ClaimSequence, Fault::AppliedThenUnavailable),
+            (Op::ClaimSequence, Fault::Unavailable),
+            (Op::ClaimSequence, Fault::Throttled),
+            (Op::ClaimSequence, Fault::Conflict),
+            (Op::SequenceEntry, Fault::Unavailable),
+        ] {
+            p.store_faults.push((op, fault, rq.range(0, u64::from(level)) as u32));
+        }
+        // Now and then a sequence so contended that claims run out of
+        // attempts: the item stays, unnumbered (503 CreatedWithoutSequence).
+        if rq.chance(100) {
+            p.store_faults
+                .push((Op::ClaimSequence, Fault::Conflict, rq.range(700, 950) as u32));
         }
         // A new override near the limit in force: lowered, raised or cleared.
         for (_, scope, new) in &mut p.limit_changes {
@@ -440,6 +487,15 @@ struct Stats {
     drift_runs: u64,
     drift_scopes_drifted: u64,
     drift_scopes_held_back: u64,
+    /// Numbered creates (`?sequence=true`): numbered, created without a
+    /// number (503 `CreatedWithoutSequence`), the longest one in
+    /// simulated milliseconds (the claim runs after the create's writes;
+    /// the API timeout bounds the unnumbered requests), and the API's
+    /// answers checked for the store's words.
+    numbered_creates: u64,
+    created_without_sequence: u64,
+    longest_numbered_request_ms: u64,
+    answers_checked: u64,
     /// Schedules whose actors' clocks disagree, and the widest difference.
     skewed_schedules: u64,
     widest_skew_ms: u64,
@@ -517,6 +573,9 @@ impl Stats {
             parallel_schedules,
             stream_splits,
             skewed_schedules,
+            numbered_creates,
+            created_without_sequence,
+            answers_checked,
             drift_runs,
             drift_scopes_drifted,
             drift_scopes_held_back,
@@ -545,6 +604,7 @@ impl Stats {
         self.widest_window = self.widest_window.max(other.widest_window);
         self.most_batches_in_flight = self.most_batches_in_flight.max(other.most_batches_in_flight);
         self.widest_skew_ms = self.widest_skew_ms.max(other.widest_skew_ms);
+        self.longest_numbered_request_ms = self.longest_numbered_request_ms.max(other.longest_numbered_request_ms);
         self.window_max_excess = self.window_max_excess.max(other.window_max_excess);
         self.audit_rounds = if self.schedules == other.schedules {
             other.audit_rounds
@@ -604,6 +664,8 @@ struct Sim {
     /// shard lineage).
     delivered: RefCell<Deliveries>,
     order_violation: RefCell<Option<String>>,
+    /// Numbers the API answered with: `(scope, number)` → the id created.
+    numbered: RefCell<BTreeMap<(String, u64), String>>,
     /// The first drift check run or audit under load that reported a defect.
     drift_violation: RefCell<Option<String>>,
     dlq1: RefCell<VecDeque<Message>>,
@@ -742,6 +804,7 @@ impl Sim {
         }
         let mut r = Rng::new(self.seed, 100 + n);
         let mut quiet = Rng::new(self.seed, 700 + n);
+        let mut seq = Rng::new(self.seed, 1_100 + n);
         for _ in 0..self.p.ops_per_client {
             tokio::time::sleep(r.millis(0, 300)).await;
             if quiet.chance(self.p.quiet_per_mille) {
@@ -754,25 +817,39 @@ impl Sim {
             let id = ResourceId::new(format!("w{}", r.range(0, self.p.ids - 1))).unwrap();
             let started = tokio::time::Instant::now();
             if r.chance(650) {
+                let numbered = seq.chance(self.p.sequence_per_mille);
                 let create = self.windows.lock().unwrap().start_create();
-                let outcome = self
-                    .counter()
-                    .create(&scope, &id, Default::default(), self.now_api(n))
-                    .await;
+                let path = api::item_path(&scope, &id) + if numbered { "?sequence=true" } else { "" };
+                let answer = self.call_api(n, "POST", &path).await;
                 self.windows
                     .lock()
                     .unwrap()
                     .finish_create(create, || self.store.tables());
-                self.took(started)?;
-                self.log(|| {
-                    format!(
-                        "client{n} create {scope}/{id}: {:?}",
-                        outcome.as_ref().map(|c| &c.incarnation)
-                    )
-                });
-                match outcome {
-                    Ok(_) => {
+                if numbered {
+                    let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    self.bump(|s| s.longest_numbered_request_ms = s.longest_numbered_request_ms.max(ms));
+                } else {
+                    self.took(started)?;
+                }
+                let (status, code, body) = answer?;
+                self.log(|| format!("client{n} create {path}: {status} {code} {}", body["sequence"]));
+                match (status, code.as_str()) {
+                    (201, _) | (503, "CreatedWithoutSequence") => {
                         self.bump(|s| s.creates_ok += 1);
+                        if numbered {
+                            match body["sequence"].as_u64() {
+                                Some(number) => {
+                                    self.bump(|s| s.numbered_creates += 1);
+                                    let key = (scope.to_string(), number);
+                                    if let Some(other) = self.numbered.borrow_mut().insert(key, id.to_string()) {
+                                        return Err(format!(
+                                            "sequence number {number} of {scope} answered twice: to {other} and {id}"
+                                        ));
+                                    }
+                                }
+                                None => self.bump(|s| s.created_without_sequence += 1),
+                            }
+                        }
                         let tables = self.store.tables();
                         let live = live_count(&tables, scope.as_str());
                         let limit = tables.limits.get(scope.as_str()).copied().unwrap_or(self.p.limit);
@@ -793,25 +870,57 @@ impl Sim {
                             });
                         }
                     }
-                    Err(Error::LimitExceeded { .. }) => self.bump(|s| s.limit_exceeded += 1),
-                    Err(Error::AlreadyExists) => {}
-                    Err(Error::Unavailable(_)) => self.bump(|s| s.unavailable += 1),
-                    Err(other) => return Err(format!("create returned an error outside its contract: {other}")),
+                    (409, "LimitExceeded") => self.bump(|s| s.limit_exceeded += 1),
+                    (409, "AlreadyExists") => {}
+                    (503, "Unavailable") => self.bump(|s| s.unavailable += 1),
+                    _ => return Err(format!("create answered outside its contract: {status} {body}")),
                 }
             } else {
-                let outcome = self.counter().delete(&scope, &id, self.now_api(n)).await;
+                let path = api::item_path(&scope, &id);
+                let answer = self.call_api(n, "DELETE", &path).await;
                 self.took(started)?;
-                self.log(|| format!("client{n} delete {scope}/{id}: {outcome:?}"));
-                match outcome {
-                    Ok(()) => self.bump(|s| s.deletes_ok += 1),
-                    Err(Error::NotFound) => {}
-                    Err(Error::Unavailable(_)) => self.bump(|s| s.unavailable += 1),
-                    Err(other) => return Err(format!("delete returned an error outside its contract: {other}")),
+                let (status, code, body) = answer?;
+                self.log(|| format!("client{n} delete {path}: {status} {code}"));
+                match (status, code.as_str()) {
+                    (204, _) => self.bump(|s| s.deletes_ok += 1),
+                    (404, "NotFound") => {}
+                    (503, "Unavailable") => self.bump(|s| s.unavailable += 1),
+                    _ => return Err(format!("delete answered outside its contract: {status} {body}")),
                 }
             }
         }
         self.clients_done.set(self.clients_done.get() + 1);
         Ok(())
+    }
+
+    /// One request to the example API (`handlers/api`, the real handler
+    /// over the request path of this moment) from client `n`: its status,
+    /// error code and JSON body. No answer may carry the store's words
+    /// (DynamoDB's text goes to the log, never to the caller).
+    async fn call_api(&self, n: u64, method: &str, path: &str) -> Result<(u16, String, Value), String> {
+        let request = lambda_http::http::Request::builder()
+            .method(method)
+            .uri(path)
+            .body(lambda_http::Body::Empty)
+            .map_err(|e| e.to_string())?;
+        let mut metrics = hybrid_counter::metrics::Metrics::new("simulation");
+        let response = api::handle_measured(self.counter(), request, self.now_api(n), &mut metrics).await;
+        let status = response.status().as_u16();
+        let body: Value = match response.body() {
+            lambda_http::Body::Empty => Value::Null,
+            body => {
+                serde_json::from_slice(body).map_err(|e| format!("{method} {path}: a body that is not JSON: {e}"))?
+            }
+        };
+        self.bump(|s| s.answers_checked += 1);
+        let text = body.to_string();
+        if let Some(word) = STORE_WORDS.iter().find(|w| text.contains(*w)) {
+            return Err(format!(
+                "{method} {path} answered {status} with the store's words ({word:?}): {text}"
+            ));
+        }
+        let code = body["error"].as_str().unwrap_or_default().to_owned();
+        Ok((status, code, body))
     }
 
     /// Records how long a request took; one longer than the audit's grace
@@ -885,6 +994,38 @@ impl Sim {
             }
             tokio::time::sleep(r.millis(lo, hi)).await;
         }
+    }
+
+    /// Every scope's sequence is gapless (its numbers are exactly
+    /// `1..=last`), and each number the API answered with is recorded for
+    /// the item it answered it for.
+    fn check_sequences(&self) -> Result<(), String> {
+        let tables = self.store.tables();
+        for (scope, last) in &tables.sequences {
+            let numbers: Vec<u64> = tables
+                .sequence_items
+                .keys()
+                .filter(|(s, _)| s == scope)
+                .map(|(_, n)| *n)
+                .collect();
+            if numbers != (1..=*last).collect::<Vec<_>>() {
+                return Err(format!(
+                    "the sequence of {scope} is not gapless: last {last}, numbers {numbers:?}"
+                ));
+            }
+        }
+        for ((scope, number), id) in self.numbered.borrow().iter() {
+            let owner = tables
+                .sequence_items
+                .get(&(scope.clone(), *number))
+                .and_then(|e| e.owner.clone());
+            if owner.as_deref() != Some(id.as_str()) {
+                return Err(format!(
+                    "{scope}'s number {number} was answered for {id}, but its item records {owner:?}"
+                ));
+            }
+        }
+        Ok(())
     }
 
     // ---- the scheduled drift check ------------------------------------------
@@ -1438,6 +1579,7 @@ impl Sim {
         if let Some(v) = self.drift_violation.borrow().clone() {
             return Err(v);
         }
+        self.check_sequences()?;
         if !self.dlq1.borrow().is_empty() {
             return Err("DLQ1 is not empty after the drain".into());
         }
@@ -2019,6 +2161,7 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
             delivered: RefCell::new(Deliveries::default()),
             order_violation: RefCell::new(None),
             drift_violation: RefCell::new(None),
+            numbered: RefCell::new(BTreeMap::new()),
             dlq1: RefCell::new(VecDeque::new()),
             dlq2: RefCell::new(VecDeque::new()),
             next_message: Cell::new(0),
@@ -2124,6 +2267,7 @@ fn simpler(p: &Params) -> Vec<Params> {
     variant(&|q| q.lanes = 1);
     variant(&|q| q.splits.clear());
     variant(&|q| q.skew = Skew::default());
+    variant(&|q| q.sequence_per_mille = 0);
     out
 }
 
@@ -2239,6 +2383,14 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         total.drift_runs, total.drift_scopes_drifted, total.drift_scopes_held_back
     );
     println!(
+        "simulation API: {} answers checked for the store's words (none), {} numbered creates, {} created without a \
+         number, longest numbered request {} ms; every sequence gapless",
+        total.answers_checked,
+        total.numbered_creates,
+        total.created_without_sequence,
+        total.longest_numbered_request_ms
+    );
+    println!(
         "simulation clocks: {} schedules with skewed clocks (API clients, stream, audit), widest {} ms apart; the \
          audit's grace is the API timeout plus the skew",
         total.skewed_schedules, total.widest_skew_ms
@@ -2290,6 +2442,10 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         assert!(
             total.drift_runs > 0 && total.drift_scopes_held_back > 0,
             "the drift check runs under load and meets scopes in motion: {total:?}"
+        );
+        assert!(
+            total.numbered_creates > 0 && total.answers_checked > 0,
+            "numbered creates run through the API: {total:?}"
         );
     }
 }
