@@ -68,8 +68,11 @@
 //! over-reserved BE only after the reservation grace period, as the kit's
 //! audit does.
 //!
-//! `SIM_SCHEDULES` (default 10,000) schedules run from `SIM_BASE_SEED`;
-//! `SIM_SEED=<n>` replays one schedule with its trace.
+//! `SIM_SCHEDULES` (default 10,000) schedules run from `SIM_BASE_SEED` on
+//! `SIM_THREADS` threads (default: every core), each schedule on its own
+//! thread's runtime; the report gives the rate. `SIM_SEED=<n>` replays
+//! one schedule with its trace; a failure is shrunk in at most
+//! `SIM_SHRINK_RUNS` runs (default 300).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -611,8 +614,16 @@ impl Stats {
         } else {
             self.audit_rounds.min(other.audit_rounds)
         };
-        self.schedules_with_three_audit_rounds += u64::from(other.audit_rounds >= 3);
-        self.first_repair_gap_seed = self.first_repair_gap_seed.or(other.first_repair_gap_seed);
+        // One schedule's stats, or a total of many (one thread's).
+        self.schedules_with_three_audit_rounds += if other.schedules == 1 {
+            u64::from(other.audit_rounds >= 3)
+        } else {
+            other.schedules_with_three_audit_rounds
+        };
+        self.first_repair_gap_seed = match (self.first_repair_gap_seed, other.first_repair_gap_seed) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -798,10 +809,18 @@ impl Sim {
 
     // ---- API clients -------------------------------------------------------
 
+    /// Client `n`'s requests; done when they are, or at its first
+    /// violation (so the other actors stop too).
     async fn client(&self, n: u64) -> Result<(), String> {
         if n >= self.p.clients {
             return Ok(());
         }
+        let result = self.requests(n).await;
+        self.clients_done.set(self.clients_done.get() + 1);
+        result
+    }
+
+    async fn requests(&self, n: u64) -> Result<(), String> {
         let mut r = Rng::new(self.seed, 100 + n);
         let mut quiet = Rng::new(self.seed, 700 + n);
         let mut seq = Rng::new(self.seed, 1_100 + n);
@@ -889,7 +908,6 @@ impl Sim {
                 }
             }
         }
-        self.clients_done.set(self.clients_done.get() + 1);
         Ok(())
     }
 
@@ -2295,7 +2313,10 @@ fn shrink(p: Params, budget: usize, fails: impl Fn(&Params) -> bool) -> (Params,
 /// Panics with the failure of `seed`, shrunk: the simplest knobs that still
 /// fail, their trace's last events, and the replay command.
 fn fail_with_shrunk(seed: u64, why: &str) -> ! {
-    let (shrunk, runs) = shrink(Params::draw(seed), 300, |p| run_with(seed, p.clone(), false).0.is_err());
+    let budget = env_u64("SIM_SHRINK_RUNS").map_or(300, |n| n as usize);
+    let (shrunk, runs) = shrink(Params::draw(seed), budget, |p| {
+        run_with(seed, p.clone(), false).0.is_err()
+    });
     let (result, _, trace) = run_with(seed, shrunk.clone(), true);
     let tail = trace.len().saturating_sub(80);
     panic!(
@@ -2305,6 +2326,52 @@ fn fail_with_shrunk(seed: u64, why: &str) -> ! {
         trace[tail..].join("\n"),
         replay_hint(seed)
     );
+}
+
+/// Runs seeds `base..base + schedules` on `threads` threads, each taking
+/// the next seed in turn; their totals, and the lowest failing seed with
+/// its violation. Once a seed fails no thread starts a higher one, and
+/// every lower one still runs, so the seed reported is the lowest that
+/// fails, whatever the threads' timing.
+fn run_seeds(base: u64, schedules: u64, threads: u64) -> (Stats, Option<(u64, String)>) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let next = AtomicU64::new(base);
+    let failed: Mutex<Option<(u64, String)>> = Mutex::new(None);
+    let totals: Vec<Stats> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut total = Stats::default();
+                    loop {
+                        let seed = next.fetch_add(1, Ordering::Relaxed);
+                        let lowest_failure = failed.lock().unwrap().as_ref().map(|(s, _)| *s);
+                        if seed >= base + schedules || lowest_failure.is_some_and(|f| seed > f) {
+                            return total;
+                        }
+                        let (result, stats, _) = run_schedule(seed, false);
+                        match result {
+                            Ok(()) => total.add(&stats),
+                            Err(why) => {
+                                let mut failed = failed.lock().unwrap();
+                                if failed.as_ref().is_none_or(|(s, _)| seed < *s) {
+                                    *failed = Some((seed, why));
+                                }
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a worker thread"))
+            .collect()
+    });
+    let mut total = Stats::default();
+    for part in totals.iter().filter(|t| t.schedules > 0) {
+        total.add(part);
+    }
+    (total, failed.into_inner().unwrap())
 }
 
 fn replay_hint(seed: u64) -> String {
@@ -2326,19 +2393,19 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
     }
     let schedules = env_u64("SIM_SCHEDULES").unwrap_or(DEFAULT_SCHEDULES);
     let base = env_u64("SIM_BASE_SEED").unwrap_or(DEFAULT_BASE_SEED);
+    let threads = env_u64("SIM_THREADS")
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u64))
+        .clamp(1, schedules.max(1));
     let started = std::time::Instant::now();
-    let mut total = Stats::default();
-    for seed in base..base + schedules {
-        let (result, stats, _) = run_schedule(seed, false);
-        if let Err(why) = result {
-            fail_with_shrunk(seed, &why);
-        }
-        total.add(&stats);
+    let (total, failed) = run_seeds(base, schedules, threads);
+    if let Some((seed, why)) = failed {
+        fail_with_shrunk(seed, &why);
     }
+    let elapsed = started.elapsed();
     println!(
-        "simulation: {} schedules from seed {base} in {:.1?}\n{total:#?}",
+        "simulation: {} schedules from seed {base} in {elapsed:.1?} on {threads} threads ({:.0} schedules/s)\n{total:#?}",
         total.schedules,
-        started.elapsed()
+        total.schedules as f64 / elapsed.as_secs_f64().max(1e-9)
     );
     println!(
         "simulation admission: {} strict schedules, 0 strict overshoots outside the windows, {} creates above the \
