@@ -7,14 +7,22 @@
 //! is applied and the caller still sees an error. The emulator tests remain
 //! the check against the real API.
 //!
-//! The stream is one shard: every applied write of a resource item appends
-//! an `INSERT`, `MODIFY` or `REMOVE` record (old and new images shaped like
-//! the real table's items) as the Lambda event's [`Record`], the form the
-//! AWS layer turns a Streams API record into, so readers decode it with the
-//! production path ([`crate::stream::ChangeRecord::from_lambda`]).
-//! Sequence numbers increase, so the records of one item are in order.
-//! [`MemoryStore::trim_stream`] expires old records as the 24-hour retention
-//! does; reading a trimmed position fails with [`StoreError::Gone`].
+//! Every applied write of a resource item appends an `INSERT`, `MODIFY` or
+//! `REMOVE` record (old and new images shaped like the real table's items)
+//! as the Lambda event's [`Record`], the form the AWS layer turns a Streams
+//! API record into, so readers decode it with the production path
+//! ([`crate::stream::ChangeRecord::from_lambda`]). The stream starts with
+//! one shard ([`STREAM_SHARD_ID`]); [`MemoryStore::split_stream_shard`]
+//! closes an open shard and opens two children, as DynamoDB does when a
+//! partition splits: an item's records go on in one child (its lineage),
+//! while the items of one scope may spread over both (split for heat), so
+//! a reader must finish a parent before it reads its children
+//! ([`MemoryStore::stream_shards`] gives the lineage). Sequence numbers
+//! increase across the stream, so the records of one item are in order
+//! along its lineage. [`MemoryStore::trim_stream`] expires old records as
+//! the 24-hour retention does; reading a trimmed position fails with
+//! [`StoreError::Gone`], and a closed shard whose records all expired is
+//! no longer listed.
 //!
 //! With [`Chaos`], faults are drawn per call from a seeded generator and a
 //! transaction holds its items between prepare and commit for a seeded
@@ -30,7 +38,11 @@
 //! ("Isolation levels for DynamoDB transactions",
 //! <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html#transaction-isolation>:
 //! `GetItem` is serializable against transactions, `Query` and `Scan` are
-//! read-committed, item by item). Without
+//! read-committed, item by item). A transaction may carry a
+//! `ClientRequestToken` ([`MemoryStore::transact_write`]): a repeat within
+//! 10 minutes is answered without a second apply, another request under
+//! the same token is refused; [`Store::transact`] uses a fresh token per
+//! call, as the SDK does per `send()`. Without
 //! it, every call completes without awaiting, which keeps unit tests free
 //! of a clock.
 
@@ -188,8 +200,22 @@ impl MemResource {
     }
 }
 
-/// The shard id of the in-memory stream (it has one shard).
+/// The id of the in-memory stream's first shard (the root of every split).
 pub const STREAM_SHARD_ID: &str = "shardId-00000000000000000001-memory";
+
+/// The id of shard number `index` (0 is [`STREAM_SHARD_ID`]).
+fn shard_id(index: usize) -> String {
+    format!("shardId-{:020}-memory", index + 1)
+}
+
+/// One shard of the in-memory stream, as `DescribeStream` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamShard {
+    pub shard_id: String,
+    pub parent_shard_id: Option<String>,
+    /// Closed: it gets no more records (it was split).
+    pub closed: bool,
+}
 
 /// Sequence numbers start here so they have the width of real ones.
 const FIRST_SEQUENCE: u64 = 100_000_000_000_000_000;
@@ -228,21 +254,73 @@ impl Event {
 #[derive(Debug, Clone)]
 struct StreamEntry {
     n: u64,
+    /// Index of its shard in [`Stream::shards`].
+    shard: usize,
     at: EpochMillis,
     record: Record,
 }
 
-#[derive(Debug, Default)]
+/// A shard of the stream: its parent and, once split, its two children.
+#[derive(Debug, Clone, Default)]
+struct ShardState {
+    parent: Option<usize>,
+    children: Option<[usize; 2]>,
+    /// Every record of this shard numbered below this one has been trimmed.
+    trimmed_below: u64,
+    /// Records appended to it, ever.
+    appended: u64,
+    /// Of those, trimmed.
+    trimmed: u64,
+}
+
+#[derive(Debug)]
 struct Stream {
     records: VecDeque<StreamEntry>,
     next: u64,
-    /// Every record numbered below this one has been trimmed.
-    trimmed_below: u64,
+    shards: Vec<ShardState>,
     /// Timestamp of the records appended by the current call.
     now: EpochMillis,
 }
 
+impl Default for Stream {
+    fn default() -> Self {
+        Self {
+            records: VecDeque::new(),
+            next: 0,
+            shards: vec![ShardState::default()],
+            now: 0,
+        }
+    }
+}
+
 impl Stream {
+    /// The open shard an item's next record goes to: down its lineage from
+    /// the first shard, each split sending it to the child its key hashes to.
+    fn shard_of(&self, keys: &Item) -> usize {
+        let text = |k: &str| match keys.get(k) {
+            Some(AttributeValue::S(s)) => s.clone(),
+            _ => String::new(),
+        };
+        let key = format!("{}\u{0}{}", text(keys::SCOPE), text(keys::ID));
+        let mut at = 0;
+        let mut depth = 0u64;
+        while let Some(children) = self.shards[at].children {
+            let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325 ^ depth, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            });
+            at = children[usize::from(hash % 2 == 1)];
+            depth += 1;
+        }
+        at
+    }
+
+    /// Index of the shard named `shard_id`.
+    fn shard_index(&self, shard_id: &str) -> Result<usize, StoreError> {
+        (0..self.shards.len())
+            .find(|&i| self::shard_id(i) == shard_id)
+            .ok_or_else(|| StoreError::Rejected(format!("ResourceNotFoundException: no shard {shard_id}")))
+    }
+
     fn append(&mut self, event: Event, old: Option<&Item>, new: Option<&Item>) {
         let n = self.next;
         self.next += 1;
@@ -273,8 +351,11 @@ impl Stream {
         record.aws_region = "us-east-1".to_owned();
         record.event_source_arn = Some(STREAM_ARN.to_owned());
         record.change = data;
+        let shard = self.shard_of(&record.change.keys);
+        self.shards[shard].appended += 1;
         self.records.push_back(StreamEntry {
             n,
+            shard,
             at: self.now,
             record,
         });
@@ -314,6 +395,23 @@ struct Inner {
     clock: Option<Clock>,
     checker: Option<Checker>,
     violation: Option<String>,
+    /// `ClientRequestToken`s of applied transactions, while their window lasts.
+    tokens: BTreeMap<String, TokenUse>,
+    tokens_in_flight: std::collections::BTreeSet<String>,
+    next_token: u64,
+    token_replays: u64,
+}
+
+/// How long a `ClientRequestToken` makes a transaction idempotent: "valid
+/// for 10 minutes after the first request that uses it is completed"
+/// ([`MemoryStore::transact_write`]).
+pub const CLIENT_REQUEST_TOKEN_WINDOW_MS: EpochMillis = 10 * 60 * 1_000;
+
+/// An applied transaction's token: what it asked, and when it completed.
+#[derive(Debug, Clone)]
+struct TokenUse {
+    request: Transaction,
+    completed_at: EpochMillis,
 }
 
 impl Inner {
@@ -573,16 +671,18 @@ impl MemoryStore {
         };
     }
 
-    /// The retained records after `after` (from the trim horizon when
-    /// `None`), at most `max`: `GetRecords` from `AFTER_SEQUENCE_NUMBER`.
-    /// [`StoreError::Gone`] when records after `after` were trimmed.
-    pub fn stream_read(&self, after: Option<&str>, max: usize) -> Result<Vec<Record>, StoreError> {
+    /// The retained records of shard `shard_id` after `after` (from the
+    /// trim horizon when `None`), at most `max`: `GetRecords` from
+    /// `AFTER_SEQUENCE_NUMBER`. [`StoreError::Gone`] when records of the
+    /// shard after `after` were trimmed.
+    pub fn stream_read(&self, shard_id: &str, after: Option<&str>, max: usize) -> Result<Vec<Record>, StoreError> {
         let inner = self.inner.lock().unwrap();
+        let shard = inner.stream.shard_index(shard_id)?;
         let from = match after {
             None => 0,
             Some(seq) => parse_sequence(seq).ok_or_else(|| bad_sequence(seq))? + 1,
         };
-        if from < inner.stream.trimmed_below && after.is_some() {
+        if from < inner.stream.shards[shard].trimmed_below && after.is_some() {
             return Err(StoreError::Gone(format!(
                 "TrimmedDataAccessException: records after {} were trimmed",
                 after.unwrap_or_default()
@@ -592,23 +692,24 @@ impl MemoryStore {
             .stream
             .records
             .iter()
-            .filter(|e| e.n >= from)
+            .filter(|e| e.shard == shard && e.n >= from)
             .take(max)
             .map(|e| e.record.clone())
             .collect())
     }
 
-    /// The records from `start` through `end`, both inclusive:
-    /// `AT_SEQUENCE_NUMBER` then reading on. [`StoreError::Gone`] when
-    /// `start` was trimmed.
+    /// The records of shard `shard_id` from `start` through `end`, both
+    /// inclusive: `AT_SEQUENCE_NUMBER` then reading on.
+    /// [`StoreError::Gone`] when `start` was trimmed.
     /// With [`Fault::ShortRead`] drawn for [`Op::StreamRange`], only a
     /// first part of the range is returned, as a reader that stops early
     /// does.
-    pub fn stream_range(&self, start: &str, end: &str) -> Result<Vec<Record>, StoreError> {
+    pub fn stream_range(&self, shard_id: &str, start: &str, end: &str) -> Result<Vec<Record>, StoreError> {
         let mut inner = self.inner.lock().unwrap();
+        let shard = inner.stream.shard_index(shard_id)?;
         let first = parse_sequence(start).ok_or_else(|| bad_sequence(start))?;
         let last = parse_sequence(end).ok_or_else(|| bad_sequence(end))?;
-        if first < inner.stream.trimmed_below {
+        if first < inner.stream.shards[shard].trimmed_below {
             return Err(StoreError::Gone(format!(
                 "TrimmedDataAccessException: {start} is beyond the trim horizon"
             )));
@@ -617,7 +718,7 @@ impl MemoryStore {
             .stream
             .records
             .iter()
-            .filter(|e| (first..=last).contains(&e.n))
+            .filter(|e| e.shard == shard && (first..=last).contains(&e.n))
             .map(|e| e.record.clone())
             .collect();
         if records.len() > 1 && inner.next_fault(Op::StreamRange) == Some(Fault::ShortRead) {
@@ -628,6 +729,44 @@ impl MemoryStore {
             records.truncate(keep);
         }
         Ok(records)
+    }
+
+    /// The stream's shards, parents before children: every open shard,
+    /// and every closed one that still holds a record (or never held any).
+    pub fn stream_shards(&self) -> Vec<StreamShard> {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .stream
+            .shards
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.children.is_none() || s.appended == 0 || s.trimmed < s.appended)
+            .map(|(i, s)| StreamShard {
+                shard_id: shard_id(i),
+                parent_shard_id: s.parent.map(shard_id),
+                closed: s.children.is_some(),
+            })
+            .collect()
+    }
+
+    /// Splits open shard `shard_id`: it is closed and two children open;
+    /// returns their ids. `None` when the shard is unknown or closed.
+    pub fn split_stream_shard(&self, shard_id: &str) -> Option<[String; 2]> {
+        let mut inner = self.inner.lock().unwrap();
+        let stream = &mut inner.stream;
+        let at = stream.shard_index(shard_id).ok()?;
+        if stream.shards[at].children.is_some() {
+            return None;
+        }
+        let children = [stream.shards.len(), stream.shards.len() + 1];
+        for _ in children {
+            stream.shards.push(ShardState {
+                parent: Some(at),
+                ..ShardState::default()
+            });
+        }
+        stream.shards[at].children = Some(children);
+        Some(children.map(self::shard_id))
     }
 
     /// Every retained record, decoded with the production decoder.
@@ -648,7 +787,9 @@ impl MemoryStore {
         let mut trimmed = 0;
         while stream.records.front().is_some_and(|e| e.at < cutoff) {
             let entry = stream.records.pop_front().expect("checked");
-            stream.trimmed_below = entry.n + 1;
+            let shard = &mut stream.shards[entry.shard];
+            shard.trimmed_below = entry.n + 1;
+            shard.trimmed += 1;
             trimmed += 1;
         }
         trimmed
@@ -869,8 +1010,14 @@ impl MemoryStore {
     }
 
     /// Phase two: evaluates the conditions, applies all or nothing, releases
-    /// the items.
-    fn commit(&self, tx: &Transaction, holds: &[LockKey], fault: Option<Fault>, id: u64) -> Result<(), StoreError> {
+    /// the items. The answer, and whether the transaction was applied.
+    fn commit(
+        &self,
+        tx: &Transaction,
+        holds: &[LockKey],
+        fault: Option<Fault>,
+        id: u64,
+    ) -> (Result<(), StoreError>, bool) {
         let mut inner = self.inner.lock().unwrap();
         inner.locks.retain(|k, holder| *holder != id || !holds.contains(k));
         if fault == Some(Fault::ConflictOnCounter) {
@@ -887,19 +1034,22 @@ impl MemoryStore {
                 }))
                 .collect::<Vec<_>>();
             inner.note_cancellation(&reasons);
-            return Err(StoreError::Cancelled { reasons });
+            return (Err(StoreError::Cancelled { reasons }), false);
         }
         inner.stamp();
         let inner = &mut *inner;
         let result = apply_transaction(&mut inner.tables, &mut inner.stream, tx);
         inner.check(Op::Transact);
-        match fault {
+        let applied = result.is_ok();
+        let answer = match fault {
             Some(Fault::AppliedThenUnavailable) => Err(StoreError::Unavailable(
                 "injected 500 after the transaction was applied".into(),
             )),
-            // Applied, answer lost, and the retry fails every item's
-            // condition (the counter's update has none). Had the first
-            // attempt not been applied, its own reasons are the answer.
+            // Applied, answer lost, and a retry that is a new request (no
+            // ClientRequestToken, or one past its window, or an emulator
+            // that does not honour it) fails every item's condition (the
+            // counter's update has none). Had the first attempt not been
+            // applied, its own reasons are the answer.
             Some(Fault::AppliedThenConditionFailed) if result.is_ok() => Err(StoreError::Cancelled {
                 reasons: tx
                     .counter
@@ -915,7 +1065,94 @@ impl MemoryStore {
                 }
                 result
             }
+        };
+        (answer, applied)
+    }
+
+    /// One `TransactWriteItems` request: prepare, hold, commit. The answer,
+    /// and whether it was applied.
+    async fn transact_once(&self, tx: &Transaction) -> (Result<(), StoreError>, bool) {
+        let mut holds: Vec<LockKey> = Vec::with_capacity(tx.actions_len());
+        if let Some(c) = &tx.counter {
+            holds.push(LockKey::Counter(c.scope.to_string(), c.name.clone()));
         }
+        holds.extend(tx.items.iter().map(|w| resource_lock(w.key())));
+        let first_item = usize::from(tx.counter.is_some());
+        let own_reason = |t: &Tables, at: usize| match at.checked_sub(first_item).map(|i| &tx.items[i]) {
+            Some(write) if !condition_holds(t, write) => CancelReason::ConditionalCheckFailed,
+            _ => CancelReason::None,
+        };
+        let (fault, latency, id) = match self.prepare(Op::Transact, &holds, &own_reason) {
+            Ok(prepared) => prepared,
+            Err(err) => return (Err(err), false),
+        };
+        if !latency.is_zero() {
+            // Held items meet TransactionConflict until the commit. A
+            // transaction dropped here would keep them: the simulation never
+            // cancels one.
+            tokio::time::sleep(latency).await;
+        }
+        self.commit(tx, &holds, fault, id)
+    }
+
+    /// `TransactWriteItems` with an optional `ClientRequestToken`, as
+    /// DynamoDB answers it ("TransactWriteItems", Amazon DynamoDB API
+    /// Reference,
+    /// <https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html>):
+    /// the same token with the same request within
+    /// [`CLIENT_REQUEST_TOKEN_WINDOW_MS`] of the first one's completion
+    /// succeeds again without applying anything; with another request it is
+    /// refused with `IdempotentParameterMismatch`; while the first is still
+    /// in flight, `TransactionInProgressException`. Only an applied request
+    /// keeps its token (the documented case: "if the original
+    /// TransactWriteItems call was successful"); past the window the token
+    /// is new again. Times are the store's clock ([`MemoryStore::set_clock`]).
+    pub async fn transact_write(&self, tx: &Transaction, token: Option<&str>) -> Result<(), StoreError> {
+        let Some(token) = token else {
+            return self.transact_once(tx).await.0;
+        };
+        {
+            let mut inner = self.inner.lock().unwrap();
+            inner.stamp();
+            let now = inner.stream.now;
+            inner
+                .tokens
+                .retain(|_, used| now - used.completed_at < CLIENT_REQUEST_TOKEN_WINDOW_MS);
+            if let Some(used) = inner.tokens.get(token) {
+                if used.request != *tx {
+                    return Err(StoreError::Rejected(format!(
+                        "IdempotentParameterMismatch: ClientRequestToken {token} was used with another request"
+                    )));
+                }
+                inner.token_replays += 1;
+                return Ok(());
+            }
+            if !inner.tokens_in_flight.insert(token.to_owned()) {
+                return Err(StoreError::Transient(format!(
+                    "TransactionInProgressException: a request with ClientRequestToken {token} is in progress"
+                )));
+            }
+        }
+        let (answer, applied) = self.transact_once(tx).await;
+        let mut inner = self.inner.lock().unwrap();
+        inner.tokens_in_flight.remove(token);
+        if applied {
+            inner.stamp();
+            let completed_at = inner.stream.now;
+            inner.tokens.insert(
+                token.to_owned(),
+                TokenUse {
+                    request: tx.clone(),
+                    completed_at,
+                },
+            );
+        }
+        answer
+    }
+
+    /// Requests answered from a `ClientRequestToken`'s first success.
+    pub fn token_replays(&self) -> u64 {
+        self.inner.lock().unwrap().token_replays
     }
 }
 
@@ -1100,25 +1337,16 @@ impl Store for MemoryStore {
         })
     }
 
+    /// The kit sends no `ClientRequestToken` itself: the SDK fills a fresh
+    /// one per `send()` (and keeps it across its own retries of that send),
+    /// so every call here is a new token ([`MemoryStore::transact_write`]).
     async fn transact(&self, tx: &Transaction) -> Result<(), StoreError> {
-        let mut holds: Vec<LockKey> = Vec::with_capacity(tx.actions_len());
-        if let Some(c) = &tx.counter {
-            holds.push(LockKey::Counter(c.scope.to_string(), c.name.clone()));
-        }
-        holds.extend(tx.items.iter().map(|w| resource_lock(w.key())));
-        let first_item = usize::from(tx.counter.is_some());
-        let own_reason = |t: &Tables, at: usize| match at.checked_sub(first_item).map(|i| &tx.items[i]) {
-            Some(write) if !condition_holds(t, write) => CancelReason::ConditionalCheckFailed,
-            _ => CancelReason::None,
+        let token = {
+            let mut inner = self.inner.lock().unwrap();
+            inner.next_token += 1;
+            format!("sdk-{:032x}", inner.next_token)
         };
-        let (fault, latency, id) = self.prepare(Op::Transact, &holds, &own_reason)?;
-        if !latency.is_zero() {
-            // Held items meet TransactionConflict until the commit. A
-            // transaction dropped here would keep them: the simulation never
-            // cancels one.
-            tokio::time::sleep(latency).await;
-        }
-        self.commit(tx, &holds, fault, id)
+        self.transact_write(tx, Some(&token)).await
     }
 
     async fn last_sequence(&self, scope: &Scope) -> Result<u64, StoreError> {
@@ -1383,7 +1611,7 @@ mod tests {
                 Change::Ignore(IgnoreReason::Remove),
             ]
         );
-        let records = store.stream_read(None, 10).unwrap();
+        let records = store.stream_read(STREAM_SHARD_ID, None, 10).unwrap();
         let lambda = serde_json::to_value(&records[2]).unwrap();
         assert!(crate::stream::filter::passes(&lambda));
         assert_eq!(
@@ -1412,21 +1640,137 @@ mod tests {
         store.put_resource(&resource("b", "i2")).await.unwrap();
         assert_eq!(store.trim_stream(50), 1);
         let first = sequence_number(0);
-        assert!(matches!(store.stream_range(&first, &first), Err(StoreError::Gone(_))));
         assert!(matches!(
-            store.stream_read(Some("99999"), 1),
+            store.stream_range(STREAM_SHARD_ID, &first, &first),
+            Err(StoreError::Gone(_))
+        ));
+        assert!(matches!(
+            store.stream_read(STREAM_SHARD_ID, Some("99999"), 1),
             Err(StoreError::Rejected(_))
         ));
         // From the trim horizon, or after the trimmed record, the rest reads.
-        assert_eq!(store.stream_read(None, 10).unwrap().len(), 1);
-        assert_eq!(store.stream_read(Some(&first), 10).unwrap().len(), 1);
+        assert_eq!(store.stream_read(STREAM_SHARD_ID, None, 10).unwrap().len(), 1);
+        assert_eq!(store.stream_read(STREAM_SHARD_ID, Some(&first), 10).unwrap().len(), 1);
         assert_eq!(
             store
-                .stream_range(&sequence_number(1), &sequence_number(1))
+                .stream_range(STREAM_SHARD_ID, &sequence_number(1), &sequence_number(1))
                 .unwrap()
                 .len(),
             1
         );
+    }
+
+    #[tokio::test]
+    async fn a_split_closes_the_shard_and_each_item_goes_on_in_one_child() {
+        let store = MemoryStore::new();
+        let now = Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let clock = now.clone();
+        store.set_clock(Arc::new(move || clock.load(std::sync::atomic::Ordering::SeqCst)));
+        for id in ["a", "b", "c", "d", "e", "f"] {
+            store.put_resource(&resource(id, "i1")).await.unwrap();
+        }
+        let [left, right] = store.split_stream_shard(STREAM_SHARD_ID).unwrap();
+        assert_eq!(
+            store.split_stream_shard(STREAM_SHARD_ID),
+            None,
+            "a closed shard does not split"
+        );
+        now.store(100, std::sync::atomic::Ordering::SeqCst);
+        for id in ["a", "b", "c", "d", "e", "f"] {
+            store.transact(&count_insert(id, "i1")).await.unwrap();
+        }
+        let shards = store.stream_shards();
+        assert_eq!(
+            shards,
+            vec![
+                StreamShard {
+                    shard_id: STREAM_SHARD_ID.into(),
+                    parent_shard_id: None,
+                    closed: true
+                },
+                StreamShard {
+                    shard_id: left.clone(),
+                    parent_shard_id: Some(STREAM_SHARD_ID.into()),
+                    closed: false
+                },
+                StreamShard {
+                    shard_id: right.clone(),
+                    parent_shard_id: Some(STREAM_SHARD_ID.into()),
+                    closed: false
+                },
+            ]
+        );
+        let ids = |shard: &str| -> Vec<String> {
+            store
+                .stream_read(shard, None, 100)
+                .unwrap()
+                .iter()
+                .map(|r| match r.change.keys.get(keys::ID) {
+                    Some(AttributeValue::S(id)) => id.clone(),
+                    other => panic!("no id: {other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(ids(STREAM_SHARD_ID), ["a", "b", "c", "d", "e", "f"]);
+        let (l, r) = (ids(&left), ids(&right));
+        assert_eq!(l.len() + r.len(), 6);
+        assert!(
+            !l.is_empty() && !r.is_empty(),
+            "one scope spreads over both children: {l:?} {r:?}"
+        );
+        // Each item goes on in one child whatever it writes next.
+        for id in l.iter().chain(&r) {
+            store.mark_deleted(&key(id), "i1", 9).await.unwrap();
+        }
+        assert_eq!(ids(&left), [l.clone(), l.clone()].concat());
+        assert_eq!(ids(&right), [r.clone(), r.clone()].concat());
+        // A range is read on its own shard only.
+        let first = sequence_number(6);
+        let on_left = store.stream_range(&left, &first, &sequence_number(11)).unwrap();
+        assert_eq!(on_left.len(), l.len());
+        assert!(store.stream_range("shardId-nope", &first, &first).is_err());
+        // Once the parent's records expired, it is no longer listed.
+        store.trim_stream(50);
+        let listed: Vec<String> = store.stream_shards().into_iter().map(|s| s.shard_id).collect();
+        assert_eq!(listed, [left, right]);
+    }
+
+    #[tokio::test]
+    async fn a_client_request_token_answers_a_repeat_without_applying_it_again_for_ten_minutes() {
+        let store = MemoryStore::new();
+        let now = Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let clock = now.clone();
+        store.set_clock(Arc::new(move || clock.load(std::sync::atomic::Ordering::SeqCst)));
+        for id in ["a", "b"] {
+            store.put_resource(&resource(id, "i1")).await.unwrap();
+        }
+        let tx = count_insert("a", "i1");
+        store.transact_write(&tx, Some("t1")).await.unwrap();
+        let records = store.stream_changes().len();
+        // The same request again: success, nothing applied twice.
+        now.store(CLIENT_REQUEST_TOKEN_WINDOW_MS - 1, std::sync::atomic::Ordering::SeqCst);
+        store.transact_write(&tx, Some("t1")).await.unwrap();
+        assert_eq!(store.counter("acct", "eventual"), 1);
+        assert_eq!(store.stream_changes().len(), records);
+        assert_eq!(store.token_replays(), 1);
+        // Another request under the same token is refused.
+        let other = count_insert("b", "i1");
+        assert!(matches!(
+            store.transact_write(&other, Some("t1")).await,
+            Err(StoreError::Rejected(why)) if why.starts_with("IdempotentParameterMismatch")
+        ));
+        assert_eq!(store.counter("acct", "eventual"), 1);
+        // Past the window the token is new: the request runs, and its
+        // condition fails (already counted).
+        now.store(2 * CLIENT_REQUEST_TOKEN_WINDOW_MS, std::sync::atomic::Ordering::SeqCst);
+        assert!(matches!(
+            store.transact_write(&tx, Some("t1")).await,
+            Err(StoreError::Cancelled { .. })
+        ));
+        // Without a token every request is new; a fresh token applies.
+        assert!(store.transact_write(&tx, None).await.is_err());
+        store.transact_write(&other, Some("t2")).await.unwrap();
+        assert_eq!(store.counter("acct", "eventual"), 2);
     }
 
     #[tokio::test]

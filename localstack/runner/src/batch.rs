@@ -93,6 +93,26 @@ pub fn passes(filters: &[Value], record: &Value) -> bool {
             .any(|pattern| hybrid_counter::stream::filter::matches(pattern, record))
 }
 
+/// The shards of a stream a mapping may read now, as positions in
+/// `lineage` (`(shard id, parent shard id)` in `DescribeStream` order): not
+/// `finished` (closed and read to its end), and whose parent is finished or
+/// no longer listed (its records expired). A child waits for its parent so
+/// that an item's records reach the function in order across a split:
+/// "the parent shard is processed before its children" (Lambda developer
+/// guide, "Using AWS Lambda with Amazon DynamoDB", with-ddb.html; DynamoDB
+/// Streams developer guide, "DynamoDB Streams and shard lineage").
+pub fn readable_shards(lineage: &[(&str, Option<&str>)], finished: impl Fn(&str) -> bool) -> Vec<usize> {
+    let listed: HashSet<&str> = lineage.iter().map(|(id, _)| *id).collect();
+    lineage
+        .iter()
+        .enumerate()
+        .filter(|(_, (id, parent))| {
+            !finished(id) && parent.is_none_or(|parent| !listed.contains(parent) || finished(parent))
+        })
+        .map(|(at, _)| at)
+        .collect()
+}
+
 /// What a stream invocation means for its batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamVerdict {
@@ -249,6 +269,22 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_child_shard_is_read_only_after_its_parent_is_finished() {
+        let lineage = [
+            ("root", None),
+            ("left", Some("root")),
+            ("right", Some("root")),
+            ("leaf", Some("left")),
+        ];
+        let readable = |finished: &[&str]| readable_shards(&lineage, |id| finished.contains(&id));
+        assert_eq!(readable(&[]), [0]);
+        assert_eq!(readable(&["root"]), [1, 2]);
+        assert_eq!(readable(&["root", "left"]), [2, 3]);
+        // A parent no longer listed (its records expired) holds nothing back.
+        assert_eq!(readable_shards(&lineage[1..], |_| false), [0, 1]);
+    }
 
     fn seqs(n: usize) -> Vec<String> {
         (1..=n).map(|i| format!("{}", 100 + i)).collect()

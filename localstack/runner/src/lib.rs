@@ -322,21 +322,17 @@ impl<I: Invoke> Runner<I> {
                         .shards()
                         .await
                         .map_err(|e| Error::emulator("DynamoDB Streams", "DescribeStream")(e.to_string()))?;
-                    let present: HashSet<&str> = shards.iter().map(|s| s.shard_id.as_str()).collect();
                     let finished = self.ctx.finished_shards.lock().expect("finished lock").clone();
-                    for shard in &shards {
-                        let key = (mapping.uuid.clone(), shard.shard_id.clone());
-                        if finished.contains(&key) {
-                            continue;
-                        }
-                        // A child shard waits until its parent is read to
-                        // its end, so an item's records stay in order.
-                        let parent_pending = shard.parent_shard_id.as_deref().is_some_and(|parent| {
-                            present.contains(parent) && !finished.contains(&(mapping.uuid.clone(), parent.to_owned()))
-                        });
-                        if parent_pending {
-                            continue;
-                        }
+                    let lineage: Vec<(&str, Option<&str>)> = shards
+                        .iter()
+                        .map(|s| (s.shard_id.as_str(), s.parent_shard_id.as_deref()))
+                        .collect();
+                    // A child shard waits until its parent is read to its
+                    // end, so an item's records stay in order.
+                    let readable = batch::readable_shards(&lineage, |id| {
+                        finished.contains(&(mapping.uuid.clone(), id.to_owned()))
+                    });
+                    for shard in readable.into_iter().map(|at| &shards[at]) {
                         jobs.push(Job {
                             key: Key::Shard {
                                 uuid: mapping.uuid.clone(),

@@ -25,6 +25,29 @@
 //! pause past the audit's grace now and then, so repairs land mid-load;
 //! one schedule in 33 runs 4 to 16 clients near a limit of 10 to 100.
 //!
+//! The stream has a parallelization factor of 1 to 10 lanes per shard
+//! (records keyed to a lane by partition key, lanes concurrent) and splits
+//! shards under load; the mapping reads a child shard only after its
+//! parent is finished, by the runner's own rule
+//! ([`esm_runner::batch::readable_shards`]), and a replay reads the shard
+//! its on-failure record names. The stream function must get each item's
+//! records in order, as AWS promises (the kit's counting does not depend on
+//! it: reordering one scope's records breaks no count, only this check).
+//!
+//! The actors' clocks are skewed by up to 2 s against each other (each API
+//! client, the stream's functions, the operator's audit), and the audit's
+//! grace is the API's timeout plus that skew, the rule the kit documents.
+//!
+//! The scheduled drift check ([`hybrid_counter::audit::drift::DriftCheck`])
+//! runs under load and must never report a defect (none exists at any
+//! instant, so one reported is an unconfirmed finding); at rest after the
+//! repair it must report nothing.
+//!
+//! The clients call the example API's real handler (`handlers/api`), some
+//! creates with `?sequence=true`: no answer may carry the store's words,
+//! and every scope's sequence must be gapless, each number answered
+//! recorded for its item.
+//!
 //! Every other seed runs in strict admission (`seed` odd: creates reserve a
 //! slot with a conditional BE increment before the put), the others in
 //! best-effort admission.
@@ -45,8 +68,11 @@
 //! over-reserved BE only after the reservation grace period, as the kit's
 //! audit does.
 //!
-//! `SIM_SCHEDULES` (default 10,000) schedules run from `SIM_BASE_SEED`;
-//! `SIM_SEED=<n>` replays one schedule with its trace.
+//! `SIM_SCHEDULES` (default 10,000) schedules run from `SIM_BASE_SEED` on
+//! `SIM_THREADS` threads (default: every core), each schedule on its own
+//! thread's runtime; the report gives the rate. `SIM_SEED=<n>` replays
+//! one schedule with its trace; a failure is shrunk in at most
+//! `SIM_SHRINK_RUNS` runs (default 300).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -57,11 +83,10 @@ use std::time::{Duration, SystemTime};
 use aws_lambda_events::event::dynamodb::EventRecord as Record;
 use esm_runner::Invocation;
 use esm_runner::batch::{
-    SqsVerdict, StreamVerdict, expired_prefix, may_retry, next_window, sqs_verdict, stream_verdict,
+    SqsVerdict, StreamVerdict, expired_prefix, may_retry, next_window, readable_shards, sqs_verdict, stream_verdict,
 };
 use hybrid_counter::audit::{Auditor, Finding, RepairMode, ScopeCounts, pending_changes};
-use hybrid_counter::error::Error;
-use hybrid_counter::memory::{Chaos, Fault, MemoryStore, Op, STREAM_ARN, STREAM_SHARD_ID, Tables};
+use hybrid_counter::memory::{Chaos, Fault, MemoryStore, Op, STREAM_ARN, Tables};
 use hybrid_counter::retry::Backoff;
 use hybrid_counter::store::ResourceKey;
 use hybrid_counter::stream::record::{created_at, sequence_number};
@@ -75,10 +100,28 @@ const FUNCTION_ARN: &str = "arn:aws:lambda:us-east-1:000000000000:function:strea
 const EPOCH_MS: i64 = 1_700_000_000_000;
 const DEFAULT_SCHEDULES: u64 = 10_000;
 const DEFAULT_BASE_SEED: u64 = 0x5EED_0000;
-/// The audit's grace period in the simulation: its requests take at most a
-/// few hundred simulated milliseconds (checked: see `Sim::took`), as the
-/// deployed API's take at most its 10 s timeout against the kit's 60 s.
-const SIM_GRACE_MS: i64 = 500;
+/// The simulation's API timeout: no request takes this long (checked: see
+/// `Sim::took`), as the deployed API's take at most its 10 s timeout.
+const SIM_API_TIMEOUT_MS: i64 = 500;
+/// The most two actors' clocks differ by (each is off the true time by at
+/// most half of it): the API's clients, the stream's and the reprocessor's
+/// functions, and the operator's audit.
+const SIM_MAX_SKEW_MS: i64 = 2_000;
+/// What the in-memory store (and DynamoDB) say in their errors: none of it
+/// may reach an API caller.
+const STORE_WORDS: &[&str] = &[
+    "injected",
+    "TransactionConflict",
+    "ConditionalCheck",
+    "conditional check",
+    "cancelled",
+    "Throttl",
+    "throttle",
+    "Exception",
+    "transient failure",
+    "store unavailable:",
+    "request rejected",
+];
 /// The most API clients a schedule runs (wide schedules).
 const MAX_CLIENTS: u32 = 16;
 
@@ -170,6 +213,52 @@ struct Params {
     /// longer than the audit's grace, so repairs that lower (strict) or
     /// raise (best-effort) BE land in the middle of the load.
     quiet_per_mille: u32,
+    /// The mapping's `ParallelizationFactor` (1 to 10): lanes per shard,
+    /// each a sequential consumer of the records whose partition key (the
+    /// scope) hashes to it, all lanes of all readable shards concurrent.
+    lanes: u32,
+    /// When the stream splits an open shard (closed, two children open)
+    /// while the clients run.
+    splits: Vec<Duration>,
+    /// Each actor's clock, off the true time by this many milliseconds.
+    skew: Skew,
+    /// Per mille of creates that ask for a gapless sequence number
+    /// (`?sequence=true`); 0 where a configuration change opens a window
+    /// (a numbered create is in flight until its claim ends, which would
+    /// hold a window open longer).
+    sequence_per_mille: u32,
+}
+
+/// The actors' clock offsets, each within ±[`SIM_MAX_SKEW_MS`]/2.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Skew {
+    /// Per client: each API instance has its own clock.
+    api: Vec<i64>,
+    /// The stream function and the reprocessor (they stamp counters).
+    stream: i64,
+    /// The operator's machine: audits and their sweeps.
+    audit: i64,
+}
+
+impl Skew {
+    fn draw(r: &mut Rng, clients: u64) -> Self {
+        let mut offset = || r.range(0, SIM_MAX_SKEW_MS as u64) as i64 - SIM_MAX_SKEW_MS / 2;
+        Self {
+            api: (0..clients).map(|_| offset()).collect(),
+            stream: offset(),
+            audit: offset(),
+        }
+    }
+
+    /// The widest difference between two actors' clocks.
+    fn span(&self) -> i64 {
+        let all = self.api.iter().chain([&self.stream, &self.audit]);
+        all.clone().max().unwrap_or(&0) - all.min().unwrap_or(&0)
+    }
+
+    fn api(&self, client: u64) -> i64 {
+        self.api.get(client as usize).copied().unwrap_or_default()
+    }
 }
 
 impl Params {
@@ -264,6 +353,14 @@ impl Params {
             (clients, limit, prefilled, limit + rh.range(2, 10), rh.range(2, 4))
         });
         let quiet_per_mille = if rh.chance(100) { rh.range(20, 80) as u32 } else { 0 };
+        // The stream's lanes and shard splits, from a stream of their own.
+        let mut rl = Rng::new(seed, 10);
+        let lanes = if rl.chance(500) { 1 } else { rl.range(2, 10) as u32 };
+        let splits = if rl.chance(300) {
+            (0..rl.range(1, 3)).map(|_| rl.millis(0, 2_000)).collect()
+        } else {
+            Vec::new()
+        };
         let mut p = Params {
             admission,
             mode,
@@ -295,9 +392,40 @@ impl Params {
             limit_changes,
             prefilled: 0,
             quiet_per_mille,
+            lanes,
+            splits,
+            skew: Skew::default(),
+            sequence_per_mille: 0,
         };
         if let Some((clients, limit, prefilled, ids, ops)) = wide {
             (p.clients, p.limit, p.prefilled, p.ids, p.ops_per_client) = (clients, limit, prefilled, ids, ops);
+        }
+        // Skewed clocks, from a stream of their own, in half the schedules.
+        let mut rk = Rng::new(seed, 11);
+        if rk.chance(500) {
+            p.skew = Skew::draw(&mut rk, p.clients);
+        }
+        // Numbered creates and the sequence's faults, from a stream of their own.
+        let mut rq = Rng::new(seed, 13);
+        if rq.chance(500) && p.limit_changes.is_empty() && p.reshard.is_none() {
+            p.sequence_per_mille = rq.range(200, 600) as u32;
+        }
+        for (op, fault) in [
+            (Op::LastSequence, Fault::Unavailable),
+            (Op::LastSequence, Fault::Throttled),
+            (Op::ClaimSequence, Fault::AppliedThenUnavailable),
+            (Op::ClaimSequence, Fault::Unavailable),
+            (Op::ClaimSequence, Fault::Throttled),
+            (Op::ClaimSequence, Fault::Conflict),
+            (Op::SequenceEntry, Fault::Unavailable),
+        ] {
+            p.store_faults.push((op, fault, rq.range(0, u64::from(level)) as u32));
+        }
+        // Now and then a sequence so contended that claims run out of
+        // attempts: the item stays, unnumbered (503 CreatedWithoutSequence).
+        if rq.chance(100) {
+            p.store_faults
+                .push((Op::ClaimSequence, Fault::Conflict, rq.range(700, 950) as u32));
         }
         // A new override near the limit in force: lowered, raised or cleared.
         for (_, scope, new) in &mut p.limit_changes {
@@ -350,6 +478,31 @@ struct Stats {
     /// counter Queries were torn (read item by item with pauses).
     mixed_cancellations: u64,
     torn_read_schedules: u64,
+    /// Schedules whose mapping ran 2 to 10 lanes per shard, stream shard
+    /// splits, and the most stream batches in flight at once (lanes of
+    /// every readable shard).
+    parallel_schedules: u64,
+    stream_splits: u64,
+    /// Scheduled drift check runs during the load, and what they reported:
+    /// scopes drifted (never a defect: no defect exists at any instant, so
+    /// one reported is an unconfirmed finding), held back (in motion or
+    /// not yet repairable).
+    drift_runs: u64,
+    drift_scopes_drifted: u64,
+    drift_scopes_held_back: u64,
+    /// Numbered creates (`?sequence=true`): numbered, created without a
+    /// number (503 `CreatedWithoutSequence`), the longest one in
+    /// simulated milliseconds (the claim runs after the create's writes;
+    /// the API timeout bounds the unnumbered requests), and the API's
+    /// answers checked for the store's words.
+    numbered_creates: u64,
+    created_without_sequence: u64,
+    longest_numbered_request_ms: u64,
+    answers_checked: u64,
+    /// Schedules whose actors' clocks disagree, and the widest difference.
+    skewed_schedules: u64,
+    widest_skew_ms: u64,
+    most_batches_in_flight: u64,
     /// Strict schedules whose BE was over-reserved after the drain.
     strict_over_reserved_at_rest: u64,
     /// Repairs after the drain that had to wait out the grace period (a
@@ -420,6 +573,15 @@ impl Stats {
             quiet_moments,
             mixed_cancellations,
             torn_read_schedules,
+            parallel_schedules,
+            stream_splits,
+            skewed_schedules,
+            numbered_creates,
+            created_without_sequence,
+            answers_checked,
+            drift_runs,
+            drift_scopes_drifted,
+            drift_scopes_held_back,
             strict_over_reserved_at_rest,
             final_repairs_held_back,
             invocations,
@@ -443,14 +605,25 @@ impl Stats {
         );
         self.longest_request_ms = self.longest_request_ms.max(other.longest_request_ms);
         self.widest_window = self.widest_window.max(other.widest_window);
+        self.most_batches_in_flight = self.most_batches_in_flight.max(other.most_batches_in_flight);
+        self.widest_skew_ms = self.widest_skew_ms.max(other.widest_skew_ms);
+        self.longest_numbered_request_ms = self.longest_numbered_request_ms.max(other.longest_numbered_request_ms);
         self.window_max_excess = self.window_max_excess.max(other.window_max_excess);
         self.audit_rounds = if self.schedules == other.schedules {
             other.audit_rounds
         } else {
             self.audit_rounds.min(other.audit_rounds)
         };
-        self.schedules_with_three_audit_rounds += u64::from(other.audit_rounds >= 3);
-        self.first_repair_gap_seed = self.first_repair_gap_seed.or(other.first_repair_gap_seed);
+        // One schedule's stats, or a total of many (one thread's).
+        self.schedules_with_three_audit_rounds += if other.schedules == 1 {
+            u64::from(other.audit_rounds >= 3)
+        } else {
+            other.schedules_with_three_audit_rounds
+        };
+        self.first_repair_gap_seed = match (self.first_repair_gap_seed, other.first_repair_gap_seed) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -479,9 +652,33 @@ struct Sim {
     /// Creates in flight and the configuration changes' windows, shared
     /// with the store's checker.
     windows: Arc<Mutex<Windows>>,
+    /// The stream function's and the reprocessor's processor (the
+    /// stream's clock).
     processor: Processor<Arc<MemoryStore>>,
+    /// The processor of the operator's sweeps (the audit's clock).
+    sweeper: Processor<Arc<MemoryStore>>,
     start: tokio::time::Instant,
-    checkpoint: RefCell<Option<String>>,
+    /// The mapping's checkpoint per shard and lane: the last record the
+    /// lane is past.
+    checkpoints: RefCell<BTreeMap<Lane, String>>,
+    /// Lanes that read a closed shard to its end; a shard all of whose
+    /// lanes did is finished, and its children become readable.
+    lanes_done: RefCell<BTreeSet<Lane>>,
+    finished_shards: RefCell<BTreeSet<String>>,
+    /// Bumped when a shard splits or finishes: the lanes' round ends and
+    /// the mapping looks at the readable shards again.
+    shard_generation: Cell<u64>,
+    batches_in_flight: Cell<u64>,
+    /// What the stream function has been invoked with: every sequence
+    /// number, and per item the highest one, to check AWS's promise that
+    /// an item's records reach the function in order (across lanes and
+    /// shard lineage).
+    delivered: RefCell<Deliveries>,
+    order_violation: RefCell<Option<String>>,
+    /// Numbers the API answered with: `(scope, number)` → the id created.
+    numbered: RefCell<BTreeMap<(String, u64), String>>,
+    /// The first drift check run or audit under load that reported a defect.
+    drift_violation: RefCell<Option<String>>,
     dlq1: RefCell<VecDeque<Message>>,
     dlq2: RefCell<VecDeque<Message>>,
     next_message: Cell<u64>,
@@ -496,6 +693,29 @@ struct Sim {
 impl Sim {
     fn now_ms(&self) -> i64 {
         EPOCH_MS + i64::try_from(self.start.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// What client `n`'s clock says now.
+    fn now_api(&self, n: u64) -> i64 {
+        self.now_ms() + self.p.skew.api(n)
+    }
+
+    /// What the stream function's clock says now.
+    fn now_stream(&self) -> i64 {
+        self.now_ms() + self.p.skew.stream
+    }
+
+    /// What the operator's clock says now.
+    fn now_audit(&self) -> i64 {
+        self.now_ms() + self.p.skew.audit
+    }
+
+    /// The audit's grace period: longer than the API's timeout plus the
+    /// clock skew, as the kit documents (README, "When a repair may
+    /// write"): a request is under [`SIM_API_TIMEOUT_MS`], and two clocks
+    /// differ by at most the schedule's skew span.
+    fn grace(&self) -> i64 {
+        SIM_API_TIMEOUT_MS + self.p.skew.span()
     }
 
     fn now_system(&self) -> SystemTime {
@@ -589,16 +809,26 @@ impl Sim {
 
     // ---- API clients -------------------------------------------------------
 
+    /// Client `n`'s requests; done when they are, or at its first
+    /// violation (so the other actors stop too).
     async fn client(&self, n: u64) -> Result<(), String> {
         if n >= self.p.clients {
             return Ok(());
         }
+        let result = self.requests(n).await;
+        self.clients_done.set(self.clients_done.get() + 1);
+        result
+    }
+
+    async fn requests(&self, n: u64) -> Result<(), String> {
         let mut r = Rng::new(self.seed, 100 + n);
         let mut quiet = Rng::new(self.seed, 700 + n);
+        let mut seq = Rng::new(self.seed, 1_100 + n);
         for _ in 0..self.p.ops_per_client {
             tokio::time::sleep(r.millis(0, 300)).await;
             if quiet.chance(self.p.quiet_per_mille) {
-                let pause = quiet.millis(SIM_GRACE_MS as u64 + 100, 2 * SIM_GRACE_MS as u64 + 200);
+                let grace = self.grace() as u64;
+                let pause = quiet.millis(grace + 100, 2 * grace + 200);
                 self.bump(|s| s.quiet_moments += 1);
                 tokio::time::sleep(pause).await;
             }
@@ -606,25 +836,39 @@ impl Sim {
             let id = ResourceId::new(format!("w{}", r.range(0, self.p.ids - 1))).unwrap();
             let started = tokio::time::Instant::now();
             if r.chance(650) {
+                let numbered = seq.chance(self.p.sequence_per_mille);
                 let create = self.windows.lock().unwrap().start_create();
-                let outcome = self
-                    .counter()
-                    .create(&scope, &id, Default::default(), self.now_ms())
-                    .await;
+                let path = api::item_path(&scope, &id) + if numbered { "?sequence=true" } else { "" };
+                let answer = self.call_api(n, "POST", &path).await;
                 self.windows
                     .lock()
                     .unwrap()
                     .finish_create(create, || self.store.tables());
-                self.took(started)?;
-                self.log(|| {
-                    format!(
-                        "client{n} create {scope}/{id}: {:?}",
-                        outcome.as_ref().map(|c| &c.incarnation)
-                    )
-                });
-                match outcome {
-                    Ok(_) => {
+                if numbered {
+                    let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    self.bump(|s| s.longest_numbered_request_ms = s.longest_numbered_request_ms.max(ms));
+                } else {
+                    self.took(started)?;
+                }
+                let (status, code, body) = answer?;
+                self.log(|| format!("client{n} create {path}: {status} {code} {}", body["sequence"]));
+                match (status, code.as_str()) {
+                    (201, _) | (503, "CreatedWithoutSequence") => {
                         self.bump(|s| s.creates_ok += 1);
+                        if numbered {
+                            match body["sequence"].as_u64() {
+                                Some(number) => {
+                                    self.bump(|s| s.numbered_creates += 1);
+                                    let key = (scope.to_string(), number);
+                                    if let Some(other) = self.numbered.borrow_mut().insert(key, id.to_string()) {
+                                        return Err(format!(
+                                            "sequence number {number} of {scope} answered twice: to {other} and {id}"
+                                        ));
+                                    }
+                                }
+                                None => self.bump(|s| s.created_without_sequence += 1),
+                            }
+                        }
                         let tables = self.store.tables();
                         let live = live_count(&tables, scope.as_str());
                         let limit = tables.limits.get(scope.as_str()).copied().unwrap_or(self.p.limit);
@@ -645,25 +889,56 @@ impl Sim {
                             });
                         }
                     }
-                    Err(Error::LimitExceeded { .. }) => self.bump(|s| s.limit_exceeded += 1),
-                    Err(Error::AlreadyExists) => {}
-                    Err(Error::Unavailable(_)) => self.bump(|s| s.unavailable += 1),
-                    Err(other) => return Err(format!("create returned an error outside its contract: {other}")),
+                    (409, "LimitExceeded") => self.bump(|s| s.limit_exceeded += 1),
+                    (409, "AlreadyExists") => {}
+                    (503, "Unavailable") => self.bump(|s| s.unavailable += 1),
+                    _ => return Err(format!("create answered outside its contract: {status} {body}")),
                 }
             } else {
-                let outcome = self.counter().delete(&scope, &id, self.now_ms()).await;
+                let path = api::item_path(&scope, &id);
+                let answer = self.call_api(n, "DELETE", &path).await;
                 self.took(started)?;
-                self.log(|| format!("client{n} delete {scope}/{id}: {outcome:?}"));
-                match outcome {
-                    Ok(()) => self.bump(|s| s.deletes_ok += 1),
-                    Err(Error::NotFound) => {}
-                    Err(Error::Unavailable(_)) => self.bump(|s| s.unavailable += 1),
-                    Err(other) => return Err(format!("delete returned an error outside its contract: {other}")),
+                let (status, code, body) = answer?;
+                self.log(|| format!("client{n} delete {path}: {status} {code}"));
+                match (status, code.as_str()) {
+                    (204, _) => self.bump(|s| s.deletes_ok += 1),
+                    (404, "NotFound") => {}
+                    (503, "Unavailable") => self.bump(|s| s.unavailable += 1),
+                    _ => return Err(format!("delete answered outside its contract: {status} {body}")),
                 }
             }
         }
-        self.clients_done.set(self.clients_done.get() + 1);
         Ok(())
+    }
+
+    /// One request to the example API (`handlers/api`, the real handler
+    /// over the request path of this moment) from client `n`: its status,
+    /// error code and JSON body. No answer may carry the store's words
+    /// (DynamoDB's text goes to the log, never to the caller).
+    async fn call_api(&self, n: u64, method: &str, path: &str) -> Result<(u16, String, Value), String> {
+        let request = lambda_http::http::Request::builder()
+            .method(method)
+            .uri(path)
+            .body(lambda_http::Body::Empty)
+            .map_err(|e| e.to_string())?;
+        let mut metrics = hybrid_counter::metrics::Metrics::new("simulation");
+        let response = api::handle_measured(self.counter(), request, self.now_api(n), &mut metrics).await;
+        let status = response.status().as_u16();
+        let body: Value = match response.body() {
+            lambda_http::Body::Empty => Value::Null,
+            body => {
+                serde_json::from_slice(body).map_err(|e| format!("{method} {path}: a body that is not JSON: {e}"))?
+            }
+        };
+        self.bump(|s| s.answers_checked += 1);
+        let text = body.to_string();
+        if let Some(word) = STORE_WORDS.iter().find(|w| text.contains(*w)) {
+            return Err(format!(
+                "{method} {path} answered {status} with the store's words ({word:?}): {text}"
+            ));
+        }
+        let code = body["error"].as_str().unwrap_or_default().to_owned();
+        Ok((status, code, body))
     }
 
     /// Records how long a request took; one longer than the audit's grace
@@ -672,9 +947,9 @@ impl Sim {
     fn took(&self, started: tokio::time::Instant) -> Result<(), String> {
         let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.bump(|s| s.longest_request_ms = s.longest_request_ms.max(ms));
-        if ms >= SIM_GRACE_MS as u64 {
+        if ms >= SIM_API_TIMEOUT_MS as u64 {
             return Err(format!(
-                "a request took {ms} ms, longer than the audit's grace period of {SIM_GRACE_MS} ms"
+                "a request took {ms} ms, as long as the API's timeout of {SIM_API_TIMEOUT_MS} ms"
             ));
         }
         Ok(())
@@ -684,7 +959,7 @@ impl Sim {
 
     fn auditor(&self) -> Auditor<'_, Arc<MemoryStore>> {
         Auditor::new(&self.store, self.p.admission)
-            .with_grace(SIM_GRACE_MS)
+            .with_grace(self.grace())
             .with_eventual_shards(self.p.eventual_shards)
             .with_best_effort_shards(self.counter().layout().shards())
     }
@@ -701,22 +976,36 @@ impl Sim {
                 let scope = self.scope(n);
                 let outcome = self
                     .auditor()
-                    .audit_scope(&scope, RepairMode::Apply, self.now_ms())
+                    .audit_scope(&scope, RepairMode::Apply, self.now_audit())
                     .await;
                 self.log(|| format!("audit --repair {scope}: {outcome:?}"));
                 match outcome {
-                    Ok(audit) => self.bump(|s| {
-                        s.audits_during_load += 1;
-                        s.repairs_during_load += u64::from(audit.repaired);
-                        s.repairs_held_back_during_load += u64::from(audit.held_back());
-                    }),
+                    Ok(audit) => {
+                        // No defect exists at any instant: one reported is
+                        // an unconfirmed finding (its drift exit code would
+                        // page an operator for nothing).
+                        if audit.has_defect() && self.drift_violation.borrow().is_none() {
+                            *self.drift_violation.borrow_mut() = Some(format!(
+                                "audit --repair under load reported a defect where there is none: {:?}",
+                                audit.findings
+                            ));
+                        }
+                        self.bump(|s| {
+                            s.audits_during_load += 1;
+                            s.repairs_during_load += u64::from(audit.repaired);
+                            s.repairs_held_back_during_load += u64::from(audit.held_back());
+                        })
+                    }
                     Err(_) => self.bump(|s| s.audit_errors_during_load += 1),
                 }
                 if self.p.sweep_during_load
                     && let Ok(changes) = pending_changes(&self.store, &scope).await
                 {
                     let swept = changes.len() as u64;
-                    let report = self.processor.process(changes.into_iter().map(Ok), self.now_ms()).await;
+                    let report = self
+                        .sweeper
+                        .process(changes.into_iter().map(Ok), self.now_audit())
+                        .await;
                     self.log(|| format!("sweep {scope}: {swept} pending -> {:?}", report.failure_reason));
                     self.bump(|s| s.swept_during_load += swept);
                 }
@@ -725,56 +1014,297 @@ impl Sim {
         }
     }
 
-    // ---- the stream event source mapping ------------------------------------
-
-    /// Polls until the clients are done (phase one).
-    async fn mapping(&self) {
-        let mut r = Rng::new(self.seed, 200);
-        while !self.done() {
-            if !self.mapping_step(&mut r).await {
-                tokio::time::sleep(r.millis(50, 250)).await;
+    /// Every scope's sequence is gapless (its numbers are exactly
+    /// `1..=last`), and each number the API answered with is recorded for
+    /// the item it answered it for.
+    fn check_sequences(&self) -> Result<(), String> {
+        let tables = self.store.tables();
+        for (scope, last) in &tables.sequences {
+            let numbers: Vec<u64> = tables
+                .sequence_items
+                .keys()
+                .filter(|(s, _)| s == scope)
+                .map(|(_, n)| *n)
+                .collect();
+            if numbers != (1..=*last).collect::<Vec<_>>() {
+                return Err(format!(
+                    "the sequence of {scope} is not gapless: last {last}, numbers {numbers:?}"
+                ));
             }
-            self.expire();
+        }
+        for ((scope, number), id) in self.numbered.borrow().iter() {
+            let owner = tables
+                .sequence_items
+                .get(&(scope.clone(), *number))
+                .and_then(|e| e.owner.clone());
+            if owner.as_deref() != Some(id.as_str()) {
+                return Err(format!(
+                    "{scope}'s number {number} was answered for {id}, but its item records {owner:?}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    // ---- the scheduled drift check ------------------------------------------
+
+    /// One run of the kit's drift check (`handlers/drift-check`) over every
+    /// scope, report-only, dated by the operator's clock.
+    async fn drift_check(&self) -> Result<hybrid_counter::audit::drift::DriftRun, String> {
+        let config = hybrid_counter::CounterConfig {
+            resources_table: "resources".into(),
+            counters_table: "counters".into(),
+            default_limit: Some(self.p.limit),
+            eventual_shards: self.p.eventual_shards,
+            best_effort_shards: self.counter().layout().shards(),
+            admission: self.p.admission,
+        };
+        let (start, skew) = (self.start, self.p.skew.audit);
+        let clock = hybrid_counter::Clock::new(move || {
+            EPOCH_MS + i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX) + skew
+        });
+        let check = hybrid_counter::audit::drift::DriftCheck {
+            grace: self.grace(),
+            ..hybrid_counter::audit::drift::DriftCheck::new(hybrid_counter::audit::drift::DEFAULT_BUDGET)
+        };
+        let outcome = check
+            .run(self.store.as_ref(), &config, &clock)
+            .await
+            .map_err(|e| format!("the drift check failed: {e}"))?;
+        Ok(outcome.run)
+    }
+
+    /// The drift check on its schedule while the clients run: no defect
+    /// exists at any instant (the checker sees to it), so a defect it
+    /// reports is an unconfirmed finding reported as drift.
+    async fn drift_checks(&self) {
+        let mut r = Rng::new(self.seed, 900);
+        while !self.done() {
+            tokio::time::sleep(r.millis(100, 800)).await;
+            let Ok(run) = self.drift_check().await else { continue };
+            self.log(|| format!("drift check: {run:?}"));
+            self.bump(|s| {
+                s.drift_runs += 1;
+                s.drift_scopes_drifted += run.drifted;
+                s.drift_scopes_held_back += run.held_back;
+            });
+            if run.defects > 0 && self.drift_violation.borrow().is_none() {
+                *self.drift_violation.borrow_mut() = Some(format!(
+                    "the drift check reported a defect under load where there is none (an unconfirmed finding \
+                     reported as drift): {:?}",
+                    run.drifted_scopes
+                ));
+            }
         }
     }
 
-    /// Reads from the checkpoint and plays one batch; false when there was
-    /// nothing to read.
-    async fn mapping_step(&self, r: &mut Rng) -> bool {
-        let after = self.checkpoint.borrow().clone();
+    // ---- the stream event source mapping ------------------------------------
+
+    /// Plays the stream until the clients are done (phase one): every lane
+    /// of every readable shard at once, a round at a time; a round ends
+    /// when a shard splits or finishes, and the next one starts the lanes
+    /// of the shards readable then (a child once its parent is finished).
+    async fn mapping(&self) {
+        let mut round = 0;
+        while !self.done() {
+            round += 1;
+            let generation = self.shard_generation.get();
+            let mut lanes: Vec<Task<'_>> = Vec::new();
+            for (shard, closed) in self.readable() {
+                for lane in 0..self.p.lanes {
+                    let mut r = Rng::new(self.seed, 200 + 1_000 * round + u64::from(lane));
+                    let at = Lane {
+                        shard: shard.clone(),
+                        lane,
+                    };
+                    lanes.push(Box::pin(async move {
+                        // Each lane polls on its own beat, not in step
+                        // with the others or with a split.
+                        tokio::time::sleep(r.millis(0, 250)).await;
+                        while !self.done() && self.shard_generation.get() == generation {
+                            if !self.lane_step(&at, closed, &mut r).await {
+                                if self.lanes_done.borrow().contains(&at) {
+                                    return;
+                                }
+                                tokio::time::sleep(r.millis(50, 250)).await;
+                            }
+                            self.expire();
+                        }
+                    }));
+                }
+            }
+            if lanes.is_empty() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            join_all(lanes).await;
+        }
+    }
+
+    /// The shards the mapping may read now (id, closed), by the runner's
+    /// own rule ([`readable_shards`]: a child after its parent).
+    fn readable(&self) -> Vec<(String, bool)> {
+        let shards = self.store.stream_shards();
+        let lineage: Vec<(&str, Option<&str>)> = shards
+            .iter()
+            .map(|s| (s.shard_id.as_str(), s.parent_shard_id.as_deref()))
+            .collect();
+        let finished = self.finished_shards.borrow();
+        readable_shards(&lineage, |id| finished.contains(id))
+            .into_iter()
+            .map(|at| (shards[at].shard_id.clone(), shards[at].closed))
+            .collect()
+    }
+
+    /// One pass over every lane of every readable shard, one after another
+    /// (the drain); false when none read anything and no shard finished.
+    async fn poll_all(&self, r: &mut Rng) -> bool {
+        let generation = self.shard_generation.get();
+        let mut progressed = false;
+        for (shard, closed) in self.readable() {
+            for lane in 0..self.p.lanes {
+                let at = Lane {
+                    shard: shard.clone(),
+                    lane,
+                };
+                while self.lane_step(&at, closed, r).await {
+                    progressed = true;
+                }
+            }
+        }
+        progressed || self.shard_generation.get() != generation
+    }
+
+    /// The stream splits one open shard now and then while the clients run.
+    async fn stream_splitter(&self) {
+        let mut r = Rng::new(self.seed, 800);
+        let mut splits = self.p.splits.clone();
+        splits.sort();
+        let started = tokio::time::Instant::now();
+        for at in splits {
+            tokio::time::sleep_until(started + at).await;
+            let open: Vec<String> = self
+                .store
+                .stream_shards()
+                .into_iter()
+                .filter(|s| !s.closed)
+                .map(|s| s.shard_id)
+                .collect();
+            let shard = &open[r.range(0, open.len() as u64 - 1) as usize];
+            let children = self.store.split_stream_shard(shard);
+            self.bump(|s| s.stream_splits += 1);
+            self.shard_generation.set(self.shard_generation.get() + 1);
+            self.log(|| format!("stream: {shard} split into {children:?}"));
+        }
+    }
+
+    /// AWS's promise at the function: a record delivered for the first
+    /// time never comes after a later record of the same item (retries
+    /// and duplicates deliver again what was delivered; DLQ replays are
+    /// not deliveries of the mapping).
+    fn check_delivery_order(&self, records: &[(Record, Value)]) {
+        let mut delivered = self.delivered.borrow_mut();
+        let Deliveries { seen, highest } = &mut *delivered;
+        for (record, event) in records {
+            let n: u64 = seq(record).parse().unwrap_or_default();
+            if !seen.insert(n) {
+                continue;
+            }
+            let item = (
+                key_text(event, keys::SCOPE).to_owned(),
+                key_text(event, keys::ID).to_owned(),
+            );
+            let top = highest.entry(item.clone()).or_insert(n);
+            if n < *top && self.order_violation.borrow().is_none() {
+                *self.order_violation.borrow_mut() = Some(format!(
+                    "the stream function got record {n} of {item:?} after its record {top}: out of order"
+                ));
+            }
+            *top = (*top).max(n);
+        }
+    }
+
+    fn advance(&self, at: &Lane, sequence_number: &str) {
+        self.checkpoints
+            .borrow_mut()
+            .insert(at.clone(), sequence_number.to_owned());
+    }
+
+    /// Reads lane `at` on from its checkpoint and plays one batch of its
+    /// records; false when there was nothing to read (and, on a `closed`
+    /// shard, the lane is done with it).
+    async fn lane_step(&self, at: &Lane, closed: bool, r: &mut Rng) -> bool {
+        let after = self.checkpoints.borrow().get(at).cloned();
         // One GetRecords page, short enough that serializing it for the
         // filter costs little (a window that ends at the page is still one).
-        let records = match self.store.stream_read(after.as_deref(), 64) {
+        let records = match self.store.stream_read(&at.shard, after.as_deref(), 64) {
             Ok(records) => records,
             Err(err) => {
                 // The checkpoint fell behind the trim horizon: those records
                 // are lost to the mapping (and to every DLQ).
-                self.log(|| format!("mapping: {err}; resuming at the trim horizon"));
-                let horizon = self.store.stream_read(None, 1).unwrap_or_default();
+                self.log(|| format!("mapping {at:?}: {err}; resuming at the trim horizon"));
+                let horizon = self.store.stream_read(&at.shard, None, 1).unwrap_or_default();
                 let resume = horizon.first().map(seq).and_then(|s| previous_sequence(&s));
                 self.bump(|s| s.lost_under_mapping += 1);
-                *self.checkpoint.borrow_mut() = resume;
+                match resume {
+                    Some(resume) => self.advance(at, &resume),
+                    None => {
+                        self.checkpoints.borrow_mut().remove(at);
+                    }
+                }
                 return true;
             }
         };
         if records.is_empty() {
+            if closed && self.lanes_done.borrow_mut().insert(at.clone()) {
+                let all = (0..self.p.lanes).all(|lane| {
+                    self.lanes_done.borrow().contains(&Lane {
+                        shard: at.shard.clone(),
+                        lane,
+                    })
+                });
+                if all {
+                    self.finished_shards.borrow_mut().insert(at.shard.clone());
+                    self.shard_generation.set(self.shard_generation.get() + 1);
+                    self.log(|| format!("mapping: {} finished", at.shard));
+                }
+            }
             return false;
         }
-        let events: Vec<Value> = records.iter().map(|r| serde_json::to_value(r).unwrap()).collect();
+        let all: Vec<Value> = records.iter().map(|r| serde_json::to_value(r).unwrap()).collect();
+        let mine: Vec<usize> = (0..records.len())
+            .filter(|&i| lane_of(&all[i], self.p.lanes) == at.lane)
+            .collect();
+        let events: Vec<Value> = mine.iter().map(|&i| all[i].clone()).collect();
         let window = next_window(&events, &filter::patterns(), self.p.batch_size);
         let batch: Vec<(Record, Value)> = window
             .deliver
             .iter()
-            .map(|&i| (records[i].clone(), events[i].clone()))
+            .map(|&i| (records[mine[i]].clone(), events[i].clone()))
             .collect();
         if !batch.is_empty() {
-            self.play_batch(batch, r).await;
+            self.play_batch(at, batch, r).await;
         }
-        *self.checkpoint.borrow_mut() = Some(seq(&records[window.end - 1]));
+        // Past the window; when it took every record of the lane read, past
+        // the other lanes' records read too.
+        let past = if window.end == mine.len() {
+            &records[records.len() - 1]
+        } else {
+            &records[mine[window.end - 1]]
+        };
+        self.advance(at, &seq(past));
         true
     }
 
-    async fn play_batch(&self, batch: Vec<(Record, Value)>, r: &mut Rng) {
+    async fn play_batch(&self, at: &Lane, batch: Vec<(Record, Value)>, r: &mut Rng) {
+        let in_flight = self.batches_in_flight.get() + 1;
+        self.batches_in_flight.set(in_flight);
+        self.bump(|s| s.most_batches_in_flight = s.most_batches_in_flight.max(in_flight));
+        self.play_parts(at, batch, r).await;
+        self.batches_in_flight.set(self.batches_in_flight.get() - 1);
+    }
+
+    async fn play_parts(&self, at: &Lane, batch: Vec<(Record, Value)>, r: &mut Rng) {
         let mut parts = VecDeque::from([Part::new(batch)]);
         while let Some(mut part) = parts.pop_front() {
             if let Some(max_age) = self.p.max_record_age {
@@ -782,13 +1312,14 @@ impl Sim {
                 let expired = expired_prefix(&created, self.now_system(), max_age);
                 if expired > 0 {
                     let old: Vec<_> = part.records.drain(..expired).collect();
-                    self.give_up(&old, "RecordAgeExceeded", part.invocations);
+                    self.give_up(at, &old, "RecordAgeExceeded", part.invocations);
                     if part.records.is_empty() {
                         continue;
                     }
                 }
             }
             let events: Vec<Value> = part.records.iter().map(|(_, e)| e.clone()).collect();
+            self.check_delivery_order(&part.records);
             let invocation = self.invoke_stream(&events, r).await;
             part.invocations += 1;
             let seqs: Vec<String> = part.records.iter().map(|(r, _)| seq(r)).collect();
@@ -796,7 +1327,7 @@ impl Sim {
             self.log(|| format!("mapping: batch {}..{} -> {verdict:?}", seqs[0], seqs[seqs.len() - 1]));
             match verdict {
                 StreamVerdict::Success => {
-                    *self.checkpoint.borrow_mut() = seqs.last().cloned();
+                    self.advance(at, &seqs[seqs.len() - 1]);
                     if self.stormy.get() && r.chance(self.p.duplicate_per_mille) {
                         // At-least-once: the same batch again.
                         self.bump(|s| s.duplicate_deliveries += 1);
@@ -807,10 +1338,10 @@ impl Sim {
                 StreamVerdict::RetryFrom(index) => {
                     self.bump(|s| s.partial_failures += 1);
                     if index > 0 {
-                        *self.checkpoint.borrow_mut() = Some(seqs[index - 1].clone());
+                        self.advance(at, &seqs[index - 1]);
                     }
                     part.records.drain(..index);
-                    self.retry_or_give_up(part, &mut parts, r).await;
+                    self.retry_or_give_up(at, part, &mut parts, r).await;
                 }
                 StreamVerdict::Failed { function_error, .. } => {
                     let split = if function_error && self.p.bisect {
@@ -824,33 +1355,34 @@ impl Sim {
                             parts.push_front(second);
                             parts.push_front(first);
                         }
-                        Err(part) => self.retry_or_give_up(part, &mut parts, r).await,
+                        Err(part) => self.retry_or_give_up(at, part, &mut parts, r).await,
                     }
                 }
             }
         }
     }
 
-    async fn retry_or_give_up(&self, mut part: Part, parts: &mut VecDeque<Part>, r: &mut Rng) {
+    async fn retry_or_give_up(&self, at: &Lane, mut part: Part, parts: &mut VecDeque<Part>, r: &mut Rng) {
         if may_retry(part.retries, self.p.max_retries) {
             part.retries += 1;
             parts.push_front(part);
             tokio::time::sleep(r.millis(10, 500)).await;
         } else {
-            self.give_up(&part.records, "RetryAttemptsExhausted", part.invocations);
+            self.give_up(at, &part.records, "RetryAttemptsExhausted", part.invocations);
         }
     }
 
-    /// The on-failure destination: DLQ1 gets where the records are, not
-    /// the records.
-    fn give_up(&self, records: &[(Record, Value)], condition: &str, invocations: u32) {
+    /// The on-failure destination: DLQ1 gets where the records are (the
+    /// lane's shard and the first and last sequence numbers, a range that
+    /// holds the other lanes' records too), not the records.
+    fn give_up(&self, at: &Lane, records: &[(Record, Value)], condition: &str, invocations: u32) {
         let plain: Vec<Record> = records.iter().map(|(r, _)| r.clone()).collect();
         let on_failure = OnFailureRecord::for_batch(
             FUNCTION_ARN,
             condition,
             invocations,
             STREAM_ARN,
-            STREAM_SHARD_ID,
+            &at.shard,
             &plain,
             self.now_system(),
         );
@@ -864,7 +1396,7 @@ impl Sim {
         self.bump(|s| s.batches_to_dlq1 += 1);
         self.send_dlq1(body);
         if let Some((last, _)) = records.last() {
-            *self.checkpoint.borrow_mut() = Some(seq(last));
+            self.advance(at, &seq(last));
         }
     }
 
@@ -885,11 +1417,11 @@ impl Sim {
         self.bump(|s| s.invocations += 1);
         if self.stormy.get() && r.chance(self.p.crash_per_mille) {
             let upto = r.range(0, events.len() as u64) as usize;
-            self.processor.process_json(&events[..upto], self.now_ms()).await;
+            self.processor.process_json(&events[..upto], self.now_stream()).await;
             self.bump(|s| s.handler_crashes += 1);
             return Invocation::error("Runtime.ExitError", "crashed mid-batch");
         }
-        let report = self.processor.process_json(events, self.now_ms()).await;
+        let report = self.processor.process_json(events, self.now_stream()).await;
         if report.batch_failure {
             return Invocation::error("Error", "a record without a sequence number failed");
         }
@@ -956,10 +1488,10 @@ impl Sim {
             let outcome = match OnFailureRecord::from_body(&m.body) {
                 Ok(record) => {
                     let info = &record.batch_info;
-                    let records = self
-                        .store
-                        .stream_range(&info.start_sequence_number, &info.end_sequence_number);
-                    replay_records(&self.processor, info, records, self.now_ms()).await
+                    let records =
+                        self.store
+                            .stream_range(&info.shard_id, &info.start_sequence_number, &info.end_sequence_number);
+                    replay_records(&self.processor, info, records, self.now_stream()).await
                 }
                 Err(err) => Err(err),
             };
@@ -1032,7 +1564,7 @@ impl Sim {
             // Retention keeps running: a range waiting in DLQ1 can expire.
             self.expire();
             let mut progressed = false;
-            while self.mapping_step(&mut r).await {
+            while self.poll_all(&mut r).await {
                 progressed = true;
             }
             if self.reprocessor_step(&mut r).await > 0 {
@@ -1059,6 +1591,13 @@ impl Sim {
         if let Some(v) = self.store.violation() {
             return Err(format!("invariant broken {v}"));
         }
+        if let Some(v) = self.order_violation.borrow().clone() {
+            return Err(v);
+        }
+        if let Some(v) = self.drift_violation.borrow().clone() {
+            return Err(v);
+        }
+        self.check_sequences()?;
         if !self.dlq1.borrow().is_empty() {
             return Err("DLQ1 is not empty after the drain".into());
         }
@@ -1069,7 +1608,7 @@ impl Sim {
             let info = &record.batch_info;
             if self
                 .store
-                .stream_range(&info.start_sequence_number, &info.end_sequence_number)
+                .stream_range(&info.shard_id, &info.start_sequence_number, &info.end_sequence_number)
                 .is_ok()
             {
                 return Err(format!(
@@ -1144,16 +1683,18 @@ impl Sim {
             let scope = self.scope(n);
             let mut audit = self
                 .auditor()
-                .audit_scope(&scope, RepairMode::Apply, self.now_ms())
+                .audit_scope(&scope, RepairMode::Apply, self.now_audit())
                 .await
                 .map_err(|e| format!("audit of {scope} failed after the drain: {e}"))?;
             if audit.held_back() {
                 self.log(|| format!("repair of {scope} held back: {:?}", audit.not_repaired));
                 self.bump(|s| s.final_repairs_held_back += 1);
-                tokio::time::sleep(Duration::from_millis(SIM_GRACE_MS as u64)).await;
+                // The next run: after the grace by the operator's clock,
+                // which may be behind the clock that stamped the last write.
+                tokio::time::sleep(Duration::from_millis((self.grace() + self.p.skew.span()) as u64)).await;
                 audit = self
                     .auditor()
-                    .audit_scope(&scope, RepairMode::Apply, self.now_ms())
+                    .audit_scope(&scope, RepairMode::Apply, self.now_audit())
                     .await
                     .map_err(|e| format!("audit of {scope} failed after the drain: {e}"))?;
                 if audit.held_back() {
@@ -1191,7 +1732,7 @@ impl Sim {
                 .await
                 .map_err(|e| format!("reading the pending items of {scope}: {e}"))?;
             let swept = sweep.len() as u64;
-            let report = self.processor.process(sweep.into_iter().map(Ok), self.now_ms()).await;
+            let report = self.sweeper.process(sweep.into_iter().map(Ok), self.now_audit()).await;
             if let Some(reason) = report.failure_reason {
                 return Err(format!("the repair sweep failed: {reason}"));
             }
@@ -1212,6 +1753,11 @@ impl Sim {
         if let Some(v) = self.store.violation() {
             return Err(format!("invariant broken {v}"));
         }
+        // Exact and at rest: the drift check finds nothing.
+        let run = self.drift_check().await?;
+        if run.drifted + run.held_back + run.failed > 0 {
+            return Err(format!("the drift check at rest, with no drift, reported {run:?}"));
+        }
         Ok(())
     }
 }
@@ -1222,6 +1768,55 @@ fn seq(record: &Record) -> String {
 
 fn previous_sequence(seq: &str) -> Option<String> {
     seq.parse::<u64>().ok()?.checked_sub(1).map(|n| n.to_string())
+}
+
+/// The stream function's deliveries so far: every sequence number, and
+/// per item (`(scope, id)`) the highest one.
+#[derive(Debug, Default)]
+struct Deliveries {
+    seen: BTreeSet<u64>,
+    highest: BTreeMap<(String, String), u64>,
+}
+
+/// One future of a group joined by [`join_all`].
+type Task<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'a>>;
+
+/// One lane of one shard of the stream mapping.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Lane {
+    shard: String,
+    lane: u32,
+}
+
+/// The lane of a record under a parallelization factor of `lanes`: by its
+/// partition key (the scope), so "Lambda processes records with the same
+/// partition key in order" ("Using AWS Lambda with Amazon DynamoDB",
+/// concurrent reading of shards,
+/// <https://docs.aws.amazon.com/lambda/latest/dg/with-ddb.html>).
+fn lane_of(event: &Value, lanes: u32) -> u32 {
+    let scope = key_text(event, keys::SCOPE);
+    let hash = scope.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    (hash % u64::from(lanes.max(1))) as u32
+}
+
+/// A string key attribute of a record in its Lambda event form.
+fn key_text<'a>(event: &'a Value, name: &str) -> &'a str {
+    event["dynamodb"]["Keys"][name]["S"].as_str().unwrap_or_default()
+}
+
+/// Polls every future until all are done (the lanes of one round).
+async fn join_all(mut futures: Vec<Task<'_>>) {
+    std::future::poll_fn(|cx| {
+        futures.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        if futures.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
 }
 
 fn scope_counts(tables: &Tables, scope: &str) -> ScopeCounts {
@@ -1481,6 +2076,29 @@ async fn prefill(store: &MemoryStore, p: &Params) {
     store.set_counter("acct0", keys::EVENTUAL_NAME, p.prefilled as i64);
 }
 
+/// The kit's stream processor as the schedule configures it, its clock
+/// `skew` off the true time.
+fn processor(
+    store: &Arc<MemoryStore>,
+    p: &Params,
+    seed: u64,
+    start: tokio::time::Instant,
+    skew: i64,
+) -> Processor<Arc<MemoryStore>> {
+    Processor::new(store.clone())
+        .with_mode(p.mode)
+        .with_eventual_shards(p.eventual_shards)
+        .with_backoff(Backoff {
+            base: Duration::from_millis(5),
+            cap: Duration::from_millis(200),
+            max_attempts: p.processor_attempts,
+        })
+        .with_seed(seed)
+        .with_clock(hybrid_counter::Clock::new(move || {
+            EPOCH_MS + i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX) + skew
+        }))
+}
+
 /// Runs one schedule; `Err` carries the violation.
 fn run_schedule(seed: u64, traced: bool) -> (Result<(), String>, Stats, Vec<String>) {
     run_with(seed, Params::draw(seed), traced)
@@ -1548,22 +2166,20 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
             }),
             resharded: Cell::new(false),
             windows,
-            processor: Processor::new(store.clone())
-                .with_mode(p.mode)
-                .with_eventual_shards(p.eventual_shards)
-                .with_backoff(Backoff {
-                    base: Duration::from_millis(5),
-                    cap: Duration::from_millis(200),
-                    max_attempts: p.processor_attempts,
-                })
-                .with_seed(Rng::new(seed, 4).next())
-                .with_clock(hybrid_counter::Clock::new(move || {
-                    EPOCH_MS + i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX)
-                })),
+            processor: processor(&store, &p, Rng::new(seed, 4).next(), start, p.skew.stream),
+            sweeper: processor(&store, &p, Rng::new(seed, 12).next(), start, p.skew.audit),
             store,
             p,
             start,
-            checkpoint: RefCell::new(None),
+            checkpoints: RefCell::new(BTreeMap::new()),
+            lanes_done: RefCell::new(BTreeSet::new()),
+            finished_shards: RefCell::new(BTreeSet::new()),
+            shard_generation: Cell::new(0),
+            batches_in_flight: Cell::new(0),
+            delivered: RefCell::new(Deliveries::default()),
+            order_violation: RefCell::new(None),
+            drift_violation: RefCell::new(None),
+            numbered: RefCell::new(BTreeMap::new()),
             dlq1: RefCell::new(VecDeque::new()),
             dlq2: RefCell::new(VecDeque::new()),
             next_message: Cell::new(0),
@@ -1579,7 +2195,9 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
             sim.operator(),
             sim.operator_audits(),
             sim.reshard(),
-            sim.limit_operator()
+            sim.limit_operator(),
+            sim.stream_splitter(),
+            sim.drift_checks()
         );
         if result.is_ok() {
             result = sim.drain().await;
@@ -1604,6 +2222,9 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
         stats.mixed_cancellations = sim.store.mixed_cancellations();
         stats.wide_schedules = u64::from(sim.p.prefilled > 0);
         stats.torn_read_schedules = u64::from(!sim.p.counter_read_latency.is_zero());
+        stats.parallel_schedules = u64::from(sim.p.lanes > 1);
+        stats.skewed_schedules = u64::from(sim.p.skew.span() > 0);
+        stats.widest_skew_ms = sim.p.skew.span() as u64;
         {
             let windows = sim.windows.lock().unwrap();
             stats.windows_opened = windows.opened;
@@ -1661,6 +2282,10 @@ fn simpler(p: &Params) -> Vec<Params> {
     variant(&|q| q.counter_read_latency = Duration::ZERO);
     variant(&|q| q.limit_changes.clear());
     variant(&|q| q.quiet_per_mille = 0);
+    variant(&|q| q.lanes = 1);
+    variant(&|q| q.splits.clear());
+    variant(&|q| q.skew = Skew::default());
+    variant(&|q| q.sequence_per_mille = 0);
     out
 }
 
@@ -1688,7 +2313,10 @@ fn shrink(p: Params, budget: usize, fails: impl Fn(&Params) -> bool) -> (Params,
 /// Panics with the failure of `seed`, shrunk: the simplest knobs that still
 /// fail, their trace's last events, and the replay command.
 fn fail_with_shrunk(seed: u64, why: &str) -> ! {
-    let (shrunk, runs) = shrink(Params::draw(seed), 300, |p| run_with(seed, p.clone(), false).0.is_err());
+    let budget = env_u64("SIM_SHRINK_RUNS").map_or(300, |n| n as usize);
+    let (shrunk, runs) = shrink(Params::draw(seed), budget, |p| {
+        run_with(seed, p.clone(), false).0.is_err()
+    });
     let (result, _, trace) = run_with(seed, shrunk.clone(), true);
     let tail = trace.len().saturating_sub(80);
     panic!(
@@ -1698,6 +2326,52 @@ fn fail_with_shrunk(seed: u64, why: &str) -> ! {
         trace[tail..].join("\n"),
         replay_hint(seed)
     );
+}
+
+/// Runs seeds `base..base + schedules` on `threads` threads, each taking
+/// the next seed in turn; their totals, and the lowest failing seed with
+/// its violation. Once a seed fails no thread starts a higher one, and
+/// every lower one still runs, so the seed reported is the lowest that
+/// fails, whatever the threads' timing.
+fn run_seeds(base: u64, schedules: u64, threads: u64) -> (Stats, Option<(u64, String)>) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let next = AtomicU64::new(base);
+    let failed: Mutex<Option<(u64, String)>> = Mutex::new(None);
+    let totals: Vec<Stats> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut total = Stats::default();
+                    loop {
+                        let seed = next.fetch_add(1, Ordering::Relaxed);
+                        let lowest_failure = failed.lock().unwrap().as_ref().map(|(s, _)| *s);
+                        if seed >= base + schedules || lowest_failure.is_some_and(|f| seed > f) {
+                            return total;
+                        }
+                        let (result, stats, _) = run_schedule(seed, false);
+                        match result {
+                            Ok(()) => total.add(&stats),
+                            Err(why) => {
+                                let mut failed = failed.lock().unwrap();
+                                if failed.as_ref().is_none_or(|(s, _)| seed < *s) {
+                                    *failed = Some((seed, why));
+                                }
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a worker thread"))
+            .collect()
+    });
+    let mut total = Stats::default();
+    for part in totals.iter().filter(|t| t.schedules > 0) {
+        total.add(part);
+    }
+    (total, failed.into_inner().unwrap())
 }
 
 fn replay_hint(seed: u64) -> String {
@@ -1719,19 +2393,19 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
     }
     let schedules = env_u64("SIM_SCHEDULES").unwrap_or(DEFAULT_SCHEDULES);
     let base = env_u64("SIM_BASE_SEED").unwrap_or(DEFAULT_BASE_SEED);
+    let threads = env_u64("SIM_THREADS")
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u64))
+        .clamp(1, schedules.max(1));
     let started = std::time::Instant::now();
-    let mut total = Stats::default();
-    for seed in base..base + schedules {
-        let (result, stats, _) = run_schedule(seed, false);
-        if let Err(why) = result {
-            fail_with_shrunk(seed, &why);
-        }
-        total.add(&stats);
+    let (total, failed) = run_seeds(base, schedules, threads);
+    if let Some((seed, why)) = failed {
+        fail_with_shrunk(seed, &why);
     }
+    let elapsed = started.elapsed();
     println!(
-        "simulation: {} schedules from seed {base} in {:.1?}\n{total:#?}",
+        "simulation: {} schedules from seed {base} in {elapsed:.1?} on {threads} threads ({:.0} schedules/s)\n{total:#?}",
         total.schedules,
-        started.elapsed()
+        total.schedules as f64 / elapsed.as_secs_f64().max(1e-9)
     );
     println!(
         "simulation admission: {} strict schedules, 0 strict overshoots outside the windows, {} creates above the \
@@ -1766,13 +2440,36 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         total.sharded_schedules
     );
     println!(
+        "simulation stream: {} schedules with 2 to 10 lanes per shard, {} shard splits under load, at most {} batches \
+         in flight at once; each item's records reached the function in order",
+        total.parallel_schedules, total.stream_splits, total.most_batches_in_flight
+    );
+    println!(
+        "simulation drift check under load: {} runs, {} scopes drifted (none a defect), {} held back (in motion or \
+         not yet repairable); at rest after the repair: none",
+        total.drift_runs, total.drift_scopes_drifted, total.drift_scopes_held_back
+    );
+    println!(
+        "simulation API: {} answers checked for the store's words (none), {} numbered creates, {} created without a \
+         number, longest numbered request {} ms; every sequence gapless",
+        total.answers_checked,
+        total.numbered_creates,
+        total.created_without_sequence,
+        total.longest_numbered_request_ms
+    );
+    println!(
+        "simulation clocks: {} schedules with skewed clocks (API clients, stream, audit), widest {} ms apart; the \
+         audit's grace is the API timeout plus the skew",
+        total.skewed_schedules, total.widest_skew_ms
+    );
+    println!(
         "simulation best-effort shards: {} schedules with 2 to 8, {} changing BeShardCount under load",
         total.best_effort_sharded_schedules, total.resharded_schedules
     );
     println!(
         "simulation audits under load: {} audit --repair runs, {} repairs written, {} held back, {} failed on a store \
          error; {} items swept under load; at least {} rounds over every scope in each schedule, three or more in {}; \
-         longest request {} ms (grace {SIM_GRACE_MS} ms)",
+         longest request {} ms (API timeout {SIM_API_TIMEOUT_MS} ms)",
         total.audits_during_load,
         total.repairs_during_load,
         total.repairs_held_back_during_load,
@@ -1800,6 +2497,22 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
                 && total.torn_read_schedules > 0
                 && total.mixed_cancellations > 0,
             "limit and shard count changes under load, wide schedules, torn reads and mixed reasons run: {total:?}"
+        );
+        assert!(
+            total.parallel_schedules > 0 && total.stream_splits > 0 && total.most_batches_in_flight > 1,
+            "stream lanes and shard splits run, batches concurrently: {total:?}"
+        );
+        assert!(
+            total.skewed_schedules > 0 && total.widest_skew_ms > SIM_MAX_SKEW_MS as u64 / 2,
+            "skewed clocks run: {total:?}"
+        );
+        assert!(
+            total.drift_runs > 0 && total.drift_scopes_held_back > 0,
+            "the drift check runs under load and meets scopes in motion: {total:?}"
+        );
+        assert!(
+            total.numbered_creates > 0 && total.answers_checked > 0,
+            "numbered creates run through the API: {total:?}"
         );
     }
 }
