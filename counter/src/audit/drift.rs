@@ -178,11 +178,9 @@ pub enum Verdict {
     HeldBack,
 }
 
-/// Judges an audit, in any [`RepairMode`]: drift when the engine planned
-/// (or wrote) a repair it may write now, or confirmed a finding; held back
-/// when it could not trust the count (in motion) or may only repair later
-/// (a request may still be in flight). The drift check and `counterctl
-/// audit` both judge by it.
+/// Judges a report-only ([`RepairMode::DryRun`]) audit: drift when the
+/// engine planned a repair it may write now, held back when it could not
+/// trust the count or may only repair later.
 pub fn verdict(audit: &ScopeAudit) -> Verdict {
     if audit.repair.is_some_and(|r| !r.is_empty()) {
         Verdict::Drifted {

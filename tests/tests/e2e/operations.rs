@@ -387,10 +387,10 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
 /// Issue 26: `audit --scope <hot> --repair` in a loop, and the drift check
 /// (the drift-check function's run and metric), beside 8 writers on one hot
 /// scope while the stream counts them, with no fault injected. Nothing
-/// drifts, so no audit may say drift and no run may publish a drifted
-/// scope: a count the stream moved while it was read is in motion, and a
-/// best-effort counter behind a create still in flight is held back, not
-/// drift. After the drain the scope audits clean and EC equals the live
+/// drifts: a count the stream moved while it was read is in motion (no
+/// finding), a best-effort counter behind a create still in flight is held
+/// back (listed, never written), and no drift-check run publishes a drifted
+/// scope. After the drain the scope audits clean and EC equals the live
 /// items.
 #[tokio::test]
 async fn audits_and_drift_checks_beside_a_busy_scope_report_no_drift_when_there_is_none() {
@@ -434,15 +434,19 @@ async fn audits_and_drift_checks_beside_a_busy_scope_report_no_drift_when_there_
                 .run(&["audit", "--scope", hot, "--repair"])
                 .await
                 .expect("audit runs");
-            assert_eq!(
-                report.exit_code(),
-                exit::SUCCESS,
-                "drift reported beside the load: {report}"
-            );
             let Report::Audit(audit) = &report else {
                 panic!("audit report expected")
             };
-            assert!(!audit.drift && !audit.defect, "{report}");
+            assert!(!audit.defect, "{report}");
+            // A count the stream moved while it was read is in motion: no
+            // finding. What is reported is confirmed and held back (a
+            // request may still be in flight), never written.
+            for scope in &audit.scopes {
+                assert!(
+                    scope.held_back() && !scope.repaired,
+                    "drift that is not there, or a repair, beside the load: {report}"
+                );
+            }
             runs += 1;
             in_motion += audit.scopes.iter().filter(|s| s.held_back()).count();
         }

@@ -20,18 +20,11 @@
 //! until then); such a scope is reported as not repaired yet, with the
 //! reason.
 //!
-//! Drift (exit 1) is judged as the drift check judges it
-//! ([`hybrid_counter::audit::drift::verdict`]): a scope whose counters moved
-//! on every try while its items were counted (in motion), or whose finding
-//! a request still in flight may explain (held back), is listed with why,
-//! but is not drift.
-//!
 //! This file runs the engine over the scopes; `report` is the report and
 //! its rendering.
 
 mod report;
 
-use hybrid_counter::audit::drift::{Verdict, verdict};
 use hybrid_counter::audit::{Auditor, RepairMode, ScopeCounts, findings_for};
 use hybrid_counter_aws::DynamoStore;
 
@@ -162,12 +155,8 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
             report.items_scanned = audit.counts.live + audit.counts.pending_delete;
             report.totals = audit.counts;
         }
-        // Drift is what the drift check calls drift: a scope in motion or
-        // held back while a request may be in flight is listed, not drift.
-        if let Verdict::Drifted { defect } = verdict(&audit) {
-            report.drift = true;
-            report.defect |= defect;
-        }
+        report.drift |= audit.has_drift();
+        report.defect |= audit.has_defect();
         if !audit.findings.is_empty() || audit.not_repaired.is_some() {
             report.scopes.push(audit);
         }
