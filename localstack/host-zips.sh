@@ -19,9 +19,15 @@ mapfile -t packages < <(for manifest in "$REPO_ROOT"/handlers/*/Cargo.toml; do
 done)
 ((${#packages[@]})) || { echo "host-zips.sh: error: no handler packages under handlers/" >&2; exit 1; }
 
+# `--bin` of each handler, never `-p`: with the whole workspace selected,
+# cargo resolves the same features as `make e2e`'s `cargo build --bins` and
+# the runner's build, so this finds the binaries fresh. `-p` selects other
+# features, recompiles the SDK crates (minutes on a fresh machine, holding
+# the build lock while emulator tests wait on it) and overwrites the
+# binaries the runner starts.
 args=()
-for package in "${packages[@]}"; do args+=(-p "$package"); done
-(cd "$REPO_ROOT" && cargo build --locked -q "${args[@]}" --bins)
+for package in "${packages[@]}"; do args+=(--bin "$package"); done
+(cd "$REPO_ROOT" && cargo build --locked -q "${args[@]}")
 
 for package in "${packages[@]}"; do
     mkdir -p "$OUT/$package"
