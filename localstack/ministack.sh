@@ -46,10 +46,18 @@ runnable() {
     [[ -x "$VENV/bin/ministack" ]] || die "ministack is not installed in $VENV; run 'make tools' or '$0 install'"
 }
 
+# ministack extracts every provided.* function's code under its TMPDIR (about 80 MB per
+# distinct zip) and never removes it: a directory of its own under .run, emptied at start and
+# removed at stop.
+MINISTACK_TMP="$RUN_DIR/ministack-tmp"
+
+after_stop() { rm -rf "$MINISTACK_TMP"; }
+
 launch() {
+    rm -rf "$MINISTACK_TMP" && mkdir -p "$MINISTACK_TMP"
     # BIND_HOST: ministack listens on every interface unless told otherwise. AWS_ENDPOINT_URL: the
     # functions it runs (their `bootstrap`, on this host) call this emulator back, not AWS.
-    GATEWAY_PORT="$1" BIND_HOST="$HOST" AWS_ENDPOINT_URL="$(endpoint_for "$1")" nohup "$VENV/bin/ministack" </dev/null >>"$2" 2>&1 &
+    TMPDIR="$MINISTACK_TMP" GATEWAY_PORT="$1" BIND_HOST="$HOST" AWS_ENDPOINT_URL="$(endpoint_for "$1")" nohup "$VENV/bin/ministack" </dev/null >>"$2" 2>&1 &
     printf '%s\n' "$!"
 }
 

@@ -14,6 +14,8 @@
 #   launch PORT LOG     starts the emulator in the background on 127.0.0.1:PORT, appending its
 #                       output to LOG, and prints its pid; fails with a message when it cannot
 #   runnable            fails with a message (how to install it) when the emulator is not installed
+# and may define:
+#   after_stop          runs once the emulator has stopped (removes what it leaves behind)
 
 RUN_DIR="$REPO_ROOT/.run"
 PID_FILE="$RUN_DIR/$EMULATOR.pid"
@@ -169,6 +171,7 @@ cmd_stop() {
         kill -9 "$pid" 2>/dev/null || true
     fi
     clear_state
+    if declare -F after_stop >/dev/null; then after_stop; fi
     log "stopped $EMULATOR (pid $pid)"
 }
 

@@ -25,6 +25,10 @@ pub struct Ministack {
     child: Child,
     pub endpoint: String,
     pub log: PathBuf,
+    /// Its `TMPDIR`, removed when dropped: ministack extracts every
+    /// `provided.*` function's code there (about 80 MB per distinct zip)
+    /// and never removes it itself.
+    tmp: PathBuf,
 }
 
 /// The executable: `MINISTACK_BIN`, else the workspace's `.venv-ministack`.
@@ -50,12 +54,17 @@ impl Ministack {
              (seconds, from PyPI), or set MINISTACK_BIN",
             bin.display()
         );
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = std::env::temp_dir().join(format!("hck-ministack-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap_or_else(|e| panic!("cannot create {}: {e}", tmp.display()));
         let (child, endpoint, log) = crate::process::spawn_on_free_port(
             "ministack",
             Duration::from_secs(60),
             |port, log| {
                 let mut command = Command::new(&bin);
                 command
+                    .env("TMPDIR", &tmp)
                     .env("GATEWAY_PORT", port.to_string())
                     .env("BIND_HOST", "127.0.0.1")
                     // The functions it runs call this emulator back, not AWS.
@@ -73,7 +82,12 @@ impl Ministack {
             },
             |endpoint| hybrid_counter_aws::probe::answers_ok(endpoint.trim_start_matches("http://"), HEALTH_PATH),
         );
-        Self { child, endpoint, log }
+        Self {
+            child,
+            endpoint,
+            log,
+            tmp,
+        }
     }
 
     /// SDK configuration pointing at this emulator with dummy credentials.
@@ -102,5 +116,6 @@ impl Drop for Ministack {
         }
         kill("-KILL");
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.tmp);
     }
 }
