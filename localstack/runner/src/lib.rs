@@ -470,6 +470,24 @@ impl<I: Invoke> Runner<I> {
         Ok(false)
     }
 
+    /// Plays the mappings while `work` runs, and stops once it is done:
+    /// what an operator's command meets on a live stack, with the stream
+    /// counter busy beside it. Returns `work`'s output and the run's report.
+    pub async fn run_beside<T>(&self, work: impl Future<Output = T>) -> (T, Result<RunReport, Error>) {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let work = async {
+            let output = work.await;
+            let _ = stop.send(());
+            output
+        };
+        tokio::join!(
+            work,
+            self.run(async {
+                let _ = stopped.await;
+            })
+        )
+    }
+
     /// Polls every source until `shutdown` completes. Each source has its
     /// own task (so a shard stuck retrying holds back only itself); a
     /// source with nothing new rests for the poll interval, and the

@@ -240,7 +240,6 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
     let proxy = FaultProxy::start(&emulator.endpoint, plan);
     let ctl = Counterctl::at(&proxy.endpoint);
     let runner = e2e::in_process_runner(&proxy.endpoint, &config).await;
-    let (stop_runner, runner_stopped) = tokio::sync::oneshot::channel::<()>();
     let store =
         hybrid_counter_aws::DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
     let scopes: Vec<hybrid_counter::Scope> = (0..3).map(|n| crate::scope(&format!("busy-{n}"))).collect();
@@ -311,20 +310,9 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
         }
         (looks, torn)
     };
-    let stream = async {
-        runner
-            .run(async {
-                let _ = runner_stopped.await;
-            })
-            .await
-            .expect("the runner plays the mappings")
-    };
-    let stop_after_load = async {
-        let (load, audits, sampled) = tokio::join!(load, audits, sampler);
-        let _ = stop_runner.send(());
-        (load, audits, sampled)
-    };
-    let ((load, (runs, failed, repaired, held_back), (looks, torn)), played) = tokio::join!(stop_after_load, stream);
+    let ((load, (runs, failed, repaired, held_back), (looks, torn)), played) =
+        runner.run_beside(async { tokio::join!(load, audits, sampler) }).await;
+    let played = played.expect("the runner plays the mappings");
     let Report::Load(load) = load.expect("load runs to the end") else {
         panic!("load report expected")
     };
@@ -397,7 +385,6 @@ async fn audits_and_drift_checks_beside_a_busy_scope_report_no_drift_when_there_
     const LOAD_SECONDS: u64 = 20;
     let (emulator, ctl, config) = deployed().await;
     let runner = e2e::in_process_runner(&emulator.endpoint, &config).await;
-    let (stop_runner, runner_stopped) = tokio::sync::oneshot::channel::<()>();
     let store =
         hybrid_counter_aws::DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
     let hot = "hot-0";
@@ -473,20 +460,10 @@ async fn audits_and_drift_checks_beside_a_busy_scope_report_no_drift_when_there_
         }
         (runs, held_back)
     };
-    let stream = async {
-        runner
-            .run(async {
-                let _ = runner_stopped.await;
-            })
-            .await
-            .expect("the runner plays the mappings")
-    };
-    let stop_after_load = async {
-        let joined = tokio::join!(load, audits, drift_checks);
-        let _ = stop_runner.send(());
-        joined
-    };
-    let ((load, (audits, in_motion), (checks, held_back)), played) = tokio::join!(stop_after_load, stream);
+    let ((load, (audits, in_motion), (checks, held_back)), played) = runner
+        .run_beside(async { tokio::join!(load, audits, drift_checks) })
+        .await;
+    let played = played.expect("the runner plays the mappings");
     let Report::Load(load) = load.expect("load runs to the end") else {
         panic!("load report expected")
     };

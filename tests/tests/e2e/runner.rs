@@ -990,7 +990,6 @@ async fn run_keeps_polling_new_records_until_shutdown() {
             async move { Ok(stream_handler(processor, payload).await) }
         }))
         .await;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let driver = async {
         // Records written while the runner is already polling.
         local.create(&s, ids("late", 4)).await;
@@ -1002,14 +1001,8 @@ async fn run_keeps_polling_new_records_until_shutdown() {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        stop.send(()).unwrap();
     };
-    let (report, ()) = tokio::join!(
-        runner.run(async {
-            let _ = stopped.await;
-        }),
-        driver
-    );
+    let ((), report) = runner.run_beside(driver).await;
     let report = report.expect("stopped cleanly").for_function("hck-stream-counter");
     assert_eq!(report.records_delivered, 7, "{report:?}");
     local.kit.assert_converged(&s).await;
