@@ -18,11 +18,13 @@
 //! | [`transaction`] | `TransactWriteItems` with a client request token (per send, or reused) or with a marker item |
 //! | [`ledger`] | one item per change in an item collection, summed by a `Query` |
 //! | [`token_set`] | a string set of tokens on one item, its size the value |
+//! | [`likes`] | seed 004: concurrent `ADD`s of likes, and its read-then-conditional-`ADD` loop |
 //! | [`hybrid`] | the kit's [`hybrid_counter::Counter`] over [`hybrid_counter_aws::DynamoStore`] |
 
 pub mod atomic;
 pub mod hybrid;
 pub mod ledger;
+pub mod likes;
 pub mod occ;
 pub mod strategy;
 pub mod table;

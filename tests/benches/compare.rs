@@ -40,6 +40,8 @@ use shared::{env_number, latency};
 #[path = "modes/shared.rs"]
 mod shared;
 
+#[path = "compare/likes.rs"]
+mod likes;
 #[path = "compare/report.rs"]
 mod report;
 #[path = "compare/results.rs"]
@@ -336,6 +338,7 @@ async fn compare() {
         print_row(&row);
         rows.push(row);
     }
+    let likes = likes::run(&emulator.endpoint, LAB_TABLE, seed).await;
     let _ = stop.send(());
     let report = pipeline_run.await.expect("runner task");
     eprintln!("pipeline: {}", report.to_string().replace('\n', "\n  "));
@@ -349,6 +352,7 @@ async fn compare() {
         workload,
         rates: RATES,
         rows,
+        likes,
         fakecloud: std::fs::read_to_string(root.join("localstack/fakecloud.version"))
             .map(|v| v.trim().to_owned())
             .unwrap_or_else(|_| "?".into()),

@@ -253,6 +253,8 @@ pub fn markdown(results: &Results) -> String {
     );
     let _ = writeln!(md, "## Findings against the blog's claims\n");
     md.push_str(&findings(results));
+    md.push('\n');
+    md.push_str(&super::likes::markdown(&results.likes));
     let _ = writeln!(
         md,
         "\nThe kit's gapless `Sequence` (issue 15, built beside this lab) gives numbers rather than counts and is not measured here.\n"

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use super::likes::LikesRow;
 use super::shared::Latency;
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -78,6 +79,8 @@ pub struct Results {
     pub workload: Workload,
     pub rates: Rates,
     pub rows: Vec<Row>,
+    /// Seed 004's experiment.
+    pub likes: Vec<LikesRow>,
     pub fakecloud: String,
     pub cores: usize,
     pub seconds: f64,
