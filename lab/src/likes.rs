@@ -13,8 +13,7 @@
 //! is the same loop with a strongly consistent read and full-jitter backoff.
 //!
 //! Each attempt's failed conditional write is charged as DynamoDB charges
-//! it: the write units of the item's size ([`table::write_units`]), which
-//! neither the emulator nor the service's error reports.
+//! it: the write units of the item's size ([`charge_refused_write`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -25,7 +24,7 @@ use hybrid_counter::retry::{Backoff, Retry};
 use hybrid_counter::store::meter::Meter;
 use hybrid_counter_aws::dynamo::classify;
 
-use crate::strategy::{Place, charge_read, charge_write};
+use crate::strategy::{Place, charge_read, charge_refused_write, charge_write};
 use crate::table::{self, COUNTER_SK, VALUE, key, n};
 
 /// The seed's `tries`: its loop runs while `attempts <= tries`, from 0.
@@ -161,8 +160,7 @@ impl LikeLoop {
                 Ok(()) => return Ok(Like { liked: true, attempts }),
                 Err(StoreError::ConditionFailed) => {
                     // Charged on the item as stored, about the size of the one read.
-                    let size = item.as_ref().map_or(0, table::item_size);
-                    self.meter.consumed(Some(table::write_units(size)), None);
+                    charge_refused_write(&self.meter, item.as_ref().map_or(0, table::item_size));
                 }
                 Err(err) => return Err(err),
             }

@@ -99,6 +99,12 @@ pub trait Strategy: Send + Sync {
         true
     }
 
+    /// The largest threshold the approach is meant for (`None`: any); a
+    /// run gives it the smaller of this and the workload's.
+    fn max_threshold(&self) -> Option<i64> {
+        None
+    }
+
     /// Adds `delta` (+1 or -1); a +1 is refused when the value has reached
     /// `threshold`.
     fn change(&self, delta: i64, threshold: Option<i64>) -> BoxFuture<'_, Result<Outcome, LabError>>;
@@ -199,6 +205,13 @@ pub fn charge_write<'a>(meter: &Meter, capacity: impl IntoIterator<Item = &'a Co
             cc.read_capacity_units(),
         );
     }
+}
+
+/// Records the write units of a write refused by its condition, which
+/// DynamoDB charges as if it had written the item (of `item_bytes`), and
+/// neither the emulator nor the error reports.
+pub fn charge_refused_write(meter: &Meter, item_bytes: usize) {
+    meter.consumed(Some(crate::table::write_units(item_bytes)), None);
 }
 
 /// Records the read capacity of one response.

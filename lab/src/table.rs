@@ -25,6 +25,8 @@ pub const COUNTER_SK: &str = "counter";
 pub const VALUE: &str = "n";
 /// OCC's version.
 pub const VERSION: &str = "version";
+/// OCC's entity tag (the blog's `entityTag`): random per change.
+pub const ENTITY_TAG: &str = "entityTag";
 /// OCC with history: the last writers' tokens, oldest first.
 pub const WRITERS: &str = "writers";
 /// The token set.

@@ -567,6 +567,15 @@ impl FaultProxy {
         self.shared.state().plan.rules = plan.rules;
     }
 
+    /// Replaces the plan and restarts its random draws from its seed, so
+    /// runs that restart the same plan draw the same faults in the same
+    /// order of calls (the `make compare` runs of each approach).
+    pub fn restart_plan(&self, plan: FaultPlan) {
+        let mut state = self.shared.state();
+        state.rng = fastrand::Rng::with_seed(plan.seed);
+        state.plan = plan;
+    }
+
     /// The next `calls` calls of `operation` get `fault`: after the calls of
     /// earlier "next" rules of the operation, before any random rule.
     pub fn inject_next(&self, operation: Operation, fault: Fault, calls: u32) {
