@@ -24,7 +24,7 @@ use hybrid_counter::retry::{Backoff, Retry};
 use hybrid_counter::store::meter::Meter;
 use hybrid_counter_aws::dynamo::classify;
 
-use crate::strategy::{Place, charge_read, charge_refused_write, charge_write};
+use crate::strategy::{Place, charge_refused_write, charge_write};
 use crate::table::{self, COUNTER_SK, VALUE, key, n};
 
 /// The seed's `tries`: its loop runs while `attempts <= tries`, from 0.
@@ -93,22 +93,6 @@ impl LikeLoop {
         &self.meter
     }
 
-    async fn read(&self) -> Result<Option<HashMap<String, AttributeValue>>, StoreError> {
-        let out = self
-            .place
-            .client
-            .get_item()
-            .table_name(&self.place.table)
-            .set_key(Some(key(&self.place.counter, COUNTER_SK)))
-            .consistent_read(self.consistent_read)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await
-            .map_err(classify)?;
-        charge_read(&self.meter, out.consumed_capacity());
-        Ok(out.item)
-    }
-
     /// One conditional `ADD` of 1 over the value `item` holds.
     async fn add_if_unchanged(&self, item: Option<&HashMap<String, AttributeValue>>) -> Result<(), StoreError> {
         let current = item.and_then(|item| item.get(VALUE));
@@ -155,7 +139,7 @@ impl LikeLoop {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let item = self.read().await?;
+            let item = table::read_counter_item(&self.place, &self.meter, self.consistent_read).await?;
             match self.add_if_unchanged(item.as_ref()).await {
                 Ok(()) => return Ok(Like { liked: true, attempts }),
                 Err(StoreError::ConditionFailed) => {

@@ -254,9 +254,17 @@ mod tests {
 
     /// Update rule answering 500 (applied, answer lost), then the SDK's
     /// retry with a failed condition (the version moved: by that write).
-    fn landed_then_condition_failed(sent: &Log<UpdateItemInput>) -> Rule {
+    /// Each request is shown to `seen` (what the write carried) first.
+    fn landed_then_condition_failed(
+        sent: &Log<UpdateItemInput>,
+        seen: impl Fn(&UpdateItemInput) + Send + Sync + 'static,
+    ) -> Rule {
+        let log = crate::test_util::logging(sent);
         mock!(Client::update_item)
-            .match_requests(crate::test_util::logging(sent))
+            .match_requests(move |input| {
+                seen(input);
+                log(input)
+            })
             .sequence()
             .http_status(500, None)
             .error(condition_failed)
@@ -276,7 +284,7 @@ mod tests {
     #[tokio::test]
     async fn plain_occ_retries_on_a_failed_condition_and_reapplies_its_own_landed_write() {
         let sent = log();
-        let landed = landed_then_condition_failed(&sent);
+        let landed = landed_then_condition_failed(&sent, |_| ());
         let occ = Occ::new(
             place(&[get(0, 0), landed.clone(), get(1, 1), update_ok(&sent)], true),
             Check::Version,
@@ -312,18 +320,10 @@ mod tests {
                 .build()
         });
         let capture = token.clone();
-        let sent_rule = sent.clone();
-        let landed = mock!(Client::update_item)
-            .match_requests(move |input: &UpdateItemInput| {
-                let writers = input.expression_attribute_values().unwrap()[":writers"].as_l().unwrap();
-                *capture.lock().unwrap() = writers.iter().map(|w| w.as_s().unwrap().clone()).collect();
-                sent_rule.lock().unwrap().push(input.clone());
-                true
-            })
-            .sequence()
-            .http_status(500, None)
-            .error(condition_failed)
-            .build();
+        let landed = landed_then_condition_failed(&sent, move |input| {
+            let writers = input.expression_attribute_values().unwrap()[":writers"].as_l().unwrap();
+            *capture.lock().unwrap() = writers.iter().map(|w| w.as_s().unwrap().clone()).collect();
+        });
         let occ = Occ::new(place(&[get(0, 0), landed.clone(), reread], true), Check::History);
         assert_eq!(occ.apply(1, None).await, Ok(Outcome::Applied));
         assert_eq!(landed.num_calls(), 2, "the write and the SDK's retry of it");
@@ -354,18 +354,10 @@ mod tests {
             GetItemOutput::builder().set_item(Some(item)).build()
         });
         let capture = tag.clone();
-        let sent_rule = sent.clone();
-        let landed = mock!(Client::update_item)
-            .match_requests(move |input: &UpdateItemInput| {
-                let token = input.expression_attribute_values().unwrap()[":token"].as_s().unwrap();
-                *capture.lock().unwrap() = Some(token.clone());
-                sent_rule.lock().unwrap().push(input.clone());
-                true
-            })
-            .sequence()
-            .http_status(500, None)
-            .error(condition_failed)
-            .build();
+        let landed = landed_then_condition_failed(&sent, move |input| {
+            let token = input.expression_attribute_values().unwrap()[":token"].as_s().unwrap();
+            *capture.lock().unwrap() = Some(token.clone());
+        });
         let occ = Occ::new(place(&[get(0, 0), landed.clone(), reread], true), Check::EntityTag);
         assert_eq!(occ.apply(1, None).await, Ok(Outcome::Applied));
         assert_eq!(landed.num_calls(), 2, "the write and the SDK's retry of it");

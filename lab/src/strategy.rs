@@ -60,13 +60,15 @@ pub struct TruthSnapshot {
 }
 
 impl Truth {
+    /// Records one change's result. A -1 with nothing of the callers' left
+    /// to undo ([`LabError::Empty`]) sent nothing: a refusal, not an error.
     pub fn record(&self, delta: i64, result: &Result<Outcome, LabError>) {
         let counter = match result {
             Ok(Outcome::Applied) => {
                 self.value.fetch_add(delta, Ordering::Relaxed);
                 &self.applied
             }
-            Ok(Outcome::Refused) => &self.refused,
+            Ok(Outcome::Refused) | Err(LabError::Empty) => &self.refused,
             Err(_) => &self.errors,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -251,13 +253,14 @@ mod tests {
         truth.record(1, &Ok(Outcome::Applied));
         truth.record(-1, &Ok(Outcome::Applied));
         truth.record(1, &Ok(Outcome::Refused));
-        truth.record(1, &Err(LabError::Empty));
+        truth.record(1, &Err(LabError::Contended { attempts: 40 }));
+        truth.record(-1, &Err(LabError::Empty));
         assert_eq!(
             truth.snapshot(),
             TruthSnapshot {
                 value: 1,
                 applied: 3,
-                refused: 1,
+                refused: 2,
                 errors: 1
             }
         );

@@ -83,12 +83,21 @@ pub fn write_units(size: usize) -> f64 {
 /// The counter item of `place`, read strongly consistent (`None`: not
 /// written yet).
 pub async fn counter_item(place: &Place, meter: &Meter) -> Result<Option<HashMap<String, AttributeValue>>, StoreError> {
+    read_counter_item(place, meter, true).await
+}
+
+/// [`counter_item`], read strongly consistent or not (`consistent`).
+pub async fn read_counter_item(
+    place: &Place,
+    meter: &Meter,
+    consistent: bool,
+) -> Result<Option<HashMap<String, AttributeValue>>, StoreError> {
     let out = place
         .client
         .get_item()
         .table_name(&place.table)
         .set_key(Some(key(&place.counter, COUNTER_SK)))
-        .consistent_read(true)
+        .consistent_read(consistent)
         .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await

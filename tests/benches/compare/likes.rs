@@ -224,7 +224,7 @@ fn rows_of(rows: &[LikesRow], arm: Arm) -> impl Iterator<Item = &LikesRow> {
 }
 
 fn supported(holds: bool) -> &'static str {
-    if holds { "**supported**" } else { "**not supported**" }
+    if holds { "**Supported**" } else { "**Not supported**" }
 }
 
 /// Seed 004's section of COMPARISON.md: the table of every arm at every
@@ -282,13 +282,13 @@ pub fn markdown(rows: &[LikesRow]) -> String {
     let ambiguous: u64 = retried(Arm::AddFaultsRetries).map(|r| r.ambiguous).sum();
     let once_within_errors = rows_of(rows, Arm::AddFaultsOnce).all(|r| r.extra() >= 0 && r.extra() <= r.errors as i64);
     let busy = |arm| rows_of(rows, arm).filter(|r| r.callers >= 64);
-    let lost_as_written: Vec<String> = busy(Arm::BlogLoop)
-        .map(|r| format!("{} of {}", r.gave_up, r.callers))
-        .collect();
+    let gave_up = |arm| {
+        busy(arm)
+            .map(|r| format!("{} of {}", r.gave_up, r.callers))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let loses = busy(Arm::BlogLoop).all(|r| r.gave_up > 0);
-    let lost_repaired: Vec<String> = busy(Arm::RepairedLoop)
-        .map(|r| format!("{} of {}", r.gave_up, r.callers))
-        .collect();
     let repair_helps = busy(Arm::BlogLoop)
         .zip(busy(Arm::RepairedLoop))
         .all(|(written, repaired)| repaired.gave_up < written.gave_up);
@@ -313,13 +313,13 @@ pub fn markdown(rows: &[LikesRow]) -> String {
     let _ = writeln!(
         md,
         "* *The seed's loop silently loses likes under contention*: refuted if at 64 or more callers any run of arm (c) has no `False`. Gave up: {}. {}.",
-        lost_as_written.join(", "),
+        gave_up(Arm::BlogLoop),
         supported(loses)
     );
     let _ = writeln!(
         md,
         "* *A consistent read and full jitter lose fewer*: refuted if at any concurrency of 64 or more arm (d) gives up as often as arm (c) or more. Gave up: {}. {}.\n",
-        lost_repaired.join(", "),
+        gave_up(Arm::RepairedLoop),
         supported(repair_helps)
     );
     let _ = writeln!(

@@ -156,7 +156,7 @@ fn verdicts(results: &Results) -> String {
         let _ = writeln!(
             out,
             "* **{}.** Claim ({}) Hypothesis: {}. Measured (median, range): extra beyond errors {}, errors {}, overshoot {}, \
-             extra per 1,000 ambiguous {}{hybrid}. {outcome}.",
+             extra per 1,000 ambiguous {}, one read of the value {} RU{hybrid}. {outcome}.",
             v.approach,
             v.claim,
             v.hypothesis,
@@ -164,6 +164,7 @@ fn verdicts(results: &Results) -> String {
             show(runs, 0, |r| r.errors as f64),
             show(runs, 0, |r| r.overshoot.unwrap_or(0) as f64),
             show(runs, 0, |r| r.extra_per_1000_ambiguous),
+            show(runs, 1, |r| r.read_units_per_read),
         );
     }
     out
