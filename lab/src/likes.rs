@@ -24,7 +24,7 @@ use hybrid_counter::retry::{Backoff, Retry};
 use hybrid_counter::store::meter::Meter;
 use hybrid_counter_aws::dynamo::classify;
 
-use crate::strategy::{Place, charge_refused_write, charge_write};
+use crate::strategy::{Place, charge_refused_write, charge_write, item_size};
 use crate::table::{self, COUNTER_SK, VALUE, key, n};
 
 /// The seed's `tries`: its loop runs while `attempts <= tries`, from 0.
@@ -144,7 +144,7 @@ impl LikeLoop {
                 Ok(()) => return Ok(Like { liked: true, attempts }),
                 Err(StoreError::ConditionFailed) => {
                     // Charged on the item as stored, about the size of the one read.
-                    charge_refused_write(&self.meter, item.as_ref().map_or(0, table::item_size));
+                    charge_refused_write(&self.meter, item.as_ref().map_or(0, item_size));
                 }
                 Err(err) => return Err(err),
             }

@@ -26,7 +26,7 @@ use hybrid_counter_aws::dynamo::classify;
 
 use crate::strategy::{
     Books, BoxFuture, LabError, Outcome, Place, Strategy, charge_refused_write, charge_write, conflict_retries,
-    is_retryable,
+    is_retryable, item_size,
 };
 use crate::table::{self, COUNTER_SK, ENTITY_TAG, VALUE, VERSION, WRITERS, key, n, s};
 
@@ -89,7 +89,7 @@ impl Occ {
             .map(|list| list.iter().filter_map(|v| v.as_s().ok().cloned()).collect())
             .unwrap_or_default();
         Ok(Read {
-            size: item.as_ref().map_or(0, table::item_size),
+            size: item.as_ref().map_or(0, item_size),
             value: table::number(item.as_ref(), VALUE),
             version: item.as_ref().map(|item| table::number(Some(item), VERSION)),
             tag: item

@@ -10,7 +10,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::ConsumedCapacity;
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity};
 use hybrid_counter::error::StoreError;
 use hybrid_counter::retry::{Backoff, Retry};
 use hybrid_counter::store::meter::Meter;
@@ -209,11 +211,35 @@ pub fn charge_write<'a>(meter: &Meter, capacity: impl IntoIterator<Item = &'a Co
     }
 }
 
+/// An item's size as DynamoDB bills it, near enough for the lab's small
+/// items: attribute names plus values (a number about one byte per two
+/// digits plus one).
+pub fn item_size(item: &HashMap<String, AttributeValue>) -> usize {
+    fn value(v: &AttributeValue) -> usize {
+        match v {
+            AttributeValue::S(s) => s.len(),
+            AttributeValue::N(n) => n.len().div_ceil(2) + 1,
+            AttributeValue::Ss(set) => set.iter().map(String::len).sum(),
+            AttributeValue::Ns(set) => set.iter().map(|n| n.len().div_ceil(2) + 1).sum(),
+            AttributeValue::L(list) => 3 + list.iter().map(|v| 1 + value(v)).sum::<usize>(),
+            AttributeValue::M(map) => 3 + map.iter().map(|(k, v)| 1 + k.len() + value(v)).sum::<usize>(),
+            _ => 1,
+        }
+    }
+    item.iter().map(|(name, v)| name.len() + value(v)).sum()
+}
+
+/// The write units DynamoDB charges a write of an item of `size` bytes,
+/// applied or refused by its condition: 1 per KB, at least 1.
+pub fn write_units(size: usize) -> f64 {
+    size.div_ceil(1024).max(1) as f64
+}
+
 /// Records the write units of a write refused by its condition, which
 /// DynamoDB charges as if it had written the item (of `item_bytes`), and
 /// neither the emulator nor the error reports.
 pub fn charge_refused_write(meter: &Meter, item_bytes: usize) {
-    meter.consumed(Some(crate::table::write_units(item_bytes)), None);
+    meter.consumed(Some(write_units(item_bytes)), None);
 }
 
 /// Records the read capacity of one response.

@@ -56,30 +56,6 @@ pub fn number(item: Option<&HashMap<String, AttributeValue>>, name: &str) -> i64
         .unwrap_or(0)
 }
 
-/// An item's size as DynamoDB bills it, near enough for the lab's small
-/// items: attribute names plus values (a number about one byte per two
-/// digits plus one).
-pub fn item_size(item: &HashMap<String, AttributeValue>) -> usize {
-    fn value(v: &AttributeValue) -> usize {
-        match v {
-            AttributeValue::S(s) => s.len(),
-            AttributeValue::N(n) => n.len().div_ceil(2) + 1,
-            AttributeValue::Ss(set) => set.iter().map(String::len).sum(),
-            AttributeValue::Ns(set) => set.iter().map(|n| n.len().div_ceil(2) + 1).sum(),
-            AttributeValue::L(list) => 3 + list.iter().map(|v| 1 + value(v)).sum::<usize>(),
-            AttributeValue::M(map) => 3 + map.iter().map(|(k, v)| 1 + k.len() + value(v)).sum::<usize>(),
-            _ => 1,
-        }
-    }
-    item.iter().map(|(name, v)| name.len() + value(v)).sum()
-}
-
-/// The write units DynamoDB charges a write of an item of `size` bytes,
-/// applied or refused by its condition: 1 per KB, at least 1.
-pub fn write_units(size: usize) -> f64 {
-    size.div_ceil(1024).max(1) as f64
-}
-
 /// The counter item of `place`, read strongly consistent (`None`: not
 /// written yet).
 pub async fn counter_item(place: &Place, meter: &Meter) -> Result<Option<HashMap<String, AttributeValue>>, StoreError> {

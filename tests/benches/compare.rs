@@ -29,11 +29,12 @@ use counter_lab::occ::{Check, Occ};
 use counter_lab::strategy::{Place, Strategy};
 use counter_lab::token_set::TokenSet;
 use counter_lab::transaction::{TokenUse, TxMarker, TxToken};
-use e2e::faults::{Fault, FaultKind, FaultPlan, FaultProxy, FaultStats, Operation, Service};
+use e2e::faults::{Fault, FaultKind, FaultPlan, FaultProxy, FaultStats, Operation};
 use hybrid_counter::config::Admission;
 use hybrid_counter::{CounterConfig, Scope};
 use results::{Rates, Results, Row, Workload};
 use shared::{env_number, latency};
+use trips::{round_trips, since};
 
 // Only the figures' helpers of the `modes` bench are used here.
 #[allow(dead_code)]
@@ -46,6 +47,8 @@ mod likes;
 mod report;
 #[path = "compare/results.rs"]
 mod results;
+#[path = "compare/trips.rs"]
+mod trips;
 
 const LAB_TABLE: &str = "counter-lab";
 
@@ -87,37 +90,6 @@ fn plan(seed: u64) -> FaultPlan {
         }
     }
     plan
-}
-
-/// DynamoDB requests that reached the proxy: forwarded, or answered by it.
-fn round_trips(stats: &FaultStats) -> u64 {
-    let forwarded: u64 = stats
-        .forwarded
-        .iter()
-        .filter(|(op, _)| op.as_ref().is_some_and(|op| op.service == Service::DynamoDb))
-        .map(|(_, n)| n)
-        .sum();
-    // Applied-then-failed and delayed requests were forwarded too.
-    let answered: u64 = [
-        FaultKind::FailBefore,
-        FaultKind::Throttle,
-        FaultKind::TransactionConflict,
-    ]
-    .into_iter()
-    .map(|kind| stats.of_kind(kind))
-    .sum();
-    forwarded + answered
-}
-
-fn since(now: &FaultStats, before: &FaultStats) -> FaultStats {
-    let mut delta = now.clone();
-    for (op, n) in &before.forwarded {
-        *delta.forwarded.entry(op.clone()).or_default() -= n;
-    }
-    for (key, n) in &before.injected {
-        *delta.injected.entry(key.clone()).or_default() -= n;
-    }
-    delta
 }
 
 /// `total` changes of `delta` shared by `callers` concurrent callers; the

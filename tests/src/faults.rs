@@ -938,6 +938,24 @@ mod tests {
         assert_eq!(Operation::from_target("AmazonSQS."), None);
     }
 
+    /// `make compare` restarts one plan for each approach's run: each
+    /// restart draws the same faults in the same order of calls, whatever
+    /// the earlier runs drew.
+    #[test]
+    fn a_restarted_plan_draws_the_same_faults_again() {
+        let put = Operation::dynamodb("PutItem");
+        let plan = || FaultPlan::new(7).random(put.clone(), Fault::ApplyThenFail, 0.3);
+        let proxy = FaultProxy::start("http://127.0.0.1:9", plan());
+        let draws = || (0..100).map(|_| proxy.shared.decide(&put, b"")).collect::<Vec<_>>();
+        proxy.restart_plan(plan());
+        let first = draws();
+        assert!(first.iter().any(Option::is_some) && first.iter().any(Option::is_none));
+        let continued = draws();
+        proxy.restart_plan(plan());
+        assert_eq!(draws(), first);
+        assert_ne!(continued, first, "without a restart the draws go on");
+    }
+
     #[test]
     fn a_plan_replays_with_its_seed() {
         let put = Operation::dynamodb("PutItem");

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use counter_lab::atomic::AtomicCounter;
 use counter_lab::likes::{Like, LikeLoop};
-use counter_lab::strategy::{Place, Strategy};
+use counter_lab::strategy::{Place, Strategy, item_size, write_units};
 use e2e::faults::{Fault, FaultKind, FaultPlan, FaultProxy, Operation};
 use serde::Serialize;
 
@@ -156,7 +156,7 @@ async fn measure(
             Call::Failed => (errors, attempts) = (errors + 1, attempts + 1),
         }
     }
-    let stats = super::since(&proxy.stats(), &before);
+    let stats = super::trips::since(&proxy.stats(), &before);
     proxy.set_enabled(false);
     let meter = match subject.as_ref() {
         Subject::Add(add) => add.meter().snapshot(),
@@ -168,8 +168,7 @@ async fn measure(
     let value = counter_lab::table::number(item.as_ref(), counter_lab::table::VALUE);
     let ambiguous = stats.injected(&Operation::dynamodb("UpdateItem"), FaultKind::ApplyThenFail);
     // Applied and charged, though answered 500: the emulator reports nothing.
-    let unreported =
-        ambiguous as f64 * counter_lab::table::write_units(item.as_ref().map_or(0, counter_lab::table::item_size));
+    let unreported = ambiguous as f64 * write_units(item.as_ref().map_or(0, item_size));
     let calls = callers as f64;
     LikesRow {
         arm,
@@ -180,7 +179,7 @@ async fn measure(
         value,
         ambiguous,
         attempts_per_call: attempts as f64 / calls,
-        round_trips_per_call: super::round_trips(&stats) as f64 / calls,
+        round_trips_per_call: super::trips::round_trips(&stats) as f64 / calls,
         write_units_per_call: (meter.write_units + unreported) / calls,
         read_units_per_call: meter.read_units / calls,
         p99_ms: latency(samples).p99_ms,
