@@ -41,6 +41,8 @@ use trips::{round_trips, since};
 #[path = "modes/shared.rs"]
 mod shared;
 
+#[path = "compare/changes.rs"]
+mod changes;
 #[path = "compare/likes.rs"]
 mod likes;
 #[path = "compare/report.rs"]
@@ -92,12 +94,13 @@ fn plan(seed: u64) -> FaultPlan {
     plan
 }
 
-/// `total` changes of `delta` shared by `callers` concurrent callers; the
-/// latency of each.
+/// `total` changes of `delta` shared by `callers` concurrent callers,
+/// numbered from `first` (the fault proxy draws each change's faults by its
+/// number); the latency of each.
 async fn phase(
     strategy: &Arc<dyn Strategy>,
     callers: usize,
-    total: u64,
+    (first, total): (u64, u64),
     delta: i64,
     threshold: Option<i64>,
 ) -> Vec<Duration> {
@@ -107,12 +110,10 @@ async fn phase(
         let (strategy, left) = (strategy.clone(), left.clone());
         tasks.spawn(async move {
             let mut samples = Vec::new();
-            while left
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                .is_ok()
-            {
+            while let Ok(left_before) = left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)) {
+                let change = first + (total - left_before);
                 let started = Instant::now();
-                let _ = strategy.apply(delta, threshold).await;
+                let _ = changes::as_change(change, strategy.apply(delta, threshold)).await;
                 samples.push(started.elapsed());
             }
             samples
@@ -170,7 +171,7 @@ async fn run(
     let start_units = units(strategy.as_ref());
     let before = proxy.stats();
     let started = Instant::now();
-    let mut samples = phase(&strategy, workload.callers, workload.increments, 1, threshold).await;
+    let mut samples = phase(&strategy, workload.callers, (0, workload.increments), 1, threshold).await;
     let mut busy = started.elapsed();
     let mut faulted = since(&proxy.stats(), &before);
     let after_increments = units(strategy.as_ref());
@@ -184,7 +185,16 @@ async fn run(
     let before_decrements = units(strategy.as_ref());
     let before = proxy.stats();
     let started = Instant::now();
-    samples.extend(phase(&strategy, workload.callers, workload.decrements, -1, None).await);
+    samples.extend(
+        phase(
+            &strategy,
+            workload.callers,
+            (workload.increments, workload.decrements),
+            -1,
+            None,
+        )
+        .await,
+    );
     busy += started.elapsed();
     let last_change = Instant::now();
     let after = since(&proxy.stats(), &before);
@@ -311,7 +321,11 @@ async fn compare() {
     let (emulator, _ctl, config) = e2e::counterctl::deployed().await;
     let proxy = FaultProxy::start(&emulator.endpoint, plan(base_seed));
     let pipeline = FaultProxy::start(&emulator.endpoint, plan(base_seed));
-    let client = aws_sdk_dynamodb::Client::new(&proxy.sdk_config().await);
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&proxy.sdk_config().await)
+            .interceptor(changes::ChangeHeader)
+            .build(),
+    );
     proxy.set_enabled(false);
     counter_lab::table::create_table(&client, LAB_TABLE)
         .await
