@@ -7,7 +7,7 @@
 //! again while `attempts <= tries` (tries = 10: 11 attempts), and when out
 //! of tries return `False` without telling anyone ([`LikeLoop::as_written`]).
 //! Two repairs only where it cannot run: the table comes from the [`Place`]
-//! (the seed's `self.table_name` outside a class), and a missing attribute
+//! (for the seed's `self.table_name`), and a missing attribute
 //! reads as 0 with the condition `attribute_not_exists(likes)` (the seed
 //! indexes the attribute and fails on a fresh item). [`LikeLoop::repaired`]
 //! is the same loop with a strongly consistent read and full-jitter backoff.
