@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
 use hybrid_counter::error::StoreError;
 use hybrid_counter_aws::dynamo::classify;
 
-use crate::strategy::{Books, BoxFuture, LabError, Outcome, Place, Strategy, charge_write};
+use crate::strategy::{Books, BoxFuture, LabError, Outcome, Place, Strategy, charge_refused_write, charge_write};
 use crate::table::{self, COUNTER_SK, VALUE, key, n};
 
 pub struct AtomicCounter {
@@ -68,7 +68,11 @@ impl AtomicCounter {
                 charge_write(&self.books.meter, out.consumed_capacity());
                 Ok(Outcome::Applied)
             }
-            Err(StoreError::ConditionFailed) => Ok(Outcome::Refused),
+            Err(StoreError::ConditionFailed) => {
+                // The counter item: its key and one number, under 1 KB.
+                charge_refused_write(&self.books.meter, 0);
+                Ok(Outcome::Refused)
+            }
             Err(err) => Err(err.into()),
         }
     }
@@ -172,5 +176,10 @@ mod tests {
         );
         assert_eq!(sent[0].expression_attribute_values().unwrap()[":limit"], n(10));
         assert_eq!(counter.truth().snapshot().refused, 1);
+        assert_eq!(
+            counter.meter().snapshot().write_units,
+            1.0,
+            "charged as DynamoDB charges it"
+        );
     }
 }

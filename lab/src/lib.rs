@@ -14,15 +14,17 @@
 //! | module | approach |
 //! |---|---|
 //! | [`atomic`] | `ADD` on one item, with or without the SDK's retries |
-//! | [`occ`] | optimistic concurrency on a version, with or without a history of writers |
+//! | [`occ`] | optimistic concurrency on an entity tag read back (the blog's), on a numeric version, or with a history of writers |
 //! | [`transaction`] | `TransactWriteItems` with a client request token (per send, or reused) or with a marker item |
 //! | [`ledger`] | one item per change in an item collection, summed by a `Query` |
 //! | [`token_set`] | a string set of tokens on one item, its size the value |
+//! | [`likes`] | seed 004: concurrent `ADD`s of likes, and its read-then-conditional-`ADD` loop |
 //! | [`hybrid`] | the kit's [`hybrid_counter::Counter`] over [`hybrid_counter_aws::DynamoStore`] |
 
 pub mod atomic;
 pub mod hybrid;
 pub mod ledger;
+pub mod likes;
 pub mod occ;
 pub mod strategy;
 pub mod table;

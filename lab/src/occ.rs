@@ -1,10 +1,15 @@
 //! Approaches 2 and 3, optimistic concurrency: read the item (value and
-//! version), compute the new value, write it conditioned on the version
+//! its [`Check`]), compute the new value, write it conditioned on the check
 //! being unchanged; when the condition fails, someone else wrote first:
 //! read again and retry (within a budget). Thresholds are exact: the check
 //! is against the value the conditional write is based on.
 //!
-//! Plain OCC cannot tell "someone else moved the version" from "my own
+//! The blog's approach 2 writes a random entity tag with each write and,
+//! after a failure, reads the item back: its own tag there means its write
+//! landed. A competitor writing in between hides it, and the change is
+//! applied again. The lab's variant on a numeric version (the same whoever
+//! writes it) cannot tell at all: "someone else moved the version" and "my own
+//! write landed and its answer was lost" look alike. Plain OCC cannot tell "someone else moved the version" from "my own
 //! write landed and its answer was lost": after a 500 after apply, the SDK's
 //! retry fails its condition (the version moved, by us) and the loop
 //! applies the change **again**. OCC *with history* keeps the tokens of the
@@ -20,17 +25,30 @@ use hybrid_counter::error::StoreError;
 use hybrid_counter_aws::dynamo::classify;
 
 use crate::strategy::{
-    Books, BoxFuture, LabError, Outcome, Place, Strategy, charge_write, conflict_retries, is_retryable,
+    Books, BoxFuture, LabError, Outcome, Place, Strategy, charge_refused_write, charge_write, conflict_retries,
+    is_retryable, item_size,
 };
-use crate::table::{self, COUNTER_SK, VALUE, VERSION, WRITERS, key, n, s};
+use crate::table::{self, COUNTER_SK, ENTITY_TAG, VALUE, VERSION, WRITERS, key, n, s};
 
 /// How many writers' tokens the history keeps: more than the concurrent
 /// callers, so a writer's token is still there when it reads again.
 pub const HISTORY: usize = 32;
 
+/// What the item carries for the condition, and how a writer recognises
+/// its own landed write when it reads again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// A numeric version, bumped by every writer: it cannot (the lab's variant).
+    Version,
+    /// The blog's approach 2: a random entity tag per change, read back.
+    EntityTag,
+    /// The blog's approach 3: a version and the last writers' tokens.
+    History,
+}
+
 pub struct Occ {
     place: Place,
-    history: bool,
+    check: Check,
     books: Books,
 }
 
@@ -39,14 +57,26 @@ struct Read {
     /// `None`: the item does not exist yet.
     version: Option<i64>,
     writers: Vec<String>,
+    tag: Option<String>,
+    /// The item's size, what a write refused by its condition is charged.
+    size: usize,
 }
 
 impl Occ {
-    pub fn new(place: Place, history: bool) -> Self {
+    pub fn new(place: Place, check: Check) -> Self {
         Self {
             place,
-            history,
+            check,
             books: Books::default(),
+        }
+    }
+
+    /// Whether `read` shows the write of the change with `token`.
+    fn shows_own_write(&self, read: &Read, token: &str) -> bool {
+        match self.check {
+            Check::Version => false,
+            Check::EntityTag => read.tag.as_deref() == Some(token),
+            Check::History => read.writers.iter().any(|w| w == token),
         }
     }
 
@@ -59,29 +89,47 @@ impl Occ {
             .map(|list| list.iter().filter_map(|v| v.as_s().ok().cloned()).collect())
             .unwrap_or_default();
         Ok(Read {
+            size: item.as_ref().map_or(0, item_size),
             value: table::number(item.as_ref(), VALUE),
             version: item.as_ref().map(|item| table::number(Some(item), VERSION)),
+            tag: item
+                .as_ref()
+                .and_then(|item| item.get(ENTITY_TAG))
+                .and_then(|tag| tag.as_s().ok())
+                .cloned(),
             writers,
         })
     }
 
     /// One conditional write of `value` over `read`.
     async fn write(&self, read: &Read, value: i64, token: &str) -> Result<(), StoreError> {
-        let next = read.version.unwrap_or(0) + 1;
-        let mut names = HashMap::from([
-            ("#n".to_owned(), VALUE.to_owned()),
-            ("#v".to_owned(), VERSION.to_owned()),
-        ]);
-        let mut values = HashMap::from([(":value".to_owned(), n(value)), (":next".to_owned(), n(next))]);
-        let mut update = "SET #n = :value, #v = :next".to_owned();
-        let condition = match read.version {
-            Some(version) => {
-                values.insert(":version".to_owned(), n(version));
-                "#v = :version"
+        let mut names = HashMap::from([("#n".to_owned(), VALUE.to_owned())]);
+        let mut values = HashMap::from([(":value".to_owned(), n(value))]);
+        let mut update = "SET #n = :value".to_owned();
+        let condition = if self.check == Check::EntityTag {
+            names.insert("#e".to_owned(), ENTITY_TAG.to_owned());
+            values.insert(":token".to_owned(), s(token));
+            update.push_str(", #e = :token");
+            match &read.tag {
+                Some(tag) => {
+                    values.insert(":tag".to_owned(), s(tag.as_str()));
+                    "#e = :tag"
+                }
+                None => "attribute_not_exists(#e)",
             }
-            None => "attribute_not_exists(#v)",
+        } else {
+            names.insert("#v".to_owned(), VERSION.to_owned());
+            values.insert(":next".to_owned(), n(read.version.unwrap_or(0) + 1));
+            update.push_str(", #v = :next");
+            match read.version {
+                Some(version) => {
+                    values.insert(":version".to_owned(), n(version));
+                    "#v = :version"
+                }
+                None => "attribute_not_exists(#v)",
+            }
         };
-        if self.history {
+        if self.check == Check::History {
             let keep = read.writers.len().saturating_sub(HISTORY - 1);
             let mut writers: Vec<AttributeValue> = read.writers[keep..].iter().map(|w| s(w.as_str())).collect();
             writers.push(s(token));
@@ -117,7 +165,7 @@ impl Occ {
                 Err(err) => return Err(err.into()),
             };
             // An earlier attempt of ours landed although we were not told.
-            if self.history && read.writers.contains(&token) {
+            if self.shows_own_write(&read, &token) {
                 return Ok(Outcome::Applied);
             }
             if delta > 0 && threshold.is_some_and(|limit| read.value >= limit) {
@@ -128,6 +176,7 @@ impl Occ {
                 // Someone else wrote first (or, unknowably for plain OCC,
                 // our own write did): read again.
                 Err(StoreError::ConditionFailed) => {
+                    charge_refused_write(&self.books.meter, read.size);
                     if !retry.pause().await {
                         return Err(LabError::Contended {
                             attempts: retry.failures(),
@@ -143,10 +192,10 @@ impl Occ {
 
 impl Strategy for Occ {
     fn name(&self) -> &'static str {
-        if self.history {
-            "OCC with history"
-        } else {
-            "OCC on a version"
+        match self.check {
+            Check::Version => "OCC on a numeric version",
+            Check::EntityTag => "OCC, entity tag read back",
+            Check::History => "OCC with history",
         }
     }
 
@@ -205,9 +254,17 @@ mod tests {
 
     /// Update rule answering 500 (applied, answer lost), then the SDK's
     /// retry with a failed condition (the version moved: by that write).
-    fn landed_then_condition_failed(sent: &Log<UpdateItemInput>) -> Rule {
+    /// Each request is shown to `seen` (what the write carried) first.
+    fn landed_then_condition_failed(
+        sent: &Log<UpdateItemInput>,
+        seen: impl Fn(&UpdateItemInput) + Send + Sync + 'static,
+    ) -> Rule {
+        let log = crate::test_util::logging(sent);
         mock!(Client::update_item)
-            .match_requests(crate::test_util::logging(sent))
+            .match_requests(move |input| {
+                seen(input);
+                log(input)
+            })
             .sequence()
             .http_status(500, None)
             .error(condition_failed)
@@ -227,10 +284,10 @@ mod tests {
     #[tokio::test]
     async fn plain_occ_retries_on_a_failed_condition_and_reapplies_its_own_landed_write() {
         let sent = log();
-        let landed = landed_then_condition_failed(&sent);
+        let landed = landed_then_condition_failed(&sent, |_| ());
         let occ = Occ::new(
             place(&[get(0, 0), landed.clone(), get(1, 1), update_ok(&sent)], true),
-            false,
+            Check::Version,
         );
         assert_eq!(occ.apply(1, None).await, Ok(Outcome::Applied));
         assert_eq!(landed.num_calls(), 2, "the first write and the SDK's retry of it");
@@ -243,6 +300,11 @@ mod tests {
         assert_eq!((value(&sent[0]), version(&sent[0])), (n(1), n(0)));
         assert_eq!((value(&sent[1]), version(&sent[1])), (n(2), n(1)));
         assert_eq!(occ.truth().snapshot().value, 1);
+        assert_eq!(
+            occ.meter().snapshot().write_units,
+            1.0,
+            "the refused write is charged, the mock reporting no capacity"
+        );
     }
 
     /// Guarantee: with the writers' history, the re-read after the failed
@@ -258,19 +320,11 @@ mod tests {
                 .build()
         });
         let capture = token.clone();
-        let sent_rule = sent.clone();
-        let landed = mock!(Client::update_item)
-            .match_requests(move |input: &UpdateItemInput| {
-                let writers = input.expression_attribute_values().unwrap()[":writers"].as_l().unwrap();
-                *capture.lock().unwrap() = writers.iter().map(|w| w.as_s().unwrap().clone()).collect();
-                sent_rule.lock().unwrap().push(input.clone());
-                true
-            })
-            .sequence()
-            .http_status(500, None)
-            .error(condition_failed)
-            .build();
-        let occ = Occ::new(place(&[get(0, 0), landed.clone(), reread], true), true);
+        let landed = landed_then_condition_failed(&sent, move |input| {
+            let writers = input.expression_attribute_values().unwrap()[":writers"].as_l().unwrap();
+            *capture.lock().unwrap() = writers.iter().map(|w| w.as_s().unwrap().clone()).collect();
+        });
+        let occ = Occ::new(place(&[get(0, 0), landed.clone(), reread], true), Check::History);
         assert_eq!(occ.apply(1, None).await, Ok(Outcome::Applied));
         assert_eq!(landed.num_calls(), 2, "the write and the SDK's retry of it");
         assert_eq!(logged(&sent).len(), 1, "no write after the re-read");
@@ -281,8 +335,35 @@ mod tests {
     /// based on; at the threshold nothing is written.
     #[tokio::test]
     async fn at_the_threshold_occ_refuses_without_writing() {
-        let occ = Occ::new(place(&[get(5, 9)], true), false);
+        let occ = Occ::new(place(&[get(5, 9)], true), Check::Version);
         // Only the read is answered: any write would have failed.
         assert_eq!(occ.apply(1, Some(5)).await, Ok(Outcome::Refused));
+    }
+
+    /// The blog's approach 2: after the ambiguous 500 (and the SDK's retry
+    /// refused by the condition), the read-back finds the change's own
+    /// entity tag on the item: applied once, no second write.
+    #[tokio::test]
+    async fn occ_with_an_entity_tag_reads_back_its_own_tag_and_does_not_reapply() {
+        let sent = log();
+        let tag: Arc<Mutex<Option<String>>> = Arc::default();
+        let written = tag.clone();
+        let reread = mock!(Client::get_item).then_compute_output(move |_| {
+            let mut item = item(1, 0, &[]);
+            item.insert(ENTITY_TAG.to_owned(), s(written.lock().unwrap().clone().unwrap()));
+            GetItemOutput::builder().set_item(Some(item)).build()
+        });
+        let capture = tag.clone();
+        let landed = landed_then_condition_failed(&sent, move |input| {
+            let token = input.expression_attribute_values().unwrap()[":token"].as_s().unwrap();
+            *capture.lock().unwrap() = Some(token.clone());
+        });
+        let occ = Occ::new(place(&[get(0, 0), landed.clone(), reread], true), Check::EntityTag);
+        assert_eq!(occ.apply(1, None).await, Ok(Outcome::Applied));
+        assert_eq!(landed.num_calls(), 2, "the write and the SDK's retry of it");
+        let sent = logged(&sent);
+        assert_eq!(sent.len(), 1, "no write after the read-back");
+        assert_eq!(sent[0].condition_expression(), Some("attribute_not_exists(#e)"));
+        assert_eq!(sent[0].update_expression(), Some("SET #n = :value, #e = :token"));
     }
 }

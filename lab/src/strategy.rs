@@ -10,7 +10,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::ConsumedCapacity;
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity};
 use hybrid_counter::error::StoreError;
 use hybrid_counter::retry::{Backoff, Retry};
 use hybrid_counter::store::meter::Meter;
@@ -60,13 +62,15 @@ pub struct TruthSnapshot {
 }
 
 impl Truth {
+    /// Records one change's result. A -1 with nothing of the callers' left
+    /// to undo ([`LabError::Empty`]) sent nothing: a refusal, not an error.
     pub fn record(&self, delta: i64, result: &Result<Outcome, LabError>) {
         let counter = match result {
             Ok(Outcome::Applied) => {
                 self.value.fetch_add(delta, Ordering::Relaxed);
                 &self.applied
             }
-            Ok(Outcome::Refused) => &self.refused,
+            Ok(Outcome::Refused) | Err(LabError::Empty) => &self.refused,
             Err(_) => &self.errors,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -97,6 +101,12 @@ pub trait Strategy: Send + Sync {
     /// Whether [`Self::change`] honours a threshold (false: it is ignored).
     fn supports_threshold(&self) -> bool {
         true
+    }
+
+    /// The largest threshold the approach is meant for (`None`: any); a
+    /// run gives it the smaller of this and the workload's.
+    fn max_threshold(&self) -> Option<i64> {
+        None
     }
 
     /// Adds `delta` (+1 or -1); a +1 is refused when the value has reached
@@ -201,6 +211,37 @@ pub fn charge_write<'a>(meter: &Meter, capacity: impl IntoIterator<Item = &'a Co
     }
 }
 
+/// An item's size as DynamoDB bills it, near enough for the lab's small
+/// items: attribute names plus values (a number about one byte per two
+/// digits plus one).
+pub fn item_size(item: &HashMap<String, AttributeValue>) -> usize {
+    fn value(v: &AttributeValue) -> usize {
+        match v {
+            AttributeValue::S(s) => s.len(),
+            AttributeValue::N(n) => n.len().div_ceil(2) + 1,
+            AttributeValue::Ss(set) => set.iter().map(String::len).sum(),
+            AttributeValue::Ns(set) => set.iter().map(|n| n.len().div_ceil(2) + 1).sum(),
+            AttributeValue::L(list) => 3 + list.iter().map(|v| 1 + value(v)).sum::<usize>(),
+            AttributeValue::M(map) => 3 + map.iter().map(|(k, v)| 1 + k.len() + value(v)).sum::<usize>(),
+            _ => 1,
+        }
+    }
+    item.iter().map(|(name, v)| name.len() + value(v)).sum()
+}
+
+/// The write units DynamoDB charges a write of an item of `size` bytes,
+/// applied or refused by its condition: 1 per KB, at least 1.
+pub fn write_units(size: usize) -> f64 {
+    size.div_ceil(1024).max(1) as f64
+}
+
+/// Records the write units of a write refused by its condition, which
+/// DynamoDB charges as if it had written the item (of `item_bytes`), and
+/// neither the emulator nor the error reports.
+pub fn charge_refused_write(meter: &Meter, item_bytes: usize) {
+    meter.consumed(Some(write_units(item_bytes)), None);
+}
+
 /// Records the read capacity of one response.
 pub fn charge_read(meter: &Meter, capacity: Option<&ConsumedCapacity>) {
     if let Some(cc) = capacity {
@@ -238,13 +279,14 @@ mod tests {
         truth.record(1, &Ok(Outcome::Applied));
         truth.record(-1, &Ok(Outcome::Applied));
         truth.record(1, &Ok(Outcome::Refused));
-        truth.record(1, &Err(LabError::Empty));
+        truth.record(1, &Err(LabError::Contended { attempts: 40 }));
+        truth.record(-1, &Err(LabError::Empty));
         assert_eq!(
             truth.snapshot(),
             TruthSnapshot {
                 value: 1,
                 applied: 3,
-                refused: 1,
+                refused: 2,
                 errors: 1
             }
         );

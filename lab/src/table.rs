@@ -25,6 +25,8 @@ pub const COUNTER_SK: &str = "counter";
 pub const VALUE: &str = "n";
 /// OCC's version.
 pub const VERSION: &str = "version";
+/// OCC's entity tag (the blog's `entityTag`): random per change.
+pub const ENTITY_TAG: &str = "entityTag";
 /// OCC with history: the last writers' tokens, oldest first.
 pub const WRITERS: &str = "writers";
 /// The token set.
@@ -57,12 +59,21 @@ pub fn number(item: Option<&HashMap<String, AttributeValue>>, name: &str) -> i64
 /// The counter item of `place`, read strongly consistent (`None`: not
 /// written yet).
 pub async fn counter_item(place: &Place, meter: &Meter) -> Result<Option<HashMap<String, AttributeValue>>, StoreError> {
+    read_counter_item(place, meter, true).await
+}
+
+/// [`counter_item`], read strongly consistent or not (`consistent`).
+pub async fn read_counter_item(
+    place: &Place,
+    meter: &Meter,
+    consistent: bool,
+) -> Result<Option<HashMap<String, AttributeValue>>, StoreError> {
     let out = place
         .client
         .get_item()
         .table_name(&place.table)
         .set_key(Some(key(&place.counter, COUNTER_SK)))
-        .consistent_read(true)
+        .consistent_read(consistent)
         .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await

@@ -12,10 +12,17 @@ use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, create_mock_http
 use crate::strategy::Place;
 
 pub fn client(rules: &[Rule], sdk_retries: bool) -> aws_sdk_dynamodb::Client {
-    let interceptor = rules.iter().fold(
-        MockResponseInterceptor::new().rule_mode(RuleMode::Sequential),
-        |interceptor, rule| interceptor.with_rule(rule),
-    );
+    client_in_mode(rules, sdk_retries, RuleMode::Sequential)
+}
+
+/// [`client`] with the rules matched in `mode` (`MatchAny`: the first rule
+/// whose matcher takes the request answers it).
+pub fn client_in_mode(rules: &[Rule], sdk_retries: bool, mode: RuleMode) -> aws_sdk_dynamodb::Client {
+    let interceptor = rules
+        .iter()
+        .fold(MockResponseInterceptor::new().rule_mode(mode), |interceptor, rule| {
+            interceptor.with_rule(rule)
+        });
     let retries = if sdk_retries {
         RetryConfig::standard()
             .with_max_attempts(3)

@@ -5,7 +5,9 @@
 //! change counts once; the threshold is a condition on the set's size. The
 //! item grows with the count, and every write is charged for the whole
 //! item (1 write unit per KB): the cost per write grows with the value, and
-//! the 400 KB item limit caps it (about 10,000 tokens of 32 characters).
+//! the 400 KB item limit caps it. Sized as the blog sizes it: tokens of
+//! [`TOKEN_LENGTH`] characters in a set of at most [`MAX_TOKENS`], its
+//! threshold use.
 
 use std::collections::HashMap;
 
@@ -14,9 +16,16 @@ use hybrid_counter::error::StoreError;
 use hybrid_counter_aws::dynamo::classify;
 
 use crate::strategy::{
-    Books, BoxFuture, LabError, Outcome, Place, Pool, Strategy, caller_retries, charge_write, is_retryable,
+    Books, BoxFuture, LabError, Outcome, Place, Pool, Strategy, caller_retries, charge_refused_write, charge_write,
+    is_retryable,
 };
 use crate::table::{self, COUNTER_SK, TOKENS, key, n};
+
+/// The blog's tokens: 8 characters.
+pub const TOKEN_LENGTH: usize = 8;
+
+/// The blog's niche: a small bounded set ("for example fifty").
+pub const MAX_TOKENS: i64 = 50;
 
 pub struct TokenSet {
     place: Place,
@@ -66,7 +75,12 @@ impl TokenSet {
                     charge_write(&self.books.meter, out.consumed_capacity());
                     return Ok(Outcome::Applied);
                 }
-                Err(StoreError::ConditionFailed) => return Ok(Outcome::Refused),
+                Err(StoreError::ConditionFailed) => {
+                    // Refused at the threshold: the set is full, about `limit` tokens.
+                    let full = threshold.unwrap_or(0).max(0) as usize * (TOKEN_LENGTH + 1);
+                    charge_refused_write(&self.books.meter, full);
+                    return Ok(Outcome::Refused);
+                }
                 Err(err) if is_retryable(&err) && retry.pause().await => {}
                 Err(err) => return Err(err.into()),
             }
@@ -75,7 +89,8 @@ impl TokenSet {
 
     async fn add(&self, delta: i64, threshold: Option<i64>) -> Result<Outcome, LabError> {
         if delta > 0 {
-            let token = uuid::Uuid::new_v4().simple().to_string();
+            let mut token = uuid::Uuid::new_v4().simple().to_string();
+            token.truncate(TOKEN_LENGTH);
             let outcome = self.send(true, &token, threshold).await?;
             if outcome == Outcome::Applied {
                 self.added.put(token);
@@ -94,6 +109,10 @@ impl TokenSet {
 impl Strategy for TokenSet {
     fn name(&self) -> &'static str {
         "set of tokens"
+    }
+
+    fn max_threshold(&self) -> Option<i64> {
+        Some(MAX_TOKENS)
     }
 
     fn change(&self, delta: i64, threshold: Option<i64>) -> BoxFuture<'_, Result<Outcome, LabError>> {
@@ -147,6 +166,7 @@ mod tests {
         let token = |u: &UpdateItemInput| u.expression_attribute_values().unwrap()[":token"].clone();
         assert_eq!(sent.len(), 3);
         assert_eq!(token(&sent[0]), token(&sent[1]), "the resend adds the same token");
+        assert_eq!(token(&sent[0]).as_ss().unwrap()[0].len(), TOKEN_LENGTH);
         assert_eq!(sent[2].update_expression(), Some("DELETE #t :token"));
         assert_eq!(token(&sent[2]), token(&sent[0]), "the -1 removes the token added");
         assert_eq!(

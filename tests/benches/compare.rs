@@ -25,25 +25,32 @@ use std::time::{Duration, Instant};
 use counter_lab::atomic::AtomicCounter;
 use counter_lab::hybrid::Hybrid;
 use counter_lab::ledger::Ledger;
-use counter_lab::occ::Occ;
+use counter_lab::occ::{Check, Occ};
 use counter_lab::strategy::{Place, Strategy};
 use counter_lab::token_set::TokenSet;
 use counter_lab::transaction::{TokenUse, TxMarker, TxToken};
-use e2e::faults::{Fault, FaultKind, FaultPlan, FaultProxy, FaultStats, Operation, Service};
+use e2e::faults::{Fault, FaultKind, FaultPlan, FaultProxy, FaultStats, Operation};
 use hybrid_counter::config::Admission;
 use hybrid_counter::{CounterConfig, Scope};
 use results::{Rates, Results, Row, Workload};
 use shared::{env_number, latency};
+use trips::{round_trips, since};
 
 // Only the figures' helpers of the `modes` bench are used here.
 #[allow(dead_code)]
 #[path = "modes/shared.rs"]
 mod shared;
 
+#[path = "compare/changes.rs"]
+mod changes;
+#[path = "compare/likes.rs"]
+mod likes;
 #[path = "compare/report.rs"]
 mod report;
 #[path = "compare/results.rs"]
 mod results;
+#[path = "compare/trips.rs"]
+mod trips;
 
 const LAB_TABLE: &str = "counter-lab";
 
@@ -87,43 +94,13 @@ fn plan(seed: u64) -> FaultPlan {
     plan
 }
 
-/// DynamoDB requests that reached the proxy: forwarded, or answered by it.
-fn round_trips(stats: &FaultStats) -> u64 {
-    let forwarded: u64 = stats
-        .forwarded
-        .iter()
-        .filter(|(op, _)| op.as_ref().is_some_and(|op| op.service == Service::DynamoDb))
-        .map(|(_, n)| n)
-        .sum();
-    // Applied-then-failed and delayed requests were forwarded too.
-    let answered: u64 = [
-        FaultKind::FailBefore,
-        FaultKind::Throttle,
-        FaultKind::TransactionConflict,
-    ]
-    .into_iter()
-    .map(|kind| stats.of_kind(kind))
-    .sum();
-    forwarded + answered
-}
-
-fn since(now: &FaultStats, before: &FaultStats) -> FaultStats {
-    let mut delta = now.clone();
-    for (op, n) in &before.forwarded {
-        *delta.forwarded.entry(op.clone()).or_default() -= n;
-    }
-    for (key, n) in &before.injected {
-        *delta.injected.entry(key.clone()).or_default() -= n;
-    }
-    delta
-}
-
-/// `total` changes of `delta` shared by `callers` concurrent callers; the
-/// latency of each.
+/// `total` changes of `delta` shared by `callers` concurrent callers,
+/// numbered from `first` (the fault proxy draws each change's faults by its
+/// number); the latency of each.
 async fn phase(
     strategy: &Arc<dyn Strategy>,
     callers: usize,
-    total: u64,
+    (first, total): (u64, u64),
     delta: i64,
     threshold: Option<i64>,
 ) -> Vec<Duration> {
@@ -133,12 +110,10 @@ async fn phase(
         let (strategy, left) = (strategy.clone(), left.clone());
         tasks.spawn(async move {
             let mut samples = Vec::new();
-            while left
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                .is_ok()
-            {
+            while let Ok(left_before) = left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)) {
+                let change = first + (total - left_before);
                 let started = Instant::now();
-                let _ = strategy.apply(delta, threshold).await;
+                let _ = changes::as_change(change, strategy.apply(delta, threshold)).await;
                 samples.push(started.elapsed());
             }
             samples
@@ -151,14 +126,43 @@ async fn phase(
     samples
 }
 
+/// Reads the pipeline sends (`GetItem`, `BatchGetItem`, `Query`), each
+/// charged 1 RU: its items are under 4 KB.
+const PIPELINE_READS: [&str; 3] = ["GetItem", "BatchGetItem", "Query"];
+
+/// The capacity the hybrid's stream pipeline caused, from its requests:
+/// each counted record is one transactional write of its resource item
+/// (the flag flip or the hard delete: 2 WU under 1 KB), each transaction
+/// adds its counter item (2 WU); every read 1 RU.
+fn pipeline_units(records: i64, stats: &FaultStats) -> (f64, f64) {
+    let forwarded = |name: &str| {
+        stats
+            .forwarded
+            .get(&Some(Operation::dynamodb(name)))
+            .copied()
+            .unwrap_or(0) as f64
+    };
+    let transactions = forwarded("TransactWriteItems");
+    let reads: f64 = PIPELINE_READS.iter().map(|name| forwarded(name)).sum();
+    (2.0 * records.max(0) as f64 + 2.0 * transactions, reads)
+}
+
 async fn run(
     strategy: Arc<dyn Strategy>,
     hybrid: Option<&Hybrid>,
     proxy: &FaultProxy,
     pipeline: &FaultProxy,
     workload: Workload,
+    seed: u64,
 ) -> Row {
-    let threshold = strategy.supports_threshold().then_some(workload.threshold);
+    // Every approach, and the hybrid's pipeline, starts the same plan afresh.
+    proxy.restart_plan(plan(seed));
+    pipeline.restart_plan(plan(seed));
+    let threshold = strategy.supports_threshold().then(|| {
+        strategy
+            .max_threshold()
+            .map_or(workload.threshold, |cap| cap.min(workload.threshold))
+    });
     let units = |s: &dyn Strategy| {
         let m = s.meter().snapshot();
         (m.write_units, m.read_units)
@@ -167,7 +171,7 @@ async fn run(
     let start_units = units(strategy.as_ref());
     let before = proxy.stats();
     let started = Instant::now();
-    let mut samples = phase(&strategy, workload.callers, workload.increments, 1, threshold).await;
+    let mut samples = phase(&strategy, workload.callers, (0, workload.increments), 1, threshold).await;
     let mut busy = started.elapsed();
     let mut faulted = since(&proxy.stats(), &before);
     let after_increments = units(strategy.as_ref());
@@ -181,7 +185,16 @@ async fn run(
     let before_decrements = units(strategy.as_ref());
     let before = proxy.stats();
     let started = Instant::now();
-    samples.extend(phase(&strategy, workload.callers, workload.decrements, -1, None).await);
+    samples.extend(
+        phase(
+            &strategy,
+            workload.callers,
+            (workload.increments, workload.decrements),
+            -1,
+            None,
+        )
+        .await,
+    );
     busy += started.elapsed();
     let last_change = Instant::now();
     let after = since(&proxy.stats(), &before);
@@ -218,7 +231,8 @@ async fn run(
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    let pipeline_trips = hybrid.map(|_| round_trips(&since(&pipeline.stats(), &pipeline_before)));
+    let pipeline_stats = since(&pipeline.stats(), &pipeline_before);
+    let pipeline_trips = hybrid.map(|_| round_trips(&pipeline_stats));
     let value = strategy.actual().await.expect("final value");
     let before_read = units(strategy.as_ref());
     strategy.read().await.expect("final read");
@@ -232,10 +246,21 @@ async fn run(
         .map(|name| faulted.injected(&Operation::dynamodb(name), FaultKind::ApplyThenFail))
         .sum();
     let drift = value - truth.value;
+    // A write answered 500 after it was applied was charged all the same;
+    // the emulator reports nothing for it: charged as the approach's mean
+    // applied change.
+    let applied_changes = (truth.applied as f64).max(1.0);
+    let unreported_write_units = ambiguous as f64 * write_units / applied_changes;
+    let (pipeline_write_units, pipeline_read_units) = match hybrid {
+        // Creates that landed, then deletes that landed.
+        Some(_) => pipeline_units(2 * peak - value, &pipeline_stats),
+        None => (0.0, 0.0),
+    };
     let extra_increments = peak - believed_after_increments;
     let extra_decrements = (peak - value) - (believed_after_increments - truth.value);
     Row {
         strategy: strategy.name().to_owned(),
+        seed,
         threshold,
         truth: truth.value,
         value,
@@ -257,6 +282,9 @@ async fn run(
         round_trips_per_op: round_trips(&faulted) as f64 / ops,
         write_units_per_op: write_units / ops,
         read_units_per_op: read_units / ops,
+        unreported_write_units_per_op: unreported_write_units / ops,
+        pipeline_write_units_per_op: pipeline_write_units / ops,
+        pipeline_read_units_per_op: pipeline_read_units / ops,
         read_units_per_read,
         latency: latency(samples),
         ops_per_second: ops / busy.as_secs_f64(),
@@ -277,7 +305,8 @@ fn main() {
 
 async fn compare() {
     let whole = Instant::now();
-    let operations = env_number("COMPARE_OPS", 1000).max(8);
+    let operations = env_number("COMPARE_OPS", 320).max(8);
+    let runs = env_number("COMPARE_SEEDS", 5).max(1);
     let callers = env_number("COMPARE_CALLERS", 8).max(1) as usize;
     let increments = operations * 3 / 4;
     let workload = Workload {
@@ -286,11 +315,17 @@ async fn compare() {
         decrements: operations - increments,
         threshold: (increments * 2 / 3) as i64,
     };
-    let seed = FaultPlan::from_env("make compare").seed();
+    let base_seed = FaultPlan::from_env("make compare").seed();
+    // One fault seed per run, each run of every approach under the same one.
+    let seeds: Vec<u64> = (0..runs).map(|i| base_seed.wrapping_add(i)).collect();
     let (emulator, _ctl, config) = e2e::counterctl::deployed().await;
-    let proxy = FaultProxy::start(&emulator.endpoint, plan(seed));
-    let pipeline = FaultProxy::start(&emulator.endpoint, FaultPlan::new(seed));
-    let client = aws_sdk_dynamodb::Client::new(&proxy.sdk_config().await);
+    let proxy = FaultProxy::start(&emulator.endpoint, plan(base_seed));
+    let pipeline = FaultProxy::start(&emulator.endpoint, plan(base_seed));
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&proxy.sdk_config().await)
+            .interceptor(changes::ChangeHeader)
+            .build(),
+    );
     proxy.set_enabled(false);
     counter_lab::table::create_table(&client, LAB_TABLE)
         .await
@@ -308,34 +343,39 @@ async fn compare() {
             .expect("runner")
     });
 
-    let place = |counter: &str| Place::new(client.clone(), LAB_TABLE, counter);
-    let plain: Vec<Arc<dyn Strategy>> = vec![
-        Arc::new(AtomicCounter::new(place("atomic-retries"), true)),
-        Arc::new(AtomicCounter::new(place("atomic-once"), false)),
-        Arc::new(Occ::new(place("occ"), false)),
-        Arc::new(Occ::new(place("occ-history"), true)),
-        Arc::new(TxToken::new(place("tx-sdk-token"), TokenUse::PerSend)),
-        Arc::new(TxToken::new(place("tx-reused-token"), TokenUse::Reused)),
-        Arc::new(TxMarker::new(place("tx-marker"))),
-        Arc::new(Ledger::new(place("ledger"))),
-        Arc::new(TokenSet::new(place("token-set"))),
-    ];
     let mut rows = Vec::new();
-    for strategy in plain {
-        let row = run(strategy, None, &proxy, &pipeline, workload).await;
-        print_row(&row);
-        rows.push(row);
+    for (run_index, &seed) in seeds.iter().enumerate() {
+        let place = |counter: &str| Place::new(client.clone(), LAB_TABLE, &format!("{counter}-{run_index}"));
+        let plain: Vec<Arc<dyn Strategy>> = vec![
+            Arc::new(AtomicCounter::new(place("atomic-retries"), true)),
+            Arc::new(AtomicCounter::new(place("atomic-once"), false)),
+            Arc::new(Occ::new(place("occ-entity-tag"), Check::EntityTag)),
+            Arc::new(Occ::new(place("occ-version"), Check::Version)),
+            Arc::new(Occ::new(place("occ-history"), Check::History)),
+            Arc::new(TxToken::new(place("tx-sdk-token"), TokenUse::PerSend)),
+            Arc::new(TxToken::new(place("tx-reused-token"), TokenUse::Reused)),
+            Arc::new(TxMarker::new(place("tx-marker"))),
+            Arc::new(Ledger::new(place("ledger"))),
+            Arc::new(TokenSet::new(place("token-set"))),
+        ];
+        for strategy in plain {
+            let row = run(strategy, None, &proxy, &pipeline, workload, seed).await;
+            print_row(&row);
+            rows.push(row);
+        }
+        for (admission, scope) in [
+            (Admission::BestEffort, "lab-best-effort"),
+            (Admission::Strict, "lab-strict"),
+        ] {
+            let scope = format!("{scope}-{run_index}");
+            let hybrid = Arc::new(hybrid(&client, &config, &scope, admission, workload.threshold as u64));
+            let strategy: Arc<dyn Strategy> = hybrid.clone();
+            let row = run(strategy, Some(&hybrid), &proxy, &pipeline, workload, seed).await;
+            print_row(&row);
+            rows.push(row);
+        }
     }
-    for (admission, scope) in [
-        (Admission::BestEffort, "lab-best-effort"),
-        (Admission::Strict, "lab-strict"),
-    ] {
-        let hybrid = Arc::new(hybrid(&client, &config, scope, admission, workload.threshold as u64));
-        let strategy: Arc<dyn Strategy> = hybrid.clone();
-        let row = run(strategy, Some(&hybrid), &proxy, &pipeline, workload).await;
-        print_row(&row);
-        rows.push(row);
-    }
+    let likes = likes::run(&emulator.endpoint, LAB_TABLE, base_seed).await;
     let _ = stop.send(());
     let report = pipeline_run.await.expect("runner task");
     eprintln!("pipeline: {}", report.to_string().replace('\n', "\n  "));
@@ -345,10 +385,11 @@ async fn compare() {
         .parent()
         .expect("workspace root");
     let results = Results {
-        seed,
+        seeds,
         workload,
         rates: RATES,
         rows,
+        likes,
         fakecloud: std::fs::read_to_string(root.join("localstack/fakecloud.version"))
             .map(|v| v.trim().to_owned())
             .unwrap_or_else(|_| "?".into()),
@@ -364,7 +405,7 @@ async fn compare() {
     .expect("write compare.json");
     std::fs::write(root.join("COMPARISON.md"), report::markdown(&results)).expect("write COMPARISON.md");
     println!(
-        "wrote COMPARISON.md and target/compare/compare.json in {:.0} s (seed {seed})",
+        "wrote COMPARISON.md and target/compare/compare.json in {:.0} s (seeds from {base_seed})",
         results.seconds
     );
 }

@@ -57,6 +57,13 @@ use tokio::task::{AbortHandle, JoinSet};
 /// The environment variable that pins the seed of [`FaultPlan::from_env`].
 pub const SEED_VAR: &str = "HCK_FAULT_SEED";
 
+/// The request header naming the change (a number) a request belongs to.
+/// Requests that carry it draw their faults from a copy of the plan seeded
+/// for that change, in the change's own order of calls: change `n` meets
+/// the same faults whatever the interleaving of concurrent callers
+/// (`make compare` gives every approach the same schedule per change).
+pub const CHANGE_HEADER: &str = "x-hck-change";
+
 /// A service the proxy recognises by its `X-Amz-Target` prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Service {
@@ -469,6 +476,8 @@ struct State {
     enabled: bool,
     stats: FaultStats,
     item_rate: Option<ItemWriteRate>,
+    /// Per change ([`CHANGE_HEADER`]): its copy of the plan and its draws.
+    changes: HashMap<u64, (FaultPlan, fastrand::Rng)>,
 }
 
 struct Shared {
@@ -512,6 +521,7 @@ impl FaultProxy {
                 enabled: true,
                 stats: FaultStats::default(),
                 item_rate: None,
+                changes: HashMap::new(),
             }),
             idle: Mutex::new(Vec::new()),
         });
@@ -567,6 +577,16 @@ impl FaultProxy {
         self.shared.state().plan.rules = plan.rules;
     }
 
+    /// Replaces the plan and restarts its random draws from its seed, so
+    /// runs that restart the same plan draw the same faults in the same
+    /// order of calls (the `make compare` runs of each approach).
+    pub fn restart_plan(&self, plan: FaultPlan) {
+        let mut state = self.shared.state();
+        state.rng = fastrand::Rng::with_seed(plan.seed);
+        state.plan = plan;
+        state.changes.clear();
+    }
+
     /// The next `calls` calls of `operation` get `fault`: after the calls of
     /// earlier "next" rules of the operation, before any random rule.
     pub fn inject_next(&self, operation: Operation, fault: Fault, calls: u32) {
@@ -610,14 +630,28 @@ impl Shared {
     /// The fault for one call of `operation` with request `body` (counted),
     /// if any, and whether it is the item write rate's throttle (else the
     /// plan's fault).
-    fn decide(&self, operation: &Operation, body: &[u8]) -> Option<(Fault, bool)> {
+    fn decide(&self, operation: &Operation, body: &[u8], change: Option<u64>) -> Option<(Fault, bool)> {
         let mut state = self.state();
         if !state.enabled {
             return None;
         }
         let State {
-            plan, rng, item_rate, ..
+            plan,
+            rng,
+            item_rate,
+            changes,
+            ..
         } = &mut *state;
+        let (plan, rng) = match change {
+            Some(n) => {
+                let (plan, rng) = changes.entry(n).or_insert_with(|| {
+                    let seed = plan.seed ^ n.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    (plan.clone(), fastrand::Rng::with_seed(seed))
+                });
+                (plan, rng)
+            }
+            None => (plan, rng),
+        };
         let over_rate = operation.is_update_item()
             && item_rate
                 .as_mut()
@@ -719,7 +753,11 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
         Ok(collected) => collected.to_bytes(),
         Err(e) => return Ok(plain(StatusCode::BAD_REQUEST, &format!("reading the request: {e}"))),
     };
-    let decided = operation.as_ref().and_then(|op| shared.decide(op, &body));
+    let change = parts
+        .headers
+        .get(CHANGE_HEADER)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let decided = operation.as_ref().and_then(|op| shared.decide(op, &body, change));
     let fault = decided.map(|(fault, _)| fault);
     if let (Some(op), Some((fault, over_rate))) = (&operation, decided) {
         match fault {
@@ -927,6 +965,50 @@ mod tests {
         );
         assert_eq!(Operation::from_target("Logs_20140328.PutLogEvents"), None);
         assert_eq!(Operation::from_target("AmazonSQS."), None);
+    }
+
+    /// `make compare` restarts one plan for each approach's run: each
+    /// restart draws the same faults in the same order of calls, whatever
+    /// the earlier runs drew.
+    #[test]
+    fn a_restarted_plan_draws_the_same_faults_again() {
+        let put = Operation::dynamodb("PutItem");
+        let plan = || FaultPlan::new(7).random(put.clone(), Fault::ApplyThenFail, 0.3);
+        let proxy = FaultProxy::start("http://127.0.0.1:9", plan());
+        let draws = || {
+            (0..100)
+                .map(|_| proxy.shared.decide(&put, b"", None))
+                .collect::<Vec<_>>()
+        };
+        proxy.restart_plan(plan());
+        let first = draws();
+        assert!(first.iter().any(Option::is_some) && first.iter().any(Option::is_none));
+        let continued = draws();
+        proxy.restart_plan(plan());
+        assert_eq!(draws(), first);
+        assert_ne!(continued, first, "without a restart the draws go on");
+    }
+
+    /// Requests naming their change draw that change's own faults, in its
+    /// own order of calls, however the changes' calls interleave.
+    #[test]
+    fn each_change_draws_its_own_faults_whatever_the_interleaving() {
+        let put = Operation::dynamodb("PutItem");
+        let proxy = FaultProxy::start(
+            "http://127.0.0.1:9",
+            FaultPlan::new(3).bursts(put.clone(), Fault::ApplyThenFail, 0.2, 2),
+        );
+        let draw = |change| proxy.shared.decide(&put, b"", Some(change));
+        let one_by_one: Vec<_> = (0..40u64).flat_map(|c| (0..5).map(move |_| c)).map(draw).collect();
+        proxy.restart_plan(FaultPlan::new(3).bursts(put.clone(), Fault::ApplyThenFail, 0.2, 2));
+        let mut interleaved = vec![None; 200];
+        for call in 0..5 {
+            for c in (0..40u64).rev() {
+                interleaved[c as usize * 5 + call] = draw(c);
+            }
+        }
+        assert_eq!(interleaved, one_by_one);
+        assert!(one_by_one.iter().any(Option::is_some) && one_by_one.iter().any(Option::is_none));
     }
 
     #[test]

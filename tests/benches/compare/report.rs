@@ -1,207 +1,211 @@
-//! COMPARISON.md from one run's [`Results`]: the table, each approach's
-//! finding against the claim of the AWS database blog's "Implement resource
-//! counters with Amazon DynamoDB" (its seven approaches, paraphrased), and
-//! the fixed text (method, caveats, the pre-transactions protocol).
+//! COMPARISON.md from the runs' [`Results`]: per approach the median and
+//! range over the fault seeds, its full cost, and a verdict per approach: the
+//! claim of the AWS database blog's "Implement resource counters with Amazon
+//! DynamoDB" (its seven approaches, named by section, paraphrased) or of the
+//! kit's design, a hypothesis with a threshold the runs can fail, and whether
+//! every run held it; then seed 004's experiment and the fixed text.
 
 use std::fmt::Write as _;
 
-use super::results::{Results, Row};
+use super::results::{DOLLARS_PER_MILLION_READ_UNITS, DOLLARS_PER_MILLION_WRITE_UNITS, Results, Row};
 
-fn find<'a>(results: &'a Results, name: &str) -> Option<&'a Row> {
-    results.rows.iter().find(|r| r.strategy == name)
+/// The runs of each approach, in the order they ran.
+fn approaches(results: &Results) -> Vec<(&str, Vec<&Row>)> {
+    let mut groups: Vec<(&str, Vec<&Row>)> = Vec::new();
+    for row in &results.rows {
+        match groups.iter_mut().find(|(name, _)| *name == row.strategy) {
+            Some((_, runs)) => runs.push(row),
+            None => groups.push((&row.strategy, vec![row])),
+        }
+    }
+    groups
 }
 
-fn signed(n: i64) -> String {
-    if n > 0 { format!("+{n}") } else { n.to_string() }
+/// Median, min and max of `values`.
+fn spread(values: impl IntoIterator<Item = f64>) -> (f64, f64, f64) {
+    let mut v: Vec<f64> = values.into_iter().collect();
+    v.sort_by(f64::total_cmp);
+    let median = match v.len() {
+        0 => return (f64::NAN, f64::NAN, f64::NAN),
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    };
+    (median, v[0], v[v.len() - 1])
 }
 
-fn extra(row: &Row) -> i64 {
-    row.extra_increments + row.extra_decrements
+/// "median (min to max)", or the one value when all runs agree.
+fn show(runs: &[&Row], decimals: usize, value: impl Fn(&Row) -> f64) -> String {
+    let (median, min, max) = spread(runs.iter().map(|r| value(r)));
+    if min == max {
+        format!("{median:.decimals$}")
+    } else {
+        format!("{median:.decimals$} ({min:.decimals$} to {max:.decimals$})")
+    }
 }
 
-/// Every change applied beyond what the callers believe is one a caller
-/// was told had failed (it may resend it, with the same token, safely).
-fn explained_by_errors(row: &Row) -> bool {
-    extra(row) <= row.errors as i64
+/// A claim, the hypothesis that stands for it, and the test each run must pass.
+struct Verdict {
+    approach: &'static str,
+    claim: &'static str,
+    hypothesis: &'static str,
+    holds: fn(&Row) -> bool,
 }
 
-fn drift_words(row: &Row) -> String {
-    if row.extra_increments == 0 && row.extra_decrements == 0 {
-        return format!(
-            "final {} = believed {}, no change applied beyond what the callers were told",
-            row.value, row.truth
+/// EC equal to the live items within this long after the last change.
+const EXACT_WITHIN_SECONDS: f64 = 10.0;
+
+fn exact_in_time(r: &Row) -> bool {
+    r.seconds_until_exact.is_some_and(|s| s <= EXACT_WITHIN_SECONDS)
+}
+
+const VERDICTS: [Verdict; 12] = [
+    Verdict {
+        approach: "atomic counter (SDK retries)",
+        claim: "the blog's approach 1, atomic counters, paraphrased: `UpdateItem` with `ADD` is not idempotent; a retry after a failure whose write had landed counts it twice.",
+        hypothesis: "over-applies silently: changes applied beyond the reported errors ≥ 1 in every run",
+        holds: |r| r.silent_extra() >= 1,
+    },
+    Verdict {
+        approach: "atomic counter (no retries)",
+        claim: "the blog's approach 1, paraphrased: without the retry the failure reaches the caller, who cannot know whether the write landed.",
+        hypothesis: "never over-applies silently, and the callers see errors: extra ≤ errors and errors ≥ 1 in every run",
+        holds: |r| r.silent_extra() <= 0 && r.errors >= 1,
+    },
+    Verdict {
+        approach: "OCC, entity tag read back",
+        claim: "the blog's approach 2, optimistic concurrency control, paraphrased: each write sets a random `entityTag` on the condition that the tag read is unchanged; after a failure the item is read back, and the writer's own tag there means its write landed.",
+        hypothesis: "the read-back keeps changes from landing twice: extra ≤ errors and no overshoot in every run",
+        holds: |r| r.silent_extra() <= 0 && r.overshoot.unwrap_or(0) == 0,
+    },
+    Verdict {
+        approach: "OCC on a numeric version",
+        claim: "the lab's variant of the blog's approach 2, named as such: a numeric version is the same whoever writes it, so a retry cannot tell its own landed write from a competitor's.",
+        hypothesis: "over-applies silently: extra beyond the errors ≥ 1 in every run",
+        holds: |r| r.silent_extra() >= 1,
+    },
+    Verdict {
+        approach: "OCC with history",
+        claim: "the blog's approach 3, optimistic concurrency control with history, paraphrased: the writers kept on the item let a retry find its own write: accurate, at a bigger item.",
+        hypothesis: "exact: extra ≤ errors and no overshoot in every run",
+        holds: |r| r.silent_extra() <= 0 && r.overshoot.unwrap_or(0) == 0,
+    },
+    Verdict {
+        approach: "transaction, SDK token per send",
+        claim: "the blog's approach 4, transactions with a client request token, paraphrased: retry with the same token, which makes the call idempotent for 10 minutes; the SDK's own retries are transparent (they carry it). This row is the caller who resends with a new `send()`, against that advice.",
+        hypothesis: "a resend with a fresh token over-applies silently: extra beyond the errors ≥ 1 in every run",
+        holds: |r| r.silent_extra() >= 1,
+    },
+    Verdict {
+        approach: "transaction, token reused",
+        claim: "the blog's approach 4, paraphrased: with the same token on every retry, each change is applied once within the 10-minute window.",
+        hypothesis: "never over-applies silently: extra ≤ errors and no overshoot in every run",
+        holds: |r| r.silent_extra() <= 0 && r.overshoot.unwrap_or(0) == 0,
+    },
+    Verdict {
+        approach: "transaction with a marker item",
+        claim: "the blog's approach 5, transactions with a marker item, paraphrased: a marker per change, put on the condition it is absent, refuses repeats for as long as it lives.",
+        hypothesis: "never over-applies silently: extra ≤ errors and no overshoot in every run",
+        holds: |r| r.silent_extra() <= 0 && r.overshoot.unwrap_or(0) == 0,
+    },
+    Verdict {
+        approach: "item collection (ledger)",
+        claim: "the blog's approach 6, item collection, paraphrased: one item per change is idempotent and contention-free; reading the total costs more as the history grows.",
+        hypothesis: "exact, and a read of the total costs ≥ 2 RU: extra ≤ errors and read ≥ 2 RU in every run",
+        holds: |r| r.silent_extra() <= 0 && r.read_units_per_read >= 2.0,
+    },
+    Verdict {
+        approach: "set of tokens",
+        claim: "the blog's approach 7, set of tokens, paraphrased: adding a token twice changes nothing, and the set's size carries a threshold, for a small bounded set (\"for example fifty\").",
+        hypothesis: "exact and never past its threshold: extra ≤ errors and no overshoot in every run",
+        holds: |r| r.silent_extra() <= 0 && r.overshoot.unwrap_or(0) == 0,
+    },
+    Verdict {
+        approach: "hybrid, best-effort admission",
+        claim: "the kit's (DESIGN §1, §3): BE never overcounts, EC is exact once the stream is drained; admission reads `max(BE, EC)`, so concurrent creators may overshoot a little.",
+        hypothesis: "EC equal to the live items within 10 s, BE ≤ live, and overshoot ≤ 8 (one per concurrent caller) in every run",
+        holds: |r| exact_in_time(r) && r.best_effort.is_some_and(|be| be <= r.value) && r.overshoot.unwrap_or(0) <= 8,
+    },
+    Verdict {
+        approach: "hybrid, strict admission",
+        claim: "the kit's (DESIGN §5): a reservation before the put never overshoots; a reservation whose outcome is unknown is kept (BE over-reserves, the create fails); EC exact once drained.",
+        hypothesis: "no overshoot, EC equal to the live items within 10 s, BE ≥ live in every run",
+        holds: |r| exact_in_time(r) && r.overshoot == Some(0) && r.best_effort.is_some_and(|be| be >= r.value),
+    },
+];
+
+fn verdicts(results: &Results) -> String {
+    let mut out = String::new();
+    let groups = approaches(results);
+    for v in &VERDICTS {
+        let Some((_, runs)) = groups.iter().find(|(name, _)| *name == v.approach) else {
+            continue;
+        };
+        let held = runs.iter().filter(|r| (v.holds)(r)).count();
+        let outcome = if held == runs.len() {
+            "**Supported**".to_owned()
+        } else {
+            format!("**Not supported**: held in {held} of {} runs", runs.len())
+        };
+        let hybrid = runs[0].best_effort.map_or(String::new(), |_| {
+            format!(
+                "; BE - live {}; EC exact after {} s",
+                show(runs, 0, |r| (r.best_effort.unwrap_or(0) - r.value) as f64),
+                show(runs, 1, |r| r.seconds_until_exact.unwrap_or(f64::INFINITY))
+            )
+        });
+        let _ = writeln!(
+            out,
+            "* **{}.** Claim ({}) Hypothesis: {}. Measured (median, range): extra beyond errors {}, errors {}, overshoot {}, \
+             extra per 1,000 ambiguous {}, one read of the value {} RU{hybrid}. {outcome}.",
+            v.approach,
+            v.claim,
+            v.hypothesis,
+            show(runs, 0, |r| r.silent_extra() as f64),
+            show(runs, 0, |r| r.errors as f64),
+            show(runs, 0, |r| r.overshoot.unwrap_or(0) as f64),
+            show(runs, 0, |r| r.extra_per_1000_ambiguous),
+            show(runs, 1, |r| r.read_units_per_read),
         );
     }
-    format!(
-        "final {} against {} believed (**{}**): {} of the +1s and {} of the -1s landed beyond what the callers were told, \
-         **{:+.0} per 1,000 ambiguous write failures** ({} injected)",
-        row.value,
-        row.truth,
-        signed(row.drift),
-        signed(row.extra_increments),
-        signed(row.extra_decrements),
-        row.extra_per_1000_ambiguous,
-        row.ambiguous_failures
-    )
-}
-
-fn verdict(holds: bool) -> &'static str {
-    if holds { "Confirmed" } else { "Not observed in this run" }
-}
-
-/// One bullet per approach: the blog's claim, what was measured, and whether
-/// the measurement bears the claim out.
-fn findings(results: &Results) -> String {
-    let mut out = String::new();
-    let mut line = |name: &str, claim: &str, holds: &dyn Fn(&Row) -> bool, extra: &dyn Fn(&Row) -> String| {
-        if let Some(row) = find(results, name) {
-            let _ = writeln!(
-                out,
-                "* **{name}.** Claim: {claim} Measured: {}; {} errors reached the callers; {}. {}.",
-                drift_words(row),
-                row.errors,
-                extra(row),
-                verdict(holds(row))
-            );
-        }
-    };
-    let cost = |r: &Row| {
-        format!(
-            "{:.2} round trips, {:.2} WU and {:.2} RU per change, p99 {:.1} ms",
-            r.round_trips_per_op, r.write_units_per_op, r.read_units_per_op, r.latency.p99_ms
-        )
-    };
-    line(
-        "atomic counter (SDK retries)",
-        "`ADD` is not idempotent, so a retried update whose first attempt was applied counts twice (overcount); cheapest and fastest.",
-        &|r| extra(r) > r.errors as i64,
-        &|r| cost(r),
-    );
-    line(
-        "atomic counter (no retries)",
-        "without retries the failure reaches the caller, who cannot tell whether the write landed.",
-        &|r| r.errors > 0,
-        &|r| {
-            format!(
-                "a reported failure whose `ADD` had landed is drift the caller cannot see; {}",
-                cost(r)
-            )
-        },
-    );
-    line(
-        "OCC on a version",
-        "exact thresholds (the check and the write are one conditional write), but a retry after an ambiguous failure cannot tell its own write from a competitor's and applies twice; a read per attempt and conflicts under contention.",
-        &|r| extra(r) > r.errors as i64,
-        &|r| format!("overshoot {}; {}", r.overshoot.unwrap_or(0), cost(r)),
-    );
-    line(
-        "OCC with history",
-        "keeping the last writers' ids on the item makes the retry recognise its own write: accurate, at the cost of a bigger item.",
-        &explained_by_errors,
-        &|r| format!("overshoot {}; {}", r.overshoot.unwrap_or(0), cost(r)),
-    );
-    line(
-        "transaction, SDK token per send",
-        "a client request token makes `TransactWriteItems` idempotent for 10 minutes, but only if the retry carries the same token: the SDK's own retries do, the caller's resend (a new `send()`) does not.",
-        &|r| extra(r) > r.errors as i64,
-        &|r| cost(r),
-    );
-    line(
-        "transaction, token reused",
-        "with one token per change on every resend, each change is applied once (within the 10-minute window); transactions cost twice the write units.",
-        &explained_by_errors,
-        &|r| format!("overshoot {}; {}", r.overshoot.unwrap_or(0), cost(r)),
-    );
-    line(
-        "transaction with a marker item",
-        "a marker item per change, put on the condition it is absent, refuses repeats for as long as the marker lives (TTL), past the token's 10 minutes; two items per transaction.",
-        &explained_by_errors,
-        &|r| format!("overshoot {}; {}", r.overshoot.unwrap_or(0), cost(r)),
-    );
-    line(
-        "item collection (ledger)",
-        "one item per change makes writes idempotent and contention-free; the count is a Query over every item, so reads cost grows with the history, and there is no atomic threshold.",
-        &|r| explained_by_errors(r) && r.read_units_per_read > 1.0,
-        &|r| {
-            format!(
-                "one read of the value took {:.1} RU; {}",
-                r.read_units_per_read,
-                cost(r)
-            )
-        },
-    );
-    line(
-        "set of tokens",
-        "adding a token twice changes nothing, so it is idempotent, and the set's size can carry a threshold; the item grows with the count (400 KB limit) and every write is charged for the whole item.",
-        &|r| explained_by_errors(r) && r.write_units_per_op > 1.0,
-        &|r| format!("overshoot {}; {}", r.overshoot.unwrap_or(0), cost(r)),
-    );
-    let hybrid_extra = |r: &Row| {
-        format!(
-            "EC {} = live items {} {} after the last change, BE {} ({}); the stream pipeline sent {:.2} DynamoDB requests per change; overshoot {}; {}",
-            r.eventual.map_or("?".into(), |v| v.to_string()),
-            r.value,
-            r.seconds_until_exact
-                .map_or("never within 120 s".to_owned(), |s| format!("{s:.1} s")),
-            r.best_effort.map_or("?".into(), |v| v.to_string()),
-            match r.best_effort {
-                Some(be) if be < r.value =>
-                    "below live: the failed increments it gave up on, raised by `audit --repair`",
-                Some(be) if be > r.value =>
-                    "above live: reservations kept when their outcome was unknown, lowered by `audit --repair`",
-                _ => "equal to live",
-            },
-            r.pipeline_round_trips_per_op.unwrap_or(0.0),
-            r.overshoot.unwrap_or(0),
-            cost(r)
-        )
-    };
-    line(
-        "hybrid, best-effort admission",
-        "(the kit's, DESIGN §3) the inline best-effort counter never overcounts and the eventual counter is exact once the stream is drained; admission reads `max(BE, EC)`, so concurrent creators may overshoot the limit.",
-        &|r| r.seconds_until_exact.is_some() && r.best_effort.is_some_and(|be| be <= r.value) && explained_by_errors(r),
-        &hybrid_extra,
-    );
-    line(
-        "hybrid, strict admission",
-        "(the kit's, DESIGN §5) a reservation before the put means the limit is never overshot, and a reservation whose outcome is unknown is kept, not retried (BE over-reserves, and the create fails); EC exact once drained.",
-        &|r| {
-            r.seconds_until_exact.is_some()
-                && r.overshoot == Some(0)
-                && r.best_effort.is_some_and(|be| be >= r.value)
-                && explained_by_errors(r)
-        },
-        &hybrid_extra,
-    );
     out
 }
 
 pub fn markdown(results: &Results) -> String {
     let w = &results.workload;
     let r = &results.rates;
+    let runs = results.seeds.len();
     let mut md = String::new();
     let _ = writeln!(md, "# Counter approaches compared\n");
+    let seeds: Vec<String> = results.seeds.iter().map(u64::to_string).collect();
     let _ = writeln!(
         md,
         "Generated by `make compare` (`tests/benches/compare.rs`, the strategies in `lab/`, crate `counter-lab`) in {:.0} s: \
          one private fakecloud {} with the stack deployed by `counterctl` and its stream mapping run by the local runner, \
-         {} cores shared by the emulator, the pipeline and the callers. One run, fault seed **{}** \
-         (`HCK_FAULT_SEED={}` replays the fault plan; the interleaving of concurrent callers decides which request draws which fault, so the exact schedule does not replay). \
-         Not run against real DynamoDB: latencies and ops/s are the emulator's; round trips, capacity units and drift are properties of each approach's code.\n",
-        results.seconds, results.fakecloud, results.cores, results.seed, results.seed
+         {} cores shared by the emulator, the pipeline and the callers. {runs} runs of every approach, one per fault seed ({}; \
+         `HCK_FAULT_SEED=<first>` replays them). The schedule is seeded per change, not per order of calls: every request names its change \
+         (the changes are numbered alike in every approach), and change n draws its faults from its own copy of the plan, seeded for n, in its own order of calls, \
+         whatever the interleaving of the callers; the hybrid's stream pipeline, whose requests belong to no one change, draws in order of calls from the same plan restarted for each run. \
+         Approaches that send more requests per change still draw more faults (the *ambiguous injected* column). \
+         Not run against real DynamoDB: latencies are the emulator's; round trips, capacity units and drift are properties of each approach's code.\n",
+        results.seconds,
+        results.fakecloud,
+        results.cores,
+        seeds.join(", ")
     );
     let _ = writeln!(
         md,
-        "**Workload**, the same for every approach: {} concurrent callers on one hot counter (a fresh one per approach), {} changes of +1 \
-         against a threshold of {} (for the approaches that take one), then {} changes of -1. The same SDK tuning for all: standard retries, \
-         3 attempts, 5-50 ms backoff; the approaches whose usual code resends do so within the same budget (3 sends); OCC's conflict loop has 40 attempts.\n",
+        "**Workload**, the same for every approach and run: {} concurrent callers on one hot counter (a fresh one per approach and run), {} changes of +1 \
+         against a threshold of {} (for the approaches that take one; the set of tokens at most 50, the size the blog gives it), then {} changes of -1. \
+         The same SDK tuning for all: standard retries, 3 attempts, 5-50 ms backoff; the approaches whose usual code resends do so within the same budget (3 sends); OCC's conflict loop has 40 attempts.\n",
         w.callers, w.increments, w.threshold, w.decrements
     );
     let _ = writeln!(
         md,
-        "**Faults** on every DynamoDB request of the callers (`GetItem`, `PutItem`, `UpdateItem`, `Query`, `TransactWriteItems`), from the fault proxy of the e2e tests: \
-         HTTP 500 before apply {:.0} %, HTTP 500 after apply (the ambiguous case) {:.0} % plus bursts of {} consecutive calls with chance {:.1} % per call (long enough to outlast the SDK's retries), \
-         throttling {:.0} %, and on `TransactWriteItems` a `TransactionConflict` cancellation {:.0} %. The stream pipeline runs without faults.\n",
+        "**Faults** on every DynamoDB request of the callers and of the hybrid's stream pipeline (`GetItem`, `PutItem`, `UpdateItem`, `Query`, `TransactWriteItems`), from the fault proxy of the e2e tests: \
+         HTTP 500 before apply {:.0} %, HTTP 500 after apply (the ambiguous case) {:.0} % plus bursts of {} consecutive calls of one change with chance {:.1} % per call (long enough to outlast the SDK's retries), \
+         throttling {:.0} %, and on `TransactWriteItems` a `TransactionConflict` cancellation {:.0} %. Conflicts: OCC's come from real contention (the emulator refuses its stale conditional writes); \
+         the emulator serialises transactions, so the injected cancellation stands in for the transaction-against-transaction contention DynamoDB has on a hot item; \
+         a plain `PutItem` or `UpdateItem` meets a conflict on DynamoDB only when a transaction holds its item, which never happens to the approaches without transactions, so none is injected there.\n",
         r.fail_before * 100.0,
         r.apply_then_fail * 100.0,
         r.burst_length,
@@ -209,54 +213,71 @@ pub fn markdown(results: &Results) -> String {
         r.throttle * 100.0,
         r.transaction_conflict * 100.0
     );
+    let _ = writeln!(
+        md,
+        "**Cost** counts everything a change causes: the capacity the emulator reports (`ReturnConsumedCapacity=TOTAL`); a write refused by its condition, charged 1 WU per KB of the item as DynamoDB charges it \
+         ([condition expressions](https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.ConditionExpressions.html): a failed conditional write still consumes write capacity), computed from the item's size since the emulator reports none; \
+         a write answered 500 after it was applied, charged as the approach's mean applied change; and for the hybrid its stream pipeline (2 WU per record for the transactional flag flip or hard delete, 2 WU per transaction for the counter item, 1 RU per read, from the pipeline's requests). \
+         Not charged: transactions cancelled by the injected conflict, and the hybrid's refused conditional puts. Dollars at on-demand prices, US East (N. Virginia): ${DOLLARS_PER_MILLION_WRITE_UNITS} per million write request units, \
+         ${DOLLARS_PER_MILLION_READ_UNITS} per million read request units (the prices since the on-demand reduction of 1 November 2024; \
+         [pricing](https://aws.amazon.com/dynamodb/pricing/on-demand/)), storage and streams left out.\n"
+    );
     let _ = writeln!(md, "![The approaches compared](docs/comparison.png)\n");
     let _ = writeln!(
         md,
-        "| approach | believed | final | drift | extra +1s | extra -1s | extra per 1,000 ambiguous | overshoot | errors | WU/change | RU/change | round trips/change | p50 ms | p99 ms | changes/s | exact after |"
+        "Each cell: the median over the {runs} runs, and the range (lowest to highest) when they differ.\n"
     );
     let _ = writeln!(
         md,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| approach | drift | extra beyond errors | extra per 1,000 ambiguous | ambiguous injected | overshoot | errors | WU/change | RU/change | $ per million changes | round trips/change | p99 ms | exact after s |"
     );
-    for row in &results.rows {
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (name, runs) in approaches(results) {
+        let threshold = runs[0].threshold.is_some();
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {:+.0} | {} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {:.0} | {} |",
-            row.strategy,
-            row.truth,
-            row.value,
-            signed(row.drift),
-            signed(row.extra_increments),
-            signed(row.extra_decrements),
-            row.extra_per_1000_ambiguous,
-            row.overshoot.map_or("n/a".to_owned(), |o| o.to_string()),
-            row.errors,
-            row.write_units_per_op,
-            row.read_units_per_op,
-            row.round_trips_per_op,
-            row.latency.p50_ms,
-            row.latency.p99_ms,
-            row.ops_per_second,
-            row.seconds_until_exact
-                .map_or("n/a".to_owned(), |s| format!("{s:.1} s")),
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            show(&runs, 0, |r| r.drift as f64),
+            show(&runs, 0, |r| r.silent_extra() as f64),
+            show(&runs, 0, |r| r.extra_per_1000_ambiguous),
+            show(&runs, 0, |r| r.ambiguous_failures as f64),
+            if threshold {
+                show(&runs, 0, |r| r.overshoot.unwrap_or(0) as f64)
+            } else {
+                "n/a".to_owned()
+            },
+            show(&runs, 0, |r| r.errors as f64),
+            show(&runs, 2, Row::all_write_units_per_op),
+            show(&runs, 2, Row::all_read_units_per_op),
+            show(&runs, 2, Row::dollars_per_million_changes),
+            show(&runs, 2, |r| r.round_trips_per_op),
+            show(&runs, 0, |r| r.latency.p99_ms),
+            if runs[0].best_effort.is_some() {
+                show(&runs, 1, |r| r.seconds_until_exact.unwrap_or(f64::INFINITY))
+            } else {
+                "n/a".to_owned()
+            },
         );
     }
     let _ = writeln!(
         md,
-        "\n*believed*: the sum of the changes the callers were told were applied; *final*: the stored value at the end (the hybrid: its live items, which EC converges to); \
-         *drift* = final - believed; *extra +1s / -1s*: changes of each phase that landed beyond those the callers were told were applied \
-         (a double apply of a reported success, or a change reported as failed that had landed; the second kind is at most the errors); \
-         *extra per 1,000 ambiguous*: both, per 1,000 500s after apply injected into the approach's writes (some of those hit writes refused at the threshold, which apply nothing); *overshoot*: how far the value went past the threshold after the +1s; *errors*: changes that reached their caller as an error; \
-         *round trips*: DynamoDB requests that reached the proxy (SDK retries included) per change; *WU/RU*: capacity the emulator reported (`ReturnConsumedCapacity=TOTAL`) per change — \
-         a request answered 500 after apply reports none, and neither does a write refused by its condition (DynamoDB charges a failed conditional write its write units), so these undercount the approaches that were refused or retried most; \
-         the hybrid's figures are its request path, its stream pipeline's requests are in its finding; *exact after*: from the last change until EC equals the live items.\n"
+        "\n*drift*: the stored value at the end (the hybrid: its live items, which EC converges to) minus the sum of the changes the callers were told were applied; \
+         *extra beyond errors*: changes that landed beyond those the callers were told were applied, minus the errors they were told of (a change reported as failed that had landed is at most one error; \
+         what is left was applied twice while its caller was told once); *extra per 1,000 ambiguous*: all changes landed beyond those reported, per 1,000 500s after apply injected into the approach's writes; \
+         *overshoot*: how far the value went past the threshold after the +1s; *errors*: changes that reached their caller as an error; *WU/RU*: all the capacity per change, as above (the hybrid's includes its pipeline); \
+         *round trips*: the callers' DynamoDB requests that reached the proxy (SDK retries included) per change; *exact after*: from the last change until EC equals the live items.\n"
     );
-    let _ = writeln!(md, "## Findings against the blog's claims\n");
-    md.push_str(&findings(results));
+    let _ = writeln!(md, "## Verdicts\n");
+    let _ = writeln!(
+        md,
+        "Each approach's claim, a hypothesis that stands for it with a threshold, and whether every one of the {runs} runs held it.\n"
+    );
+    md.push_str(&verdicts(results));
     let _ = writeln!(
         md,
         "\nThe kit's gapless `Sequence` (issue 15, built beside this lab) gives numbers rather than counts and is not measured here.\n"
     );
+    md.push_str(&super::likes::markdown(&results.likes));
     md.push_str(PROTOCOL);
     md
 }

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use super::likes::LikesRow;
 use super::shared::Latency;
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -29,6 +30,8 @@ pub struct Workload {
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
     pub strategy: String,
+    /// The fault seed of this run.
+    pub seed: u64,
     /// The threshold the strategy was given (`None`: it takes none).
     pub threshold: Option<i64>,
     /// What the callers believe the counter holds.
@@ -59,6 +62,12 @@ pub struct Row {
     pub round_trips_per_op: f64,
     pub write_units_per_op: f64,
     pub read_units_per_op: f64,
+    /// Write units of writes answered 500 after they were applied, which
+    /// DynamoDB charges and the emulator does not report.
+    pub unreported_write_units_per_op: f64,
+    /// Hybrid only (else 0): the capacity its stream pipeline caused.
+    pub pipeline_write_units_per_op: f64,
+    pub pipeline_read_units_per_op: f64,
     /// Read units of one read of the value at the end.
     pub read_units_per_read: f64,
     pub latency: Latency,
@@ -74,11 +83,48 @@ pub struct Row {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Results {
-    pub seed: u64,
+    /// The fault seed of each run.
+    pub seeds: Vec<u64>,
     pub workload: Workload,
     pub rates: Rates,
     pub rows: Vec<Row>,
+    /// Seed 004's experiment.
+    pub likes: Vec<LikesRow>,
     pub fakecloud: String,
     pub cores: usize,
     pub seconds: f64,
+}
+
+/// On-demand prices, US East (N. Virginia), dollars per million request
+/// units, as listed since the reduction of 1 November 2024.
+pub const DOLLARS_PER_MILLION_WRITE_UNITS: f64 = 0.625;
+pub const DOLLARS_PER_MILLION_READ_UNITS: f64 = 0.125;
+
+impl Row {
+    /// Changes applied beyond what the callers were told, both phases.
+    pub fn extra(&self) -> i64 {
+        self.extra_increments + self.extra_decrements
+    }
+
+    /// Extra changes no error explains: applied twice while the caller was
+    /// told once (an extra change reported as failed is at most one error).
+    pub fn silent_extra(&self) -> i64 {
+        self.extra() - self.errors as i64
+    }
+
+    /// Every write unit the change caused: reported, refused conditional
+    /// writes (in the approach's meter), unreported applied writes, pipeline.
+    pub fn all_write_units_per_op(&self) -> f64 {
+        self.write_units_per_op + self.unreported_write_units_per_op + self.pipeline_write_units_per_op
+    }
+
+    pub fn all_read_units_per_op(&self) -> f64 {
+        self.read_units_per_op + self.pipeline_read_units_per_op
+    }
+
+    /// Dollars per million changes at the on-demand prices.
+    pub fn dollars_per_million_changes(&self) -> f64 {
+        self.all_write_units_per_op() * DOLLARS_PER_MILLION_WRITE_UNITS
+            + self.all_read_units_per_op() * DOLLARS_PER_MILLION_READ_UNITS
+    }
 }
