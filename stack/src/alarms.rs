@@ -381,48 +381,47 @@ fn add_pipeline_alarms(t: &mut Template) {
 /// event source mappings" (stream sources), under `FunctionName`. Either
 /// is a loss an operator must see at once: any data point alarms.
 fn add_loss_alarms(t: &mut Template) {
-    t.resource(
-        logical::STREAM_DROPPED_EVENTS_ALARM,
-        AlarmSpec {
-            name_suffix: "stream-dropped-events".to_owned(),
-            description: "The stream mapping dropped records: it gave up on them (MaximumRetryAttempts or \
-                          MaximumRecordAgeInSeconds spent). Compare OnFailureDestinationDeliveredEventCount of the \
-                          same minutes: records with an on-failure record wait in the failure path (DLQ1, the \
-                          failed-batch bucket); the rest were never counted: run `counterctl audit --repair`."
-                .to_owned(),
-            namespace: LAMBDA_NAMESPACE,
-            metric: MappingMetric::Dropped.name(),
-            dimension: (DIMENSION_MAPPING, Expr::reference(logical::STREAM_MAPPING)),
-            statistic: Statistic::Sum,
-            period: 60,
-            evaluation_periods: 1,
-            threshold: 0.into(),
-            comparison: ComparisonOperator::GreaterThanThreshold,
-            notify_ok: true,
-        }
-        .build(),
-    );
-    t.resource(
-        logical::STREAM_ON_FAILURE_DELIVERY_ALARM,
-        AlarmSpec {
-            name_suffix: "stream-on-failure-delivery".to_owned(),
-            description: "Lambda could not deliver a failed stream batch's record to the on-failure destination \
-                          (the failed-batch bucket or DLQ1: permissions, a missing bucket or queue, size): the batch \
-                          left the stream with no record to replay. Fix the destination (`counterctl status` names \
-                          it), then run `counterctl audit --repair`."
-                .to_owned(),
-            namespace: LAMBDA_NAMESPACE,
-            metric: DESTINATION_DELIVERY_FAILURES,
-            dimension: ("FunctionName", Expr::reference(logical::STREAM_COUNTER_FUNCTION)),
-            statistic: Statistic::Sum,
-            period: 60,
-            evaluation_periods: 1,
-            threshold: 0.into(),
-            comparison: ComparisonOperator::GreaterThanThreshold,
-            notify_ok: true,
-        }
-        .build(),
-    );
+    let losses = [
+        (
+            logical::STREAM_DROPPED_EVENTS_ALARM,
+            "stream-dropped-events",
+            "The stream mapping dropped records: it gave up on them (MaximumRetryAttempts or \
+             MaximumRecordAgeInSeconds spent). Compare OnFailureDestinationDeliveredEventCount of the same \
+             minutes: records with an on-failure record wait in the failure path (DLQ1, the failed-batch bucket); \
+             the rest were never counted: run `counterctl audit --repair`.",
+            MappingMetric::Dropped.name(),
+            (DIMENSION_MAPPING, Expr::reference(logical::STREAM_MAPPING)),
+        ),
+        (
+            logical::STREAM_ON_FAILURE_DELIVERY_ALARM,
+            "stream-on-failure-delivery",
+            "Lambda could not deliver a failed stream batch's record to the on-failure destination (the \
+             failed-batch bucket or DLQ1: permissions, a missing bucket or queue, size): the batch left the stream \
+             with no record to replay. Fix the destination (`counterctl status` names it), then run `counterctl \
+             audit --repair`.",
+            DESTINATION_DELIVERY_FAILURES,
+            ("FunctionName", Expr::reference(logical::STREAM_COUNTER_FUNCTION)),
+        ),
+    ];
+    for (id, name_suffix, description, metric, dimension) in losses {
+        t.resource(
+            id,
+            AlarmSpec {
+                name_suffix: name_suffix.to_owned(),
+                description: description.to_owned(),
+                namespace: LAMBDA_NAMESPACE,
+                metric,
+                dimension,
+                statistic: Statistic::Sum,
+                period: 60,
+                evaluation_periods: 1,
+                threshold: 0.into(),
+                comparison: ComparisonOperator::GreaterThanThreshold,
+                notify_ok: true,
+            }
+            .build(),
+        );
+    }
 }
 
 fn add_drift_alarm(t: &mut Template) {
