@@ -93,7 +93,7 @@ impl DynamoStore {
     }
 
     /// [`classify`], and a throttle counted on the meter with its reasons.
-    fn classify<E, R>(&self, err: SdkError<E, R>) -> StoreError
+    pub(crate) fn classify<E, R>(&self, err: SdkError<E, R>) -> StoreError
     where
         E: ThrottleDetail + ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
         R: std::fmt::Debug,
