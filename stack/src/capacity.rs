@@ -27,8 +27,9 @@ use crate::resources::dynamodb::{
 };
 use crate::template::{Assertion, LiveChange, Parameter, ParameterRule, Template};
 
-/// `ContributorInsights` value that leaves it off.
-pub const INSIGHTS_OFF: &str = "off";
+/// `ContributorInsights` value that leaves it off (not `off`, which a
+/// YAML 1.1 reader takes for a boolean).
+pub const INSIGHTS_OFF: &str = "disabled";
 /// `ContributorInsights` value that ranks the keys of throttled requests.
 pub const INSIGHTS_THROTTLED_KEYS: &str = "throttled-keys";
 /// Condition: `ContributorInsights` is `throttled-keys`.
@@ -215,7 +216,7 @@ pub fn add_parameters(t: &mut Template) {
         params::CONTRIBUTOR_INSIGHTS,
         Parameter::string(
             "CloudWatch Contributor Insights on both tables. throttled-keys: ranks the partition and sort keys of \
-             throttled requests, so the hot scope behind KeyRangeThroughputExceeded throttles is named. off: none.",
+             throttled requests, so the hot scope behind KeyRangeThroughputExceeded throttles is named. disabled: none.",
         )
         .default_string(INSIGHTS_OFF)
         .allowed_values(&[INSIGHTS_OFF, INSIGHTS_THROTTLED_KEYS])
@@ -265,6 +266,23 @@ mod tests {
             tree["ContributorInsightsSpecification"],
             json!({"Fn::If": ["ContributorInsightsOn", {"Enabled": true, "Mode": "THROTTLED_KEYS"}, {"Ref": "AWS::NoValue"}]})
         );
+    }
+
+    #[test]
+    fn no_parameter_value_reads_as_a_boolean_in_yaml_1_1() {
+        // CloudFormation reads YAML 1.1, where an unquoted `off` or `yes`
+        // is a boolean; the generator writes such a string unquoted.
+        let booleans = ["y", "n", "yes", "no", "on", "off", "true", "false"];
+        let t = crate::template();
+        for (name, p) in &t.parameters {
+            let default = match &p.default {
+                Some(crate::expr::Literal::String(s)) => vec![s.clone()],
+                _ => Vec::new(),
+            };
+            for value in p.allowed_values.iter().chain(&default) {
+                assert!(!booleans.contains(&value.to_lowercase().as_str()), "{name}: {value}");
+            }
+        }
     }
 
     #[test]

@@ -88,7 +88,7 @@ pub const COUNTERS_TABLE_WARM_WRITE: &str = "CountersTableWarmWriteUnitsPerSecon
 pub const COUNTERS_TABLE_MAX_READ: &str = "CountersTableMaxReadRequestUnits";
 /// Most write request units per second of the counters table; 0: not set.
 pub const COUNTERS_TABLE_MAX_WRITE: &str = "CountersTableMaxWriteRequestUnits";
-/// CloudWatch Contributor Insights on both tables: `off` or `throttled-keys`.
+/// CloudWatch Contributor Insights on both tables: `disabled` or `throttled-keys`.
 pub const CONTRIBUTOR_INSIGHTS: &str = "ContributorInsights";
 
 /// Every parameter, in declaration order.
