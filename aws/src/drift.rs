@@ -15,7 +15,6 @@ use hybrid_counter::error::StoreError;
 use hybrid_counter::keys;
 
 use crate::DynamoStore;
-use crate::dynamo::classify;
 
 fn key_of(scope: &str, name: &str) -> HashMap<String, AttributeValue> {
     HashMap::from([
@@ -72,7 +71,7 @@ impl DriftStore for DynamoStore {
             .set_exclusive_start_key(after.map(|k| key_of(&k.scope, &k.name)))
             .send()
             .await
-            .map_err(classify)?;
+            .map_err(|e| self.classify(e))?;
         let mut keys_read = Vec::new();
         for item in out.items.unwrap_or_default() {
             let key = counter_key(&item)?;
@@ -96,7 +95,7 @@ impl DriftStore for DynamoStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(classify)?;
+            .map_err(|e| self.classify(e))?;
         out.item.as_ref().map(parse_state).transpose()
     }
 
@@ -127,7 +126,7 @@ impl DriftStore for DynamoStore {
                 .expression_attribute_names("#version", keys::VERSION)
                 .expression_attribute_values(":read", AttributeValue::N(v.to_string())),
         };
-        match request.send().await.map_err(classify) {
+        match request.send().await.map_err(|e| self.classify(e)) {
             Ok(_) => Ok(true),
             Err(StoreError::ConditionFailed) => Ok(false),
             Err(e) => Err(e),

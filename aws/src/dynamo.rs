@@ -9,7 +9,8 @@ use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConsumedCapacity, Delete, KeysAndAttributes, Put, ReturnConsumedCapacity, TransactWriteItem, Update,
+    AttributeValue, ConsumedCapacity, Delete, KeysAndAttributes, Put, ReturnConsumedCapacity, ThrottlingReason,
+    TransactWriteItem, Update,
 };
 use serde::Deserialize;
 
@@ -24,6 +25,7 @@ use hybrid_counter::store::meter::{Meter, Operation, Written};
 use hybrid_counter::store::{
     CounterDelta, ItemWrite, NewResource, ResourceKey, SequenceClaim, SequenceEntry, Store, Transaction,
 };
+use hybrid_counter::throttle::ThrottleReason;
 
 /// The DynamoDB implementation of [`Store`].
 #[derive(Debug, Clone)]
@@ -90,6 +92,21 @@ impl DynamoStore {
         }
     }
 
+    /// [`classify`], and a throttle counted on the meter with its reasons.
+    pub(crate) fn classify<E, R>(&self, err: SdkError<E, R>) -> StoreError
+    where
+        E: ThrottleDetail + ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+        R: std::fmt::Debug,
+    {
+        match throttle_reasons(&err) {
+            Some(reasons) => self.meter.throttled(&reasons),
+            // A throttle the SDK did not model (an emulator's): no reason.
+            None if is_capacity_throttle(err.code()) => self.meter.throttled(&[]),
+            None => {}
+        }
+        classify(err)
+    }
+
     /// Records the capacity of one read's response.
     fn consumed_read(&self, capacity: Option<&ConsumedCapacity>) {
         if let Some(cc) = capacity {
@@ -124,24 +141,76 @@ pub fn is_conditional_check_failed(code: Option<&str>) -> bool {
     code == Some("ConditionalCheckFailedException")
 }
 
+/// Whether an error code means DynamoDB throttled the request: a capacity
+/// limit of a partition, the table, its maximum or the account.
+pub fn is_capacity_throttle(code: Option<&str>) -> bool {
+    matches!(
+        code,
+        Some("ProvisionedThroughputExceededException" | "ThrottlingException" | "RequestLimitExceeded")
+    )
+}
+
 /// Whether an error code means "too fast or busy, retry later": throttling,
 /// or the item is held by a concurrent transaction.
 pub fn is_throttle(code: Option<&str>) -> bool {
-    matches!(
-        code,
-        Some(
-            "ProvisionedThroughputExceededException"
-                | "ThrottlingException"
-                | "RequestLimitExceeded"
-                | "TransactionConflictException"
-                | "TransactionInProgressException"
+    is_capacity_throttle(code)
+        || matches!(
+            code,
+            Some("TransactionConflictException" | "TransactionInProgressException")
         )
-    )
 }
 
 /// Whether an error code means the request itself is invalid.
 pub fn is_validation(code: Option<&str>) -> bool {
     code == Some("ValidationException")
+}
+
+/// The typed `ThrottlingReasons` of an operation's throttling errors
+/// (`ProvisionedThroughputExceededException`, `ThrottlingException`,
+/// `RequestLimitExceeded`); `None` for any other error.
+pub trait ThrottleDetail {
+    fn throttling_reasons(&self) -> Option<&[ThrottlingReason]>;
+}
+
+macro_rules! throttle_detail {
+    ($($error:ty),* $(,)?) => {
+        $(
+            impl ThrottleDetail for $error {
+                fn throttling_reasons(&self) -> Option<&[ThrottlingReason]> {
+                    match self {
+                        Self::ProvisionedThroughputExceededException(e) => Some(e.throttling_reasons()),
+                        Self::ThrottlingException(e) => Some(e.throttling_reasons()),
+                        Self::RequestLimitExceeded(e) => Some(e.throttling_reasons()),
+                        _ => None,
+                    }
+                }
+            }
+        )*
+    };
+}
+
+throttle_detail!(
+    aws_sdk_dynamodb::operation::update_item::UpdateItemError,
+    aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError,
+    aws_sdk_dynamodb::operation::get_item::GetItemError,
+    aws_sdk_dynamodb::operation::query::QueryError,
+    aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemError,
+    aws_sdk_dynamodb::operation::put_item::PutItemError,
+    aws_sdk_dynamodb::operation::delete_item::DeleteItemError,
+    aws_sdk_dynamodb::operation::scan::ScanError,
+);
+
+/// Why DynamoDB throttled the request `err` answered, when it was
+/// throttled: the reasons it named ([`ThrottleReason::UNSPECIFIED`] for
+/// one this kit does not know), or none. `None` when not a throttle.
+pub fn throttle_reasons<E: ThrottleDetail, R>(err: &SdkError<E, R>) -> Option<Vec<ThrottleReason>> {
+    let reasons = err.as_service_error()?.throttling_reasons()?;
+    Some(
+        reasons
+            .iter()
+            .map(|r| r.reason().map_or(ThrottleReason::UNSPECIFIED, ThrottleReason::parse))
+            .collect(),
+    )
 }
 
 /// Classifies an SDK error by its error code (never by message text).
@@ -255,7 +324,7 @@ impl DynamoStore {
             .config_override(aws_sdk_dynamodb::Config::builder().retry_config(RetryConfig::disabled()))
             .send()
             .await
-            .map_err(classify);
+            .map_err(|e| self.classify(e));
         self.plain(out, Written::COUNTER, |o| o.consumed_capacity.as_ref())
     }
 
@@ -290,13 +359,17 @@ impl DynamoStore {
                 self.meter.failed();
                 match cancel_reasons(&err) {
                     Some(reasons) => {
+                        // A cancellation names no throttling reason.
+                        if reasons.contains(&CancelReason::Throttled) {
+                            self.meter.throttled(&[]);
+                        }
                         self.meter.cancelled(
                             reasons.contains(&CancelReason::TransactionConflict),
                             reasons.contains(&CancelReason::ConditionalCheckFailed),
                         );
                         Err(StoreError::Cancelled { reasons })
                     }
-                    None => Err(classify(err)),
+                    None => Err(self.classify(err)),
                 }
             }
         }
@@ -325,7 +398,7 @@ impl DynamoStore {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
-            .map_err(classify)
+            .map_err(|e| self.classify(e))
             .inspect_err(|_| self.meter.failed())?;
         self.consumed_read(out.consumed_capacity.as_ref());
         out.item
@@ -455,7 +528,7 @@ impl DynamoStore {
             .send()
             .await
             .map(|_| ())
-            .map_err(classify)
+            .map_err(|e| self.classify(e))
     }
 }
 
@@ -540,7 +613,7 @@ impl Store for DynamoStore {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
-            .map_err(classify);
+            .map_err(|e| self.classify(e));
         self.plain(out, Written::RESOURCE, |o| o.consumed_capacity.as_ref())
     }
 
@@ -615,7 +688,7 @@ impl Store for DynamoStore {
                     .return_consumed_capacity(ReturnConsumedCapacity::Total)
                     .send()
                     .await
-                    .map_err(classify)
+                    .map_err(|e| self.classify(e))
                     .inspect_err(|_| self.meter.failed())?;
                 for cc in out.consumed_capacity() {
                     self.consumed_read(Some(cc));
@@ -671,7 +744,7 @@ impl Store for DynamoStore {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
-            .map_err(classify);
+            .map_err(|e| self.classify(e));
         self.plain(out, Written::RESOURCE, |o| o.consumed_capacity.as_ref())
     }
 
@@ -814,7 +887,7 @@ impl Store for DynamoStore {
                 .set_exclusive_start_key(start)
                 .send()
                 .await
-                .map_err(classify)
+                .map_err(|e| self.classify(e))
                 .inspect_err(|_| self.meter.failed())?;
             self.consumed_read(page.consumed_capacity.as_ref());
             items.extend(page.items.unwrap_or_default());
@@ -887,7 +960,7 @@ impl Store for DynamoStore {
             Ok(_) => Ok(true),
             Err(err) => match err.as_service_error() {
                 Some(TransactWriteItemsError::TransactionCanceledException(_)) => Ok(false),
-                _ => match classify(err) {
+                _ => match self.classify(err) {
                     StoreError::Transient(_) => Ok(false),
                     other => Err(other),
                 },
@@ -946,7 +1019,7 @@ impl DynamoStore {
                         .expression_attribute_values(":one", n(1))
                         .send()
                         .await
-                        .map_err(classify)
+                        .map_err(|e| self.classify(e))
                 })
                 .await?;
             }
@@ -959,7 +1032,7 @@ impl DynamoStore {
                         .set_key(Some(key.clone()))
                         .send()
                         .await
-                        .map_err(classify)
+                        .map_err(|e| self.classify(e))
                 })
                 .await?;
             }
@@ -989,7 +1062,7 @@ impl DynamoStore {
                     .expression_attribute_values(":version", n(item.version))
                     .send()
                     .await
-                    .map_err(classify)
+                    .map_err(|e| self.classify(e))
             })
             .await?;
         }
@@ -1020,7 +1093,7 @@ impl DynamoStore {
         let mut rows = Vec::new();
         while let Some(item) = pages.next().await {
             rows.push(
-                serde_dynamo::from_item(item.map_err(classify)?)
+                serde_dynamo::from_item(item.map_err(|e| self.classify(e))?)
                     .map_err(|e| StoreError::Malformed(format!("resource of {scope}: {e}")))?,
             );
         }
@@ -1046,6 +1119,7 @@ impl DynamoStore {
         let segments = segments.clamp(1, 1_000_000);
         let mut tasks = tokio::task::JoinSet::new();
         for segment in 0..segments {
+            let store = self.clone();
             let client = self.client.clone();
             let table = self.resources_table.clone();
             let on_page = on_page.clone();
@@ -1063,7 +1137,7 @@ impl DynamoStore {
                     .into_paginator()
                     .send();
                 while let Some(page) = pages.next().await {
-                    let items = page.map_err(classify)?.items.unwrap_or_default();
+                    let items = page.map_err(|e| store.classify(e))?.items.unwrap_or_default();
                     on_page(items.len());
                     for item in items {
                         let row: Row = serde_dynamo::from_item(item)
@@ -1101,7 +1175,7 @@ impl DynamoStore {
             .send()
             .try_collect()
             .await
-            .map_err(classify)?;
+            .map_err(|e| self.classify(e))?;
         let items: Vec<CounterItem> =
             serde_dynamo::from_items(items).map_err(|e| StoreError::Malformed(format!("counter item: {e}")))?;
         let mut by_scope = std::collections::BTreeMap::<String, Vec<CounterItem>>::new();
@@ -1173,6 +1247,47 @@ mod tests {
         ];
         store(&rules).set_limit(&scope(), Some(7), 1).await.unwrap();
         assert!(rules.iter().all(|r| r.num_calls() == 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttle_is_counted_on_the_meter_by_the_reasons_dynamodb_gave() {
+        use aws_sdk_dynamodb::types::error::ProvisionedThroughputExceededException;
+        let reason = |r: &str| {
+            ThrottlingReason::builder()
+                .reason(r)
+                .resource("arn:aws:dynamodb:us-east-1:123456789012:table/counters")
+                .build()
+        };
+        let rules = [
+            mock!(Client::update_item).then_error(move || {
+                UpdateItemError::ProvisionedThroughputExceededException(
+                    ProvisionedThroughputExceededException::builder()
+                        .message("throttled")
+                        .throttling_reasons(reason("TableWriteKeyRangeThroughputExceeded"))
+                        .throttling_reasons(reason("TableWriteSomethingNew"))
+                        .meta(
+                            ErrorMetadata::builder()
+                                .code("ProvisionedThroughputExceededException")
+                                .build(),
+                        )
+                        .build(),
+                )
+            }),
+            update_error("ThrottlingException"),
+            update_error("InternalServerError"),
+            mock!(Client::update_item).then_output(|| UpdateItemOutput::builder().build()),
+        ];
+        let s = store(&rules);
+        s.set_limit(&scope(), Some(7), 1).await.unwrap();
+        let throttles = s.meter().snapshot().throttles;
+        let hot = ThrottleReason::parse("TableWriteKeyRangeThroughputExceeded");
+        assert_eq!(throttles.get(hot), 1, "{throttles:?}");
+        assert_eq!(
+            throttles.get(ThrottleReason::UNSPECIFIED),
+            2,
+            "an unknown reason and a throttle without reasons: {throttles:?}"
+        );
+        assert_eq!(throttles.total(), 3, "a server error is no throttle");
     }
 
     #[tokio::test(start_paused = true)]

@@ -18,7 +18,7 @@ use aws_sdk_lambda::operation::get_event_source_mapping::{GetEventSourceMappingE
 use aws_sdk_lambda::operation::list_event_source_mappings::ListEventSourceMappingsError;
 use aws_sdk_lambda::operation::tag_resource::TagResourceError;
 use aws_sdk_lambda::operation::update_event_source_mapping::UpdateEventSourceMappingError;
-use aws_sdk_lambda::types::{EventSourceMappingConfiguration, FunctionResponseType};
+use aws_sdk_lambda::types::{EventSourceMappingConfiguration, EventSourceMappingMetric, FunctionResponseType};
 use serde::Serialize;
 
 /// One event source mapping as Lambda describes it, in plain types. A
@@ -60,9 +60,20 @@ pub struct MappingConfig {
     pub on_failure_destination: Option<String>,
     /// `FilterCriteria.Filters[].Pattern`: JSON text, as configured.
     pub filter_patterns: Vec<String>,
+    /// `MetricsConfig.Metrics`: the mapping's own metric groups Lambda
+    /// publishes (`EventCount`: `DroppedEventCount` and the other counts).
+    pub metrics: Vec<String>,
 }
 
 impl MappingConfig {
+    /// Whether Lambda publishes the mapping's event counts
+    /// (`DroppedEventCount` and the rest: `MetricsConfig` `EventCount`).
+    pub fn publishes_event_counts(&self) -> bool {
+        self.metrics
+            .iter()
+            .any(|m| m == EventSourceMappingMetric::EventCount.as_str())
+    }
+
     /// Whether the function answers with a partial batch response.
     pub fn reports_batch_item_failures(&self) -> bool {
         let wanted = FunctionResponseType::ReportBatchItemFailures;
@@ -103,6 +114,10 @@ macro_rules! mapping_config_from {
                     filter_patterns: m
                         .filter_criteria()
                         .map(|c| c.filters().iter().filter_map(|f| owned(f.pattern())).collect())
+                        .unwrap_or_default(),
+                    metrics: m
+                        .metrics_config()
+                        .map(|c| c.metrics().iter().map(|m| m.as_str().to_owned()).collect())
                         .unwrap_or_default(),
                 }
             }
@@ -238,6 +253,11 @@ mod tests {
                         .filters(Filter::builder().pattern(PATTERN).build())
                         .build(),
                 )
+                .metrics_config(
+                    aws_sdk_lambda::types::EventSourceMappingMetricsConfig::builder()
+                        .metrics(EventSourceMappingMetric::EventCount)
+                        .build(),
+                )
         };
     }
 
@@ -258,6 +278,7 @@ mod tests {
             starting_position: Some("TRIM_HORIZON".into()),
             on_failure_destination: Some(DLQ1.into()),
             filter_patterns: vec![PATTERN.into()],
+            metrics: vec!["EventCount".into()],
         }
     }
 
@@ -292,6 +313,7 @@ mod tests {
         let mappings = list_mappings(&client).await.unwrap();
         assert_eq!(mappings, vec![expected()]);
         assert!(mappings[0].reports_batch_item_failures());
+        assert!(mappings[0].publishes_event_counts());
     }
 
     #[tokio::test]
@@ -317,6 +339,7 @@ mod tests {
             }
         );
         assert!(!mapping.reports_batch_item_failures());
+        assert!(!mapping.publishes_event_counts());
     }
 
     #[tokio::test]

@@ -52,14 +52,15 @@ pub async fn store_from_env() -> Result<(DynamoStore, CounterConfig, aws_config:
     Ok((store, config, sdk))
 }
 
-/// Prints `metrics` as one embedded-metric-format line on stdout, where
-/// CloudWatch Logs extracts the data points (nothing when none was
+/// Prints `metrics` as embedded-metric-format lines on stdout, where
+/// CloudWatch Logs extracts the data points: one line, and one more per
+/// throttle reason ([`Metrics::documents`]; nothing when none was
 /// recorded). One call per invocation, after the work. `println!` holds
 /// stdout's lock for the whole line, so it never interleaves with a log
 /// line; Lambda passes a line that is already JSON through unchanged under
 /// the JSON log format.
 pub fn emit_metrics(metrics: &Metrics) {
-    if let Some(document) = metrics.document(hybrid_counter::now_millis()) {
+    for document in metrics.documents(hybrid_counter::now_millis()) {
         println!("{document}");
     }
 }

@@ -41,6 +41,7 @@ pub mod retry;
 pub mod sequence;
 pub mod store;
 pub mod stream;
+pub mod throttle;
 pub mod time;
 
 pub use config::{Admission, CounterConfig};

@@ -21,6 +21,7 @@ use serde_json::{Map, Value, json};
 use crate::EpochMillis;
 use crate::store::meter::MeterSnapshot;
 use crate::stream::BatchReport;
+use crate::throttle::{self, ThrottleReason};
 
 /// The CloudWatch namespace of every metric of the kit.
 pub const NAMESPACE: &str = "HybridCounterKit";
@@ -71,11 +72,16 @@ pub enum Metric {
     /// Scopes the scheduled drift check found drifted; the drift alarm
     /// watches it.
     DriftedScopes,
+    /// Requests DynamoDB throttled (as the kit saw them, after the SDK's
+    /// own retries where they are on). Published twice: the total per
+    /// stack, and per [`throttle::DIMENSION`] in documents of their own
+    /// ([`Metrics::documents`]).
+    Throttles,
 }
 
 impl Metric {
     /// Every metric, in the order of the dashboard.
-    pub const ALL: [Metric; 9] = [
+    pub const ALL: [Metric; 10] = [
         Metric::EventsCounted,
         Metric::Transactions,
         Metric::Conflicts,
@@ -85,6 +91,7 @@ impl Metric {
         Metric::Replays,
         Metric::PermanentFailures,
         Metric::DriftedScopes,
+        Metric::Throttles,
     ];
 
     /// The metric's name in CloudWatch.
@@ -99,6 +106,7 @@ impl Metric {
             Metric::Replays => "Replays",
             Metric::PermanentFailures => "PermanentFailures",
             Metric::DriftedScopes => "DriftedScopes",
+            Metric::Throttles => "Throttles",
         }
     }
 
@@ -122,6 +130,8 @@ pub fn stack_from_lookup(lookup: impl Fn(&str) -> Option<String>) -> String {
 pub struct Metrics {
     stack: String,
     values: Vec<(Metric, f64)>,
+    /// [`Metric::Throttles`] per reason, in the order first recorded.
+    throttles: Vec<(ThrottleReason, f64)>,
 }
 
 impl Metrics {
@@ -130,6 +140,7 @@ impl Metrics {
         Self {
             stack: stack.into(),
             values: Vec::new(),
+            throttles: Vec::new(),
         }
     }
 
@@ -153,8 +164,27 @@ impl Metrics {
         self.values.iter().find(|(m, _)| *m == metric).map(|(_, v)| *v)
     }
 
-    /// Transactions, conflicts and write units of the store's requests.
+    /// Adds `value` throttled requests for `reason`: to the stack's
+    /// [`Metric::Throttles`] and to the reason's.
+    pub fn add_throttles(&mut self, reason: ThrottleReason, value: f64) -> &mut Self {
+        match self.throttles.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, total)) => *total += value,
+            None => self.throttles.push((reason, value)),
+        }
+        self.add(Metric::Throttles, value)
+    }
+
+    /// The throttled requests recorded for `reason`, if any.
+    pub fn throttles(&self, reason: ThrottleReason) -> Option<f64> {
+        self.throttles.iter().find(|(r, _)| *r == reason).map(|(_, v)| *v)
+    }
+
+    /// Transactions, conflicts, write units and throttles (per reason) of
+    /// the store's requests.
     pub fn add_cost(&mut self, cost: &MeterSnapshot) -> &mut Self {
+        for (reason, n) in cost.throttles.nonzero() {
+            self.add_throttles(reason, n as f64);
+        }
         self.add(Metric::Transactions, cost.transactions_committed as f64)
             .add(Metric::Conflicts, cost.transactions_cancelled.conflict as f64)
             .add(Metric::WriteUnits, cost.write_units)
@@ -177,28 +207,140 @@ impl Metrics {
         if self.values.is_empty() {
             return None;
         }
-        let definitions: Vec<Value> = self
+        let values: Vec<(&str, Unit, f64)> = self
             .values
             .iter()
-            .map(|(metric, _)| json!({ "Name": metric.name(), "Unit": metric.unit().as_str() }))
+            .map(|(metric, value)| (metric.name(), metric.unit(), *value))
             .collect();
-        let mut document = Map::new();
-        document.insert(
-            "_aws".into(),
-            json!({
-                "Timestamp": now,
-                "CloudWatchMetrics": [{
-                    "Namespace": NAMESPACE,
-                    "Dimensions": [[DIMENSION_STACK]],
-                    "Metrics": definitions,
-                }],
-            }),
-        );
-        document.insert(DIMENSION_STACK.into(), Value::String(self.stack.clone()));
-        for (metric, value) in &self.values {
-            document.insert(metric.name().into(), json!(value));
+        Some(emf_document(now, NAMESPACE, &[(DIMENSION_STACK, &self.stack)], &values))
+    }
+
+    /// Every document of the invocation: [`Self::document`], then one per
+    /// throttle reason with [`Metric::Throttles`] under the stack and the
+    /// reason (one EMF document holds one value per dimension).
+    pub fn documents(&self, now: EpochMillis) -> Vec<Value> {
+        let throttles = Metric::Throttles;
+        self.document(now)
+            .into_iter()
+            .chain(self.throttles.iter().map(|(reason, value)| {
+                emf_document(
+                    now,
+                    NAMESPACE,
+                    &[(DIMENSION_STACK, &self.stack), (throttle::DIMENSION, reason.name())],
+                    &[(throttles.name(), throttles.unit(), *value)],
+                )
+            }))
+            .collect()
+    }
+}
+
+/// One EMF document at time `now`: `_aws` with the timestamp and one
+/// metric directive in `namespace` whose one dimension set is
+/// `dimensions`' names, each dimension's value and each metric's value as
+/// top-level members (the format's rule:
+/// <https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html>).
+pub fn emf_document(
+    now: EpochMillis,
+    namespace: &str,
+    dimensions: &[(&str, &str)],
+    values: &[(&str, Unit, f64)],
+) -> Value {
+    let definitions: Vec<Value> = values
+        .iter()
+        .map(|(name, unit, _)| json!({ "Name": name, "Unit": unit.as_str() }))
+        .collect();
+    let names: Vec<&str> = dimensions.iter().map(|(name, _)| *name).collect();
+    let mut document = Map::new();
+    document.insert(
+        "_aws".into(),
+        json!({
+            "Timestamp": now,
+            "CloudWatchMetrics": [{
+                "Namespace": namespace,
+                "Dimensions": [names],
+                "Metrics": definitions,
+            }],
+        }),
+    );
+    for (name, value) in dimensions {
+        document.insert((*name).into(), Value::String((*value).to_owned()));
+    }
+    for (name, _, value) in values {
+        document.insert((*name).into(), json!(value));
+    }
+    Value::Object(document)
+}
+
+/// Lambda's event source mapping metrics (`MetricsConfig: EventCount`),
+/// in `AWS/Lambda` under [`DIMENSION_MAPPING`]
+/// (<https://docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics-types.html>).
+/// The stack alarms on two of them; the local runner, which plays the
+/// mappings on the emulator, writes the counts it knows as EMF documents
+/// of the same names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MappingMetric {
+    /// Records read from the source.
+    Polled,
+    /// Records the filter criteria dropped without an invocation.
+    FilteredOut,
+    /// Records handed to the function (each invocation counts its records).
+    Invoked,
+    /// Records of invocations that failed (function error, or records a
+    /// partial batch response reported failed).
+    FailedInvoke,
+    /// Records abandoned (retries or record age spent) without an
+    /// on-failure record: lost unless the audit repairs them.
+    Dropped,
+    /// Records whose on-failure record reached the destination.
+    OnFailureDestinationDelivered,
+}
+
+/// The namespace of Lambda's own metrics.
+pub const LAMBDA_NAMESPACE: &str = "AWS/Lambda";
+/// The dimension of the event source mapping metrics: the mapping's UUID.
+pub const DIMENSION_MAPPING: &str = "EventSourceMappingUUID";
+/// Lambda's function metric of on-failure records it could not deliver to
+/// a mapping's destination (dimension `FunctionName`).
+pub const DESTINATION_DELIVERY_FAILURES: &str = "DestinationDeliveryFailures";
+
+impl MappingMetric {
+    pub const ALL: [MappingMetric; 6] = [
+        MappingMetric::Polled,
+        MappingMetric::FilteredOut,
+        MappingMetric::Invoked,
+        MappingMetric::FailedInvoke,
+        MappingMetric::Dropped,
+        MappingMetric::OnFailureDestinationDelivered,
+    ];
+
+    /// The metric's name in `AWS/Lambda`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            MappingMetric::Polled => "PolledEventCount",
+            MappingMetric::FilteredOut => "FilteredOutEventCount",
+            MappingMetric::Invoked => "InvokedEventCount",
+            MappingMetric::FailedInvoke => "FailedInvokeEventCount",
+            MappingMetric::Dropped => "DroppedEventCount",
+            MappingMetric::OnFailureDestinationDelivered => "OnFailureDestinationDeliveredEventCount",
         }
-        Some(Value::Object(document))
+    }
+
+    /// One mapping's counts as an EMF document (`None` when all are zero:
+    /// nothing happened).
+    pub fn document(uuid: &str, counts: &[(MappingMetric, u64)], now: EpochMillis) -> Option<Value> {
+        if counts.iter().all(|(_, n)| *n == 0) {
+            return None;
+        }
+        let values: Vec<(&str, Unit, f64)> = counts
+            .iter()
+            .map(|(metric, n)| (metric.name(), Unit::Count, *n as f64))
+            .collect();
+        Some(emf_document(
+            now,
+            LAMBDA_NAMESPACE,
+            &[(DIMENSION_MAPPING, uuid)],
+            &values,
+        ))
     }
 }
 
@@ -279,6 +421,82 @@ mod tests {
         assert_eq!(metrics.value(Metric::Transactions), Some(2.0));
         assert_eq!(metrics.value(Metric::Conflicts), Some(1.0));
         assert_eq!(metrics.value(Metric::WriteUnits), Some(10.0));
+    }
+
+    #[test]
+    fn throttles_are_a_total_and_one_document_per_reason() {
+        let hot = ThrottleReason::parse("TableWriteKeyRangeThroughputExceeded");
+        let capped = ThrottleReason::parse("TableReadMaxOnDemandThroughputExceeded");
+        let meter = crate::store::meter::Meter::new();
+        meter.throttled(&[hot]);
+        meter.throttled(&[hot]);
+        meter.throttled(&[capped]);
+        let mut metrics = Metrics::new("hc-dev");
+        metrics.add_cost(&meter.snapshot());
+        assert_eq!(metrics.value(Metric::Throttles), Some(3.0));
+        assert_eq!(metrics.throttles(hot), Some(2.0));
+        let docs = metrics.documents(5);
+        assert_eq!(docs.len(), 3, "{docs:?}");
+        assert_eq!(docs[0]["Throttles"], json!(3.0));
+        assert_eq!(
+            docs[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Stack"]])
+        );
+        // In the meter's reason order: the table read before the table write.
+        assert_eq!(
+            docs[1]["ThrottleReason"],
+            json!("TableReadMaxOnDemandThroughputExceeded")
+        );
+        assert_eq!(
+            docs[2],
+            json!({
+                "_aws": {
+                    "Timestamp": 5,
+                    "CloudWatchMetrics": [{
+                        "Namespace": "HybridCounterKit",
+                        "Dimensions": [["Stack", "ThrottleReason"]],
+                        "Metrics": [{ "Name": "Throttles", "Unit": "Count" }],
+                    }],
+                },
+                "Stack": "hc-dev",
+                "ThrottleReason": "TableWriteKeyRangeThroughputExceeded",
+                "Throttles": 2.0,
+            })
+        );
+    }
+
+    #[test]
+    fn no_throttle_is_no_throttle_document() {
+        let mut metrics = Metrics::new("s");
+        metrics.add(Metric::Replays, 1.0);
+        assert_eq!(metrics.documents(1).len(), 1);
+        assert_eq!(metrics.value(Metric::Throttles), None);
+    }
+
+    #[test]
+    fn mapping_counts_are_lambdas_metrics_under_the_mappings_uuid() {
+        let doc =
+            MappingMetric::document("uuid-1", &[(MappingMetric::Polled, 10), (MappingMetric::Dropped, 2)], 9).unwrap();
+        assert_eq!(
+            doc,
+            json!({
+                "_aws": {
+                    "Timestamp": 9,
+                    "CloudWatchMetrics": [{
+                        "Namespace": "AWS/Lambda",
+                        "Dimensions": [["EventSourceMappingUUID"]],
+                        "Metrics": [
+                            { "Name": "PolledEventCount", "Unit": "Count" },
+                            { "Name": "DroppedEventCount", "Unit": "Count" },
+                        ],
+                    }],
+                },
+                "EventSourceMappingUUID": "uuid-1",
+                "PolledEventCount": 10.0,
+                "DroppedEventCount": 2.0,
+            })
+        );
+        assert_eq!(MappingMetric::document("u", &[(MappingMetric::Polled, 0)], 1), None);
     }
 
     #[test]

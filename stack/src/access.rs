@@ -223,6 +223,11 @@ pub const OPERATIONS: &[Operation] = &[
         ],
     },
     op(DYNAMODB, "describe_table", &[DynamoDbDescribeTable]),
+    op(
+        DYNAMODB,
+        "describe_contributor_insights",
+        &[DynamoDbDescribeContributorInsights],
+    ),
     op(DYNAMODB, "delete_table", &[DynamoDbDeleteTable]),
     op(STREAMS, "describe_stream", &[DynamoDbDescribeStream]),
     op(STREAMS, "get_shard_iterator", &[DynamoDbGetShardIterator]),
@@ -849,7 +854,18 @@ pub const CALL_SITES: &[CallSite] = &[
             on(ResourcesTable, &[DynamoDbDescribeTable]),
             on(CountersTable, &[DynamoDbDescribeTable]),
         ],
-        "status and deploy: the tables' global-table replicas",
+        "status and deploy: the tables' global-table replicas, warm throughput and maximum",
+    ),
+    call(
+        REPLICAS,
+        "read_contributor_insights",
+        "describe_contributor_insights",
+        &[Operator],
+        &[
+            on(ResourcesTable, &[DynamoDbDescribeContributorInsights]),
+            on(CountersTable, &[DynamoDbDescribeContributorInsights]),
+        ],
+        "status: the tables' Contributor Insights",
     ),
     call(
         PACKAGE,

@@ -9,6 +9,8 @@
 //! | `dlq1-oldest-message` | a failed stream range has waited in DLQ1 longer than `Dlq1AgeAlarmSeconds` |
 //! | `dlq2-not-empty` | a range failed every reprocessing attempt, or can never be replayed |
 //! | `stream-counter-iterator-age` | the stream counter falls behind the stream |
+//! | `stream-dropped-events` | the stream mapping dropped records (`DroppedEventCount`) |
+//! | `stream-on-failure-delivery` | Lambda could not deliver a failed batch's record to the on-failure destination |
 //! | `drift` | the scheduled drift check found scopes whose counters drifted |
 //!
 //! Every alarm notifies the topic on `ALARM`, and on `OK` too except the
@@ -17,7 +19,10 @@
 
 use serde_json::{Value, json};
 
-use hybrid_counter::metrics::{DIMENSION_STACK, Metric, NAMESPACE};
+use hybrid_counter::metrics::{
+    DESTINATION_DELIVERY_FAILURES, DIMENSION_MAPPING, DIMENSION_STACK, LAMBDA_NAMESPACE, MappingMetric, Metric,
+    NAMESPACE,
+};
 
 use crate::expr::{AWS_STACK_NAME, Expr};
 use crate::resources::cloudwatch::{Alarm, ComparisonOperator, Dashboard, Dimension, Statistic, TreatMissingData};
@@ -54,8 +59,19 @@ pub fn add(t: &mut Template, functions: &[Watched]) {
         add_function_alarms(t, watched);
     }
     add_pipeline_alarms(t);
+    add_loss_alarms(t);
     add_drift_alarm(t);
     add_dashboard(t, functions);
+    t.output(
+        crate::outputs::DROPPED_EVENTS_ALARM_NAME,
+        "Stream mapping dropped-events alarm name",
+        Expr::reference(logical::STREAM_DROPPED_EVENTS_ALARM),
+    );
+    t.output(
+        crate::outputs::ON_FAILURE_DELIVERY_ALARM_NAME,
+        "Stream mapping on-failure delivery alarm name",
+        Expr::reference(logical::STREAM_ON_FAILURE_DELIVERY_ALARM),
+    );
     t.output(
         crate::outputs::ALARM_TOPIC_ARN,
         "SNS topic the alarms notify",
@@ -353,6 +369,61 @@ fn add_pipeline_alarms(t: &mut Template) {
     );
 }
 
+/// The two ways a stream record leaves the pipeline unseen, from Lambda's
+/// own metrics (<https://docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics-types.html>).
+/// `DroppedEventCount`, an event source mapping metric (`MetricsConfig:
+/// EventCount` on the mapping), counts records the mapping abandoned at
+/// `MaximumRetryAttempts` or `MaximumRecordAgeInSeconds`. A delivery
+/// failure of the on-failure destination is not in the mapping's metrics
+/// (`OnFailureDestinationDeliveredEventCount` counts the deliveries that
+/// succeeded): Lambda reports it as the function's
+/// `DestinationDeliveryFailures`, "for asynchronous invocation and supported
+/// event source mappings" (stream sources), under `FunctionName`. Either
+/// is a loss an operator must see at once: any data point alarms.
+fn add_loss_alarms(t: &mut Template) {
+    let losses = [
+        (
+            logical::STREAM_DROPPED_EVENTS_ALARM,
+            "stream-dropped-events",
+            "The stream mapping dropped records: it gave up on them (MaximumRetryAttempts or \
+             MaximumRecordAgeInSeconds spent). Compare OnFailureDestinationDeliveredEventCount of the same \
+             minutes: records with an on-failure record wait in the failure path (DLQ1, the failed-batch bucket); \
+             the rest were never counted: run `counterctl audit --repair`.",
+            MappingMetric::Dropped.name(),
+            (DIMENSION_MAPPING, Expr::reference(logical::STREAM_MAPPING)),
+        ),
+        (
+            logical::STREAM_ON_FAILURE_DELIVERY_ALARM,
+            "stream-on-failure-delivery",
+            "Lambda could not deliver a failed stream batch's record to the on-failure destination (the \
+             failed-batch bucket or DLQ1: permissions, a missing bucket or queue, size): the batch left the stream \
+             with no record to replay. Fix the destination (`counterctl status` names it), then run `counterctl \
+             audit --repair`.",
+            DESTINATION_DELIVERY_FAILURES,
+            ("FunctionName", Expr::reference(logical::STREAM_COUNTER_FUNCTION)),
+        ),
+    ];
+    for (id, name_suffix, description, metric, dimension) in losses {
+        t.resource(
+            id,
+            AlarmSpec {
+                name_suffix: name_suffix.to_owned(),
+                description: description.to_owned(),
+                namespace: LAMBDA_NAMESPACE,
+                metric,
+                dimension,
+                statistic: Statistic::Sum,
+                period: 60,
+                evaluation_periods: 1,
+                threshold: 0.into(),
+                comparison: ComparisonOperator::GreaterThanThreshold,
+                notify_ok: true,
+            }
+            .build(),
+        );
+    }
+}
+
 fn add_drift_alarm(t: &mut Template) {
     t.resource(
         logical::DRIFT_ALARM,
@@ -388,6 +459,8 @@ pub fn alarm_ids(functions: &[Watched]) -> Vec<String> {
             logical::DLQ1_AGE_ALARM,
             logical::DLQ2_NOT_EMPTY_ALARM,
             logical::ITERATOR_AGE_ALARM,
+            logical::STREAM_DROPPED_EVENTS_ALARM,
+            logical::STREAM_ON_FAILURE_DELIVERY_ALARM,
             logical::DRIFT_ALARM,
         ]
         .map(str::to_owned),
@@ -473,8 +546,45 @@ pub fn dashboard_body(functions: &[Watched]) -> Value {
                     queue(logical::DLQ1, "ApproximateAgeOfOldestMessage"),
                 ],
             ),
+            widget(
+                "Stream mapping records: polled, filtered, invoked, failed, dropped, sent on failure, undelivered",
+                12, 22, "Sum",
+                [
+                    MappingMetric::ALL
+                        .iter()
+                        .map(|m| json!([LAMBDA_NAMESPACE, m.name(), DIMENSION_MAPPING, format!("${{{}}}", logical::STREAM_MAPPING)]))
+                        .collect::<Vec<_>>(),
+                    vec![json!([LAMBDA_NAMESPACE, DESTINATION_DELIVERY_FAILURES, "FunctionName", format!("${{{}}}", logical::STREAM_COUNTER_FUNCTION)])],
+                ]
+                .concat(),
+            ),
+            throttles_widget(0, 28),
         ],
     })
+}
+
+/// Throttled requests of the stack: the total, and one line per reason
+/// DynamoDB gave (a `SEARCH`, since the reasons are dimension values only
+/// known once they occur). A key-range reason says "shard the scope", a
+/// table-level one "raise the limit" (`docs/operations.md`).
+fn throttles_widget(x: u32, y: u32) -> Value {
+    let throttles = Metric::Throttles.name();
+    let search = format!(
+        "SEARCH('{{{NAMESPACE},{DIMENSION_STACK},{reason}}} MetricName=\"{throttles}\" {DIMENSION_STACK}=\"${{AWS::StackName}}\"', 'Sum', {PERIOD})",
+        reason = hybrid_counter::throttle::DIMENSION,
+    );
+    let mut w = widget(
+        "DynamoDB throttles by reason",
+        x,
+        y,
+        "Sum",
+        vec![
+            json!([NAMESPACE, throttles, DIMENSION_STACK, "${AWS::StackName}", { "id": "total" }]),
+            json!([{ "expression": search, "id": "by_reason" }]),
+        ],
+    );
+    w["width"] = json!(24);
+    w
 }
 
 fn add_dashboard(t: &mut Template, functions: &[Watched]) {

@@ -44,6 +44,8 @@ pub enum Expr {
     Equals(Box<Expr>, Box<Expr>),
     /// `Fn::And`, in a condition.
     And(Vec<Expr>),
+    /// `Fn::Or`, in a condition.
+    Or(Vec<Expr>),
     /// `Fn::Not`, in a condition.
     Not(Box<Expr>),
     /// `{"Condition": name}`: another condition, inside `Fn::And`/`Fn::Not`.
@@ -91,6 +93,10 @@ impl Expr {
 
     pub fn and(conditions: Vec<Expr>) -> Self {
         Expr::And(conditions)
+    }
+
+    pub fn or(conditions: Vec<Expr>) -> Self {
+        Expr::Or(conditions)
     }
 
     pub fn negate(condition: Expr) -> Self {
@@ -159,9 +165,36 @@ impl Serialize for Expr {
             Expr::If(condition, then, otherwise) => single(serializer, "Fn::If", &(condition, then, otherwise)),
             Expr::Equals(a, b) => single(serializer, "Fn::Equals", &(a, b)),
             Expr::And(conditions) => single(serializer, "Fn::And", conditions),
+            Expr::Or(conditions) => single(serializer, "Fn::Or", conditions),
             Expr::Not(condition) => single(serializer, "Fn::Not", &[condition]),
             Expr::Condition(name) => single(serializer, "Condition", name),
         }
+    }
+}
+
+/// A typed property value that exists only when a template condition
+/// holds: `Fn::If: [condition, value, Ref AWS::NoValue]`, so the property is
+/// left out of the resource when the condition is false.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnlyIf<T> {
+    pub condition: String,
+    pub value: T,
+}
+
+impl<T> OnlyIf<T> {
+    pub fn new(condition: &str, value: T) -> Self {
+        Self {
+            condition: condition.to_owned(),
+            value,
+        }
+    }
+}
+
+impl<T: Serialize> Serialize for OnlyIf<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry("Fn::If", &(&self.condition, &self.value, Expr::no_value()))?;
+        map.end()
     }
 }
 
@@ -209,6 +242,19 @@ mod tests {
         assert_eq!(
             tree(&Expr::when("C", Expr::reference("T"), Expr::reference("P"))),
             json!({"Fn::If": ["C", {"Ref": "T"}, {"Ref": "P"}]})
+        );
+    }
+
+    #[test]
+    fn a_conditional_property_is_left_out_when_its_condition_is_false() {
+        let value = OnlyIf::new("C", json!({"A": 1}));
+        assert_eq!(
+            serde_json::to_value(&value).unwrap(),
+            json!({"Fn::If": ["C", {"A": 1}, {"Ref": "AWS::NoValue"}]})
+        );
+        assert_eq!(
+            tree(&Expr::or(vec![Expr::condition("A"), Expr::condition("B")])),
+            json!({"Fn::Or": [{"Condition": "A"}, {"Condition": "B"}]})
         );
     }
 

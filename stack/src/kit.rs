@@ -20,12 +20,12 @@ use crate::resources::dynamodb::{StreamSpecification, StreamViewType, Table};
 use crate::resources::iam::{Action, InlinePolicy, Role, Statement};
 use crate::resources::lambda::{
     AuthType, Code, DestinationConfig, Environment, EventSourceMapping, FilterCriteria, Function, LogFormat,
-    LoggingConfig, OnFailure, Runtime, StartingPosition, Url,
+    LoggingConfig, MappingMetrics, MetricsConfig, OnFailure, Runtime, StartingPosition, Url,
 };
 use crate::resources::logs::LogGroup;
 use crate::resources::sqs::{Queue, RedrivePolicy};
 use crate::template::{LiveChange, Parameter, Resource, Template};
-use crate::{failed_batches, logical, outputs, params};
+use crate::{capacity, failed_batches, logical, outputs, params};
 
 /// Stream counter timeout, seconds: one batch of up to `StreamBatchSize`
 /// records, with transaction retries, fits comfortably.
@@ -66,6 +66,7 @@ pub fn add_core(t: &mut Template) {
     add_parameters(t);
     failed_batches::add_parameter(t);
     add_emulator_role_assumer(t);
+    capacity::add_parameters(t);
     failed_batches::add_conditions(t);
     add_tables(t);
     add_queues(t);
@@ -430,17 +431,13 @@ fn add_tables(t: &mut Template) {
     resources.stream_specification = Some(StreamSpecification {
         stream_view_type: StreamViewType::NewAndOldImages,
     });
+    capacity::RESOURCES.apply(&mut resources);
+    let mut counters = Table::keyed(Expr::sub("${NamePrefix}-counters"), keys::SCOPE, keys::NAME);
+    capacity::COUNTERS.apply(&mut counters);
     // Retained: the tables are the system of record; deleting or replacing
     // the stack must never take the data with it.
     t.resource(logical::RESOURCES_TABLE, Resource::retained(resources));
-    t.resource(
-        logical::COUNTERS_TABLE,
-        Resource::retained(Table::keyed(
-            Expr::sub("${NamePrefix}-counters"),
-            keys::SCOPE,
-            keys::NAME,
-        )),
-    );
+    t.resource(logical::COUNTERS_TABLE, Resource::retained(counters));
 }
 
 fn add_queues(t: &mut Template) {
@@ -786,6 +783,12 @@ fn add_mappings(t: &mut Template) {
         on_failure: OnFailure {
             destination: failed_batches::on_failure_destination(),
         },
+    });
+    // The mapping's own counts: records it dropped (the dropped-events
+    // alarm) and what it polled, filtered, invoked and sent on failure (the
+    // dashboard).
+    stream.metrics_config = Some(MetricsConfig {
+        metrics: vec![MappingMetrics::EventCount],
     });
     t.resource(logical::STREAM_MAPPING, stream);
 

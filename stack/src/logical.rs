@@ -38,6 +38,10 @@ pub const DLQ2_NOT_EMPTY_ALARM: &str = "Dlq2NotEmptyAlarm";
 pub const ITERATOR_AGE_ALARM: &str = "IteratorAgeAlarm";
 pub const DLQ1_AGE_ALARM: &str = "Dlq1OldestMessageAlarm";
 pub const DRIFT_ALARM: &str = "DriftAlarm";
+/// The stream mapping dropped records without an on-failure record.
+pub const STREAM_DROPPED_EVENTS_ALARM: &str = "StreamDroppedEventsAlarm";
+/// Lambda failed to deliver the stream mapping's on-failure records.
+pub const STREAM_ON_FAILURE_DELIVERY_ALARM: &str = "StreamOnFailureDeliveryAlarm";
 pub const ALARM_TOPIC: &str = "AlarmTopic";
 pub const ALARM_TOPIC_KEY: &str = "AlarmTopicKey";
 pub const ALARM_EMAIL_SUBSCRIPTION: &str = "AlarmEmailSubscription";

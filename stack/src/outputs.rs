@@ -20,6 +20,8 @@ pub const STREAM_MAPPING_ID: &str = "StreamMappingId";
 pub const DLQ1_MAPPING_ID: &str = "Dlq1MappingId";
 pub const DLQ2_ALARM_NAME: &str = "Dlq2AlarmName";
 pub const ITERATOR_AGE_ALARM_NAME: &str = "IteratorAgeAlarmName";
+pub const DROPPED_EVENTS_ALARM_NAME: &str = "StreamDroppedEventsAlarmName";
+pub const ON_FAILURE_DELIVERY_ALARM_NAME: &str = "StreamOnFailureDeliveryAlarmName";
 pub const DRIFT_CHECK_FUNCTION: &str = "DriftCheckFunctionName";
 
 /// The SNS topic the alarms notify (created, or the one passed in).
@@ -34,7 +36,7 @@ pub const FAILED_BATCH_BUCKET: &str = "FailedBatchBucketName";
 pub const CONDITIONAL: [&str; 1] = [FAILED_BATCH_BUCKET];
 
 /// Every output of every stack.
-pub const ALL: [&str; 19] = [
+pub const ALL: [&str; 21] = [
     RESOURCES_TABLE,
     RESOURCES_TABLE_ARN,
     RESOURCES_TABLE_STREAM_ARN,
@@ -51,6 +53,8 @@ pub const ALL: [&str; 19] = [
     DLQ1_MAPPING_ID,
     DLQ2_ALARM_NAME,
     ITERATOR_AGE_ALARM_NAME,
+    DROPPED_EVENTS_ALARM_NAME,
+    ON_FAILURE_DELIVERY_ALARM_NAME,
     DRIFT_CHECK_FUNCTION,
     ALARM_TOPIC_ARN,
     DASHBOARD_NAME,

@@ -72,8 +72,27 @@ pub const SCOPE_AUTHORIZATION: &str = "ScopeAuthorization";
 /// (`ScopeAuthorization=principal-tag`).
 pub const SCOPE_BY_TAG: &str = "ScopeByPrincipalTag";
 
+/// Warm throughput of the resources table, read units per second; 0: not set.
+pub const RESOURCES_TABLE_WARM_READ: &str = "ResourcesTableWarmReadUnitsPerSecond";
+/// Warm throughput of the resources table, write units per second; 0: not set.
+pub const RESOURCES_TABLE_WARM_WRITE: &str = "ResourcesTableWarmWriteUnitsPerSecond";
+/// Most read request units per second of the resources table; 0: not set.
+pub const RESOURCES_TABLE_MAX_READ: &str = "ResourcesTableMaxReadRequestUnits";
+/// Most write request units per second of the resources table; 0: not set.
+pub const RESOURCES_TABLE_MAX_WRITE: &str = "ResourcesTableMaxWriteRequestUnits";
+/// Warm throughput of the counters table, read units per second; 0: not set.
+pub const COUNTERS_TABLE_WARM_READ: &str = "CountersTableWarmReadUnitsPerSecond";
+/// Warm throughput of the counters table, write units per second; 0: not set.
+pub const COUNTERS_TABLE_WARM_WRITE: &str = "CountersTableWarmWriteUnitsPerSecond";
+/// Most read request units per second of the counters table; 0: not set.
+pub const COUNTERS_TABLE_MAX_READ: &str = "CountersTableMaxReadRequestUnits";
+/// Most write request units per second of the counters table; 0: not set.
+pub const COUNTERS_TABLE_MAX_WRITE: &str = "CountersTableMaxWriteRequestUnits";
+/// CloudWatch Contributor Insights on both tables: `disabled` or `throttled-keys`.
+pub const CONTRIBUTOR_INSIGHTS: &str = "ContributorInsights";
+
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 28] = [
+pub const ALL: [&str; 37] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -102,4 +121,13 @@ pub const ALL: [&str; 28] = [
     DRIFT_CHECK_READ_BUDGET,
     DRIFT_CHECK_CODE_KEY,
     EMULATOR_ROLE_ASSUMER,
+    RESOURCES_TABLE_WARM_READ,
+    RESOURCES_TABLE_WARM_WRITE,
+    RESOURCES_TABLE_MAX_READ,
+    RESOURCES_TABLE_MAX_WRITE,
+    COUNTERS_TABLE_WARM_READ,
+    COUNTERS_TABLE_WARM_WRITE,
+    COUNTERS_TABLE_MAX_READ,
+    COUNTERS_TABLE_MAX_WRITE,
+    CONTRIBUTOR_INSIGHTS,
 ];

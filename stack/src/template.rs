@@ -30,6 +30,10 @@ pub struct Template {
     pub format_version: String,
     pub description: String,
     pub parameters: BTreeMap<String, Parameter>,
+    /// Checks of the parameters' values together, which CloudFormation
+    /// makes before it changes anything (`Rules`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub rules: BTreeMap<String, ParameterRule>,
     /// Named conditions (`Fn::Equals` and friends) that resources, outputs
     /// and `Fn::If` refer to.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -44,6 +48,7 @@ impl Template {
             format_version: FORMAT_VERSION.to_owned(),
             description: description.into(),
             parameters: BTreeMap::new(),
+            rules: BTreeMap::new(),
             conditions: BTreeMap::new(),
             resources: BTreeMap::new(),
             outputs: BTreeMap::new(),
@@ -54,6 +59,12 @@ impl Template {
     pub fn parameter(&mut self, name: &str, parameter: Parameter) {
         let previous = self.parameters.insert(name.to_owned(), parameter);
         assert!(previous.is_none(), "parameter {name} defined twice");
+    }
+
+    /// Adds a rule; a name used twice is a bug in the model.
+    pub fn rule(&mut self, name: &str, rule: ParameterRule) {
+        let previous = self.rules.insert(name.to_owned(), rule);
+        assert!(previous.is_none(), "rule {name} defined twice");
     }
 
     /// Adds a condition; a name used twice is a bug in the model.
@@ -88,6 +99,22 @@ impl Template {
         let previous = self.outputs.insert(name.to_owned(), output);
         assert!(previous.is_none(), "output {name} defined twice");
     }
+}
+
+/// A template rule: assertions on the parameters, each refusing the
+/// deploy with its description when false (rule functions only: no
+/// `{"Condition": ...}` inside).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ParameterRule {
+    pub assertions: Vec<Assertion>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Assertion {
+    pub assert: Expr,
+    pub assert_description: String,
 }
 
 /// `Type` of a parameter.

@@ -478,6 +478,54 @@ fn stream_mapping_bisects_reports_item_failures_and_fails_over_to_dlq1() {
 }
 
 #[test]
+fn the_stream_mapping_publishes_its_event_counts_and_the_queue_mapping_nothing_extra() {
+    let t = stack::template();
+    let stream = mapping(&t, logical::STREAM_MAPPING);
+    assert_eq!(
+        serde_json::to_value(&stream.metrics_config).unwrap(),
+        serde_json::json!({"Metrics": ["EventCount"]}),
+        "DroppedEventCount, which an alarm watches, is one of the EventCount metrics"
+    );
+    assert!(mapping(&t, logical::DLQ1_MAPPING).metrics_config.is_none());
+}
+
+#[test]
+fn with_the_capacity_parameters_unset_the_tables_are_what_they_always_were() {
+    let t = stack::template();
+    for id in [logical::RESOURCES_TABLE, logical::COUNTERS_TABLE] {
+        let table = serde_json::to_value(table(&t, id)).unwrap();
+        for (property, condition) in [
+            ("WarmThroughput", "WarmThroughputSet"),
+            ("OnDemandThroughput", "MaxThroughputSet"),
+            ("ContributorInsightsSpecification", "ContributorInsightsOn"),
+        ] {
+            let branches = &table[property]["Fn::If"];
+            assert!(
+                branches[0].as_str().unwrap().ends_with(condition),
+                "{id}.{property}: {branches}"
+            );
+            assert_eq!(
+                branches[2],
+                serde_json::json!({"Ref": "AWS::NoValue"}),
+                "{id}.{property}"
+            );
+        }
+    }
+    for (name, p) in &t.parameters {
+        let capacity = name.contains("UnitsPerSecond") || name.contains("RequestUnits");
+        if capacity {
+            assert_eq!(p.default, Some(Literal::Integer(0)), "{name}: 0 is not set");
+        }
+    }
+    // Each condition of a default deploy: every unit parameter is 0, and
+    // Contributor Insights is off by default.
+    assert_eq!(
+        t.parameters[params::CONTRIBUTOR_INSIGHTS].default,
+        Some(Literal::String(stack::capacity::INSIGHTS_OFF.to_owned()))
+    );
+}
+
+#[test]
 fn stream_filter_is_the_consumers_own_definition() {
     let t = stack::template();
     let filters = &mapping(&t, logical::STREAM_MAPPING)

@@ -16,6 +16,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+
+use crate::throttle::ThrottleReason;
 
 /// Operations the kit sends to DynamoDB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +78,8 @@ struct Counts {
     /// Capacity units in thousandths (DynamoDB reports fractions for reads).
     write_milliunits: AtomicU64,
     read_milliunits: AtomicU64,
+    /// Throttled requests, per reason ([`ThrottleReason::index`]).
+    throttles: [AtomicU64; ThrottleReason::COUNT],
 }
 
 fn add(counter: &AtomicU64, n: u64) {
@@ -138,6 +143,22 @@ impl Meter {
         add(&self.0.read_milliunits, read_units.map_or(0, milli));
     }
 
+    /// A request was throttled, for `reasons` (DynamoDB's
+    /// `ThrottlingReasons`): each distinct reason counts once;
+    /// none named counts as [`ThrottleReason::UNSPECIFIED`].
+    pub fn throttled(&self, reasons: &[ThrottleReason]) {
+        let mut seen = [false; ThrottleReason::COUNT];
+        for reason in reasons {
+            seen[reason.index()] = true;
+        }
+        if reasons.is_empty() {
+            seen[ThrottleReason::UNSPECIFIED.index()] = true;
+        }
+        for (counter, _) in self.0.throttles.iter().zip(seen).filter(|(_, s)| *s) {
+            add(counter, 1);
+        }
+    }
+
     pub fn snapshot(&self) -> MeterSnapshot {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let c = &self.0;
@@ -164,7 +185,44 @@ impl Meter {
             },
             write_units: get(&c.write_milliunits) as f64 / 1000.0,
             read_units: get(&c.read_milliunits) as f64 / 1000.0,
+            throttles: ThrottleCounts(std::array::from_fn(|i| get(&c.throttles[i]))),
         }
+    }
+}
+
+/// Throttled requests per [`ThrottleReason`]; serialized as a map of the
+/// reasons that occurred.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ThrottleCounts([u64; ThrottleReason::COUNT]);
+
+impl ThrottleCounts {
+    /// The count of `reason`.
+    pub fn get(&self, reason: ThrottleReason) -> u64 {
+        self.0[reason.index()]
+    }
+
+    /// Reasons with a count above zero, in [`ThrottleReason::all`] order.
+    pub fn nonzero(&self) -> impl Iterator<Item = (ThrottleReason, u64)> + '_ {
+        ThrottleReason::all().map(|r| (r, self.get(r))).filter(|(_, n)| *n > 0)
+    }
+
+    /// Throttled requests of every reason.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    fn since(&self, earlier: &ThrottleCounts) -> ThrottleCounts {
+        ThrottleCounts(std::array::from_fn(|i| self.0[i].saturating_sub(earlier.0[i])))
+    }
+}
+
+impl Serialize for ThrottleCounts {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        for (reason, n) in self.nonzero() {
+            map.serialize_entry(reason.name(), &n)?;
+        }
+        map.end()
     }
 }
 
@@ -213,6 +271,9 @@ pub struct MeterSnapshot {
     /// (a transactional write costs twice a plain one).
     pub write_units: f64,
     pub read_units: f64,
+    /// Requests DynamoDB throttled, per reason (as the kit saw them: a
+    /// throttle the SDK's own retry recovered is not seen).
+    pub throttles: ThrottleCounts,
 }
 
 impl MeterSnapshot {
@@ -265,6 +326,7 @@ impl MeterSnapshot {
             },
             write_units: (self.write_units - earlier.write_units).max(0.0),
             read_units: (self.read_units - earlier.read_units).max(0.0),
+            throttles: self.throttles.since(&earlier.throttles),
         }
     }
 }
@@ -315,5 +377,26 @@ mod tests {
         );
         assert_eq!((delta.write_units, delta.read_units), (1.0, 0.5));
         assert_eq!(delta.failed_requests, 1);
+    }
+
+    #[test]
+    fn throttles_count_each_reason_once_per_request_and_none_as_unspecified() {
+        let meter = Meter::new();
+        let hot = ThrottleReason::parse("TableWriteKeyRangeThroughputExceeded");
+        let capped = ThrottleReason::parse("TableWriteMaxOnDemandThroughputExceeded");
+        meter.throttled(&[hot, hot, capped]);
+        let before = meter.snapshot();
+        meter.throttled(&[hot]);
+        meter.throttled(&[]);
+        let delta = meter.snapshot().since(&before);
+        assert_eq!(before.throttles.get(hot), 1, "one request, named twice");
+        assert_eq!(before.throttles.get(capped), 1);
+        assert_eq!(delta.throttles.get(hot), 1);
+        assert_eq!(delta.throttles.get(ThrottleReason::UNSPECIFIED), 1);
+        assert_eq!(delta.throttles.total(), 2);
+        assert_eq!(
+            serde_json::to_value(delta.throttles).unwrap(),
+            serde_json::json!({"TableWriteKeyRangeThroughputExceeded": 1, "Unspecified": 1})
+        );
     }
 }

@@ -183,6 +183,25 @@ impl<I: Invoke> Ctx<I> {
         }
     }
 
+    /// The report of `mapping` so far.
+    pub(crate) fn mapping_report(&self, mapping: &Mapping) -> MappingReport {
+        self.report.lock().expect("report lock").mapping(&mapping.uuid)
+    }
+
+    /// Writes what `mapping` did since `before` as Lambda's event source
+    /// mapping metrics: one EMF line, as Lambda would publish them (nothing
+    /// when nothing happened), on stderr with the runner's log
+    /// (`.run/local-runner.log`): stdout carries only the run's report.
+    pub(crate) fn emit_mapping_metrics(&self, mapping: &Mapping, before: &MappingReport) {
+        let now = self
+            .now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as hybrid_counter::EpochMillis);
+        if let Some(document) = self.mapping_report(mapping).metrics_since(before, now) {
+            eprintln!("{document}");
+        }
+    }
+
     pub(crate) fn update_report(&self, mapping: &Mapping, change: impl FnOnce(&mut MappingReport)) {
         let mut report = self.report.lock().expect("report lock");
         change(report.mappings.entry(mapping.uuid.clone()).or_default());

@@ -1,10 +1,16 @@
 //! What the runner did, per mapping: a `Serialize` report for `--output json`
-//! and a `Display` table for people.
+//! and a `Display` table for people; for a stream mapping, also the counts
+//! Lambda publishes as the mapping's metrics ([`MappingReport::event_counts`]),
+//! which the runner writes as EMF lines like Lambda's (`DeletedEventCount`,
+//! a Kafka and Amazon MQ count, does not apply to a stream).
 
 use std::collections::BTreeMap;
 use std::fmt;
 
+use hybrid_counter::EpochMillis;
+use hybrid_counter::metrics::MappingMetric;
 use serde::Serialize;
+use serde_json::Value;
 
 /// Counters of one mapping.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -15,8 +21,14 @@ pub struct MappingReport {
     /// `stream` or `sqs`.
     pub kind: String,
     pub invocations: u64,
+    /// Stream records read and done with: delivered, filtered or given up on
+    /// (a record read ahead and read again later counts once).
+    pub records_polled: u64,
     /// Records (or messages) handed to the function, counting redeliveries.
     pub records_delivered: u64,
+    /// Records of invocations that failed: a function error, or the records
+    /// from the first one a partial batch response reported failed.
+    pub records_failed_invoke: u64,
     /// Stream records dropped by the filter without an invocation.
     pub records_filtered: u64,
     /// Re-invocations of a failed batch (or of its unprocessed tail).
@@ -36,6 +48,33 @@ pub struct MappingReport {
     pub messages_deleted: u64,
     /// Messages left for the queue to redeliver after the visibility timeout.
     pub messages_returned: u64,
+}
+
+impl MappingReport {
+    /// The counts Lambda publishes as the mapping's metrics (`MetricsConfig:
+    /// EventCount`), as far as the runner keeps them.
+    pub fn event_counts(&self) -> [(MappingMetric, u64); 6] {
+        [
+            (MappingMetric::Polled, self.records_polled),
+            (MappingMetric::FilteredOut, self.records_filtered),
+            (MappingMetric::Invoked, self.records_delivered),
+            (MappingMetric::FailedInvoke, self.records_failed_invoke),
+            (MappingMetric::Dropped, self.records_discarded),
+            (MappingMetric::OnFailureDestinationDelivered, self.records_to_on_failure),
+        ]
+    }
+
+    /// What happened between `earlier` and `self` as the mapping's metrics:
+    /// one EMF document under its UUID, or `None` when nothing did.
+    pub fn metrics_since(&self, earlier: &MappingReport, now: EpochMillis) -> Option<Value> {
+        let counts: Vec<(MappingMetric, u64)> = self
+            .event_counts()
+            .iter()
+            .zip(earlier.event_counts())
+            .map(|((metric, n), (_, before))| (*metric, n.saturating_sub(before)))
+            .collect();
+        MappingMetric::document(&self.uuid, &counts, now)
+    }
 }
 
 /// A function URL the runner serves.
@@ -151,6 +190,44 @@ impl fmt::Display for RunReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_window_played_becomes_lambdas_mapping_metrics_under_its_uuid() {
+        let before = MappingReport {
+            uuid: "m-1".into(),
+            records_polled: 10,
+            records_delivered: 10,
+            ..MappingReport::default()
+        };
+        let after = MappingReport {
+            records_polled: 110,
+            records_filtered: 5,
+            records_delivered: 125,
+            records_failed_invoke: 20,
+            records_discarded: 3,
+            records_to_on_failure: 7,
+            ..before.clone()
+        };
+        let doc = after.metrics_since(&before, 42).unwrap();
+        assert_eq!(doc["EventSourceMappingUUID"], "m-1");
+        assert_eq!(doc["_aws"]["CloudWatchMetrics"][0]["Namespace"], "AWS/Lambda");
+        let counts: Vec<(&str, f64)> = MappingMetric::ALL
+            .iter()
+            .map(|m| (m.name(), doc[m.name()].as_f64().unwrap()))
+            .collect();
+        assert_eq!(
+            counts,
+            [
+                ("PolledEventCount", 100.0),
+                ("FilteredOutEventCount", 5.0),
+                ("InvokedEventCount", 115.0),
+                ("FailedInvokeEventCount", 20.0),
+                ("DroppedEventCount", 3.0),
+                ("OnFailureDestinationDeliveredEventCount", 7.0),
+            ]
+        );
+        assert_eq!(after.metrics_since(&after, 43), None, "nothing happened: no line");
+    }
 
     #[test]
     fn the_report_renders_as_json_and_text() {

@@ -86,6 +86,7 @@ pub(crate) async fn drain_shard<I: Invoke>(
             .collect();
         let window = next_window(&events, &mapping.filters, mapping.batch_size);
         let filtered = window.end - window.deliver.len();
+        let before = ctx.mapping_report(mapping);
         let batch: Vec<(Record, Value)> = window
             .deliver
             .iter()
@@ -94,8 +95,12 @@ pub(crate) async fn drain_shard<I: Invoke>(
         if !batch.is_empty() && !play_batch(ctx, mapping, settings, shard_id, batch).await? {
             return Ok(drained); // stopping: the checkpoint stays where the batch got to
         }
-        ctx.update_report(mapping, |r| r.records_filtered += filtered as u64);
+        ctx.update_report(mapping, |r| {
+            r.records_filtered += filtered as u64;
+            r.records_polled += window.end as u64;
+        });
         ctx.advance(&mapping.uuid, shard_id, sequence_number(&records[window.end - 1]));
+        ctx.emit_mapping_metrics(mapping, &before);
     }
 }
 
@@ -169,7 +174,10 @@ async fn play_batch<I: Invoke>(
                 ctx.advance(&mapping.uuid, shard_id, &sequence_numbers[sequence_numbers.len() - 1]);
             }
             StreamVerdict::RetryFrom(index) => {
-                ctx.update_report(mapping, |r| r.partial_failures += 1);
+                ctx.update_report(mapping, |r| {
+                    r.partial_failures += 1;
+                    r.records_failed_invoke += (part.records.len() - index) as u64;
+                });
                 if index > 0 {
                     ctx.advance(&mapping.uuid, shard_id, &sequence_numbers[index - 1]);
                 }
@@ -177,9 +185,10 @@ async fn play_batch<I: Invoke>(
                 retry_or_give_up(ctx, mapping, settings, shard_id, part, &mut parts).await?;
             }
             StreamVerdict::Failed { function_error, reason } => {
-                if function_error {
-                    ctx.update_report(mapping, |r| r.function_errors += 1);
-                }
+                ctx.update_report(mapping, |r| {
+                    r.function_errors += u64::from(function_error);
+                    r.records_failed_invoke += part.records.len() as u64;
+                });
                 info!(mapping = %mapping.uuid, %shard_id, records = part.records.len(), %reason, "stream batch failed");
                 // Lambda bisects when the function returns an error, not
                 // when it returned an unusable partial batch response.

@@ -1,15 +1,21 @@
-//! Global-table replicas of the stack's two tables. The kit counts
+//! Global-table replicas of the stack's two tables, and what they serve:
+//! warm throughput, on-demand maximum and Contributor Insights (the
+//! capacity parameters, `stack::capacity`). The kit counts
 //! correctly in one region only (`docs/multi-region.md`): on a global table
 //! every replica's stream carries the other regions' writes, last-writer-wins
 //! can overwrite an item's `counter_processed` or `deleted`, and a
 //! transaction is atomic only where it ran. `status` lists a table with
 //! replicas as needing attention and `deploy` refuses to update a stack
 //! whose tables have replicas unless told to ([`guard`]). One
-//! `DescribeTable` per table; nothing is written.
+//! `DescribeTable` per table, and for `status` one
+//! `DescribeContributorInsights` ([`read_contributor_insights`]); nothing
+//! is written.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+
+use aws_sdk_dynamodb::types::ContributorInsightsStatus;
 
 use crate::error::{self, Error, Result};
 
@@ -27,12 +33,60 @@ pub struct TableReplicas {
     pub table: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub replica_regions: Vec<String>,
+    /// Units per second the table serves at once (`WarmThroughput`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warm_throughput: Option<Units>,
+    /// The on-demand table's maximum (`OnDemandThroughput`); `None`: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_throughput: Option<Units>,
+    /// Contributor Insights: its mode when enabled (`THROTTLED_KEYS`),
+    /// else its status (`DISABLED`), or why it could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contributor_insights: Option<String>,
     /// Why the table could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
 }
 
+/// Read and write units per second; `None` where not set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Units {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write: Option<i64>,
+}
+
+impl Units {
+    /// The positive values of a pair DynamoDB reports (`-1` or nothing:
+    /// not set); `None` when neither is.
+    fn positive(read: Option<i64>, write: Option<i64>) -> Option<Self> {
+        let units = Self {
+            read: read.filter(|n| *n > 0),
+            write: write.filter(|n| *n > 0),
+        };
+        (units != Self::default()).then_some(units)
+    }
+}
+
+impl std::fmt::Display for Units {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let side = |n: Option<i64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+        write!(f, "{} read / {} write", side(self.read), side(self.write))
+    }
+}
+
 impl TableReplicas {
+    /// Warm throughput, maximum and Contributor Insights, in words.
+    pub fn capacity(&self) -> String {
+        format!(
+            "warm throughput {}  maximum {}  contributor insights {}",
+            self.warm_throughput.map_or_else(|| "-".to_owned(), |w| w.to_string()),
+            self.max_throughput.map_or_else(|| "none".to_owned(), |m| m.to_string()),
+            self.contributor_insights.as_deref().unwrap_or("-")
+        )
+    }
+
     pub fn replicated(&self) -> bool {
         !self.replica_regions.is_empty()
     }
@@ -63,21 +117,46 @@ pub async fn read(dynamodb: &aws_sdk_dynamodb::Client, outputs: &BTreeMap<String
         };
         match dynamodb.describe_table().table_name(table).send().await {
             Ok(described) => {
-                found.replica_regions = described
-                    .table()
-                    .map(|t| {
-                        t.replicas()
-                            .iter()
-                            .filter_map(|r| r.region_name().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                if let Some(t) = described.table() {
+                    found.replica_regions = t
+                        .replicas()
+                        .iter()
+                        .filter_map(|r| r.region_name().map(str::to_owned))
+                        .collect();
+                    found.warm_throughput = t
+                        .warm_throughput()
+                        .and_then(|w| Units::positive(w.read_units_per_second(), w.write_units_per_second()));
+                    found.max_throughput = t
+                        .on_demand_throughput()
+                        .and_then(|m| Units::positive(m.max_read_request_units(), m.max_write_request_units()));
+                }
             }
             Err(err) => found.problem = Some(error::aws("DescribeTable")(err).to_string()),
         }
         tables.push(found);
     }
     tables
+}
+
+/// Fills in each readable table's Contributor Insights. One that cannot
+/// be read says why in its place: `status` still reports the rest.
+pub async fn read_contributor_insights(dynamodb: &aws_sdk_dynamodb::Client, tables: &mut [TableReplicas]) {
+    for t in tables.iter_mut().filter(|t| t.problem.is_none()) {
+        let insights = match dynamodb
+            .describe_contributor_insights()
+            .table_name(&t.table)
+            .send()
+            .await
+        {
+            Ok(d) => match (d.contributor_insights_status(), d.contributor_insights_mode()) {
+                (Some(ContributorInsightsStatus::Enabled), Some(mode)) => mode.as_str().to_owned(),
+                (Some(status), _) => status.as_str().to_owned(),
+                (None, _) => "unknown".to_owned(),
+            },
+            Err(err) => format!("not read: {}", error::aws("DescribeContributorInsights")(err)),
+        };
+        t.contributor_insights = Some(insights);
+    }
 }
 
 /// What `status` lists under "Needs attention".
@@ -200,6 +279,82 @@ mod tests {
             "{}",
             warnings[0]
         );
+    }
+
+    #[tokio::test]
+    async fn status_reads_warm_throughput_maximum_and_contributor_insights() {
+        use aws_sdk_dynamodb::operation::describe_contributor_insights::{
+            DescribeContributorInsightsError, DescribeContributorInsightsOutput,
+        };
+        use aws_sdk_dynamodb::types::{ContributorInsightsMode, OnDemandThroughput, TableWarmThroughputDescription};
+        let resources = mock!(Client::describe_table)
+            .match_requests(|r| r.table_name() == Some("hc-resources"))
+            .then_output(|| {
+                let table = TableDescription::builder()
+                    .table_name("hc-resources")
+                    .warm_throughput(
+                        TableWarmThroughputDescription::builder()
+                            .read_units_per_second(12_000)
+                            .write_units_per_second(4_000)
+                            .build(),
+                    )
+                    // -1: DynamoDB's "no maximum" for that side.
+                    .on_demand_throughput(
+                        OnDemandThroughput::builder()
+                            .max_read_request_units(-1)
+                            .max_write_request_units(8_000)
+                            .build(),
+                    )
+                    .build();
+                DescribeTableOutput::builder().table(table).build()
+            });
+        let insights_on = mock!(Client::describe_contributor_insights)
+            .match_requests(|r| r.table_name() == Some("hc-resources"))
+            .then_output(|| {
+                DescribeContributorInsightsOutput::builder()
+                    .contributor_insights_status(ContributorInsightsStatus::Enabled)
+                    .contributor_insights_mode(ContributorInsightsMode::ThrottledKeys)
+                    .build()
+            });
+        let insights_refused = mock!(Client::describe_contributor_insights)
+            .match_requests(|r| r.table_name() == Some("hc-counters"))
+            .then_error(|| {
+                DescribeContributorInsightsError::generic(
+                    aws_smithy_types::error::ErrorMetadata::builder()
+                        .code("AccessDeniedException")
+                        .message("not authorized to perform dynamodb:DescribeContributorInsights")
+                        .build(),
+                )
+            });
+        let dynamodb = client(&[resources, described("hc-counters", &[]), insights_on, insights_refused]);
+        let mut tables = read(&dynamodb, &outputs()).await;
+        read_contributor_insights(&dynamodb, &mut tables).await;
+        assert_eq!(
+            tables[0].warm_throughput,
+            Some(Units {
+                read: Some(12_000),
+                write: Some(4_000)
+            })
+        );
+        assert_eq!(
+            tables[0].max_throughput,
+            Some(Units {
+                read: None,
+                write: Some(8_000)
+            })
+        );
+        assert_eq!(
+            tables[0].capacity(),
+            "warm throughput 12000 read / 4000 write  maximum - read / 8000 write  contributor insights THROTTLED_KEYS"
+        );
+        assert_eq!(tables[1].max_throughput, None, "no maximum reported: none");
+        let counters = tables[1].capacity();
+        assert!(
+            counters.starts_with("warm throughput -  maximum none  contributor insights not read: "),
+            "{counters}"
+        );
+        assert!(counters.contains("DescribeContributorInsights"), "{counters}");
+        assert!(attention(&tables).is_empty(), "unread insights are shown, not flagged");
     }
 
     #[tokio::test]

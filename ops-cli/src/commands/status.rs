@@ -1,10 +1,14 @@
 //! `counterctl status`: the stack's status and outputs, the two event
-//! source mappings (state and the settings that decide retries and the
-//! failure path), the DLQ depths, every alarm of the stack with its state
-//! and the topic it notifies, and the drift check's last run
+//! source mappings (state, the settings that decide retries and the
+//! failure path, and the metrics Lambda publishes for them), the DLQ
+//! depths, every alarm of the stack with its state and the topic it
+//! notifies (the dropped-events and on-failure delivery alarms among
+//! them), the tables' warm throughput, maximum and Contributor Insights,
+//! and the drift check's last run
 //! ([`super::drift_check`]). A missing stack is
 //! an error (exit 3). Anything an operator should act on (a failed stack,
-//! a disabled mapping, messages in DLQ2, an alarm firing) is listed under
+//! a disabled mapping, a stream mapping whose dropped records no metric
+//! counts, messages in DLQ2, an alarm firing) is listed under
 //! `attention`, and makes the command exit 1; so is a table with global-table
 //! replicas ([`super::replicas`]), on which the kit cannot count.
 
@@ -90,6 +94,15 @@ pub struct MappingStatus {
     /// Why the mapping could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+}
+
+impl MappingStatus {
+    /// Whether the mapping reads a DynamoDB stream (not a queue).
+    pub fn is_stream(&self) -> bool {
+        self.event_source_arn
+            .as_deref()
+            .is_some_and(|a| a.contains(":dynamodb:") && a.contains("/stream/"))
+    }
 }
 
 impl std::ops::Deref for MappingStatus {
@@ -198,7 +211,8 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
     };
     let alarm_topic = stack.outputs.get(stack::outputs::ALARM_TOPIC_ARN).cloned();
 
-    let tables = replicas::read(&ctx.clients.dynamodb, &stack.outputs).await;
+    let mut tables = replicas::read(&ctx.clients.dynamodb, &stack.outputs).await;
+    replicas::read_contributor_insights(&ctx.clients.dynamodb, &mut tables).await;
     let mut drift_check = super::drift_check::read(ctx, &stack).await;
     drift_check.replicated_tables = tables
         .iter()
@@ -415,6 +429,12 @@ pub fn attention(
             .filter(|s| matches!(*s, "Disabled" | "Disabling") && !m.played_by_local_runner)
         {
             items.push(format!("mapping {} is {state}", m.name));
+        } else if m.is_stream() && !m.publishes_event_counts() {
+            items.push(format!(
+                "mapping {} publishes no event counts (MetricsConfig EventCount): the stream-dropped-events \
+                 alarm cannot fire; redeploy the stack",
+                m.name
+            ));
         }
     }
     for q in queues {
@@ -501,6 +521,12 @@ impl fmt::Display for StatusReport {
             if !m.filter_patterns.is_empty() {
                 writeln!(f, "    {} filter pattern(s)", m.filter_patterns.len())?;
             }
+            if m.is_stream() {
+                match m.metrics.is_empty() {
+                    true => writeln!(f, "    metrics: none (DroppedEventCount is not published)")?,
+                    false => writeln!(f, "    metrics: {}", m.metrics.join(", "))?,
+                }
+            }
             if let Some(result) = &m.last_processing_result {
                 writeln!(f, "    last result: {result}")?;
             }
@@ -546,6 +572,9 @@ impl fmt::Display for StatusReport {
                     t.replica_regions.join(", ")
                 )?,
                 (None, false) => writeln!(f, "  {} ({})  single-region", t.table, t.role)?,
+            }
+            if t.problem.is_none() {
+                writeln!(f, "    {}", t.capacity())?;
             }
         }
         writeln!(f, "Drift check:")?;
@@ -698,6 +727,47 @@ mod tests {
             ..AlarmStatus::default()
         }];
         assert!(attention("UPDATE_COMPLETE", &mappings, &queues, &alarms).is_empty());
+    }
+
+    #[test]
+    fn a_stream_mapping_without_event_counts_needs_attention() {
+        let stream = |metrics: Vec<String>| MappingStatus {
+            name: "stream -> stream counter".into(),
+            config: MappingConfig {
+                state: Some("Enabled".into()),
+                event_source_arn: Some(
+                    "arn:aws:dynamodb:us-east-1:123456789012:table/hc-resources/stream/2026-01-01T00:00:00.000".into(),
+                ),
+                metrics,
+                ..MappingConfig::default()
+            },
+            ..MappingStatus::default()
+        };
+        let queue = MappingStatus {
+            name: "dlq1 -> reprocessor".into(),
+            config: MappingConfig {
+                state: Some("Enabled".into()),
+                event_source_arn: Some("arn:aws:sqs:us-east-1:123456789012:hc-dlq1".into()),
+                ..MappingConfig::default()
+            },
+            ..MappingStatus::default()
+        };
+        assert!(
+            attention(
+                "UPDATE_COMPLETE",
+                &[stream(vec!["EventCount".into()]), queue.clone()],
+                &[],
+                &[]
+            )
+            .is_empty()
+        );
+        let items = attention("UPDATE_COMPLETE", &[stream(Vec::new()), queue], &[], &[]);
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert!(
+            items[0].starts_with("mapping stream -> stream counter publishes no event counts"),
+            "{}",
+            items[0]
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::expr::Expr;
+use crate::expr::{Expr, OnlyIf};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
@@ -17,6 +17,15 @@ pub struct Table {
     #[serde(rename = "SSESpecification")]
     pub sse_specification: SseSpecification,
     pub point_in_time_recovery_specification: PointInTimeRecoverySpecification,
+    /// Capacity DynamoDB keeps ready for the table, set only when asked for
+    /// ([`crate::capacity`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warm_throughput: Option<OnlyIf<WarmThroughput>>,
+    /// The on-demand table's maximum request units per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_demand_throughput: Option<OnlyIf<OnDemandThroughput>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contributor_insights_specification: Option<OnlyIf<ContributorInsightsSpecification>>,
 }
 
 impl Table {
@@ -45,6 +54,9 @@ impl Table {
             point_in_time_recovery_specification: PointInTimeRecoverySpecification {
                 point_in_time_recovery_enabled: true,
             },
+            warm_throughput: None,
+            on_demand_throughput: None,
+            contributor_insights_specification: None,
         }
     }
 
@@ -120,4 +132,41 @@ pub struct SseSpecification {
 #[serde(rename_all = "PascalCase")]
 pub struct PointInTimeRecoverySpecification {
     pub point_in_time_recovery_enabled: bool,
+}
+
+/// `WarmThroughput`: read and write units per second the table can serve
+/// at once (each may be left out with `Ref AWS::NoValue`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct WarmThroughput {
+    pub read_units_per_second: Expr,
+    pub write_units_per_second: Expr,
+}
+
+/// `OnDemandThroughput`: the most request units per second an on-demand
+/// table serves (`-1` removes a maximum set earlier).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct OnDemandThroughput {
+    pub max_read_request_units: Expr,
+    pub max_write_request_units: Expr,
+}
+
+/// `ContributorInsightsSpecification`: CloudWatch Contributor Insights on
+/// the table's keys.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ContributorInsightsSpecification {
+    pub enabled: bool,
+    pub mode: ContributorInsightsMode,
+}
+
+/// Which requests Contributor Insights ranks keys by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ContributorInsightsMode {
+    /// Every request, successful or throttled.
+    AccessedAndThrottledKeys,
+    /// Throttled requests only.
+    ThrottledKeys,
 }

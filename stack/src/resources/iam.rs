@@ -254,6 +254,7 @@ actions! {
     DynamoDbQuery => "dynamodb:Query",
     DynamoDbScan => "dynamodb:Scan",
     DynamoDbDescribeTable => "dynamodb:DescribeTable",
+    DynamoDbDescribeContributorInsights => "dynamodb:DescribeContributorInsights",
     DynamoDbDeleteTable => "dynamodb:DeleteTable",
     DynamoDbDescribeStream => "dynamodb:DescribeStream",
     DynamoDbGetRecords => "dynamodb:GetRecords",

@@ -84,6 +84,9 @@ pub struct EventSourceMapping {
     pub filter_criteria: Option<FilterCriteria>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub destination_config: Option<DestinationConfig>,
+    /// Which of the mapping's own metrics Lambda publishes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_config: Option<MetricsConfig>,
 }
 
 impl EventSourceMapping {
@@ -102,8 +105,27 @@ impl EventSourceMapping {
             function_response_types: vec![FunctionResponseType::ReportBatchItemFailures],
             filter_criteria: None,
             destination_config: None,
+            metrics_config: None,
         }
     }
+}
+
+/// `MetricsConfig`: the event source mapping metrics Lambda publishes in
+/// `AWS/Lambda` under the `EventSourceMappingUUID` dimension
+/// (<https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-lambda-eventsourcemapping-metricsconfig>).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct MetricsConfig {
+    pub metrics: Vec<MappingMetrics>,
+}
+
+/// A group of event source mapping metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum MappingMetrics {
+    /// `PolledEventCount`, `FilteredOutEventCount`, `InvokedEventCount`,
+    /// `FailedInvokeEventCount`, `DroppedEventCount`,
+    /// `OnFailureDestinationDeliveredEventCount` and `DeletedEventCount`.
+    EventCount,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -21,6 +21,7 @@ use e2e::{item_ids, records};
 use esm_runner::{FnInvoker, Invocation, Invoke, Runner, RunnerConfig};
 use hybrid_counter::Scope;
 use hybrid_counter::config::{ENV_COUNTERS_TABLE, ENV_RESOURCES_TABLE};
+use hybrid_counter::metrics::MappingMetric;
 use hybrid_counter::stream::Processor;
 use hybrid_counter_aws::DynamoStore;
 use hybrid_counter_aws::replay::OnFailureRecord;
@@ -334,6 +335,9 @@ async fn the_filter_drops_the_handlers_own_writes_without_an_invocation() {
     // (REMOVE) of the soft-deleted item, all dropped by the filter.
     assert_eq!(report.records_filtered, 6, "{report:?}");
     assert_eq!(report.invocations, 1, "{report:?}");
+    // Lambda's PolledEventCount: every record read once, delivered or filtered.
+    assert_eq!(report.records_polled, 12, "{report:?}");
+    assert_eq!(report.records_failed_invoke, 0, "{report:?}");
     local.kit.assert_converged(&s).await;
     assert_eq!(local.kit.counter.usage(&s).await.unwrap().eventual, 4);
 }
@@ -377,6 +381,14 @@ async fn a_partial_batch_response_checkpoints_before_the_lowest_failure_and_retr
     );
     assert_eq!(seen.len(), 2);
     assert_eq!((report.partial_failures, report.retries), (1, 1), "{report:?}");
+    // As the mapping's metrics: w2..w5 failed in the first invocation and
+    // were invoked again; the six inserts and their six flag flips were read.
+    let counts = report.event_counts();
+    let count = |metric: MappingMetric| counts.iter().find(|(m, _)| *m == metric).map(|(_, n)| *n);
+    assert_eq!(count(MappingMetric::FailedInvoke), Some(4), "{report:?}");
+    assert_eq!(count(MappingMetric::Invoked), Some(10), "{report:?}");
+    assert_eq!(count(MappingMetric::Polled), Some(12), "{report:?}");
+    assert_eq!(count(MappingMetric::Dropped), Some(0), "{report:?}");
     local.kit.assert_converged(&s).await;
     assert_eq!(local.kit.counter.usage(&s).await.unwrap().eventual, 6);
 }
