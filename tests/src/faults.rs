@@ -26,6 +26,12 @@
 //! units per second: an `UpdateItem` on an item past its rate answers HTTP
 //! 400 `ThrottlingException` and is not forwarded ([`ItemWriteRate`]).
 //!
+//! [`FaultProxy::limit_capacity`] puts DynamoDB's partition throughput in
+//! front of the emulator ([`crate::capacity::CapacityModel`]): a request
+//! past its partition's read or write capacity answers HTTP 400 with the
+//! throttling error and `ThrottlingReasons` DynamoDB returns, and is not
+//! forwarded; it is counted as [`FaultKind::Throttle`] on its operation.
+//!
 //! A plan is per-operation rules (a probability, optionally starting a burst
 //! of consecutive faults so some get past the SDK's own retries, or "the
 //! next N calls") and a seed: with the same sequence of requests, the same
@@ -53,6 +59,8 @@ use hyper::{Request, Response, StatusCode, Version};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{AbortHandle, JoinSet};
+
+use crate::capacity::{CapacityModel, CapacityUsage, Pending, Verdict, throttle_response_body};
 
 /// The environment variable that pins the seed of [`FaultPlan::from_env`].
 pub const SEED_VAR: &str = "HCK_FAULT_SEED";
@@ -469,6 +477,7 @@ struct State {
     enabled: bool,
     stats: FaultStats,
     item_rate: Option<ItemWriteRate>,
+    capacity: Option<CapacityModel>,
 }
 
 struct Shared {
@@ -512,6 +521,7 @@ impl FaultProxy {
                 enabled: true,
                 stats: FaultStats::default(),
                 item_rate: None,
+                capacity: None,
             }),
             idle: Mutex::new(Vec::new()),
         });
@@ -550,7 +560,8 @@ impl FaultProxy {
         self.shared.state().stats.clone()
     }
 
-    /// Turns fault injection off (`false`: everything is forwarded) or on again.
+    /// Turns fault injection and the capacity model off (`false`:
+    /// everything is forwarded) or on again.
     pub fn set_enabled(&self, enabled: bool) {
         self.shared.state().enabled = enabled;
     }
@@ -560,6 +571,23 @@ impl FaultProxy {
     /// as [`FaultKind::Throttle`] on `UpdateItem`.
     pub fn limit_item_writes(&self, table: &str, per_second: Option<f64>) {
         self.shared.state().item_rate = per_second.map(|rate| ItemWriteRate::new(table, rate));
+    }
+
+    /// Puts `model` (DynamoDB's partition throughput) in front of the
+    /// emulator, replacing any earlier one; `None` lifts it. A request a
+    /// fault of the plan takes is not seen by the model.
+    pub fn limit_capacity(&self, model: Option<CapacityModel>) {
+        self.shared.state().capacity = model;
+    }
+
+    /// What the capacity model charged and refused so far (`None`: no model).
+    pub fn capacity_usage(&self) -> Option<CapacityUsage> {
+        self.shared.state().capacity.as_ref().map(CapacityModel::usage)
+    }
+
+    /// Runs `inspect` on the capacity model, if any (e.g. its partition counts).
+    pub fn with_capacity<T>(&self, inspect: impl FnOnce(&CapacityModel) -> T) -> Option<T> {
+        self.shared.state().capacity.as_ref().map(inspect)
     }
 
     /// Replaces the plan's rules (the generator and the counts go on).
@@ -633,6 +661,43 @@ impl Shared {
             .entry((operation.clone(), fault.kind()))
             .or_default() += 1;
         Some((fault, over_rate))
+    }
+
+    /// The capacity model's verdict on a DynamoDB request no fault took:
+    /// `Err`: the throttling answer (counted); `Ok`: forward, and settle
+    /// the read with its answer when `Some`.
+    fn admit(&self, operation: &Operation, body: &[u8]) -> Result<Option<Pending>, Box<Response<Full<Bytes>>>> {
+        let mut state = self.state();
+        if !state.enabled || operation.service != Service::DynamoDb {
+            return Ok(None);
+        }
+        let Some(model) = state.capacity.as_mut() else {
+            return Ok(None);
+        };
+        match model.admit(&operation.name, body, Instant::now()) {
+            Verdict::Forward(pending) => Ok(pending),
+            Verdict::Throttle { table, access } => {
+                let (code, body) = throttle_response_body(model.params().mode, &table, access);
+                *state
+                    .stats
+                    .injected
+                    .entry((operation.clone(), FaultKind::Throttle))
+                    .or_default() += 1;
+                Err(Box::new(json_error(
+                    operation,
+                    StatusCode::BAD_REQUEST,
+                    code,
+                    "Sender",
+                    body,
+                )))
+            }
+        }
+    }
+
+    fn settle(&self, pending: Pending, answer: &[u8]) {
+        if let Some(model) = self.state().capacity.as_mut() {
+            model.settle(pending, answer, Instant::now());
+        }
     }
 
     /// The action the generator blames for a one-action conflict.
@@ -747,6 +812,13 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
             Fault::ApplyThenFail => {}
         }
     }
+    let pending = match (&operation, fault) {
+        (Some(op), None) => match shared.admit(op, &body) {
+            Ok(pending) => pending,
+            Err(throttled) => return Ok(*throttled),
+        },
+        _ => None,
+    };
     strip_hop_by_hop(&mut parts.headers);
     // What a TLS-terminating proxy tells the emulator: every call to AWS is
     // over TLS, so `aws:SecureTransport` holds there, and a TLS-only bucket
@@ -758,6 +830,15 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
     let forwarded = shared
         .forward(operation.as_ref(), Request::from_parts(parts, Full::new(body)))
         .await;
+    let forwarded = match (forwarded, pending) {
+        (Ok(response), Some(pending)) => {
+            let (parts, body) = response.into_parts();
+            let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            shared.settle(pending, &body);
+            Ok(Response::from_parts(parts, Full::new(body)))
+        }
+        (forwarded, _) => forwarded,
+    };
     Ok(match (forwarded, &operation, fault) {
         // Whatever the emulator answered (it applied the request, or refused
         // it): the caller sees an internal error.
