@@ -32,6 +32,8 @@ use serde_dynamo::Item;
 use shared::*;
 
 // In modes/: files directly in benches/ would be bench targets of their own.
+#[path = "modes/ceiling.rs"]
+mod ceiling;
 #[path = "modes/sharded.rs"]
 mod sharded;
 #[path = "modes/shared.rs"]
@@ -92,6 +94,7 @@ struct Results {
     request_path: RequestPath,
     sharded: sharded::Sharded,
     throttling: throttling::Throttling,
+    ceiling: ceiling::Ceiling,
     fakecloud: String,
     cores: usize,
 }
@@ -466,6 +469,7 @@ fn markdown(results: &Results) -> String {
     let best = results.designs.iter().map(|d| d.events_per_second).fold(0.0, f64::max);
     let counter_writes = batched.counter_item_writes_per_event;
     out.push_str(&results.sharded.markdown());
+    out.push_str(&results.ceiling.markdown());
     out.push_str(&results.throttling.markdown());
     line(&mut out, "\n## Targets\n".into());
     line(&mut out, "| target | measured | |\n|---|---:|---|".into());
@@ -503,6 +507,7 @@ fn markdown(results: &Results) -> String {
     ]
     .into_iter()
     .chain(results.sharded.targets())
+    .chain(results.ceiling.targets())
     .chain(results.throttling.targets())
     {
         line(&mut out, format!("| {target} | {measured} | {} |", verdict(met)));
@@ -527,8 +532,46 @@ fn markdown(results: &Results) -> String {
     out
 }
 
+/// The ceiling run's parameters from the environment.
+fn ceiling_params() -> ceiling::Params {
+    let mut model =
+        e2e::capacity::CapacityParams::dynamodb(1.0 / env_number("BENCH_CEILING_SCALE_DIVISOR", 50).max(1) as f64);
+    // Sustained rates are measured: a bucket of one second's rate, not the
+    // 300 s DynamoDB may retain (best effort, and no help past a partition's
+    // own limits); a split after 2 s of throttling.
+    model.burst_seconds = 1.0;
+    model.split_after = std::time::Duration::from_secs(2);
+    ceiling::Params {
+        model,
+        shards: std::env::var("BENCH_CEILING_SHARDS")
+            .ok()
+            .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+            .unwrap_or_else(|| vec![1, 4, 16]),
+        runs: env_number("BENCH_CEILING_RUNS", 3).max(1) as usize,
+        step: std::time::Duration::from_secs(env_number("BENCH_CEILING_STEP_SECONDS", 2).max(1)),
+        start_rate: env_number("BENCH_CEILING_START_RATE", 4).max(1) as f64,
+        growth: 1.5,
+        max_rate: env_number("BENCH_CEILING_MAX_RATE", 1500) as f64,
+        lanes: env_number("BENCH_LANES", 4).max(1) as usize,
+    }
+}
+
 #[tokio::main]
 async fn main() {
+    // `BENCH_CEILING_ONLY=1`: the ceiling run alone, to target/bench/ceiling.json.
+    if std::env::var_os("BENCH_CEILING_ONLY").is_some() {
+        let emulator = Emulator::start();
+        let ceiling = ceiling::run(&emulator, &ceiling_params()).await;
+        println!("{}", ceiling.markdown());
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
+        std::fs::create_dir_all(&dir).expect("target/bench");
+        std::fs::write(
+            dir.join("ceiling.json"),
+            serde_json::to_string_pretty(&ceiling).expect("json"),
+        )
+        .expect("write ceiling.json");
+        return;
+    }
     let events = env_number("BENCH_EVENTS", 3000);
     let scopes = env_number("BENCH_SCOPES", 1).max(1);
     let lanes = env_number("BENCH_LANES", 4).max(1) as usize;
@@ -640,12 +683,26 @@ async fn main() {
             run.undercount_percent
         );
     }
+    let ceiling = ceiling::run(&emulator, &ceiling_params()).await;
+    for row in &ceiling.rows {
+        println!(
+            "== ceiling {:>2} shards {:?}: {:.0} DynamoDB creates/s (min {:.0} max {:.0}), before a split {:.0}, bound by {}",
+            row.shards,
+            row.ids,
+            row.dynamodb.median,
+            row.dynamodb.min,
+            row.dynamodb.max,
+            row.before_split.median,
+            row.bound
+        );
+    }
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("workspace root");
     let results = Results {
         sharded,
         throttling,
+        ceiling,
         events,
         scopes,
         lanes: lanes as u64,
