@@ -34,6 +34,8 @@ use shared::*;
 // In modes/: files directly in benches/ would be bench targets of their own.
 #[path = "modes/ceiling.rs"]
 mod ceiling;
+#[path = "modes/metering.rs"]
+mod metering;
 #[path = "modes/sharded.rs"]
 mod sharded;
 #[path = "modes/shared.rs"]
@@ -95,6 +97,7 @@ struct Results {
     sharded: sharded::Sharded,
     throttling: throttling::Throttling,
     ceiling: ceiling::Ceiling,
+    metering: metering::Metering,
     fakecloud: String,
     cores: usize,
 }
@@ -470,6 +473,7 @@ fn markdown(results: &Results) -> String {
     let counter_writes = batched.counter_item_writes_per_event;
     out.push_str(&results.sharded.markdown());
     out.push_str(&results.ceiling.markdown());
+    out.push_str(&results.metering.markdown());
     out.push_str(&results.throttling.markdown());
     line(&mut out, "\n## Targets\n".into());
     line(&mut out, "| target | measured | |\n|---|---:|---|".into());
@@ -559,6 +563,12 @@ fn ceiling_params() -> ceiling::Params {
 #[tokio::main]
 async fn main() {
     // `BENCH_CEILING_ONLY=1`: the ceiling run alone, to target/bench/ceiling.json.
+    if std::env::var_os("BENCH_METER_ONLY").is_some() {
+        let emulator = Emulator::start();
+        let metering = metering::run(&emulator, env_number("BENCH_METER_ITEMS", 200).max(1), 1).await;
+        println!("{}", metering.markdown());
+        return;
+    }
     if std::env::var_os("BENCH_CEILING_ONLY").is_some() {
         let emulator = Emulator::start();
         let ceiling = ceiling::run(&emulator, &ceiling_params()).await;
@@ -696,6 +706,27 @@ async fn main() {
             row.bound
         );
     }
+    let metering = metering::run(
+        &emulator,
+        env_number("BENCH_METER_ITEMS", 200).max(1),
+        env_number("BENCH_METER_RUNS", 3).max(1) as usize,
+    )
+    .await;
+    for row in &metering.rows {
+        println!(
+            "== metered {:>4} B: create {:.2} WU {:.2} RU request + {:.2} WU {:.2} RU stream; delete {:.2} WU {:.2} RU request + {:.2} WU stream; plain create {:.2} WU {:.2} RU",
+            row.payload_bytes,
+            row.create_request.write,
+            row.create_request.read,
+            row.create_stream.write,
+            row.create_stream.read,
+            row.delete_request.write,
+            row.delete_request.read,
+            row.delete_stream.write,
+            row.plain_create.write,
+            row.plain_create.read,
+        );
+    }
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("workspace root");
@@ -703,6 +734,7 @@ async fn main() {
         sharded,
         throttling,
         ceiling,
+        metering,
         events,
         scopes,
         lanes: lanes as u64,

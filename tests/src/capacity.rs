@@ -363,6 +363,9 @@ struct Touch {
     /// Write units (known before), or the read's factor per 4 KB (charged after).
     units: f64,
     new_item: bool,
+    /// A read with a projection: its answer shows part of each item, the
+    /// charge is on the whole item (its size as last seen, when larger).
+    projected: bool,
 }
 
 /// What the proxy does with a request.
@@ -495,13 +498,28 @@ impl CapacityModel {
                             .as_ref()
                             .is_none_or(|s| key_string(item.get(&sk)).as_ref() == Some(s))
                 })
-                .map(|(_, item)| (key_string(item.get(&sk)).unwrap_or_default(), item_size(item)))
+                .map(|(_, item)| {
+                    let sort = key_string(item.get(&sk)).unwrap_or_default();
+                    let id = (touch.table.clone(), touch.partition_key.clone(), sort.clone());
+                    let size = if touch.projected {
+                        item_size(item).max(self.sizes.get(&id).copied().unwrap_or(0))
+                    } else {
+                        self.sizes.insert(id, item_size(item));
+                        item_size(item)
+                    };
+                    (sort, size)
+                })
                 .collect();
-            for (sort, size) in &mine {
-                self.sizes
-                    .insert((touch.table.clone(), touch.partition_key.clone(), sort.clone()), *size);
+            let mut total: usize = mine.iter().map(|(_, size)| size).sum();
+            // A projection may leave the key out of the answer: an item
+            // returned for a point read is charged its whole size.
+            if touch.projected
+                && !items.is_empty()
+                && let Some(sort) = &touch.sort_key
+            {
+                let id = (touch.table.clone(), touch.partition_key.clone(), sort.clone());
+                total = total.max(self.sizes.get(&id).copied().unwrap_or(0));
             }
-            let total: usize = mine.iter().map(|(_, size)| size).sum();
             let units = read_units(total, touch.units);
             if mine.is_empty() || touch.sort_key.is_some() {
                 let at = Touch {
@@ -647,7 +665,7 @@ impl CapacityModel {
                 false,
             ),
             "DeleteItem" => self.write_touch(table, &request["Key"], None, 1.0, false),
-            "GetItem" => self.read_touch(table, &request["Key"], read_factor),
+            "GetItem" => self.read_touch(table, &request["Key"], read_factor, is_projected(request)),
             "Query" => self.query_touch(table, request, read_factor),
             "TransactWriteItems" => request["TransactItems"]
                 .as_array()
@@ -667,7 +685,7 @@ impl CapacityModel {
                             false,
                         ),
                         Some("Delete") => self.write_touch(&table, &body["Key"], None, 2.0, false),
-                        Some("ConditionCheck") => self.read_touch(&table, &body["Key"], 2.0),
+                        Some("ConditionCheck") => self.read_touch(&table, &body["Key"], 2.0, true),
                         _ => Vec::new(),
                     }
                 })
@@ -678,7 +696,12 @@ impl CapacityModel {
                 .flatten()
                 .flat_map(|action| {
                     let get = &action["Get"];
-                    self.read_touch(get["TableName"].as_str().unwrap_or_default(), &get["Key"], 2.0)
+                    self.read_touch(
+                        get["TableName"].as_str().unwrap_or_default(),
+                        &get["Key"],
+                        2.0,
+                        is_projected(get),
+                    )
                 })
                 .collect(),
             "BatchWriteItem" => {
@@ -704,7 +727,7 @@ impl CapacityModel {
                         0.5
                     };
                     for key in get["Keys"].as_array().into_iter().flatten() {
-                        touches.extend(self.read_touch(table, key, factor));
+                        touches.extend(self.read_touch(table, key, factor, is_projected(get)));
                     }
                 }
                 touches
@@ -751,10 +774,11 @@ impl CapacityModel {
             access: Access::Write,
             units: factor * size.div_ceil(WRITE_UNIT_BYTES).max(1) as f64,
             new_item: put && before.is_none(),
+            projected: false,
         }]
     }
 
-    fn read_touch(&self, table: &str, key: &Value, factor: f64) -> Vec<Touch> {
+    fn read_touch(&self, table: &str, key: &Value, factor: f64, projected: bool) -> Vec<Touch> {
         let Some((pk, sk)) = self.key_of(table, key) else {
             return Vec::new();
         };
@@ -765,6 +789,7 @@ impl CapacityModel {
             access: Access::Read,
             units: factor,
             new_item: false,
+            projected,
         }]
     }
 
@@ -796,8 +821,15 @@ impl CapacityModel {
             access: Access::Read,
             units: factor,
             new_item: false,
+            projected: is_projected(request),
         }]
     }
+}
+
+/// Whether a read request (or a `BatchGetItem` table's part) returns only
+/// some attributes.
+fn is_projected(request: &Value) -> bool {
+    request["ProjectionExpression"].is_string() || request["AttributesToGet"].is_array()
 }
 
 /// The partition of `partitions` (sorted by `low`) holding `sort_key`.
@@ -1038,6 +1070,17 @@ mod tests {
             units(&m, RESOURCES)
         );
 
+        // A projected read of the 5 KB item is charged on the whole item.
+        let projected = json!({ "TableName": RESOURCES, "Key": key(RESOURCES, "a", "i"), "ConsistentRead": true,
+            "ProjectionExpression": "id" });
+        let pending = admitted(&mut m, "GetItem", projected.to_string().as_bytes(), now).unwrap();
+        m.settle(pending, json!({ "Item": { "id": s("i") } }).to_string().as_bytes(), now);
+        assert!(
+            (units(&m, RESOURCES).1 - 9.0).abs() < 1e-9,
+            "{:?}",
+            units(&m, RESOURCES)
+        );
+
         let transact =
             json!({ "TransactItems": [{ "Get": { "TableName": RESOURCES, "Key": key(RESOURCES, "a", "i") } }] });
         let pending = admitted(&mut m, "TransactGetItems", transact.to_string().as_bytes(), now).unwrap();
@@ -1049,7 +1092,7 @@ mod tests {
             now,
         );
         assert!(
-            (units(&m, RESOURCES).1 - 9.0).abs() < 1e-9,
+            (units(&m, RESOURCES).1 - 11.0).abs() < 1e-9,
             "transactional read: 2 RU per 4 KB"
         );
     }
