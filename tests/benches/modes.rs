@@ -536,6 +536,62 @@ fn markdown(results: &Results) -> String {
     out
 }
 
+/// The figures `make bench`'s first part (`pipeline.rs`) wrote, as a section.
+fn pipeline_markdown(path: &std::path::Path) -> String {
+    let Ok(raw) = std::fs::read_to_string(path) else {
+        return "\n## The deployed pipeline under load, and the audit's scan rate\n\nNot in this run: \
+                `target/bench/pipeline.json` is missing (run `make bench`, which runs `pipeline.rs` first).\n"
+            .into();
+    };
+    let v: serde_json::Value = serde_json::from_str(&raw).expect("pipeline.json");
+    let (load, audit) = (&v["load"], &v["audit"]);
+    let f = |x: &serde_json::Value| x.as_f64().unwrap_or(f64::NAN);
+    let rates = |x: &serde_json::Value| (f(&x[0]), f(&x[1]), f(&x[2]));
+    let (raw, aud) = (
+        rates(&audit["raw_items_per_second"]),
+        rates(&audit["audit_items_per_second"]),
+    );
+    format!(
+        "\n## The deployed pipeline under load, and the audit's scan rate\n\n\
+         From `tests/benches/pipeline.rs` in the same `make bench`: the stack deployed by `counterctl` on a \
+         private emulator, `counterctl load` ({} operations, {} workers, {} scopes, a fifth deletes) while the \
+         local runner plays the deployed mappings (handlers in process). One load run.\n\n\
+         | operations/s | create p50 | create p95 | create p99 | delete p50 | delete p99 | drained | drain after \
+         the load | audit after the drain | overshoots |\n|---:|---:|---:|---:|---:|---:|---|---:|---|---:|\n\
+         | {:.0} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {} | {:.2} s | {} | {} |\n\n\
+         Audit (`counterctl audit`, segmented Scan and the counters) against a bare parallel Scan that only \
+         counts, {} items, {} segments, {} rounds: the audit reads {:.0} items/s (min {:.0}, max {:.0}), the bare \
+         scan {:.0} items/s (min {:.0}, max {:.0}); audit/raw time {:.2} at the median.\n",
+        load["operations"],
+        load["workers"],
+        load["scopes"],
+        f(&load["operations_per_second"]),
+        f(&load["create_p50_ms"]),
+        f(&load["create_p95_ms"]),
+        f(&load["create_p99_ms"]),
+        f(&load["delete_p50_ms"]),
+        f(&load["delete_p99_ms"]),
+        load["drained"],
+        f(&load["drain_seconds"]),
+        if load["drift"].as_bool() == Some(false) {
+            "clean"
+        } else {
+            "**drift**"
+        },
+        load["overshoots"],
+        audit["items"],
+        audit["segments"],
+        audit["rounds"],
+        aud.1,
+        aud.0,
+        aud.2,
+        raw.1,
+        raw.0,
+        raw.2,
+        f(&audit["audit_over_raw"]),
+    )
+}
+
 /// The ceiling run's parameters from the environment.
 fn ceiling_params() -> ceiling::Params {
     let mut model =
@@ -753,6 +809,8 @@ async fn main() {
         serde_json::to_string_pretty(&results).expect("json"),
     )
     .expect("write modes.json");
-    std::fs::write(root.join("BENCHMARKS.md"), markdown(&results)).expect("write BENCHMARKS.md");
+    let mut document = markdown(&results);
+    document.push_str(&pipeline_markdown(&dir.join("pipeline.json")));
+    std::fs::write(root.join("BENCHMARKS.md"), document).expect("write BENCHMARKS.md");
     println!("wrote BENCHMARKS.md and target/bench/modes.json");
 }

@@ -37,6 +37,9 @@ use crate::shared::{BATCH_SIZE, Latency, key_hash, latency};
 
 /// The ramp's stop: requests throttled over requests sent.
 const THROTTLED_SHARE: f64 = 0.01;
+/// The overshoot phase: a limit this far above the live count, and the creates offered at it.
+const OVERSHOOT_HEADROOM: u64 = 50;
+const OVERSHOOT_OFFERED: u64 = 200;
 /// Concurrent callers offering the load.
 const WORKERS: usize = 48;
 
@@ -72,6 +75,8 @@ pub struct Step {
     /// The limit that throttled most ("-": none).
     pub bound: String,
     pub splits: u64,
+    /// Creates not yet counted by the stream at the step's end.
+    pub backlog: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -196,6 +201,8 @@ async fn rig(emulator: &Emulator, model: &CapacityParams, shards: u32, name: &st
 struct Lags {
     created: HashMap<String, Instant>,
     lags: Vec<Duration>,
+    /// INSERT records counted.
+    counted: u64,
 }
 
 /// Consumes the stream until `stop`, then to its end: batches of
@@ -253,6 +260,9 @@ async fn consume_until(rig: Arc<Rig>, lanes: usize, lags: Arc<Mutex<Lags>>, stop
 fn record_lags(lags: &Mutex<Lags>, counted: &[serde_json::Value], now: Instant) {
     let mut lags = lags.lock().expect("lags");
     for record in counted {
+        if record["eventName"] == "INSERT" {
+            lags.counted += 1;
+        }
         if record["eventName"] == "INSERT"
             && let Some(id) = record["dynamodb"]["Keys"][ID]["S"].as_str()
             && let Some(created) = lags.created.get(id).copied()
@@ -418,8 +428,14 @@ async fn run_once(emulator: &Emulator, params: &Params, shards: u32, ids: Ids, r
         let during = usage().since(&before);
         let throttled = during.throttled();
         let share = throttled as f64 / (throttled + during.requests()).max(1) as f64;
-        let creates_per_second = (calls.creates.load(Ordering::Relaxed) - creates_before) as f64 / seconds;
+        let step_creates = calls.creates.load(Ordering::Relaxed) - creates_before;
+        let creates_per_second = step_creates as f64 / seconds;
+        let backlog = calls
+            .creates
+            .load(Ordering::Relaxed)
+            .saturating_sub(lags.lock().expect("lags").counted);
         let step = Step {
+            backlog,
             offered_ops: rate,
             creates_per_second,
             throttled_share: share,
@@ -428,14 +444,17 @@ async fn run_once(emulator: &Emulator, params: &Params, shards: u32, ids: Ids, r
             splits: splits(&during),
         };
         eprintln!(
-            "   ceiling {shards:>2} shards {ids_name:<6} run {run}: offered {rate:.0} ops/s -> {creates_per_second:.1} creates/s, {:.2} % throttled ({}), {} splits",
+            "   ceiling {shards:>2} shards {ids_name:<6} run {run}: offered {rate:.1} ops/s -> {creates_per_second:.1} creates/s, {:.2} % throttled ({}), {} splits, stream backlog {backlog}",
             100.0 * share,
             step.bound,
             step.splits
         );
         split_seen |= step.splits > 0;
         let keeping_up = seconds <= params.step.as_secs_f64() * 1.25;
-        if share <= THROTTLED_SHARE && keeping_up {
+        // The stream keeps up while what it has not counted stays under two
+        // steps' creates.
+        let stream_behind = backlog > 2 * step_creates.max(1);
+        if share <= THROTTLED_SHARE && keeping_up && !stream_behind {
             sustained = sustained.max(creates_per_second);
             if !split_seen {
                 before_split = before_split.max(creates_per_second);
@@ -445,16 +464,18 @@ async fn run_once(emulator: &Emulator, params: &Params, shards: u32, ids: Ids, r
             over += 1;
             at_limit = at_limit.max(creates_per_second);
             if bound_at.is_empty() || step.bound != "-" {
-                bound_at = if keeping_up {
+                bound_at = if share > THROTTLED_SHARE {
                     step.bound.clone()
+                } else if stream_behind {
+                    "stream lanes (EC backlog growing)".into()
                 } else {
-                    "emulator (no throttle)".into()
+                    "the emulator (offered rate not kept, not throttled)".into()
                 };
             }
         }
         let rescued = step.splits > 0;
         steps.push(step);
-        if !keeping_up || (over >= 2 && !rescued) {
+        if over >= 2 && !rescued {
             break;
         }
         rate *= params.growth;
@@ -475,9 +496,21 @@ async fn run_once(emulator: &Emulator, params: &Params, shards: u32, ids: Ids, r
 
     // At a limit: the live count plus 100, 400 creates offered at the
     // ramp's last rate (the first past the ceiling).
-    let limit = live_now + 100;
+    let limit = live_now + OVERSHOOT_HEADROOM;
     let limited = Counter::configured(rig.counter.store().clone(), limit, &rig.config);
-    offer(&limited, &scope, ids, &next_id, &live, &lags, rate, 400, false, &calls).await;
+    offer(
+        &limited,
+        &scope,
+        ids,
+        &next_id,
+        &live,
+        &lags,
+        rate,
+        OVERSHOOT_OFFERED,
+        false,
+        &calls,
+    )
+    .await;
 
     // Drain: the model off, so the stream finishes (the figures are taken).
     rig.proxy.set_enabled(false);
@@ -593,7 +626,7 @@ impl Ceiling {
              by {}x, so the ceiling lies between the two). Median of {} runs, (min–max) when they differ. EC \
              lag: from a create's answer to the transaction that counted its record. BE undercount: live items \
              minus BE at the end of the ramp, over the creates. Overshoot: after the ramp, a limit of the live \
-             count + 100 and 400 creates (no deletes) offered at the ramp's last rate, the first past the \
+             count + {OVERSHOOT_HEADROOM} and {OVERSHOOT_OFFERED} creates (no deletes) offered at the ramp's last rate, the first past the \
              ceiling: live items past the limit once the stream is drained.\n\n\
              | BE = EC shards | ids | sustained, DynamoDB creates/s | before a split | past 1 % throttled | bound by | \
              partitions at the end (resources / counters) | creates failed to the caller | BE undercount | \
