@@ -40,6 +40,8 @@ const THROTTLED_SHARE: f64 = 0.01;
 /// The overshoot phase: a limit this far above the live count, and the creates offered at it.
 const OVERSHOOT_HEADROOM: u64 = 50;
 const OVERSHOOT_OFFERED: u64 = 200;
+/// Steps of one ramp at most.
+const MAX_STEPS: usize = 24;
 /// Concurrent callers offering the load.
 const WORKERS: usize = 48;
 
@@ -475,10 +477,13 @@ async fn run_once(emulator: &Emulator, params: &Params, shards: u32, ids: Ids, r
         }
         let rescued = step.splits > 0;
         steps.push(step);
-        if over >= 2 && !rescued {
+        if (over >= 2 && !rescued) || steps.len() >= MAX_STEPS {
             break;
         }
-        rate *= params.growth;
+        // After a split the same rate again: whether the split rescued it.
+        if !rescued {
+            rate *= params.growth;
+        }
     }
 
     // BE's undercount at the end of the ramp (no request in flight; the
@@ -619,8 +624,9 @@ impl Ceiling {
              creates to one delete of an earlier item through the real `Counter` (best-effort admission, BE \
              shards = EC shards), while the real batched `Processor` consumes the stream in {} lanes, its \
              transactions through the same model. The offered rate ramps in steps of {:.0} s until the \
-             requests throttled pass 1 % of those sent for two steps in a row without a split for heat (or \
-             the emulator stops keeping up). *Sustained* is the highest step at or under 1 %; *before a \
+             requests throttled pass 1 % of those sent for two steps in a row without a split for heat (a \
+             step with a split is repeated at the same rate, to see whether the split rescued it), or the \
+             emulator stops keeping up, or the stream falls behind. *Sustained* is the highest step at or under 1 %; *before a \
              split* the highest before the model's first split for heat; *bound by* the limit that throttled \
              most in the steps past it; *past 1 % throttled* the creates/s achieved in those steps (the steps grow \
              by {}x, so the ceiling lies between the two). Median of {} runs, (min–max) when they differ. EC \
