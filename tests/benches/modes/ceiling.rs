@@ -281,34 +281,33 @@ struct Calls {
     failed_creates: AtomicU64,
 }
 
-/// Offers `ops` operations at `rate`/s on `scope`: with `deletes` every
-/// fourth deletes a live item, the others create one.
-#[allow(clippy::too_many_arguments)]
-async fn offer(
-    counter: &Counter<DynamoStore>,
-    scope: &Scope,
+/// The load on one scope: its ids, the items live, what the callers did.
+#[derive(Clone)]
+struct Load {
+    scope: Scope,
     ids: Ids,
-    next_id: &Arc<AtomicU64>,
-    live: &Arc<Mutex<Vec<String>>>,
-    lags: &Arc<Mutex<Lags>>,
-    rate: f64,
-    ops: u64,
-    deletes: bool,
-    calls: &Arc<Calls>,
-) {
+    next_id: Arc<AtomicU64>,
+    live: Arc<Mutex<Vec<String>>>,
+    lags: Arc<Mutex<Lags>>,
+    calls: Arc<Calls>,
+}
+
+/// Offers `ops` operations at `rate`/s through `counter`: with `deletes`
+/// every fourth deletes a live item, the others create one.
+async fn offer(load: &Load, counter: &Counter<DynamoStore>, rate: f64, ops: u64, deletes: bool) {
     let started = Instant::now();
     let tickets = Arc::new(AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..WORKERS {
-        let (counter, scope, next_id, live, lags, tickets, calls) = (
-            counter.clone(),
-            scope.clone(),
-            next_id.clone(),
-            live.clone(),
-            lags.clone(),
-            tickets.clone(),
-            calls.clone(),
-        );
+        let (counter, tickets) = (counter.clone(), tickets.clone());
+        let Load {
+            scope,
+            ids,
+            next_id,
+            live,
+            lags,
+            calls,
+        } = load.clone();
         tasks.spawn(async move {
             loop {
                 let n = tickets.fetch_add(1, Ordering::Relaxed);
@@ -402,6 +401,14 @@ async fn run_once(emulator: &Emulator, params: &Params, shards: u32, ids: Ids, r
     let consumer = tokio::spawn(consume_until(rig.clone(), params.lanes, lags.clone(), stop.clone()));
     let (next_id, live) = (Arc::new(AtomicU64::new(0)), Arc::new(Mutex::new(Vec::new())));
     let calls = Arc::new(Calls::default());
+    let load = Load {
+        scope: scope.clone(),
+        ids,
+        next_id,
+        live,
+        lags: lags.clone(),
+        calls: calls.clone(),
+    };
     let usage = || rig.proxy.capacity_usage().expect("a capacity model");
     let splits = |u: &CapacityUsage| u.tables.values().map(|t| t.splits).sum::<u64>();
 
@@ -413,19 +420,7 @@ async fn run_once(emulator: &Emulator, params: &Params, shards: u32, ids: Ids, r
         let creates_before = calls.creates.load(Ordering::Relaxed);
         let started = Instant::now();
         let ops = (rate * params.step.as_secs_f64()).round() as u64;
-        offer(
-            &rig.counter,
-            &scope,
-            ids,
-            &next_id,
-            &live,
-            &lags,
-            rate,
-            ops,
-            true,
-            &calls,
-        )
-        .await;
+        offer(&load, &rig.counter, rate, ops, true).await;
         let seconds = started.elapsed().as_secs_f64();
         let during = usage().since(&before);
         let throttled = during.throttled();
@@ -499,23 +494,11 @@ async fn run_once(emulator: &Emulator, params: &Params, shards: u32, ids: Ids, r
         (live_now, undercount)
     };
 
-    // At a limit: the live count plus 100, 400 creates offered at the
+    // At a limit: the live count plus a headroom, creates offered at the
     // ramp's last rate (the first past the ceiling).
     let limit = live_now + OVERSHOOT_HEADROOM;
     let limited = Counter::configured(rig.counter.store().clone(), limit, &rig.config);
-    offer(
-        &limited,
-        &scope,
-        ids,
-        &next_id,
-        &live,
-        &lags,
-        rate,
-        OVERSHOOT_OFFERED,
-        false,
-        &calls,
-    )
-    .await;
+    offer(&load, &limited, rate, OVERSHOOT_OFFERED, false).await;
 
     // Drain: the model off, so the stream finishes (the figures are taken).
     rig.proxy.set_enabled(false);
