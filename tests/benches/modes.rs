@@ -621,9 +621,9 @@ fn ceiling_params() -> ceiling::Params {
         e2e::capacity::CapacityParams::dynamodb(1.0 / env_number("BENCH_CEILING_SCALE_DIVISOR", 50).max(1) as f64);
     // Sustained rates are measured: a bucket of one second's rate, not the
     // 300 s DynamoDB may retain (best effort, and no help past a partition's
-    // own limits); a split after 2 s of throttling.
+    // own limits); a split after 1 s of throttling.
     model.burst_seconds = 1.0;
-    model.split_after = std::time::Duration::from_secs(2);
+    model.split_after = std::time::Duration::from_secs(1);
     ceiling::Params {
         model,
         shards: std::env::var("BENCH_CEILING_SHARDS")
