@@ -1098,6 +1098,35 @@ mod tests {
     }
 
     #[test]
+    fn batches_are_charged_per_item_and_a_query_finds_its_partition_key() {
+        let mut m = roomy();
+        let now = Instant::now();
+        let batch = json!({ "RequestItems": { RESOURCES: [
+            { "PutRequest": { "Item": { "scope": s("a"), "id": s("b1"), "p": s(&"x".repeat(1500)) } } },
+            { "DeleteRequest": { "Key": key(RESOURCES, "a", "missing") } },
+        ] } });
+        admitted(&mut m, "BatchWriteItem", batch.to_string().as_bytes(), now);
+        assert_eq!(units(&m, RESOURCES).0, 2.0 + 1.0, "each item by its own size");
+        let get = json!({ "RequestItems": { RESOURCES: { "Keys": [key(RESOURCES, "a", "b1"), key(RESOURCES, "a", "b2")],
+            "ConsistentRead": true } } });
+        let pending = admitted(&mut m, "BatchGetItem", get.to_string().as_bytes(), now).unwrap();
+        let answer =
+            json!({ "Responses": { RESOURCES: [{ "scope": s("a"), "id": s("b1"), "p": s(&"x".repeat(1500)) }] } });
+        m.settle(pending, answer.to_string().as_bytes(), now);
+        assert!(
+            (units(&m, RESOURCES).1 - 2.0).abs() < 1e-9,
+            "one unit per key, found or not"
+        );
+        // The partition key is read from the key condition, whatever else it says.
+        let query = json!({ "TableName": RESOURCES, "KeyConditionExpression": "#s = :s AND begins_with(#i, :p)",
+            "ExpressionAttributeNames": { "#s": "scope", "#i": "id" },
+            "ExpressionAttributeValues": { ":s": s("other"), ":p": s("b") } });
+        let pending = admitted(&mut m, "Query", query.to_string().as_bytes(), now).expect("a Query to settle");
+        assert_eq!(pending.touches[0].partition_key, "other");
+        assert_eq!(pending.touches[0].units, 0.5, "eventually consistent");
+    }
+
+    #[test]
     fn item_sizes_follow_the_documented_rules() {
         let item = json!({
             "id": { "S": "abc" },            // 2 + 3
