@@ -109,6 +109,10 @@ pub struct CapacityParams {
     pub split_after: Duration,
     /// Whether partitions split for heat at all.
     pub split_for_heat: bool,
+    /// Every item a partition of its own from the start: the best case
+    /// split for heat can reach (adaptive capacity isolating busy items),
+    /// where the limit left is the single item's.
+    pub isolate_items: bool,
     pub mode: CapacityMode,
 }
 
@@ -120,7 +124,20 @@ impl CapacityParams {
             burst_seconds: BURST_RETENTION_SECONDS,
             split_after: Duration::from_secs(10),
             split_for_heat: true,
+            isolate_items: false,
             mode: CapacityMode::OnDemand,
+        }
+    }
+
+    /// Each item capped at `writes_per_second` units a second (the scale
+    /// that gives it), holding a tenth of a second's: items isolated, no
+    /// split, on demand.
+    pub fn per_item(writes_per_second: f64) -> Self {
+        Self {
+            burst_seconds: 0.1,
+            split_for_heat: false,
+            isolate_items: true,
+            ..Self::dynamodb(writes_per_second / PARTITION_WRITE_UNITS)
         }
     }
 
@@ -137,10 +154,11 @@ impl fmt::Display for CapacityParams {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "scale {} ({:.1} WU/s and {:.1} RU/s per partition), burst {} s, split for heat {}",
+            "scale {} ({:.1} WU/s and {:.1} RU/s per {}), burst {} s, split for heat {}",
             self.scale,
             self.write_units_per_second(),
             self.read_units_per_second(),
+            if self.isolate_items { "item" } else { "partition" },
             self.burst_seconds,
             if self.split_for_heat {
                 format!("after {:.1} s of throttling", self.split_after.as_secs_f64())
@@ -541,11 +559,22 @@ impl CapacityModel {
         }
     }
 
+    /// Where the partitions of `touch` are kept: per partition-key value, or
+    /// per item when [`CapacityParams::isolate_items`].
+    fn home(&self, touch: &Touch) -> (String, String) {
+        let partition_key = match (&touch.sort_key, self.params.isolate_items) {
+            (Some(sort), true) => format!("{}\u{0}{sort}", touch.partition_key),
+            _ => touch.partition_key.clone(),
+        };
+        (touch.table.clone(), partition_key)
+    }
+
     fn charge(&mut self, touch: &Touch, units: f64, now: Instant) {
         let sort = touch.sort_key.clone().unwrap_or_default();
+        let home = self.home(touch);
         let partitions = self
             .partitions
-            .entry((touch.table.clone(), touch.partition_key.clone()))
+            .entry(home)
             .or_insert_with(|| vec![Partition::new(String::new(), &self.params, now)]);
         let at = partition_index(partitions, &sort);
         let bucket = partitions[at].bucket(touch.access);
@@ -559,10 +588,16 @@ impl CapacityModel {
     }
 
     /// The partitions `touch` reaches (all of its partition-key value for a Query).
+    /// With isolated items a Query reaches no bucket before it is answered
+    /// (its items' buckets are charged after).
     fn partitions_of(&mut self, touch: &Touch, now: Instant) -> Vec<&mut Partition> {
+        if self.params.isolate_items && touch.sort_key.is_none() {
+            return Vec::new();
+        }
+        let home = self.home(touch);
         let partitions = self
             .partitions
-            .entry((touch.table.clone(), touch.partition_key.clone()))
+            .entry(home)
             .or_insert_with(|| vec![Partition::new(String::new(), &self.params, now)]);
         match &touch.sort_key {
             None => partitions.iter_mut().collect(),
@@ -590,7 +625,7 @@ impl CapacityModel {
     /// long enough, at the median of its recent sort keys, unless its new
     /// items arrive in increasing order or it serves one item.
     fn consider_split(&mut self, table: &str, partition_key: &str, now: Instant) {
-        if !self.params.split_for_heat {
+        if !self.params.split_for_heat || self.params.isolate_items {
             return;
         }
         let split_after = self.params.split_after;
@@ -1271,6 +1306,45 @@ mod tests {
         assert!(
             random.write_units > sequential.write_units,
             "after the split more writes pass: random {random:?}, sequential {sequential:?}"
+        );
+    }
+
+    #[test]
+    fn isolated_items_each_have_their_own_rate() {
+        // 20 writes/s per item, a tenth of a second's held: two at once.
+        let mut m = model(CapacityParams::per_item(20.0));
+        let update = |table: &str, name: &str| {
+            json!({ "TableName": table, "Key": { "scope": s("s"), "name": s(name) },
+                    "ExpressionAttributeValues": { ":d": { "N": "1" } } })
+            .to_string()
+            .into_bytes()
+        };
+        let start = Instant::now();
+        let hot = update(COUNTERS, "best_effort");
+        let passed = |m: &mut CapacityModel, body: &[u8], at: Instant| {
+            matches!(m.admit("UpdateItem", body, at), Verdict::Forward(_))
+        };
+        let outcomes: Vec<bool> = (0..4).map(|_| passed(&mut m, &hot, start)).collect();
+        assert_eq!(
+            outcomes,
+            [true, true, false, false],
+            "a tenth of a second's writes, then throttled"
+        );
+        assert!(
+            passed(&mut m, &update(COUNTERS, "best_effort#1"), start),
+            "another item of the scope"
+        );
+        assert!(passed(&mut m, &put("s", "x", 10), start), "another table");
+        assert!(
+            passed(&mut m, &hot, start + Duration::from_millis(50)),
+            "50 ms refill one write"
+        );
+        assert!(!passed(&mut m, &hot, start + Duration::from_millis(50)));
+        let query = json!({ "TableName": COUNTERS, "KeyConditionExpression": "#s = :s",
+            "ExpressionAttributeNames": { "#s": "scope" }, "ExpressionAttributeValues": { ":s": s("s") } });
+        assert!(
+            passed(&mut m, query.to_string().as_bytes(), start),
+            "a Query reaches no bucket before its answer"
         );
     }
 

@@ -21,11 +21,6 @@
 //! * [`Fault::Trimmed`]: HTTP 400 `TrimmedDataAccessException`, not
 //!   forwarded: a stream range that has left the 24-hour retention.
 //!
-//! Apart from the plan, [`FaultProxy::limit_item_writes`] caps the write
-//! rate of each item of one table, as DynamoDB caps an item at 1,000 write
-//! units per second: an `UpdateItem` on an item past its rate answers HTTP
-//! 400 `ThrottlingException` and is not forwarded ([`ItemWriteRate`]).
-//!
 //! [`FaultProxy::limit_capacity`] puts DynamoDB's partition throughput in
 //! front of the emulator ([`crate::capacity::CapacityModel`]): a request
 //! past its partition's read or write capacity answers HTTP 400 with the
@@ -42,7 +37,7 @@
 //! hyper does the HTTP: HTTP/1.1 on both sides, keep-alive towards the
 //! clients and a small pool of upstream connections.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -129,10 +124,6 @@ impl Operation {
 
     fn is_transact_write_items(&self) -> bool {
         self.service == Service::DynamoDb && self.name == "TransactWriteItems"
-    }
-
-    fn is_update_item(&self) -> bool {
-        self.service == Service::DynamoDb && self.name == "UpdateItem"
     }
 }
 
@@ -422,61 +413,11 @@ impl fmt::Display for FaultStats {
     }
 }
 
-/// A per-item write rate on one table: each item (by its key) has a token
-/// bucket refilled at `per_second` a second that holds a tenth of a
-/// second's writes (at least one), full at first: a short burst passes,
-/// then the steady rate; an
-/// `UpdateItem` that finds its item's bucket empty is throttled, not
-/// forwarded, and takes no token (DynamoDB's throttled writes consume no
-/// capacity).
-#[derive(Debug, Clone)]
-pub struct ItemWriteRate {
-    table: String,
-    per_second: f64,
-    burst: f64,
-    /// Per item key (the request's `Key`, as JSON): tokens and when they were counted.
-    buckets: HashMap<String, (f64, Instant)>,
-}
-
-impl ItemWriteRate {
-    pub fn new(table: &str, per_second: f64) -> Self {
-        assert!(per_second > 0.0, "a write rate of {per_second}/s");
-        Self {
-            table: table.to_owned(),
-            per_second,
-            burst: (per_second / 10.0).max(1.0),
-            buckets: HashMap::new(),
-        }
-    }
-
-    /// Whether an `UpdateItem` with request `body` is past its item's rate
-    /// at `now` (else its token is taken). A body naming another table, or
-    /// unreadable, is never throttled.
-    fn throttles(&mut self, body: &[u8], now: Instant) -> bool {
-        let Ok(request) = serde_json::from_slice::<serde_json::Value>(body) else {
-            return false;
-        };
-        if request["TableName"].as_str() != Some(self.table.as_str()) {
-            return false;
-        }
-        let (rate, burst) = (self.per_second, self.burst);
-        let (tokens, at) = self.buckets.entry(request["Key"].to_string()).or_insert((burst, now));
-        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * rate).min(burst);
-        *at = now;
-        if *tokens < 1.0 {
-            return true;
-        }
-        *tokens -= 1.0;
-        false
-    }
-}
-
 struct State {
     plan: FaultPlan,
     rng: fastrand::Rng,
     enabled: bool,
     stats: FaultStats,
-    item_rate: Option<ItemWriteRate>,
     capacity: Option<CapacityModel>,
 }
 
@@ -520,7 +461,6 @@ impl FaultProxy {
                 plan,
                 enabled: true,
                 stats: FaultStats::default(),
-                item_rate: None,
                 capacity: None,
             }),
             idle: Mutex::new(Vec::new()),
@@ -564,13 +504,6 @@ impl FaultProxy {
     /// everything is forwarded) or on again.
     pub fn set_enabled(&self, enabled: bool) {
         self.shared.state().enabled = enabled;
-    }
-
-    /// Caps the writes of every item of `table` at `per_second` (see
-    /// [`ItemWriteRate`]); `None` lifts the cap. Throttled writes are counted
-    /// as [`FaultKind::Throttle`] on `UpdateItem`.
-    pub fn limit_item_writes(&self, table: &str, per_second: Option<f64>) {
-        self.shared.state().item_rate = per_second.map(|rate| ItemWriteRate::new(table, rate));
     }
 
     /// Puts `model` (DynamoDB's partition throughput) in front of the
@@ -635,32 +568,20 @@ impl Shared {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The fault for one call of `operation` with request `body` (counted),
-    /// if any, and whether it is the item write rate's throttle (else the
-    /// plan's fault).
-    fn decide(&self, operation: &Operation, body: &[u8]) -> Option<(Fault, bool)> {
+    /// The plan's fault for one call of `operation` (counted), if any.
+    fn decide(&self, operation: &Operation) -> Option<Fault> {
         let mut state = self.state();
         if !state.enabled {
             return None;
         }
-        let State {
-            plan, rng, item_rate, ..
-        } = &mut *state;
-        let over_rate = operation.is_update_item()
-            && item_rate
-                .as_mut()
-                .is_some_and(|rate| rate.throttles(body, Instant::now()));
-        let fault = if over_rate {
-            Fault::Throttle
-        } else {
-            plan.decide(operation, rng)?
-        };
+        let State { plan, rng, .. } = &mut *state;
+        let fault = plan.decide(operation, rng)?;
         *state
             .stats
             .injected
             .entry((operation.clone(), fault.kind()))
             .or_default() += 1;
-        Some((fault, over_rate))
+        Some(fault)
     }
 
     /// The capacity model's verdict on a DynamoDB request no fault took:
@@ -784,13 +705,11 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
         Ok(collected) => collected.to_bytes(),
         Err(e) => return Ok(plain(StatusCode::BAD_REQUEST, &format!("reading the request: {e}"))),
     };
-    let decided = operation.as_ref().and_then(|op| shared.decide(op, &body));
-    let fault = decided.map(|(fault, _)| fault);
-    if let (Some(op), Some((fault, over_rate))) = (&operation, decided) {
+    let fault = operation.as_ref().and_then(|op| shared.decide(op));
+    if let (Some(op), Some(fault)) = (&operation, fault) {
         match fault {
             Fault::FailBefore => return Ok(internal_error(op)),
-            // Past an item's rate DynamoDB answers `ThrottlingException`.
-            Fault::Throttle => return Ok(throttled(op, over_rate || shared.pick_bool())),
+            Fault::Throttle => return Ok(throttled(op, shared.pick_bool())),
             Fault::TransactionConflict(which) => {
                 let actions = transact_actions(&body);
                 let blamed = match which {
@@ -1073,37 +992,6 @@ mod tests {
             .block_on(body.collect())
             .unwrap()
             .to_bytes()
-    }
-
-    #[test]
-    fn an_item_past_its_write_rate_is_throttled_and_other_items_are_not() {
-        let mut rate = ItemWriteRate::new("counters", 20.0);
-        let update = |table: &str, name: &str| {
-            serde_json::json!({ "TableName": table, "Key": { "scope": { "S": "s" }, "name": { "S": name } } })
-                .to_string()
-                .into_bytes()
-        };
-        let start = Instant::now();
-        let hot = update("counters", "best_effort");
-        let outcomes: Vec<bool> = (0..4).map(|_| rate.throttles(&hot, start)).collect();
-        assert_eq!(
-            outcomes,
-            [false, false, true, true],
-            "a burst of a tenth of a second's writes, then throttled"
-        );
-        assert!(
-            !rate.throttles(&update("counters", "best_effort#1"), start),
-            "another item"
-        );
-        assert!(
-            !rate.throttles(&update("resources", "best_effort"), start),
-            "another table"
-        );
-        assert!(
-            !rate.throttles(&hot, start + Duration::from_millis(50)),
-            "50 ms refill one write"
-        );
-        assert!(rate.throttles(&hot, start + Duration::from_millis(50)));
     }
 
     #[test]
