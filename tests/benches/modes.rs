@@ -736,7 +736,7 @@ async fn main() {
     .await;
     for run in &sharded.runs {
         println!(
-            "== sharded {:>2}: busiest item writes/create: request {:.4} stream {:.4}; ceiling {:.0} creates/s (request {:.0}, stream {:.0}); p50 {:.2} ms ({:+.1} %) p99 {:.2} ms; round trips {:.2}, strict {:.2} admitted {:.2} refused",
+            "== sharded {:>2}: busiest item writes/create: request {:.4} stream {:.4}; single-item bound (arithmetic, not measured) {:.0} creates/s (request {:.0}, stream {:.0}); p50 {:.2} ms ({:+.1} %) p99 {:.2} ms; round trips {:.2}, strict {:.2} admitted {:.2} refused",
             run.shards,
             run.request_busiest_writes_per_create,
             run.stream_busiest_writes_per_event,
