@@ -7,10 +7,10 @@
 //! heat. Creates and deletes (three creates to one delete of an earlier
 //! item) go through the real `Counter` (best-effort admission), and the
 //! real batched `Processor` consumes the stream meanwhile, its writes
-//! through the same model. The offered rate ramps step by step until the
-//! requests throttled pass 1 % of those sent for two steps in a row with
-//! no split for heat between them (a split can rescue a step), or the
-//! emulator stops keeping up. Per row: the highest step's rate at or under
+//! through the same model. The offered rate ramps step by step while the
+//! requests throttled stay at or under 1 % of those sent; a failing step
+//! is offered again at its rate (a split for heat can rescue it), and two
+//! failing steps in a row without a split end the ramp. Per row: the highest step's rate at or under
 //! 1 %, divided by the scale back to DynamoDB creates/s; the limit that
 //! throttled most in the step past it; BE's undercount and EC's lag; and,
 //! on the same tables, how far best-effort admission overshoots a limit
@@ -451,14 +451,16 @@ async fn run_once(emulator: &Emulator, params: &Params, shards: u32, ids: Ids, r
         // The stream keeps up while what it has not counted stays under two
         // steps' creates.
         let stream_behind = backlog > 2 * step_creates.max(1);
-        if share <= THROTTLED_SHARE && keeping_up && !stream_behind {
+        let passed = share <= THROTTLED_SHARE && keeping_up && !stream_behind;
+        if passed {
             sustained = sustained.max(creates_per_second);
             if !split_seen {
                 before_split = before_split.max(creates_per_second);
             }
             over = 0;
         } else {
-            over += 1;
+            // Failing steps without a split in a row.
+            over = if step.splits > 0 { 0 } else { over + 1 };
             at_limit = at_limit.max(creates_per_second);
             if bound_at.is_empty() || step.bound != "-" {
                 bound_at = if share > THROTTLED_SHARE {
@@ -470,13 +472,13 @@ async fn run_once(emulator: &Emulator, params: &Params, shards: u32, ids: Ids, r
                 };
             }
         }
-        let rescued = step.splits > 0;
         steps.push(step);
-        if (over >= 2 && !rescued) || steps.len() >= MAX_STEPS {
+        if over >= 2 || steps.len() >= MAX_STEPS {
             break;
         }
-        // After a split the same rate again: whether the split rescued it.
-        if !rescued {
+        // Only a step that passed raises the rate: a failing one is offered
+        // again, so that a split for heat it caused can show.
+        if passed {
             rate *= params.growth;
         }
     }
@@ -606,10 +608,11 @@ impl Ceiling {
              nothing in this table is projected. One hot scope, fresh tables per run; {} callers offer three \
              creates to one delete of an earlier item through the real `Counter` (best-effort admission, BE \
              shards = EC shards), while the real batched `Processor` consumes the stream in {} lanes, its \
-             transactions through the same model. The offered rate ramps in steps of {:.0} s until the \
-             requests throttled pass 1 % of those sent for two steps in a row without a split for heat (a \
-             step with a split is repeated at the same rate, to see whether the split rescued it), or the \
-             emulator stops keeping up, or the stream falls behind. *Sustained* is the highest step at or under 1 %; *before a \
+             transactions through the same model. The offered rate ramps in steps of {:.0} s, growing after \
+             each step that passes (at most 1 % of the requests throttled, the offered rate kept, the stream's \
+             backlog under two steps' creates); a step that fails is offered again at the same rate, so that a \
+             split for heat it caused can show, and the ramp ends after two failing steps in a row without a \
+             split. *Sustained* is the highest step at or under 1 %; *before a \
              split* the highest before the model's first split for heat; *bound by* the limit that throttled \
              most in the steps past it; *past 1 % throttled* the creates/s achieved in those steps (the steps grow \
              by {}x, so the ceiling lies between the two). Median of {} runs, (min–max) when they differ. EC \
