@@ -460,7 +460,10 @@ impl CapacityModel {
                 Access::Read => 0.0,
             };
             for partition in self.partitions_of(touch, now) {
-                partition.remember(touch.sort_key.as_deref().unwrap_or(""), touch.new_item);
+                // A Query names no sort key: it tells nothing about where to split.
+                if let Some(sort) = &touch.sort_key {
+                    partition.remember(sort, touch.new_item);
+                }
                 let bucket = partition.bucket(touch.access);
                 bucket.refill(now);
                 if refused.is_none() && !bucket.admits(need) {
@@ -1345,6 +1348,40 @@ mod tests {
         assert!(
             passed(&mut m, query.to_string().as_bytes(), start),
             "a Query reaches no bucket before its answer"
+        );
+    }
+
+    #[test]
+    fn queries_do_not_move_the_split_point() {
+        // Writes spread over sort keys "k-00".."k-99", each preceded by a
+        // Query of the whole partition-key value: the split still divides
+        // the written keys, not "" (a Query names no sort key).
+        let mut m = model(CapacityParams {
+            burst_seconds: 1.0,
+            split_after: Duration::from_secs(1),
+            ..CapacityParams::dynamodb(0.01)
+        });
+        let start = Instant::now();
+        let query = json!({ "TableName": RESOURCES, "KeyConditionExpression": "#s = :s",
+            "ExpressionAttributeNames": { "#s": "scope" }, "ExpressionAttributeValues": { ":s": s("hot") } })
+        .to_string();
+        let mut rng = fastrand::Rng::with_seed(3);
+        // 2.2 s: one split (throttled from about 0.3 s, split at 1.3 s).
+        for n in 0..88 {
+            let at = start + Duration::from_millis(n * 25);
+            if let Verdict::Forward(Some(pending)) = m.admit("Query", query.as_bytes(), at) {
+                m.settle(pending, b"{}", at);
+            }
+            let _ = m.admit("PutItem", &put("hot", &format!("k-{:02}", rng.u32(..100)), 10), at);
+        }
+        let lows: Vec<String> = m.partitions[&(RESOURCES.to_owned(), "hot".to_owned())]
+            .iter()
+            .map(|p| p.low.clone())
+            .collect();
+        assert_eq!(lows.len(), 2, "{lows:?}");
+        assert!(
+            lows[1].as_str() > "k-25" && lows[1].as_str() < "k-75",
+            "the split divides the writes: {lows:?}"
         );
     }
 
