@@ -347,7 +347,7 @@ fn markdown(results: &Results) -> String {
              # BENCH_EVENTS=3000 BENCH_SCOPES=1 BENCH_LANES=4 BENCH_SHARDS=8 BENCH_RECORD_WORKERS=8 \
              BENCH_LATENCY_SAMPLES=400\n              # BENCH_E2E_CREATES=3000 BENCH_THROTTLE_CREATES=1500 \
              BENCH_THROTTLE_WORKERS=16 BENCH_THROTTLE_RATE=50 BENCH_THROTTLE_DEMAND=500\n              # \
-             BENCH_CEILING_RUNS=3 BENCH_CEILING_SCALE_DIVISOR=50 BENCH_CEILING_STEP_SECONDS=2 BENCH_METER_ITEMS=200 \
+             BENCH_CEILING_RUNS=3 BENCH_CEILING_SCALE_DIVISOR=50 BENCH_CEILING_STEP_MS=1500 BENCH_METER_ITEMS=200 \
              BENCH_METER_RUNS=3\n```\n",
             results.commit, results.ceiling.runs, results.metering.runs
         ),
@@ -631,8 +631,8 @@ fn ceiling_params() -> ceiling::Params {
             .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect())
             .unwrap_or_else(|| vec![1, 4, 16]),
         runs: env_number("BENCH_CEILING_RUNS", 3).max(1) as usize,
-        step: std::time::Duration::from_secs(env_number("BENCH_CEILING_STEP_SECONDS", 2).max(1)),
-        start_rate: env_number("BENCH_CEILING_START_RATE", 4).max(1) as f64,
+        step: std::time::Duration::from_millis(env_number("BENCH_CEILING_STEP_MS", 1500).max(500)),
+        start_rate: env_number("BENCH_CEILING_START_RATE", 6).max(1) as f64,
         growth: 1.5,
         max_rate: env_number("BENCH_CEILING_MAX_RATE", 1500) as f64,
         lanes: env_number("BENCH_LANES", 4).max(1) as usize,

@@ -41,7 +41,7 @@ const THROTTLED_SHARE: f64 = 0.01;
 const OVERSHOOT_HEADROOM: u64 = 50;
 const OVERSHOOT_OFFERED: u64 = 200;
 /// Steps of one ramp at most.
-const MAX_STEPS: usize = 24;
+const MAX_STEPS: usize = 20;
 /// Concurrent callers offering the load.
 const WORKERS: usize = 48;
 
@@ -483,6 +483,10 @@ async fn run_once(emulator: &Emulator, params: &Params, shards: u32, ids: Ids, r
         }
     }
 
+    if steps.len() >= MAX_STEPS && steps.iter().rev().take(3).any(|s| s.splits > 0) {
+        bound_at = format!("{bound_at}; the ramp's {MAX_STEPS} steps ended with splits for heat still under way");
+    }
+
     // BE's undercount at the end of the ramp (no request in flight; the
     // model paused while counting, so the count is not throttled).
     let created = calls.creates.load(Ordering::Relaxed);
@@ -608,7 +612,7 @@ impl Ceiling {
              nothing in this table is projected. One hot scope, fresh tables per run; {} callers offer three \
              creates to one delete of an earlier item through the real `Counter` (best-effort admission, BE \
              shards = EC shards), while the real batched `Processor` consumes the stream in {} lanes, its \
-             transactions through the same model. The offered rate ramps in steps of {:.0} s, growing after \
+             transactions through the same model. The offered rate ramps in steps of {:.1} s, growing after \
              each step that passes (at most 1 % of the requests throttled, the offered rate kept, the stream's \
              backlog under two steps' creates); a step that fails is offered again at the same rate, so that a \
              split for heat it caused can show, and the ramp ends after two failing steps in a row without a \
@@ -654,8 +658,13 @@ impl Ceiling {
              *before a split* column is what a scope gets until then. Sequential ids never split (AWS documents \
              that split for heat does not help a monotonically increasing sort key): every new item lands in \
              the last range of the resources partition, so their ceiling is one partition's writes whatever the \
-             shard count. What a user can do there: random (or hashed) ids, and warm throughput on the \
-             resources table, which pre-splits partitions.\n",
+             shard count. What a user can do: give resources random (or hashed) ids, so that split for heat can \
+             divide the scope's range; warm throughput raises what a table serves at once, not one partition's \
+             1,000 WU/s, so it does not lift a single hot scope's first partition. Where the counters \
+             partition's writes bind, more BE and EC shards spread them over items a split can separate (one \
+             item keeps its 1,000 WU/s). Every create writes the resources partition about four units with \
+             the stream's flag flip and a delete as many again, so the resources table, not the counters, is \
+             what a hot scope meets first.\n",
             self.seconds,
             m.split_after.as_secs_f64()
         ));
