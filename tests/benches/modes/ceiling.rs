@@ -662,8 +662,9 @@ impl Ceiling {
              divide the scope's range; warm throughput raises what a table serves at once, not one partition's \
              1,000 WU/s, so it does not lift a single hot scope's first partition. Where the counters \
              partition's writes bind, more BE and EC shards spread them over items a split can separate (one \
-             item keeps its 1,000 WU/s). Every create writes the resources partition about four units with \
-             the stream's flag flip and a delete as many again, so the resources table, not the counters, is \
+             item keeps its 1,000 WU/s). Under 1 KB every create writes the resources partition three units \
+             (the put, and the stream's transactional flag flip) and every delete three more (the soft delete, \
+             the transactional hard delete), against one or two on the counters, so the resources partition is \
              what a hot scope meets first.\n",
             self.seconds,
             m.split_after.as_secs_f64()
