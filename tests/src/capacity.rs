@@ -1002,6 +1002,20 @@ mod tests {
         )
     }
 
+    /// 10 WU/s and 30 RU/s per partition, a second's burst, split after a
+    /// second of throttling.
+    fn tight_params() -> CapacityParams {
+        CapacityParams {
+            burst_seconds: 1.0,
+            split_after: Duration::from_secs(1),
+            ..CapacityParams::dynamodb(0.01)
+        }
+    }
+
+    fn tight() -> CapacityModel {
+        model(tight_params())
+    }
+
     /// Plenty of capacity, no burst question: for unit arithmetic.
     fn roomy() -> CapacityModel {
         model(CapacityParams::dynamodb(1.0))
@@ -1213,10 +1227,7 @@ mod tests {
 
     #[test]
     fn a_throttled_request_costs_nothing_and_names_its_limit() {
-        let mut m = model(CapacityParams {
-            burst_seconds: 1.0,
-            ..CapacityParams::dynamodb(0.01)
-        });
+        let mut m = tight();
         let now = Instant::now();
         for n in 0..10 {
             admitted(&mut m, "PutItem", &put("a", &format!("i{n}"), 10), now);
@@ -1234,10 +1245,7 @@ mod tests {
 
     #[test]
     fn partitions_are_per_partition_key_value_and_per_table() {
-        let mut m = model(CapacityParams {
-            burst_seconds: 1.0,
-            ..CapacityParams::dynamodb(0.01)
-        });
+        let mut m = tight();
         let now = Instant::now();
         for n in 0..10 {
             admitted(&mut m, "PutItem", &put("hot", &format!("i{n}"), 10), now);
@@ -1264,11 +1272,7 @@ mod tests {
     /// Offers 40 writes/s of new items for 6 s to one partition of 10 WU/s
     /// that splits after 1 s of throttling; ids from `id`.
     fn heat(mut id: impl FnMut(u64) -> String) -> CapacityModel {
-        let mut m = model(CapacityParams {
-            burst_seconds: 1.0,
-            split_after: Duration::from_secs(1),
-            ..CapacityParams::dynamodb(0.01)
-        });
+        let mut m = tight();
         let start = Instant::now();
         for n in 0..240 {
             let _ = m.admit(
@@ -1356,11 +1360,7 @@ mod tests {
         // Writes spread over sort keys "k-00".."k-99", each preceded by a
         // Query of the whole partition-key value: the split still divides
         // the written keys, not "" (a Query names no sort key).
-        let mut m = model(CapacityParams {
-            burst_seconds: 1.0,
-            split_after: Duration::from_secs(1),
-            ..CapacityParams::dynamodb(0.01)
-        });
+        let mut m = tight();
         let start = Instant::now();
         let query = json!({ "TableName": RESOURCES, "KeyConditionExpression": "#s = :s",
             "ExpressionAttributeNames": { "#s": "scope" }, "ExpressionAttributeValues": { ":s": s("hot") } })
@@ -1387,11 +1387,7 @@ mod tests {
 
     #[test]
     fn one_hot_item_is_never_split() {
-        let mut m = model(CapacityParams {
-            burst_seconds: 1.0,
-            split_after: Duration::from_secs(1),
-            ..CapacityParams::dynamodb(0.01)
-        });
+        let mut m = tight();
         let start = Instant::now();
         let counter = json!({ "TableName": COUNTERS, "Key": key(COUNTERS, "hot", "best_effort"),
             "ExpressionAttributeValues": { ":d": { "N": "1" } } })
@@ -1417,11 +1413,7 @@ mod tests {
             .unwrap();
         runtime.block_on(async {
             for mode in [CapacityMode::Provisioned, CapacityMode::OnDemand] {
-                let mut m = model(CapacityParams {
-                    burst_seconds: 1.0,
-                    mode,
-                    ..CapacityParams::dynamodb(0.01)
-                });
+                let mut m = model(CapacityParams { mode, ..tight_params() });
                 let now = Instant::now();
                 // A 390 KB item: 381 WU into a bucket of 10, 38 s of debt.
                 admitted(&mut m, "PutItem", &put("hot", "i1", 390_000), now);
