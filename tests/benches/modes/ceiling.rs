@@ -95,7 +95,8 @@ pub struct Run {
     pub resources_partitions: usize,
     pub counters_partitions: usize,
     pub splits_refused_sequential: u64,
-    /// Creates the callers saw fail (throttled past the SDK's retries).
+    /// Creates the callers saw fail (throttled past the SDK's retries), not
+    /// counting those refused at the overshoot phase's limit.
     pub failed_creates: u64,
     pub be_undercount: i64,
     pub be_undercount_percent: f64,
@@ -342,6 +343,8 @@ async fn offer(load: &Load, counter: &Counter<DynamoStore>, rate: f64, ops: u64,
                         live.lock().expect("live").push(id);
                         calls.creates.fetch_add(1, Ordering::Relaxed);
                     }
+                    // Refused at the limit: admission, not a failure.
+                    Err(hybrid_counter::Error::LimitExceeded { .. }) => {}
                     Err(_) => {
                         calls.failed_creates.fetch_add(1, Ordering::Relaxed);
                     }
@@ -595,10 +598,15 @@ pub async fn run(emulator: &Emulator, params: &Params) -> Ceiling {
 }
 
 fn spread(s: &Spread, digits: usize) -> String {
-    if s.min == s.max {
-        format!("{:.digits$}", s.median)
+    let (median, min, max) = (
+        format!("{:.digits$}", s.median),
+        format!("{:.digits$}", s.min),
+        format!("{:.digits$}", s.max),
+    );
+    if min == max {
+        median
     } else {
-        format!("{:.digits$} ({:.digits$}–{:.digits$})", s.median, s.min, s.max)
+        format!("{median} ({min}–{max})")
     }
 }
 
@@ -619,13 +627,15 @@ impl Ceiling {
              split. *Sustained* is the highest step at or under 1 %; *before a \
              split* the highest before the model's first split for heat; *bound by* the limit that throttled \
              most in the steps past it; *past 1 % throttled* the creates/s achieved in those steps (the steps grow \
-             by {}x, so the ceiling lies between the two). Median of {} runs, (min–max) when they differ. EC \
+             by {}x, so the ceiling lies between the two). Median of {} runs, (min–max) when they differ. Creates \
+             failed: answered with an error after the SDK's 3 attempts (the harness's backoff of 5–50 ms; the \
+             SDK's default waits longer), refusals at the overshoot phase's limit not counted. EC \
              lag: from a create's answer to the transaction that counted its record. BE undercount: live items \
              minus BE at the end of the ramp, over the creates. Overshoot: after the ramp, a limit of the live \
              count + {OVERSHOOT_HEADROOM} and {OVERSHOOT_OFFERED} creates (no deletes) offered at the ramp's last rate, the first past the \
              ceiling: live items past the limit once the stream is drained.\n\n\
              | BE = EC shards | ids | sustained, DynamoDB creates/s | before a split | past 1 % throttled | bound by | \
-             partitions at the end (resources / counters) | creates failed to the caller | BE undercount | \
+             partitions at the end (resources / counters) | creates failed to the caller (all runs) | BE undercount | \
              EC lag p50 | EC lag p99 | overshoot at a limit |\n\
              |---:|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|\n",
             m.scale, self.workers, self.lanes, self.step_seconds, self.growth, self.runs,
