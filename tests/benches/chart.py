@@ -1,5 +1,5 @@
 """Draws docs/benchmarks.png (the stream consumer's designs) and
-docs/benchmarks-sharded.png (a hot scope's projected ceiling against the
+docs/benchmarks-sharded.png (a hot scope's measured ceiling against the
 shard count, and BE's undercount under throttling) from
 target/bench/modes.json (written by `cargo bench -p e2e --bench modes`).
 Run by `make bench` with the venv's matplotlib."""
@@ -59,29 +59,35 @@ print(f"wrote {out.relative_to(root)}", file=sys.stderr)
 sharded = results["sharded"]["runs"]
 shards = [r["shards"] for r in sharded]
 fig, (ceiling, undercount) = plt.subplots(1, 2, figsize=(13, 4.6))
-for key, label, style in [
-    ("ceiling", "projected per-scope ceiling (the lower)", "D-"),
-    ("request_ceiling", "request path (busiest best_effort item, 1 WU per write)", "o--"),
-    ("stream_ceiling", "stream (busiest eventual item, 2 WU per write)", "s--"),
-]:
-    ceiling.plot(
-        shards,
-        [r[key] for r in sharded],
-        style,
-        label=label,
-        linewidth=2 if key == "ceiling" else 1,
-        markersize=11 if key == "request_ceiling" else 6,
-        markerfacecolor="none" if key == "request_ceiling" else None,
-    )
-for r in sharded:
-    ceiling.annotate(f"{r['ceiling']:,.0f}", (r["shards"], r["ceiling"]), textcoords="offset points", xytext=(6, -12), fontsize=9)
-ceiling.axhline(10_000, color="#c62828", linestyle=":", label="target at 16 shards: 10,000 creates/s")
+# The measured ceiling (capacity model, median with min-max over the runs),
+# beside the single-item arithmetic it replaces.
+measured = results["ceiling"]
+for ids, style in [("random", "D-"), ("sequential", "s-")]:
+    rows = [r for r in measured["rows"] if r["ids"] == ids]
+    xs = [r["shards"] for r in rows]
+    med = [r["dynamodb"]["median"] for r in rows]
+    err = [[m - r["dynamodb"]["min"] for m, r in zip(med, rows)], [r["dynamodb"]["max"] - m for m, r in zip(med, rows)]]
+    ceiling.errorbar(xs, med, yerr=err, fmt=style, capsize=4, label=f"measured, {ids} ids (median, min-max)")
+    for x, m in zip(xs, med):
+        ceiling.annotate(f"{m:,.0f}", (x, m), textcoords="offset points", xytext=(6, -12), fontsize=9)
+ceiling.plot(
+    shards,
+    [r["ceiling"] for r in sharded],
+    "o:",
+    color="#9e9e9e",
+    label="single-item arithmetic (not measured, replaced)",
+)
+ceiling.axhline(10_000, color="#c62828", linestyle=":", label="goal: 10,000 creates/s")
 ceiling.set_xscale("log", base=2)
 ceiling.set_yscale("log")
 ceiling.set_xticks(shards, [str(n) for n in shards])
 ceiling.set_xlabel("BeShardCount = EcShardCount")
-ceiling.set_ylabel("creates/s one scope sustains (projected)")
-ceiling.set_title("Projected ceiling of one hot scope on DynamoDB\n(busiest item at 1,000 WU/s, measured writes per create)", fontsize=11)
+ceiling.set_ylabel("DynamoDB creates/s one scope sustains")
+ceiling.set_title(
+    f"Measured ceiling of one hot scope (capacity model, scale {measured['model']['scale']})\n"
+    "1,000 WU/s and 3,000 RU/s per partition, split for heat",
+    fontsize=11,
+)
 ceiling.legend(fontsize=8, loc="upper left")
 
 throttling = results["throttling"]

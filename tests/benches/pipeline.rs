@@ -10,6 +10,9 @@
 //!    overhead.
 //!
 //! Sizes: `BENCH_ITEMS` (default 4000 operations), `BENCH_SEGMENTS` (8).
+//!
+//! Writes `target/bench/pipeline.json`, which the `modes` bench (run after
+//! it by `make bench`) puts into BENCHMARKS.md.
 
 use std::time::Instant;
 
@@ -119,24 +122,70 @@ async fn main() {
     let client = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
     let segments_arg = segments.to_string();
     let rounds = 5;
-    let (mut raw_total, mut audit_total, mut items) = (0.0, 0.0, 0);
+    let (mut raws, mut audits, mut items) = (Vec::new(), Vec::new(), 0);
     for _ in 0..rounds {
         let started = Instant::now();
         items = raw_scan(&client, &config.resources_table, segments as i32).await;
-        raw_total += started.elapsed().as_secs_f64();
+        raws.push(started.elapsed().as_secs_f64());
         let started = Instant::now();
         let report = ctl.run(&["audit", "--segments", &segments_arg]).await.expect("audit");
-        audit_total += started.elapsed().as_secs_f64();
+        audits.push(started.elapsed().as_secs_f64());
         assert!(matches!(report, Report::Audit(_)));
     }
-    let (raw, audit) = (raw_total / rounds as f64, audit_total / rounds as f64);
-    println!("== audit vs raw parallel scan ({items} items, {segments} segments, mean of {rounds})");
+    let (raw, audit) = (spread(&raws), spread(&audits));
+    let rate = |s: &[f64; 3]| [items as f64 / s[2], items as f64 / s[1], items as f64 / s[0]];
+    println!("== audit vs raw parallel scan ({items} items, {segments} segments, median (min-max) of {rounds})");
     println!(
-        "raw scan {:.1} ms ({:.0} items/s); audit {:.1} ms ({:.0} items/s); audit/raw = {:.2}",
-        raw * 1000.0,
-        items as f64 / raw,
-        audit * 1000.0,
-        items as f64 / audit,
-        audit / raw
+        "raw scan {:.1} ms ({:.0} items/s); audit {:.1} ms ({:.0} items/s, {:.0}-{:.0}); audit/raw = {:.2}",
+        raw[1] * 1000.0,
+        items as f64 / raw[1],
+        audit[1] * 1000.0,
+        items as f64 / audit[1],
+        rate(&audit)[0],
+        rate(&audit)[2],
+        audit[1] / raw[1]
     );
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
+    let dir = root.join("target/bench");
+    std::fs::create_dir_all(&dir).expect("target/bench");
+    let figures = serde_json::json!({
+        "load": {
+            "operations": load.operations,
+            "workers": load.workers,
+            "scopes": load.scopes,
+            "seconds": load.seconds,
+            "operations_per_second": load.operations_per_second,
+            "create_p50_ms": load.create.p50_ms,
+            "create_p95_ms": load.create.p95_ms,
+            "create_p99_ms": load.create.p99_ms,
+            "delete_p50_ms": load.delete.p50_ms,
+            "delete_p99_ms": load.delete.p99_ms,
+            "drained": load.drained,
+            "drain_seconds": load.drain_seconds,
+            "drift": load.drift,
+            "overshoots": load.overshoots.len(),
+        },
+        "audit": {
+            "items": items,
+            "segments": segments,
+            "rounds": rounds,
+            "raw_items_per_second": rate(&raw),
+            "audit_items_per_second": rate(&audit),
+            "audit_over_raw": audit[1] / raw[1],
+        },
+    });
+    std::fs::write(
+        dir.join("pipeline.json"),
+        serde_json::to_string_pretty(&figures).expect("json"),
+    )
+    .expect("write pipeline.json");
+}
+
+/// Min, median and max of `values`.
+fn spread(values: &[f64]) -> [f64; 3] {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    [v[0], v[v.len() / 2], v[v.len() - 1]]
 }

@@ -21,10 +21,11 @@
 //! * [`Fault::Trimmed`]: HTTP 400 `TrimmedDataAccessException`, not
 //!   forwarded: a stream range that has left the 24-hour retention.
 //!
-//! Apart from the plan, [`FaultProxy::limit_item_writes`] caps the write
-//! rate of each item of one table, as DynamoDB caps an item at 1,000 write
-//! units per second: an `UpdateItem` on an item past its rate answers HTTP
-//! 400 `ThrottlingException` and is not forwarded ([`ItemWriteRate`]).
+//! [`FaultProxy::limit_capacity`] puts DynamoDB's partition throughput in
+//! front of the emulator ([`crate::capacity::CapacityModel`]): a request
+//! past its partition's read or write capacity answers HTTP 400 with the
+//! throttling error and `ThrottlingReasons` DynamoDB returns, and is not
+//! forwarded; it is counted as [`FaultKind::Throttle`] on its operation.
 //!
 //! A plan is per-operation rules (a probability, optionally starting a burst
 //! of consecutive faults so some get past the SDK's own retries, or "the
@@ -53,6 +54,8 @@ use hyper::{Request, Response, StatusCode, Version};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{AbortHandle, JoinSet};
+
+use crate::capacity::{CapacityModel, CapacityUsage, Pending, Verdict, throttle_response_body};
 
 /// The environment variable that pins the seed of [`FaultPlan::from_env`].
 pub const SEED_VAR: &str = "HCK_FAULT_SEED";
@@ -128,10 +131,6 @@ impl Operation {
 
     fn is_transact_write_items(&self) -> bool {
         self.service == Service::DynamoDb && self.name == "TransactWriteItems"
-    }
-
-    fn is_update_item(&self) -> bool {
-        self.service == Service::DynamoDb && self.name == "UpdateItem"
     }
 }
 
@@ -421,63 +420,14 @@ impl fmt::Display for FaultStats {
     }
 }
 
-/// A per-item write rate on one table: each item (by its key) has a token
-/// bucket refilled at `per_second` a second that holds a tenth of a
-/// second's writes (at least one), full at first: a short burst passes,
-/// then the steady rate; an
-/// `UpdateItem` that finds its item's bucket empty is throttled, not
-/// forwarded, and takes no token (DynamoDB's throttled writes consume no
-/// capacity).
-#[derive(Debug, Clone)]
-pub struct ItemWriteRate {
-    table: String,
-    per_second: f64,
-    burst: f64,
-    /// Per item key (the request's `Key`, as JSON): tokens and when they were counted.
-    buckets: HashMap<String, (f64, Instant)>,
-}
-
-impl ItemWriteRate {
-    pub fn new(table: &str, per_second: f64) -> Self {
-        assert!(per_second > 0.0, "a write rate of {per_second}/s");
-        Self {
-            table: table.to_owned(),
-            per_second,
-            burst: (per_second / 10.0).max(1.0),
-            buckets: HashMap::new(),
-        }
-    }
-
-    /// Whether an `UpdateItem` with request `body` is past its item's rate
-    /// at `now` (else its token is taken). A body naming another table, or
-    /// unreadable, is never throttled.
-    fn throttles(&mut self, body: &[u8], now: Instant) -> bool {
-        let Ok(request) = serde_json::from_slice::<serde_json::Value>(body) else {
-            return false;
-        };
-        if request["TableName"].as_str() != Some(self.table.as_str()) {
-            return false;
-        }
-        let (rate, burst) = (self.per_second, self.burst);
-        let (tokens, at) = self.buckets.entry(request["Key"].to_string()).or_insert((burst, now));
-        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * rate).min(burst);
-        *at = now;
-        if *tokens < 1.0 {
-            return true;
-        }
-        *tokens -= 1.0;
-        false
-    }
-}
-
 struct State {
     plan: FaultPlan,
     rng: fastrand::Rng,
     enabled: bool,
     stats: FaultStats,
-    item_rate: Option<ItemWriteRate>,
     /// Per change ([`CHANGE_HEADER`]): its copy of the plan and its draws.
     changes: HashMap<u64, (FaultPlan, fastrand::Rng)>,
+    capacity: Option<CapacityModel>,
 }
 
 struct Shared {
@@ -520,8 +470,8 @@ impl FaultProxy {
                 plan,
                 enabled: true,
                 stats: FaultStats::default(),
-                item_rate: None,
                 changes: HashMap::new(),
+                capacity: None,
             }),
             idle: Mutex::new(Vec::new()),
         });
@@ -560,16 +510,27 @@ impl FaultProxy {
         self.shared.state().stats.clone()
     }
 
-    /// Turns fault injection off (`false`: everything is forwarded) or on again.
+    /// Turns fault injection and the capacity model off (`false`:
+    /// everything is forwarded) or on again.
     pub fn set_enabled(&self, enabled: bool) {
         self.shared.state().enabled = enabled;
     }
 
-    /// Caps the writes of every item of `table` at `per_second` (see
-    /// [`ItemWriteRate`]); `None` lifts the cap. Throttled writes are counted
-    /// as [`FaultKind::Throttle`] on `UpdateItem`.
-    pub fn limit_item_writes(&self, table: &str, per_second: Option<f64>) {
-        self.shared.state().item_rate = per_second.map(|rate| ItemWriteRate::new(table, rate));
+    /// Puts `model` (DynamoDB's partition throughput) in front of the
+    /// emulator, replacing any earlier one; `None` lifts it. A request a
+    /// fault of the plan takes is not seen by the model.
+    pub fn limit_capacity(&self, model: Option<CapacityModel>) {
+        self.shared.state().capacity = model;
+    }
+
+    /// What the capacity model charged and refused so far (`None`: no model).
+    pub fn capacity_usage(&self) -> Option<CapacityUsage> {
+        self.shared.state().capacity.as_ref().map(CapacityModel::usage)
+    }
+
+    /// Runs `inspect` on the capacity model, if any (e.g. its partition counts).
+    pub fn with_capacity<T>(&self, inspect: impl FnOnce(&CapacityModel) -> T) -> Option<T> {
+        self.shared.state().capacity.as_ref().map(inspect)
     }
 
     /// Replaces the plan's rules (the generator and the counts go on).
@@ -627,21 +588,15 @@ impl Shared {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The fault for one call of `operation` with request `body` (counted),
-    /// if any, and whether it is the item write rate's throttle (else the
-    /// plan's fault).
-    fn decide(&self, operation: &Operation, body: &[u8], change: Option<u64>) -> Option<(Fault, bool)> {
+    /// The plan's fault for one call of `operation` (counted), if any:
+    /// drawn from `change`'s own copy of the plan when the request names
+    /// one ([`CHANGE_HEADER`]), else from the proxy's.
+    fn decide(&self, operation: &Operation, change: Option<u64>) -> Option<Fault> {
         let mut state = self.state();
         if !state.enabled {
             return None;
         }
-        let State {
-            plan,
-            rng,
-            item_rate,
-            changes,
-            ..
-        } = &mut *state;
+        let State { plan, rng, changes, .. } = &mut *state;
         let (plan, rng) = match change {
             Some(n) => {
                 let (plan, rng) = changes.entry(n).or_insert_with(|| {
@@ -652,21 +607,50 @@ impl Shared {
             }
             None => (plan, rng),
         };
-        let over_rate = operation.is_update_item()
-            && item_rate
-                .as_mut()
-                .is_some_and(|rate| rate.throttles(body, Instant::now()));
-        let fault = if over_rate {
-            Fault::Throttle
-        } else {
-            plan.decide(operation, rng)?
-        };
+        let fault = plan.decide(operation, rng)?;
         *state
             .stats
             .injected
             .entry((operation.clone(), fault.kind()))
             .or_default() += 1;
-        Some((fault, over_rate))
+        Some(fault)
+    }
+
+    /// The capacity model's verdict on a DynamoDB request no fault took:
+    /// `Err`: the throttling answer (counted); `Ok`: forward, and settle
+    /// the read with its answer when `Some`.
+    fn admit(&self, operation: &Operation, body: &[u8]) -> Result<Option<Pending>, Box<Response<Full<Bytes>>>> {
+        let mut state = self.state();
+        if !state.enabled || operation.service != Service::DynamoDb {
+            return Ok(None);
+        }
+        let Some(model) = state.capacity.as_mut() else {
+            return Ok(None);
+        };
+        match model.admit(&operation.name, body, Instant::now()) {
+            Verdict::Forward(pending) => Ok(pending),
+            Verdict::Throttle { table, access } => {
+                let (code, body) = throttle_response_body(model.params().mode, &table, access);
+                *state
+                    .stats
+                    .injected
+                    .entry((operation.clone(), FaultKind::Throttle))
+                    .or_default() += 1;
+                Err(Box::new(json_error(
+                    operation,
+                    StatusCode::BAD_REQUEST,
+                    code,
+                    "Sender",
+                    body,
+                )))
+            }
+        }
+    }
+
+    fn settle(&self, pending: Pending, answer: &[u8]) {
+        if let Some(model) = self.state().capacity.as_mut() {
+            model.settle(pending, answer, Instant::now());
+        }
     }
 
     /// The action the generator blames for a one-action conflict.
@@ -757,13 +741,11 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
         .headers
         .get(CHANGE_HEADER)
         .and_then(|v| v.to_str().ok()?.parse().ok());
-    let decided = operation.as_ref().and_then(|op| shared.decide(op, &body, change));
-    let fault = decided.map(|(fault, _)| fault);
-    if let (Some(op), Some((fault, over_rate))) = (&operation, decided) {
+    let fault = operation.as_ref().and_then(|op| shared.decide(op, change));
+    if let (Some(op), Some(fault)) = (&operation, fault) {
         match fault {
             Fault::FailBefore => return Ok(internal_error(op)),
-            // Past an item's rate DynamoDB answers `ThrottlingException`.
-            Fault::Throttle => return Ok(throttled(op, over_rate || shared.pick_bool())),
+            Fault::Throttle => return Ok(throttled(op, shared.pick_bool())),
             Fault::TransactionConflict(which) => {
                 let actions = transact_actions(&body);
                 let blamed = match which {
@@ -785,6 +767,13 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
             Fault::ApplyThenFail => {}
         }
     }
+    let pending = match (&operation, fault) {
+        (Some(op), None) => match shared.admit(op, &body) {
+            Ok(pending) => pending,
+            Err(throttled) => return Ok(*throttled),
+        },
+        _ => None,
+    };
     strip_hop_by_hop(&mut parts.headers);
     // What a TLS-terminating proxy tells the emulator: every call to AWS is
     // over TLS, so `aws:SecureTransport` holds there, and a TLS-only bucket
@@ -796,6 +785,15 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
     let forwarded = shared
         .forward(operation.as_ref(), Request::from_parts(parts, Full::new(body)))
         .await;
+    let forwarded = match (forwarded, pending) {
+        (Ok(response), Some(pending)) => {
+            let (parts, body) = response.into_parts();
+            let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            shared.settle(pending, &body);
+            Ok(Response::from_parts(parts, Full::new(body)))
+        }
+        (forwarded, _) => forwarded,
+    };
     Ok(match (forwarded, &operation, fault) {
         // Whatever the emulator answered (it applied the request, or refused
         // it): the caller sees an internal error.
@@ -977,7 +975,7 @@ mod tests {
         let proxy = FaultProxy::start("http://127.0.0.1:9", plan());
         let draws = || {
             (0..100)
-                .map(|_| proxy.shared.decide(&put, b"", None))
+                .map(|_| proxy.shared.decide(&put, None))
                 .collect::<Vec<_>>()
         };
         proxy.restart_plan(plan());
@@ -998,7 +996,7 @@ mod tests {
             "http://127.0.0.1:9",
             FaultPlan::new(3).bursts(put.clone(), Fault::ApplyThenFail, 0.2, 2),
         );
-        let draw = |change| proxy.shared.decide(&put, b"", Some(change));
+        let draw = |change| proxy.shared.decide(&put, Some(change));
         let one_by_one: Vec<_> = (0..40u64).flat_map(|c| (0..5).map(move |_| c)).map(draw).collect();
         proxy.restart_plan(FaultPlan::new(3).bursts(put.clone(), Fault::ApplyThenFail, 0.2, 2));
         let mut interleaved = vec![None; 200];
@@ -1074,37 +1072,6 @@ mod tests {
             .block_on(body.collect())
             .unwrap()
             .to_bytes()
-    }
-
-    #[test]
-    fn an_item_past_its_write_rate_is_throttled_and_other_items_are_not() {
-        let mut rate = ItemWriteRate::new("counters", 20.0);
-        let update = |table: &str, name: &str| {
-            serde_json::json!({ "TableName": table, "Key": { "scope": { "S": "s" }, "name": { "S": name } } })
-                .to_string()
-                .into_bytes()
-        };
-        let start = Instant::now();
-        let hot = update("counters", "best_effort");
-        let outcomes: Vec<bool> = (0..4).map(|_| rate.throttles(&hot, start)).collect();
-        assert_eq!(
-            outcomes,
-            [false, false, true, true],
-            "a burst of a tenth of a second's writes, then throttled"
-        );
-        assert!(
-            !rate.throttles(&update("counters", "best_effort#1"), start),
-            "another item"
-        );
-        assert!(
-            !rate.throttles(&update("resources", "best_effort"), start),
-            "another table"
-        );
-        assert!(
-            !rate.throttles(&hot, start + Duration::from_millis(50)),
-            "50 ms refill one write"
-        );
-        assert!(rate.throttles(&hot, start + Duration::from_millis(50)));
     }
 
     #[test]

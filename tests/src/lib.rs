@@ -7,6 +7,7 @@
 //! The emulator is required: when its binary is missing the harness panics
 //! with the install command. Tests are never skipped.
 
+pub mod capacity;
 pub mod counterctl;
 pub mod faults;
 pub mod iam;

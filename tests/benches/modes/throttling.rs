@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use e2e::Emulator;
+use e2e::capacity::{CapacityModel, CapacityParams, TableKeys};
 use e2e::faults::{FaultKind, FaultPlan, FaultProxy, Operation};
+use hybrid_counter::keys::{NAME, SCOPE};
 use hybrid_counter::store::meter::Meter;
 use hybrid_counter::{Counter, ResourceId, Scope, now_millis};
 use hybrid_counter_aws::DynamoStore;
@@ -57,7 +59,12 @@ pub async fn run(
     let config = crate::shared::config("bench-throttle", 1);
     e2e::create_tables(&aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config).await;
     let proxy = FaultProxy::start(&emulator.endpoint, FaultPlan::new(0));
-    proxy.limit_item_writes(&config.counters_table, Some(rate));
+    // Every counters item isolated (the best split for heat can do), each
+    // capped at `rate` writes/s.
+    proxy.limit_capacity(Some(CapacityModel::new(
+        CapacityParams::per_item(rate),
+        &[TableKeys::new(&config.counters_table, SCOPE, NAME)],
+    )));
     let client = aws_sdk_dynamodb::Client::new(&proxy.sdk_config().await);
     let update_item = Operation::dynamodb("UpdateItem");
     let mut runs = Vec::new();
@@ -127,9 +134,10 @@ impl Throttling {
     pub fn markdown(&self) -> String {
         let mut out = format!(
             "\n## Throttling: BE under heat\n\nThe emulator has no per-item throughput limit, so this run puts the \
-             fault proxy (`tests/src/faults.rs`) between the kit and the emulator and caps every counters-table \
-             item at {:.0} writes/s (a token bucket per item holding a tenth of a second's writes), answering \
-             `ThrottlingException` past it without forwarding, as DynamoDB does past an item's 1,000 WU/s; the \
+             fault proxy's capacity model (`tests/src/capacity.rs`, every item isolated as split for heat would \
+             at best leave it) between the kit and the emulator and caps every counters-table item at {:.0} \
+             writes/s (a token bucket per item holding a tenth of a second's writes), answering \
+             `ThrottlingException` (`TableWriteKeyRangeThroughputExceeded`) past it without forwarding, as DynamoDB does past an item's 1,000 WU/s; the \
              rate is scaled down to one the emulator can exceed on 2 cores. Creates on one hot scope \
              (best-effort admission, a scope per row) are paced at {:.0} creates/s by {} workers: {:.0} times \
              one item's rate, the scaled equivalent of {:.0} creates/s on DynamoDB. A throttled BE write was not applied and is \
