@@ -300,7 +300,11 @@ impl Zips {
             std::process::id(),
             fastrand::u64(..)
         ));
-        let status = std::process::Command::new(workspace.join("localstack/host-zips.sh"))
+        let mut command = std::process::Command::new(workspace.join("localstack/host-zips.sh"));
+        // Its cargo build must see the environment the runner's builds see,
+        // not this test's package variables (else ring is rebuilt twice).
+        esm_runner::without_package_env(&mut command);
+        let status = command
             .arg(&dir)
             .stdout(std::process::Stdio::null())
             .status()

@@ -61,7 +61,7 @@ pub use invoke::{FnInvoker, FunctionTarget, Invocation, Invoke};
 pub use report::{MappingReport, RunReport, ScheduleReport, ServedUrl};
 pub use role::{FunctionRoles, emulator_sdk_config};
 pub use schedule::Schedule;
-pub use watch::{CargoLambdaWatch, WatchConfig};
+pub use watch::{CargoLambdaWatch, WatchConfig, without_package_env};
 
 pub use ctx::{Clock, DEFAULT_FUNCTION_URL_PORT, Host, RunnerConfig};
 

@@ -416,7 +416,7 @@ impl CargoLambdaWatch {
         for binary in binaries {
             command.args(["--bin", binary]);
         }
-        without_package_env(&mut command);
+        without_package_env(command.as_std_mut());
         let rendered = format!("{command:?}");
         info!(command = %rendered, "building the handler binaries");
         let out = command.stdin(Stdio::null()).output().await.map_err(|e| Error::Build {
@@ -482,7 +482,7 @@ impl CargoLambdaWatch {
                 command.arg("--env-var").arg(format!("{key}={value}"));
             }
         }
-        without_package_env(&mut command);
+        without_package_env(command.as_std_mut());
         command
             .current_dir(&self.config.workspace)
             .stdin(Stdio::null())
@@ -589,8 +589,13 @@ async fn send(address: &str, request: hyper::Request<Full<Bytes>>) -> Result<hyp
 /// cargo's environment. Under `cargo test` this process has them, and
 /// build scripts that declare them with `rerun-if-env-changed` (ring's do)
 /// would otherwise be rerun, and everything above them recompiled, each
-/// time the runner and a cargo run from a shell take turns.
-fn without_package_env(command: &mut Command) {
+/// time the runner and a cargo run from a shell take turns. Every cargo (or
+/// script that runs cargo) started from a test goes through it: the e2e
+/// harness's `localstack/host-zips.sh` too, whose build left ring built
+/// for a `CARGO_MANIFEST_DIR` the runner's next build did not have, so a
+/// fresh clone's timed e2e tests waited on a rebuild of ring and what
+/// stands on it.
+pub fn without_package_env(command: &mut std::process::Command) {
     const EXACT: [&str; 8] = [
         "CARGO_MANIFEST_DIR",
         "CARGO_MANIFEST_PATH",
@@ -738,6 +743,35 @@ impl Invoke for CargoLambdaWatch {
 mod tests {
     use super::*;
     use crate::discover::Mapping;
+
+    /// Under `cargo test` this process carries Cargo's package variables
+    /// (ring's build script reruns when they differ): a child cargo gets
+    /// none of them, and keeps everything else.
+    #[test]
+    fn a_child_cargo_gets_none_of_the_test_packages_variables() {
+        let inherited: Vec<String> = std::env::vars()
+            .map(|(key, _)| key)
+            .filter(|key| key == "CARGO_MANIFEST_DIR" || key.starts_with("CARGO_PKG_"))
+            .collect();
+        assert!(
+            inherited.iter().any(|key| key == "CARGO_MANIFEST_DIR") && inherited.len() > 1,
+            "cargo test sets the package's variables: {inherited:?}"
+        );
+        let mut command = std::process::Command::new("cargo");
+        without_package_env(&mut command);
+        let removed: Vec<String> = command
+            .get_envs()
+            .filter(|(_, value)| value.is_none())
+            .map(|(key, _)| key.to_string_lossy().into_owned())
+            .collect();
+        for key in &inherited {
+            assert!(removed.contains(key), "{key} is passed on to the child cargo");
+        }
+        assert!(
+            !removed.iter().any(|key| key == "PATH" || key == "CARGO_HOME"),
+            "only the package's variables go: {removed:?}"
+        );
+    }
 
     #[test]
     fn deployed_names_map_to_the_longest_matching_handler_package() {
