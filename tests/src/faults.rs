@@ -973,11 +973,7 @@ mod tests {
         let put = Operation::dynamodb("PutItem");
         let plan = || FaultPlan::new(7).random(put.clone(), Fault::ApplyThenFail, 0.3);
         let proxy = FaultProxy::start("http://127.0.0.1:9", plan());
-        let draws = || {
-            (0..100)
-                .map(|_| proxy.shared.decide(&put, None))
-                .collect::<Vec<_>>()
-        };
+        let draws = || (0..100).map(|_| proxy.shared.decide(&put, None)).collect::<Vec<_>>();
         proxy.restart_plan(plan());
         let first = draws();
         assert!(first.iter().any(Option::is_some) && first.iter().any(Option::is_none));
