@@ -19,18 +19,37 @@ designs = results["designs"]
 names = [d["design"].replace(" (", "\n(") for d in designs]
 colors = ["#9e9e9e", "#616161", "#4f81bd", "#2e7d32"][: len(names)]
 
+
+def spread(values):
+    """Median and the distances down to the min and up to the max (the
+    median of an even count is the upper middle value, as in the tables)."""
+    values = sorted(values)
+    median = values[len(values) // 2]
+    return median, median - values[0], values[-1] - median
+
+
+def over_runs(f):
+    """`f` over each design's runs: medians and their error bars."""
+    spreads = [spread([f(r) for r in d["runs"]]) for d in designs]
+    return [s[0] for s in spreads], [[s[1] for s in spreads], [s[2] for s in spreads]]
+
+
 panels = [
-    ("counted events/s", [d["events_per_second"] for d in designs], "{:.0f}"),
-    ("write units per counted create", [d["creates"]["write_units_per_event"] for d in designs], "{:.2f}"),
+    ("counted events/s (median, min-max)", *over_runs(lambda r: r["events_per_second"]), "{:.0f}"),
+    (
+        "write units per counted create",
+        *over_runs(lambda r: r["creates"]["write_units_per_event"]),
+        "{:.2f}",
+    ),
     (
         "projected per-scope cap on DynamoDB, events/s\n(busiest counter item at 1,000 WU/s; log scale)",
-        [d["projected_scope_cap"] for d in designs],
+        *over_runs(lambda r: r["projected_scope_cap"]),
         "{:,.0f}",
     ),
 ]
 fig, axes = plt.subplots(1, len(panels), figsize=(13, 4.2))
-for ax, (title, values, fmt) in zip(axes, panels):
-    bars = ax.bar(names, values, color=colors)
+for ax, (title, values, errors, fmt) in zip(axes, panels):
+    bars = ax.bar(names, values, color=colors, yerr=errors, capsize=4)
     ax.set_title(title, fontsize=11)
     ax.tick_params(axis="x", labelsize=9)
     for bar, value in zip(bars, values):
@@ -46,7 +65,7 @@ for ax, (title, values, fmt) in zip(axes, panels):
         ax.set_yscale("log")
 fig.suptitle(
     f"Stream consumer designs on fakecloud {results['fakecloud']}: {results['events']} creates "
-    f"over {results['scopes']} scope(s), {results['lanes']} concurrent consumers, batch size {results['batch_size']}",
+    f"per round, {results['rounds']} rounds, over {results['scopes']} scope(s), {results['lanes']} concurrent consumers, batch size {results['batch_size']}",
     fontsize=11,
 )
 fig.tight_layout()
@@ -57,7 +76,7 @@ print(f"wrote {out.relative_to(root)}", file=sys.stderr)
 
 # The end-to-end sharded run and the throttling run.
 sharded = results["sharded"]["runs"]
-shards = [r["shards"] for r in sharded]
+shards = list(dict.fromkeys(r["shards"] for r in sharded))
 fig, (ceiling, undercount) = plt.subplots(1, 2, figsize=(13, 4.6))
 # The measured ceiling (capacity model, median with min-max over the runs),
 # beside the single-item arithmetic it replaces.
@@ -72,7 +91,7 @@ for ids, style in [("random", "D-"), ("sequential", "s-")]:
         ceiling.annotate(f"{m:,.0f}", (x, m), textcoords="offset points", xytext=(6, -12), fontsize=9)
 ceiling.plot(
     shards,
-    [r["ceiling"] for r in sharded],
+    [spread([r["ceiling"] for r in sharded if r["shards"] == n])[0] for n in shards],
     "o:",
     color="#9e9e9e",
     label="single-item arithmetic (not measured, replaced)",
@@ -91,13 +110,23 @@ ceiling.set_title(
 ceiling.legend(fontsize=8, loc="upper left")
 
 throttling = results["throttling"]
-runs = throttling["runs"]
-labels = [f"{r['shards']} shard{'s' if r['shards'] > 1 else ''}\n" + ("other shards" if r["retry_on_other_shards"] and r["shards"] > 1 else "own shard") for r in runs]
-bars = undercount.bar(labels, [r["undercount_percent"] for r in runs], color=["#2e7d32" if r["retry_on_other_shards"] and r["shards"] > 1 else "#9e9e9e" for r in runs])
-for bar, r in zip(bars, runs):
-    undercount.annotate(f"{r['undercount_percent']:.2f} %", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=9)
+variants = list(dict.fromkeys((r["shards"], r["retry_on_other_shards"]) for r in throttling["runs"]))
+labels = [f"{n} shard{'s' if n > 1 else ''}\n" + ("other shards" if retry and n > 1 else "own shard") for n, retry in variants]
+under = [
+    spread([r["undercount_percent"] for r in throttling["runs"] if (r["shards"], r["retry_on_other_shards"]) == v])
+    for v in variants
+]
+bars = undercount.bar(
+    labels,
+    [u[0] for u in under],
+    yerr=[[u[1] for u in under], [u[2] for u in under]],
+    capsize=4,
+    color=["#2e7d32" if retry and n > 1 else "#9e9e9e" for n, retry in variants],
+)
+for bar, u in zip(bars, under):
+    undercount.annotate(f"{u[0]:.2f} %", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=9)
 undercount.axhline(1.0, color="#c62828", linestyle=":", label="target: 1 %")
-undercount.set_ylabel("BE undercount at the end, % of creates")
+undercount.set_ylabel("BE undercount at the end, % of creates (median, min-max)")
 undercount.set_title(
     f"Throttling run: {throttling['demand']:.0f} creates/s, each counter item capped at "
     f"{throttling['item_writes_per_second']:.0f} writes/s\n(BE write refused for heat retried on other shards, or on its own)",
@@ -107,7 +136,8 @@ undercount.tick_params(axis="x", labelsize=9)
 undercount.margins(y=0.15)
 undercount.legend(fontsize=8)
 fig.suptitle(
-    f"A hot scope over shards on fakecloud {results['fakecloud']}: {results['sharded']['creates']} creates per shard count",
+    f"A hot scope over shards on fakecloud {results['fakecloud']}: {results['sharded']['creates']} creates per shard count "
+    f"per round, {results['sharded']['rounds']} rounds",
     fontsize=11,
 )
 fig.tight_layout()

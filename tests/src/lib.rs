@@ -14,6 +14,7 @@ pub mod iam;
 pub mod ministack;
 pub mod process;
 pub mod sdk;
+pub mod spread;
 
 pub use process::{free_port, spawn_on_free_port};
 pub use sdk::sdk_config_for;

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use e2e::Emulator;
 use e2e::capacity::{CapacityModel, CapacityParams, CapacityUsage, TableKeys};
 use e2e::faults::{FaultPlan, FaultProxy};
+use e2e::spread::Spread;
 use hybrid_counter::keys::{ID, NAME, SCOPE};
 use hybrid_counter::store::meter::Meter;
 use hybrid_counter::stream::{Mode, Processor};
@@ -106,32 +107,6 @@ pub struct Run {
     pub overshoot_limit: u64,
     pub steps: Vec<Step>,
     pub seconds: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Spread {
-    pub min: f64,
-    pub median: f64,
-    pub max: f64,
-}
-
-impl Spread {
-    pub fn of(values: impl IntoIterator<Item = f64>) -> Self {
-        let mut v: Vec<f64> = values.into_iter().collect();
-        v.sort_by(f64::total_cmp);
-        if v.is_empty() {
-            return Self {
-                min: 0.0,
-                median: 0.0,
-                max: 0.0,
-            };
-        }
-        Self {
-            min: v[0],
-            median: v[v.len() / 2],
-            max: v[v.len() - 1],
-        }
-    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -597,19 +572,6 @@ pub async fn run(emulator: &Emulator, params: &Params) -> Ceiling {
     }
 }
 
-fn spread(s: &Spread, digits: usize) -> String {
-    let (median, min, max) = (
-        format!("{:.digits$}", s.median),
-        format!("{:.digits$}", s.min),
-        format!("{:.digits$}", s.max),
-    );
-    if min == max {
-        median
-    } else {
-        format!("{median} ({min}–{max})")
-    }
-}
-
 impl Ceiling {
     pub fn markdown(&self) -> String {
         let m = &self.model;
@@ -649,17 +611,17 @@ impl Ceiling {
                     Ids::Random => "random",
                     Ids::Sequential => "sequential",
                 },
-                spread(&row.dynamodb, 0),
-                spread(&row.before_split, 0),
-                spread(&row.at_limit, 0),
+                row.dynamodb.show(0),
+                row.before_split.show(0),
+                row.at_limit.show(0),
                 row.bound,
                 last.resources_partitions,
                 last.counters_partitions,
                 row.runs.iter().map(|r| r.failed_creates).sum::<u64>(),
-                spread(&row.be_undercount_percent, 2),
-                spread(&row.ec_lag_p50_ms, 0),
-                spread(&row.ec_lag_p99_ms, 0),
-                spread(&row.overshoot, 0),
+                row.be_undercount_percent.show(2),
+                row.ec_lag_p50_ms.show(0),
+                row.ec_lag_p99_ms.show(0),
+                row.overshoot.show(0),
             ));
         }
         out.push_str(&format!(

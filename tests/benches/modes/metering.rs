@@ -18,6 +18,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use e2e::Emulator;
 use e2e::capacity::{CapacityModel, CapacityParams, CapacityUsage, TableKeys};
 use e2e::faults::{FaultPlan, FaultProxy};
+use e2e::spread::Spread;
 use hybrid_counter::keys::{ID, NAME, SCOPE};
 use hybrid_counter::metrics::Metrics;
 use hybrid_counter::store::meter::Meter;
@@ -28,7 +29,6 @@ use hybrid_counter_aws::streams::ShardReader;
 use serde::Serialize;
 use serde_dynamo::Item;
 
-use crate::ceiling::Spread;
 use crate::shared::BATCH_SIZE;
 
 /// Prices used, us-east-1, as published on 2026-11-26 (on-demand

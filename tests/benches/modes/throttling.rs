@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use e2e::Emulator;
 use e2e::capacity::{CapacityModel, CapacityParams, TableKeys};
 use e2e::faults::{FaultKind, FaultPlan, FaultProxy, Operation};
+use e2e::spread::Spread;
 use hybrid_counter::keys::{NAME, SCOPE};
 use hybrid_counter::store::meter::Meter;
 use hybrid_counter::{Counter, ResourceId, Scope, now_millis};
@@ -24,6 +25,8 @@ use crate::shared::fan_out;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ThrottleRun {
+    /// Which of the rounds.
+    pub round: usize,
     pub shards: u32,
     pub retry_on_other_shards: bool,
     pub creates: u64,
@@ -45,6 +48,9 @@ pub struct Throttling {
     /// Creates/s the workers are paced at.
     pub demand: f64,
     pub workers: usize,
+    /// Rounds of every variant.
+    pub rounds: usize,
+    /// Every round's runs, round by round.
     pub runs: Vec<ThrottleRun>,
 }
 
@@ -55,6 +61,7 @@ pub async fn run(
     workers: usize,
     rate: f64,
     demand: f64,
+    rounds: usize,
 ) -> Throttling {
     let config = crate::shared::config("bench-throttle", 1);
     e2e::create_tables(&aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config).await;
@@ -68,7 +75,9 @@ pub async fn run(
     let client = aws_sdk_dynamodb::Client::new(&proxy.sdk_config().await);
     let update_item = Operation::dynamodb("UpdateItem");
     let mut runs = Vec::new();
-    for &(shards, retry_on_other_shards) in variants {
+    for (round, &(shards, retry_on_other_shards)) in
+        (0..rounds).flat_map(|round| variants.iter().map(move |v| (round, v)))
+    {
         let meter = Meter::new();
         let counter = Counter::new(
             DynamoStore::new(client.clone(), &config).with_meter(meter.clone()),
@@ -77,7 +86,7 @@ pub async fn run(
         .with_best_effort_shards(shards)
         .with_retry_on_other_shards(retry_on_other_shards);
         // A scope of its own: its counter items start with full buckets.
-        let scope = Scope::new(format!("hot-{shards}-{retry_on_other_shards}")).unwrap();
+        let scope = Scope::new(format!("hot-{shards}-{retry_on_other_shards}-r{round}")).unwrap();
         let jobs: Vec<(Scope, ResourceId)> = (0..creates)
             .map(|n| (scope.clone(), ResourceId::new(format!("item-{n:06}")).unwrap()))
             .collect();
@@ -111,6 +120,7 @@ pub async fn run(
         );
         let undercount = live as i64 - usage.best_effort;
         runs.push(ThrottleRun {
+            round,
             shards,
             retry_on_other_shards,
             creates,
@@ -126,11 +136,33 @@ pub async fn run(
         item_writes_per_second: rate,
         demand,
         workers,
+        rounds,
         runs,
     }
 }
 
 impl Throttling {
+    /// The variants (shards, retried on other shards) in the order run.
+    fn variants(&self) -> Vec<(u32, bool)> {
+        let mut variants = Vec::new();
+        for run in &self.runs {
+            if !variants.contains(&(run.shards, run.retry_on_other_shards)) {
+                variants.push((run.shards, run.retry_on_other_shards));
+            }
+        }
+        variants
+    }
+
+    /// `f` over the rounds of one variant.
+    pub fn spread(&self, (shards, retry): (u32, bool), f: impl Fn(&ThrottleRun) -> f64) -> Spread {
+        Spread::of(
+            self.runs
+                .iter()
+                .filter(|r| r.shards == shards && r.retry_on_other_shards == retry)
+                .map(f),
+        )
+    }
+
     pub fn markdown(&self) -> String {
         let mut out = format!(
             "\n## Throttling: BE under heat\n\nThe emulator has no per-item throughput limit, so this run puts the \
@@ -146,32 +178,35 @@ impl Throttling {
              item (`Counter::with_retry_on_other_shards(false)`, the behaviour before sharding; with one shard \
              both are the same). A write still refused after the last round is swallowed and counted: the \
              create succeeds, BE undercounts by one, the stream's EC still counts the item. Undercount is live \
-             items minus BE at the end, over the creates.\n\n| BE shards | retried on | item capacity, writes/s \
+             items minus BE at the end, over the creates. Each row is run {} times (a scope of its own each \
+             time): median, with min–max when the rounds differ.\n\n| BE shards | retried on | item capacity, writes/s \
              | creates | creates/s | BE writes sent / create | throttled | swallowed | undercount | undercount, \
              % of creates |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
             self.item_writes_per_second,
             self.demand,
             self.workers,
             self.demand / self.item_writes_per_second,
-            1000.0 * self.demand / self.item_writes_per_second
+            1000.0 * self.demand / self.item_writes_per_second,
+            self.rounds
         );
-        for r in &self.runs {
+        for variant @ (shards, retry) in self.variants() {
+            let s = |f: fn(&ThrottleRun) -> f64| self.spread(variant, f);
             out.push_str(&format!(
-                "| {} | {} | {:.0} | {} | {:.0} | {:.2} | {} | {} | {} | {:.2} % |\n",
-                r.shards,
-                if r.retry_on_other_shards && r.shards > 1 {
+                "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |\n",
+                shards,
+                if retry && shards > 1 {
                     "other shards"
                 } else {
                     "own shard only"
                 },
-                self.item_writes_per_second * f64::from(r.shards),
-                r.creates,
-                r.creates_per_second,
-                r.best_effort_writes_per_create,
-                r.throttled,
-                r.swallowed,
-                r.undercount,
-                r.undercount_percent,
+                self.item_writes_per_second * f64::from(shards),
+                s(|r| r.creates as f64).show(0),
+                s(|r| r.creates_per_second).show(0),
+                s(|r| r.best_effort_writes_per_create).show(2),
+                s(|r| r.throttled as f64).show(0),
+                s(|r| r.swallowed as f64).show(0),
+                s(|r| r.undercount as f64).show(0),
+                s(|r| r.undercount_percent).show_with(2, " %"),
             ));
         }
         out.push_str(
@@ -186,17 +221,18 @@ impl Throttling {
     }
 
     pub fn targets(&self) -> Vec<(String, String, bool)> {
-        self.runs
-            .iter()
-            .filter(|r| r.retry_on_other_shards && r.shards > 1)
-            .map(|r| {
+        self.variants()
+            .into_iter()
+            .filter(|&(shards, retry)| retry && shards > 1)
+            .map(|variant| {
+                let undercount = self.spread(variant, |r| r.undercount_percent);
                 (
                     format!(
-                        "throttling run: BE undercount <= 1 % of creates ({} shards, retried on other shards)",
-                        r.shards
+                        "throttling run: BE undercount <= 1 % of creates ({} shards, retried on other shards; median of the rounds)",
+                        variant.0
                     ),
-                    format!("{:.2} %", r.undercount_percent),
-                    r.undercount_percent <= 1.0,
+                    undercount.show_with(2, " %"),
+                    undercount.median <= 1.0,
                 )
             })
             .collect()
