@@ -551,6 +551,17 @@ async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMa
 /// The stream mapping's on-failure destination by the stack's
 /// `FailedBatchRecords`: the bucket's ARN under payload (its name is an
 /// output only then), DLQ1's under pointer.
+/// The logical ids of the resources a deploy's events name (the stack's own
+/// events left out): what the update touched.
+fn touched(report: &DeployReport) -> BTreeSet<&str> {
+    report
+        .events
+        .iter()
+        .filter(|e| !e.is_stack_event())
+        .map(|e| e.logical_id.as_str())
+        .collect()
+}
+
 fn on_failure_destination(o: &BTreeMap<String, String>) -> String {
     o.get(outputs::FAILED_BATCH_BUCKET).map_or_else(
         || out(o, outputs::DLQ1_ARN).to_owned(),
@@ -974,14 +985,8 @@ async fn deploy_verifies_redeploys_updates_and_destroys_the_stack() {
     );
     assert_eq!(update.outputs, o, "updated in place: same outputs");
     assert_eq!(services.physical_ids(stack_name).await, ids_before, "nothing replaced");
-    let touched: BTreeSet<&str> = update
-        .events
-        .iter()
-        .filter(|e| !e.is_stack_event())
-        .map(|e| e.logical_id.as_str())
-        .collect();
     assert_eq!(
-        touched,
+        touched(&update),
         BTreeSet::from([stack::logical::STREAM_MAPPING]),
         "{:?}",
         update.events
@@ -998,14 +1003,8 @@ async fn deploy_verifies_redeploys_updates_and_destroys_the_stack() {
     let capped = cli.deploy(&["CountersTableMaxWriteRequestUnits=8000"]).await;
     assert_eq!(capped.outcome, Outcome::Updated, "{capped}");
     assert_eq!(capped.parameters["CountersTableMaxWriteRequestUnits"], "8000");
-    let touched: BTreeSet<&str> = capped
-        .events
-        .iter()
-        .filter(|e| !e.is_stack_event())
-        .map(|e| e.logical_id.as_str())
-        .collect();
     assert_eq!(
-        touched,
+        touched(&capped),
         BTreeSet::from([stack::logical::COUNTERS_TABLE]),
         "{:?}",
         capped.events
