@@ -15,6 +15,42 @@ use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, Operatio
 use hybrid_counter::audit::RepairMode;
 use ops_cli::{Report, exit};
 
+/// `counterctl load` on `scopes` scopes named `<prefix>-<n>` for `seconds`,
+/// with no limit in reach and no drain (the stream is the test's), then
+/// `done` set: the traffic an operator's command meets on a busy stack.
+async fn busy_load(
+    ctl: &Counterctl,
+    prefix: &str,
+    scopes: u32,
+    workers: u32,
+    delete_ratio: &str,
+    seconds: u64,
+    done: &std::sync::atomic::AtomicBool,
+) -> Result<Report, ops_cli::Error> {
+    let (scopes, workers, seconds) = (scopes.to_string(), workers.to_string(), seconds.to_string());
+    let report = ctl
+        .run(&[
+            "load",
+            "--scopes",
+            &scopes,
+            "--scope-prefix",
+            prefix,
+            "--workers",
+            &workers,
+            "--duration",
+            &seconds,
+            "--delete-ratio",
+            delete_ratio,
+            "--limit",
+            "100000",
+            "--drain-timeout",
+            "0",
+        ])
+        .await;
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    report
+}
+
 #[tokio::test]
 async fn load_then_drain_audits_clean_and_injected_drift_is_found_and_repaired() {
     let (emulator, ctl, config) = deployed().await;
@@ -246,29 +282,7 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
     let load_done = std::sync::atomic::AtomicBool::new(false);
     let started = Instant::now();
 
-    let load = async {
-        let report = ctl
-            .run(&[
-                "load",
-                "--scopes",
-                "3",
-                "--scope-prefix",
-                "busy",
-                "--workers",
-                "4",
-                "--duration",
-                &LOAD_SECONDS.to_string(),
-                "--delete-ratio",
-                "0.4",
-                "--limit",
-                "100000",
-                "--drain-timeout",
-                "0",
-            ])
-            .await;
-        load_done.store(true, std::sync::atomic::Ordering::SeqCst);
-        report
-    };
+    let load = busy_load(&ctl, "busy", 3, 4, "0.4", LOAD_SECONDS, &load_done);
     let audits = async {
         let (mut runs, mut failed, mut repaired, mut held_back) = (0, 0, 0, 0);
         while !load_done.load(std::sync::atomic::Ordering::SeqCst) {
@@ -391,29 +405,7 @@ async fn audits_and_drift_checks_beside_a_busy_scope_report_no_drift_when_there_
     let load_done = std::sync::atomic::AtomicBool::new(false);
     let busy = || !load_done.load(std::sync::atomic::Ordering::SeqCst);
 
-    let load = async {
-        let report = ctl
-            .run(&[
-                "load",
-                "--scopes",
-                "1",
-                "--scope-prefix",
-                "hot",
-                "--workers",
-                "8",
-                "--duration",
-                &LOAD_SECONDS.to_string(),
-                "--delete-ratio",
-                "0.3",
-                "--limit",
-                "100000",
-                "--drain-timeout",
-                "0",
-            ])
-            .await;
-        load_done.store(true, std::sync::atomic::Ordering::SeqCst);
-        report
-    };
+    let load = busy_load(&ctl, "hot", 1, 8, "0.3", LOAD_SECONDS, &load_done);
     let audits = async {
         let (mut runs, mut in_motion) = (0, 0);
         while busy() {
