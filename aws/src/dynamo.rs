@@ -15,6 +15,7 @@ use aws_sdk_dynamodb::types::{
 use serde::Deserialize;
 
 use hybrid_counter::EpochMillis;
+use hybrid_counter::best_effort::{Fence, Raise};
 use hybrid_counter::config::{Admission, CounterConfig};
 use hybrid_counter::error::{CancelReason, StoreError};
 use hybrid_counter::ids::Scope;
@@ -23,7 +24,7 @@ use hybrid_counter::keys;
 use hybrid_counter::retry::{Backoff, Retry};
 use hybrid_counter::store::meter::{Meter, Operation, Written};
 use hybrid_counter::store::{
-    CounterDelta, ItemWrite, NewResource, ResourceKey, SequenceClaim, SequenceEntry, Store, Transaction,
+    CounterDelta, ItemWrite, NewResource, Resend, ResourceKey, SequenceClaim, SequenceEntry, Store, Transaction, sends,
 };
 use hybrid_counter::throttle::ThrottleReason;
 
@@ -292,6 +293,16 @@ fn counter_values(delta: i64, now: EpochMillis) -> HashMap<String, AttributeValu
     ])
 }
 
+/// The retry configuration of a write sent as `resend` says: the SDK's
+/// standard retries, or none (one attempt).
+fn sent(resend: Resend) -> aws_sdk_dynamodb::config::Builder {
+    let builder = aws_sdk_dynamodb::Config::builder();
+    match resend {
+        Resend::Never => builder.retry_config(RetryConfig::disabled()),
+        Resend::BySdk => builder,
+    }
+}
+
 fn build_error(err: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("could not build request: {err}"))
 }
@@ -307,21 +318,30 @@ impl DynamoStore {
         name: &str,
         values: HashMap<String, AttributeValue>,
         condition: Option<&str>,
+        fence: Option<Fence>,
     ) -> Result<(), StoreError> {
         hybrid_counter::store::check_best_effort_name(name)?;
         self.meter.request(Operation::UpdateItem);
+        let mut names = counter_names();
+        let mut update = COUNTER_UPDATE.to_owned();
+        if fence.is_some() {
+            names.insert("#epoch".to_owned(), keys::EPOCH.to_owned());
+        }
+        if let Some(Fence::Absent(_)) = fence {
+            update.push_str(", #epoch = :epoch");
+        }
         let out = self
             .client
             .update_item()
             .table_name(&self.counters_table)
             .set_key(Some(counter_key(scope, name)))
-            .update_expression(COUNTER_UPDATE)
+            .update_expression(update)
             .set_condition_expression(condition.map(str::to_owned))
-            .set_expression_attribute_names(Some(counter_names()))
+            .set_expression_attribute_names(Some(names))
             .set_expression_attribute_values(Some(values))
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .customize()
-            .config_override(aws_sdk_dynamodb::Config::builder().retry_config(RetryConfig::disabled()))
+            .config_override(sent(sends::BEST_EFFORT))
             .send()
             .await
             .map_err(|e| self.classify(e));
@@ -580,6 +600,8 @@ fn state_names() -> HashMap<String, String> {
 
 /// Keys per `BatchGetItem` request (DynamoDB's limit).
 const MAX_BATCH_GET: usize = 100;
+/// Actions per `TransactWriteItems` (DynamoDB's limit).
+const MAX_TRANSACTION_ACTIONS: usize = 100;
 /// Requests for one chunk of keys before unprocessed keys are an error,
 /// and the waits between them (20 ms doubling, up to 1.28 s).
 const UNPROCESSED_KEYS_BACKOFF: Backoff = Backoff {
@@ -611,6 +633,8 @@ impl Store for DynamoStore {
             .condition_expression("attribute_not_exists(#scope)")
             .expression_attribute_names("#scope", keys::SCOPE)
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .customize()
+            .config_override(sent(sends::PUT_RESOURCE))
             .send()
             .await
             .map_err(|e| self.classify(e));
@@ -619,7 +643,7 @@ impl Store for DynamoStore {
 
     async fn add_best_effort(&self, scope: &Scope, name: &str, delta: i64, now: EpochMillis) -> Result<(), StoreError> {
         // One attempt only: a retry after an ambiguous 500 could count twice.
-        self.update_best_effort(scope, name, counter_values(delta, now), None)
+        self.update_best_effort(scope, name, counter_values(delta, now), None, None)
             .await
     }
 
@@ -628,6 +652,7 @@ impl Store for DynamoStore {
         scope: &Scope,
         name: &str,
         quota: u64,
+        fence: Fence,
         now: EpochMillis,
     ) -> Result<(), StoreError> {
         // `attribute_not_exists(count)` admits the first reservation of a
@@ -637,15 +662,24 @@ impl Store for DynamoStore {
         }
         let mut values = counter_values(1, now);
         values.insert(":quota".to_owned(), n(i64::try_from(quota).unwrap_or(i64::MAX)));
+        let condition = match fence {
+            Fence::Unfenced => "(attribute_not_exists(#count) OR #count < :quota) AND attribute_not_exists(#epoch)",
+            Fence::At(epoch) => {
+                values.insert(":epoch".to_owned(), number(epoch));
+                "#count < :quota AND #epoch = :epoch"
+            }
+            // Read absent after a raise: still absent, or a raise created
+            // it since (then its count is not what the quotas assumed).
+            Fence::Absent(epoch) => {
+                values.remove(":quota");
+                values.insert(":epoch".to_owned(), number(epoch));
+                "attribute_not_exists(#count)"
+            }
+        };
         // One attempt only: after an ambiguous 500 the slot may be reserved
         // already, and a retry would reserve a second one.
-        self.update_best_effort(
-            scope,
-            name,
-            values,
-            Some("attribute_not_exists(#count) OR #count < :quota"),
-        )
-        .await
+        self.update_best_effort(scope, name, values, Some(condition), Some(fence))
+            .await
     }
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
@@ -742,6 +776,8 @@ impl Store for DynamoStore {
             .expression_attribute_values(":false", AttributeValue::Bool(false))
             .expression_attribute_values(":now", n(now))
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .customize()
+            .config_override(sent(sends::MARK_DELETED))
             .send()
             .await
             .map_err(|e| self.classify(e));
@@ -950,6 +986,62 @@ impl Store for DynamoStore {
             );
         }
         // Not metered: the meter accounts for the counting pipeline's cost.
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(actions))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(err) => match err.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(_)) => Ok(false),
+                _ => match self.classify(err) {
+                    StoreError::Transient(_) => Ok(false),
+                    other => Err(other),
+                },
+            },
+        }
+    }
+
+    async fn raise_best_effort(&self, scope: &Scope, raise: &Raise, now: EpochMillis) -> Result<bool, StoreError> {
+        self.raise(scope, raise, now).await
+    }
+}
+
+impl DynamoStore {
+    /// [`Store::raise_best_effort`]: one `TransactWriteItems` of an update
+    /// per item of the raise (at most 100 actions, DynamoDB's limit).
+    async fn raise(&self, scope: &Scope, raise: &Raise, now: EpochMillis) -> Result<bool, StoreError> {
+        if raise.adds.len() > MAX_TRANSACTION_ACTIONS {
+            return Err(StoreError::Rejected(format!(
+                "a raise over {} best-effort items does not fit one transaction (at most {MAX_TRANSACTION_ACTIONS})",
+                raise.adds.len()
+            )));
+        }
+        let mut actions = Vec::with_capacity(raise.adds.len());
+        for (name, add) in &raise.adds {
+            let update = Update::builder()
+                .table_name(&self.counters_table)
+                .set_key(Some(counter_key(scope, name)))
+                .update_expression("ADD #count :add, #version :one SET #updated_at = :now, #epoch = :to")
+                .condition_expression("attribute_not_exists(#epoch) OR #epoch <= :from")
+                .expression_attribute_names("#count", keys::COUNT)
+                .expression_attribute_names("#version", keys::VERSION)
+                .expression_attribute_names("#updated_at", keys::UPDATED_AT)
+                .expression_attribute_names("#epoch", keys::EPOCH)
+                .expression_attribute_values(":add", n(*add))
+                .expression_attribute_values(":one", n(1))
+                .expression_attribute_values(":now", n(now))
+                .expression_attribute_values(":to", number(raise.to()))
+                .expression_attribute_values(":from", number(raise.from))
+                .build()
+                .map_err(build_error)?;
+            actions.push(TransactWriteItem::builder().update(update).build());
+        }
+        // The SDK's retries keep the token it filled for this send, so a
+        // re-sent raise is answered without a second apply (and the epoch
+        // condition refuses one after the token's 10 minutes).
         match self
             .client
             .transact_write_items()
@@ -1229,6 +1321,71 @@ mod tests {
             .then_error(move || UpdateItemError::generic(ErrorMetadata::builder().code(code).build()))
     }
 
+    /// A store whose client keeps the SDK's standard retries (3 attempts),
+    /// as a deployed function's does: what each write overrides is what
+    /// reaches DynamoDB.
+    fn retrying_store(rules: &[&Rule]) -> DynamoStore {
+        let client =
+            aws_smithy_mocks::mock_client!(aws_sdk_dynamodb, aws_smithy_mocks::RuleMode::MatchAny, rules, |c| {
+                c.region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+                    .retry_config(RetryConfig::standard().with_max_attempts(3))
+            });
+        let config = hybrid_counter::config::CounterConfig {
+            resources_table: "resources".into(),
+            counters_table: "counters".into(),
+            default_limit: Some(10),
+            eventual_shards: 1,
+            best_effort_shards: 1,
+            admission: hybrid_counter::config::Admission::BestEffort,
+        };
+        DynamoStore::new(client, &config)
+    }
+
+    /// Issue 34 D1: a put or soft delete answered 500 may have been applied;
+    /// the SDK's retry would send it again, after its item may have been
+    /// deleted and hard-deleted (the put's `attribute_not_exists` holds
+    /// again). Each is sent once; a read keeps the SDK's retries (the
+    /// control: this client does retry).
+    #[tokio::test(start_paused = true)]
+    async fn a_put_or_soft_delete_answered_500_is_never_sent_again() {
+        let put = mock!(Client::put_item)
+            .sequence()
+            .http_status(500, None)
+            .output(|| aws_sdk_dynamodb::operation::put_item::PutItemOutput::builder().build())
+            .build();
+        let soft_delete = mock!(Client::update_item)
+            .sequence()
+            .http_status(500, None)
+            .output(|| UpdateItemOutput::builder().build())
+            .build();
+        let read = mock!(Client::get_item)
+            .sequence()
+            .http_status(500, None)
+            .output(|| GetItemOutput::builder().build())
+            .build();
+        let s = retrying_store(&[&put, &soft_delete, &read]);
+        let resource = NewResource {
+            item: hybrid_counter::items::ResourceItem {
+                scope: scope(),
+                id: ResourceId::new("w").unwrap(),
+                counter_processed: false,
+                deleted: false,
+                incarnation: "inc".into(),
+                created_at: 1,
+                be_shard: None,
+            },
+            payload: Default::default(),
+        };
+        let err = s.put_resource(&resource).await.unwrap_err();
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert_eq!(put.num_calls(), 1, "the put is sent once");
+        let err = s.mark_deleted(&key(), "inc", 2).await.unwrap_err();
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert_eq!(soft_delete.num_calls(), 1, "the soft delete is sent once");
+        assert_eq!(s.get_resource(&key()).await, Ok(None));
+        assert_eq!(read.num_calls(), 2, "a read is retried by the SDK");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_limit_override_is_retried_through_throttles_and_server_errors() {
         let rules = [
@@ -1361,29 +1518,98 @@ mod tests {
         assert_eq!(s.meter().snapshot().failed_requests, 5);
     }
 
-    #[tokio::test]
-    async fn a_reservation_is_conditioned_on_its_shards_quota_and_writes_that_shard_only() {
-        let rule = mock!(Client::update_item)
-            .match_requests(|r| {
+    /// A reservation of `best_effort#3` whose condition, update and epoch
+    /// value are exactly these.
+    fn reservation(condition: &'static str, update: &'static str, epoch: Option<&'static str>) -> Rule {
+        mock!(Client::update_item)
+            .match_requests(move |r| {
+                let values = r.expression_attribute_values();
                 r.key().and_then(|k| k.get("name")) == Some(&AttributeValue::S("best_effort#3".into()))
-                    && r.condition_expression() == Some("attribute_not_exists(#count) OR #count < :quota")
-                    && r.expression_attribute_values().and_then(|v| v.get(":quota"))
-                        == Some(&AttributeValue::N("4".into()))
+                    && r.condition_expression() == Some(condition)
+                    && r.update_expression() == Some(update)
+                    && values.and_then(|v| v.get(":epoch")) == epoch.map(|e| AttributeValue::N(e.into())).as_ref()
+                    && r.expression_attribute_names()
+                        .and_then(|n| n.get("#epoch"))
+                        .map(String::as_str)
+                        == Some("epoch")
             })
-            .then_output(|| UpdateItemOutput::builder().build());
-        let s = store(std::slice::from_ref(&rule));
-        s.reserve_best_effort(&scope(), "best_effort#3", 4, 1).await.unwrap();
-        assert_eq!(rule.num_calls(), 1);
+            .then_output(|| UpdateItemOutput::builder().build())
+    }
+
+    #[tokio::test]
+    async fn a_reservation_is_conditioned_on_its_shards_quota_and_fence_and_writes_that_shard_only() {
+        let rules = [
+            reservation(
+                "(attribute_not_exists(#count) OR #count < :quota) AND attribute_not_exists(#epoch)",
+                COUNTER_UPDATE,
+                None,
+            ),
+            reservation("#count < :quota AND #epoch = :epoch", COUNTER_UPDATE, Some("2")),
+            reservation(
+                "attribute_not_exists(#count)",
+                "ADD #count :delta, #version :one SET #updated_at = :now, #epoch = :epoch",
+                Some("2"),
+            ),
+        ];
+        let s = store(&rules);
+        for fence in [Fence::Unfenced, Fence::At(2), Fence::Absent(2)] {
+            s.reserve_best_effort(&scope(), "best_effort#3", 4, fence, 1)
+                .await
+                .unwrap();
+        }
+        assert!(rules.iter().all(|r| r.num_calls() == 1));
         // A full quota and a name that is not a best-effort item send nothing.
         assert_eq!(
-            s.reserve_best_effort(&scope(), "best_effort#3", 0, 1).await,
+            s.reserve_best_effort(&scope(), "best_effort#3", 0, Fence::Unfenced, 1)
+                .await,
             Err(StoreError::ConditionFailed)
         );
         assert!(matches!(
             s.add_best_effort(&scope(), "eventual", 1, 1).await,
             Err(StoreError::Rejected(_))
         ));
-        assert_eq!(rule.num_calls(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_raise_moves_every_item_to_the_next_epoch_in_one_transaction_and_a_later_raise_is_refused() {
+        let raise = Raise {
+            adds: [
+                ("best_effort".to_owned(), 0),
+                ("best_effort#0".to_owned(), 3),
+                ("best_effort#1".to_owned(), 0),
+            ]
+            .into_iter()
+            .collect(),
+            from: 4,
+        };
+        let sent = mock!(Client::transact_write_items)
+            .match_requests(|r| {
+                r.transact_items().len() == 3
+                    && r.transact_items().iter().all(|a| {
+                        let u = a.update().expect("an update");
+                        let v = u.expression_attribute_values().cloned().unwrap_or_default();
+                        u.condition_expression() == Some("attribute_not_exists(#epoch) OR #epoch <= :from")
+                            && v.get(":from") == Some(&AttributeValue::N("4".into()))
+                            && v.get(":to") == Some(&AttributeValue::N("5".into()))
+                    })
+                    && r.transact_items()[1]
+                        .update()
+                        .and_then(|u| u.expression_attribute_values())
+                        .and_then(|v| v.get(":add"))
+                        == Some(&AttributeValue::N("3".into()))
+            })
+            .then_output(|| TransactWriteItemsOutput::builder().build());
+        let refused = mock!(Client::transact_write_items).then_error(|| {
+            TransactWriteItemsError::TransactionCanceledException(
+                TransactionCanceledException::builder()
+                    .cancellation_reasons(CancellationReason::builder().code("ConditionalCheckFailed").build())
+                    .build(),
+            )
+        });
+        let s = store(&[sent.clone(), refused]);
+        assert_eq!(s.raise_best_effort(&scope(), &raise, 1).await, Ok(true));
+        assert_eq!(sent.num_calls(), 1);
+        assert_eq!(s.raise_best_effort(&scope(), &raise, 1).await, Ok(false));
     }
 
     #[tokio::test]
@@ -1453,6 +1679,7 @@ mod tests {
             count: 3,
             version,
             updated_at: 0,
+            epoch: None,
             limit: None,
         }
     }

@@ -461,9 +461,7 @@ impl AdmissionModel {
         };
         let now = i64::from(state.quiet());
         let layout = self.layout(state);
-        let target = plan_scope(&counts, &findings, written, now, 1, layout)
-            .repair
-            .best_effort?;
+        let target = plan_scope(&counts, &findings, written, now, 1).repair.best_effort?;
         let items = state.items();
         let delta = target - items.values().sum::<i64>();
         let mut be = state.be;

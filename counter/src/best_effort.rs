@@ -29,9 +29,15 @@
 //! `live <= BE <= limit` at every instant, as with one item. Anything that
 //! leaves a shard under its items (a lowering off the wrong shard, a read
 //! below 0 lent to the others) breaks the limit.
+//!
+//! A strict raise (`audit --repair` after best-effort admission left BE
+//! under live) moves shards up with no new item, so it shrinks what a read
+//! from before it would lend: every reservation is fenced ([`Fence`]) by
+//! the raise's epoch, which the raise moves on every item at once.
 
 use std::collections::BTreeMap;
 
+use crate::items::CounterSnapshot;
 use crate::keys;
 
 /// Most best-effort shards a stack may configure (`BeShardCount`).
@@ -60,6 +66,39 @@ pub struct Quota {
     pub quota: u64,
     /// Its count in the read the quota was computed from.
     pub read: i64,
+}
+
+/// What a strict reservation is conditioned on besides its quota. A raise
+/// ([`Layout::raise`]) sets [`keys::EPOCH`] to one more than the highest it
+/// read, on every best-effort item and every active shard (creating the
+/// absent ones), in one transaction; a reservation holds only while its
+/// shard is still as the read saw it, so none computed from a read before
+/// the raise lands after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fence {
+    /// No raise has fenced the scope yet: the shard must carry no epoch.
+    Unfenced,
+    /// Read at this epoch: the shard must still be at it.
+    At(u64),
+    /// Absent from a read after raise `epoch`: the shard must still be
+    /// absent; the reservation creates it at that epoch.
+    Absent(u64),
+}
+
+/// A strict raise: what it adds to each best-effort item it writes (0 on
+/// most), and the epochs it moves them from and to ([`Fence`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Raise {
+    pub adds: BTreeMap<String, i64>,
+    /// The highest epoch read: every item written must be at most at it.
+    pub from: u64,
+}
+
+impl Raise {
+    /// The epoch every written item is left at.
+    pub fn to(&self) -> u64 {
+        self.from + 1
+    }
 }
 
 impl Quota {
@@ -189,6 +228,64 @@ impl Layout {
             }
         }
         quotas
+    }
+
+    /// The fence of each active shard's reservation from one read, or
+    /// `None` when the read is torn across a raise: an active shard at
+    /// another epoch than the highest one read (a raise landed between two
+    /// of the Query's items, so the quotas could lend what it took). Then
+    /// the create reads again.
+    pub fn fences(&self, snapshot: &CounterSnapshot) -> Option<BTreeMap<String, Fence>> {
+        let names: Vec<String> = self.active().map(keys::best_effort_name).collect();
+        let present = |name: &str| snapshot.best_effort_items.contains_key(name);
+        let epoch_of = |name: &str| snapshot.best_effort_epochs.get(name).copied().unwrap_or(0);
+        let top = names
+            .iter()
+            .filter(|n| present(n))
+            .map(|n| epoch_of(n))
+            .max()
+            .unwrap_or(0);
+        if names.iter().any(|n| present(n) && epoch_of(n) != top) {
+            return None;
+        }
+        Some(
+            names
+                .into_iter()
+                .map(|name| {
+                    let fence = match (top, present(&name)) {
+                        (0, _) => Fence::Unfenced,
+                        (epoch, true) => Fence::At(epoch),
+                        (epoch, false) => Fence::Absent(epoch),
+                    };
+                    (name, fence)
+                })
+                .collect(),
+        )
+    }
+
+    /// Strict admission's raise of BE by `delta >= 0` from `snapshot`,
+    /// spread as [`Layout::correction`] does (`live`: the live items
+    /// recorded on each item): an add for every best-effort item read and
+    /// every active shard (0 on most), so that the one transaction moves
+    /// the epoch of all of them. A `delta` of 0 only fences (a read torn by
+    /// earlier writes that left the shards at mixed epochs).
+    pub fn raise(&self, snapshot: &CounterSnapshot, live: &BTreeMap<String, u64>, delta: i64) -> Raise {
+        let read = &snapshot.best_effort_items;
+        let mut adds: BTreeMap<String, i64> = self
+            .correction(read, live, delta.max(0))
+            .into_iter()
+            .map(|(name, count)| {
+                let add = count - read.get(&name).copied().unwrap_or(0);
+                (name, add.max(0))
+            })
+            .collect();
+        for name in self.active().map(keys::best_effort_name) {
+            adds.entry(name).or_insert(0);
+        }
+        Raise {
+            adds,
+            from: snapshot.best_effort_epochs.values().copied().max().unwrap_or(0),
+        }
     }
 
     /// The counts a repair writes to the best-effort items to move their

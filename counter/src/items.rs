@@ -97,6 +97,9 @@ pub struct CounterItem {
     pub version: i64,
     #[serde(default)]
     pub updated_at: EpochMillis,
+    /// Only on best-effort items a strict raise fenced ([`crate::keys::EPOCH`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
     /// Only on the `limit` item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
@@ -114,6 +117,9 @@ pub struct CounterSnapshot {
     /// Each best-effort item read (`best_effort`, `best_effort#n`) and its
     /// count: what strict admission splits the limit over.
     pub best_effort_items: BTreeMap<String, i64>,
+    /// The epoch of each best-effort item read that carries one
+    /// ([`crate::best_effort::Layout::fences`]).
+    pub best_effort_epochs: BTreeMap<String, u64>,
 }
 
 impl CounterSnapshot {
@@ -125,6 +131,9 @@ impl CounterSnapshot {
                 snap.limit_override = item.limit;
             } else {
                 snap.add(&item.name, item.count);
+                if let Some(epoch) = item.epoch.filter(|_| crate::keys::is_best_effort_name(&item.name)) {
+                    snap.best_effort_epochs.insert(item.name, epoch);
+                }
             }
         }
         snap
@@ -153,6 +162,7 @@ mod tests {
             count,
             version: 1,
             updated_at: 0,
+            epoch: None,
             limit: None,
         }
     }
@@ -182,6 +192,7 @@ mod tests {
                     .into_iter()
                     .map(|(n, c)| (n.to_owned(), c))
                     .collect(),
+                best_effort_epochs: BTreeMap::new(),
             }
         );
     }

@@ -30,6 +30,9 @@ pub const COUNT: &str = "count";
 pub const VERSION: &str = "version";
 /// Counters table: last write time, epoch milliseconds.
 pub const UPDATED_AT: &str = "updated_at";
+/// Counters table, best-effort items: the strict raise that last fenced
+/// them ([`crate::best_effort::Fence`]); absent until the first.
+pub const EPOCH: &str = "epoch";
 /// Counters table: the per-scope limit override, on the [`LIMIT_NAME`] item.
 pub const LIMIT: &str = "limit";
 

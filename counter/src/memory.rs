@@ -79,6 +79,8 @@ pub enum Op {
     ScopeItems,
     /// An operator's conditional write of counters (a repair).
     SetCounters,
+    /// A strict raise of the best-effort shards (a repair that fences).
+    RaiseBestEffort,
     /// Reading a sequence-number range back from the stream (a replay).
     StreamRange,
     /// The consistent read of a gapless sequence's last number.
@@ -117,6 +119,14 @@ pub enum Fault {
     /// The write is applied, the answer is lost, and the SDK's own retry
     /// fails the write's condition: the caller sees `ConditionFailed`.
     AppliedThenConditionFailed,
+    /// The write is applied and its answer lost. For a write the production
+    /// store lets the SDK re-send ([`crate::store::Resend::BySdk`]) the
+    /// next successful-call hook runs (other actors), the re-send waits up to
+    /// [`Chaos::resend_delay`], then is applied again if its condition holds
+    /// and the caller gets its answer. For a write sent once
+    /// ([`crate::store::Resend::Never`]) the hook runs and the caller gets a
+    /// 500. Aimed at [`Op::PutResource`] and [`Op::MarkDeleted`].
+    AppliedThenResent,
     /// For [`Op::StreamRange`]: the read stops early and returns only the
     /// first part of the range, as a reader that gives up after empty
     /// `GetRecords` pages, or at a shard it takes for closed, does.
@@ -136,6 +146,9 @@ pub struct Chaos {
     /// A paginated Query of a scope's items waits up to this long (uniform)
     /// between two pages, so other writers land in the middle of one read.
     pub page_latency: Duration,
+    /// A write answered [`Fault::AppliedThenResent`] is sent again after up
+    /// to this long (uniform; zero: after one yield).
+    pub resend_delay: Duration,
     /// Items per page of that Query (at least 1).
     pub page_size: usize,
     /// The Query of a scope's counter items ([`Store::read_counters`],
@@ -165,6 +178,9 @@ pub struct Tables {
     pub counters_updated_at: BTreeMap<(String, String), EpochMillis>,
     /// `(scope, name)` → the counter's `version`, bumped by every write.
     pub counters_version: BTreeMap<(String, String), i64>,
+    /// `(scope, name)` → a best-effort item's fence epoch, where it has one
+    /// ([`crate::best_effort::Fence`]).
+    pub counters_epoch: BTreeMap<(String, String), u64>,
     pub limits: BTreeMap<String, u64>,
     /// scope → the last number of its gapless sequence (the `sequence`
     /// item's `last_id`).
@@ -173,6 +189,12 @@ pub struct Tables {
     pub sequence_items: BTreeMap<(String, u64), SequenceEntry>,
     /// The drift check's state item ([`crate::keys::KIT_STATE_SCOPE`]).
     pub drift_state: Option<crate::audit::drift::DriftCheckState>,
+    /// Every incarnation a soft delete applied to: one of them put again
+    /// is an item back after its delete, which the store reports as a
+    /// violation ([`MemoryStore::violation`]) whatever the checker says.
+    pub deleted_incarnations: std::collections::BTreeSet<String>,
+    /// The incarnations put again after their delete, in order.
+    pub resurrected: Vec<String>,
 }
 
 impl Tables {
@@ -400,6 +422,9 @@ struct Inner {
     tokens_in_flight: std::collections::BTreeSet<String>,
     next_token: u64,
     token_replays: u64,
+    /// The operation whose last call drew [`Fault::AppliedThenResent`]
+    /// (see [`MemoryStore::resendable`]).
+    resend_pending: Option<Op>,
 }
 
 /// How long a `ClientRequestToken` makes a transaction idempotent: "valid
@@ -458,6 +483,13 @@ impl Inner {
     /// Runs the invariant checker after a write; keeps the first violation.
     fn check(&mut self, op: Op) {
         if self.violation.is_some() {
+            return;
+        }
+        if let Some(incarnation) = self.tables.resurrected.first() {
+            self.violation = Some(format!(
+                "after call #{} ({op:?}): incarnation {incarnation} was put again after its delete",
+                self.calls.len()
+            ));
             return;
         }
         if let Some(checker) = &self.checker
@@ -810,13 +842,57 @@ impl MemoryStore {
         touches: &[LockKey],
         write: impl FnOnce(&mut Tables, &mut Stream) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        self.call_with(op, touches, true, write)
+    }
+
+    /// A write sent as `resend` says ([`crate::store::sends`]): a call that
+    /// draws [`Fault::AppliedThenResent`] is applied, then (for
+    /// [`Resend::BySdk`](crate::store::Resend::BySdk)) sent again after
+    /// [`Chaos::resend_delay`] without a fault of its own, and the caller
+    /// gets the re-send's answer; a write sent once gets a 500.
+    async fn resendable(
+        &self,
+        op: Op,
+        resend: crate::store::Resend,
+        touches: &[LockKey],
+        write: impl Fn(&mut Tables, &mut Stream) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let first = self.call(op, touches, &write);
+        let delay = {
+            let mut inner = self.inner.lock().unwrap();
+            if inner.resend_pending.take() != Some(op) || resend == crate::store::Resend::Never {
+                return first;
+            }
+            match inner.chaos.as_mut() {
+                Some((chaos, rng)) if !chaos.resend_delay.is_zero() => {
+                    let max = u64::try_from(chaos.resend_delay.as_micros()).unwrap_or(u64::MAX);
+                    Duration::from_micros(rng.u64(0..=max))
+                }
+                _ => Duration::ZERO,
+            }
+        };
+        if delay.is_zero() {
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep(delay).await;
+        }
+        self.call_with(op, touches, false, &write)
+    }
+
+    fn call_with<T>(
+        &self,
+        op: Op,
+        touches: &[LockKey],
+        faults: bool,
+        write: impl FnOnce(&mut Tables, &mut Stream) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let mut inner = self.inner.lock().unwrap();
         inner.calls.push(op);
         inner.stamp();
-        let fault = inner.next_fault(op);
+        let fault = if faults { inner.next_fault(op) } else { None };
         if matches!(
             fault,
-            None | Some(Fault::AppliedThenUnavailable | Fault::AppliedThenConditionFailed)
+            None | Some(Fault::AppliedThenUnavailable | Fault::AppliedThenConditionFailed | Fault::AppliedThenResent)
         ) && inner.held(touches)
         {
             inner.lock_conflicts += 1;
@@ -844,6 +920,17 @@ impl MemoryStore {
             Some(Fault::AppliedThenConditionFailed) => {
                 let _ = write(&mut inner.tables, &mut inner.stream);
                 Err(StoreError::ConditionFailed)
+            }
+            Some(Fault::AppliedThenResent) => {
+                let applied = write(&mut inner.tables, &mut inner.stream);
+                if applied.is_ok() {
+                    inner.check(op);
+                    inner.run_hook(op);
+                }
+                inner.resend_pending = Some(op);
+                return Err(StoreError::Unavailable(
+                    "injected 500 after the write was applied (the answer was lost)".into(),
+                ));
             }
             // Only reads of the stream are cut short.
             Some(Fault::ShortRead) | None => write(&mut inner.tables, &mut inner.stream),
@@ -884,6 +971,7 @@ impl MemoryStore {
                     count: 0,
                     version: 0,
                     updated_at: 0,
+                    epoch: None,
                     limit: t.limits.get(scope.as_str()).copied(),
                 });
             }
@@ -894,6 +982,7 @@ impl MemoryStore {
                 count: t.counters.get(&key).copied().unwrap_or(0),
                 version: t.counters_version.get(&key).copied().unwrap_or(0),
                 updated_at: t.counters_updated_at.get(&key).copied().unwrap_or(0),
+                epoch: t.counters_epoch.get(&key).copied(),
                 limit: None,
             })
         };
@@ -1263,20 +1352,25 @@ impl Store for MemoryStore {
         let kit: Item = serde_dynamo::to_item(&resource.item).map_err(|e| StoreError::Malformed(e.to_string()))?;
         image.extend(kit.iter().map(|(k, v)| (k.clone(), v.clone())));
         let lock = LockKey::Resource(key.0.clone(), key.1.clone());
-        self.call(Op::PutResource, &[lock], |t, stream| {
+        let put = |t: &mut Tables, stream: &mut Stream| {
             if t.resources.contains_key(&key) {
                 return Err(StoreError::ConditionFailed);
             }
+            if t.deleted_incarnations.contains(&resource.item.incarnation) {
+                t.resurrected.push(resource.item.incarnation.clone());
+            }
             stream.append(Event::Insert, None, Some(&image));
             t.resources.insert(
-                key,
+                key.clone(),
                 MemResource {
                     state: resource.item.clone().into(),
-                    image,
+                    image: image.clone(),
                 },
             );
             Ok(())
-        })
+        };
+        self.resendable(Op::PutResource, crate::store::sends::PUT_RESOURCE, &[lock], put)
+            .await
     }
 
     async fn add_best_effort(&self, scope: &Scope, name: &str, delta: i64, now: EpochMillis) -> Result<(), StoreError> {
@@ -1293,21 +1387,32 @@ impl Store for MemoryStore {
         scope: &Scope,
         name: &str,
         quota: u64,
+        fence: crate::best_effort::Fence,
         now: EpochMillis,
     ) -> Result<(), StoreError> {
+        use crate::best_effort::Fence;
         crate::store::check_best_effort_name(name)?;
         let lock = LockKey::Counter(scope.to_string(), name.to_owned());
         self.call(Op::ReserveBestEffort, &[lock], |t, _| {
-            let count = t
-                .counters
-                .get(&(scope.to_string(), name.to_owned()))
-                .copied()
-                .unwrap_or(0);
+            let key = (scope.to_string(), name.to_owned());
+            let count = t.counters.get(&key).copied();
+            let epoch = t.counters_epoch.get(&key).copied();
             // `attribute_not_exists(count) OR count < :quota`, with a
             // missing count read as 0; a quota of 0 refuses whatever the
             // count, as `DynamoStore` does without sending anything.
-            if quota == 0 || i128::from(count) >= i128::from(quota) {
+            if quota == 0 || i128::from(count.unwrap_or(0)) >= i128::from(quota) {
                 return Err(StoreError::ConditionFailed);
+            }
+            let fenced = match fence {
+                Fence::Unfenced => epoch.is_none(),
+                Fence::At(e) => epoch == Some(e),
+                Fence::Absent(_) => count.is_none(),
+            };
+            if !fenced {
+                return Err(StoreError::ConditionFailed);
+            }
+            if let Fence::Absent(e) = fence {
+                t.counters_epoch.insert(key, e);
             }
             t.add_counter(scope.as_str(), name, 1, now);
             Ok(())
@@ -1321,20 +1426,26 @@ impl Store for MemoryStore {
     }
 
     async fn mark_deleted(&self, key: &ResourceKey, incarnation: &str, now: EpochMillis) -> Result<(), StoreError> {
-        self.call(Op::MarkDeleted, &[resource_lock(key)], |t, stream| {
-            match t.resources.get_mut(&key_of(key)) {
-                Some(r) if !r.state.deleted && r.state.incarnation == incarnation => {
-                    let old = r.image.clone();
-                    r.state.deleted = true;
-                    r.image.insert(keys::DELETED.to_owned(), AttributeValue::Bool(true));
-                    r.image
-                        .insert(keys::DELETED_AT.to_owned(), AttributeValue::N(now.to_string()));
-                    stream.append(Event::Modify, Some(&old), Some(&r.image));
-                    Ok(())
-                }
-                _ => Err(StoreError::ConditionFailed),
+        let soft_delete = |t: &mut Tables, stream: &mut Stream| match t.resources.get_mut(&key_of(key)) {
+            Some(r) if !r.state.deleted && r.state.incarnation == incarnation => {
+                t.deleted_incarnations.insert(incarnation.to_owned());
+                let old = r.image.clone();
+                r.state.deleted = true;
+                r.image.insert(keys::DELETED.to_owned(), AttributeValue::Bool(true));
+                r.image
+                    .insert(keys::DELETED_AT.to_owned(), AttributeValue::N(now.to_string()));
+                stream.append(Event::Modify, Some(&old), Some(&r.image));
+                Ok(())
             }
-        })
+            _ => Err(StoreError::ConditionFailed),
+        };
+        self.resendable(
+            Op::MarkDeleted,
+            crate::store::sends::MARK_DELETED,
+            &[resource_lock(key)],
+            soft_delete,
+        )
+        .await
     }
 
     /// The kit sends no `ClientRequestToken` itself: the SDK fills a fresh
@@ -1480,6 +1591,74 @@ impl Store for MemoryStore {
         match fault {
             Some(Fault::AppliedThenUnavailable) => Err(StoreError::Unavailable(
                 "injected 500 after the repair was applied".into(),
+            )),
+            _ => Ok(true),
+        }
+    }
+
+    async fn raise_best_effort(
+        &self,
+        scope: &Scope,
+        raise: &crate::best_effort::Raise,
+        now: EpochMillis,
+    ) -> Result<bool, StoreError> {
+        self.raise(scope, raise, now).await
+    }
+}
+
+impl MemoryStore {
+    /// [`Store::raise_best_effort`]: a transaction over every item of the
+    /// raise, held for the chaos's transaction latency like a repair.
+    async fn raise(
+        &self,
+        scope: &Scope,
+        raise: &crate::best_effort::Raise,
+        now: EpochMillis,
+    ) -> Result<bool, StoreError> {
+        let names: Vec<&String> = raise.adds.keys().collect();
+        let locks: Vec<LockKey> = names
+            .iter()
+            .map(|name| LockKey::Counter(scope.to_string(), (*name).clone()))
+            .collect();
+        let fence_holds = |t: &Tables, name: &str| {
+            t.counters_epoch
+                .get(&(scope.to_string(), name.to_owned()))
+                .copied()
+                .unwrap_or(0)
+                <= raise.from
+        };
+        let own_reason = |t: &Tables, at: usize| {
+            if fence_holds(t, names[at]) {
+                CancelReason::None
+            } else {
+                CancelReason::ConditionalCheckFailed
+            }
+        };
+        let (fault, latency, id) = match self.prepare(Op::RaiseBestEffort, &locks, &own_reason) {
+            Ok(prepared) => prepared,
+            Err(StoreError::Cancelled { .. }) => return Ok(false),
+            Err(err) if err.is_transient() => return Ok(false),
+            Err(err) => return Err(err),
+        };
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        let mut inner = self.inner.lock().unwrap();
+        inner.locks.retain(|k, holder| *holder != id || !locks.contains(k));
+        if !names.iter().all(|name| fence_holds(&inner.tables, name)) {
+            return Ok(false);
+        }
+        for (name, add) in &raise.adds {
+            inner.tables.add_counter(scope.as_str(), name, *add, now);
+            inner
+                .tables
+                .counters_epoch
+                .insert((scope.to_string(), name.clone()), raise.to());
+        }
+        inner.check(Op::RaiseBestEffort);
+        match fault {
+            Some(Fault::AppliedThenUnavailable) => Err(StoreError::Unavailable(
+                "injected 500 after the raise was applied".into(),
             )),
             _ => Ok(true),
         }

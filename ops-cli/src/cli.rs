@@ -220,8 +220,9 @@ pub struct AuditArgs {
     pub attempts: u32,
     /// Seconds after a scope's last write before --repair may move its best-effort counter the way a
     /// request still in flight could push past the invariant (raise it in best-effort admission, lower
-    /// it in strict admission). Must exceed the API's timeout plus the clock skew between the API and
-    /// this machine.
+    /// it in strict admission). Must exceed twice the API's timeout plus the clock skew between the API
+    /// and this machine: a slow request's late write can stamp the counter with a time up to one
+    /// timeout older than a newer request's.
     #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=86_400))]
     pub grace: u32,
 }

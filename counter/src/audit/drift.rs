@@ -382,7 +382,14 @@ impl<S: Store> Store for ReadOnly<'_, S> {
         refused()
     }
 
-    async fn reserve_best_effort(&self, _: &Scope, _: &str, _: u64, _: EpochMillis) -> Result<(), StoreError> {
+    async fn reserve_best_effort(
+        &self,
+        _: &Scope,
+        _: &str,
+        _: u64,
+        _: crate::best_effort::Fence,
+        _: EpochMillis,
+    ) -> Result<(), StoreError> {
         refused()
     }
 
@@ -417,6 +424,15 @@ impl<S: Store> Store for ReadOnly<'_, S> {
         _: &Scope,
         _: &[CounterItem],
         _: &[(String, i64)],
+        _: EpochMillis,
+    ) -> Result<bool, StoreError> {
+        refused()
+    }
+
+    async fn raise_best_effort(
+        &self,
+        _: &Scope,
+        _: &crate::best_effort::Raise,
         _: EpochMillis,
     ) -> Result<bool, StoreError> {
         refused()

@@ -16,10 +16,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::findings::{
-    Finding, LastWrites, Repair, RepairPlan, ScopeCounts, findings_for, hold_back_a_sharded_strict_raise,
-    plan_repair_at,
-};
+use super::findings::{Finding, LastWrites, Repair, RepairPlan, ScopeCounts, findings_for, plan_repair_at};
 use crate::best_effort::Layout;
 use crate::config::Admission;
 use crate::error::StoreError;
@@ -185,7 +182,8 @@ impl<'a, S: Store> Auditor<'a, S> {
 
     /// How long after the request path's last write of a scope a repair
     /// may move BE the way an in-flight request could push past the
-    /// invariant: longer than the API's timeout plus clock skew.
+    /// invariant: longer than twice the API's timeout plus clock skew
+    /// ([`super::findings::REQUEST_GRACE_MS`]).
     pub fn with_grace(mut self, grace: EpochMillis) -> Self {
         self.grace = grace.max(0);
         self
@@ -240,14 +238,14 @@ impl<'a, S: Store> Auditor<'a, S> {
                 continue;
             }
             let written = LastWrites::of(&after);
-            let plan = plan_scope(
-                &audit.counts,
-                &audit.findings,
-                written,
-                now,
-                self.grace,
-                self.best_effort,
-            );
+            let mut plan = plan_scope(&audit.counts, &audit.findings, written, now, self.grace);
+            let strict = self.admission.is_strict();
+            // Shards left at mixed epochs (a write that does not fence
+            // created one after a raise) refuse every strict read: a raise
+            // of 0 fences them all again.
+            if strict && plan.repair.best_effort.is_none() && self.best_effort.fences(&snapshot).is_none() {
+                plan.repair.best_effort = Some(snapshot.best_effort);
+            }
             if mode == RepairMode::None || (plan.repair.is_empty() && plan.held_back.is_none()) {
                 return Ok(audit);
             }
@@ -259,7 +257,39 @@ impl<'a, S: Store> Auditor<'a, S> {
             if mode == RepairMode::DryRun {
                 return Ok(audit);
             }
-            let targets = repair_targets(&after, &live, &plan.repair, self.eventual_shards, self.best_effort);
+            // Strict admission raises under a fence, at once, busy scope or
+            // not ([`Layout::raise`]); everything else is set under the
+            // versions read.
+            let mut rest = plan.repair;
+            if let Some(target) = plan.repair.best_effort.filter(|t| strict && *t >= snapshot.best_effort) {
+                rest.best_effort = None;
+                let raise = self.best_effort.raise(&snapshot, &live, target - snapshot.best_effort);
+                let stamp = after
+                    .iter()
+                    .filter(|i| raise.adds.contains_key(&i.name))
+                    .map(|i| i.updated_at)
+                    .fold(now, EpochMillis::max);
+                match self.store.raise_best_effort(scope, &raise, stamp).await {
+                    Ok(true) if rest.is_empty() => {
+                        audit.repaired = true;
+                        return Ok(audit);
+                    }
+                    Ok(true) => {}
+                    Ok(false) => {
+                        audit.not_repaired = Some("another raise, or a transaction holding a shard, came first".into());
+                        last = Some(audit);
+                        continue;
+                    }
+                    // The epoch condition makes a second apply impossible:
+                    // the next try reads the scope anew.
+                    Err(err) => {
+                        audit.not_repaired = Some(format!("the raise's write failed: {err}"));
+                        last = Some(audit);
+                        continue;
+                    }
+                }
+            }
+            let targets = repair_targets(&after, &live, &rest, self.eventual_shards, self.best_effort);
             // A repair never moves a counter's `updated_at` back (an audit
             // run's `now` can be older than a write it read): later audits
             // read it as the time of the scope's last write.
@@ -306,21 +336,16 @@ impl<'a, S: Store> Auditor<'a, S> {
 }
 
 /// What an audit writes for `findings` at `now`, and what it holds back
-/// ([`plan_repair_at`]; over best-effort shards a strict raise waits too,
-/// [`hold_back_a_sharded_strict_raise`]). Pure: the admission model runs it.
+/// ([`plan_repair_at`]). A strict raise is never held back, sharded or
+/// not: it is fenced ([`Layout::raise`]). Pure: the admission model runs it.
 pub(crate) fn plan_scope(
     counts: &ScopeCounts,
     findings: &[Finding],
     written: LastWrites,
     now: EpochMillis,
     grace: EpochMillis,
-    best_effort: Layout,
 ) -> RepairPlan {
-    let mut plan = plan_repair_at(counts, findings, written, now, grace);
-    if best_effort.shards() > 1 {
-        hold_back_a_sharded_strict_raise(&mut plan, counts, findings, written, now, grace);
-    }
-    plan
+    plan_repair_at(counts, findings, written, now, grace)
 }
 
 /// Whether two reads of a scope's counter items saw the same writes (the
@@ -496,6 +521,7 @@ mod tests {
             count: 1,
             version: 1,
             updated_at: 0,
+            epoch: None,
             limit: None,
         };
         let read = [item("eventual#7"), item("best_effort")];
@@ -527,6 +553,7 @@ mod tests {
             count,
             version: 1,
             updated_at: 0,
+            epoch: None,
             limit: None,
         };
         let read = [
@@ -744,5 +771,50 @@ mod tests {
             .unwrap();
         assert!(late.repaired && !late.held_back(), "{late:?}");
         assert_eq!(store.counter("acct", keys::BEST_EFFORT_NAME), 2);
+    }
+
+    /// Issue 34 D2, the reported trace: `BeShardCount=4`, just switched
+    /// from best-effort to strict with BE two below live (10 live, BE 8,
+    /// limit 10), on a scope written a moment ago. The raise lands at once
+    /// (it used to be held back until the scope was quiet, so a busy scope
+    /// stayed under-reserved and creates reached 12), and no create passes
+    /// the limit after it.
+    #[tokio::test]
+    async fn a_busy_sharded_strict_scope_is_raised_at_once_and_never_overshoots() {
+        let store = Arc::new(MemoryStore::new());
+        let before = Counter::new(store.clone(), 10).with_best_effort_shards(4).with_seed(3);
+        for n in 0..10 {
+            if n < 2 {
+                store.inject(crate::memory::Op::AddBestEffort, crate::memory::Fault::Unavailable);
+            }
+            before
+                .create(&scope(), &id(&format!("w{n}")), Item::default(), NOW)
+                .await
+                .unwrap();
+        }
+        assert_eq!(store.best_effort("acct"), 8);
+        let strict = Counter::new(store.clone(), 10)
+            .with_admission(Admission::Strict)
+            .with_best_effort_shards(4)
+            .with_seed(4);
+        let audit = Auditor::new(&store, Admission::Strict)
+            .with_best_effort_shards(4)
+            .audit_scope(&scope(), RepairMode::Apply, NOW)
+            .await
+            .unwrap();
+        assert!(audit.repaired && !audit.held_back(), "{audit:?}");
+        assert_eq!(store.best_effort("acct"), 10);
+        for n in 0..4 {
+            let refused = strict
+                .create(&scope(), &id(&format!("x{n}")), Item::default(), NOW)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(refused, crate::error::Error::LimitExceeded { .. }),
+                "{refused}"
+            );
+        }
+        let live = store.tables().resources.values().filter(|r| !r.state.deleted).count();
+        assert_eq!(live, 10);
     }
 }

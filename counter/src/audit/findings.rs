@@ -10,10 +10,14 @@ use crate::items::ItemRow;
 use crate::time::EpochMillis;
 
 /// How long after the last write of a scope a repair may move its BE the
-/// way an in-flight request could push past the invariant: longer than any
-/// request can take from its first write to its second (the API function's
-/// timeout is 10 s), plus room for clock skew between the API and the
-/// operator's machine.
+/// way an in-flight request could push past the invariant: longer than
+/// twice the API function's timeout (10 s), plus room for clock skew
+/// between the API and the operator's machine. Twice: a request stamps its
+/// writes with the time it started and one request's write can land up to
+/// a timeout after it started, so a slow request landing after a newer one
+/// moves a counter's `updated_at` back by up to one timeout (issue 34, D4),
+/// and then a request still in flight may have written up to two timeouts
+/// after the stamp the audit reads.
 pub const REQUEST_GRACE_MS: EpochMillis = 60_000;
 
 /// Items of one scope by state.
@@ -296,7 +300,7 @@ impl LastWrites {
 /// increment would take it above live), lowering it in strict admission
 /// (the pending decrement or put would take it below live) — waits until
 /// every write a request in flight may have made is at least `grace` before
-/// `now`. `grace` is longer than the API's timeout plus clock skew, so no
+/// `now`. `grace` is longer than twice the API's timeout plus clock skew, so no
 /// request that wrote the scope before then is still running. Which writes:
 ///
 /// * best-effort raise: BE (`written.best_effort`: a delete's decrement
@@ -346,31 +350,6 @@ pub fn plan_repair_at(
         );
     }
     plan
-}
-
-/// Strict admission raises BE at once when it is one item. Over several
-/// shards ([`crate::best_effort`]) a raise lands on one of them and shrinks
-/// the others' quotas, while a create that read before it still holds its
-/// larger quota and could reserve past the limit: so in `plan`, a sharded
-/// strict raise waits like a best-effort one, until no request can be in
-/// flight.
-pub fn hold_back_a_sharded_strict_raise(
-    plan: &mut RepairPlan,
-    counts: &ScopeCounts,
-    findings: &[Finding],
-    written: LastWrites,
-    now: EpochMillis,
-    grace: EpochMillis,
-) {
-    let raise = findings.iter().find_map(|f| match f {
-        Finding::UnderReserved { best_effort, live } => Some((*best_effort, *live)),
-        _ => None,
-    });
-    if let Some((best_effort, live)) = raise {
-        let last = written.best_effort.max(counts.last_item_write);
-        let what = ("raised", "a reservation over another shard", best_effort, live);
-        hold_back(plan, what, now.saturating_sub(last), grace);
-    }
 }
 
 /// Takes the BE move out of `plan` while the scope's last request write
@@ -480,35 +459,17 @@ mod audit_tests {
     }
 
     #[test]
-    fn a_strict_raise_over_shards_waits_for_the_grace_period_and_one_item_does_not() {
+    fn a_strict_raise_is_planned_at_once_however_recent_the_last_write() {
         let c = counts(5, 4);
         let f = findings_for(Admission::Strict, &c, 4, 3);
         let written = 1_000_000;
-        let mut one_item = plan_repair_at(&c, &f, be(written), written, REQUEST_GRACE_MS);
-        assert_eq!(one_item.repair.best_effort, Some(5), "one item: raised at once");
-        let mut early = one_item.clone();
-        hold_back_a_sharded_strict_raise(
-            &mut early,
-            &c,
-            &f,
-            be(written),
-            written + REQUEST_GRACE_MS - 1,
-            REQUEST_GRACE_MS,
+        let plan = plan_repair_at(&c, &f, be(written), written, REQUEST_GRACE_MS);
+        assert_eq!(
+            plan.repair.best_effort,
+            Some(5),
+            "raised at once (fenced, not held back)"
         );
-        assert_eq!(early.repair.best_effort, None);
-        assert!(
-            early.held_back.as_deref().is_some_and(|h| h.contains("raised")),
-            "{early:?}"
-        );
-        hold_back_a_sharded_strict_raise(
-            &mut one_item,
-            &c,
-            &f,
-            be(written),
-            written + REQUEST_GRACE_MS,
-            REQUEST_GRACE_MS,
-        );
-        assert_eq!(one_item.repair.best_effort, Some(5), "after the grace period: raised");
+        assert_eq!(plan.held_back, None);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::future::Future;
 
 use serde_dynamo::Item;
 
+use crate::best_effort::{Fence, Raise};
 use crate::error::StoreError;
 use crate::ids::{ResourceId, Scope};
 use crate::items::{CounterItem, CounterSnapshot, ItemRow, ResourceItem, ResourceState};
@@ -129,6 +130,40 @@ pub fn check_best_effort_name(name: &str) -> Result<(), StoreError> {
     }
 }
 
+/// What an ambiguous failure of a write (applied, its answer lost to a
+/// 500 or a timeout) can lead to, given how the production store sends it.
+/// `DynamoStore` sets each write's retry configuration from [`sends`], and
+/// [`crate::memory::MemoryStore`]'s [`Fault::AppliedThenResent`](crate::memory::Fault::AppliedThenResent)
+/// reads the same table, so the double cannot be kinder than the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resend {
+    /// Sent once, the SDK's retries off: an ambiguous failure may have been
+    /// applied, and nothing applies it a second time.
+    Never,
+    /// The SDK's standard retries send it again after an ambiguous failure,
+    /// possibly after other clients and the stream consumer acted on the
+    /// item. A `PutItem` conditioned on `attribute_not_exists` applies
+    /// again once its item was deleted (DESIGN §7).
+    BySdk,
+}
+
+/// How the request path's writes are sent ([`Resend`]).
+pub mod sends {
+    use super::Resend;
+
+    /// The put of a new resource item: re-sent after its item was deleted
+    /// and hard-deleted by the stream, it would bring the item back after
+    /// an acknowledged delete.
+    pub const PUT_RESOURCE: Resend = Resend::Never;
+    /// The soft delete: its condition names the incarnation, so a re-send
+    /// is harmless to the items, but its answer would be wrong (a delete
+    /// that happened answered as `NotFound`).
+    pub const MARK_DELETED: Resend = Resend::Never;
+    /// Best-effort increments, decrements and reservations: a re-send
+    /// counts twice.
+    pub const BEST_EFFORT: Resend = Resend::Never;
+}
+
 /// DynamoDB operations the kit relies on. Implementations classify errors
 /// into [`StoreError`] so callers never inspect SDK types.
 pub trait Store: Send + Sync {
@@ -136,7 +171,8 @@ pub trait Store: Send + Sync {
     fn read_counters(&self, scope: &Scope) -> impl Future<Output = Result<CounterSnapshot, StoreError>> + Send;
 
     /// Puts the item if no item with its key exists
-    /// (`ConditionFailed` otherwise).
+    /// (`ConditionFailed` otherwise). Sent as [`sends::PUT_RESOURCE`] says:
+    /// an ambiguous error may have been applied, and is never applied again.
     fn put_resource(&self, resource: &NewResource) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Adds `delta` to the best-effort item `name` (`best_effort` or a shard
@@ -155,13 +191,16 @@ pub trait Store: Send + Sync {
     /// attempt (never retried by the store: after an ambiguous failure the
     /// slot may be reserved already). `ConditionFailed` means the shard is
     /// at its quota and nothing was written; a quota of 0 is refused
-    /// whatever the count (a shard below 0 takes nothing it was not lent). Like every BE write it bumps
-    /// `version` and sets `updated_at = now`.
+    /// whatever the count (a shard below 0 takes nothing it was not lent).
+    /// Also conditioned on `fence` ([`Fence`]): `ConditionFailed` too when a
+    /// raise moved the shard's epoch since it was read. Like every BE write
+    /// it bumps `version` and sets `updated_at = now`.
     fn reserve_best_effort(
         &self,
         scope: &Scope,
         name: &str,
         quota: u64,
+        fence: Fence,
         now: EpochMillis,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
@@ -188,7 +227,7 @@ pub trait Store: Send + Sync {
     /// `SET deleted = true, deleted_at = now` if the item exists, is not
     /// deleted and is still `incarnation` (the one the delete read), so a
     /// delete never soft-deletes a newer item of the same id
-    /// (`ConditionFailed` otherwise).
+    /// (`ConditionFailed` otherwise). Sent as [`sends::MARK_DELETED`] says.
     fn mark_deleted(
         &self,
         key: &ResourceKey,
@@ -220,6 +259,21 @@ pub trait Store: Send + Sync {
         scope: &Scope,
         read: &[CounterItem],
         targets: &[(String, i64)],
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Strict admission's raise (`audit --repair`): `ADD count` each add of
+    /// `raise` and set its epoch to [`Raise::to`] on every item it names, in
+    /// one all-or-nothing write, conditioned on each item's epoch being at
+    /// most [`Raise::from`] (absent counts as 0), so that two audits never
+    /// add twice. Not conditioned on versions: a concurrent reservation or
+    /// delete moves BE and live together, and every reservation computed
+    /// before the raise is fenced out ([`Fence`]). `Ok(false)`: another
+    /// raise landed first, or a transaction held an item; nothing written.
+    fn raise_best_effort(
+        &self,
+        scope: &Scope,
+        raise: &Raise,
         now: EpochMillis,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
@@ -272,9 +326,10 @@ impl<T: Store> Store for std::sync::Arc<T> {
         scope: &Scope,
         name: &str,
         quota: u64,
+        fence: Fence,
         now: EpochMillis,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        T::reserve_best_effort(self, scope, name, quota, now)
+        T::reserve_best_effort(self, scope, name, quota, fence, now)
     }
 
     fn get_resource(
@@ -320,6 +375,15 @@ impl<T: Store> Store for std::sync::Arc<T> {
         now: EpochMillis,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         T::set_counters(self, scope, read, targets, now)
+    }
+
+    fn raise_best_effort(
+        &self,
+        scope: &Scope,
+        raise: &Raise,
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        T::raise_best_effort(self, scope, raise, now)
     }
 
     fn last_sequence(&self, scope: &Scope) -> impl Future<Output = Result<u64, StoreError>> + Send {

@@ -203,6 +203,9 @@ struct Params {
     /// Longest pause after each counter item a Query reads (the request
     /// path's read and the audit's): read-committed item by item.
     counter_read_latency: Duration,
+    /// How long after a lost answer a write the SDK re-sends is sent again
+    /// ([`Chaos::resend_delay`]).
+    resend_delay: Duration,
     /// `counterctl scope set-limit` while the clients run: when, which
     /// scope, the new override (`None` clears it).
     limit_changes: Vec<(Duration, u64, Option<u64>)>,
@@ -277,7 +280,9 @@ impl Params {
                 store_faults.push((op, fault, rate(&mut r)));
             }
         }
-        store_faults.push((Op::PutResource, Fault::AppliedThenConditionFailed, rate(&mut r)));
+        // The put's answer lost after it applied: the store never sends it
+        // again (issue 34 D1), which this fault would expose if it did.
+        store_faults.push((Op::PutResource, Fault::AppliedThenResent, rate(&mut r)));
         store_faults.push((Op::Transact, Fault::AppliedThenConditionFailed, rate(&mut r)));
         for op in [Op::ReadCounters, Op::GetResource] {
             store_faults.push((op, Fault::Unavailable, rate(&mut r)));
@@ -389,6 +394,7 @@ impl Params {
             sweep_during_load,
             foreign_item,
             counter_read_latency,
+            resend_delay: Duration::ZERO,
             limit_changes,
             prefilled: 0,
             quiet_per_mille,
@@ -434,6 +440,16 @@ impl Params {
                 *new = Some(rh.range(p.limit.saturating_sub(2).max(1), p.limit + 2));
             }
         }
+        // Soft deletes whose answer was lost after they applied, and how
+        // long a re-send of a write the SDK retries would wait (its
+        // standard backoff, or a client timeout): from a stream of their own.
+        let mut rr = Rng::new(seed, 14);
+        p.store_faults.push((
+            Op::MarkDeleted,
+            Fault::AppliedThenResent,
+            rr.range(0, u64::from(level)) as u32,
+        ));
+        p.resend_delay = rr.millis(0, 400);
         p
     }
 }
@@ -710,12 +726,13 @@ impl Sim {
         self.now_ms() + self.p.skew.audit
     }
 
-    /// The audit's grace period: longer than the API's timeout plus the
-    /// clock skew, as the kit documents (README, "When a repair may
-    /// write"): a request is under [`SIM_API_TIMEOUT_MS`], and two clocks
+    /// The audit's grace period: twice the API's timeout plus the clock
+    /// skew, as the kit documents (docs/audit-and-repair.md, issue 34 D4):
+    /// a request is under [`SIM_API_TIMEOUT_MS`], a slow request's late
+    /// write can move a counter's stamp back by one timeout, and two clocks
     /// differ by at most the schedule's skew span.
     fn grace(&self) -> i64 {
-        SIM_API_TIMEOUT_MS + self.p.skew.span()
+        2 * SIM_API_TIMEOUT_MS + self.p.skew.span()
     }
 
     fn now_system(&self) -> SystemTime {
@@ -2152,6 +2169,7 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
             page_latency: p.page_latency,
             page_size: p.page_size,
             counter_read_latency: p.counter_read_latency,
+            resend_delay: p.resend_delay,
         });
         if p.foreign_item {
             store.put_foreign("acct0", "not-the-kits", Default::default());
