@@ -67,6 +67,12 @@ const UNAVAILABLE_MESSAGE: &str = "the counter store is unavailable; retry later
 const SEQUENCE_CONTENDED_MESSAGE: &str =
     "no sequence number could be claimed: the scope's sequence is contended or the store is unavailable; retry later";
 
+/// What a client sees when the claim of a sequence number was answered
+/// ambiguously and may still apply (no `Retry-After`: a blind retry could
+/// claim a second number).
+const SEQUENCE_OUTCOME_UNKNOWN_MESSAGE: &str = "a sequence number may have been claimed for this request: the \
+     store's answer to the claim was lost and the claim may still apply; the number's item records its owner";
+
 /// Methods of the item route, for `405`'s `Allow` header.
 const ITEM_METHODS: &str = "POST, DELETE";
 /// Methods of the usage route, for `405`'s `Allow` header.
@@ -98,7 +104,7 @@ pub enum ApiError {
     PayloadTooLarge { len: usize },
     /// The counter's own outcomes: `400 InvalidInput`, `404 NotFound`,
     /// `409 AlreadyExists`, `409 LimitExceeded`, `503 Unavailable`,
-    /// `503 SequenceContended`.
+    /// `503 SequenceContended`, `503 SequenceOutcomeUnknown`.
     #[error(transparent)]
     Counter(#[from] Error),
     /// `503 CreatedWithoutSequence`: a create that asked for a sequence
@@ -125,7 +131,9 @@ impl ApiError {
                 Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
                 Error::NotFound => StatusCode::NOT_FOUND,
                 Error::AlreadyExists | Error::LimitExceeded { .. } => StatusCode::CONFLICT,
-                Error::Unavailable(_) | Error::SequenceContended { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                Error::Unavailable(_) | Error::SequenceContended { .. } | Error::SequenceOutcomeUnknown { .. } => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
             },
             ApiError::CreatedWithoutSequence { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::ScopeForbidden { .. } => StatusCode::FORBIDDEN,
@@ -145,6 +153,7 @@ impl ApiError {
                 Error::LimitExceeded { .. } => "LimitExceeded",
                 Error::Unavailable(_) => "Unavailable",
                 Error::SequenceContended { .. } => "SequenceContended",
+                Error::SequenceOutcomeUnknown { .. } => "SequenceOutcomeUnknown",
             },
             ApiError::CreatedWithoutSequence { .. } => "CreatedWithoutSequence",
             ApiError::ScopeForbidden { .. } => "ScopeForbidden",
@@ -158,6 +167,7 @@ impl ApiError {
             ApiError::Counter(Error::InvalidInput(reason)) => reason.clone(),
             ApiError::Counter(Error::Unavailable(_)) => UNAVAILABLE_MESSAGE.to_owned(),
             ApiError::Counter(Error::SequenceContended { .. }) => SEQUENCE_CONTENDED_MESSAGE.to_owned(),
+            ApiError::Counter(Error::SequenceOutcomeUnknown { .. }) => SEQUENCE_OUTCOME_UNKNOWN_MESSAGE.to_owned(),
             other => other.to_string(),
         }
     }
@@ -244,7 +254,12 @@ async fn respond<S: Store, T: PrincipalTags>(
     let response = match dispatch(counter, authorizer, request, now).await {
         Ok(response) => response,
         Err(err) => {
-            if let ApiError::Counter(counter_error @ (Error::Unavailable(_) | Error::SequenceContended { .. })) = &err {
+            if let ApiError::Counter(
+                counter_error @ (Error::Unavailable(_)
+                | Error::SequenceContended { .. }
+                | Error::SequenceOutcomeUnknown { .. }),
+            ) = &err
+            {
                 warn!(error = %counter_error, detail = counter_error.detail(), "counter store unavailable or contended");
             }
             err.into_response()
@@ -905,6 +920,16 @@ mod tests {
                 },
                 503,
                 "SequenceContended",
+            ),
+            (
+                Error::SequenceOutcomeUnknown {
+                    scope: "s".into(),
+                    numbers: vec![4],
+                    attempts: 3,
+                    last: "x".into(),
+                },
+                503,
+                "SequenceOutcomeUnknown",
             ),
         ];
         for (err, status, code) in cases {
