@@ -10,7 +10,9 @@
 //!
 //! A numbered create creates the item first (so a refused create spends no
 //! number), then claims the number for it; if no number can be claimed the
-//! answer is `503 CreatedWithoutSequence`: the item exists, unnumbered.
+//! answer is `503 CreatedWithoutSequence`: the item exists, unnumbered; if
+//! the claim's outcome is unknown, `503 CreatedSequenceUnknown`: it may be
+//! numbered.
 //!
 //! Everything else is a JSON error `{"error": "<Code>", "message": "..."}`
 //! (see [`ApiError`]). A store failure becomes `503` with `Retry-After` and a
@@ -114,6 +116,15 @@ pub enum ApiError {
          unnumbered: delete it and create it again to number it"
     )]
     CreatedWithoutSequence { id: ResourceId, reason: String },
+    /// `503 CreatedSequenceUnknown`: a create that asked for a sequence
+    /// number created the item, and the claim of its number was answered
+    /// ambiguously: the item may be numbered (the number's item names it).
+    #[error(
+        "item {id} was created, and a sequence number may have been claimed for it: the store's answer to the \
+         claim was lost and the claim may still apply; such a number records {id} as its owner, so do not create \
+         the item again to number it"
+    )]
+    CreatedSequenceUnknown { id: ResourceId },
 
     /// `403 ScopeForbidden`: with `ScopeAuthorization=principal-tag`, the
     /// caller may not act on this scope.
@@ -135,7 +146,9 @@ impl ApiError {
                     StatusCode::SERVICE_UNAVAILABLE
                 }
             },
-            ApiError::CreatedWithoutSequence { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::CreatedWithoutSequence { .. } | ApiError::CreatedSequenceUnknown { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::ScopeForbidden { .. } => StatusCode::FORBIDDEN,
         }
     }
@@ -156,6 +169,7 @@ impl ApiError {
                 Error::SequenceOutcomeUnknown { .. } => "SequenceOutcomeUnknown",
             },
             ApiError::CreatedWithoutSequence { .. } => "CreatedWithoutSequence",
+            ApiError::CreatedSequenceUnknown { .. } => "CreatedSequenceUnknown",
             ApiError::ScopeForbidden { .. } => "ScopeForbidden",
         }
     }
@@ -298,9 +312,12 @@ async fn dispatch<S: Store, T: PrincipalTags>(
                     .await
                     .map_err(|err| {
                         warn!(%scope, %id, error = %err, detail = err.detail(), "created without a sequence number");
-                        ApiError::CreatedWithoutSequence {
-                            id: id.clone(),
-                            reason: ApiError::Counter(err).message(),
+                        match err {
+                            Error::SequenceOutcomeUnknown { .. } => ApiError::CreatedSequenceUnknown { id: id.clone() },
+                            err => ApiError::CreatedWithoutSequence {
+                                id: id.clone(),
+                                reason: ApiError::Counter(err).message(),
+                            },
                         }
                     })?;
                 Some(claimed.number)
@@ -1006,6 +1023,35 @@ mod tests {
                 .tables()
                 .resources
                 .contains_key(&("acct".to_owned(), "a".to_owned()))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_create_whose_numbers_claim_may_still_apply_says_it_may_be_numbered_not_unnumbered() {
+        // Every claim answered 500 before it applied: the last one may
+        // still land, so the item may be numbered.
+        let c = counter(10);
+        c.store().set_chaos(hybrid_counter::memory::Chaos {
+            faults: vec![(
+                hybrid_counter::memory::Op::ClaimSequence,
+                hybrid_counter::memory::Fault::Unavailable,
+                1000,
+            )],
+            ..hybrid_counter::memory::Chaos::default()
+        });
+        let response = handle(&c, request("POST", "/scopes/acct/items/a?sequence=true", ""), NOW).await;
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            response.headers().get(header::RETRY_AFTER).is_none(),
+            "a blind retry could claim a second number"
+        );
+        let body: Value = serde_json::from_slice(response.body()).unwrap();
+        assert_eq!(body["error"], json!("CreatedSequenceUnknown"), "{body}");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains("may have been claimed"), "{body}");
+        assert!(
+            !message.contains("unnumbered") && !message.contains("injected"),
+            "{body}"
         );
     }
 
