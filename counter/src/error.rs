@@ -1,7 +1,8 @@
 //! The crate's errors. The request path's public contract has exactly five
 //! outcomes besides success; a DynamoDB transaction error is never one of
 //! them (it becomes [`Error::Unavailable`] at worst). A gapless sequence
-//! ([`crate::sequence`]) adds a sixth, [`Error::SequenceContended`].
+//! ([`crate::sequence`]) adds two: [`Error::SequenceContended`] (nothing
+//! held) and [`Error::SequenceOutcomeUnknown`] (a number may be held).
 
 use crate::ids::IdError;
 
@@ -20,10 +21,9 @@ pub enum Error {
     Unavailable(String),
     /// [`crate::sequence::Sequence::next`] spent its retry budget on
     /// conflicts, lost races and ambiguous answers without claiming a
-    /// number; retry later. The sequence has no gap either way; the one
-    /// case where a number carries this call's token is an attempt answered
-    /// 500 before it applied that lands after the call gave up: that
-    /// number then names its owner, and no caller holds it.
+    /// number, and no number carries this call's token (every ambiguous
+    /// claim was read back once the sequence had passed it): nothing is
+    /// held, retry later.
     ///
     /// `last` is the last failure, in the store's words when the store
     /// failed: for the log ([`Error::detail`]), never part of the message.
@@ -32,15 +32,36 @@ pub enum Error {
          store keeps failing; nothing is held for this call, retry later"
     )]
     SequenceContended { scope: String, attempts: u32, last: String },
+    /// [`crate::sequence::Sequence::next`] stopped (budget spent or store
+    /// refusal) while a claim of one of `numbers` was answered ambiguously
+    /// (500, timeout) and could not be settled: it may still apply, so one
+    /// of these numbers may carry this call's token and owner. Not
+    /// "nothing held": the caller finds out by reading the numbered item
+    /// (`sequence#<n>`, whose owner names what it is for) once the
+    /// sequence has passed it. `last` as in [`Error::SequenceContended`].
+    #[error(
+        "sequence number in scope {scope} unknown after {attempts} attempts: a claim of number(s) {numbers:?} was \
+         answered ambiguously and may still apply; one of them may be held for this call (its item names the \
+         owner), read it back before claiming another"
+    )]
+    SequenceOutcomeUnknown {
+        scope: String,
+        numbers: Vec<u64>,
+        attempts: u32,
+        last: String,
+    },
 }
 
 impl Error {
     /// What the store said, for the log: the detail of
     /// [`Error::Unavailable`] and the last failure of
-    /// [`Error::SequenceContended`]. Never for a caller of an API.
+    /// [`Error::SequenceContended`] and [`Error::SequenceOutcomeUnknown`].
+    /// Never for a caller of an API.
     pub fn detail(&self) -> Option<&str> {
         match self {
-            Error::Unavailable(detail) | Error::SequenceContended { last: detail, .. } => Some(detail),
+            Error::Unavailable(detail)
+            | Error::SequenceContended { last: detail, .. }
+            | Error::SequenceOutcomeUnknown { last: detail, .. } => Some(detail),
             _ => None,
         }
     }

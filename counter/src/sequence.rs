@@ -20,14 +20,20 @@
 //! request still in flight can only apply while `last_id` has not moved past
 //! its condition). The token is the same for every attempt of one call, so a
 //! late-applied attempt is still recognised. Every retry waits a full-jitter
-//! delay ([`crate::retry`]); when the budget is spent the call fails with
-//! [`Error::SequenceContended`], holding no number.
+//! delay ([`crate::retry`]).
+//!
+//! The promise: `Ok(n)` holds `n` and nothing else. A call that stops
+//! without a number first reads back its unresolved numbers the sequence
+//! has passed (and returns one that is ours); it says "nothing held"
+//! ([`Error::SequenceContended`]) only if none is left unresolved, else
+//! [`Error::SequenceOutcomeUnknown`] names the numbers it may hold.
 //!
 //! Cost of an uncontended claim: one consistent `GetItem` (1 read unit) and
 //! one `TransactWriteItems` of two items under 1 KB (2 write units each, so
-//! 4); an ambiguous answer adds one consistent `GetItem` (1 read unit). One
-//! scope's sequence is one hot item: claims of one scope are serial, about
-//! one per round trip of read plus transaction.
+//! 4); an ambiguous answer adds one consistent `GetItem` (1 read unit), and
+//! a call that stops after one reads 1 + (numbers passed) units more.
+//! One scope's sequence is one hot item: claims of one scope are serial,
+//! about one per round trip of read plus transaction.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -223,7 +229,9 @@ pub async fn next_number<S: Store>(
 }
 
 /// The claim loop: attempts until one claims a number, one is refused, or
-/// `retry`'s budget is spent.
+/// `retry`'s budget is spent. A call that stops without a number first
+/// settles its unresolved numbers ([`settle`]), so it never reports
+/// "nothing held" while one of them carries its token.
 async fn claim_next<S: Store>(
     store: &S,
     mut retry: Retry,
@@ -234,7 +242,7 @@ async fn claim_next<S: Store>(
 ) -> Result<Claimed, Error> {
     let mut unresolved = Vec::new();
     loop {
-        match attempt(store, scope, owner, token, now, &mut unresolved).await {
+        let (stop, attempts) = match attempt(store, scope, owner, token, now, &mut unresolved).await {
             Step::Claimed(number) => {
                 return Ok(Claimed {
                     scope: scope.clone(),
@@ -242,19 +250,101 @@ async fn claim_next<S: Store>(
                     attempts: retry.failures() + 1,
                 });
             }
-            Step::Fatal(err) => return Err(Error::Unavailable(err.to_string())),
+            Step::Fatal(err) => (Stop::Refused(err), retry.failures() + 1),
             Step::Again(last) => {
-                if !retry.pause().await {
-                    warn!(%scope, attempts = retry.failures(), last = %last, "no sequence number claimed");
-                    return Err(Error::SequenceContended {
-                        scope: scope.to_string(),
-                        attempts: retry.failures(),
-                        last,
-                    });
+                if retry.pause().await {
+                    continue;
                 }
+                (Stop::Spent(last), retry.failures())
             }
+        };
+        if let Some(number) = settle(store, scope, token, &mut unresolved).await {
+            return Ok(Claimed {
+                scope: scope.clone(),
+                number,
+                attempts,
+            });
         }
+        let err = stopped(scope, attempts, stop, &unresolved);
+        warn!(%scope, attempts, ?unresolved, error = %err, detail = err.detail(), "no sequence number claimed");
+        return Err(err);
     }
+}
+
+/// Why a call stopped without a number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The retry budget is spent; the last failure.
+    Spent(String),
+    /// The store refused a request; retrying cannot help.
+    Refused(StoreError),
+}
+
+/// The error of a call that stopped without a number, given the numbers
+/// still unresolved after its last read-back: none means nothing can carry the
+/// call's token ([`Error::SequenceContended`], or [`Error::Unavailable`]
+/// when refused); any means one of them may
+/// ([`Error::SequenceOutcomeUnknown`]).
+pub fn stopped(scope: &Scope, attempts: u32, stop: Stop, unresolved: &[u64]) -> Error {
+    let last = match &stop {
+        Stop::Spent(last) => last.clone(),
+        Stop::Refused(err) => err.to_string(),
+    };
+    match (unresolved, stop) {
+        ([], Stop::Spent(_)) => Error::SequenceContended {
+            scope: scope.to_string(),
+            attempts,
+            last,
+        },
+        ([], Stop::Refused(err)) => Error::Unavailable(err.to_string()),
+        (numbers, _) => Error::SequenceOutcomeUnknown {
+            scope: scope.to_string(),
+            numbers: numbers.to_vec(),
+            attempts,
+            last,
+        },
+    }
+}
+
+/// The unresolved numbers a read of the last number `last` settles: an
+/// attempt conditioned on `last_id = n - 1` can no longer apply once
+/// `last_id >= n`, so the item of every `n <= last` is final.
+pub fn settled_by(unresolved: &[u64], last: u64) -> Vec<u64> {
+    unresolved.iter().copied().filter(|n| *n <= last).collect()
+}
+
+/// Reads back the unresolved numbers the sequence has passed (`last`):
+/// `Ok(Some(n))` when `n` carries our token; the others are dropped from
+/// `unresolved`. A failed read leaves its number unresolved.
+async fn read_back<S: Store>(
+    store: &S,
+    scope: &Scope,
+    token: &str,
+    last: u64,
+    unresolved: &mut Vec<u64>,
+) -> Result<Option<u64>, StoreError> {
+    for number in settled_by(unresolved, last) {
+        let entry = store.sequence_entry(scope, number).await?;
+        if is_ours(entry.as_ref(), token) {
+            return Ok(Some(number));
+        }
+        unresolved.retain(|n| *n != number);
+    }
+    Ok(None)
+}
+
+/// The last look of a call that stops without a number: with unresolved
+/// numbers, one consistent read of the last number and one of each
+/// unresolved number it has passed; `Some(n)` when `n` is ours after all
+/// (an earlier attempt applied late, e.g. just before the last attempt's
+/// claim of the same number failed its condition). Free without
+/// unresolved numbers. What it cannot read stays unresolved.
+async fn settle<S: Store>(store: &S, scope: &Scope, token: &str, unresolved: &mut Vec<u64>) -> Option<u64> {
+    if unresolved.is_empty() {
+        return None;
+    }
+    let last = store.last_sequence(scope).await.ok()?;
+    read_back(store, scope, token, last, unresolved).await.ok().flatten()
 }
 
 /// One attempt: read the last number, settle the unresolved numbers it has
@@ -273,13 +363,10 @@ async fn attempt<S: Store>(
     };
     // An earlier ambiguous attempt the sequence has passed can no longer
     // apply: its item now tells whether it did, for us.
-    let passed: Vec<u64> = unresolved.iter().copied().filter(|n| *n <= last).collect();
-    for number in passed {
-        match store.sequence_entry(scope, number).await {
-            Ok(entry) if is_ours(entry.as_ref(), token) => return Step::Claimed(number),
-            Ok(_) => unresolved.retain(|n| *n != number),
-            Err(err) => return read_failed(err),
-        }
+    match read_back(store, scope, token, last, unresolved).await {
+        Ok(Some(number)) => return Step::Claimed(number),
+        Ok(None) => {}
+        Err(err) => return read_failed(err),
     }
     let Some(claim) = plan_claim(scope, last, token, owner, now) else {
         return Step::Fatal(StoreError::Rejected(format!(
@@ -298,7 +385,9 @@ async fn attempt<S: Store>(
             Ok(Some(_)) => Step::Again(format!("number {number} was claimed by another caller")),
             // Not applied, or not yet: settled once the sequence passes it.
             Ok(None) | Err(_) => {
-                unresolved.push(number);
+                if !unresolved.contains(&number) {
+                    unresolved.push(number);
+                }
                 Step::Again(describe(result))
             }
         },
@@ -315,7 +404,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::memory::{Chaos, Fault, MemoryStore, Op};
+    use crate::memory::{Chaos, Fault, MemoryStore, Op, Tables};
 
     fn scope() -> Scope {
         Scope::new("acct").unwrap()
@@ -444,17 +533,31 @@ mod tests {
     fn lands_late(token: &'static str) -> MemoryStore {
         let store = MemoryStore::new();
         store.inject(Op::ClaimSequence, Fault::Unavailable);
-        store.after_next(Op::SequenceEntry, move |t| {
-            let entry = SequenceEntry {
-                number: 1,
-                token: token.into(),
-                owner: None,
-                claimed_at: 0,
-            };
-            t.sequences.insert("acct".into(), 1);
-            t.sequence_items.insert(("acct".into(), 1), entry);
-        });
+        store.after_next(Op::SequenceEntry, move |t| land_first(t, token));
         store
+    }
+
+    /// Number 1 of `acct` lands with `token`, as a claim of it applied.
+    fn land_first(t: &mut Tables, token: &str) {
+        let entry = SequenceEntry {
+            number: 1,
+            token: token.into(),
+            owner: None,
+            claimed_at: 0,
+        };
+        t.sequences.insert("acct".into(), 1);
+        t.sequence_items.insert(("acct".into(), 1), entry);
+    }
+
+    fn with_attempts(seq: Sequence<MemoryStore>, max_attempts: u32) -> Sequence<MemoryStore> {
+        seq.with_backoff(Backoff {
+            max_attempts,
+            ..DEFAULT_BACKOFF
+        })
+    }
+
+    fn count(store: &MemoryStore, op: Op) -> usize {
+        store.calls().iter().filter(|o| **o == op).count()
     }
 
     #[tokio::test]
@@ -466,6 +569,112 @@ mod tests {
         let seq = sequence(lands_late("theirs"));
         let claimed = seq.next_with_token(&scope(), None, "mine", 1).await.unwrap();
         assert_eq!(claimed.number, 2, "another caller's 1 is not ours");
+    }
+
+    /// Issue 34: attempt 1's claim of number 1 is answered 500 before it
+    /// applied and read back absent; attempt 2 reads `last_id = 0`, then
+    /// attempt 1's request, still in flight, lands (same token), so attempt
+    /// 2's claim of 1 fails its condition, and the budget ends there. The
+    /// number carries this call's token: the call must return it, not
+    /// "nothing is held".
+    #[tokio::test]
+    async fn a_claim_that_lands_during_the_last_attempt_is_returned_not_reported_as_nothing_held() {
+        let store = MemoryStore::new();
+        store.inject(Op::ClaimSequence, Fault::Unavailable);
+        store.after_next(Op::LastSequence, |_| {});
+        store.after_next(Op::LastSequence, |t| land_first(t, "mine"));
+        let seq = with_attempts(sequence(store), 2);
+        let result = seq.next_with_token(&scope(), Some("w1"), "mine", 1).await;
+        assert_eq!(
+            seq.store().tables().sequence_items[&("acct".to_owned(), 1)].token,
+            "mine",
+            "number 1 carries this call's token"
+        );
+        let claimed = result.expect("number 1 is this call's: returned, not reported as nothing held");
+        assert_eq!((claimed.number, claimed.attempts), (1, 2));
+    }
+
+    #[test]
+    fn a_call_stopping_without_a_number_says_nothing_held_only_when_nothing_is_unresolved() {
+        let spent = || Stop::Spent("lost".into());
+        assert!(matches!(
+            stopped(&scope(), 3, spent(), &[]),
+            Error::SequenceContended { attempts: 3, .. }
+        ));
+        let refused = Stop::Refused(StoreError::Rejected("no".into()));
+        assert!(matches!(
+            stopped(&scope(), 2, refused.clone(), &[]),
+            Error::Unavailable(_)
+        ));
+        for stop in [spent(), refused] {
+            match stopped(&scope(), 3, stop, &[7]) {
+                Error::SequenceOutcomeUnknown { numbers, attempts, .. } => {
+                    assert_eq!((numbers, attempts), (vec![7], 3))
+                }
+                other => panic!("expected SequenceOutcomeUnknown, got {other:?}"),
+            }
+        }
+        let err = stopped(&scope(), 3, spent(), &[7]);
+        assert!(!err.to_string().contains("nothing is held"), "{err}");
+        assert_eq!(err.detail(), Some("lost"));
+    }
+
+    #[test]
+    fn a_read_of_the_last_number_settles_every_unresolved_number_it_has_passed() {
+        assert_eq!(settled_by(&[3, 5, 6], 5), vec![3, 5]);
+        assert_eq!(
+            settled_by(&[6], 5),
+            Vec::<u64>::new(),
+            "6 may still land on last_id = 5"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_ambiguous_claim_still_in_flight_when_the_budget_ends_is_reported_as_maybe_held() {
+        let store = MemoryStore::new();
+        store.inject(Op::ClaimSequence, Fault::Unavailable);
+        let seq = with_attempts(sequence(store), 1);
+        let err = seq.next_with_token(&scope(), None, "mine", 1).await.unwrap_err();
+        match &err {
+            Error::SequenceOutcomeUnknown { numbers, attempts, .. } => {
+                assert_eq!((numbers.as_slice(), *attempts), (&[1][..], 1))
+            }
+            other => panic!("expected SequenceOutcomeUnknown, got {other:?}"),
+        }
+        assert!(!err.to_string().contains("nothing is held"), "{err}");
+        // The settling costs one consistent read of the last number; 1 is
+        // not passed, so it is not read back.
+        assert_eq!(
+            seq.store().calls(),
+            vec![Op::LastSequence, Op::ClaimSequence, Op::SequenceEntry, Op::LastSequence]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_spent_budget_whose_ambiguous_number_went_to_another_caller_holds_nothing() {
+        let seq = with_attempts(sequence(lands_late("theirs")), 1);
+        let err = seq.next_with_token(&scope(), None, "mine", 1).await.unwrap_err();
+        assert!(matches!(err, Error::SequenceContended { attempts: 1, .. }), "{err:?}");
+        assert_eq!(
+            (
+                count(seq.store(), Op::LastSequence),
+                count(seq.store(), Op::SequenceEntry)
+            ),
+            (2, 2),
+            "settled by one more read of the last number and one of number 1"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_claim_after_an_ambiguous_one_returns_the_number_that_landed() {
+        let store = MemoryStore::new();
+        store.inject(Op::ClaimSequence, Fault::Unavailable);
+        store.inject(Op::ClaimSequence, Fault::Rejected);
+        store.after_next(Op::LastSequence, |_| {});
+        store.after_next(Op::LastSequence, |t| land_first(t, "mine"));
+        let seq = sequence(store);
+        let claimed = seq.next_with_token(&scope(), None, "mine", 1).await.unwrap();
+        assert_eq!((claimed.number, claimed.attempts), (1, 2));
     }
 
     #[tokio::test]
@@ -487,6 +696,11 @@ mod tests {
         // The store's words are kept for the log, out of the message.
         assert_eq!(err.detail(), Some("transaction cancelled: [TransactionConflict]"));
         assert!(!err.to_string().contains("TransactionConflict"), "{err}");
+        assert_eq!(
+            count(seq.store(), Op::SequenceEntry),
+            0,
+            "no ambiguous answer, nothing to read back"
+        );
         assert_eq!(seq.current(&self::scope()).await.unwrap(), 0, "nothing claimed");
         assert_eq!(seq.next(&self::scope(), None, 1).await.unwrap().number, 1);
     }
@@ -564,3 +778,8 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod concurrent_claims;
+#[cfg(test)]
+mod in_flight;

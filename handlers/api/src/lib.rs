@@ -10,7 +10,9 @@
 //!
 //! A numbered create creates the item first (so a refused create spends no
 //! number), then claims the number for it; if no number can be claimed the
-//! answer is `503 CreatedWithoutSequence`: the item exists, unnumbered.
+//! answer is `503 CreatedWithoutSequence`: the item exists, unnumbered; if
+//! the claim's outcome is unknown, `503 CreatedSequenceUnknown`: it may be
+//! numbered.
 //!
 //! Everything else is a JSON error `{"error": "<Code>", "message": "..."}`
 //! (see [`ApiError`]). A store failure becomes `503` with `Retry-After` and a
@@ -67,6 +69,12 @@ const UNAVAILABLE_MESSAGE: &str = "the counter store is unavailable; retry later
 const SEQUENCE_CONTENDED_MESSAGE: &str =
     "no sequence number could be claimed: the scope's sequence is contended or the store is unavailable; retry later";
 
+/// What a client sees when the claim of a sequence number was answered
+/// ambiguously and may still apply (no `Retry-After`: a blind retry could
+/// claim a second number).
+const SEQUENCE_OUTCOME_UNKNOWN_MESSAGE: &str = "a sequence number may have been claimed for this request: the \
+     store's answer to the claim was lost and the claim may still apply; the number's item records its owner";
+
 /// Methods of the item route, for `405`'s `Allow` header.
 const ITEM_METHODS: &str = "POST, DELETE";
 /// Methods of the usage route, for `405`'s `Allow` header.
@@ -98,7 +106,7 @@ pub enum ApiError {
     PayloadTooLarge { len: usize },
     /// The counter's own outcomes: `400 InvalidInput`, `404 NotFound`,
     /// `409 AlreadyExists`, `409 LimitExceeded`, `503 Unavailable`,
-    /// `503 SequenceContended`.
+    /// `503 SequenceContended`, `503 SequenceOutcomeUnknown`.
     #[error(transparent)]
     Counter(#[from] Error),
     /// `503 CreatedWithoutSequence`: a create that asked for a sequence
@@ -108,6 +116,15 @@ pub enum ApiError {
          unnumbered: delete it and create it again to number it"
     )]
     CreatedWithoutSequence { id: ResourceId, reason: String },
+    /// `503 CreatedSequenceUnknown`: a create that asked for a sequence
+    /// number created the item, and the claim of its number was answered
+    /// ambiguously: the item may be numbered (the number's item names it).
+    #[error(
+        "item {id} was created, and a sequence number may have been claimed for it: the store's answer to the \
+         claim was lost and the claim may still apply; such a number records {id} as its owner, so do not create \
+         the item again to number it"
+    )]
+    CreatedSequenceUnknown { id: ResourceId },
 
     /// `403 ScopeForbidden`: with `ScopeAuthorization=principal-tag`, the
     /// caller may not act on this scope.
@@ -125,9 +142,13 @@ impl ApiError {
                 Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
                 Error::NotFound => StatusCode::NOT_FOUND,
                 Error::AlreadyExists | Error::LimitExceeded { .. } => StatusCode::CONFLICT,
-                Error::Unavailable(_) | Error::SequenceContended { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                Error::Unavailable(_) | Error::SequenceContended { .. } | Error::SequenceOutcomeUnknown { .. } => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
             },
-            ApiError::CreatedWithoutSequence { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::CreatedWithoutSequence { .. } | ApiError::CreatedSequenceUnknown { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::ScopeForbidden { .. } => StatusCode::FORBIDDEN,
         }
     }
@@ -145,8 +166,10 @@ impl ApiError {
                 Error::LimitExceeded { .. } => "LimitExceeded",
                 Error::Unavailable(_) => "Unavailable",
                 Error::SequenceContended { .. } => "SequenceContended",
+                Error::SequenceOutcomeUnknown { .. } => "SequenceOutcomeUnknown",
             },
             ApiError::CreatedWithoutSequence { .. } => "CreatedWithoutSequence",
+            ApiError::CreatedSequenceUnknown { .. } => "CreatedSequenceUnknown",
             ApiError::ScopeForbidden { .. } => "ScopeForbidden",
         }
     }
@@ -158,6 +181,7 @@ impl ApiError {
             ApiError::Counter(Error::InvalidInput(reason)) => reason.clone(),
             ApiError::Counter(Error::Unavailable(_)) => UNAVAILABLE_MESSAGE.to_owned(),
             ApiError::Counter(Error::SequenceContended { .. }) => SEQUENCE_CONTENDED_MESSAGE.to_owned(),
+            ApiError::Counter(Error::SequenceOutcomeUnknown { .. }) => SEQUENCE_OUTCOME_UNKNOWN_MESSAGE.to_owned(),
             other => other.to_string(),
         }
     }
@@ -244,7 +268,12 @@ async fn respond<S: Store, T: PrincipalTags>(
     let response = match dispatch(counter, authorizer, request, now).await {
         Ok(response) => response,
         Err(err) => {
-            if let ApiError::Counter(counter_error @ (Error::Unavailable(_) | Error::SequenceContended { .. })) = &err {
+            if let ApiError::Counter(
+                counter_error @ (Error::Unavailable(_)
+                | Error::SequenceContended { .. }
+                | Error::SequenceOutcomeUnknown { .. }),
+            ) = &err
+            {
                 warn!(error = %counter_error, detail = counter_error.detail(), "counter store unavailable or contended");
             }
             err.into_response()
@@ -283,9 +312,12 @@ async fn dispatch<S: Store, T: PrincipalTags>(
                     .await
                     .map_err(|err| {
                         warn!(%scope, %id, error = %err, detail = err.detail(), "created without a sequence number");
-                        ApiError::CreatedWithoutSequence {
-                            id: id.clone(),
-                            reason: ApiError::Counter(err).message(),
+                        match err {
+                            Error::SequenceOutcomeUnknown { .. } => ApiError::CreatedSequenceUnknown { id: id.clone() },
+                            err => ApiError::CreatedWithoutSequence {
+                                id: id.clone(),
+                                reason: ApiError::Counter(err).message(),
+                            },
                         }
                     })?;
                 Some(claimed.number)
@@ -906,6 +938,16 @@ mod tests {
                 503,
                 "SequenceContended",
             ),
+            (
+                Error::SequenceOutcomeUnknown {
+                    scope: "s".into(),
+                    numbers: vec![4],
+                    attempts: 3,
+                    last: "x".into(),
+                },
+                503,
+                "SequenceOutcomeUnknown",
+            ),
         ];
         for (err, status, code) in cases {
             let err = ApiError::from(err);
@@ -981,6 +1023,35 @@ mod tests {
                 .tables()
                 .resources
                 .contains_key(&("acct".to_owned(), "a".to_owned()))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_create_whose_numbers_claim_may_still_apply_says_it_may_be_numbered_not_unnumbered() {
+        // Every claim answered 500 before it applied: the last one may
+        // still land, so the item may be numbered.
+        let c = counter(10);
+        c.store().set_chaos(hybrid_counter::memory::Chaos {
+            faults: vec![(
+                hybrid_counter::memory::Op::ClaimSequence,
+                hybrid_counter::memory::Fault::Unavailable,
+                1000,
+            )],
+            ..hybrid_counter::memory::Chaos::default()
+        });
+        let response = handle(&c, request("POST", "/scopes/acct/items/a?sequence=true", ""), NOW).await;
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            response.headers().get(header::RETRY_AFTER).is_none(),
+            "a blind retry could claim a second number"
+        );
+        let body: Value = serde_json::from_slice(response.body()).unwrap();
+        assert_eq!(body["error"], json!("CreatedSequenceUnknown"), "{body}");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains("may have been claimed"), "{body}");
+        assert!(
+            !message.contains("unnumbered") && !message.contains("injected"),
+            "{body}"
         );
     }
 

@@ -107,6 +107,7 @@ fn error_kind(err: &hybrid_counter::Error) -> &'static str {
         hybrid_counter::Error::InvalidInput(_) => "InvalidInput",
         hybrid_counter::Error::Unavailable(_) => "Unavailable",
         hybrid_counter::Error::SequenceContended { .. } => "SequenceContended",
+        hybrid_counter::Error::SequenceOutcomeUnknown { .. } => "SequenceOutcomeUnknown",
     }
 }
 
