@@ -816,8 +816,8 @@ pub const CALL_SITES: &[CallSite] = &[
         "a stack a plan left in REVIEW_IN_PROGRESS",
     ),
     call(
-        PROPOSAL,
-        "remove_failed_create",
+        CFN,
+        "delete_rolled_back",
         "delete_stack",
         &[Operator],
         &[on(Stack, &[CloudFormationDeleteStack])],
@@ -1303,8 +1303,14 @@ mod tests {
         let policy = caller_policy(&scope());
         let statements = policy["Statement"].as_array().unwrap();
         let function = "arn:aws:lambda:eu-west-1:123456789012:function:hc-api";
-        let actions: Vec<&Value> = statements.iter().flat_map(|s| s["Action"].as_array().unwrap()).collect();
-        assert_eq!(actions, [&json!("lambda:InvokeFunctionUrl"), &json!("lambda:InvokeFunction")]);
+        let actions: Vec<&Value> = statements
+            .iter()
+            .flat_map(|s| s["Action"].as_array().unwrap())
+            .collect();
+        assert_eq!(
+            actions,
+            [&json!("lambda:InvokeFunctionUrl"), &json!("lambda:InvokeFunction")]
+        );
         for statement in statements {
             assert_eq!(statement["Effect"], "Allow");
             assert_eq!(statement["Resource"], json!([function]), "{statement}");

@@ -327,7 +327,10 @@ mod tests {
             t.parameters[COUNTERS.warm_read].default,
             Some(crate::expr::Literal::String("0".to_owned()))
         );
-        assert_eq!(t.parameters[COUNTERS.max_write].default, Some(crate::expr::Literal::Integer(0)));
+        assert_eq!(
+            t.parameters[COUNTERS.max_write].default,
+            Some(crate::expr::Literal::Integer(0))
+        );
         for name in [COUNTERS.warm_read, COUNTERS.max_write] {
             assert_eq!(
                 serde_json::to_value(&t.conditions[&set_condition(name)]).unwrap(),
@@ -387,8 +390,14 @@ mod tests {
         let mut t = Template::new("t");
         add_parameters(&mut t);
         for table in [RESOURCES, COUNTERS] {
-            assert_eq!(t.parameters[table.warm_read].allowed_pattern.as_deref(), Some(WarmFloor::READ.pattern));
-            assert_eq!(t.parameters[table.warm_write].allowed_pattern.as_deref(), Some(WarmFloor::WRITE.pattern));
+            assert_eq!(
+                t.parameters[table.warm_read].allowed_pattern.as_deref(),
+                Some(WarmFloor::READ.pattern)
+            );
+            assert_eq!(
+                t.parameters[table.warm_write].allowed_pattern.as_deref(),
+                Some(WarmFloor::WRITE.pattern)
+            );
             assert_eq!(t.parameters[table.warm_read].min_value, None);
         }
     }

@@ -92,7 +92,10 @@ pub fn add_parameter(t: &mut Template) {
              reads them.",
         )
         .default_string("")
-        .pattern(OPERATOR_PRINCIPAL_PATTERN, "empty, or an IAM role or user ARN (not an account root)")
+        .pattern(
+            OPERATOR_PRINCIPAL_PATTERN,
+            "empty, or an IAM role or user ARN (not an account root)",
+        )
         .effect(
             "The failed-batch bucket's policy: who besides the reprocessor may read the kept batches.",
             LiveChange::Safe,
@@ -320,16 +323,20 @@ pub fn add_resources(t: &mut Template) {
                 // The account's administrators keep the bucket-level actions
                 // (policy, lifecycle), so they can still change this policy
                 // or empty the bucket: SECURITY.md.
-                Statement::deny(ONLY_REPROCESSOR_AND_OPERATOR, &OBJECT_READS_AND_DELETES, vec![objects_arn()])
-                    .for_principal(Principal::Anyone)
-                    // Both must hold to deny: not one of the reprocessor's
-                    // sessions, and not the operator.
-                    .when(
-                        "StringNotLike",
-                        "aws:userid",
-                        role_sessions(logical::DLQ_REPROCESSOR_ROLE),
-                    )
-                    .when("ArnNotEquals", "aws:PrincipalArn", operator_or_reprocessor()),
+                Statement::deny(
+                    ONLY_REPROCESSOR_AND_OPERATOR,
+                    &OBJECT_READS_AND_DELETES,
+                    vec![objects_arn()],
+                )
+                .for_principal(Principal::Anyone)
+                // Both must hold to deny: not one of the reprocessor's
+                // sessions, and not the operator.
+                .when(
+                    "StringNotLike",
+                    "aws:userid",
+                    role_sessions(logical::DLQ_REPROCESSOR_ROLE),
+                )
+                .when("ArnNotEquals", "aws:PrincipalArn", operator_or_reprocessor()),
             ]),
         })
         .only_if(KEEP_PAYLOAD),

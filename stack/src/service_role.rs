@@ -277,8 +277,16 @@ pub const HANDLER_ACTIONS: &[(&str, &[&str])] = &[
 /// kit never uses there: granting them would only widen the role. Patterns
 /// take IAM's `*`.
 pub const NOT_USED: &[(&str, &str, &str)] = &[
-    ("AWS::DynamoDB::Table", "dynamodb:*TableReplica", "global-table replicas (the kit cannot count on them)"),
-    ("AWS::DynamoDB::Table", "dynamodb:*KinesisStreamingDestination", "Kinesis streaming destinations"),
+    (
+        "AWS::DynamoDB::Table",
+        "dynamodb:*TableReplica",
+        "global-table replicas (the kit cannot count on them)",
+    ),
+    (
+        "AWS::DynamoDB::Table",
+        "dynamodb:*KinesisStreamingDestination",
+        "Kinesis streaming destinations",
+    ),
     ("AWS::DynamoDB::Table", "dynamodb:*Import*", "importing a table from S3"),
     ("AWS::DynamoDB::Table", "kinesis:*", "Kinesis streaming destinations"),
     ("AWS::DynamoDB::Table", "logs:*", "the logs of an import from S3"),
@@ -287,26 +295,74 @@ pub const NOT_USED: &[(&str, &str, &str)] = &[
     ("AWS::Lambda::Function", "elasticfilesystem:*", "EFS mounts"),
     ("AWS::Lambda::Function", "s3files:*", "file system mounts"),
     ("AWS::Lambda::Function", "lambda:GetCodeSigningConfig", "code signing"),
-    ("AWS::Lambda::Function", "lambda:PutFunctionCodeSigningConfig", "code signing"),
-    ("AWS::Lambda::Function", "lambda:DeleteFunctionCodeSigningConfig", "code signing"),
+    (
+        "AWS::Lambda::Function",
+        "lambda:PutFunctionCodeSigningConfig",
+        "code signing",
+    ),
+    (
+        "AWS::Lambda::Function",
+        "lambda:DeleteFunctionCodeSigningConfig",
+        "code signing",
+    ),
     ("AWS::Lambda::Function", "lambda:GetLayerVersion", "layers"),
-    ("AWS::Lambda::Function", "lambda:AssociateRuntimeAlias", "runtime aliases"),
-    ("AWS::Lambda::Function", "lambda:PassCapacityProvider", "Lambda managed instances"),
-    ("AWS::Lambda::Function", "lambda:PutFunctionScalingConfig", "Lambda managed instances"),
-    ("AWS::IAM::Role", "iam:*RolePermissionsBoundary", "permissions boundaries"),
-    ("AWS::IAM::Role", "iam:*tachRolePolicy", "managed policies (the roles have inline policies only)"),
-    ("AWS::Logs::LogGroup", "logs:*DataProtectionPolicy", "data protection policies"),
+    (
+        "AWS::Lambda::Function",
+        "lambda:AssociateRuntimeAlias",
+        "runtime aliases",
+    ),
+    (
+        "AWS::Lambda::Function",
+        "lambda:PassCapacityProvider",
+        "Lambda managed instances",
+    ),
+    (
+        "AWS::Lambda::Function",
+        "lambda:PutFunctionScalingConfig",
+        "Lambda managed instances",
+    ),
+    (
+        "AWS::IAM::Role",
+        "iam:*RolePermissionsBoundary",
+        "permissions boundaries",
+    ),
+    (
+        "AWS::IAM::Role",
+        "iam:*tachRolePolicy",
+        "managed policies (the roles have inline policies only)",
+    ),
+    (
+        "AWS::Logs::LogGroup",
+        "logs:*DataProtectionPolicy",
+        "data protection policies",
+    ),
     ("AWS::Logs::LogGroup", "logs:*IndexPolic*", "field index policies"),
     ("AWS::Logs::LogGroup", "logs:*ResourcePolic*", "resource policies"),
     ("AWS::Logs::LogGroup", "logs:*KmsKey", "a customer managed key"),
     ("AWS::Logs::LogGroup", "logs:CreateLogDelivery", "log delivery"),
-    ("AWS::Logs::LogGroup", "logs:PutBearerTokenAuthentication", "bearer token authentication"),
-    ("AWS::Logs::LogGroup", "logs:PutLogGroupDeletionProtection", "deletion protection"),
+    (
+        "AWS::Logs::LogGroup",
+        "logs:PutBearerTokenAuthentication",
+        "bearer token authentication",
+    ),
+    (
+        "AWS::Logs::LogGroup",
+        "logs:PutLogGroupDeletionProtection",
+        "deletion protection",
+    ),
     ("AWS::Logs::LogGroup", "firehose:*", "log delivery to Firehose"),
-    ("AWS::Logs::LogGroup", "s3:REST.PUT.OBJECT", "log delivery to S3 (not an IAM action)"),
+    (
+        "AWS::Logs::LogGroup",
+        "s3:REST.PUT.OBJECT",
+        "log delivery to S3 (not an IAM action)",
+    ),
     ("AWS::SNS::Topic", "iam:*", "delivery status logging"),
     ("AWS::SNS::Subscription", "iam:*", "delivery status logging"),
-    ("AWS::Events::Rule", "iam:PassRole", "targets with a role (the drift check's target has none)"),
+    (
+        "AWS::Events::Rule",
+        "iam:PassRole",
+        "targets with a role (the drift check's target has none)",
+    ),
     ("AWS::S3::Bucket", "iam:PassRole", "replication"),
     ("AWS::S3::Bucket", "s3tables:*", "S3 table buckets"),
     ("AWS::S3::Bucket", "s3:*Analytics*", "bucket analytics"),
@@ -320,12 +376,28 @@ pub const NOT_USED: &[(&str, &str, &str)] = &[
     ("AWS::S3::Bucket", "s3:*IntelligentTiering*", "Intelligent-Tiering"),
     ("AWS::S3::Bucket", "s3:*Inventory*", "inventory"),
     ("AWS::S3::Bucket", "s3:*Abac", "attribute-based bucket access"),
-    ("AWS::S3::Bucket", "s3:Put*Acl", "ACLs (object ownership is BucketOwnerEnforced)"),
-    ("AWS::S3::Bucket", "s3:DeleteObject", "emptying a bucket (CloudFormation never empties one; this one is retained)"),
+    (
+        "AWS::S3::Bucket",
+        "s3:Put*Acl",
+        "ACLs (object ownership is BucketOwnerEnforced)",
+    ),
+    (
+        "AWS::S3::Bucket",
+        "s3:DeleteObject",
+        "emptying a bucket (CloudFormation never empties one; this one is retained)",
+    ),
     ("AWS::S3::Bucket", "s3:DeleteBucketEncryption", "removing encryption"),
-    ("AWS::S3::Bucket", "s3:TagResource", "S3 tags through the tagging API (the bucket's tags use PutBucketTagging)"),
+    (
+        "AWS::S3::Bucket",
+        "s3:TagResource",
+        "S3 tags through the tagging API (the bucket's tags use PutBucketTagging)",
+    ),
     ("AWS::S3::Bucket", "s3:UntagResource", "S3 tags through the tagging API"),
-    ("AWS::S3::Bucket", "s3:ListTagsForResource", "S3 tags through the tagging API"),
+    (
+        "AWS::S3::Bucket",
+        "s3:ListTagsForResource",
+        "S3 tags through the tagging API",
+    ),
     ("AWS::S3::Bucket", "s3:*Cors", "CORS"),
     ("AWS::S3::Bucket", "s3:*CORS", "CORS"),
 ];
@@ -468,7 +540,11 @@ mod tests {
                 let action = action.as_str().unwrap();
                 assert!(!action.contains('*'), "{action}");
                 if action.starts_with("iam:") && action != "iam:CreateServiceLinkedRole" {
-                    assert_eq!(statement["Resource"], json!(["arn:aws:iam::123456789012:role/orders-*"]), "{action}");
+                    assert_eq!(
+                        statement["Resource"],
+                        json!(["arn:aws:iam::123456789012:role/orders-*"]),
+                        "{action}"
+                    );
                 }
             }
             if actions.contains(&json!("iam:PassRole")) {
@@ -510,6 +586,9 @@ mod tests {
     #[test]
     fn the_trust_policy_lets_only_cloudformation_assume_it() {
         let trust = service_role_trust_policy();
-        assert_eq!(trust["Statement"][0]["Principal"], json!({"Service": "cloudformation.amazonaws.com"}));
+        assert_eq!(
+            trust["Statement"][0]["Principal"],
+            json!({"Service": "cloudformation.amazonaws.com"})
+        );
     }
 }

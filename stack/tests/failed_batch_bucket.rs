@@ -45,7 +45,10 @@ fn resolve(expr: &Value, operator_given: bool) -> Value {
                     arg.as_str()
                         .unwrap()
                         .replace(&format!("${{{}.Arn}}", logical::FAILED_BATCH_BUCKET), BUCKET_ARN)
-                        .replace(&format!("${{{}.RoleId}}", logical::DLQ_REPROCESSOR_ROLE), REPROCESSOR_ROLE_ID)
+                        .replace(
+                            &format!("${{{}.RoleId}}", logical::DLQ_REPROCESSOR_ROLE),
+                            REPROCESSOR_ROLE_ID
+                        )
                         .replace(&format!("${{{}.RoleId}}", logical::STREAM_COUNTER_ROLE), STREAM_ROLE_ID)
                 ),
                 "Fn::If" => {
@@ -106,9 +109,11 @@ fn denied(policy: &Value, request: &Request, operator_given: bool) -> bool {
         action_matches
             && resource_matches
             && conditions.iter().all(|(operator, block)| {
-                block.as_object().unwrap().iter().all(|(key, values)| {
-                    holds(operator, key, as_list(resolve(values, operator_given)), request)
-                })
+                block
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .all(|(key, values)| holds(operator, key, as_list(resolve(values, operator_given)), request))
             })
     })
 }
@@ -162,7 +167,10 @@ fn the_reprocessor_and_the_operator_are_not_denied_reading_or_removing() {
             userid: "AROAOPS:bob".to_owned(),
         };
         assert!(!denied(&policy, &operator, true), "{action} by the operator");
-        assert!(denied(&policy, &operator, false), "{action} by a principal not named operator");
+        assert!(
+            denied(&policy, &operator, false),
+            "{action} by a principal not named operator"
+        );
     }
 }
 

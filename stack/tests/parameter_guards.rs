@@ -31,8 +31,18 @@ fn evaluate(expr: &Value, refs: &BTreeMap<&str, &str>) -> Value {
     let boolean = |b: bool| Value::Bool(b);
     match key.as_str() {
         "Ref" => Value::String(refs[arg.as_str().unwrap()].to_owned()),
-        "Fn::Or" => boolean(arg.as_array().unwrap().iter().any(|c| evaluate(c, refs) == Value::Bool(true))),
-        "Fn::And" => boolean(arg.as_array().unwrap().iter().all(|c| evaluate(c, refs) == Value::Bool(true))),
+        "Fn::Or" => boolean(
+            arg.as_array()
+                .unwrap()
+                .iter()
+                .any(|c| evaluate(c, refs) == Value::Bool(true)),
+        ),
+        "Fn::And" => boolean(
+            arg.as_array()
+                .unwrap()
+                .iter()
+                .all(|c| evaluate(c, refs) == Value::Bool(true)),
+        ),
         "Fn::Not" => boolean(evaluate(&arg[0], refs) == Value::Bool(false)),
         "Fn::Equals" => boolean(evaluate(&arg[0], refs) == evaluate(&arg[1], refs)),
         "Fn::Contains" => {
@@ -80,11 +90,7 @@ fn rules_pass(account: &str, values: &[(&str, &str)]) -> bool {
 fn on_aws_the_template_refuses_any_emulator_role_assumer_but_empty() {
     let aws_account = "111122223333";
     assert!(rules_pass(aws_account, &[(params::EMULATOR_ROLE_ASSUMER, "")]));
-    for value in [
-        "arn:aws:iam::111122223333:root",
-        "arn:aws:iam::999999999999:root",
-        "*",
-    ] {
+    for value in ["arn:aws:iam::111122223333:root", "arn:aws:iam::999999999999:root", "*"] {
         assert!(
             !rules_pass(aws_account, &[(params::EMULATOR_ROLE_ASSUMER, value)]),
             "{value} passes the rules on AWS"
@@ -93,7 +99,10 @@ fn on_aws_the_template_refuses_any_emulator_role_assumer_but_empty() {
     // The embedded emulator's account still takes what counterctl sets there.
     for account in kit::EMULATOR_ACCOUNTS {
         let root = format!("arn:aws:iam::{account}:root");
-        assert!(rules_pass(account, &[(params::EMULATOR_ROLE_ASSUMER, &root)]), "{account}");
+        assert!(
+            rules_pass(account, &[(params::EMULATOR_ROLE_ASSUMER, &root)]),
+            "{account}"
+        );
     }
 }
 
@@ -166,6 +175,9 @@ fn the_api_reads_only_the_tags_of_principals_under_the_scope_caller_path() {
     assert_eq!(resources.len(), 2, "{policies:?}");
     for resource in resources {
         let sub = resource["Fn::Sub"].as_str().unwrap_or_default();
-        assert!(sub.ends_with(":role${ScopeCallerPath}*") || sub.ends_with(":user${ScopeCallerPath}*"), "{resource}");
+        assert!(
+            sub.ends_with(":role${ScopeCallerPath}*") || sub.ends_with(":user${ScopeCallerPath}*"),
+            "{resource}"
+        );
     }
 }

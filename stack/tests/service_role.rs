@@ -27,13 +27,20 @@ fn schemas() -> PathBuf {
 fn handler_actions(schemas: &Path, resource_type: &str) -> BTreeSet<String> {
     let providers: Value =
         serde_json::from_str(&std::fs::read_to_string(schemas.join("providers/us-east-1.json")).unwrap()).unwrap();
-    let file = providers[resource_type].as_str().unwrap_or_else(|| panic!("no schema for {resource_type}"));
+    let file = providers[resource_type]
+        .as_str()
+        .unwrap_or_else(|| panic!("no schema for {resource_type}"));
     let schema: Value =
         serde_json::from_str(&std::fs::read_to_string(schemas.join(format!("resources/{file}.json"))).unwrap())
             .unwrap();
     ["create", "read", "update", "delete"]
         .iter()
-        .flat_map(|h| schema["handlers"][h]["permissions"].as_array().cloned().unwrap_or_default())
+        .flat_map(|h| {
+            schema["handlers"][h]["permissions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
         .map(|a| a.as_str().unwrap().to_owned())
         .collect()
 }
@@ -66,7 +73,10 @@ fn the_service_role_grants_each_resource_types_handler_actions_or_says_why_not()
             );
         }
         for action in &granted[kind.as_str()] {
-            assert!(needed.contains(*action), "{kind}: {action} is granted but no handler calls it");
+            assert!(
+                needed.contains(*action),
+                "{kind}: {action} is granted but no handler calls it"
+            );
             assert!(!not_used(kind, action), "{kind}: {action} is granted and left out");
         }
     }

@@ -808,7 +808,10 @@ fn a_template_over_the_inline_limit_is_deployed_from_s3_as_the_readme_says() {
     if size > INLINE_LIMIT {
         let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
         for needed in ["51,200", "--s3-bucket", "--template-url"] {
-            assert!(readme.contains(needed), "the template is {size} bytes, and README.md does not say {needed}");
+            assert!(
+                readme.contains(needed),
+                "the template is {size} bytes, and README.md does not say {needed}"
+            );
         }
     }
 }

@@ -32,6 +32,9 @@ pub struct StackInputs {
     pub tags: BTreeMap<String, String>,
     pub artifacts_dir: Option<PathBuf>,
     pub artifacts_bucket: Option<String>,
+    /// `--role-arn`: the CloudFormation service role, checked against the
+    /// caller's account before the change set is created.
+    pub role_arn: Option<String>,
 }
 
 /// What the operator asked `destroy` for.
@@ -47,7 +50,24 @@ pub(super) fn stack_inputs(template: &Template, args: StackArgs) -> Result<Stack
         .artifacts_bucket
         .map(|b| validate_bucket_name(&b).map(|()| b))
         .transpose()?;
+    let role_arn = args
+        .role_arn
+        .map(|arn| {
+            // The account is checked once known (deploy reads it from STS).
+            let account = arn.split(':').nth(4).unwrap_or_default().to_owned();
+            let well_formed = account.len() == 12 && account.chars().all(|c| c.is_ascii_digit());
+            if well_formed {
+                super::validate_role_arn(&arn, &account)
+            } else {
+                Err(crate::error::Error::RoleArn {
+                    arn,
+                    account: "<12 digits>".to_owned(),
+                })
+            }
+        })
+        .transpose()?;
     Ok(StackInputs {
+        role_arn,
         overrides: parse_overrides(template, &args.params)?,
         tags: parse_tags(&args.tags)?,
         artifacts_dir: args.artifacts_dir,
