@@ -817,6 +817,14 @@ pub const CALL_SITES: &[CallSite] = &[
     ),
     call(
         CFN,
+        "tables_left",
+        "list_stack_resources",
+        &[Operator],
+        &[on(Stack, &[CloudFormationListStackResources])],
+        "deploy: the tables a failed first create left (an emulator keeps them; AWS's rollback deletes them)",
+    ),
+    call(
+        CFN,
         "delete_rolled_back",
         "delete_stack",
         &[Operator],

@@ -124,6 +124,36 @@ pub fn readiness(status: Option<&str>) -> Readiness {
     }
 }
 
+/// The tables a stack still lists as its own (any status but
+/// `DELETE_COMPLETE`). After a create that rolled back, AWS lists none: the
+/// rollback deleted them (`DeletionPolicy: RetainExceptOnCreate`). An
+/// emulator may keep them, and its stack deletion then retains them.
+pub async fn tables_left(cfn: &Client, stack_id: &str) -> Result<Vec<String>> {
+    const TABLE: &str = "AWS::DynamoDB::Table";
+    let mut tables = Vec::new();
+    let mut token = None;
+    loop {
+        let page = cfn
+            .list_stack_resources()
+            .stack_name(stack_id)
+            .set_next_token(token)
+            .send()
+            .await
+            .map_err(error::aws("ListStackResources"))?;
+        tables.extend(
+            page.stack_resource_summaries()
+                .iter()
+                .filter(|r| r.resource_type() == Some(TABLE))
+                .filter(|r| r.resource_status().is_none_or(|s| s.as_str() != "DELETE_COMPLETE"))
+                .filter_map(|r| r.physical_resource_id().filter(|id| !id.is_empty()).map(str::to_owned)),
+        );
+        token = page.next_token().map(str::to_owned);
+        if token.is_none() {
+            return Ok(tables);
+        }
+    }
+}
+
 /// Deletes `stack`, a create that rolled back (`ROLLBACK_COMPLETE`), and
 /// follows the deletion until it settles. Such a stack takes no change
 /// set, only a delete; the rollback already removed what the create made.
@@ -793,6 +823,39 @@ mod sdk_tests {
         assert_eq!(outcome.settled, Settled::Succeeded);
         assert_eq!(delete.num_calls(), 1);
         assert_eq!(stacks.num_calls(), 2);
+    }
+
+    #[tokio::test]
+    async fn only_the_tables_a_stack_still_holds_are_left_by_a_failed_create() {
+        use aws_sdk_cloudformation::operation::list_stack_resources::ListStackResourcesOutput;
+        use aws_sdk_cloudformation::types::StackResourceSummary;
+        let summary = |kind: &str, id: &str, status: ResourceStatus| {
+            StackResourceSummary::builder()
+                .logical_resource_id(id)
+                .physical_resource_id(id)
+                .resource_type(kind)
+                .resource_status(status)
+                .last_updated_timestamp(aws_smithy_types::DateTime::from_secs(0))
+                .build()
+        };
+        let rule = mock!(Client::list_stack_resources)
+            .sequence()
+            .output(move || {
+                ListStackResourcesOutput::builder()
+                    .stack_resource_summaries(summary("AWS::DynamoDB::Table", "kept", ResourceStatus::CreateComplete))
+                    .stack_resource_summaries(summary("AWS::DynamoDB::Table", "gone", ResourceStatus::DeleteComplete))
+                    .next_token("page-2")
+                    .build()
+            })
+            .output(move || {
+                ListStackResourcesOutput::builder()
+                    .stack_resource_summaries(summary("AWS::SQS::Queue", "queue", ResourceStatus::CreateComplete))
+                    .stack_resource_summaries(summary("AWS::DynamoDB::Table", "failed", ResourceStatus::CreateFailed))
+                    .build()
+            })
+            .build();
+        let tables = tables_left(&client(&[&rule]), "arn:stack").await.unwrap();
+        assert_eq!(tables, ["kept", "failed"]);
     }
 
     #[tokio::test]
