@@ -651,7 +651,7 @@ mod tests {
 
     #[test]
     fn deploy_takes_a_role_arn_and_refuses_a_malformed_one() {
-        let config = config(
+        let parsed = config(
             &[
                 "--target",
                 "aws",
@@ -664,14 +664,14 @@ mod tests {
             &[],
         )
         .unwrap();
-        let CommandConfig::Deploy { inputs, .. } = &config.command else {
-            panic!("{:?}", config.command)
+        let CommandConfig::Deploy { inputs, .. } = &parsed.command else {
+            panic!("{:?}", parsed.command)
         };
         assert_eq!(
             inputs.role_arn.as_deref(),
             Some("arn:aws:iam::123456789012:role/hc-cfn")
         );
-        let err = super::tests::config(
+        let err = config(
             &[
                 "--target",
                 "aws",
