@@ -144,8 +144,8 @@ impl Target {
             Target::FailedBatchBucket => Some(arn(logical::FAILED_BATCH_BUCKET)),
             Target::FailedBatchObjects => Some(Expr::sub(format!("${{{}.Arn}}/*", logical::FAILED_BATCH_BUCKET))),
             Target::OwnLogGroup => component.role_and_log_group().map(|(_, group)| arn(group)),
-            Target::IamRoles => Some(crate::kit::scope_callers("role")),
-            Target::IamUsers => Some(crate::kit::scope_callers("user")),
+            Target::IamRoles => Some(scope_callers("role")),
+            Target::IamUsers => Some(scope_callers("user")),
             Target::Stack
             | Target::ArtifactsBucket
             | Target::ArtifactsObjects
@@ -165,6 +165,16 @@ impl Target {
             _ => None,
         }
     }
+}
+
+/// The roles and the users under `ScopeCallerPath`, as IAM ARNs name them
+/// (`arn:aws:iam::<account>:role<path><name>`: the path is part of the ARN,
+/// <https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-arns>).
+pub fn scope_callers(kind: &str) -> Expr {
+    Expr::sub(format!(
+        "arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:{kind}${{{}}}*",
+        crate::params::SCOPE_CALLER_PATH
+    ))
 }
 
 /// An SDK operation and the IAM actions that authorize it.

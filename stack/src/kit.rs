@@ -25,7 +25,7 @@ use crate::resources::lambda::{
 use crate::resources::logs::LogGroup;
 use crate::resources::sqs::{Queue, RedrivePolicy};
 use crate::template::{Assertion, LiveChange, Parameter, ParameterRule, Resource, Template};
-use crate::{capacity, failed_batches, logical, outputs, params};
+use crate::{access, capacity, failed_batches, logical, outputs, params};
 
 /// Stream counter timeout, seconds: one batch of up to `StreamBatchSize`
 /// records, with transaction retries, fits comfortably.
@@ -377,16 +377,6 @@ pub const DEFAULT_SCOPE_CALLER_PATH: &str = "/hck-callers/";
 /// An IAM path (IAM identifiers: `/` or `/a/b/`, at most 512 characters).
 pub const SCOPE_CALLER_PATH_PATTERN: &str = "^/([A-Za-z0-9+=,.@_-]+/)*$";
 
-/// The roles and the users under `ScopeCallerPath`, as IAM ARNs name them
-/// (`arn:aws:iam::<account>:role<path><name>`: the path is part of the ARN,
-/// <https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-arns>).
-pub fn scope_callers(kind: &str) -> Expr {
-    Expr::sub(format!(
-        "arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:{kind}${{{}}}*",
-        params::SCOPE_CALLER_PATH
-    ))
-}
-
 const SCOPE_NONE: &str = "none";
 const SCOPE_PRINCIPAL_TAG: &str = "principal-tag";
 pub use crate::params::SCOPE_BY_TAG;
@@ -409,12 +399,12 @@ fn api_policies() -> Vec<InlinePolicy> {
                 Statement::allow(
                     "CallerRoleTags",
                     &[Action::IamListRoleTags],
-                    vec![scope_callers("role")],
+                    vec![access::scope_callers("role")],
                 ),
                 Statement::allow(
                     "CallerUserTags",
                     &[Action::IamListUserTags],
-                    vec![scope_callers("user")],
+                    vec![access::scope_callers("user")],
                 ),
             ],
         )

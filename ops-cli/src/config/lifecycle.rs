@@ -57,9 +57,9 @@ pub(super) fn stack_inputs(template: &Template, args: StackArgs) -> Result<Stack
             let account = arn.split(':').nth(4).unwrap_or_default().to_owned();
             let well_formed = account.len() == 12 && account.chars().all(|c| c.is_ascii_digit());
             if well_formed {
-                super::validate_role_arn(&arn, &account)
+                validate_role_arn(&arn, &account)
             } else {
-                Err(crate::error::Error::RoleArn {
+                Err(Error::RoleArn {
                     arn,
                     account: "<12 digits>".to_owned(),
                 })
@@ -226,6 +226,32 @@ pub fn default_value(template: &Template, key: &str) -> Option<String> {
             Literal::Integer(i) => i.to_string(),
             Literal::Boolean(b) => b.to_string(),
         })
+}
+
+/// A CloudFormation service role of `account`: `arn:<partition>:iam::<account>:role/<path/name>`.
+pub fn validate_role_arn(arn: &str, account: &str) -> Result<String> {
+    let arn = arn.trim();
+    let valid = arn
+        .split_once(":iam::")
+        .and_then(|(partition, rest)| {
+            let partition = partition.strip_prefix("arn:")?;
+            let (owner, role) = rest.split_once(":role/")?;
+            Some(
+                matches!(partition, "aws" | "aws-cn" | "aws-us-gov")
+                    && owner == account
+                    && !role.is_empty()
+                    && !role.ends_with('/'),
+            )
+        })
+        .unwrap_or(false);
+    if valid {
+        Ok(arn.to_owned())
+    } else {
+        Err(Error::RoleArn {
+            arn: arn.to_owned(),
+            account: account.to_owned(),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use std::time::Duration;
 pub use data::{AuditOptions, LimitAction, LoadOptions, LoadStop, SeqAction, VerifyOptions};
 pub use lifecycle::{
     DestroyOptions, MANAGED_PARAMS, StackInputs, default_value, parse_overrides, validate_bucket_name,
+    validate_role_arn,
 };
 pub use local::{LOCALSTACK_HEALTH_PATH, LocalRunOptions, localstack_answered};
 pub use redrive::{MAX_RATE, RedriveMethod, RedriveMode, RedriveOptions, parse_rate, redrive_method};
@@ -191,32 +192,6 @@ impl OperatorPolicyOptions {
                 .artifacts_bucket
                 .map(|bucket| validate_bucket_name(&bucket).map(|()| bucket))
                 .transpose()?,
-        })
-    }
-}
-
-/// A CloudFormation service role of `account`: `arn:<partition>:iam::<account>:role/<path/name>`.
-pub fn validate_role_arn(arn: &str, account: &str) -> Result<String> {
-    let arn = arn.trim();
-    let valid = arn
-        .split_once(":iam::")
-        .and_then(|(partition, rest)| {
-            let partition = partition.strip_prefix("arn:")?;
-            let (owner, role) = rest.split_once(":role/")?;
-            Some(
-                matches!(partition, "aws" | "aws-cn" | "aws-us-gov")
-                    && owner == account
-                    && !role.is_empty()
-                    && !role.ends_with('/'),
-            )
-        })
-        .unwrap_or(false);
-    if valid {
-        Ok(arn.to_owned())
-    } else {
-        Err(Error::RoleArn {
-            arn: arn.to_owned(),
-            account: account.to_owned(),
         })
     }
 }
