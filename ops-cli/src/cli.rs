@@ -152,9 +152,27 @@ pub enum Command {
 #[derive(Debug, Clone, Subcommand)]
 pub enum PolicyCommand {
     /// The least-privilege policy of the operator or CI role running counterctl against this stack
-    /// (JSON on stdout): every AWS call counterctl makes, on the stack's own resources. It does not
-    /// cover what CloudFormation creates with the caller's credentials.
+    /// (JSON on stdout): every AWS call counterctl makes, on the stack's own resources. With
+    /// --service-role-arn also iam:PassRole on that role (to CloudFormation only), which is then all it
+    /// needs besides: deploy with `deploy --role-arn`. Without, it does not cover what CloudFormation
+    /// creates with the caller's credentials.
     Operator(OperatorPolicyArgs),
+    /// The identity policy of an API caller: lambda:InvokeFunctionUrl and lambda:InvokeFunction on the
+    /// api function, the second only through the function URL (lambda:InvokedViaFunctionUrl).
+    Caller(OperatorPolicyArgs),
+    /// The permissions policy of a CloudFormation service role for this stack (`deploy --role-arn`):
+    /// what CloudFormation's handlers call for each resource type of the template, on the stack's
+    /// names. With --trust, the role's trust policy instead.
+    ServiceRole(ServiceRolePolicyArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServiceRolePolicyArgs {
+    #[command(flatten)]
+    pub scope: OperatorPolicyArgs,
+    /// Print the trust policy (CloudFormation may assume the role) instead.
+    #[arg(long)]
+    pub trust: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -171,6 +189,9 @@ pub struct OperatorPolicyArgs {
     /// The artifacts bucket deploy uploads to [default: <stack-name>-artifacts-<account>-<region>].
     #[arg(long)]
     pub artifacts_bucket: Option<String>,
+    /// `policy operator` only: the CloudFormation service role deploy passes (`deploy --role-arn`).
+    #[arg(long)]
+    pub service_role_arn: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -315,6 +336,13 @@ pub struct StackArgs {
     /// created if absent.
     #[arg(long, value_name = "BUCKET")]
     pub artifacts_bucket: Option<String>,
+
+    /// A CloudFormation service role of the stack's account (arn:aws:iam::<account>:role/<name>):
+    /// CloudFormation creates, updates and deletes the stack's resources with it, so the caller needs only
+    /// `counterctl policy operator --service-role-arn` (its policy: `counterctl policy service-role`). The
+    /// stack keeps it for later operations; without the flag a later deploy uses the stack's.
+    #[arg(long, value_name = "ARN")]
+    pub role_arn: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -54,6 +54,26 @@ pub enum Error {
     #[error("invalid --partition {partition:?}: expected aws, aws-cn or aws-us-gov")]
     Partition { partition: String },
 
+    #[error(
+        "invalid role ARN {arn:?}: expected a role of account {account}, arn:aws:iam::{account}:role/<name> \
+         (CloudFormation takes a service role of the stack's own account)"
+    )]
+    RoleArn { arn: String, account: String },
+
+    #[error("--service-role-arn goes with `policy operator` only")]
+    ServiceRoleArnOnlyForOperator,
+
+    #[error(
+        "{key}={value:?} names a principal of account {other}, not this stack's account {account}: the failed-batch \
+         bucket's objects are encrypted with this account's aws/s3 key, which another account cannot use"
+    )]
+    ForeignOperator {
+        key: String,
+        value: String,
+        other: String,
+        account: String,
+    },
+
     #[error("the artifacts bucket name {name:?} is not a valid S3 bucket name ({reason}); pass --artifacts-bucket")]
     BucketName { name: String, reason: String },
 
@@ -92,6 +112,12 @@ pub enum Error {
         status: String,
         reason: String,
     },
+
+    #[error(
+        "stack {name} is ROLLBACK_COMPLETE: its first create failed and it can take no change set; `counterctl deploy` \
+         deletes it (the rollback left nothing in it) and creates it again"
+    )]
+    FailedCreate { name: String },
 
     #[error(
         "stack {name} is not a hybrid counter kit stack ({why}); nothing was deleted: check --stack-name, and \
@@ -190,6 +216,9 @@ impl Error {
             | Error::Region { .. }
             | Error::Account { .. }
             | Error::Partition { .. }
+            | Error::RoleArn { .. }
+            | Error::ServiceRoleArnOnlyForOperator
+            | Error::ForeignOperator { .. }
             | Error::NoRegion
             | Error::BucketName { .. }
             | Error::MissingArtifact { .. }
@@ -201,6 +230,7 @@ impl Error {
             Error::Aborted(_)
             | Error::StackBusy { .. }
             | Error::StackUnusable { .. }
+            | Error::FailedCreate { .. }
             | Error::ChangeSetFailed { .. }
             | Error::StackIncomplete { .. }
             | Error::Template(_)

@@ -114,7 +114,7 @@ pub enum Target {
     EventSourceMappings,
     /// The stack's alarms.
     Alarms,
-    /// This account's IAM roles and users: the api's callers.
+    /// This account's IAM roles and users under `ScopeCallerPath`: the api's callers.
     IamRoles,
     IamUsers,
     /// `*`: for actions without resource-level permissions.
@@ -144,8 +144,8 @@ impl Target {
             Target::FailedBatchBucket => Some(arn(logical::FAILED_BATCH_BUCKET)),
             Target::FailedBatchObjects => Some(Expr::sub(format!("${{{}.Arn}}/*", logical::FAILED_BATCH_BUCKET))),
             Target::OwnLogGroup => component.role_and_log_group().map(|(_, group)| arn(group)),
-            Target::IamRoles => Some(Expr::sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:role/*")),
-            Target::IamUsers => Some(Expr::sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:user/*")),
+            Target::IamRoles => Some(scope_callers("role")),
+            Target::IamUsers => Some(scope_callers("user")),
             Target::Stack
             | Target::ArtifactsBucket
             | Target::ArtifactsObjects
@@ -165,6 +165,16 @@ impl Target {
             _ => None,
         }
     }
+}
+
+/// The roles and the users under `ScopeCallerPath`, as IAM ARNs name them
+/// (`arn:aws:iam::<account>:role<path><name>`: the path is part of the ARN,
+/// <https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-arns>).
+pub fn scope_callers(kind: &str) -> Expr {
+    Expr::sub(format!(
+        "arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:{kind}${{{}}}*",
+        crate::params::SCOPE_CALLER_PATH
+    ))
 }
 
 /// An SDK operation and the IAM actions that authorize it.
@@ -816,6 +826,22 @@ pub const CALL_SITES: &[CallSite] = &[
         "a stack a plan left in REVIEW_IN_PROGRESS",
     ),
     call(
+        CFN,
+        "tables_left",
+        "list_stack_resources",
+        &[Operator],
+        &[on(Stack, &[CloudFormationListStackResources])],
+        "deploy: the tables a failed first create left (an emulator keeps them; AWS's rollback deletes them)",
+    ),
+    call(
+        CFN,
+        "delete_rolled_back",
+        "delete_stack",
+        &[Operator],
+        &[on(Stack, &[CloudFormationDeleteStack])],
+        "deploy replaces a stack whose first create rolled back (ROLLBACK_COMPLETE)",
+    ),
+    call(
         DESTROY,
         "run",
         "delete_stack",
@@ -1167,6 +1193,79 @@ pub fn operator_policy(scope: &OperatorScope) -> Value {
     json!({"Version": POLICY_VERSION, "Statement": statements})
 }
 
+/// The api function, as `OperatorScope` names the stack's functions.
+pub fn api_function_arn(scope: &OperatorScope) -> String {
+    let OperatorScope {
+        partition: p,
+        region: r,
+        account: a,
+        name_prefix: prefix,
+        ..
+    } = scope;
+    format!("arn:{p}:lambda:{r}:{a}:function:{prefix}-api")
+}
+
+/// The condition that keeps a caller's `lambda:InvokeFunction` to requests
+/// through the function URL.
+pub fn via_function_url() -> Value {
+    json!({"Bool": {"lambda:InvokedViaFunctionUrl": "true"}})
+}
+
+/// The identity policy an API caller (a role or user of the stack's
+/// account) needs, and no more. Since October 2025 a new function URL with
+/// `AWS_IAM` auth requires both `lambda:InvokeFunctionUrl` and
+/// `lambda:InvokeFunction` (Lambda developer guide, "Control access to
+/// Lambda function URLs":
+/// <https://docs.aws.amazon.com/lambda/latest/dg/urls-auth.html>); the
+/// second only under `lambda:InvokedViaFunctionUrl`, so the caller cannot
+/// `Invoke` the function directly with an event it wrote, naming another
+/// principal as the function URL's caller (the api's scope check trusts
+/// that name: `handlers/api/src/scope_auth.rs`).
+pub fn caller_policy(scope: &OperatorScope) -> Value {
+    let function = api_function_arn(scope);
+    json!({
+        "Version": POLICY_VERSION,
+        "Statement": [
+            {
+                "Sid": "CallTheFunctionUrl",
+                "Effect": "Allow",
+                "Action": [LambdaInvokeFunctionUrl.as_str()],
+                "Resource": [function],
+                "Condition": {"StringEquals": {"lambda:FunctionUrlAuthType": "AWS_IAM"}},
+            },
+            {
+                "Sid": "InvokeOnlyThroughTheFunctionUrl",
+                "Effect": "Allow",
+                "Action": [LambdaInvokeFunction.as_str()],
+                "Resource": [function],
+                "Condition": via_function_url(),
+            },
+        ],
+    })
+}
+
+/// The principal that may use the CloudFormation service role.
+pub const CLOUDFORMATION_SERVICE: &str = "cloudformation.amazonaws.com";
+
+/// [`operator_policy`] for an operator who deploys through a CloudFormation
+/// service role (`counterctl deploy --role-arn`): the same, plus
+/// `iam:PassRole` on that one role, and only to CloudFormation
+/// (`iam:PassedToService`). CloudFormation then creates, updates and deletes
+/// the stack's resources with the role's credentials, not the operator's
+/// ("AWS CloudFormation service role":
+/// <https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/using-iam-servicerole.html>).
+pub fn operator_policy_with_service_role(scope: &OperatorScope, service_role_arn: &str) -> Value {
+    let mut policy = operator_policy(scope);
+    policy["Statement"].as_array_mut().expect("statements").push(json!({
+        "Sid": "PassTheServiceRoleToCloudFormation",
+        "Effect": "Allow",
+        "Action": [IamPassRole.as_str()],
+        "Resource": [service_role_arn],
+        "Condition": {"StringEquals": {"iam:PassedToService": CLOUDFORMATION_SERVICE}},
+    }));
+    policy
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1215,6 +1314,55 @@ mod tests {
                 assert!(resource.starts_with("arn:aws:"), "{resource}");
             }
         }
+    }
+
+    #[test]
+    fn a_caller_may_invoke_the_api_function_only_through_its_url() {
+        let policy = caller_policy(&scope());
+        let statements = policy["Statement"].as_array().unwrap();
+        let function = "arn:aws:lambda:eu-west-1:123456789012:function:hc-api";
+        let actions: Vec<&Value> = statements
+            .iter()
+            .flat_map(|s| s["Action"].as_array().unwrap())
+            .collect();
+        assert_eq!(
+            actions,
+            [&json!("lambda:InvokeFunctionUrl"), &json!("lambda:InvokeFunction")]
+        );
+        for statement in statements {
+            assert_eq!(statement["Effect"], "Allow");
+            assert_eq!(statement["Resource"], json!([function]), "{statement}");
+            if statement["Action"] == json!(["lambda:InvokeFunction"]) {
+                // Without it the caller could Invoke directly, with an event naming anyone.
+                assert_eq!(
+                    statement["Condition"],
+                    json!({"Bool": {"lambda:InvokedViaFunctionUrl": "true"}}),
+                    "{statement}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn with_a_service_role_the_operator_may_pass_only_that_role_only_to_cloudformation() {
+        let role = "arn:aws:iam::123456789012:role/hc-cloudformation";
+        let policy = operator_policy_with_service_role(&scope(), role);
+        let passes: Vec<&Value> = policy["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["Action"].as_array().unwrap().contains(&json!("iam:PassRole")))
+            .collect();
+        assert_eq!(passes.len(), 1);
+        assert_eq!(passes[0]["Resource"], json!([role]));
+        assert_eq!(
+            passes[0]["Condition"],
+            json!({"StringEquals": {"iam:PassedToService": "cloudformation.amazonaws.com"}})
+        );
+        // Nothing else changes: the rest is the operator policy itself.
+        let mut without = policy.clone();
+        without["Statement"].as_array_mut().unwrap().pop();
+        assert_eq!(without, operator_policy(&scope()));
     }
 
     #[test]

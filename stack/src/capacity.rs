@@ -39,6 +39,35 @@ pub const INSIGHTS_ON: &str = "ContributorInsightsOn";
 /// per-table quota (40,000 units by default), below what a Number holds.
 const MAX_UNITS: i64 = 1_000_000_000;
 
+/// The lowest warm throughput DynamoDB takes for an on-demand table, and
+/// the pattern a warm-throughput parameter (a String: a Number parameter
+/// cannot say "0 or at least N") is held to. A new on-demand table starts
+/// at 12,000 read and 4,000 write units per second
+/// (<https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput-scenarios.html>)
+/// and warm throughput cannot be lowered
+/// (<https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html>),
+/// so anything from 1 to the floor would fail the update and roll it back.
+#[derive(Debug, Clone, Copy)]
+pub struct WarmFloor {
+    pub units: i64,
+    /// `0`, or a whole number from `units` up to 10 digits.
+    pub pattern: &'static str,
+    pub constraint: &'static str,
+}
+
+impl WarmFloor {
+    pub const READ: WarmFloor = WarmFloor {
+        units: 12_000,
+        pattern: "^(0|1[2-9][0-9]{3}|[2-9][0-9]{4}|[1-9][0-9]{5,9})$",
+        constraint: "0 (not set), or a whole number of at least 12000 (a new on-demand table's warm read throughput)",
+    };
+    pub const WRITE: WarmFloor = WarmFloor {
+        units: 4_000,
+        pattern: "^(0|[4-9][0-9]{3}|[1-9][0-9]{4,9})$",
+        constraint: "0 (not set), or a whole number of at least 4000 (a new on-demand table's warm write throughput)",
+    };
+}
+
 /// The capacity parameters of one table.
 #[derive(Debug, Clone, Copy)]
 pub struct TableCapacity {
@@ -84,25 +113,30 @@ impl TableCapacity {
 
     fn add_parameters(&self, t: &mut Template) {
         let table = self.table;
-        for (name, what) in [(self.warm_read, "read"), (self.warm_write, "write")] {
+        for (name, what, floor) in [
+            (self.warm_read, "read", WarmFloor::READ),
+            (self.warm_write, "write", WarmFloor::WRITE),
+        ] {
             t.parameter(
                 name,
-                Parameter::number(
-                    &format!(
-                        "Warm throughput of the {table} table: {what} units per second it serves at once, before \
-                         on-demand scaling catches up. 0: not set (the table keeps what DynamoDB gave it); set both \
-                         the read and the write value or neither (WarmThroughput takes both). It does not lift a \
-                         partition's limits: one hot scope still throttles at them."
-                    ),
-                    0,
-                    0,
-                    MAX_UNITS,
-                )
+                Parameter::string(&format!(
+                    "Warm throughput of the {table} table: {what} units per second it serves at once, before \
+                     on-demand scaling catches up. 0: not set (the table keeps what DynamoDB gave it). Otherwise \
+                     at least {}: a new on-demand table starts there, and DynamoDB refuses a value below what the \
+                     table already has (warm throughput only grows; `counterctl status` shows the current one), \
+                     which rolls the update back. Set both the read and the write value or neither \
+                     (WarmThroughput takes both). It does not lift a partition's limits: one hot scope still \
+                     throttles at them.",
+                    floor.units
+                ))
+                .default_string("0")
+                .pattern(floor.pattern, floor.constraint)
                 .effect(
                     &format!("WarmThroughput of the {table} table."),
                     LiveChange::Safe,
                     "The table is updated in place while it serves; DynamoDB bills the increase once. Warm \
-                     throughput only grows: a lower value or 0 does not take back what the table has.",
+                     throughput only grows: a value below the table's current one is refused and rolls the update \
+                     back; 0 leaves the property out and takes nothing back.",
                 ),
             );
         }
@@ -289,15 +323,21 @@ mod tests {
     fn unit_parameters_default_to_not_set_and_conditions_test_for_zero() {
         let mut t = Template::new("t");
         add_parameters(&mut t);
+        assert_eq!(
+            t.parameters[COUNTERS.warm_read].default,
+            Some(crate::expr::Literal::String("0".to_owned()))
+        );
+        assert_eq!(
+            t.parameters[COUNTERS.max_write].default,
+            Some(crate::expr::Literal::Integer(0))
+        );
         for name in [COUNTERS.warm_read, COUNTERS.max_write] {
-            assert_eq!(t.parameters[name].default, Some(crate::expr::Literal::Integer(0)));
             assert_eq!(
                 serde_json::to_value(&t.conditions[&set_condition(name)]).unwrap(),
                 json!({"Fn::Not": [{"Fn::Equals": [{"Ref": name}, "0"]}]})
             );
         }
         assert_eq!(t.parameters[COUNTERS.max_read].min_value, Some(0));
-        assert_eq!(t.parameters[COUNTERS.warm_read].min_value, Some(0));
         let rule = serde_json::to_value(&t.rules["CountersTableWarmThroughputBothOrNeither"]).unwrap();
         let unset = |p: &str| json!({"Fn::Equals": [{"Ref": p}, "0"]});
         let (r, w) = (COUNTERS.warm_read, COUNTERS.warm_write);
@@ -312,5 +352,53 @@ mod tests {
             serde_json::to_value(&t.conditions["CountersTableMaxThroughputSet"]).unwrap(),
             json!({"Fn::Or": [{"Condition": "CountersTableMaxReadRequestUnitsSet"}, {"Condition": "CountersTableMaxWriteRequestUnitsSet"}]})
         );
+    }
+
+    fn accepts(floor: WarmFloor, value: &str) -> bool {
+        regex::Regex::new(floor.pattern).unwrap().is_match(value)
+    }
+
+    fn compiled(floor: WarmFloor) -> regex::Regex {
+        regex::Regex::new(floor.pattern).unwrap()
+    }
+
+    #[test]
+    fn warm_throughput_below_a_new_on_demand_tables_is_refused_and_0_means_not_set() {
+        for floor in [WarmFloor::READ, WarmFloor::WRITE] {
+            assert!(accepts(floor, "0"));
+            for below in [1, 10, floor.units / 2, floor.units - 1] {
+                assert!(!accepts(floor, &below.to_string()), "{below} < {}", floor.units);
+            }
+            for at_or_above in [floor.units, floor.units + 1, 40_000, 99_999, 100_000, MAX_UNITS] {
+                assert!(accepts(floor, &at_or_above.to_string()), "{at_or_above}");
+            }
+            for nonsense in ["", "00", "012000", "-1", "12000.5", " 12000", "1e5"] {
+                assert!(!accepts(floor, nonsense), "{nonsense:?}");
+            }
+        }
+        // Every value from 1 to the floor is refused, every one above it up to 100,000 taken.
+        for floor in [WarmFloor::READ, WarmFloor::WRITE] {
+            let pattern = compiled(floor);
+            for units in 1..=100_000 {
+                assert_eq!(pattern.is_match(&units.to_string()), units >= floor.units, "{units}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_warm_throughput_parameters_carry_the_floor_pattern() {
+        let mut t = Template::new("t");
+        add_parameters(&mut t);
+        for table in [RESOURCES, COUNTERS] {
+            assert_eq!(
+                t.parameters[table.warm_read].allowed_pattern.as_deref(),
+                Some(WarmFloor::READ.pattern)
+            );
+            assert_eq!(
+                t.parameters[table.warm_write].allowed_pattern.as_deref(),
+                Some(WarmFloor::WRITE.pattern)
+            );
+            assert_eq!(t.parameters[table.warm_read].min_value, None);
+        }
     }
 }

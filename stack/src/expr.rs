@@ -50,6 +50,9 @@ pub enum Expr {
     Not(Box<Expr>),
     /// `{"Condition": name}`: another condition, inside `Fn::And`/`Fn::Not`.
     Condition(String),
+    /// `Fn::Contains`, a rule function only: whether the value is one of
+    /// the strings.
+    Contains(Vec<String>, Box<Expr>),
 }
 
 impl Expr {
@@ -105,6 +108,11 @@ impl Expr {
 
     pub fn condition(name: &str) -> Self {
         Expr::Condition(name.to_owned())
+    }
+
+    /// `Fn::Contains`: only in a template rule's assertions.
+    pub fn contains(values: &[&str], value: Expr) -> Self {
+        Expr::Contains(values.iter().map(|v| (*v).to_owned()).collect(), Box::new(value))
     }
 
     /// The literal string, if this is one. Lets tests look for a bare `*`
@@ -168,6 +176,7 @@ impl Serialize for Expr {
             Expr::Or(conditions) => single(serializer, "Fn::Or", conditions),
             Expr::Not(condition) => single(serializer, "Fn::Not", &[condition]),
             Expr::Condition(name) => single(serializer, "Condition", name),
+            Expr::Contains(values, value) => single(serializer, "Fn::Contains", &(values, value)),
         }
     }
 }

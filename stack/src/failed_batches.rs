@@ -54,6 +54,9 @@ pub const NONCURRENT_VERSION_DAYS: i64 = 30;
 /// only those are announced to DLQ1.
 pub const OBJECT_PREFIX: &str = "aws/lambda/";
 
+/// What `OperatorPrincipalArn` may hold: empty, or a role or user ARN.
+pub const OPERATOR_PRINCIPAL_PATTERN: &str = "^$|^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[A-Za-z0-9+=,.@_/-]+$";
+
 /// The parameter.
 pub fn add_parameter(t: &mut Template) {
     t.parameter(
@@ -81,14 +84,17 @@ pub fn add_parameter(t: &mut Template) {
     t.parameter(
         params::OPERATOR_PRINCIPAL_ARN,
         Parameter::string(
-            "ARN of the IAM role or user that runs `counterctl redrive --replay`, the only principal \
-             besides the reprocessor allowed to read failed batches from the bucket (payload). Empty: \
-             only the reprocessor reads them.",
+            "ARN of the IAM role or user of this account that runs `counterctl redrive --replay`, the only \
+             principal besides the reprocessor allowed to read or delete failed batches in the bucket \
+             (payload). Not an account root (aws:PrincipalArn never equals it for a role or user) and not \
+             another account's principal (the objects are encrypted with the account's aws/s3 key, which \
+             another account cannot use); counterctl refuses another account's. Empty: only the reprocessor \
+             reads them.",
         )
         .default_string("")
         .pattern(
-            "^$|^arn:aws[a-z-]*:iam::[0-9]{12}:(root|(role|user)/.+)$",
-            "empty, or an IAM role, user or account root ARN",
+            OPERATOR_PRINCIPAL_PATTERN,
+            "empty, or an IAM role or user ARN (not an account root)",
         )
         .effect(
             "The failed-batch bucket's policy: who besides the reprocessor may read the kept batches.",
@@ -306,13 +312,20 @@ pub fn add_resources(t: &mut Template) {
                     "aws:userid",
                     role_sessions(logical::STREAM_COUNTER_ROLE),
                 ),
-                // Only the reprocessor and the operator read the records.
-                // Object reads and writes only: the account's
-                // administrators keep every bucket action, so they can
-                // still change or delete this policy and empty the bucket.
+                // Only the reprocessor and the operator read the records
+                // or delete them, by any route: a GetObject naming a
+                // versionId is authorized as s3:GetObjectVersion, a
+                // DeleteObject naming one (the delete that removes data in a
+                // versioned bucket) as s3:DeleteObjectVersion, and
+                // replication reads as s3:GetObjectVersionForReplication
+                // (S3 actions by request:
+                // https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-with-s3-policy-actions.html).
+                // The account's administrators keep the bucket-level actions
+                // (policy, lifecycle), so they can still change this policy
+                // or empty the bucket: SECURITY.md.
                 Statement::deny(
-                    "OnlyTheReprocessorAndTheOperatorRead",
-                    &[Action::S3GetObject],
+                    ONLY_REPROCESSOR_AND_OPERATOR,
+                    &OBJECT_READS_AND_DELETES,
                     vec![objects_arn()],
                 )
                 .for_principal(Principal::Anyone)
@@ -329,6 +342,19 @@ pub fn add_resources(t: &mut Template) {
         .only_if(KEEP_PAYLOAD),
     );
 }
+
+/// The bucket policy statement that keeps failed batches from everyone but
+/// the reprocessor and the operator.
+pub const ONLY_REPROCESSOR_AND_OPERATOR: &str = "OnlyTheReprocessorAndTheOperatorReadOrDelete";
+
+/// Every object action that reads a failed batch's records or removes one.
+pub const OBJECT_READS_AND_DELETES: [Action; 5] = [
+    Action::S3GetObject,
+    Action::S3GetObjectVersion,
+    Action::S3GetObjectVersionForReplication,
+    Action::S3DeleteObject,
+    Action::S3DeleteObjectVersion,
+];
 
 /// Template condition: an `OperatorPrincipalArn` was given.
 pub const HAS_OPERATOR_PRINCIPAL: &str = "HasOperatorPrincipal";

@@ -24,8 +24,8 @@ use crate::resources::lambda::{
 };
 use crate::resources::logs::LogGroup;
 use crate::resources::sqs::{Queue, RedrivePolicy};
-use crate::template::{LiveChange, Parameter, Resource, Template};
-use crate::{capacity, failed_batches, logical, outputs, params};
+use crate::template::{Assertion, LiveChange, Parameter, ParameterRule, Resource, Template};
+use crate::{access, capacity, failed_batches, logical, outputs, params};
 
 /// Stream counter timeout, seconds: one batch of up to `StreamBatchSize`
 /// records, with transaction retries, fits comfortably.
@@ -327,8 +327,9 @@ fn add_parameters(t: &mut Template) {
         Parameter::string(
             "Which scopes a caller of the example API may act on. none: every caller the function URL's \
              AWS_IAM auth lets in may act on every scope (a single-trust example). principal-tag: the \
-             caller's IAM role or user (of this account) must carry the tag hck-scope-prefix, whose value \
-             must prefix the scope, else 403; the function reads the tag with iam:ListRoleTags / \
+             caller's IAM role or user (of this account, under the IAM path ScopeCallerPath) must carry the \
+             tag hck-scope-prefix, and the scope must be its value or start with its value and /, else 403 \
+             (tag acme: acme and acme/eu, never acme2); the function reads the tag with iam:ListRoleTags / \
              iam:ListUserTags on each request.",
         )
         .default_string(SCOPE_NONE)
@@ -343,11 +344,38 @@ fn add_parameters(t: &mut Template) {
              let in; it never lets in a caller it should refuse.",
         ),
     );
+    t.parameter(
+        params::SCOPE_CALLER_PATH,
+        Parameter::string(
+            "With ScopeAuthorization=principal-tag: the IAM path of the roles and users whose tags the api may \
+             read, so it cannot read every principal's tags in the account. Create the callers' roles and users \
+             under it (aws iam create-role --path /hck-callers/ ...); a caller elsewhere is refused (its tags \
+             cannot be read). / allows every path.",
+        )
+        .default_string(DEFAULT_SCOPE_CALLER_PATH)
+        .pattern(
+            SCOPE_CALLER_PATH_PATTERN,
+            "an IAM path: / or /name/.../ (letters, digits and + = , . @ _ -)",
+        )
+        .length(1, 512)
+        .effect(
+            "The resource of the api role's iam:ListRoleTags and iam:ListUserTags grants (only under \
+             principal-tag).",
+            LiveChange::Window,
+            "The role's policy is updated in place: callers outside the new path are refused from then on.",
+        ),
+    );
     t.condition(
         SCOPE_BY_TAG,
         Expr::equals(Expr::reference(params::SCOPE_AUTHORIZATION), SCOPE_PRINCIPAL_TAG.into()),
     );
 }
+
+/// Where the api's callers live by default.
+pub const DEFAULT_SCOPE_CALLER_PATH: &str = "/hck-callers/";
+
+/// An IAM path (IAM identifiers: `/` or `/a/b/`, at most 512 characters).
+pub const SCOPE_CALLER_PATH_PATTERN: &str = "^/([A-Za-z0-9+=,.@_-]+/)*$";
 
 const SCOPE_NONE: &str = "none";
 const SCOPE_PRINCIPAL_TAG: &str = "principal-tag";
@@ -361,8 +389,8 @@ fn api_environment() -> Vec<(&'static str, Expr)> {
     )]
 }
 
-/// With `principal-tag`: the tags of this account's roles and users, the
-/// callers the api authorizes.
+/// With `principal-tag`: the tags of this account's roles and users under
+/// `ScopeCallerPath`, the callers the api authorizes.
 fn api_policies() -> Vec<InlinePolicy> {
     vec![
         InlinePolicy::new(
@@ -371,12 +399,12 @@ fn api_policies() -> Vec<InlinePolicy> {
                 Statement::allow(
                     "CallerRoleTags",
                     &[Action::IamListRoleTags],
-                    vec![Expr::sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:role/*")],
+                    vec![access::scope_callers("role")],
                 ),
                 Statement::allow(
                     "CallerUserTags",
                     &[Action::IamListUserTags],
-                    vec![Expr::sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:user/*")],
+                    vec![access::scope_callers("user")],
                 ),
             ],
         )
@@ -386,16 +414,27 @@ fn api_policies() -> Vec<InlinePolicy> {
 
 /// The embedded emulator has no Lambda service to assume the functions'
 /// roles, so its runner does; `counterctl deploy --target local` sets the
-/// parameter to the account, every other target leaves it empty.
+/// parameter to the account's root, every other target leaves it empty.
+/// The template refuses anything else itself, for a console or CLI deploy
+/// that bypasses `counterctl`: the pattern takes only an account root, and
+/// the rule [`EMULATOR_ROLE_ASSUMER_RULE`] only an empty value outside the
+/// emulators' accounts ([`EMULATOR_ACCOUNTS`]). Rules are checked before
+/// anything changes (CloudFormation template `Rules`:
+/// <https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/rules-section-structure.html>).
 fn add_emulator_role_assumer(t: &mut Template) {
     t.parameter(
         params::EMULATOR_ROLE_ASSUMER,
         Parameter::string(
             "Only for the embedded emulator (counterctl sets it on --target local): an AWS principal that may \
              also assume the functions' roles, so the local runner runs each function with its own role's \
-             credentials. Empty everywhere else: the roles trust lambda.amazonaws.com alone.",
+             credentials. Empty everywhere else: the roles trust lambda.amazonaws.com alone. The template \
+             refuses any value but empty outside an emulator's account.",
         )
         .default_string("")
+        .pattern(
+            EMULATOR_ROLE_ASSUMER_PATTERN,
+            "empty; on an emulator, the account root arn:aws:iam::<12 digits>:root",
+        )
         .effect(
             "Adds a principal to the trust policy of every function's role.",
             LiveChange::Managed,
@@ -407,6 +446,35 @@ fn add_emulator_role_assumer(t: &mut Template) {
         EMULATOR_ROLE_ASSUMER_SET,
         Expr::negate(Expr::equals(Expr::reference(params::EMULATOR_ROLE_ASSUMER), "".into())),
     );
+    t.rule(EMULATOR_ROLE_ASSUMER_RULE, emulator_role_assumer_rule());
+}
+
+/// What `EmulatorRoleAssumer` may hold at all: empty, or an account root.
+pub const EMULATOR_ROLE_ASSUMER_PATTERN: &str = "^$|^arn:aws:iam::[0-9]{12}:root$";
+
+/// The rule refusing `EmulatorRoleAssumer` outside the emulators.
+pub const EMULATOR_ROLE_ASSUMER_RULE: &str = "EmulatorRoleAssumerOnlyOnAnEmulator";
+
+/// The accounts the emulators the kit deploys to answer as: LocalStack's
+/// and ministack's default `000000000000`, fakecloud's `123456789012` (the
+/// account AWS's documentation uses in its examples).
+pub const EMULATOR_ACCOUNTS: [&str; 2] = ["000000000000", "123456789012"];
+
+/// `EmulatorRoleAssumer` is empty, or the stack is in an emulator's account.
+pub fn emulator_role_assumer_rule() -> ParameterRule {
+    ParameterRule {
+        assertions: vec![Assertion {
+            assert: Expr::or(vec![
+                Expr::equals(Expr::reference(params::EMULATOR_ROLE_ASSUMER), "".into()),
+                Expr::contains(&EMULATOR_ACCOUNTS, Expr::reference("AWS::AccountId")),
+            ]),
+            assert_description: format!(
+                "{} must be empty on AWS: it makes another principal trusted by every function's role, which only \
+                 the embedded emulator's runner needs.",
+                params::EMULATOR_ROLE_ASSUMER
+            ),
+        }],
+    }
 }
 
 /// The parameter carrying the S3 key of one function's zip.

@@ -21,6 +21,7 @@ pub mod outputs;
 pub mod params;
 pub mod reference;
 pub mod resources;
+pub mod service_role;
 pub mod template;
 
 pub use expr::Expr;

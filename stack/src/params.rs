@@ -68,6 +68,9 @@ pub const EMULATOR_ROLE_ASSUMER: &str = "EmulatorRoleAssumer";
 /// Which scopes an API caller may act on: `none` (single trust) or
 /// `principal-tag` (the caller's `hck-scope-prefix` IAM tag prefixes them).
 pub const SCOPE_AUTHORIZATION: &str = "ScopeAuthorization";
+/// The IAM path of the roles and users whose tags the api may read under
+/// `principal-tag` (e.g. `/hck-callers/`): its callers must be created there.
+pub const SCOPE_CALLER_PATH: &str = "ScopeCallerPath";
 /// The template condition under which the api reads its callers' tags
 /// (`ScopeAuthorization=principal-tag`).
 pub const SCOPE_BY_TAG: &str = "ScopeByPrincipalTag";
@@ -92,7 +95,7 @@ pub const COUNTERS_TABLE_MAX_WRITE: &str = "CountersTableMaxWriteRequestUnits";
 pub const CONTRIBUTOR_INSIGHTS: &str = "ContributorInsights";
 
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 37] = [
+pub const ALL: [&str; 38] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -115,6 +118,7 @@ pub const ALL: [&str; 37] = [
     ADMISSION_MODE,
     PROCESSING_MODE,
     SCOPE_AUTHORIZATION,
+    SCOPE_CALLER_PATH,
     FAILED_BATCH_RECORDS,
     OPERATOR_PRINCIPAL_ARN,
     DRIFT_CHECK_SCHEDULE,

@@ -275,6 +275,10 @@ pub struct Output {
 pub enum Policy {
     Delete,
     Retain,
+    /// `Retain`, except when the operation that created the resource rolls
+    /// back: then it is deleted (a `DeletionPolicy` only; `UpdateReplacePolicy`
+    /// does not take it).
+    RetainExceptOnCreate,
     Snapshot,
 }
 
@@ -299,13 +303,18 @@ pub struct Resource {
 
 impl Resource {
     /// Keeps the resource (and its data) when the stack is deleted or the
-    /// resource is replaced.
+    /// resource is replaced, but not when the operation that created it
+    /// rolls back: a failed first create leaves nothing behind (the
+    /// resource is new and empty then), so a retry does not meet its fixed
+    /// name ("already exists"). `RetainExceptOnCreate`, CloudFormation's
+    /// `DeletionPolicy` attribute:
+    /// <https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-attribute-deletionpolicy.html>.
     pub fn retained(kind: impl Into<ResourceKind>) -> Self {
         Self {
             kind: kind.into(),
             condition: None,
             depends_on: Vec::new(),
-            deletion_policy: Some(Policy::Retain),
+            deletion_policy: Some(Policy::RetainExceptOnCreate),
             update_replace_policy: Some(Policy::Retain),
         }
     }
@@ -439,7 +448,7 @@ mod tests {
             json!({
                 "Type": "AWS::Logs::LogGroup",
                 "Properties": {"LogGroupName": {"Fn::Sub": "/aws/lambda/${P}"}, "RetentionInDays": 30},
-                "DeletionPolicy": "Retain",
+                "DeletionPolicy": "RetainExceptOnCreate",
                 "UpdateReplacePolicy": "Retain",
             })
         );

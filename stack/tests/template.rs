@@ -188,12 +188,17 @@ fn template_passes_cfn_lint() {
     );
 }
 
+/// Kept on stack deletion and replacement, deleted only when the create
+/// that made them rolls back (`RetainExceptOnCreate`): a failed first
+/// create must not leave fixed-name tables behind that fail every retry
+/// with "already exists". `UpdateReplacePolicy` does not take
+/// `RetainExceptOnCreate`, so it stays `Retain`.
 #[test]
-fn tables_are_retained_encrypted_and_recoverable() {
+fn tables_are_retained_except_by_a_failed_create_encrypted_and_recoverable() {
     let t = stack::template();
     for id in [logical::RESOURCES_TABLE, logical::COUNTERS_TABLE] {
         let resource = &t.resources[id];
-        assert_eq!(resource.deletion_policy, Some(Policy::Retain), "{id}");
+        assert_eq!(resource.deletion_policy, Some(Policy::RetainExceptOnCreate), "{id}");
         assert_eq!(resource.update_replace_policy, Some(Policy::Retain), "{id}");
         let table = table(&t, id);
         assert!(table.sse_specification.sse_enabled, "{id}");
@@ -514,7 +519,11 @@ fn with_the_capacity_parameters_unset_the_tables_are_what_they_always_were() {
     for (name, p) in &t.parameters {
         let capacity = name.contains("UnitsPerSecond") || name.contains("RequestUnits");
         if capacity {
-            assert_eq!(p.default, Some(Literal::Integer(0)), "{name}: 0 is not set");
+            // Warm throughput is a String parameter (its pattern says "0 or at least N").
+            assert!(
+                p.default == Some(Literal::Integer(0)) || p.default == Some(Literal::String("0".to_owned())),
+                "{name}: 0 is not set"
+            );
         }
     }
     // Each condition of a default deploy: every unit parameter is 0, and
@@ -666,7 +675,7 @@ fn failed_batches_are_kept_in_a_private_retained_bucket_that_feeds_dlq1() {
     let bucket = resource(logical::FAILED_BATCH_BUCKET);
     assert_eq!(
         (&bucket["DeletionPolicy"], &bucket["UpdateReplacePolicy"]),
-        (&"Retain".into(), &"Retain".into())
+        (&"RetainExceptOnCreate".into(), &"Retain".into())
     );
     assert_eq!(bucket["DependsOn"], serde_json::json!([logical::DLQ1_POLICY]));
     let p = &bucket["Properties"];
@@ -740,7 +749,24 @@ fn the_failed_batch_bucket_takes_writes_from_the_stream_counter_and_reads_from_t
         writes["Condition"],
         serde_json::json!({"StringNotLike": {"aws:userid": {"Fn::Sub": "${StreamCounterRole.RoleId}:*"}}})
     );
-    let reads = deny("s3:GetObject");
+    let reads = statements
+        .iter()
+        .find(|s| s["Sid"] == failed_batches::ONLY_REPROCESSOR_AND_OPERATOR)
+        .unwrap_or_else(|| panic!("no read-and-delete Deny: {statements:#?}"))
+        .clone();
+    assert_eq!(reads["Effect"], "Deny");
+    // Every way to read a batch's records or remove one, a versioned
+    // request included (stack/tests/failed_batch_bucket.rs evaluates it).
+    assert_eq!(
+        reads["Action"],
+        serde_json::json!([
+            "s3:GetObject",
+            "s3:GetObjectVersion",
+            "s3:GetObjectVersionForReplication",
+            "s3:DeleteObject",
+            "s3:DeleteObjectVersion"
+        ])
+    );
     assert_eq!(reads["Principal"], "*");
     assert_eq!(reads["Resource"], serde_json::json!([objects]));
     // Denied only when both hold: not a reprocessor session, and not the
@@ -767,4 +793,25 @@ fn the_failed_batch_bucket_takes_writes_from_the_stream_counter_and_reads_from_t
     }
     assert_eq!(statements.len(), 3, "{statements:#?}");
     assert_eq!(t["Parameters"][params::OPERATOR_PRINCIPAL_ARN]["Default"], "");
+}
+
+/// CloudFormation takes at most 51,200 bytes of template inline
+/// (`TemplateBody`) and 1 MB from S3 (`TemplateURL`):
+/// <https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html>.
+/// counterctl uploads a larger one; the README must tell everyone else to.
+#[test]
+fn a_template_over_the_inline_limit_is_deployed_from_s3_as_the_readme_says() {
+    const INLINE_LIMIT: usize = 51_200;
+    const URL_LIMIT: usize = 1_000_000;
+    let size = stack::to_yaml(&stack::template()).len();
+    assert!(size < URL_LIMIT, "{size} bytes: above TemplateURL's limit");
+    if size > INLINE_LIMIT {
+        let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+        for needed in ["51,200", "--s3-bucket", "--template-url"] {
+            assert!(
+                readme.contains(needed),
+                "the template is {size} bytes, and README.md does not say {needed}"
+            );
+        }
+    }
 }

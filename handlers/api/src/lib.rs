@@ -24,12 +24,16 @@
 //! [`hybrid_counter::metrics`]).
 //!
 //! **A single-trust example.** Anyone the function URL's `AWS_IAM` auth
-//! lets in (`lambda:InvokeFunctionUrl` on the function) may act on every
-//! scope: the API itself checks no ownership. The opt-in stack parameter
+//! lets in may act on every scope: the API itself checks no ownership. A
+//! caller needs both `lambda:InvokeFunctionUrl` and `lambda:InvokeFunction`
+//! on the function (new function URLs require both since October 2025,
+//! <https://docs.aws.amazon.com/lambda/latest/dg/urls-auth.html>), the
+//! second only under `lambda:InvokedViaFunctionUrl` (the exact policy:
+//! `docs/api.md`). The opt-in stack parameter
 //! `ScopeAuthorization=principal-tag` restricts each caller to the scopes
-//! that start with its IAM principal's `hck-scope-prefix` tag, else `403
-//! ScopeForbidden` ([`scope_auth`], which says how the tag is read and
-//! what that costs). A real multi-tenant API authorizes in front of the
+//! within its IAM principal's `hck-scope-prefix` tag (`acme` and `acme/...`),
+//! else `403 ScopeForbidden` ([`scope_auth`], which says how the tag is read
+//! and what that costs). A real multi-tenant API authorizes in front of the
 //! counter, with its own notion of tenant.
 //!
 //! Routing works on plain `http` types and the handler is generic over
@@ -1152,14 +1156,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn with_principal_tag_a_caller_acts_only_on_scopes_its_tag_prefixes() {
+    async fn with_principal_tag_a_caller_acts_only_on_scopes_within_its_tag() {
         let role = "arn:aws:sts::123456789012:assumed-role/tenant-acct/session-1";
         let authorizer = principal_tag(&[("tenant-acct", "acct"), ("widget-service", "other")]);
         let c = counter(5);
         let created = handle_with(
             &c,
             &authorizer,
-            function_url_request(role, "/scopes/acct%2042/items/w1"),
+            function_url_request(role, "/scopes/acct%2F42/items/w1"),
             NOW,
         )
         .await;
@@ -1174,7 +1178,7 @@ mod tests {
         .await;
         let message = forbidden_message(refused).await;
         assert!(
-            message.contains(r#"scope "bank" does not start with "acct", the hck-scope-prefix tag of"#),
+            message.contains(r#"scope "bank" is neither "acct" nor under "acct/", the hck-scope-prefix tag of"#),
             "{message}"
         );
         // The same holds for an IAM user, and for reads.
@@ -1182,7 +1186,7 @@ mod tests {
         let mut usage = function_url_request(user, "/scopes/acct%2042/usage");
         *usage.method_mut() = Method::GET;
         let message = forbidden_message(handle_with(&c, &authorizer, usage, NOW).await).await;
-        assert!(message.contains(r#"does not start with "other""#), "{message}");
+        assert!(message.contains(r#"is neither "other""#), "{message}");
         assert!(
             payload(c.store(), "bank", "w1").is_none(),
             "a refused request writes nothing"

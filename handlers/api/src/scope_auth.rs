@@ -3,8 +3,18 @@
 //! The example API is single-trust by default (`none`): the function URL's
 //! `AWS_IAM` auth decides who may call it at all, and every such caller
 //! may act on every scope. With `principal-tag`, the caller's IAM principal
-//! must carry the tag [`SCOPE_PREFIX_TAG`], and the scope must start with
-//! its value; anything else is `403 ScopeForbidden`.
+//! must carry the tag [`SCOPE_PREFIX_TAG`], and the scope must be within
+//! its value ([`scope_within`]: the tag `acme` covers `acme` and `acme/...`,
+//! never `acme2` or `acme-evil`); anything else is `403 ScopeForbidden`.
+//!
+//! The caller's ARN comes from the event, which Lambda writes only for a
+//! request through the function URL; a direct `Invoke` can carry any event.
+//! So the documented caller policy (`docs/api.md`, the stack crate's
+//! `access::caller_policy`) allows `lambda:InvokeFunction` only under
+//! `lambda:InvokedViaFunctionUrl` (Lambda developer guide, "Control access
+//! to Lambda function URLs":
+//! <https://docs.aws.amazon.com/lambda/latest/dg/urls-auth.html>): a caller
+//! cannot reach the function except through the URL, where the ARN is its own.
 //!
 //! The function URL event does not carry principal tags: its
 //! `requestContext.authorizer.iam` holds `accessKey`, `accountId`,
@@ -33,8 +43,26 @@ use lambda_http::Request;
 /// The environment variable carrying the stack parameter.
 pub use hybrid_counter::config::ENV_SCOPE_AUTHORIZATION;
 
-/// The IAM tag whose value must prefix every scope the caller acts on.
+/// The IAM tag whose value bounds every scope the caller acts on.
 pub const SCOPE_PREFIX_TAG: &str = "hck-scope-prefix";
+
+/// The separator that ends a tag's scope boundary.
+pub const SCOPE_SEPARATOR: char = '/';
+
+/// Whether `scope` is within the caller's tag value `tag`: the scope is the
+/// tag itself or starts with the tag and [`SCOPE_SEPARATOR`] (a tag that
+/// already ends with it counts once). A bare prefix is not enough: `acme`
+/// covers `acme/eu` but not `acme2`. An empty tag covers nothing.
+pub fn scope_within(tag: &str, scope: &str) -> bool {
+    let tag = tag.strip_suffix(SCOPE_SEPARATOR).unwrap_or(tag);
+    if tag.is_empty() {
+        return false;
+    }
+    scope == tag
+        || scope
+            .strip_prefix(tag)
+            .is_some_and(|rest| rest.starts_with(SCOPE_SEPARATOR))
+}
 
 /// The stack parameter's values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,7 +70,7 @@ pub enum ScopeAuthorization {
     /// Single trust: any caller the function URL lets in, any scope.
     #[default]
     None,
-    /// The caller's [`SCOPE_PREFIX_TAG`] must prefix the scope.
+    /// The scope must be within the caller's [`SCOPE_PREFIX_TAG`] ([`scope_within`]).
     PrincipalTag,
 }
 
@@ -163,7 +191,7 @@ pub struct Authorizer<T> {
 
 impl<T: PrincipalTags> Authorizer<T> {
     /// Whether the caller of `request` may act on `scope`: always with
-    /// `none`; with `principal-tag` only if its tag prefixes the scope.
+    /// `none`; with `principal-tag` only if the scope is within its tag.
     /// A refusal is the reason, for the caller (`ScopeForbidden`).
     pub async fn check(&self, request: &Request, scope: &str) -> Result<(), String> {
         if self.mode == ScopeAuthorization::None {
@@ -192,10 +220,77 @@ impl<T: PrincipalTags> Authorizer<T> {
         })?;
         match prefix {
             None => Err(forbidden(format!("{arn} has no {SCOPE_PREFIX_TAG} tag"))),
-            Some(prefix) if prefix.is_empty() || !scope.starts_with(&prefix) => Err(forbidden(format!(
-                "scope {scope:?} does not start with {prefix:?}, the {SCOPE_PREFIX_TAG} tag of {arn}"
+            Some(prefix) if !scope_within(&prefix, scope) => Err(forbidden(format!(
+                "scope {scope:?} is neither {prefix:?} nor under \"{prefix}{SCOPE_SEPARATOR}\", the {SCOPE_PREFIX_TAG} tag of {arn}"
             ))),
             Some(_) => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scope_that_only_shares_a_prefix_with_the_tag_is_outside_it() {
+        for scope in ["acme2", "acme-evil", "acmeacme", "acm", "acme\\x", "", "/acme"] {
+            assert!(!scope_within("acme", scope), "{scope:?}");
+        }
+    }
+
+    #[test]
+    fn the_tag_covers_itself_and_what_lies_under_its_separator() {
+        for scope in ["acme", "acme/", "acme/eu", "acme/eu/west"] {
+            assert!(scope_within("acme", scope), "{scope:?}");
+            assert!(scope_within("acme/", scope), "{scope:?}");
+        }
+        assert!(!scope_within("acme/", "acme2"));
+    }
+
+    /// Every principal carries the tag `acme`.
+    struct Acme;
+
+    impl PrincipalTags for Acme {
+        async fn tag(&self, _: &Principal, _: &str) -> Result<Option<String>, String> {
+            Ok(Some("acme".to_owned()))
+        }
+    }
+
+    fn from_caller(arn: &str) -> Request {
+        let mut event: serde_json::Value =
+            serde_json::from_str(include_str!("../fixtures/function-url-create.json")).unwrap();
+        event["requestContext"]["authorizer"]["iam"]["userArn"] = serde_json::json!(arn);
+        lambda_http::request::from_str(&event.to_string()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_caller_tagged_acme_is_refused_acme2_and_allowed_acme_slash() {
+        let authorizer = Authorizer {
+            mode: ScopeAuthorization::PrincipalTag,
+            tags: Acme,
+        };
+        let account = {
+            let event: serde_json::Value =
+                serde_json::from_str(include_str!("../fixtures/function-url-create.json")).unwrap();
+            event["requestContext"]["accountId"].as_str().unwrap().to_owned()
+        };
+        let request = from_caller(&format!("arn:aws:sts::{account}:assumed-role/tenant/session"));
+        for scope in ["acme2", "acme-evil"] {
+            let refused = authorizer.check(&request, scope).await.unwrap_err();
+            assert!(refused.contains("neither"), "{refused}");
+        }
+        for scope in ["acme", "acme/eu"] {
+            authorizer.check(&request, scope).await.unwrap();
+        }
+    }
+
+    #[test]
+    fn an_empty_tag_covers_no_scope() {
+        for tag in ["", "/"] {
+            for scope in ["", "/", "acme", "/acme"] {
+                assert!(!scope_within(tag, scope), "{tag:?} {scope:?}");
+            }
         }
     }
 }

@@ -1,14 +1,16 @@
-//! `policy operator`: the IAM policy the operator or CI role needs to run
-//! counterctl against a stack, generated from the stack model's table of
-//! every AWS call counterctl makes (`stack::access`), so the policy the
-//! docs (localstack/README.md, CI) tell users to attach is the one the tests check. Nothing is read
-//! or sent; the JSON is printed as is, also with `--output json`.
+//! `policy operator|caller|service-role`: the IAM policies of the people
+//! and programs around a stack, generated from the stack model
+//! (`stack::access`, `stack::service_role`), so the policies the docs
+//! (docs/api.md, docs/operations.md, localstack/README.md, CI) tell users to
+//! attach are the ones the tests check. Nothing is read or sent; the JSON
+//! is printed as is, also with `--output json`.
 
-use stack::access::{OperatorScope, operator_policy};
+use stack::access::{OperatorScope, caller_policy, operator_policy, operator_policy_with_service_role};
+use stack::service_role::{service_role_policy, service_role_trust_policy};
 
 use crate::commands::deploy::package;
 use crate::commands::docs::Generated;
-use crate::config::OperatorPolicyOptions;
+use crate::config::{OperatorPolicyOptions, PolicyKind};
 use crate::error::Result;
 
 /// Where the policy applies: the options, the artifacts bucket deploy
@@ -28,11 +30,23 @@ pub fn operator_scope(stack_name: &str, options: &OperatorPolicyOptions) -> Resu
     })
 }
 
-/// The policy document, pretty-printed JSON.
+/// The policy document `options` asks for, pretty-printed JSON.
 pub fn operator(stack_name: &str, options: &OperatorPolicyOptions) -> Result<Generated> {
-    let policy = operator_policy(&operator_scope(stack_name, options)?);
+    let scope = operator_scope(stack_name, options)?;
+    let policy = match (options.kind, &options.service_role_arn) {
+        (PolicyKind::Operator, None) => operator_policy(&scope),
+        (PolicyKind::Operator, Some(role)) => operator_policy_with_service_role(&scope, role),
+        (PolicyKind::Caller, _) => caller_policy(&scope),
+        (PolicyKind::ServiceRole { trust: false }, _) => service_role_policy(&scope),
+        (PolicyKind::ServiceRole { trust: true }, _) => service_role_trust_policy(),
+    };
     Ok(Generated {
-        what: "policy operator".to_owned(),
+        what: match options.kind {
+            PolicyKind::Operator => "policy operator",
+            PolicyKind::Caller => "policy caller",
+            PolicyKind::ServiceRole { .. } => "policy service-role",
+        }
+        .to_owned(),
         text: format!("{policy:#}\n"),
     })
 }
@@ -82,6 +96,67 @@ mod tests {
             artifacts_bucket: package::bucket_name("orders-counter", "123456789012", "eu-west-1").unwrap(),
         });
         assert_eq!(printed, expected);
+    }
+
+    fn printed(args: &[&str]) -> crate::Result<serde_json::Value> {
+        let mut all = vec![
+            "--target",
+            "aws",
+            "--region",
+            "eu-west-1",
+            "--stack-name",
+            "orders-counter",
+            "policy",
+        ];
+        all.extend_from_slice(args);
+        let config = config(&all)?;
+        let CommandConfig::OperatorPolicy(options) = &config.command else {
+            panic!("{:?}", config.command)
+        };
+        Ok(serde_json::from_str(&operator(&config.stack_name, options)?.text).unwrap())
+    }
+
+    fn scope() -> OperatorScope {
+        OperatorScope {
+            partition: "aws".to_owned(),
+            region: "eu-west-1".to_owned(),
+            account: "123456789012".to_owned(),
+            stack_name: "orders-counter".to_owned(),
+            name_prefix: "orders-counter".to_owned(),
+            artifacts_bucket: package::bucket_name("orders-counter", "123456789012", "eu-west-1").unwrap(),
+        }
+    }
+
+    #[test]
+    fn policy_caller_and_service_role_print_the_stack_models_policies() {
+        let caller = printed(&["caller", "--account", "123456789012"]).unwrap();
+        assert_eq!(caller, caller_policy(&scope()));
+        let role = printed(&["service-role", "--account", "123456789012"]).unwrap();
+        assert_eq!(role, service_role_policy(&scope()));
+        let trust = printed(&["service-role", "--account", "123456789012", "--trust"]).unwrap();
+        assert_eq!(trust, service_role_trust_policy());
+    }
+
+    #[test]
+    fn with_a_service_role_the_operator_policy_passes_only_that_role() {
+        let arn = "arn:aws:iam::123456789012:role/orders-cfn";
+        let policy = printed(&["operator", "--account", "123456789012", "--service-role-arn", arn]).unwrap();
+        assert_eq!(policy, operator_policy_with_service_role(&scope(), arn));
+        // Another account's role, or a service role on another policy, is a usage error.
+        for args in [
+            vec![
+                "operator",
+                "--account",
+                "123456789012",
+                "--service-role-arn",
+                "arn:aws:iam::999999999999:role/x",
+            ],
+            vec!["operator", "--account", "123456789012", "--service-role-arn", "*"],
+            vec!["caller", "--account", "123456789012", "--service-role-arn", arn],
+        ] {
+            let err = printed(&args).unwrap_err();
+            assert_eq!(err.exit_code(), crate::exit::USAGE, "{args:?}: {err}");
+        }
     }
 
     #[test]

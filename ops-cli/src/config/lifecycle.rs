@@ -32,6 +32,9 @@ pub struct StackInputs {
     pub tags: BTreeMap<String, String>,
     pub artifacts_dir: Option<PathBuf>,
     pub artifacts_bucket: Option<String>,
+    /// `--role-arn`: the CloudFormation service role, checked against the
+    /// caller's account before the change set is created.
+    pub role_arn: Option<String>,
 }
 
 /// What the operator asked `destroy` for.
@@ -47,7 +50,24 @@ pub(super) fn stack_inputs(template: &Template, args: StackArgs) -> Result<Stack
         .artifacts_bucket
         .map(|b| validate_bucket_name(&b).map(|()| b))
         .transpose()?;
+    let role_arn = args
+        .role_arn
+        .map(|arn| {
+            // The account is checked once known (deploy reads it from STS).
+            let account = arn.split(':').nth(4).unwrap_or_default().to_owned();
+            let well_formed = account.len() == 12 && account.chars().all(|c| c.is_ascii_digit());
+            if well_formed {
+                validate_role_arn(&arn, &account)
+            } else {
+                Err(Error::RoleArn {
+                    arn,
+                    account: "<12 digits>".to_owned(),
+                })
+            }
+        })
+        .transpose()?;
     Ok(StackInputs {
+        role_arn,
         overrides: parse_overrides(template, &args.params)?,
         tags: parse_tags(&args.tags)?,
         artifacts_dir: args.artifacts_dir,
@@ -206,6 +226,32 @@ pub fn default_value(template: &Template, key: &str) -> Option<String> {
             Literal::Integer(i) => i.to_string(),
             Literal::Boolean(b) => b.to_string(),
         })
+}
+
+/// A CloudFormation service role of `account`: `arn:<partition>:iam::<account>:role/<path/name>`.
+pub fn validate_role_arn(arn: &str, account: &str) -> Result<String> {
+    let arn = arn.trim();
+    let valid = arn
+        .split_once(":iam::")
+        .and_then(|(partition, rest)| {
+            let partition = partition.strip_prefix("arn:")?;
+            let (owner, role) = rest.split_once(":role/")?;
+            Some(
+                matches!(partition, "aws" | "aws-cn" | "aws-us-gov")
+                    && owner == account
+                    && !role.is_empty()
+                    && !role.ends_with('/'),
+            )
+        })
+        .unwrap_or(false);
+    if valid {
+        Ok(arn.to_owned())
+    } else {
+        Err(Error::RoleArn {
+            arn: arn.to_owned(),
+            account: account.to_owned(),
+        })
+    }
 }
 
 #[cfg(test)]

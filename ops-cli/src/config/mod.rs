@@ -19,6 +19,7 @@ use std::time::Duration;
 pub use data::{AuditOptions, LimitAction, LoadOptions, LoadStop, SeqAction, VerifyOptions};
 pub use lifecycle::{
     DestroyOptions, MANAGED_PARAMS, StackInputs, default_value, parse_overrides, validate_bucket_name,
+    validate_role_arn,
 };
 pub use local::{LOCALSTACK_HEALTH_PATH, LocalRunOptions, localstack_answered};
 pub use redrive::{MAX_RATE, RedriveMethod, RedriveMode, RedriveOptions, parse_rate, redrive_method};
@@ -103,7 +104,7 @@ pub enum CommandConfig {
     Completions(clap_complete::Shell),
     /// `man`: nothing is read or sent.
     Man,
-    /// `policy operator`: nothing is read or sent.
+    /// `policy operator|caller|service-role`: nothing is read or sent.
     OperatorPolicy(OperatorPolicyOptions),
     Verify(VerifyOptions),
 }
@@ -124,15 +125,30 @@ impl CommandConfig {
             CommandConfig::LocalRun(_) => "local run",
             CommandConfig::Completions(_) => "completions",
             CommandConfig::Man => "man",
-            CommandConfig::OperatorPolicy(_) => "policy operator",
+            CommandConfig::OperatorPolicy(options) => match options.kind {
+                PolicyKind::Operator => "policy operator",
+                PolicyKind::Caller => "policy caller",
+                PolicyKind::ServiceRole { .. } => "policy service-role",
+            },
             CommandConfig::Verify(_) => "verify",
         }
     }
 }
 
-/// `policy operator`'s validated flags: where the policy applies.
+/// Which policy `policy` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyKind {
+    Operator,
+    Caller,
+    ServiceRole { trust: bool },
+}
+
+/// `policy`'s validated flags: which policy, and where it applies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OperatorPolicyOptions {
+    pub kind: PolicyKind,
+    /// The CloudFormation service role the operator passes (`policy operator` only).
+    pub service_role_arn: Option<String>,
     pub partition: String,
     pub region: String,
     pub account: String,
@@ -142,7 +158,12 @@ pub struct OperatorPolicyOptions {
 }
 
 impl OperatorPolicyOptions {
-    fn from_args(args: crate::cli::OperatorPolicyArgs, stack_name: &str, region: Option<&str>) -> Result<Self> {
+    fn from_args(
+        kind: PolicyKind,
+        args: crate::cli::OperatorPolicyArgs,
+        stack_name: &str,
+        region: Option<&str>,
+    ) -> Result<Self> {
         let account = args.account.trim().to_owned();
         if account.len() != 12 || !account.chars().all(|c| c.is_ascii_digit()) {
             return Err(Error::Account { account });
@@ -155,7 +176,14 @@ impl OperatorPolicyOptions {
             Some(prefix) => validate_stack_name(&prefix)?,
             None => stack_name.to_owned(),
         };
+        let service_role_arn = match (kind, args.service_role_arn) {
+            (_, None) => None,
+            (PolicyKind::Operator, Some(arn)) => Some(validate_role_arn(&arn, &account)?),
+            (_, Some(_)) => return Err(Error::ServiceRoleArnOnlyForOperator),
+        };
         Ok(Self {
+            kind,
+            service_role_arn,
             partition,
             region: region.ok_or(Error::NoRegion)?.to_owned(),
             account,
@@ -164,6 +192,29 @@ impl OperatorPolicyOptions {
                 .artifacts_bucket
                 .map(|bucket| validate_bucket_name(&bucket).map(|()| bucket))
                 .transpose()?,
+        })
+    }
+}
+
+/// `--param OperatorPrincipalArn=...` must name a principal of the stack's
+/// own account: the failed batches are encrypted with the account's
+/// `aws/s3` key, which no other account can use, and the bucket policy's
+/// `aws:PrincipalArn` would never match a foreign principal's reads
+/// (AWS managed keys: <https://docs.aws.amazon.com/kms/latest/developerguide/concepts.html#aws-managed-key>).
+pub fn check_operator_account(overrides: &std::collections::BTreeMap<String, String>, account: &str) -> Result<()> {
+    let key = stack::params::OPERATOR_PRINCIPAL_ARN;
+    let Some(value) = overrides.get(key).filter(|v| !v.is_empty()) else {
+        return Ok(());
+    };
+    let other = value.split(':').nth(4).unwrap_or_default();
+    if other == account {
+        Ok(())
+    } else {
+        Err(Error::ForeignOperator {
+            key: key.to_owned(),
+            value: value.clone(),
+            other: other.to_owned(),
+            account: account.to_owned(),
         })
     }
 }
@@ -252,8 +303,20 @@ impl Config {
             }
             Command::Completions(args) => CommandConfig::Completions(args.shell),
             Command::Man => CommandConfig::Man,
-            Command::Policy(crate::cli::PolicyCommand::Operator(args)) => {
-                CommandConfig::OperatorPolicy(OperatorPolicyOptions::from_args(args, &stack_name, region.as_deref())?)
+            Command::Policy(command) => {
+                let (kind, args) = match command {
+                    crate::cli::PolicyCommand::Operator(args) => (PolicyKind::Operator, args),
+                    crate::cli::PolicyCommand::Caller(args) => (PolicyKind::Caller, args),
+                    crate::cli::PolicyCommand::ServiceRole(args) => {
+                        (PolicyKind::ServiceRole { trust: args.trust }, args.scope)
+                    }
+                };
+                CommandConfig::OperatorPolicy(OperatorPolicyOptions::from_args(
+                    kind,
+                    args,
+                    &stack_name,
+                    region.as_deref(),
+                )?)
             }
             Command::Verify(args) => CommandConfig::Verify(args.into()),
         };
@@ -538,5 +601,81 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_service_role_must_be_a_role_of_the_stacks_account() {
+        let account = "123456789012";
+        for ok in [
+            "arn:aws:iam::123456789012:role/hc-cfn",
+            "arn:aws:iam::123456789012:role/path/hc-cfn",
+        ] {
+            assert_eq!(validate_role_arn(ok, account).unwrap(), ok);
+        }
+        for refused in [
+            "arn:aws:iam::999999999999:role/hc-cfn",
+            "arn:aws:iam::123456789012:user/alice",
+            "arn:aws:iam::123456789012:role/",
+            "arn:aws:iam::123456789012:root",
+            "*",
+        ] {
+            let err = validate_role_arn(refused, account).unwrap_err();
+            assert_eq!(err.exit_code(), crate::exit::USAGE, "{refused}: {err}");
+        }
+    }
+
+    #[test]
+    fn deploy_takes_a_role_arn_and_refuses_a_malformed_one() {
+        let parsed = config(
+            &[
+                "--target",
+                "aws",
+                "--region",
+                "eu-west-1",
+                "deploy",
+                "--role-arn",
+                "arn:aws:iam::123456789012:role/hc-cfn",
+            ],
+            &[],
+        )
+        .unwrap();
+        let CommandConfig::Deploy { inputs, .. } = &parsed.command else {
+            panic!("{:?}", parsed.command)
+        };
+        assert_eq!(
+            inputs.role_arn.as_deref(),
+            Some("arn:aws:iam::123456789012:role/hc-cfn")
+        );
+        let err = config(
+            &[
+                "--target",
+                "aws",
+                "--region",
+                "eu-west-1",
+                "deploy",
+                "--role-arn",
+                "cfn",
+            ],
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(err.exit_code(), crate::exit::USAGE, "{err}");
+    }
+
+    #[test]
+    fn an_operator_principal_of_another_account_is_refused() {
+        let mut overrides = BTreeMap::new();
+        assert!(check_operator_account(&overrides, "123456789012").is_ok());
+        overrides.insert(
+            stack::params::OPERATOR_PRINCIPAL_ARN.to_owned(),
+            "arn:aws:iam::123456789012:role/ops".to_owned(),
+        );
+        assert!(check_operator_account(&overrides, "123456789012").is_ok());
+        overrides.insert(
+            stack::params::OPERATOR_PRINCIPAL_ARN.to_owned(),
+            "arn:aws:iam::999999999999:role/ops".to_owned(),
+        );
+        let err = check_operator_account(&overrides, "123456789012").unwrap_err();
+        assert!(err.to_string().contains("999999999999"), "{err}");
     }
 }

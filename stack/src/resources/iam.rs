@@ -271,6 +271,16 @@ actions! {
     LogsPutLogEvents => "logs:PutLogEvents",
     S3PutObject => "s3:PutObject",
     S3GetObject => "s3:GetObject",
+    /// A `GetObject` naming a `versionId` is authorized as this, not as
+    /// `s3:GetObject`: only in the bucket policy's `Deny` statements.
+    S3GetObjectVersion => "s3:GetObjectVersion",
+    /// What S3 replication reads each object as: only in `Deny` statements.
+    S3GetObjectVersionForReplication => "s3:GetObjectVersionForReplication",
+    /// Only in the bucket policy's `Deny` statements.
+    S3DeleteObject => "s3:DeleteObject",
+    /// A `DeleteObject` naming a `versionId` (the one that removes data in
+    /// a versioned bucket): only in `Deny` statements.
+    S3DeleteObjectVersion => "s3:DeleteObjectVersion",
     /// The api reads its callers' `hck-scope-prefix` tag
     /// (`ScopeAuthorization=principal-tag`).
     IamListRoleTags => "iam:ListRoleTags",
@@ -300,6 +310,13 @@ actions! {
     CloudFormationDeleteChangeSet => "cloudformation:DeleteChangeSet",
     CloudFormationDeleteStack => "cloudformation:DeleteStack",
     CloudWatchDescribeAlarms => "cloudwatch:DescribeAlarms",
+    /// The api's callers: a request to the function URL (caller policy only).
+    LambdaInvokeFunctionUrl => "lambda:InvokeFunctionUrl",
+    /// The api's callers, only under `lambda:InvokedViaFunctionUrl`
+    /// (caller policy only).
+    LambdaInvokeFunction => "lambda:InvokeFunction",
+    /// The operator hands CloudFormation its service role (operator policy only).
+    IamPassRole => "iam:PassRole",
 }
 
 impl Serialize for Action {

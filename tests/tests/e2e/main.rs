@@ -4,6 +4,7 @@
 
 mod api;
 mod audit;
+mod caller_access;
 mod conformance;
 mod cost;
 mod deploy;

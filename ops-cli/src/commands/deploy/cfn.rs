@@ -97,6 +97,10 @@ pub enum Readiness {
     Create,
     /// A stable stack: update it.
     Update,
+    /// A create that failed and rolled back (`ROLLBACK_COMPLETE`): the
+    /// stack holds nothing (the tables' `RetainExceptOnCreate` deleted them
+    /// too) and can take no change set; deploy deletes it and creates anew.
+    FailedCreate,
     /// Another operation is running.
     Busy,
     /// A failed create, a failed delete or a stuck rollback: it has to go.
@@ -114,9 +118,67 @@ pub fn readiness(status: Option<&str>) -> Readiness {
             | "IMPORT_COMPLETE"
             | "IMPORT_ROLLBACK_COMPLETE",
         ) => Readiness::Update,
+        Some("ROLLBACK_COMPLETE") => Readiness::FailedCreate,
         Some(s) if s.ends_with("_IN_PROGRESS") => Readiness::Busy,
         Some(_) => Readiness::Unusable,
     }
+}
+
+/// The tables a stack still lists as its own (any status but
+/// `DELETE_COMPLETE`). After a create that rolled back, AWS lists none: the
+/// rollback deleted them (`DeletionPolicy: RetainExceptOnCreate`). An
+/// emulator may keep them, and its stack deletion then retains them.
+pub async fn tables_left(cfn: &Client, stack_id: &str) -> Result<Vec<String>> {
+    const TABLE: &str = "AWS::DynamoDB::Table";
+    let mut tables = Vec::new();
+    let mut token = None;
+    loop {
+        let page = cfn
+            .list_stack_resources()
+            .stack_name(stack_id)
+            .set_next_token(token)
+            .send()
+            .await
+            .map_err(error::aws("ListStackResources"))?;
+        tables.extend(
+            page.stack_resource_summaries()
+                .iter()
+                .filter(|r| r.resource_type() == Some(TABLE))
+                .filter(|r| r.resource_status().is_none_or(|s| s.as_str() != "DELETE_COMPLETE"))
+                .filter_map(|r| r.physical_resource_id().filter(|id| !id.is_empty()).map(str::to_owned)),
+        );
+        token = page.next_token().map(str::to_owned);
+        if token.is_none() {
+            return Ok(tables);
+        }
+    }
+}
+
+/// Deletes `stack`, a create that rolled back (`ROLLBACK_COMPLETE`), and
+/// follows the deletion until it settles. Such a stack takes no change
+/// set, only a delete; the rollback already removed what the create made.
+pub async fn delete_rolled_back(
+    cfn: &Client,
+    stack: &StackInfo,
+    poll: Duration,
+    timeout: Duration,
+    ui: &Ui,
+) -> Result<WaitOutcome> {
+    let since = newest_event_id(cfn, &stack.id).await?;
+    cfn.delete_stack()
+        .stack_name(&stack.id)
+        .client_request_token(change_set_name(std::time::SystemTime::now()))
+        .send()
+        .await
+        .map_err(error::aws("DeleteStack"))?;
+    let watch = Watch {
+        cfn,
+        stack_id: &stack.id,
+        stack_name: &stack.name,
+        poll,
+        timeout,
+    };
+    watch.follow(since, Operation::Delete, ui).await
 }
 
 /// Where a stack operation stands.
@@ -172,6 +234,9 @@ pub struct ChangeSetRequest {
     /// Stack tags; empty sends none (an update then keeps the stack's).
     pub tags: BTreeMap<String, String>,
     pub description: String,
+    /// The CloudFormation service role (`--role-arn`); `None`: the one the
+    /// stack already has, if any.
+    pub role_arn: Option<String>,
 }
 
 /// A fresh, valid change set name (`[a-zA-Z][-a-zA-Z0-9]*`).
@@ -193,7 +258,8 @@ pub async fn create_change_set(cfn: &Client, request: &ChangeSetRequest) -> Resu
         .description(&request.description)
         .capabilities(Capability::CapabilityIam)
         .capabilities(Capability::CapabilityNamedIam)
-        .set_parameters(Some(request.parameters.clone()));
+        .set_parameters(Some(request.parameters.clone()))
+        .set_role_arn(request.role_arn.clone());
     for (key, value) in &request.tags {
         call = call.tags(Tag::builder().key(key).value(value).build());
     }
@@ -717,6 +783,101 @@ mod sdk_tests {
         assert_eq!(stacks.num_calls(), 3);
     }
 
+    fn rolled_back() -> StackInfo {
+        StackInfo {
+            id: "arn:stack".to_owned(),
+            name: "hybrid-counter".to_owned(),
+            status: "ROLLBACK_COMPLETE".to_owned(),
+            status_reason: None,
+            description: None,
+            parameters: BTreeMap::new(),
+            outputs: BTreeMap::new(),
+            tags: BTreeMap::new(),
+            last_updated: None,
+        }
+    }
+
+    /// A failed first create leaves a ROLLBACK_COMPLETE stack that no
+    /// change set can touch: deploy deletes it and waits until it is gone.
+    #[tokio::test]
+    async fn a_rolled_back_create_is_deleted_and_followed_until_gone() {
+        let events = mock!(Client::describe_stack_events).then_output(|| DescribeStackEventsOutput::builder().build());
+        let delete = mock!(Client::delete_stack)
+            .match_requests(|r| r.stack_name() == Some("arn:stack"))
+            .then_output(|| aws_sdk_cloudformation::operation::delete_stack::DeleteStackOutput::builder().build());
+        let stacks = mock!(Client::describe_stacks)
+            .sequence()
+            .output(|| stack(StackStatus::DeleteInProgress))
+            .output(|| stack(StackStatus::DeleteComplete))
+            .build();
+        let cfn = client(&[&events, &delete, &stacks]);
+        let outcome = delete_rolled_back(
+            &cfn,
+            &rolled_back(),
+            Duration::ZERO,
+            Duration::from_secs(5),
+            &Ui::quiet(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(outcome.settled, Settled::Succeeded);
+        assert_eq!(delete.num_calls(), 1);
+        assert_eq!(stacks.num_calls(), 2);
+    }
+
+    #[tokio::test]
+    async fn only_the_tables_a_stack_still_holds_are_left_by_a_failed_create() {
+        use aws_sdk_cloudformation::operation::list_stack_resources::ListStackResourcesOutput;
+        use aws_sdk_cloudformation::types::StackResourceSummary;
+        let summary = |kind: &str, id: &str, status: ResourceStatus| {
+            StackResourceSummary::builder()
+                .logical_resource_id(id)
+                .physical_resource_id(id)
+                .resource_type(kind)
+                .resource_status(status)
+                .last_updated_timestamp(aws_smithy_types::DateTime::from_secs(0))
+                .build()
+        };
+        let rule = mock!(Client::list_stack_resources)
+            .sequence()
+            .output(move || {
+                ListStackResourcesOutput::builder()
+                    .stack_resource_summaries(summary("AWS::DynamoDB::Table", "kept", ResourceStatus::CreateComplete))
+                    .stack_resource_summaries(summary("AWS::DynamoDB::Table", "gone", ResourceStatus::DeleteComplete))
+                    .next_token("page-2")
+                    .build()
+            })
+            .output(move || {
+                ListStackResourcesOutput::builder()
+                    .stack_resource_summaries(summary("AWS::SQS::Queue", "queue", ResourceStatus::CreateComplete))
+                    .stack_resource_summaries(summary("AWS::DynamoDB::Table", "failed", ResourceStatus::CreateFailed))
+                    .build()
+            })
+            .build();
+        let tables = tables_left(&client(&[&rule]), "arn:stack").await.unwrap();
+        assert_eq!(tables, ["kept", "failed"]);
+    }
+
+    #[tokio::test]
+    async fn a_rolled_back_create_that_cannot_be_deleted_is_a_failure() {
+        let events = mock!(Client::describe_stack_events).then_output(|| DescribeStackEventsOutput::builder().build());
+        let delete = mock!(Client::delete_stack)
+            .then_output(|| aws_sdk_cloudformation::operation::delete_stack::DeleteStackOutput::builder().build());
+        let stacks = mock!(Client::describe_stacks).then_output(|| stack(StackStatus::DeleteFailed));
+        let cfn = client(&[&events, &delete, &stacks]);
+        let outcome = delete_rolled_back(
+            &cfn,
+            &rolled_back(),
+            Duration::ZERO,
+            Duration::from_secs(5),
+            &Ui::quiet(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(outcome.settled, Settled::Failed);
+        assert_eq!(outcome.status.as_deref(), Some("DELETE_FAILED"));
+    }
+
     #[tokio::test]
     async fn following_gives_up_after_the_timeout() {
         let events = mock!(Client::describe_stack_events).then_output(|| DescribeStackEventsOutput::builder().build());
@@ -761,8 +922,9 @@ mod tests {
         ] {
             assert_eq!(readiness(Some(status)), Readiness::Busy, "{status}");
         }
+        // A failed first create: deploy replaces it, no manual step.
+        assert_eq!(readiness(Some("ROLLBACK_COMPLETE")), Readiness::FailedCreate);
         for status in [
-            "ROLLBACK_COMPLETE",
             "ROLLBACK_FAILED",
             "CREATE_FAILED",
             "DELETE_FAILED",

@@ -231,7 +231,7 @@ fn confirm(ctx: &Context<'_>, name: &str, tables: &[String], yes: bool) -> Resul
 }
 
 /// Deletes a table and waits until it is gone; an already missing table is fine.
-async fn delete_table(ctx: &Context<'_>, table: &str, timeout: Duration) -> Result<()> {
+pub(super) async fn delete_table(ctx: &Context<'_>, table: &str, timeout: Duration) -> Result<()> {
     let dynamodb = &ctx.clients.dynamodb;
     match dynamodb.delete_table().table_name(table).send().await {
         Ok(_) => {}

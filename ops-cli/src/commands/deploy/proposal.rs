@@ -75,10 +75,24 @@ pub async fn propose(
     let yaml = stack::to_yaml(&template);
 
     ui.step(format!("reading stack {}", config.stack_name));
-    let before = cfn::describe(cfn, &config.stack_name).await?;
+    let mut before = cfn::describe(cfn, &config.stack_name).await?;
+    // Only deploy replaces a failed create; plan reports it (below).
+    let failed_create = before
+        .as_ref()
+        .filter(|s| cfn::readiness(Some(&s.status)) == Readiness::FailedCreate);
+    if let Some(stack) = failed_create.filter(|_| packaging == Packaging::Upload) {
+        remove_failed_create(ctx, stack).await?;
+        before = None;
+    }
     let kind = match (cfn::readiness(before.as_ref().map(|s| s.status.as_str())), &before) {
         (Readiness::Create, _) => ChangeSetType::Create,
         (Readiness::Update, _) => ChangeSetType::Update,
+        // `plan` on a failed create, which only `deploy` replaces.
+        (Readiness::FailedCreate, _) => {
+            return Err(Error::FailedCreate {
+                name: config.stack_name.clone(),
+            });
+        }
         (Readiness::Busy | Readiness::Unusable, None) => ChangeSetType::Create,
         (Readiness::Busy, Some(stack)) => {
             return Err(Error::StackBusy {
@@ -118,6 +132,11 @@ pub async fn propose(
                 .to_owned(),
         })?
         .to_owned();
+    if let Some(role) = &inputs.role_arn {
+        // CloudFormation takes a service role of the stack's own account.
+        crate::config::validate_role_arn(role, &account)?;
+    }
+    crate::config::check_operator_account(&inputs.overrides, &account)?;
     let bucket = match &inputs.artifacts_bucket {
         Some(bucket) => bucket.clone(),
         None => package::bucket_name(&config.stack_name, &account, &clients.region)?,
@@ -208,6 +227,7 @@ pub async fn propose(
         parameters: parameters.sdk.clone(),
         tags: tags.clone(),
         description: format!("counterctl {purpose}"),
+        role_arn: inputs.role_arn.clone(),
     };
     ui.step(format!("creating the change set ({})", kind.as_str()));
     let (change_set_id, stack_id) = cfn::create_change_set(cfn, &request).await?;
@@ -316,6 +336,45 @@ async fn deployed_template(cfn: &aws_sdk_cloudformation::Client, stack_id: &str)
         message: format!("the deployed template does not parse: {e}"),
     })
 }
+
+/// Deletes a stack whose first create rolled back (`ROLLBACK_COMPLETE`),
+/// so the deploy can create it again without a manual step. CloudFormation
+/// can only delete such a stack ("Troubleshooting CloudFormation":
+/// <https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/troubleshooting.html>),
+/// and the rollback already removed what the create made, the tables
+/// included (`DeletionPolicy: RetainExceptOnCreate`), so nothing is lost.
+async fn remove_failed_create(ctx: &Context<'_>, stack: &StackInfo) -> Result<()> {
+    ctx.ui.log(format!(
+        "stack {} is ROLLBACK_COMPLETE (its first create failed{}): deleting it to create it again",
+        stack.name,
+        stack
+            .status_reason
+            .as_ref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default()
+    ));
+    let cfn = &ctx.clients.cloudformation;
+    // What the failed create made and its rollback did not delete (an
+    // emulator's): new and empty, as AWS's rollback would have deleted it.
+    let left = cfn::tables_left(cfn, &stack.id).await?;
+    let waited = cfn::delete_rolled_back(cfn, stack, ctx.clients.poll, FAILED_CREATE_DELETE_TIMEOUT, ctx.ui).await?;
+    if waited.settled == cfn::Settled::Succeeded {
+        for table in left {
+            ctx.ui.log(format!("deleting table {table}, made by the failed create"));
+            super::destroy::delete_table(ctx, &table, FAILED_CREATE_DELETE_TIMEOUT).await?;
+        }
+        Ok(())
+    } else {
+        Err(Error::StackUnusable {
+            name: stack.name.clone(),
+            status: waited.status.unwrap_or_default(),
+            reason: waited.status_reason.map(|r| format!(" ({r})")).unwrap_or_default(),
+        })
+    }
+}
+
+/// How long deleting a rolled-back, empty stack may take.
+const FAILED_CREATE_DELETE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Deletes the empty `REVIEW_IN_PROGRESS` stack a `CREATE` change set
 /// leaves behind once that change set is gone. Best effort: a leftover is

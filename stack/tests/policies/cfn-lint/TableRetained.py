@@ -1,6 +1,9 @@
 """E9001: DynamoDB tables are retained when the stack deletes or replaces them.
 
-The tables hold the counts, which no stack can rebuild. cfn-lint's own I3011
+The tables hold the counts, which no stack can rebuild. RetainExceptOnCreate
+counts as retained: it deletes the table only when the operation that created
+it rolls back, when it is new and empty (CloudFormation's DeletionPolicy
+attribute). cfn-lint's own I3011
 only asks for an explicit policy of any value, and checkov's graph does not
 see resource attributes, so this is a cfn-lint JSON-schema rule (loaded with
 --append-rules by stack/tests/security.rs).
@@ -17,7 +20,9 @@ from cfnlint.rules.jsonschema.CfnLintJsonSchema import CfnLintJsonSchema
 class TableRetained(CfnLintJsonSchema):
     id = "E9001"
     shortdesc = "DynamoDB tables must be retained on stack deletion and replacement"
-    description = "AWS::DynamoDB::Table needs DeletionPolicy: Retain and UpdateReplacePolicy: Retain"
+    description = (
+        "AWS::DynamoDB::Table needs DeletionPolicy: Retain or RetainExceptOnCreate and UpdateReplacePolicy: Retain"
+    )
     tags = ["resources", "deletionpolicy", "updatereplacepolicy", "dynamodb"]
 
     def __init__(self) -> None:
@@ -25,7 +30,7 @@ class TableRetained(CfnLintJsonSchema):
         self._schema = {
             "required": ["DeletionPolicy", "UpdateReplacePolicy"],
             "properties": {
-                "DeletionPolicy": {"const": "Retain"},
+                "DeletionPolicy": {"enum": ["Retain", "RetainExceptOnCreate"]},
                 "UpdateReplacePolicy": {"const": "Retain"},
             },
         }

@@ -1,0 +1,594 @@
+//! The CloudFormation service role a stack can be deployed with
+//! (`counterctl deploy --role-arn`): CloudFormation then creates, updates
+//! and deletes the stack's resources with this role's credentials, so the
+//! person or CI principal running `counterctl` needs only its own calls
+//! ([`crate::access::operator_policy`]) and `iam:PassRole` on this one role
+//! ("AWS CloudFormation service role":
+//! <https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/using-iam-servicerole.html>).
+//!
+//! [`HANDLER_ACTIONS`] lists, per resource type the template uses, the IAM
+//! actions CloudFormation's resource handlers may call for it (the
+//! `handlers` permissions of each type's resource schema), minus
+//! [`NOT_USED`]: those of features the kit's resources never set. The
+//! stack's tests compare it with the schemas cfn-lint ships, so a type
+//! added to the template without its actions fails them. Each action is
+//! granted on the kit's own names (`<NamePrefix>-…`, the roles CloudFormation
+//! names `<stack>-<logical id>-…`) where IAM lets a grant name the resource.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+
+use crate::access::OperatorScope;
+use crate::resources::iam::POLICY_VERSION;
+
+/// The IAM actions CloudFormation may call to create, read, update and
+/// delete each resource type of the template.
+pub const HANDLER_ACTIONS: &[(&str, &[&str])] = &[
+    (
+        "AWS::DynamoDB::Table",
+        &[
+            "dynamodb:BatchWriteItem",
+            "dynamodb:CreateTable",
+            "dynamodb:DeleteItem",
+            "dynamodb:DeleteResourcePolicy",
+            "dynamodb:DeleteTable",
+            "dynamodb:DescribeContinuousBackups",
+            "dynamodb:DescribeContributorInsights",
+            "dynamodb:DescribeTable",
+            "dynamodb:DescribeTimeToLive",
+            "dynamodb:GetItem",
+            "dynamodb:GetResourcePolicy",
+            "dynamodb:ListTagsOfResource",
+            "dynamodb:PutItem",
+            "dynamodb:PutResourcePolicy",
+            "dynamodb:Query",
+            "dynamodb:Scan",
+            "dynamodb:TagResource",
+            "dynamodb:UntagResource",
+            "dynamodb:UpdateContinuousBackups",
+            "dynamodb:UpdateContributorInsights",
+            "dynamodb:UpdateItem",
+            "dynamodb:UpdateTable",
+            "dynamodb:UpdateTimeToLive",
+            "iam:CreateServiceLinkedRole",
+            "kms:CreateGrant",
+            "kms:Decrypt",
+            "kms:DescribeKey",
+            "kms:Encrypt",
+            "kms:ListAliases",
+            "kms:RevokeGrant",
+        ],
+    ),
+    (
+        "AWS::SQS::Queue",
+        &[
+            "sqs:CreateQueue",
+            "sqs:DeleteQueue",
+            "sqs:GetQueueAttributes",
+            "sqs:GetQueueUrl",
+            "sqs:ListQueueTags",
+            "sqs:SetQueueAttributes",
+            "sqs:TagQueue",
+            "sqs:UntagQueue",
+        ],
+    ),
+    ("AWS::SQS::QueuePolicy", &["sqs:SetQueueAttributes"]),
+    (
+        "AWS::Logs::LogGroup",
+        &[
+            "logs:CreateLogGroup",
+            "logs:DeleteLogGroup",
+            "logs:DeleteRetentionPolicy",
+            "logs:DescribeLogGroups",
+            "logs:ListTagsForResource",
+            "logs:PutRetentionPolicy",
+            "logs:TagResource",
+            "logs:UntagResource",
+        ],
+    ),
+    (
+        "AWS::IAM::Role",
+        &[
+            "iam:CreateRole",
+            "iam:DeleteRole",
+            "iam:DeleteRolePolicy",
+            "iam:GetRole",
+            "iam:GetRolePolicy",
+            "iam:ListAttachedRolePolicies",
+            "iam:ListRolePolicies",
+            "iam:PutRolePolicy",
+            "iam:TagRole",
+            "iam:UntagRole",
+            "iam:UpdateAssumeRolePolicy",
+            "iam:UpdateRole",
+            "iam:UpdateRoleDescription",
+        ],
+    ),
+    (
+        "AWS::Lambda::Function",
+        &[
+            "iam:PassRole",
+            "kms:CreateGrant",
+            "kms:Decrypt",
+            "kms:DescribeKey",
+            "kms:Encrypt",
+            "kms:GenerateDataKey",
+            "lambda:CreateFunction",
+            "lambda:DeleteFunction",
+            "lambda:DeleteFunctionConcurrency",
+            "lambda:GetFunction",
+            "lambda:GetFunctionCodeSigningConfig",
+            "lambda:GetFunctionRecursionConfig",
+            "lambda:GetFunctionScalingConfig",
+            "lambda:GetRuntimeManagementConfig",
+            "lambda:PublishVersion",
+            "lambda:PutFunctionConcurrency",
+            "lambda:PutFunctionRecursionConfig",
+            "lambda:PutRuntimeManagementConfig",
+            "lambda:TagResource",
+            "lambda:UntagResource",
+            "lambda:UpdateFunctionCode",
+            "lambda:UpdateFunctionConfiguration",
+            "s3:GetObject",
+            "s3:GetObjectVersion",
+        ],
+    ),
+    (
+        "AWS::Lambda::EventSourceMapping",
+        &[
+            "kms:Decrypt",
+            "kms:DescribeKey",
+            "kms:GenerateDataKey",
+            "lambda:CreateEventSourceMapping",
+            "lambda:DeleteEventSourceMapping",
+            "lambda:GetEventSourceMapping",
+            "lambda:ListTags",
+            "lambda:TagResource",
+            "lambda:UntagResource",
+            "lambda:UpdateEventSourceMapping",
+        ],
+    ),
+    (
+        "AWS::Lambda::Url",
+        &[
+            "lambda:CreateFunctionUrlConfig",
+            "lambda:DeleteFunctionUrlConfig",
+            "lambda:GetFunctionUrlConfig",
+            "lambda:UpdateFunctionUrlConfig",
+        ],
+    ),
+    (
+        "AWS::Lambda::Permission",
+        &["lambda:AddPermission", "lambda:GetPolicy", "lambda:RemovePermission"],
+    ),
+    (
+        "AWS::CloudWatch::Alarm",
+        &[
+            "cloudwatch:DeleteAlarms",
+            "cloudwatch:DescribeAlarms",
+            "cloudwatch:ListTagsForResource",
+            "cloudwatch:PutMetricAlarm",
+            "cloudwatch:TagResource",
+            "cloudwatch:UntagResource",
+        ],
+    ),
+    (
+        "AWS::CloudWatch::Dashboard",
+        &[
+            "cloudwatch:DeleteDashboards",
+            "cloudwatch:GetDashboard",
+            "cloudwatch:ListTagsForResource",
+            "cloudwatch:PutDashboard",
+            "cloudwatch:TagResource",
+            "cloudwatch:UntagResource",
+        ],
+    ),
+    (
+        "AWS::S3::Bucket",
+        &[
+            "s3:CreateBucket",
+            "s3:DeleteBucket",
+            "s3:DeleteBucketLifecycle",
+            "s3:GetBucketAcl",
+            "s3:GetBucketNotification",
+            "s3:GetBucketOwnershipControls",
+            "s3:GetBucketPublicAccessBlock",
+            "s3:GetBucketTagging",
+            "s3:GetBucketVersioning",
+            "s3:GetEncryptionConfiguration",
+            "s3:GetLifecycleConfiguration",
+            "s3:ListBucket",
+            "s3:PutBucketNotification",
+            "s3:PutBucketOwnershipControls",
+            "s3:PutBucketPublicAccessBlock",
+            "s3:PutBucketTagging",
+            "s3:PutBucketVersioning",
+            "s3:PutEncryptionConfiguration",
+            "s3:PutLifecycleConfiguration",
+        ],
+    ),
+    (
+        "AWS::S3::BucketPolicy",
+        &["s3:DeleteBucketPolicy", "s3:GetBucketPolicy", "s3:PutBucketPolicy"],
+    ),
+    (
+        "AWS::Events::Rule",
+        &[
+            "events:DeleteRule",
+            "events:DescribeRule",
+            "events:ListTagsForResource",
+            "events:ListTargetsByRule",
+            "events:PutRule",
+            "events:PutTargets",
+            "events:RemoveTargets",
+            "events:TagResource",
+            "events:UntagResource",
+        ],
+    ),
+    (
+        "AWS::SNS::Topic",
+        &[
+            "sns:CreateTopic",
+            "sns:DeleteTopic",
+            "sns:GetDataProtectionPolicy",
+            "sns:GetTopicAttributes",
+            "sns:ListSubscriptionsByTopic",
+            "sns:ListTagsForResource",
+            "sns:PutDataProtectionPolicy",
+            "sns:SetTopicAttributes",
+            "sns:Subscribe",
+            "sns:TagResource",
+            "sns:Unsubscribe",
+            "sns:UntagResource",
+        ],
+    ),
+    (
+        "AWS::SNS::Subscription",
+        &[
+            "sns:GetSubscriptionAttributes",
+            "sns:SetSubscriptionAttributes",
+            "sns:Subscribe",
+            "sns:Unsubscribe",
+        ],
+    ),
+    (
+        "AWS::KMS::Key",
+        &[
+            "kms:CreateKey",
+            "kms:DescribeKey",
+            "kms:DisableKey",
+            "kms:DisableKeyRotation",
+            "kms:EnableKey",
+            "kms:EnableKeyRotation",
+            "kms:GetKeyPolicy",
+            "kms:GetKeyRotationStatus",
+            "kms:ListResourceTags",
+            "kms:PutKeyPolicy",
+            "kms:ScheduleKeyDeletion",
+            "kms:TagResource",
+            "kms:UntagResource",
+            "kms:UpdateKeyDescription",
+        ],
+    ),
+];
+
+/// Handler actions left out, per resource type, each with the feature the
+/// kit never uses there: granting them would only widen the role. Patterns
+/// take IAM's `*`.
+pub const NOT_USED: &[(&str, &str, &str)] = &[
+    (
+        "AWS::DynamoDB::Table",
+        "dynamodb:*TableReplica",
+        "global-table replicas (the kit cannot count on them)",
+    ),
+    (
+        "AWS::DynamoDB::Table",
+        "dynamodb:*KinesisStreamingDestination",
+        "Kinesis streaming destinations",
+    ),
+    ("AWS::DynamoDB::Table", "dynamodb:*Import*", "importing a table from S3"),
+    ("AWS::DynamoDB::Table", "kinesis:*", "Kinesis streaming destinations"),
+    ("AWS::DynamoDB::Table", "logs:*", "the logs of an import from S3"),
+    ("AWS::DynamoDB::Table", "s3:*", "the source of an import from S3"),
+    ("AWS::Lambda::Function", "ec2:*", "functions in a VPC"),
+    ("AWS::Lambda::Function", "elasticfilesystem:*", "EFS mounts"),
+    ("AWS::Lambda::Function", "s3files:*", "file system mounts"),
+    ("AWS::Lambda::Function", "lambda:GetCodeSigningConfig", "code signing"),
+    (
+        "AWS::Lambda::Function",
+        "lambda:PutFunctionCodeSigningConfig",
+        "code signing",
+    ),
+    (
+        "AWS::Lambda::Function",
+        "lambda:DeleteFunctionCodeSigningConfig",
+        "code signing",
+    ),
+    ("AWS::Lambda::Function", "lambda:GetLayerVersion", "layers"),
+    (
+        "AWS::Lambda::Function",
+        "lambda:AssociateRuntimeAlias",
+        "runtime aliases",
+    ),
+    (
+        "AWS::Lambda::Function",
+        "lambda:PassCapacityProvider",
+        "Lambda managed instances",
+    ),
+    (
+        "AWS::Lambda::Function",
+        "lambda:PutFunctionScalingConfig",
+        "Lambda managed instances",
+    ),
+    (
+        "AWS::IAM::Role",
+        "iam:*RolePermissionsBoundary",
+        "permissions boundaries",
+    ),
+    (
+        "AWS::IAM::Role",
+        "iam:*tachRolePolicy",
+        "managed policies (the roles have inline policies only)",
+    ),
+    (
+        "AWS::Logs::LogGroup",
+        "logs:*DataProtectionPolicy",
+        "data protection policies",
+    ),
+    ("AWS::Logs::LogGroup", "logs:*IndexPolic*", "field index policies"),
+    ("AWS::Logs::LogGroup", "logs:*ResourcePolic*", "resource policies"),
+    ("AWS::Logs::LogGroup", "logs:*KmsKey", "a customer managed key"),
+    ("AWS::Logs::LogGroup", "logs:CreateLogDelivery", "log delivery"),
+    (
+        "AWS::Logs::LogGroup",
+        "logs:PutBearerTokenAuthentication",
+        "bearer token authentication",
+    ),
+    (
+        "AWS::Logs::LogGroup",
+        "logs:PutLogGroupDeletionProtection",
+        "deletion protection",
+    ),
+    ("AWS::Logs::LogGroup", "firehose:*", "log delivery to Firehose"),
+    (
+        "AWS::Logs::LogGroup",
+        "s3:REST.PUT.OBJECT",
+        "log delivery to S3 (not an IAM action)",
+    ),
+    ("AWS::SNS::Topic", "iam:*", "delivery status logging"),
+    ("AWS::SNS::Subscription", "iam:*", "delivery status logging"),
+    (
+        "AWS::Events::Rule",
+        "iam:PassRole",
+        "targets with a role (the drift check's target has none)",
+    ),
+    ("AWS::S3::Bucket", "iam:PassRole", "replication"),
+    ("AWS::S3::Bucket", "s3tables:*", "S3 table buckets"),
+    ("AWS::S3::Bucket", "s3:*Analytics*", "bucket analytics"),
+    ("AWS::S3::Bucket", "s3:*Accelerate*", "transfer acceleration"),
+    ("AWS::S3::Bucket", "s3:*Logging", "server access logging"),
+    ("AWS::S3::Bucket", "s3:*Metadata*", "S3 metadata tables"),
+    ("AWS::S3::Bucket", "s3:*Metrics*", "request metrics"),
+    ("AWS::S3::Bucket", "s3:*Replication*", "replication"),
+    ("AWS::S3::Bucket", "s3:*Website", "static websites"),
+    ("AWS::S3::Bucket", "s3:*ObjectLock*", "Object Lock"),
+    ("AWS::S3::Bucket", "s3:*IntelligentTiering*", "Intelligent-Tiering"),
+    ("AWS::S3::Bucket", "s3:*Inventory*", "inventory"),
+    ("AWS::S3::Bucket", "s3:*Abac", "attribute-based bucket access"),
+    (
+        "AWS::S3::Bucket",
+        "s3:Put*Acl",
+        "ACLs (object ownership is BucketOwnerEnforced)",
+    ),
+    (
+        "AWS::S3::Bucket",
+        "s3:DeleteObject",
+        "emptying a bucket (CloudFormation never empties one; this one is retained)",
+    ),
+    ("AWS::S3::Bucket", "s3:DeleteBucketEncryption", "removing encryption"),
+    (
+        "AWS::S3::Bucket",
+        "s3:TagResource",
+        "S3 tags through the tagging API (the bucket's tags use PutBucketTagging)",
+    ),
+    ("AWS::S3::Bucket", "s3:UntagResource", "S3 tags through the tagging API"),
+    (
+        "AWS::S3::Bucket",
+        "s3:ListTagsForResource",
+        "S3 tags through the tagging API",
+    ),
+    ("AWS::S3::Bucket", "s3:*Cors", "CORS"),
+    ("AWS::S3::Bucket", "s3:*CORS", "CORS"),
+];
+
+/// Whether [`NOT_USED`] leaves `action` out for `resource_type`.
+pub fn not_used(resource_type: &str, action: &str) -> bool {
+    NOT_USED
+        .iter()
+        .any(|(kind, pattern, _)| *kind == resource_type && matches(pattern, action))
+}
+
+fn matches(pattern: &str, value: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if parts.len() == 1 {
+        return pattern == value;
+    }
+    if !value.starts_with(first) || !value[first.len()..].ends_with(last) {
+        return false;
+    }
+    let mut rest = &value[first.len()..value.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Where an action applies: the kit's resources of the action's service,
+/// or everything for the actions IAM authorizes on no resource.
+fn resources_of(action: &str, scope: &OperatorScope) -> Vec<String> {
+    let OperatorScope {
+        partition: p,
+        region: r,
+        account: a,
+        stack_name,
+        name_prefix: prefix,
+        artifacts_bucket,
+    } = scope;
+    let (service, name) = action.split_once(':').expect("service:Action");
+    match (service, name) {
+        ("dynamodb", _) => vec![format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-*")],
+        ("sqs", _) => vec![format!("arn:{p}:sqs:{r}:{a}:{prefix}-*")],
+        ("logs", "DescribeLogGroups") => vec![format!("arn:{p}:logs:{r}:{a}:log-group:*")],
+        ("logs", _) => vec![format!("arn:{p}:logs:{r}:{a}:log-group:/aws/lambda/{prefix}-*")],
+        ("iam", "CreateServiceLinkedRole") => vec![format!("arn:{p}:iam::{a}:role/aws-service-role/*")],
+        // The functions' roles, which CloudFormation names `<stack>-<logical id>-<suffix>`.
+        ("iam", _) => vec![format!("arn:{p}:iam::{a}:role/{stack_name}-*")],
+        ("lambda", n) if n.contains("EventSourceMapping") || n.ends_with("Tags") || n.ends_with("TagResource") => {
+            // Mappings have ids nobody can predict, and CreateEventSourceMapping takes no resource.
+            vec!["*".to_owned()]
+        }
+        ("lambda", _) => vec![format!("arn:{p}:lambda:{r}:{a}:function:{prefix}-*")],
+        ("cloudwatch", n) if n.contains("Dashboard") => vec![format!("arn:{p}:cloudwatch::{a}:dashboard/{prefix}")],
+        ("cloudwatch", "ListTagsForResource" | "TagResource" | "UntagResource") => vec![
+            format!("arn:{p}:cloudwatch:{r}:{a}:alarm:{prefix}-*"),
+            format!("arn:{p}:cloudwatch::{a}:dashboard/{prefix}"),
+        ],
+        ("cloudwatch", _) => vec![format!("arn:{p}:cloudwatch:{r}:{a}:alarm:{prefix}-*")],
+        // The zips the functions' code comes from.
+        ("s3", "GetObject" | "GetObjectVersion") => vec![format!("arn:{p}:s3:::{artifacts_bucket}/*")],
+        ("s3", _) => vec![format!("arn:{p}:s3:::{prefix}-failed-batch-*")],
+        ("events", _) => vec![format!("arn:{p}:events:{r}:{a}:rule/{prefix}-*")],
+        ("sns", _) => vec![format!("arn:{p}:sns:{r}:{a}:{prefix}-*")],
+        // A new key has no ARN yet; listing aliases names none.
+        ("kms", "CreateKey" | "ListAliases") => vec!["*".to_owned()],
+        // The stack's key has an id nobody can predict.
+        ("kms", _) => vec![format!("arn:{p}:kms:{r}:{a}:key/*")],
+        _ => panic!("no resource known for {action}"),
+    }
+}
+
+/// The service role's permissions policy: one statement per set of
+/// resources, with every handler action that applies there.
+pub fn service_role_policy(scope: &OperatorScope) -> Value {
+    // `iam:PassRole` in a statement of its own: the functions' roles go to Lambda only.
+    const PASS_ROLE: &str = "iam:PassRole";
+    let mut by_resources: BTreeMap<(bool, Vec<String>), BTreeSet<&str>> = BTreeMap::new();
+    for (_, actions) in HANDLER_ACTIONS {
+        for action in *actions {
+            let key = (*action == PASS_ROLE, resources_of(action, scope));
+            by_resources.entry(key).or_default().insert(action);
+        }
+    }
+    let statements: Vec<Value> = by_resources
+        .into_iter()
+        .enumerate()
+        .map(|(i, ((pass_role, resources), actions))| {
+            let mut statement = json!({
+                "Sid": format!("Kit{i}"),
+                "Effect": "Allow",
+                "Action": actions.into_iter().collect::<Vec<_>>(),
+                "Resource": resources,
+            });
+            if pass_role {
+                statement["Condition"] = json!({"StringEquals": {"iam:PassedToService": "lambda.amazonaws.com"}});
+            }
+            statement
+        })
+        .collect();
+    json!({"Version": POLICY_VERSION, "Statement": statements})
+}
+
+/// Who may assume the service role: CloudFormation, as AWS's service role
+/// page shows it.
+pub fn service_role_trust_policy() -> Value {
+    json!({
+        "Version": POLICY_VERSION,
+        "Statement": [{
+            "Effect": "Allow",
+            "Principal": {"Service": crate::access::CLOUDFORMATION_SERVICE},
+            "Action": "sts:AssumeRole",
+        }],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope() -> OperatorScope {
+        OperatorScope {
+            partition: "aws".to_owned(),
+            region: "eu-west-1".to_owned(),
+            account: "123456789012".to_owned(),
+            stack_name: "orders".to_owned(),
+            name_prefix: "orders".to_owned(),
+            artifacts_bucket: "orders-artifacts-123456789012-eu-west-1".to_owned(),
+        }
+    }
+
+    #[test]
+    fn the_service_role_creates_roles_only_under_the_stacks_name_and_passes_them_only_to_lambda() {
+        let policy = service_role_policy(&scope());
+        for statement in policy["Statement"].as_array().unwrap() {
+            let actions = statement["Action"].as_array().unwrap();
+            for action in actions {
+                let action = action.as_str().unwrap();
+                assert!(!action.contains('*'), "{action}");
+                if action.starts_with("iam:") && action != "iam:CreateServiceLinkedRole" {
+                    assert_eq!(
+                        statement["Resource"],
+                        json!(["arn:aws:iam::123456789012:role/orders-*"]),
+                        "{action}"
+                    );
+                }
+            }
+            if actions.contains(&json!("iam:PassRole")) {
+                assert_eq!(actions.len(), 1);
+                assert_eq!(
+                    statement["Condition"]["StringEquals"]["iam:PassedToService"],
+                    "lambda.amazonaws.com"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_actions_iam_authorizes_on_no_resource_are_granted_on_everything() {
+        let policy = service_role_policy(&scope());
+        for statement in policy["Statement"].as_array().unwrap() {
+            if statement["Resource"] == json!(["*"]) {
+                for action in statement["Action"].as_array().unwrap() {
+                    let action = action.as_str().unwrap();
+                    assert!(
+                        action.starts_with("lambda:") || ["kms:CreateKey", "kms:ListAliases"].contains(&action),
+                        "{action} on *"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn not_used_patterns_match_as_iam_wildcards() {
+        assert!(not_used("AWS::DynamoDB::Table", "dynamodb:CreateTableReplica"));
+        assert!(not_used("AWS::S3::Bucket", "s3:PutBucketCORS"));
+        assert!(not_used("AWS::Lambda::Function", "ec2:DescribeVpcs"));
+        assert!(!not_used("AWS::DynamoDB::Table", "dynamodb:CreateTable"));
+        assert!(!not_used("AWS::S3::Bucket", "s3:PutBucketVersioning"));
+        assert!(!not_used("AWS::Lambda::Function", "iam:PassRole"));
+    }
+
+    #[test]
+    fn the_trust_policy_lets_only_cloudformation_assume_it() {
+        let trust = service_role_trust_policy();
+        assert_eq!(
+            trust["Statement"][0]["Principal"],
+            json!({"Service": "cloudformation.amazonaws.com"})
+        );
+    }
+}
