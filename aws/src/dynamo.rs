@@ -985,23 +985,7 @@ impl Store for DynamoStore {
                     .build(),
             );
         }
-        // Not metered: the meter accounts for the counting pipeline's cost.
-        match self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(actions))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(err) => match err.as_service_error() {
-                Some(TransactWriteItemsError::TransactionCanceledException(_)) => Ok(false),
-                _ => match self.classify(err) {
-                    StoreError::Transient(_) => Ok(false),
-                    other => Err(other),
-                },
-            },
-        }
+        self.send_repair(actions).await
     }
 
     async fn raise_best_effort(&self, scope: &Scope, raise: &Raise, now: EpochMillis) -> Result<bool, StoreError> {
@@ -1042,6 +1026,14 @@ impl DynamoStore {
         // The SDK's retries keep the token it filled for this send, so a
         // re-sent raise is answered without a second apply (and the epoch
         // condition refuses one after the token's 10 minutes).
+        self.send_repair(actions).await
+    }
+
+    /// Sends an operator's repair transaction: `Ok(false)` when it was
+    /// cancelled (a condition, or a transaction holding an item) or
+    /// throttled, nothing written. Not metered: the meter accounts for the
+    /// counting pipeline's cost.
+    async fn send_repair(&self, actions: Vec<TransactWriteItem>) -> Result<bool, StoreError> {
         match self
             .client
             .transact_write_items()
@@ -1330,15 +1322,7 @@ mod tests {
                 c.region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
                     .retry_config(RetryConfig::standard().with_max_attempts(3))
             });
-        let config = hybrid_counter::config::CounterConfig {
-            resources_table: "resources".into(),
-            counters_table: "counters".into(),
-            default_limit: Some(10),
-            eventual_shards: 1,
-            best_effort_shards: 1,
-            admission: hybrid_counter::config::Admission::BestEffort,
-        };
-        DynamoStore::new(client, &config)
+        DynamoStore::new(client, &crate::test_util::config())
     }
 
     /// Issue 34 D1: a put or soft delete answered 500 may have been applied;

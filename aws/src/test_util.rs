@@ -30,13 +30,18 @@ pub(crate) use mock_client;
 /// answers `rules` in order.
 pub(crate) fn mock_store(rules: &[aws_smithy_mocks::Rule]) -> crate::DynamoStore {
     let client = mock_client!(aws_sdk_dynamodb, rules);
-    let config = hybrid_counter::config::CounterConfig {
+    crate::DynamoStore::new(client, &config())
+}
+
+/// The configuration of [`mock_store`]: tables `resources` and `counters`,
+/// best-effort admission, one shard each, default limit 10.
+pub(crate) fn config() -> hybrid_counter::config::CounterConfig {
+    hybrid_counter::config::CounterConfig {
         resources_table: "resources".into(),
         counters_table: "counters".into(),
         default_limit: Some(10),
         eventual_shards: 1,
         best_effort_shards: 1,
         admission: hybrid_counter::config::Admission::BestEffort,
-    };
-    crate::DynamoStore::new(client, &config)
+    }
 }

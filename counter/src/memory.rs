@@ -1555,45 +1555,17 @@ impl Store for MemoryStore {
         targets: &[(String, i64)],
         now: EpochMillis,
     ) -> Result<bool, StoreError> {
-        let locks: Vec<LockKey> = targets
-            .iter()
-            .map(|(name, _)| LockKey::Counter(scope.to_string(), name.clone()))
-            .collect();
-        let version_holds = |t: &Tables, name: &String| {
-            let expected = read.iter().find(|i| i.name == *name).map(|i| i.version);
-            expected == t.counters_version.get(&(scope.to_string(), name.clone())).copied()
+        let names: Vec<&str> = targets.iter().map(|(name, _)| name.as_str()).collect();
+        let version_holds = |t: &Tables, name: &str| {
+            let expected = read.iter().find(|i| i.name == name).map(|i| i.version);
+            expected == t.counters_version.get(&(scope.to_string(), name.to_owned())).copied()
         };
-        let own_reason = |t: &Tables, at: usize| {
-            if version_holds(t, &targets[at].0) {
-                CancelReason::None
-            } else {
-                CancelReason::ConditionalCheckFailed
+        self.repair_transaction(Op::SetCounters, scope, &names, &version_holds, |t| {
+            for (name, count) in targets {
+                t.set_counter(scope.as_str(), name, *count, now);
             }
-        };
-        let (fault, latency, id) = match self.prepare(Op::SetCounters, &locks, &own_reason) {
-            Ok(prepared) => prepared,
-            Err(StoreError::Cancelled { .. }) => return Ok(false),
-            Err(err) if err.is_transient() => return Ok(false),
-            Err(err) => return Err(err),
-        };
-        if !latency.is_zero() {
-            tokio::time::sleep(latency).await;
-        }
-        let mut inner = self.inner.lock().unwrap();
-        inner.locks.retain(|k, holder| *holder != id || !locks.contains(k));
-        if !targets.iter().all(|(name, _)| version_holds(&inner.tables, name)) {
-            return Ok(false);
-        }
-        for (name, count) in targets {
-            inner.tables.set_counter(scope.as_str(), name, *count, now);
-        }
-        inner.check(Op::SetCounters);
-        match fault {
-            Some(Fault::AppliedThenUnavailable) => Err(StoreError::Unavailable(
-                "injected 500 after the repair was applied".into(),
-            )),
-            _ => Ok(true),
-        }
+        })
+        .await
     }
 
     async fn raise_best_effort(
@@ -1607,19 +1579,15 @@ impl Store for MemoryStore {
 }
 
 impl MemoryStore {
-    /// [`Store::raise_best_effort`]: a transaction over every item of the
-    /// raise, held for the chaos's transaction latency like a repair.
+    /// [`Store::raise_best_effort`]: a repair transaction over every item
+    /// of the raise, each conditioned on its epoch.
     async fn raise(
         &self,
         scope: &Scope,
         raise: &crate::best_effort::Raise,
         now: EpochMillis,
     ) -> Result<bool, StoreError> {
-        let names: Vec<&String> = raise.adds.keys().collect();
-        let locks: Vec<LockKey> = names
-            .iter()
-            .map(|name| LockKey::Counter(scope.to_string(), (*name).clone()))
-            .collect();
+        let names: Vec<&str> = raise.adds.keys().map(String::as_str).collect();
         let fence_holds = |t: &Tables, name: &str| {
             t.counters_epoch
                 .get(&(scope.to_string(), name.to_owned()))
@@ -1627,14 +1595,40 @@ impl MemoryStore {
                 .unwrap_or(0)
                 <= raise.from
         };
+        self.repair_transaction(Op::RaiseBestEffort, scope, &names, &fence_holds, |t| {
+            for (name, add) in &raise.adds {
+                t.add_counter(scope.as_str(), name, *add, now);
+                t.counters_epoch.insert((scope.to_string(), name.clone()), raise.to());
+            }
+        })
+        .await
+    }
+
+    /// An operator's transaction over the counters `names` of `scope`: each
+    /// conditioned by `holds`, the items held for the chaos's transaction
+    /// latency (writers meet `TransactionConflict`), then `apply` if every
+    /// condition still holds. `Ok(false)`: cancelled or busy, nothing
+    /// written.
+    async fn repair_transaction(
+        &self,
+        op: Op,
+        scope: &Scope,
+        names: &[&str],
+        holds: &dyn Fn(&Tables, &str) -> bool,
+        apply: impl FnOnce(&mut Tables),
+    ) -> Result<bool, StoreError> {
+        let locks: Vec<LockKey> = names
+            .iter()
+            .map(|name| LockKey::Counter(scope.to_string(), (*name).to_owned()))
+            .collect();
         let own_reason = |t: &Tables, at: usize| {
-            if fence_holds(t, names[at]) {
+            if holds(t, names[at]) {
                 CancelReason::None
             } else {
                 CancelReason::ConditionalCheckFailed
             }
         };
-        let (fault, latency, id) = match self.prepare(Op::RaiseBestEffort, &locks, &own_reason) {
+        let (fault, latency, id) = match self.prepare(op, &locks, &own_reason) {
             Ok(prepared) => prepared,
             Err(StoreError::Cancelled { .. }) => return Ok(false),
             Err(err) if err.is_transient() => return Ok(false),
@@ -1645,21 +1639,15 @@ impl MemoryStore {
         }
         let mut inner = self.inner.lock().unwrap();
         inner.locks.retain(|k, holder| *holder != id || !locks.contains(k));
-        if !names.iter().all(|name| fence_holds(&inner.tables, name)) {
+        if !names.iter().all(|name| holds(&inner.tables, name)) {
             return Ok(false);
         }
-        for (name, add) in &raise.adds {
-            inner.tables.add_counter(scope.as_str(), name, *add, now);
-            inner
-                .tables
-                .counters_epoch
-                .insert((scope.to_string(), name.clone()), raise.to());
-        }
-        inner.check(Op::RaiseBestEffort);
+        apply(&mut inner.tables);
+        inner.check(op);
         match fault {
-            Some(Fault::AppliedThenUnavailable) => Err(StoreError::Unavailable(
-                "injected 500 after the raise was applied".into(),
-            )),
+            Some(Fault::AppliedThenUnavailable) => Err(StoreError::Unavailable(format!(
+                "injected 500 after the {op:?} transaction was applied"
+            ))),
             _ => Ok(true),
         }
     }

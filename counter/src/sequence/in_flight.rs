@@ -92,9 +92,19 @@ impl Store for InFlight {
         scope: &Scope,
         name: &str,
         quota: u64,
+        fence: crate::best_effort::Fence,
         now: EpochMillis,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.inner.reserve_best_effort(scope, name, quota, now)
+        self.inner.reserve_best_effort(scope, name, quota, fence, now)
+    }
+
+    fn raise_best_effort(
+        &self,
+        scope: &Scope,
+        raise: &crate::best_effort::Raise,
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        self.inner.raise_best_effort(scope, raise, now)
     }
 
     fn get_resource(

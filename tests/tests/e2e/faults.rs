@@ -224,10 +224,6 @@ fn check_delete(
         (Ok(()), Some(b), Some(a)) if soft_deleted_now(b, a) => "delete ok",
         (Err(Error::NotFound), None, None) => "delete not found",
         (Err(Error::NotFound), Some(b), Some(a)) if b.deleted && a == b => "delete not found (already deleted)",
-        // The soft delete was applied, its answer lost, and the SDK's retry
-        // found the item deleted: the caller hears NotFound for a delete
-        // that took effect (BE was decremented once, correctly).
-        (Err(Error::NotFound), Some(b), Some(a)) if soft_deleted_now(b, a) => "delete not found, applied",
         (Err(Error::Unavailable(_)), b, a) if a == b => "delete unavailable, not applied",
         (Err(Error::Unavailable(_)), Some(b), Some(a)) if soft_deleted_now(b, a) => "delete unavailable, applied",
         _ => return Err("delete's answer contradicts the table".to_owned()),
@@ -252,28 +248,33 @@ async fn request_path_answers_agree_with_the_tables_under_injected_faults() {
         let api = &api;
         async move { api.create(s, &id(i), Item::default(), NOW).await }
     };
-    // PutItem applied, answered 500, retried by the SDK: the retry's
-    // ConditionalCheckFailed is recognised as this create's own incarnation.
+    // PutItem applied and answered 500: never sent again (issue 34 D1), the
+    // item read back carries this create's own incarnation: created.
     proxy.inject_next(put(), Fault::ApplyThenFail, 1);
+    let puts = proxy.stats().forwarded.get(&Some(put())).copied().unwrap_or_default();
     let own = create("own").await.expect("own incarnation recognised");
+    let sent = proxy.stats().forwarded.get(&Some(put())).copied().unwrap_or_default();
+    assert_eq!(sent, puts + 1, "the put is sent once");
     assert!(own.best_effort_counted);
     assert_eq!(
         look(&direct, s, "own").await.map(|st| st.incarnation),
         Some(own.incarnation)
     );
-    // Applied on every attempt: Unavailable, but the item exists and the
-    // stream path must count it.
-    proxy.inject_next(put(), Fault::ApplyThenFail, 3);
+    // Applied and answered 500, and the read-back fails too: Unavailable,
+    // but the item exists and the stream path must count it.
+    proxy.inject_next(put(), Fault::ApplyThenFail, 1);
+    proxy.inject_next(get(), Fault::FailBefore, 3);
     let err = create("lost-answer").await.unwrap_err();
     assert!(matches!(err, Error::Unavailable(_)), "{err}");
     assert!(look(&direct, s, "lost-answer").await.is_some());
-    // Failed before, on every attempt: Unavailable, nothing written.
-    proxy.inject_next(put(), Fault::FailBefore, 3);
+    // Failed before it was applied: read back absent, the outcome unknown to
+    // the caller (Unavailable), nothing written, never sent again.
+    proxy.inject_next(put(), Fault::FailBefore, 1);
     let err = create("never").await.unwrap_err();
     assert!(matches!(err, Error::Unavailable(_)), "{err}");
     assert!(look(&direct, s, "never").await.is_none());
-    // Throttled past the SDK's three attempts: the request path's own busy
-    // retry gets it through.
+    // Throttled three times (each a single attempt: nothing applied): the
+    // request path's own busy retry gets it through.
     proxy.inject_next(put(), Fault::Throttle, 3);
     create("throttled").await.expect("busy retry");
     // The BE increment (no retries) failed before / after applying: the
@@ -301,12 +302,13 @@ async fn request_path_answers_agree_with_the_tables_under_injected_faults() {
     api.delete(s, &id("own"), NOW)
         .await
         .expect("the caller's retry deletes it");
-    // The soft delete (the delete's second UpdateItem) applied, answered
-    // 500, retried by the SDK: the retry's condition fails.
+    // The soft delete (the delete's second UpdateItem) applied and
+    // answered 500: sent once, so the caller hears the outcome is unknown
+    // (Unavailable) for a delete that took effect.
     proxy.inject_next(update(), DELAY, 1);
     proxy.inject_next(update(), Fault::ApplyThenFail, 1);
     let err = api.delete(s, &id("throttled"), NOW).await.unwrap_err();
-    assert!(matches!(err, Error::NotFound), "{err}");
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
     assert!(look(&direct, s, "throttled").await.unwrap().deleted);
     proxy.inject_next(get(), Fault::ApplyThenFail, 1);
     api.delete(s, &id("be-failed"), NOW).await.expect("a read retried");
@@ -407,6 +409,52 @@ async fn request_path_answers_agree_with_the_tables_under_injected_faults() {
         &stats,
         &format!(", outcomes {outcomes:?}"),
     );
+}
+
+/// Issue 34 D1 on the emulator, as it was reproduced: a create's PutItem is
+/// applied and answered 500, and any re-send of it is held 3 s by the proxy;
+/// meanwhile the item is deleted through the request path (acknowledged)
+/// and the stream hard-deletes it. A re-sent put would then apply again
+/// (`attribute_not_exists` holds) and the acknowledged delete would be
+/// undone. The put is sent once, in either admission mode, so the item
+/// stays gone and a strict scope at its limit of 1 takes exactly one more.
+#[tokio::test]
+async fn an_acknowledged_delete_stays_deleted_when_a_put_s_answer_is_lost() {
+    for admission in [config::Admission::BestEffort, config::Admission::Strict] {
+        let mut kit = Kit::start(1).await;
+        let seed = FaultPlan::from_env("lost put answer").seed();
+        let proxy = FaultProxy::start(&kit.emulator.endpoint, FaultPlan::new(seed));
+        let client = aws_sdk_dynamodb::Client::new(&proxy.sdk_config().await);
+        let api = Counter::new(DynamoStore::new(client, &kit.config), 1)
+            .with_admission(admission)
+            .with_seed(seed);
+        let direct = kit.store.clone();
+        let s = &scope("lost-put");
+        proxy.inject_next(put(), Fault::ApplyThenFail, 1);
+        proxy.inject_next(put(), Fault::Delay(Duration::from_secs(3)), 1);
+        let created = api.create(s, &id("x"), Item::default(), NOW).await;
+        // Acknowledged or not, once the item is there it is deleted, and the
+        // stream hard-deletes it, while a re-send would still be held.
+        if look(&direct, s, "x").await.is_some() {
+            api.delete(s, &id("x"), NOW).await.expect("the delete is acknowledged");
+            kit.drain().await;
+        }
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        kit.drain().await;
+        assert_eq!(
+            look(&direct, s, "x").await,
+            None,
+            "{admission:?}: the deleted item came back (create answered {created:?})"
+        );
+        let sent = proxy.stats().forwarded.get(&Some(put())).copied().unwrap_or_default();
+        assert_eq!(sent, 1, "{admission:?}: the put was sent again");
+        if admission.is_strict() {
+            api.create(s, &id("y"), Item::default(), NOW).await.expect("one slot");
+            let refused = api.create(s, &id("z"), Item::default(), NOW).await.unwrap_err();
+            assert!(matches!(refused, Error::LimitExceeded { .. }), "{refused}");
+        }
+        e2e::assert_invariants(&direct, s).await;
+    }
 }
 
 // ---- 2. the stream handler ------------------------------------------------

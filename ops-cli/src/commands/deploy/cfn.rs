@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aws_sdk_cloudformation::Client;
-use aws_sdk_cloudformation::types::{Capability, Change, ChangeSetStatus, ChangeSetType, Parameter, StackEvent, Tag};
+use aws_sdk_cloudformation::types::{
+    Capability, Change, ChangeSetStatus, ChangeSetType, Parameter, ResourceStatus, StackEvent, Tag,
+};
 use serde::Serialize;
 
 use crate::error::{self, Error, Result};
@@ -124,34 +126,29 @@ pub fn readiness(status: Option<&str>) -> Readiness {
     }
 }
 
-/// The tables a stack still lists as its own (any status but
-/// `DELETE_COMPLETE`). After a create that rolled back, AWS lists none: the
+/// The tables a stack created and still lists as its own
+/// (`CREATE_COMPLETE`). After a create that rolled back, AWS lists none: the
 /// rollback deleted them (`DeletionPolicy: RetainExceptOnCreate`). An
-/// emulator may keep them, and its stack deletion then retains them.
+/// emulator may keep them, and its stack deletion then retains them. A
+/// table whose create failed is never one of them: its name may be a table
+/// that existed before the stack (the very cause of the failure).
 pub async fn tables_left(cfn: &Client, stack_id: &str) -> Result<Vec<String>> {
     const TABLE: &str = "AWS::DynamoDB::Table";
-    let mut tables = Vec::new();
-    let mut token = None;
-    loop {
-        let page = cfn
-            .list_stack_resources()
-            .stack_name(stack_id)
-            .set_next_token(token)
-            .send()
-            .await
-            .map_err(error::aws("ListStackResources"))?;
-        tables.extend(
-            page.stack_resource_summaries()
-                .iter()
-                .filter(|r| r.resource_type() == Some(TABLE))
-                .filter(|r| r.resource_status().is_none_or(|s| s.as_str() != "DELETE_COMPLETE"))
-                .filter_map(|r| r.physical_resource_id().filter(|id| !id.is_empty()).map(str::to_owned)),
-        );
-        token = page.next_token().map(str::to_owned);
-        if token.is_none() {
-            return Ok(tables);
-        }
-    }
+    let summaries: Vec<_> = cfn
+        .list_stack_resources()
+        .stack_name(stack_id)
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .map_err(error::aws("ListStackResources"))?;
+    Ok(summaries
+        .iter()
+        .filter(|r| r.resource_type() == Some(TABLE))
+        .filter(|r| r.resource_status() == Some(&ResourceStatus::CreateComplete))
+        .filter_map(|r| r.physical_resource_id().filter(|id| !id.is_empty()).map(str::to_owned))
+        .collect())
 }
 
 /// Deletes `stack`, a create that rolled back (`ROLLBACK_COMPLETE`), and
@@ -572,7 +569,7 @@ mod sdk_tests {
     use aws_sdk_cloudformation::operation::describe_change_set::DescribeChangeSetOutput;
     use aws_sdk_cloudformation::operation::describe_stack_events::DescribeStackEventsOutput;
     use aws_sdk_cloudformation::operation::describe_stacks::DescribeStacksOutput;
-    use aws_sdk_cloudformation::types::{ChangeAction, ResourceChange, ResourceStatus, Stack, StackStatus};
+    use aws_sdk_cloudformation::types::{ChangeAction, ResourceChange, Stack, StackStatus};
     use aws_smithy_mocks::{Rule, RuleMode, mock};
     use aws_smithy_runtime_api::http::{Response, StatusCode};
     use aws_smithy_types::body::SdkBody;
@@ -855,7 +852,11 @@ mod sdk_tests {
             })
             .build();
         let tables = tables_left(&client(&[&rule]), "arn:stack").await.unwrap();
-        assert_eq!(tables, ["kept", "failed"]);
+        assert_eq!(
+            tables,
+            ["kept"],
+            "never a table whose create failed: its name may be someone else's table"
+        );
     }
 
     #[tokio::test]
