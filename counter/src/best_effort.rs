@@ -99,6 +99,11 @@ impl Raise {
     pub fn to(&self) -> u64 {
         self.from + 1
     }
+
+    /// Whether it adds nothing: it only creates and fences the shards.
+    pub fn fences_only(&self) -> bool {
+        self.adds.values().all(|add| *add == 0)
+    }
 }
 
 impl Quota {
@@ -232,9 +237,10 @@ impl Layout {
 
     /// The fence of each active shard's reservation from one read, or
     /// `None` when the read is torn across a raise: an active shard at
-    /// another epoch than the highest one read (a raise landed between two
-    /// of the Query's items, so the quotas could lend what it took). Then
-    /// the create reads again.
+    /// another epoch than the highest one read, or absent although a raise
+    /// (which creates every active shard) has been (a raise landed between
+    /// two of the Query's items, so the quotas could lend what it took).
+    /// Then the create reads again.
     pub fn fences(&self, snapshot: &CounterSnapshot) -> Option<BTreeMap<String, Fence>> {
         let names: Vec<String> = self.active().map(keys::best_effort_name).collect();
         let present = |name: &str| snapshot.best_effort_items.contains_key(name);
@@ -246,6 +252,12 @@ impl Layout {
             .max()
             .unwrap_or(0);
         if names.iter().any(|n| present(n) && epoch_of(n) != top) {
+            return None;
+        }
+        // A raise creates every active shard before it adds to any
+        // ([`Layout::raise`]): one absent after a raise was read before it
+        // landed, or the shard count grew since (an audit fences it).
+        if top > 0 && names.iter().any(|n| !present(n)) {
             return None;
         }
         Some(
@@ -263,28 +275,34 @@ impl Layout {
         )
     }
 
-    /// Strict admission's raise of BE by `delta >= 0` from `snapshot`,
-    /// spread as [`Layout::correction`] does (`live`: the live items
-    /// recorded on each item): an add for every best-effort item read and
-    /// every active shard (0 on most), so that the one transaction moves
-    /// the epoch of all of them. A `delta` of 0 only fences (a read torn by
-    /// earlier writes that left the shards at mixed epochs).
+    /// Strict admission's raise of BE by `delta >= 0` from `snapshot`: an
+    /// add for every active shard, so that the one transaction moves the
+    /// epoch of all of them (retired items are neither raised nor fenced:
+    /// they only go down, and the quotas hold what they read of them). While
+    /// an active shard is absent the raise only creates the shards (adds of
+    /// 0, [`Raise::fences_only`]): a read that saw a shard absent then
+    /// assumed it held 0, which stays true; the next raise adds, spread as
+    /// [`Layout::correction`] does (`live`: the live items recorded on each
+    /// item). A `delta` of 0 only fences.
     pub fn raise(&self, snapshot: &CounterSnapshot, live: &BTreeMap<String, u64>, delta: i64) -> Raise {
         let read = &snapshot.best_effort_items;
-        let mut adds: BTreeMap<String, i64> = self
-            .correction(read, live, delta.max(0))
-            .into_iter()
-            .map(|(name, count)| {
-                let add = count - read.get(&name).copied().unwrap_or(0);
-                (name, add.max(0))
-            })
-            .collect();
-        for name in self.active().map(keys::best_effort_name) {
-            adds.entry(name).or_insert(0);
+        let active: Vec<String> = self.active().map(keys::best_effort_name).collect();
+        let mut adds: BTreeMap<String, i64> = active.iter().map(|name| (name.clone(), 0)).collect();
+        if active.iter().all(|name| read.contains_key(name)) {
+            for (name, count) in self.correction(read, live, delta.max(0)) {
+                if let Some(add) = adds.get_mut(&name) {
+                    *add = (count - read.get(&name).copied().unwrap_or(0)).max(0);
+                }
+            }
         }
         Raise {
             adds,
-            from: snapshot.best_effort_epochs.values().copied().max().unwrap_or(0),
+            from: active
+                .iter()
+                .filter_map(|name| snapshot.best_effort_epochs.get(name))
+                .copied()
+                .max()
+                .unwrap_or(0),
         }
     }
 
@@ -589,5 +607,68 @@ mod tests {
                 prop_assert!(*count == before || layout.is_active(name));
             }
         }
+    }
+
+    fn snapshot(items_read: &[(&str, i64, Option<u64>)]) -> CounterSnapshot {
+        CounterSnapshot::from_items(items_read.iter().map(|(name, count, epoch)| crate::items::CounterItem {
+            scope: "acct".into(),
+            name: (*name).into(),
+            count: *count,
+            version: 1,
+            updated_at: 0,
+            epoch: *epoch,
+            limit: None,
+        }))
+    }
+
+    #[test]
+    fn a_read_before_any_raise_is_unfenced_and_one_after_is_fenced_at_its_epoch() {
+        let layout = Layout::new(2);
+        let before = layout.fences(&snapshot(&[("best_effort#0", 3, None)])).unwrap();
+        assert!(before.values().all(|f| *f == Fence::Unfenced), "{before:?}");
+        let after = layout
+            .fences(&snapshot(&[("best_effort#0", 3, Some(2)), ("best_effort#1", 0, Some(2))]))
+            .unwrap();
+        assert!(after.values().all(|f| *f == Fence::At(2)), "{after:?}");
+    }
+
+    /// Review of issue 34 D2: the retired `best_effort` read before a raise,
+    /// `#0` passed while still absent, the raise (which created `#0` and put
+    /// 6 on it) landing, then `#1` read after it. Taken for whole, the read
+    /// gives `#1` a quota of 4 where its true quota is 2.
+    #[test]
+    fn a_read_torn_across_a_raise_is_read_again_also_when_a_shard_was_absent() {
+        let layout = Layout::new(2);
+        assert_eq!(
+            layout.fences(&snapshot(&[("best_effort", 2, None), ("best_effort#1", 0, Some(1))])),
+            None
+        );
+        assert_eq!(
+            layout.fences(&snapshot(&[("best_effort#0", 1, None), ("best_effort#1", 0, Some(1))])),
+            None,
+            "one shard read before the raise, one after"
+        );
+    }
+
+    #[test]
+    fn a_raise_creates_the_absent_shards_first_then_adds_and_leaves_retired_items_alone() {
+        let layout = Layout::new(2);
+        let live = BTreeMap::from([("best_effort".to_owned(), 8)]);
+        let first = layout.raise(&snapshot(&[("best_effort", 2, None)]), &live, 6);
+        assert!(first.fences_only(), "{first:?}");
+        assert_eq!(first.adds.keys().collect::<Vec<_>>(), ["best_effort#0", "best_effort#1"]);
+        assert_eq!((first.from, first.to()), (0, 1));
+        let second = layout.raise(
+            &snapshot(&[("best_effort", 2, None), ("best_effort#0", 0, Some(1)), ("best_effort#1", 0, Some(1))]),
+            &live,
+            6,
+        );
+        assert_eq!(second.adds.values().sum::<i64>(), 6, "{second:?}");
+        assert!(!second.adds.contains_key("best_effort"), "a retired item is never raised nor fenced");
+        assert_eq!(second.to(), 2);
+        // At most one action per configured shard: within a transaction's
+        // 100 even at the most shards, whatever retired items remain.
+        let most = Layout::new(MAX_SHARDS);
+        assert_eq!(most.raise(&snapshot(&[("best_effort", 5, None)]), &live, 1).adds.len(), 100);
     }
 }

@@ -1614,7 +1614,7 @@ impl MemoryStore {
         op: Op,
         scope: &Scope,
         names: &[&str],
-        holds: &dyn Fn(&Tables, &str) -> bool,
+        holds: &(dyn Fn(&Tables, &str) -> bool + Sync),
         apply: impl FnOnce(&mut Tables),
     ) -> Result<bool, StoreError> {
         let locks: Vec<LockKey> = names

@@ -143,7 +143,9 @@ pub enum Resend {
     /// The SDK's standard retries send it again after an ambiguous failure,
     /// possibly after other clients and the stream consumer acted on the
     /// item. A `PutItem` conditioned on `attribute_not_exists` applies
-    /// again once its item was deleted (DESIGN §7).
+    /// again once its item was deleted (DESIGN §7). No request-path write
+    /// is sent so today; the regression tests of issue 34 D1 set
+    /// [`sends::PUT_RESOURCE`] to it to show what the double then finds.
     BySdk,
 }
 
