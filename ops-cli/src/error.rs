@@ -64,6 +64,21 @@ pub enum Error {
     ServiceRoleArnOnlyForOperator,
 
     #[error(
+        "stack name {name:?} is {len} characters: with a CloudFormation service role (--role-arn, policy \
+         service-role) it may have at most {max}, or CloudFormation shortens the names it gives the \
+         functions' roles and the service role may not create them (AccessDenied); choose a shorter \
+         --stack-name"
+    )]
+    StackNameTooLongForServiceRole { name: String, len: usize, max: usize },
+
+    #[error(
+        "--role-arn needs the roles' permissions boundary: the service role creates roles only with it; \
+         leave {param} unset (counterctl fills in {expected}) or pass --param {param}=<the boundary's ARN> \
+         (counterctl policy service-role --boundary prints the policy to create)"
+    )]
+    NoBoundaryWithRoleArn { param: &'static str, expected: String },
+
+    #[error(
         "{key}={value:?} names a principal of account {other}, not this stack's account {account}: the failed-batch \
          bucket's objects are encrypted with this account's aws/s3 key, which another account cannot use"
     )]
@@ -218,6 +233,8 @@ impl Error {
             | Error::Partition { .. }
             | Error::RoleArn { .. }
             | Error::ServiceRoleArnOnlyForOperator
+            | Error::StackNameTooLongForServiceRole { .. }
+            | Error::NoBoundaryWithRoleArn { .. }
             | Error::ForeignOperator { .. }
             | Error::NoRegion
             | Error::BucketName { .. }

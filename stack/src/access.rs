@@ -1131,7 +1131,8 @@ pub struct OperatorScope {
 }
 
 impl OperatorScope {
-    fn arn(&self, target: Target) -> String {
+    /// The ARN (pattern) of `target` in this stack and account.
+    pub fn arn(&self, target: Target) -> String {
         let OperatorScope {
             partition: p,
             region: r,

@@ -11,6 +11,7 @@
 
 pub mod access;
 pub mod alarms;
+pub mod boundary;
 pub mod capacity;
 pub mod drift_check;
 pub mod expr;
