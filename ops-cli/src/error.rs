@@ -79,6 +79,15 @@ pub enum Error {
     NoBoundaryWithRoleArn { param: &'static str, expected: String },
 
     #[error(
+        "the stack's OperatorPrincipalArn is the account root {arn}, which the template no longer takes (a \
+         root names every principal of the account, so anyone with s3:* could read the failed batches); \
+         deploy once with --param OperatorPrincipalArn=arn:aws:iam::{account}:role/<the role that runs \
+         counterctl redrive> (or user/<name>), or --param OperatorPrincipalArn= to let only the reprocessor \
+         read them"
+    )]
+    RootOperatorPrincipal { arn: String, account: String },
+
+    #[error(
         "{key}={value:?} names a principal of account {other}, not this stack's account {account}: the failed-batch \
          bucket's objects are encrypted with this account's aws/s3 key, which another account cannot use"
     )]
@@ -235,6 +244,7 @@ impl Error {
             | Error::ServiceRoleArnOnlyForOperator
             | Error::StackNameTooLongForServiceRole { .. }
             | Error::NoBoundaryWithRoleArn { .. }
+            | Error::RootOperatorPrincipal { .. }
             | Error::ForeignOperator { .. }
             | Error::NoRegion
             | Error::BucketName { .. }

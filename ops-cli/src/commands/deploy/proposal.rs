@@ -97,6 +97,12 @@ pub async fn propose(
         crate::config::validate_role_arn(role, &account)?;
     }
     crate::config::check_operator_account(&inputs.overrides, &account)?;
+    if let Some(stack) = before
+        .as_ref()
+        .filter(|s| cfn::readiness(Some(&s.status)) == Readiness::Update)
+    {
+        super::parameters::check_previous_operator(&stack.parameters, &inputs.overrides)?;
+    }
     // Only deploy replaces a failed create; plan reports it (below).
     let failed_create = before
         .as_ref()
@@ -188,6 +194,9 @@ pub async fn propose(
         managed.insert(artifact.parameter.clone(), artifact.key.clone());
     }
     let parameters = plan_parameters(&template, &inputs.overrides, &managed, previous, &config.stack_name)?;
+    if let Some(warning) = super::parameters::scope_path_upgrade_warning(previous, &inputs.overrides) {
+        ui.log(warning);
+    }
 
     // The body that is sent: as generated, or with Number parameters
     // inlined for the embedded emulator (see `compat`).
