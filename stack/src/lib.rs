@@ -20,6 +20,7 @@ pub mod kit;
 pub mod logical;
 pub mod outputs;
 pub mod params;
+pub mod policies;
 pub mod reference;
 pub mod resources;
 pub mod service_role;

@@ -2,7 +2,7 @@
 //! (`counterctl deploy --role-arn`): CloudFormation then creates, updates
 //! and deletes the stack's resources with this role's credentials, so the
 //! person or CI principal running `counterctl` needs only its own calls
-//! ([`crate::access::operator_policy`]) and `iam:PassRole` on this one role
+//! ([`crate::policies::operator_policy`]) and `iam:PassRole` on this one role
 //! ("AWS CloudFormation service role":
 //! <https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/using-iam-servicerole.html>).
 //!
@@ -620,7 +620,7 @@ pub fn service_role_trust_policy() -> Value {
         "Version": POLICY_VERSION,
         "Statement": [{
             "Effect": "Allow",
-            "Principal": {"Service": crate::access::CLOUDFORMATION_SERVICE},
+            "Principal": {"Service": crate::policies::CLOUDFORMATION_SERVICE},
             "Action": "sts:AssumeRole",
         }],
     })

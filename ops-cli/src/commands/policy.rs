@@ -5,8 +5,9 @@
 //! attach are the ones the tests check. Nothing is read or sent; the JSON
 //! is printed as is, also with `--output json`.
 
-use stack::access::{OperatorScope, caller_policy, operator_policy, operator_policy_with_service_role};
+use stack::access::OperatorScope;
 use stack::boundary::boundary_policy;
+use stack::policies::{caller_policy, operator_policy, operator_policy_with_service_role};
 use stack::service_role::{service_role_policy, service_role_trust_policy};
 
 use crate::commands::deploy::package;
