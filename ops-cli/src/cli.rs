@@ -162,7 +162,8 @@ pub enum PolicyCommand {
     Caller(OperatorPolicyArgs),
     /// The permissions policy of a CloudFormation service role for this stack (`deploy --role-arn`):
     /// what CloudFormation's handlers call for each resource type of the template, on the stack's
-    /// names. With --trust, the role's trust policy instead.
+    /// names, creating roles only with the boundary hck-boundary-<stack>. With --trust, the role's
+    /// trust policy instead; with --boundary, the boundary policy.
     ServiceRole(ServiceRolePolicyArgs),
 }
 
@@ -171,8 +172,12 @@ pub struct ServiceRolePolicyArgs {
     #[command(flatten)]
     pub scope: OperatorPolicyArgs,
     /// Print the trust policy (CloudFormation may assume the role) instead.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "boundary")]
     pub trust: bool,
+    /// Print the permissions boundary instead: the policy an administrator creates once as
+    /// hck-boundary-<stack>, which the service role must set on every role it creates.
+    #[arg(long)]
+    pub boundary: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -64,6 +64,30 @@ pub enum Error {
     ServiceRoleArnOnlyForOperator,
 
     #[error(
+        "stack name {name:?} is {len} characters: with a CloudFormation service role (--role-arn, policy \
+         service-role) it may have at most {max}, or CloudFormation shortens the names it gives the \
+         functions' roles and the service role may not create them (AccessDenied); choose a shorter \
+         --stack-name"
+    )]
+    StackNameTooLongForServiceRole { name: String, len: usize, max: usize },
+
+    #[error(
+        "--role-arn needs the roles' permissions boundary: the service role creates roles only with it; \
+         leave {param} unset (counterctl fills in {expected}) or pass --param {param}=<the boundary's ARN> \
+         (counterctl policy service-role --boundary prints the policy to create)"
+    )]
+    NoBoundaryWithRoleArn { param: &'static str, expected: String },
+
+    #[error(
+        "the stack's OperatorPrincipalArn is the account root {arn}, which the template no longer takes (a \
+         root names every principal of the account, so anyone with s3:* could read the failed batches); \
+         deploy once with --param OperatorPrincipalArn=arn:aws:iam::{account}:role/<the role that runs \
+         counterctl redrive> (or user/<name>), or --param OperatorPrincipalArn= to let only the reprocessor \
+         read them"
+    )]
+    RootOperatorPrincipal { arn: String, account: String },
+
+    #[error(
         "{key}={value:?} names a principal of account {other}, not this stack's account {account}: the failed-batch \
          bucket's objects are encrypted with this account's aws/s3 key, which another account cannot use"
     )]
@@ -218,6 +242,9 @@ impl Error {
             | Error::Partition { .. }
             | Error::RoleArn { .. }
             | Error::ServiceRoleArnOnlyForOperator
+            | Error::StackNameTooLongForServiceRole { .. }
+            | Error::NoBoundaryWithRoleArn { .. }
+            | Error::RootOperatorPrincipal { .. }
             | Error::ForeignOperator { .. }
             | Error::NoRegion
             | Error::BucketName { .. }

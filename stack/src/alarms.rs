@@ -26,7 +26,7 @@ use hybrid_counter::metrics::{
 
 use crate::expr::{AWS_STACK_NAME, Expr};
 use crate::resources::cloudwatch::{Alarm, ComparisonOperator, Dashboard, Dimension, Statistic, TreatMissingData};
-use crate::resources::kms::{Key, KeyPolicy, KeyPrincipal, KeyStatement};
+use crate::resources::kms::{Key, KeyPolicy, KeyPrincipal, KeyStatement, KeyTag};
 use crate::resources::sns::{Protocol, Subscription, Topic};
 use crate::template::{LiveChange, Parameter, Resource, Template};
 use crate::{logical, params};
@@ -177,6 +177,10 @@ fn add_topic(t: &mut Template) {
         Resource::from(Key {
             description: "Encrypts the hybrid counter kit's alarm topic".to_owned(),
             enable_key_rotation: true,
+            tags: vec![KeyTag {
+                key: crate::service_role::KEY_TAG.to_owned(),
+                value: Expr::reference("AWS::StackName"),
+            }],
             key_policy: KeyPolicy {
                 version: "2012-10-17".to_owned(),
                 statement: vec![

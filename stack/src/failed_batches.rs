@@ -292,7 +292,11 @@ pub fn add_resources(t: &mut Template) {
     );
     t.resource(
         logical::FAILED_BATCH_BUCKET_POLICY,
-        Resource::from(BucketPolicy {
+        // Kept with the bucket (the same deletion and update-replace
+        // policies, "DeletionPolicy attribute":
+        // https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-deletionpolicy.html):
+        // a kept bucket without it would hold full item images with no Deny.
+        Resource::retained(BucketPolicy {
             bucket: Expr::reference(logical::FAILED_BATCH_BUCKET),
             policy_document: PolicyDocument::new(vec![
                 Statement::deny("TlsOnly", &[Action::S3Any], vec![bucket_arn(), objects_arn()])

@@ -66,6 +66,7 @@ pub fn add_core(t: &mut Template) {
     add_parameters(t);
     failed_batches::add_parameter(t);
     add_emulator_role_assumer(t);
+    crate::boundary::add_parameter(t);
     capacity::add_parameters(t);
     failed_batches::add_conditions(t);
     add_tables(t);
@@ -640,7 +641,8 @@ pub(crate) fn add_function(t: &mut Template, spec: &FunctionSpec) {
             EMULATOR_ROLE_ASSUMER_SET,
             Expr::reference(params::EMULATOR_ROLE_ASSUMER),
             Expr::no_value(),
-        )),
+        ))
+        .bounded_by(crate::boundary::role_boundary()),
     );
 
     let mut variables = BTreeMap::from([

@@ -11,6 +11,7 @@
 
 pub mod access;
 pub mod alarms;
+pub mod boundary;
 pub mod capacity;
 pub mod drift_check;
 pub mod expr;
@@ -19,6 +20,7 @@ pub mod kit;
 pub mod logical;
 pub mod outputs;
 pub mod params;
+pub mod policies;
 pub mod reference;
 pub mod resources;
 pub mod service_role;

@@ -94,8 +94,12 @@ pub const COUNTERS_TABLE_MAX_WRITE: &str = "CountersTableMaxWriteRequestUnits";
 /// CloudWatch Contributor Insights on both tables: `disabled` or `throttled-keys`.
 pub const CONTRIBUTOR_INSIGHTS: &str = "ContributorInsights";
 
+/// The IAM managed policy set as permissions boundary on every role of the
+/// stack; empty: none (`stack::boundary`).
+pub const ROLE_PERMISSIONS_BOUNDARY_ARN: &str = "RolePermissionsBoundaryArn";
+
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 38] = [
+pub const ALL: [&str; 39] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -125,6 +129,7 @@ pub const ALL: [&str; 38] = [
     DRIFT_CHECK_READ_BUDGET,
     DRIFT_CHECK_CODE_KEY,
     EMULATOR_ROLE_ASSUMER,
+    ROLE_PERMISSIONS_BOUNDARY_ARN,
     RESOURCES_TABLE_WARM_READ,
     RESOURCES_TABLE_WARM_WRITE,
     RESOURCES_TABLE_MAX_READ,

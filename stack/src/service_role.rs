@@ -2,7 +2,7 @@
 //! (`counterctl deploy --role-arn`): CloudFormation then creates, updates
 //! and deletes the stack's resources with this role's credentials, so the
 //! person or CI principal running `counterctl` needs only its own calls
-//! ([`crate::access::operator_policy`]) and `iam:PassRole` on this one role
+//! ([`crate::policies::operator_policy`]) and `iam:PassRole` on this one role
 //! ("AWS CloudFormation service role":
 //! <https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/using-iam-servicerole.html>).
 //!
@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use crate::access::OperatorScope;
+use crate::access::{Component, OperatorScope};
 use crate::resources::iam::POLICY_VERSION;
 
 /// The IAM actions CloudFormation may call to create, read, update and
@@ -52,12 +52,6 @@ pub const HANDLER_ACTIONS: &[(&str, &[&str])] = &[
             "dynamodb:UpdateTable",
             "dynamodb:UpdateTimeToLive",
             "iam:CreateServiceLinkedRole",
-            "kms:CreateGrant",
-            "kms:Decrypt",
-            "kms:DescribeKey",
-            "kms:Encrypt",
-            "kms:ListAliases",
-            "kms:RevokeGrant",
         ],
     ),
     (
@@ -97,6 +91,7 @@ pub const HANDLER_ACTIONS: &[(&str, &[&str])] = &[
             "iam:GetRolePolicy",
             "iam:ListAttachedRolePolicies",
             "iam:ListRolePolicies",
+            "iam:PutRolePermissionsBoundary",
             "iam:PutRolePolicy",
             "iam:TagRole",
             "iam:UntagRole",
@@ -109,11 +104,6 @@ pub const HANDLER_ACTIONS: &[(&str, &[&str])] = &[
         "AWS::Lambda::Function",
         &[
             "iam:PassRole",
-            "kms:CreateGrant",
-            "kms:Decrypt",
-            "kms:DescribeKey",
-            "kms:Encrypt",
-            "kms:GenerateDataKey",
             "lambda:CreateFunction",
             "lambda:DeleteFunction",
             "lambda:DeleteFunctionConcurrency",
@@ -137,9 +127,6 @@ pub const HANDLER_ACTIONS: &[(&str, &[&str])] = &[
     (
         "AWS::Lambda::EventSourceMapping",
         &[
-            "kms:Decrypt",
-            "kms:DescribeKey",
-            "kms:GenerateDataKey",
             "lambda:CreateEventSourceMapping",
             "lambda:DeleteEventSourceMapping",
             "lambda:GetEventSourceMapping",
@@ -291,6 +278,21 @@ pub const NOT_USED: &[(&str, &str, &str)] = &[
     ("AWS::DynamoDB::Table", "kinesis:*", "Kinesis streaming destinations"),
     ("AWS::DynamoDB::Table", "logs:*", "the logs of an import from S3"),
     ("AWS::DynamoDB::Table", "s3:*", "the source of an import from S3"),
+    (
+        "AWS::DynamoDB::Table",
+        "kms:*",
+        "a customer managed key (the tables use the AWS managed key)",
+    ),
+    (
+        "AWS::Lambda::Function",
+        "kms:*",
+        "a customer managed key for the environment variables",
+    ),
+    (
+        "AWS::Lambda::EventSourceMapping",
+        "kms:*",
+        "a customer managed key for the filter criteria",
+    ),
     ("AWS::Lambda::Function", "ec2:*", "functions in a VPC"),
     ("AWS::Lambda::Function", "elasticfilesystem:*", "EFS mounts"),
     ("AWS::Lambda::Function", "s3files:*", "file system mounts"),
@@ -323,8 +325,8 @@ pub const NOT_USED: &[(&str, &str, &str)] = &[
     ),
     (
         "AWS::IAM::Role",
-        "iam:*RolePermissionsBoundary",
-        "permissions boundaries",
+        "iam:DeleteRolePermissionsBoundary",
+        "removing the roles' permissions boundary (denied outright)",
     ),
     (
         "AWS::IAM::Role",
@@ -409,7 +411,8 @@ pub fn not_used(resource_type: &str, action: &str) -> bool {
         .any(|(kind, pattern, _)| *kind == resource_type && matches(pattern, action))
 }
 
-fn matches(pattern: &str, value: &str) -> bool {
+/// Whether `value` matches `pattern` with IAM's `*` wildcard.
+pub fn matches(pattern: &str, value: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
     let (first, last) = (parts[0], parts[parts.len() - 1]);
     if parts.len() == 1 {
@@ -428,9 +431,56 @@ fn matches(pattern: &str, value: &str) -> bool {
     true
 }
 
-/// Where an action applies: the kit's resources of the action's service,
-/// or everything for the actions IAM authorizes on no resource.
-fn resources_of(action: &str, scope: &OperatorScope) -> Vec<String> {
+/// The tag the template puts on the key it creates (the alarm topic's),
+/// valued with the stack's name: the service role administers only keys
+/// carrying it with that value (ABAC for AWS KMS:
+/// <https://docs.aws.amazon.com/kms/latest/developerguide/abac.html>).
+pub const KEY_TAG: &str = "hck:stack";
+
+/// The name the docs give the service role of `stack_name`: outside every
+/// pattern of its own policy (`<stack>-<role logical id>-*`), and denied
+/// every IAM change besides.
+pub fn service_role_name(stack_name: &str) -> String {
+    format!("hck-cfn-service-{stack_name}")
+}
+
+/// The longest random suffix CloudFormation appends to the names it
+/// generates (`<stack>-<logical id>-<suffix>`).
+const GENERATED_SUFFIX: usize = 13;
+/// IAM's longest role name.
+const ROLE_NAME_MAX: usize = 64;
+
+/// The longest stack name whose generated role names keep the whole stack
+/// name and logical id: CloudFormation shortens both in a longer one, and
+/// the service role's patterns (`<stack>-<logical id>-*`) then match none
+/// of the roles ("Resource type: name" in the CloudFormation user guide:
+/// <https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-name.html>).
+pub fn max_stack_name_with_service_role() -> usize {
+    let longest = function_roles().map(str::len).max().expect("roles");
+    ROLE_NAME_MAX - GENERATED_SUFFIX - longest - 2
+}
+
+/// The logical ids of the functions' roles.
+fn function_roles() -> impl Iterator<Item = &'static str> {
+    Component::FUNCTIONS
+        .into_iter()
+        .filter_map(|c| c.role_and_log_group().map(|(role, _)| role))
+}
+
+/// The IAM actions a role is created or given policies with: each only
+/// with the kit's boundary (`iam:PermissionsBoundary`, IAM condition keys:
+/// <https://docs.aws.amazon.com/service-authorization/latest/reference/list_awsidentityandaccessmanagementiam.html>).
+pub const BOUNDED_ACTIONS: [&str; 4] = [
+    "iam:AttachRolePolicy",
+    "iam:CreateRole",
+    "iam:PutRolePermissionsBoundary",
+    "iam:PutRolePolicy",
+];
+
+/// Where an action applies, and under which condition: the kit's
+/// resources of the action's service, or everything for the actions IAM
+/// authorizes on no resource. Some actions apply in two places.
+fn placements(action: &str, scope: &OperatorScope) -> Vec<(Vec<String>, Option<Value>)> {
     let OperatorScope {
         partition: p,
         region: r,
@@ -440,66 +490,127 @@ fn resources_of(action: &str, scope: &OperatorScope) -> Vec<String> {
         artifacts_bucket,
     } = scope;
     let (service, name) = action.split_once(':').expect("service:Action");
+    // The functions' roles, which CloudFormation names `<stack>-<logical id>-<suffix>`.
+    let roles: Vec<String> = function_roles()
+        .map(|id| format!("arn:{p}:iam::{a}:role/{stack_name}-{id}-*"))
+        .collect();
+    let keys = vec![format!("arn:{p}:kms:{r}:{a}:key/*")];
+    let tagged = json!({"StringEquals": {format!("aws:ResourceTag/{KEY_TAG}"): stack_name}});
+    let tagging = json!({"StringEquals": {format!("aws:RequestTag/{KEY_TAG}"): stack_name}});
+    let one = |resources: Vec<String>| vec![(resources, None)];
     match (service, name) {
-        ("dynamodb", _) => vec![format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-*")],
-        ("sqs", _) => vec![format!("arn:{p}:sqs:{r}:{a}:{prefix}-*")],
-        ("logs", "DescribeLogGroups") => vec![format!("arn:{p}:logs:{r}:{a}:log-group:*")],
-        ("logs", _) => vec![format!("arn:{p}:logs:{r}:{a}:log-group:/aws/lambda/{prefix}-*")],
-        ("iam", "CreateServiceLinkedRole") => vec![format!("arn:{p}:iam::{a}:role/aws-service-role/*")],
-        // The functions' roles, which CloudFormation names `<stack>-<logical id>-<suffix>`.
-        ("iam", _) => vec![format!("arn:{p}:iam::{a}:role/{stack_name}-*")],
+        ("dynamodb", _) => one(vec![format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-*")]),
+        ("sqs", _) => one(vec![format!("arn:{p}:sqs:{r}:{a}:{prefix}-*")]),
+        ("logs", "DescribeLogGroups") => one(vec![format!("arn:{p}:logs:{r}:{a}:log-group:*")]),
+        ("logs", _) => one(vec![format!("arn:{p}:logs:{r}:{a}:log-group:/aws/lambda/{prefix}-*")]),
+        ("iam", "CreateServiceLinkedRole") => one(vec![format!("arn:{p}:iam::{a}:role/aws-service-role/*")]),
+        ("iam", "PassRole") => vec![(
+            roles,
+            Some(json!({"StringEquals": {"iam:PassedToService": "lambda.amazonaws.com"}})),
+        )],
+        ("iam", _) if BOUNDED_ACTIONS.contains(&action) => vec![(
+            roles,
+            Some(json!({"StringEquals": {"iam:PermissionsBoundary": crate::boundary::boundary_arn(scope)}})),
+        )],
+        ("iam", _) => one(roles),
         ("lambda", n) if n.contains("EventSourceMapping") || n.ends_with("Tags") || n.ends_with("TagResource") => {
             // Mappings have ids nobody can predict, and CreateEventSourceMapping takes no resource.
-            vec!["*".to_owned()]
+            one(vec!["*".to_owned()])
         }
-        ("lambda", _) => vec![format!("arn:{p}:lambda:{r}:{a}:function:{prefix}-*")],
-        ("cloudwatch", n) if n.contains("Dashboard") => vec![format!("arn:{p}:cloudwatch::{a}:dashboard/{prefix}")],
-        ("cloudwatch", "ListTagsForResource" | "TagResource" | "UntagResource") => vec![
+        ("lambda", _) => one(vec![format!("arn:{p}:lambda:{r}:{a}:function:{prefix}-*")]),
+        ("cloudwatch", n) if n.contains("Dashboard") => {
+            one(vec![format!("arn:{p}:cloudwatch::{a}:dashboard/{prefix}")])
+        }
+        ("cloudwatch", "ListTagsForResource" | "TagResource" | "UntagResource") => one(vec![
             format!("arn:{p}:cloudwatch:{r}:{a}:alarm:{prefix}-*"),
             format!("arn:{p}:cloudwatch::{a}:dashboard/{prefix}"),
-        ],
-        ("cloudwatch", _) => vec![format!("arn:{p}:cloudwatch:{r}:{a}:alarm:{prefix}-*")],
+        ]),
+        ("cloudwatch", _) => one(vec![format!("arn:{p}:cloudwatch:{r}:{a}:alarm:{prefix}-*")]),
         // The zips the functions' code comes from.
-        ("s3", "GetObject" | "GetObjectVersion") => vec![format!("arn:{p}:s3:::{artifacts_bucket}/*")],
-        ("s3", _) => vec![format!("arn:{p}:s3:::{prefix}-failed-batch-*")],
-        ("events", _) => vec![format!("arn:{p}:events:{r}:{a}:rule/{prefix}-*")],
-        ("sns", _) => vec![format!("arn:{p}:sns:{r}:{a}:{prefix}-*")],
-        // A new key has no ARN yet; listing aliases names none.
-        ("kms", "CreateKey" | "ListAliases") => vec!["*".to_owned()],
-        // The stack's key has an id nobody can predict.
-        ("kms", _) => vec![format!("arn:{p}:kms:{r}:{a}:key/*")],
+        ("s3", "GetObject" | "GetObjectVersion") => one(vec![format!("arn:{p}:s3:::{artifacts_bucket}/*")]),
+        ("s3", _) => one(vec![format!("arn:{p}:s3:::{prefix}-failed-batch-*")]),
+        ("events", _) => one(vec![format!("arn:{p}:events:{r}:{a}:rule/{prefix}-*")]),
+        ("sns", _) => one(vec![format!("arn:{p}:sns:{r}:{a}:{prefix}-*")]),
+        // A new key has no ARN yet, and tagging it at creation needs a grant
+        // not restricted to particular keys: only with the stack's tag.
+        ("kms", "CreateKey") => vec![(vec!["*".to_owned()], Some(tagging))],
+        ("kms", "TagResource") => vec![(vec!["*".to_owned()], Some(tagging)), (keys, Some(tagged))],
+        // The stack's key has an id nobody can predict: only keys tagged with the stack.
+        ("kms", _) => vec![(keys, Some(tagged))],
         _ => panic!("no resource known for {action}"),
     }
 }
 
+/// Where a statement applies: its resources and its condition, rendered.
+type Place = (Vec<String>, String);
+
 /// The service role's permissions policy: one statement per set of
-/// resources, with every handler action that applies there.
+/// resources and condition, with every handler action that applies there,
+/// then the denies that keep the boundary in place: nobody removes it from
+/// a role, changes the boundary policy, or changes the service role itself.
 pub fn service_role_policy(scope: &OperatorScope) -> Value {
-    // `iam:PassRole` in a statement of its own: the functions' roles go to Lambda only.
-    const PASS_ROLE: &str = "iam:PassRole";
-    let mut by_resources: BTreeMap<(bool, Vec<String>), BTreeSet<&str>> = BTreeMap::new();
+    let mut by_place: BTreeMap<Place, (Option<Value>, BTreeSet<&str>)> = BTreeMap::new();
     for (_, actions) in HANDLER_ACTIONS {
         for action in *actions {
-            let key = (*action == PASS_ROLE, resources_of(action, scope));
-            by_resources.entry(key).or_default().insert(action);
+            for (resources, condition) in placements(action, scope) {
+                let key = (resources, condition.as_ref().map(Value::to_string).unwrap_or_default());
+                by_place
+                    .entry(key)
+                    .or_insert_with(|| (condition, BTreeSet::new()))
+                    .1
+                    .insert(action);
+            }
         }
     }
-    let statements: Vec<Value> = by_resources
+    let mut statements: Vec<Value> = by_place
         .into_iter()
         .enumerate()
-        .map(|(i, ((pass_role, resources), actions))| {
+        .map(|(i, ((resources, _), (condition, actions)))| {
             let mut statement = json!({
                 "Sid": format!("Kit{i}"),
                 "Effect": "Allow",
                 "Action": actions.into_iter().collect::<Vec<_>>(),
                 "Resource": resources,
             });
-            if pass_role {
-                statement["Condition"] = json!({"StringEquals": {"iam:PassedToService": "lambda.amazonaws.com"}});
+            if let Some(condition) = condition {
+                statement["Condition"] = condition;
             }
             statement
         })
         .collect();
+    let OperatorScope {
+        partition: p,
+        account: a,
+        stack_name,
+        ..
+    } = scope;
+    statements.extend([
+        json!({
+            "Sid": "NeverRemoveTheBoundary",
+            "Effect": "Deny",
+            "Action": ["iam:DeleteRolePermissionsBoundary"],
+            "Resource": ["*"],
+        }),
+        json!({
+            "Sid": "NeverChangeTheBoundaryPolicy",
+            "Effect": "Deny",
+            "Action": [
+                "iam:CreatePolicyVersion",
+                "iam:DeletePolicy",
+                "iam:DeletePolicyVersion",
+                "iam:SetDefaultPolicyVersion",
+                "iam:TagPolicy",
+                "iam:UntagPolicy",
+            ],
+            "Resource": [crate::boundary::boundary_arn(scope)],
+        }),
+        json!({
+            "Sid": "NeverChangeThisRole",
+            "Effect": "Deny",
+            "Action": ["iam:*"],
+            "Resource": [format!("arn:{p}:iam::{a}:role/{}", service_role_name(stack_name))],
+        }),
+    ]);
     json!({"Version": POLICY_VERSION, "Statement": statements})
 }
 
@@ -510,85 +621,8 @@ pub fn service_role_trust_policy() -> Value {
         "Version": POLICY_VERSION,
         "Statement": [{
             "Effect": "Allow",
-            "Principal": {"Service": crate::access::CLOUDFORMATION_SERVICE},
+            "Principal": {"Service": crate::policies::CLOUDFORMATION_SERVICE},
             "Action": "sts:AssumeRole",
         }],
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn scope() -> OperatorScope {
-        OperatorScope {
-            partition: "aws".to_owned(),
-            region: "eu-west-1".to_owned(),
-            account: "123456789012".to_owned(),
-            stack_name: "orders".to_owned(),
-            name_prefix: "orders".to_owned(),
-            artifacts_bucket: "orders-artifacts-123456789012-eu-west-1".to_owned(),
-        }
-    }
-
-    #[test]
-    fn the_service_role_creates_roles_only_under_the_stacks_name_and_passes_them_only_to_lambda() {
-        let policy = service_role_policy(&scope());
-        for statement in policy["Statement"].as_array().unwrap() {
-            let actions = statement["Action"].as_array().unwrap();
-            for action in actions {
-                let action = action.as_str().unwrap();
-                assert!(!action.contains('*'), "{action}");
-                if action.starts_with("iam:") && action != "iam:CreateServiceLinkedRole" {
-                    assert_eq!(
-                        statement["Resource"],
-                        json!(["arn:aws:iam::123456789012:role/orders-*"]),
-                        "{action}"
-                    );
-                }
-            }
-            if actions.contains(&json!("iam:PassRole")) {
-                assert_eq!(actions.len(), 1);
-                assert_eq!(
-                    statement["Condition"]["StringEquals"]["iam:PassedToService"],
-                    "lambda.amazonaws.com"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn only_actions_iam_authorizes_on_no_resource_are_granted_on_everything() {
-        let policy = service_role_policy(&scope());
-        for statement in policy["Statement"].as_array().unwrap() {
-            if statement["Resource"] == json!(["*"]) {
-                for action in statement["Action"].as_array().unwrap() {
-                    let action = action.as_str().unwrap();
-                    assert!(
-                        action.starts_with("lambda:") || ["kms:CreateKey", "kms:ListAliases"].contains(&action),
-                        "{action} on *"
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn not_used_patterns_match_as_iam_wildcards() {
-        assert!(not_used("AWS::DynamoDB::Table", "dynamodb:CreateTableReplica"));
-        assert!(not_used("AWS::S3::Bucket", "s3:PutBucketCORS"));
-        assert!(not_used("AWS::Lambda::Function", "ec2:DescribeVpcs"));
-        assert!(!not_used("AWS::DynamoDB::Table", "dynamodb:CreateTable"));
-        assert!(!not_used("AWS::S3::Bucket", "s3:PutBucketVersioning"));
-        assert!(!not_used("AWS::Lambda::Function", "iam:PassRole"));
-    }
-
-    #[test]
-    fn the_trust_policy_lets_only_cloudformation_assume_it() {
-        let trust = service_role_trust_policy();
-        assert_eq!(
-            trust["Statement"][0]["Principal"],
-            json!({"Service": "cloudformation.amazonaws.com"})
-        );
-    }
 }

@@ -1,5 +1,5 @@
 //! The policy `docs/api.md` gives API callers is the one the stack model
-//! generates (`stack::access::caller_policy`), so what a reader copies is
+//! generates (`stack::policies::caller_policy`), so what a reader copies is
 //! what the tests check: `lambda:InvokeFunctionUrl` and
 //! `lambda:InvokeFunction` (both needed by new function URLs since October
 //! 2025, <https://docs.aws.amazon.com/lambda/latest/dg/urls-auth.html>),
@@ -8,7 +8,8 @@
 use std::path::Path;
 
 use serde_json::Value;
-use stack::access::{OperatorScope, caller_policy};
+use stack::access::OperatorScope;
+use stack::policies::caller_policy;
 
 /// The first fenced `json` block of `text` that is an IAM policy.
 fn documented_policies(text: &str) -> Vec<Value> {

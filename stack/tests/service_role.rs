@@ -4,13 +4,19 @@
 //! action its create, read, update and delete handlers may call is granted
 //! or left out with a reason, and nothing else is granted. A type added to
 //! the template, or an action added to a handler, fails this test until the
-//! role says what to do with it.
+//! role says what to do with it. Then the policy itself: roles only with
+//! the boundary, never the role itself, keys only by the stack's tag.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use stack::service_role::{HANDLER_ACTIONS, not_used};
+use serde_json::json;
+use stack::access::OperatorScope;
+use stack::service_role::{
+    BOUNDED_ACTIONS, HANDLER_ACTIONS, matches, max_stack_name_with_service_role, not_used, service_role_name,
+    service_role_policy, service_role_trust_policy,
+};
 
 /// cfn-lint's copy of the CloudFormation resource schemas (us-east-1).
 fn schemas() -> PathBuf {
@@ -80,4 +86,201 @@ fn the_service_role_grants_each_resource_types_handler_actions_or_says_why_not()
             assert!(!not_used(kind, action), "{kind}: {action} is granted and left out");
         }
     }
+}
+
+fn scope() -> OperatorScope {
+    OperatorScope {
+        partition: "aws".to_owned(),
+        region: "eu-west-1".to_owned(),
+        account: "123456789012".to_owned(),
+        stack_name: "orders".to_owned(),
+        name_prefix: "orders".to_owned(),
+        artifacts_bucket: "orders-artifacts-123456789012-eu-west-1".to_owned(),
+    }
+}
+
+fn allows(policy: &Value) -> impl Iterator<Item = &Value> {
+    policy["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["Effect"] == "Allow")
+}
+
+fn actions(statement: &Value) -> Vec<&str> {
+    statement["Action"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn the_service_role_touches_only_the_functions_roles_and_passes_them_only_to_lambda() {
+    let policy = service_role_policy(&scope());
+    let roles: Vec<Value> = ["StreamCounterRole", "DlqReprocessorRole", "ApiRole", "DriftCheckRole"]
+        .iter()
+        .map(|id| json!(format!("arn:aws:iam::123456789012:role/orders-{id}-*")))
+        .collect();
+    for statement in allows(&policy) {
+        let actions = actions(statement);
+        for action in &actions {
+            assert!(!action.contains('*'), "{action}");
+            if action.starts_with("iam:") && *action != "iam:CreateServiceLinkedRole" {
+                assert_eq!(statement["Resource"], json!(roles), "{action}");
+            }
+        }
+        if actions.contains(&"iam:PassRole") {
+            assert_eq!(actions.len(), 1);
+            assert_eq!(
+                statement["Condition"]["StringEquals"]["iam:PassedToService"],
+                "lambda.amazonaws.com"
+            );
+        }
+    }
+}
+
+/// A template deployed with the role cannot create a role, or give one
+/// a policy, above the boundary: every such grant requires it.
+#[test]
+fn roles_are_created_and_given_policies_only_with_the_kits_boundary() {
+    let policy = service_role_policy(&scope());
+    let boundary = "arn:aws:iam::123456789012:policy/hck-boundary-orders";
+    let mut seen = BTreeSet::new();
+    for statement in allows(&policy) {
+        for action in actions(statement) {
+            if BOUNDED_ACTIONS.contains(&action) {
+                seen.insert(action);
+                assert_eq!(
+                    statement["Condition"],
+                    json!({"StringEquals": {"iam:PermissionsBoundary": boundary}}),
+                    "{action}"
+                );
+            }
+        }
+    }
+    assert!(
+        seen.contains("iam:CreateRole") && seen.contains("iam:PutRolePolicy"),
+        "{seen:?}"
+    );
+    let denied: Vec<&Value> = policy["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["Effect"] == "Deny")
+        .collect();
+    let denies = |action: &str, resource: &str| {
+        denied.iter().any(|s| {
+            actions(s).iter().any(|a| matches(a, action))
+                && s["Resource"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| matches(r.as_str().unwrap(), resource))
+        })
+    };
+    assert!(denies(
+        "iam:DeleteRolePermissionsBoundary",
+        "arn:aws:iam::123456789012:role/orders-ApiRole-X"
+    ));
+    for action in [
+        "iam:CreatePolicyVersion",
+        "iam:SetDefaultPolicyVersion",
+        "iam:DeletePolicy",
+    ] {
+        assert!(denies(action, boundary), "{action}");
+    }
+    let own = format!("arn:aws:iam::123456789012:role/{}", service_role_name("orders"));
+    for action in [
+        "iam:PutRolePolicy",
+        "iam:AttachRolePolicy",
+        "iam:UpdateAssumeRolePolicy",
+        "iam:DeleteRolePermissionsBoundary",
+    ] {
+        assert!(denies(action, &own), "{action}");
+    }
+}
+
+/// The recommended name of the service role is outside every resource
+/// its own policy allows, for stack names that try to reach it.
+#[test]
+fn the_service_role_cannot_reach_itself() {
+    for stack in ["orders", "hck", "hck-cfn-service", "hck-cfn-service-orders"] {
+        let mut scope = scope();
+        scope.stack_name = stack.to_owned();
+        scope.name_prefix = stack.to_owned();
+        let own = format!("arn:aws:iam::123456789012:role/{}", service_role_name(stack));
+        for statement in allows(&service_role_policy(&scope)) {
+            for resource in statement["Resource"].as_array().unwrap() {
+                let resource = resource.as_str().unwrap();
+                assert!(resource == "*" || !matches(resource, &own), "{resource} matches {own}");
+            }
+        }
+    }
+}
+
+/// Key administration only on keys tagged with the stack: never on
+/// every key of the account.
+#[test]
+fn key_actions_apply_only_to_keys_tagged_with_the_stack() {
+    let policy = service_role_policy(&scope());
+    for statement in allows(&policy) {
+        if actions(statement).iter().any(|a| a.starts_with("kms:")) {
+            assert!(actions(statement).iter().all(|a| a.starts_with("kms:")));
+            let condition = statement["Condition"]["StringEquals"].as_object().unwrap();
+            let (key, value) = condition.iter().next().unwrap();
+            assert!(
+                key == "aws:ResourceTag/hck:stack" || key == "aws:RequestTag/hck:stack",
+                "{key}"
+            );
+            assert_eq!(value, "orders");
+        }
+        for action in actions(statement) {
+            assert!(
+                !["kms:CreateGrant", "kms:Decrypt", "kms:Encrypt", "kms:ListAliases"].contains(&action),
+                "{action}"
+            );
+        }
+    }
+}
+
+#[test]
+fn long_stack_names_are_those_whose_role_names_cloudformation_shortens() {
+    // "<stack>-DlqReprocessorRole-<13>" fits IAM's 64 characters.
+    assert_eq!(max_stack_name_with_service_role(), 31);
+}
+
+#[test]
+fn only_actions_iam_authorizes_on_no_resource_are_granted_on_everything() {
+    let policy = service_role_policy(&scope());
+    for statement in allows(&policy) {
+        if statement["Resource"] == json!(["*"]) {
+            for action in actions(statement) {
+                assert!(
+                    action.starts_with("lambda:") || ["kms:CreateKey", "kms:TagResource"].contains(&action),
+                    "{action} on *"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn not_used_patterns_match_as_iam_wildcards() {
+    assert!(not_used("AWS::DynamoDB::Table", "dynamodb:CreateTableReplica"));
+    assert!(not_used("AWS::S3::Bucket", "s3:PutBucketCORS"));
+    assert!(not_used("AWS::Lambda::Function", "ec2:DescribeVpcs"));
+    assert!(!not_used("AWS::DynamoDB::Table", "dynamodb:CreateTable"));
+    assert!(!not_used("AWS::S3::Bucket", "s3:PutBucketVersioning"));
+    assert!(!not_used("AWS::Lambda::Function", "iam:PassRole"));
+}
+
+#[test]
+fn the_trust_policy_lets_only_cloudformation_assume_it() {
+    let trust = service_role_trust_policy();
+    assert_eq!(
+        trust["Statement"][0]["Principal"],
+        json!({"Service": "cloudformation.amazonaws.com"})
+    );
 }

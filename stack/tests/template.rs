@@ -677,6 +677,15 @@ fn failed_batches_are_kept_in_a_private_retained_bucket_that_feeds_dlq1() {
         (&bucket["DeletionPolicy"], &bucket["UpdateReplacePolicy"]),
         (&"RetainExceptOnCreate".into(), &"Retain".into())
     );
+    // The policy's denies stay with the kept bucket: a destroy or a switch to
+    // `pointer` must not leave the item images readable by anyone with s3:*
+    // ("DeletionPolicy attribute":
+    // https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-deletionpolicy.html).
+    let policy = resource(logical::FAILED_BATCH_BUCKET_POLICY);
+    assert_eq!(
+        (&policy["DeletionPolicy"], &policy["UpdateReplacePolicy"]),
+        (&bucket["DeletionPolicy"], &bucket["UpdateReplacePolicy"])
+    );
     assert_eq!(bucket["DependsOn"], serde_json::json!([logical::DLQ1_POLICY]));
     let p = &bucket["Properties"];
     assert_eq!(

@@ -38,7 +38,7 @@ pub async fn function_sdk_config(base: &SdkConfig, function: &str) -> SdkConfig 
 pub use stack::access::OperatorScope;
 
 /// The operator policy the tests' operator role gets: exactly the one
-/// `counterctl policy operator` prints (`stack::access::operator_policy`),
+/// `counterctl policy operator` prints (`stack::policies::operator_policy`),
 /// plus one statement for where fakecloud 0.51.0 authorizes differently
 /// from AWS, each named here so that it cannot hide a missing grant:
 ///
@@ -50,7 +50,7 @@ pub use stack::access::OperatorScope;
 ///   `*`; on AWS they are authorized on the mapping's and the function's
 ///   ARN, which the generated policy names.
 pub fn operator_policy(scope: &OperatorScope) -> serde_json::Value {
-    let mut policy = stack::access::operator_policy(scope);
+    let mut policy = stack::policies::operator_policy(scope);
     let queues: Vec<String> = ["dlq1", "dlq2"]
         .iter()
         .map(|q| {

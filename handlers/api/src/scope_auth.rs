@@ -10,7 +10,7 @@
 //! The caller's ARN comes from the event, which Lambda writes only for a
 //! request through the function URL; a direct `Invoke` can carry any event.
 //! So the documented caller policy (`docs/api.md`, the stack crate's
-//! `access::caller_policy`) allows `lambda:InvokeFunction` only under
+//! `policies::caller_policy`) allows `lambda:InvokeFunction` only under
 //! `lambda:InvokedViaFunctionUrl` (Lambda developer guide, "Control access
 //! to Lambda function URLs":
 //! <https://docs.aws.amazon.com/lambda/latest/dg/urls-auth.html>): a caller

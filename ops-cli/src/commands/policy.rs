@@ -5,12 +5,14 @@
 //! attach are the ones the tests check. Nothing is read or sent; the JSON
 //! is printed as is, also with `--output json`.
 
-use stack::access::{OperatorScope, caller_policy, operator_policy, operator_policy_with_service_role};
+use stack::access::OperatorScope;
+use stack::boundary::boundary_policy;
+use stack::policies::{caller_policy, operator_policy, operator_policy_with_service_role};
 use stack::service_role::{service_role_policy, service_role_trust_policy};
 
 use crate::commands::deploy::package;
 use crate::commands::docs::Generated;
-use crate::config::{OperatorPolicyOptions, PolicyKind};
+use crate::config::{OperatorPolicyOptions, PolicyKind, ServiceRolePart};
 use crate::error::Result;
 
 /// Where the policy applies: the options, the artifacts bucket deploy
@@ -37,14 +39,15 @@ pub fn operator(stack_name: &str, options: &OperatorPolicyOptions) -> Result<Gen
         (PolicyKind::Operator, None) => operator_policy(&scope),
         (PolicyKind::Operator, Some(role)) => operator_policy_with_service_role(&scope, role),
         (PolicyKind::Caller, _) => caller_policy(&scope),
-        (PolicyKind::ServiceRole { trust: false }, _) => service_role_policy(&scope),
-        (PolicyKind::ServiceRole { trust: true }, _) => service_role_trust_policy(),
+        (PolicyKind::ServiceRole(ServiceRolePart::Permissions), _) => service_role_policy(&scope),
+        (PolicyKind::ServiceRole(ServiceRolePart::Trust), _) => service_role_trust_policy(),
+        (PolicyKind::ServiceRole(ServiceRolePart::Boundary), _) => boundary_policy(&scope),
     };
     Ok(Generated {
         what: match options.kind {
             PolicyKind::Operator => "policy operator",
             PolicyKind::Caller => "policy caller",
-            PolicyKind::ServiceRole { .. } => "policy service-role",
+            PolicyKind::ServiceRole(_) => "policy service-role",
         }
         .to_owned(),
         text: format!("{policy:#}\n"),
@@ -135,6 +138,31 @@ mod tests {
         assert_eq!(role, service_role_policy(&scope()));
         let trust = printed(&["service-role", "--account", "123456789012", "--trust"]).unwrap();
         assert_eq!(trust, service_role_trust_policy());
+    }
+
+    #[test]
+    fn policy_service_role_prints_the_boundary_and_refuses_a_stack_name_too_long_for_it() {
+        let boundary = printed(&["service-role", "--account", "123456789012", "--boundary"]).unwrap();
+        assert_eq!(boundary, boundary_policy(&scope()));
+        let long = "a".repeat(stack::service_role::max_stack_name_with_service_role() + 1);
+        let err = config(&[
+            "--target",
+            "aws",
+            "--region",
+            "eu-west-1",
+            "--stack-name",
+            &long,
+            "policy",
+            "service-role",
+            "--account",
+            "123456789012",
+        ])
+        .unwrap_err();
+        assert!(
+            matches!(err, crate::Error::StackNameTooLongForServiceRole { .. }),
+            "{err}"
+        );
+        assert_eq!(err.exit_code(), crate::exit::USAGE);
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub struct DestroyOptions {
     pub timeout: Duration,
 }
 
-pub(super) fn stack_inputs(template: &Template, args: StackArgs) -> Result<StackInputs> {
+pub(super) fn stack_inputs(template: &Template, args: StackArgs, stack_name: &str) -> Result<StackInputs> {
     let artifacts_bucket = args
         .artifacts_bucket
         .map(|b| validate_bucket_name(&b).map(|()| b))
@@ -66,9 +66,14 @@ pub(super) fn stack_inputs(template: &Template, args: StackArgs) -> Result<Stack
             }
         })
         .transpose()?;
+    let mut overrides = parse_overrides(template, &args.params)?;
+    if let Some(role) = &role_arn {
+        fits_service_role(stack_name)?;
+        with_boundary(&mut overrides, role, stack_name)?;
+    }
     Ok(StackInputs {
         role_arn,
-        overrides: parse_overrides(template, &args.params)?,
+        overrides,
         tags: parse_tags(&args.tags)?,
         artifacts_dir: args.artifacts_dir,
         artifacts_bucket,
@@ -226,6 +231,45 @@ pub fn default_value(template: &Template, key: &str) -> Option<String> {
             Literal::Integer(i) => i.to_string(),
             Literal::Boolean(b) => b.to_string(),
         })
+}
+
+/// Refuses a stack name too long for a CloudFormation service role: its
+/// grants name the functions' roles `<stack>-<logical id>-*`, which
+/// CloudFormation only generates whole up to
+/// [`stack::service_role::max_stack_name_with_service_role`] characters.
+pub fn fits_service_role(stack_name: &str) -> Result<()> {
+    let max = stack::service_role::max_stack_name_with_service_role();
+    let len = stack_name.chars().count();
+    if len > max {
+        return Err(Error::StackNameTooLongForServiceRole {
+            name: stack_name.to_owned(),
+            len,
+            max,
+        });
+    }
+    Ok(())
+}
+
+/// With a service role the roles' boundary is required: fills in the
+/// conventional `hck-boundary-<stack>` of the role's account and partition
+/// when not given, refuses an empty one.
+fn with_boundary(overrides: &mut BTreeMap<String, String>, role_arn: &str, stack_name: &str) -> Result<()> {
+    let key = stack::params::ROLE_PERMISSIONS_BOUNDARY_ARN;
+    let mut fields = role_arn.split(':');
+    let partition = fields.nth(1).unwrap_or("aws");
+    let account = fields.nth(2).unwrap_or_default();
+    let expected = format!(
+        "arn:{partition}:iam::{account}:policy/{}",
+        stack::boundary::boundary_name(stack_name)
+    );
+    match overrides.get(key).map(|v| v.trim()) {
+        None => {
+            overrides.insert(key.to_owned(), expected);
+            Ok(())
+        }
+        Some("") => Err(Error::NoBoundaryWithRoleArn { param: key, expected }),
+        Some(_) => Ok(()),
+    }
 }
 
 /// A CloudFormation service role of `account`: `arn:<partition>:iam::<account>:role/<path/name>`.

@@ -128,7 +128,7 @@ impl CommandConfig {
             CommandConfig::OperatorPolicy(options) => match options.kind {
                 PolicyKind::Operator => "policy operator",
                 PolicyKind::Caller => "policy caller",
-                PolicyKind::ServiceRole { .. } => "policy service-role",
+                PolicyKind::ServiceRole(_) => "policy service-role",
             },
             CommandConfig::Verify(_) => "verify",
         }
@@ -140,7 +140,16 @@ impl CommandConfig {
 pub enum PolicyKind {
     Operator,
     Caller,
-    ServiceRole { trust: bool },
+    ServiceRole(ServiceRolePart),
+}
+
+/// Which of the service role's policies `policy service-role` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceRolePart {
+    Permissions,
+    Trust,
+    /// The permissions boundary of the roles it creates.
+    Boundary,
 }
 
 /// `policy`'s validated flags: which policy, and where it applies.
@@ -270,9 +279,9 @@ impl Config {
 
         let template = stack::template();
         let command = match cli.command {
-            Command::Plan(args) => CommandConfig::Plan(lifecycle::stack_inputs(&template, args)?),
+            Command::Plan(args) => CommandConfig::Plan(lifecycle::stack_inputs(&template, args, &stack_name)?),
             Command::Deploy(args) => CommandConfig::Deploy {
-                inputs: lifecycle::stack_inputs(&template, args.stack)?,
+                inputs: lifecycle::stack_inputs(&template, args.stack, &stack_name)?,
                 timeout: Duration::from_secs(args.timeout.max(1)),
                 allow_replicas: args.allow_replicas,
             },
@@ -308,7 +317,13 @@ impl Config {
                     crate::cli::PolicyCommand::Operator(args) => (PolicyKind::Operator, args),
                     crate::cli::PolicyCommand::Caller(args) => (PolicyKind::Caller, args),
                     crate::cli::PolicyCommand::ServiceRole(args) => {
-                        (PolicyKind::ServiceRole { trust: args.trust }, args.scope)
+                        let part = match (args.trust, args.boundary) {
+                            (true, _) => ServiceRolePart::Trust,
+                            (false, true) => ServiceRolePart::Boundary,
+                            (false, false) => ServiceRolePart::Permissions,
+                        };
+                        lifecycle::fits_service_role(&stack_name)?;
+                        (PolicyKind::ServiceRole(part), args.scope)
                     }
                 };
                 CommandConfig::OperatorPolicy(OperatorPolicyOptions::from_args(
@@ -622,6 +637,71 @@ mod tests {
             let err = validate_role_arn(refused, account).unwrap_err();
             assert_eq!(err.exit_code(), crate::exit::USAGE, "{refused}: {err}");
         }
+    }
+
+    fn deploy_with_role(stack: &str, extra: &[&str]) -> Result<Config> {
+        let mut args = vec![
+            "--target",
+            "aws",
+            "--region",
+            "eu-west-1",
+            "--stack-name",
+            stack,
+            "deploy",
+            "--role-arn",
+            "arn:aws:iam::123456789012:role/hck-cfn-service-orders",
+        ];
+        args.extend_from_slice(extra);
+        config(&args, &[])
+    }
+
+    #[test]
+    fn deploy_with_a_role_arn_fills_in_the_boundary_and_refuses_none() {
+        let parsed = deploy_with_role("orders", &[]).unwrap();
+        let CommandConfig::Deploy { inputs, .. } = &parsed.command else {
+            panic!("{:?}", parsed.command)
+        };
+        assert_eq!(
+            inputs.overrides[stack::params::ROLE_PERMISSIONS_BOUNDARY_ARN],
+            "arn:aws:iam::123456789012:policy/hck-boundary-orders"
+        );
+        let own = "arn:aws:iam::123456789012:policy/team/boundary";
+        let parsed = deploy_with_role("orders", &["--param", &format!("RolePermissionsBoundaryArn={own}")]).unwrap();
+        let CommandConfig::Deploy { inputs, .. } = &parsed.command else {
+            panic!("{:?}", parsed.command)
+        };
+        assert_eq!(inputs.overrides[stack::params::ROLE_PERMISSIONS_BOUNDARY_ARN], own);
+        let err = deploy_with_role("orders", &["--param", "RolePermissionsBoundaryArn="]).unwrap_err();
+        assert!(matches!(err, Error::NoBoundaryWithRoleArn { .. }), "{err}");
+        assert!(err.to_string().contains("hck-boundary-orders"), "{err}");
+        assert_eq!(err.exit_code(), crate::exit::USAGE);
+    }
+
+    /// CloudFormation shortens the role names of a longer stack, which the
+    /// service role's grants (`<stack>-<logical id>-*`) then miss.
+    #[test]
+    fn deploy_with_a_role_arn_refuses_a_stack_name_too_long_for_its_grants() {
+        let max = stack::service_role::max_stack_name_with_service_role();
+        assert!(deploy_with_role(&"a".repeat(max), &[]).is_ok());
+        let err = deploy_with_role(&"a".repeat(max + 1), &[]).unwrap_err();
+        assert!(matches!(err, Error::StackNameTooLongForServiceRole { .. }), "{err}");
+        assert!(err.to_string().contains("at most 31"), "{err}");
+        // Without a service role the name is CloudFormation's business.
+        assert!(
+            config(
+                &[
+                    "--target",
+                    "aws",
+                    "--region",
+                    "eu-west-1",
+                    "--stack-name",
+                    &"a".repeat(40),
+                    "deploy"
+                ],
+                &[]
+            )
+            .is_ok()
+        );
     }
 
     #[test]

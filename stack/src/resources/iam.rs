@@ -17,6 +17,11 @@ pub const POLICY_VERSION: &str = "2012-10-17";
 pub struct Role {
     pub assume_role_policy_document: PolicyDocument,
     pub policies: Vec<InlinePolicy>,
+    /// The managed policy that caps what the role's policies can grant
+    /// (IAM permissions boundaries:
+    /// <https://docs.aws.amazon.com/IAM/latest/UserGuide/access_policies_boundaries.html>).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permissions_boundary: Option<Expr>,
 }
 
 impl Role {
@@ -32,7 +37,15 @@ impl Role {
                 condition: None,
             }]),
             policies,
+            permissions_boundary: None,
         }
+    }
+
+    /// The role, capped by the permissions boundary `boundary` (an
+    /// expression that may be `AWS::NoValue`: no boundary).
+    pub fn bounded_by(mut self, boundary: Expr) -> Self {
+        self.permissions_boundary = Some(boundary);
+        self
     }
 
     /// The role, trusting also the AWS principal `aws` besides its service:

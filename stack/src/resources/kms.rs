@@ -14,6 +14,17 @@ pub struct Key {
     pub description: String,
     pub enable_key_rotation: bool,
     pub key_policy: KeyPolicy,
+    /// The key's tags: `hck:stack`, which the CloudFormation service role's
+    /// key grants are conditioned on (`stack::service_role`).
+    pub tags: Vec<KeyTag>,
+}
+
+/// A tag of a key.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct KeyTag {
+    pub key: String,
+    pub value: Expr,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,5 +1,5 @@
 //! A caller holding exactly the documented caller policy
-//! (`stack::access::caller_policy`, docs/api.md) cannot `Invoke` the api
+//! (`stack::policies::caller_policy`, docs/api.md) cannot `Invoke` the api
 //! function directly with a function URL event it wrote, naming another
 //! principal: its `lambda:InvokeFunction` holds only under
 //! `lambda:InvokedViaFunctionUrl`, which a direct invocation does not set
@@ -9,7 +9,8 @@
 //! evaluate the condition key.
 
 use serde_json::json;
-use stack::access::{OperatorScope, caller_policy};
+use stack::access::OperatorScope;
+use stack::policies::caller_policy;
 
 const ACCOUNT: &str = "123456789012";
 

@@ -319,10 +319,11 @@ impl fmt::Display for DestroyReport {
         if let Some(bucket) = &self.retained_bucket {
             writeln!(
                 f,
-                "Retained failed-batch bucket (DeletionPolicy Retain, even with --delete-data): {bucket}\n  its \
-                 objects are the only copy of failed batches past the stream's 24 hours; it is versioned, so \
-                 emptying it deletes every version: aws s3api list-object-versions --bucket {bucket}, delete them, \
-                 then aws s3api delete-bucket --bucket {bucket}"
+                "Retained failed-batch bucket and its policy (DeletionPolicy Retain, even with --delete-data): \
+                 {bucket}\n  its objects are the only copy of failed batches past the stream's 24 hours; its kept \
+                 policy lets only the OperatorPrincipalArn read or delete them, so run these as that principal (none \
+                 set: an administrator must first replace the bucket policy): it is versioned, so emptying it deletes every version: aws s3api list-object-versions --bucket \
+                 {bucket}, delete them, then aws s3api delete-bucket --bucket {bucket}"
             )?;
         }
         writeln!(f, "The artifacts bucket is kept.")
@@ -401,7 +402,12 @@ mod tests {
         let text = report.to_string();
         assert!(text.contains("dlq2 held about 3 message(s)"), "{text}");
         assert!(!text.contains("dlq1 held"), "{text}");
-        assert!(text.contains("Retained failed-batch bucket (DeletionPolicy Retain, even with --delete-data)"));
+        assert!(
+            text.contains(
+                "Retained failed-batch bucket and its policy (DeletionPolicy Retain, even with --delete-data)"
+            )
+        );
+        assert!(text.contains("run these as that principal"), "{text}");
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["queued"][1]["messages"], 3);
         assert_eq!(json["retained_bucket"], "hck-failed-batches-1-us-east-1");

@@ -52,6 +52,47 @@ pub fn plan_parameters(
     Ok(ParameterPlan { sdk, effective })
 }
 
+/// A stack deployed when `OperatorPrincipalArn` could be an account root
+/// keeps it on every deploy (`UsePreviousValue`), which the template's
+/// pattern now refuses: unless `--param` replaces it, refuses with the
+/// value to pass instead.
+pub fn check_previous_operator(
+    previous: &BTreeMap<String, String>,
+    overrides: &BTreeMap<String, String>,
+) -> Result<()> {
+    let key = stack::params::OPERATOR_PRINCIPAL_ARN;
+    match previous.get(key) {
+        Some(arn) if arn.ends_with(":root") && !overrides.contains_key(key) => Err(Error::RootOperatorPrincipal {
+            arn: arn.clone(),
+            account: arn.split(':').nth(4).unwrap_or("<account>").to_owned(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The upgrade that turns callers into 403s: a `principal-tag` stack
+/// deployed before `ScopeCallerPath` existed gets its default
+/// (`/hck-callers/`), and callers at another path are refused from then on.
+pub fn scope_path_upgrade_warning(
+    previous: Option<&BTreeMap<String, String>>,
+    overrides: &BTreeMap<String, String>,
+) -> Option<String> {
+    let previous = previous?;
+    let path = stack::params::SCOPE_CALLER_PATH;
+    let by_tag = overrides
+        .get(stack::params::SCOPE_AUTHORIZATION)
+        .or_else(|| previous.get(stack::params::SCOPE_AUTHORIZATION))
+        .is_some_and(|mode| mode == "principal-tag");
+    (by_tag && !previous.contains_key(path) && !overrides.contains_key(path)).then(|| {
+        format!(
+            "warning: breaking change: {path} takes its default {} on this stack, so the api refuses (403) \
+             every caller whose role or user is not under that IAM path; move the callers there, or keep them \
+             where they are with --param {path}=/ (docs/api.md)",
+            stack::kit::DEFAULT_SCOPE_CALLER_PATH
+        )
+    })
+}
+
 /// Who besides Lambda may assume the functions' roles: on the embedded
 /// emulator, the deploying account (its root, which the emulator's `test`
 /// identity is), so the local runner can run each function with its own
@@ -152,6 +193,37 @@ mod tests {
         // A parameter the deployed stack did not have yet takes its default.
         assert_eq!(sent(&plan, "EcShardCount"), None);
         assert_eq!(plan.effective["EcShardCount"], "1");
+    }
+
+    #[test]
+    fn a_deployed_root_operator_principal_is_refused_with_what_to_pass_instead() {
+        let previous = map(&[("OperatorPrincipalArn", "arn:aws:iam::123456789012:root")]);
+        let err = check_previous_operator(&previous, &map(&[])).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains("--param OperatorPrincipalArn=arn:aws:iam::123456789012:role/"),
+            "{message}"
+        );
+        assert!(message.contains("--param OperatorPrincipalArn= "), "{message}");
+        assert_eq!(err.exit_code(), crate::exit::USAGE);
+        let replaced = map(&[("OperatorPrincipalArn", "arn:aws:iam::123456789012:role/ops")]);
+        assert!(check_previous_operator(&previous, &replaced).is_ok());
+        assert!(check_previous_operator(&replaced, &map(&[])).is_ok());
+    }
+
+    #[test]
+    fn a_principal_tag_stack_from_before_the_caller_path_is_warned_of_the_403s() {
+        let old = map(&[("ScopeAuthorization", "principal-tag")]);
+        let warning = scope_path_upgrade_warning(Some(&old), &map(&[])).unwrap();
+        assert!(warning.contains("--param ScopeCallerPath=/"), "{warning}");
+        assert!(scope_path_upgrade_warning(Some(&old), &map(&[("ScopeCallerPath", "/")])).is_none());
+        let current = map(&[
+            ("ScopeAuthorization", "principal-tag"),
+            ("ScopeCallerPath", "/hck-callers/"),
+        ]);
+        assert!(scope_path_upgrade_warning(Some(&current), &map(&[])).is_none());
+        assert!(scope_path_upgrade_warning(Some(&map(&[("ScopeAuthorization", "none")])), &map(&[])).is_none());
+        assert!(scope_path_upgrade_warning(None, &map(&[])).is_none());
     }
 
     #[test]

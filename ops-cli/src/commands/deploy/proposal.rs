@@ -76,11 +76,39 @@ pub async fn propose(
 
     ui.step(format!("reading stack {}", config.stack_name));
     let mut before = cfn::describe(cfn, &config.stack_name).await?;
+    // Every check that can refuse the deploy comes before the one step
+    // that deletes anything (replacing a failed create).
+    let account = clients
+        .sts
+        .get_caller_identity()
+        .send()
+        .await
+        .map_err(error::aws("GetCallerIdentity"))?
+        .account()
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| Error::Aws {
+            action: "GetCallerIdentity",
+            message: "the caller's account is unknown: the artifacts bucket's expected owner cannot be checked"
+                .to_owned(),
+        })?
+        .to_owned();
+    if let Some(role) = &inputs.role_arn {
+        // CloudFormation takes a service role of the stack's own account.
+        crate::config::validate_role_arn(role, &account)?;
+    }
+    crate::config::check_operator_account(&inputs.overrides, &account)?;
+    if let Some(stack) = before
+        .as_ref()
+        .filter(|s| cfn::readiness(Some(&s.status)) == Readiness::Update)
+    {
+        super::parameters::check_previous_operator(&stack.parameters, &inputs.overrides)?;
+    }
     // Only deploy replaces a failed create; plan reports it (below).
     let failed_create = before
         .as_ref()
         .filter(|s| cfn::readiness(Some(&s.status)) == Readiness::FailedCreate);
     if let Some(stack) = failed_create.filter(|_| packaging == Packaging::Upload) {
+        replaceable(stack)?;
         remove_failed_create(ctx, stack).await?;
         before = None;
     }
@@ -118,25 +146,6 @@ pub async fn propose(
         .filter(|_| kind == ChangeSetType::Update)
         .map(|s| &s.parameters);
 
-    let account = clients
-        .sts
-        .get_caller_identity()
-        .send()
-        .await
-        .map_err(error::aws("GetCallerIdentity"))?
-        .account()
-        .filter(|a| !a.is_empty())
-        .ok_or_else(|| Error::Aws {
-            action: "GetCallerIdentity",
-            message: "the caller's account is unknown: the artifacts bucket's expected owner cannot be checked"
-                .to_owned(),
-        })?
-        .to_owned();
-    if let Some(role) = &inputs.role_arn {
-        // CloudFormation takes a service role of the stack's own account.
-        crate::config::validate_role_arn(role, &account)?;
-    }
-    crate::config::check_operator_account(&inputs.overrides, &account)?;
     let bucket = match &inputs.artifacts_bucket {
         Some(bucket) => bucket.clone(),
         None => package::bucket_name(&config.stack_name, &account, &clients.region)?,
@@ -185,6 +194,9 @@ pub async fn propose(
         managed.insert(artifact.parameter.clone(), artifact.key.clone());
     }
     let parameters = plan_parameters(&template, &inputs.overrides, &managed, previous, &config.stack_name)?;
+    if let Some(warning) = super::parameters::scope_path_upgrade_warning(previous, &inputs.overrides) {
+        ui.log(warning);
+    }
 
     // The body that is sent: as generated, or with Number parameters
     // inlined for the embedded emulator (see `compat`).
@@ -343,7 +355,18 @@ async fn deployed_template(cfn: &aws_sdk_cloudformation::Client, stack_id: &str)
 /// <https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/troubleshooting.html>),
 /// and the rollback already removed what the create made, the tables
 /// included (`DeletionPolicy: RetainExceptOnCreate`), so nothing is lost.
+/// Whether deploy may delete `stack`, a failed first create, to create it
+/// again: only if it is the kit's ([`super::destroy::kit_stack`], the guard
+/// `destroy` applies), never a stranger's stack that shares the name.
+fn replaceable(stack: &StackInfo) -> Result<()> {
+    super::destroy::kit_stack(stack).map_err(|why| Error::NotTheKit {
+        name: stack.name.clone(),
+        why,
+    })
+}
+
 async fn remove_failed_create(ctx: &Context<'_>, stack: &StackInfo) -> Result<()> {
+    replaceable(stack)?;
     ctx.ui.log(format!(
         "stack {} is ROLLBACK_COMPLETE (its first create failed{}): deleting it to create it again",
         stack.name,
@@ -400,6 +423,50 @@ mod tests {
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    fn rolled_back(parameters: &[&str], description: &str) -> StackInfo {
+        StackInfo {
+            id: "arn:aws:cloudformation:eu-west-1:123456789012:stack/hck/1".into(),
+            name: "hck".into(),
+            status: "ROLLBACK_COMPLETE".into(),
+            status_reason: None,
+            parameters: parameters.iter().map(|p| ((*p).to_owned(), "v".to_owned())).collect(),
+            outputs: BTreeMap::new(),
+            tags: BTreeMap::new(),
+            last_updated: None,
+            description: Some(description.to_owned()),
+        }
+    }
+
+    #[test]
+    fn a_failed_create_that_is_not_the_kits_is_refused_not_deleted() {
+        let foreign = rolled_back(&["VpcCidr"], "Production VPC");
+        assert_eq!(cfn::readiness(Some(&foreign.status)), Readiness::FailedCreate);
+        let err = replaceable(&foreign).unwrap_err();
+        assert!(matches!(err, Error::NotTheKit { .. }), "{err}");
+        let kit = rolled_back(
+            &[
+                stack::params::ARTIFACTS_BUCKET,
+                stack::params::STREAM_COUNTER_CODE_KEY,
+                stack::params::DLQ_REPROCESSOR_CODE_KEY,
+            ],
+            stack::kit::DESCRIPTION,
+        );
+        assert!(replaceable(&kit).is_ok());
+    }
+
+    /// `propose` refuses a wrong service role or operator account before it
+    /// deletes a failed create, not after.
+    #[test]
+    fn the_failed_create_is_removed_only_after_every_check() {
+        let source = include_str!("proposal.rs");
+        let body = &source[source.find("pub async fn propose(").unwrap()..];
+        let body = &body[..body.find("\n}\n").unwrap()];
+        let removal = body.find("remove_failed_create(ctx").unwrap();
+        for check in ["replaceable(stack)?", "validate_role_arn(", "check_operator_account("] {
+            assert!(body.find(check).unwrap() < removal, "{check} after the removal");
+        }
     }
 
     #[test]
