@@ -627,7 +627,10 @@ mod tests {
         let before = layout.fences(&snapshot(&[("best_effort#0", 3, None)])).unwrap();
         assert!(before.values().all(|f| *f == Fence::Unfenced), "{before:?}");
         let after = layout
-            .fences(&snapshot(&[("best_effort#0", 3, Some(2)), ("best_effort#1", 0, Some(2))]))
+            .fences(&snapshot(&[
+                ("best_effort#0", 3, Some(2)),
+                ("best_effort#1", 0, Some(2)),
+            ]))
             .unwrap();
         assert!(after.values().all(|f| *f == Fence::At(2)), "{after:?}");
     }
@@ -656,19 +659,32 @@ mod tests {
         let live = BTreeMap::from([("best_effort".to_owned(), 8)]);
         let first = layout.raise(&snapshot(&[("best_effort", 2, None)]), &live, 6);
         assert!(first.fences_only(), "{first:?}");
-        assert_eq!(first.adds.keys().collect::<Vec<_>>(), ["best_effort#0", "best_effort#1"]);
+        assert_eq!(
+            first.adds.keys().collect::<Vec<_>>(),
+            ["best_effort#0", "best_effort#1"]
+        );
         assert_eq!((first.from, first.to()), (0, 1));
         let second = layout.raise(
-            &snapshot(&[("best_effort", 2, None), ("best_effort#0", 0, Some(1)), ("best_effort#1", 0, Some(1))]),
+            &snapshot(&[
+                ("best_effort", 2, None),
+                ("best_effort#0", 0, Some(1)),
+                ("best_effort#1", 0, Some(1)),
+            ]),
             &live,
             6,
         );
         assert_eq!(second.adds.values().sum::<i64>(), 6, "{second:?}");
-        assert!(!second.adds.contains_key("best_effort"), "a retired item is never raised nor fenced");
+        assert!(
+            !second.adds.contains_key("best_effort"),
+            "a retired item is never raised nor fenced"
+        );
         assert_eq!(second.to(), 2);
         // At most one action per configured shard: within a transaction's
         // 100 even at the most shards, whatever retired items remain.
         let most = Layout::new(MAX_SHARDS);
-        assert_eq!(most.raise(&snapshot(&[("best_effort", 5, None)]), &live, 1).adds.len(), 100);
+        assert_eq!(
+            most.raise(&snapshot(&[("best_effort", 5, None)]), &live, 1).adds.len(),
+            100
+        );
     }
 }

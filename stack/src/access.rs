@@ -492,11 +492,11 @@ pub const CALL_SITES: &[CallSite] = &[
     ),
     call(
         DYNAMO,
-        "set_counters",
+        "send_repair",
         "transact_write_items",
         &[Operator],
         &[on(CountersTable, &[DynamoDbUpdateItem])],
-        "audit --repair, conditioned on the versions it read",
+        "audit --repair: counters set under the versions it read, or a strict raise under the shards' epoch",
     ),
     call(
         DYNAMO,

@@ -835,7 +835,10 @@ mod tests {
             .unwrap();
         assert!(audit.repaired, "{audit:?}");
         assert!(
-            audit.not_repaired.as_deref().is_some_and(|n| n.contains("run the audit again")),
+            audit
+                .not_repaired
+                .as_deref()
+                .is_some_and(|n| n.contains("run the audit again")),
             "a busy scope is raised at once and said to be worth another look: {audit:?}"
         );
         assert_eq!(store.best_effort("acct"), 10);

@@ -870,7 +870,9 @@ impl Sim {
                 let (status, code, body) = answer?;
                 self.log(|| format!("client{n} create {path}: {status} {code} {}", body["sequence"]));
                 match (status, code.as_str()) {
-                    (201, _) | (503, "CreatedWithoutSequence") => {
+                    // Created; its number claimed, not claimed, or (the
+                    // claim's answer lost) unknown and maybe still landing.
+                    (201, _) | (503, "CreatedWithoutSequence" | "CreatedSequenceUnknown") => {
                         self.bump(|s| s.creates_ok += 1);
                         if numbered {
                             match body["sequence"].as_u64() {
