@@ -2049,11 +2049,14 @@ impl Window {
     }
 
     /// The most live items above the limit before the change that the
-    /// window allows (a switch's is not bounded: checked no further).
+    /// window allows: a limit change's, the creates in flight at it; a
+    /// rollout's, the most creates in flight at any instant of it so far
+    /// (those at the change alone do not bound it: issue 34 D3, seed
+    /// 1592600407); a switch's is not bounded (checked no further).
     fn allowance(&self) -> u64 {
         match self.kind {
             ConfigChange::Limit => self.at_change,
-            ConfigChange::Reshard => self.at_change,
+            ConfigChange::Reshard => self.most_in_flight,
             ConfigChange::Switch => u64::MAX / 2,
         }
     }
