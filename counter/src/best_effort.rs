@@ -275,6 +275,20 @@ impl Layout {
         )
     }
 
+    /// How far the active shards of `items` fall short of the live items
+    /// recorded on them (`live`), added up: 0 when every shard covers its
+    /// items. After best-effort admission (whose writes may land off their
+    /// item's shard) the sum can be right and a shard still short.
+    pub fn shortfall(&self, items: &BTreeMap<String, i64>, live: &BTreeMap<String, u64>) -> i64 {
+        self.active()
+            .map(keys::best_effort_name)
+            .map(|name| {
+                let recorded = i64::try_from(live.get(&name).copied().unwrap_or(0)).unwrap_or(i64::MAX);
+                (recorded - items.get(&name).copied().unwrap_or(0)).max(0)
+            })
+            .sum()
+    }
+
     /// Strict admission's raise of BE by `delta >= 0` from `snapshot`: an
     /// add for every active shard, so that the one transaction moves the
     /// epoch of all of them (retired items are neither raised nor fenced:

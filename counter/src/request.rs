@@ -26,8 +26,9 @@
 //!   reservation can be in flight ([`crate::audit::plan_repair_at`]).
 //!
 //! Switching a deployed scope from best-effort to strict admission leaves
-//! BE at or below live, the defect of strict mode: run `audit --repair`
-//! right after the switch (it raises BE to live at once).
+//! BE (or a shard) below live, the defect of strict mode: run `audit
+//! --repair` once Lambda's rollout of the switch is over and one API timeout
+//! has passed (it raises BE to live, every shard to its items, at once).
 
 use std::collections::VecDeque;
 use std::sync::Arc;

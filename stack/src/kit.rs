@@ -117,10 +117,12 @@ fn add_parameters(t: &mut Template) {
             "The api function's DEFAULT_LIMIT: each create reads it, with the scope's override, before it \
              admits (strict admission derives the per-shard quotas from it).",
             LiveChange::Window,
-            "Applies from the api's next invocation. Lowering it below a scope's usage refuses that scope's \
-             creates until deletes bring it under; nothing is taken back. In strict admission a create that \
-             read the old limit and reserves after the change can pass the new one, by at most the creates in \
-             flight at the change (they finish within the API's 10 s timeout).",
+            "Lambda rolls the new value out over up to about a minute (LastUpdateStatus InProgress), old and \
+             new side by side: until the rollout is over and the creates started before its end are done (the \
+             API's 10 s timeout), creates on the old value admit up to it, strict admission's too. Lowering it \
+             below a scope's usage refuses that scope's creates until deletes bring it under; nothing is taken \
+             back. (A `counterctl scope set-limit` override lands at once: a strict create that read the old \
+             limit can pass the new one by at most the creates in flight at the change.)",
         ),
     );
     t.parameter(
@@ -238,10 +240,12 @@ fn add_parameters(t: &mut Template) {
             "BE_SHARDS of the api function: how many best-effort items a create picks from (its delete takes \
              from the item's own shard), and in strict admission how the limit splits into quotas.",
             LiveChange::Window,
-            "Applies from the api's next invocation; BE <= live (best-effort) and BE >= live (strict) hold \
-             throughout. In strict admission a create that read under the old count and reserves after the \
-             change can pass the limit, by at most the creates in flight at the change (10 s). Change it when \
-             hot scopes are below their limit.",
+            "Lambda rolls the new count out over up to about a minute (LastUpdateStatus InProgress): old \
+             and new run side by side; BE <= live (best-effort) and BE >= live (strict) hold throughout. In \
+             strict admission creates under the two counts reserve side by side until the rollout is over and \
+             the last create started before its end is done (up to about a minute plus the API's 10 s \
+             timeout), and can pass the limit by at most the most creates in flight at any instant of that \
+             window, not only those in flight at the change. Change it when hot scopes are below their limit.",
         ),
     );
     t.parameter(
@@ -290,8 +294,9 @@ fn add_parameters(t: &mut Template) {
             "How the API admits a create. best-effort: admitted when max(best-effort, eventual) < limit; \
              concurrent creators can overshoot the limit. strict: each create first reserves its slot with \
              a conditional best-effort increment (count < limit), so concurrent creators never overshoot, \
-             at one more write per create. After switching to strict, run `counterctl audit --repair` so \
-             the best-effort counters reserve every live item.",
+             at one more write per create. After switching to strict, once the rollout is over and one API \
+             timeout has passed, run `counterctl audit --repair` so the best-effort counters reserve every \
+             live item.",
         )
         .default_string(Admission::default().as_str())
         .allowed_values(&Admission::NAMES)
@@ -300,10 +305,13 @@ fn add_parameters(t: &mut Template) {
              reserves its slot with a conditional best-effort increment first (strict); the audit judges BE \
              by it.",
             LiveChange::Window,
-            "Applies from the api's next invocation. Switching to strict leaves scopes with BE below their \
-             live items, and strict admission can overshoot until `counterctl audit --repair` raises them: run \
-             it right after the switch. Switching back leaves over-reserved scopes, which refuse early until \
-             the next repair.",
+            "Lambda rolls it out over up to about a minute (LastUpdateStatus InProgress): best-effort and \
+             strict creates run side by side. Switching to strict leaves scopes with BE, or a shard, below \
+             their live items, and the limit holds only as in best-effort admission until `counterctl audit \
+             --repair` raises them: run it once LastUpdateStatus is Successful and the API's 10 s timeout has \
+             passed (a best-effort create still running undercounts again), so the window is up to about a \
+             minute plus 10 s plus the repair. Switching back leaves over-reserved scopes, which refuse early \
+             until the next repair.",
         ),
     );
     t.parameter(

@@ -248,6 +248,19 @@ impl<'a, S: Store> Auditor<'a, S> {
                 let target = plan.repair.best_effort.unwrap_or(snapshot.best_effort);
                 plan.repair.best_effort = Some(target.max(snapshot.best_effort));
             }
+            // A shard short of the live items recorded on it breaks strict
+            // admission even when the sum is right (best-effort admission's
+            // writes, before a switch to strict, may land on another shard):
+            // raised at once by the shortfall (fenced; the raise fills the
+            // short shards first), any lowering left to a later audit.
+            let shortfall = self.best_effort.shortfall(&snapshot.best_effort_items, &live);
+            if strict && shortfall > 0 {
+                let raise = plan.repair.best_effort.filter(|t| *t > snapshot.best_effort);
+                let target = raise
+                    .unwrap_or(snapshot.best_effort)
+                    .max(snapshot.best_effort + shortfall);
+                plan.repair.best_effort = Some(target);
+            }
             if mode == RepairMode::None || (plan.repair.is_empty() && plan.held_back.is_none()) {
                 return Ok(audit);
             }
@@ -654,6 +667,44 @@ mod tests {
             ),
             (0, 1),
             "#1 still covers w1"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_strict_audit_raises_a_shard_short_of_its_items_when_the_sum_is_right() {
+        // After best-effort admission (issue 34 D3): w1 recorded on #0, its
+        // +1 retried onto #1. The sum equals live; #0 is short by one.
+        let store = MemoryStore::new();
+        let item = crate::items::ResourceItem {
+            scope: scope(),
+            id: id("w1"),
+            counter_processed: false,
+            deleted: false,
+            incarnation: "i".into(),
+            created_at: NOW,
+            be_shard: Some(0),
+        };
+        store
+            .put_resource(&crate::store::NewResource {
+                item,
+                payload: Item::default(),
+            })
+            .await
+            .unwrap();
+        store.set_counter("acct", "best_effort#1", 1);
+        let audit = Auditor::new(&store, Admission::Strict)
+            .with_best_effort_shards(2)
+            .audit_scope(&scope(), RepairMode::Apply, NOW + 10 * REQUEST_GRACE)
+            .await
+            .unwrap();
+        assert!(audit.repaired, "{audit:?}");
+        assert_eq!(
+            (
+                store.counter("acct", "best_effort#0"),
+                store.counter("acct", "best_effort#1")
+            ),
+            (1, 1),
+            "#0 covers w1 again; #1's surplus is lowered by a later audit"
         );
     }
 

@@ -21,7 +21,9 @@
 //! that holds its counters while in flight. The pipeline adds handler
 //! crashes mid batch, duplicate deliveries (stream and DLQ), out-of-order
 //! delivery through the DLQ, and records expiring from the stream. The
-//! operator changes limit overrides and `BeShardCount` under load; clients
+//! operator changes limit overrides, `BeShardCount` and `AdmissionMode`
+//! under load, the latter two rolling out over up to 6 API timeouts (old
+//! and new configuration side by side per request, as on Lambda); clients
 //! pause past the audit's grace now and then, so repairs land mid-load;
 //! one schedule in 33 runs 4 to 16 clients near a limit of 10 to 100.
 //!
@@ -48,18 +50,15 @@
 //! and every scope's sequence must be gapless, each number answered
 //! recorded for its item.
 //!
-//! Every other seed runs in strict admission (`seed` odd: creates reserve a
-//! slot with a conditional BE increment before the put), the others in
-//! best-effort admission.
-//!
-//! Checked after every write, per scope: `EC == processed`; in best-effort
-//! admission `BE <= live`; in strict admission every best-effort item
-//! covers the live items recorded on it (their `be_shard`), and `live <=
-//! limit` (the limit in force: the override, else the default) outside the
-//! configuration-change windows of docs/admission-and-sharding.md, which are bounded by the creates
-//! in flight at the change ([`Windows`]), so a strict schedule fails at the
-//! first write that could let a creator overshoot. A panic of any actor
-//! fails the schedule by seed. Overshoots of best-effort admission are counted, not failed.
+//! Odd seeds run in strict admission (creates reserve a slot with a
+//! conditional BE increment before the put; some start best-effort and
+//! switch), even seeds in best-effort admission. Checked after every
+//! write, per scope: `EC == processed`; in best-effort admission `BE <=
+//! live`; in strict admission every best-effort item covers the live items
+//! recorded on it (their `be_shard`), and `live <= limit` (the override,
+//! else the default) outside the configuration-change windows
+//! ([`Windows`]), so a strict schedule fails at the first write past what a
+//! window allows. A panic of any actor fails the schedule by seed.
 //! After the drain: DLQ1 is empty, every DLQ2 message describes records
 //! that left the stream, every item is counted and every soft delete done
 //! unless its record left the stream, and then `EC == live`; for expired
@@ -170,9 +169,18 @@ struct Params {
     /// Best-effort-counter shards (1 to 8).
     best_effort_shards: u32,
     /// `BeShardCount` changed while the clients run: the new count, and
-    /// when. In strict admission the change waits until no create is in
-    /// flight (see [`Sim::reshard`]).
+    /// when; it rolls out over [`Params::rollout`] whatever is in flight
+    /// (see [`Sim::change_config`]).
     reshard: Option<(u32, Duration)>,
+    /// Strict seeds only: the schedule starts in best-effort admission and
+    /// `AdmissionMode` is switched to strict at this time (never with a
+    /// reshard), rolled out over [`Params::rollout`], then `audit --repair`.
+    switch: Option<Duration>,
+    /// How long a configuration change takes to reach every request: 0 to
+    /// 6 API timeouts (Lambda's `UpdateFunctionConfiguration` takes up to
+    /// about a minute against a 10 s API timeout); meanwhile each request
+    /// runs the old or the new configuration.
+    rollout: Duration,
     scopes: u64,
     ids: u64,
     limit: u64,
@@ -265,6 +273,24 @@ impl Skew {
 }
 
 impl Params {
+    /// The schedule's configuration change, if any, and when it is made.
+    fn change(&self) -> Option<(ConfigChange, Duration)> {
+        match (self.reshard, self.switch) {
+            (Some((_, at)), _) => Some((ConfigChange::Reshard, at)),
+            (None, Some(at)) => Some((ConfigChange::Switch, at)),
+            (None, None) => None,
+        }
+    }
+
+    /// The admission mode the schedule starts in.
+    fn first_admission(&self) -> Admission {
+        if self.switch.is_some() {
+            Admission::BestEffort
+        } else {
+            self.admission
+        }
+    }
+
     fn draw(seed: u64) -> Self {
         let mut r = Rng::new(seed, 1);
         let level = r.range(0, 120) as u32;
@@ -402,7 +428,15 @@ impl Params {
             splits,
             skew: Skew::default(),
             sequence_per_mille: 0,
+            switch: None,
+            rollout: Duration::ZERO,
         };
+        // Configuration rollouts and the admission switch, from a stream of their own.
+        let mut rw = Rng::new(seed, 15);
+        p.rollout = rw.millis(0, 6 * SIM_API_TIMEOUT_MS as u64);
+        if rw.chance(150) && p.admission.is_strict() && p.reshard.is_none() {
+            p.switch = Some(rw.millis(0, 1_500));
+        }
         if let Some((clients, limit, prefilled, ids, ops)) = wide {
             (p.clients, p.limit, p.prefilled, p.ids, p.ops_per_client) = (clients, limit, prefilled, ids, ops);
         }
@@ -413,7 +447,7 @@ impl Params {
         }
         // Numbered creates and the sequence's faults, from a stream of their own.
         let mut rq = Rng::new(seed, 13);
-        if rq.chance(500) && p.limit_changes.is_empty() && p.reshard.is_none() {
+        if rq.chance(500) && p.limit_changes.is_empty() && p.reshard.is_none() && p.switch.is_none() {
             p.sequence_per_mille = rq.range(200, 600) as u32;
         }
         for (op, fault) in [
@@ -479,12 +513,13 @@ struct Stats {
     /// count changes that met creates in flight.
     limit_changes: u64,
     reshards_with_creates_in_flight: u64,
-    /// Strict admission's configuration-change windows: opened (changes
-    /// with creates in flight), the most creates in flight at one change,
-    /// the most live items above the limit in force seen in one.
-    windows_opened: u64,
-    widest_window: u64,
-    window_max_excess: u64,
+    /// Schedules switching `AdmissionMode` from best-effort to strict, and
+    /// the longest rollout of a change.
+    switched_schedules: u64,
+    longest_rollout_ms: u64,
+    /// Strict admission's configuration-change windows per kind
+    /// ([`CHANGES`]; best-effort schedules open none).
+    windows: [WindowStats; 3],
     /// Wide schedules (4 to 16 clients near a limit of 10 to 100).
     wide_schedules: u64,
     /// Pauses of a client longer than the grace period, during the load.
@@ -584,7 +619,7 @@ impl Stats {
             best_effort_overshoots,
             limit_changes,
             reshards_with_creates_in_flight,
-            windows_opened,
+            switched_schedules,
             wide_schedules,
             quiet_moments,
             mixed_cancellations,
@@ -620,11 +655,13 @@ impl Stats {
             swept_during_load
         );
         self.longest_request_ms = self.longest_request_ms.max(other.longest_request_ms);
-        self.widest_window = self.widest_window.max(other.widest_window);
+        self.longest_rollout_ms = self.longest_rollout_ms.max(other.longest_rollout_ms);
+        for (mine, theirs) in self.windows.iter_mut().zip(&other.windows) {
+            mine.add(theirs);
+        }
         self.most_batches_in_flight = self.most_batches_in_flight.max(other.most_batches_in_flight);
         self.widest_skew_ms = self.widest_skew_ms.max(other.widest_skew_ms);
         self.longest_numbered_request_ms = self.longest_numbered_request_ms.max(other.longest_numbered_request_ms);
-        self.window_max_excess = self.window_max_excess.max(other.window_max_excess);
         self.audit_rounds = if self.schedules == other.schedules {
             other.audit_rounds
         } else {
@@ -661,10 +698,16 @@ struct Sim {
     seed: u64,
     p: Params,
     store: Arc<MemoryStore>,
-    /// The request path before and after the schedule's `BeShardCount`
-    /// change (the same one when it has none).
+    /// The request path before and after the schedule's configuration
+    /// change (`BeShardCount` or `AdmissionMode`; the same one when it has
+    /// none), when it was made, and the draws of which one a request runs
+    /// during the rollout.
     counters: [Counter<Arc<MemoryStore>>; 2],
-    resharded: Cell<bool>,
+    changed: Cell<Option<tokio::time::Instant>>,
+    picks: RefCell<Rng>,
+    /// A best-effort `audit --repair` of the operator is in flight (the
+    /// switch's strict repair waits for it).
+    best_effort_audits: Cell<u32>,
     /// Creates in flight and the configuration changes' windows, shared
     /// with the store's checker.
     windows: Arc<Mutex<Windows>>,
@@ -759,34 +802,77 @@ impl Sim {
         Scope::new(format!("acct{n}")).unwrap()
     }
 
-    /// The request path a request starting now runs (a request in flight
-    /// keeps the one it started with, as a Lambda invocation keeps its
-    /// configuration).
+    /// The request path a request starting now runs: during a rollout the
+    /// new configuration with a chance rising from 0 to 1 over it, so old
+    /// and new run side by side (a request in flight keeps the one it
+    /// started with, as a Lambda invocation keeps its configuration).
     fn counter(&self) -> &Counter<Arc<MemoryStore>> {
-        &self.counters[usize::from(self.resharded.get())]
+        let Some(at) = self.changed.get() else {
+            return &self.counters[0];
+        };
+        let (elapsed, rollout) = (at.elapsed().as_millis() as u64, self.p.rollout.as_millis() as u64);
+        let new = elapsed >= rollout || self.picks.borrow_mut().range(0, rollout - 1) < elapsed;
+        &self.counters[usize::from(new)]
     }
 
-    /// `counterctl deploy --param BeShardCount=n` while the clients run,
-    /// whatever is in flight: in strict admission a create that read under
-    /// the old split and reserves after creates under the new one reserved
-    /// may pass the limit by at most the creates in flight at the change
-    /// (the documented window, [`Windows`]).
-    async fn reshard(&self) {
-        let Some((shards, at)) = self.p.reshard else { return };
+    /// The configuration the operator's tools read (the stack's, the new
+    /// one from the change on).
+    fn configured(&self) -> &Counter<Arc<MemoryStore>> {
+        &self.counters[usize::from(self.changed.get().is_some())]
+    }
+
+    /// `counterctl deploy --param BeShardCount=n` (or `AdmissionMode=strict`)
+    /// while the clients run, whatever is in flight, rolled out over
+    /// [`Params::rollout`]. In strict admission creates that read under the
+    /// old split and reserve beside creates under the new one may pass the
+    /// limit (the window, [`Windows`], measured). After a switch to strict
+    /// the operator waits out the API timeout (no best-effort request is
+    /// left) and runs `audit --repair`: strict from when its raise landed.
+    async fn change_config(&self) {
+        let Some((kind, at)) = self.p.change() else { return };
         tokio::time::sleep(at).await;
         let in_flight = {
             let mut windows = self.windows.lock().unwrap();
-            windows.open(None, &self.store.tables());
+            windows.open(kind, None, &self.store.tables());
             windows.in_flight.len()
         };
-        self.resharded.set(true);
-        self.bump(|s| s.reshards_with_creates_in_flight += u64::from(in_flight > 0));
+        self.changed.set(Some(tokio::time::Instant::now()));
+        let reshard = kind == ConfigChange::Reshard;
+        self.bump(|s| s.reshards_with_creates_in_flight += u64::from(reshard && in_flight > 0));
         self.log(|| {
+            let (old, new) = (self.counters[0].layout().shards(), self.counters[1].layout().shards());
             format!(
-                "BeShardCount {} -> {shards} with {in_flight} creates in flight",
-                self.p.best_effort_shards
+                "{kind:?}: BeShardCount {old} -> {new}, {:?} -> {:?}, {in_flight} creates in flight, rollout {:?}",
+                self.counters[0].admission(),
+                self.counters[1].admission(),
+                self.p.rollout
             )
         });
+        tokio::time::sleep(self.p.rollout).await;
+        self.windows.lock().unwrap().rolled_out(kind, || self.store.tables());
+        self.log(|| format!("{kind:?} rolled out"));
+        if kind != ConfigChange::Switch {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(SIM_API_TIMEOUT_MS as u64)).await;
+        while self.best_effort_audits.get() > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for n in 0..self.p.scopes {
+            let scope = self.scope(n);
+            loop {
+                let outcome = self
+                    .auditor()
+                    .audit_scope(&scope, RepairMode::Apply, self.now_audit())
+                    .await;
+                self.log(|| format!("audit --repair {scope} after the switch: {outcome:?}"));
+                match outcome {
+                    Ok(audit) if audit.repaired || !audit.has_defect() => break,
+                    _ => tokio::time::sleep(Duration::from_millis(20)).await,
+                }
+            }
+        }
+        self.windows.lock().unwrap().switched(self.store.tables());
     }
 
     /// `counterctl scope set-limit` while the clients run: the override
@@ -800,7 +886,7 @@ impl Sim {
             let scope = self.scope(n);
             let in_flight = {
                 let mut windows = self.windows.lock().unwrap();
-                windows.open(Some(scope.as_str()), &self.store.tables());
+                windows.open(ConfigChange::Limit, Some(scope.as_str()), &self.store.tables());
                 windows.in_flight.len()
             };
             self.store.set_limit(scope.as_str(), limit);
@@ -897,7 +983,7 @@ impl Sim {
                             // In strict mode only within a configuration
                             // change's window: the checker fails the
                             // schedule at any other overshoot.
-                            let strict = self.p.admission.is_strict();
+                            let strict = self.windows.lock().unwrap().mode != Some(Admission::BestEffort);
                             self.bump(|s| {
                                 s.over_limit_creates += 1;
                                 if strict {
@@ -977,10 +1063,16 @@ impl Sim {
     // ---- the operator's audit --repair, during the load ----------------------
 
     fn auditor(&self) -> Auditor<'_, Arc<MemoryStore>> {
-        Auditor::new(&self.store, self.p.admission)
+        Auditor::new(&self.store, self.configured().admission())
             .with_grace(self.grace())
             .with_eventual_shards(self.p.eventual_shards)
-            .with_best_effort_shards(self.counter().layout().shards())
+            .with_best_effort_shards(self.configured().layout().shards())
+    }
+
+    /// A switch to strict admission has begun and its repair not landed:
+    /// BE undercounts by design, a defect the audit and drift check report.
+    fn switching(&self) -> bool {
+        self.windows.lock().unwrap().mode.is_none()
     }
 
     /// `counterctl audit --repair` over every scope, again and again while
@@ -993,17 +1085,21 @@ impl Sim {
             self.bump(|s| s.audit_rounds += 1);
             for n in 0..self.p.scopes {
                 let scope = self.scope(n);
-                let outcome = self
-                    .auditor()
-                    .audit_scope(&scope, RepairMode::Apply, self.now_audit())
-                    .await;
+                let auditor = self.auditor();
+                let best_effort = u32::from(!auditor.admission().is_strict());
+                self.best_effort_audits.set(self.best_effort_audits.get() + best_effort);
+                let switching = self.switching();
+                let outcome = auditor.audit_scope(&scope, RepairMode::Apply, self.now_audit()).await;
+                self.best_effort_audits.set(self.best_effort_audits.get() - best_effort);
                 self.log(|| format!("audit --repair {scope}: {outcome:?}"));
                 match outcome {
                     Ok(audit) => {
                         // No defect exists at any instant: one reported is
                         // an unconfirmed finding (its drift exit code would
-                        // page an operator for nothing).
-                        if audit.has_defect() && self.drift_violation.borrow().is_none() {
+                        // page an operator for nothing). During a switch
+                        // to strict BE undercounts, a real defect.
+                        let switching = switching || self.switching();
+                        if audit.has_defect() && !switching && self.drift_violation.borrow().is_none() {
                             *self.drift_violation.borrow_mut() = Some(format!(
                                 "audit --repair under load reported a defect where there is none: {:?}",
                                 audit.findings
@@ -1075,8 +1171,8 @@ impl Sim {
             counters_table: "counters".into(),
             default_limit: Some(self.p.limit),
             eventual_shards: self.p.eventual_shards,
-            best_effort_shards: self.counter().layout().shards(),
-            admission: self.p.admission,
+            best_effort_shards: self.configured().layout().shards(),
+            admission: self.configured().admission(),
         };
         let (start, skew) = (self.start, self.p.skew.audit);
         let clock = hybrid_counter::Clock::new(move || {
@@ -1100,14 +1196,16 @@ impl Sim {
         let mut r = Rng::new(self.seed, 900);
         while !self.done() {
             tokio::time::sleep(r.millis(100, 800)).await;
+            let switching = self.switching();
             let Ok(run) = self.drift_check().await else { continue };
+            let switching = switching || self.switching();
             self.log(|| format!("drift check: {run:?}"));
             self.bump(|s| {
                 s.drift_runs += 1;
                 s.drift_scopes_drifted += run.drifted;
                 s.drift_scopes_held_back += run.held_back;
             });
-            if run.defects > 0 && self.drift_violation.borrow().is_none() {
+            if run.defects > 0 && !switching && self.drift_violation.borrow().is_none() {
                 *self.drift_violation.borrow_mut() = Some(format!(
                     "the drift check reported a defect under load where there is none (an unconfirmed finding \
                      reported as drift): {:?}",
@@ -1868,43 +1966,121 @@ fn counters(tables: &Tables, scope: &str) -> (i64, i64) {
     (be, ec)
 }
 
-/// Strict admission's documented windows (docs/admission-and-sharding.md: "A
-/// limit change", "A shard count change"): a create that read under the
-/// old limit or shard count and reserves after the change can pass the
-/// limit, by at most the creates in flight at the change. The checker
-/// allows exactly that while those creates run, and no more: once they are
-/// done, a scope left above its (lowered) limit may only drain.
+/// A configuration change under load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConfigChange {
+    /// `counterctl scope set-limit`: lands at once (the limit is read per
+    /// request from the table).
+    Limit,
+    /// `BeShardCount`, rolled out over [`Params::rollout`].
+    Reshard,
+    /// `AdmissionMode` best-effort to strict, rolled out over
+    /// [`Params::rollout`], then `audit --repair`.
+    Switch,
+}
+
+const CHANGES: [ConfigChange; 3] = [ConfigChange::Limit, ConfigChange::Reshard, ConfigChange::Switch];
+
+/// What the windows of one kind of change measured.
+#[derive(Debug, Default, Clone, Copy)]
+struct WindowStats {
+    opened: u64,
+    /// The most creates in flight at a change, and at any instant of a
+    /// window.
+    most_at_change: u64,
+    most_in_flight: u64,
+    /// The most live items above what the scope allowed before the change.
+    max_excess: u64,
+}
+
+impl WindowStats {
+    fn add(&mut self, other: &WindowStats) {
+        self.opened += other.opened;
+        self.most_at_change = self.most_at_change.max(other.most_at_change);
+        self.most_in_flight = self.most_in_flight.max(other.most_in_flight);
+        self.max_excess = self.max_excess.max(other.max_excess);
+    }
+}
+
+/// Strict admission's documented windows (docs/admission-and-sharding.md,
+/// "Configuration changes"). A limit change lands at once: a create that
+/// read the old limit may pass the new one, by at most the creates in
+/// flight at the change. A `BeShardCount` change rolls out: from the change
+/// until the last create that started before the rollout's end is done,
+/// old and new splits reserve side by side, and live may pass the limit by
+/// at most the most creates in flight at any instant of that window. An
+/// `AdmissionMode` switch to strict: no strict check until the operator's
+/// `audit --repair` after the rollout has landed (measured, not bounded).
+/// Once a window closes, a scope left above its limit may only drain.
 #[derive(Debug, Default)]
 struct Windows {
     default_limit: u64,
+    /// The checks in force: best-effort's, strict's, or none (a switch to
+    /// strict admission under way).
+    mode: Option<Admission>,
     next_create: u64,
     in_flight: BTreeSet<u64>,
     open: Vec<Window>,
     /// Scopes above their limit after a window closed: the most live items
     /// each may still hold (it only goes down).
     drain_cap: BTreeMap<String, u64>,
-    /// Measured: windows opened, the most creates in flight at a change,
-    /// the most live items above the limit in force seen in a window.
-    opened: u64,
-    widest: u64,
-    max_excess: u64,
+    /// Measured, per kind of change ([`CHANGES`]).
+    measured: [WindowStats; 3],
 }
 
 #[derive(Debug)]
 struct Window {
-    /// `None`: every scope (a shard count change).
+    kind: ConfigChange,
+    /// `None`: every scope (a shard count or mode change).
     scope: Option<String>,
     /// The limit in force before a limit change (`None`: unchanged).
     old_limit: Option<u64>,
-    /// The creates in flight at the change; the window closes with the last.
+    /// The creates that may run the old configuration; the window closes
+    /// with the last once the rollout is over.
     pending: BTreeSet<u64>,
-    allowance: u64,
+    rolling: bool,
+    at_change: u64,
+    most_in_flight: u64,
+}
+
+impl Window {
+    /// Rolled out, and every create that may have run the old
+    /// configuration done (a switch's closes with its repair instead).
+    fn rolled_out(&self) -> bool {
+        !self.rolling && self.pending.is_empty() && self.kind != ConfigChange::Switch
+    }
+
+    /// The most live items above the limit before the change that the
+    /// window allows: a limit change's, the creates in flight at it; a
+    /// rollout's, the most creates in flight at any instant of it so far
+    /// (those at the change alone do not bound it: issue 34 D3, seed
+    /// 1592600407); a switch's is not bounded (checked no further).
+    fn allowance(&self) -> u64 {
+        match self.kind {
+            ConfigChange::Limit => self.at_change,
+            ConfigChange::Reshard => self.most_in_flight,
+            ConfigChange::Switch => u64::MAX / 2,
+        }
+    }
 }
 
 impl Windows {
+    fn stats(&mut self, kind: ConfigChange) -> &mut WindowStats {
+        &mut self.measured[kind as usize]
+    }
+
     fn start_create(&mut self) -> u64 {
         self.next_create += 1;
         self.in_flight.insert(self.next_create);
+        let in_flight = self.in_flight.len() as u64;
+        for w in &mut self.open {
+            if w.rolling {
+                w.pending.insert(self.next_create);
+            }
+            w.most_in_flight = w.most_in_flight.max(in_flight);
+            let stats = &mut self.measured[w.kind as usize];
+            stats.most_in_flight = stats.most_in_flight.max(in_flight);
+        }
         self.next_create
     }
 
@@ -1915,12 +2091,14 @@ impl Windows {
         for w in &mut self.open {
             w.pending.remove(&id);
         }
-        if self.open.iter().all(|w| !w.pending.is_empty()) {
+        self.close(Window::rolled_out, tables);
+    }
+
+    fn close(&mut self, done: impl Fn(&Window) -> bool, tables: impl FnOnce() -> Tables) {
+        if !self.open.iter().any(&done) {
             return;
         }
-        let (closed, open): (Vec<Window>, Vec<Window>) = std::mem::take(&mut self.open)
-            .into_iter()
-            .partition(|w| w.pending.is_empty());
+        let (closed, open): (Vec<Window>, Vec<Window>) = std::mem::take(&mut self.open).into_iter().partition(done);
         self.open = open;
         let tables = &tables();
         for w in closed {
@@ -1937,21 +2115,48 @@ impl Windows {
         }
     }
 
-    /// A change of `scope`'s limit (`Some`) or of the shard count (`None`)
-    /// is about to land.
-    fn open(&mut self, scope: Option<&str>, tables: &Tables) {
+    /// A change of `scope`'s limit (`Some`), of the shard count or of the
+    /// admission mode (`None`) is about to land.
+    fn open(&mut self, kind: ConfigChange, scope: Option<&str>, tables: &Tables) {
         let old_limit = scope.map(|s| self.limit_of(tables, s));
-        if self.in_flight.is_empty() {
-            return;
+        let at_change = self.in_flight.len() as u64;
+        // Best-effort admission has no windows; a limit change lands at
+        // once: only the creates in flight read the old one.
+        match kind {
+            ConfigChange::Switch => self.mode = None,
+            _ if self.mode == Some(Admission::BestEffort) => return,
+            ConfigChange::Limit if at_change == 0 => return,
+            _ => {}
         }
-        self.opened += 1;
-        self.widest = self.widest.max(self.in_flight.len() as u64);
+        let stats = self.stats(kind);
+        stats.opened += 1;
+        stats.most_at_change = stats.most_at_change.max(at_change);
+        stats.most_in_flight = stats.most_in_flight.max(at_change);
         self.open.push(Window {
+            kind,
             scope: scope.map(str::to_owned),
             old_limit,
             pending: self.in_flight.clone(),
-            allowance: self.in_flight.len() as u64,
+            rolling: kind != ConfigChange::Limit,
+            at_change,
+            most_in_flight: at_change,
         });
+    }
+
+    /// The rollout of `kind` is over: every request from now on runs the
+    /// new configuration.
+    fn rolled_out(&mut self, kind: ConfigChange, tables: impl FnOnce() -> Tables) {
+        for w in self.open.iter_mut().filter(|w| w.kind == kind) {
+            w.rolling = false;
+        }
+        self.close(Window::rolled_out, tables);
+    }
+
+    /// The operator's `audit --repair` after a switch to strict landed:
+    /// strict's checks from now on.
+    fn switched(&mut self, tables: Tables) {
+        self.mode = Some(Admission::Strict);
+        self.close(|w| w.kind == ConfigChange::Switch, || tables);
     }
 
     /// `scope`'s limit changed: left above it, the scope may only drain
@@ -1968,11 +2173,12 @@ impl Windows {
         tables.limits.get(scope).copied().unwrap_or(self.default_limit)
     }
 
-    /// `live <= limit` in strict admission, within the windows.
+    /// `live <= limit` in strict admission, within the windows (measured
+    /// during a switch, checked from when its repair landed).
     fn check(&mut self, tables: &Tables, scope: &str, live: u64) -> Result<(), String> {
         let limit = self.limit_of(tables, scope);
         let draining = limit.max(self.drain_cap.get(scope).copied().unwrap_or(0));
-        let (mut ceiling, mut base) = (draining, draining);
+        let mut ceiling = draining;
         let mut windowed = false;
         for w in self
             .open
@@ -1981,17 +2187,17 @@ impl Windows {
         {
             windowed = true;
             let before = w.old_limit.unwrap_or(limit).max(draining);
-            base = base.max(before);
-            ceiling = ceiling.max(before + w.allowance);
+            ceiling = ceiling.max(before + w.allowance());
+            // How far the window's creates took the scope past what it
+            // allowed before the change.
+            let stats = &mut self.measured[w.kind as usize];
+            stats.max_excess = stats.max_excess.max(live.saturating_sub(before));
         }
         if live > ceiling {
             return Err(format!(
                 "{scope}: strict: live {live} above the limit {limit} (allowed {ceiling} within the documented windows)"
             ));
         }
-        // How far a window's creates took the scope past what it allowed
-        // before the change (the documented bound: the creates in flight).
-        self.max_excess = self.max_excess.max(live.saturating_sub(base));
         if !windowed {
             if live > limit {
                 self.drain_cap.insert(scope.to_owned(), live);
@@ -2015,14 +2221,20 @@ fn scopes_of(tables: &Tables) -> Vec<&String> {
 /// processed`; in best-effort admission `BE <= live`; in strict admission
 /// every best-effort item covers the live items recorded on it (their
 /// `be_shard`: the invariant strict admission rests on, so `BE >= live`)
-/// and `live <= limit` within the documented windows ([`Windows`]).
-fn check_every_step(tables: &Tables, admission: Admission, windows: &Mutex<Windows>) -> Result<(), String> {
+/// and `live <= limit` within the documented windows ([`Windows`]); during
+/// a switch from best-effort to strict admission only the first.
+fn check_every_step(tables: &Tables, windows: &Mutex<Windows>) -> Result<(), String> {
+    let mode = windows.lock().unwrap().mode;
     for scope in scopes_of(tables) {
         let counts = scope_counts(tables, scope);
         let (be, ec) = counters(tables, scope);
         if ec != counts.processed as i64 {
             return Err(format!("{scope}: EC {ec} != processed {}", counts.processed));
         }
+        let Some(admission) = mode else {
+            windows.lock().unwrap().check(tables, scope, counts.live)?;
+            continue;
+        };
         match admission {
             Admission::BestEffort => {
                 if be > counts.live as i64 {
@@ -2160,10 +2372,11 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
         prefill(&store, &p).await;
         let windows = Arc::new(Mutex::new(Windows {
             default_limit: p.limit,
+            mode: Some(p.first_admission()),
             ..Windows::default()
         }));
-        let (admission, checked) = (p.admission, windows.clone());
-        store.set_checker(move |tables| check_every_step(tables, admission, &checked));
+        let checked = windows.clone();
+        store.set_checker(move |tables| check_every_step(tables, &checked));
         store.set_chaos(Chaos {
             seed: Rng::new(seed, 2).next(),
             faults: p.store_faults.clone(),
@@ -2178,13 +2391,19 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
         }
         let sim = Sim {
             seed,
-            counters: [p.best_effort_shards, p.reshard.map_or(p.best_effort_shards, |(n, _)| n)].map(|shards| {
+            counters: [
+                (p.first_admission(), p.best_effort_shards),
+                (p.admission, p.reshard.map_or(p.best_effort_shards, |(n, _)| n)),
+            ]
+            .map(|(admission, shards)| {
                 Counter::new(store.clone(), p.limit)
-                    .with_admission(p.admission)
+                    .with_admission(admission)
                     .with_best_effort_shards(shards)
                     .with_seed(Rng::new(seed, 3).next() ^ u64::from(shards))
             }),
-            resharded: Cell::new(false),
+            changed: Cell::new(None),
+            picks: RefCell::new(Rng::new(seed, 16)),
+            best_effort_audits: Cell::new(0),
             windows,
             processor: processor(&store, &p, Rng::new(seed, 4).next(), start, p.skew.stream),
             sweeper: processor(&store, &p, Rng::new(seed, 12).next(), start, p.skew.audit),
@@ -2214,7 +2433,7 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
             sim.reprocessor(),
             sim.operator(),
             sim.operator_audits(),
-            sim.reshard(),
+            sim.change_config(),
             sim.limit_operator(),
             sim.stream_splitter(),
             sim.drift_checks()
@@ -2238,6 +2457,10 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
         stats.sharded_schedules = u64::from(sim.p.eventual_shards > 1);
         stats.best_effort_sharded_schedules = u64::from(sim.p.best_effort_shards > 1);
         stats.resharded_schedules = u64::from(sim.p.reshard.is_some());
+        stats.switched_schedules = u64::from(sim.p.switch.is_some());
+        if sim.p.change().is_some() {
+            stats.longest_rollout_ms = sim.p.rollout.as_millis() as u64;
+        }
         stats.lock_conflicts = sim.store.lock_conflicts();
         stats.mixed_cancellations = sim.store.mixed_cancellations();
         stats.wide_schedules = u64::from(sim.p.prefilled > 0);
@@ -2245,12 +2468,7 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
         stats.parallel_schedules = u64::from(sim.p.lanes > 1);
         stats.skewed_schedules = u64::from(sim.p.skew.span() > 0);
         stats.widest_skew_ms = sim.p.skew.span() as u64;
-        {
-            let windows = sim.windows.lock().unwrap();
-            stats.windows_opened = windows.opened;
-            stats.widest_window = windows.widest;
-            stats.window_max_excess = windows.max_excess;
-        }
+        stats.windows = sim.windows.lock().unwrap().measured;
         for ((op, fault), n) in sim.store.injected_faults() {
             *stats.store_faults.entry(format!("{op:?}/{fault:?}")).or_default() += n;
         }
@@ -2286,6 +2504,8 @@ fn simpler(p: &Params) -> Vec<Params> {
     variant(&|q| q.ids = (q.ids - 1).max(1));
     variant(&|q| q.scopes = 1);
     variant(&|q| q.reshard = None);
+    variant(&|q| q.switch = None);
+    variant(&|q| q.rollout = Duration::ZERO);
     variant(&|q| q.best_effort_shards = 1);
     for at in 0..p.store_faults.len() {
         variant(&|q| q.store_faults[at].2 = 0);
@@ -2436,14 +2656,18 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         total.best_effort_overshoots
     );
     println!(
-        "simulation operator: {} limit overrides changed under load, {} shard count changes met creates in flight; \
-         strict windows: {} opened, at most {} creates in flight at a change, at most {} live above the limit in one",
-        total.limit_changes,
-        total.reshards_with_creates_in_flight,
-        total.windows_opened,
-        total.widest_window,
-        total.window_max_excess
+        "simulation operator: {} limit overrides changed under load, {} shard count changes met creates in flight, \
+         {} switches to strict admission; rollouts up to {} ms (API timeout {SIM_API_TIMEOUT_MS} ms)",
+        total.limit_changes, total.reshards_with_creates_in_flight, total.switched_schedules, total.longest_rollout_ms
     );
+    for kind in CHANGES {
+        let w = total.windows[kind as usize];
+        println!(
+            "simulation strict windows of {kind:?}: {} opened, at most {} creates in flight at the change, at most {} at \
+             any instant of a window, at most {} live above the limit before the change",
+            w.opened, w.most_at_change, w.most_in_flight, w.max_excess
+        );
+    }
     println!(
         "simulation store: {} schedules with counter Queries read item by item, {} cancellations with mixed reasons, \
          {} lock conflicts; {} wide schedules (4 to 16 clients, limits 10 to 100); {} quiet moments under load",
@@ -2509,6 +2733,14 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         assert!(
             total.best_effort_sharded_schedules > 0 && total.resharded_schedules > 0,
             "sharded best-effort counters and BeShardCount changes run: {total:?}"
+        );
+        let [_, reshard, switch] = total.windows;
+        assert!(
+            total.switched_schedules > 0
+                && switch.opened == total.switched_schedules
+                && reshard.opened > 0
+                && total.longest_rollout_ms > 3 * SIM_API_TIMEOUT_MS as u64,
+            "BeShardCount and AdmissionMode changes roll out over several API timeouts: {total:?}"
         );
         assert!(
             total.limit_changes > 0
