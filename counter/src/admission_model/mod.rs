@@ -48,6 +48,11 @@
 //! left, and in every strict state with BE below live the audit must plan
 //! a raise (D2). [`Rules::BEFORE_FENCE`] is the raise before e03c33a: held
 //! back until the scope is quiet, and unfenced.
+//!
+//! On today's rules the checker finds strict admission past the limit
+//! after a fenced raise (a raise planned while a reservation's put is in
+//! flight; a Query torn across a raise that creates a shard): the ignored
+//! tests in [`tests`] hold the traces and replay both on the real code.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

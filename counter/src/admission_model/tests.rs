@@ -76,7 +76,7 @@ fn strict_admission_never_overshoots_and_every_shard_covers_its_items() {
 /// cores): the configuration changes with torn reads, the shard count
 /// growing from 3 to 4, the limit raised from 3 to 4, best-effort
 /// admission under a limit of 3 (`cargo test -p hybrid-counter --
-/// --ignored admission_model`).
+/// --ignored the_longer_runs`).
 #[test]
 #[ignore = "about 4 minutes"]
 fn the_longer_runs_pass_too() {
@@ -246,6 +246,7 @@ fn after_the_switch_to_strict_the_raise_is_planned_at_once_but_the_limit_does_no
 #[test]
 #[ignore = "fails on today's rules: issue 34, the model's traces in the doc comment"]
 fn after_the_switch_to_strict_a_fenced_raise_lands_at_once_and_the_limit_holds() {
+    let mut failed = Vec::new();
     for (what, model) in [
         ("2 shards, limit 2", switched(Rules::CURRENT, 2, 2)),
         ("2 shards, limit 2, torn reads", torn(switched(Rules::CURRENT, 2, 2))),
@@ -254,9 +255,13 @@ fn after_the_switch_to_strict_a_fenced_raise_lands_at_once_and_the_limit_holds()
         for failure in &run.failures {
             print(&run, failure);
         }
-        assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.failures);
-        run.assert_found(STRICT_HOLDS);
+        if run.failures.is_empty() {
+            run.assert_found(STRICT_HOLDS);
+        } else {
+            failed.push((run.what, run.failures));
+        }
     }
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 /// The raise before e03c33a. Held back until the scope is quiet, the
