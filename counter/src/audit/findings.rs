@@ -354,7 +354,7 @@ pub fn plan_repair_at(
 
 /// Takes the BE move out of `plan` while the scope's last request write
 /// is younger than `grace`, and says why.
-fn hold_back(
+pub(crate) fn hold_back(
     plan: &mut RepairPlan,
     (moved, pending, best_effort, live): (&str, &str, i64, u64),
     age: EpochMillis,

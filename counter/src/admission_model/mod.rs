@@ -35,17 +35,35 @@
 //! The rules before issue 26 (a lowering off the fullest shard, a read
 //! below 0 lent to the other shards) are kept in [`legacy`], verbatim, so
 //! a test shows the checker finds the overshoot they allow.
+//!
+//! Issue 34: best-effort items carry an epoch (0: none). A strict read
+//! records counts, epochs and which items exist, and takes its fences from
+//! the real [`Layout::fences`] (torn across a raise: it reads again, as an
+//! idle client's next create); a reservation holds only under its fence.
+//! In strict admission the audit raises through the real [`Layout::raise`]
+//! (one step: adds, and every item it writes to the next epoch, unless an
+//! item is past `from`). A run may start in best-effort admission and
+//! switch to strict at any step (`switch`); then strict's limit is checked
+//! once a raise planned in strict has landed with no best-effort request
+//! left, and in every strict state with BE below live the audit must plan
+//! a raise (D2). [`Rules::BEFORE_FENCE`] is the raise before e03c33a: held
+//! back until the scope is quiet, and unfenced.
+//!
+//! On today's rules the checker finds strict admission past the limit
+//! after a fenced raise (a raise planned while a reservation's put is in
+//! flight; a Query torn across a raise that creates a shard): the ignored
+//! tests in [`tests`] hold the traces and replay both on the real code.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
-use stateright::{Checker, HasDiscoveries, Model, Property};
+use stateright::{HasDiscoveries, Model, Property};
 
 use crate::audit::engine::plan_scope;
 use crate::audit::{LastWrites, ScopeCounts, findings_for};
-use crate::best_effort::{Layout, Quota};
+use crate::best_effort::{Fence, Layout, Quota};
 use crate::config::Admission;
+use crate::items::CounterSnapshot;
 use crate::keys;
 use crate::request::Usage;
 
@@ -61,6 +79,12 @@ struct Rules {
     legacy_quotas: bool,
     /// [`legacy::correction_shard`] instead of [`Layout::correction`].
     legacy_correction: bool,
+    /// A sharded strict raise held back until the scope is quiet
+    /// ([`legacy::hold_back_a_sharded_strict_raise`], before e03c33a).
+    hold_back_raise: bool,
+    /// A strict raise set under the versions read, moving no epoch (before
+    /// e03c33a), instead of [`Layout::raise`]'s fenced transaction.
+    unfenced_raise: bool,
 }
 
 impl Rules {
@@ -68,11 +92,22 @@ impl Rules {
     const CURRENT: Rules = Rules {
         legacy_quotas: false,
         legacy_correction: false,
+        hold_back_raise: false,
+        unfenced_raise: false,
     };
     /// The functions before issue 26.
     const LEGACY: Rules = Rules {
         legacy_quotas: true,
         legacy_correction: true,
+        hold_back_raise: false,
+        unfenced_raise: false,
+    };
+    /// The raise before e03c33a: held back until quiet, and unfenced.
+    const BEFORE_FENCE: Rules = Rules {
+        legacy_quotas: false,
+        legacy_correction: false,
+        hold_back_raise: true,
+        unfenced_raise: true,
     };
 
     fn quotas(self, layout: &Layout, items: &BTreeMap<String, i64>, limit: u64) -> Vec<Quota> {
@@ -116,6 +151,9 @@ struct AdmissionModel {
     shards: u32,
     limit: u64,
     change: Change,
+    /// Starts in best-effort admission (whatever `admission` says) and may
+    /// switch to strict at any step (`SwitchToStrict`, atomic).
+    switch: bool,
     /// Clients read the best-effort items one at a time, others writing in
     /// between; otherwise a read is one snapshot.
     torn_reads: bool,
@@ -125,14 +163,38 @@ struct AdmissionModel {
     memo: Arc<Mutex<Memo>>,
 }
 
-/// BE and live per item, whether the grace has passed, whether the
-/// configuration changed.
-type RepairInput = ([i8; SLOTS], [u8; SLOTS], bool, bool);
+/// BE, live, epoch per item, which items exist, whether the grace has
+/// passed, whether the configuration changed, whether admission is strict.
+type RepairInput = ([i8; SLOTS], [u8; SLOTS], [u8; SLOTS], u8, bool, bool, bool);
 
 #[derive(Debug, Default)]
 struct Memo {
     quotas: HashMap<([i8; SLOTS], bool), [u8; SLOTS]>,
-    repairs: HashMap<RepairInput, Option<[i8; SLOTS]>>,
+    repairs: HashMap<RepairInput, Option<Plan>>,
+    /// [`Layout::fences`] by epochs, items present, configuration changed.
+    fences: HashMap<([u8; SLOTS], u8, bool), Option<[u8; SLOTS]>>,
+}
+
+/// A repair the audit planned and has not written yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// Set every item's count, under the versions read: fails once a
+    /// counter moves.
+    Set([i8; SLOTS]),
+    /// [`Layout::raise`]: add to each item, conditioned on no item of the
+    /// raise past epoch `from`, and move them all to `from + 1`, in one
+    /// transaction. `writes`: the items it writes (bit `k`).
+    Raise { adds: [i8; SLOTS], from: u8, writes: u8 },
+}
+
+/// A [`Fence`] as a client holds it: 0 unfenced, `0x10 | e` at `e`,
+/// `0x20 | e` absent after raise `e`.
+fn encode(fence: Fence) -> u8 {
+    match fence {
+        Fence::Unfenced => 0,
+        Fence::At(e) => 0x10 | u8::try_from(e).expect("epoch"),
+        Fence::Absent(e) => 0x20 | u8::try_from(e).expect("epoch"),
+    }
 }
 
 /// One client's request in progress.
@@ -144,6 +206,8 @@ enum Client {
     /// under the configuration before the change.
     Read {
         quotas: [u8; SLOTS],
+        /// The fence of each item's reservation ([`encode`]).
+        fences: [u8; SLOTS],
         fresh: bool,
         stale: bool,
     },
@@ -152,6 +216,9 @@ enum Client {
     /// `got` holds what it saw. Flags as for `Read`.
     Reading {
         got: [i8; SLOTS],
+        /// The epochs seen (0: none), and which items were there (bit `k`).
+        epochs: [u8; SLOTS],
+        seen: u8,
         n: u8,
         fresh: bool,
         stale: bool,
@@ -185,9 +252,21 @@ struct State {
     live: [u8; SLOTS],
     /// Kept sorted: clients are interchangeable (symmetry reduction).
     clients: [Client; CLIENTS],
-    /// The counts a planned repair writes, until a counter moves (its
-    /// version condition would fail).
-    repair: Option<[i8; SLOTS]>,
+    /// Each item's epoch (0: none; [`Fence`]).
+    epoch: [u8; SLOTS],
+    /// The items that exist (bit `k`): written at least once.
+    present: u8,
+    /// Strict admission in force (the switch moves it from best-effort).
+    strict: bool,
+    /// In strict admission after the switch, a raise has landed with no
+    /// best-effort request in flight: from then on strict's limit holds.
+    raised: bool,
+    /// A planned repair, until written (a `Set` also until a counter moves:
+    /// its version condition would fail).
+    repair: Option<Plan>,
+    /// The planned repair was planned in strict admission (an audit that
+    /// read before the switch plans as best-effort admission does).
+    repair_strict: bool,
     changed: bool,
     /// Live items above a lowered limit at the change: nothing is taken
     /// back, deletes drain them.
@@ -208,41 +287,79 @@ impl std::hash::Hash for State {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         let bytes = |b: [u8; SLOTS]| u64::from(u32::from_le_bytes(b));
         let signed = |b: [i8; SLOTS]| bytes(b.map(|c| c.to_le_bytes()[0]));
-        // At most 26 bits: a tag, two flags, four quotas of 3 bits (at most
-        // 7), or four counts of 4 bits (-4 to 11) and how many were read.
+        // A tag, two flags, four quotas of 3 bits (at most 7) and four
+        // fences of 6 bits, or four counts of 4 bits (-4 to 11), epochs,
+        // items seen and how many were read.
         let client = |c: &Client| -> u64 {
             match *c {
                 Client::Idle => 0,
-                Client::Read { quotas, fresh, stale } => {
+                Client::Read {
+                    quotas,
+                    fences,
+                    fresh,
+                    stale,
+                } => {
                     let quotas = quotas.iter().enumerate().fold(0, |acc, (k, q)| {
                         assert!(*q < 8, "a quota above 7");
                         acc | u64::from(*q) << (3 * k)
                     });
-                    1 | u64::from(fresh) << 3 | u64::from(stale) << 4 | quotas << 5
+                    let fences = fences
+                        .iter()
+                        .enumerate()
+                        .fold(0, |acc, (k, f)| acc | u64::from(*f) << (6 * k));
+                    1 | u64::from(fresh) << 3 | u64::from(stale) << 4 | quotas << 5 | fences << 17
                 }
                 Client::Reserved { shard } => 2 | u64::from(shard) << 3,
                 Client::SoftDeleted { shard } => 3 | u64::from(shard) << 3,
                 Client::Put { shard } => 4 | u64::from(shard) << 3,
                 Client::Decremented { shard } => 5 | u64::from(shard) << 3,
-                Client::Reading { got, n, fresh, stale } => {
+                Client::Reading {
+                    got,
+                    epochs,
+                    seen,
+                    n,
+                    fresh,
+                    stale,
+                } => {
                     let got = got.iter().enumerate().fold(0, |acc, (k, c)| {
                         let c = u64::try_from(i64::from(*c) + 4).expect("a count below -4");
                         assert!(c < 16, "a count above 11");
                         acc | c << (4 * k)
                     });
-                    6 | u64::from(fresh) << 3 | u64::from(stale) << 4 | u64::from(n) << 5 | got << 8
+                    6 | u64::from(fresh) << 3
+                        | u64::from(stale) << 4
+                        | u64::from(n) << 5
+                        | got << 8
+                        | bytes(epochs) << 24
+                        | u64::from(seen) << 56
                 }
             }
         };
         h.write_u64(signed(self.be) | bytes(self.live) << 32);
-        h.write_u64(client(&self.clients[0]) | client(&self.clients[1]) << 26);
-        h.write_u64(client(&self.clients[2]));
+        for c in &self.clients {
+            h.write_u64(client(c));
+        }
+        let repair = match self.repair {
+            None => 0,
+            Some(Plan::Set(r)) => signed(r) << 2 | 1,
+            Some(Plan::Raise { adds, from, writes }) => {
+                signed(adds) << 2 | 2 | u64::from(from) << 34 | u64::from(writes) << 42
+            }
+        };
+        h.write_u64(repair);
         h.write_u64(
-            self.repair.map_or(0, |r| signed(r) << 1 | 1)
-                | u64::from(self.changed) << 33
-                | u64::from(self.excess) << 34
-                | u64::from(self.in_flight_at_change) << 42
-                | u64::from(self.window) << 50,
+            u64::from(self.changed)
+                | u64::from(self.excess) << 1
+                | u64::from(self.in_flight_at_change) << 9
+                | u64::from(self.window) << 17
+                | u64::from(self.present) << 25
+                | u64::from(self.strict) << 33
+                | u64::from(self.raised) << 34
+                | u64::from(self.repair_strict) << 47
+                | self.epoch.iter().enumerate().fold(0, |acc, (k, e)| {
+                    assert!(*e < 8, "an epoch above 7");
+                    acc | u64::from(*e) << (35 + 3 * k)
+                }),
         );
     }
 }
@@ -259,9 +376,28 @@ impl State {
     /// The best-effort items as a Query returns them (those ever written).
     fn items(&self) -> BTreeMap<String, i64> {
         (0..SLOTS)
-            .filter(|&k| self.be[k] != 0 || self.live[k] != 0)
+            .filter(|&k| self.present & 1 << k != 0)
             .map(|k| (name(k), i64::from(self.be[k])))
             .collect()
+    }
+
+    /// The read of the counters a snapshot gives.
+    fn snapshot(&self) -> CounterSnapshot {
+        snapshot(self.be, self.epoch, self.present)
+    }
+
+    /// `+delta` on item `k`: creates it (with no epoch) if absent.
+    fn add(&mut self, k: usize, delta: i8) {
+        self.be[k] += delta;
+        self.present |= 1 << k;
+        self.counter_written();
+    }
+
+    /// Best-effort requests between their two writes.
+    fn best_effort_in_flight(&self) -> bool {
+        self.clients
+            .iter()
+            .any(|c| matches!(c, Client::Put { .. } | Client::Decremented { .. }))
     }
 
     fn live_by_item(&self) -> BTreeMap<String, u64> {
@@ -291,11 +427,28 @@ impl State {
         }
     }
 
-    /// A write to a best-effort item: also a planned repair's condition fails.
+    /// A write to a best-effort item: also a planned `Set`'s condition
+    /// fails (a raise is conditioned on epochs only).
     fn counter_written(&mut self) {
         self.written();
-        self.repair = None;
+        if matches!(self.repair, Some(Plan::Set(_))) {
+            self.repair = None;
+            self.repair_strict = false;
+        }
     }
+}
+
+/// A read of the best-effort items: counts, epochs (0: none), which exist.
+fn snapshot(be: [i8; SLOTS], epoch: [u8; SLOTS], present: u8) -> CounterSnapshot {
+    let mut snap = CounterSnapshot::default();
+    for k in (0..SLOTS).filter(|&k| present & 1 << k != 0) {
+        snap.best_effort += i64::from(be[k]);
+        snap.best_effort_items.insert(name(k), i64::from(be[k]));
+        if epoch[k] != 0 {
+            snap.best_effort_epochs.insert(name(k), u64::from(epoch[k]));
+        }
+    }
+    snap
 }
 
 fn name(k: usize) -> String {
@@ -345,11 +498,72 @@ enum Action {
     AuditPlan,
     AuditWrite,
     ChangeConfig,
+    /// Admission switches from best-effort to strict (one step).
+    SwitchToStrict,
+    /// The raise's epoch condition failed: the audit reads anew.
+    AuditRaiseRefused,
 }
 
 impl AdmissionModel {
+    /// Strict admission at some point of a run.
     fn strict(&self) -> bool {
-        self.admission == Admission::Strict
+        self.admission == Admission::Strict || self.switch
+    }
+
+    fn admission_of(state: &State) -> Admission {
+        if state.strict {
+            Admission::Strict
+        } else {
+            Admission::BestEffort
+        }
+    }
+
+    /// The real [`Layout::fences`] of a read (encoded), `None` when torn
+    /// across a raise.
+    fn fences(&self, epoch: [u8; SLOTS], present: u8, changed: bool, be: [i8; SLOTS]) -> Option<[u8; SLOTS]> {
+        let key = (epoch, present, changed);
+        if let Some(fences) = self.memo.lock().unwrap().fences.get(&key) {
+            return *fences;
+        }
+        let fences = self.layout_of(changed).fences(&snapshot(be, epoch, present)).map(|f| {
+            let mut fences = [0u8; SLOTS];
+            for (name, fence) in f {
+                fences[slot(&name)] = encode(fence);
+            }
+            fences
+        });
+        self.memo.lock().unwrap().fences.insert(key, fences);
+        fences
+    }
+
+    /// What a client holding `read` does after reading: its quotas and
+    /// fences, or idle (refused on the sum, or torn across a raise: it
+    /// reads again, which an idle client's next create does).
+    fn after_read(
+        &self,
+        read: [i8; SLOTS],
+        epoch: [u8; SLOTS],
+        present: u8,
+        changed: bool,
+        fresh: bool,
+        stale: bool,
+    ) -> Client {
+        let sum = (0..SLOTS)
+            .filter(|&k| present & 1 << k != 0)
+            .map(|k| i64::from(read[k]))
+            .sum();
+        if !self.admits_read(sum, self.limit_of(changed)) {
+            return Client::Idle;
+        }
+        match self.fences(epoch, present, changed, read) {
+            Some(fences) => Client::Read {
+                quotas: self.quotas(read, changed),
+                fences,
+                fresh,
+                stale,
+            },
+            None => Client::Idle,
+        }
     }
 
     fn layout(&self, state: &State) -> Layout {
@@ -436,9 +650,17 @@ impl AdmissionModel {
         usage.admits_one_more()
     }
 
-    /// The audit's repair, if it writes one now: the counts of every item.
-    fn plan_repair(&self, state: &State) -> Option<[i8; SLOTS]> {
-        let key = (state.be, state.live, state.quiet(), state.changed);
+    /// The audit's repair, if it writes one now.
+    fn plan_repair(&self, state: &State) -> Option<Plan> {
+        let key = (
+            state.be,
+            state.live,
+            state.epoch,
+            state.present,
+            state.quiet(),
+            state.changed,
+            state.strict,
+        );
         if let Some(repair) = self.memo.lock().unwrap().repairs.get(&key) {
             return *repair;
         }
@@ -447,13 +669,18 @@ impl AdmissionModel {
         repair
     }
 
-    fn compute_repair(&self, state: &State) -> Option<[i8; SLOTS]> {
+    /// What the audit engine's `audit_scope` writes: [`plan_scope`]'s
+    /// target; in strict admission a raise (or, with shards at mixed
+    /// epochs, a raise of 0 that only fences) through [`Layout::raise`],
+    /// anything else a `Set` of [`Layout::correction`]'s counts.
+    fn compute_repair(&self, state: &State) -> Option<Plan> {
         let live = state.live_total();
         let counts = ScopeCounts {
             live: u64::try_from(live).expect("live"),
             ..ScopeCounts::default()
         };
-        let findings = findings_for(self.admission, &counts, state.be_total(), 0);
+        let admission = Self::admission_of(state);
+        let findings = findings_for(admission, &counts, state.be_total(), 0);
         // The last write at 0, a grace of 1: now is 1 once it has passed.
         let written = LastWrites {
             best_effort: 0,
@@ -461,14 +688,34 @@ impl AdmissionModel {
         };
         let now = i64::from(state.quiet());
         let layout = self.layout(state);
-        let target = plan_scope(&counts, &findings, written, now, 1).repair.best_effort?;
+        let mut plan = plan_scope(&counts, &findings, written, now, 1);
+        if self.rules.hold_back_raise && admission.is_strict() && layout.shards() > 1 {
+            legacy::hold_back_a_sharded_strict_raise(&mut plan, &counts, &findings, written, now, 1);
+        }
+        let snapshot = state.snapshot();
+        let strict = admission.is_strict() && !self.rules.unfenced_raise;
+        if strict && plan.repair.best_effort.is_none() && layout.fences(&snapshot).is_none() {
+            plan.repair.best_effort = Some(snapshot.best_effort);
+        }
+        let target = plan.repair.best_effort?;
         let items = state.items();
-        let delta = target - items.values().sum::<i64>();
+        let delta = target - snapshot.best_effort;
+        if strict && delta >= 0 {
+            let raise = layout.raise(&snapshot, &state.live_by_item(), delta);
+            let mut adds = [0i8; SLOTS];
+            let mut writes = 0u8;
+            for (name, add) in raise.adds {
+                adds[slot(&name)] = i8::try_from(add).expect("bounded");
+                writes |= 1 << slot(&name);
+            }
+            let from = u8::try_from(raise.from).expect("epoch");
+            return Some(Plan::Raise { adds, from, writes });
+        }
         let mut be = state.be;
         for (name, count) in self.rules.correction(&layout, &items, &state.live_by_item(), delta) {
             be[slot(&name)] = i8::try_from(count).expect("bounded");
         }
-        (be != state.be).then_some(be)
+        (be != state.be).then_some(Plan::Set(be))
     }
 }
 
@@ -481,7 +728,12 @@ impl Model for AdmissionModel {
             be: [0; SLOTS],
             live: [0; SLOTS],
             clients: [Client::Idle; CLIENTS],
+            epoch: [0; SLOTS],
+            present: 0,
+            strict: self.admission == Admission::Strict && !self.switch,
+            raised: false,
             repair: None,
+            repair_strict: false,
             changed: false,
             excess: 0,
             in_flight_at_change: 0,
@@ -498,7 +750,7 @@ impl Model for AdmissionModel {
             }
             match *client {
                 Client::Idle => {
-                    if self.strict() {
+                    if state.strict {
                         if self.torn_reads || self.admits(state) {
                             actions.push(Action::Read(c));
                         }
@@ -519,9 +771,16 @@ impl Model for AdmissionModel {
                         }
                     }
                 }
-                Client::Read { quotas, .. } => {
+                Client::Read { quotas, fences, .. } => {
                     for (k, quota) in quotas.iter().enumerate() {
-                        if *quota > 0 && i64::from(state.be[k]) < i64::from(*quota) {
+                        // `count < quota` and the fence, as the store's
+                        // `reserve_best_effort` conditions them.
+                        let fenced = match fences[k] >> 4 {
+                            0 => state.epoch[k] == 0,
+                            1 => state.present & 1 << k != 0 && state.epoch[k] == fences[k] & 0xf,
+                            _ => state.present & 1 << k == 0,
+                        };
+                        if *quota > 0 && i64::from(state.be[k]) < i64::from(*quota) && fenced {
                             actions.push(Action::Reserve(c, k));
                         }
                     }
@@ -545,7 +804,15 @@ impl Model for AdmissionModel {
             }
         }
         match state.repair {
-            Some(_) => actions.push(Action::AuditWrite),
+            Some(Plan::Raise { from, writes, .. }) => {
+                // The transaction's condition: no item it writes past `from`.
+                if (0..SLOTS).all(|k| writes & 1 << k == 0 || state.epoch[k] <= from) {
+                    actions.push(Action::AuditWrite);
+                } else {
+                    actions.push(Action::AuditRaiseRefused);
+                }
+            }
+            Some(Plan::Set(_)) => actions.push(Action::AuditWrite),
             None => {
                 if self.plan_repair(state).is_some() {
                     actions.push(Action::AuditPlan);
@@ -555,6 +822,9 @@ impl Model for AdmissionModel {
         if self.change != Change::None && !state.changed {
             actions.push(Action::ChangeConfig);
         }
+        if self.switch && !state.strict {
+            actions.push(Action::SwitchToStrict);
+        }
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
@@ -563,21 +833,21 @@ impl Model for AdmissionModel {
             Action::Read(c) if self.torn_reads => {
                 s.clients[c] = Client::Reading {
                     got: [0; SLOTS],
+                    epochs: [0; SLOTS],
+                    seen: 0,
                     n: 0,
                     fresh: true,
                     stale: false,
                 };
             }
             Action::Read(c) => {
-                s.clients[c] = Client::Read {
-                    quotas: self.quotas(s.be, s.changed),
-                    fresh: true,
-                    stale: false,
-                };
+                s.clients[c] = self.after_read(s.be, s.epoch, s.present, s.changed, true, false);
             }
             Action::ReadItem(c) => {
                 let Client::Reading {
                     mut got,
+                    mut epochs,
+                    mut seen,
                     n,
                     fresh,
                     stale,
@@ -585,33 +855,34 @@ impl Model for AdmissionModel {
                 else {
                     unreachable!()
                 };
-                got[usize::from(n)] = s.be[usize::from(n)];
+                let k = usize::from(n);
+                got[k] = s.be[k];
+                epochs[k] = s.epoch[k];
+                seen |= s.present & 1 << k;
                 // The configuration the request started under.
                 let changed = s.changed && !stale;
                 s.clients[c] = if n + 1 < self.items_read() {
                     Client::Reading {
                         got,
+                        epochs,
+                        seen,
                         n: n + 1,
                         fresh,
                         stale,
                     }
-                } else if self.admits_read(got.iter().map(|c| i64::from(*c)).sum(), self.limit_of(changed)) {
-                    Client::Read {
-                        quotas: self.quotas(got, changed),
-                        fresh,
-                        stale,
-                    }
                 } else {
-                    Client::Idle
+                    self.after_read(got, epochs, seen, changed, fresh, stale)
                 };
             }
             Action::Reserve(c, k) => {
-                let Client::Read { stale, .. } = s.clients[c] else {
+                let Client::Read { stale, fences, .. } = s.clients[c] else {
                     unreachable!()
                 };
-                s.be[k] += 1;
+                if fences[k] >> 4 == 2 {
+                    s.epoch[k] = fences[k] & 0xf;
+                }
+                s.add(k, 1);
                 s.window += u8::from(stale);
-                s.counter_written();
                 s.clients[c] = Client::Reserved {
                     shard: u8::try_from(k).expect("slot"),
                 };
@@ -630,8 +901,7 @@ impl Model for AdmissionModel {
                 let Client::Reserved { shard, .. } = s.clients[c] else {
                     unreachable!()
                 };
-                s.be[usize::from(shard)] -= 1;
-                s.counter_written();
+                s.add(usize::from(shard), -1);
                 s.clients[c] = Client::Idle;
             }
             Action::SoftDelete(c, k) => {
@@ -646,8 +916,7 @@ impl Model for AdmissionModel {
                 let Client::SoftDeleted { shard } = s.clients[c] else {
                     unreachable!()
                 };
-                s.be[usize::from(shard)] -= 1;
-                s.counter_written();
+                s.add(usize::from(shard), -1);
                 s.clients[c] = Client::Idle;
             }
             Action::GiveBackLost(c) => s.clients[c] = Client::Idle,
@@ -659,14 +928,12 @@ impl Model for AdmissionModel {
                 };
             }
             Action::Increment(c, k) => {
-                s.be[k] += 1;
-                s.counter_written();
+                s.add(k, 1);
                 s.clients[c] = Client::Idle;
             }
             Action::IncrementLost(c) => s.clients[c] = Client::Idle,
             Action::Decrement(c, k, to) => {
-                s.be[to] -= 1;
-                s.counter_written();
+                s.add(to, -1);
                 s.clients[c] = Client::Decremented {
                     shard: u8::try_from(k).expect("slot"),
                 };
@@ -680,10 +947,41 @@ impl Model for AdmissionModel {
                 s.clients[c] = Client::Idle;
             }
             Action::DeleteStops(c) => s.clients[c] = Client::Idle,
-            Action::AuditPlan => s.repair = self.plan_repair(&s),
+            Action::AuditPlan => {
+                s.repair = self.plan_repair(&s);
+                s.repair_strict = s.strict;
+            }
             Action::AuditWrite => {
-                s.be = s.repair.take().expect("planned");
+                let repair = s.repair.take().expect("planned");
+                match repair {
+                    Plan::Set(be) => {
+                        for k in (0..SLOTS).filter(|&k| be[k] != s.be[k]) {
+                            s.present |= 1 << k;
+                        }
+                        s.be = be;
+                    }
+                    Plan::Raise { adds, from, writes } => {
+                        for k in (0..SLOTS).filter(|&k| writes & 1 << k != 0) {
+                            s.be[k] += adds[k];
+                            s.epoch[k] = from + 1;
+                            s.present |= 1 << k;
+                        }
+                    }
+                }
                 s.written();
+                self.landed(&mut s);
+                s.repair_strict = false;
+            }
+            Action::AuditRaiseRefused => {
+                s.repair = None;
+                s.repair_strict = false;
+            }
+            Action::SwitchToStrict => {
+                s.strict = true;
+                // Best-effort admission may have passed the limit (BE
+                // undercounts): deletes drain what is above it.
+                let limit = i64::try_from(self.limit(&s)).expect("limit");
+                s.excess = u8::try_from((s.live_total() - limit).max(0)).expect("bounded");
             }
             Action::ChangeConfig => {
                 s.changed = true;
@@ -717,17 +1015,56 @@ impl Model for AdmissionModel {
     /// its property (BE <= live) only compares sums.
     fn within_boundary(&self, state: &State) -> bool {
         let limit = i64::try_from(self.limit.max(self.limit(state))).expect("limit");
-        let (live, low, high) = if self.strict() {
+        let (live, low, high) = if self.switch {
+            (limit + 2, -1, limit + 3)
+        } else if self.strict() {
             (limit + 2, -3, limit + 3)
         } else {
             (limit, -1, limit)
         };
-        state.live_total() <= live && state.be.iter().all(|c| (low..=high).contains(&i64::from(*c)))
+        state.live_total() <= live
+            && state.be.iter().all(|c| (low..=high).contains(&i64::from(*c)))
+            && state.epoch.iter().all(|e| *e <= 3)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
         type P = Property<AdmissionModel>;
-        if self.strict() {
+        fn lowered(s: &State) -> bool {
+            matches!(s.repair, Some(Plan::Set(r)) if (0..SLOTS).any(|k| r[k] < s.be[k]))
+        }
+        fn raised(s: &State) -> bool {
+            match s.repair {
+                Some(Plan::Set(r)) => r.iter().map(|c| i64::from(*c)).sum::<i64>() > s.be_total(),
+                Some(Plan::Raise { adds, .. }) => adds.iter().any(|a| *a > 0),
+                None => false,
+            }
+        }
+        fn holds(s: &State) -> bool {
+            s.strict && s.raised
+        }
+        if self.switch {
+            // Strict's limit holds once a raise has landed after the switch
+            // with no best-effort request left; before, strict admits over
+            // BE below live.
+            vec![
+                P::always(OVERSHOOT, |m, s| {
+                    !holds(s) || s.live_total() <= m.allowed(s) + i64::from(s.window)
+                }),
+                // Best-effort's `+1`s and `-1`s moved on to other shards:
+                // the raise fills only what the sum lacks.
+                P::sometimes(UNCOVERED, |_, s| {
+                    holds(s) && (0..SLOTS).any(|k| i64::from(s.be[k]) < i64::from(s.live[k]))
+                }),
+                P::always(RAISE_PLANNED, |m, s| {
+                    !s.strict || s.be_total() >= s.live_total() || s.repair.is_some() || m.plan_repair(s).is_some()
+                }),
+                P::sometimes(UNDERCOUNT, |_, s| s.strict && s.be_total() < s.live_total()),
+                P::sometimes(RAISED, |_, s| raised(s)),
+                P::sometimes(STRICT_HOLDS, |m, s| {
+                    holds(s) && s.live_total() == i64::try_from(m.limit(s)).expect("limit")
+                }),
+            ]
+        } else if self.strict() {
             vec![
                 P::always(OVERSHOOT, |m, s| s.live_total() <= m.allowed(s) + i64::from(s.window)),
                 P::always(COVERED, |_, s| {
@@ -735,9 +1072,7 @@ impl Model for AdmissionModel {
                 }),
                 P::always(WINDOW_BOUNDED, |_, s| s.window <= s.in_flight_at_change),
                 P::sometimes(FULL, |m, s| s.live_total() == i64::try_from(m.limit(s)).expect("limit")),
-                P::sometimes(LOWERED, |_, s| {
-                    s.repair.is_some_and(|r| (0..SLOTS).any(|k| r[k] < s.be[k]))
-                }),
+                P::sometimes(LOWERED, |_, s| lowered(s)),
                 P::sometimes(WINDOW_USED, |m, s| s.live_total() > m.allowed(s)),
             ]
         } else {
@@ -745,30 +1080,30 @@ impl Model for AdmissionModel {
                 P::always(BE_AT_MOST_LIVE, |_, s| s.be_total() <= s.live_total()),
                 P::sometimes(FULL, |m, s| s.live_total() == i64::try_from(m.limit(s)).expect("limit")),
                 P::sometimes(UNDERCOUNT, |_, s| s.be_total() < s.live_total()),
-                P::sometimes(RAISED, |_, s| {
-                    s.repair
-                        .is_some_and(|r| r.iter().map(|c| i64::from(*c)).sum::<i64>() > s.be_total())
-                }),
+                P::sometimes(RAISED, |_, s| raised(s)),
             ]
         }
     }
 }
 
-/// What one exhaustive run found.
-struct Run {
-    what: String,
-    states: usize,
-    seconds: f64,
-    /// Property name and the trace to its discovery, cut at the first
-    /// state that shows it.
-    found: BTreeMap<&'static str, Vec<String>>,
-    /// The `always` properties it found broken.
-    failures: Vec<&'static str>,
-}
-
-impl Run {
-    fn assert_found(&self, name: &str) {
-        assert!(self.found.contains_key(name), "{}: never {name}", self.what);
+impl AdmissionModel {
+    /// After a repair lands: in strict admission after the switch, with no
+    /// best-effort request left, strict's limit holds from now on. Live
+    /// items above it, admitted over the low BE before (reservations whose
+    /// put is still to land among them), drain by deletes.
+    fn landed(&self, s: &mut State) {
+        if self.switch && s.repair_strict && !s.best_effort_in_flight() && s.be_total() >= s.live_total() {
+            s.raised = true;
+            let limit = i64::try_from(self.limit(s)).expect("limit");
+            let reserved = s
+                .clients
+                .iter()
+                .filter(|c| matches!(c, Client::Reserved { .. }))
+                .count();
+            let admitted = s.live_total() + i64::try_from(reserved).expect("clients");
+            let over = u8::try_from((admitted - limit).max(0)).expect("bounded");
+            s.excess = s.excess.max(over);
+        }
     }
 }
 
@@ -781,363 +1116,15 @@ const LOWERED: &str = "a repair lowers an over-reserved shard";
 const WINDOW_USED: &str = "a create of the window passes the limit";
 const UNDERCOUNT: &str = "BE is below live";
 const RAISED: &str = "a repair raises BE";
+const UNCOVERED: &str = "raised after the switch, a shard is under its live items";
+const RAISE_PLANNED: &str = "strict with BE below live: the audit plans a raise";
+const STRICT_HOLDS: &str = "raised after the switch, the scope is full";
 
-/// Checks every state of `model` (breadth first, so a trace is a
-/// shortest one); stops at the first failure, or with `overshoot` at the
-/// first overshoot.
-fn check(what: &str, model: AdmissionModel, overshoot: bool) -> Run {
-    let started = Instant::now();
-    let finish = if overshoot {
-        HasDiscoveries::AnyOf([OVERSHOOT].into())
-    } else {
-        HasDiscoveries::AnyFailures
-    };
-    let checker = model.clone().checker().finish_when(finish).spawn_bfs().join();
-    let properties = model.properties();
-    let failures = properties
-        .iter()
-        .filter(|p| p.expectation.discovery_is_failure() && checker.discovery(p.name).is_some())
-        .map(|p| p.name)
-        .collect();
-    let found = checker
-        .discoveries()
-        .into_iter()
-        .map(|(name, path)| {
-            let property = properties.iter().find(|p| p.name == name).expect("a property");
-            let failure = property.expectation.discovery_is_failure();
-            let shows = |s: &State| (property.condition)(&model, s) != failure;
-            let mut trace = Vec::new();
-            for (state, action) in path.into_vec() {
-                if shows(&state) {
-                    trace.push(step(&state, None));
-                    break;
-                }
-                trace.push(step(&state, action));
-            }
-            (name, trace)
-        })
-        .collect();
-    let run = Run {
-        what: what.to_owned(),
-        states: checker.unique_state_count(),
-        seconds: started.elapsed().as_secs_f64(),
-        found,
-        failures,
-    };
-    eprintln!(
-        "admission model, {what}: {} states in {:.1}s; failures {:?}",
-        run.states, run.seconds, run.failures
-    );
-    run
-}
+mod check;
+#[cfg(test)]
+use check::{Run, check, check_until};
 
-/// A client as a trace names it (clients are kept sorted, so not by
-/// position).
-fn who(c: &Client) -> String {
-    match c {
-        Client::Idle => "an idle client".to_owned(),
-        Client::Read { quotas, stale, .. } => {
-            format!(
-                "the client with quotas {quotas:?}{}",
-                if *stale { " (stale)" } else { "" }
-            )
-        }
-        Client::Reading { got, n, .. } => format!("the client that has read {:?}", &got[..usize::from(*n)]),
-        Client::Reserved { shard } => format!("the client reserved on #{shard}"),
-        Client::SoftDeleted { shard } => format!("the client deleting from #{shard}"),
-        Client::Put { shard } => format!("the client that put an item on #{shard}"),
-        Client::Decremented { shard } => format!("the client deleting from #{shard}"),
-    }
-}
-
-/// One line of a trace: the state, then the step taken from it.
-fn step(s: &State, action: Option<Action>) -> String {
-    let by = |c: usize| who(&s.clients[c]);
-    let action = action.map(|a| {
-        let what = match a {
-            Action::Read(c) => format!("{} reads", by(c)),
-            Action::ReadItem(c) => format!("{} reads the next item", by(c)),
-            Action::Reserve(c, k) => format!("{} reserves on #{k}", by(c)),
-            Action::GiveUp(c) => format!("{} gives up", by(c)),
-            Action::PutApplied(c) => format!("{}: its put is applied", by(c)),
-            Action::PutLost(c) => format!("{}: its put fails ambiguously, the slot is kept", by(c)),
-            Action::PutRefused(c) => format!("{}: its put is refused, the slot given back", by(c)),
-            Action::SoftDelete(c, k) => format!("{} soft-deletes an item on #{k}", by(c)),
-            Action::GiveBack(c) => format!("{}: its -1 lands", by(c)),
-            Action::GiveBackLost(c) => format!("{}: its -1 is lost", by(c)),
-            Action::BestEffortPut(c, k) => format!("{} puts an item on #{k}", by(c)),
-            Action::Increment(c, k) => format!("{}: its +1 lands on #{k}", by(c)),
-            Action::IncrementLost(c) => format!("{}: its +1 is lost", by(c)),
-            Action::Decrement(c, k, to) => format!("{} deletes an item on #{k}: -1 on #{to}", by(c)),
-            Action::SoftDeleteAfterDecrement(c) => format!("{}: the soft delete lands", by(c)),
-            Action::DeleteStops(c) => format!("{}: the delete stops", by(c)),
-            Action::AuditPlan => "the audit reads and plans a repair".to_owned(),
-            Action::AuditWrite => "the audit writes its repair".to_owned(),
-            Action::ChangeConfig => "the configuration changes".to_owned(),
-        };
-        format!("\n    => {what}")
-    });
-    format!(
-        "be {:?} live {:?}{}{}{}",
-        &s.be[..],
-        &s.live[..],
-        if s.changed { ", changed" } else { "" },
-        s.repair.map(|r| format!(", repair planned {r:?}")).unwrap_or_default(),
-        action.unwrap_or_default()
-    )
-}
-
-/// The quota and correction functions as they were before issue 26
-/// (commit 6e55a8e), kept verbatim for the model's regression test.
-mod legacy {
-    use super::*;
-
-    /// Lends what a free shard holds below 0 to the others.
-    pub fn quotas(layout: &Layout, items: &BTreeMap<String, i64>, limit: u64) -> Vec<Quota> {
-        let retired: i128 = items
-            .iter()
-            .filter(|(name, _)| !layout.is_active(name))
-            .map(|(_, count)| i128::from(*count))
-            .sum();
-        let mut quotas: Vec<Quota> = layout
-            .active()
-            .map(|shard| {
-                let name = keys::best_effort_name(shard);
-                Quota {
-                    read: items.get(&name).copied().unwrap_or(0),
-                    quota: 0,
-                    shard,
-                    name,
-                }
-            })
-            .collect();
-        let mut frozen = vec![false; quotas.len()];
-        loop {
-            let held: i128 = retired
-                + quotas
-                    .iter()
-                    .zip(&frozen)
-                    .map(|(q, f)| {
-                        if *f {
-                            i128::from(q.read)
-                        } else {
-                            i128::from(q.read.min(0))
-                        }
-                    })
-                    .sum::<i128>();
-            let rest = u64::try_from((i128::from(limit) - held).max(0)).unwrap_or(u64::MAX);
-            let free: Vec<usize> = (0..quotas.len()).filter(|&i| !frozen[i]).collect();
-            let n = free.len() as u64;
-            for (j, &i) in free.iter().enumerate() {
-                let share = rest / n + u64::from((j as u64) < rest % n);
-                let below = u64::try_from(-quotas[i].read.min(0)).unwrap_or(u64::MAX);
-                quotas[i].quota = share.saturating_sub(below);
-            }
-            let full: Vec<usize> = free.into_iter().filter(|&i| !quotas[i].has_room()).collect();
-            if full.is_empty() {
-                break;
-            }
-            for i in full {
-                frozen[i] = true;
-                quotas[i].quota = 0;
-            }
-            if frozen.iter().all(|f| *f) {
-                break;
-            }
-        }
-        quotas
-    }
-
-    /// The whole correction onto one item: a lowering off the fullest.
-    pub fn correction_shard(layout: &Layout, items: &BTreeMap<String, i64>, delta: i64) -> String {
-        let count = |name: &String| items.get(name).copied().unwrap_or(0);
-        let active = layout.active().map(keys::best_effort_name);
-        if delta >= 0 {
-            return active
-                .min_by_key(|name| count(name))
-                .expect("at least one active shard");
-        }
-        items
-            .iter()
-            .max_by_key(|(name, c)| (**c, !layout.is_active(name)))
-            .map(|(name, _)| name.clone())
-            .unwrap_or_else(|| keys::best_effort_name(layout.shard(0)))
-    }
-}
+mod legacy;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn model(admission: Admission, rules: Rules, shards: u32, limit: u64, change: Change) -> AdmissionModel {
-        AdmissionModel {
-            admission,
-            rules,
-            shards,
-            limit,
-            change,
-            torn_reads: false,
-            memo: Arc::default(),
-        }
-    }
-
-    fn strict(rules: Rules, limit: u64, change: Change) -> AdmissionModel {
-        model(Admission::Strict, rules, 3, limit, change)
-    }
-
-    fn torn(model: AdmissionModel) -> AdmissionModel {
-        AdmissionModel {
-            torn_reads: true,
-            ..model
-        }
-    }
-
-    fn assert_safe(run: &Run, change: bool) {
-        assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.found);
-        run.assert_found(FULL);
-        run.assert_found(LOWERED);
-        if change {
-            // The documented window is real, and bounded (an `always`).
-            run.assert_found(WINDOW_USED);
-        }
-    }
-
-    /// Every interleaving of 3 clients over 3 shards: reads gone stale (and
-    /// torn: one item at a time, others writing in between), reservations,
-    /// ambiguous and refused puts, deletes with lost `-1`s, audits
-    /// repairing at any moment, and one change of the shard count (3 to 2,
-    /// 2 to 3) or of the limit (4 to 3), those with snapshot reads. Never
-    /// more live items than the limit outside the window, never a shard
-    /// under its items.
-    #[test]
-    fn strict_admission_never_overshoots_and_every_shard_covers_its_items() {
-        let mut states = 0;
-        for limit in 1..=4 {
-            let run = check(
-                &format!("strict, limit {limit}, torn reads"),
-                torn(strict(Rules::CURRENT, limit, Change::None)),
-                false,
-            );
-            assert_safe(&run, false);
-            states += run.states;
-        }
-        for (what, model) in [
-            ("shard count 3 to 2", strict(Rules::CURRENT, 4, Change::Shards(2))),
-            (
-                "shard count 2 to 3",
-                model(Admission::Strict, Rules::CURRENT, 2, 4, Change::Shards(3)),
-            ),
-            ("limit 4 to 3", strict(Rules::CURRENT, 4, Change::Limit(3))),
-        ] {
-            let run = check(&format!("strict, limit 4, {what}"), model, false);
-            assert_safe(&run, true);
-            states += run.states;
-        }
-        eprintln!("admission model, strict: {states} states in all");
-    }
-
-    /// The runs too long for every `cargo test` (about 4 minutes on 2
-    /// cores): the configuration changes with torn reads, the shard count
-    /// growing from 3 to 4, the limit raised from 3 to 4, best-effort
-    /// admission under a limit of 3 (`cargo test -p hybrid-counter --
-    /// --ignored admission_model`).
-    #[test]
-    #[ignore = "about 4 minutes"]
-    fn the_longer_runs_pass_too() {
-        for (what, model, change) in [
-            (
-                "strict, limit 4, shard count 3 to 2, torn reads",
-                torn(strict(Rules::CURRENT, 4, Change::Shards(2))),
-                true,
-            ),
-            (
-                "strict, limit 4, shard count 2 to 3, torn reads",
-                torn(model(Admission::Strict, Rules::CURRENT, 2, 4, Change::Shards(3))),
-                true,
-            ),
-            (
-                "strict, limit 4 to 3, torn reads",
-                torn(strict(Rules::CURRENT, 4, Change::Limit(3))),
-                true,
-            ),
-            (
-                "strict, limit 4, shard count 3 to 4",
-                strict(Rules::CURRENT, 4, Change::Shards(4)),
-                true,
-            ),
-            (
-                "strict, limit 3 to 4",
-                strict(Rules::CURRENT, 3, Change::Limit(4)),
-                false,
-            ),
-        ] {
-            assert_safe(&check(what, model, false), change);
-        }
-        let run = check(
-            "best-effort, limit 3, limit 3 to 2",
-            model(Admission::BestEffort, Rules::CURRENT, 3, 3, Change::Limit(2)),
-            false,
-        );
-        assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.found);
-    }
-
-    /// The rules before issue 26 overshoot: the whole lowering off the
-    /// fullest shard leaves a shard under its live items, its deletes take
-    /// it below 0, and a read lends that to the other shards. The trace
-    /// printed (limit 2): two creates reserve on #0 and #1; #0's put fails
-    /// ambiguously (its slot kept), #1's lands: (1, 1) for one live item,
-    /// on #1. The audit lowers BE by 1 off #1 (the fullest, on a tie):
-    /// (1, 0) while the item is live on #1. The item's delete takes #1 to
-    /// -1; a read of (1, -1) lends that -1: quota 2 on #2 under a limit of
-    /// 2. One create fills #1 again, two fill #2: three live items.
-    #[test]
-    fn the_rules_before_issue_26_let_strict_admission_overshoot() {
-        let run = check(
-            "strict, limit 2, rules before issue 26",
-            strict(Rules::LEGACY, 2, Change::None),
-            true,
-        );
-        let trace = &run.found[OVERSHOOT];
-        eprintln!("the overshoot, a shortest trace:\n{}", trace.join("\n"));
-        assert!(run.failures.contains(&COVERED), "{:?}", run.failures);
-        // The repair alone is enough to overshoot a larger limit; the quotas
-        // before issue 26 overshoot nothing once no shard is under its items.
-        let repair_only = Rules {
-            legacy_quotas: false,
-            legacy_correction: true,
-        };
-        let run = check(
-            "strict, limit 4, the old repair only",
-            strict(repair_only, 4, Change::None),
-            true,
-        );
-        assert!(run.failures.contains(&OVERSHOOT), "{:?}", run.failures);
-        let quotas_only = Rules {
-            legacy_quotas: true,
-            legacy_correction: false,
-        };
-        let run = check(
-            "strict, limit 4, the old quotas only",
-            strict(quotas_only, 4, Change::None),
-            false,
-        );
-        assert!(run.failures.is_empty(), "{:?}", run.found);
-    }
-
-    /// Best-effort admission: BE never counts above the live items, however
-    /// its `+1`s are lost, its `-1`s land on other shards and its repairs
-    /// interleave, also across a shard count change.
-    #[test]
-    fn best_effort_admission_never_counts_above_live() {
-        for (what, change) in [("no change", Change::None), ("shard count 3 to 2", Change::Shards(2))] {
-            let run = check(
-                &format!("best-effort, limit 2, {what}"),
-                model(Admission::BestEffort, Rules::CURRENT, 3, 2, change),
-                false,
-            );
-            assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.found);
-            run.assert_found(UNDERCOUNT);
-            run.assert_found(RAISED);
-        }
-    }
-}
+mod tests;

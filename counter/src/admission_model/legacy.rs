@@ -1,0 +1,105 @@
+//! The quota and correction functions as they were before issue 26
+//! (commit 6e55a8e), and the sharded strict raise's hold-back before
+//! e03c33a, kept verbatim for the model's regression tests.
+
+use super::*;
+use crate::audit::findings::hold_back;
+use crate::audit::{Finding, RepairPlan};
+use crate::time::EpochMillis;
+
+/// Lends what a free shard holds below 0 to the others.
+pub fn quotas(layout: &Layout, items: &BTreeMap<String, i64>, limit: u64) -> Vec<Quota> {
+    let retired: i128 = items
+        .iter()
+        .filter(|(name, _)| !layout.is_active(name))
+        .map(|(_, count)| i128::from(*count))
+        .sum();
+    let mut quotas: Vec<Quota> = layout
+        .active()
+        .map(|shard| {
+            let name = keys::best_effort_name(shard);
+            Quota {
+                read: items.get(&name).copied().unwrap_or(0),
+                quota: 0,
+                shard,
+                name,
+            }
+        })
+        .collect();
+    let mut frozen = vec![false; quotas.len()];
+    loop {
+        let held: i128 = retired
+            + quotas
+                .iter()
+                .zip(&frozen)
+                .map(|(q, f)| {
+                    if *f {
+                        i128::from(q.read)
+                    } else {
+                        i128::from(q.read.min(0))
+                    }
+                })
+                .sum::<i128>();
+        let rest = u64::try_from((i128::from(limit) - held).max(0)).unwrap_or(u64::MAX);
+        let free: Vec<usize> = (0..quotas.len()).filter(|&i| !frozen[i]).collect();
+        let n = free.len() as u64;
+        for (j, &i) in free.iter().enumerate() {
+            let share = rest / n + u64::from((j as u64) < rest % n);
+            let below = u64::try_from(-quotas[i].read.min(0)).unwrap_or(u64::MAX);
+            quotas[i].quota = share.saturating_sub(below);
+        }
+        let full: Vec<usize> = free.into_iter().filter(|&i| !quotas[i].has_room()).collect();
+        if full.is_empty() {
+            break;
+        }
+        for i in full {
+            frozen[i] = true;
+            quotas[i].quota = 0;
+        }
+        if frozen.iter().all(|f| *f) {
+            break;
+        }
+    }
+    quotas
+}
+
+/// Strict admission raises BE at once when it is one item. Over several
+/// shards ([`crate::best_effort`]) a raise lands on one of them and shrinks
+/// the others' quotas, while a create that read before it still holds its
+/// larger quota and could reserve past the limit: so in `plan`, a sharded
+/// strict raise waits like a best-effort one, until no request can be in
+/// flight. (Removed by e03c33a, verbatim.)
+pub fn hold_back_a_sharded_strict_raise(
+    plan: &mut RepairPlan,
+    counts: &ScopeCounts,
+    findings: &[Finding],
+    written: LastWrites,
+    now: EpochMillis,
+    grace: EpochMillis,
+) {
+    let raise = findings.iter().find_map(|f| match f {
+        Finding::UnderReserved { best_effort, live } => Some((*best_effort, *live)),
+        _ => None,
+    });
+    if let Some((best_effort, live)) = raise {
+        let last = written.best_effort.max(counts.last_item_write);
+        let what = ("raised", "a reservation over another shard", best_effort, live);
+        hold_back(plan, what, now.saturating_sub(last), grace);
+    }
+}
+
+/// The whole correction onto one item: a lowering off the fullest.
+pub fn correction_shard(layout: &Layout, items: &BTreeMap<String, i64>, delta: i64) -> String {
+    let count = |name: &String| items.get(name).copied().unwrap_or(0);
+    let active = layout.active().map(keys::best_effort_name);
+    if delta >= 0 {
+        return active
+            .min_by_key(|name| count(name))
+            .expect("at least one active shard");
+    }
+    items
+        .iter()
+        .max_by_key(|(name, c)| (**c, !layout.is_active(name)))
+        .map(|(name, _)| name.clone())
+        .unwrap_or_else(|| keys::best_effort_name(layout.shard(0)))
+}

@@ -1,0 +1,460 @@
+//! The admission model's runs: each checks every state of one
+//! configuration and asserts what it finds (or, on legacy rules, that it
+//! finds the defect), printing states explored and the traces.
+
+use super::*;
+
+fn model(admission: Admission, rules: Rules, shards: u32, limit: u64, change: Change) -> AdmissionModel {
+    AdmissionModel {
+        admission,
+        rules,
+        shards,
+        limit,
+        change,
+        switch: false,
+        torn_reads: false,
+        memo: Arc::default(),
+    }
+}
+
+fn strict(rules: Rules, limit: u64, change: Change) -> AdmissionModel {
+    model(Admission::Strict, rules, 3, limit, change)
+}
+
+fn torn(model: AdmissionModel) -> AdmissionModel {
+    AdmissionModel {
+        torn_reads: true,
+        ..model
+    }
+}
+
+fn assert_safe(run: &Run, change: bool) {
+    assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.found);
+    run.assert_found(FULL);
+    run.assert_found(LOWERED);
+    if change {
+        // The documented window is real, and bounded (an `always`).
+        run.assert_found(WINDOW_USED);
+    }
+}
+
+/// Every interleaving of 3 clients over 3 shards: reads gone stale (and
+/// torn: one item at a time, others writing in between), reservations,
+/// ambiguous and refused puts, deletes with lost `-1`s, audits
+/// repairing at any moment, and one change of the shard count (3 to 2,
+/// 2 to 3) or of the limit (4 to 3), those with snapshot reads. Never
+/// more live items than the limit outside the window, never a shard
+/// under its items.
+#[test]
+fn strict_admission_never_overshoots_and_every_shard_covers_its_items() {
+    let mut states = 0;
+    for limit in 1..=4 {
+        let run = check(
+            &format!("strict, limit {limit}, torn reads"),
+            torn(strict(Rules::CURRENT, limit, Change::None)),
+            false,
+        );
+        assert_safe(&run, false);
+        states += run.states;
+    }
+    for (what, model) in [
+        ("shard count 3 to 2", strict(Rules::CURRENT, 4, Change::Shards(2))),
+        (
+            "shard count 2 to 3",
+            model(Admission::Strict, Rules::CURRENT, 2, 4, Change::Shards(3)),
+        ),
+        ("limit 4 to 3", strict(Rules::CURRENT, 4, Change::Limit(3))),
+    ] {
+        let run = check(&format!("strict, limit 4, {what}"), model, false);
+        assert_safe(&run, true);
+        states += run.states;
+    }
+    eprintln!("admission model, strict: {states} states in all");
+}
+
+/// The runs too long for every `cargo test` (702 s on 2 shared
+/// cores): the configuration changes with torn reads, the shard count
+/// growing from 3 to 4, the limit raised from 3 to 4, best-effort
+/// admission under a limit of 3 (`cargo test -p hybrid-counter --
+/// --ignored the_longer_runs`).
+#[test]
+#[ignore = "about 12 minutes"]
+fn the_longer_runs_pass_too() {
+    for (what, model, change) in [
+        (
+            "strict, limit 4, shard count 3 to 2, torn reads",
+            torn(strict(Rules::CURRENT, 4, Change::Shards(2))),
+            true,
+        ),
+        (
+            "strict, limit 4, shard count 2 to 3, torn reads",
+            torn(model(Admission::Strict, Rules::CURRENT, 2, 4, Change::Shards(3))),
+            true,
+        ),
+        (
+            "strict, limit 4 to 3, torn reads",
+            torn(strict(Rules::CURRENT, 4, Change::Limit(3))),
+            true,
+        ),
+        (
+            "strict, limit 4, shard count 3 to 4",
+            strict(Rules::CURRENT, 4, Change::Shards(4)),
+            true,
+        ),
+        (
+            "strict, limit 3 to 4",
+            strict(Rules::CURRENT, 3, Change::Limit(4)),
+            false,
+        ),
+    ] {
+        assert_safe(&check(what, model, false), change);
+    }
+    let run = check(
+        "best-effort, limit 3, limit 3 to 2",
+        model(Admission::BestEffort, Rules::CURRENT, 3, 3, Change::Limit(2)),
+        false,
+    );
+    assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.found);
+}
+
+/// The rules before issue 26 overshoot: the whole lowering off the
+/// fullest shard leaves a shard under its live items, its deletes take
+/// it below 0, and a read lends that to the other shards. The trace
+/// printed (limit 2): two creates reserve on #0 and #1; #0's put fails
+/// ambiguously (its slot kept), #1's lands: (1, 1) for one live item,
+/// on #1. The audit lowers BE by 1 off #1 (the fullest, on a tie):
+/// (1, 0) while the item is live on #1. The item's delete takes #1 to
+/// -1; a read of (1, -1) lends that -1: quota 2 on #2 under a limit of
+/// 2. One create fills #1 again, two fill #2: three live items.
+#[test]
+fn the_rules_before_issue_26_let_strict_admission_overshoot() {
+    let run = check(
+        "strict, limit 2, rules before issue 26",
+        strict(Rules::LEGACY, 2, Change::None),
+        true,
+    );
+    let trace = &run.found[OVERSHOOT];
+    eprintln!("the overshoot, a shortest trace:\n{}", trace.join("\n"));
+    assert!(run.failures.contains(&COVERED), "{:?}", run.failures);
+    // The repair alone is enough to overshoot a larger limit; the quotas
+    // before issue 26 overshoot nothing once no shard is under its items.
+    let repair_only = Rules {
+        legacy_quotas: false,
+        legacy_correction: true,
+        ..Rules::CURRENT
+    };
+    let run = check(
+        "strict, limit 4, the old repair only",
+        strict(repair_only, 4, Change::None),
+        true,
+    );
+    assert!(run.failures.contains(&OVERSHOOT), "{:?}", run.failures);
+    let quotas_only = Rules {
+        legacy_quotas: true,
+        legacy_correction: false,
+        ..Rules::LEGACY
+    };
+    let run = check(
+        "strict, limit 4, the old quotas only",
+        strict(quotas_only, 4, Change::None),
+        false,
+    );
+    assert!(run.failures.is_empty(), "{:?}", run.found);
+}
+
+/// Best-effort admission: BE never counts above the live items, however
+/// its `+1`s are lost, its `-1`s land on other shards and its repairs
+/// interleave, also across a shard count change.
+#[test]
+fn best_effort_admission_never_counts_above_live() {
+    for (what, change) in [("no change", Change::None), ("shard count 3 to 2", Change::Shards(2))] {
+        let run = check(
+            &format!("best-effort, limit 2, {what}"),
+            model(Admission::BestEffort, Rules::CURRENT, 3, 2, change),
+            false,
+        );
+        assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.found);
+        run.assert_found(UNDERCOUNT);
+        run.assert_found(RAISED);
+    }
+}
+
+/// Best-effort admission (lost `+1`s leave BE below live), then the
+/// switch to strict at any step, over `shards` shards.
+fn switched(rules: Rules, shards: u32, limit: u64) -> AdmissionModel {
+    AdmissionModel {
+        switch: true,
+        ..model(Admission::Strict, rules, shards, limit, Change::None)
+    }
+}
+
+fn print(run: &Run, property: &str) {
+    eprintln!(
+        "{}: {property}, a shortest trace:\n{}",
+        run.what,
+        run.found[property].join("\n")
+    );
+}
+
+/// Issue 34 D2 on today's rules: switched from best-effort to strict
+/// with BE below live, the audit plans a (fenced) raise in every state,
+/// busy scope or not (every state of limit 1 over 2 shards: 577,067);
+/// yet strict admission passes the limit after the raise: see the
+/// ignored test below for the two traces (limit 2).
+#[test]
+fn after_the_switch_to_strict_the_raise_is_planned_at_once_but_the_limit_does_not_hold() {
+    let run = check_until(
+        "switch to strict, 2 shards, limit 1",
+        switched(Rules::CURRENT, 2, 1),
+        HasDiscoveries::AnyOf([RAISE_PLANNED].into()),
+    );
+    // The raise is planned in every state; limit 1 overshoots too (the
+    // traces of limit 2 are in the ignored test).
+    assert_eq!(run.failures, vec![OVERSHOOT], "{:?}", run.found);
+    run.assert_found(UNDERCOUNT);
+    run.assert_found(RAISED);
+    run.assert_found(STRICT_HOLDS);
+    print(&run, OVERSHOOT);
+}
+
+/// Fails on today's rules (issue 34: a violation the model found).
+/// After the switch to strict, once a fenced raise has landed (no
+/// best-effort request left, and creates admitted before it counted as
+/// the window), strict admission should never pass the limit. Two
+/// shortest traces break it, limit 2, 2 shards:
+///
+/// 1. A reservation in flight during the raise (snapshot reads). One
+///    best-effort create on #0 loses its `+1`, its delete's `-1` lands:
+///    be (-1, 0), live (1, 0). Switch to strict. A create reads, quotas
+///    (0, 2), reserves on #1: be (-1, 1), its put not sent yet. The
+///    audit reads BE 0 < live 1 and raises by 1 onto #0, epochs 1:
+///    be (0, 1). The raise's target (live) takes the in-flight
+///    reservation for one of the live items: BE is one short once its
+///    put lands. A create reads (0, 1), quotas (1, 0), reserves on #0
+///    (fence At(1) holds); both puts land: live (2, 1), 3 > 2. Every
+///    admission before the raise was within the limit (1 live + 1
+///    reserved = 2).
+/// 2. A read torn across a raise that creates a shard (torn reads). Two
+///    best-effort creates on #0 lose their `+1`s: no best-effort item
+///    exists, live (2, 0). Switch to strict. A create's Query reads #0:
+///    absent. The audit raises by 2 onto #0, creating #0 and #1 at
+///    epoch 1: be (2, 0). The Query reads #1: 0 at epoch 1.
+///    [`Layout::fences`] compares only the shards read present, so the
+///    read is not torn to it: fences (Absent(1), At(1)), quotas from
+///    (0, 0): (1, 1). The create reserves on #1 (At(1) holds) and puts:
+///    live (2, 1), 3 > 2.
+#[test]
+#[ignore = "fails on today's rules: issue 34, the model's traces in the doc comment"]
+fn after_the_switch_to_strict_a_fenced_raise_lands_at_once_and_the_limit_holds() {
+    let mut failed = Vec::new();
+    for (what, model) in [
+        ("2 shards, limit 2", switched(Rules::CURRENT, 2, 2)),
+        ("2 shards, limit 2, torn reads", torn(switched(Rules::CURRENT, 2, 2))),
+    ] {
+        let run = check(&format!("switch to strict, {what}"), model, false);
+        for failure in &run.failures {
+            print(&run, failure);
+        }
+        if run.failures.is_empty() {
+            run.assert_found(STRICT_HOLDS);
+        } else {
+            failed.push((run.what, run.failures));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:?}");
+}
+
+/// The raise before e03c33a. Held back until the scope is quiet, the
+/// audit plans nothing while a request is in flight (D2: a busy scope
+/// stays under-reserved). Unfenced (and not held back), a create that
+/// read before the raise reserves on its old quota after it: the
+/// overshoot. The traces are printed.
+#[test]
+fn the_raise_before_the_fence_is_held_back_on_a_busy_scope_and_unfenced_overshoots() {
+    let held_back = Rules {
+        unfenced_raise: false,
+        ..Rules::BEFORE_FENCE
+    };
+    let run = check(
+        "switch to strict, 3 shards, limit 2, the raise held back",
+        switched(held_back, 3, 2),
+        false,
+    );
+    assert_eq!(run.failures, vec![RAISE_PLANNED], "{:?}", run.found);
+    print(&run, RAISE_PLANNED);
+    let unfenced = Rules {
+        hold_back_raise: false,
+        ..Rules::BEFORE_FENCE
+    };
+    let run = check(
+        "switch to strict, 2 shards, limit 2, the raise unfenced",
+        switched(unfenced, 2, 2),
+        true,
+    );
+    assert!(run.failures.contains(&OVERSHOOT), "{:?}", run.failures);
+    print(&run, OVERSHOOT);
+    let run = check(
+        "switch to strict, 3 shards, limit 2, the raise before e03c33a",
+        switched(Rules::BEFORE_FENCE, 3, 2),
+        false,
+    );
+    assert!(run.failures.contains(&RAISE_PLANNED), "{:?}", run.failures);
+}
+
+/// The first trace of the ignored test above, replayed on the real
+/// request path, audit and `MemoryStore` (limit 3, 2 shards). Fails on
+/// today's rules: 4 live items. Two best-effort creates lose their
+/// `+1`s: live 2, BE 0. In strict admission a create reserves (quota
+/// from the real read), its put not sent yet: BE 1, and 2 live + 1
+/// reserved is within the limit. The audit raises BE by 1 to live (2),
+/// at once, fenced; a new strict create is admitted (BE 2 < 3) and put:
+/// live 3. The first create's put lands: live 4.
+#[tokio::test]
+#[ignore = "fails on today's rules: issue 34, a raise during a reservation's put"]
+async fn a_raise_while_a_reservation_s_put_is_in_flight_leaves_room_past_the_limit() {
+    use crate::audit::{Auditor, RepairMode};
+    use crate::ids::{ResourceId, Scope};
+    use crate::items::ResourceItem;
+    use crate::memory::{Fault, MemoryStore, Op};
+    use crate::request::Counter;
+    use crate::store::{NewResource, Store};
+    const NOW: i64 = 1_700_000_000_000;
+    let store = Arc::new(MemoryStore::new());
+    let scope = Scope::new("acct").unwrap();
+    let id = |s: &str| ResourceId::new(s).unwrap();
+    let best_effort = Counter::new(store.clone(), 3).with_best_effort_shards(2).with_seed(1);
+    for n in 0..2 {
+        store.inject(Op::AddBestEffort, Fault::Unavailable);
+        best_effort
+            .create(&scope, &id(&format!("w{n}")), serde_dynamo::Item::default(), NOW)
+            .await
+            .unwrap();
+    }
+    assert_eq!(store.best_effort("acct"), 0);
+    // A strict create's reservation, as `Counter::reserve` makes it.
+    let layout = Layout::new(2);
+    let read = store.read_counters(&scope).await.unwrap();
+    let fences = layout.fences(&read).expect("not torn");
+    let quota = layout.quotas(&read.best_effort_items, 3).remove(0);
+    store
+        .reserve_best_effort(&scope, &quota.name, quota.quota, fences[&quota.name], NOW)
+        .await
+        .unwrap();
+    let audit = Auditor::new(&store, Admission::Strict)
+        .with_best_effort_shards(2)
+        .audit_scope(&scope, RepairMode::Apply, NOW)
+        .await
+        .unwrap();
+    assert!(audit.repaired, "{audit:?}");
+    assert_eq!(store.best_effort("acct"), 2);
+    let strict = Counter::new(store.clone(), 3)
+        .with_admission(Admission::Strict)
+        .with_best_effort_shards(2)
+        .with_seed(2);
+    let admitted = strict
+        .create(&scope, &id("x"), serde_dynamo::Item::default(), NOW)
+        .await;
+    // The first create's put lands.
+    let item = ResourceItem {
+        scope: scope.clone(),
+        id: id("a"),
+        counter_processed: false,
+        deleted: false,
+        incarnation: "a".into(),
+        created_at: NOW,
+        be_shard: quota.shard,
+    };
+    store
+        .put_resource(&NewResource {
+            item,
+            payload: serde_dynamo::Item::default(),
+        })
+        .await
+        .unwrap();
+    let live = store.tables().resources.values().filter(|r| !r.state.deleted).count();
+    assert!(
+        live <= 3,
+        "{live} live items under a limit of 3 (the create after the raise: {admitted:?})"
+    );
+}
+
+/// The second trace of the ignored test above, replayed on the real
+/// audit, `MemoryStore` and [`Layout::fences`] (limit 2, 2 shards), the
+/// torn Query built by hand from two real reads. Fails on today's
+/// rules: 3 live items. Two items recorded on #0 lost their `+1`s: no
+/// best-effort item exists, live 2. A strict create's Query reads #0:
+/// absent. The audit raises #0 by 2 and creates #1, both at epoch 1.
+/// The Query reads #1: 0 at epoch 1. The fences take the read as whole
+/// (#0 Absent(1), #1 At(1)), the quotas lend #1 one slot, the
+/// reservation on #1 holds and the put lands.
+#[tokio::test]
+#[ignore = "fails on today's rules: issue 34, a Query torn across a raise that creates a shard"]
+async fn a_read_torn_across_a_raise_that_creates_a_shard_is_taken_as_whole() {
+    use crate::audit::{Auditor, RepairMode};
+    use crate::ids::{ResourceId, Scope};
+    use crate::items::ResourceItem;
+    use crate::memory::MemoryStore;
+    use crate::store::{NewResource, Store};
+    const NOW: i64 = 1_700_000_000_000;
+    let store = Arc::new(MemoryStore::new());
+    let scope = Scope::new("acct").unwrap();
+    let put = |id: &str| NewResource {
+        item: ResourceItem {
+            scope: scope.clone(),
+            id: ResourceId::new(id).unwrap(),
+            counter_processed: false,
+            deleted: false,
+            incarnation: id.into(),
+            created_at: NOW,
+            be_shard: Some(0),
+        },
+        payload: serde_dynamo::Item::default(),
+    };
+    // Best-effort creates on #0 whose `+1` was lost.
+    for id in ["w0", "w1"] {
+        store.put_resource(&put(id)).await.unwrap();
+    }
+    // The Query has read #0 (absent): nothing of it in the snapshot.
+    let audit = Auditor::new(&store, Admission::Strict)
+        .with_best_effort_shards(2)
+        .audit_scope(&scope, RepairMode::Apply, NOW)
+        .await
+        .unwrap();
+    assert!(audit.repaired, "{audit:?}");
+    let after = store.read_counters(&scope).await.unwrap();
+    assert_eq!(
+        after.best_effort_epochs.len(),
+        2,
+        "the raise created both shards: {after:?}"
+    );
+    // The Query reads #1 after the raise.
+    let name = keys::best_effort_name(Some(1));
+    let torn = CounterSnapshot {
+        best_effort: after.best_effort_items[&name],
+        best_effort_items: [(name.clone(), after.best_effort_items[&name])].into(),
+        best_effort_epochs: [(name.clone(), after.best_effort_epochs[&name])].into(),
+        ..CounterSnapshot::default()
+    };
+    let layout = Layout::new(2);
+    let admitted = layout.fences(&torn).map(|fences| {
+        let quota = layout.quotas(&torn.best_effort_items, 2).remove(1);
+        (fences[&name], quota.quota)
+    });
+    let reserved = match admitted {
+        Some((fence, quota)) => store
+            .reserve_best_effort(&scope, &name, quota, fence, NOW)
+            .await
+            .is_ok(),
+        None => false,
+    };
+    if reserved {
+        let mut x = put("x");
+        x.item.be_shard = Some(1);
+        store.put_resource(&x).await.unwrap();
+    }
+    let live = store.tables().resources.values().filter(|r| !r.state.deleted).count();
+    assert!(
+        live <= 2,
+        "{live} live items under a limit of 2 (fence and quota on #1: {admitted:?})"
+    );
+}
