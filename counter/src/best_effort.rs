@@ -235,12 +235,12 @@ impl Layout {
         quotas
     }
 
-    /// The fence of each active shard's reservation from one read, or
-    /// `None` when the read is torn across a raise: an active shard at
-    /// another epoch than the highest one read, or absent although a raise
-    /// (which creates every active shard) has been (a raise landed between
-    /// two of the Query's items, so the quotas could lend what it took).
-    /// Then the create reads again.
+    /// The fence of each active shard a reservation from one read may be
+    /// made on, or `None` when the read is torn across a raise: an active
+    /// shard at another epoch than the highest one read (a raise landed
+    /// between two of the Query's items, so the quotas could lend what it
+    /// took). Then the create reads again. A shard left out takes no
+    /// reservation from this read.
     pub fn fences(&self, snapshot: &CounterSnapshot) -> Option<BTreeMap<String, Fence>> {
         let names: Vec<String> = self.active().map(keys::best_effort_name).collect();
         let present = |name: &str| snapshot.best_effort_items.contains_key(name);
@@ -254,11 +254,21 @@ impl Layout {
         if names.iter().any(|n| present(n) && epoch_of(n) != top) {
             return None;
         }
-        // A raise creates every active shard before it adds to any
-        // ([`Layout::raise`]): one absent after a raise was read before it
-        // landed, or the shard count grew since (an audit fences it).
+        // A raise creates every configured shard (adds of 0) before it adds
+        // to any ([`Layout::raise`]). After a raise, a shard read absent was
+        // read before one landed (then a present shard's count may be one a
+        // raise moved since the absent one was passed), or the shard count
+        // grew since: only a reservation on an absent shard, conditioned on
+        // its still being absent, is safe from such a read; it creates the
+        // shard at the read's epoch, and the next read is whole.
         if top > 0 && names.iter().any(|n| !present(n)) {
-            return None;
+            return Some(
+                names
+                    .into_iter()
+                    .filter(|n| !present(n))
+                    .map(|name| (name, Fence::Absent(top)))
+                    .collect(),
+            );
         }
         Some(
             names
@@ -658,7 +668,8 @@ mod tests {
         let layout = Layout::new(2);
         assert_eq!(
             layout.fences(&snapshot(&[("best_effort", 2, None), ("best_effort#1", 0, Some(1))])),
-            None
+            Some(BTreeMap::from([("best_effort#0".to_owned(), Fence::Absent(1))])),
+            "only the absent shard, and only while it is still absent"
         );
         assert_eq!(
             layout.fences(&snapshot(&[("best_effort#0", 1, None), ("best_effort#1", 0, Some(1))])),

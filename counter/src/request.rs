@@ -38,7 +38,7 @@ use serde::Serialize;
 use serde_dynamo::Item;
 use tracing::warn;
 
-use crate::best_effort::{Fence, Layout};
+use crate::best_effort::Layout;
 use crate::config::Admission;
 use crate::error::{Error, StoreError};
 use crate::ids::{ResourceId, Scope};
@@ -332,6 +332,7 @@ impl<S: Store> Counter<S> {
             let quotas = self.layout.quotas(&read.best_effort_items, usage.limit);
             let order: Vec<Option<u32>> = Layout::reservation_order(&quotas, rng)
                 .into_iter()
+                .filter(|&i| fences.contains_key(&quotas[i].name))
                 .map(|i| quotas[i].shard)
                 .collect();
             let quota_of = |shard: Option<u32>| quotas.iter().find(|q| q.shard == shard).map_or(0, |q| q.quota);
@@ -339,7 +340,7 @@ impl<S: Store> Counter<S> {
                 .on_shards(&order, |shard| {
                     let name = keys::best_effort_name(shard);
                     let quota = quota_of(shard);
-                    let fence = fences.get(&name).copied().unwrap_or(Fence::Unfenced);
+                    let fence = fences[&name];
                     async move { self.store.reserve_best_effort(scope, &name, quota, fence, now).await }
                 })
                 .await;
@@ -1601,6 +1602,43 @@ mod tests {
                 "{shards} shards: the raise lands, one create fits, no overshoot"
             );
         }
+    }
+
+    /// Review of issue 34 D2: after a raise fenced a scope's shards, a
+    /// grown `BeShardCount` leaves the new shards absent. A read with them
+    /// absent may reserve only on them (still absent: it creates them at
+    /// the read's epoch), so creates go on, never 503 until an audit.
+    #[tokio::test]
+    async fn after_a_raise_a_grown_shard_count_takes_creates_on_its_new_shards() {
+        let store = std::sync::Arc::new(MemoryStore::new());
+        let s = Scope::new("acct").unwrap();
+        let before = Counter::new(store.clone(), 10).with_best_effort_shards(2).with_seed(1);
+        store.inject(Op::AddBestEffort, Fault::Unavailable);
+        before
+            .create(&s, &ResourceId::new("w0").unwrap(), Item::default(), NOW)
+            .await
+            .unwrap();
+        let audit = crate::audit::Auditor::new(&*store, Admission::Strict)
+            .with_best_effort_shards(2)
+            .audit_scope(&s, crate::audit::RepairMode::Apply, NOW)
+            .await
+            .unwrap();
+        assert!(audit.repaired, "{audit:?}");
+        let grown = Counter::new(store.clone(), 10)
+            .with_admission(Admission::Strict)
+            .with_best_effort_shards(4)
+            .with_seed(2);
+        for n in 0..6 {
+            grown
+                .create(&s, &ResourceId::new(format!("n{n}")).unwrap(), Item::default(), NOW)
+                .await
+                .unwrap();
+        }
+        assert!(
+            store.tables().counters_epoch.len() >= 4,
+            "the new shards were created fenced"
+        );
+        assert_eq!((live(&store, "acct"), store.best_effort("acct")), (7, 7));
     }
 
     /// DynamoDB semantics for a zero quota: one throttled decrement sent to

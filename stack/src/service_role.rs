@@ -513,10 +513,26 @@ fn placements(action: &str, scope: &OperatorScope) -> Vec<(Vec<String>, Option<V
             Some(json!({"StringEquals": {"iam:PermissionsBoundary": crate::boundary::boundary_arn(scope)}})),
         )],
         ("iam", _) => one(roles),
-        ("lambda", n) if n.contains("EventSourceMapping") || n.ends_with("Tags") || n.ends_with("TagResource") => {
-            // Mappings have ids nobody can predict, and CreateEventSourceMapping takes no resource.
-            one(vec!["*".to_owned()])
+        // The template's one permission lets EventBridge run the drift
+        // check: the service role adds no other principal, so an operator's
+        // template cannot open a function to direct invokes.
+        ("lambda", "AddPermission") => vec![(
+            vec![format!("arn:{p}:lambda:{r}:{a}:function:{prefix}-*")],
+            Some(json!({"StringEquals": {"lambda:Principal": "events.amazonaws.com"}})),
+        )],
+        // Mappings only onto the stack's functions (`lambda:FunctionArn`);
+        // their ids are not known in advance.
+        ("lambda", "CreateEventSourceMapping" | "UpdateEventSourceMapping" | "DeleteEventSourceMapping") => vec![(
+            vec!["*".to_owned()],
+            Some(json!({"ArnLike": {"lambda:FunctionArn": format!("arn:{p}:lambda:{r}:{a}:function:{prefix}-*")}})),
+        )],
+        ("lambda", n) if n.contains("EventSourceMapping") => {
+            one(vec![format!("arn:{p}:lambda:{r}:{a}:event-source-mapping:*")])
         }
+        ("lambda", n) if n.ends_with("Tags") || n.to_ascii_lowercase().ends_with("tagresource") => one(vec![
+            format!("arn:{p}:lambda:{r}:{a}:function:{prefix}-*"),
+            format!("arn:{p}:lambda:{r}:{a}:event-source-mapping:*"),
+        ]),
         ("lambda", _) => one(vec![format!("arn:{p}:lambda:{r}:{a}:function:{prefix}-*")]),
         ("cloudwatch", n) if n.contains("Dashboard") => {
             one(vec![format!("arn:{p}:cloudwatch::{a}:dashboard/{prefix}")])

@@ -437,9 +437,9 @@ async fn a_read_torn_across_a_raise_that_creates_a_shard_is_taken_as_whole() {
         ..CounterSnapshot::default()
     };
     let layout = Layout::new(2);
-    let admitted = layout.fences(&torn).map(|fences| {
+    let admitted = layout.fences(&torn).and_then(|fences| {
         let quota = layout.quotas(&torn.best_effort_items, 2).remove(1);
-        (fences[&name], quota.quota)
+        fences.get(&name).map(|fence| (*fence, quota.quota))
     });
     let reserved = match admitted {
         Some((fence, quota)) => store

@@ -276,6 +276,7 @@ impl<'a, S: Store> Auditor<'a, S> {
             // not ([`Layout::raise`]); everything else is set under the
             // versions read.
             let mut rest = plan.repair;
+            let mut raised = false;
             if let Some(target) = plan.repair.best_effort.filter(|t| strict && *t >= snapshot.best_effort) {
                 rest.best_effort = None;
                 let raise = self.best_effort.raise(&snapshot, &live, target - snapshot.best_effort);
@@ -297,7 +298,7 @@ impl<'a, S: Store> Auditor<'a, S> {
                         audit.not_repaired = in_flight_note(&audit.counts, &after, now, self.grace);
                         return Ok(audit);
                     }
-                    Ok(true) => {}
+                    Ok(true) => raised = true,
                     Ok(false) => {
                         audit.not_repaired = Some("another raise, or a transaction holding a shard, came first".into());
                         last = Some(audit);
@@ -324,6 +325,9 @@ impl<'a, S: Store> Auditor<'a, S> {
             match self.store.set_counters(scope, &after, &targets, stamp).await {
                 Ok(true) => {
                     audit.repaired = true;
+                    if raised {
+                        audit.not_repaired = in_flight_note(&audit.counts, &after, now, self.grace);
+                    }
                     return Ok(audit);
                 }
                 Ok(false) => {

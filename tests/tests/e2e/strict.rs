@@ -11,6 +11,7 @@ use e2e::Kit;
 use e2e::counterctl::Counterctl;
 use hybrid_counter::audit::Finding;
 use hybrid_counter::audit::RepairMode;
+use hybrid_counter::best_effort::{Fence, Raise};
 use hybrid_counter::error::StoreError;
 use hybrid_counter::{Admission, Counter, CounterConfig, Error, Store};
 use hybrid_counter_aws::DynamoStore;
@@ -93,17 +94,24 @@ async fn the_reservation_is_a_conditional_increment_that_stamps_the_counter() {
     let kit = Kit::start(2).await;
     let s = scope("acct");
     assert_eq!(
-        kit.store.reserve_best_effort(&s, "best_effort", 0, NOW).await,
+        kit.store
+            .reserve_best_effort(&s, "best_effort", 0, Fence::Unfenced, NOW)
+            .await,
         Err(StoreError::ConditionFailed),
         "a zero limit has no slot, not even the first"
     );
-    kit.store.reserve_best_effort(&s, "best_effort", 2, NOW).await.unwrap();
     kit.store
-        .reserve_best_effort(&s, "best_effort", 2, NOW + 5)
+        .reserve_best_effort(&s, "best_effort", 2, Fence::Unfenced, NOW)
+        .await
+        .unwrap();
+    kit.store
+        .reserve_best_effort(&s, "best_effort", 2, Fence::Unfenced, NOW + 5)
         .await
         .unwrap();
     assert_eq!(
-        kit.store.reserve_best_effort(&s, "best_effort", 2, NOW + 9).await,
+        kit.store
+            .reserve_best_effort(&s, "best_effort", 2, Fence::Unfenced, NOW + 9)
+            .await,
         Err(StoreError::ConditionFailed)
     );
     let items = kit.store.counter_items(&s).await.unwrap();
@@ -115,7 +123,7 @@ async fn the_reservation_is_a_conditional_increment_that_stamps_the_counter() {
     );
     // A larger limit (an override) has room again.
     kit.store
-        .reserve_best_effort(&s, "best_effort", 3, NOW + 10)
+        .reserve_best_effort(&s, "best_effort", 3, Fence::Unfenced, NOW + 10)
         .await
         .unwrap();
     assert_eq!(kit.store.read_counters(&s).await.unwrap().best_effort, 3);
