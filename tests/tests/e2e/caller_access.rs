@@ -99,6 +99,13 @@ async fn a_direct_invoke_with_a_forged_caller_is_refused_to_the_documented_calle
         .await
         .expect_err("a direct Invoke by a caller with the documented policy");
     assert!(is_access_denied(&refused), "{refused:?}");
+    // The one denial this test provokes, taken so the harness does not
+    // count it as a grant the kit is missing.
+    let denied = emulator.take_denials();
+    assert!(
+        denied.len() == 1 && denied[0].contains("documented-caller") && denied[0].contains("lambda:InvokeFunction"),
+        "{denied:?}"
+    );
 
     // The same grant without the condition: IAM lets the call through
     // (whatever the function then answers), so the condition refused it.

@@ -129,6 +129,64 @@ async fn the_reservation_is_a_conditional_increment_that_stamps_the_counter() {
     assert_eq!(kit.store.read_counters(&s).await.unwrap().best_effort, 3);
 }
 
+/// The fence of issue 34 D2 as DynamoDB evaluates it: a raise moves every
+/// shard it names to the next epoch in one transaction (refused when one is
+/// already past the epoch it read), a reservation is conditioned on the
+/// epoch its read saw, and one on a shard read absent creates it at that
+/// epoch only while it is still absent.
+#[tokio::test]
+async fn a_raise_fences_out_reservations_read_before_it_on_the_emulator() {
+    let kit = Kit::start(10).await;
+    let s = scope("acct");
+    let (one, two) = ("best_effort#0", "best_effort#1");
+    kit.store
+        .reserve_best_effort(&s, one, 5, Fence::Unfenced, NOW)
+        .await
+        .unwrap();
+    let raise = Raise {
+        adds: [(one.to_owned(), 2), (two.to_owned(), 0)].into(),
+        from: 0,
+    };
+    assert_eq!(kit.store.raise_best_effort(&s, &raise, NOW + 1).await, Ok(true));
+    assert_eq!(
+        kit.store.raise_best_effort(&s, &raise, NOW + 2).await,
+        Ok(false),
+        "a second raise from the same read never adds twice"
+    );
+    let read = kit.store.read_counters(&s).await.unwrap();
+    assert_eq!(read.best_effort_items[one], 3);
+    assert_eq!(
+        read.best_effort_epochs.get(two),
+        Some(&1),
+        "the raise created #1, fenced"
+    );
+    assert_eq!(
+        kit.store
+            .reserve_best_effort(&s, one, 5, Fence::Unfenced, NOW + 3)
+            .await,
+        Err(StoreError::ConditionFailed),
+        "a reservation read before the raise"
+    );
+    assert_eq!(
+        kit.store
+            .reserve_best_effort(&s, two, 5, Fence::Absent(1), NOW + 3)
+            .await,
+        Err(StoreError::ConditionFailed),
+        "#1 read absent, created since"
+    );
+    kit.store
+        .reserve_best_effort(&s, one, 5, Fence::At(1), NOW + 4)
+        .await
+        .unwrap();
+    kit.store
+        .reserve_best_effort(&s, "best_effort#2", 5, Fence::Absent(1), NOW + 5)
+        .await
+        .unwrap();
+    let read = kit.store.read_counters(&s).await.unwrap();
+    assert_eq!(read.best_effort, 5);
+    assert_eq!(read.best_effort_epochs.get("best_effort#2"), Some(&1));
+}
+
 #[tokio::test]
 async fn duplicates_and_deletes_give_their_slots_back() {
     let kit = Kit::start(3).await;
