@@ -7,14 +7,11 @@
 //! (IAM permissions boundaries:
 //! <https://docs.aws.amazon.com/IAM/latest/UserGuide/access_policies_boundaries.html>).
 
-use std::collections::{BTreeMap, BTreeSet};
+use serde_json::Value;
 
-use serde_json::{Value, json};
-
-use crate::access::{Component, OperatorScope, Target, needs};
+use crate::access::{Component, OperatorScope};
 use crate::expr::Expr;
 use crate::params;
-use crate::resources::iam::POLICY_VERSION;
 use crate::template::{LiveChange, Parameter, Template};
 
 /// Template condition: a boundary was given.
@@ -84,26 +81,5 @@ pub fn role_boundary() -> Expr {
 /// function's call sites and platform uses need there, under any
 /// parameter values (a boundary only caps; each role grants its own).
 pub fn boundary_policy(scope: &OperatorScope) -> Value {
-    let mut by_target: BTreeMap<Target, BTreeSet<&'static str>> = BTreeMap::new();
-    for component in Component::FUNCTIONS {
-        for (need, _) in needs(component) {
-            by_target.entry(need.on).or_default().insert(need.action.as_str());
-        }
-    }
-    let statements: Vec<Value> = by_target
-        .into_iter()
-        .map(|(target, actions)| {
-            let mut statement = json!({
-                "Sid": format!("{target:?}"),
-                "Effect": "Allow",
-                "Action": actions.into_iter().collect::<Vec<_>>(),
-                "Resource": [scope.arn(target)],
-            });
-            if let Some(condition) = target.condition() {
-                statement["Condition"] = condition;
-            }
-            statement
-        })
-        .collect();
-    json!({"Version": POLICY_VERSION, "Statement": statements})
+    crate::policies::policy_of(&Component::FUNCTIONS, scope)
 }

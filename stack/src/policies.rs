@@ -19,9 +19,17 @@ use crate::resources::iam::POLICY_VERSION;
 /// credentials (tables, functions, roles, queues, ...): grant that
 /// separately or give the stack a CloudFormation service role.
 pub fn operator_policy(scope: &OperatorScope) -> Value {
+    policy_of(&[Component::Operator], scope)
+}
+
+/// One statement per target: every action the call sites of `components`
+/// need there, on the stack of `scope`, with the target's condition.
+pub(crate) fn policy_of(components: &[Component], scope: &OperatorScope) -> Value {
     let mut by_target: BTreeMap<Target, BTreeSet<&'static str>> = BTreeMap::new();
-    for (need, _) in needs(Component::Operator) {
-        by_target.entry(need.on).or_default().insert(need.action.as_str());
+    for component in components {
+        for (need, _) in needs(*component) {
+            by_target.entry(need.on).or_default().insert(need.action.as_str());
+        }
     }
     let statements: Vec<Value> = by_target
         .into_iter()
