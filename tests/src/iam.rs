@@ -85,19 +85,42 @@ pub fn operator_policy(scope: &OperatorScope) -> serde_json::Value {
 /// (or updated) by `admin`'s caller with [`operator_policy`] as its only
 /// policy, trusting the account.
 pub async fn operator_credentials(admin: &SdkConfig, scope: &OperatorScope) -> Credentials {
-    let iam = aws_sdk_iam::Client::new(admin);
     let role_name = format!("{}-operator", scope.name_prefix);
+    role_credentials(
+        admin,
+        &scope.account,
+        &role_name,
+        "/",
+        &operator_policy(scope),
+        "operator",
+    )
+    .await
+}
+
+/// Temporary credentials (session `session`) of the role `path``name`,
+/// created (or updated) by `admin`'s caller with `policy` as its only
+/// inline policy, trusting `account`.
+pub async fn role_credentials(
+    admin: &SdkConfig,
+    account: &str,
+    name: &str,
+    path: &str,
+    policy: &serde_json::Value,
+    session: &str,
+) -> Credentials {
+    let iam = aws_sdk_iam::Client::new(admin);
     let trust = json!({
         "Version": "2012-10-17",
         "Statement": [{
             "Effect": "Allow",
-            "Principal": {"AWS": format!("arn:aws:iam::{}:root", scope.account)},
+            "Principal": {"AWS": format!("arn:aws:iam::{account}:root")},
             "Action": "sts:AssumeRole",
         }],
     });
     let created = iam
         .create_role()
-        .role_name(&role_name)
+        .role_name(name)
+        .path(path)
         .assume_role_policy_document(trust.to_string())
         .send()
         .await;
@@ -107,39 +130,36 @@ pub async fn operator_credentials(admin: &SdkConfig, scope: &OperatorScope) -> C
             if e.as_service_error()
                 .is_some_and(|e| e.is_entity_already_exists_exception()) =>
         {
-            format!("arn:aws:iam::{}:role/{role_name}", scope.account)
+            format!("arn:aws:iam::{account}:role{path}{name}")
         }
-        Err(e) => panic!(
-            "create the operator role {role_name}: {}",
-            aws_sdk_iam::error::DisplayErrorContext(e)
-        ),
+        Err(e) => panic!("create the role {name}: {}", aws_sdk_iam::error::DisplayErrorContext(e)),
     };
     iam.put_role_policy()
-        .role_name(&role_name)
-        .policy_name("operator")
-        .policy_document(operator_policy(scope).to_string())
+        .role_name(name)
+        .policy_name(session)
+        .policy_document(policy.to_string())
         .send()
         .await
         .unwrap_or_else(|e| {
             panic!(
-                "put the operator policy on {role_name}: {}",
+                "put the policy on {name}: {}",
                 aws_sdk_iam::error::DisplayErrorContext(e)
             )
         });
     let out = aws_sdk_sts::Client::new(admin)
         .assume_role()
         .role_arn(&role_arn)
-        .role_session_name("operator")
+        .role_session_name(session)
         .send()
         .await
         .unwrap_or_else(|e| panic!("assume {role_arn}: {}", aws_sdk_sts::error::DisplayErrorContext(e)));
-    let keys = out.credentials().expect("the operator's credentials");
+    let keys = out.credentials().expect("the role's credentials");
     Credentials::new(
         keys.access_key_id(),
         keys.secret_access_key(),
         Some(keys.session_token().to_owned()),
         None,
-        "e2e-operator",
+        "e2e-role",
     )
 }
 

@@ -25,48 +25,10 @@ fn forged_event() -> Vec<u8> {
 
 /// A role under /hck-callers/ with `policy`, assumed; a Lambda client as it.
 async fn caller(sdk: &aws_config::SdkConfig, name: &str, policy: serde_json::Value) -> aws_sdk_lambda::Client {
-    let iam = aws_sdk_iam::Client::new(sdk);
-    let trust = json!({"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:root")}, "Action": "sts:AssumeRole",
-    }]});
-    let arn = iam
-        .create_role()
-        .role_name(name)
-        .path("/hck-callers/")
-        .assume_role_policy_document(trust.to_string())
-        .send()
-        .await
-        .expect("create role")
-        .role()
-        .map(|r| r.arn().to_owned())
-        .expect("role arn");
-    iam.put_role_policy()
-        .role_name(name)
-        .policy_name("caller")
-        .policy_document(policy.to_string())
-        .send()
-        .await
-        .expect("put role policy");
-    let credentials = aws_sdk_sts::Client::new(sdk)
-        .assume_role()
-        .role_arn(&arn)
-        .role_session_name("caller")
-        .send()
-        .await
-        .expect("the account may assume it")
-        .credentials
-        .expect("credentials");
+    let credentials = e2e::iam::role_credentials(sdk, ACCOUNT, name, "/hck-callers/", &policy, "caller").await;
     let as_caller = sdk
         .to_builder()
-        .credentials_provider(aws_sdk_lambda::config::SharedCredentialsProvider::new(
-            aws_sdk_lambda::config::Credentials::new(
-                credentials.access_key_id(),
-                credentials.secret_access_key(),
-                Some(credentials.session_token().to_owned()),
-                None,
-                "caller",
-            ),
-        ))
+        .credentials_provider(aws_sdk_lambda::config::SharedCredentialsProvider::new(credentials))
         .build();
     aws_sdk_lambda::Client::new(&as_caller)
 }
