@@ -12,7 +12,7 @@
 //! it). Best-effort creates put, then add `+1` to any shard (a throttled
 //! write moves on) or lose it; best-effort deletes take `-1`, then
 //! soft-delete (or stop). The audit reads the counters and the live items
-//! per shard, plans with the real [`plan_scope`] (the grace period has
+//! per shard, plans with the real [`plan_repair_at`] (the grace period has
 //! passed when no request is between its writes and no read is older than
 //! the scope's last write), computes the counts with the real
 //! [`Layout::correction`], and writes them unless a counter moved in
@@ -59,8 +59,7 @@ use std::sync::{Arc, Mutex};
 
 use stateright::{HasDiscoveries, Model, Property};
 
-use crate::audit::engine::plan_scope;
-use crate::audit::{LastWrites, ScopeCounts, findings_for};
+use crate::audit::{LastWrites, ScopeCounts, findings_for, plan_repair_at};
 use crate::best_effort::{Fence, Layout, Quota};
 use crate::config::Admission;
 use crate::items::CounterSnapshot;
@@ -669,7 +668,7 @@ impl AdmissionModel {
         repair
     }
 
-    /// What the audit engine's `audit_scope` writes: [`plan_scope`]'s
+    /// What the audit engine's `audit_scope` writes: [`plan_repair_at`]'s
     /// target; in strict admission a raise (or, with shards at mixed
     /// epochs, a raise of 0 that only fences) through [`Layout::raise`],
     /// anything else a `Set` of [`Layout::correction`]'s counts.
@@ -688,7 +687,7 @@ impl AdmissionModel {
         };
         let now = i64::from(state.quiet());
         let layout = self.layout(state);
-        let mut plan = plan_scope(&counts, &findings, written, now, 1);
+        let mut plan = plan_repair_at(&counts, &findings, written, now, 1);
         if self.rules.hold_back_raise && admission.is_strict() && layout.shards() > 1 {
             legacy::hold_back_a_sharded_strict_raise(&mut plan, &counts, &findings, written, now, 1);
         }

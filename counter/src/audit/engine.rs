@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::findings::{Finding, LastWrites, Repair, RepairPlan, ScopeCounts, findings_for, plan_repair_at};
+use super::findings::{Finding, LastWrites, Repair, ScopeCounts, findings_for, plan_repair_at};
 use crate::best_effort::Layout;
 use crate::config::Admission;
 use crate::error::StoreError;
@@ -238,7 +238,7 @@ impl<'a, S: Store> Auditor<'a, S> {
                 continue;
             }
             let written = LastWrites::of(&after);
-            let mut plan = plan_scope(&audit.counts, &audit.findings, written, now, self.grace);
+            let mut plan = plan_repair_at(&audit.counts, &audit.findings, written, now, self.grace);
             let strict = self.admission.is_strict();
             // Shards left at mixed epochs (a write that does not fence
             // created one after a raise) refuse every strict read: a raise
@@ -360,19 +360,6 @@ impl<'a, S: Store> Auditor<'a, S> {
         });
         Ok(audit)
     }
-}
-
-/// What an audit writes for `findings` at `now`, and what it holds back
-/// ([`plan_repair_at`]). A strict raise is never held back, sharded or
-/// not: it is fenced ([`Layout::raise`]). Pure: the admission model runs it.
-pub(crate) fn plan_scope(
-    counts: &ScopeCounts,
-    findings: &[Finding],
-    written: LastWrites,
-    now: EpochMillis,
-    grace: EpochMillis,
-) -> RepairPlan {
-    plan_repair_at(counts, findings, written, now, grace)
 }
 
 /// What a strict raise that landed at once on a busy scope leaves open: a
