@@ -1370,6 +1370,81 @@ mod tests {
         assert_eq!(read.num_calls(), 2, "a read is retried by the SDK");
     }
 
+    /// A `BatchGetItem` answer for the resources table: `found` as items
+    /// (live, incarnation `inc-<id>`), `left` as unprocessed keys.
+    fn batch_answer(found: &[&str], left: &[&str]) -> aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemOutput {
+        use aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemOutput;
+        let key_of = |id: &str| ResourceKey {
+            scope: scope(),
+            id: ResourceId::new(id).unwrap(),
+        };
+        let items = found
+            .iter()
+            .map(|id| {
+                let mut item = resource_key(&key_of(id));
+                item.insert(keys::INCARNATION.to_owned(), s(&format!("inc-{id}")));
+                item
+            })
+            .collect();
+        let mut out = BatchGetItemOutput::builder().responses("resources", items);
+        if !left.is_empty() {
+            let keys = KeysAndAttributes::builder()
+                .set_keys(Some(left.iter().map(|id| resource_key(&key_of(id))).collect()))
+                .build()
+                .unwrap();
+            out = out.unprocessed_keys("resources", keys);
+        }
+        out.build()
+    }
+
+    fn resource_keys(ids: &[&str]) -> Vec<ResourceKey> {
+        ids.iter()
+            .map(|id| ResourceKey {
+                scope: scope(),
+                id: ResourceId::new(*id).unwrap(),
+            })
+            .collect()
+    }
+
+    /// DynamoDB may answer part of a `BatchGetItem` and return the rest as
+    /// `UnprocessedKeys` (throttling, the 16 MB answer limit: "If you
+    /// request more than 100 items, or the response exceeds 16 MB, or
+    /// there is not enough provisioned throughput, BatchGetItem returns a
+    /// partial result", BatchGetItem, DynamoDB API Reference). The store
+    /// asks again for exactly those keys and answers in the order asked;
+    /// a key left unprocessed is never reported as an absent item.
+    #[tokio::test(start_paused = true)]
+    async fn get_resources_asks_again_for_unprocessed_keys_and_keeps_the_order() {
+        let first = mock!(Client::batch_get_item)
+            .match_requests(|r| r.request_items().and_then(|i| i.get("resources")).map(|k| k.keys().len()) == Some(3))
+            .then_output(|| batch_answer(&["c"], &["a", "b"]));
+        let second = mock!(Client::batch_get_item)
+            .match_requests(|r| r.request_items().and_then(|i| i.get("resources")).map(|k| k.keys().len()) == Some(2))
+            .then_output(|| batch_answer(&["b"], &["a"]));
+        let third = mock!(Client::batch_get_item)
+            .match_requests(|r| r.request_items().and_then(|i| i.get("resources")).map(|k| k.keys().len()) == Some(1))
+            .then_output(|| batch_answer(&[], &[]));
+        let st = store(&[first.clone(), second.clone(), third.clone()]);
+        let states = st.get_resources(&resource_keys(&["a", "b", "c"])).await.unwrap();
+        let incarnations: Vec<Option<String>> = states.into_iter().map(|s| s.map(|s| s.incarnation)).collect();
+        assert_eq!(incarnations, vec![None, Some("inc-b".into()), Some("inc-c".into())]);
+        assert_eq!((first.num_calls(), second.num_calls(), third.num_calls()), (1, 1, 1));
+    }
+
+    /// Keys DynamoDB keeps leaving unprocessed past the store's budget are
+    /// a transient error (the stream handler retries the batch), never
+    /// "absent": a delete decided on an absent item would be dropped as
+    /// already done and the eventual counter would stay one high.
+    #[tokio::test(start_paused = true)]
+    async fn keys_left_unprocessed_past_the_budget_are_an_error_not_absent_items() {
+        let rules: Vec<Rule> = (0..UNPROCESSED_KEYS_BACKOFF.max_attempts)
+            .map(|_| mock!(Client::batch_get_item).then_output(|| batch_answer(&["b"], &["a"])))
+            .collect();
+        let err = store(&rules).get_resources(&resource_keys(&["a", "b"])).await.unwrap_err();
+        assert!(matches!(err, StoreError::Transient(_)), "{err:?}");
+        assert!(rules.iter().all(|r| r.num_calls() == 1), "every attempt was made");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_limit_override_is_retried_through_throttles_and_server_errors() {
         let rules = [
