@@ -15,6 +15,7 @@ use aws_sdk_dynamodb::types::{
 use serde::Deserialize;
 
 use hybrid_counter::EpochMillis;
+use hybrid_counter::audit::ScopeTally;
 use hybrid_counter::best_effort::{Fence, Raise};
 use hybrid_counter::config::{Admission, CounterConfig};
 use hybrid_counter::error::{CancelReason, StoreError};
@@ -1193,7 +1194,7 @@ impl DynamoStore {
         &self,
         segments: u32,
         on_page: impl Fn(usize) + Send + Sync + Clone + 'static,
-    ) -> Result<std::collections::BTreeMap<String, hybrid_counter::audit::ScopeCounts>, StoreError> {
+    ) -> Result<std::collections::BTreeMap<String, ScopeTally>, StoreError> {
         #[derive(Deserialize)]
         struct Row {
             scope: String,
@@ -1208,7 +1209,7 @@ impl DynamoStore {
             let table = self.resources_table.clone();
             let on_page = on_page.clone();
             tasks.spawn(async move {
-                let mut counts = std::collections::BTreeMap::<String, hybrid_counter::audit::ScopeCounts>::new();
+                let mut counts = std::collections::BTreeMap::<String, ScopeTally>::new();
                 let mut pages = client
                     .scan()
                     .table_name(table)
@@ -1232,7 +1233,7 @@ impl DynamoStore {
                 Ok::<_, StoreError>(counts)
             });
         }
-        let mut total = std::collections::BTreeMap::<String, hybrid_counter::audit::ScopeCounts>::new();
+        let mut total = std::collections::BTreeMap::<String, ScopeTally>::new();
         while let Some(joined) = tasks.join_next().await {
             let part = joined.map_err(|e| StoreError::Unavailable(format!("scan worker failed: {e}")))??;
             for (scope, c) in part {
@@ -1382,7 +1383,7 @@ mod tests {
             .iter()
             .map(|id| {
                 let mut item = resource_key(&key_of(id));
-                item.insert(keys::INCARNATION.to_owned(), s(&format!("inc-{id}")));
+                item.insert(keys::INCARNATION.to_owned(), s(format!("inc-{id}")));
                 item
             })
             .collect();
@@ -1416,13 +1417,28 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn get_resources_asks_again_for_unprocessed_keys_and_keeps_the_order() {
         let first = mock!(Client::batch_get_item)
-            .match_requests(|r| r.request_items().and_then(|i| i.get("resources")).map(|k| k.keys().len()) == Some(3))
+            .match_requests(|r| {
+                r.request_items()
+                    .and_then(|i| i.get("resources"))
+                    .map(|k| k.keys().len())
+                    == Some(3)
+            })
             .then_output(|| batch_answer(&["c"], &["a", "b"]));
         let second = mock!(Client::batch_get_item)
-            .match_requests(|r| r.request_items().and_then(|i| i.get("resources")).map(|k| k.keys().len()) == Some(2))
+            .match_requests(|r| {
+                r.request_items()
+                    .and_then(|i| i.get("resources"))
+                    .map(|k| k.keys().len())
+                    == Some(2)
+            })
             .then_output(|| batch_answer(&["b"], &["a"]));
         let third = mock!(Client::batch_get_item)
-            .match_requests(|r| r.request_items().and_then(|i| i.get("resources")).map(|k| k.keys().len()) == Some(1))
+            .match_requests(|r| {
+                r.request_items()
+                    .and_then(|i| i.get("resources"))
+                    .map(|k| k.keys().len())
+                    == Some(1)
+            })
             .then_output(|| batch_answer(&[], &[]));
         let st = store(&[first.clone(), second.clone(), third.clone()]);
         let states = st.get_resources(&resource_keys(&["a", "b", "c"])).await.unwrap();
@@ -1440,7 +1456,10 @@ mod tests {
         let rules: Vec<Rule> = (0..UNPROCESSED_KEYS_BACKOFF.max_attempts)
             .map(|_| mock!(Client::batch_get_item).then_output(|| batch_answer(&["b"], &["a"])))
             .collect();
-        let err = store(&rules).get_resources(&resource_keys(&["a", "b"])).await.unwrap_err();
+        let err = store(&rules)
+            .get_resources(&resource_keys(&["a", "b"]))
+            .await
+            .unwrap_err();
         assert!(matches!(err, StoreError::Transient(_)), "{err:?}");
         assert!(rules.iter().all(|r| r.num_calls() == 1), "every attempt was made");
     }

@@ -21,7 +21,7 @@ use crate::best_effort::Layout;
 use crate::config::Admission;
 use crate::error::StoreError;
 use crate::ids::{ResourceId, Scope};
-use crate::items::{CounterItem, CounterSnapshot};
+use crate::items::{CounterItem, CounterSnapshot, ItemRow};
 use crate::keys;
 use crate::store::{ResourceKey, Store};
 use crate::stream::{Change, ChangeRecord};
@@ -80,24 +80,47 @@ impl ScopeAudit {
 /// Counts the items of `scope` by state, with one read of every item
 /// ([`Store::scope_items`]: read-committed, not a snapshot).
 pub async fn count_scope<S: Store>(store: &S, scope: &Scope) -> Result<ScopeCounts, StoreError> {
-    Ok(tally_scope(store, scope).await?.0)
+    Ok(tally_scope(store, scope).await?.counts)
 }
 
 /// The live items recorded on each best-effort item, by its name.
 pub type LiveByShard = BTreeMap<String, u64>;
 
-/// [`count_scope`], and the live kit items per best-effort item they
-/// recorded (`be_shard`), from the same read: what a repair may not lower a
-/// shard below.
-async fn tally_scope<S: Store>(store: &S, scope: &Scope) -> Result<(ScopeCounts, LiveByShard), StoreError> {
-    let (mut counts, mut live) = (ScopeCounts::default(), LiveByShard::new());
-    for row in store.scope_items(scope).await? {
-        counts.add_row(&row);
+/// A scope's items as an audit reads them: the counts by state, and the
+/// live kit items per best-effort item they recorded (`be_shard`), what a
+/// repair may not lower a shard below and what strict admission needs
+/// each shard to cover. A Query of one scope and a Scan of the table tally
+/// the same way.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScopeTally {
+    pub counts: ScopeCounts,
+    pub live: LiveByShard,
+}
+
+impl ScopeTally {
+    /// Adds one item as an audit reads it ([`ScopeCounts::add_row`]).
+    pub fn add_row(&mut self, row: &ItemRow) {
+        self.counts.add_row(row);
         if row.is_kits() && !row.deleted {
-            *live.entry(keys::best_effort_name(row.be_shard)).or_default() += 1;
+            *self.live.entry(keys::best_effort_name(row.be_shard)).or_default() += 1;
         }
     }
-    Ok((counts, live))
+
+    /// Adds another tally of the same scope to this one.
+    pub fn merge(&mut self, other: &ScopeTally) {
+        self.counts.merge(&other.counts);
+        for (name, n) in &other.live {
+            *self.live.entry(name.clone()).or_default() += n;
+        }
+    }
+}
+
+async fn tally_scope<S: Store>(store: &S, scope: &Scope) -> Result<ScopeTally, StoreError> {
+    let mut tally = ScopeTally::default();
+    for row in store.scope_items(scope).await? {
+        tally.add_row(&row);
+    }
+    Ok(tally)
 }
 
 /// The kit's items of `scope` the stream consumer has not finished with
@@ -200,6 +223,28 @@ impl<'a, S: Store> Auditor<'a, S> {
         self.admission
     }
 
+    /// What a scope's tally and counters show ([`findings_for`]), and in
+    /// strict admission what the sums can hide: shards short of the live
+    /// items recorded on them ([`Finding::ShardsShort`]) and shards at
+    /// mixed epochs ([`Finding::MixedEpochs`]). A whole-table audit picks
+    /// the scopes to audit by this, so a scope whose sums agree is not
+    /// passed over.
+    pub fn findings(&self, tally: &ScopeTally, snapshot: &CounterSnapshot) -> Vec<Finding> {
+        let mut out = findings_for(self.admission, &tally.counts, snapshot.best_effort, snapshot.eventual);
+        if !self.admission.is_strict() {
+            return out;
+        }
+        let live = i64::try_from(tally.counts.live).unwrap_or(i64::MAX);
+        let short = self.best_effort.shortfall(&snapshot.best_effort_items, &tally.live);
+        if short > (live - snapshot.best_effort).max(0) {
+            out.push(Finding::ShardsShort { short });
+        }
+        if self.best_effort.fences(snapshot).is_none() {
+            out.push(Finding::MixedEpochs);
+        }
+        out
+    }
+
     /// Audits one scope exactly: its counters are read before and after the
     /// item count, and the count is trusted only if no counter changed in
     /// between. A repair is written with the versions it was computed from
@@ -217,10 +262,11 @@ impl<'a, S: Store> Auditor<'a, S> {
         let mut last = None;
         for _ in 0..self.attempts {
             let before = self.store.counter_items(scope).await?;
-            let (counts, live) = tally_scope(self.store, scope).await?;
+            let tally = tally_scope(self.store, scope).await?;
             let after = self.store.counter_items(scope).await?;
             let snapshot = CounterSnapshot::from_items(after.iter().cloned());
-            let findings = findings_for(self.admission, &counts, snapshot.best_effort, snapshot.eventual);
+            let findings = self.findings(&tally, &snapshot);
+            let ScopeTally { counts, live } = tally;
             let mut audit = ScopeAudit {
                 scope: scope.to_string(),
                 admission: self.admission,
@@ -689,6 +735,12 @@ mod tests {
             .await
             .unwrap();
         assert!(audit.repaired, "{audit:?}");
+        assert_eq!(
+            audit.findings,
+            vec![Finding::ShardsShort { short: 1 }],
+            "the sums agree"
+        );
+        assert!(audit.has_defect());
         assert_eq!(
             (
                 store.counter("acct", "best_effort#0"),

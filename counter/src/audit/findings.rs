@@ -167,6 +167,17 @@ pub enum Finding {
     /// items, so the limit can be overshot: a real defect (or a scope that
     /// was switched from best-effort admission and not repaired yet).
     UnderReserved { best_effort: i64, live: u64 },
+    /// Strict admission: shards count `short` fewer reservations, in all,
+    /// than the live items recorded on them, more than the sums show (a
+    /// scope switched from best-effort admission, whose `+1`s could land on
+    /// another shard than the item records). A create reserving on a short
+    /// shard can overshoot: a defect until the audit raises it.
+    ShardsShort { short: i64 },
+    /// Strict admission: the best-effort shards are at mixed epochs (a
+    /// write that does not fence created one after a raise), so every
+    /// strict read is refused until a raise fences them again. Expected;
+    /// repairable at once.
+    MixedEpochs,
 }
 
 impl Finding {
@@ -174,7 +185,10 @@ impl Finding {
     pub fn is_defect(&self) -> bool {
         matches!(
             self,
-            Finding::EventualMismatch { .. } | Finding::BestEffortAboveLive { .. } | Finding::UnderReserved { .. }
+            Finding::EventualMismatch { .. }
+                | Finding::BestEffortAboveLive { .. }
+                | Finding::UnderReserved { .. }
+                | Finding::ShardsShort { .. }
         )
     }
 }
@@ -244,6 +258,9 @@ pub fn plan_repair(counts: &ScopeCounts, findings: &[Finding]) -> Repair {
             | Finding::BestEffortBelowLive { .. }
             | Finding::OverReserved { .. }
             | Finding::UnderReserved { .. } => repair.best_effort = i64::try_from(counts.live).ok(),
+            // Not a value to set: the audit engine raises the short shards,
+            // or fences mixed epochs, with one fenced raise.
+            Finding::ShardsShort { .. } | Finding::MixedEpochs => {}
         }
     }
     repair

@@ -171,7 +171,7 @@ async fn the_segmented_scan_counts_every_scope() {
         })
         .await
         .unwrap();
-    let live: Vec<(String, u64)> = counts.iter().map(|(s, c)| (s.clone(), c.live)).collect();
+    let live: Vec<(String, u64)> = counts.iter().map(|(s, c)| (s.clone(), c.counts.live)).collect();
     assert_eq!(live, vec![("a".into(), 7), ("b".into(), 3), ("c".into(), 11)]);
     assert_eq!(pages.load(std::sync::atomic::Ordering::Relaxed), 21);
     let counters = kit.store.scan_counters().await.unwrap();

@@ -25,7 +25,7 @@
 
 mod report;
 
-use hybrid_counter::audit::{Auditor, RepairMode, ScopeCounts, findings_for};
+use hybrid_counter::audit::{Auditor, RepairMode, ScopeCounts};
 use hybrid_counter_aws::DynamoStore;
 
 pub use report::AuditReport;
@@ -96,14 +96,15 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
             report.scopes_checked = scopes.len();
             let mut suspects = Vec::new();
             for scope in scopes {
-                let counts = ui_counts.get(scope).copied().unwrap_or_default();
+                let tally = ui_counts.get(scope).cloned().unwrap_or_default();
+                let counts = tally.counts;
                 let snapshot = counters.get(scope).cloned().unwrap_or_default();
                 report.totals.merge(&counts);
                 pending.push((scope.clone(), counts.pending_create + counts.pending_delete));
                 if counts.foreign > 0 {
                     report.foreign_items.push((scope.clone(), counts.foreign));
                 }
-                if !findings_for(config.admission, &counts, snapshot.best_effort, snapshot.eventual).is_empty() {
+                if !auditor.findings(&tally, &snapshot).is_empty() {
                     suspects.push(scope.clone());
                 }
             }

@@ -70,6 +70,13 @@ fn finding_text(finding: &Finding) -> String {
         Finding::UnderReserved { best_effort, live } => {
             format!("DRIFT best-effort {best_effort} < live {live} (under-reserved: strict admission can overshoot)")
         }
+        Finding::ShardsShort { short } => format!(
+            "DRIFT best-effort shards {short} short of the live items recorded on them (strict admission can \
+             overshoot; the sums hide it)"
+        ),
+        Finding::MixedEpochs => {
+            "best-effort shards at mixed epochs (strict creates are refused until a raise fences them)".into()
+        }
     }
 }
 
