@@ -698,18 +698,21 @@ impl Store for DynamoStore {
 
     async fn get_resources(&self, keys: &[ResourceKey]) -> Result<Vec<Option<ResourceState>>, StoreError> {
         let mut found: HashMap<(String, String), ResourceState> = HashMap::new();
+        // Every request, the ones for unprocessed keys too, is built here:
+        // consistent, with the projection, whatever an answer echoes back.
+        let request_for = |keys: Vec<HashMap<String, AttributeValue>>| {
+            KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .consistent_read(true)
+                .projection_expression(format!("#scope, #id, {STATE_PROJECTION}"))
+                .set_expression_attribute_names(Some(state_names()))
+                .expression_attribute_names("#scope", keys::SCOPE)
+                .expression_attribute_names("#id", keys::ID)
+                .build()
+                .map_err(build_error)
+        };
         for chunk in keys.chunks(MAX_BATCH_GET) {
-            let mut request = Some(
-                KeysAndAttributes::builder()
-                    .set_keys(Some(chunk.iter().map(resource_key).collect()))
-                    .consistent_read(true)
-                    .projection_expression(format!("#scope, #id, {STATE_PROJECTION}"))
-                    .set_expression_attribute_names(Some(state_names()))
-                    .expression_attribute_names("#scope", keys::SCOPE)
-                    .expression_attribute_names("#id", keys::ID)
-                    .build()
-                    .map_err(build_error)?,
-            );
+            let mut request = Some(request_for(chunk.iter().map(resource_key).collect())?);
             // Keys DynamoDB left unprocessed (throttling, response size) are
             // asked again after a full-jitter backoff, a bounded number of
             // times.
@@ -738,11 +741,10 @@ impl Store for DynamoStore {
                         .map_err(|e| StoreError::Malformed(format!("resource item: {e}")))?;
                     found.insert((image.scope, image.id), image.state.into());
                 }
-                request = out
-                    .unprocessed_keys
-                    .unwrap_or_default()
-                    .remove(&self.resources_table)
-                    .filter(|k| !k.keys().is_empty());
+                request = match out.unprocessed_keys.unwrap_or_default().remove(&self.resources_table) {
+                    Some(left) if !left.keys().is_empty() => Some(request_for(left.keys)?),
+                    _ => None,
+                };
                 if request.is_some() && !retry.pause().await {
                     return Err(StoreError::Transient(format!(
                         "BatchGetItem left keys unprocessed after {} attempts",
@@ -1424,12 +1426,13 @@ mod tests {
                     == Some(3)
             })
             .then_output(|| batch_answer(&["c"], &["a", "b"]));
+        // DynamoDB's `UnprocessedKeys` echo the request's parameters; the
+        // mock returns the keys only, and the retry is still consistent.
         let second = mock!(Client::batch_get_item)
             .match_requests(|r| {
                 r.request_items()
                     .and_then(|i| i.get("resources"))
-                    .map(|k| k.keys().len())
-                    == Some(2)
+                    .is_some_and(|k| k.keys().len() == 2 && k.consistent_read() == Some(true))
             })
             .then_output(|| batch_answer(&["b"], &["a"]));
         let third = mock!(Client::batch_get_item)

@@ -1,8 +1,8 @@
 //! The audit engine: one scope's exact audit and repair, over any
 //! [`Store`]. `counterctl audit`, the simulation and the emulator tests all
 //! run this code; the decisions it takes are the pure functions of the
-//! parent module ([`findings_for`], [`plan_repair_at`]), with the clock
-//! passed in.
+//! parent module ([`findings_for`], [`strict_shard_findings`],
+//! [`plan_repair_at`]), with the clock passed in.
 //!
 //! A scope's items are counted with a paginated Query, which DynamoDB reads
 //! item by item (read-committed), not as a snapshot. So the counters are
@@ -16,12 +16,15 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::findings::{Finding, LastWrites, Repair, ScopeCounts, findings_for, plan_repair_at};
+use super::findings::{
+    Finding, LastWrites, LiveByShard, Repair, ScopeCounts, ScopeTally, findings_for, plan_repair_at,
+    strict_shard_findings,
+};
 use crate::best_effort::Layout;
 use crate::config::Admission;
 use crate::error::StoreError;
 use crate::ids::{ResourceId, Scope};
-use crate::items::{CounterItem, CounterSnapshot, ItemRow};
+use crate::items::{CounterItem, CounterSnapshot};
 use crate::keys;
 use crate::store::{ResourceKey, Store};
 use crate::stream::{Change, ChangeRecord};
@@ -63,8 +66,7 @@ impl ScopeAudit {
         !self.findings.is_empty()
     }
 
-    /// Whether a finding is a defect of the kit (EC != processed; BE > live
-    /// in best-effort admission, BE < live in strict admission).
+    /// Whether a finding is a defect of the kit ([`Finding::is_defect`]).
     pub fn has_defect(&self) -> bool {
         self.findings.iter().any(Finding::is_defect)
     }
@@ -81,38 +83,6 @@ impl ScopeAudit {
 /// ([`Store::scope_items`]: read-committed, not a snapshot).
 pub async fn count_scope<S: Store>(store: &S, scope: &Scope) -> Result<ScopeCounts, StoreError> {
     Ok(tally_scope(store, scope).await?.counts)
-}
-
-/// The live items recorded on each best-effort item, by its name.
-pub type LiveByShard = BTreeMap<String, u64>;
-
-/// A scope's items as an audit reads them: the counts by state, and the
-/// live kit items per best-effort item they recorded (`be_shard`), what a
-/// repair may not lower a shard below and what strict admission needs
-/// each shard to cover. A Query of one scope and a Scan of the table tally
-/// the same way.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ScopeTally {
-    pub counts: ScopeCounts,
-    pub live: LiveByShard,
-}
-
-impl ScopeTally {
-    /// Adds one item as an audit reads it ([`ScopeCounts::add_row`]).
-    pub fn add_row(&mut self, row: &ItemRow) {
-        self.counts.add_row(row);
-        if row.is_kits() && !row.deleted {
-            *self.live.entry(keys::best_effort_name(row.be_shard)).or_default() += 1;
-        }
-    }
-
-    /// Adds another tally of the same scope to this one.
-    pub fn merge(&mut self, other: &ScopeTally) {
-        self.counts.merge(&other.counts);
-        for (name, n) in &other.live {
-            *self.live.entry(name.clone()).or_default() += n;
-        }
-    }
 }
 
 async fn tally_scope<S: Store>(store: &S, scope: &Scope) -> Result<ScopeTally, StoreError> {
@@ -223,24 +193,14 @@ impl<'a, S: Store> Auditor<'a, S> {
         self.admission
     }
 
-    /// What a scope's tally and counters show ([`findings_for`]), and in
-    /// strict admission what the sums can hide: shards short of the live
-    /// items recorded on them ([`Finding::ShardsShort`]) and shards at
-    /// mixed epochs ([`Finding::MixedEpochs`]). A whole-table audit picks
+    /// What a scope's tally and counters show: [`findings_for`], and in
+    /// strict admission [`strict_shard_findings`]. A whole-table audit picks
     /// the scopes to audit by this, so a scope whose sums agree is not
     /// passed over.
     pub fn findings(&self, tally: &ScopeTally, snapshot: &CounterSnapshot) -> Vec<Finding> {
         let mut out = findings_for(self.admission, &tally.counts, snapshot.best_effort, snapshot.eventual);
-        if !self.admission.is_strict() {
-            return out;
-        }
-        let live = i64::try_from(tally.counts.live).unwrap_or(i64::MAX);
-        let short = self.best_effort.shortfall(&snapshot.best_effort_items, &tally.live);
-        if short > (live - snapshot.best_effort).max(0) {
-            out.push(Finding::ShardsShort { short });
-        }
-        if self.best_effort.fences(snapshot).is_none() {
-            out.push(Finding::MixedEpochs);
+        if self.admission.is_strict() {
+            out.extend(strict_shard_findings(self.best_effort, tally, snapshot));
         }
         out
     }
@@ -266,7 +226,10 @@ impl<'a, S: Store> Auditor<'a, S> {
             let after = self.store.counter_items(scope).await?;
             let snapshot = CounterSnapshot::from_items(after.iter().cloned());
             let findings = self.findings(&tally, &snapshot);
-            let ScopeTally { counts, live } = tally;
+            let ScopeTally {
+                counts,
+                live_by_shard: live,
+            } = tally;
             let mut audit = ScopeAudit {
                 scope: scope.to_string(),
                 admission: self.admission,

@@ -1,12 +1,17 @@
 //! The pure half of an audit: counting a scope's items by state
-//! ([`ScopeCounts`]), what the counters' values mean under the admission
-//! mode ([`findings_for`]), and what a repair may set now and what it must
-//! hold back ([`plan_repair_at`]). No I/O and no clock: `now` is passed in.
+//! ([`ScopeCounts`], [`ScopeTally`]), what the counters' values mean under
+//! the admission mode ([`findings_for`], [`strict_shard_findings`]), and
+//! what a repair may set now and what it must hold back
+//! ([`plan_repair_at`]). No I/O and no clock: `now` is passed in.
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::best_effort::Layout;
 use crate::config::Admission;
-use crate::items::ItemRow;
+use crate::items::{CounterSnapshot, ItemRow};
+use crate::keys;
 use crate::time::EpochMillis;
 
 /// How long after the last write of a scope a repair may move its BE the
@@ -144,6 +149,58 @@ mod tests {
     }
 }
 
+/// The live items recorded on each best-effort item, by its name.
+pub type LiveByShard = BTreeMap<String, u64>;
+
+/// A scope's items as an audit reads them: the counts by state, and the
+/// live kit items per best-effort item they recorded (`be_shard`), what a
+/// repair may not lower a shard below and what strict admission needs
+/// each shard to cover. The engine tallies a scope's Query with it, and
+/// `counterctl audit` the table's Scan (whose projection has no write
+/// times: its `last_item_write` stays 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScopeTally {
+    pub counts: ScopeCounts,
+    pub live_by_shard: LiveByShard,
+}
+
+impl ScopeTally {
+    /// Adds one item as an audit reads it ([`ScopeCounts::add_row`]).
+    pub fn add_row(&mut self, row: &ItemRow) {
+        self.counts.add_row(row);
+        if row.is_kits() && !row.deleted {
+            *self
+                .live_by_shard
+                .entry(keys::best_effort_name(row.be_shard))
+                .or_default() += 1;
+        }
+    }
+
+    /// Adds another tally of the same scope to this one.
+    pub fn merge(&mut self, other: &ScopeTally) {
+        self.counts.merge(&other.counts);
+        for (name, n) in &other.live_by_shard {
+            *self.live_by_shard.entry(name.clone()).or_default() += n;
+        }
+    }
+}
+
+/// What the sums of a strict scope can hide: shards short of the live
+/// items recorded on them, by `short` in all ([`Finding::ShardsShort`]),
+/// and shards at mixed epochs ([`Finding::MixedEpochs`]). The audit engine
+/// raises both away with one fenced raise ([`Layout::raise`]).
+pub fn strict_shard_findings(layout: Layout, tally: &ScopeTally, snapshot: &CounterSnapshot) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let short = layout.shortfall(&snapshot.best_effort_items, &tally.live_by_shard);
+    if short > 0 {
+        out.push(Finding::ShardsShort { short });
+    }
+    if layout.fences(snapshot).is_none() {
+        out.push(Finding::MixedEpochs);
+    }
+    out
+}
+
 /// What an audit of one scope found: every finding is drift (a counter that
 /// differs from the truth, repairable). Which differences are defects of the
 /// kit depends on the admission mode: `EC != processed` always is; in
@@ -168,15 +225,16 @@ pub enum Finding {
     /// was switched from best-effort admission and not repaired yet).
     UnderReserved { best_effort: i64, live: u64 },
     /// Strict admission: shards count `short` fewer reservations, in all,
-    /// than the live items recorded on them, more than the sums show (a
-    /// scope switched from best-effort admission, whose `+1`s could land on
-    /// another shard than the item records). A create reserving on a short
-    /// shard can overshoot: a defect until the audit raises it.
+    /// than the live items recorded on them (also when the sums agree: a
+    /// scope switched from best-effort admission, whose `+1`s could land
+    /// on another shard than the item records). A create reserving on a
+    /// short shard can overshoot: a defect until the audit raises it.
     ShardsShort { short: i64 },
     /// Strict admission: the best-effort shards are at mixed epochs (a
-    /// write that does not fence created one after a raise), so every
-    /// strict read is refused until a raise fences them again. Expected;
-    /// repairable at once.
+    /// best-effort write created a shard after a raise, or `BeShardCount`
+    /// grew back over shards retired before the last raise), so every
+    /// strict create of the scope is refused (503) until the audit's raise
+    /// fences them again: a defect, repairable at once.
     MixedEpochs,
 }
 
@@ -189,6 +247,7 @@ impl Finding {
                 | Finding::BestEffortAboveLive { .. }
                 | Finding::UnderReserved { .. }
                 | Finding::ShardsShort { .. }
+                | Finding::MixedEpochs
         )
     }
 }

@@ -31,8 +31,10 @@ pub struct AuditReport {
     pub foreign_items: Vec<(String, u64)>,
     /// Whether any counter differed from the truth (exit 1).
     pub drift: bool,
-    /// Whether a difference was a defect of the kit (EC != processed; BE >
-    /// live in best-effort admission, BE < live in strict admission).
+    /// Whether a difference was a defect of the kit
+    /// ([`hybrid_counter::audit::Finding::is_defect`]: EC != processed; BE >
+    /// live in best-effort admission; in strict admission BE < live, a
+    /// shard short of its items, shards at mixed epochs).
     pub defect: bool,
     pub mode: &'static str,
     /// The stack's admission mode, which BE was read by.
@@ -72,10 +74,10 @@ fn finding_text(finding: &Finding) -> String {
         }
         Finding::ShardsShort { short } => format!(
             "DRIFT best-effort shards {short} short of the live items recorded on them (strict admission can \
-             overshoot; the sums hide it)"
+             overshoot on them)"
         ),
         Finding::MixedEpochs => {
-            "best-effort shards at mixed epochs (strict creates are refused until a raise fences them)".into()
+            "DRIFT best-effort shards at mixed epochs (strict creates are refused until a raise fences them)".into()
         }
     }
 }
