@@ -186,13 +186,18 @@ impl ScopeTally {
 }
 
 /// What the sums of a strict scope can hide: shards short of the live
-/// items recorded on them, by `short` in all ([`Finding::ShardsShort`]),
+/// items recorded on them, by `short` in all, more than the sum is short
+/// ([`Finding::ShardsShort`]),
 /// and shards at mixed epochs ([`Finding::MixedEpochs`]). The audit engine
 /// raises both away with one fenced raise ([`Layout::raise`]).
 pub fn strict_shard_findings(layout: Layout, tally: &ScopeTally, snapshot: &CounterSnapshot) -> Vec<Finding> {
     let mut out = Vec::new();
+    // A raise of the sum to live fills the short shards first
+    // ([`Layout::raise`]): only a shortfall beyond the sum's is a finding
+    // of its own, and the engine raises by it.
     let short = layout.shortfall(&snapshot.best_effort_items, &tally.live_by_shard);
-    if short > 0 {
+    let under = i64::try_from(tally.counts.live).unwrap_or(i64::MAX) - snapshot.best_effort;
+    if short > under.max(0) {
         out.push(Finding::ShardsShort { short });
     }
     if layout.fences(snapshot).is_none() {
@@ -225,7 +230,8 @@ pub enum Finding {
     /// was switched from best-effort admission and not repaired yet).
     UnderReserved { best_effort: i64, live: u64 },
     /// Strict admission: shards count `short` fewer reservations, in all,
-    /// than the live items recorded on them (also when the sums agree: a
+    /// than the live items recorded on them, more than BE is below live
+    /// (reported beside [`Finding::UnderReserved`] only then; also when the sums agree: a
     /// scope switched from best-effort admission, whose `+1`s could land
     /// on another shard than the item records). A create reserving on a
     /// short shard can overshoot: a defect until the audit raises it.
