@@ -245,7 +245,10 @@ fn add_parameters(t: &mut Template) {
              strict admission creates under the two counts reserve side by side until the rollout is over and \
              the last create started before its end is done (up to about a minute plus the API's 10 s \
              timeout), and can pass the limit by at most the most creates in flight at any instant of that \
-             window, not only those in flight at the change. Change it when hot scopes are below their limit.",
+             window, not only those in flight at the change. Change it when hot scopes are below their limit. \
+             In strict admission, growing it back over shards retired before the last raise leaves them at an \
+             older epoch: the scope's strict creates answer 503 until `counterctl audit --repair` fences them \
+             (the audit reports MixedEpochs).",
         ),
     );
     t.parameter(
