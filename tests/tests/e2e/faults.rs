@@ -45,25 +45,25 @@ const DELAY: Fault = Fault::Delay(Duration::from_millis(3));
 /// The stream processor's retries in these tests: the default shape, with
 /// fewer and shorter waits, so that some faults outlast them and surface as
 /// partial batch failures the "event source mapping" must retry.
-const PROCESSOR_BACKOFF: Backoff = Backoff {
+pub(crate) const PROCESSOR_BACKOFF: Backoff = Backoff {
     base: Duration::from_millis(2),
     cap: Duration::from_millis(40),
     max_attempts: 4,
 };
 
-fn put() -> Operation {
+pub(crate) fn put() -> Operation {
     Operation::dynamodb("PutItem")
 }
 
-fn update() -> Operation {
+pub(crate) fn update() -> Operation {
     Operation::dynamodb("UpdateItem")
 }
 
-fn query() -> Operation {
+pub(crate) fn query() -> Operation {
     Operation::dynamodb("Query")
 }
 
-fn get() -> Operation {
+pub(crate) fn get() -> Operation {
     Operation::dynamodb("GetItem")
 }
 
@@ -73,7 +73,7 @@ fn batch_get() -> Operation {
     Operation::dynamodb("BatchGetItem")
 }
 
-fn transact() -> Operation {
+pub(crate) fn transact() -> Operation {
     Operation::dynamodb("TransactWriteItems")
 }
 
@@ -461,10 +461,10 @@ async fn an_acknowledged_delete_stays_deleted_when_a_put_s_answer_is_lost() {
 
 /// What the stand-in event source mapping did.
 #[derive(Debug, Default)]
-struct Deliveries {
-    invocations: u32,
+pub(crate) struct Deliveries {
+    pub(crate) invocations: u32,
     /// Invocations that reported a partial batch failure.
-    partial_failures: u32,
+    pub(crate) partial_failures: u32,
 }
 
 fn sequence_number(record: &Record) -> &str {
@@ -474,8 +474,9 @@ fn sequence_number(record: &Record) -> &str {
 /// Hands `records` to the stream handler in batches of 1 to 25 the way
 /// the event source mapping does with `ReportBatchItemFailures`: a batch
 /// that reports a failure is delivered again from the failed record on,
-/// until it succeeds. The invariants are checked after every invocation.
-async fn deliver_like_a_mapping(
+/// until it succeeds. The invariants of `scopes` are checked after every
+/// invocation.
+pub(crate) async fn deliver_like_a_mapping(
     processor: &Processor<DynamoStore>,
     kit: &Kit,
     scopes: &[Scope],
