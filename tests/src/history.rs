@@ -474,8 +474,29 @@ fn check_item(id: &str, ops: &[&Op], end: &End) -> Result<(), Violation> {
             .copied()
             .filter(move |op| op.call == call && op.acknowledged())
     };
-    let involved: Vec<&Op> = ops.iter().copied().filter(|op| op.may_have_applied()).collect();
-    let broken = |promise, detail: String| Violation::new(promise, detail, &involved, end, &[id]);
+    // The trace: the calls on the id whose span meets the window that
+    // breaks the promise (and the live item's writer), with the refusals
+    // that may be wrong answers: a create refused because the id was taken
+    // may have written the item itself, a delete refused because it was
+    // gone may have removed it. (The limit is decided before any write.)
+    let broken = |promise, detail: String, (from, to): (Tick, Tick), writer: Option<&Op>| {
+        let may_explain = |op: &Op| match (op.outcome(), op.call) {
+            (Some(Outcome::Refused(Refusal::AlreadyExists)), Call::Create) => {
+                promise != Promise::AcknowledgedCreateKept
+            }
+            (Some(Outcome::Refused(Refusal::NotFound)), Call::Delete) => promise == Promise::AcknowledgedCreateKept,
+            _ => op.may_have_applied(),
+        };
+        let involved: Vec<&Op> = ops
+            .iter()
+            .copied()
+            .filter(|op| {
+                writer.is_some_and(|w| std::ptr::eq(*op, w))
+                    || (op.completed() >= from && op.invoked <= to && may_explain(op))
+            })
+            .collect();
+        Violation::new(promise, detail, &involved, end, &[id])
+    };
     let Some(incarnation) = end.live(id) else {
         // Gone: each acknowledged create was removed by a delete of its
         // own, each acknowledged delete removed an item a create wrote.
@@ -486,6 +507,8 @@ fn check_item(id: &str, ops: &[&Op], end: &End) -> Result<(), Violation> {
                     "{id} is gone, and no delete called after {} can have removed it",
                     create.invoked
                 ),
+                (create.invoked, Tick::MAX),
+                None,
             ));
         }
         if let Some(delete) = unmatched_deletes(acknowledged(Call::Delete), applied(Call::Create)) {
@@ -495,6 +518,8 @@ fn check_item(id: &str, ops: &[&Op], end: &End) -> Result<(), Violation> {
                     "the delete answered at {} removed an item no create can have written",
                     delete.completed()
                 ),
+                (0, delete.completed()),
+                None,
             ));
         }
         return Ok(());
@@ -506,9 +531,14 @@ fn check_item(id: &str, ops: &[&Op], end: &End) -> Result<(), Violation> {
         None => applied(Call::Create).filter(|op| !op.acknowledged()).collect(),
     };
     if writers.is_empty() {
+        let last_delete = acknowledged(Call::Delete).map(|d| d.invoked).max().unwrap_or(0);
         return Err(broken(
             Promise::LiveItemAccountedFor,
             format!("{id} is live ({incarnation}), and no create answered so, or left its outcome unknown"),
+            // Its writer answered after every acknowledged delete was
+            // invoked (else that delete would have removed it).
+            (last_delete, Tick::MAX),
+            None,
         ));
     }
     let mut first_failure = None;
@@ -522,15 +552,17 @@ fn check_item(id: &str, ops: &[&Op], end: &End) -> Result<(), Violation> {
                     delete.invoked,
                     writer.completed()
                 ),
+                (writer.invoked, delete.completed()),
             ))
         } else if let Some(delete) = unmatched_deletes(acknowledged(Call::Delete), others(Call::Create)) {
             Some((
                 Promise::AcknowledgedDeleteKept,
                 format!(
-                    "the delete answered at {} removed an item, yet the only create that can have written it, invoked at {}, is live ({incarnation})",
+                    "the delete answered at {} removed an item no create but the one invoked at {} can have written, and that one is live ({incarnation})",
                     delete.completed(),
                     writer.invoked
                 ),
+                (0, delete.completed()),
             ))
         } else {
             let kept = acknowledged(Call::Create).filter(|op| !std::ptr::eq(*op, writer));
@@ -541,18 +573,19 @@ fn check_item(id: &str, ops: &[&Op], end: &End) -> Result<(), Violation> {
                         "the create invoked at {} was acknowledged, and no delete before {id}'s live incarnation ({incarnation}) can have removed it",
                         create.invoked
                     ),
+                    (create.invoked, writer.completed()),
                 )
             })
         };
         match failure {
             None => return Ok(()),
-            Some(failure) => {
-                first_failure.get_or_insert(failure);
+            Some((promise, detail, window)) => {
+                first_failure.get_or_insert((promise, detail, window, writer));
             }
         }
     }
-    let (promise, detail) = first_failure.expect("at least one writer was tried");
-    Err(broken(promise, detail))
+    let (promise, detail, window, writer) = first_failure.expect("at least one writer was tried");
+    Err(broken(promise, detail, window, Some(writer)))
 }
 
 /// The first acknowledged delete (by answer) left without a distinct

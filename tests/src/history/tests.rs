@@ -116,9 +116,16 @@ fn two_acknowledged_deletes_of_one_created_item_are_caught() {
 
 #[test]
 fn a_live_item_no_create_may_have_written_is_caught() {
-    let ops = [refused(Call::Create, "x", 1, 2, Refusal::AlreadyExists)];
+    let ops = [
+        created("x", 1, 2, "i1"),
+        deleted("x", 3, 4),
+        refused(Call::Create, "x", 5, 8, Refusal::AlreadyExists),
+        deleted("x", 6, 7),
+    ];
     let violation = broken(&ops, &end(&[("x", "i9", false)]));
     assert_eq!(violation.promise, Promise::LiveItemAccountedFor);
+    // The trace starts at the last acknowledged delete: the writer answered after it.
+    assert_eq!(violation.trace.len(), 3, "{violation}");
     // An unknown outcome may have written it.
     assert!(check(&[unknown(Call::Create, "x", 1, 2)], &end(&[("x", "i9", false)])).is_ok());
     // So may a create never answered.
@@ -246,4 +253,36 @@ fn the_recorder_orders_invocations_and_answers_on_one_clock() {
         Outcome::of_delete(&Err(Error::NotFound)),
         Outcome::Refused(Refusal::NotFound)
     );
+}
+
+/// Issue 34 D1 the other way round: the re-sent put meets its own item
+/// and answers "already exists", a refusal for an item it wrote; a delete
+/// then removes it. The trace shows the refusal that was not one.
+#[test]
+fn a_delete_of_an_item_only_a_refused_create_wrote_is_caught_with_the_refusal_in_the_trace() {
+    let ops = [
+        refused(Call::Create, "x", 1, 4, Refusal::AlreadyExists),
+        deleted("x", 5, 6),
+        refused(Call::Delete, "x", 7, 8, Refusal::NotFound),
+    ];
+    let violation = broken(&ops, &end(&[]));
+    assert_eq!(violation.promise, Promise::AcknowledgedDeleteKept);
+    let text = violation.to_string();
+    assert!(text.contains("create s/x -> refused (AlreadyExists)"), "{text}");
+    // Calls after the broken promise are left out of the minimal trace.
+    assert!(!text.contains("[     7"), "{text}");
+}
+
+#[test]
+fn refusals_decided_before_any_write_are_left_out_of_the_trace() {
+    let ops = [
+        refused(Call::Create, "x", 1, 2, Refusal::LimitExceeded),
+        created("x", 3, 4, "i1"),
+        refused(Call::Delete, "x", 5, 6, Refusal::NotFound),
+    ];
+    let violation = broken(&ops, &end(&[]));
+    assert_eq!(violation.promise, Promise::AcknowledgedCreateKept);
+    let text = violation.to_string();
+    assert!(!text.contains("LimitExceeded"), "{text}");
+    assert!(text.contains("delete s/x -> refused (NotFound)"), "{text}");
 }
