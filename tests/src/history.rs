@@ -42,6 +42,9 @@ pub enum Refusal {
 pub enum Outcome {
     /// Acknowledged create; the item's incarnation.
     Created { incarnation: String },
+    /// Acknowledged create whose answer does not name the incarnation (the
+    /// API's `503 CreatedWithoutSequence`: created, unnumbered).
+    CreatedUnnamed,
     /// Acknowledged delete.
     Deleted,
     /// Took no effect.
@@ -84,6 +87,7 @@ impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Outcome::Created { incarnation } => write!(f, "created {incarnation}"),
+            Outcome::CreatedUnnamed => write!(f, "created (incarnation not answered)"),
             Outcome::Deleted => write!(f, "deleted"),
             Outcome::Refused(refusal) => write!(f, "refused ({refusal:?})"),
             Outcome::Unknown(why) => write!(f, "unknown: {}", why.chars().take(80).collect::<String>()),
@@ -115,7 +119,10 @@ impl Op {
 
     /// Acknowledged: its effect happened.
     fn acknowledged(&self) -> bool {
-        matches!(self.outcome(), Some(Outcome::Created { .. } | Outcome::Deleted))
+        matches!(
+            self.outcome(),
+            Some(Outcome::Created { .. } | Outcome::CreatedUnnamed | Outcome::Deleted)
+        )
     }
 
     /// Its effect may have happened (acknowledged or unknown).
@@ -570,16 +577,16 @@ fn check_item(id: &str, ops: &[&Op], end: &End) -> Result<(), Violation> {
         return Ok(());
     };
     // Live: the create that wrote it (the acknowledged one with its
-    // incarnation, else one whose outcome is unknown) took effect last.
+    // incarnation, else one whose answer names none) took effect last.
     let writers: Vec<&Op> = match ops.iter().find(|op| op.incarnation() == Some(incarnation)) {
         Some(create) => vec![create],
-        None => applied(Call::Create).filter(|op| !op.acknowledged()).collect(),
+        None => applied(Call::Create).filter(|op| op.incarnation().is_none()).collect(),
     };
     if writers.is_empty() {
         let last_delete = acknowledged(Call::Delete).map(|d| d.invoked).max().unwrap_or(0);
         return Err(broken(
             Promise::LiveItemAccountedFor,
-            format!("{id} is live ({incarnation}), and no create answered so, or left its outcome unknown"),
+            format!("{id} is live ({incarnation}), and no create answered so, or left its incarnation unknown"),
             // Its writer answered after every acknowledged delete was
             // invoked (else that delete would have removed it).
             (last_delete, Tick::MAX),

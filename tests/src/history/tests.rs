@@ -315,3 +315,11 @@ fn a_load_history_reads_back_on_its_own_clock() {
     history.complete(next, Outcome::Deleted);
     assert_eq!(history.ops().last().unwrap().invoked, 7);
 }
+
+#[test]
+fn an_acknowledged_create_without_its_incarnation_may_be_the_live_item_and_must_be_kept() {
+    let unnamed = op(Call::Create, "x", 1, Some((2, Outcome::CreatedUnnamed)));
+    let checked = check(std::slice::from_ref(&unnamed), &end(&[("x", "i9", false)])).expect("allowed");
+    assert_eq!(checked.acknowledged_creates, 1);
+    assert_eq!(broken(&[unnamed], &end(&[])).promise, Promise::AcknowledgedCreateKept);
+}
