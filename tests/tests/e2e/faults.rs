@@ -11,7 +11,9 @@
 //! --repair` (which may only raise an undercounting BE) no drift at all.
 //! Each test also checks from the proxy's counters that faults of every kind
 //! it plans were injected, so it cannot pass without having met them, and
-//! prints those counters.
+//! prints those counters. Every test that calls the request path records
+//! each call and holds the history against the final items after the
+//! drain ([`e2e::history`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -541,20 +543,21 @@ async fn stream_handler_counts_exactly_under_faults(mode: Mode, test: &str) {
     let mut deleted: Vec<Vec<u32>> = vec![Vec::new(); scopes.len()];
     let mut next = 0u32;
     let mut deliveries = Deliveries::default();
+    let history = History::new();
     for _round in 0..6 {
         for (at, s) in scopes.iter().enumerate() {
             for _ in 0..rng.usize(3..9) {
                 next += 1;
-                kit.counter
-                    .create(s, &id(&format!("w{next}")), Item::default(), NOW)
+                history
+                    .create(&kit.counter, s, &id(&format!("w{next}")), NOW)
                     .await
                     .unwrap();
                 live[at].insert(next);
             }
             // Ids deleted in an earlier round are hard-deleted by now: a new incarnation.
             if let Some(again) = deleted[at].pop() {
-                kit.counter
-                    .create(s, &id(&format!("w{again}")), Item::default(), NOW)
+                history
+                    .create(&kit.counter, s, &id(&format!("w{again}")), NOW)
                     .await
                     .unwrap();
                 live[at].insert(again);
@@ -562,7 +565,10 @@ async fn stream_handler_counts_exactly_under_faults(mode: Mode, test: &str) {
             for _ in 0..rng.usize(1..4) {
                 let ids: Vec<u32> = live[at].iter().copied().collect();
                 let gone = ids[rng.usize(..ids.len())];
-                kit.counter.delete(s, &id(&format!("w{gone}")), NOW).await.unwrap();
+                history
+                    .delete(&kit.counter, s, &id(&format!("w{gone}")), NOW)
+                    .await
+                    .unwrap();
                 live[at].remove(&gone);
                 deleted[at].push(gone);
             }
@@ -574,11 +580,13 @@ async fn stream_handler_counts_exactly_under_faults(mode: Mode, test: &str) {
     // The handler's own writes come back through the stream: drained by
     // the kit's processor, they change nothing.
     kit.drain().await;
+    let mut checked = Vec::new();
     for (at, s) in scopes.iter().enumerate() {
         kit.assert_converged(s).await;
         let eventual = kit.counter.usage(s).await.unwrap().eventual;
         assert_eq!(eventual, live[at].len() as i64, "seed {seed}: EC of {s}");
         assert_eq!(audit_clean(&kit.store, s, seed).await, live[at].len() as u64);
+        checked.push(check_history(&kit, &history, s, None, seed).await.to_string());
     }
     let stats = proxy.stats();
     stats.assert_injected(&FaultKind::ALL);
@@ -590,7 +598,13 @@ async fn stream_handler_counts_exactly_under_faults(mode: Mode, test: &str) {
         deliveries.partial_failures > 0,
         "seed {seed}: no batch was retried from a partial failure: {deliveries:?}"
     );
-    print_report(test, seed, started, &stats, &format!(", {deliveries:?}"));
+    print_report(
+        test,
+        seed,
+        started,
+        &stats,
+        &format!(", {deliveries:?}; history: {}", checked.join("; ")),
+    );
 }
 
 #[tokio::test]
@@ -707,10 +721,11 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
     let scopes = [scope("a"), scope("b")];
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut live = vec![0i64; scopes.len()];
+    let history = History::new();
     for n in 0..20 {
         for (at, s) in scopes.iter().enumerate() {
-            kit.counter
-                .create(s, &id(&format!("w{n}")), Item::default(), NOW)
+            history
+                .create(&kit.counter, s, &id(&format!("w{n}")), NOW)
                 .await
                 .unwrap();
             live[at] += 1;
@@ -718,7 +733,7 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
             if n >= 3 && rng.f64() < 0.3 {
                 let gone = format!("w{}", n - rng.usize(..3));
                 if look(&kit.store, s, &gone).await.is_some_and(|st| !st.deleted) {
-                    kit.counter.delete(s, &id(&gone), NOW).await.unwrap();
+                    history.delete(&kit.counter, s, &id(&gone), NOW).await.unwrap();
                     live[at] -= 1;
                 }
             }
@@ -772,8 +787,10 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
         );
     }
     kit.drain().await;
+    let mut checked = Vec::new();
     for (at, s) in scopes.iter().enumerate() {
         assert_eq!(audit_clean(&kit.store, s, seed).await, live[at] as u64);
+        checked.push(check_history(&kit, &history, s, None, seed).await.to_string());
     }
     let stats = proxy.stats();
     stats.assert_injected(&FaultKind::ALL);
@@ -787,8 +804,9 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
         started,
         &stats,
         &format!(
-            ", {} messages, {invocations} invocations, {reported} failures reported",
-            messages.len()
+            ", {} messages, {invocations} invocations, {reported} failures reported; history: {}",
+            messages.len(),
+            checked.join("; ")
         ),
     );
 }
