@@ -36,7 +36,6 @@ use hybrid_counter_aws::DynamoStore;
 use hybrid_counter_aws::replay::OnFailureRecord;
 use hybrid_counter_aws::streams::{Position, ShardReader};
 use ops_cli::Report;
-use serde_dynamo::Item;
 use stack::outputs;
 
 use crate::{NOW, id, scope};
@@ -834,6 +833,8 @@ struct Parked {
     permanent: dlq_reprocessor::PermanentFailures,
     scope: Scope,
     live: i64,
+    /// The creates and deletes that wrote the parked records.
+    history: History,
     bodies: Vec<String>,
 }
 
@@ -868,14 +869,15 @@ impl Parked {
         let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
         let s = scope("acct");
         let mut live = 0;
+        let history = History::new();
         for n in 0..items {
-            counter
-                .create(&s, &id(&format!("w{n}")), Item::default(), NOW)
-                .await
-                .unwrap();
+            history.create(&counter, &s, &id(&format!("w{n}")), NOW).await.unwrap();
             live += 1;
             if n % 5 == 4 {
-                counter.delete(&s, &id(&format!("w{}", n - 2)), NOW).await.unwrap();
+                history
+                    .delete(&counter, &s, &id(&format!("w{}", n - 2)), NOW)
+                    .await
+                    .unwrap();
                 live -= 1;
             }
         }
@@ -917,6 +919,7 @@ impl Parked {
             },
             scope: s,
             live,
+            history,
             bodies,
         }
     }
@@ -1037,6 +1040,16 @@ impl Parked {
         assert_eq!(snapshot.eventual, self.live, "seed {seed}: {counts:?}");
         e2e::drain_deployed(&self.emulator.endpoint, &self.config).await;
         assert_eq!(audit_clean(&self.store, &self.scope, seed).await, self.live as u64);
+        let client = aws_sdk_dynamodb::Client::new(&self.emulator.sdk_config().await);
+        let eventual = self.store.read_counters(&self.scope).await.expect("counters").eventual;
+        let end = End::read(&client, &self.config.resources_table, &self.scope)
+            .await
+            .with_eventual(eventual);
+        let checked = self
+            .history
+            .check(&self.scope, &end)
+            .unwrap_or_else(|violation| panic!("seed {seed}, {}: {violation}", self.scope));
+        eprintln!("parked ranges: seed {seed}, history: {checked}");
     }
 }
 
