@@ -10,6 +10,7 @@
 pub mod capacity;
 pub mod counterctl;
 pub mod faults;
+pub mod history;
 pub mod iam;
 pub mod ministack;
 pub mod process;

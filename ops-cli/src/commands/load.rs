@@ -4,7 +4,10 @@
 //! operation, refusals, errors by kind, and the limit overshoots observed
 //! (concurrent creators can pass `max(BE, EC) < limit` together: the design
 //! accepts that, strict mode is the fix). After the run it waits for the
-//! stream consumer to drain the scopes and audits them.
+//! stream consumer to drain the scopes and audits them. With `--history`
+//! it also writes every call's invocation and answer, ordered by one
+//! clock, for an offline check of the promises (the e2e tests' history
+//! check reads it).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -99,6 +102,67 @@ struct WorkerStats {
     errors: BTreeMap<String, u64>,
 }
 
+/// `--history`: every call's invocation and answer, ordered by one clock.
+#[derive(Debug, Default)]
+struct Journal {
+    clock: AtomicU64,
+    calls: std::sync::Mutex<Vec<JournalCall>>,
+}
+
+/// One line of `--history`.
+#[derive(Debug, Serialize)]
+struct JournalCall {
+    /// `create` or `delete`.
+    call: &'static str,
+    scope: String,
+    id: String,
+    invoked: u64,
+    answered: u64,
+    /// `created`, `deleted`, or the error's kind ([`error_kind`]).
+    outcome: &'static str,
+    /// The created item's incarnation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    incarnation: Option<String>,
+}
+
+impl Journal {
+    fn tick(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Records a call invoked at `invoked` and answered now.
+    fn answered(
+        &self,
+        call: &'static str,
+        (scope, id): (&Scope, &ResourceId),
+        invoked: u64,
+        outcome: &'static str,
+        incarnation: Option<String>,
+    ) {
+        let answered = self.tick();
+        let entry = JournalCall {
+            call,
+            scope: scope.to_string(),
+            id: id.to_string(),
+            invoked,
+            answered,
+            outcome,
+            incarnation,
+        };
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
+    }
+
+    fn write(&self, path: &std::path::Path) -> Result<()> {
+        let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let mut text = String::new();
+        for call in calls.iter() {
+            text.push_str(&serde_json::to_string(call).expect("a journal line serialises"));
+            text.push('\n');
+        }
+        std::fs::write(path, text).map_err(Error::io("writing the load's history to", path))
+    }
+}
+
 fn error_kind(err: &hybrid_counter::Error) -> &'static str {
     match err {
         hybrid_counter::Error::LimitExceeded { .. } => "LimitExceeded",
@@ -118,6 +182,7 @@ async fn worker(
     options: LoadOptions,
     issued: Arc<AtomicU64>,
     deadline: Option<Instant>,
+    journal: Option<Arc<Journal>>,
 ) -> WorkerStats {
     let mut rng = fastrand::Rng::with_seed(options.seed.wrapping_add(u64::from(number)));
     let mut stats = WorkerStats::default();
@@ -139,8 +204,13 @@ async fn worker(
         if !mine.is_empty() && rng.f64() < options.delete_ratio {
             let (scope, id) = mine.swap_remove(rng.usize(..mine.len()));
             let started = Instant::now();
+            let invoked = journal.as_ref().map(|j| j.tick());
             let result = counter.delete(&scope, &id, now).await;
             stats.delete.push(started.elapsed().as_micros() as u64);
+            if let (Some(journal), Some(invoked)) = (&journal, invoked) {
+                let outcome = result.as_ref().map_or_else(error_kind, |()| "deleted");
+                journal.answered("delete", (&scope, &id), invoked, outcome, None);
+            }
             match result {
                 Ok(()) => stats.deleted += 1,
                 Err(err) => *stats.errors.entry(error_kind(&err).to_owned()).or_default() += 1,
@@ -152,8 +222,16 @@ async fn worker(
             };
             next_id += 1;
             let started = Instant::now();
+            let invoked = journal.as_ref().map(|j| j.tick());
             let result = counter.create(&scope, &id, Default::default(), now).await;
             stats.create.push(started.elapsed().as_micros() as u64);
+            if let (Some(journal), Some(invoked)) = (&journal, invoked) {
+                let (outcome, incarnation) = match &result {
+                    Ok(created) => ("created", Some(created.incarnation.clone())),
+                    Err(err) => (error_kind(err), None),
+                };
+                journal.answered("create", (&scope, &id), invoked, outcome, incarnation);
+            }
             match result {
                 Ok(_) => {
                     stats.created += 1;
@@ -204,6 +282,7 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
         LoadStop::Duration(d) => Some(started + d),
         LoadStop::Operations(_) => None,
     };
+    let journal = options.history.as_ref().map(|_| Arc::new(Journal::default()));
     let mut tasks = tokio::task::JoinSet::new();
     for number in 0..options.workers.max(1) {
         tasks.spawn(worker(
@@ -213,6 +292,7 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
             options.clone(),
             issued.clone(),
             deadline,
+            journal.clone(),
         ));
     }
     let mut stats = Vec::new();
@@ -232,6 +312,9 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    if let (Some(journal), Some(path)) = (&journal, &options.history) {
+        journal.write(path)?;
+    }
     let mut create = Vec::new();
     let mut delete = Vec::new();
     let mut errors = BTreeMap::new();
@@ -374,6 +457,32 @@ impl fmt::Display for LoadReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_history_orders_invocations_and_answers_on_one_clock() {
+        let journal = Journal::default();
+        let (scope, x, y) = (
+            Scope::new("s").unwrap(),
+            ResourceId::new("x").unwrap(),
+            ResourceId::new("y").unwrap(),
+        );
+        let create = journal.tick();
+        let delete = journal.tick();
+        journal.answered("delete", (&scope, &y), delete, "NotFound", None);
+        journal.answered("create", (&scope, &x), create, "created", Some("i1".into()));
+        let path = std::env::temp_dir().join(format!("hck-load-history-{}.jsonl", std::process::id()));
+        journal.write(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(
+            lines,
+            [
+                serde_json::json!({"call": "delete", "scope": "s", "id": "y", "invoked": 2, "answered": 3, "outcome": "NotFound"}),
+                serde_json::json!({"call": "create", "scope": "s", "id": "x", "invoked": 1, "answered": 4, "outcome": "created", "incarnation": "i1"}),
+            ]
+        );
+    }
 
     #[test]
     fn percentiles_use_the_nearest_rank() {

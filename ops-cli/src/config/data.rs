@@ -62,6 +62,8 @@ pub struct LoadOptions {
     /// wait and the audit.
     pub drain_timeout: Duration,
     pub seed: u64,
+    /// Where to write the calls' history (`--history`).
+    pub history: Option<std::path::PathBuf>,
 }
 
 /// What `verify` writes and how long it waits.
@@ -160,5 +162,6 @@ pub(super) fn load_options(args: LoadArgs) -> Result<LoadOptions> {
         limit: args.limit,
         drain_timeout: Duration::from_secs(args.drain_timeout),
         seed: args.seed,
+        history: args.history,
     })
 }

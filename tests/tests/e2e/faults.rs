@@ -11,17 +11,19 @@
 //! --repair` (which may only raise an undercounting BE) no drift at all.
 //! Each test also checks from the proxy's counters that faults of every kind
 //! it plans were injected, so it cannot pass without having met them, and
-//! prints those counters.
+//! prints those counters. Every test that calls the request path records
+//! each call and holds the history against the final items after the
+//! drain ([`e2e::history`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::dynamodb::EventRecord as Record;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use aws_sdk_dynamodb::types::AttributeValue;
 use dlq_reprocessor::handle_dlq_event;
 use e2e::counterctl::Counterctl;
 use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, FaultStats, Operation};
+use e2e::history::{Checked, End, History, Outcome, Refusal};
 use e2e::{Emulator, Kit, deliver_with};
 use hybrid_counter::audit::RepairMode;
 use hybrid_counter::config;
@@ -34,7 +36,6 @@ use hybrid_counter_aws::DynamoStore;
 use hybrid_counter_aws::replay::OnFailureRecord;
 use hybrid_counter_aws::streams::{Position, ShardReader};
 use ops_cli::Report;
-use serde_dynamo::Item;
 use stack::outputs;
 
 use crate::{NOW, id, scope};
@@ -45,25 +46,25 @@ const DELAY: Fault = Fault::Delay(Duration::from_millis(3));
 /// The stream processor's retries in these tests: the default shape, with
 /// fewer and shorter waits, so that some faults outlast them and surface as
 /// partial batch failures the "event source mapping" must retry.
-const PROCESSOR_BACKOFF: Backoff = Backoff {
+pub(crate) const PROCESSOR_BACKOFF: Backoff = Backoff {
     base: Duration::from_millis(2),
     cap: Duration::from_millis(40),
     max_attempts: 4,
 };
 
-fn put() -> Operation {
+pub(crate) fn put() -> Operation {
     Operation::dynamodb("PutItem")
 }
 
-fn update() -> Operation {
+pub(crate) fn update() -> Operation {
     Operation::dynamodb("UpdateItem")
 }
 
-fn query() -> Operation {
+pub(crate) fn query() -> Operation {
     Operation::dynamodb("Query")
 }
 
-fn get() -> Operation {
+pub(crate) fn get() -> Operation {
     Operation::dynamodb("GetItem")
 }
 
@@ -73,7 +74,7 @@ fn batch_get() -> Operation {
     Operation::dynamodb("BatchGetItem")
 }
 
-fn transact() -> Operation {
+pub(crate) fn transact() -> Operation {
     Operation::dynamodb("TransactWriteItems")
 }
 
@@ -109,42 +110,6 @@ async fn look(store: &DynamoStore, s: &Scope, i: &str) -> Option<ResourceState> 
         })
         .await
         .expect("direct read of a resource item")
-}
-
-/// Every item of `s` (no proxy): id -> (incarnation, counter_processed, deleted).
-async fn items_of(client: &aws_sdk_dynamodb::Client, table: &str, s: &Scope) -> BTreeMap<String, (String, bool, bool)> {
-    let items: Vec<std::collections::HashMap<String, AttributeValue>> = client
-        .query()
-        .table_name(table)
-        .key_condition_expression("#s = :s")
-        .expression_attribute_names("#s", "scope")
-        .expression_attribute_values(":s", AttributeValue::S(s.to_string()))
-        .consistent_read(true)
-        .into_paginator()
-        .items()
-        .send()
-        .try_collect()
-        .await
-        .expect("query the scope's items");
-    let text = |item: &std::collections::HashMap<String, AttributeValue>, name: &str| {
-        item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default()
-    };
-    let flag = |item: &std::collections::HashMap<String, AttributeValue>, name: &str| {
-        item.get(name).and_then(|v| v.as_bool().ok()).copied().unwrap_or(false)
-    };
-    items
-        .iter()
-        .map(|item| {
-            (
-                text(item, "id"),
-                (
-                    text(item, "incarnation"),
-                    flag(item, "counter_processed"),
-                    flag(item, "deleted"),
-                ),
-            )
-        })
-        .collect()
 }
 
 /// The audit at the end of every test, after the stream was drained:
@@ -189,45 +154,64 @@ async fn audit_clean(store: &DynamoStore, s: &Scope, seed: u64) -> u64 {
 
 // ---- 1. the request path --------------------------------------------------
 
-/// How one request-path call ended, checked against the item before and
-/// after it; the label counts it.
+/// How one request-path call ended (its answer classified as the history
+/// records it), checked against the item before and after it; the label
+/// counts it.
 fn check_create(
-    result: &Result<hybrid_counter::Created, Error>,
+    outcome: &Outcome,
     before: &Option<ResourceState>,
     after: &Option<ResourceState>,
 ) -> Result<&'static str, String> {
-    Ok(match (result, before, after) {
-        (Ok(created), None, Some(a)) if !a.deleted && !a.counter_processed && a.incarnation == created.incarnation => {
+    Ok(match (outcome, before, after) {
+        (Outcome::Created { incarnation }, None, Some(a))
+            if !a.deleted && !a.counter_processed && &a.incarnation == incarnation =>
+        {
             "create ok"
         }
-        (Err(Error::AlreadyExists), Some(b), Some(a)) if a == b => "create already exists",
-        (Err(Error::Unavailable(_)), None, None) => "create unavailable, not written",
+        (Outcome::Refused(Refusal::AlreadyExists), Some(b), Some(a)) if a == b => "create already exists",
+        (Outcome::Unknown(_), None, None) => "create unavailable, not written",
         // The put was applied and its answer lost; the item is the kit's,
         // uncounted: the stream path will count it.
-        (Err(Error::Unavailable(_)), None, Some(a)) if !a.deleted && !a.counter_processed => {
-            "create unavailable, written"
-        }
-        (Err(Error::Unavailable(_)), Some(b), Some(a)) if a == b => "create unavailable, already there",
+        (Outcome::Unknown(_), None, Some(a)) if !a.deleted && !a.counter_processed => "create unavailable, written",
+        (Outcome::Unknown(_), Some(b), Some(a)) if a == b => "create unavailable, already there",
         _ => return Err("create's answer contradicts the table".to_owned()),
     })
 }
 
 fn check_delete(
-    result: &Result<(), Error>,
+    outcome: &Outcome,
     before: &Option<ResourceState>,
     after: &Option<ResourceState>,
 ) -> Result<&'static str, String> {
     let soft_deleted_now = |b: &ResourceState, a: &ResourceState| {
         !b.deleted && a.deleted && a.incarnation == b.incarnation && a.counter_processed == b.counter_processed
     };
-    Ok(match (result, before, after) {
-        (Ok(()), Some(b), Some(a)) if soft_deleted_now(b, a) => "delete ok",
-        (Err(Error::NotFound), None, None) => "delete not found",
-        (Err(Error::NotFound), Some(b), Some(a)) if b.deleted && a == b => "delete not found (already deleted)",
-        (Err(Error::Unavailable(_)), b, a) if a == b => "delete unavailable, not applied",
-        (Err(Error::Unavailable(_)), Some(b), Some(a)) if soft_deleted_now(b, a) => "delete unavailable, applied",
+    Ok(match (outcome, before, after) {
+        (Outcome::Deleted, Some(b), Some(a)) if soft_deleted_now(b, a) => "delete ok",
+        (Outcome::Refused(Refusal::NotFound), None, None) => "delete not found",
+        (Outcome::Refused(Refusal::NotFound), Some(b), Some(a)) if b.deleted && a == b => {
+            "delete not found (already deleted)"
+        }
+        (Outcome::Unknown(_), b, a) if a == b => "delete unavailable, not applied",
+        (Outcome::Unknown(_), Some(b), Some(a)) if soft_deleted_now(b, a) => "delete unavailable, applied",
         _ => return Err("delete's answer contradicts the table".to_owned()),
     })
+}
+
+/// Holds `history`'s calls on `s` against its items and EC (read without
+/// the proxy, after the drain); panics with the minimal trace. `strict`:
+/// the scope's limit in strict admission.
+async fn check_history(kit: &Kit, history: &History, s: &Scope, strict: Option<u64>, seed: u64) -> Checked {
+    let eventual = kit.counter.usage(s).await.expect("usage").eventual;
+    let mut end = End::read(&kit.dynamodb, &kit.config.resources_table, s)
+        .await
+        .with_eventual(eventual);
+    if let Some(limit) = strict {
+        end = end.strict(limit);
+    }
+    history
+        .check(s, &end)
+        .unwrap_or_else(|violation| panic!("seed {seed}, {s}: {violation}"))
 }
 
 #[tokio::test]
@@ -240,13 +224,14 @@ async fn request_path_answers_agree_with_the_tables_under_injected_faults() {
     let client = aws_sdk_dynamodb::Client::new(&proxy.sdk_config().await);
     let api = Counter::new(DynamoStore::new(client, &kit.config), 100_000).with_seed(seed);
     let direct = kit.store.clone();
+    let history = History::new();
 
     // -- scripted: one fault, one exact outcome --
     let scripted = scope("scripted");
     let s = &scripted;
     let create = |i: &'static str| {
-        let api = &api;
-        async move { api.create(s, &id(i), Item::default(), NOW).await }
+        let (api, history) = (&api, &history);
+        async move { history.create(api, s, &id(i), NOW).await }
     };
     // PutItem applied and answered 500: never sent again (issue 34 D1), the
     // item read back carries this create's own incarnation: created.
@@ -293,13 +278,14 @@ async fn request_path_answers_agree_with_the_tables_under_injected_faults() {
     // Delete: the read fails; then the BE decrement is applied but answered
     // 500 (no retry): Unavailable, the item stays, BE undercounts.
     proxy.inject_next(get(), Fault::FailBefore, 3);
-    let err = api.delete(s, &id("own"), NOW).await.unwrap_err();
+    let err = history.delete(&api, s, &id("own"), NOW).await.unwrap_err();
     assert!(matches!(err, Error::Unavailable(_)), "{err}");
     proxy.inject_next(update(), Fault::ApplyThenFail, 1);
-    let err = api.delete(s, &id("own"), NOW).await.unwrap_err();
+    let err = history.delete(&api, s, &id("own"), NOW).await.unwrap_err();
     assert!(matches!(err, Error::Unavailable(_)), "{err}");
     assert!(!look(&direct, s, "own").await.unwrap().deleted);
-    api.delete(s, &id("own"), NOW)
+    history
+        .delete(&api, s, &id("own"), NOW)
         .await
         .expect("the caller's retry deletes it");
     // The soft delete (the delete's second UpdateItem) applied and
@@ -307,11 +293,14 @@ async fn request_path_answers_agree_with_the_tables_under_injected_faults() {
     // (Unavailable) for a delete that took effect.
     proxy.inject_next(update(), DELAY, 1);
     proxy.inject_next(update(), Fault::ApplyThenFail, 1);
-    let err = api.delete(s, &id("throttled"), NOW).await.unwrap_err();
+    let err = history.delete(&api, s, &id("throttled"), NOW).await.unwrap_err();
     assert!(matches!(err, Error::Unavailable(_)), "{err}");
     assert!(look(&direct, s, "throttled").await.unwrap().deleted);
     proxy.inject_next(get(), Fault::ApplyThenFail, 1);
-    api.delete(s, &id("be-failed"), NOW).await.expect("a read retried");
+    history
+        .delete(&api, s, &id("be-failed"), NOW)
+        .await
+        .expect("a read retried");
     e2e::assert_invariants(&direct, s).await;
 
     // -- random: every fault on every operation of the request path --
@@ -327,8 +316,6 @@ async fn request_path_answers_agree_with_the_tables_under_injected_faults() {
     let mut rng = fastrand::Rng::with_seed(seed);
     let scopes = [scope("acct-a"), scope("acct-b")];
     let mut outcomes = BTreeMap::<&str, u32>::new();
-    // Creates the API reported, not deleted since: (scope, id) -> incarnation.
-    let mut reported = BTreeMap::<(usize, String), String>::new();
     for step in 0..240 {
         if step % 60 == 59 {
             // Hard-deletes the soft-deleted items, so ids are created again.
@@ -345,27 +332,23 @@ async fn request_path_answers_agree_with_the_tables_under_injected_faults() {
         };
         let puts_applied = proxy.stats().injected(&put(), FaultKind::ApplyThenFail);
         let outcome = if creating {
-            let result = api.create(s, &id(&i), Item::default(), NOW).await;
+            let result = history.create(&api, s, &id(&i), NOW).await;
             let after = look(&direct, s, &i).await;
-            let label = check_create(&result, &before, &after).unwrap_or_else(|why| {
+            let label = check_create(&Outcome::of_create(&result), &before, &after).unwrap_or_else(|why| {
                 panic!("seed {seed}, step {step}, create {s}/{i}: {why}: {result:?}, {before:?} -> {after:?}")
             });
-            if let Ok(created) = &result {
-                reported.insert((at, i.clone()), created.incarnation.clone());
+            if result.is_ok() {
                 if proxy.stats().injected(&put(), FaultKind::ApplyThenFail) > puts_applied {
                     *outcomes.entry("create ok, own incarnation recognised").or_default() += 1;
                 }
             }
             label
         } else {
-            let result = api.delete(s, &id(&i), NOW).await;
+            let result = history.delete(&api, s, &id(&i), NOW).await;
             let after = look(&direct, s, &i).await;
-            let label = check_delete(&result, &before, &after).unwrap_or_else(|why| {
+            let label = check_delete(&Outcome::of_delete(&result), &before, &after).unwrap_or_else(|why| {
                 panic!("seed {seed}, step {step}, delete {s}/{i}: {why}: {result:?}, {before:?} -> {after:?}")
             });
-            if after.as_ref().is_some_and(|a| a.deleted) {
-                reported.remove(&(at, i.clone()));
-            }
             label
         };
         *outcomes.entry(outcome).or_default() += 1;
@@ -373,19 +356,15 @@ async fn request_path_answers_agree_with_the_tables_under_injected_faults() {
     }
 
     kit.drain().await;
-    for (at, s) in scopes.iter().enumerate() {
-        let items = items_of(&kit.dynamodb, &kit.config.resources_table, s).await;
-        for ((scope_at, i), incarnation) in reported.iter().filter(|((a, _), _)| *a == at) {
-            let item = items.get(i);
-            assert_eq!(
-                item,
-                Some(&(incarnation.clone(), true, false)),
-                "seed {seed}: {s}/{i} was reported created (scope {scope_at}); it must be there once, counted"
-            );
-        }
+    // Every answer against the final items: acknowledged creates there,
+    // acknowledged deletes gone, EC exact.
+    let mut checked = Vec::new();
+    for s in &scopes {
+        checked.push(check_history(&kit, &history, s, None, seed).await);
         audit_clean(&direct, s, seed).await;
     }
     kit.assert_converged(&scripted).await;
+    checked.push(check_history(&kit, &history, &scripted, None, seed).await);
     audit_clean(&direct, &scripted, seed).await;
     let stats = proxy.stats();
     stats.assert_injected(&[
@@ -407,7 +386,10 @@ async fn request_path_answers_agree_with_the_tables_under_injected_faults() {
         seed,
         started,
         &stats,
-        &format!(", outcomes {outcomes:?}"),
+        &format!(
+            ", outcomes {outcomes:?}; history: {}",
+            checked.iter().map(Checked::to_string).collect::<Vec<_>>().join("; ")
+        ),
     );
 }
 
@@ -429,14 +411,18 @@ async fn an_acknowledged_delete_stays_deleted_when_a_put_s_answer_is_lost() {
             .with_admission(admission)
             .with_seed(seed);
         let direct = kit.store.clone();
+        let history = History::new();
         let s = &scope("lost-put");
         proxy.inject_next(put(), Fault::ApplyThenFail, 1);
         proxy.inject_next(put(), Fault::Delay(Duration::from_secs(3)), 1);
-        let created = api.create(s, &id("x"), Item::default(), NOW).await;
+        let created = history.create(&api, s, &id("x"), NOW).await;
         // Acknowledged or not, once the item is there it is deleted, and the
         // stream hard-deletes it, while a re-send would still be held.
         if look(&direct, s, "x").await.is_some() {
-            api.delete(s, &id("x"), NOW).await.expect("the delete is acknowledged");
+            history
+                .delete(&api, s, &id("x"), NOW)
+                .await
+                .expect("the delete is acknowledged");
             kit.drain().await;
         }
         tokio::time::sleep(Duration::from_secs(4)).await;
@@ -449,11 +435,15 @@ async fn an_acknowledged_delete_stays_deleted_when_a_put_s_answer_is_lost() {
         let sent = proxy.stats().forwarded.get(&Some(put())).copied().unwrap_or_default();
         assert_eq!(sent, 1, "{admission:?}: the put was sent again");
         if admission.is_strict() {
-            api.create(s, &id("y"), Item::default(), NOW).await.expect("one slot");
-            let refused = api.create(s, &id("z"), Item::default(), NOW).await.unwrap_err();
+            history.create(&api, s, &id("y"), NOW).await.expect("one slot");
+            let refused = history.create(&api, s, &id("z"), NOW).await.unwrap_err();
             assert!(matches!(refused, Error::LimitExceeded { .. }), "{refused}");
+            kit.drain().await;
         }
         e2e::assert_invariants(&direct, s).await;
+        let strict = admission.is_strict().then_some(1);
+        let checked = check_history(&kit, &history, s, strict, seed).await;
+        eprintln!("lost put answer, {admission:?}: seed {seed}, history: {checked}");
     }
 }
 
@@ -461,10 +451,10 @@ async fn an_acknowledged_delete_stays_deleted_when_a_put_s_answer_is_lost() {
 
 /// What the stand-in event source mapping did.
 #[derive(Debug, Default)]
-struct Deliveries {
-    invocations: u32,
+pub(crate) struct Deliveries {
+    pub(crate) invocations: u32,
     /// Invocations that reported a partial batch failure.
-    partial_failures: u32,
+    pub(crate) partial_failures: u32,
 }
 
 fn sequence_number(record: &Record) -> &str {
@@ -474,8 +464,9 @@ fn sequence_number(record: &Record) -> &str {
 /// Hands `records` to the stream handler in batches of 1 to 25 the way
 /// the event source mapping does with `ReportBatchItemFailures`: a batch
 /// that reports a failure is delivered again from the failed record on,
-/// until it succeeds. The invariants are checked after every invocation.
-async fn deliver_like_a_mapping(
+/// until it succeeds. The invariants of `scopes` are checked after every
+/// invocation.
+pub(crate) async fn deliver_like_a_mapping(
     processor: &Processor<DynamoStore>,
     kit: &Kit,
     scopes: &[Scope],
@@ -551,20 +542,21 @@ async fn stream_handler_counts_exactly_under_faults(mode: Mode, test: &str) {
     let mut deleted: Vec<Vec<u32>> = vec![Vec::new(); scopes.len()];
     let mut next = 0u32;
     let mut deliveries = Deliveries::default();
+    let history = History::new();
     for _round in 0..6 {
         for (at, s) in scopes.iter().enumerate() {
             for _ in 0..rng.usize(3..9) {
                 next += 1;
-                kit.counter
-                    .create(s, &id(&format!("w{next}")), Item::default(), NOW)
+                history
+                    .create(&kit.counter, s, &id(&format!("w{next}")), NOW)
                     .await
                     .unwrap();
                 live[at].insert(next);
             }
             // Ids deleted in an earlier round are hard-deleted by now: a new incarnation.
             if let Some(again) = deleted[at].pop() {
-                kit.counter
-                    .create(s, &id(&format!("w{again}")), Item::default(), NOW)
+                history
+                    .create(&kit.counter, s, &id(&format!("w{again}")), NOW)
                     .await
                     .unwrap();
                 live[at].insert(again);
@@ -572,7 +564,10 @@ async fn stream_handler_counts_exactly_under_faults(mode: Mode, test: &str) {
             for _ in 0..rng.usize(1..4) {
                 let ids: Vec<u32> = live[at].iter().copied().collect();
                 let gone = ids[rng.usize(..ids.len())];
-                kit.counter.delete(s, &id(&format!("w{gone}")), NOW).await.unwrap();
+                history
+                    .delete(&kit.counter, s, &id(&format!("w{gone}")), NOW)
+                    .await
+                    .unwrap();
                 live[at].remove(&gone);
                 deleted[at].push(gone);
             }
@@ -584,11 +579,13 @@ async fn stream_handler_counts_exactly_under_faults(mode: Mode, test: &str) {
     // The handler's own writes come back through the stream: drained by
     // the kit's processor, they change nothing.
     kit.drain().await;
+    let mut checked = Vec::new();
     for (at, s) in scopes.iter().enumerate() {
         kit.assert_converged(s).await;
         let eventual = kit.counter.usage(s).await.unwrap().eventual;
         assert_eq!(eventual, live[at].len() as i64, "seed {seed}: EC of {s}");
         assert_eq!(audit_clean(&kit.store, s, seed).await, live[at].len() as u64);
+        checked.push(check_history(&kit, &history, s, None, seed).await.to_string());
     }
     let stats = proxy.stats();
     stats.assert_injected(&FaultKind::ALL);
@@ -600,7 +597,13 @@ async fn stream_handler_counts_exactly_under_faults(mode: Mode, test: &str) {
         deliveries.partial_failures > 0,
         "seed {seed}: no batch was retried from a partial failure: {deliveries:?}"
     );
-    print_report(test, seed, started, &stats, &format!(", {deliveries:?}"));
+    print_report(
+        test,
+        seed,
+        started,
+        &stats,
+        &format!(", {deliveries:?}; history: {}", checked.join("; ")),
+    );
 }
 
 #[tokio::test]
@@ -717,10 +720,11 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
     let scopes = [scope("a"), scope("b")];
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut live = vec![0i64; scopes.len()];
+    let history = History::new();
     for n in 0..20 {
         for (at, s) in scopes.iter().enumerate() {
-            kit.counter
-                .create(s, &id(&format!("w{n}")), Item::default(), NOW)
+            history
+                .create(&kit.counter, s, &id(&format!("w{n}")), NOW)
                 .await
                 .unwrap();
             live[at] += 1;
@@ -728,7 +732,7 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
             if n >= 3 && rng.f64() < 0.3 {
                 let gone = format!("w{}", n - rng.usize(..3));
                 if look(&kit.store, s, &gone).await.is_some_and(|st| !st.deleted) {
-                    kit.counter.delete(s, &id(&gone), NOW).await.unwrap();
+                    history.delete(&kit.counter, s, &id(&gone), NOW).await.unwrap();
                     live[at] -= 1;
                 }
             }
@@ -782,8 +786,10 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
         );
     }
     kit.drain().await;
+    let mut checked = Vec::new();
     for (at, s) in scopes.iter().enumerate() {
         assert_eq!(audit_clean(&kit.store, s, seed).await, live[at] as u64);
+        checked.push(check_history(&kit, &history, s, None, seed).await.to_string());
     }
     let stats = proxy.stats();
     stats.assert_injected(&FaultKind::ALL);
@@ -797,8 +803,9 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
         started,
         &stats,
         &format!(
-            ", {} messages, {invocations} invocations, {reported} failures reported",
-            messages.len()
+            ", {} messages, {invocations} invocations, {reported} failures reported; history: {}",
+            messages.len(),
+            checked.join("; ")
         ),
     );
 }
@@ -826,6 +833,8 @@ struct Parked {
     permanent: dlq_reprocessor::PermanentFailures,
     scope: Scope,
     live: i64,
+    /// The creates and deletes that wrote the parked records.
+    history: History,
     bodies: Vec<String>,
 }
 
@@ -860,14 +869,15 @@ impl Parked {
         let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
         let s = scope("acct");
         let mut live = 0;
+        let history = History::new();
         for n in 0..items {
-            counter
-                .create(&s, &id(&format!("w{n}")), Item::default(), NOW)
-                .await
-                .unwrap();
+            history.create(&counter, &s, &id(&format!("w{n}")), NOW).await.unwrap();
             live += 1;
             if n % 5 == 4 {
-                counter.delete(&s, &id(&format!("w{}", n - 2)), NOW).await.unwrap();
+                history
+                    .delete(&counter, &s, &id(&format!("w{}", n - 2)), NOW)
+                    .await
+                    .unwrap();
                 live -= 1;
             }
         }
@@ -909,6 +919,7 @@ impl Parked {
             },
             scope: s,
             live,
+            history,
             bodies,
         }
     }
@@ -1029,6 +1040,16 @@ impl Parked {
         assert_eq!(snapshot.eventual, self.live, "seed {seed}: {counts:?}");
         e2e::drain_deployed(&self.emulator.endpoint, &self.config).await;
         assert_eq!(audit_clean(&self.store, &self.scope, seed).await, self.live as u64);
+        let client = aws_sdk_dynamodb::Client::new(&self.emulator.sdk_config().await);
+        let eventual = self.store.read_counters(&self.scope).await.expect("counters").eventual;
+        let end = End::read(&client, &self.config.resources_table, &self.scope)
+            .await
+            .with_eventual(eventual);
+        let checked = self
+            .history
+            .check(&self.scope, &end)
+            .unwrap_or_else(|violation| panic!("seed {seed}, {}: {violation}", self.scope));
+        eprintln!("parked ranges: seed {seed}, history: {checked}");
     }
 }
 

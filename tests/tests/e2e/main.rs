@@ -10,6 +10,7 @@ mod cost;
 mod deploy;
 mod drift_check;
 mod faults;
+mod history;
 mod iam;
 mod local_api;
 mod localstack_path;

@@ -12,41 +12,46 @@ use crate::deployed;
 use e2e::counterctl::Counterctl;
 use e2e::drain_deployed;
 use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, Operation};
+use e2e::history::{End, History};
 use hybrid_counter::audit::RepairMode;
 use ops_cli::{Report, exit};
 
-/// `counterctl load` on `scopes` scopes named `<prefix>-<n>` for `seconds`,
+/// `counterctl load` with `workers` on `scopes` scopes named `<prefix>-<n>` for `seconds`,
 /// with no limit in reach and no drain (the stream is the test's), then
 /// `done` set: the traffic an operator's command meets on a busy stack.
+/// `history`: where the load writes every call's invocation and answer.
 async fn busy_load(
     ctl: &Counterctl,
     prefix: &str,
-    scopes: u32,
-    workers: u32,
+    (scopes, workers): (u32, u32),
     delete_ratio: &str,
     seconds: u64,
     done: &std::sync::atomic::AtomicBool,
+    history: Option<&std::path::Path>,
 ) -> Result<Report, ops_cli::Error> {
     let (scopes, workers, seconds) = (scopes.to_string(), workers.to_string(), seconds.to_string());
-    let report = ctl
-        .run(&[
-            "load",
-            "--scopes",
-            &scopes,
-            "--scope-prefix",
-            prefix,
-            "--workers",
-            &workers,
-            "--duration",
-            &seconds,
-            "--delete-ratio",
-            delete_ratio,
-            "--limit",
-            "100000",
-            "--drain-timeout",
-            "0",
-        ])
-        .await;
+    let history = history.map(|path| path.to_string_lossy().into_owned());
+    let mut args = vec![
+        "load",
+        "--scopes",
+        &scopes,
+        "--scope-prefix",
+        prefix,
+        "--workers",
+        &workers,
+        "--duration",
+        &seconds,
+        "--delete-ratio",
+        delete_ratio,
+        "--limit",
+        "100000",
+        "--drain-timeout",
+        "0",
+    ];
+    if let Some(path) = &history {
+        args.extend(["--history", path]);
+    }
+    let report = ctl.run(&args).await;
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     report
 }
@@ -282,7 +287,16 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
     let load_done = std::sync::atomic::AtomicBool::new(false);
     let started = Instant::now();
 
-    let load = busy_load(&ctl, "busy", 3, 4, "0.4", LOAD_SECONDS, &load_done);
+    let history_file = std::env::temp_dir().join(format!("hck-load-history-{seed}-{}.jsonl", std::process::id()));
+    let load = busy_load(
+        &ctl,
+        "busy",
+        (3, 4),
+        "0.4",
+        LOAD_SECONDS,
+        &load_done,
+        Some(&history_file),
+    );
     let audits = async {
         let (mut runs, mut failed, mut repaired, mut held_back) = (0, 0, 0, 0);
         while !load_done.load(std::sync::atomic::Ordering::SeqCst) {
@@ -376,6 +390,21 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
         after.totals.live
     );
     assert_eq!((after.totals.pending_create, after.totals.pending_delete), (0, 0));
+    // Every answer the load heard against the final items and EC.
+    let history = std::fs::read_to_string(&history_file).expect("the load's history");
+    std::fs::remove_file(&history_file).expect("remove the load's history");
+    let history = History::from_load_history(&history);
+    let direct = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
+    for s in &scopes {
+        let eventual = hybrid_counter::Store::read_counters(&store, s).await.unwrap().eventual;
+        let end = End::read(&direct, &config.resources_table, s)
+            .await
+            .with_eventual(eventual);
+        let checked = history
+            .check(s, &end)
+            .unwrap_or_else(|violation| panic!("seed {seed}, {s}: {violation}"));
+        eprintln!("audit_repair_beside_load: {s}: history: {checked}");
+    }
     let sqs = aws_sdk_sqs::Client::new(&emulator.sdk_config().await);
     let status = ctl.status().await.unwrap();
     let dlq1 = status.outputs[stack::outputs::DLQ1_URL].clone();
@@ -405,7 +434,7 @@ async fn audits_and_drift_checks_beside_a_busy_scope_report_no_drift_when_there_
     let load_done = std::sync::atomic::AtomicBool::new(false);
     let busy = || !load_done.load(std::sync::atomic::Ordering::SeqCst);
 
-    let load = busy_load(&ctl, "hot", 1, 8, "0.3", LOAD_SECONDS, &load_done);
+    let load = busy_load(&ctl, "hot", (1, 8), "0.3", LOAD_SECONDS, &load_done, None);
     let audits = async {
         let (mut runs, mut in_motion) = (0, 0);
         while busy() {

@@ -6,13 +6,15 @@
 //! counters' readers (usage, the audit and its repair, the removal of a
 //! scope's counters) neither see nor touch the sequence's items. Through
 //! the API (issue 26), numbered creates that meet cancelled claims answer
-//! a fixed code and message, never DynamoDB's words.
+//! a fixed code and message, never DynamoDB's words, and every answer
+//! holds against the items after the drain (the history check).
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use e2e::Kit;
 use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, Operation};
+use e2e::history::{Call, End, History, Outcome, Refusal};
 use hybrid_counter::audit::RepairMode;
 use hybrid_counter::retry::Backoff;
 use hybrid_counter::sequence::{DEFAULT_BACKOFF, Sequence};
@@ -177,17 +179,47 @@ async fn numbered_create(
     (response.status(), body)
 }
 
+/// The history's reading of an API create's answer: `201` names the
+/// incarnation; a create answered `503` for its number was made all the same.
+fn outcome_of_answer(status: api::http::StatusCode, body: &str) -> Outcome {
+    let json: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    match (status.as_u16(), json["error"].as_str()) {
+        (201, _) => Outcome::Created {
+            incarnation: json["incarnation"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no incarnation in {body}"))
+                .to_owned(),
+        },
+        (503, Some("CreatedWithoutSequence" | "CreatedSequenceUnknown")) => Outcome::CreatedUnnamed,
+        (409, Some("AlreadyExists")) => Outcome::Refused(Refusal::AlreadyExists),
+        (409, Some("LimitExceeded")) => Outcome::Refused(Refusal::LimitExceeded),
+        (400, _) => Outcome::Refused(Refusal::InvalidInput),
+        _ => Outcome::Unknown(format!("{status} {body}")),
+    }
+}
+
 /// 32 concurrent `?sequence=true` creates on one scope through `counter`,
-/// ids `<prefix>00..31`; every answer's status and body.
+/// ids `<prefix>00..31`, recorded in `history`; every answer's status and body.
 async fn numbered_creates(
     counter: &Arc<hybrid_counter::Counter<DynamoStore>>,
+    history: &History,
     scope: &str,
     prefix: &str,
 ) -> Vec<(api::http::StatusCode, String)> {
     let mut tasks = tokio::task::JoinSet::new();
     for n in 0..32 {
-        let (counter, scope, id) = (counter.clone(), scope.to_owned(), format!("{prefix}{n:02}"));
-        tasks.spawn(async move { numbered_create(&counter, &scope, &id).await });
+        let (counter, history, scope, i) = (
+            counter.clone(),
+            history.clone(),
+            scope.to_owned(),
+            format!("{prefix}{n:02}"),
+        );
+        tasks.spawn(async move {
+            let invoked = history.invoke(Call::Create, &crate::scope(&scope), &id(&i));
+            let (status, body) = numbered_create(&counter, &scope, &i).await;
+            history.complete(invoked, outcome_of_answer(status, &body));
+            (status, body)
+        });
     }
     tasks.join_all().await
 }
@@ -197,16 +229,19 @@ async fn numbered_creates(
 /// `TransactionConflict`, creates' puts fail now and then and the counter
 /// reads are throttled, then without faults. Every answer is JSON with a
 /// documented code, none carries DynamoDB's words (they go to the log),
-/// and the creates that were answered `201` hold the numbers 1..N.
+/// and the creates that were answered `201` hold the numbers 1..N. Every
+/// answer is recorded and, after the drain, held against the items (a
+/// create answered `503` for its number was made, and is kept).
 #[tokio::test]
 async fn concurrent_numbered_creates_through_the_api_never_answer_with_dynamodbs_words() {
-    let kit = Kit::start(1_000).await;
+    let mut kit = Kit::start(1_000).await;
     let s = "numbered-api";
     let plan = FaultPlan::from_env("sequence_bodies");
     let seed = plan.seed();
     let plan = plan
         .random(transact(), Fault::TransactionConflict(Conflicting::One), 1.0)
         .random(Operation::dynamodb("PutItem"), Fault::FailBefore, 0.2)
+        .random(Operation::dynamodb("PutItem"), Fault::ApplyThenFail, 0.15)
         .random(Operation::dynamodb("Query"), Fault::Throttle, 0.1);
     let proxy = FaultProxy::start(&kit.emulator.endpoint, plan);
     let counter = Arc::new(hybrid_counter::Counter::new(
@@ -214,7 +249,8 @@ async fn concurrent_numbered_creates_through_the_api_never_answer_with_dynamodbs
         1_000,
     ));
 
-    let contended = numbered_creates(&counter, s, "c").await;
+    let history = History::new();
+    let contended = numbered_creates(&counter, &history, s, "c").await;
     let mut codes = std::collections::BTreeMap::<String, usize>::new();
     for (status, body) in &contended {
         let json: serde_json::Value =
@@ -244,7 +280,7 @@ async fn concurrent_numbered_creates_through_the_api_never_answer_with_dynamodbs
     );
 
     proxy.set_enabled(false);
-    let answered = numbered_creates(&counter, s, "n").await;
+    let answered = numbered_creates(&counter, &history, s, "n").await;
     let mut numbers = Vec::new();
     for (status, body) in &answered {
         assert_eq!(*status, api::http::StatusCode::CREATED, "seed {seed}: {body}");
@@ -257,4 +293,14 @@ async fn concurrent_numbered_creates_through_the_api_never_answer_with_dynamodbs
         (1..=32).collect::<Vec<_>>(),
         "seed {seed}: 1..N, no gap, no duplicate"
     );
+    kit.drain().await;
+    let s = &scope(s);
+    let eventual = kit.counter.usage(s).await.expect("usage").eventual;
+    let end = End::read(&kit.dynamodb, &kit.config.resources_table, s)
+        .await
+        .with_eventual(eventual);
+    let checked = history
+        .check(s, &end)
+        .unwrap_or_else(|violation| panic!("seed {seed}, {s}: {violation}"));
+    eprintln!("numbered creates: seed {seed}, history: {checked}");
 }

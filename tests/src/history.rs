@@ -1,0 +1,756 @@
+//! A history of the request path's calls and its offline check (issue 34,
+//! item 3). Tests record each create's and delete's invocation and answer
+//! in one global order ([`History`]); after the drain, [`check`] holds the
+//! history against the scope's final items ([`End`]): every acknowledged
+//! create and delete is reflected in them, a strict scope never held more
+//! live items than its limit at any moment the history allows, and the
+//! eventual counter equals the live items. A broken promise is a
+//! [`Violation`] whose `Display` is the minimal trace that breaks it.
+//!
+//! The check assumes only that a call takes effect (at most once) between
+//! its invocation and its answer; an answer whose outcome is unknown (a
+//! 500 after apply, a timeout) may or may not have taken effect.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use hybrid_counter::{Counter, Created, EpochMillis, Error, ResourceId, Scope, Store};
+
+/// A point in the history's one global order of invocations and answers.
+pub type Tick = u64;
+
+/// What a recorded call asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    Create,
+    Delete,
+}
+
+/// Why a call was refused: it took no effect, for certain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    AlreadyExists,
+    NotFound,
+    LimitExceeded,
+    InvalidInput,
+}
+
+/// How a call was answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Acknowledged create; the item's incarnation.
+    Created { incarnation: String },
+    /// Acknowledged create whose answer does not name the incarnation (the
+    /// API's `503 CreatedWithoutSequence`: created, unnumbered).
+    CreatedUnnamed,
+    /// Acknowledged delete.
+    Deleted,
+    /// Took no effect.
+    Refused(Refusal),
+    /// An error whose effect is unknown (it may have been applied).
+    Unknown(String),
+}
+
+impl Outcome {
+    /// A create's answer, classified.
+    pub fn of_create(result: &Result<Created, Error>) -> Self {
+        match result {
+            Ok(created) => Outcome::Created {
+                incarnation: created.incarnation.clone(),
+            },
+            Err(err) => Self::of_error(err),
+        }
+    }
+
+    /// A delete's answer, classified.
+    pub fn of_delete(result: &Result<(), Error>) -> Self {
+        match result {
+            Ok(()) => Outcome::Deleted,
+            Err(err) => Self::of_error(err),
+        }
+    }
+
+    fn of_error(err: &Error) -> Self {
+        match err {
+            Error::AlreadyExists => Outcome::Refused(Refusal::AlreadyExists),
+            Error::NotFound => Outcome::Refused(Refusal::NotFound),
+            Error::LimitExceeded { .. } => Outcome::Refused(Refusal::LimitExceeded),
+            Error::InvalidInput(_) => Outcome::Refused(Refusal::InvalidInput),
+            other => Outcome::Unknown(other.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Created { incarnation } => write!(f, "created {incarnation}"),
+            Outcome::CreatedUnnamed => write!(f, "created (incarnation not answered)"),
+            Outcome::Deleted => write!(f, "deleted"),
+            Outcome::Refused(refusal) => write!(f, "refused ({refusal:?})"),
+            Outcome::Unknown(why) => write!(f, "unknown: {}", why.chars().take(80).collect::<String>()),
+        }
+    }
+}
+
+/// One recorded call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Op {
+    pub call: Call,
+    pub scope: String,
+    pub id: String,
+    pub invoked: Tick,
+    /// `None`: never answered (its effect is unknown, at any time after
+    /// its invocation).
+    pub answered: Option<(Tick, Outcome)>,
+}
+
+impl Op {
+    /// When it was answered; never: after everything.
+    fn completed(&self) -> Tick {
+        self.answered.as_ref().map_or(Tick::MAX, |(at, _)| *at)
+    }
+
+    fn outcome(&self) -> Option<&Outcome> {
+        self.answered.as_ref().map(|(_, outcome)| outcome)
+    }
+
+    /// Acknowledged: its effect happened.
+    fn acknowledged(&self) -> bool {
+        matches!(
+            self.outcome(),
+            Some(Outcome::Created { .. } | Outcome::CreatedUnnamed | Outcome::Deleted)
+        )
+    }
+
+    /// Its effect may have happened (acknowledged or unknown).
+    fn may_have_applied(&self) -> bool {
+        !matches!(self.outcome(), Some(Outcome::Refused(_)))
+    }
+
+    fn incarnation(&self) -> Option<&str> {
+        match self.outcome() {
+            Some(Outcome::Created { incarnation }) => Some(incarnation),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let call = match self.call {
+            Call::Create => "create",
+            Call::Delete => "delete",
+        };
+        match &self.answered {
+            Some((at, outcome)) => write!(
+                f,
+                "[{:>6} .. {at:>6}] {call} {}/{} -> {outcome}",
+                self.invoked, self.scope, self.id
+            ),
+            None => write!(
+                f,
+                "[{:>6} ..  never] {call} {}/{} -> no answer",
+                self.invoked, self.scope, self.id
+            ),
+        }
+    }
+}
+
+/// A recorder of calls, shared by concurrent clients (cheap to clone).
+#[derive(Debug, Clone, Default)]
+pub struct History(Arc<Mutex<Log>>);
+
+#[derive(Debug, Default)]
+struct Log {
+    clock: Tick,
+    ops: Vec<Op>,
+}
+
+/// A call invoked and not answered yet ([`History::complete`]).
+#[derive(Debug)]
+#[must_use = "a call is answered with History::complete"]
+pub struct Invoked(usize);
+
+impl History {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn log(&self) -> MutexGuard<'_, Log> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records the invocation of `call` on `scope`/`id`, now.
+    pub fn invoke(&self, call: Call, scope: &Scope, id: &ResourceId) -> Invoked {
+        let mut log = self.log();
+        log.clock += 1;
+        let invoked = log.clock;
+        log.ops.push(Op {
+            call,
+            scope: scope.to_string(),
+            id: id.to_string(),
+            invoked,
+            answered: None,
+        });
+        Invoked(log.ops.len() - 1)
+    }
+
+    /// Records the answer of an invoked call, now.
+    pub fn complete(&self, invoked: Invoked, outcome: Outcome) {
+        let mut log = self.log();
+        log.clock += 1;
+        let at = log.clock;
+        log.ops[invoked.0].answered = Some((at, outcome));
+    }
+
+    /// `counter.create` with an empty payload, recorded.
+    pub async fn create<S: Store>(
+        &self,
+        counter: &Counter<S>,
+        scope: &Scope,
+        id: &ResourceId,
+        now: EpochMillis,
+    ) -> Result<Created, Error> {
+        let invoked = self.invoke(Call::Create, scope, id);
+        let result = counter.create(scope, id, Default::default(), now).await;
+        self.complete(invoked, Outcome::of_create(&result));
+        result
+    }
+
+    /// `counter.delete`, recorded.
+    pub async fn delete<S: Store>(
+        &self,
+        counter: &Counter<S>,
+        scope: &Scope,
+        id: &ResourceId,
+        now: EpochMillis,
+    ) -> Result<(), Error> {
+        let invoked = self.invoke(Call::Delete, scope, id);
+        let result = counter.delete(scope, id, now).await;
+        self.complete(invoked, Outcome::of_delete(&result));
+        result
+    }
+
+    /// The calls `counterctl load --history` wrote (JSON lines: `call`,
+    /// `scope`, `id`, `invoked`, `answered`, `outcome`: `created`,
+    /// `deleted` or the error's kind; `incarnation`), on its clock.
+    pub fn from_load_history(text: &str) -> Self {
+        let mut log = Log::default();
+        for line in text.lines().filter(|line| !line.trim().is_empty()) {
+            let entry: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("a load history line: {e}: {line}"));
+            let text = |name: &str| {
+                entry[name]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("no {name} in {line}"))
+                    .to_owned()
+            };
+            let tick = |name: &str| entry[name].as_u64().unwrap_or_else(|| panic!("no {name} in {line}"));
+            let call = match text("call").as_str() {
+                "create" => Call::Create,
+                "delete" => Call::Delete,
+                other => panic!("unknown call {other} in {line}"),
+            };
+            let outcome = match text("outcome").as_str() {
+                "created" => Outcome::Created {
+                    incarnation: text("incarnation"),
+                },
+                "deleted" => Outcome::Deleted,
+                "AlreadyExists" => Outcome::Refused(Refusal::AlreadyExists),
+                "NotFound" => Outcome::Refused(Refusal::NotFound),
+                "LimitExceeded" => Outcome::Refused(Refusal::LimitExceeded),
+                "InvalidInput" => Outcome::Refused(Refusal::InvalidInput),
+                other => Outcome::Unknown(other.to_owned()),
+            };
+            let answered = tick("answered");
+            log.clock = log.clock.max(answered);
+            log.ops.push(Op {
+                call,
+                scope: text("scope"),
+                id: text("id"),
+                invoked: tick("invoked"),
+                answered: Some((answered, outcome)),
+            });
+        }
+        log.ops.sort_by_key(|op| op.invoked);
+        Self(Arc::new(Mutex::new(log)))
+    }
+
+    /// Every call recorded so far, in order of invocation.
+    pub fn ops(&self) -> Vec<Op> {
+        self.log().ops.clone()
+    }
+
+    /// [`check`] over the calls on `scope`.
+    pub fn check(&self, scope: &Scope, end: &End) -> Result<Checked, Violation> {
+        let ops: Vec<Op> = self
+            .log()
+            .ops
+            .iter()
+            .filter(|op| op.scope == scope.as_str())
+            .cloned()
+            .collect();
+        check(&ops, end)
+    }
+}
+
+/// One item of a scope at the end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinalItem {
+    pub incarnation: String,
+    pub counter_processed: bool,
+    pub deleted: bool,
+}
+
+/// A scope's state at the end of a test, after the drain.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct End {
+    /// Every item of the scope, by id.
+    pub items: BTreeMap<String, FinalItem>,
+    /// The eventual counter, when the stream was drained.
+    pub eventual: Option<i64>,
+    /// The limit, when the scope admits in strict mode.
+    pub strict_limit: Option<u64>,
+}
+
+impl End {
+    /// Every item of `scope` in `table`, read strongly consistent (give it
+    /// a client that does not go through a fault proxy).
+    pub async fn read(client: &aws_sdk_dynamodb::Client, table: &str, scope: &Scope) -> Self {
+        let items: Vec<std::collections::HashMap<String, AttributeValue>> = client
+            .query()
+            .table_name(table)
+            .key_condition_expression("#s = :s")
+            .expression_attribute_names("#s", "scope")
+            .expression_attribute_values(":s", AttributeValue::S(scope.to_string()))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .expect("query the scope's items");
+        let text = |item: &std::collections::HashMap<String, AttributeValue>, name: &str| {
+            item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default()
+        };
+        let flag = |item: &std::collections::HashMap<String, AttributeValue>, name: &str| {
+            item.get(name).and_then(|v| v.as_bool().ok()).copied().unwrap_or(false)
+        };
+        let items = items
+            .iter()
+            .map(|item| {
+                let state = FinalItem {
+                    incarnation: text(item, "incarnation"),
+                    counter_processed: flag(item, "counter_processed"),
+                    deleted: flag(item, "deleted"),
+                };
+                (text(item, "id"), state)
+            })
+            .collect();
+        Self {
+            items,
+            ..Self::default()
+        }
+    }
+
+    /// With the eventual counter read after the drain.
+    pub fn with_eventual(mut self, eventual: i64) -> Self {
+        self.eventual = Some(eventual);
+        self
+    }
+
+    /// With the scope's strict limit.
+    pub fn strict(mut self, limit: u64) -> Self {
+        self.strict_limit = Some(limit);
+        self
+    }
+
+    /// The incarnation of `id` when it is live (there and not deleted).
+    fn live(&self, id: &str) -> Option<&str> {
+        self.items
+            .get(id)
+            .filter(|item| !item.deleted)
+            .map(|item| item.incarnation.as_str())
+    }
+
+    fn live_count(&self) -> usize {
+        self.items.values().filter(|item| !item.deleted).count()
+    }
+}
+
+/// What a passing check went over.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Checked {
+    pub ops: usize,
+    pub acknowledged_creates: usize,
+    pub acknowledged_deletes: usize,
+    pub refused: usize,
+    pub unknown: usize,
+    /// The most items definitely live at one instant.
+    pub most_definitely_live: usize,
+    pub live_at_end: usize,
+}
+
+impl fmt::Display for Checked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} calls ({} creates and {} deletes acknowledged, {} refused, {} unknown); at most {} definitely live, {} live at the end",
+            self.ops,
+            self.acknowledged_creates,
+            self.acknowledged_deletes,
+            self.refused,
+            self.unknown,
+            self.most_definitely_live,
+            self.live_at_end
+        )
+    }
+}
+
+/// A promise the kit makes to its callers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Promise {
+    /// An acknowledged create's item is live at the end unless a delete
+    /// that may have removed it was called.
+    AcknowledgedCreateKept,
+    /// An acknowledged delete removed an item some create wrote, and that
+    /// item is not live at the end.
+    AcknowledgedDeleteKept,
+    /// Every live item was written by a create whose answer allows it.
+    LiveItemAccountedFor,
+    /// Strict admission: never more live items than the limit.
+    StrictLimit,
+    /// The eventual counter equals the live items after the drain.
+    EventualExact,
+}
+
+impl fmt::Display for Promise {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Promise::AcknowledgedCreateKept => "an acknowledged create is kept",
+            Promise::AcknowledgedDeleteKept => "an acknowledged delete stays deleted",
+            Promise::LiveItemAccountedFor => "every live item comes from a create that may have written it",
+            Promise::StrictLimit => "strict admission never holds more live items than the limit",
+            Promise::EventualExact => "the eventual counter is exact after the drain",
+        })
+    }
+}
+
+/// A broken promise and the minimal trace that breaks it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "promise broken: {promise}: {detail}\nminimal trace (ticks: one global order of invocations and answers):\n{}",
+    .trace.join("\n")
+)]
+pub struct Violation {
+    pub promise: Promise,
+    pub detail: String,
+    /// The calls involved, in order of invocation, then the final items involved.
+    pub trace: Vec<String>,
+}
+
+impl Violation {
+    fn new(promise: Promise, detail: String, ops: &[&Op], end: &End, ids: &[&str]) -> Self {
+        let mut trace: Vec<String> = ops.iter().map(|op| format!("  {op}")).collect();
+        for id in ids {
+            trace.push(match end.items.get(*id) {
+                Some(item) if item.deleted => format!("  final: {id} soft-deleted ({})", item.incarnation),
+                Some(item) => format!("  final: {id} live ({})", item.incarnation),
+                None => format!("  final: {id} absent"),
+            });
+        }
+        Self { promise, detail, trace }
+    }
+}
+
+/// Checks the calls `ops` on one scope against its final state `end`.
+pub fn check(ops: &[Op], end: &End) -> Result<Checked, Violation> {
+    let mut by_id: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
+    for op in ops {
+        by_id.entry(op.id.as_str()).or_default().push(op);
+    }
+    let ids: std::collections::BTreeSet<&str> = by_id
+        .keys()
+        .copied()
+        .chain(end.items.keys().map(String::as_str))
+        .collect();
+    for id in ids {
+        let mut ops = by_id.remove(id).unwrap_or_default();
+        ops.sort_by_key(|op| op.invoked);
+        check_item(id, &ops, end)?;
+    }
+    let most_definitely_live = check_strict(ops, end)?;
+    let live_at_end = end.live_count();
+    if let Some(eventual) = end.eventual
+        && eventual != live_at_end as i64
+    {
+        let live: Vec<&str> = end
+            .items
+            .iter()
+            .filter(|(_, item)| !item.deleted)
+            .map(|(id, _)| id.as_str())
+            .collect();
+        return Err(Violation::new(
+            Promise::EventualExact,
+            format!("the eventual counter is {eventual}, {live_at_end} items are live"),
+            &[],
+            end,
+            &live,
+        ));
+    }
+    let count = |pred: fn(&Op) -> bool| ops.iter().filter(|op| pred(op)).count();
+    Ok(Checked {
+        ops: ops.len(),
+        acknowledged_creates: count(|op| op.call == Call::Create && op.acknowledged()),
+        acknowledged_deletes: count(|op| op.call == Call::Delete && op.acknowledged()),
+        refused: count(|op| !op.may_have_applied()),
+        unknown: count(|op| op.may_have_applied() && !op.acknowledged()),
+        most_definitely_live,
+        live_at_end,
+    })
+}
+
+/// Promises on one id: which create's item is live at the end, and whether
+/// the acknowledged calls can be placed around it.
+fn check_item(id: &str, ops: &[&Op], end: &End) -> Result<(), Violation> {
+    let applied = |call| {
+        ops.iter()
+            .copied()
+            .filter(move |op| op.call == call && op.may_have_applied())
+    };
+    let acknowledged = |call| {
+        ops.iter()
+            .copied()
+            .filter(move |op| op.call == call && op.acknowledged())
+    };
+    // The trace: the calls on the id whose span meets the window that
+    // breaks the promise (and the live item's writer), with the refusals
+    // that may be wrong answers: a create refused because the id was taken
+    // may have written the item itself, a delete refused because it was
+    // gone may have removed it. (The limit is decided before any write.)
+    let broken = |promise, detail: String, (from, to): (Tick, Tick), writer: Option<&Op>| {
+        let may_explain = |op: &Op| match (op.outcome(), op.call) {
+            (Some(Outcome::Refused(Refusal::AlreadyExists)), Call::Create) => {
+                promise != Promise::AcknowledgedCreateKept
+            }
+            (Some(Outcome::Refused(Refusal::NotFound)), Call::Delete) => promise == Promise::AcknowledgedCreateKept,
+            _ => op.may_have_applied(),
+        };
+        let involved: Vec<&Op> = ops
+            .iter()
+            .copied()
+            .filter(|op| {
+                writer.is_some_and(|w| std::ptr::eq(*op, w))
+                    || (op.completed() >= from && op.invoked <= to && may_explain(op))
+            })
+            .collect();
+        Violation::new(promise, detail, &involved, end, &[id])
+    };
+    let Some(incarnation) = end.live(id) else {
+        // Gone: each acknowledged create was removed by a delete of its
+        // own, each acknowledged delete removed an item a create wrote.
+        if let Some(create) = unmatched_creates(acknowledged(Call::Create), applied(Call::Delete), Tick::MAX) {
+            return Err(broken(
+                Promise::AcknowledgedCreateKept,
+                format!(
+                    "{id} is gone, and no delete called after {} can have removed it",
+                    create.invoked
+                ),
+                (create.invoked, Tick::MAX),
+                None,
+            ));
+        }
+        if let Some(delete) = unmatched_deletes(acknowledged(Call::Delete), applied(Call::Create)) {
+            return Err(broken(
+                Promise::AcknowledgedDeleteKept,
+                format!(
+                    "the delete answered at {} removed an item no create can have written",
+                    delete.completed()
+                ),
+                (0, delete.completed()),
+                None,
+            ));
+        }
+        return Ok(());
+    };
+    // Live: the create that wrote it (the acknowledged one with its
+    // incarnation, else one whose answer names none) took effect last.
+    let writers: Vec<&Op> = match ops.iter().find(|op| op.incarnation() == Some(incarnation)) {
+        Some(create) => vec![create],
+        None => applied(Call::Create).filter(|op| op.incarnation().is_none()).collect(),
+    };
+    if writers.is_empty() {
+        let last_delete = acknowledged(Call::Delete).map(|d| d.invoked).max().unwrap_or(0);
+        return Err(broken(
+            Promise::LiveItemAccountedFor,
+            format!("{id} is live ({incarnation}), and no create answered so, or left its incarnation unknown"),
+            // Its writer answered after every acknowledged delete was
+            // invoked (else that delete would have removed it).
+            (last_delete, Tick::MAX),
+            None,
+        ));
+    }
+    let mut first_failure = None;
+    for writer in writers {
+        let others = |call| applied(call).filter(move |op| !std::ptr::eq(*op, writer));
+        let failure = if let Some(delete) = acknowledged(Call::Delete).find(|d| d.invoked > writer.completed()) {
+            Some((
+                Promise::AcknowledgedDeleteKept,
+                format!(
+                    "the delete invoked at {} after the create answered at {} was acknowledged, yet {id} is live ({incarnation})",
+                    delete.invoked,
+                    writer.completed()
+                ),
+                (writer.invoked, delete.completed()),
+            ))
+        } else if let Some(delete) = unmatched_deletes(acknowledged(Call::Delete), others(Call::Create)) {
+            Some((
+                Promise::AcknowledgedDeleteKept,
+                format!(
+                    "the delete answered at {} removed an item no create but the one invoked at {} can have written, and that one is live ({incarnation})",
+                    delete.completed(),
+                    writer.invoked
+                ),
+                (0, delete.completed()),
+            ))
+        } else {
+            let kept = acknowledged(Call::Create).filter(|op| !std::ptr::eq(*op, writer));
+            unmatched_creates(kept, applied(Call::Delete), writer.completed()).map(|create| {
+                (
+                    Promise::AcknowledgedCreateKept,
+                    format!(
+                        "the create invoked at {} was acknowledged, and no delete before {id}'s live incarnation ({incarnation}) can have removed it",
+                        create.invoked
+                    ),
+                    (create.invoked, writer.completed()),
+                )
+            })
+        };
+        match failure {
+            None => return Ok(()),
+            Some((promise, detail, window)) => {
+                first_failure.get_or_insert((promise, detail, window, writer));
+            }
+        }
+    }
+    let (promise, detail, window, writer) = first_failure.expect("at least one writer was tried");
+    Err(broken(promise, detail, window, Some(writer)))
+}
+
+/// The first acknowledged delete (by answer) left without a distinct
+/// create invoked before its answer (a matching exists iff, for every
+/// k, the k earliest answered deletes have k such creates: the creates
+/// each delete may take are a prefix of the creates by invocation).
+fn unmatched_deletes<'a>(
+    deletes: impl Iterator<Item = &'a Op>,
+    creates: impl Iterator<Item = &'a Op>,
+) -> Option<&'a Op> {
+    let mut deletes: Vec<&Op> = deletes.collect();
+    deletes.sort_by_key(|op| op.completed());
+    let mut invoked: Vec<Tick> = creates.map(|op| op.invoked).collect();
+    invoked.sort_unstable();
+    deletes
+        .into_iter()
+        .enumerate()
+        .find(|(k, delete)| invoked.partition_point(|&at| at < delete.completed()) <= *k)
+        .map(|(_, delete)| delete)
+}
+
+/// The first acknowledged create (latest invoked first) left without a
+/// distinct delete answered after its invocation and invoked before
+/// `before` (the same prefix argument, from the end).
+fn unmatched_creates<'a>(
+    creates: impl Iterator<Item = &'a Op>,
+    deletes: impl Iterator<Item = &'a Op>,
+    before: Tick,
+) -> Option<&'a Op> {
+    let mut creates: Vec<&Op> = creates.collect();
+    creates.sort_by_key(|op| std::cmp::Reverse(op.invoked));
+    let mut completed: Vec<Tick> = deletes.filter(|d| d.invoked < before).map(Op::completed).collect();
+    completed.sort_unstable();
+    creates
+        .into_iter()
+        .enumerate()
+        .find(|(k, create)| completed.len() - completed.partition_point(|&at| at <= create.invoked) <= *k)
+        .map(|(_, create)| create)
+}
+
+/// Strict admission: sweeps the instants at which an acknowledged
+/// create's item is definitely live (answered, and no delete that may
+/// remove it invoked yet); more of them than the limit, or more live
+/// items at the end, breaks the promise. Returns the most at one instant.
+fn check_strict(ops: &[Op], end: &End) -> Result<usize, Violation> {
+    // (from, until) per acknowledged create.
+    let windows: Vec<(&Op, Tick, Tick)> = ops
+        .iter()
+        .filter(|op| op.call == Call::Create && op.acknowledged())
+        .filter_map(|create| {
+            let until = ops
+                .iter()
+                .filter(|d| d.call == Call::Delete && d.id == create.id && d.may_have_applied())
+                .filter(|d| d.completed() > create.invoked)
+                .map(|d| d.invoked)
+                .min()
+                .unwrap_or(Tick::MAX);
+            (until > create.completed()).then_some((create, create.completed(), until))
+        })
+        .collect();
+    let mut events: Vec<(Tick, i64)> = windows
+        .iter()
+        .flat_map(|&(_, from, until)| [(from, 1), (until, -1)])
+        .collect();
+    events.sort_unstable();
+    let (mut live, mut most, mut worst) = (0i64, 0usize, None);
+    for (at, delta) in events {
+        live += delta;
+        if live as usize > most {
+            most = live as usize;
+            worst = Some(at);
+        }
+    }
+    let Some(limit) = end.strict_limit else {
+        return Ok(most);
+    };
+    if most as u64 > limit {
+        let at = worst.expect("a peak has an instant");
+        let counted: Vec<&Op> = windows
+            .iter()
+            .filter(|&&(_, from, until)| from <= at && at < until)
+            .map(|&(op, _, _)| op)
+            .collect();
+        return Err(Violation::new(
+            Promise::StrictLimit,
+            format!("{most} items definitely live at {at}, the limit is {limit}"),
+            &counted,
+            end,
+            &[],
+        ));
+    }
+    let live_at_end = end.live_count();
+    if live_at_end as u64 > limit {
+        let live: Vec<&str> = end
+            .items
+            .iter()
+            .filter(|(_, item)| !item.deleted)
+            .map(|(id, _)| id.as_str())
+            .collect();
+        let creates: Vec<&Op> = ops
+            .iter()
+            .filter(|op| op.call == Call::Create && op.may_have_applied() && live.contains(&op.id.as_str()))
+            .collect();
+        return Err(Violation::new(
+            Promise::StrictLimit,
+            format!("{live_at_end} items live at the end, the limit is {limit}"),
+            &creates,
+            end,
+            &live,
+        ));
+    }
+    Ok(most)
+}
+
+#[cfg(test)]
+mod tests;
