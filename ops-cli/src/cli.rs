@@ -122,6 +122,9 @@ pub enum Command {
     /// Read or change one scope's limit override.
     #[command(subcommand)]
     Limit(LimitCommand),
+    /// Per-scope limit overrides as code: plan and apply a reviewed limits file, or export today's.
+    #[command(subcommand)]
+    Limits(LimitsCommand),
     /// Read or claim one scope's gapless sequence numbers (1, 2, 3, ..., none skipped, none given twice).
     #[command(subcommand)]
     Seq(SeqCommand),
@@ -271,6 +274,38 @@ pub enum LimitCommand {
     },
     /// Remove the override: the stack's default limit applies again.
     Clear(ScopeArgs),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum LimitsCommand {
+    /// Show how the counters table's overrides differ from FILE (added, changed old -> new, removed), with
+    /// each changed scope's usage; exit 0 no changes, 1 changes, 2 invalid file.
+    Plan {
+        /// The limits file (YAML, docs/limits.schema.json).
+        file: PathBuf,
+        /// Also write the plan (JSON, with the version each override was read at) for `limits apply --plan`.
+        #[arg(long, value_name = "PLAN.json")]
+        out: Option<PathBuf>,
+    },
+    /// Write the plan of FILE (or the saved --plan): each override only if unchanged since it was planned;
+    /// a scope changed meanwhile is refused and reported (exit 1).
+    Apply {
+        /// The limits file to plan and apply.
+        #[arg(required_unless_present = "plan")]
+        file: Option<PathBuf>,
+        /// Apply a plan written by `limits plan --out` instead.
+        #[arg(long, value_name = "PLAN.json", conflicts_with = "file")]
+        plan: Option<PathBuf>,
+        /// Also apply changes that set a scope's limit below its current usage (without: nothing is written).
+        #[arg(long)]
+        allow_below_usage: bool,
+    },
+    /// Print today's overrides and the deployed default limit as a limits file.
+    Export {
+        /// Write the file here instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Clone, Subcommand)]

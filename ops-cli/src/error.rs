@@ -13,6 +13,11 @@ use crate::exit;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A limits file or saved plan that cannot be read or is invalid
+    /// (with its path, line and column).
+    #[error("invalid limits file: {0}")]
+    LimitsFile(String),
+
     #[error("--param {raw:?} is not of the form Key=Value")]
     ParamSyntax { raw: String },
 
@@ -253,6 +258,7 @@ impl Error {
             | Error::NotTheKit { .. }
             | Error::ReplicatedTables { .. }
             | Error::InvalidArgument(_)
+            | Error::LimitsFile(_)
             | Error::NoLocalRunner => exit::USAGE,
             Error::Aborted(_)
             | Error::StackBusy { .. }

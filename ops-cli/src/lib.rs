@@ -60,6 +60,11 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         }
         _ => Vec::new(),
     };
+    // A bad limits file fails before anything is sent.
+    let limits_input = match &config.command {
+        CommandConfig::Limits(options) => Some(commands::limits::read_input(options)?),
+        _ => None,
+    };
     let clients = connect::connect(config, ui).await?;
     let ctx = Context {
         config,
@@ -99,6 +104,10 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         }
         CommandConfig::Seq { scope, action } => {
             Report::Seq(Box::pin(commands::scope::sequence(&ctx, scope, action)).await?)
+        }
+        CommandConfig::Limits(options) => {
+            let input = limits_input.unwrap_or(commands::limits::Input::None);
+            Box::pin(commands::limits::run(&ctx, options, input)).await?
         }
         CommandConfig::Load(options) => Report::Load(Box::pin(commands::load::run(&ctx, options)).await?),
         CommandConfig::Redrive(options) => Report::Redrive(Box::pin(commands::redrive::run(&ctx, options)).await?),

@@ -2,11 +2,12 @@
 //! `usage`, `limit`, `load`): scopes validated the way the API validates
 //! them, the repair mode, and the load generator's settings.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use hybrid_counter::audit::RepairMode;
 
-use crate::cli::{AuditArgs, LimitCommand, LoadArgs, SeqCommand};
+use crate::cli::{AuditArgs, LimitCommand, LimitsCommand, LoadArgs, SeqCommand};
 use crate::error::{Error, Result};
 
 /// What to audit and what to do about it.
@@ -29,6 +30,55 @@ pub enum LimitAction {
     Get,
     /// `None` clears the override.
     Set(Option<u64>),
+}
+
+/// What `limits` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitsOptions {
+    pub action: LimitsAction,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LimitsAction {
+    Plan {
+        file: PathBuf,
+        out: Option<PathBuf>,
+    },
+    Apply {
+        source: ApplySource,
+        allow_below_usage: bool,
+    },
+    Export {
+        out: Option<PathBuf>,
+    },
+}
+
+/// What `limits apply` applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplySource {
+    /// Planned now from the file.
+    File(PathBuf),
+    /// A plan saved by `limits plan --out`.
+    Plan(PathBuf),
+}
+
+impl From<LimitsCommand> for LimitsOptions {
+    fn from(command: LimitsCommand) -> Self {
+        let action = match command {
+            LimitsCommand::Plan { file, out } => LimitsAction::Plan { file, out },
+            LimitsCommand::Apply {
+                file,
+                plan,
+                allow_below_usage,
+            } => LimitsAction::Apply {
+                // clap requires one of the two.
+                source: plan.map_or_else(|| ApplySource::File(file.unwrap_or_default()), ApplySource::Plan),
+                allow_below_usage,
+            },
+            LimitsCommand::Export { out } => LimitsAction::Export { out },
+        };
+        Self { action }
+    }
 }
 
 /// What `seq` does.

@@ -16,7 +16,10 @@ mod redrive;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use data::{AuditOptions, LimitAction, LoadOptions, LoadStop, SeqAction, VerifyOptions};
+pub use data::{
+    ApplySource, AuditOptions, LimitAction, LimitsAction, LimitsOptions, LoadOptions, LoadStop, SeqAction,
+    VerifyOptions,
+};
 pub use lifecycle::{
     DestroyOptions, MANAGED_PARAMS, StackInputs, default_value, parse_overrides, validate_bucket_name,
     validate_role_arn,
@@ -97,6 +100,7 @@ pub enum CommandConfig {
         scope: hybrid_counter::Scope,
         action: SeqAction,
     },
+    Limits(LimitsOptions),
     Load(LoadOptions),
     Redrive(RedriveOptions),
     LocalRun(LocalRunOptions),
@@ -120,6 +124,11 @@ impl CommandConfig {
             CommandConfig::Usage(_) => "usage",
             CommandConfig::Limit { .. } => "limit",
             CommandConfig::Seq { .. } => "seq",
+            CommandConfig::Limits(options) => match options.action {
+                LimitsAction::Plan { .. } => "limits plan",
+                LimitsAction::Apply { .. } => "limits apply",
+                LimitsAction::Export { .. } => "limits export",
+            },
             CommandConfig::Load(_) => "load",
             CommandConfig::Redrive(_) => "redrive",
             CommandConfig::LocalRun(_) => "local run",
@@ -301,6 +310,7 @@ impl Config {
                 let (scope, action) = data::seq(command)?;
                 CommandConfig::Seq { scope, action }
             }
+            Command::Limits(command) => CommandConfig::Limits(command.into()),
             Command::Load(args) => CommandConfig::Load(data::load_options(args)?),
             Command::Redrive(args) => CommandConfig::Redrive(RedriveOptions::from_args(&args)?),
             Command::Local(command) => {
