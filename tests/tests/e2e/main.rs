@@ -11,6 +11,7 @@ mod deploy;
 mod drift_check;
 mod faults;
 mod iam;
+mod limits;
 mod local_api;
 mod localstack_path;
 mod missing_stack;
