@@ -363,6 +363,57 @@ mod tests {
         );
     }
 
+    /// docs/limits.schema.json and the parser agree on every document here:
+    /// the schema is hand-written (a few lines, with the descriptions the
+    /// docs need), so this is what keeps the two from drifting apart.
+    #[test]
+    fn the_published_schema_and_the_parser_accept_and_refuse_the_same_files() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/");
+        let schema: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(format!("{root}limits.schema.json")).unwrap()).unwrap();
+        let validator = jsonschema::draft202012::new(&schema).expect("the schema compiles");
+        let example = std::fs::read_to_string(format!("{root}limits.example.yaml")).unwrap();
+        let cases: Vec<(&str, bool)> = vec![
+            (example.as_str(), true),
+            ("{}", true),
+            ("default_limit: 0\noverrides: []\n", true),
+            ("overrides:\n  - {scope: a, limit: 1, owner: o, reason: r}\n", true),
+            (
+                "overrides:\n  - {scope: a*b, limit: 1}\n  - {scope: '*b', limit: 1}\n",
+                true,
+            ),
+            ("overrides:\n  - {scope: 'acme *', limit: 1}\n", true),
+            ("overrides:\n  - {scope: '*', limit: 1}\n", false),
+            ("overrides:\n  - {scope: ' a', limit: 1}\n", false),
+            ("overrides:\n  - {scope: 'a ', limit: 1}\n", false),
+            ("overrides:\n  - {scope: \"a\\u0007b\", limit: 1}\n", false),
+            ("overrides:\n  - {scope: '', limit: 1}\n", false),
+            ("overrides:\n  - {scope: a, limit: -1}\n", false),
+            ("overrides:\n  - {scope: a, limit: 1000000001}\n", false),
+            ("overrides:\n  - {scope: a}\n", false),
+            ("overrides:\n  - {scope: a, limit: 1, team: x}\n", false),
+            ("default_limit: x\n", false),
+            ("limits: []\n", false),
+        ];
+        for (text, valid) in cases {
+            let instance: serde_json::Value = serde_yaml_ng::from_str(text).unwrap();
+            let errors: Vec<String> = validator.iter_errors(&instance).map(|e| e.to_string()).collect();
+            assert_eq!(errors.is_empty(), valid, "schema on {text:?}: {errors:?}");
+            let parsed = LimitsFile::parse("case", text);
+            assert_eq!(parsed.is_ok(), valid, "parser on {text:?}: {parsed:?}");
+        }
+        // What the schema cannot say, and the description tells: a
+        // duplicate, and a scope over 256 bytes in fewer characters.
+        for text in [
+            "overrides:\n  - {scope: a, limit: 1}\n  - {scope: a, limit: 2}\n".to_owned(),
+            format!("overrides:\n  - {{scope: {}, limit: 1}}\n", "é".repeat(200)),
+        ] {
+            let instance: serde_json::Value = serde_yaml_ng::from_str(&text).unwrap();
+            assert!(validator.is_valid(&instance), "{text}");
+            assert!(LimitsFile::parse("case", &text).is_err(), "{text}");
+        }
+    }
+
     #[test]
     fn unknown_fields_and_missing_ones_are_refused_with_their_position() {
         let (line, column, message) = at("overrides:\n  - scope: a\n    limt: 1\n");
