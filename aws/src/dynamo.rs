@@ -1081,16 +1081,6 @@ impl DynamoStore {
         Retry::new(ONE_OFF_WRITE_BACKOFF, None).run(op, one_off_retryable).await
     }
 
-    /// Sets the per-scope limit override (the `limit` item of the counters
-    /// table); `None` removes it so the default applies again. Both are
-    /// safe to repeat (a repeated set only bumps `version` again), so
-    /// throttles and 5xx answers are retried ([`ONE_OFF_WRITE_BACKOFF`]).
-    pub async fn set_limit(&self, scope: &Scope, limit: Option<u64>, now: EpochMillis) -> Result<(), StoreError> {
-        self.write_limit(scope, limit, crate::limits::Expect::Any, now)
-            .await
-            .map(drop)
-    }
-
     /// Deletes every counters-table item of `scope` (both counters' items
     /// and the limit override; never a sequence's items, which
     /// [`Store::counter_items`] does not read: a sequence that restarted at

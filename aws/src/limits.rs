@@ -121,6 +121,14 @@ impl DynamoStore {
         Ok(table)
     }
 
+    /// Sets the per-scope limit override (the `limit` item of the counters
+    /// table); `None` removes it so the default applies again. Both are
+    /// safe to repeat (a repeated set only bumps `version` again), so
+    /// throttles and 5xx answers are retried (the one-off write's budget).
+    pub async fn set_limit(&self, scope: &Scope, limit: Option<u64>, now: EpochMillis) -> Result<(), StoreError> {
+        self.write_limit(scope, limit, Expect::Any, now).await.map(drop)
+    }
+
     /// Sets (`Some`) or removes (`None`) the scope's override, if it is
     /// still what `expect` says. Throttles and 5xx answers are retried
     /// ([`DynamoStore::one_off_write`]); a resend whose first try had

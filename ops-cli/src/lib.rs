@@ -107,7 +107,7 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         }
         CommandConfig::Limits(options) => {
             let input = limits_input.unwrap_or(commands::limits::Input::None);
-            Box::pin(commands::limits::run(&ctx, options, input)).await?
+            Box::pin(commands::limits::run(&ctx, options, input)).await?.into()
         }
         CommandConfig::Load(options) => Report::Load(Box::pin(commands::load::run(&ctx, options)).await?),
         CommandConfig::Redrive(options) => Report::Redrive(Box::pin(commands::redrive::run(&ctx, options)).await?),

@@ -41,6 +41,17 @@ pub enum Report {
     Verify(crate::commands::verify::VerifyReport),
 }
 
+impl From<crate::commands::limits::LimitsReport> for Report {
+    fn from(report: crate::commands::limits::LimitsReport) -> Self {
+        use crate::commands::limits::LimitsReport;
+        match report {
+            LimitsReport::Plan(plan) => Report::LimitsPlan(plan),
+            LimitsReport::Apply(apply) => Report::LimitsApply(apply),
+            LimitsReport::Export(export) => Report::LimitsExport(export),
+        }
+    }
+}
+
 impl Report {
     /// 0, or 1 when the report records a failure (or, for `status`,
     /// something that needs an operator).

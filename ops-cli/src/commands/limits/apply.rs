@@ -12,7 +12,7 @@ use hybrid_counter_aws::limits::{Expect, LimitWrite};
 use serde::Serialize;
 
 use super::plan::{Change, Kind, LimitsPlan};
-use super::{CONCURRENCY, Limits};
+use super::table::{CONCURRENCY, Limits};
 use crate::error::{Error, Result};
 
 /// How one scope's write ended.

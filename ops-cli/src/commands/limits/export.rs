@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::file::{Limit, LimitsFile, Override, Pattern};
-use super::{Limits, store_error, write};
+use super::table::{Limits, store_error, write};
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, Serialize)]

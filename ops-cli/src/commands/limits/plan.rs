@@ -9,9 +9,12 @@ use std::fmt;
 use hybrid_counter_aws::limits::{LimitItem, LimitTable};
 use serde::{Deserialize, Serialize};
 
+use futures_util::future::join_all;
+use hybrid_counter::Counter;
+
 use super::file::LimitsFile;
-use super::{Limits, store_error};
-use crate::error::Result;
+use super::table::{CONCURRENCY, Limits, store_error};
+use crate::error::{Error, Result};
 
 /// What happens to one scope's override.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,6 +130,39 @@ pub fn diff(file: &LimitsFile, table: &LimitTable) -> Vec<Change> {
         .collect()
 }
 
+/// Reads each changed scope's effective usage (what admission compares
+/// with the limit) and flags the changes whose new limit is below it.
+async fn annotate_usage(limits: &Limits<'_>, changes: &mut [Change]) -> Result<()> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let counter = Counter::new(limits.store.clone(), limits.default_limit);
+    let bar = limits
+        .ctx
+        .ui
+        .bar(changes.len() as u64, "reading the changed scopes' usage");
+    for chunk in changes.chunks_mut(CONCURRENCY) {
+        let reads = chunk.iter().map(|c| async {
+            let scope = hybrid_counter::Scope::new(c.scope.clone())
+                .map_err(|e| Error::InvalidArgument(format!("scope {:?} in the table: {e}", c.scope)))?;
+            counter.usage(&scope).await.map_err(|e| Error::Aws {
+                action: "reading a scope's usage",
+                message: e.to_string(),
+            })
+        });
+        let usages = join_all(reads).await;
+        for (change, usage) in chunk.iter_mut().zip(usages) {
+            let effective = u64::try_from(usage?.effective).unwrap_or(0);
+            let after = change.new.unwrap_or(limits.default_limit);
+            change.usage = effective;
+            // A removal leaves the scope at the default.
+            change.below_usage = after < effective;
+            bar.inc(1);
+        }
+    }
+    Ok(())
+}
+
 /// Reads the table and the scopes' usage, and plans.
 pub async fn run(limits: &Limits<'_>, file: &LimitsFile) -> Result<LimitsPlan> {
     limits.ctx.ui.step("reading the limit overrides");
@@ -136,7 +172,7 @@ pub async fn run(limits: &Limits<'_>, file: &LimitsFile) -> Result<LimitsPlan> {
         .await
         .map_err(store_error("reading the limit overrides"))?;
     let mut changes = diff(file, &table);
-    limits.annotate_usage(&mut changes).await?;
+    annotate_usage(limits, &mut changes).await?;
     Ok(LimitsPlan {
         stack_name: limits.ctx.config.stack_name.clone(),
         counters_table: limits.store.counters_table().to_owned(),
