@@ -222,3 +222,177 @@ impl DynamoStore {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! What the conditioned write sends, and what it makes of a refused
+    //! condition, through an intercepted client.
+
+    use aws_sdk_dynamodb::Client;
+    use aws_sdk_dynamodb::operation::delete_item::DeleteItemOutput;
+    use aws_sdk_dynamodb::operation::scan::ScanOutput;
+    use aws_sdk_dynamodb::operation::update_item::UpdateItemOutput;
+    use aws_sdk_dynamodb::types::error::ConditionalCheckFailedException;
+    use aws_smithy_mocks::{Rule, mock};
+    use aws_smithy_types::error::ErrorMetadata;
+
+    use super::*;
+
+    fn scope() -> Scope {
+        Scope::new("acme/prod").unwrap()
+    }
+
+    fn store(rules: &[Rule]) -> DynamoStore {
+        crate::test_util::mock_store(rules)
+    }
+
+    fn limit_item(limit: u64, version: u64) -> HashMap<String, AttributeValue> {
+        HashMap::from([
+            (keys::LIMIT.to_owned(), AttributeValue::N(limit.to_string())),
+            (keys::VERSION.to_owned(), AttributeValue::N(version.to_string())),
+        ])
+    }
+
+    /// An UpdateItem refused by its condition, the item as it is now.
+    fn refused_update(now: Option<(u64, u64)>) -> Rule {
+        mock!(Client::update_item).then_error(move || {
+            UpdateItemError::ConditionalCheckFailedException(
+                ConditionalCheckFailedException::builder()
+                    .set_item(now.map(|(l, v)| limit_item(l, v)))
+                    .meta(ErrorMetadata::builder().code("ConditionalCheckFailedException").build())
+                    .build(),
+            )
+        })
+    }
+
+    #[tokio::test]
+    async fn a_changed_override_is_written_only_at_its_planned_version() {
+        let rules = [mock!(Client::update_item)
+            .match_requests(|r| {
+                let values = r.expression_attribute_values().unwrap();
+                r.condition_expression() == Some("#version = :expected")
+                    && values.get(":expected").and_then(|v| v.as_n().ok()).map(String::as_str) == Some("4")
+                    && values.get(":limit").and_then(|v| v.as_n().ok()).map(String::as_str) == Some("9")
+            })
+            .then_output(|| UpdateItemOutput::builder().build())];
+        let written = store(&rules)
+            .write_limit(&scope(), Some(9), Expect::Version(4), 1)
+            .await
+            .unwrap();
+        assert_eq!(written, LimitWrite::Written);
+        assert_eq!(rules[0].num_calls(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_added_override_expects_none_and_limit_set_expects_nothing() {
+        let rules = [
+            mock!(Client::update_item)
+                .match_requests(|r| r.condition_expression() == Some("attribute_not_exists(#version)"))
+                .then_output(|| UpdateItemOutput::builder().build()),
+            mock!(Client::update_item)
+                .match_requests(|r| {
+                    r.condition_expression().is_none()
+                        && !r.expression_attribute_values().unwrap().contains_key(":expected")
+                })
+                .then_output(|| UpdateItemOutput::builder().build()),
+        ];
+        let s = store(&rules);
+        assert_eq!(
+            s.write_limit(&scope(), Some(9), Expect::Absent, 1).await.unwrap(),
+            LimitWrite::Written
+        );
+        s.set_limit(&scope(), Some(9), 1).await.unwrap();
+        assert!(rules.iter().all(|r| r.num_calls() == 1));
+    }
+
+    #[tokio::test]
+    async fn a_refused_condition_reports_the_override_found_and_is_not_retried() {
+        let rules = [refused_update(Some((4242, 5)))];
+        let refused = store(&rules)
+            .write_limit(&scope(), Some(9), Expect::Version(4), 1)
+            .await
+            .unwrap();
+        assert_eq!(
+            refused,
+            LimitWrite::Refused {
+                current: Some(LimitItem {
+                    limit: 4242,
+                    version: 5
+                })
+            }
+        );
+        assert_eq!(rules[0].num_calls(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resend_after_a_5xx_that_finds_its_own_write_says_already_as_planned() {
+        let rules = [
+            mock!(Client::update_item)
+                .then_error(|| UpdateItemError::generic(ErrorMetadata::builder().code("InternalServerError").build())),
+            refused_update(Some((9, 5))),
+        ];
+        let outcome = store(&rules)
+            .write_limit(&scope(), Some(9), Expect::Version(4), 1)
+            .await
+            .unwrap();
+        assert_eq!(outcome, LimitWrite::AlreadyAsPlanned);
+    }
+
+    #[tokio::test]
+    async fn a_removal_is_conditioned_on_the_version_and_a_gone_item_is_as_planned() {
+        let rules = [
+            mock!(Client::delete_item)
+                .match_requests(|r| r.condition_expression() == Some("#version = :expected"))
+                .then_output(|| DeleteItemOutput::builder().build()),
+            mock!(Client::delete_item).then_error(|| {
+                DeleteItemError::ConditionalCheckFailedException(
+                    ConditionalCheckFailedException::builder()
+                        .meta(ErrorMetadata::builder().code("ConditionalCheckFailedException").build())
+                        .build(),
+                )
+            }),
+        ];
+        let s = store(&rules);
+        assert_eq!(
+            s.write_limit(&scope(), None, Expect::Version(2), 1).await.unwrap(),
+            LimitWrite::Written
+        );
+        assert_eq!(
+            s.write_limit(&scope(), None, Expect::Version(2), 1).await.unwrap(),
+            LimitWrite::AlreadyAsPlanned
+        );
+    }
+
+    #[tokio::test]
+    async fn the_scan_keeps_overrides_and_the_scopes_under_a_prefix_never_the_kit_state() {
+        let row = |scope: &str, name: &str, limit: Option<u64>| {
+            let mut item = HashMap::from([
+                (keys::SCOPE.to_owned(), s(scope)),
+                (keys::NAME.to_owned(), s(name)),
+                (keys::VERSION.to_owned(), n(3)),
+            ]);
+            if let Some(l) = limit {
+                item.insert(keys::LIMIT.to_owned(), AttributeValue::N(l.to_string()));
+            }
+            item
+        };
+        let rules = [mock!(Client::scan)
+            .match_requests(|r| {
+                r.filter_expression() == Some("#name = :limit OR begins_with(#scope, :p0)")
+                    && r.expression_attribute_values().unwrap().contains_key(":p0")
+            })
+            .then_output(move || {
+                ScanOutput::builder()
+                    .items(row("a", "limit", Some(5)))
+                    .items(row("acme/x", "best_effort", None))
+                    .items(row(keys::KIT_STATE_SCOPE, "limit", Some(1)))
+                    .build()
+            })];
+        let table = store(&rules).scan_limits(&["acme/".to_owned()]).await.unwrap();
+        assert_eq!(
+            table.overrides,
+            BTreeMap::from([("a".to_owned(), LimitItem { limit: 5, version: 3 })])
+        );
+        assert_eq!(table.prefixed_scopes, BTreeSet::from(["acme/x".to_owned()]));
+    }
+}
