@@ -113,7 +113,7 @@ pub enum Command {
     /// Delete the stack; the data tables are retained unless --delete-data is given and confirmed.
     Destroy(DestroyArgs),
     /// Stack status and outputs, event source mappings, DLQ depths and alarm states.
-    Status,
+    Status(StatusArgs),
     /// Count every scope's items by state and compare them with the counters; exit 1 when a counter differs.
     /// --repair heals it (EC := processed, BE := live, never above) with optimistic concurrency.
     Audit(AuditArgs),
@@ -254,6 +254,14 @@ pub struct AuditArgs {
     /// timeout older than a newer request's.
     #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=86_400))]
     pub grace: u32,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// Also compare the limit overrides with this limits file: an override changed outside it, or a scope
+    /// under a prefix entry without its override yet, is an attention item.
+    #[arg(long, value_name = "FILE")]
+    pub limits: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -506,7 +514,7 @@ mod tests {
         assert_eq!(cli.global.target, Target::Local);
         assert_eq!(cli.global.output, OutputFormat::Text);
         assert_eq!(cli.global.stack_name, "hybrid-counter");
-        assert!(matches!(cli.command, Command::Status));
+        assert!(matches!(cli.command, Command::Status(_)));
     }
 
     #[test]

@@ -89,7 +89,10 @@ pub enum CommandConfig {
         allow_replicas: bool,
     },
     Destroy(DestroyOptions),
-    Status,
+    Status {
+        /// `--limits FILE`: also compare the overrides with it.
+        limits: Option<PathBuf>,
+    },
     Audit(AuditOptions),
     Usage(hybrid_counter::Scope),
     Limit {
@@ -119,7 +122,7 @@ impl CommandConfig {
             CommandConfig::Plan(_) => "plan",
             CommandConfig::Deploy { .. } => "deploy",
             CommandConfig::Destroy(_) => "destroy",
-            CommandConfig::Status => "status",
+            CommandConfig::Status { .. } => "status",
             CommandConfig::Audit(_) => "audit",
             CommandConfig::Usage(_) => "usage",
             CommandConfig::Limit { .. } => "limit",
@@ -299,7 +302,7 @@ impl Config {
                 yes: args.yes,
                 timeout: Duration::from_secs(args.timeout.max(1)),
             }),
-            Command::Status => CommandConfig::Status,
+            Command::Status(args) => CommandConfig::Status { limits: args.limits },
             Command::Audit(args) => CommandConfig::Audit(data::audit_options(args)?),
             Command::Usage(args) => CommandConfig::Usage(data::scope_arg(&args.scope)?),
             Command::Limit(command) => {

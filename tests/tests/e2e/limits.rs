@@ -241,6 +241,29 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
         exit::SUCCESS
     );
 
+    // Drift: status --limits names what changed outside the file, and a
+    // scope created under a prefix entry after the apply.
+    let limits_item = |report: &Report| match report {
+        Report::Status(status) => status
+            .attention
+            .iter()
+            .find(|a| a.starts_with("limit overrides"))
+            .cloned(),
+        other => panic!("not a status: {other}"),
+    };
+    let in_sync = ctl.run(&["status", "--limits", &raised_path]).await.unwrap();
+    assert_eq!(limits_item(&in_sync), None, "{in_sync}");
+    ctl.run(&["limit", "set", "team-0005", "1"]).await.unwrap();
+    store
+        .add_best_effort(&scope("late/b"), keys::BEST_EFFORT_NAME, 1, now)
+        .await
+        .unwrap();
+    let drifted = ctl.run(&["status", "--limits", &raised_path]).await.unwrap();
+    assert_eq!(drifted.exit_code(), exit::FAILED, "{drifted}");
+    let item = limits_item(&drifted).unwrap_or_else(|| panic!("{drifted}"));
+    assert!(item.contains("changed outside the file: team-0005"), "{item}");
+    assert!(item.contains("late/b"), "{item}");
+
     // A bad file: exit 2, its line and column, nothing sent.
     let bad = path(&dir, "bad.yaml");
     std::fs::write(&bad, "overrides:\n  - scope: team-0003\n    limit: -1\n").unwrap();

@@ -6,6 +6,7 @@
 //! ones `limit set|clear` uses (`hybrid_counter_aws::limits`).
 
 pub mod apply;
+pub mod drift;
 pub mod export;
 pub mod file;
 pub mod plan;
@@ -29,6 +30,12 @@ pub enum Input {
     None,
 }
 
+/// Reads and checks a limits file.
+pub fn read_file(path: &Path) -> Result<LimitsFile> {
+    let text = read(path)?;
+    LimitsFile::parse(&path.display().to_string(), &text).map_err(|e| Error::LimitsFile(e.to_string()))
+}
+
 /// Reads and checks the file or plan the command names.
 pub fn read_input(options: &LimitsOptions) -> Result<Input> {
     let path = match &options.action {
@@ -48,10 +55,7 @@ pub fn read_input(options: &LimitsOptions) -> Result<Input> {
         }
         LimitsAction::Export { .. } => return Ok(Input::None),
     };
-    let text = read(path)?;
-    LimitsFile::parse(&path.display().to_string(), &text)
-        .map(Input::File)
-        .map_err(|e| Error::LimitsFile(e.to_string()))
+    read_file(path).map(Input::File)
 }
 
 fn read(path: &Path) -> Result<String> {

@@ -165,14 +165,20 @@ async fn annotate_usage(limits: &Limits<'_>, changes: &mut [Change]) -> Result<(
 
 /// Reads the table and the scopes' usage, and plans.
 pub async fn run(limits: &Limits<'_>, file: &LimitsFile) -> Result<LimitsPlan> {
+    let mut plan = read(limits, file).await?;
+    annotate_usage(limits, &mut plan.changes).await?;
+    Ok(plan)
+}
+
+/// The plan without the scopes' usage (one Scan, no read per scope).
+pub async fn read(limits: &Limits<'_>, file: &LimitsFile) -> Result<LimitsPlan> {
     limits.ctx.ui.step("reading the limit overrides");
     let table = limits
         .store
         .scan_limits(&file.prefixes())
         .await
         .map_err(store_error("reading the limit overrides"))?;
-    let mut changes = diff(file, &table);
-    annotate_usage(limits, &mut changes).await?;
+    let changes = diff(file, &table);
     Ok(LimitsPlan {
         stack_name: limits.ctx.config.stack_name.clone(),
         counters_table: limits.store.counters_table().to_owned(),
