@@ -13,9 +13,9 @@ use crate::exit;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A limits file or saved plan that cannot be read or is invalid
-    /// (with its path, line and column).
-    #[error("invalid limits file: {0}")]
+    /// A limits file or a saved plan that cannot be read or is invalid;
+    /// the message names it (a file's error with its line and column).
+    #[error("{0}")]
     LimitsFile(String),
 
     #[error("--param {raw:?} is not of the form Key=Value")]

@@ -216,7 +216,7 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
         entry.limit = (entry.limit.get() + 1).try_into().unwrap();
     }
     let raised_path = path(&dir, "raised.yaml");
-    std::fs::write(&raised_path, raised.to_yaml()).unwrap();
+    std::fs::write(&raised_path, raised.to_yaml().unwrap()).unwrap();
     let started = Instant::now();
     let big = ctl.run(&["limits", "plan", &raised_path]).await.unwrap();
     eprintln!(

@@ -134,6 +134,8 @@ pub async fn run(limits: &Limits<'_>, plan: LimitsPlan, allow_below_usage: bool)
 
 impl fmt::Display for LimitsApplyReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The plan applied, then what became of each change.
+        write!(f, "{}", self.plan)?;
         if !self.refused_below_usage.is_empty() {
             writeln!(
                 f,

@@ -60,6 +60,7 @@ pub async fn run(limits: &Limits<'_>, out: Option<&Path>) -> Result<LimitsExport
          # Add an owner and a reason to each entry; see docs/counterctl.md.\n{}",
         limits.ctx.config.stack_name,
         file.to_yaml()
+            .map_err(|e| Error::InvalidArgument(format!("cannot write the limits file: {e}")))?
     );
     if let Some(path) = out {
         write(path, &text)?;
@@ -92,7 +93,7 @@ mod tests {
     #[test]
     fn an_exported_file_parses_back_to_the_same_overrides() {
         let file = to_file(100, [("a".to_owned(), 5), ("b/c".to_owned(), 0)]).unwrap();
-        let parsed = LimitsFile::parse("x", &file.to_yaml()).unwrap();
+        let parsed = LimitsFile::parse("x", &file.to_yaml().unwrap()).unwrap();
         assert_eq!(parsed, file);
         assert_eq!(parsed.entry_for("b/c").map(|o| o.limit.get()), Some(0));
     }

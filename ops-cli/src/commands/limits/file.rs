@@ -191,8 +191,8 @@ impl LimitsFile {
     }
 
     /// The file as YAML, entries in the order given.
-    pub fn to_yaml(&self) -> String {
-        serde_yaml_ng::to_string(self).unwrap_or_default()
+    pub fn to_yaml(&self) -> Result<String, serde_yaml_ng::Error> {
+        serde_yaml_ng::to_string(self)
     }
 
     /// The prefixes of the prefix entries.
@@ -298,7 +298,7 @@ mod tests {
         assert_eq!(file.overrides[0].owner.as_deref(), Some("team-a"));
         assert_eq!(file.overrides[1].scope, Pattern::Prefix("acme/".into()));
         assert_eq!(file.prefixes(), vec!["acme/".to_owned()]);
-        assert_eq!(LimitsFile::parse("x", &file.to_yaml()).unwrap(), file);
+        assert_eq!(LimitsFile::parse("x", &file.to_yaml().unwrap()).unwrap(), file);
         assert_eq!(LimitsFile::parse("x", "{}").unwrap(), LimitsFile::default());
     }
 

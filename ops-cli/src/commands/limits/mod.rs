@@ -33,7 +33,8 @@ pub enum Input {
 /// Reads and checks a limits file.
 pub fn read_file(path: &Path) -> Result<LimitsFile> {
     let text = read(path)?;
-    LimitsFile::parse(&path.display().to_string(), &text).map_err(|e| Error::LimitsFile(e.to_string()))
+    LimitsFile::parse(&path.display().to_string(), &text)
+        .map_err(|e| Error::LimitsFile(format!("invalid limits file {e}")))
 }
 
 /// Reads and checks the file or plan the command names.
@@ -49,8 +50,12 @@ pub fn read_input(options: &LimitsOptions) -> Result<Input> {
             ..
         } => {
             let text = read(path)?;
-            let plan =
-                serde_json::from_str(&text).map_err(|e| Error::LimitsFile(format!("{}: {e}", path.display())))?;
+            let plan = serde_json::from_str(&text).map_err(|e| {
+                Error::LimitsFile(format!(
+                    "invalid plan {}: {e} (write one with `limits plan FILE --out`)",
+                    path.display()
+                ))
+            })?;
             return Ok(Input::Plan(Box::new(plan)));
         }
         LimitsAction::Export { .. } => return Ok(Input::None),
@@ -59,7 +64,7 @@ pub fn read_input(options: &LimitsOptions) -> Result<Input> {
 }
 
 fn read(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| Error::LimitsFile(format!("{}: {e}", path.display())))
+    std::fs::read_to_string(path).map_err(|e| Error::LimitsFile(format!("cannot read {}: {e}", path.display())))
 }
 
 /// What a `limits` command reports.
