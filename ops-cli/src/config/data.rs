@@ -212,3 +212,49 @@ pub(super) fn load_options(args: LoadArgs) -> Result<LoadOptions> {
         seed: args.seed,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn limits(args: &[&str]) -> std::result::Result<LimitsOptions, clap::Error> {
+        let mut argv = vec!["counterctl", "limits"];
+        argv.extend(args);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Limits(command) => Ok(command.into()),
+            other => panic!("not limits: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn limits_apply_takes_a_file_or_a_saved_plan_never_both_nor_neither() {
+        assert_eq!(
+            limits(&["apply", "l.yaml", "--allow-below-usage"]).unwrap().action,
+            LimitsAction::Apply {
+                source: ApplySource::File("l.yaml".into()),
+                allow_below_usage: true
+            }
+        );
+        assert_eq!(
+            limits(&["apply", "--plan", "p.json"]).unwrap().action,
+            LimitsAction::Apply {
+                source: ApplySource::Plan("p.json".into()),
+                allow_below_usage: false
+            }
+        );
+        assert!(limits(&["apply"]).is_err());
+        assert!(limits(&["apply", "l.yaml", "--plan", "p.json"]).is_err());
+        assert_eq!(
+            limits(&["plan", "l.yaml", "--out", "p.json"]).unwrap().action,
+            LimitsAction::Plan {
+                file: "l.yaml".into(),
+                out: Some("p.json".into())
+            }
+        );
+        assert!(limits(&["plan"]).is_err());
+        assert_eq!(limits(&["export"]).unwrap().action, LimitsAction::Export { out: None });
+    }
+}
