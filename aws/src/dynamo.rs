@@ -248,11 +248,11 @@ pub fn cancel_reasons<R>(err: &SdkError<TransactWriteItemsError, R>) -> Option<V
     }
 }
 
-fn s(value: impl Into<String>) -> AttributeValue {
+pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
 }
 
-fn n(value: i64) -> AttributeValue {
+pub(crate) fn n(value: i64) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
@@ -268,7 +268,7 @@ fn resource_key(key: &ResourceKey) -> HashMap<String, AttributeValue> {
     ])
 }
 
-fn counter_key(scope: &Scope, name: &str) -> HashMap<String, AttributeValue> {
+pub(crate) fn counter_key(scope: &Scope, name: &str) -> HashMap<String, AttributeValue> {
     HashMap::from([
         (keys::SCOPE.to_owned(), s(scope.as_str())),
         (keys::NAME.to_owned(), s(name)),
@@ -1075,56 +1075,12 @@ fn one_off_retryable(err: &StoreError) -> bool {
 impl DynamoStore {
     /// Runs a one-off operator write through the kit's retry helper
     /// ([`ONE_OFF_WRITE_BACKOFF`]).
-    async fn one_off_write<T, F, Fut>(&self, op: F) -> Result<T, StoreError>
+    pub(crate) async fn one_off_write<T, F, Fut>(&self, op: F) -> Result<T, StoreError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, StoreError>>,
     {
         Retry::new(ONE_OFF_WRITE_BACKOFF, None).run(op, one_off_retryable).await
-    }
-
-    /// Sets the per-scope limit override (the `limit` item of the counters
-    /// table); `None` removes it so the default applies again. Both are
-    /// safe to repeat (a repeated set only bumps `version` again), so
-    /// throttles and 5xx answers are retried ([`ONE_OFF_WRITE_BACKOFF`]).
-    pub async fn set_limit(&self, scope: &Scope, limit: Option<u64>, now: EpochMillis) -> Result<(), StoreError> {
-        let key = counter_key(scope, keys::LIMIT_NAME);
-        match limit {
-            Some(limit) => {
-                let (key, limit) = (&key, limit.to_string());
-                self.one_off_write(|| async {
-                    self.client
-                        .update_item()
-                        .table_name(&self.counters_table)
-                        .set_key(Some(key.clone()))
-                        .update_expression("SET #limit = :limit, #updated_at = :now ADD #version :one")
-                        .expression_attribute_names("#limit", keys::LIMIT)
-                        .expression_attribute_names("#updated_at", keys::UPDATED_AT)
-                        .expression_attribute_names("#version", keys::VERSION)
-                        .expression_attribute_values(":limit", AttributeValue::N(limit.clone()))
-                        .expression_attribute_values(":now", n(now))
-                        .expression_attribute_values(":one", n(1))
-                        .send()
-                        .await
-                        .map_err(|e| self.classify(e))
-                })
-                .await?;
-            }
-            None => {
-                let key = &key;
-                self.one_off_write(|| async {
-                    self.client
-                        .delete_item()
-                        .table_name(&self.counters_table)
-                        .set_key(Some(key.clone()))
-                        .send()
-                        .await
-                        .map_err(|e| self.classify(e))
-                })
-                .await?;
-            }
-        }
-        Ok(())
     }
 
     /// Deletes every counters-table item of `scope` (both counters' items

@@ -36,6 +36,7 @@ pub mod esm;
 pub mod failed_batch;
 #[cfg(feature = "lambda")]
 pub mod lambda;
+pub mod limits;
 pub mod probe;
 pub mod replay;
 #[cfg(feature = "s3")]

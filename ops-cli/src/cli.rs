@@ -113,7 +113,7 @@ pub enum Command {
     /// Delete the stack; the data tables are retained unless --delete-data is given and confirmed.
     Destroy(DestroyArgs),
     /// Stack status and outputs, event source mappings, DLQ depths and alarm states.
-    Status,
+    Status(StatusArgs),
     /// Count every scope's items by state and compare them with the counters; exit 1 when a counter differs.
     /// --repair heals it (EC := processed, BE := live, never above) with optimistic concurrency.
     Audit(AuditArgs),
@@ -122,6 +122,9 @@ pub enum Command {
     /// Read or change one scope's limit override.
     #[command(subcommand)]
     Limit(LimitCommand),
+    /// Per-scope limit overrides as code: plan and apply a reviewed limits file, or export today's.
+    #[command(subcommand)]
+    Limits(LimitsCommand),
     /// Read or claim one scope's gapless sequence numbers (1, 2, 3, ..., none skipped, none given twice).
     #[command(subcommand)]
     Seq(SeqCommand),
@@ -254,6 +257,14 @@ pub struct AuditArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// Also compare the limit overrides with this limits file: an override changed outside it, or a scope
+    /// under a prefix entry without its override yet, is an attention item.
+    #[arg(long, value_name = "FILE")]
+    pub limits: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct ScopeArgs {
     /// The scope (account, tenant).
     pub scope: String,
@@ -271,6 +282,38 @@ pub enum LimitCommand {
     },
     /// Remove the override: the stack's default limit applies again.
     Clear(ScopeArgs),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum LimitsCommand {
+    /// Show how the counters table's overrides differ from FILE (added, changed old -> new, removed), with
+    /// each changed scope's usage; exit 0 no changes, 1 changes, 2 invalid file.
+    Plan {
+        /// The limits file (YAML, docs/limits.schema.json).
+        file: PathBuf,
+        /// Also write the plan (JSON, with the version each override was read at) for `limits apply --plan`.
+        #[arg(long, value_name = "PLAN.json")]
+        out: Option<PathBuf>,
+    },
+    /// Write the plan of FILE (or the saved --plan): each override only if unchanged since it was planned;
+    /// a scope changed meanwhile is refused and reported (exit 1).
+    Apply {
+        /// The limits file to plan and apply.
+        #[arg(required_unless_present = "plan")]
+        file: Option<PathBuf>,
+        /// Apply a plan written by `limits plan --out` instead.
+        #[arg(long, value_name = "PLAN.json", conflicts_with = "file")]
+        plan: Option<PathBuf>,
+        /// Also apply changes that set a scope's limit below its current usage (without: nothing is written).
+        #[arg(long)]
+        allow_below_usage: bool,
+    },
+    /// Print today's overrides and the deployed default limit as a limits file.
+    Export {
+        /// Write the file here instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -475,7 +518,7 @@ mod tests {
         assert_eq!(cli.global.target, Target::Local);
         assert_eq!(cli.global.output, OutputFormat::Text);
         assert_eq!(cli.global.stack_name, "hybrid-counter");
-        assert!(matches!(cli.command, Command::Status));
+        assert!(matches!(cli.command, Command::Status(_)));
     }
 
     #[test]

@@ -13,6 +13,11 @@ use crate::exit;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A limits file or a saved plan that cannot be read or is invalid;
+    /// the message names it (a file's error with its line and column).
+    #[error("{0}")]
+    LimitsFile(String),
+
     #[error("--param {raw:?} is not of the form Key=Value")]
     ParamSyntax { raw: String },
 
@@ -253,6 +258,7 @@ impl Error {
             | Error::NotTheKit { .. }
             | Error::ReplicatedTables { .. }
             | Error::InvalidArgument(_)
+            | Error::LimitsFile(_)
             | Error::NoLocalRunner => exit::USAGE,
             Error::Aborted(_)
             | Error::StackBusy { .. }

@@ -32,8 +32,11 @@ Exit codes:
      for audit: a counter differs from the items (drift); for load: drift
      after the stream drained; for redrive: a message stays in DLQ2
      (failed or skipped); for verify: a check failed; for seq next: the
-     sequence stayed contended and no number was claimed
-  2  usage or configuration error: bad flag or --param, missing handler zip
+     sequence stayed contended and no number was claimed; for limits plan:
+     the table differs from the file; for limits apply: a scope was
+     refused (changed since the plan, or below usage) or failed
+  2  usage or configuration error: bad flag or --param, missing handler
+     zip, invalid limits file
   3  the stack does not exist
   4  environment error: emulator not installed or not answering, missing
      credentials, a failed AWS call

@@ -60,6 +60,14 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         }
         _ => Vec::new(),
     };
+    // A bad limits file fails before anything is sent.
+    let limits_input = match &config.command {
+        CommandConfig::Limits(options) => Some(commands::limits::read_input(options)?),
+        CommandConfig::Status { limits: Some(path) } => {
+            Some(commands::limits::Input::File(commands::limits::read_file(path)?))
+        }
+        _ => None,
+    };
     let clients = connect::connect(config, ui).await?;
     let ctx = Context {
         config,
@@ -91,7 +99,13 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         CommandConfig::Destroy(options) => {
             Report::Destroy(Box::pin(commands::deploy::destroy::run(&ctx, *options)).await?)
         }
-        CommandConfig::Status => Report::Status(Box::new(Box::pin(commands::status::run(&ctx)).await?)),
+        CommandConfig::Status { limits } => {
+            let against = match (limits, &limits_input) {
+                (Some(path), Some(commands::limits::Input::File(file))) => Some((path.as_path(), file)),
+                _ => None,
+            };
+            Report::Status(Box::new(Box::pin(commands::status::run(&ctx, against)).await?))
+        }
         CommandConfig::Audit(options) => Report::Audit(Box::pin(commands::audit::run(&ctx, options)).await?),
         CommandConfig::Usage(scope) => Report::Usage(Box::pin(commands::scope::usage(&ctx, scope)).await?),
         CommandConfig::Limit { scope, action } => {
@@ -99,6 +113,10 @@ pub async fn execute(config: &Config, ui: &Ui) -> Result<Report> {
         }
         CommandConfig::Seq { scope, action } => {
             Report::Seq(Box::pin(commands::scope::sequence(&ctx, scope, action)).await?)
+        }
+        CommandConfig::Limits(options) => {
+            let input = limits_input.unwrap_or(commands::limits::Input::None);
+            Box::pin(commands::limits::run(&ctx, options, input)).await?.into()
         }
         CommandConfig::Load(options) => Report::Load(Box::pin(commands::load::run(&ctx, options)).await?),
         CommandConfig::Redrive(options) => Report::Redrive(Box::pin(commands::redrive::run(&ctx, options)).await?),

@@ -26,6 +26,12 @@ pub enum Report {
     Usage(crate::commands::scope::UsageReport),
     Limit(crate::commands::scope::LimitReport),
     Seq(crate::commands::scope::SequenceReport),
+    #[serde(rename = "limits-plan")]
+    LimitsPlan(crate::commands::limits::plan::LimitsPlan),
+    #[serde(rename = "limits-apply")]
+    LimitsApply(crate::commands::limits::apply::LimitsApplyReport),
+    #[serde(rename = "limits-export")]
+    LimitsExport(crate::commands::limits::export::LimitsExportReport),
     Load(crate::commands::load::LoadReport),
     Redrive(crate::commands::redrive::RedriveReport),
     #[cfg(feature = "local")]
@@ -33,6 +39,17 @@ pub enum Report {
     /// `completions`, `man`: a file, printed as is.
     Generated(crate::commands::docs::Generated),
     Verify(crate::commands::verify::VerifyReport),
+}
+
+impl From<crate::commands::limits::LimitsReport> for Report {
+    fn from(report: crate::commands::limits::LimitsReport) -> Self {
+        use crate::commands::limits::LimitsReport;
+        match report {
+            LimitsReport::Plan(plan) => Report::LimitsPlan(plan),
+            LimitsReport::Apply(apply) => Report::LimitsApply(apply),
+            LimitsReport::Export(export) => Report::LimitsExport(export),
+        }
+    }
 }
 
 impl Report {
@@ -46,6 +63,10 @@ impl Report {
             Report::Status(report) => report.healthy(),
             Report::Audit(report) => report.healthy(),
             Report::Usage(_) | Report::Limit(_) | Report::Seq(_) => true,
+            // Like `plan` scripts: 1 says there is something to apply.
+            Report::LimitsPlan(plan) => !plan.has_changes(),
+            Report::LimitsApply(report) => report.succeeded(),
+            Report::LimitsExport(_) => true,
             Report::Load(report) => report.healthy(),
             Report::Redrive(report) => report.succeeded(),
             #[cfg(feature = "local")]
@@ -80,6 +101,9 @@ impl fmt::Display for Report {
             Report::Usage(report) => report.fmt(f),
             Report::Limit(report) => report.fmt(f),
             Report::Seq(report) => report.fmt(f),
+            Report::LimitsPlan(report) => report.fmt(f),
+            Report::LimitsApply(report) => report.fmt(f),
+            Report::LimitsExport(report) => report.fmt(f),
             Report::Load(report) => report.fmt(f),
             Report::Redrive(report) => report.fmt(f),
             #[cfg(feature = "local")]

@@ -352,6 +352,7 @@ use Target::*;
 
 const DYNAMO: &str = "aws/src/dynamo.rs";
 const DRIFT: &str = "aws/src/drift.rs";
+const LIMITS: &str = "aws/src/limits.rs";
 const SQS_RS: &str = "aws/src/sqs.rs";
 const S3_RS: &str = "aws/src/s3.rs";
 const STREAMS_RS: &str = "aws/src/streams.rs";
@@ -498,21 +499,31 @@ pub const CALL_SITES: &[CallSite] = &[
         &[on(CountersTable, &[DynamoDbUpdateItem])],
         "audit --repair: counters set under the versions it read, or a strict raise under the shards' epoch",
     ),
+    // The limit overrides (aws/src/limits.rs): `limit set|clear` and
+    // `limits plan|apply|export`.
     call(
-        DYNAMO,
-        "set_limit",
+        LIMITS,
+        "write_limit",
         "update_item",
         &[Operator],
         &[on(CountersTable, &[DynamoDbUpdateItem])],
-        "counterctl limit set",
+        "counterctl limit set; limits apply, conditioned on the planned version",
     ),
     call(
-        DYNAMO,
-        "set_limit",
+        LIMITS,
+        "write_limit",
         "delete_item",
         &[Operator],
         &[on(CountersTable, &[DynamoDbDeleteItem])],
-        "counterctl limit clear",
+        "counterctl limit clear; limits apply, conditioned on the planned version",
+    ),
+    call(
+        LIMITS,
+        "scan_limits",
+        "scan",
+        &[Operator],
+        &[on(CountersTable, &[DynamoDbScan])],
+        "limits plan|export: every override and its version",
     ),
     call(
         DYNAMO,

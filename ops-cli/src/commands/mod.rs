@@ -17,6 +17,7 @@ pub mod deploy;
 pub mod deployed;
 pub mod docs;
 pub mod drift_check;
+pub mod limits;
 pub mod load;
 #[cfg(feature = "local")]
 pub mod local;

@@ -48,6 +48,9 @@ pub struct StatusReport {
     pub drift_check: DriftCheckStatus,
     /// The two tables and their global-table replicas (none: single-region).
     pub tables: Vec<TableReplicas>,
+    /// `--limits FILE`: the overrides compared with the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<super::limits::drift::LimitsDrift>,
     /// What needs an operator; empty when all is well.
     pub attention: Vec<String>,
 }
@@ -178,7 +181,11 @@ const ALARM_TYPE: &str = "AWS::CloudWatch::Alarm";
 /// (`esm_runner::function_url::LOCAL_URL_TAG`), valued with the local URL.
 const LOCAL_URL_TAG: &str = "esm-runner:local-url";
 
-pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
+/// `limits`: `--limits FILE`, read and checked.
+pub async fn run(
+    ctx: &Context<'_>,
+    limits: Option<(&std::path::Path, &super::limits::file::LimitsFile)>,
+) -> Result<StatusReport> {
     let cfn = &ctx.clients.cloudformation;
     ctx.ui.step(format!("reading stack {}", ctx.config.stack_name));
     let stack = cfn::describe(cfn, &ctx.config.stack_name)
@@ -222,6 +229,11 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
     let mut attention = attention(&stack.status, &mappings, &queues, &alarms);
     attention.extend(drift_check.attention());
     attention.extend(replicas::attention(&tables));
+    let limits = match limits {
+        Some((path, file)) => Some(super::limits::drift::check(ctx, path, file).await),
+        None => None,
+    };
+    attention.extend(limits.as_ref().and_then(super::limits::drift::LimitsDrift::attention));
     Ok(StatusReport {
         location: Location::of(ctx),
         stack_id: stack.id,
@@ -237,6 +249,7 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
         alarm_topic,
         drift_check,
         tables,
+        limits,
         attention,
     })
 }
@@ -579,6 +592,9 @@ impl fmt::Display for StatusReport {
         }
         writeln!(f, "Drift check:")?;
         write!(f, "{}", self.drift_check)?;
+        if let Some(limits) = &self.limits {
+            writeln!(f, "Limits: {limits}")?;
+        }
         writeln!(f, "Outputs:")?;
         let width = self.outputs.keys().map(String::len).max().unwrap_or(0);
         for (key, value) in &self.outputs {

@@ -2,11 +2,12 @@
 //! `usage`, `limit`, `load`): scopes validated the way the API validates
 //! them, the repair mode, and the load generator's settings.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use hybrid_counter::audit::RepairMode;
 
-use crate::cli::{AuditArgs, LimitCommand, LoadArgs, SeqCommand};
+use crate::cli::{AuditArgs, LimitCommand, LimitsCommand, LoadArgs, SeqCommand};
 use crate::error::{Error, Result};
 
 /// What to audit and what to do about it.
@@ -29,6 +30,55 @@ pub enum LimitAction {
     Get,
     /// `None` clears the override.
     Set(Option<u64>),
+}
+
+/// What `limits` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitsOptions {
+    pub action: LimitsAction,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LimitsAction {
+    Plan {
+        file: PathBuf,
+        out: Option<PathBuf>,
+    },
+    Apply {
+        source: ApplySource,
+        allow_below_usage: bool,
+    },
+    Export {
+        out: Option<PathBuf>,
+    },
+}
+
+/// What `limits apply` applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplySource {
+    /// Planned now from the file.
+    File(PathBuf),
+    /// A plan saved by `limits plan --out`.
+    Plan(PathBuf),
+}
+
+impl From<LimitsCommand> for LimitsOptions {
+    fn from(command: LimitsCommand) -> Self {
+        let action = match command {
+            LimitsCommand::Plan { file, out } => LimitsAction::Plan { file, out },
+            LimitsCommand::Apply {
+                file,
+                plan,
+                allow_below_usage,
+            } => LimitsAction::Apply {
+                // clap requires one of the two.
+                source: plan.map_or_else(|| ApplySource::File(file.unwrap_or_default()), ApplySource::Plan),
+                allow_below_usage,
+            },
+            LimitsCommand::Export { out } => LimitsAction::Export { out },
+        };
+        Self { action }
+    }
 }
 
 /// What `seq` does.
@@ -164,4 +214,50 @@ pub(super) fn load_options(args: LoadArgs) -> Result<LoadOptions> {
         seed: args.seed,
         history: args.history,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn limits(args: &[&str]) -> std::result::Result<LimitsOptions, clap::Error> {
+        let mut argv = vec!["counterctl", "limits"];
+        argv.extend(args);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Limits(command) => Ok(command.into()),
+            other => panic!("not limits: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn limits_apply_takes_a_file_or_a_saved_plan_never_both_nor_neither() {
+        assert_eq!(
+            limits(&["apply", "l.yaml", "--allow-below-usage"]).unwrap().action,
+            LimitsAction::Apply {
+                source: ApplySource::File("l.yaml".into()),
+                allow_below_usage: true
+            }
+        );
+        assert_eq!(
+            limits(&["apply", "--plan", "p.json"]).unwrap().action,
+            LimitsAction::Apply {
+                source: ApplySource::Plan("p.json".into()),
+                allow_below_usage: false
+            }
+        );
+        assert!(limits(&["apply"]).is_err());
+        assert!(limits(&["apply", "l.yaml", "--plan", "p.json"]).is_err());
+        assert_eq!(
+            limits(&["plan", "l.yaml", "--out", "p.json"]).unwrap().action,
+            LimitsAction::Plan {
+                file: "l.yaml".into(),
+                out: Some("p.json".into())
+            }
+        );
+        assert!(limits(&["plan"]).is_err());
+        assert_eq!(limits(&["export"]).unwrap().action, LimitsAction::Export { out: None });
+    }
 }

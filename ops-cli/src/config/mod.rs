@@ -16,7 +16,10 @@ mod redrive;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use data::{AuditOptions, LimitAction, LoadOptions, LoadStop, SeqAction, VerifyOptions};
+pub use data::{
+    ApplySource, AuditOptions, LimitAction, LimitsAction, LimitsOptions, LoadOptions, LoadStop, SeqAction,
+    VerifyOptions,
+};
 pub use lifecycle::{
     DestroyOptions, MANAGED_PARAMS, StackInputs, default_value, parse_overrides, validate_bucket_name,
     validate_role_arn,
@@ -86,7 +89,10 @@ pub enum CommandConfig {
         allow_replicas: bool,
     },
     Destroy(DestroyOptions),
-    Status,
+    Status {
+        /// `--limits FILE`: also compare the overrides with it.
+        limits: Option<PathBuf>,
+    },
     Audit(AuditOptions),
     Usage(hybrid_counter::Scope),
     Limit {
@@ -97,6 +103,7 @@ pub enum CommandConfig {
         scope: hybrid_counter::Scope,
         action: SeqAction,
     },
+    Limits(LimitsOptions),
     Load(LoadOptions),
     Redrive(RedriveOptions),
     LocalRun(LocalRunOptions),
@@ -115,11 +122,16 @@ impl CommandConfig {
             CommandConfig::Plan(_) => "plan",
             CommandConfig::Deploy { .. } => "deploy",
             CommandConfig::Destroy(_) => "destroy",
-            CommandConfig::Status => "status",
+            CommandConfig::Status { .. } => "status",
             CommandConfig::Audit(_) => "audit",
             CommandConfig::Usage(_) => "usage",
             CommandConfig::Limit { .. } => "limit",
             CommandConfig::Seq { .. } => "seq",
+            CommandConfig::Limits(options) => match options.action {
+                LimitsAction::Plan { .. } => "limits plan",
+                LimitsAction::Apply { .. } => "limits apply",
+                LimitsAction::Export { .. } => "limits export",
+            },
             CommandConfig::Load(_) => "load",
             CommandConfig::Redrive(_) => "redrive",
             CommandConfig::LocalRun(_) => "local run",
@@ -290,7 +302,7 @@ impl Config {
                 yes: args.yes,
                 timeout: Duration::from_secs(args.timeout.max(1)),
             }),
-            Command::Status => CommandConfig::Status,
+            Command::Status(args) => CommandConfig::Status { limits: args.limits },
             Command::Audit(args) => CommandConfig::Audit(data::audit_options(args)?),
             Command::Usage(args) => CommandConfig::Usage(data::scope_arg(&args.scope)?),
             Command::Limit(command) => {
@@ -301,6 +313,7 @@ impl Config {
                 let (scope, action) = data::seq(command)?;
                 CommandConfig::Seq { scope, action }
             }
+            Command::Limits(command) => CommandConfig::Limits(command.into()),
             Command::Load(args) => CommandConfig::Load(data::load_options(args)?),
             Command::Redrive(args) => CommandConfig::Redrive(RedriveOptions::from_args(&args)?),
             Command::Local(command) => {

@@ -12,6 +12,7 @@ mod drift_check;
 mod faults;
 mod history;
 mod iam;
+mod limits;
 mod local_api;
 mod localstack_path;
 mod missing_stack;

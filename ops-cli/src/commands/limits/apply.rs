@@ -1,0 +1,262 @@
+//! `counterctl limits apply FILE | --plan PLAN.json`: writes exactly the
+//! plan, each override only if it is still what the plan read (absent for
+//! an added one, the same `version` for a changed or removed one), so a
+//! change made since the plan is refused and reported, never overwritten.
+//! The report lists every scope written, refused and failed.
+
+use std::fmt;
+use std::time::Instant;
+
+use futures_util::future::join_all;
+use hybrid_counter_aws::limits::{Expect, LimitWrite};
+use serde::Serialize;
+
+use super::plan::{Change, Kind, LimitsPlan};
+use super::table::{CONCURRENCY, Limits};
+use crate::error::{Error, Result};
+
+/// How one scope's write ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    Written,
+    /// The override already was what the plan wanted (nothing overwritten).
+    AlreadyAsPlanned,
+    /// Changed since the plan; `now` is the override found (`None`: none).
+    Refused {
+        now: Option<u64>,
+    },
+    Failed {
+        error: String,
+    },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScopeResult {
+    pub scope: String,
+    pub kind: Kind,
+    pub new: Option<u64>,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LimitsApplyReport {
+    pub plan: LimitsPlan,
+    /// Set when nothing was written because changes go below usage
+    /// without `--allow-below-usage`: those scopes.
+    pub refused_below_usage: Vec<String>,
+    pub results: Vec<ScopeResult>,
+    pub seconds: f64,
+}
+
+impl LimitsApplyReport {
+    fn count(&self, pick: fn(&Outcome) -> bool) -> usize {
+        self.results.iter().filter(|r| pick(&r.outcome)).count()
+    }
+
+    /// Every change landed (or already was as planned).
+    pub fn succeeded(&self) -> bool {
+        self.refused_below_usage.is_empty()
+            && self
+                .results
+                .iter()
+                .all(|r| matches!(r.outcome, Outcome::Written | Outcome::AlreadyAsPlanned))
+    }
+}
+
+/// What a change's write expects to find.
+fn expect(change: &Change) -> Expect {
+    match change.version {
+        None => Expect::Absent,
+        Some(version) => Expect::Version(version),
+    }
+}
+
+pub async fn run(limits: &Limits<'_>, plan: LimitsPlan, allow_below_usage: bool) -> Result<LimitsApplyReport> {
+    let ctx = limits.ctx;
+    if plan.stack_name != ctx.config.stack_name || plan.counters_table != limits.store.counters_table() {
+        return Err(Error::InvalidArgument(format!(
+            "the plan is for stack {} (table {}), not {} (table {}): plan again against this stack",
+            plan.stack_name,
+            plan.counters_table,
+            ctx.config.stack_name,
+            limits.store.counters_table()
+        )));
+    }
+    let started = Instant::now();
+    let below: Vec<String> = plan.below_usage().map(|c| c.scope.clone()).collect();
+    if !allow_below_usage && !below.is_empty() {
+        return Ok(LimitsApplyReport {
+            plan,
+            refused_below_usage: below,
+            results: Vec::new(),
+            seconds: started.elapsed().as_secs_f64(),
+        });
+    }
+    let mut results = Vec::with_capacity(plan.changes.len());
+    let bar = ctx.ui.bar(plan.changes.len() as u64, "writing the limit overrides");
+    for chunk in plan.changes.chunks(CONCURRENCY) {
+        let writes = chunk.iter().map(|change| async {
+            let outcome = match hybrid_counter::Scope::new(change.scope.clone()) {
+                Err(e) => Outcome::Failed { error: e.to_string() },
+                Ok(scope) => match limits
+                    .store
+                    .write_limit(&scope, change.new, expect(change), hybrid_counter::now_millis())
+                    .await
+                {
+                    Ok(LimitWrite::Written) => Outcome::Written,
+                    Ok(LimitWrite::AlreadyAsPlanned) => Outcome::AlreadyAsPlanned,
+                    Ok(LimitWrite::Refused { current }) => Outcome::Refused {
+                        now: current.map(|c| c.limit),
+                    },
+                    Err(e) => Outcome::Failed { error: e.to_string() },
+                },
+            };
+            bar.inc(1);
+            ScopeResult {
+                scope: change.scope.clone(),
+                kind: change.kind,
+                new: change.new,
+                outcome,
+            }
+        });
+        results.extend(join_all(writes).await);
+    }
+    drop(bar);
+    Ok(LimitsApplyReport {
+        plan,
+        refused_below_usage: Vec::new(),
+        results,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+impl fmt::Display for LimitsApplyReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The plan applied, then what became of each change.
+        write!(f, "{}", self.plan)?;
+        if !self.refused_below_usage.is_empty() {
+            writeln!(
+                f,
+                "Nothing written: {} change(s) set a limit below the scope's current usage; pass \
+                 --allow-below-usage to apply them:",
+                self.refused_below_usage.len()
+            )?;
+            for c in self.plan.below_usage() {
+                writeln!(
+                    f,
+                    "  {}: {} below usage {}",
+                    c.scope,
+                    c.new.unwrap_or(self.plan.default_limit.deployed),
+                    c.usage
+                )?;
+            }
+            return Ok(());
+        }
+        let written = self.count(|o| matches!(o, Outcome::Written | Outcome::AlreadyAsPlanned));
+        let refused = self.count(|o| matches!(o, Outcome::Refused { .. }));
+        let failed = self.count(|o| matches!(o, Outcome::Failed { .. }));
+        writeln!(
+            f,
+            "Limits of stack {}: {written} written, {refused} refused, {failed} failed, of {} change(s) ({:.1} s)",
+            self.plan.stack_name,
+            self.results.len(),
+            self.seconds
+        )?;
+        for r in &self.results {
+            let new = r.new.map_or_else(|| "removed".to_owned(), |n| n.to_string());
+            match &r.outcome {
+                Outcome::Written => writeln!(f, "  written  {}: {new}", r.scope)?,
+                Outcome::AlreadyAsPlanned => writeln!(f, "  written  {}: {new} (already so)", r.scope)?,
+                Outcome::Refused { now } => writeln!(
+                    f,
+                    "  refused  {}: changed since the plan (now {}): re-run plan",
+                    r.scope,
+                    now.map_or_else(|| "no override".to_owned(), |n| n.to_string())
+                )?,
+                Outcome::Failed { error } => writeln!(f, "  failed   {}: {error}", r.scope)?,
+            }
+        }
+        if self.plan.default_limit.differs() {
+            writeln!(
+                f,
+                "Default limit not changed (apply never changes the stack): run `counterctl deploy --param {}={}`",
+                stack::params::DEFAULT_LIMIT,
+                self.plan.default_limit.file.unwrap_or_default()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::limits::plan::DefaultLimit;
+
+    fn change(scope: &str, kind: Kind, version: Option<u64>) -> Change {
+        Change {
+            scope: scope.into(),
+            kind,
+            old: version.map(|_| 1),
+            new: (kind != Kind::Removed).then_some(9),
+            version,
+            prefix: None,
+            usage: 0,
+            below_usage: false,
+        }
+    }
+
+    #[test]
+    fn an_added_override_expects_none_and_a_changed_or_removed_one_its_read_version() {
+        assert_eq!(expect(&change("a", Kind::Added, None)), Expect::Absent);
+        assert_eq!(expect(&change("a", Kind::Changed, Some(4))), Expect::Version(4));
+        assert_eq!(expect(&change("a", Kind::Removed, Some(7))), Expect::Version(7));
+    }
+
+    #[test]
+    fn the_summary_names_each_scope_written_refused_and_failed() {
+        let result = |scope: &str, outcome| ScopeResult {
+            scope: scope.into(),
+            kind: Kind::Changed,
+            new: Some(9),
+            outcome,
+        };
+        let report = LimitsApplyReport {
+            plan: LimitsPlan {
+                stack_name: "hck".into(),
+                counters_table: "t".into(),
+                default_limit: DefaultLimit {
+                    deployed: 100,
+                    file: None,
+                },
+                changes: Vec::new(),
+                overrides: 3,
+                prefixed_scopes: 0,
+            },
+            refused_below_usage: Vec::new(),
+            results: vec![
+                result("a", Outcome::Written),
+                result("b", Outcome::Refused { now: Some(3) }),
+                result("c", Outcome::Failed { error: "boom".into() }),
+            ],
+            seconds: 0.25,
+        };
+        let text = report.to_string();
+        assert!(
+            text.contains("1 written, 1 refused, 1 failed, of 3 change(s)"),
+            "{text}"
+        );
+        assert!(text.contains("  written  a: 9"), "{text}");
+        assert!(
+            text.contains("  refused  b: changed since the plan (now 3): re-run plan"),
+            "{text}"
+        );
+        assert!(text.contains("  failed   c: boom"), "{text}");
+        assert!(!report.succeeded());
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["results"][1]["outcome"], "refused");
+        assert_eq!(json["results"][1]["now"], 3);
+    }
+}

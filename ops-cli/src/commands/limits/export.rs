@@ -1,0 +1,100 @@
+//! `counterctl limits export [--out FILE]`: today's overrides and the
+//! deployed default limit as a limits file, one exact entry per scope, so
+//! a team can adopt the file from a live stack (a plan of it has no
+//! changes). The table keeps no owner or reason: the file leaves them out.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::file::{Limit, LimitsFile, Override, Pattern};
+use super::table::{Limits, store_error, write};
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LimitsExportReport {
+    pub stack_name: String,
+    pub overrides: usize,
+    /// Where the file was written (`None`: it is printed).
+    pub out: Option<String>,
+    /// The file.
+    pub file: String,
+}
+
+/// The file of `overrides` (scope, limit) with `default_limit`.
+pub fn to_file(default_limit: u64, overrides: impl IntoIterator<Item = (String, u64)>) -> Result<LimitsFile> {
+    let limit = |value: u64| Limit::try_from(value).map_err(Error::InvalidArgument);
+    Ok(LimitsFile {
+        default_limit: Some(limit(default_limit)?),
+        overrides: overrides
+            .into_iter()
+            .map(|(scope, value)| {
+                let scope = hybrid_counter::Scope::new(scope)
+                    .map(Pattern::Exact)
+                    .map_err(|e| Error::InvalidArgument(format!("a scope of the table: {e}")))?;
+                Ok(Override {
+                    scope,
+                    limit: limit(value)?,
+                    owner: None,
+                    reason: None,
+                })
+            })
+            .collect::<Result<_>>()?,
+    })
+}
+
+pub async fn run(limits: &Limits<'_>, out: Option<&Path>) -> Result<LimitsExportReport> {
+    limits.ctx.ui.step("reading the limit overrides");
+    let table = limits
+        .store
+        .scan_limits(&[])
+        .await
+        .map_err(store_error("reading the limit overrides"))?;
+    let file = to_file(
+        limits.default_limit,
+        table.overrides.into_iter().map(|(scope, item)| (scope, item.limit)),
+    )?;
+    let text = format!(
+        "# Limit overrides of stack {}, exported by counterctl limits export.\n\
+         # Add an owner and a reason to each entry; see docs/counterctl.md.\n{}",
+        limits.ctx.config.stack_name,
+        file.to_yaml()
+            .map_err(|e| Error::InvalidArgument(format!("cannot write the limits file: {e}")))?
+    );
+    if let Some(path) = out {
+        write(path, &text)?;
+    }
+    Ok(LimitsExportReport {
+        stack_name: limits.ctx.config.stack_name.clone(),
+        overrides: file.overrides.len(),
+        out: out.map(|p| p.display().to_string()),
+        file: text,
+    })
+}
+
+impl fmt::Display for LimitsExportReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.out {
+            None => f.write_str(&self.file),
+            Some(path) => writeln!(
+                f,
+                "wrote the {} limit overrides of stack {} to {path}",
+                self.overrides, self.stack_name
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exported_file_parses_back_to_the_same_overrides() {
+        let file = to_file(100, [("a".to_owned(), 5), ("b/c".to_owned(), 0)]).unwrap();
+        let parsed = LimitsFile::parse("x", &file.to_yaml().unwrap()).unwrap();
+        assert_eq!(parsed, file);
+        assert_eq!(parsed.entry_for("b/c").map(|o| o.limit.get()), Some(0));
+    }
+}

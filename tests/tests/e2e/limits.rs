@@ -1,0 +1,275 @@
+//! `counterctl limits export | plan | apply` on a stack with 1,000
+//! overrides, as the operator role (IAM enforced): export adopts the live
+//! table, a plan of an edit is exactly the edit, apply refuses a scope
+//! changed since the plan and a limit below usage without the flag, and a
+//! second plan has nothing left to do.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use hybrid_counter::Store;
+use hybrid_counter::keys;
+use hybrid_counter_aws::DynamoStore;
+use ops_cli::commands::limits::apply::Outcome;
+use ops_cli::commands::limits::plan::{Change, Kind};
+use ops_cli::{Report, exit};
+
+use crate::scope;
+
+const OVERRIDES: usize = 1_000;
+
+fn team(i: usize) -> String {
+    format!("team-{i:04}")
+}
+
+/// A directory of this test's own files.
+fn workdir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("hck-limits-{}-{}", std::process::id(), fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn path(dir: &Path, name: &str) -> String {
+    dir.join(name).to_str().unwrap().to_owned()
+}
+
+/// 1,000 `limit` items (team-0000: 10, team-0001: 11, ...), 25 a request.
+async fn write_overrides(client: &aws_sdk_dynamodb::Client, table: &str) {
+    let items: Vec<WriteRequest> = (0..OVERRIDES)
+        .map(|i| {
+            let item = HashMap::from([
+                (keys::SCOPE.to_owned(), AttributeValue::S(team(i))),
+                (keys::NAME.to_owned(), AttributeValue::S(keys::LIMIT_NAME.to_owned())),
+                (keys::LIMIT.to_owned(), AttributeValue::N((i + 10).to_string())),
+                (keys::VERSION.to_owned(), AttributeValue::N("1".into())),
+                (keys::UPDATED_AT.to_owned(), AttributeValue::N("1".into())),
+            ]);
+            WriteRequest::builder()
+                .put_request(PutRequest::builder().set_item(Some(item)).build().unwrap())
+                .build()
+        })
+        .collect();
+    for chunk in items.chunks(25) {
+        let out = client
+            .batch_write_item()
+            .request_items(table, chunk.to_vec())
+            .send()
+            .await
+            .unwrap();
+        assert!(out.unprocessed_items().is_none_or(|u| u.is_empty()), "{out:?}");
+    }
+}
+
+fn plan_of(report: &Report) -> &ops_cli::commands::limits::plan::LimitsPlan {
+    match report {
+        Report::LimitsPlan(plan) => plan,
+        other => panic!("not a limits plan: {other}"),
+    }
+}
+
+fn changes(report: &Report) -> Vec<(String, Kind, Option<u64>, Option<u64>)> {
+    plan_of(report)
+        .changes
+        .iter()
+        .map(|c: &Change| (c.scope.clone(), c.kind, c.old, c.new))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
+    let (emulator, ctl, config) = crate::deployed().await;
+    let sdk = emulator.sdk_config().await;
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    let store = DynamoStore::new(client.clone(), &config);
+    let dir = workdir();
+
+    let started = Instant::now();
+    write_overrides(&client, &config.counters_table).await;
+    eprintln!(
+        "limits e2e: {OVERRIDES} overrides written (BatchWriteItem) in {:?}",
+        started.elapsed()
+    );
+    // Usage: team-0007 holds 5; late/a exists (no override) with 1.
+    let now = hybrid_counter::now_millis();
+    store
+        .add_best_effort(&scope("team-0007"), keys::BEST_EFFORT_NAME, 5, now)
+        .await
+        .unwrap();
+    store
+        .add_best_effort(&scope("late/a"), keys::BEST_EFFORT_NAME, 1, now)
+        .await
+        .unwrap();
+
+    // Export adopts the live table: a plan of it has nothing to do.
+    let exported = path(&dir, "limits.yaml");
+    let started = Instant::now();
+    let report = ctl.run(&["limits", "export", "--out", &exported]).await.unwrap();
+    eprintln!("limits e2e: export of {OVERRIDES} overrides in {:?}", started.elapsed());
+    let Report::LimitsExport(export) = &report else {
+        panic!("{report}")
+    };
+    assert_eq!(export.overrides, OVERRIDES);
+    let started = Instant::now();
+    let same = ctl.run(&["limits", "plan", &exported]).await.unwrap();
+    eprintln!("limits e2e: plan of the export in {:?}", started.elapsed());
+    assert_eq!(same.exit_code(), exit::SUCCESS, "{same}");
+    assert!(changes(&same).is_empty(), "{same}");
+    assert_eq!(plan_of(&same).overrides, OVERRIDES);
+
+    // The edit: change one, remove one, add one, a prefix rule over an
+    // existing scope, and one lowered below its usage.
+    let text = std::fs::read_to_string(&exported).unwrap();
+    let edited = text
+        .replace(
+            "- scope: team-0001\n  limit: 11\n",
+            "- scope: team-0001\n  limit: 5000\n  owner: payments\n  reason: contract 42\n",
+        )
+        .replace("- scope: team-0002\n  limit: 12\n", "")
+        .replace("- scope: team-0007\n  limit: 17\n", "- scope: team-0007\n  limit: 2\n")
+        + "- scope: fresh\n  limit: 50\n- scope: late/*\n  limit: 30\n";
+    assert_ne!(edited, text, "the export's layout changed:\n{text}");
+    let edited_path = path(&dir, "edited.yaml");
+    std::fs::write(&edited_path, &edited).unwrap();
+    let plan_path = path(&dir, "plan.json");
+    let planned = ctl
+        .run(&["limits", "plan", &edited_path, "--out", &plan_path])
+        .await
+        .unwrap();
+    assert_eq!(planned.exit_code(), exit::FAILED, "{planned}");
+    assert_eq!(
+        changes(&planned),
+        vec![
+            ("fresh".into(), Kind::Added, None, Some(50)),
+            ("late/a".into(), Kind::Added, None, Some(30)),
+            ("team-0001".into(), Kind::Changed, Some(11), Some(5000)),
+            ("team-0002".into(), Kind::Removed, Some(12), None),
+            ("team-0007".into(), Kind::Changed, Some(17), Some(2)),
+        ],
+        "{planned}"
+    );
+    let flagged: Vec<_> = plan_of(&planned)
+        .below_usage()
+        .map(|c| (c.scope.clone(), c.usage))
+        .collect();
+    assert_eq!(flagged, vec![("team-0007".to_owned(), 5)], "{planned}");
+    assert!(planned.to_string().contains("[from late/*]"), "{planned}");
+
+    // Below usage without the flag: nothing is written.
+    let refused = ctl.run(&["limits", "apply", &edited_path]).await.unwrap();
+    assert_eq!(refused.exit_code(), exit::FAILED, "{refused}");
+    assert!(refused.to_string().contains("--allow-below-usage"), "{refused}");
+    assert_eq!(
+        store.read_counters(&scope("team-0001")).await.unwrap().limit_override,
+        Some(11)
+    );
+
+    // Someone sets team-0001 between the plan and the apply.
+    ctl.run(&["limit", "set", "team-0001", "4242"]).await.unwrap();
+    let started = Instant::now();
+    let applied = ctl
+        .run(&["limits", "apply", "--plan", &plan_path, "--allow-below-usage"])
+        .await
+        .unwrap();
+    eprintln!("limits e2e: apply of the 5-change plan in {:?}", started.elapsed());
+    assert_eq!(applied.exit_code(), exit::FAILED, "{applied}");
+    let Report::LimitsApply(apply) = &applied else {
+        panic!("{applied}")
+    };
+    let outcome = |s: &str| apply.results.iter().find(|r| r.scope == s).map(|r| r.outcome.clone());
+    assert_eq!(outcome("team-0001"), Some(Outcome::Refused { now: Some(4242) }));
+    for s in ["fresh", "late/a", "team-0002", "team-0007"] {
+        assert_eq!(outcome(s), Some(Outcome::Written), "{s}: {applied}");
+    }
+    assert!(
+        applied
+            .to_string()
+            .contains("refused  team-0001: changed since the plan (now 4242): re-run plan"),
+        "{applied}"
+    );
+    let limit = |s: &'static str| {
+        let store = store.clone();
+        async move { store.read_counters(&scope(s)).await.unwrap().limit_override }
+    };
+    assert_eq!(limit("team-0001").await, Some(4242), "the concurrent change is kept");
+    assert_eq!(limit("team-0002").await, None);
+    assert_eq!(limit("team-0007").await, Some(2));
+    assert_eq!((limit("fresh").await, limit("late/a").await), (Some(50), Some(30)));
+
+    // Plan again: only what was refused; apply it; then nothing is left.
+    let again = ctl.run(&["limits", "plan", &edited_path]).await.unwrap();
+    assert_eq!(
+        changes(&again),
+        vec![("team-0001".into(), Kind::Changed, Some(4242), Some(5000))],
+        "{again}"
+    );
+    let second = ctl.run(&["limits", "apply", &edited_path]).await.unwrap();
+    assert_eq!(second.exit_code(), exit::SUCCESS, "{second}");
+    let done = ctl.run(&["limits", "plan", &edited_path]).await.unwrap();
+    assert_eq!(done.exit_code(), exit::SUCCESS, "{done}");
+    assert!(done.to_string().contains("No changes"), "{done}");
+
+    // Every override changed at once: the 1,000-write apply.
+    let mut raised = ops_cli::commands::limits::file::LimitsFile::parse("edited", &edited).unwrap();
+    for entry in &mut raised.overrides {
+        entry.limit = (entry.limit.get() + 1).try_into().unwrap();
+    }
+    let raised_path = path(&dir, "raised.yaml");
+    std::fs::write(&raised_path, raised.to_yaml().unwrap()).unwrap();
+    let started = Instant::now();
+    let big = ctl.run(&["limits", "plan", &raised_path]).await.unwrap();
+    eprintln!(
+        "limits e2e: plan of {} changes (usage read for each) in {:?}",
+        plan_of(&big).changes.len(),
+        started.elapsed()
+    );
+    assert_eq!(plan_of(&big).changes.len(), OVERRIDES + 1, "{big}");
+    let started = Instant::now();
+    let big_apply = ctl
+        .run(&["limits", "apply", &raised_path, "--allow-below-usage"])
+        .await
+        .unwrap();
+    eprintln!(
+        "limits e2e: plan and apply of {} changes in {:?}",
+        OVERRIDES + 1,
+        started.elapsed()
+    );
+    assert_eq!(big_apply.exit_code(), exit::SUCCESS, "{big_apply}");
+    assert_eq!(
+        ctl.run(&["limits", "plan", &raised_path]).await.unwrap().exit_code(),
+        exit::SUCCESS
+    );
+
+    // Drift: status --limits names what changed outside the file, and a
+    // scope created under a prefix entry after the apply.
+    let limits_item = |report: &Report| match report {
+        Report::Status(status) => status
+            .attention
+            .iter()
+            .find(|a| a.starts_with("limit overrides"))
+            .cloned(),
+        other => panic!("not a status: {other}"),
+    };
+    let in_sync = ctl.run(&["status", "--limits", &raised_path]).await.unwrap();
+    assert_eq!(limits_item(&in_sync), None, "{in_sync}");
+    ctl.run(&["limit", "set", "team-0005", "1"]).await.unwrap();
+    store
+        .add_best_effort(&scope("late/b"), keys::BEST_EFFORT_NAME, 1, now)
+        .await
+        .unwrap();
+    let drifted = ctl.run(&["status", "--limits", &raised_path]).await.unwrap();
+    assert_eq!(drifted.exit_code(), exit::FAILED, "{drifted}");
+    let item = limits_item(&drifted).unwrap_or_else(|| panic!("{drifted}"));
+    assert!(item.contains("changed outside the file: team-0005"), "{item}");
+    assert!(item.contains("late/b"), "{item}");
+
+    // A bad file: exit 2, its line and column, nothing sent.
+    let bad = path(&dir, "bad.yaml");
+    std::fs::write(&bad, "overrides:\n  - scope: team-0003\n    limit: -1\n").unwrap();
+    let err = ctl.run(&["limits", "apply", &bad]).await.unwrap_err();
+    assert_eq!(err.exit_code(), exit::USAGE, "{err}");
+    assert!(err.to_string().contains("bad.yaml:3:12"), "{err}");
+    assert_eq!(limit("team-0003").await, Some(14));
+    let _ = std::fs::remove_dir_all(&dir);
+}
