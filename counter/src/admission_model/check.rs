@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use stateright::{Checker, HasDiscoveries, Model};
+use std::fmt::Debug;
+use std::hash::Hash;
 
 use super::{Action, AdmissionModel, Client, OVERSHOOT, State};
 
@@ -150,4 +152,77 @@ pub(super) fn step(s: &State, action: Option<Action>) -> String {
         s.repair.map(|r| format!(", repair planned {r:?}")).unwrap_or_default(),
         action.unwrap_or_default()
     )
+}
+
+/// What [`shortest`] found: the `always` properties broken, each with a
+/// shortest trace, and the names of every property discovered.
+pub(super) struct Found {
+    pub(super) broken: Vec<(&'static str, String)>,
+    pub(super) discovered: Vec<&'static str>,
+}
+
+/// Checks every state of a small `model` (until a failure) and prints the
+/// states explored. On a failure, a shortest trace (up to 100,000 states
+/// explored; beyond, a trace): the checker keeps the last trace it meets
+/// of a property (and checks states in blocks, past the first failure),
+/// so the depth grows one step at a time until the failure shows.
+pub(super) fn shortest<M>(what: &str, model: M) -> Found
+where
+    M: Model + Clone + Send + Sync + 'static,
+    M::State: Debug + Hash + Clone + PartialEq + Send + Sync,
+    M::Action: Debug + Clone + PartialEq + Send + Sync,
+{
+    let started = Instant::now();
+    let properties = model.properties();
+    let broken = |checker: &dyn Checker<M>| -> Vec<(&'static str, String)> {
+        properties
+            .iter()
+            .filter(|p| p.expectation.discovery_is_failure())
+            .filter_map(|p| {
+                let path = checker.discovery(p.name)?;
+                let mut trace = Vec::new();
+                for (state, action) in path.into_vec() {
+                    if !(p.condition)(&model, &state) {
+                        trace.push(format!("{state:?}"));
+                        break;
+                    }
+                    trace.push(format!("{state:?}\n    => {action:?}"));
+                }
+                Some((p.name, trace.join("\n")))
+            })
+            .collect()
+    };
+    let all = model
+        .clone()
+        .checker()
+        .finish_when(HasDiscoveries::AnyFailures)
+        .spawn_bfs()
+        .join();
+    eprintln!(
+        "{what}: {} states in {:.1}s",
+        all.unique_state_count(),
+        started.elapsed().as_secs_f64()
+    );
+    let discovered = all.discoveries().into_keys().collect();
+    let failed = broken(&all);
+    // Deepening re-explores the states up to each depth: only for small
+    // models; a large one's trace is a valid one, not a shortest.
+    if failed.is_empty() || all.unique_state_count() > 100_000 {
+        return Found {
+            broken: failed,
+            discovered,
+        };
+    }
+    for depth in 1.. {
+        let checker = model.clone().checker().target_max_depth(depth).spawn_bfs().join();
+        let found = broken(&checker);
+        if !found.is_empty() {
+            eprintln!("{what}: a shortest failure at depth {depth}");
+            return Found {
+                broken: found,
+                discovered,
+            };
+        }
+    }
+    unreachable!()
 }

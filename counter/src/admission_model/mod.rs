@@ -706,11 +706,13 @@ const STRICT_HOLDS: &str = "raised after the switch, the scope is full";
 
 mod actions;
 mod check;
+mod clock;
 mod hash;
 #[cfg(test)]
 use check::{Run, check, check_until};
 
 mod legacy;
+mod stream;
 
 #[cfg(test)]
 mod tests;
