@@ -22,11 +22,25 @@ impl Model for AdmissionModel {
             excess: 0,
             in_flight_at_change: 0,
             window: 0,
+            closed: false,
         }]
     }
 
     fn actions(&self, state: &State, actions: &mut Vec<Action>) {
-        let active = self.active(state);
+        let open = self.window_open(state);
+        // In a rollout window of the shard count, best-effort writes go to
+        // the shards of either layout.
+        let mut active = self.active(state);
+        if open {
+            for k in self.layout_of(false).active().map(|s| self.names().slot_of(s)) {
+                if !active.contains(&k) {
+                    active.push(k);
+                }
+            }
+        }
+        // In a rollout window of the switch, a request runs either admission.
+        let strict_too = state.strict;
+        let best_effort_too = !state.strict || open && self.switch;
         for (c, client) in state.clients.iter().enumerate() {
             // Interchangeable clients in the same state do the same: one is enough.
             if state.clients[..c].contains(client) {
@@ -34,14 +48,23 @@ impl Model for AdmissionModel {
             }
             match *client {
                 Client::Idle => {
-                    if state.strict {
+                    if strict_too {
                         if self.torn_reads || self.admits(state) {
                             actions.push(Action::Read(c));
+                        }
+                        // A request on an invocation still under the old
+                        // configuration.
+                        if open
+                            && !self.switch
+                            && (self.torn_reads || self.admits_read(state.be_total(), self.limit_of(false)))
+                        {
+                            actions.push(Action::ReadOld(c));
                         }
                         for k in (0..SLOTS).filter(|&k| state.live[k] > 0) {
                             actions.push(Action::SoftDelete(c, k));
                         }
-                    } else {
+                    }
+                    if best_effort_too {
                         if self.admits(state) {
                             actions.extend(active.iter().map(|&k| Action::BestEffortPut(c, k)));
                         }
@@ -106,6 +129,9 @@ impl Model for AdmissionModel {
         if self.change != Change::None && !state.changed {
             actions.push(Action::ChangeConfig);
         }
+        if open {
+            actions.push(Action::CloseWindow);
+        }
         if self.switch && !state.strict {
             actions.push(Action::SwitchToStrict);
         }
@@ -127,6 +153,20 @@ impl Model for AdmissionModel {
             Action::Read(c) => {
                 s.clients[c] = self.after_read(s.be, s.epoch, s.present, s.changed, true, false);
             }
+            Action::ReadOld(c) if self.torn_reads => {
+                s.clients[c] = Client::Reading {
+                    got: [0; SLOTS],
+                    epochs: [0; SLOTS],
+                    seen: 0,
+                    n: 0,
+                    fresh: true,
+                    stale: true,
+                };
+            }
+            Action::ReadOld(c) => {
+                s.clients[c] = self.after_read(s.be, s.epoch, s.present, false, true, true);
+            }
+            Action::CloseWindow => s.closed = true,
             Action::ReadItem(c) => {
                 let Client::Reading {
                     mut got,
@@ -166,7 +206,11 @@ impl Model for AdmissionModel {
                     s.epoch[k] = fences[k] & 0xf;
                 }
                 s.add(k, 1);
-                s.window += u8::from(stale);
+                // With a rollout window the allowance is the creates in
+                // flight instead (unbounded otherwise: every old read counts).
+                if !self.rollout {
+                    s.window += u8::from(stale);
+                }
                 s.clients[c] = Client::Reserved {
                     shard: u8::try_from(k).expect("slot"),
                 };
@@ -262,6 +306,7 @@ impl Model for AdmissionModel {
             }
             Action::SwitchToStrict => {
                 s.strict = true;
+                s.closed = !self.rollout;
                 // Best-effort admission may have passed the limit (BE
                 // undercounts): deletes drain what is above it.
                 let limit = i64::try_from(self.limit(&s)).expect("limit");
@@ -269,6 +314,7 @@ impl Model for AdmissionModel {
             }
             Action::ChangeConfig => {
                 s.changed = true;
+                s.closed = !self.rollout;
                 let limit = i64::try_from(self.limit(&s)).expect("limit");
                 s.excess = u8::try_from((s.live_total() - limit).max(0)).expect("bounded");
                 let limit_changed = matches!(self.change, Change::Limit(_));
@@ -288,6 +334,21 @@ impl Model for AdmissionModel {
                     }
                 }
             }
+        }
+        if self.rollout && (self.window_open(last) || self.window_open(&s)) {
+            // The documented bound: the most creates in flight at any
+            // instant of the window.
+            let creates = s
+                .clients
+                .iter()
+                .filter(|c| {
+                    matches!(
+                        c,
+                        Client::Read { .. } | Client::Reading { .. } | Client::Reserved { .. } | Client::Put { .. }
+                    )
+                })
+                .count();
+            s.in_flight_at_change = s.in_flight_at_change.max(u8::try_from(creates).expect("clients"));
         }
         s.clients.sort();
         Some(s)
@@ -332,7 +393,7 @@ impl Model for AdmissionModel {
             // BE below live.
             vec![
                 P::always(OVERSHOOT, |m, s| {
-                    !holds(s) || s.live_total() <= m.allowed(s) + i64::from(s.window)
+                    !holds(s) || s.live_total() <= m.allowed(s) + m.allowance(s)
                 }),
                 // Best-effort's `+1`s and `-1`s moved on to other shards:
                 // the raise fills only what the sum lacks.
@@ -350,11 +411,11 @@ impl Model for AdmissionModel {
             ]
         } else if self.strict() {
             vec![
-                P::always(OVERSHOOT, |m, s| s.live_total() <= m.allowed(s) + i64::from(s.window)),
+                P::always(OVERSHOOT, |m, s| s.live_total() <= m.allowed(s) + m.allowance(s)),
                 P::always(COVERED, |_, s| {
                     (0..SLOTS).all(|k| i64::from(s.be[k]) >= i64::from(s.live[k]))
                 }),
-                P::always(WINDOW_BOUNDED, |_, s| s.window <= s.in_flight_at_change),
+                P::always(WINDOW_BOUNDED, |m, s| m.rollout || s.window <= s.in_flight_at_change),
                 P::sometimes(FULL, |m, s| s.live_total() == i64::try_from(m.limit(s)).expect("limit")),
                 P::sometimes(LOWERED, |_, s| lowered(s)),
                 P::sometimes(WINDOW_USED, |m, s| s.live_total() > m.allowed(s)),
@@ -376,7 +437,7 @@ impl AdmissionModel {
     /// items above it, admitted over the low BE before (reservations whose
     /// put is still to land among them), drain by deletes.
     fn landed(&self, s: &mut State) {
-        if self.switch && s.repair_strict && !s.best_effort_in_flight() && s.be_total() >= s.live_total() {
+        if self.switch && s.repair_strict && s.closed && !s.best_effort_in_flight() && s.be_total() >= s.live_total() {
             s.raised = true;
             let limit = i64::try_from(self.limit(s)).expect("limit");
             let reserved = s

@@ -115,6 +115,8 @@ pub(super) fn step(s: &State, action: Option<Action>) -> String {
     let action = action.map(|a| {
         let what = match a {
             Action::Read(c) => format!("{} reads", by(c)),
+            Action::ReadOld(c) => format!("{} reads under the old configuration", by(c)),
+            Action::CloseWindow => "the rollout window closes".to_owned(),
             Action::ReadItem(c) => format!("{} reads the next item", by(c)),
             Action::Reserve(c, k) => format!("{} reserves on #{k}", by(c)),
             Action::GiveUp(c) => format!("{} gives up", by(c)),

@@ -79,6 +79,7 @@ impl std::hash::Hash for State {
                 | u64::from(self.strict) << 33
                 | u64::from(self.raised) << 34
                 | u64::from(self.repair_strict) << 47
+                | u64::from(self.closed) << 48
                 | self.epoch.iter().enumerate().fold(0, |acc, (k, e)| {
                     assert!(*e < 8, "an epoch above 7");
                     acc | u64::from(*e) << (35 + 3 * k)

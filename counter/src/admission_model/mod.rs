@@ -159,6 +159,10 @@ struct AdmissionModel {
     /// Starts in best-effort admission (whatever `admission` says) and may
     /// switch to strict at any step (`SwitchToStrict`, atomic).
     switch: bool,
+    /// A change (of the configuration, or the switch) reaches invocations
+    /// one by one: from the change until the window closes (`CloseWindow`),
+    /// each request runs the old or the new one. Otherwise it is atomic.
+    rollout: bool,
     /// Clients read the best-effort items one at a time, others writing in
     /// between; otherwise a read is one snapshot.
     torn_reads: bool,
@@ -282,6 +286,10 @@ struct State {
     /// change): live items may pass the limit by at most these.
     in_flight_at_change: u8,
     window: u8,
+    /// The rollout window of the change (or switch) has closed: every
+    /// invocation runs the new configuration. Set at once without
+    /// `rollout`.
+    closed: bool,
 }
 
 impl State {
@@ -420,6 +428,11 @@ enum Action {
     /// Strict: read the counters (admitted) and compute quotas; with torn
     /// reads, start reading them.
     Read(usize),
+    /// The same on an invocation still running the configuration before
+    /// the change (in its rollout window).
+    ReadOld(usize),
+    /// Every invocation runs the new configuration.
+    CloseWindow,
     /// Strict, torn reads: read the next best-effort item; after the last
     /// one, compute quotas (or refuse: the sum read is at the limit).
     ReadItem(usize),
@@ -529,6 +542,24 @@ impl AdmissionModel {
         Names {
             plain: self.shards == 1 || self.change == Change::Shards(1),
         }
+    }
+
+    /// A change (or the switch) has started and not reached every
+    /// invocation yet.
+    fn window_open(&self, state: &State) -> bool {
+        self.rollout && !state.closed && (state.changed || self.switch && state.strict)
+    }
+
+    /// What strict admission may pass the limit by: the reservations of
+    /// reads under the configuration before an atomic change, or, with a
+    /// rollout window, the documented bound (the most creates in flight
+    /// at any instant of the window).
+    fn allowance(&self, state: &State) -> i64 {
+        i64::from(if self.rollout {
+            state.in_flight_at_change
+        } else {
+            state.window
+        })
     }
 
     fn layout(&self, state: &State) -> Layout {
