@@ -1,6 +1,9 @@
 //! Running the admission model: [`check`] explores every state breadth
-//! first (a trace found is a shortest one) and returns what it found, with
-//! the states explored and the time; [`step`] prints a trace's lines.
+//! first and returns what it found, with the states explored and the
+//! time; [`step`] prints a trace's lines. A trace is short, not always a
+//! shortest: stateright 0.31 keeps the last trace it meets of a broken
+//! `always` property and checks states in blocks of 1,500, stopping only
+//! between blocks ([`shortest`] deepens step by step for a shortest one).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -29,9 +32,8 @@ impl Run {
     }
 }
 
-/// Checks every state of `model` (breadth first, so a trace is a
-/// shortest one); stops at the first failure, or with `overshoot` at the
-/// first overshoot.
+/// Checks every state of `model` (breadth first); stops after the first
+/// failure, or with `overshoot` after the first overshoot.
 pub(super) fn check(what: &str, model: AdmissionModel, overshoot: bool) -> Run {
     let finish = if overshoot {
         HasDiscoveries::AnyOf([OVERSHOOT].into())

@@ -55,6 +55,22 @@
 //! decisions: one quota, the raise at once, and after the reshard the
 //! retired `best_effort` item held by the quotas while it drains.
 //!
+//! With `rollout`, a change (shard count, limit, or the switch to strict)
+//! is not atomic: from the change until the window closes (an action),
+//! each request runs the old or the new configuration (`ReadOld`; a
+//! best-effort write goes to the shards of either layout; during the
+//! switch a request runs either admission), and strict admission may pass
+//! the limit by the documented bound only: the most creates in flight at
+//! any instant of the window (`in_flight_at_change`). The audit (the
+//! operator's command) runs the new configuration.
+//!
+//! Two smaller models beside it: [`stream`] (one id's creates whose put is
+//! applied and answered with a failure, re-sent by the SDK or read back;
+//! deletes; the stream's EC and hard deletes: issue 34 D1) and [`clock`]
+//! (per-request clocks with skew, slow writes moving `updated_at` back,
+//! the audit's grace decided on timestamps by the real
+//! [`plan_repair_at`]: issue 34 D4).
+//!
 //! On today's rules the checker finds strict admission past the limit
 //! after a fenced raise (a raise planned while a reservation's put is in
 //! flight; a Query torn across a raise that creates a shard): the ignored
