@@ -335,7 +335,7 @@ impl Model for AdmissionModel {
                 }
             }
         }
-        if self.rollout && (self.window_open(last) || self.window_open(&s)) {
+        if self.rollout && !self.bound_at_change && (self.window_open(last) || self.window_open(&s)) {
             // The documented bound: the most creates in flight at any
             // instant of the window.
             let creates = s

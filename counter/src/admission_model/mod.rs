@@ -179,6 +179,9 @@ struct AdmissionModel {
     /// one by one: from the change until the window closes (`CloseWindow`),
     /// each request runs the old or the new one. Otherwise it is atomic.
     rollout: bool,
+    /// The bound before issue 34 D3: the creates in flight at the change
+    /// only, not at every instant of the rollout window.
+    bound_at_change: bool,
     /// Clients read the best-effort items one at a time, others writing in
     /// between; otherwise a read is one snapshot.
     torn_reads: bool,

@@ -13,6 +13,7 @@ fn model(admission: Admission, rules: Rules, shards: u32, limit: u64, change: Ch
         change,
         switch: false,
         rollout: false,
+        bound_at_change: false,
         torn_reads: false,
         memo: Arc::default(),
     }
@@ -157,6 +158,28 @@ fn in_a_rollout_window_strict_admission_passes_the_limit_by_at_most_the_creates_
         false,
     );
     assert_safe(&run, true);
+}
+
+/// Issue 34 D3 on the bound before it: the creates in flight at the
+/// change do not bound what a rollout window passes the limit by. The
+/// trace (limit 3, `BeShardCount` 1 to 2, 98,800 states): two creates
+/// fill `best_effort` to 2 and put; the change starts with no create in
+/// flight (bound 0). A create under the new configuration reads
+/// `best_effort` 2 as retired: quota 1 on `best_effort#0`; one under the
+/// old reads quota 3 on `best_effort`. Both reserve and put: live 4.
+/// (The simulation's seed 1592600407 finds the same, 2 to 8 shards.)
+#[test]
+fn the_bound_of_the_creates_in_flight_at_the_change_is_broken_by_a_rollout() {
+    let run = check(
+        "strict, limit 3, rollout of shard count 1 to 2, the bound at the change (before D3)",
+        AdmissionModel {
+            bound_at_change: true,
+            ..rollout(model(Admission::Strict, Rules::CURRENT, 1, 3, Change::Shards(2)))
+        },
+        true,
+    );
+    assert!(run.failures.contains(&OVERSHOOT), "{:?}", run.failures);
+    print(&run, OVERSHOOT);
 }
 
 /// The other rollouts (3 to 2 shards, 2 to 1, limit 3 to 2: 128,470,
