@@ -423,7 +423,14 @@ impl<S: Store> Counter<S> {
                 match self.store.get_resource(&key).await {
                     // Applied (and maybe already deleted by someone who
                     // read it): the create happened.
-                    Ok(Some(state)) if state.incarnation == resource.item.incarnation => Ok(()),
+                    Ok(found)
+                        if read_back_created(
+                            found.as_ref().map(|s| s.incarnation.as_str()),
+                            &resource.item.incarnation,
+                        ) =>
+                    {
+                        Ok(())
+                    }
                     // Absent or another item: ours may still land late, or
                     // may have been applied and deleted since. Unknown.
                     Ok(_) => Err(unknown(store_error(err))),
@@ -598,6 +605,17 @@ impl<S: Store> Counter<S> {
             None => fastrand::Rng::new(),
         }
     }
+}
+
+/// Whether a put whose outcome is unknown created its item, from reading
+/// the item back once (`found`: the incarnation there, live or deleted):
+/// ours there means the create happened (and maybe a delete since);
+/// absent or another incarnation is unknown (ours may have been applied
+/// and hard-deleted since, or still land late). The put is sent once
+/// ([`crate::store::sends::PUT_RESOURCE`]): nothing re-sends it after the
+/// read. The admission model's stream model calls this.
+pub(crate) fn read_back_created(found: Option<&str>, ours: &str) -> bool {
+    found == Some(ours)
 }
 
 /// Strict admission's refusal once every shard is at its quota.

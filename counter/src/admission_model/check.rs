@@ -1,11 +1,16 @@
 //! Running the admission model: [`check`] explores every state breadth
-//! first (a trace found is a shortest one) and returns what it found, with
-//! the states explored and the time; [`step`] prints a trace's lines.
+//! first and returns what it found, with the states explored and the
+//! time; [`step`] prints a trace's lines. A trace is short, not always a
+//! shortest: stateright 0.31 keeps the last trace it meets of a broken
+//! `always` property and checks states in blocks of 1,500, stopping only
+//! between blocks ([`shortest`] deepens step by step for a shortest one).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use stateright::{Checker, HasDiscoveries, Model};
+use std::fmt::Debug;
+use std::hash::Hash;
 
 use super::{Action, AdmissionModel, Client, OVERSHOOT, State};
 
@@ -27,9 +32,8 @@ impl Run {
     }
 }
 
-/// Checks every state of `model` (breadth first, so a trace is a
-/// shortest one); stops at the first failure, or with `overshoot` at the
-/// first overshoot.
+/// Checks every state of `model` (breadth first); stops after the first
+/// failure, or with `overshoot` after the first overshoot.
 pub(super) fn check(what: &str, model: AdmissionModel, overshoot: bool) -> Run {
     let finish = if overshoot {
         HasDiscoveries::AnyOf([OVERSHOOT].into())
@@ -113,6 +117,8 @@ pub(super) fn step(s: &State, action: Option<Action>) -> String {
     let action = action.map(|a| {
         let what = match a {
             Action::Read(c) => format!("{} reads", by(c)),
+            Action::ReadOld(c) => format!("{} reads under the old configuration", by(c)),
+            Action::CloseWindow => "the rollout window closes".to_owned(),
             Action::ReadItem(c) => format!("{} reads the next item", by(c)),
             Action::Reserve(c, k) => format!("{} reserves on #{k}", by(c)),
             Action::GiveUp(c) => format!("{} gives up", by(c)),
@@ -150,4 +156,77 @@ pub(super) fn step(s: &State, action: Option<Action>) -> String {
         s.repair.map(|r| format!(", repair planned {r:?}")).unwrap_or_default(),
         action.unwrap_or_default()
     )
+}
+
+/// What [`shortest`] found: the `always` properties broken, each with a
+/// shortest trace, and the names of every property discovered.
+pub(super) struct Found {
+    pub(super) broken: Vec<(&'static str, String)>,
+    pub(super) discovered: Vec<&'static str>,
+}
+
+/// Checks every state of a small `model` (until a failure) and prints the
+/// states explored. On a failure, a shortest trace (up to 100,000 states
+/// explored; beyond, a trace): the checker keeps the last trace it meets
+/// of a property (and checks states in blocks, past the first failure),
+/// so the depth grows one step at a time until the failure shows.
+pub(super) fn shortest<M>(what: &str, model: M) -> Found
+where
+    M: Model + Clone + Send + Sync + 'static,
+    M::State: Debug + Hash + Clone + PartialEq + Send + Sync,
+    M::Action: Debug + Clone + PartialEq + Send + Sync,
+{
+    let started = Instant::now();
+    let properties = model.properties();
+    let broken = |checker: &dyn Checker<M>| -> Vec<(&'static str, String)> {
+        properties
+            .iter()
+            .filter(|p| p.expectation.discovery_is_failure())
+            .filter_map(|p| {
+                let path = checker.discovery(p.name)?;
+                let mut trace = Vec::new();
+                for (state, action) in path.into_vec() {
+                    if !(p.condition)(&model, &state) {
+                        trace.push(format!("{state:?}"));
+                        break;
+                    }
+                    trace.push(format!("{state:?}\n    => {action:?}"));
+                }
+                Some((p.name, trace.join("\n")))
+            })
+            .collect()
+    };
+    let all = model
+        .clone()
+        .checker()
+        .finish_when(HasDiscoveries::AnyFailures)
+        .spawn_bfs()
+        .join();
+    eprintln!(
+        "{what}: {} states in {:.1}s",
+        all.unique_state_count(),
+        started.elapsed().as_secs_f64()
+    );
+    let discovered = all.discoveries().into_keys().collect();
+    let failed = broken(&all);
+    // Deepening re-explores the states up to each depth: only for small
+    // models; a large one's trace is a valid one, not a shortest.
+    if failed.is_empty() || all.unique_state_count() > 100_000 {
+        return Found {
+            broken: failed,
+            discovered,
+        };
+    }
+    for depth in 1.. {
+        let checker = model.clone().checker().target_max_depth(depth).spawn_bfs().join();
+        let found = broken(&checker);
+        if !found.is_empty() {
+            eprintln!("{what}: a shortest failure at depth {depth}");
+            return Found {
+                broken: found,
+                discovered,
+            };
+        }
+    }
+    unreachable!()
 }

@@ -49,6 +49,28 @@
 //! a raise (D2). [`Rules::BEFORE_FENCE`] is the raise before e03c33a: held
 //! back until the scope is quiet, and unfenced.
 //!
+//! The unsharded default (`BeShardCount = 1`) is the same model over the
+//! single `best_effort` item ([`Names`]: slot 0, and the shards of a
+//! later `1 -> N` reshard in slots 1..), through the same production
+//! decisions: one quota, the raise at once, and after the reshard the
+//! retired `best_effort` item held by the quotas while it drains.
+//!
+//! With `rollout`, a change (shard count, limit, or the switch to strict)
+//! is not atomic: from the change until the window closes (an action),
+//! each request runs the old or the new configuration (`ReadOld`; a
+//! best-effort write goes to the shards of either layout; during the
+//! switch a request runs either admission), and strict admission may pass
+//! the limit by the documented bound only: the most creates in flight at
+//! any instant of the window (`in_flight_at_change`). The audit (the
+//! operator's command) runs the new configuration.
+//!
+//! Two smaller models beside it: [`stream`] (one id's creates whose put is
+//! applied and answered with a failure, re-sent by the SDK or read back;
+//! deletes; the stream's EC and hard deletes: issue 34 D1) and [`clock`]
+//! (per-request clocks with skew, slow writes moving `updated_at` back,
+//! the audit's grace decided on timestamps by the real
+//! [`plan_repair_at`]: issue 34 D4).
+//!
 //! On today's rules the checker finds strict admission past the limit
 //! after a fenced raise (a raise planned while a reservation's put is in
 //! flight; a Query torn across a raise that creates a shard): the ignored
@@ -153,6 +175,13 @@ struct AdmissionModel {
     /// Starts in best-effort admission (whatever `admission` says) and may
     /// switch to strict at any step (`SwitchToStrict`, atomic).
     switch: bool,
+    /// A change (of the configuration, or the switch) reaches invocations
+    /// one by one: from the change until the window closes (`CloseWindow`),
+    /// each request runs the old or the new one. Otherwise it is atomic.
+    rollout: bool,
+    /// The bound before issue 34 D3: the creates in flight at the change
+    /// only, not at every instant of the rollout window.
+    bound_at_change: bool,
     /// Clients read the best-effort items one at a time, others writing in
     /// between; otherwise a read is one snapshot.
     torn_reads: bool,
@@ -276,91 +305,10 @@ struct State {
     /// change): live items may pass the limit by at most these.
     in_flight_at_change: u8,
     window: u8,
-}
-
-/// Hashes the state as four words, each field packed without overlap: the
-/// checker fingerprints every state it meets (and tells states apart by
-/// fingerprint only), and field by field that is most of a debug build's
-/// run time.
-impl std::hash::Hash for State {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        let bytes = |b: [u8; SLOTS]| u64::from(u32::from_le_bytes(b));
-        let signed = |b: [i8; SLOTS]| bytes(b.map(|c| c.to_le_bytes()[0]));
-        // A tag, two flags, four quotas of 3 bits (at most 7) and four
-        // fences of 6 bits, or four counts of 4 bits (-4 to 11), epochs,
-        // items seen and how many were read.
-        let client = |c: &Client| -> u64 {
-            match *c {
-                Client::Idle => 0,
-                Client::Read {
-                    quotas,
-                    fences,
-                    fresh,
-                    stale,
-                } => {
-                    let quotas = quotas.iter().enumerate().fold(0, |acc, (k, q)| {
-                        assert!(*q < 8, "a quota above 7");
-                        acc | u64::from(*q) << (3 * k)
-                    });
-                    let fences = fences
-                        .iter()
-                        .enumerate()
-                        .fold(0, |acc, (k, f)| acc | u64::from(*f) << (6 * k));
-                    1 | u64::from(fresh) << 3 | u64::from(stale) << 4 | quotas << 5 | fences << 17
-                }
-                Client::Reserved { shard } => 2 | u64::from(shard) << 3,
-                Client::SoftDeleted { shard } => 3 | u64::from(shard) << 3,
-                Client::Put { shard } => 4 | u64::from(shard) << 3,
-                Client::Decremented { shard } => 5 | u64::from(shard) << 3,
-                Client::Reading {
-                    got,
-                    epochs,
-                    seen,
-                    n,
-                    fresh,
-                    stale,
-                } => {
-                    let got = got.iter().enumerate().fold(0, |acc, (k, c)| {
-                        let c = u64::try_from(i64::from(*c) + 4).expect("a count below -4");
-                        assert!(c < 16, "a count above 11");
-                        acc | c << (4 * k)
-                    });
-                    6 | u64::from(fresh) << 3
-                        | u64::from(stale) << 4
-                        | u64::from(n) << 5
-                        | got << 8
-                        | bytes(epochs) << 24
-                        | u64::from(seen) << 56
-                }
-            }
-        };
-        h.write_u64(signed(self.be) | bytes(self.live) << 32);
-        for c in &self.clients {
-            h.write_u64(client(c));
-        }
-        let repair = match self.repair {
-            None => 0,
-            Some(Plan::Set(r)) => signed(r) << 2 | 1,
-            Some(Plan::Raise { adds, from, writes }) => {
-                signed(adds) << 2 | 2 | u64::from(from) << 34 | u64::from(writes) << 42
-            }
-        };
-        h.write_u64(repair);
-        h.write_u64(
-            u64::from(self.changed)
-                | u64::from(self.excess) << 1
-                | u64::from(self.in_flight_at_change) << 9
-                | u64::from(self.window) << 17
-                | u64::from(self.present) << 25
-                | u64::from(self.strict) << 33
-                | u64::from(self.raised) << 34
-                | u64::from(self.repair_strict) << 47
-                | self.epoch.iter().enumerate().fold(0, |acc, (k, e)| {
-                    assert!(*e < 8, "an epoch above 7");
-                    acc | u64::from(*e) << (35 + 3 * k)
-                }),
-        );
-    }
+    /// The rollout window of the change (or switch) has closed: every
+    /// invocation runs the new configuration. Set at once without
+    /// `rollout`.
+    closed: bool,
 }
 
 impl State {
@@ -373,16 +321,16 @@ impl State {
     }
 
     /// The best-effort items as a Query returns them (those ever written).
-    fn items(&self) -> BTreeMap<String, i64> {
+    fn items(&self, names: Names) -> BTreeMap<String, i64> {
         (0..SLOTS)
             .filter(|&k| self.present & 1 << k != 0)
-            .map(|k| (name(k), i64::from(self.be[k])))
+            .map(|k| (names.name(k), i64::from(self.be[k])))
             .collect()
     }
 
     /// The read of the counters a snapshot gives.
-    fn snapshot(&self) -> CounterSnapshot {
-        snapshot(self.be, self.epoch, self.present)
+    fn snapshot(&self, names: Names) -> CounterSnapshot {
+        snapshot(names, self.be, self.epoch, self.present)
     }
 
     /// `+delta` on item `k`: creates it (with no epoch) if absent.
@@ -399,10 +347,10 @@ impl State {
             .any(|c| matches!(c, Client::Put { .. } | Client::Decremented { .. }))
     }
 
-    fn live_by_item(&self) -> BTreeMap<String, u64> {
+    fn live_by_item(&self, names: Names) -> BTreeMap<String, u64> {
         (0..SLOTS)
             .filter(|&k| self.live[k] != 0)
-            .map(|k| (name(k), u64::from(self.live[k])))
+            .map(|k| (names.name(k), u64::from(self.live[k])))
             .collect()
     }
 
@@ -438,26 +386,60 @@ impl State {
 }
 
 /// A read of the best-effort items: counts, epochs (0: none), which exist.
-fn snapshot(be: [i8; SLOTS], epoch: [u8; SLOTS], present: u8) -> CounterSnapshot {
+fn snapshot(names: Names, be: [i8; SLOTS], epoch: [u8; SLOTS], present: u8) -> CounterSnapshot {
     let mut snap = CounterSnapshot::default();
     for k in (0..SLOTS).filter(|&k| present & 1 << k != 0) {
         snap.best_effort += i64::from(be[k]);
-        snap.best_effort_items.insert(name(k), i64::from(be[k]));
+        snap.best_effort_items.insert(names.name(k), i64::from(be[k]));
         if epoch[k] != 0 {
-            snap.best_effort_epochs.insert(name(k), u64::from(epoch[k]));
+            snap.best_effort_epochs.insert(names.name(k), u64::from(epoch[k]));
         }
     }
     snap
 }
 
-fn name(k: usize) -> String {
-    keys::best_effort_name(Some(u32::try_from(k).expect("slot")))
+/// Which best-effort item each slot holds: `best_effort#k` in slot `k`,
+/// or, in a model that starts (or ends) unsharded (`plain`), the single
+/// `best_effort` item in slot 0 and `best_effort#k` in slot `k + 1`, in
+/// the Query's order either way (`best_effort` sorts first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Names {
+    plain: bool,
 }
 
-fn slot(name: &str) -> usize {
-    name.strip_prefix("best_effort#")
-        .and_then(|k| k.parse().ok())
-        .expect("a sharded best-effort item")
+impl Names {
+    /// The item's name in slot `k`.
+    fn name(self, k: usize) -> String {
+        let k = u32::try_from(k).expect("slot");
+        match (self.plain, k) {
+            (true, 0) => keys::best_effort_name(None),
+            (true, k) => keys::best_effort_name(Some(k - 1)),
+            (false, k) => keys::best_effort_name(Some(k)),
+        }
+    }
+
+    /// The slot of the item an active shard (as items record it) counts on.
+    fn slot_of(self, shard: Option<u32>) -> usize {
+        let slot = match (self.plain, shard) {
+            (true, None) => 0,
+            (true, Some(k)) => k + 1,
+            (false, Some(k)) => k,
+            (false, None) => panic!("the unsharded item in a sharded model"),
+        };
+        let slot = usize::try_from(slot).expect("slot");
+        assert!(slot < SLOTS, "more items than slots");
+        slot
+    }
+
+    /// The slot of the best-effort item `name`.
+    fn slot(self, name: &str) -> usize {
+        let shard = match name.strip_prefix("best_effort") {
+            Some("") => None,
+            Some(k) => Some(k.strip_prefix('#').and_then(|k| k.parse().ok()).expect("a shard")),
+            None => panic!("not a best-effort item: {name}"),
+        };
+        self.slot_of(shard)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -465,6 +447,11 @@ enum Action {
     /// Strict: read the counters (admitted) and compute quotas; with torn
     /// reads, start reading them.
     Read(usize),
+    /// The same on an invocation still running the configuration before
+    /// the change (in its rollout window).
+    ReadOld(usize),
+    /// Every invocation runs the new configuration.
+    CloseWindow,
     /// Strict, torn reads: read the next best-effort item; after the last
     /// one, compute quotas (or refuse: the sum read is at the limit).
     ReadItem(usize),
@@ -524,13 +511,16 @@ impl AdmissionModel {
         if let Some(fences) = self.memo.lock().unwrap().fences.get(&key) {
             return *fences;
         }
-        let fences = self.layout_of(changed).fences(&snapshot(be, epoch, present)).map(|f| {
-            let mut fences = [0u8; SLOTS];
-            for (name, fence) in f {
-                fences[slot(&name)] = encode(fence);
-            }
-            fences
-        });
+        let fences = self
+            .layout_of(changed)
+            .fences(&snapshot(self.names(), be, epoch, present))
+            .map(|f| {
+                let mut fences = [0u8; SLOTS];
+                for (name, fence) in f {
+                    fences[self.names().slot(&name)] = encode(fence);
+                }
+                fences
+            });
         self.memo.lock().unwrap().fences.insert(key, fences);
         fences
     }
@@ -565,6 +555,32 @@ impl AdmissionModel {
         }
     }
 
+    /// The items' slots: with the unsharded `best_effort` item when the
+    /// layout before or after the change is unsharded.
+    fn names(&self) -> Names {
+        Names {
+            plain: self.shards == 1 || self.change == Change::Shards(1),
+        }
+    }
+
+    /// A change (or the switch) has started and not reached every
+    /// invocation yet.
+    fn window_open(&self, state: &State) -> bool {
+        self.rollout && !state.closed && (state.changed || self.switch && state.strict)
+    }
+
+    /// What strict admission may pass the limit by: the reservations of
+    /// reads under the configuration before an atomic change, or, with a
+    /// rollout window, the documented bound (the most creates in flight
+    /// at any instant of the window).
+    fn allowance(&self, state: &State) -> i64 {
+        i64::from(if self.rollout {
+            state.in_flight_at_change
+        } else {
+            state.window
+        })
+    }
+
     fn layout(&self, state: &State) -> Layout {
         self.layout_of(state.changed)
     }
@@ -595,14 +611,17 @@ impl AdmissionModel {
             Change::Shards(n) => n.max(self.shards),
             _ => self.shards,
         };
-        u8::try_from(shards).expect("slots")
+        let shards = u8::try_from(shards).expect("slots");
+        // `best_effort`, then `best_effort#0..n-1` once sharded.
+        if self.names().plain && shards > 1 {
+            shards + 1
+        } else {
+            shards
+        }
     }
 
     fn active(&self, state: &State) -> Vec<usize> {
-        self.layout(state)
-            .active()
-            .map(|s| s.expect("sharded") as usize)
-            .collect()
+        self.layout(state).active().map(|s| self.names().slot_of(s)).collect()
     }
 
     /// Strict admission's quota per item from a read of the counts `read`
@@ -614,14 +633,14 @@ impl AdmissionModel {
         }
         let items: BTreeMap<String, i64> = (0..SLOTS)
             .filter(|&k| read[k] != 0)
-            .map(|k| (name(k), i64::from(read[k])))
+            .map(|k| (self.names().name(k), i64::from(read[k])))
             .collect();
         let mut quotas = [0u8; SLOTS];
         for q in self
             .rules
             .quotas(&self.layout_of(changed), &items, self.limit_of(changed))
         {
-            let k = q.shard.expect("sharded") as usize;
+            let k = self.names().slot_of(q.shard);
             quotas[k] = u8::try_from(q.quota).unwrap_or(u8::MAX);
         }
         self.memo.lock().unwrap().quotas.insert(key, quotas);
@@ -691,418 +710,34 @@ impl AdmissionModel {
         if self.rules.hold_back_raise && admission.is_strict() && layout.shards() > 1 {
             legacy::hold_back_a_sharded_strict_raise(&mut plan, &counts, &findings, written, now, 1);
         }
-        let snapshot = state.snapshot();
+        let names = self.names();
+        let snapshot = state.snapshot(names);
         let strict = admission.is_strict() && !self.rules.unfenced_raise;
         if strict && plan.repair.best_effort.is_none() && layout.fences(&snapshot).is_none() {
             plan.repair.best_effort = Some(snapshot.best_effort);
         }
         let target = plan.repair.best_effort?;
-        let items = state.items();
+        let items = state.items(names);
         let delta = target - snapshot.best_effort;
         if strict && delta >= 0 {
-            let raise = layout.raise(&snapshot, &state.live_by_item(), delta);
+            let raise = layout.raise(&snapshot, &state.live_by_item(names), delta);
             let mut adds = [0i8; SLOTS];
             let mut writes = 0u8;
             for (name, add) in raise.adds {
-                adds[slot(&name)] = i8::try_from(add).expect("bounded");
-                writes |= 1 << slot(&name);
+                adds[names.slot(&name)] = i8::try_from(add).expect("bounded");
+                writes |= 1 << names.slot(&name);
             }
             let from = u8::try_from(raise.from).expect("epoch");
             return Some(Plan::Raise { adds, from, writes });
         }
         let mut be = state.be;
-        for (name, count) in self.rules.correction(&layout, &items, &state.live_by_item(), delta) {
-            be[slot(&name)] = i8::try_from(count).expect("bounded");
+        for (name, count) in self
+            .rules
+            .correction(&layout, &items, &state.live_by_item(names), delta)
+        {
+            be[names.slot(&name)] = i8::try_from(count).expect("bounded");
         }
         (be != state.be).then_some(Plan::Set(be))
-    }
-}
-
-impl Model for AdmissionModel {
-    type State = State;
-    type Action = Action;
-
-    fn init_states(&self) -> Vec<State> {
-        vec![State {
-            be: [0; SLOTS],
-            live: [0; SLOTS],
-            clients: [Client::Idle; CLIENTS],
-            epoch: [0; SLOTS],
-            present: 0,
-            strict: self.admission == Admission::Strict && !self.switch,
-            raised: false,
-            repair: None,
-            repair_strict: false,
-            changed: false,
-            excess: 0,
-            in_flight_at_change: 0,
-            window: 0,
-        }]
-    }
-
-    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
-        let active = self.active(state);
-        for (c, client) in state.clients.iter().enumerate() {
-            // Interchangeable clients in the same state do the same: one is enough.
-            if state.clients[..c].contains(client) {
-                continue;
-            }
-            match *client {
-                Client::Idle => {
-                    if state.strict {
-                        if self.torn_reads || self.admits(state) {
-                            actions.push(Action::Read(c));
-                        }
-                        for k in (0..SLOTS).filter(|&k| state.live[k] > 0) {
-                            actions.push(Action::SoftDelete(c, k));
-                        }
-                    } else {
-                        if self.admits(state) {
-                            actions.extend(active.iter().map(|&k| Action::BestEffortPut(c, k)));
-                        }
-                        for k in (0..SLOTS).filter(|&k| state.live[k] > 0) {
-                            // The item's own shard first; a throttled `-1`
-                            // moves on to the active ones.
-                            actions.push(Action::Decrement(c, k, k));
-                            for &to in active.iter().filter(|&&to| to != k) {
-                                actions.push(Action::Decrement(c, k, to));
-                            }
-                        }
-                    }
-                }
-                Client::Read { quotas, fences, .. } => {
-                    for (k, quota) in quotas.iter().enumerate() {
-                        // `count < quota` and the fence, as the store's
-                        // `reserve_best_effort` conditions them.
-                        let fenced = match fences[k] >> 4 {
-                            0 => state.epoch[k] == 0,
-                            1 => state.present & 1 << k != 0 && state.epoch[k] == fences[k] & 0xf,
-                            _ => state.present & 1 << k == 0,
-                        };
-                        if *quota > 0 && i64::from(state.be[k]) < i64::from(*quota) && fenced {
-                            actions.push(Action::Reserve(c, k));
-                        }
-                    }
-                    actions.push(Action::GiveUp(c));
-                }
-                Client::Reading { .. } => actions.push(Action::ReadItem(c)),
-                Client::Reserved { .. } => {
-                    actions.extend([Action::PutApplied(c), Action::PutLost(c), Action::PutRefused(c)]);
-                }
-                Client::SoftDeleted { .. } => actions.extend([Action::GiveBack(c), Action::GiveBackLost(c)]),
-                Client::Put { .. } => {
-                    actions.extend(active.iter().map(|&k| Action::Increment(c, k)));
-                    actions.push(Action::IncrementLost(c));
-                }
-                Client::Decremented { shard } => {
-                    if state.live[usize::from(shard)] > 0 {
-                        actions.push(Action::SoftDeleteAfterDecrement(c));
-                    }
-                    actions.push(Action::DeleteStops(c));
-                }
-            }
-        }
-        match state.repair {
-            Some(Plan::Raise { from, writes, .. }) => {
-                // The transaction's condition: no item it writes past `from`.
-                if (0..SLOTS).all(|k| writes & 1 << k == 0 || state.epoch[k] <= from) {
-                    actions.push(Action::AuditWrite);
-                } else {
-                    actions.push(Action::AuditRaiseRefused);
-                }
-            }
-            Some(Plan::Set(_)) => actions.push(Action::AuditWrite),
-            None => {
-                if self.plan_repair(state).is_some() {
-                    actions.push(Action::AuditPlan);
-                }
-            }
-        }
-        if self.change != Change::None && !state.changed {
-            actions.push(Action::ChangeConfig);
-        }
-        if self.switch && !state.strict {
-            actions.push(Action::SwitchToStrict);
-        }
-    }
-
-    fn next_state(&self, last: &State, action: Action) -> Option<State> {
-        let mut s = last.clone();
-        match action {
-            Action::Read(c) if self.torn_reads => {
-                s.clients[c] = Client::Reading {
-                    got: [0; SLOTS],
-                    epochs: [0; SLOTS],
-                    seen: 0,
-                    n: 0,
-                    fresh: true,
-                    stale: false,
-                };
-            }
-            Action::Read(c) => {
-                s.clients[c] = self.after_read(s.be, s.epoch, s.present, s.changed, true, false);
-            }
-            Action::ReadItem(c) => {
-                let Client::Reading {
-                    mut got,
-                    mut epochs,
-                    mut seen,
-                    n,
-                    fresh,
-                    stale,
-                } = s.clients[c]
-                else {
-                    unreachable!()
-                };
-                let k = usize::from(n);
-                got[k] = s.be[k];
-                epochs[k] = s.epoch[k];
-                seen |= s.present & 1 << k;
-                // The configuration the request started under.
-                let changed = s.changed && !stale;
-                s.clients[c] = if n + 1 < self.items_read() {
-                    Client::Reading {
-                        got,
-                        epochs,
-                        seen,
-                        n: n + 1,
-                        fresh,
-                        stale,
-                    }
-                } else {
-                    self.after_read(got, epochs, seen, changed, fresh, stale)
-                };
-            }
-            Action::Reserve(c, k) => {
-                let Client::Read { stale, fences, .. } = s.clients[c] else {
-                    unreachable!()
-                };
-                if fences[k] >> 4 == 2 {
-                    s.epoch[k] = fences[k] & 0xf;
-                }
-                s.add(k, 1);
-                s.window += u8::from(stale);
-                s.clients[c] = Client::Reserved {
-                    shard: u8::try_from(k).expect("slot"),
-                };
-            }
-            Action::GiveUp(c) => s.clients[c] = Client::Idle,
-            Action::PutApplied(c) => {
-                let Client::Reserved { shard } = s.clients[c] else {
-                    unreachable!()
-                };
-                s.live[usize::from(shard)] += 1;
-                s.written();
-                s.clients[c] = Client::Idle;
-            }
-            Action::PutLost(c) => s.clients[c] = Client::Idle,
-            Action::PutRefused(c) => {
-                let Client::Reserved { shard, .. } = s.clients[c] else {
-                    unreachable!()
-                };
-                s.add(usize::from(shard), -1);
-                s.clients[c] = Client::Idle;
-            }
-            Action::SoftDelete(c, k) => {
-                s.live[k] -= 1;
-                s.excess = s.excess.saturating_sub(1);
-                s.written();
-                s.clients[c] = Client::SoftDeleted {
-                    shard: u8::try_from(k).expect("slot"),
-                };
-            }
-            Action::GiveBack(c) => {
-                let Client::SoftDeleted { shard } = s.clients[c] else {
-                    unreachable!()
-                };
-                s.add(usize::from(shard), -1);
-                s.clients[c] = Client::Idle;
-            }
-            Action::GiveBackLost(c) => s.clients[c] = Client::Idle,
-            Action::BestEffortPut(c, k) => {
-                s.live[k] += 1;
-                s.written();
-                s.clients[c] = Client::Put {
-                    shard: u8::try_from(k).expect("slot"),
-                };
-            }
-            Action::Increment(c, k) => {
-                s.add(k, 1);
-                s.clients[c] = Client::Idle;
-            }
-            Action::IncrementLost(c) => s.clients[c] = Client::Idle,
-            Action::Decrement(c, k, to) => {
-                s.add(to, -1);
-                s.clients[c] = Client::Decremented {
-                    shard: u8::try_from(k).expect("slot"),
-                };
-            }
-            Action::SoftDeleteAfterDecrement(c) => {
-                let Client::Decremented { shard } = s.clients[c] else {
-                    unreachable!()
-                };
-                s.live[usize::from(shard)] -= 1;
-                s.written();
-                s.clients[c] = Client::Idle;
-            }
-            Action::DeleteStops(c) => s.clients[c] = Client::Idle,
-            Action::AuditPlan => {
-                s.repair = self.plan_repair(&s);
-                s.repair_strict = s.strict;
-            }
-            Action::AuditWrite => {
-                let repair = s.repair.take().expect("planned");
-                match repair {
-                    Plan::Set(be) => {
-                        for k in (0..SLOTS).filter(|&k| be[k] != s.be[k]) {
-                            s.present |= 1 << k;
-                        }
-                        s.be = be;
-                    }
-                    Plan::Raise { adds, from, writes } => {
-                        for k in (0..SLOTS).filter(|&k| writes & 1 << k != 0) {
-                            s.be[k] += adds[k];
-                            s.epoch[k] = from + 1;
-                            s.present |= 1 << k;
-                        }
-                    }
-                }
-                s.written();
-                self.landed(&mut s);
-                s.repair_strict = false;
-            }
-            Action::AuditRaiseRefused => {
-                s.repair = None;
-                s.repair_strict = false;
-            }
-            Action::SwitchToStrict => {
-                s.strict = true;
-                // Best-effort admission may have passed the limit (BE
-                // undercounts): deletes drain what is above it.
-                let limit = i64::try_from(self.limit(&s)).expect("limit");
-                s.excess = u8::try_from((s.live_total() - limit).max(0)).expect("bounded");
-            }
-            Action::ChangeConfig => {
-                s.changed = true;
-                let limit = i64::try_from(self.limit(&s)).expect("limit");
-                s.excess = u8::try_from((s.live_total() - limit).max(0)).expect("bounded");
-                let limit_changed = matches!(self.change, Change::Limit(_));
-                for client in &mut s.clients {
-                    match client {
-                        Client::Read { stale, .. } | Client::Reading { stale, .. } => {
-                            *stale = true;
-                            s.in_flight_at_change += 1;
-                        }
-                        // Reserved under the old limit; under the old shard
-                        // count it is in BE already, which new reads see.
-                        Client::Reserved { .. } => {
-                            s.in_flight_at_change += 1;
-                            s.window += u8::from(limit_changed);
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        }
-        s.clients.sort();
-        Some(s)
-    }
-
-    /// Strict admission stays within these unless it overshoots; room is
-    /// left to see an overshoot. Best-effort admission may pass its limit
-    /// (BE undercounts): it is cut at the limit, and BE at -1 per shard, as
-    /// its property (BE <= live) only compares sums.
-    fn within_boundary(&self, state: &State) -> bool {
-        let limit = i64::try_from(self.limit.max(self.limit(state))).expect("limit");
-        let (live, low, high) = if self.switch {
-            (limit + 2, -1, limit + 3)
-        } else if self.strict() {
-            (limit + 2, -3, limit + 3)
-        } else {
-            (limit, -1, limit)
-        };
-        state.live_total() <= live
-            && state.be.iter().all(|c| (low..=high).contains(&i64::from(*c)))
-            && state.epoch.iter().all(|e| *e <= 3)
-    }
-
-    fn properties(&self) -> Vec<Property<Self>> {
-        type P = Property<AdmissionModel>;
-        fn lowered(s: &State) -> bool {
-            matches!(s.repair, Some(Plan::Set(r)) if (0..SLOTS).any(|k| r[k] < s.be[k]))
-        }
-        fn raised(s: &State) -> bool {
-            match s.repair {
-                Some(Plan::Set(r)) => r.iter().map(|c| i64::from(*c)).sum::<i64>() > s.be_total(),
-                Some(Plan::Raise { adds, .. }) => adds.iter().any(|a| *a > 0),
-                None => false,
-            }
-        }
-        fn holds(s: &State) -> bool {
-            s.strict && s.raised
-        }
-        if self.switch {
-            // Strict's limit holds once a raise has landed after the switch
-            // with no best-effort request left; before, strict admits over
-            // BE below live.
-            vec![
-                P::always(OVERSHOOT, |m, s| {
-                    !holds(s) || s.live_total() <= m.allowed(s) + i64::from(s.window)
-                }),
-                // Best-effort's `+1`s and `-1`s moved on to other shards:
-                // the raise fills only what the sum lacks.
-                P::sometimes(UNCOVERED, |_, s| {
-                    holds(s) && (0..SLOTS).any(|k| i64::from(s.be[k]) < i64::from(s.live[k]))
-                }),
-                P::always(RAISE_PLANNED, |m, s| {
-                    !s.strict || s.be_total() >= s.live_total() || s.repair.is_some() || m.plan_repair(s).is_some()
-                }),
-                P::sometimes(UNDERCOUNT, |_, s| s.strict && s.be_total() < s.live_total()),
-                P::sometimes(RAISED, |_, s| raised(s)),
-                P::sometimes(STRICT_HOLDS, |m, s| {
-                    holds(s) && s.live_total() == i64::try_from(m.limit(s)).expect("limit")
-                }),
-            ]
-        } else if self.strict() {
-            vec![
-                P::always(OVERSHOOT, |m, s| s.live_total() <= m.allowed(s) + i64::from(s.window)),
-                P::always(COVERED, |_, s| {
-                    (0..SLOTS).all(|k| i64::from(s.be[k]) >= i64::from(s.live[k]))
-                }),
-                P::always(WINDOW_BOUNDED, |_, s| s.window <= s.in_flight_at_change),
-                P::sometimes(FULL, |m, s| s.live_total() == i64::try_from(m.limit(s)).expect("limit")),
-                P::sometimes(LOWERED, |_, s| lowered(s)),
-                P::sometimes(WINDOW_USED, |m, s| s.live_total() > m.allowed(s)),
-            ]
-        } else {
-            vec![
-                P::always(BE_AT_MOST_LIVE, |_, s| s.be_total() <= s.live_total()),
-                P::sometimes(FULL, |m, s| s.live_total() == i64::try_from(m.limit(s)).expect("limit")),
-                P::sometimes(UNDERCOUNT, |_, s| s.be_total() < s.live_total()),
-                P::sometimes(RAISED, |_, s| raised(s)),
-            ]
-        }
-    }
-}
-
-impl AdmissionModel {
-    /// After a repair lands: in strict admission after the switch, with no
-    /// best-effort request left, strict's limit holds from now on. Live
-    /// items above it, admitted over the low BE before (reservations whose
-    /// put is still to land among them), drain by deletes.
-    fn landed(&self, s: &mut State) {
-        if self.switch && s.repair_strict && !s.best_effort_in_flight() && s.be_total() >= s.live_total() {
-            s.raised = true;
-            let limit = i64::try_from(self.limit(s)).expect("limit");
-            let reserved = s
-                .clients
-                .iter()
-                .filter(|c| matches!(c, Client::Reserved { .. }))
-                .count();
-            let admitted = s.live_total() + i64::try_from(reserved).expect("clients");
-            let over = u8::try_from((admitted - limit).max(0)).expect("bounded");
-            s.excess = s.excess.max(over);
-        }
     }
 }
 
@@ -1119,11 +754,15 @@ const UNCOVERED: &str = "raised after the switch, a shard is under its live item
 const RAISE_PLANNED: &str = "strict with BE below live: the audit plans a raise";
 const STRICT_HOLDS: &str = "raised after the switch, the scope is full";
 
+mod actions;
 mod check;
+mod clock;
+mod hash;
 #[cfg(test)]
 use check::{Run, check, check_until};
 
 mod legacy;
+mod stream;
 
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,8 @@ fn model(admission: Admission, rules: Rules, shards: u32, limit: u64, change: Ch
         limit,
         change,
         switch: false,
+        rollout: false,
+        bound_at_change: false,
         torn_reads: false,
         memo: Arc::default(),
     }
@@ -72,8 +74,155 @@ fn strict_admission_never_overshoots_and_every_shard_covers_its_items() {
     eprintln!("admission model, strict: {states} states in all");
 }
 
+/// The unsharded default (`BeShardCount = 1`): strict admission on the
+/// single `best_effort` item through the same request-path decisions
+/// ([`Layout::fences`], [`Layout::quotas`]: one quota, the limit less
+/// what retired items hold), and the audit's raise at once. Then the
+/// `1 -> N` reshard: `best_effort` stays as a retired item (it only goes
+/// down) and the new shards `best_effort#0..` appear, reads made under
+/// one shard count reserving after the change. The same properties: the
+/// limit outside the window, every item covering its live items.
+#[test]
+fn unsharded_strict_admission_and_the_reshard_to_shards_never_overshoot() {
+    let mut states = 0;
+    for limit in 1..=3 {
+        let run = check(
+            &format!("strict, unsharded, limit {limit}, torn reads"),
+            torn(model(Admission::Strict, Rules::CURRENT, 1, limit, Change::None)),
+            false,
+        );
+        assert_safe(&run, false);
+        states += run.states;
+    }
+    for (what, model) in [
+        (
+            "shard count 1 to 2",
+            model(Admission::Strict, Rules::CURRENT, 1, 3, Change::Shards(2)),
+        ),
+        (
+            "shard count 2 to 1",
+            model(Admission::Strict, Rules::CURRENT, 2, 3, Change::Shards(1)),
+        ),
+        (
+            "shard count 1 to 3",
+            model(Admission::Strict, Rules::CURRENT, 1, 3, Change::Shards(3)),
+        ),
+    ] {
+        let run = check(&format!("strict, limit 3, {what}"), model, false);
+        assert_safe(&run, true);
+        states += run.states;
+    }
+    let run = check(
+        "best-effort, unsharded, limit 2, shard count 1 to 2",
+        model(Admission::BestEffort, Rules::CURRENT, 1, 2, Change::Shards(2)),
+        false,
+    );
+    assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.found);
+    run.assert_found(UNDERCOUNT);
+    run.assert_found(RAISED);
+    states += run.states;
+    // The switch to strict on the single item: the audit plans the raise
+    // in every state. The limit breaks as in the sharded runs (the
+    // documented exception: a reservation in flight during the raise is
+    // taken for a live item); the trace is printed. Unsharded, a scope
+    // whose `+1`s were all lost has no `best_effort` item, and the first
+    // raise only creates it ([`Raise::fences_only`]); a reservation that
+    // lands first creates it too and the raise adds nothing.
+    let run = check_until(
+        "switch to strict, unsharded, limit 2",
+        switched(Rules::CURRENT, 1, 2),
+        HasDiscoveries::AnyOf([RAISE_PLANNED].into()),
+    );
+    assert_eq!(run.failures, vec![OVERSHOOT], "{:?}", run.found);
+    run.assert_found(STRICT_HOLDS);
+    print(&run, OVERSHOOT);
+    states += run.states;
+    eprintln!("admission model, unsharded: {states} states in all");
+}
+
+fn rollout(model: AdmissionModel) -> AdmissionModel {
+    AdmissionModel { rollout: true, ..model }
+}
+
+/// A rollout window instead of an atomic change (issue 34): from the
+/// change until the window closes (an action), each request runs the old
+/// or the new configuration (shard count or limit), side by side. Strict
+/// admission stays within the limit plus the documented bound: the most
+/// creates in flight at any instant of the window. Here the reshard from
+/// unsharded (129,996 states); the ignored test below runs the others.
+#[test]
+fn in_a_rollout_window_strict_admission_passes_the_limit_by_at_most_the_creates_in_flight() {
+    let run = check(
+        "strict, limit 3, rollout of shard count 1 to 2",
+        rollout(model(Admission::Strict, Rules::CURRENT, 1, 3, Change::Shards(2))),
+        false,
+    );
+    assert_safe(&run, true);
+}
+
+/// Issue 34 D3 on the bound before it: the creates in flight at the
+/// change do not bound what a rollout window passes the limit by. The
+/// trace (limit 3, `BeShardCount` 1 to 2, 98,800 states): two creates
+/// fill `best_effort` to 2 and put; the change starts with no create in
+/// flight (bound 0). A create under the new configuration reads
+/// `best_effort` 2 as retired: quota 1 on `best_effort#0`; one under the
+/// old reads quota 3 on `best_effort`. Both reserve and put: live 4.
+/// (The simulation's seed 1592600407 finds the same, 2 to 8 shards.)
+#[test]
+fn the_bound_of_the_creates_in_flight_at_the_change_is_broken_by_a_rollout() {
+    let run = check(
+        "strict, limit 3, rollout of shard count 1 to 2, the bound at the change (before D3)",
+        AdmissionModel {
+            bound_at_change: true,
+            ..rollout(model(Admission::Strict, Rules::CURRENT, 1, 3, Change::Shards(2)))
+        },
+        true,
+    );
+    assert!(run.failures.contains(&OVERSHOOT), "{:?}", run.failures);
+    print(&run, OVERSHOOT);
+}
+
+/// The other rollouts (3 to 2 shards, 2 to 1, limit 3 to 2: 128,470,
+/// 129,411 and 159,910 states, about 16 s): within the bound. And the
+/// switch to strict rolled out (a request runs best-effort or strict
+/// admission until the window closes; the limit is checked once a raise
+/// lands after it closed; 1,783,058 states, 78 s): the audit plans the
+/// raise in every state, and the limit breaks only as with the atomic
+/// switch, the documented exception (docs/design.md: requests in flight
+/// during the raise leave it short by their number). The trace found:
+/// best-effort admission leaves live 3, BE 0; after the switch and the
+/// window, two reservations are in flight (BE -1 + 2 = 1 for live 2)
+/// when the audit raises by 1 (BE 2); both puts are refused and give
+/// their slots back (BE 0 for live 2), and strict admits two more.
+#[test]
+#[ignore = "about 2 minutes"]
+fn the_other_rollout_windows() {
+    for (what, model) in [
+        ("shard count 3 to 2", strict(Rules::CURRENT, 3, Change::Shards(2))),
+        (
+            "shard count 2 to 1",
+            model(Admission::Strict, Rules::CURRENT, 2, 3, Change::Shards(1)),
+        ),
+        ("limit 3 to 2", strict(Rules::CURRENT, 3, Change::Limit(2))),
+    ] {
+        let run = check(&format!("strict, limit 3, rollout of {what}"), rollout(model), false);
+        assert_safe(&run, true);
+    }
+    let run = check_until(
+        "switch to strict rolled out, unsharded, limit 2",
+        rollout(switched(Rules::CURRENT, 1, 2)),
+        HasDiscoveries::AnyOf([RAISE_PLANNED].into()),
+    );
+    for failure in &run.failures {
+        print(&run, failure);
+    }
+    assert_eq!(run.failures, vec![OVERSHOOT], "{:?}", run.found);
+    run.assert_found(STRICT_HOLDS);
+}
+
 /// The runs too long for every `cargo test` (702 s on 2 shared
-/// cores): the configuration changes with torn reads, the shard count
+/// cores, before the reshard from unsharded was added: about 75 s more):
+/// the configuration changes with torn reads (also `1 -> 2` shards), the shard count
 /// growing from 3 to 4, the limit raised from 3 to 4, best-effort
 /// admission under a limit of 3 (`cargo test -p hybrid-counter --
 /// --ignored the_longer_runs`).
@@ -105,6 +254,11 @@ fn the_longer_runs_pass_too() {
             "strict, limit 3 to 4",
             strict(Rules::CURRENT, 3, Change::Limit(4)),
             false,
+        ),
+        (
+            "strict, limit 3, shard count 1 to 2, torn reads (5,312,564 states, 74 s)",
+            torn(model(Admission::Strict, Rules::CURRENT, 1, 3, Change::Shards(2))),
+            true,
         ),
     ] {
         assert_safe(&check(what, model, false), change);
