@@ -6,8 +6,8 @@
 //! ([`discover`]), polls their sources — DynamoDB stream shards
 //! ([`stream`]) and SQS queues ([`sqs`], on `hybrid_counter_aws::sqs`) —
 //! and invokes the target functions through an [`Invoke`] implementation:
-//! normally the Lambda invoke API of `cargo lambda watch` running the real
-//! handler binaries ([`watch`]), in tests a closure ([`FnInvoker`]). Batch
+//! normally the prebuilt handler binaries, each polling a Lambda runtime
+//! API the runner serves ([`process`]), in tests a closure ([`FnInvoker`]). Batch
 //! size, filter criteria, partial batch responses, bisect on error, retry
 //! and record-age limits, the on-failure destination and per-shard ordering
 //! follow AWS; the decisions themselves are pure functions in [`batch`].
@@ -32,17 +32,20 @@
 //! tags) when it stops.
 
 pub mod batch;
+pub mod binaries;
 mod ctx;
 pub mod discover;
 pub mod error;
 pub mod function_url;
 pub mod invoke;
+pub mod process;
 pub mod report;
 pub mod role;
+mod runtime_api;
 pub mod schedule;
 pub mod sqs;
 pub mod stream;
-pub mod watch;
+pub mod url_event;
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -58,10 +61,10 @@ use tracing::{info, warn};
 pub use discover::{Mapping, Source};
 pub use error::Error;
 pub use invoke::{FnInvoker, FunctionTarget, Invocation, Invoke};
+pub use process::{HandlerProcesses, ProcessConfig, without_package_env};
 pub use report::{MappingReport, RunReport, ScheduleReport, ServedUrl};
 pub use role::{FunctionRoles, emulator_sdk_config};
 pub use schedule::Schedule;
-pub use watch::{CargoLambdaWatch, WatchConfig, without_package_env};
 
 pub use ctx::{Clock, DEFAULT_FUNCTION_URL_PORT, Host, RunnerConfig};
 
@@ -70,10 +73,10 @@ use crate::error::sdk_message;
 use hybrid_counter_aws::esm::{TakeOverError, takeover_tag};
 
 /// Serves the deployed function URLs and plays the deployed mappings
-/// through `cargo lambda watch` until `shutdown` completes; the batch in
-/// flight on each source finishes first, then the watch processes stop.
+/// through the prebuilt handler binaries until `shutdown` completes; the batch in
+/// flight on each source finishes first, then the handler processes stop.
 pub async fn run(config: RunnerConfig, shutdown: impl Future<Output = ()>) -> Result<RunReport, Error> {
-    let invoker = CargoLambdaWatch::new(config.watch.clone(), &config.endpoint, &config.region)?;
+    let invoker = HandlerProcesses::new(config.processes.clone(), &config.endpoint, &config.region)?;
     let runner = Runner::connect(config, invoker).await?;
     for url in runner.serve_function_urls().await? {
         info!("{}", url.describe());
@@ -81,10 +84,10 @@ pub async fn run(config: RunnerConfig, shutdown: impl Future<Output = ()>) -> Re
     runner.run(shutdown).await
 }
 
-/// Plays the deployed mappings through `cargo lambda watch` until every
-/// source is drained, then returns (the watch processes are stopped).
+/// Plays the deployed mappings through the prebuilt handler binaries until every
+/// source is drained, then returns (the handler processes are stopped).
 pub async fn run_until_idle(config: RunnerConfig) -> Result<RunReport, Error> {
-    let invoker = CargoLambdaWatch::new(config.watch.clone(), &config.endpoint, &config.region)?;
+    let invoker = HandlerProcesses::new(config.processes.clone(), &config.endpoint, &config.region)?;
     Runner::connect(config, invoker).await?.run_until_idle().await
 }
 

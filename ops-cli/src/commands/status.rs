@@ -11,6 +11,11 @@
 //! counts, messages in DLQ2, an alarm firing) is listed under
 //! `attention`, and makes the command exit 1; so is a table with global-table
 //! replicas ([`super::replicas`]), on which the kit cannot count.
+//!
+//! On ministack (`--target localstack` without a token, what `make deploy`
+//! deploys to) alarms have no actions and no mapping publishes metrics:
+//! those are the emulator's limits, not the stack's, so there they are
+//! listed under `emulator_limits` and do not make the command exit 1.
 
 use hybrid_counter_aws::esm::MappingConfig;
 use std::collections::BTreeMap;
@@ -50,6 +55,10 @@ pub struct StatusReport {
     pub tables: Vec<TableReplicas>,
     /// What needs an operator; empty when all is well.
     pub attention: Vec<String>,
+    /// What the emulator cannot do, which would need attention on AWS
+    /// (ministack: alarm actions, mapping metrics); not counted as attention.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub emulator_limits: Vec<String>,
 }
 
 impl StatusReport {
@@ -220,6 +229,10 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
         .map(|t| t.table.clone())
         .collect();
     let mut attention = attention(&stack.status, &mappings, &queues, &alarms);
+    let mut emulator_limits = Vec::new();
+    if matches!(ctx.config.endpoint, crate::config::Endpoint::Ministack { .. }) {
+        (emulator_limits, attention) = attention.into_iter().partition(|item| is_ministack_limit(item));
+    }
     attention.extend(drift_check.attention());
     attention.extend(replicas::attention(&tables));
     Ok(StatusReport {
@@ -238,8 +251,18 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
         drift_check,
         tables,
         attention,
+        emulator_limits,
     })
 }
+
+/// Whether an attention item is only what ministack cannot do: its alarms
+/// take no actions and its mappings publish no metrics.
+fn is_ministack_limit(item: &str) -> bool {
+    item.ends_with(NOTIFIES_NO_ONE) || item.contains(NO_EVENT_COUNTS)
+}
+
+const NOTIFIES_NO_ONE: &str = "notifies no one (no alarm actions)";
+const NO_EVENT_COUNTS: &str = "publishes no event counts (MetricsConfig EventCount)";
 
 async fn api(ctx: &Context<'_>, function: &str, url: Option<&String>) -> ApiStatus {
     let mut status = ApiStatus {
@@ -256,7 +279,8 @@ async fn api(ctx: &Context<'_>, function: &str, url: Option<&String>) -> ApiStat
         }
     };
     status.auth_type = Some(config.auth_type().as_str().to_owned());
-    if ctx.clients.target != crate::cli::Target::Local {
+    // On any emulator the local runner may serve the URL.
+    if ctx.clients.endpoint.is_none() || ctx.clients.target == crate::cli::Target::Aws {
         return status;
     }
     status.local_iam_auth = Some(false);
@@ -333,7 +357,7 @@ async fn mapping(ctx: &Context<'_>, name: &str, uuid: &str) -> MappingStatus {
         Ok(config) => status.config = config,
         Err(err) => status.problem = Some(error::aws("GetEventSourceMapping")(err).to_string()),
     }
-    if ctx.clients.target == crate::cli::Target::Local
+    if ctx.clients.target != crate::cli::Target::Aws
         && status.state.as_deref() == Some("Disabled")
         && let Some(function) = &status.function_arn
         && let Ok(tags) = ctx.clients.lambda.list_tags().resource(function).send().await
@@ -431,8 +455,7 @@ pub fn attention(
             items.push(format!("mapping {} is {state}", m.name));
         } else if m.is_stream() && !m.publishes_event_counts() {
             items.push(format!(
-                "mapping {} publishes no event counts (MetricsConfig EventCount): the stream-dropped-events \
-                 alarm cannot fire; redeploy the stack",
+                "mapping {} {NO_EVENT_COUNTS}: the stream-dropped-events alarm cannot fire; redeploy the stack",
                 m.name
             ));
         }
@@ -453,7 +476,7 @@ pub fn attention(
         } else if a.state.as_deref() == Some("ALARM") {
             items.push(format!("alarm {} is in ALARM", a.name));
         } else if a.actions.is_empty() {
-            items.push(format!("alarm {} notifies no one (no alarm actions)", a.name));
+            items.push(format!("alarm {} {NOTIFIES_NO_ONE}", a.name));
         }
     }
     items
@@ -583,6 +606,12 @@ impl fmt::Display for StatusReport {
         let width = self.outputs.keys().map(String::len).max().unwrap_or(0);
         for (key, value) in &self.outputs {
             writeln!(f, "  {key:<width$}  {value}")?;
+        }
+        if !self.emulator_limits.is_empty() {
+            writeln!(f, "Emulator limits (would need attention on AWS, not here):")?;
+            for item in &self.emulator_limits {
+                writeln!(f, "  - {item}")?;
+            }
         }
         if self.attention.is_empty() {
             writeln!(f, "All well.")
@@ -768,6 +797,38 @@ mod tests {
             "{}",
             items[0]
         );
+    }
+
+    #[test]
+    fn on_ministack_only_missing_alarm_actions_and_mapping_metrics_are_emulator_limits() {
+        let alarms = [
+            AlarmStatus {
+                name: "quiet".into(),
+                state: Some("OK".into()),
+                ..AlarmStatus::default()
+            },
+            AlarmStatus {
+                name: "firing".into(),
+                state: Some("ALARM".into()),
+                actions: vec!["arn:topic".into()],
+                ..AlarmStatus::default()
+            },
+        ];
+        let stream = MappingStatus {
+            name: "stream -> stream counter".into(),
+            config: MappingConfig {
+                state: Some("Enabled".into()),
+                event_source_arn: Some(
+                    "arn:aws:dynamodb:us-east-1:123456789012:table/hc-resources/stream/2026-01-01T00:00:00.000".into(),
+                ),
+                ..MappingConfig::default()
+            },
+            ..MappingStatus::default()
+        };
+        let items = attention("UPDATE_COMPLETE", &[stream], &[], &alarms);
+        let (limits, rest): (Vec<_>, Vec<_>) = items.iter().partition(|item| is_ministack_limit(item));
+        assert_eq!(limits.len(), 2, "{items:?}");
+        assert_eq!(rest, [&"alarm firing is in ALARM".to_owned()]);
     }
 
     #[test]
