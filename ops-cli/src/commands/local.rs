@@ -111,12 +111,7 @@ impl LocalRunReport {
 pub async fn run(ctx: &Context<'_>, options: &LocalRunOptions) -> Result<LocalRunReport> {
     let started = Instant::now();
     if options.localstack {
-        let authority = ctx
-            .clients
-            .endpoint
-            .as_deref()
-            .and_then(|e| e.strip_prefix("http://"))
-            .map(|rest| rest.split('/').next().unwrap_or(rest));
+        let authority = ctx.clients.endpoint.as_deref().and_then(connect::http_authority);
         // An https or other endpoint is not probed; the SDK says what is wrong with it.
         if let (Some(endpoint), Some(authority)) = (ctx.clients.endpoint.as_deref(), authority) {
             let answered = hybrid_counter_aws::probe::answers_ok(authority, crate::config::LOCALSTACK_HEALTH_PATH);

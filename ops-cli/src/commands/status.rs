@@ -230,8 +230,11 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
         .collect();
     let mut attention = attention(&stack.status, &mappings, &queues, &alarms);
     let mut emulator_limits = Vec::new();
-    if matches!(ctx.config.endpoint, crate::config::Endpoint::Ministack { .. }) {
-        (emulator_limits, attention) = attention.into_iter().partition(|item| is_ministack_limit(item));
+    if on_ministack(ctx) {
+        let (limits, rest): (Vec<String>, Vec<String>) =
+            attention.into_iter().partition(|item| is_ministack_limit(item));
+        attention = rest;
+        emulator_limits = ministack_limits(&limits);
     }
     attention.extend(drift_check.attention());
     attention.extend(replicas::attention(&tables));
@@ -259,6 +262,40 @@ pub async fn run(ctx: &Context<'_>) -> Result<StatusReport> {
 /// take no actions and its mappings publish no metrics.
 fn is_ministack_limit(item: &str) -> bool {
     item.ends_with(NOTIFIES_NO_ONE) || item.contains(NO_EVENT_COUNTS)
+}
+
+/// The path only ministack answers its health on (`localstack/ministack.sh`).
+const MINISTACK_HEALTH_PATH: &str = "/_ministack/health";
+
+/// Whether the stack is on ministack: the endpoint counterctl started it
+/// at, or any `--target localstack` endpoint that answers ministack's
+/// health path.
+fn on_ministack(ctx: &Context<'_>) -> bool {
+    if matches!(ctx.config.endpoint, crate::config::Endpoint::Ministack { .. }) {
+        return true;
+    }
+    let authority = ctx.clients.endpoint.as_deref().and_then(crate::connect::http_authority);
+    ctx.clients.target == crate::cli::Target::Localstack
+        && authority.is_some_and(|a| hybrid_counter_aws::probe::answers_ok(a, MINISTACK_HEALTH_PATH))
+}
+
+/// The emulator limits among `items`, said once each as what they are.
+fn ministack_limits(items: &[String]) -> Vec<String> {
+    let mut limits = Vec::new();
+    let alarms = items.iter().filter(|item| item.ends_with(NOTIFIES_NO_ONE)).count();
+    if alarms > 0 {
+        limits.push(format!(
+            "ministack keeps no alarm actions: {alarms} alarm(s) notify no one here (on AWS they notify the topic)"
+        ));
+    }
+    if items.iter().any(|item| item.contains(NO_EVENT_COUNTS)) {
+        limits.push(
+            "ministack keeps no mapping metrics (MetricsConfig EventCount): the local runner logs the stream \
+             mapping's counts instead (.run/local-runner.log)"
+                .to_owned(),
+        );
+    }
+    limits
 }
 
 const NOTIFIES_NO_ONE: &str = "notifies no one (no alarm actions)";
@@ -608,7 +645,7 @@ impl fmt::Display for StatusReport {
             writeln!(f, "  {key:<width$}  {value}")?;
         }
         if !self.emulator_limits.is_empty() {
-            writeln!(f, "Emulator limits (would need attention on AWS, not here):")?;
+            writeln!(f, "Emulator limits (not the stack's; no attention needed):")?;
             for item in &self.emulator_limits {
                 writeln!(f, "  - {item}")?;
             }
@@ -829,6 +866,10 @@ mod tests {
         let (limits, rest): (Vec<_>, Vec<_>) = items.iter().partition(|item| is_ministack_limit(item));
         assert_eq!(limits.len(), 2, "{items:?}");
         assert_eq!(rest, [&"alarm firing is in ALARM".to_owned()]);
+        let limits: Vec<String> = limits.into_iter().cloned().collect();
+        let said = ministack_limits(&limits);
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(said[0].contains("1 alarm(s) notify no one here"), "{said:?}");
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod localstack_path;
 mod missing_stack;
 mod operations;
 mod pipeline;
+mod readme_tour;
 mod reprocessor;
 mod request_path;
 mod runner;
