@@ -37,6 +37,7 @@ mod ctx;
 pub mod discover;
 pub mod error;
 pub mod function_url;
+mod health;
 pub mod invoke;
 pub mod process;
 pub mod report;
@@ -509,6 +510,11 @@ impl<I: Invoke> Runner<I> {
         let mut due = schedule::Due::default();
         let mut tick = tokio::time::interval(config.poll_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Why the handlers cannot be invoked, from the last discovery (which
+        // starts them) and the last source that failed; the heartbeat says it.
+        let (mut discovery_problem, mut source_problem): (Option<String>, Option<String>) = (None, None);
+        let mut heartbeat = health::Heartbeat::default();
+        let mut beat_at: Option<Instant> = None;
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
@@ -516,11 +522,14 @@ impl<I: Invoke> Runner<I> {
                     let (key, result) = joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
                     running.remove(&key);
                     match result {
-                        Ok(drained) if drained.progressed => {}
+                        Ok(drained) if drained.progressed => source_problem = None,
                         Ok(_) => {
                             resting.insert(key, Instant::now() + config.poll_interval);
                         }
                         Err(err) => {
+                            if health::cannot_invoke(&err) {
+                                source_problem = Some(err.to_string());
+                            }
                             warn!(?key, error = %err, "polling a source failed; trying again");
                             resting.insert(key, Instant::now() + config.poll_interval);
                         }
@@ -531,9 +540,27 @@ impl<I: Invoke> Runner<I> {
                     if discovered_at.is_none_or(|at| at.elapsed() >= config.discovery_interval) {
                         discovered_at = Some(Instant::now());
                         match self.discover().await {
-                            Ok(found) => mappings = found,
-                            Err(err) => warn!(error = %err, "could not read the event source mappings"),
+                            Ok(found) => {
+                                mappings = found;
+                                discovery_problem = None;
+                            }
+                            Err(err) => {
+                                if health::cannot_invoke(&err) {
+                                    discovery_problem = Some(err.to_string());
+                                }
+                                warn!(error = %err, "could not read the event source mappings");
+                            }
                         }
+                    }
+                    if beat_at.is_none_or(|at| at.elapsed() >= health::HEARTBEAT_INTERVAL) {
+                        beat_at = Some(Instant::now());
+                        let functions = config.functions.clone().unwrap_or_else(|| {
+                            let mut names: Vec<String> = mappings.iter().map(|m| m.function_name.clone()).collect();
+                            names.dedup();
+                            names
+                        });
+                        let problem = discovery_problem.as_deref().or(source_problem.as_deref());
+                        heartbeat.beat(&self.ctx.lambda, &functions, problem).await;
                     }
                     let jobs = match self.jobs(&mappings).await {
                         Ok(jobs) => jobs,
@@ -563,6 +590,7 @@ impl<I: Invoke> Runner<I> {
             }
         }
         self.stop(&mut set).await;
+        heartbeat.clear(&self.ctx.lambda).await;
         let served = std::mem::take(&mut *self.ctx.served.lock().expect("served lock"));
         function_url::unserve(&self.ctx.lambda, &served).await;
         Ok(self.report())

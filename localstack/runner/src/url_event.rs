@@ -32,7 +32,9 @@ pub struct UrlRequest {
     pub source_ip: String,
 }
 
-/// Whether a body of this content type is passed as text.
+/// Whether a body of this content type is passed as text (anything else,
+/// curl's default `application/x-www-form-urlencoded` among it, is
+/// base64-encoded).
 fn is_text(content_type: Option<&str>) -> bool {
     let Some(content_type) = content_type else {
         return true;

@@ -100,6 +100,10 @@ pub struct MappingStatus {
     /// it (`esm-runner` takes SQS mappings over from fakecloud's own poller).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub played_by_local_runner: bool,
+    /// The local runner that plays it (an emulator) is not running, or
+    /// cannot invoke the handlers: its heartbeat says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runner_problem: Option<String>,
     /// Why the mapping could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
@@ -395,14 +399,39 @@ async fn mapping(ctx: &Context<'_>, name: &str, uuid: &str) -> MappingStatus {
         Err(err) => status.problem = Some(error::aws("GetEventSourceMapping")(err).to_string()),
     }
     if ctx.clients.target != crate::cli::Target::Aws
-        && status.state.as_deref() == Some("Disabled")
         && let Some(function) = &status.function_arn
         && let Ok(tags) = ctx.clients.lambda.list_tags().resource(function).send().await
     {
         let tag = hybrid_counter_aws::esm::takeover_tag(uuid);
-        status.played_by_local_runner = tags.tags().is_some_and(|t| t.contains_key(&tag));
+        status.played_by_local_runner =
+            status.state.as_deref() == Some("Disabled") && tags.tags().is_some_and(|t| t.contains_key(&tag));
+        status.runner_problem = runner_problem(tags.tags());
     }
     status
+}
+
+/// What the local runner's heartbeat among a function's `tags` says needs
+/// attention now: it stopped reporting, or it cannot invoke the handlers.
+pub fn runner_problem(tags: Option<&std::collections::HashMap<String, String>>) -> Option<String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    tags.and_then(|t| t.get(hybrid_counter_aws::esm::RUNNER_HEALTH_TAG))
+        .and_then(|value| hybrid_counter_aws::esm::RunnerHealth::parse(value))
+        .and_then(|health| health.attention(now))
+}
+
+/// [`runner_problem`] of the function of the event source mapping `uuid`
+/// (on an emulator; read as `status` reads it, with the operator's rights).
+pub async fn runner_problem_of(ctx: &Context<'_>, uuid: &str) -> Option<String> {
+    if ctx.clients.target == crate::cli::Target::Aws {
+        return None;
+    }
+    let lambda = &ctx.clients.lambda;
+    let mapping = hybrid_counter_aws::esm::get_mapping(lambda, uuid).await.ok()?;
+    let tags = lambda.list_tags().resource(mapping.function_arn?).send().await.ok()?;
+    runner_problem(tags.tags())
 }
 
 async fn queue(ctx: &Context<'_>, name: &str, url: String, output: &str) -> QueueStatus {
@@ -483,6 +512,8 @@ pub fn attention(
     }
     for m in mappings {
         if let Some(problem) = &m.problem {
+            items.push(format!("mapping {}: {problem}", m.name));
+        } else if let Some(problem) = &m.runner_problem {
             items.push(format!("mapping {}: {problem}", m.name));
         } else if let Some(state) = m
             .state
@@ -833,6 +864,30 @@ mod tests {
             items[0].starts_with("mapping stream -> stream counter publishes no event counts"),
             "{}",
             items[0]
+        );
+    }
+
+    #[test]
+    fn a_runner_that_died_or_cannot_invoke_needs_attention_with_its_reason() {
+        let mapping = MappingStatus {
+            name: "stream -> stream counter".into(),
+            config: MappingConfig {
+                state: Some("Disabled".into()),
+                ..MappingConfig::default()
+            },
+            played_by_local_runner: true,
+            runner_problem: Some(
+                "the local runner cannot invoke the handlers: the handler binary api is not built".into(),
+            ),
+            ..MappingStatus::default()
+        };
+        let items = attention("UPDATE_COMPLETE", &[mapping], &[], &[]);
+        assert_eq!(
+            items,
+            [
+                "mapping stream -> stream counter: the local runner cannot invoke the handlers: the handler binary api \
+              is not built"
+            ]
         );
     }
 

@@ -20,6 +20,7 @@ mod readme_tour;
 mod reprocessor;
 mod request_path;
 mod runner;
+mod runner_health;
 mod sequence;
 mod sharded;
 mod stages;
