@@ -11,8 +11,12 @@ VENV := .venv
 # Absolute, so that tools find the venv and ~/.cargo/bin from any directory.
 export PATH := $(CURDIR)/$(VENV)/bin:$(HOME)/.cargo/bin:$(PATH)
 
-# Where `make deploy` goes: local (fakecloud), localstack or aws.
-TARGET ?= local
+# Where `make deploy` goes: localstack (the default; without
+# LOCALSTACK_AUTH_TOKEN that is ministack, installed from PyPI in seconds),
+# local (fakecloud, the emulator with IAM enforcement that `make test` runs
+# on; its first install compiles for about 20 minutes) or aws. counterctl's
+# own default target is the same (docs/local-development.md).
+TARGET ?= localstack
 # More `counterctl deploy` flags, e.g. DEPLOY_ARGS="--role-arn arn:aws:iam::<account>:role/<name>".
 DEPLOY_ARGS ?=
 DEPLOY_TARGETS := local localstack aws
@@ -27,6 +31,10 @@ HOST_LAMBDA_DIR := $(or $(CARGO_TARGET_DIR),target)/lambda-host
 # ministack (token-free, LocalStack-compatible) stands in; counterctl starts
 # it on 127.0.0.1 when nothing answers at the endpoint.
 MINISTACK_PATH := $(if $(filter localstack,$(TARGET)),$(if $(strip $(LOCALSTACK_AUTH_TOKEN)),,yes))
+# A deploy whose functions run on this machine (fakecloud's through the
+# local runner, ministack's by ministack and the runner): the handlers are
+# built for this host only; the arm64 release zips are built for AWS.
+HOST_DEPLOY := $(or $(filter local,$(TARGET)),$(MINISTACK_PATH))
 
 # Every directory under handlers/ is a Lambda package; its name is the
 # `name =` of the [package] table of its Cargo.toml.
@@ -39,7 +47,7 @@ HANDLER_PACKAGES := $(foreach m,$(HANDLER_MANIFESTS),$(shell awk -F'"' '/^\[/ { 
 	local-run local-stop
 
 help: ## Show this help
-	@echo "Usage: make <target> [TARGET=local|localstack|aws] [FAKECLOUD_PORT=4566]"
+	@echo "Usage: make <target> [TARGET=localstack|local|aws] [FAKECLOUD_PORT=4566]"
 	@echo
 	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z0-9_-]+:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 	@echo
@@ -153,13 +161,12 @@ unit: ## Unit tests (everything but the emulator tests, which run only when name
 # as `unit`, so both use one build of the dependencies (with `-p e2e`
 # cargo unifies other features and compiles the SDK crates a second time).
 #
-# The handler binaries that the local runner starts through `cargo lambda
-# watch` are built first, on their own: a binary build leaves out the
+# The handler binaries that the local runner starts are built first, on
+# their own: the runner runs what the build left and never compiles
+# (localstack/runner/src/process.rs). A binary build leaves out the
 # dev-dependencies' features (`test-util` of tokio and of the SDK crates),
 # so it compiles those dependencies a second time, minutes on a fresh
-# machine. Inside the test run that compile would land in the middle of
-# timed tests and starve them; here it is done, and timed, before any test
-# starts, and the runner's own `cargo build` finds the binaries fresh.
+# machine; here that is done, and timed, before any test starts.
 e2e: ## Emulator tests; the harness starts its own fakecloud (and ministack) on free ports
 	@bin=$$(command -v "$${FAKECLOUD_BIN:-fakecloud}") || { \
 		echo "error: fakecloud not found; run 'make tools' (or $(FAKECLOUD) install)" >&2; exit 1; }; \
@@ -209,8 +216,9 @@ build: rust-tools venv ## Release arm64 bootstrap.zip for every handlers/* packa
 emulator-start: ## Start fakecloud in the background and print its endpoint
 	@$(FAKECLOUD) start $(if $(FAKECLOUD_PORT),--port $(FAKECLOUD_PORT))
 
-emulator-stop: ## Stop the background local runner and fakecloud
+emulator-stop: ## Stop the background local runner and the local emulators (ministack, fakecloud)
 	@$(LOCAL_RUNNER) stop
+	@$(MINISTACK) stop
 	@$(FAKECLOUD) stop
 
 ministack-stop: ## Stop the background local runner and ministack
@@ -229,10 +237,10 @@ COUNTERCTL := $(or $(CARGO_TARGET_DIR),target)/debug/counterctl
 COUNTERCTL_BUILD := cargo build -q --locked -p ops-cli --bin counterctl --features local
 COUNTERCTL_ARGS := --target $(TARGET)
 
-deploy: deploy-check $(if $(MINISTACK_PATH),ministack-install host-build,build) $(if $(filter local,$(TARGET)),fakecloud-install emulator-start) ## Build, package and deploy the stack to TARGET (default local; localstack without a token: ministack); prints outputs and next steps
+deploy: deploy-check $(if $(HOST_DEPLOY),host-build,build) $(if $(MINISTACK_PATH),ministack-install) $(if $(filter local,$(TARGET)),fakecloud-install emulator-start) ## Build, package and deploy the stack to TARGET (default localstack, which without a token is ministack; local: fakecloud); prints outputs and next steps
 	$(COUNTERCTL_BUILD)
-	$(COUNTERCTL) $(COUNTERCTL_ARGS) deploy $(if $(MINISTACK_PATH),--artifacts-dir $(HOST_LAMBDA_DIR)) $(DEPLOY_ARGS)
-	$(if $(or $(filter local,$(TARGET)),$(MINISTACK_PATH)),@COUNTERCTL=$(COUNTERCTL) $(LOCAL_RUNNER) restart $(if $(MINISTACK_PATH),--target localstack))
+	$(COUNTERCTL) $(COUNTERCTL_ARGS) deploy $(if $(HOST_DEPLOY),--artifacts-dir $(HOST_LAMBDA_DIR)) $(DEPLOY_ARGS)
+	$(if $(HOST_DEPLOY),@COUNTERCTL=$(COUNTERCTL) $(LOCAL_RUNNER) restart $(COUNTERCTL_ARGS))
 	@echo
 	@echo "Next:"
 	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) status                            # stack, mappings, DLQ depths, alarms"
@@ -240,11 +248,10 @@ deploy: deploy-check $(if $(MINISTACK_PATH),ministack-install host-build,build) 
 	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) deploy --param StreamBatchSize=50  # apply it"
 	@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) destroy                           # delete the stack, keep the tables"
 	@echo "  $(COUNTERCTL) --help                                          # every command, flag and exit code"
-	$(if $(filter local,$(TARGET)),@echo "  curl -i http://127.0.0.1:9001/scopes/acct-1/usage               # the api function served locally (IAM auth off; docs/api.md: The API, locally)")
-	$(if $(filter local,$(TARGET)),@echo "  make local-stop                                                 # stop the local event-source runner and the local API (log: .run/local-runner.log)")
-	$(if $(filter local,$(TARGET)),@echo "  make emulator-stop                                              # stop the runner and the local emulator")
-	$(if $(MINISTACK_PATH),@echo "  $(COUNTERCTL) --target localstack verify --failure-path         # the runner plays the mappings (log: .run/local-runner.log)")
-	$(if $(MINISTACK_PATH),@echo "  make ministack-stop                                             # stop the runner and ministack")
+	$(if $(HOST_DEPLOY),@echo "  curl -i http://127.0.0.1:9001/scopes/acct-1/usage               # the api function served locally (IAM auth off; docs/api.md: The API, locally)")
+	$(if $(HOST_DEPLOY),@echo "  $(COUNTERCTL) $(COUNTERCTL_ARGS) verify                            # the runner plays the mappings (log: .run/local-runner.log)")
+	$(if $(HOST_DEPLOY),@echo "  make local-stop                                                 # stop the local event-source runner and the local API")
+	$(if $(HOST_DEPLOY),@echo "  make emulator-stop                                              # stop the runner and the local emulators")
 
 # The man page, generated from counterctl's own clap definition.
 MAN_DIR := $(or $(CARGO_TARGET_DIR),target)/man
@@ -255,9 +262,9 @@ man: ## Write counterctl's man page to target/man/counterctl.1 (read it with: ma
 	$(or $(CARGO_TARGET_DIR),target)/debug/counterctl man > $(MAN_DIR)/counterctl.1
 	@echo "$(MAN_DIR)/counterctl.1"
 
-local-run: ## Start the local event-source runner and the local API (:9001) in the background (counterctl local run; make deploy does it)
+local-run: host-build ## Start the local event-source runner and the local API (:9001) in the background (counterctl local run; make deploy does it)
 	$(COUNTERCTL_BUILD)
-	@COUNTERCTL=$(COUNTERCTL) $(LOCAL_RUNNER) start
+	@COUNTERCTL=$(COUNTERCTL) $(LOCAL_RUNNER) start $(COUNTERCTL_ARGS)
 
 local-stop: ## Stop the background local event-source runner and the local API
 	@$(LOCAL_RUNNER) stop

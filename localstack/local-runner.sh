@@ -8,11 +8,11 @@
 #
 # Environment:
 #   COUNTERCTL                   the counterctl binary (default: <repo>/target/debug/counterctl)
-#   LOCAL_RUNNER_START_TIMEOUT   seconds `start` waits for the runner's first log line (default 300: it
-#                                builds and starts the api binary first, to serve its function URL)
+#   LOCAL_RUNNER_START_TIMEOUT   seconds `start` waits for the runner's first log line (default 60: it
+#                                starts the prebuilt handler binaries first, in a second or two)
 #
 # State lives in <repo>/.run: local-runner.pid and local-runner.log (the
-# `cargo lambda watch` logs of the handlers are under .run/esm-runner/).
+# handlers' own logs are under .run/esm-runner/).
 set -euo pipefail
 
 SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
@@ -21,7 +21,7 @@ RUN_DIR="$REPO_ROOT/.run"
 PID_FILE="$RUN_DIR/local-runner.pid"
 LOG_FILE="$RUN_DIR/local-runner.log"
 COUNTERCTL="${COUNTERCTL:-$REPO_ROOT/${CARGO_TARGET_DIR:-target}/debug/counterctl}"
-START_TIMEOUT="${LOCAL_RUNNER_START_TIMEOUT:-300}"
+START_TIMEOUT="${LOCAL_RUNNER_START_TIMEOUT:-60}"
 STOP_TIMEOUT=30
 # Logged by counterctl once it polls (ops-cli/src/commands/local.rs, STARTED).
 READY_LINE="local runner started"
@@ -97,7 +97,7 @@ cmd_start() {
         fi
         sleep 0.2
     done
-    log "started (pid $pid), log in ${LOG_FILE#"$REPO_ROOT"/}; it builds the stream handlers on its first poll. Stop it with: make local-stop"
+    log "started (pid $pid), log in ${LOG_FILE#"$REPO_ROOT"/}. Stop it with: make local-stop"
     grep -o "$API_LINE.*" "$LOG_FILE" || true
 }
 
@@ -110,7 +110,7 @@ cmd_stop() {
         return 0
     fi
     # SIGTERM: the batch in flight on each source finishes, then the
-    # `cargo lambda watch` processes are stopped.
+    # handler processes are stopped.
     kill -TERM "$pid" 2>/dev/null || true
     local i
     for ((i = 0; i < STOP_TIMEOUT * 5; i++)); do
@@ -118,7 +118,7 @@ cmd_stop() {
         sleep 0.2
     done
     if kill -0 "$pid" 2>/dev/null; then
-        log "pid $pid ignored SIGTERM for ${STOP_TIMEOUT}s; sending SIGKILL (its cargo lambda watch processes may remain: see .run/esm-runner/)"
+        log "pid $pid ignored SIGTERM for ${STOP_TIMEOUT}s; sending SIGKILL (its handler processes may remain: see .run/esm-runner/)"
         kill -KILL "$pid" 2>/dev/null || true
     fi
     rm -f "$PID_FILE"

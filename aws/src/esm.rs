@@ -162,6 +162,78 @@ pub fn takeover_tag(uuid: &str) -> String {
     format!("{TAKEOVER_TAG_PREFIX}{uuid}")
 }
 
+/// Tag on a function whose mappings a local runner plays until stopped
+/// (`counterctl local run`, `make deploy`): its heartbeat, rewritten every
+/// few seconds, and whether it can invoke the handlers ([`RunnerHealth`]).
+/// Removed when the runner stops cleanly; a stale one means it died.
+pub const RUNNER_HEALTH_TAG: &str = "esm-runner:health";
+
+/// A heartbeat older than this means the runner is not running.
+pub const RUNNER_HEARTBEAT_STALE_SECS: u64 = 30;
+
+/// What a runner last said about itself, in [`RUNNER_HEALTH_TAG`]:
+/// `ok <unix seconds>` or `failing <unix seconds> <reason>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerHealth {
+    pub at_unix_secs: u64,
+    /// Why it cannot play the mappings (it cannot invoke the handlers).
+    pub problem: Option<String>,
+}
+
+impl RunnerHealth {
+    /// The tag value: at most 256 characters of those a tag value may hold.
+    pub fn tag_value(&self) -> String {
+        let value = match &self.problem {
+            None => format!("ok {}", self.at_unix_secs),
+            Some(problem) => format!("failing {} {problem}", self.at_unix_secs),
+        };
+        value
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || " _.:/=+-@".contains(c) {
+                    c
+                } else {
+                    ' '
+                }
+            })
+            .take(256)
+            .collect()
+    }
+
+    /// Reads a tag value back; `None` when it is not one.
+    pub fn parse(value: &str) -> Option<Self> {
+        let (state, rest) = value.split_once(' ')?;
+        let (at, problem) = rest.split_once(' ').unwrap_or((rest, ""));
+        let at_unix_secs = at.parse().ok()?;
+        match state {
+            "ok" => Some(Self {
+                at_unix_secs,
+                problem: None,
+            }),
+            "failing" => Some(Self {
+                at_unix_secs,
+                problem: Some(problem.trim().to_owned()),
+            }),
+            _ => None,
+        }
+    }
+
+    /// What needs attention at `now_unix_secs`: the reason it cannot
+    /// invoke, or that it stopped reporting.
+    pub fn attention(&self, now_unix_secs: u64) -> Option<String> {
+        let age = now_unix_secs.saturating_sub(self.at_unix_secs);
+        if age > RUNNER_HEARTBEAT_STALE_SECS {
+            return Some(format!(
+                "the local runner is not running: its last heartbeat is {age}s old (start it with `make local-run`; \
+                 log .run/local-runner.log)"
+            ));
+        }
+        self.problem
+            .as_ref()
+            .map(|problem| format!("the local runner cannot invoke the handlers: {problem}"))
+    }
+}
+
 /// Whether Lambda polls this mapping now (or is about to).
 pub fn is_active_state(state: Option<&str>) -> bool {
     matches!(state, Some("Enabled" | "Enabling" | "Updating" | "Creating"))
@@ -403,5 +475,30 @@ mod tests {
             "f"
         );
         assert_eq!(function_name_from_arn("plain"), "plain");
+    }
+
+    #[test]
+    fn a_runners_health_round_trips_through_its_tag_and_says_what_needs_attention() {
+        let failing = RunnerHealth {
+            at_unix_secs: 100,
+            problem: Some("the handler binary api is not built (`target/debug/api` is missing)".to_owned()),
+        };
+        let value = failing.tag_value();
+        assert!(!value.contains('`') && !value.contains('('), "{value}");
+        let read = RunnerHealth::parse(&value).unwrap();
+        assert_eq!(read.at_unix_secs, 100);
+        assert!(
+            read.attention(110)
+                .unwrap()
+                .contains("cannot invoke the handlers: the handler binary api")
+        );
+        let ok = RunnerHealth {
+            at_unix_secs: 100,
+            problem: None,
+        };
+        assert_eq!(RunnerHealth::parse(&ok.tag_value()), Some(ok.clone()));
+        assert_eq!(ok.attention(100 + RUNNER_HEARTBEAT_STALE_SECS), None);
+        assert!(ok.attention(200).unwrap().contains("not running"));
+        assert_eq!(RunnerHealth::parse("garbage"), None);
     }
 }

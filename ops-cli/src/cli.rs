@@ -15,8 +15,10 @@ const LONG_ABOUT: &str = "\
 Operator CLI of the hybrid counter kit: plan, deploy, destroy and inspect
 its CloudFormation stack.
 
-Targets:
-  local       The embedded emulator (fakecloud), started with
+Targets (default localstack, which is ministack without a token: what
+`make deploy` deploys to):
+  local       The embedded emulator with IAM enforcement (fakecloud, what
+              `make test` runs on), started with
               localstack/fakecloud.sh when it does not answer. Endpoint:
               --endpoint-url, else AWS_ENDPOINT_URL, else the running
               emulator (.run/fakecloud.port), else http://127.0.0.1:4566.
@@ -51,8 +53,9 @@ pub struct Cli {
 /// Where the stack lives and how results are printed; valid with every command.
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// Where to deploy: the embedded emulator, LocalStack or AWS.
-    #[arg(long, value_enum, default_value_t = Target::Local, global = true)]
+    /// Where to deploy: LocalStack (without LOCALSTACK_AUTH_TOKEN: ministack, which `make deploy` starts), the
+    /// embedded emulator with IAM enforcement (fakecloud), or AWS.
+    #[arg(long, value_enum, default_value_t = Target::Localstack, global = true)]
     pub target: Target,
 
     /// CloudFormation stack name; also names the artifacts bucket and, for a new stack, the resources (NamePrefix).
@@ -452,7 +455,7 @@ pub struct RedriveArgs {
 #[derive(Debug, Clone, Subcommand)]
 pub enum LocalCommand {
     /// Play the stack's event source mappings (stream -> stream counter, DLQ1 -> reprocessor) in the embedded
-    /// emulator with the real handler binaries under `cargo lambda watch`, until Ctrl-C or SIGTERM.
+    /// emulator with the real handler binaries (as `cargo build --bins` left them), until Ctrl-C or SIGTERM.
     Run(LocalRunArgs),
 }
 
@@ -477,11 +480,11 @@ pub struct LocalRunArgs {
     pub wait_for_in_flight: bool,
 
     /// Invoke through a `cargo lambda watch` already running with its invoke API at HOST:PORT instead of
-    /// starting one per function; it must have the functions' environment (tables, endpoint) itself.
+    /// starting the handler binaries; it must have the functions' environment (tables, endpoint) itself.
     #[arg(long, value_name = "HOST:PORT")]
     pub attach: Option<String>,
 
-    /// Build and run the handlers with --release.
+    /// Run the release builds of the handlers (target/release; build them with `cargo build --release --bins`).
     #[arg(long)]
     pub release: bool,
 
@@ -513,9 +516,9 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_local_text_and_the_kit_stack_name() {
+    fn defaults_are_localstack_text_and_the_kit_stack_name() {
         let cli = parse(&["status"]).unwrap();
-        assert_eq!(cli.global.target, Target::Local);
+        assert_eq!(cli.global.target, Target::Localstack);
         assert_eq!(cli.global.output, OutputFormat::Text);
         assert_eq!(cli.global.stack_name, "hybrid-counter");
         assert!(matches!(cli.command, Command::Status(_)));

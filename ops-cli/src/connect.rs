@@ -128,6 +128,13 @@ pub async fn connect(config: &Config, ui: &Ui) -> Result<Clients> {
     })
 }
 
+/// The `host:port` of an `http://` endpoint; `None` for https or
+/// anything else, which is not probed (the SDK says what is wrong with it).
+pub fn http_authority(endpoint: &str) -> Option<&str> {
+    let rest = endpoint.strip_prefix("http://")?;
+    rest.split('/').next().filter(|a| !a.is_empty())
+}
+
 /// Static credentials for an emulator: the environment's keys when set
 /// (LocalStack maps an access key to an account), else dummy ones.
 pub fn emulator_credentials(env: impl Fn(&str) -> Option<String>) -> Credentials {

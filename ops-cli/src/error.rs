@@ -282,7 +282,7 @@ impl Error {
             #[cfg(feature = "local")]
             Error::Runner(inner) => match inner {
                 esm_runner::Error::NotIdle { .. } => exit::TIMEOUT,
-                esm_runner::Error::UnsupportedMapping { .. } | esm_runner::Error::Build { .. } => exit::FAILED,
+                esm_runner::Error::UnsupportedMapping { .. } => exit::FAILED,
                 _ => exit::ENVIRONMENT,
             },
         }

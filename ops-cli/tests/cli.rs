@@ -59,7 +59,15 @@ fn an_emulator_endpoint_that_does_not_answer_exits_4() {
         .map(|a| a.port())
         .unwrap();
     let endpoint = format!("http://127.0.0.1:{port}");
-    let output = counterctl(&["--endpoint-url", &endpoint, "--output", "json", "status"]);
+    let output = counterctl(&[
+        "--target",
+        "local",
+        "--endpoint-url",
+        &endpoint,
+        "--output",
+        "json",
+        "status",
+    ]);
     assert_eq!(output.status.code(), Some(4));
     assert!(output.stdout.is_empty(), "no report on stdout for an error");
     assert!(

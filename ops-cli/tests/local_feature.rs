@@ -1,6 +1,6 @@
 //! The local event-source runner is an opt-in feature of ops-cli, `local`:
 //! the default build of counterctl, the one for AWS, does not link it (nor
-//! `cargo lambda watch`'s driver), `--features local` does. Read from the
+//! the runtime API it serves the handlers), `--features local` does. Read from the
 //! dependency tree cargo resolves for each feature set, so nothing is built.
 //!
 //! hyper is in both builds: the AWS SDK's HTTPS client is built on it. The

@@ -119,6 +119,10 @@ impl Counterctl {
             "--profile",
             "",
         ];
+        // The harness's emulator is fakecloud unless a test names its target.
+        if !args.contains(&"--target") {
+            argv.extend(["--target", "local"]);
+        }
         argv.extend_from_slice(args);
         let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("bad test command line {argv:?}: {e}"));
         let deployer = matches!(

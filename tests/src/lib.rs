@@ -412,7 +412,7 @@ pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
 /// Each runs as the deployed function runs on Lambda: with the credentials
 /// of its own execution role ([`iam::function_sdk_config`]) and its
 /// deployed environment, both read from the emulator's Lambda API on its
-/// first invocation (what `cargo lambda watch` hands the real binary). The
+/// first invocation (what the runner hands the real binary). The
 /// stream counter and the reprocessor work on `config`'s tables.
 #[derive(Clone)]
 pub struct KitFunctions {
@@ -634,7 +634,7 @@ pub async fn drain_deployed(endpoint: &str, config: &CounterConfig) -> esm_runne
 /// A local runner for the mappings deployed in the emulator at `endpoint`
 /// that invokes the kit's handler functions in process, each with its own
 /// role ([`KitFunctions`]), against `config`'s tables: what `counterctl
-/// local run` does with the real binaries, minus `cargo lambda watch`.
+/// local run` does with the real binaries, minus the binaries' processes.
 pub async fn in_process_runner(endpoint: &str, config: &CounterConfig) -> esm_runner::Runner<impl esm_runner::Invoke> {
     in_process_runner_on(endpoint, config, esm_runner::Host::Fakecloud).await
 }

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use crate::discover::{self, Mapping};
 use crate::error::Error;
 use crate::invoke::Invoke;
+use crate::process::ProcessConfig;
 use crate::report::{MappingReport, RunReport, ServedUrl};
-use crate::watch::WatchConfig;
 
 /// Which emulator the runner plays the mappings of; it decides which of
 /// the emulator's own copies of the mappings the runner disables while it
@@ -61,7 +61,7 @@ impl Host {
     }
 }
 /// Where the first function URL is served unless configured: beside
-/// `cargo lambda watch`'s own default, 9000.
+/// `cargo lambda watch`'s own default, 9000 (`--attach`).
 pub const DEFAULT_FUNCTION_URL_PORT: u16 = 9001;
 
 /// Where the emulator is and how the runner polls it.
@@ -73,9 +73,9 @@ pub struct RunnerConfig {
     #[serde(default)]
     pub host: Host,
     pub region: String,
-    /// How [`run`] and [`run_until_idle`] invoke functions: start
-    /// `cargo lambda watch`, or attach to one already running.
-    pub watch: WatchConfig,
+    /// How [`run`] and [`run_until_idle`] invoke functions: start the
+    /// prebuilt handler binaries, or attach to a `cargo lambda watch`.
+    pub processes: ProcessConfig,
     /// Pause between polls of a source that had nothing new. Lambda polls
     /// stream shards four times a second.
     pub poll_interval: Duration,
@@ -97,14 +97,14 @@ pub struct RunnerConfig {
 }
 
 impl RunnerConfig {
-    /// Defaults for an emulator at `endpoint`, invoking through
-    /// `cargo lambda watch` started in the workspace at `workspace`.
+    /// Defaults for an emulator at `endpoint`, invoking the handler
+    /// binaries built in the workspace at `workspace`.
     pub fn new(endpoint: impl Into<String>, workspace: impl Into<std::path::PathBuf>) -> Self {
         Self {
             endpoint: endpoint.into(),
             host: Host::default(),
             region: "us-east-1".to_owned(),
-            watch: WatchConfig::new(workspace),
+            processes: ProcessConfig::new(workspace),
             poll_interval: Duration::from_millis(250),
             discovery_interval: Duration::from_secs(10),
             retry_delay: Duration::from_millis(200),

@@ -24,14 +24,15 @@ pub enum Error {
         handlers_dir: PathBuf,
         known: String,
     },
-    #[error("cannot find cargo-lambda: looked for {looked_in}; run `make tools` (installs it into .venv)")]
-    CargoLambdaMissing { looked_in: String },
-    #[error("could not build the handler binaries ({command}): {message}")]
-    Build { command: String, message: String },
-    #[error("`cargo lambda watch` did not answer on {address} within {timeout:?}; see its log at {log}{tail}")]
-    WatchNotReady {
-        address: String,
-        timeout: Duration,
+    #[error(
+        "the handler binary {binary} is not built ({path} is missing); build it with `cargo build --locked --bins` \
+         (`make deploy` does), then start the runner again"
+    )]
+    BinaryMissing { binary: String, path: PathBuf },
+    #[error("the handler process of {function} did not start: {reason}; see its log at {}:\n{tail}", log.display())]
+    HandlerNotReady {
+        function: String,
+        reason: String,
         log: PathBuf,
         tail: String,
     },

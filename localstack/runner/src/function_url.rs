@@ -3,21 +3,19 @@
 //! its `*.lambda-url.*.on.aws` address, so the runner serves each deployed
 //! function URL itself, through the invoker ([`Invoke::serve_url`]).
 //!
-//! With `cargo lambda watch` that is its function URL emulation
-//! (`crates/cargo-lambda-watch/src/trigger_router.rs` at tag v1.9.2): an
-//! HTTP request becomes the function URL event (payload format 2.0, the
-//! API Gateway v2 HTTP shape: `rawPath` still percent-encoded, a body that
-//! is not text base64-encoded, `requestContext.http`), and the function's
-//! response document becomes the HTTP response (status, headers, cookies,
-//! base64 body decoded). The watch runs only the function's binary, so the
-//! function answers at the root, as a function URL does. The function gets
-//! its deployed environment, as for a mapping.
+//! The handler invoker serves it ([`crate::process`]): an HTTP request
+//! becomes the function URL event (payload format 2.0, the API Gateway v2
+//! HTTP shape: `rawPath` as sent, a body that is not text base64-encoded,
+//! `requestContext.http`), and the function's response document becomes
+//! the HTTP response (status, headers, cookies, base64 body decoded;
+//! [`crate::url_event`]). The function answers at the root, as a function
+//! URL does, with its deployed environment, as for a mapping.
 //!
 //! What differs from AWS, on purpose: the URL is plain HTTP on 127.0.0.1,
 //! and **IAM auth is off**: requests are not signed and the event carries
 //! no `requestContext.authorizer.iam`, whatever the deployed `AuthType`
-//! (`AWS_IAM` for the kit's API). A function that crashes answers with
-//! cargo-lambda's error document and status, where AWS answers 502.
+//! (`AWS_IAM` for the kit's API). A function error answers 502 with the
+//! error document, as on AWS.
 //!
 //! While a URL is served, the function carries the tag [`LOCAL_URL_TAG`]
 //! with it, so `counterctl status` (another process) can print it; the

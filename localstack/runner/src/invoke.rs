@@ -1,6 +1,6 @@
 //! How the runner calls a function: a small trait with two implementations,
-//! the Lambda invoke API of `cargo lambda watch` ([`crate::watch`]), which
-//! runs the real handler binaries, and an in-process closure for tests.
+//! the prebuilt handler binaries, each behind a Lambda runtime API the
+//! runner serves ([`crate::process`]), and an in-process closure for tests.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -46,7 +46,7 @@ pub trait Invoke: Send + Sync + 'static {
     fn invoke(&self, function_name: &str, payload: Value) -> impl Future<Output = Result<Invocation, Error>> + Send;
 
     /// Called with the functions of the mappings and schedules after every
-    /// discovery, before any of them is invoked (the watch invoker starts
+    /// discovery, before any of them is invoked (the process invoker starts
     /// its processes here).
     fn prepare(&self, functions: &[FunctionTarget]) -> impl Future<Output = Result<(), Error>> + Send {
         let _ = functions;

@@ -6,8 +6,8 @@
 //! ([`discover`]), polls their sources — DynamoDB stream shards
 //! ([`stream`]) and SQS queues ([`sqs`], on `hybrid_counter_aws::sqs`) —
 //! and invokes the target functions through an [`Invoke`] implementation:
-//! normally the Lambda invoke API of `cargo lambda watch` running the real
-//! handler binaries ([`watch`]), in tests a closure ([`FnInvoker`]). Batch
+//! normally the prebuilt handler binaries, each polling a Lambda runtime
+//! API the runner serves ([`process`]), in tests a closure ([`FnInvoker`]). Batch
 //! size, filter criteria, partial batch responses, bisect on error, retry
 //! and record-age limits, the on-failure destination and per-shard ordering
 //! follow AWS; the decisions themselves are pure functions in [`batch`].
@@ -32,17 +32,21 @@
 //! tags) when it stops.
 
 pub mod batch;
+pub mod binaries;
 mod ctx;
 pub mod discover;
 pub mod error;
 pub mod function_url;
+mod health;
 pub mod invoke;
+pub mod process;
 pub mod report;
 pub mod role;
+mod runtime_api;
 pub mod schedule;
 pub mod sqs;
 pub mod stream;
-pub mod watch;
+pub mod url_event;
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -58,10 +62,10 @@ use tracing::{info, warn};
 pub use discover::{Mapping, Source};
 pub use error::Error;
 pub use invoke::{FnInvoker, FunctionTarget, Invocation, Invoke};
+pub use process::{HandlerProcesses, ProcessConfig, without_package_env};
 pub use report::{MappingReport, RunReport, ScheduleReport, ServedUrl};
 pub use role::{FunctionRoles, emulator_sdk_config};
 pub use schedule::Schedule;
-pub use watch::{CargoLambdaWatch, WatchConfig, without_package_env};
 
 pub use ctx::{Clock, DEFAULT_FUNCTION_URL_PORT, Host, RunnerConfig};
 
@@ -70,10 +74,10 @@ use crate::error::sdk_message;
 use hybrid_counter_aws::esm::{TakeOverError, takeover_tag};
 
 /// Serves the deployed function URLs and plays the deployed mappings
-/// through `cargo lambda watch` until `shutdown` completes; the batch in
-/// flight on each source finishes first, then the watch processes stop.
+/// through the prebuilt handler binaries until `shutdown` completes; the batch in
+/// flight on each source finishes first, then the handler processes stop.
 pub async fn run(config: RunnerConfig, shutdown: impl Future<Output = ()>) -> Result<RunReport, Error> {
-    let invoker = CargoLambdaWatch::new(config.watch.clone(), &config.endpoint, &config.region)?;
+    let invoker = HandlerProcesses::new(config.processes.clone(), &config.endpoint, &config.region)?;
     let runner = Runner::connect(config, invoker).await?;
     for url in runner.serve_function_urls().await? {
         info!("{}", url.describe());
@@ -81,10 +85,10 @@ pub async fn run(config: RunnerConfig, shutdown: impl Future<Output = ()>) -> Re
     runner.run(shutdown).await
 }
 
-/// Plays the deployed mappings through `cargo lambda watch` until every
-/// source is drained, then returns (the watch processes are stopped).
+/// Plays the deployed mappings through the prebuilt handler binaries until every
+/// source is drained, then returns (the handler processes are stopped).
 pub async fn run_until_idle(config: RunnerConfig) -> Result<RunReport, Error> {
-    let invoker = CargoLambdaWatch::new(config.watch.clone(), &config.endpoint, &config.region)?;
+    let invoker = HandlerProcesses::new(config.processes.clone(), &config.endpoint, &config.region)?;
     Runner::connect(config, invoker).await?.run_until_idle().await
 }
 
@@ -506,6 +510,11 @@ impl<I: Invoke> Runner<I> {
         let mut due = schedule::Due::default();
         let mut tick = tokio::time::interval(config.poll_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Why the handlers cannot be invoked, from the last discovery (which
+        // starts them) and the last source that failed; the heartbeat says it.
+        let (mut discovery_problem, mut source_problem): (Option<String>, Option<String>) = (None, None);
+        let mut heartbeat = health::Heartbeat::default();
+        let mut beat_at: Option<Instant> = None;
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
@@ -513,11 +522,14 @@ impl<I: Invoke> Runner<I> {
                     let (key, result) = joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
                     running.remove(&key);
                     match result {
-                        Ok(drained) if drained.progressed => {}
+                        Ok(drained) if drained.progressed => source_problem = None,
                         Ok(_) => {
                             resting.insert(key, Instant::now() + config.poll_interval);
                         }
                         Err(err) => {
+                            if health::cannot_invoke(&err) {
+                                source_problem = Some(err.to_string());
+                            }
                             warn!(?key, error = %err, "polling a source failed; trying again");
                             resting.insert(key, Instant::now() + config.poll_interval);
                         }
@@ -528,9 +540,27 @@ impl<I: Invoke> Runner<I> {
                     if discovered_at.is_none_or(|at| at.elapsed() >= config.discovery_interval) {
                         discovered_at = Some(Instant::now());
                         match self.discover().await {
-                            Ok(found) => mappings = found,
-                            Err(err) => warn!(error = %err, "could not read the event source mappings"),
+                            Ok(found) => {
+                                mappings = found;
+                                discovery_problem = None;
+                            }
+                            Err(err) => {
+                                if health::cannot_invoke(&err) {
+                                    discovery_problem = Some(err.to_string());
+                                }
+                                warn!(error = %err, "could not read the event source mappings");
+                            }
                         }
+                    }
+                    if beat_at.is_none_or(|at| at.elapsed() >= health::HEARTBEAT_INTERVAL) {
+                        beat_at = Some(Instant::now());
+                        let functions = config.functions.clone().unwrap_or_else(|| {
+                            let mut names: Vec<String> = mappings.iter().map(|m| m.function_name.clone()).collect();
+                            names.dedup();
+                            names
+                        });
+                        let problem = discovery_problem.as_deref().or(source_problem.as_deref());
+                        heartbeat.beat(&self.ctx.lambda, &functions, problem).await;
                     }
                     let jobs = match self.jobs(&mappings).await {
                         Ok(jobs) => jobs,
@@ -560,6 +590,7 @@ impl<I: Invoke> Runner<I> {
             }
         }
         self.stop(&mut set).await;
+        heartbeat.clear(&self.ctx.lambda).await;
         let served = std::mem::take(&mut *self.ctx.served.lock().expect("served lock"));
         function_url::unserve(&self.ctx.lambda, &served).await;
         Ok(self.report())

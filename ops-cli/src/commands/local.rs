@@ -2,14 +2,15 @@
 //! and the drift check's schedule in the embedded emulator, which stores
 //! them but cannot run Lambda code (DESIGN §8). The local event-source runner (`esm-runner`) reads the
 //! mappings of the stack's functions back from the emulator's Lambda API,
-//! polls the stream and DLQ1, and invokes the real handler binaries through
-//! `cargo lambda watch` (one per function, started here, or one already
-//! running with `--attach`), with the mappings' batch size, filter,
-//! bisect, retry, record age and on-failure semantics.
+//! polls the stream and DLQ1, and invokes the real handler binaries (one
+//! process per function, the binaries the build step left, started here
+//! against a Lambda runtime API the runner serves; or a `cargo lambda
+//! watch` already running with `--attach`), with the mappings' batch size,
+//! filter, bisect, retry, record age and on-failure semantics.
 //!
 //! While it runs until stopped it also serves the api function's URL on
-//! loopback (`--api-port`, default 9001): the real `api` binary under its
-//! own `cargo lambda watch`, with function URL semantics and IAM auth off
+//! loopback (`--api-port`, default 9001): the real `api` binary, with
+//! function URL semantics and IAM auth off
 //! (`esm_runner::function_url`); `counterctl status` shows the URL.
 //!
 //! It runs until Ctrl-C or SIGTERM (`make local-stop`); the batch in flight
@@ -26,7 +27,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use esm_runner::{CargoLambdaWatch, Host, RunReport, Runner, RunnerConfig};
+use esm_runner::{HandlerProcesses, Host, RunReport, Runner, RunnerConfig};
 use serde::Serialize;
 use tracing::info;
 
@@ -75,8 +76,8 @@ pub fn runner_config(
     config.functions = Some(functions);
     config.idle_timeout = options.idle_timeout;
     config.wait_for_in_flight = options.wait_for_in_flight;
-    config.watch.attach.clone_from(&options.attach);
-    config.watch.release = options.release;
+    config.processes.attach.clone_from(&options.attach);
+    config.processes.release = options.release;
     config.function_url_port = options.api_port.unwrap_or(0);
     config
 }
@@ -110,12 +111,7 @@ impl LocalRunReport {
 pub async fn run(ctx: &Context<'_>, options: &LocalRunOptions) -> Result<LocalRunReport> {
     let started = Instant::now();
     if options.localstack {
-        let authority = ctx
-            .clients
-            .endpoint
-            .as_deref()
-            .and_then(|e| e.strip_prefix("http://"))
-            .map(|rest| rest.split('/').next().unwrap_or(rest));
+        let authority = ctx.clients.endpoint.as_deref().and_then(connect::http_authority);
         // An https or other endpoint is not probed; the SDK says what is wrong with it.
         if let (Some(endpoint), Some(authority)) = (ctx.clients.endpoint.as_deref(), authority) {
             let answered = hybrid_counter_aws::probe::answers_ok(authority, crate::config::LOCALSTACK_HEALTH_PATH);
@@ -147,7 +143,7 @@ pub async fn run(ctx: &Context<'_>, options: &LocalRunOptions) -> Result<LocalRu
         )
     })?;
     let config = runner_config(&endpoint, &ctx.clients.region, workspace, functions.clone(), options);
-    let invoker = CargoLambdaWatch::new(config.watch.clone(), &endpoint, &ctx.clients.region)?;
+    let invoker = HandlerProcesses::new(config.processes.clone(), &endpoint, &ctx.clients.region)?;
     let runner = Runner::connect(config, invoker).await?;
     // From here on the runner logs through tracing; the spinner would
     // garble those lines.
@@ -237,7 +233,7 @@ impl fmt::Display for LocalRunReport {
             }
         )?;
         if let Some(address) = &self.attach {
-            writeln!(f, "  invoked through cargo lambda watch at {address}")?;
+            writeln!(f, "  invoked through the cargo lambda watch at {address}")?;
         }
         if !self.handed_back.is_empty() {
             writeln!(
@@ -264,11 +260,12 @@ mod tests {
             report: Box::default(),
         });
         assert_eq!(not_idle.exit_code(), crate::exit::TIMEOUT);
-        let missing = Error::from(esm_runner::Error::CargoLambdaMissing {
-            looked_in: ".venv/bin/cargo-lambda".into(),
+        let missing = Error::from(esm_runner::Error::BinaryMissing {
+            binary: "api".into(),
+            path: "target/debug/api".into(),
         });
         assert_eq!(missing.exit_code(), crate::exit::ENVIRONMENT);
-        assert!(missing.to_string().contains("make tools"), "{missing}");
+        assert!(missing.to_string().contains("cargo build"), "{missing}");
     }
 
     #[test]
@@ -324,9 +321,9 @@ mod tests {
         assert_eq!(config.endpoint, "http://127.0.0.1:4566");
         assert_eq!(config.poll_interval, Duration::from_millis(100));
         assert_eq!(config.functions, Some(vec!["hck-stream-counter".to_owned()]));
-        assert_eq!(config.watch.attach.as_deref(), Some("127.0.0.1:9000"));
-        assert!(config.watch.release);
-        assert_eq!(config.watch.workspace, PathBuf::from("/kit"));
+        assert_eq!(config.processes.attach.as_deref(), Some("127.0.0.1:9000"));
+        assert!(config.processes.release);
+        assert_eq!(config.processes.workspace, PathBuf::from("/kit"));
         assert_eq!(config.function_url_port, crate::cli::DEFAULT_API_PORT);
         let idle = LocalRunOptions::parse(&["--until-idle"], Target::Local).unwrap();
         let config = runner_config(

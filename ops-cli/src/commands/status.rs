@@ -11,6 +11,11 @@
 //! counts, messages in DLQ2, an alarm firing) is listed under
 //! `attention`, and makes the command exit 1; so is a table with global-table
 //! replicas ([`super::replicas`]), on which the kit cannot count.
+//!
+//! On ministack (`--target localstack` without a token, what `make deploy`
+//! deploys to) alarms have no actions and no mapping publishes metrics:
+//! those are the emulator's limits, not the stack's, so there they are
+//! listed under `emulator_limits` and do not make the command exit 1.
 
 use hybrid_counter_aws::esm::MappingConfig;
 use std::collections::BTreeMap;
@@ -53,6 +58,10 @@ pub struct StatusReport {
     pub limits: Option<super::limits::drift::LimitsDrift>,
     /// What needs an operator; empty when all is well.
     pub attention: Vec<String>,
+    /// What the emulator cannot do, which would need attention on AWS
+    /// (ministack: alarm actions, mapping metrics); not counted as attention.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub emulator_limits: Vec<String>,
 }
 
 impl StatusReport {
@@ -94,6 +103,10 @@ pub struct MappingStatus {
     /// it (`esm-runner` takes SQS mappings over from fakecloud's own poller).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub played_by_local_runner: bool,
+    /// The local runner that plays it (an emulator) is not running, or
+    /// cannot invoke the handlers: its heartbeat says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runner_problem: Option<String>,
     /// Why the mapping could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
@@ -227,6 +240,13 @@ pub async fn run(
         .map(|t| t.table.clone())
         .collect();
     let mut attention = attention(&stack.status, &mappings, &queues, &alarms);
+    let mut emulator_limits = Vec::new();
+    if on_ministack(ctx) {
+        let (limits, rest): (Vec<String>, Vec<String>) =
+            attention.into_iter().partition(|item| is_ministack_limit(item));
+        attention = rest;
+        emulator_limits = ministack_limits(&limits);
+    }
     attention.extend(drift_check.attention());
     attention.extend(replicas::attention(&tables));
     let limits = match limits {
@@ -251,8 +271,52 @@ pub async fn run(
         tables,
         limits,
         attention,
+        emulator_limits,
     })
 }
+
+/// Whether an attention item is only what ministack cannot do: its alarms
+/// take no actions and its mappings publish no metrics.
+fn is_ministack_limit(item: &str) -> bool {
+    item.ends_with(NOTIFIES_NO_ONE) || item.contains(NO_EVENT_COUNTS)
+}
+
+/// The path only ministack answers its health on (`localstack/ministack.sh`).
+const MINISTACK_HEALTH_PATH: &str = "/_ministack/health";
+
+/// Whether the stack is on ministack: the endpoint counterctl started it
+/// at, or any `--target localstack` endpoint that answers ministack's
+/// health path.
+fn on_ministack(ctx: &Context<'_>) -> bool {
+    if matches!(ctx.config.endpoint, crate::config::Endpoint::Ministack { .. }) {
+        return true;
+    }
+    let authority = ctx.clients.endpoint.as_deref().and_then(crate::connect::http_authority);
+    ctx.clients.target == crate::cli::Target::Localstack
+        && authority.is_some_and(|a| hybrid_counter_aws::probe::answers_ok(a, MINISTACK_HEALTH_PATH))
+}
+
+/// The emulator limits among `items`, said once each as what they are.
+fn ministack_limits(items: &[String]) -> Vec<String> {
+    let mut limits = Vec::new();
+    let alarms = items.iter().filter(|item| item.ends_with(NOTIFIES_NO_ONE)).count();
+    if alarms > 0 {
+        limits.push(format!(
+            "ministack keeps no alarm actions: {alarms} alarm(s) notify no one here (on AWS they notify the topic)"
+        ));
+    }
+    if items.iter().any(|item| item.contains(NO_EVENT_COUNTS)) {
+        limits.push(
+            "ministack keeps no mapping metrics (MetricsConfig EventCount): the local runner logs the stream \
+             mapping's counts instead (.run/local-runner.log)"
+                .to_owned(),
+        );
+    }
+    limits
+}
+
+const NOTIFIES_NO_ONE: &str = "notifies no one (no alarm actions)";
+const NO_EVENT_COUNTS: &str = "publishes no event counts (MetricsConfig EventCount)";
 
 async fn api(ctx: &Context<'_>, function: &str, url: Option<&String>) -> ApiStatus {
     let mut status = ApiStatus {
@@ -269,7 +333,8 @@ async fn api(ctx: &Context<'_>, function: &str, url: Option<&String>) -> ApiStat
         }
     };
     status.auth_type = Some(config.auth_type().as_str().to_owned());
-    if ctx.clients.target != crate::cli::Target::Local {
+    // On any emulator the local runner may serve the URL.
+    if ctx.clients.endpoint.is_none() || ctx.clients.target == crate::cli::Target::Aws {
         return status;
     }
     status.local_iam_auth = Some(false);
@@ -346,15 +411,40 @@ async fn mapping(ctx: &Context<'_>, name: &str, uuid: &str) -> MappingStatus {
         Ok(config) => status.config = config,
         Err(err) => status.problem = Some(error::aws("GetEventSourceMapping")(err).to_string()),
     }
-    if ctx.clients.target == crate::cli::Target::Local
-        && status.state.as_deref() == Some("Disabled")
+    if ctx.clients.target != crate::cli::Target::Aws
         && let Some(function) = &status.function_arn
         && let Ok(tags) = ctx.clients.lambda.list_tags().resource(function).send().await
     {
         let tag = hybrid_counter_aws::esm::takeover_tag(uuid);
-        status.played_by_local_runner = tags.tags().is_some_and(|t| t.contains_key(&tag));
+        status.played_by_local_runner =
+            status.state.as_deref() == Some("Disabled") && tags.tags().is_some_and(|t| t.contains_key(&tag));
+        status.runner_problem = runner_problem(tags.tags());
     }
     status
+}
+
+/// What the local runner's heartbeat among a function's `tags` says needs
+/// attention now: it stopped reporting, or it cannot invoke the handlers.
+pub fn runner_problem(tags: Option<&std::collections::HashMap<String, String>>) -> Option<String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    tags.and_then(|t| t.get(hybrid_counter_aws::esm::RUNNER_HEALTH_TAG))
+        .and_then(|value| hybrid_counter_aws::esm::RunnerHealth::parse(value))
+        .and_then(|health| health.attention(now))
+}
+
+/// [`runner_problem`] of the function of the event source mapping `uuid`
+/// (on an emulator; read as `status` reads it, with the operator's rights).
+pub async fn runner_problem_of(ctx: &Context<'_>, uuid: &str) -> Option<String> {
+    if ctx.clients.target == crate::cli::Target::Aws {
+        return None;
+    }
+    let lambda = &ctx.clients.lambda;
+    let mapping = hybrid_counter_aws::esm::get_mapping(lambda, uuid).await.ok()?;
+    let tags = lambda.list_tags().resource(mapping.function_arn?).send().await.ok()?;
+    runner_problem(tags.tags())
 }
 
 async fn queue(ctx: &Context<'_>, name: &str, url: String, output: &str) -> QueueStatus {
@@ -436,6 +526,8 @@ pub fn attention(
     for m in mappings {
         if let Some(problem) = &m.problem {
             items.push(format!("mapping {}: {problem}", m.name));
+        } else if let Some(problem) = &m.runner_problem {
+            items.push(format!("mapping {}: {problem}", m.name));
         } else if let Some(state) = m
             .state
             .as_deref()
@@ -444,8 +536,7 @@ pub fn attention(
             items.push(format!("mapping {} is {state}", m.name));
         } else if m.is_stream() && !m.publishes_event_counts() {
             items.push(format!(
-                "mapping {} publishes no event counts (MetricsConfig EventCount): the stream-dropped-events \
-                 alarm cannot fire; redeploy the stack",
+                "mapping {} {NO_EVENT_COUNTS}: the stream-dropped-events alarm cannot fire; redeploy the stack",
                 m.name
             ));
         }
@@ -466,7 +557,7 @@ pub fn attention(
         } else if a.state.as_deref() == Some("ALARM") {
             items.push(format!("alarm {} is in ALARM", a.name));
         } else if a.actions.is_empty() {
-            items.push(format!("alarm {} notifies no one (no alarm actions)", a.name));
+            items.push(format!("alarm {} {NOTIFIES_NO_ONE}", a.name));
         }
     }
     items
@@ -599,6 +690,12 @@ impl fmt::Display for StatusReport {
         let width = self.outputs.keys().map(String::len).max().unwrap_or(0);
         for (key, value) in &self.outputs {
             writeln!(f, "  {key:<width$}  {value}")?;
+        }
+        if !self.emulator_limits.is_empty() {
+            writeln!(f, "Emulator limits (not the stack's; no attention needed):")?;
+            for item in &self.emulator_limits {
+                writeln!(f, "  - {item}")?;
+            }
         }
         if self.attention.is_empty() {
             writeln!(f, "All well.")
@@ -784,6 +881,66 @@ mod tests {
             "{}",
             items[0]
         );
+    }
+
+    #[test]
+    fn a_runner_that_died_or_cannot_invoke_needs_attention_with_its_reason() {
+        let mapping = MappingStatus {
+            name: "stream -> stream counter".into(),
+            config: MappingConfig {
+                state: Some("Disabled".into()),
+                ..MappingConfig::default()
+            },
+            played_by_local_runner: true,
+            runner_problem: Some(
+                "the local runner cannot invoke the handlers: the handler binary api is not built".into(),
+            ),
+            ..MappingStatus::default()
+        };
+        let items = attention("UPDATE_COMPLETE", &[mapping], &[], &[]);
+        assert_eq!(
+            items,
+            [
+                "mapping stream -> stream counter: the local runner cannot invoke the handlers: the handler binary api \
+              is not built"
+            ]
+        );
+    }
+
+    #[test]
+    fn on_ministack_only_missing_alarm_actions_and_mapping_metrics_are_emulator_limits() {
+        let alarms = [
+            AlarmStatus {
+                name: "quiet".into(),
+                state: Some("OK".into()),
+                ..AlarmStatus::default()
+            },
+            AlarmStatus {
+                name: "firing".into(),
+                state: Some("ALARM".into()),
+                actions: vec!["arn:topic".into()],
+                ..AlarmStatus::default()
+            },
+        ];
+        let stream = MappingStatus {
+            name: "stream -> stream counter".into(),
+            config: MappingConfig {
+                state: Some("Enabled".into()),
+                event_source_arn: Some(
+                    "arn:aws:dynamodb:us-east-1:123456789012:table/hc-resources/stream/2026-01-01T00:00:00.000".into(),
+                ),
+                ..MappingConfig::default()
+            },
+            ..MappingStatus::default()
+        };
+        let items = attention("UPDATE_COMPLETE", &[stream], &[], &alarms);
+        let (limits, rest): (Vec<_>, Vec<_>) = items.iter().partition(|item| is_ministack_limit(item));
+        assert_eq!(limits.len(), 2, "{items:?}");
+        assert_eq!(rest, [&"alarm firing is in ALARM".to_owned()]);
+        let limits: Vec<String> = limits.into_iter().cloned().collect();
+        let said = ministack_limits(&limits);
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(said[0].contains("1 alarm(s) notify no one here"), "{said:?}");
     }
 
     #[test]

@@ -22,8 +22,9 @@ pub struct LocalRunOptions {
     /// and enables again when it stops.
     pub localstack: bool,
     /// Where the api function's URL is served (0: any free port); `None`
-    /// with `--until-idle`, which serves nothing, and on LocalStack, which
-    /// serves function URLs itself.
+    /// with `--until-idle`, which serves nothing. On LocalStack (and
+    /// ministack) it is served too, on loopback beside the emulator's own
+    /// URL, so the local API has one address on every local target.
     pub api_port: Option<u16>,
 }
 
@@ -78,7 +79,7 @@ impl LocalRunOptions {
             attach,
             release: args.release,
             localstack: target == Target::Localstack,
-            api_port: (!args.until_idle && target != Target::Localstack).then_some(args.api_port),
+            api_port: (!args.until_idle).then_some(args.api_port),
         })
     }
 
@@ -138,8 +139,8 @@ mod tests {
         assert_eq!(options(&["--until-idle"], Target::Local).unwrap().api_port, None);
         assert_eq!(
             options(&[], Target::Localstack).unwrap().api_port,
-            None,
-            "LocalStack serves function URLs itself"
+            Some(crate::cli::DEFAULT_API_PORT),
+            "the local API has one address on every local target"
         );
         let err = options(&["--until-idle", "--api-port", "9100"], Target::Local).unwrap_err();
         assert_eq!(err.exit_code(), crate::exit::USAGE, "{err}");

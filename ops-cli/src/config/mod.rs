@@ -437,6 +437,11 @@ mod tests {
                 argv.extend([flag, ""]);
             }
         }
+        // These tests were written for the embedded emulator; the default
+        // target (localstack) is tested by naming it.
+        if !args.contains(&"--target") {
+            argv.extend(["--target", "local"]);
+        }
         argv.extend(args);
         let cli = Cli::try_parse_from(argv).unwrap();
         let vars: BTreeMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();

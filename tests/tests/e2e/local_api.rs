@@ -1,7 +1,7 @@
 //! The api function served locally (`counterctl local run`, `make deploy`):
 //! plain HTTP requests, unsigned, to the loopback URL the local runner
-//! serves, through `cargo lambda watch`'s function URL emulation and the
-//! real `api` binary with the function's deployed environment, against the
+//! serves, through the runner's function URL emulation and the real,
+//! prebuilt `api` binary with the function's deployed environment, against the
 //! deployed stack's tables; `counterctl status` shows the URL while it is
 //! served and not after the runner stopped.
 
@@ -38,8 +38,8 @@ async fn serve_api(ctl: &Counterctl, function: &str) -> LocalApi {
         let _ = stopped.await;
     }));
 
-    // The runner tags the function once the URL answers (after building the binary).
-    let deadline = Instant::now() + Duration::from_secs(900);
+    // The runner tags the function once the URL answers (the binary is prebuilt).
+    let deadline = Instant::now() + Duration::from_secs(60);
     let url = loop {
         assert!(!runner.is_finished(), "the runner stopped: {:?}", runner.await);
         let api = ctl.status().await.expect("status").api.expect("api status");

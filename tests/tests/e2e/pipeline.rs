@@ -22,7 +22,7 @@
 //! the two that compare both modes on a stream whose ranges are gone.
 //!
 //! The last test runs `counterctl local run --until-idle` itself, with the
-//! real handler binaries under `cargo lambda watch`.
+//! real, prebuilt handler binaries.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -694,8 +694,8 @@ async fn redrive_replay_applies_the_dlq2_ranges_itself_while_the_reprocessor_is_
 }
 
 /// `counterctl local run --until-idle`: the stack's functions read from its
-/// outputs, the real `stream-counter` and `dlq-reprocessor` binaries built
-/// and run by `cargo lambda watch` with the functions' deployed environment.
+/// outputs, the real `stream-counter` and `dlq-reprocessor` binaries as the build
+/// left them, run by the runner with the functions' deployed environment.
 /// The emulator's own SQS poller cannot run the reprocessor, yet it
 /// receives DLQ1's messages (and loses them, or hides and redrives them)
 /// as soon as they arrive. `deploy` takes the DLQ1 mapping over before it

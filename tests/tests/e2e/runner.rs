@@ -1042,10 +1042,27 @@ async fn run_until_idle_gives_up_after_its_timeout_when_a_batch_retries_forever(
     }
 }
 
-/// The real `stream-counter` binary, built and run by `cargo lambda watch`,
-/// invoked through its Lambda invoke API.
+/// The names (`comm`) of this process's children now: what the runner
+/// started, as the kernel lists it (`/proc/<pid>/stat`, field 4 the parent).
+fn child_processes() -> Vec<String> {
+    let me = std::process::id().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path().join("stat")).ok())
+        .filter_map(|stat| {
+            let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+            (rest.split_whitespace().nth(1)? == me).then(|| name.to_owned())
+        })
+        .collect()
+}
+
+/// The real `stream-counter` binary, as the build step left it, started by
+/// the runner against the runtime API it serves: no cargo and no
+/// cargo-lambda is started while the runner plays the mapping.
 #[tokio::test]
-async fn cargo_lambda_watch_runs_the_real_stream_counter_until_the_eventual_counter_converges() {
+async fn the_runner_runs_the_prebuilt_stream_counter_and_starts_no_cargo() {
     let local = Local::start().await;
     let s = scope("acct");
     local.create(&s, ids("w", 9)).await;
@@ -1055,10 +1072,27 @@ async fn cargo_lambda_watch_runs_the_real_stream_counter_until_the_eventual_coun
     let function = local.function("hck-stream-counter").await;
     local.stream_mapping(&function, |m| m.batch_size(4)).await;
     let mut config = local.config();
-    config.idle_timeout = Duration::from_secs(900);
+    config.idle_timeout = Duration::from_secs(120);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let watching = {
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            loop {
+                seen.lock().unwrap().extend(child_processes());
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
     let report = esm_runner::run_until_idle(config)
         .await
-        .expect("drained through cargo lambda watch");
+        .expect("drained through the prebuilt binary");
+    watching.abort();
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.iter().any(|name| name.starts_with("stream-counter")), "{seen:?}");
+    assert!(
+        !seen.iter().any(|name| name.starts_with("cargo")),
+        "the runner started a cargo: {seen:?}"
+    );
     let played = report.for_function("hck-stream-counter");
     assert!(played.invocations >= 3, "{report}");
     assert_eq!(played.function_errors, 0, "{report}");

@@ -225,6 +225,9 @@ impl Verify<'_> {
             if count.live == live && count.settled() {
                 return Ok(Ok(()));
             }
+            if let Some(problem) = self.runner_problem(started.elapsed()).await {
+                return Ok(Err(format!("{by} had not counted {scope}: {problem}")));
+            }
             if started.elapsed() >= self.options.timeout {
                 return Ok(Err(format!(
                     "after {}s {by} had not counted {scope}: EC {}, live {}, {} pending",

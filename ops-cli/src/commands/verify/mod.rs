@@ -148,6 +148,7 @@ pub async fn run(ctx: &Context<'_>, options: &VerifyOptions) -> Result<VerifyRep
         counter: &counter,
         scopes: &scopes,
         options,
+        stream_mapping: deployed.output(stack::outputs::STREAM_MAPPING_ID).ok(),
     };
     let mut checks = Vec::new();
     checks.push(timed("writes", verify.writes()).await?);
@@ -294,6 +295,9 @@ impl Verify<'_> {
                     started.elapsed().as_secs_f64()
                 )));
             }
+            if let Some(problem) = self.runner_problem(started.elapsed()).await {
+                return Ok(Err(format!("{pending} item changes are not counted: {problem}")));
+            }
             if started.elapsed() >= self.options.timeout {
                 return Ok(Err(format!(
                     "after {}s, {pending} item changes are still not counted ({}): is the stream mapping enabled \
@@ -310,8 +314,10 @@ impl Verify<'_> {
         }
     }
 
-    /// Waits until none of `ids` of `scope` exists any more.
-    async fn gone(&self, scope: &Scope, ids: &[ResourceId]) -> Result<bool> {
+    /// Waits until none of `ids` of `scope` exists any more (the stream
+    /// counter removes a deleted item once it uncounted it); `Err` says why
+    /// not: the timeout, or at once what the local runner reports.
+    async fn gone(&self, scope: &Scope, ids: &[ResourceId]) -> Result<std::result::Result<(), String>> {
         let started = Instant::now();
         let keys: Vec<_> = ids
             .iter()
@@ -327,11 +333,17 @@ impl Verify<'_> {
                 .await
                 .map_err(store_error("reading items"))?;
             if states.iter().all(Option::is_none) {
-                return Ok(true);
+                return Ok(Ok(()));
+            }
+            if let Some(problem) = self.runner_problem(started.elapsed()).await {
+                return Ok(Err(format!("the stream did not remove the deleted items: {problem}")));
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        Ok(false)
+        Ok(Err(format!(
+            "the stream did not remove the deleted items within {}s",
+            self.options.timeout.as_secs()
+        )))
     }
 
     async fn recreate(&self) -> Outcome {
@@ -352,11 +364,8 @@ impl Verify<'_> {
         if let Err(err) = self.counter.delete(scope, &again, now_millis()).await {
             return Ok(Err(format!("the delete answered {err}")));
         }
-        if !self.gone(scope, std::slice::from_ref(&again)).await? {
-            return Ok(Err(format!(
-                "the stream did not remove the deleted item within {}s",
-                self.options.timeout.as_secs()
-            )));
+        if let Err(why) = self.gone(scope, std::slice::from_ref(&again)).await? {
+            return Ok(Err(why));
         }
         Ok(
             match self
@@ -413,11 +422,8 @@ impl Verify<'_> {
                 }
                 ids.push(item);
             }
-            if !self.gone(scope, &ids).await? {
-                left.push(format!(
-                    "{scope}: items still there after {}s",
-                    self.options.timeout.as_secs()
-                ));
+            if let Err(why) = self.gone(scope, &ids).await? {
+                left.push(format!("{scope}: {why}"));
                 continue;
             }
             removed += self

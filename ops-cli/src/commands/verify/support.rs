@@ -30,6 +30,9 @@ pub(super) struct Verify<'a> {
     pub(super) counter: &'a Counter<DynamoStore>,
     pub(super) scopes: &'a [Scope],
     pub(super) options: &'a VerifyOptions,
+    /// The stream mapping, whose function's local runner heartbeat a wait
+    /// for the stream reads (an emulator's runner that cannot run fails it).
+    pub(super) stream_mapping: Option<String>,
 }
 
 pub(super) type Outcome = Result<std::result::Result<String, String>>;
@@ -49,6 +52,17 @@ impl ScopeCount {
 }
 
 impl Verify<'_> {
+    /// What the stream counter's local runner says is wrong, read once the
+    /// wait is a second old: a runner that died or cannot invoke the
+    /// handlers fails the wait with its reason at once, not at the timeout.
+    pub(super) async fn runner_problem(&self, waited: std::time::Duration) -> Option<String> {
+        let mapping = self.stream_mapping.as_deref()?;
+        if waited < std::time::Duration::from_secs(1) {
+            return None;
+        }
+        crate::commands::status::runner_problem_of(self.ctx, mapping).await
+    }
+
     /// Reads `scope`'s items (by state) and its eventual counter.
     pub(super) async fn scope_count(&self, scope: &Scope) -> Result<ScopeCount> {
         let counts = count_scope(self.store, scope)

@@ -1,0 +1,88 @@
+//! A local runner that cannot run says so (issue 36): one started without
+//! the handler binaries built writes that reason into its heartbeat, so
+//! `counterctl status` lists it as an attention item (exit 1) and `verify`
+//! fails with it as soon as it waits for the stream, not at its timeout; a
+//! runner stopped cleanly leaves nothing behind.
+
+use std::time::{Duration, Instant};
+
+use e2e::counterctl::deployed;
+use esm_runner::{HandlerProcesses, Runner, RunnerConfig};
+use ops_cli::report::Report;
+use stack::outputs;
+
+#[tokio::test]
+async fn a_runner_that_cannot_invoke_the_handlers_is_an_attention_item_and_fails_verify_at_once() {
+    let (_emulator, ctl, _config) = deployed().await;
+    let before = ctl.status().await.expect("status");
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut config = RunnerConfig::new(&ctl.endpoint, workspace);
+    config.functions = Some(vec![before.outputs[outputs::STREAM_COUNTER_FUNCTION].clone()]);
+    // Nothing built there: the binaries are missing.
+    config.processes.target_dir = Some(std::env::temp_dir().join(format!("hck-no-binaries-{}", std::process::id())));
+    let invoker = HandlerProcesses::new(config.processes.clone(), &config.endpoint, &config.region).unwrap();
+    let runner = std::sync::Arc::new(Runner::connect(config, invoker).await.expect("runner"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = {
+        let runner = runner.clone();
+        tokio::spawn(async move {
+            runner
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+        })
+    };
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let status = ctl.status().await.expect("status");
+        if status
+            .attention
+            .iter()
+            .any(|a| a.contains("cannot invoke the handlers"))
+        {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "status never named the runner's problem:\n{status}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(!status.healthy());
+    let item = status.attention.iter().find(|a| a.contains("cannot invoke")).unwrap();
+    assert!(
+        item.starts_with("mapping stream -> stream counter: ") && item.contains("stream-counter is not built"),
+        "{item}"
+    );
+
+    let started = Instant::now();
+    let report = ctl.run(&["verify", "--timeout", "120"]).await.expect("verify runs");
+    let Report::Verify(verify) = &report else {
+        panic!("a verify report: {report:?}")
+    };
+    assert_eq!(report.exit_code(), 1, "{report}");
+    let stream = verify
+        .checks
+        .iter()
+        .find(|c| c.name == "stream")
+        .expect("the stream check");
+    assert!(
+        !stream.passed && stream.detail.contains("cannot invoke the handlers"),
+        "{report}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "verify waited {:?}",
+        started.elapsed()
+    );
+
+    let _ = stop.send(());
+    running.await.unwrap().expect("the runner stops cleanly");
+    let after = ctl.status().await.expect("status");
+    assert!(
+        !after.attention.iter().any(|a| a.contains("local runner")),
+        "a clean stop leaves no heartbeat: {after}"
+    );
+}
