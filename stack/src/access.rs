@@ -736,6 +736,14 @@ pub const CALL_SITES: &[CallSite] = &[
         &[on(EventSourceMappings, &[LambdaListTags])],
         "status: the runner's takeover tag",
     ),
+    call(
+        STATUS,
+        "runner_problem_of",
+        "list_tags",
+        &[Operator],
+        &[on(Functions, &[LambdaListTags])],
+        "status and verify: the local runner's heartbeat tag (emulators only)",
+    ),
     // CloudWatch and CloudFormation.
     call(
         STATUS,
