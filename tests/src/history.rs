@@ -1,8 +1,9 @@
 //! A history of the request path's calls and its offline check (issue 34,
 //! item 3). Tests record each create's and delete's invocation and answer
 //! in one global order ([`History`]); after the drain, [`check`] holds the
-//! history against the scope's final items ([`End`]): every acknowledged
-//! create and delete is reflected in them, a strict scope never held more
+//! history against the scope's final items ([`End`]): the calls on each id
+//! are linearizable as a register ending as the id's item ([`linear`]), a
+//! strict scope never held more
 //! live items than its limit at any moment the history allows, and the
 //! eventual counter equals the live items. A broken promise is a
 //! [`Violation`] whose `Display` is the minimal trace that breaks it.
@@ -123,6 +124,16 @@ impl Op {
             self.outcome(),
             Some(Outcome::Created { .. } | Outcome::CreatedUnnamed | Outcome::Deleted)
         )
+    }
+
+    /// Its effect is unknown: it may never have happened.
+    fn optional(&self) -> bool {
+        matches!(self.outcome(), None | Some(Outcome::Unknown(_)))
+    }
+
+    /// The latest instant it can have taken effect at.
+    fn deadline(&self) -> Tick {
+        self.completed()
     }
 
     /// Its effect may have happened (acknowledged or unknown).
@@ -413,14 +424,11 @@ impl fmt::Display for Checked {
 /// A promise the kit makes to its callers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Promise {
-    /// An acknowledged create's item is live at the end unless a delete
-    /// that may have removed it was called.
-    AcknowledgedCreateKept,
-    /// An acknowledged delete removed an item some create wrote, and that
-    /// item is not live at the end.
-    AcknowledgedDeleteKept,
-    /// Every live item was written by a create whose answer allows it.
-    LiveItemAccountedFor,
+    /// The calls on each id are linearizable as a register (absent, live,
+    /// gone) that ends as the id's final item: no acknowledged create lost
+    /// or doubled, no acknowledged delete undone or doubled, no live item
+    /// without a create that may have written it.
+    Linearizable,
     /// Strict admission: never more live items than the limit.
     StrictLimit,
     /// The eventual counter equals the live items after the drain.
@@ -430,9 +438,7 @@ pub enum Promise {
 impl fmt::Display for Promise {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Promise::AcknowledgedCreateKept => "an acknowledged create is kept",
-            Promise::AcknowledgedDeleteKept => "an acknowledged delete stays deleted",
-            Promise::LiveItemAccountedFor => "every live item comes from a create that may have written it",
+            Promise::Linearizable => "the calls on each id are linearizable and end as its item",
             Promise::StrictLimit => "strict admission never holds more live items than the limit",
             Promise::EventualExact => "the eventual counter is exact after the drain",
         })
@@ -513,169 +519,42 @@ pub fn check(ops: &[Op], end: &End) -> Result<Checked, Violation> {
     })
 }
 
-/// Promises on one id: which create's item is live at the end, and whether
-/// the acknowledged calls can be placed around it.
+/// The calls on one id, as a register ([`linear`]): some order of them,
+/// each within its span, each allowed by the state before it, ends in the
+/// id's final state.
 fn check_item(id: &str, ops: &[&Op], end: &End) -> Result<(), Violation> {
-    let applied = |call| {
-        ops.iter()
-            .copied()
-            .filter(move |op| op.call == call && op.may_have_applied())
-    };
-    let acknowledged = |call| {
-        ops.iter()
-            .copied()
-            .filter(move |op| op.call == call && op.acknowledged())
-    };
-    // The trace: the calls on the id whose span meets the window that
-    // breaks the promise (and the live item's writer), with the refusals
-    // that may be wrong answers: a create refused because the id was taken
-    // may have written the item itself, a delete refused because it was
-    // gone may have removed it. (The limit is decided before any write.)
-    let broken = |promise, detail: String, (from, to): (Tick, Tick), writer: Option<&Op>| {
-        let may_explain = |op: &Op| match (op.outcome(), op.call) {
-            (Some(Outcome::Refused(Refusal::AlreadyExists)), Call::Create) => {
-                promise != Promise::AcknowledgedCreateKept
-            }
-            (Some(Outcome::Refused(Refusal::NotFound)), Call::Delete) => promise == Promise::AcknowledgedCreateKept,
-            _ => op.may_have_applied(),
-        };
-        let involved: Vec<&Op> = ops
-            .iter()
-            .copied()
-            .filter(|op| {
-                writer.is_some_and(|w| std::ptr::eq(*op, w))
-                    || (op.completed() >= from && op.invoked <= to && may_explain(op))
-            })
-            .collect();
-        Violation::new(promise, detail, &involved, end, &[id])
-    };
-    let Some(incarnation) = end.live(id) else {
-        // Gone: each acknowledged create was removed by a delete of its
-        // own, each acknowledged delete removed an item a create wrote.
-        if let Some(create) = unmatched_creates(acknowledged(Call::Create), applied(Call::Delete), Tick::MAX) {
-            return Err(broken(
-                Promise::AcknowledgedCreateKept,
-                format!(
-                    "{id} is gone, and no delete called after {} can have removed it",
-                    create.invoked
-                ),
-                (create.invoked, Tick::MAX),
-                None,
-            ));
-        }
-        if let Some(delete) = unmatched_deletes(acknowledged(Call::Delete), applied(Call::Create)) {
-            return Err(broken(
-                Promise::AcknowledgedDeleteKept,
-                format!(
-                    "the delete answered at {} removed an item no create can have written",
-                    delete.completed()
-                ),
-                (0, delete.completed()),
-                None,
-            ));
-        }
+    let ops: Vec<&Op> = ops.iter().copied().filter(|op| linear::takes_part(op)).collect();
+    if linear::linearizable(id, &ops, Some(end)) {
         return Ok(());
-    };
-    // Live: the create that wrote it (the acknowledged one with its
-    // incarnation, else one whose answer names none) took effect last.
-    let writers: Vec<&Op> = match ops.iter().find(|op| op.incarnation() == Some(incarnation)) {
-        Some(create) => vec![create],
-        None => applied(Call::Create).filter(|op| op.incarnation().is_none()).collect(),
-    };
-    if writers.is_empty() {
-        let last_delete = acknowledged(Call::Delete).map(|d| d.invoked).max().unwrap_or(0);
-        return Err(broken(
-            Promise::LiveItemAccountedFor,
-            format!("{id} is live ({incarnation}), and no create answered so, or left its incarnation unknown"),
-            // Its writer answered after every acknowledged delete was
-            // invoked (else that delete would have removed it).
-            (last_delete, Tick::MAX),
-            None,
-        ));
     }
-    let mut first_failure = None;
-    for writer in writers {
-        let others = |call| applied(call).filter(move |op| !std::ptr::eq(*op, writer));
-        let failure = if let Some(delete) = acknowledged(Call::Delete).find(|d| d.invoked > writer.completed()) {
-            Some((
-                Promise::AcknowledgedDeleteKept,
-                format!(
-                    "the delete invoked at {} after the create answered at {} was acknowledged, yet {id} is live ({incarnation})",
-                    delete.invoked,
-                    writer.completed()
-                ),
-                (writer.invoked, delete.completed()),
-            ))
-        } else if let Some(delete) = unmatched_deletes(acknowledged(Call::Delete), others(Call::Create)) {
-            Some((
-                Promise::AcknowledgedDeleteKept,
-                format!(
-                    "the delete answered at {} removed an item no create but the one invoked at {} can have written, and that one is live ({incarnation})",
-                    delete.completed(),
-                    writer.invoked
-                ),
-                (0, delete.completed()),
-            ))
+    // The trace: the shortest prefix (by invocation) no order of which
+    // works whatever the end, else every call; without the refusals it
+    // does not need (leaving one out only allows more orders).
+    let mut trace = (1..=ops.len())
+        .map(|k| &ops[..k])
+        .find(|prefix| !linear::linearizable(id, prefix, None))
+        .unwrap_or(&ops)
+        .to_vec();
+    let mut i = 0;
+    while i < trace.len() {
+        let mut without = trace.clone();
+        without.remove(i);
+        let refusal = matches!(trace[i].outcome(), Some(Outcome::Refused(_)));
+        if refusal && !linear::linearizable(id, &without, Some(end)) {
+            trace = without;
         } else {
-            let kept = acknowledged(Call::Create).filter(|op| !std::ptr::eq(*op, writer));
-            unmatched_creates(kept, applied(Call::Delete), writer.completed()).map(|create| {
-                (
-                    Promise::AcknowledgedCreateKept,
-                    format!(
-                        "the create invoked at {} was acknowledged, and no delete before {id}'s live incarnation ({incarnation}) can have removed it",
-                        create.invoked
-                    ),
-                    (create.invoked, writer.completed()),
-                )
-            })
-        };
-        match failure {
-            None => return Ok(()),
-            Some((promise, detail, window)) => {
-                first_failure.get_or_insert((promise, detail, window, writer));
-            }
+            i += 1;
         }
     }
-    let (promise, detail, window, writer) = first_failure.expect("at least one writer was tried");
-    Err(broken(promise, detail, window, Some(writer)))
-}
-
-/// The first acknowledged delete (by answer) left without a distinct
-/// create invoked before its answer (a matching exists iff, for every
-/// k, the k earliest answered deletes have k such creates: the creates
-/// each delete may take are a prefix of the creates by invocation).
-fn unmatched_deletes<'a>(
-    deletes: impl Iterator<Item = &'a Op>,
-    creates: impl Iterator<Item = &'a Op>,
-) -> Option<&'a Op> {
-    let mut deletes: Vec<&Op> = deletes.collect();
-    deletes.sort_by_key(|op| op.completed());
-    let mut invoked: Vec<Tick> = creates.map(|op| op.invoked).collect();
-    invoked.sort_unstable();
-    deletes
-        .into_iter()
-        .enumerate()
-        .find(|(k, delete)| invoked.partition_point(|&at| at < delete.completed()) <= *k)
-        .map(|(_, delete)| delete)
-}
-
-/// The first acknowledged create (latest invoked first) left without a
-/// distinct delete answered after its invocation and invoked before
-/// `before` (the same prefix argument, from the end).
-fn unmatched_creates<'a>(
-    creates: impl Iterator<Item = &'a Op>,
-    deletes: impl Iterator<Item = &'a Op>,
-    before: Tick,
-) -> Option<&'a Op> {
-    let mut creates: Vec<&Op> = creates.collect();
-    creates.sort_by_key(|op| std::cmp::Reverse(op.invoked));
-    let mut completed: Vec<Tick> = deletes.filter(|d| d.invoked < before).map(Op::completed).collect();
-    completed.sort_unstable();
-    creates
-        .into_iter()
-        .enumerate()
-        .find(|(k, create)| completed.len() - completed.partition_point(|&at| at <= create.invoked) <= *k)
-        .map(|(_, create)| create)
+    Err(Violation::new(
+        Promise::Linearizable,
+        format!(
+            "no order of the calls on {id} within their spans (a create from absent, a delete from live) ends as {id} ends"
+        ),
+        &trace,
+        end,
+        &[id],
+    ))
 }
 
 /// Strict admission: sweeps the instants at which an acknowledged
@@ -751,6 +630,8 @@ fn check_strict(ops: &[Op], end: &End) -> Result<usize, Violation> {
     }
     Ok(most)
 }
+
+mod linear;
 
 #[cfg(test)]
 mod tests;
