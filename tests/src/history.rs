@@ -557,24 +557,28 @@ fn check_item(id: &str, ops: &[&Op], end: &End) -> Result<(), Violation> {
     ))
 }
 
-/// Strict admission: sweeps the instants at which an acknowledged
-/// create's item is definitely live (answered, and no delete that may
-/// remove it invoked yet); more of them than the limit, or more live
-/// items at the end, breaks the promise. Returns the most at one instant.
+/// Strict admission: sweeps the instants at which a create's item is
+/// definitely live (it must have taken effect by then, and no delete that
+/// may remove it was invoked yet); more of them than the limit, or more
+/// live items at the end, breaks the promise. Returns the most at one
+/// instant.
 fn check_strict(ops: &[Op], end: &End) -> Result<usize, Violation> {
-    // (from, until) per acknowledged create.
+    // (from, until) per create whose item must have been written: an
+    // acknowledged one, or one whose outcome is unknown that every order
+    // of the calls on its id needs. Its item is live from its deadline
+    // until the first delete that may have removed it is invoked.
     let windows: Vec<(&Op, Tick, Tick)> = ops
         .iter()
-        .filter(|op| op.call == Call::Create && op.acknowledged())
+        .filter(|op| op.call == Call::Create && (op.acknowledged() || (op.optional() && forced(op, ops, end))))
         .filter_map(|create| {
             let until = ops
                 .iter()
                 .filter(|d| d.call == Call::Delete && d.id == create.id && d.may_have_applied())
-                .filter(|d| d.completed() > create.invoked)
+                .filter(|d| d.deadline() > create.invoked)
                 .map(|d| d.invoked)
                 .min()
                 .unwrap_or(Tick::MAX);
-            (until > create.completed()).then_some((create, create.completed(), until))
+            (until > create.deadline()).then_some((create, create.deadline(), until))
         })
         .collect();
     let mut events: Vec<(Tick, i64)> = windows
@@ -629,6 +633,16 @@ fn check_strict(ops: &[Op], end: &End) -> Result<usize, Violation> {
         ));
     }
     Ok(most)
+}
+
+/// Whether every order of the calls on `create`'s id needs it to take
+/// effect (its outcome unknown): without it, none ends as the id ends.
+fn forced(create: &Op, ops: &[Op], end: &End) -> bool {
+    let others: Vec<&Op> = ops
+        .iter()
+        .filter(|op| op.id == create.id && !std::ptr::eq(*op, create) && linear::takes_part(op))
+        .collect();
+    !linear::linearizable(&create.id, &others, Some(end))
 }
 
 mod linear;

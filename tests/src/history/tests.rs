@@ -202,7 +202,8 @@ fn strict_creates_overlapping_a_delete_at_the_limit_pass() {
 
 #[test]
 fn strict_more_live_items_at_the_end_than_the_limit_is_caught() {
-    let ops = [unknown(Call::Create, "a", 1, 2), unknown(Call::Create, "b", 3, 4)];
+    // Never answered: live from no instant of the history, but at the end.
+    let ops = [op(Call::Create, "a", 1, None), op(Call::Create, "b", 2, None)];
     let final_items = end(&[("a", "ia", false), ("b", "ib", false)]).strict(1);
     let violation = broken(&ops, &final_items);
     assert_eq!(violation.promise, Promise::StrictLimit);
@@ -403,4 +404,32 @@ fn concurrent_creates_and_deletes_of_one_id_pass_in_some_order() {
     assert!(check(&ops, &end(&[("x", "i1", false)])).is_ok());
     // But not both live: the delete must come between them.
     assert_eq!(broken(&ops, &end(&[])).promise, Promise::Linearizable);
+}
+
+/// Review finding 2: a create answered 500 after it was applied, proven
+/// written by the acknowledged delete that can only have removed its item,
+/// was live beside another item at the limit.
+#[test]
+fn strict_a_create_of_unknown_outcome_every_order_needs_is_counted() {
+    let ops = [
+        created("a", 1, 2, "ia"),
+        unknown(Call::Create, "b", 3, 4),
+        deleted("a", 5, 6),
+        deleted("b", 7, 8),
+    ];
+    let violation = broken(&ops, &end(&[]).strict(1));
+    assert_eq!(violation.promise, Promise::StrictLimit);
+    assert!(violation.detail.contains("2 items definitely live at 4"), "{violation}");
+    let text = violation.to_string();
+    assert!(text.contains("create s/b -> unknown"), "{text}");
+    // Not needed (b never deleted, gone at the end): not counted.
+    let ops = [
+        created("a", 1, 2, "ia"),
+        unknown(Call::Create, "b", 3, 4),
+        deleted("a", 5, 6),
+    ];
+    assert_eq!(check(&ops, &end(&[]).strict(1)).unwrap().most_definitely_live, 1);
+    // Needed as the live item at the end: counted from its answer.
+    let violation = broken(&ops, &end(&[("b", "ib", false)]).strict(1));
+    assert!(violation.detail.contains("2 items definitely live at 4"), "{violation}");
 }
