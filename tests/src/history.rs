@@ -321,7 +321,8 @@ pub struct FinalItem {
 pub struct End {
     /// Every item of the scope, by id.
     pub items: BTreeMap<String, FinalItem>,
-    /// The eventual counter, when the stream was drained.
+    /// The eventual counter, when the stream was drained (then every live
+    /// item must be counted, every deleted one hard-deleted).
     pub eventual: Option<i64>,
     /// The limit, when the scope admits in strict mode.
     pub strict_limit: Option<u64>,
@@ -431,6 +432,9 @@ pub enum Promise {
     Linearizable,
     /// Strict admission: never more live items than the limit.
     StrictLimit,
+    /// After the drain every live item is counted (`counter_processed`)
+    /// and no soft-deleted item waits for its hard delete.
+    Drained,
     /// The eventual counter equals the live items after the drain.
     EventualExact,
 }
@@ -440,6 +444,7 @@ impl fmt::Display for Promise {
         f.write_str(match self {
             Promise::Linearizable => "the calls on each id are linearizable and end as its item",
             Promise::StrictLimit => "strict admission never holds more live items than the limit",
+            Promise::Drained => "the drain counts every live item and hard-deletes every deleted one",
             Promise::EventualExact => "the eventual counter is exact after the drain",
         })
     }
@@ -464,6 +469,9 @@ impl Violation {
         for id in ids {
             trace.push(match end.items.get(*id) {
                 Some(item) if item.deleted => format!("  final: {id} soft-deleted ({})", item.incarnation),
+                Some(item) if !item.counter_processed => {
+                    format!("  final: {id} live, uncounted ({})", item.incarnation)
+                }
                 Some(item) => format!("  final: {id} live ({})", item.incarnation),
                 None => format!("  final: {id} absent"),
             });
@@ -490,6 +498,23 @@ pub fn check(ops: &[Op], end: &End) -> Result<Checked, Violation> {
     }
     let most_definitely_live = check_strict(ops, end)?;
     let live_at_end = end.live_count();
+    if end.eventual.is_some() {
+        let undrained: Vec<&str> = end
+            .items
+            .iter()
+            .filter(|(_, item)| item.deleted || !item.counter_processed)
+            .map(|(id, _)| id.as_str())
+            .collect();
+        if !undrained.is_empty() {
+            return Err(Violation::new(
+                Promise::Drained,
+                format!("{} items uncounted or soft-deleted after the drain", undrained.len()),
+                &[],
+                end,
+                &undrained,
+            ));
+        }
+    }
     if let Some(eventual) = end.eventual
         && eventual != live_at_end as i64
     {

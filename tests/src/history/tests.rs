@@ -213,7 +213,7 @@ fn strict_more_live_items_at_the_end_than_the_limit_is_caught() {
 #[test]
 fn an_eventual_counter_off_the_live_items_after_the_drain_is_caught() {
     let ops = [created("a", 1, 2, "ia"), created("b", 3, 4, "ib"), deleted("b", 5, 6)];
-    let final_items = end(&[("a", "ia", false), ("b", "ib", true)]);
+    let final_items = end(&[("a", "ia", false)]);
     assert!(check(&ops, &final_items.clone().with_eventual(1)).is_ok());
     let violation = broken(&ops, &final_items.with_eventual(2));
     assert_eq!(violation.promise, Promise::EventualExact);
@@ -432,4 +432,30 @@ fn strict_a_create_of_unknown_outcome_every_order_needs_is_counted() {
     // Needed as the live item at the end: counted from its answer.
     let violation = broken(&ops, &end(&[("b", "ib", false)]).strict(1));
     assert!(violation.detail.contains("2 items definitely live at 4"), "{violation}");
+}
+
+/// Review finding 3: after the drain, before any repair, every live item
+/// is counted and every deleted one hard-deleted (the per-item assertion
+/// the request-path test had before the history check).
+#[test]
+fn an_uncounted_or_soft_deleted_item_after_the_drain_is_caught() {
+    let ops = [created("a", 1, 2, "ia"), created("b", 3, 4, "ib"), deleted("b", 5, 6)];
+    // b soft-deleted, not hard-deleted: fine before the drain, not after.
+    let soft = end(&[("a", "ia", false), ("b", "ib", true)]);
+    assert!(check(&ops, &soft).is_ok());
+    let violation = broken(&ops, &soft.with_eventual(1));
+    assert_eq!(violation.promise, Promise::Drained);
+    assert!(
+        violation.to_string().contains("final: b soft-deleted (ib)"),
+        "{violation}"
+    );
+    // a live and never counted, with EC right by chance.
+    let mut uncounted = end(&[("a", "ia", false)]);
+    uncounted.items.get_mut("a").unwrap().counter_processed = false;
+    let violation = broken(&ops, &uncounted.with_eventual(1));
+    assert_eq!(violation.promise, Promise::Drained);
+    assert!(
+        violation.to_string().contains("final: a live, uncounted (ia)"),
+        "{violation}"
+    );
 }

@@ -584,8 +584,8 @@ async fn stream_handler_counts_exactly_under_faults(mode: Mode, test: &str) {
         kit.assert_converged(s).await;
         let eventual = kit.counter.usage(s).await.unwrap().eventual;
         assert_eq!(eventual, live[at].len() as i64, "seed {seed}: EC of {s}");
-        assert_eq!(audit_clean(&kit.store, s, seed).await, live[at].len() as u64);
         checked.push(check_history(&kit, &history, s, None, seed).await.to_string());
+        assert_eq!(audit_clean(&kit.store, s, seed).await, live[at].len() as u64);
     }
     let stats = proxy.stats();
     stats.assert_injected(&FaultKind::ALL);
@@ -788,8 +788,8 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
     kit.drain().await;
     let mut checked = Vec::new();
     for (at, s) in scopes.iter().enumerate() {
-        assert_eq!(audit_clean(&kit.store, s, seed).await, live[at] as u64);
         checked.push(check_history(&kit, &history, s, None, seed).await.to_string());
+        assert_eq!(audit_clean(&kit.store, s, seed).await, live[at] as u64);
     }
     let stats = proxy.stats();
     stats.assert_injected(&FaultKind::ALL);
@@ -1039,7 +1039,6 @@ impl Parked {
         );
         assert_eq!(snapshot.eventual, self.live, "seed {seed}: {counts:?}");
         e2e::drain_deployed(&self.emulator.endpoint, &self.config).await;
-        assert_eq!(audit_clean(&self.store, &self.scope, seed).await, self.live as u64);
         let client = aws_sdk_dynamodb::Client::new(&self.emulator.sdk_config().await);
         let eventual = self.store.read_counters(&self.scope).await.expect("counters").eventual;
         let end = End::read(&client, &self.config.resources_table, &self.scope)
@@ -1050,6 +1049,7 @@ impl Parked {
             .check(&self.scope, &end)
             .unwrap_or_else(|violation| panic!("seed {seed}, {}: {violation}", self.scope));
         eprintln!("parked ranges: seed {seed}, history: {checked}");
+        assert_eq!(audit_clean(&self.store, &self.scope, seed).await, self.live as u64);
     }
 }
 

@@ -6,10 +6,11 @@
 //! then answers 500. Every call's invocation and answer is recorded; after
 //! the drain the history is held against the final items
 //! ([`e2e::history::check`]): no acknowledged create lost, no acknowledged
-//! delete undone, no strict overshoot, EC exact. The calls run in rounds;
-//! between two, the stream is drained and the scope repaired (what an
-//! operator does after the grace period), so that slots kept by ambiguous
-//! strict reservations do not end the test's admissions early.
+//! delete undone, no strict overshoot, every item counted and EC exact.
+//! The calls run in rounds; after each, the stream is drained, the history
+//! checked, and only then the scope repaired (what an operator does after
+//! the grace period), so that slots kept by ambiguous strict reservations
+//! do not end the test's admissions early.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -72,6 +73,7 @@ async fn concurrent_clients_keep_every_promise(admission: Admission, test: &str)
     // says more.
     let mut defects = Vec::new();
     let mut rng = fastrand::Rng::with_seed(seed);
+    let mut checked = None;
     for round in 0..ROUNDS as u64 {
         let done = AtomicBool::new(false);
         let clients = async {
@@ -113,6 +115,20 @@ async fn concurrent_clients_keep_every_promise(admission: Admission, test: &str)
         };
         tokio::join!(clients, stream);
         kit.drain().await;
+        // The history so far against the items and EC, before the repair
+        // (which must have nothing of theirs to mend).
+        let eventual = kit.counter.usage(&s).await.expect("usage").eventual;
+        let mut end = End::read(&kit.dynamodb, &kit.config.resources_table, &s)
+            .await
+            .with_eventual(eventual);
+        if admission.is_strict() {
+            end = end.strict(LIMIT);
+        }
+        checked = Some(
+            history
+                .check(&s, &end)
+                .unwrap_or_else(|violation| panic!("seed {seed}, {admission:?}, round {round}: {violation}")),
+        );
         let repair = e2e::audit(&direct, &s, RepairMode::Apply, 5, e2e::after_grace())
             .await
             .expect("repair the scope");
@@ -121,16 +137,7 @@ async fn concurrent_clients_keep_every_promise(admission: Admission, test: &str)
         }
     }
 
-    let eventual = kit.counter.usage(&s).await.expect("usage").eventual;
-    let mut end = End::read(&kit.dynamodb, &kit.config.resources_table, &s)
-        .await
-        .with_eventual(eventual);
-    if admission.is_strict() {
-        end = end.strict(LIMIT);
-    }
-    let checked = history
-        .check(&s, &end)
-        .unwrap_or_else(|violation| panic!("seed {seed}, {admission:?}: {violation}"));
+    let checked = checked.expect("a round ran");
     assert!(defects.is_empty(), "seed {seed}, {admission:?}: {defects:#?}");
     let stats = proxy.stats();
     for op in [put(), update(), transact()] {

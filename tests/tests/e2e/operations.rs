@@ -369,6 +369,22 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
     // grace: nothing is in flight any more) and a clean audit.
     proxy.set_enabled(false);
     drain_deployed(&emulator.endpoint, &config).await;
+    // Every answer the load heard against the items and EC, before the
+    // repair after the load.
+    let history = std::fs::read_to_string(&history_file).expect("the load's history");
+    std::fs::remove_file(&history_file).expect("remove the load's history");
+    let history = History::from_load_history(&history);
+    let direct = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
+    for s in &scopes {
+        let eventual = hybrid_counter::Store::read_counters(&store, s).await.unwrap().eventual;
+        let end = End::read(&direct, &config.resources_table, s)
+            .await
+            .with_eventual(eventual);
+        let checked = history
+            .check(s, &end)
+            .unwrap_or_else(|violation| panic!("seed {seed}, {s}: {violation}"));
+        eprintln!("audit_repair_beside_load: {s}: history: {checked}");
+    }
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     let repair = ctl.run(&["audit", "--repair", "--grace", "1"]).await.unwrap();
     let Report::Audit(repair) = &repair else { panic!() };
@@ -390,21 +406,6 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
         after.totals.live
     );
     assert_eq!((after.totals.pending_create, after.totals.pending_delete), (0, 0));
-    // Every answer the load heard against the final items and EC.
-    let history = std::fs::read_to_string(&history_file).expect("the load's history");
-    std::fs::remove_file(&history_file).expect("remove the load's history");
-    let history = History::from_load_history(&history);
-    let direct = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
-    for s in &scopes {
-        let eventual = hybrid_counter::Store::read_counters(&store, s).await.unwrap().eventual;
-        let end = End::read(&direct, &config.resources_table, s)
-            .await
-            .with_eventual(eventual);
-        let checked = history
-            .check(s, &end)
-            .unwrap_or_else(|violation| panic!("seed {seed}, {s}: {violation}"));
-        eprintln!("audit_repair_beside_load: {s}: history: {checked}");
-    }
     let sqs = aws_sdk_sqs::Client::new(&emulator.sdk_config().await);
     let status = ctl.status().await.unwrap();
     let dlq1 = status.outputs[stack::outputs::DLQ1_URL].clone();
