@@ -274,7 +274,10 @@ impl History {
                 "NotFound" => Outcome::Refused(Refusal::NotFound),
                 "LimitExceeded" => Outcome::Refused(Refusal::LimitExceeded),
                 "InvalidInput" => Outcome::Refused(Refusal::InvalidInput),
-                other => Outcome::Unknown(other.to_owned()),
+                // The errors whose effect is unknown; any other outcome is
+                // one this reading does not know, not an unknown effect.
+                kind @ ("Unavailable" | "SequenceOutcomeUnknown") => Outcome::Unknown(kind.to_owned()),
+                other => panic!("unknown outcome {other} in {line}"),
             };
             let answered = tick("answered");
             log.clock = log.clock.max(answered);

@@ -308,6 +308,10 @@ fn a_load_history_reads_back_on_its_own_clock() {
     let s = Scope::new("s").unwrap();
     assert!(history.check(&s, &end(&[("x", "i1", false)])).is_ok());
     assert_eq!(history.check(&s, &end(&[])).unwrap_err().promise, Promise::Linearizable);
+    // An outcome it does not know is an error, not an unknown effect.
+    let misspelt = r#"{"call":"create","scope":"s","id":"z","invoked":1,"answered":2,"outcome":"Created"}"#;
+    let read = std::panic::catch_unwind(|| History::from_load_history(misspelt));
+    assert!(read.is_err(), "an unknown outcome was read");
     // Calls recorded after it go on from its clock.
     let next = history.invoke(Call::Delete, &s, &ResourceId::new("x").unwrap());
     history.complete(next, Outcome::Deleted);

@@ -383,6 +383,10 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
         let checked = history
             .check(s, &end)
             .unwrap_or_else(|violation| panic!("seed {seed}, {s}: {violation}"));
+        assert!(
+            checked.acknowledged_creates > 0,
+            "seed {seed}, {s}: the load's history proved nothing: {checked}"
+        );
         eprintln!("audit_repair_beside_load: {s}: history: {checked}");
     }
     tokio::time::sleep(Duration::from_millis(1_100)).await;
