@@ -245,54 +245,6 @@ impl History {
         result
     }
 
-    /// The calls `counterctl load --history` wrote (JSON lines: `call`,
-    /// `scope`, `id`, `invoked`, `answered`, `outcome`: `created`,
-    /// `deleted` or the error's kind; `incarnation`), on its clock.
-    pub fn from_load_history(text: &str) -> Self {
-        let mut log = Log::default();
-        for line in text.lines().filter(|line| !line.trim().is_empty()) {
-            let entry: serde_json::Value =
-                serde_json::from_str(line).unwrap_or_else(|e| panic!("a load history line: {e}: {line}"));
-            let text = |name: &str| {
-                entry[name]
-                    .as_str()
-                    .unwrap_or_else(|| panic!("no {name} in {line}"))
-                    .to_owned()
-            };
-            let tick = |name: &str| entry[name].as_u64().unwrap_or_else(|| panic!("no {name} in {line}"));
-            let call = match text("call").as_str() {
-                "create" => Call::Create,
-                "delete" => Call::Delete,
-                other => panic!("unknown call {other} in {line}"),
-            };
-            let outcome = match text("outcome").as_str() {
-                "created" => Outcome::Created {
-                    incarnation: text("incarnation"),
-                },
-                "deleted" => Outcome::Deleted,
-                "AlreadyExists" => Outcome::Refused(Refusal::AlreadyExists),
-                "NotFound" => Outcome::Refused(Refusal::NotFound),
-                "LimitExceeded" => Outcome::Refused(Refusal::LimitExceeded),
-                "InvalidInput" => Outcome::Refused(Refusal::InvalidInput),
-                // The errors whose effect is unknown; any other outcome is
-                // one this reading does not know, not an unknown effect.
-                kind @ ("Unavailable" | "SequenceOutcomeUnknown") => Outcome::Unknown(kind.to_owned()),
-                other => panic!("unknown outcome {other} in {line}"),
-            };
-            let answered = tick("answered");
-            log.clock = log.clock.max(answered);
-            log.ops.push(Op {
-                call,
-                scope: text("scope"),
-                id: text("id"),
-                invoked: tick("invoked"),
-                answered: Some((answered, outcome)),
-            });
-        }
-        log.ops.sort_by_key(|op| op.invoked);
-        Self(Arc::new(Mutex::new(log)))
-    }
-
     /// Every call recorded so far, in order of invocation.
     pub fn ops(&self) -> Vec<Op> {
         self.log().ops.clone()
@@ -308,6 +260,23 @@ impl History {
             .cloned()
             .collect();
         check(&ops, end)
+    }
+}
+
+/// A `counterctl load` run as a library, recorded: each call's answer
+/// classified once, by [`Outcome::of_create`] and [`Outcome::of_delete`].
+impl ops_cli::commands::load::CallObserver for History {
+    fn invoked(&self, create: bool, scope: &Scope, id: &ResourceId) -> usize {
+        let call = if create { Call::Create } else { Call::Delete };
+        self.invoke(call, scope, id).0
+    }
+
+    fn created(&self, token: usize, answer: &Result<Created, Error>) {
+        self.complete(Invoked(token), Outcome::of_create(answer));
+    }
+
+    fn deleted(&self, token: usize, answer: &Result<(), Error>) {
+        self.complete(Invoked(token), Outcome::of_delete(answer));
     }
 }
 

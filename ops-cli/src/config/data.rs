@@ -7,6 +7,7 @@ use std::time::Duration;
 use hybrid_counter::audit::RepairMode;
 
 use crate::cli::{AuditArgs, LimitCommand, LoadArgs, SeqCommand};
+use crate::commands::load::CallObserver;
 use crate::error::{Error, Result};
 
 /// What to audit and what to do about it.
@@ -62,8 +63,33 @@ pub struct LoadOptions {
     /// wait and the audit.
     pub drain_timeout: Duration,
     pub seed: u64,
-    /// Where to write the calls' history (`--history`).
-    pub history: Option<std::path::PathBuf>,
+    /// Who sees each call (a library caller's; never set from the
+    /// command line).
+    pub observer: Observer,
+}
+
+/// A library caller's [`CallObserver`] of a load, if any.
+#[derive(Clone, Default)]
+pub struct Observer(pub Option<std::sync::Arc<dyn CallObserver>>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Observer(set)"
+        } else {
+            "Observer(none)"
+        })
+    }
+}
+
+/// The same observer, or none on both sides.
+impl PartialEq for Observer {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        }
+    }
 }
 
 /// What `verify` writes and how long it waits.
@@ -162,6 +188,6 @@ pub(super) fn load_options(args: LoadArgs) -> Result<LoadOptions> {
         limit: args.limit,
         drain_timeout: Duration::from_secs(args.drain_timeout),
         seed: args.seed,
-        history: args.history,
+        observer: Observer::default(),
     })
 }

@@ -289,36 +289,6 @@ fn refusals_decided_before_any_write_are_left_out_of_the_trace() {
 }
 
 #[test]
-fn a_load_history_reads_back_on_its_own_clock() {
-    let text = r#"{"call":"delete","scope":"s","id":"y","invoked":2,"answered":3,"outcome":"NotFound"}
-{"call":"create","scope":"s","id":"x","invoked":1,"answered":4,"outcome":"created","incarnation":"i1"}
-{"call":"create","scope":"s","id":"z","invoked":5,"answered":6,"outcome":"Unavailable"}
-"#;
-    let history = History::from_load_history(text);
-    let ops = history.ops();
-    assert_eq!(ops.iter().map(|op| op.invoked).collect::<Vec<_>>(), [1, 2, 5]);
-    assert_eq!(
-        ops[0].outcome(),
-        Some(&Outcome::Created {
-            incarnation: "i1".into()
-        })
-    );
-    assert_eq!(ops[1].outcome(), Some(&Outcome::Refused(Refusal::NotFound)));
-    assert_eq!(ops[2].outcome(), Some(&Outcome::Unknown("Unavailable".into())));
-    let s = Scope::new("s").unwrap();
-    assert!(history.check(&s, &end(&[("x", "i1", false)])).is_ok());
-    assert_eq!(history.check(&s, &end(&[])).unwrap_err().promise, Promise::Linearizable);
-    // An outcome it does not know is an error, not an unknown effect.
-    let misspelt = r#"{"call":"create","scope":"s","id":"z","invoked":1,"answered":2,"outcome":"Created"}"#;
-    let read = std::panic::catch_unwind(|| History::from_load_history(misspelt));
-    assert!(read.is_err(), "an unknown outcome was read");
-    // Calls recorded after it go on from its clock.
-    let next = history.invoke(Call::Delete, &s, &ResourceId::new("x").unwrap());
-    history.complete(next, Outcome::Deleted);
-    assert_eq!(history.ops().last().unwrap().invoked, 7);
-}
-
-#[test]
 fn an_acknowledged_create_without_its_incarnation_may_be_the_live_item_and_must_be_kept() {
     let unnamed = op(Call::Create, "x", 1, Some((2, Outcome::CreatedUnnamed)));
     let checked = check(std::slice::from_ref(&unnamed), &end(&[("x", "i9", false)])).expect("allowed");

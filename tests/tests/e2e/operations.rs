@@ -19,7 +19,7 @@ use ops_cli::{Report, exit};
 /// `counterctl load` with `workers` on `scopes` scopes named `<prefix>-<n>` for `seconds`,
 /// with no limit in reach and no drain (the stream is the test's), then
 /// `done` set: the traffic an operator's command meets on a busy stack.
-/// `history`: where the load writes every call's invocation and answer.
+/// `history`: records every call of the load, invocation and answer.
 async fn busy_load(
     ctl: &Counterctl,
     prefix: &str,
@@ -27,11 +27,10 @@ async fn busy_load(
     delete_ratio: &str,
     seconds: u64,
     done: &std::sync::atomic::AtomicBool,
-    history: Option<&std::path::Path>,
+    history: Option<&History>,
 ) -> Result<Report, ops_cli::Error> {
     let (scopes, workers, seconds) = (scopes.to_string(), workers.to_string(), seconds.to_string());
-    let history = history.map(|path| path.to_string_lossy().into_owned());
-    let mut args = vec![
+    let args = vec![
         "load",
         "--scopes",
         &scopes,
@@ -48,10 +47,8 @@ async fn busy_load(
         "--drain-timeout",
         "0",
     ];
-    if let Some(path) = &history {
-        args.extend(["--history", path]);
-    }
-    let report = ctl.run(&args).await;
+    let observer = history.map(|h| std::sync::Arc::new(h.clone()) as std::sync::Arc<_>);
+    let report = ctl.run_observed(&args, observer).await;
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     report
 }
@@ -287,16 +284,8 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
     let load_done = std::sync::atomic::AtomicBool::new(false);
     let started = Instant::now();
 
-    let history_file = std::env::temp_dir().join(format!("hck-load-history-{seed}-{}.jsonl", std::process::id()));
-    let load = busy_load(
-        &ctl,
-        "busy",
-        (3, 4),
-        "0.4",
-        LOAD_SECONDS,
-        &load_done,
-        Some(&history_file),
-    );
+    let history = History::new();
+    let load = busy_load(&ctl, "busy", (3, 4), "0.4", LOAD_SECONDS, &load_done, Some(&history));
     let audits = async {
         let (mut runs, mut failed, mut repaired, mut held_back) = (0, 0, 0, 0);
         while !load_done.load(std::sync::atomic::Ordering::SeqCst) {
@@ -371,9 +360,6 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
     drain_deployed(&emulator.endpoint, &config).await;
     // Every answer the load heard against the items and EC, before the
     // repair after the load.
-    let history = std::fs::read_to_string(&history_file).expect("the load's history");
-    std::fs::remove_file(&history_file).expect("remove the load's history");
-    let history = History::from_load_history(&history);
     let direct = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
     for s in &scopes {
         let eventual = hybrid_counter::Store::read_counters(&store, s).await.unwrap().eventual;
