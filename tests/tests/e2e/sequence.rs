@@ -240,6 +240,9 @@ async fn concurrent_numbered_creates_through_the_api_never_answer_with_dynamodbs
     let seed = plan.seed();
     let plan = plan
         .random(transact(), Fault::TransactionConflict(Conflicting::One), 1.0)
+        // One applied-then-500 on a put for sure (the history must meet
+        // one), then at random.
+        .next(Operation::dynamodb("PutItem"), Fault::ApplyThenFail, 1)
         .random(Operation::dynamodb("PutItem"), Fault::FailBefore, 0.2)
         .random(Operation::dynamodb("PutItem"), Fault::ApplyThenFail, 0.15)
         .random(Operation::dynamodb("Query"), Fault::Throttle, 0.1);
@@ -274,6 +277,10 @@ async fn concurrent_numbered_creates_through_the_api_never_answer_with_dynamodbs
     }
     let stats = proxy.stats();
     eprintln!("numbered creates under faults: seed {seed}, answers {codes:?}\n{stats}");
+    assert!(
+        stats.injected(&Operation::dynamodb("PutItem"), FaultKind::ApplyThenFail) > 0,
+        "seed {seed}: no applied-then-500 on PutItem\n{stats}"
+    );
     assert!(
         codes.contains_key("CreatedWithoutSequence"),
         "seed {seed}: every claim was cancelled, yet no create said so: {codes:?}"
