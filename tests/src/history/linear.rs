@@ -12,8 +12,9 @@
 //! absent or gone; the other refusals are decided before any write and
 //! take no part. An acknowledged or refused call takes effect once between
 //! its invocation and its answer; a call whose outcome is unknown takes
-//! effect once, at any instant within [`Op::deadline`], or never. The last
-//! state must be the id's final one.
+//! effect once, at any instant after its invocation (even after its
+//! answer: [`Op::deadline`]), or never. The last state must be the id's
+//! final one.
 
 use std::collections::HashSet;
 
