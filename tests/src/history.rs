@@ -254,6 +254,27 @@ impl History {
         self.log().ops.clone()
     }
 
+    /// After the drain and before any repair: `scope`'s EC (from `store`)
+    /// and items (with `client`, from `table`), read past any fault proxy,
+    /// held against the calls on it ([`check`]; strict admission with the
+    /// limit `strict`). A broken promise panics with `context` (the seed)
+    /// and the minimal trace.
+    pub async fn assert_kept<S: Store>(
+        &self,
+        (store, client, table): (&S, &aws_sdk_dynamodb::Client, &str),
+        scope: &Scope,
+        strict: Option<u64>,
+        context: &str,
+    ) -> Checked {
+        let eventual = store.read_counters(scope).await.expect("read the counters").eventual;
+        let mut end = End::read(client, table, scope).await.with_eventual(eventual);
+        if let Some(limit) = strict {
+            end = end.strict(limit);
+        }
+        self.check(scope, &end)
+            .unwrap_or_else(|violation| panic!("{context}, {scope}: {violation}"))
+    }
+
     /// [`check`] over the calls on `scope`.
     pub fn check(&self, scope: &Scope, end: &End) -> Result<Checked, Violation> {
         let ops: Vec<Op> = self

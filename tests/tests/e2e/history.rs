@@ -17,15 +17,15 @@ use std::time::{Duration, Instant};
 
 use e2e::Kit;
 use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy};
-use e2e::history::{End, History};
+use e2e::history::History;
 use hybrid_counter::audit::RepairMode;
 use hybrid_counter::config::Admission;
 use hybrid_counter::stream::Processor;
 use hybrid_counter::{Counter, Error};
 use hybrid_counter_aws::DynamoStore;
 
-use crate::faults::{Deliveries, PROCESSOR_BACKOFF, deliver_like_a_mapping, get, put, query, transact, update};
 use crate::{NOW, id, scope};
+use e2e::mapping::{Deliveries, PROCESSOR_BACKOFF, deliver_like_a_mapping, get, put, query, transact, update};
 
 const LIMIT: u64 = 4;
 const CLIENTS: u64 = 4;
@@ -117,18 +117,10 @@ async fn concurrent_clients_keep_every_promise(admission: Admission, test: &str)
         kit.drain().await;
         // The history so far against the items and EC, before the repair
         // (which must have nothing of theirs to mend).
-        let eventual = kit.counter.usage(&s).await.expect("usage").eventual;
-        let mut end = End::read(&kit.dynamodb, &kit.config.resources_table, &s)
-            .await
-            .with_eventual(eventual);
-        if admission.is_strict() {
-            end = end.strict(LIMIT);
-        }
-        checked = Some(
-            history
-                .check(&s, &end)
-                .unwrap_or_else(|violation| panic!("seed {seed}, {admission:?}, round {round}: {violation}")),
-        );
+        let unproxied = (&direct, &kit.dynamodb, kit.config.resources_table.as_str());
+        let strict = admission.is_strict().then_some(LIMIT);
+        let context = format!("seed {seed}, {admission:?}, round {round}");
+        checked = Some(history.assert_kept(unproxied, &s, strict, &context).await);
         let repair = e2e::audit(&direct, &s, RepairMode::Apply, 5, e2e::after_grace())
             .await
             .expect("repair the scope");

@@ -12,7 +12,7 @@ use crate::deployed;
 use e2e::counterctl::Counterctl;
 use e2e::drain_deployed;
 use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, Operation};
-use e2e::history::{End, History};
+use e2e::history::History;
 use hybrid_counter::audit::RepairMode;
 use ops_cli::{Report, exit};
 
@@ -362,13 +362,14 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
     // repair after the load.
     let direct = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
     for s in &scopes {
-        let eventual = hybrid_counter::Store::read_counters(&store, s).await.unwrap().eventual;
-        let end = End::read(&direct, &config.resources_table, s)
-            .await
-            .with_eventual(eventual);
         let checked = history
-            .check(s, &end)
-            .unwrap_or_else(|violation| panic!("seed {seed}, {s}: {violation}"));
+            .assert_kept(
+                (&store, &direct, &config.resources_table),
+                s,
+                None,
+                &format!("seed {seed}"),
+            )
+            .await;
         assert!(
             checked.acknowledged_creates > 0,
             "seed {seed}, {s}: the load's history proved nothing: {checked}"

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use e2e::Kit;
 use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, Operation};
-use e2e::history::{Call, End, History, Outcome, Refusal};
+use e2e::history::{Call, History, Outcome, Refusal};
 use hybrid_counter::audit::RepairMode;
 use hybrid_counter::retry::Backoff;
 use hybrid_counter::sequence::{DEFAULT_BACKOFF, Sequence};
@@ -302,12 +302,7 @@ async fn concurrent_numbered_creates_through_the_api_never_answer_with_dynamodbs
     );
     kit.drain().await;
     let s = &scope(s);
-    let eventual = kit.counter.usage(s).await.expect("usage").eventual;
-    let end = End::read(&kit.dynamodb, &kit.config.resources_table, s)
-        .await
-        .with_eventual(eventual);
-    let checked = history
-        .check(s, &end)
-        .unwrap_or_else(|violation| panic!("seed {seed}, {s}: {violation}"));
+    let direct = (&kit.store, &kit.dynamodb, kit.config.resources_table.as_str());
+    let checked = history.assert_kept(direct, s, None, &format!("seed {seed}")).await;
     eprintln!("numbered creates: seed {seed}, history: {checked}");
 }
