@@ -20,159 +20,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use aws_sdk_dynamodb::types::AttributeValue;
 use hybrid_counter::{Counter, Created, EpochMillis, Error, ResourceId, Scope, Store};
 
-/// A point in the history's one global order of invocations and answers.
-pub type Tick = u64;
-
-/// What a recorded call asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Call {
-    Create,
-    Delete,
-}
-
-/// Why a call was refused: it took no effect, for certain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    AlreadyExists,
-    NotFound,
-    LimitExceeded,
-    InvalidInput,
-}
-
-/// How a call was answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Acknowledged create; the item's incarnation.
-    Created { incarnation: String },
-    /// Acknowledged create whose answer does not name the incarnation (the
-    /// API's `503 CreatedWithoutSequence`: created, unnumbered).
-    CreatedUnnamed,
-    /// Acknowledged delete.
-    Deleted,
-    /// Took no effect.
-    Refused(Refusal),
-    /// An error whose effect is unknown (it may have been applied).
-    Unknown(String),
-}
-
-impl Outcome {
-    /// A create's answer, classified.
-    pub fn of_create(result: &Result<Created, Error>) -> Self {
-        match result {
-            Ok(created) => Outcome::Created {
-                incarnation: created.incarnation.clone(),
-            },
-            Err(err) => Self::of_error(err),
-        }
-    }
-
-    /// A delete's answer, classified.
-    pub fn of_delete(result: &Result<(), Error>) -> Self {
-        match result {
-            Ok(()) => Outcome::Deleted,
-            Err(err) => Self::of_error(err),
-        }
-    }
-
-    fn of_error(err: &Error) -> Self {
-        match err {
-            Error::AlreadyExists => Outcome::Refused(Refusal::AlreadyExists),
-            Error::NotFound => Outcome::Refused(Refusal::NotFound),
-            Error::LimitExceeded { .. } => Outcome::Refused(Refusal::LimitExceeded),
-            Error::InvalidInput(_) => Outcome::Refused(Refusal::InvalidInput),
-            other => Outcome::Unknown(other.to_string()),
-        }
-    }
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Outcome::Created { incarnation } => write!(f, "created {incarnation}"),
-            Outcome::CreatedUnnamed => write!(f, "created (incarnation not answered)"),
-            Outcome::Deleted => write!(f, "deleted"),
-            Outcome::Refused(refusal) => write!(f, "refused ({refusal:?})"),
-            Outcome::Unknown(why) => write!(f, "unknown: {}", why.chars().take(80).collect::<String>()),
-        }
-    }
-}
-
-/// One recorded call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Op {
-    pub call: Call,
-    pub scope: String,
-    pub id: String,
-    pub invoked: Tick,
-    /// `None`: never answered (its effect is unknown, at any time after
-    /// its invocation).
-    pub answered: Option<(Tick, Outcome)>,
-}
-
-impl Op {
-    /// When it was answered; never: after everything.
-    fn completed(&self) -> Tick {
-        self.answered.as_ref().map_or(Tick::MAX, |(at, _)| *at)
-    }
-
-    fn outcome(&self) -> Option<&Outcome> {
-        self.answered.as_ref().map(|(_, outcome)| outcome)
-    }
-
-    /// Acknowledged: its effect happened.
-    fn acknowledged(&self) -> bool {
-        matches!(
-            self.outcome(),
-            Some(Outcome::Created { .. } | Outcome::CreatedUnnamed | Outcome::Deleted)
-        )
-    }
-
-    /// Its effect is unknown: it may never have happened.
-    fn optional(&self) -> bool {
-        matches!(self.outcome(), None | Some(Outcome::Unknown(_)))
-    }
-
-    /// The latest instant it can have taken effect at: its answer, when
-    /// its outcome is known; else none (a put or an update answered with
-    /// an error may still land late: `Counter::create`'s read-back can
-    /// only tell that it is not there yet).
-    fn deadline(&self) -> Tick {
-        if self.optional() { Tick::MAX } else { self.completed() }
-    }
-
-    /// Its effect may have happened (acknowledged or unknown).
-    fn may_have_applied(&self) -> bool {
-        !matches!(self.outcome(), Some(Outcome::Refused(_)))
-    }
-
-    fn incarnation(&self) -> Option<&str> {
-        match self.outcome() {
-            Some(Outcome::Created { incarnation }) => Some(incarnation),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let call = match self.call {
-            Call::Create => "create",
-            Call::Delete => "delete",
-        };
-        match &self.answered {
-            Some((at, outcome)) => write!(
-                f,
-                "[{:>6} .. {at:>6}] {call} {}/{} -> {outcome}",
-                self.invoked, self.scope, self.id
-            ),
-            None => write!(
-                f,
-                "[{:>6} ..  never] {call} {}/{} -> no answer",
-                self.invoked, self.scope, self.id
-            ),
-        }
-    }
-}
+mod op;
+pub use op::{Call, Op, Outcome, Refusal, Tick};
 
 /// A recorder of calls, shared by concurrent clients (cheap to clone).
 #[derive(Debug, Clone, Default)]
@@ -546,7 +395,7 @@ pub fn check(ops: &[Op], end: &End) -> Result<Checked, Violation> {
 /// id's final state.
 fn check_item(id: &str, ops: &[&Op], end: &End) -> Result<(), Violation> {
     let ops: Vec<&Op> = ops.iter().copied().filter(|op| linear::takes_part(op)).collect();
-    if linear::linearizable(id, &ops, Some(end)) {
+    if linear::linearizable(&ops, Some(end.live(id))) {
         return Ok(());
     }
     // The trace: the shortest prefix (by invocation) no order of which
@@ -554,7 +403,7 @@ fn check_item(id: &str, ops: &[&Op], end: &End) -> Result<(), Violation> {
     // does not need (leaving one out only allows more orders).
     let mut trace = (1..=ops.len())
         .map(|k| &ops[..k])
-        .find(|prefix| !linear::linearizable(id, prefix, None))
+        .find(|prefix| !linear::linearizable(prefix, None))
         .unwrap_or(&ops)
         .to_vec();
     let mut i = 0;
@@ -562,7 +411,7 @@ fn check_item(id: &str, ops: &[&Op], end: &End) -> Result<(), Violation> {
         let mut without = trace.clone();
         without.remove(i);
         let refusal = matches!(trace[i].outcome(), Some(Outcome::Refused(_)));
-        if refusal && !linear::linearizable(id, &without, Some(end)) {
+        if refusal && !linear::linearizable(&without, Some(end.live(id))) {
             trace = without;
         } else {
             i += 1;
@@ -666,7 +515,7 @@ fn forced(create: &Op, ops: &[Op], end: &End) -> bool {
         .iter()
         .filter(|op| op.id == create.id && !std::ptr::eq(*op, create) && linear::takes_part(op))
         .collect();
-    !linear::linearizable(&create.id, &others, Some(end))
+    !linear::linearizable(&others, Some(end.live(&create.id)))
 }
 
 mod linear;

@@ -15,12 +15,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hybrid_counter::audit::{RepairMode, ScopeAudit};
-use hybrid_counter::{Counter, Created, ResourceId, Scope};
+use hybrid_counter::{Counter, ResourceId, Scope};
 use hybrid_counter_aws::DynamoStore;
 use serde::Serialize;
 
 use super::deployed::counter_config;
 use super::{Context, Location};
+pub use crate::config::CallObserver;
 use crate::config::{LoadOptions, LoadStop};
 use crate::error::{Error, Result};
 
@@ -99,19 +100,6 @@ struct WorkerStats {
     deleted: u64,
     limit_exceeded: u64,
     errors: BTreeMap<String, u64>,
-}
-
-/// Sees each call of the load as it is invoked and as it is answered
-/// (the e2e tests record them for their history check). `counterctl`
-/// itself sets none ([`LoadOptions::observer`]).
-pub trait CallObserver: Send + Sync {
-    /// A create (`create`) or delete of `scope`/`id` is invoked now; the
-    /// token names the call in its answer.
-    fn invoked(&self, create: bool, scope: &Scope, id: &ResourceId) -> usize;
-    /// The create named by `token` is answered now.
-    fn created(&self, token: usize, answer: &std::result::Result<Created, hybrid_counter::Error>);
-    /// The delete named by `token` is answered now.
-    fn deleted(&self, token: usize, answer: &std::result::Result<(), hybrid_counter::Error>);
 }
 
 fn error_kind(err: &hybrid_counter::Error) -> &'static str {

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use hybrid_counter::audit::RepairMode;
+use hybrid_counter::{ResourceId, Scope};
 
 use crate::cli::{AuditArgs, LimitCommand, LoadArgs, SeqCommand};
-use crate::commands::load::CallObserver;
 use crate::error::{Error, Result};
 
 /// What to audit and what to do about it.
@@ -66,6 +66,19 @@ pub struct LoadOptions {
     /// Who sees each call (a library caller's; never set from the
     /// command line).
     pub observer: Observer,
+}
+
+/// Sees each call of the load as it is invoked and as it is answered
+/// (the e2e tests record them for their history check). `counterctl`
+/// itself sets none ([`LoadOptions::observer`]).
+pub trait CallObserver: Send + Sync {
+    /// A create (`create`) or delete of `scope`/`id` is invoked now; the
+    /// token names the call in its answer.
+    fn invoked(&self, create: bool, scope: &Scope, id: &ResourceId) -> usize;
+    /// The create named by `token` is answered now.
+    fn created(&self, token: usize, answer: &std::result::Result<hybrid_counter::Created, hybrid_counter::Error>);
+    /// The delete named by `token` is answered now.
+    fn deleted(&self, token: usize, answer: &std::result::Result<(), hybrid_counter::Error>);
 }
 
 /// A library caller's [`CallObserver`] of a load, if any.

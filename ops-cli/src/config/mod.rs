@@ -16,7 +16,7 @@ mod redrive;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use data::{AuditOptions, LimitAction, LoadOptions, LoadStop, Observer, SeqAction, VerifyOptions};
+pub use data::{AuditOptions, CallObserver, LimitAction, LoadOptions, LoadStop, Observer, SeqAction, VerifyOptions};
 pub use lifecycle::{
     DestroyOptions, MANAGED_PARAMS, StackInputs, default_value, parse_overrides, validate_bucket_name,
     validate_role_arn,

@@ -18,7 +18,7 @@
 
 use std::collections::HashSet;
 
-use super::{Call, End, Op, Outcome, Refusal, Tick};
+use super::op::{Call, Op, Outcome, Refusal, Tick};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum State<'a> {
@@ -51,11 +51,11 @@ fn step<'a>(op: &'a Op, state: State<'a>) -> Option<State<'a>> {
     }
 }
 
-/// Whether `state` is the final state of `id`: its live incarnation (or
-/// one whose create did not name it, when no call on the id names it), or
-/// not live.
-fn ends_as(state: State<'_>, id: &str, ops: &[&Op], end: &End) -> bool {
-    match (end.live(id), state) {
+/// Whether `state` is the final state of an id whose live incarnation at
+/// the end is `final_live` (none: not live): that incarnation, or one whose
+/// create did not name it when no call on the id names it; or not live.
+fn ends_as(state: State<'_>, ops: &[&Op], final_live: Option<&str>) -> bool {
+    match (final_live, state) {
         (Some(final_incarnation), State::Live(Some(incarnation))) => final_incarnation == incarnation,
         (Some(final_incarnation), State::Live(None)) => {
             ops.iter().all(|op| op.incarnation() != Some(final_incarnation))
@@ -65,11 +65,11 @@ fn ends_as(state: State<'_>, id: &str, ops: &[&Op], end: &End) -> bool {
     }
 }
 
-/// Whether the calls `ops` on `id` (those that [`takes_part`]) are
-/// linearizable and end in its final state in `end` (in any, without).
-pub(super) fn linearizable(id: &str, ops: &[&Op], end: Option<&End>) -> bool {
+/// Whether the calls `ops` on one id (those that [`takes_part`]) are
+/// linearizable and end as `end` says: `Some` of the id's live incarnation
+/// at the end (or of none: not live); `None`: in any state.
+pub(super) fn linearizable(ops: &[&Op], end: Option<Option<&str>>) -> bool {
     let mut search = Search {
-        id,
         ops,
         end,
         seen: HashSet::new(),
@@ -78,9 +78,8 @@ pub(super) fn linearizable(id: &str, ops: &[&Op], end: Option<&End>) -> bool {
 }
 
 struct Search<'s, 'a> {
-    id: &'s str,
     ops: &'s [&'a Op],
-    end: Option<&'s End>,
+    end: Option<Option<&'s str>>,
     /// (calls placed, state) already searched in vain.
     seen: HashSet<(Vec<bool>, State<'a>)>,
 }
@@ -90,7 +89,7 @@ impl<'a> Search<'_, 'a> {
         let ops = self.ops;
         let pending = || ops.iter().zip(placed.iter()).filter(|(_, placed)| !**placed);
         // Every call that must take effect has; the rest may never.
-        if pending().all(|(op, _)| op.optional()) && self.end.is_none_or(|end| ends_as(state, self.id, ops, end)) {
+        if pending().all(|(op, _)| op.optional()) && self.end.is_none_or(|final_live| ends_as(state, ops, final_live)) {
             return true;
         }
         if !self.seen.insert((placed.clone(), state)) {
