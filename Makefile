@@ -99,8 +99,11 @@ fmt-check: ## cargo fmt --check
 # `#[cfg(test)]` modules are test code and not part of the graph.
 MODULE_GRAPH_DIRS := counter aws stack $(sort $(dir $(HANDLER_MANIFESTS))) ops-cli localstack/runner tests lab
 
+# The emulator tests are `test = false` (run only when named): --all-targets
+# skips them, so their target is linted by name.
 lint: ## clippy on the whole workspace, warnings are errors; no import cycle in any crate; every Markdown link resolves; actionlint on the CI workflows; the API's OpenAPI document; make deploy's recipe lines parse
 	cargo clippy --workspace --all-targets --locked -- -D warnings
+	cargo clippy -p e2e --test e2e --locked -- -D warnings
 	python3 tools/test_module_graph.py -q
 	python3 tools/module-graph.py $(MODULE_GRAPH_DIRS)
 	+@$(MAKE) --no-print-directory links

@@ -363,10 +363,6 @@ pub struct LoadArgs {
     /// (`s<seed>-w<worker>-<n>`), so runs with different seeds never collide.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Write every call's invocation and answer to FILE as JSON lines (one
-    /// clock orders them all), for an offline check of the promises.
-    #[arg(long, value_name = "FILE")]
-    pub history: Option<PathBuf>,
 }
 
 /// What goes into the stack: parameter overrides and the handler zips.

@@ -110,6 +110,16 @@ impl Counterctl {
     /// developer's AWS_* variables do not leak in; an operator's command
     /// runs with the operator role's keys.
     pub async fn run(&self, args: &[&str]) -> Result<Report, ops_cli::Error> {
+        self.run_observed(args, None).await
+    }
+
+    /// [`Self::run`]; a `load` among `args` shows each of its calls to
+    /// `observer` (e.g. a [`crate::history::History`]).
+    pub async fn run_observed(
+        &self,
+        args: &[&str],
+        observer: Option<std::sync::Arc<dyn ops_cli::commands::load::CallObserver>>,
+    ) -> Result<Report, ops_cli::Error> {
         let mut argv = vec![
             "counterctl",
             "--endpoint-url",
@@ -144,7 +154,10 @@ impl Counterctl {
                 ),
             ])
         };
-        let config = Config::from_cli(cli, &|name| keys.get(name).cloned())?;
+        let mut config = Config::from_cli(cli, &|name| keys.get(name).cloned())?;
+        if let ops_cli::config::CommandConfig::Load(options) = &mut config.command {
+            options.observer = ops_cli::config::Observer(observer);
+        }
         Box::pin(ops_cli::execute(&config, &Ui::quiet())).await
     }
 

@@ -1,15 +1,17 @@
 //! A history of the request path's calls and its offline check (issue 34,
 //! item 3). Tests record each create's and delete's invocation and answer
 //! in one global order ([`History`]); after the drain, [`check`] holds the
-//! history against the scope's final items ([`End`]): every acknowledged
-//! create and delete is reflected in them, a strict scope never held more
+//! history against the scope's final items ([`End`]): the calls on each id
+//! are linearizable as a register ending as the id's item ([`linear`]), a
+//! strict scope never held more
 //! live items than its limit at any moment the history allows, and the
 //! eventual counter equals the live items. A broken promise is a
 //! [`Violation`] whose `Display` is the minimal trace that breaks it.
 //!
 //! The check assumes only that a call takes effect (at most once) between
-//! its invocation and its answer; an answer whose outcome is unknown (a
-//! 500 after apply, a timeout) may or may not have taken effect.
+//! its invocation and its answer; a call whose outcome is unknown (a 500
+//! after apply, a timeout) may take effect at any instant after its
+//! invocation, even after its answer, or never.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -18,146 +20,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use aws_sdk_dynamodb::types::AttributeValue;
 use hybrid_counter::{Counter, Created, EpochMillis, Error, ResourceId, Scope, Store};
 
-/// A point in the history's one global order of invocations and answers.
-pub type Tick = u64;
-
-/// What a recorded call asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Call {
-    Create,
-    Delete,
-}
-
-/// Why a call was refused: it took no effect, for certain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    AlreadyExists,
-    NotFound,
-    LimitExceeded,
-    InvalidInput,
-}
-
-/// How a call was answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Acknowledged create; the item's incarnation.
-    Created { incarnation: String },
-    /// Acknowledged create whose answer does not name the incarnation (the
-    /// API's `503 CreatedWithoutSequence`: created, unnumbered).
-    CreatedUnnamed,
-    /// Acknowledged delete.
-    Deleted,
-    /// Took no effect.
-    Refused(Refusal),
-    /// An error whose effect is unknown (it may have been applied).
-    Unknown(String),
-}
-
-impl Outcome {
-    /// A create's answer, classified.
-    pub fn of_create(result: &Result<Created, Error>) -> Self {
-        match result {
-            Ok(created) => Outcome::Created {
-                incarnation: created.incarnation.clone(),
-            },
-            Err(err) => Self::of_error(err),
-        }
-    }
-
-    /// A delete's answer, classified.
-    pub fn of_delete(result: &Result<(), Error>) -> Self {
-        match result {
-            Ok(()) => Outcome::Deleted,
-            Err(err) => Self::of_error(err),
-        }
-    }
-
-    fn of_error(err: &Error) -> Self {
-        match err {
-            Error::AlreadyExists => Outcome::Refused(Refusal::AlreadyExists),
-            Error::NotFound => Outcome::Refused(Refusal::NotFound),
-            Error::LimitExceeded { .. } => Outcome::Refused(Refusal::LimitExceeded),
-            Error::InvalidInput(_) => Outcome::Refused(Refusal::InvalidInput),
-            other => Outcome::Unknown(other.to_string()),
-        }
-    }
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Outcome::Created { incarnation } => write!(f, "created {incarnation}"),
-            Outcome::CreatedUnnamed => write!(f, "created (incarnation not answered)"),
-            Outcome::Deleted => write!(f, "deleted"),
-            Outcome::Refused(refusal) => write!(f, "refused ({refusal:?})"),
-            Outcome::Unknown(why) => write!(f, "unknown: {}", why.chars().take(80).collect::<String>()),
-        }
-    }
-}
-
-/// One recorded call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Op {
-    pub call: Call,
-    pub scope: String,
-    pub id: String,
-    pub invoked: Tick,
-    /// `None`: never answered (its effect is unknown, at any time after
-    /// its invocation).
-    pub answered: Option<(Tick, Outcome)>,
-}
-
-impl Op {
-    /// When it was answered; never: after everything.
-    fn completed(&self) -> Tick {
-        self.answered.as_ref().map_or(Tick::MAX, |(at, _)| *at)
-    }
-
-    fn outcome(&self) -> Option<&Outcome> {
-        self.answered.as_ref().map(|(_, outcome)| outcome)
-    }
-
-    /// Acknowledged: its effect happened.
-    fn acknowledged(&self) -> bool {
-        matches!(
-            self.outcome(),
-            Some(Outcome::Created { .. } | Outcome::CreatedUnnamed | Outcome::Deleted)
-        )
-    }
-
-    /// Its effect may have happened (acknowledged or unknown).
-    fn may_have_applied(&self) -> bool {
-        !matches!(self.outcome(), Some(Outcome::Refused(_)))
-    }
-
-    fn incarnation(&self) -> Option<&str> {
-        match self.outcome() {
-            Some(Outcome::Created { incarnation }) => Some(incarnation),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let call = match self.call {
-            Call::Create => "create",
-            Call::Delete => "delete",
-        };
-        match &self.answered {
-            Some((at, outcome)) => write!(
-                f,
-                "[{:>6} .. {at:>6}] {call} {}/{} -> {outcome}",
-                self.invoked, self.scope, self.id
-            ),
-            None => write!(
-                f,
-                "[{:>6} ..  never] {call} {}/{} -> no answer",
-                self.invoked, self.scope, self.id
-            ),
-        }
-    }
-}
+mod op;
+pub use op::{Call, Op, Outcome, Refusal, Tick};
 
 /// A recorder of calls, shared by concurrent clients (cheap to clone).
 #[derive(Debug, Clone, Default)]
@@ -234,54 +98,30 @@ impl History {
         result
     }
 
-    /// The calls `counterctl load --history` wrote (JSON lines: `call`,
-    /// `scope`, `id`, `invoked`, `answered`, `outcome`: `created`,
-    /// `deleted` or the error's kind; `incarnation`), on its clock.
-    pub fn from_load_history(text: &str) -> Self {
-        let mut log = Log::default();
-        for line in text.lines().filter(|line| !line.trim().is_empty()) {
-            let entry: serde_json::Value =
-                serde_json::from_str(line).unwrap_or_else(|e| panic!("a load history line: {e}: {line}"));
-            let text = |name: &str| {
-                entry[name]
-                    .as_str()
-                    .unwrap_or_else(|| panic!("no {name} in {line}"))
-                    .to_owned()
-            };
-            let tick = |name: &str| entry[name].as_u64().unwrap_or_else(|| panic!("no {name} in {line}"));
-            let call = match text("call").as_str() {
-                "create" => Call::Create,
-                "delete" => Call::Delete,
-                other => panic!("unknown call {other} in {line}"),
-            };
-            let outcome = match text("outcome").as_str() {
-                "created" => Outcome::Created {
-                    incarnation: text("incarnation"),
-                },
-                "deleted" => Outcome::Deleted,
-                "AlreadyExists" => Outcome::Refused(Refusal::AlreadyExists),
-                "NotFound" => Outcome::Refused(Refusal::NotFound),
-                "LimitExceeded" => Outcome::Refused(Refusal::LimitExceeded),
-                "InvalidInput" => Outcome::Refused(Refusal::InvalidInput),
-                other => Outcome::Unknown(other.to_owned()),
-            };
-            let answered = tick("answered");
-            log.clock = log.clock.max(answered);
-            log.ops.push(Op {
-                call,
-                scope: text("scope"),
-                id: text("id"),
-                invoked: tick("invoked"),
-                answered: Some((answered, outcome)),
-            });
-        }
-        log.ops.sort_by_key(|op| op.invoked);
-        Self(Arc::new(Mutex::new(log)))
-    }
-
     /// Every call recorded so far, in order of invocation.
     pub fn ops(&self) -> Vec<Op> {
         self.log().ops.clone()
+    }
+
+    /// After the drain and before any repair: `scope`'s EC (from `store`)
+    /// and items (with `client`, from `table`), read past any fault proxy,
+    /// held against the calls on it ([`check`]; strict admission with the
+    /// limit `strict`). A broken promise panics with `context` (the seed)
+    /// and the minimal trace.
+    pub async fn assert_kept<S: Store>(
+        &self,
+        (store, client, table): (&S, &aws_sdk_dynamodb::Client, &str),
+        scope: &Scope,
+        strict: Option<u64>,
+        context: &str,
+    ) -> Checked {
+        let eventual = store.read_counters(scope).await.expect("read the counters").eventual;
+        let mut end = End::read(client, table, scope).await.with_eventual(eventual);
+        if let Some(limit) = strict {
+            end = end.strict(limit);
+        }
+        self.check(scope, &end)
+            .unwrap_or_else(|violation| panic!("{context}, {scope}: {violation}"))
     }
 
     /// [`check`] over the calls on `scope`.
@@ -294,6 +134,23 @@ impl History {
             .cloned()
             .collect();
         check(&ops, end)
+    }
+}
+
+/// A `counterctl load` run as a library, recorded: each call's answer
+/// classified once, by [`Outcome::of_create`] and [`Outcome::of_delete`].
+impl ops_cli::commands::load::CallObserver for History {
+    fn invoked(&self, create: bool, scope: &Scope, id: &ResourceId) -> usize {
+        let call = if create { Call::Create } else { Call::Delete };
+        self.invoke(call, scope, id).0
+    }
+
+    fn created(&self, token: usize, answer: &Result<Created, Error>) {
+        self.complete(Invoked(token), Outcome::of_create(answer));
+    }
+
+    fn deleted(&self, token: usize, answer: &Result<(), Error>) {
+        self.complete(Invoked(token), Outcome::of_delete(answer));
     }
 }
 
@@ -310,7 +167,8 @@ pub struct FinalItem {
 pub struct End {
     /// Every item of the scope, by id.
     pub items: BTreeMap<String, FinalItem>,
-    /// The eventual counter, when the stream was drained.
+    /// The eventual counter, when the stream was drained (then every live
+    /// item must be counted, every deleted one hard-deleted).
     pub eventual: Option<i64>,
     /// The limit, when the scope admits in strict mode.
     pub strict_limit: Option<u64>,
@@ -413,16 +271,16 @@ impl fmt::Display for Checked {
 /// A promise the kit makes to its callers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Promise {
-    /// An acknowledged create's item is live at the end unless a delete
-    /// that may have removed it was called.
-    AcknowledgedCreateKept,
-    /// An acknowledged delete removed an item some create wrote, and that
-    /// item is not live at the end.
-    AcknowledgedDeleteKept,
-    /// Every live item was written by a create whose answer allows it.
-    LiveItemAccountedFor,
+    /// The calls on each id are linearizable as a register (absent, live,
+    /// gone) that ends as the id's final item: no acknowledged create lost
+    /// or doubled, no acknowledged delete undone or doubled, no live item
+    /// without a create that may have written it.
+    Linearizable,
     /// Strict admission: never more live items than the limit.
     StrictLimit,
+    /// After the drain every live item is counted (`counter_processed`)
+    /// and no soft-deleted item waits for its hard delete.
+    Drained,
     /// The eventual counter equals the live items after the drain.
     EventualExact,
 }
@@ -430,10 +288,9 @@ pub enum Promise {
 impl fmt::Display for Promise {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Promise::AcknowledgedCreateKept => "an acknowledged create is kept",
-            Promise::AcknowledgedDeleteKept => "an acknowledged delete stays deleted",
-            Promise::LiveItemAccountedFor => "every live item comes from a create that may have written it",
+            Promise::Linearizable => "the calls on each id are linearizable and end as its item",
             Promise::StrictLimit => "strict admission never holds more live items than the limit",
+            Promise::Drained => "the drain counts every live item and hard-deletes every deleted one",
             Promise::EventualExact => "the eventual counter is exact after the drain",
         })
     }
@@ -458,6 +315,9 @@ impl Violation {
         for id in ids {
             trace.push(match end.items.get(*id) {
                 Some(item) if item.deleted => format!("  final: {id} soft-deleted ({})", item.incarnation),
+                Some(item) if !item.counter_processed => {
+                    format!("  final: {id} live, uncounted ({})", item.incarnation)
+                }
                 Some(item) => format!("  final: {id} live ({})", item.incarnation),
                 None => format!("  final: {id} absent"),
             });
@@ -484,6 +344,23 @@ pub fn check(ops: &[Op], end: &End) -> Result<Checked, Violation> {
     }
     let most_definitely_live = check_strict(ops, end)?;
     let live_at_end = end.live_count();
+    if end.eventual.is_some() {
+        let undrained: Vec<&str> = end
+            .items
+            .iter()
+            .filter(|(_, item)| item.deleted || !item.counter_processed)
+            .map(|(id, _)| id.as_str())
+            .collect();
+        if !undrained.is_empty() {
+            return Err(Violation::new(
+                Promise::Drained,
+                format!("{} items uncounted or soft-deleted after the drain", undrained.len()),
+                &[],
+                end,
+                &undrained,
+            ));
+        }
+    }
     if let Some(eventual) = end.eventual
         && eventual != live_at_end as i64
     {
@@ -513,185 +390,64 @@ pub fn check(ops: &[Op], end: &End) -> Result<Checked, Violation> {
     })
 }
 
-/// Promises on one id: which create's item is live at the end, and whether
-/// the acknowledged calls can be placed around it.
+/// The calls on one id, as a register ([`linear`]): some order of them,
+/// each within its span, each allowed by the state before it, ends in the
+/// id's final state.
 fn check_item(id: &str, ops: &[&Op], end: &End) -> Result<(), Violation> {
-    let applied = |call| {
-        ops.iter()
-            .copied()
-            .filter(move |op| op.call == call && op.may_have_applied())
-    };
-    let acknowledged = |call| {
-        ops.iter()
-            .copied()
-            .filter(move |op| op.call == call && op.acknowledged())
-    };
-    // The trace: the calls on the id whose span meets the window that
-    // breaks the promise (and the live item's writer), with the refusals
-    // that may be wrong answers: a create refused because the id was taken
-    // may have written the item itself, a delete refused because it was
-    // gone may have removed it. (The limit is decided before any write.)
-    let broken = |promise, detail: String, (from, to): (Tick, Tick), writer: Option<&Op>| {
-        let may_explain = |op: &Op| match (op.outcome(), op.call) {
-            (Some(Outcome::Refused(Refusal::AlreadyExists)), Call::Create) => {
-                promise != Promise::AcknowledgedCreateKept
-            }
-            (Some(Outcome::Refused(Refusal::NotFound)), Call::Delete) => promise == Promise::AcknowledgedCreateKept,
-            _ => op.may_have_applied(),
-        };
-        let involved: Vec<&Op> = ops
-            .iter()
-            .copied()
-            .filter(|op| {
-                writer.is_some_and(|w| std::ptr::eq(*op, w))
-                    || (op.completed() >= from && op.invoked <= to && may_explain(op))
-            })
-            .collect();
-        Violation::new(promise, detail, &involved, end, &[id])
-    };
-    let Some(incarnation) = end.live(id) else {
-        // Gone: each acknowledged create was removed by a delete of its
-        // own, each acknowledged delete removed an item a create wrote.
-        if let Some(create) = unmatched_creates(acknowledged(Call::Create), applied(Call::Delete), Tick::MAX) {
-            return Err(broken(
-                Promise::AcknowledgedCreateKept,
-                format!(
-                    "{id} is gone, and no delete called after {} can have removed it",
-                    create.invoked
-                ),
-                (create.invoked, Tick::MAX),
-                None,
-            ));
-        }
-        if let Some(delete) = unmatched_deletes(acknowledged(Call::Delete), applied(Call::Create)) {
-            return Err(broken(
-                Promise::AcknowledgedDeleteKept,
-                format!(
-                    "the delete answered at {} removed an item no create can have written",
-                    delete.completed()
-                ),
-                (0, delete.completed()),
-                None,
-            ));
-        }
+    let ops: Vec<&Op> = ops.iter().copied().filter(|op| linear::takes_part(op)).collect();
+    if linear::linearizable(&ops, Some(end.live(id))) {
         return Ok(());
-    };
-    // Live: the create that wrote it (the acknowledged one with its
-    // incarnation, else one whose answer names none) took effect last.
-    let writers: Vec<&Op> = match ops.iter().find(|op| op.incarnation() == Some(incarnation)) {
-        Some(create) => vec![create],
-        None => applied(Call::Create).filter(|op| op.incarnation().is_none()).collect(),
-    };
-    if writers.is_empty() {
-        let last_delete = acknowledged(Call::Delete).map(|d| d.invoked).max().unwrap_or(0);
-        return Err(broken(
-            Promise::LiveItemAccountedFor,
-            format!("{id} is live ({incarnation}), and no create answered so, or left its incarnation unknown"),
-            // Its writer answered after every acknowledged delete was
-            // invoked (else that delete would have removed it).
-            (last_delete, Tick::MAX),
-            None,
-        ));
     }
-    let mut first_failure = None;
-    for writer in writers {
-        let others = |call| applied(call).filter(move |op| !std::ptr::eq(*op, writer));
-        let failure = if let Some(delete) = acknowledged(Call::Delete).find(|d| d.invoked > writer.completed()) {
-            Some((
-                Promise::AcknowledgedDeleteKept,
-                format!(
-                    "the delete invoked at {} after the create answered at {} was acknowledged, yet {id} is live ({incarnation})",
-                    delete.invoked,
-                    writer.completed()
-                ),
-                (writer.invoked, delete.completed()),
-            ))
-        } else if let Some(delete) = unmatched_deletes(acknowledged(Call::Delete), others(Call::Create)) {
-            Some((
-                Promise::AcknowledgedDeleteKept,
-                format!(
-                    "the delete answered at {} removed an item no create but the one invoked at {} can have written, and that one is live ({incarnation})",
-                    delete.completed(),
-                    writer.invoked
-                ),
-                (0, delete.completed()),
-            ))
+    // The trace: the shortest prefix (by invocation) no order of which
+    // works whatever the end, else every call; without the refusals it
+    // does not need (leaving one out only allows more orders).
+    let mut trace = (1..=ops.len())
+        .map(|k| &ops[..k])
+        .find(|prefix| !linear::linearizable(prefix, None))
+        .unwrap_or(&ops)
+        .to_vec();
+    let mut i = 0;
+    while i < trace.len() {
+        let mut without = trace.clone();
+        without.remove(i);
+        let refusal = matches!(trace[i].outcome(), Some(Outcome::Refused(_)));
+        if refusal && !linear::linearizable(&without, Some(end.live(id))) {
+            trace = without;
         } else {
-            let kept = acknowledged(Call::Create).filter(|op| !std::ptr::eq(*op, writer));
-            unmatched_creates(kept, applied(Call::Delete), writer.completed()).map(|create| {
-                (
-                    Promise::AcknowledgedCreateKept,
-                    format!(
-                        "the create invoked at {} was acknowledged, and no delete before {id}'s live incarnation ({incarnation}) can have removed it",
-                        create.invoked
-                    ),
-                    (create.invoked, writer.completed()),
-                )
-            })
-        };
-        match failure {
-            None => return Ok(()),
-            Some((promise, detail, window)) => {
-                first_failure.get_or_insert((promise, detail, window, writer));
-            }
+            i += 1;
         }
     }
-    let (promise, detail, window, writer) = first_failure.expect("at least one writer was tried");
-    Err(broken(promise, detail, window, Some(writer)))
+    Err(Violation::new(
+        Promise::Linearizable,
+        format!(
+            "no order of the calls on {id} within their spans (a create from absent, a delete from live) ends as {id} ends"
+        ),
+        &trace,
+        end,
+        &[id],
+    ))
 }
 
-/// The first acknowledged delete (by answer) left without a distinct
-/// create invoked before its answer (a matching exists iff, for every
-/// k, the k earliest answered deletes have k such creates: the creates
-/// each delete may take are a prefix of the creates by invocation).
-fn unmatched_deletes<'a>(
-    deletes: impl Iterator<Item = &'a Op>,
-    creates: impl Iterator<Item = &'a Op>,
-) -> Option<&'a Op> {
-    let mut deletes: Vec<&Op> = deletes.collect();
-    deletes.sort_by_key(|op| op.completed());
-    let mut invoked: Vec<Tick> = creates.map(|op| op.invoked).collect();
-    invoked.sort_unstable();
-    deletes
-        .into_iter()
-        .enumerate()
-        .find(|(k, delete)| invoked.partition_point(|&at| at < delete.completed()) <= *k)
-        .map(|(_, delete)| delete)
-}
-
-/// The first acknowledged create (latest invoked first) left without a
-/// distinct delete answered after its invocation and invoked before
-/// `before` (the same prefix argument, from the end).
-fn unmatched_creates<'a>(
-    creates: impl Iterator<Item = &'a Op>,
-    deletes: impl Iterator<Item = &'a Op>,
-    before: Tick,
-) -> Option<&'a Op> {
-    let mut creates: Vec<&Op> = creates.collect();
-    creates.sort_by_key(|op| std::cmp::Reverse(op.invoked));
-    let mut completed: Vec<Tick> = deletes.filter(|d| d.invoked < before).map(Op::completed).collect();
-    completed.sort_unstable();
-    creates
-        .into_iter()
-        .enumerate()
-        .find(|(k, create)| completed.len() - completed.partition_point(|&at| at <= create.invoked) <= *k)
-        .map(|(_, create)| create)
-}
-
-/// Strict admission: sweeps the instants at which an acknowledged
-/// create's item is definitely live (answered, and no delete that may
-/// remove it invoked yet); more of them than the limit, or more live
-/// items at the end, breaks the promise. Returns the most at one instant.
+/// Strict admission: sweeps the instants at which a create's item is
+/// definitely live (it must have taken effect by then, and no delete that
+/// may remove it was invoked yet); more of them than the limit, or more
+/// live items at the end, breaks the promise. Returns the most at one
+/// instant.
 fn check_strict(ops: &[Op], end: &End) -> Result<usize, Violation> {
-    // (from, until) per acknowledged create.
+    // (from, until) per create whose item must have been written: an
+    // acknowledged one, or one whose outcome is unknown that every order
+    // of the calls on its id needs. Its slot is held from its answer at
+    // the latest (strict admission reserves before the put, which may
+    // land later) until the first delete that may have removed its item
+    // is invoked.
     let windows: Vec<(&Op, Tick, Tick)> = ops
         .iter()
-        .filter(|op| op.call == Call::Create && op.acknowledged())
+        .filter(|op| op.call == Call::Create && (op.acknowledged() || (op.optional() && forced(op, ops, end))))
         .filter_map(|create| {
             let until = ops
                 .iter()
                 .filter(|d| d.call == Call::Delete && d.id == create.id && d.may_have_applied())
-                .filter(|d| d.completed() > create.invoked)
+                .filter(|d| d.deadline() > create.invoked)
                 .map(|d| d.invoked)
                 .min()
                 .unwrap_or(Tick::MAX);
@@ -751,6 +507,18 @@ fn check_strict(ops: &[Op], end: &End) -> Result<usize, Violation> {
     }
     Ok(most)
 }
+
+/// Whether every order of the calls on `create`'s id needs it to take
+/// effect (its outcome unknown): without it, none ends as the id ends.
+fn forced(create: &Op, ops: &[Op], end: &End) -> bool {
+    let others: Vec<&Op> = ops
+        .iter()
+        .filter(|op| op.id == create.id && !std::ptr::eq(*op, create) && linear::takes_part(op))
+        .collect();
+    !linear::linearizable(&others, Some(end.live(&create.id)))
+}
+
+mod linear;
 
 #[cfg(test)]
 mod tests;

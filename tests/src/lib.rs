@@ -12,6 +12,7 @@ pub mod counterctl;
 pub mod faults;
 pub mod history;
 pub mod iam;
+pub mod mapping;
 pub mod ministack;
 pub mod process;
 pub mod sdk;

@@ -4,10 +4,9 @@
 //! operation, refusals, errors by kind, and the limit overshoots observed
 //! (concurrent creators can pass `max(BE, EC) < limit` together: the design
 //! accepts that, strict mode is the fix). After the run it waits for the
-//! stream consumer to drain the scopes and audits them. With `--history`
-//! it also writes every call's invocation and answer, ordered by one
-//! clock, for an offline check of the promises (the e2e tests' history
-//! check reads it).
+//! stream consumer to drain the scopes and audits them. A library caller
+//! may watch every call's invocation and answer ([`CallObserver`]; the e2e
+//! tests' history check does).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,6 +21,7 @@ use serde::Serialize;
 
 use super::deployed::counter_config;
 use super::{Context, Location};
+pub use crate::config::CallObserver;
 use crate::config::{LoadOptions, LoadStop};
 use crate::error::{Error, Result};
 
@@ -102,67 +102,6 @@ struct WorkerStats {
     errors: BTreeMap<String, u64>,
 }
 
-/// `--history`: every call's invocation and answer, ordered by one clock.
-#[derive(Debug, Default)]
-struct Journal {
-    clock: AtomicU64,
-    calls: std::sync::Mutex<Vec<JournalCall>>,
-}
-
-/// One line of `--history`.
-#[derive(Debug, Serialize)]
-struct JournalCall {
-    /// `create` or `delete`.
-    call: &'static str,
-    scope: String,
-    id: String,
-    invoked: u64,
-    answered: u64,
-    /// `created`, `deleted`, or the error's kind ([`error_kind`]).
-    outcome: &'static str,
-    /// The created item's incarnation.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    incarnation: Option<String>,
-}
-
-impl Journal {
-    fn tick(&self) -> u64 {
-        self.clock.fetch_add(1, Ordering::SeqCst) + 1
-    }
-
-    /// Records a call invoked at `invoked` and answered now.
-    fn answered(
-        &self,
-        call: &'static str,
-        (scope, id): (&Scope, &ResourceId),
-        invoked: u64,
-        outcome: &'static str,
-        incarnation: Option<String>,
-    ) {
-        let answered = self.tick();
-        let entry = JournalCall {
-            call,
-            scope: scope.to_string(),
-            id: id.to_string(),
-            invoked,
-            answered,
-            outcome,
-            incarnation,
-        };
-        self.calls.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
-    }
-
-    fn write(&self, path: &std::path::Path) -> Result<()> {
-        let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-        let mut text = String::new();
-        for call in calls.iter() {
-            text.push_str(&serde_json::to_string(call).expect("a journal line serialises"));
-            text.push('\n');
-        }
-        std::fs::write(path, text).map_err(Error::io("writing the load's history to", path))
-    }
-}
-
 fn error_kind(err: &hybrid_counter::Error) -> &'static str {
     match err {
         hybrid_counter::Error::LimitExceeded { .. } => "LimitExceeded",
@@ -182,8 +121,8 @@ async fn worker(
     options: LoadOptions,
     issued: Arc<AtomicU64>,
     deadline: Option<Instant>,
-    journal: Option<Arc<Journal>>,
 ) -> WorkerStats {
+    let observer = options.observer.0.clone();
     let mut rng = fastrand::Rng::with_seed(options.seed.wrapping_add(u64::from(number)));
     let mut stats = WorkerStats::default();
     let mut mine: Vec<(Scope, ResourceId)> = Vec::new();
@@ -204,12 +143,11 @@ async fn worker(
         if !mine.is_empty() && rng.f64() < options.delete_ratio {
             let (scope, id) = mine.swap_remove(rng.usize(..mine.len()));
             let started = Instant::now();
-            let invoked = journal.as_ref().map(|j| j.tick());
+            let token = observer.as_ref().map(|o| o.invoked(false, &scope, &id));
             let result = counter.delete(&scope, &id, now).await;
             stats.delete.push(started.elapsed().as_micros() as u64);
-            if let (Some(journal), Some(invoked)) = (&journal, invoked) {
-                let outcome = result.as_ref().map_or_else(error_kind, |()| "deleted");
-                journal.answered("delete", (&scope, &id), invoked, outcome, None);
+            if let (Some(observer), Some(token)) = (&observer, token) {
+                observer.deleted(token, &result);
             }
             match result {
                 Ok(()) => stats.deleted += 1,
@@ -222,15 +160,11 @@ async fn worker(
             };
             next_id += 1;
             let started = Instant::now();
-            let invoked = journal.as_ref().map(|j| j.tick());
+            let token = observer.as_ref().map(|o| o.invoked(true, &scope, &id));
             let result = counter.create(&scope, &id, Default::default(), now).await;
             stats.create.push(started.elapsed().as_micros() as u64);
-            if let (Some(journal), Some(invoked)) = (&journal, invoked) {
-                let (outcome, incarnation) = match &result {
-                    Ok(created) => ("created", Some(created.incarnation.clone())),
-                    Err(err) => (error_kind(err), None),
-                };
-                journal.answered("create", (&scope, &id), invoked, outcome, incarnation);
+            if let (Some(observer), Some(token)) = (&observer, token) {
+                observer.created(token, &result);
             }
             match result {
                 Ok(_) => {
@@ -282,7 +216,6 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
         LoadStop::Duration(d) => Some(started + d),
         LoadStop::Operations(_) => None,
     };
-    let journal = options.history.as_ref().map(|_| Arc::new(Journal::default()));
     let mut tasks = tokio::task::JoinSet::new();
     for number in 0..options.workers.max(1) {
         tasks.spawn(worker(
@@ -292,7 +225,6 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
             options.clone(),
             issued.clone(),
             deadline,
-            journal.clone(),
         ));
     }
     let mut stats = Vec::new();
@@ -312,9 +244,6 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
         }
     }
     let seconds = started.elapsed().as_secs_f64();
-    if let (Some(journal), Some(path)) = (&journal, &options.history) {
-        journal.write(path)?;
-    }
     let mut create = Vec::new();
     let mut delete = Vec::new();
     let mut errors = BTreeMap::new();
@@ -457,32 +386,6 @@ impl fmt::Display for LoadReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_history_orders_invocations_and_answers_on_one_clock() {
-        let journal = Journal::default();
-        let (scope, x, y) = (
-            Scope::new("s").unwrap(),
-            ResourceId::new("x").unwrap(),
-            ResourceId::new("y").unwrap(),
-        );
-        let create = journal.tick();
-        let delete = journal.tick();
-        journal.answered("delete", (&scope, &y), delete, "NotFound", None);
-        journal.answered("create", (&scope, &x), create, "created", Some("i1".into()));
-        let path = std::env::temp_dir().join(format!("hck-load-history-{}.jsonl", std::process::id()));
-        journal.write(&path).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
-        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-        assert_eq!(
-            lines,
-            [
-                serde_json::json!({"call": "delete", "scope": "s", "id": "y", "invoked": 2, "answered": 3, "outcome": "NotFound"}),
-                serde_json::json!({"call": "create", "scope": "s", "id": "x", "invoked": 1, "answered": 4, "outcome": "created", "incarnation": "i1"}),
-            ]
-        );
-    }
 
     #[test]
     fn percentiles_use_the_nearest_rank() {

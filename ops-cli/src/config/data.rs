@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hybrid_counter::audit::RepairMode;
+use hybrid_counter::{ResourceId, Scope};
 
 use crate::cli::{AuditArgs, LimitCommand, LimitsCommand, LoadArgs, SeqCommand};
 use crate::error::{Error, Result};
@@ -112,8 +113,46 @@ pub struct LoadOptions {
     /// wait and the audit.
     pub drain_timeout: Duration,
     pub seed: u64,
-    /// Where to write the calls' history (`--history`).
-    pub history: Option<std::path::PathBuf>,
+    /// Who sees each call (a library caller's; never set from the
+    /// command line).
+    pub observer: Observer,
+}
+
+/// Sees each call of the load as it is invoked and as it is answered
+/// (the e2e tests record them for their history check). `counterctl`
+/// itself sets none ([`LoadOptions::observer`]).
+pub trait CallObserver: Send + Sync {
+    /// A create (`create`) or delete of `scope`/`id` is invoked now; the
+    /// token names the call in its answer.
+    fn invoked(&self, create: bool, scope: &Scope, id: &ResourceId) -> usize;
+    /// The create named by `token` is answered now.
+    fn created(&self, token: usize, answer: &std::result::Result<hybrid_counter::Created, hybrid_counter::Error>);
+    /// The delete named by `token` is answered now.
+    fn deleted(&self, token: usize, answer: &std::result::Result<(), hybrid_counter::Error>);
+}
+
+/// A library caller's [`CallObserver`] of a load, if any.
+#[derive(Clone, Default)]
+pub struct Observer(pub Option<std::sync::Arc<dyn CallObserver>>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Observer(set)"
+        } else {
+            "Observer(none)"
+        })
+    }
+}
+
+/// The same observer, or none on both sides.
+impl PartialEq for Observer {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        }
+    }
 }
 
 /// What `verify` writes and how long it waits.
@@ -212,7 +251,7 @@ pub(super) fn load_options(args: LoadArgs) -> Result<LoadOptions> {
         limit: args.limit,
         drain_timeout: Duration::from_secs(args.drain_timeout),
         seed: args.seed,
-        history: args.history,
+        observer: Observer::default(),
     })
 }
 

@@ -17,8 +17,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use data::{
-    ApplySource, AuditOptions, LimitAction, LimitsAction, LimitsOptions, LoadOptions, LoadStop, SeqAction,
-    VerifyOptions,
+    ApplySource, AuditOptions, CallObserver, LimitAction, LimitsAction, LimitsOptions, LoadOptions, LoadStop, Observer,
+    SeqAction, VerifyOptions,
 };
 pub use lifecycle::{
     DestroyOptions, MANAGED_PARAMS, StackInputs, default_value, parse_overrides, validate_bucket_name,

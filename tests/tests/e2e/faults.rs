@@ -22,13 +22,15 @@ use aws_lambda_events::event::dynamodb::EventRecord as Record;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use dlq_reprocessor::handle_dlq_event;
 use e2e::counterctl::Counterctl;
-use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, FaultStats, Operation};
-use e2e::history::{Checked, End, History, Outcome, Refusal};
-use e2e::{Emulator, Kit, deliver_with};
-use hybrid_counter::audit::RepairMode;
+use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, Operation};
+use e2e::history::{Checked, History, Outcome, Refusal};
+use e2e::mapping::{
+    DELAY, Deliveries, PROCESSOR_BACKOFF, audit_clean, batch_get, delete_batch, deliver_like_a_mapping, each_kind_once,
+    get, print_report, put, query, receive, send_batch, transact, update,
+};
+use e2e::{Emulator, Kit};
 use hybrid_counter::config;
 use hybrid_counter::items::ResourceState;
-use hybrid_counter::retry::Backoff;
 use hybrid_counter::store::ResourceKey;
 use hybrid_counter::stream::{Mode, Processor};
 use hybrid_counter::{Counter, CounterConfig, Error, Scope, Store};
@@ -40,67 +42,6 @@ use stack::outputs;
 
 use crate::{NOW, id, scope};
 
-/// A short pause, as a fault.
-const DELAY: Fault = Fault::Delay(Duration::from_millis(3));
-
-/// The stream processor's retries in these tests: the default shape, with
-/// fewer and shorter waits, so that some faults outlast them and surface as
-/// partial batch failures the "event source mapping" must retry.
-pub(crate) const PROCESSOR_BACKOFF: Backoff = Backoff {
-    base: Duration::from_millis(2),
-    cap: Duration::from_millis(40),
-    max_attempts: 4,
-};
-
-pub(crate) fn put() -> Operation {
-    Operation::dynamodb("PutItem")
-}
-
-pub(crate) fn update() -> Operation {
-    Operation::dynamodb("UpdateItem")
-}
-
-pub(crate) fn query() -> Operation {
-    Operation::dynamodb("Query")
-}
-
-pub(crate) fn get() -> Operation {
-    Operation::dynamodb("GetItem")
-}
-
-/// The batched processor reads the items of a batch's deletes in one
-/// `BatchGetItem`; the per-record one with `GetItem`.
-fn batch_get() -> Operation {
-    Operation::dynamodb("BatchGetItem")
-}
-
-pub(crate) fn transact() -> Operation {
-    Operation::dynamodb("TransactWriteItems")
-}
-
-/// Each kind of fault once on the next calls of `operation` (a conflict
-/// only for `TransactWriteItems`), so no seed leaves a kind out.
-fn each_kind_once(plan: FaultPlan, operation: Operation) -> FaultPlan {
-    let mut faults = vec![DELAY, Fault::ApplyThenFail, Fault::Throttle, Fault::FailBefore];
-    if operation == transact() {
-        faults.push(Fault::TransactionConflict(Conflicting::One));
-    }
-    faults
-        .into_iter()
-        .fold(plan, |plan, fault| plan.next(operation.clone(), fault, 1))
-}
-
-/// The test's name, seed, time and the proxy's counters, on stderr
-/// (`--nocapture` shows them; a failing test shows them anyway).
-fn print_report(test: &str, seed: u64, started: Instant, stats: &FaultStats, notes: &str) {
-    eprintln!(
-        "{test}: seed {seed}, {:.1} s, {} faults injected, {} requests forwarded{notes}\n{stats}",
-        started.elapsed().as_secs_f64(),
-        stats.total_injected(),
-        stats.total_forwarded()
-    );
-}
-
 /// A resource item as the tables hold it (strongly consistent, no proxy).
 async fn look(store: &DynamoStore, s: &Scope, i: &str) -> Option<ResourceState> {
     store
@@ -110,46 +51,6 @@ async fn look(store: &DynamoStore, s: &Scope, i: &str) -> Option<ResourceState> 
         })
         .await
         .expect("direct read of a resource item")
-}
-
-/// The audit at the end of every test, after the stream was drained:
-/// no defect, EC == processed == live, nothing pending, BE <= live; then
-/// `--repair` (BE may be raised to live, nothing else), and a second
-/// audit finds no drift at all. Returns the live count.
-async fn audit_clean(store: &DynamoStore, s: &Scope, seed: u64) -> u64 {
-    let audit = e2e::audit(store, s, RepairMode::None, 5, NOW)
-        .await
-        .expect("audit the scope");
-    let counts = audit.counts;
-    assert!(!audit.has_defect(), "seed {seed}: a defect in {s}: {audit:?}");
-    assert_eq!(audit.eventual, counts.processed as i64, "seed {seed}: {audit:?}");
-    assert_eq!(counts.processed, counts.live, "seed {seed}: {audit:?}");
-    assert_eq!(
-        (counts.pending_create, counts.pending_delete),
-        (0, 0),
-        "seed {seed}: {audit:?}"
-    );
-    assert!(audit.best_effort <= counts.live as i64, "seed {seed}: {audit:?}");
-    // Once nothing is in flight (the grace period after the last write).
-    let repair = e2e::audit(store, s, RepairMode::Apply, 5, e2e::after_grace())
-        .await
-        .expect("repair the scope");
-    if let Some(planned) = repair.repair {
-        assert_eq!(planned.eventual, None, "seed {seed}: EC needed a repair: {repair:?}");
-        assert!(repair.repaired, "seed {seed}: {repair:?}");
-    }
-    let after = e2e::audit(store, s, RepairMode::None, 5, NOW)
-        .await
-        .expect("audit again");
-    assert!(
-        after.findings.is_empty(),
-        "seed {seed}: drift after the repair: {after:?}"
-    );
-    assert_eq!(
-        (after.eventual, after.best_effort),
-        (counts.live as i64, counts.live as i64)
-    );
-    counts.live
 }
 
 // ---- 1. the request path --------------------------------------------------
@@ -198,20 +99,11 @@ fn check_delete(
     })
 }
 
-/// Holds `history`'s calls on `s` against its items and EC (read without
-/// the proxy, after the drain); panics with the minimal trace. `strict`:
-/// the scope's limit in strict admission.
+/// Holds `history`'s calls on `s` against its items and EC after the drain
+/// ([`History::assert_kept`]). `strict`: the scope's limit in strict admission.
 async fn check_history(kit: &Kit, history: &History, s: &Scope, strict: Option<u64>, seed: u64) -> Checked {
-    let eventual = kit.counter.usage(s).await.expect("usage").eventual;
-    let mut end = End::read(&kit.dynamodb, &kit.config.resources_table, s)
-        .await
-        .with_eventual(eventual);
-    if let Some(limit) = strict {
-        end = end.strict(limit);
-    }
-    history
-        .check(s, &end)
-        .unwrap_or_else(|violation| panic!("seed {seed}, {s}: {violation}"))
+    let direct = (&kit.store, &kit.dynamodb, kit.config.resources_table.as_str());
+    history.assert_kept(direct, s, strict, &format!("seed {seed}")).await
 }
 
 #[tokio::test]
@@ -337,19 +229,16 @@ async fn request_path_answers_agree_with_the_tables_under_injected_faults() {
             let label = check_create(&Outcome::of_create(&result), &before, &after).unwrap_or_else(|why| {
                 panic!("seed {seed}, step {step}, create {s}/{i}: {why}: {result:?}, {before:?} -> {after:?}")
             });
-            if result.is_ok() {
-                if proxy.stats().injected(&put(), FaultKind::ApplyThenFail) > puts_applied {
-                    *outcomes.entry("create ok, own incarnation recognised").or_default() += 1;
-                }
+            if result.is_ok() && proxy.stats().injected(&put(), FaultKind::ApplyThenFail) > puts_applied {
+                *outcomes.entry("create ok, own incarnation recognised").or_default() += 1;
             }
             label
         } else {
             let result = history.delete(&api, s, &id(&i), NOW).await;
             let after = look(&direct, s, &i).await;
-            let label = check_delete(&Outcome::of_delete(&result), &before, &after).unwrap_or_else(|why| {
+            check_delete(&Outcome::of_delete(&result), &before, &after).unwrap_or_else(|why| {
                 panic!("seed {seed}, step {step}, delete {s}/{i}: {why}: {result:?}, {before:?} -> {after:?}")
-            });
-            label
+            })
         };
         *outcomes.entry(outcome).or_default() += 1;
         e2e::assert_invariants(&direct, s).await;
@@ -361,11 +250,11 @@ async fn request_path_answers_agree_with_the_tables_under_injected_faults() {
     let mut checked = Vec::new();
     for s in &scopes {
         checked.push(check_history(&kit, &history, s, None, seed).await);
-        audit_clean(&direct, s, seed).await;
+        audit_clean(&direct, s, seed, NOW).await;
     }
     kit.assert_converged(&scripted).await;
     checked.push(check_history(&kit, &history, &scripted, None, seed).await);
-    audit_clean(&direct, &scripted, seed).await;
+    audit_clean(&direct, &scripted, seed, NOW).await;
     let stats = proxy.stats();
     stats.assert_injected(&[
         FaultKind::FailBefore,
@@ -448,55 +337,6 @@ async fn an_acknowledged_delete_stays_deleted_when_a_put_s_answer_is_lost() {
 }
 
 // ---- 2. the stream handler ------------------------------------------------
-
-/// What the stand-in event source mapping did.
-#[derive(Debug, Default)]
-pub(crate) struct Deliveries {
-    pub(crate) invocations: u32,
-    /// Invocations that reported a partial batch failure.
-    pub(crate) partial_failures: u32,
-}
-
-fn sequence_number(record: &Record) -> &str {
-    hybrid_counter::stream::record::sequence_number(record)
-}
-
-/// Hands `records` to the stream handler in batches of 1 to 25 the way
-/// the event source mapping does with `ReportBatchItemFailures`: a batch
-/// that reports a failure is delivered again from the failed record on,
-/// until it succeeds. The invariants of `scopes` are checked after every
-/// invocation.
-pub(crate) async fn deliver_like_a_mapping(
-    processor: &Processor<DynamoStore>,
-    kit: &Kit,
-    scopes: &[Scope],
-    mut records: &[Record],
-    rng: &mut fastrand::Rng,
-    seed: u64,
-    deliveries: &mut Deliveries,
-) {
-    while !records.is_empty() {
-        let (batch, later) = records.split_at(rng.usize(1..=25).min(records.len()));
-        records = later;
-        let mut rest = batch;
-        for attempt in 0.. {
-            assert!(attempt < 60, "seed {seed}: a batch still fails after 60 deliveries");
-            deliveries.invocations += 1;
-            let failed = deliver_with(processor, rest).await;
-            for s in scopes {
-                e2e::assert_invariants(&kit.store, s).await;
-            }
-            let Some(first) = failed.first() else { break };
-            deliveries.partial_failures += 1;
-            assert_eq!(failed.len(), 1, "one checkpoint per response: {failed:?}");
-            let at = rest
-                .iter()
-                .position(|r| sequence_number(r) == first)
-                .unwrap_or_else(|| panic!("seed {seed}: the failure {first} is not a record of the batch"));
-            rest = &rest[at..];
-        }
-    }
-}
 
 async fn stream_handler_counts_exactly_under_faults(mode: Mode, test: &str) {
     let started = Instant::now();
@@ -584,8 +424,8 @@ async fn stream_handler_counts_exactly_under_faults(mode: Mode, test: &str) {
         kit.assert_converged(s).await;
         let eventual = kit.counter.usage(s).await.unwrap().eventual;
         assert_eq!(eventual, live[at].len() as i64, "seed {seed}: EC of {s}");
-        assert_eq!(audit_clean(&kit.store, s, seed).await, live[at].len() as u64);
         checked.push(check_history(&kit, &history, s, None, seed).await.to_string());
+        assert_eq!(audit_clean(&kit.store, s, seed, NOW).await, live[at].len() as u64);
     }
     let stats = proxy.stats();
     stats.assert_injected(&FaultKind::ALL);
@@ -788,8 +628,8 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
     kit.drain().await;
     let mut checked = Vec::new();
     for (at, s) in scopes.iter().enumerate() {
-        assert_eq!(audit_clean(&kit.store, s, seed).await, live[at] as u64);
         checked.push(check_history(&kit, &history, s, None, seed).await.to_string());
+        assert_eq!(audit_clean(&kit.store, s, seed, NOW).await, live[at] as u64);
     }
     let stats = proxy.stats();
     stats.assert_injected(&FaultKind::ALL);
@@ -1039,30 +879,15 @@ impl Parked {
         );
         assert_eq!(snapshot.eventual, self.live, "seed {seed}: {counts:?}");
         e2e::drain_deployed(&self.emulator.endpoint, &self.config).await;
-        assert_eq!(audit_clean(&self.store, &self.scope, seed).await, self.live as u64);
         let client = aws_sdk_dynamodb::Client::new(&self.emulator.sdk_config().await);
-        let eventual = self.store.read_counters(&self.scope).await.expect("counters").eventual;
-        let end = End::read(&client, &self.config.resources_table, &self.scope)
-            .await
-            .with_eventual(eventual);
+        let direct = (&self.store, &client, self.config.resources_table.as_str());
         let checked = self
             .history
-            .check(&self.scope, &end)
-            .unwrap_or_else(|violation| panic!("seed {seed}, {}: {violation}", self.scope));
+            .assert_kept(direct, &self.scope, None, &format!("seed {seed}"))
+            .await;
         eprintln!("parked ranges: seed {seed}, history: {checked}");
+        assert_eq!(audit_clean(&self.store, &self.scope, seed, NOW).await, self.live as u64);
     }
-}
-
-fn receive() -> Operation {
-    Operation::sqs("ReceiveMessage")
-}
-
-fn send_batch() -> Operation {
-    Operation::sqs("SendMessageBatch")
-}
-
-fn delete_batch() -> Operation {
-    Operation::sqs("DeleteMessageBatch")
 }
 
 #[tokio::test]

@@ -6,25 +6,26 @@
 //! then answers 500. Every call's invocation and answer is recorded; after
 //! the drain the history is held against the final items
 //! ([`e2e::history::check`]): no acknowledged create lost, no acknowledged
-//! delete undone, no strict overshoot, EC exact. The calls run in rounds;
-//! between two, the stream is drained and the scope repaired (what an
-//! operator does after the grace period), so that slots kept by ambiguous
-//! strict reservations do not end the test's admissions early.
+//! delete undone, no strict overshoot, every item counted and EC exact.
+//! The calls run in rounds; after each, the stream is drained, the history
+//! checked, and only then the scope repaired (what an operator does after
+//! the grace period), so that slots kept by ambiguous strict reservations
+//! do not end the test's admissions early.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use e2e::Kit;
 use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy};
-use e2e::history::{End, History};
+use e2e::history::History;
 use hybrid_counter::audit::RepairMode;
 use hybrid_counter::config::Admission;
 use hybrid_counter::stream::Processor;
 use hybrid_counter::{Counter, Error};
 use hybrid_counter_aws::DynamoStore;
 
-use crate::faults::{Deliveries, PROCESSOR_BACKOFF, deliver_like_a_mapping, get, put, query, transact, update};
 use crate::{NOW, id, scope};
+use e2e::mapping::{Deliveries, PROCESSOR_BACKOFF, deliver_like_a_mapping, get, put, query, transact, update};
 
 const LIMIT: u64 = 4;
 const CLIENTS: u64 = 4;
@@ -72,6 +73,7 @@ async fn concurrent_clients_keep_every_promise(admission: Admission, test: &str)
     // says more.
     let mut defects = Vec::new();
     let mut rng = fastrand::Rng::with_seed(seed);
+    let mut checked = None;
     for round in 0..ROUNDS as u64 {
         let done = AtomicBool::new(false);
         let clients = async {
@@ -113,6 +115,12 @@ async fn concurrent_clients_keep_every_promise(admission: Admission, test: &str)
         };
         tokio::join!(clients, stream);
         kit.drain().await;
+        // The history so far against the items and EC, before the repair
+        // (which must have nothing of theirs to mend).
+        let unproxied = (&direct, &kit.dynamodb, kit.config.resources_table.as_str());
+        let strict = admission.is_strict().then_some(LIMIT);
+        let context = format!("seed {seed}, {admission:?}, round {round}");
+        checked = Some(history.assert_kept(unproxied, &s, strict, &context).await);
         let repair = e2e::audit(&direct, &s, RepairMode::Apply, 5, e2e::after_grace())
             .await
             .expect("repair the scope");
@@ -121,16 +129,7 @@ async fn concurrent_clients_keep_every_promise(admission: Admission, test: &str)
         }
     }
 
-    let eventual = kit.counter.usage(&s).await.expect("usage").eventual;
-    let mut end = End::read(&kit.dynamodb, &kit.config.resources_table, &s)
-        .await
-        .with_eventual(eventual);
-    if admission.is_strict() {
-        end = end.strict(LIMIT);
-    }
-    let checked = history
-        .check(&s, &end)
-        .unwrap_or_else(|violation| panic!("seed {seed}, {admission:?}: {violation}"));
+    let checked = checked.expect("a round ran");
     assert!(defects.is_empty(), "seed {seed}, {admission:?}: {defects:#?}");
     let stats = proxy.stats();
     for op in [put(), update(), transact()] {

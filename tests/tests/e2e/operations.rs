@@ -12,14 +12,14 @@ use crate::deployed;
 use e2e::counterctl::Counterctl;
 use e2e::drain_deployed;
 use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, Operation};
-use e2e::history::{End, History};
+use e2e::history::History;
 use hybrid_counter::audit::RepairMode;
 use ops_cli::{Report, exit};
 
 /// `counterctl load` with `workers` on `scopes` scopes named `<prefix>-<n>` for `seconds`,
 /// with no limit in reach and no drain (the stream is the test's), then
 /// `done` set: the traffic an operator's command meets on a busy stack.
-/// `history`: where the load writes every call's invocation and answer.
+/// `history`: records every call of the load, invocation and answer.
 async fn busy_load(
     ctl: &Counterctl,
     prefix: &str,
@@ -27,11 +27,10 @@ async fn busy_load(
     delete_ratio: &str,
     seconds: u64,
     done: &std::sync::atomic::AtomicBool,
-    history: Option<&std::path::Path>,
+    history: Option<&History>,
 ) -> Result<Report, ops_cli::Error> {
     let (scopes, workers, seconds) = (scopes.to_string(), workers.to_string(), seconds.to_string());
-    let history = history.map(|path| path.to_string_lossy().into_owned());
-    let mut args = vec![
+    let args = vec![
         "load",
         "--scopes",
         &scopes,
@@ -48,10 +47,8 @@ async fn busy_load(
         "--drain-timeout",
         "0",
     ];
-    if let Some(path) = &history {
-        args.extend(["--history", path]);
-    }
-    let report = ctl.run(&args).await;
+    let observer = history.map(|h| std::sync::Arc::new(h.clone()) as std::sync::Arc<_>);
+    let report = ctl.run_observed(&args, observer).await;
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     report
 }
@@ -287,16 +284,8 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
     let load_done = std::sync::atomic::AtomicBool::new(false);
     let started = Instant::now();
 
-    let history_file = std::env::temp_dir().join(format!("hck-load-history-{seed}-{}.jsonl", std::process::id()));
-    let load = busy_load(
-        &ctl,
-        "busy",
-        (3, 4),
-        "0.4",
-        LOAD_SECONDS,
-        &load_done,
-        Some(&history_file),
-    );
+    let history = History::new();
+    let load = busy_load(&ctl, "busy", (3, 4), "0.4", LOAD_SECONDS, &load_done, Some(&history));
     let audits = async {
         let (mut runs, mut failed, mut repaired, mut held_back) = (0, 0, 0, 0);
         while !load_done.load(std::sync::atomic::Ordering::SeqCst) {
@@ -369,6 +358,24 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
     // grace: nothing is in flight any more) and a clean audit.
     proxy.set_enabled(false);
     drain_deployed(&emulator.endpoint, &config).await;
+    // Every answer the load heard against the items and EC, before the
+    // repair after the load.
+    let direct = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
+    for s in &scopes {
+        let checked = history
+            .assert_kept(
+                (&store, &direct, &config.resources_table),
+                s,
+                None,
+                &format!("seed {seed}"),
+            )
+            .await;
+        assert!(
+            checked.acknowledged_creates > 0,
+            "seed {seed}, {s}: the load's history proved nothing: {checked}"
+        );
+        eprintln!("audit_repair_beside_load: {s}: history: {checked}");
+    }
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     let repair = ctl.run(&["audit", "--repair", "--grace", "1"]).await.unwrap();
     let Report::Audit(repair) = &repair else { panic!() };
@@ -390,21 +397,6 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
         after.totals.live
     );
     assert_eq!((after.totals.pending_create, after.totals.pending_delete), (0, 0));
-    // Every answer the load heard against the final items and EC.
-    let history = std::fs::read_to_string(&history_file).expect("the load's history");
-    std::fs::remove_file(&history_file).expect("remove the load's history");
-    let history = History::from_load_history(&history);
-    let direct = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
-    for s in &scopes {
-        let eventual = hybrid_counter::Store::read_counters(&store, s).await.unwrap().eventual;
-        let end = End::read(&direct, &config.resources_table, s)
-            .await
-            .with_eventual(eventual);
-        let checked = history
-            .check(s, &end)
-            .unwrap_or_else(|violation| panic!("seed {seed}, {s}: {violation}"));
-        eprintln!("audit_repair_beside_load: {s}: history: {checked}");
-    }
     let sqs = aws_sdk_sqs::Client::new(&emulator.sdk_config().await);
     let status = ctl.status().await.unwrap();
     let dlq1 = status.outputs[stack::outputs::DLQ1_URL].clone();

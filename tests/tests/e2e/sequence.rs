@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use e2e::Kit;
 use e2e::faults::{Conflicting, Fault, FaultKind, FaultPlan, FaultProxy, Operation};
-use e2e::history::{Call, End, History, Outcome, Refusal};
+use e2e::history::{Call, History, Outcome, Refusal};
 use hybrid_counter::audit::RepairMode;
 use hybrid_counter::retry::Backoff;
 use hybrid_counter::sequence::{DEFAULT_BACKOFF, Sequence};
@@ -240,6 +240,9 @@ async fn concurrent_numbered_creates_through_the_api_never_answer_with_dynamodbs
     let seed = plan.seed();
     let plan = plan
         .random(transact(), Fault::TransactionConflict(Conflicting::One), 1.0)
+        // One applied-then-500 on a put for sure (the history must meet
+        // one), then at random.
+        .next(Operation::dynamodb("PutItem"), Fault::ApplyThenFail, 1)
         .random(Operation::dynamodb("PutItem"), Fault::FailBefore, 0.2)
         .random(Operation::dynamodb("PutItem"), Fault::ApplyThenFail, 0.15)
         .random(Operation::dynamodb("Query"), Fault::Throttle, 0.1);
@@ -275,6 +278,10 @@ async fn concurrent_numbered_creates_through_the_api_never_answer_with_dynamodbs
     let stats = proxy.stats();
     eprintln!("numbered creates under faults: seed {seed}, answers {codes:?}\n{stats}");
     assert!(
+        stats.injected(&Operation::dynamodb("PutItem"), FaultKind::ApplyThenFail) > 0,
+        "seed {seed}: no applied-then-500 on PutItem\n{stats}"
+    );
+    assert!(
         codes.contains_key("CreatedWithoutSequence"),
         "seed {seed}: every claim was cancelled, yet no create said so: {codes:?}"
     );
@@ -295,12 +302,7 @@ async fn concurrent_numbered_creates_through_the_api_never_answer_with_dynamodbs
     );
     kit.drain().await;
     let s = &scope(s);
-    let eventual = kit.counter.usage(s).await.expect("usage").eventual;
-    let end = End::read(&kit.dynamodb, &kit.config.resources_table, s)
-        .await
-        .with_eventual(eventual);
-    let checked = history
-        .check(s, &end)
-        .unwrap_or_else(|violation| panic!("seed {seed}, {s}: {violation}"));
+    let direct = (&kit.store, &kit.dynamodb, kit.config.resources_table.as_str());
+    let checked = history.assert_kept(direct, s, None, &format!("seed {seed}")).await;
     eprintln!("numbered creates: seed {seed}, history: {checked}");
 }
