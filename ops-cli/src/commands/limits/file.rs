@@ -248,7 +248,12 @@ impl LimitsFile {
             });
         }
         serde_yaml_ng::from_str(text).map_err(|err| {
-            let (line, column) = err.location().map_or((0, 0), |l| (l.line(), l.column()));
+            // The reader gives no position for a second document: its `---`.
+            let (line, column) = err
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .or_else(|| second_document(text).map(|line| (line, 1)))
+                .unwrap_or((0, 0));
             let full = err.to_string();
             let message = full
                 .strip_suffix(&format!(" at line {line} column {column}"))
@@ -288,6 +293,20 @@ impl LimitsFile {
             .max_by_key(|(rank, _)| *rank)
             .map(|(_, o)| o)
     }
+}
+
+/// The line (1-based) of the `---` that starts a second YAML document
+/// after some content, if any.
+fn second_document(text: &str) -> Option<usize> {
+    let mut content = false;
+    for (i, line) in text.lines().enumerate() {
+        if content && line.starts_with("---") {
+            return Some(i + 1);
+        }
+        let line = line.trim();
+        content |= !(line.is_empty() || line.starts_with('#') || line.starts_with("---"));
+    }
+    None
 }
 
 /// The overrides, refusing a second entry for the same scope or prefix.
@@ -536,5 +555,8 @@ mod tests {
         assert!(at("default_limit: 5\n").2.contains("missing field `overrides`"));
         assert!(at("overrides:\n  - scope: a\n").2.contains("missing field `limit`"));
         assert!(at("overrides: [\n").0 > 0);
+        let (line, column, message) = at("---\noverrides: []\n# two\n---\noverrides: []\n");
+        assert_eq!((line, column), (4, 1), "{message}");
+        assert!(message.contains("more than one document"), "{message}");
     }
 }
