@@ -165,6 +165,30 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
         Some(11)
     );
 
+    // A hand-edited plan: its below_usage is not trusted (usage is read
+    // again), and one made with another default limit is refused.
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&plan_path).unwrap()).unwrap();
+    for change in json["changes"].as_array_mut().unwrap() {
+        change["below_usage"] = false.into();
+    }
+    let edited_plan = path(&dir, "edited-plan.json");
+    std::fs::write(&edited_plan, json.to_string()).unwrap();
+    let rechecked = ctl.run(&["limits", "apply", "--plan", &edited_plan]).await.unwrap();
+    assert_eq!(rechecked.exit_code(), exit::FAILED, "{rechecked}");
+    assert!(
+        rechecked.to_string().contains("team-0007: 2 below usage 5"),
+        "{rechecked}"
+    );
+    json["default_limit"]["deployed"] = 7.into();
+    std::fs::write(&edited_plan, json.to_string()).unwrap();
+    let other_default = ctl.run(&["limits", "apply", "--plan", &edited_plan]).await.unwrap_err();
+    assert!(other_default.to_string().contains("default limit 7"), "{other_default}");
+    assert_eq!(
+        store.read_counters(&scope("team-0001")).await.unwrap().limit_override,
+        Some(11),
+        "nothing written"
+    );
+
     // Someone sets team-0001 between the plan and the apply.
     ctl.run(&["limit", "set", "team-0001", "4242"]).await.unwrap();
     let started = Instant::now();
