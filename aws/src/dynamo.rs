@@ -428,7 +428,7 @@ impl DynamoStore {
     }
 
     /// [`Self::get_consistent`] of counters-table item `name` of `scope`.
-    async fn get_counters_item<T: serde::de::DeserializeOwned>(
+    pub(crate) async fn get_counters_item<T: serde::de::DeserializeOwned>(
         &self,
         scope: &Scope,
         name: &str,
@@ -1060,7 +1060,7 @@ impl DynamoStore {
 /// retried on throttling and on 5xx answers after the SDK's own retries,
 /// up to six attempts with full-jitter waits of up to 2 s. Only writes that
 /// are safe to send twice go through it.
-const ONE_OFF_WRITE_BACKOFF: Backoff = Backoff {
+pub(crate) const ONE_OFF_WRITE_BACKOFF: Backoff = Backoff {
     base: std::time::Duration::from_millis(100),
     cap: std::time::Duration::from_secs(2),
     max_attempts: 6,

@@ -35,6 +35,11 @@ pub const UPDATED_AT: &str = "updated_at";
 pub const EPOCH: &str = "epoch";
 /// Counters table: the per-scope limit override, on the [`LIMIT_NAME`] item.
 pub const LIMIT: &str = "limit";
+/// Counters table, on the [`LIMIT_NAME`] item: a random token written
+/// anew by every write of the override, so a write conditioned on what a
+/// plan read is refused after any change since, even one that cleared the
+/// override and set it again (which restarts `version` at 1).
+pub const REV: &str = "rev";
 
 /// Counters table `name` of the best-effort counter (and prefix of its
 /// shards, `best_effort#<n>`).

@@ -277,10 +277,10 @@ pub struct ScopeArgs {
 pub enum LimitCommand {
     /// The scope's limit and where it comes from.
     Get(ScopeArgs),
-    /// Override the scope's limit.
+    /// Override the scope's limit (0 to 1000000000, the DefaultLimit parameter's maximum, as in a limits file).
     Set {
         scope: String,
-        #[arg(value_parser = clap::value_parser!(u64))]
+        #[arg(value_parser = clap::value_parser!(u64).range(..=stack::params::MAX_LIMIT))]
         limit: u64,
     },
     /// Remove the override: the stack's default limit applies again.

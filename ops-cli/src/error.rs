@@ -294,6 +294,14 @@ impl Error {
     }
 }
 
+/// Turns a store error into [`Error::Aws`] naming what was being done.
+pub fn store_error(action: &'static str) -> impl Fn(hybrid_counter::error::StoreError) -> Error {
+    move |e| Error::Aws {
+        action,
+        message: e.to_string(),
+    }
+}
+
 /// Turns an SDK error into [`Error::Aws`] naming the call: the service's
 /// error code and message when it answered, otherwise the transport failure
 /// with the SDK's full context (connection refused, timeout, credentials).

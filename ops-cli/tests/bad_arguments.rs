@@ -13,7 +13,7 @@ fn wrong_arguments_exit_2_with_a_clear_error_before_any_request() {
         .unwrap();
     let endpoint = format!("http://127.0.0.1:{port}");
     let long_scope = "a".repeat(hybrid_counter::ids::MAX_ID_BYTES + 1);
-    let cases: [(&[&str], &str); 18] = [
+    let cases: [(&[&str], &str); 19] = [
         (&["frobnicate"], "unrecognized subcommand 'frobnicate'"),
         (&["usage"], "<SCOPE>"),
         (
@@ -26,6 +26,11 @@ fn wrong_arguments_exit_2_with_a_clear_error_before_any_request() {
             "invalid value 'lots' for '<LIMIT>'",
         ),
         (&["limit", "set", "tenant-a", "-1"], "unexpected argument '-1'"),
+        // The maximum a limits file accepts, so every override exports.
+        (
+            &["limit", "set", "tenant-a", "1000000001"],
+            "1000000001 is not in 0..=1000000000",
+        ),
         (&["seq", "next"], "<SCOPE>"),
         (&["seq", "next", &long_scope], "scope is 257 bytes long"),
         (&["seq", "get", " tenant"], "must not start or end with whitespace"),

@@ -446,7 +446,7 @@ pub const CALL_SITES: &[CallSite] = &[
         "get_item",
         &[Api, Operator],
         &[on(CountersTable, &[DynamoDbGetItem])],
-        "the sequence's last number and a numbered item read back",
+        "the sequence's last number and a numbered item read back; a limit override read back after an ambiguous write",
     ),
     call(
         DYNAMO,
@@ -503,19 +503,19 @@ pub const CALL_SITES: &[CallSite] = &[
     // `limits plan|apply|export`.
     call(
         LIMITS,
-        "write_limit",
+        "send_limit_write",
         "update_item",
         &[Operator],
         &[on(CountersTable, &[DynamoDbUpdateItem])],
-        "counterctl limit set; limits apply, conditioned on the planned version",
+        "counterctl limit set; limits apply, conditioned on the planned version and write token",
     ),
     call(
         LIMITS,
-        "write_limit",
+        "send_limit_write",
         "delete_item",
         &[Operator],
         &[on(CountersTable, &[DynamoDbDeleteItem])],
-        "counterctl limit clear; limits apply, conditioned on the planned version",
+        "counterctl limit clear; limits apply, conditioned on the planned version and write token",
     ),
     call(
         LIMITS,

@@ -111,7 +111,7 @@ fn add_parameters(t: &mut Template) {
             "Per-scope limit for scopes without a `limit` override item in the counters table.",
             100,
             0,
-            1_000_000_000,
+            params::MAX_LIMIT as i64,
         )
         .effect(
             "The api function's DEFAULT_LIMIT: each create reads it, with the scope's override, before it \

@@ -184,12 +184,7 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
     let default_limit = config.default_limit.unwrap_or(u64::MAX);
     let store = DynamoStore::new(ctx.clients.dynamodb.clone(), &config);
     let auditor = hybrid_counter::audit::Auditor::configured(&store, &config).with_attempts(5);
-    let store_error = |action: &'static str| {
-        move |e: hybrid_counter::error::StoreError| Error::Aws {
-            action,
-            message: e.to_string(),
-        }
-    };
+    use crate::error::store_error;
     let scopes: Vec<Scope> = (0..options.scopes.max(1))
         .map(|n| Scope::new(format!("{}-{n}", options.scope_prefix)))
         .collect::<std::result::Result<_, _>>()

@@ -32,12 +32,7 @@ pub struct LimitReport {
     pub changed: bool,
 }
 
-fn store_error(action: &'static str) -> impl Fn(hybrid_counter::error::StoreError) -> Error {
-    move |e| Error::Aws {
-        action,
-        message: e.to_string(),
-    }
-}
+use crate::error::store_error;
 
 fn counter_error(e: hybrid_counter::Error) -> Error {
     Error::Aws {

@@ -128,7 +128,7 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
         )
         .replace("- scope: team-0002\n  limit: 12\n", "")
         .replace("- scope: team-0007\n  limit: 17\n", "- scope: team-0007\n  limit: 2\n")
-        + "- scope: fresh\n  limit: 50\n- scope: late/*\n  limit: 30\n";
+        + "- scope: fresh\n  limit: 50\n- prefix: late/\n  limit: 30\n";
     assert_ne!(edited, text, "the export's layout changed:\n{text}");
     let edited_path = path(&dir, "edited.yaml");
     std::fs::write(&edited_path, &edited).unwrap();
@@ -154,7 +154,7 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
         .map(|c| (c.scope.clone(), c.usage))
         .collect();
     assert_eq!(flagged, vec![("team-0007".to_owned(), 5)], "{planned}");
-    assert!(planned.to_string().contains("[from late/*]"), "{planned}");
+    assert!(planned.to_string().contains("[from prefix late/]"), "{planned}");
 
     // Below usage without the flag: nothing is written.
     let refused = ctl.run(&["limits", "apply", &edited_path]).await.unwrap();
@@ -163,6 +163,30 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
     assert_eq!(
         store.read_counters(&scope("team-0001")).await.unwrap().limit_override,
         Some(11)
+    );
+
+    // A hand-edited plan: its below_usage is not trusted (usage is read
+    // again), and one made with another default limit is refused.
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&plan_path).unwrap()).unwrap();
+    for change in json["changes"].as_array_mut().unwrap() {
+        change["below_usage"] = false.into();
+    }
+    let edited_plan = path(&dir, "edited-plan.json");
+    std::fs::write(&edited_plan, json.to_string()).unwrap();
+    let rechecked = ctl.run(&["limits", "apply", "--plan", &edited_plan]).await.unwrap();
+    assert_eq!(rechecked.exit_code(), exit::FAILED, "{rechecked}");
+    assert!(
+        rechecked.to_string().contains("team-0007: 2 below usage 5"),
+        "{rechecked}"
+    );
+    json["default_limit"]["deployed"] = 7.into();
+    std::fs::write(&edited_plan, json.to_string()).unwrap();
+    let other_default = ctl.run(&["limits", "apply", "--plan", &edited_plan]).await.unwrap_err();
+    assert!(other_default.to_string().contains("default limit 7"), "{other_default}");
+    assert_eq!(
+        store.read_counters(&scope("team-0001")).await.unwrap().limit_override,
+        Some(11),
+        "nothing written"
     );
 
     // Someone sets team-0001 between the plan and the apply.
@@ -263,6 +287,40 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
     let item = limits_item(&drifted).unwrap_or_else(|| panic!("{drifted}"));
     assert!(item.contains("changed outside the file: team-0005"), "{item}");
     assert!(item.contains("late/b"), "{item}");
+
+    // The ABA of `version`: aba is planned at version 1, then cleared and
+    // set back (version 1 again, same limit); the plan's write is refused.
+    ctl.run(&["limit", "set", "aba", "10"]).await.unwrap();
+    let aba_path = path(&dir, "aba.yaml");
+    std::fs::write(
+        &aba_path,
+        std::fs::read_to_string(&raised_path).unwrap() + "- scope: aba\n  limit: 20\n",
+    )
+    .unwrap();
+    let aba_plan = path(&dir, "aba.json");
+    ctl.run(&["limits", "plan", &aba_path, "--out", &aba_plan])
+        .await
+        .unwrap();
+    ctl.run(&["limit", "clear", "aba"]).await.unwrap();
+    ctl.run(&["limit", "set", "aba", "10"]).await.unwrap();
+    let aba = ctl
+        .run(&["limits", "apply", "--plan", &aba_plan, "--allow-below-usage"])
+        .await
+        .unwrap();
+    let Report::LimitsApply(aba_apply) = &aba else {
+        panic!("{aba}")
+    };
+    let aba_outcome = aba_apply
+        .results
+        .iter()
+        .find(|r| r.scope == "aba")
+        .map(|r| r.outcome.clone());
+    assert_eq!(aba_outcome, Some(Outcome::Refused { now: Some(10) }), "{aba}");
+    assert_eq!(
+        limit("aba").await,
+        Some(10),
+        "the clear and set since the plan are kept"
+    );
 
     // A bad file: exit 2, its line and column, nothing sent.
     let bad = path(&dir, "bad.yaml");

@@ -42,12 +42,7 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
     let auditor = Auditor::configured(&store, &config)
         .with_attempts(options.attempts)
         .with_grace(options.grace_ms);
-    let store_error = |action: &'static str| {
-        move |e: hybrid_counter::error::StoreError| Error::Aws {
-            action,
-            message: e.to_string(),
-        }
-    };
+    use crate::error::store_error;
     let mut report = AuditReport {
         location: Location::of(ctx),
         scopes_checked: 0,

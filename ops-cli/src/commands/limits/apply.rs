@@ -2,7 +2,11 @@
 //! plan, each override only if it is still what the plan read (absent for
 //! an added one, the same `version` for a changed or removed one), so a
 //! change made since the plan is refused and reported, never overwritten.
-//! The report lists every scope written, refused and failed.
+//! Each scope's result is logged as it completes (so an interrupted apply
+//! has said what it wrote); the report lists every scope written,
+//! refused, unknown and failed. A saved plan is checked before anything
+//! is sent ([`LimitsPlan::check`]), and its usage and default limit are
+//! read again: the file's `below_usage` is not trusted.
 
 use std::fmt;
 use std::time::Instant;
@@ -25,6 +29,11 @@ pub enum Outcome {
     /// Changed since the plan; `now` is the override found (`None`: none).
     Refused {
         now: Option<u64>,
+    },
+    /// A send ended ambiguously and the read-back could not tell whether
+    /// it landed: re-run plan to see.
+    Unknown {
+        error: String,
     },
     Failed {
         error: String,
@@ -65,15 +74,46 @@ impl LimitsApplyReport {
     }
 }
 
-/// What a change's write expects to find.
+/// What a change's write expects to find: never [`Expect::Any`].
 fn expect(change: &Change) -> Expect {
     match change.version {
         None => Expect::Absent,
-        Some(version) => Expect::Version(version),
+        Some(version) => Expect::Read {
+            version,
+            rev: change.rev.clone(),
+        },
     }
 }
 
-pub async fn run(limits: &Limits<'_>, plan: LimitsPlan, allow_below_usage: bool) -> Result<LimitsApplyReport> {
+impl ScopeResult {
+    /// The report's line of this scope.
+    fn line(&self) -> String {
+        let scope = &self.scope;
+        let new = self.new.map_or_else(|| "removed".to_owned(), |n| n.to_string());
+        match &self.outcome {
+            Outcome::Written => format!("  written  {scope}: {new}"),
+            Outcome::AlreadyAsPlanned => format!("  written  {scope}: {new} (already so)"),
+            Outcome::Refused { now } => format!(
+                "  refused  {scope}: changed since the plan (now {}): re-run plan",
+                now.map_or_else(|| "no override".to_owned(), |n| n.to_string())
+            ),
+            Outcome::Unknown { error } => {
+                format!("  unknown  {scope}: {new} may or may not be written ({error}): re-run plan")
+            }
+            Outcome::Failed { error } => format!("  failed   {scope}: {error}"),
+        }
+    }
+}
+
+/// Applies `plan`; `saved`: it was read from a file (`--plan`), so the
+/// scopes' usage is read again and its default limit checked against the
+/// stack's.
+pub async fn run(
+    limits: &Limits<'_>,
+    mut plan: LimitsPlan,
+    saved: bool,
+    allow_below_usage: bool,
+) -> Result<LimitsApplyReport> {
     let ctx = limits.ctx;
     if plan.stack_name != ctx.config.stack_name || plan.counters_table != limits.store.counters_table() {
         return Err(Error::InvalidArgument(format!(
@@ -84,7 +124,16 @@ pub async fn run(limits: &Limits<'_>, plan: LimitsPlan, allow_below_usage: bool)
             limits.store.counters_table()
         )));
     }
+    if plan.default_limit.deployed != limits.default_limit {
+        return Err(Error::InvalidArgument(format!(
+            "the plan was made with the default limit {}, the stack now has {}: plan again",
+            plan.default_limit.deployed, limits.default_limit
+        )));
+    }
     let started = Instant::now();
+    if saved {
+        super::plan::annotate_usage(limits, &mut plan.changes).await?;
+    }
     let below: Vec<String> = plan.below_usage().map(|c| c.scope.clone()).collect();
     if !allow_below_usage && !below.is_empty() {
         return Ok(LimitsApplyReport {
@@ -110,16 +159,19 @@ pub async fn run(limits: &Limits<'_>, plan: LimitsPlan, allow_below_usage: bool)
                     Ok(LimitWrite::Refused { current }) => Outcome::Refused {
                         now: current.map(|c| c.limit),
                     },
+                    Ok(LimitWrite::Unknown { error }) => Outcome::Unknown { error },
                     Err(e) => Outcome::Failed { error: e.to_string() },
                 },
             };
             bar.inc(1);
-            ScopeResult {
+            let result = ScopeResult {
                 scope: change.scope.clone(),
                 kind: change.kind,
                 new: change.new,
                 outcome,
-            }
+            };
+            ctx.ui.log(result.line());
+            result
         });
         results.extend(join_all(writes).await);
     }
@@ -156,27 +208,18 @@ impl fmt::Display for LimitsApplyReport {
         }
         let written = self.count(|o| matches!(o, Outcome::Written | Outcome::AlreadyAsPlanned));
         let refused = self.count(|o| matches!(o, Outcome::Refused { .. }));
+        let unknown = self.count(|o| matches!(o, Outcome::Unknown { .. }));
         let failed = self.count(|o| matches!(o, Outcome::Failed { .. }));
         writeln!(
             f,
-            "Limits of stack {}: {written} written, {refused} refused, {failed} failed, of {} change(s) ({:.1} s)",
+            "Limits of stack {}: {written} written, {refused} refused, {unknown} unknown, {failed} failed, of {} \
+             change(s) ({:.1} s)",
             self.plan.stack_name,
             self.results.len(),
             self.seconds
         )?;
         for r in &self.results {
-            let new = r.new.map_or_else(|| "removed".to_owned(), |n| n.to_string());
-            match &r.outcome {
-                Outcome::Written => writeln!(f, "  written  {}: {new}", r.scope)?,
-                Outcome::AlreadyAsPlanned => writeln!(f, "  written  {}: {new} (already so)", r.scope)?,
-                Outcome::Refused { now } => writeln!(
-                    f,
-                    "  refused  {}: changed since the plan (now {}): re-run plan",
-                    r.scope,
-                    now.map_or_else(|| "no override".to_owned(), |n| n.to_string())
-                )?,
-                Outcome::Failed { error } => writeln!(f, "  failed   {}: {error}", r.scope)?,
-            }
+            writeln!(f, "{}", r.line())?;
         }
         if self.plan.default_limit.differs() {
             writeln!(
@@ -202,6 +245,7 @@ mod tests {
             old: version.map(|_| 1),
             new: (kind != Kind::Removed).then_some(9),
             version,
+            rev: version.map(|v| format!("r{v}")),
             prefix: None,
             usage: 0,
             below_usage: false,
@@ -211,8 +255,12 @@ mod tests {
     #[test]
     fn an_added_override_expects_none_and_a_changed_or_removed_one_its_read_version() {
         assert_eq!(expect(&change("a", Kind::Added, None)), Expect::Absent);
-        assert_eq!(expect(&change("a", Kind::Changed, Some(4))), Expect::Version(4));
-        assert_eq!(expect(&change("a", Kind::Removed, Some(7))), Expect::Version(7));
+        let read = |version: u64| Expect::Read {
+            version,
+            rev: Some(format!("r{version}")),
+        };
+        assert_eq!(expect(&change("a", Kind::Changed, Some(4))), read(4));
+        assert_eq!(expect(&change("a", Kind::Removed, Some(7))), read(7));
     }
 
     #[test]
@@ -240,12 +288,13 @@ mod tests {
                 result("a", Outcome::Written),
                 result("b", Outcome::Refused { now: Some(3) }),
                 result("c", Outcome::Failed { error: "boom".into() }),
+                result("d", Outcome::Unknown { error: "500".into() }),
             ],
             seconds: 0.25,
         };
         let text = report.to_string();
         assert!(
-            text.contains("1 written, 1 refused, 1 failed, of 3 change(s)"),
+            text.contains("1 written, 1 refused, 1 unknown, 1 failed, of 4 change(s)"),
             "{text}"
         );
         assert!(text.contains("  written  a: 9"), "{text}");
@@ -254,6 +303,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("  failed   c: boom"), "{text}");
+        assert!(
+            text.contains("  unknown  d: 9 may or may not be written (500): re-run plan"),
+            "{text}"
+        );
         assert!(!report.succeeded());
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["results"][1]["outcome"], "refused");

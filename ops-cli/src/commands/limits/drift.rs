@@ -145,6 +145,7 @@ mod tests {
             old: None,
             new: None,
             version: None,
+            rev: None,
             prefix: None,
             usage: 0,
             below_usage: false,

@@ -33,9 +33,12 @@ pub fn to_file(default_limit: u64, overrides: impl IntoIterator<Item = (String, 
                 let scope = hybrid_counter::Scope::new(scope)
                     .map(Pattern::Exact)
                     .map_err(|e| Error::InvalidArgument(format!("a scope of the table: {e}")))?;
+                let limit = Limit::try_from(value).map_err(|e| {
+                    Error::InvalidArgument(format!("the override of {scope}: {e}: lower it with `limit set`"))
+                })?;
                 Ok(Override {
                     scope,
-                    limit: limit(value)?,
+                    limit,
                     owner: None,
                     reason: None,
                 })
@@ -89,6 +92,39 @@ impl fmt::Display for LimitsExportReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::limits::file::MAX_LIMIT;
+
+    /// Export -> plan is empty: a scope with `*` in it (or only `*`) is
+    /// exported as an exact `scope:`, read back as that scope, never as a
+    /// prefix; the plan of the file against the table has no changes.
+    #[test]
+    fn an_export_of_scopes_with_stars_plans_no_changes() {
+        use hybrid_counter_aws::limits::{LimitItem, LimitTable};
+        let scopes = ["*", "foo*", "a b*", "**", "x"];
+        let table = LimitTable {
+            overrides: scopes
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let item = LimitItem {
+                        limit: if i == 0 { MAX_LIMIT } else { i as u64 },
+                        version: 1,
+                        rev: None,
+                    };
+                    ((*s).to_owned(), item)
+                })
+                .collect(),
+            prefixed_scopes: Default::default(),
+        };
+        let file = to_file(100, table.overrides.iter().map(|(s, i)| (s.clone(), i.limit))).unwrap();
+        let text = file.to_yaml().unwrap();
+        let parsed = LimitsFile::parse("export", &text).unwrap();
+        assert_eq!(parsed, file, "{text}");
+        assert!(parsed.prefixes().is_empty(), "{text}");
+        assert_eq!(super::super::plan::diff(&parsed, &table), Vec::new(), "{text}");
+        let above = to_file(100, [("big".to_owned(), MAX_LIMIT + 1)]).unwrap_err();
+        assert!(above.to_string().contains("the override of big"), "{above}");
+    }
 
     #[test]
     fn an_exported_file_parses_back_to_the_same_overrides() {

@@ -12,8 +12,9 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde::{Deserialize, Serialize};
 
 /// The largest limit a file may set: the `DefaultLimit` parameter's
-/// MaxValue. Anything above is a typo, not a limit.
-pub const MAX_LIMIT: u64 = 1_000_000_000;
+/// MaxValue, also the most `limit set` accepts. Anything above is a typo,
+/// not a limit.
+pub const MAX_LIMIT: u64 = stack::params::MAX_LIMIT;
 
 /// Why a limits file was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,10 +55,10 @@ impl From<Limit> for u64 {
     }
 }
 
-/// Which scopes an entry covers: one scope, or every existing scope
-/// starting with a prefix (written with a trailing `*`, `acme/*`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(into = "String")]
+/// Which scopes an entry covers: one scope (`scope: acme/prod`, taken
+/// as written, `*` included), or every existing scope starting with a
+/// prefix (`prefix: acme/`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Pattern {
     Exact(hybrid_counter::Scope),
     Prefix(String),
@@ -72,27 +73,21 @@ impl Pattern {
             Pattern::Prefix(p) => scope.starts_with(p.as_str()).then_some(p.len()),
         }
     }
-}
 
-impl TryFrom<String> for Pattern {
-    type Error = String;
-    fn try_from(value: String) -> Result<Self, String> {
-        match value.strip_suffix('*') {
-            Some("") => Err("a prefix must not be empty (`*` alone): set default_limit for every scope".into()),
-            // A prefix is checked as the shortest scope it could match.
-            Some(prefix) => hybrid_counter::Scope::new(format!("{prefix}x"))
-                .map(|_| Pattern::Prefix(prefix.to_owned()))
-                .map_err(|e| format!("invalid scope prefix {value:?}: {e}")),
-            None => hybrid_counter::Scope::new(value.clone())
-                .map(Pattern::Exact)
-                .map_err(|e| format!("invalid scope {value:?}: {e}")),
-        }
+    fn exact(value: &str) -> Result<Self, String> {
+        hybrid_counter::Scope::new(value.to_owned())
+            .map(Pattern::Exact)
+            .map_err(|e| format!("invalid scope {value:?}: {e}"))
     }
-}
 
-impl From<Pattern> for String {
-    fn from(pattern: Pattern) -> String {
-        pattern.to_string()
+    fn prefix(value: &str) -> Result<Self, String> {
+        if value.is_empty() {
+            return Err("a prefix must not be empty: set default_limit for every scope".into());
+        }
+        // A prefix is checked as the shortest scope it could match.
+        hybrid_counter::Scope::new(format!("{value}x"))
+            .map(|_| Pattern::Prefix(value.to_owned()))
+            .map_err(|e| format!("invalid scope prefix {value:?}: {e}"))
     }
 }
 
@@ -100,7 +95,7 @@ impl fmt::Display for Pattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Pattern::Exact(scope) => f.write_str(scope.as_str()),
-            Pattern::Prefix(prefix) => write!(f, "{prefix}*"),
+            Pattern::Prefix(prefix) => write!(f, "prefix {prefix}"),
         }
     }
 }
@@ -125,39 +120,103 @@ impl<'de> Deserialize<'de> for Limit {
                     Err(_) => Err(E::invalid_value(de::Unexpected::Signed(value), &self)),
                 }
             }
+            /// `1e3` is a whole number to the schema too (JSON has one
+            /// number type): accepted; `1.5` is refused by both.
+            fn visit_f64<E: de::Error>(self, value: f64) -> Result<Limit, E> {
+                if value.fract() == 0.0 && (0.0..=MAX_LIMIT as f64).contains(&value) {
+                    self.visit_u64(value as u64)
+                } else {
+                    Err(E::invalid_value(de::Unexpected::Float(value), &self))
+                }
+            }
         }
-        deserializer.deserialize_u64(Checked)
+        deserializer.deserialize_any(Checked)
     }
 }
 
-impl<'de> Deserialize<'de> for Pattern {
+/// A `scope:` or `prefix:` value: a string only (`scope: 123` is refused,
+/// as the schema does), checked in its visitor for the position.
+struct PatternField<const PREFIX: bool>(Pattern);
+
+impl<'de, const PREFIX: bool> Deserialize<'de> for PatternField<PREFIX> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Checked;
-        impl Visitor<'_> for Checked {
-            type Value = Pattern;
+        struct Checked<const PREFIX: bool>;
+        impl<const PREFIX: bool> Visitor<'_> for Checked<PREFIX> {
+            type Value = PatternField<PREFIX>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a scope, or a scope prefix ending in `*`")
+                f.write_str(if PREFIX {
+                    "a scope prefix (a string)"
+                } else {
+                    "a scope (a string)"
+                })
             }
-            fn visit_str<E: de::Error>(self, value: &str) -> Result<Pattern, E> {
-                Pattern::try_from(value.to_owned()).map_err(E::custom)
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<Self::Value, E> {
+                let pattern = if PREFIX {
+                    Pattern::prefix(value)
+                } else {
+                    Pattern::exact(value)
+                };
+                pattern.map(PatternField).map_err(E::custom)
             }
         }
-        deserializer.deserialize_str(Checked)
+        deserializer.deserialize_any(Checked::<PREFIX>)
     }
+}
+
+/// One entry as written: exactly one of `scope` and `prefix`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    #[serde(default)]
+    scope: Option<PatternField<false>>,
+    #[serde(default)]
+    prefix: Option<PatternField<true>>,
+    limit: Limit,
+    #[serde(default)]
+    owner: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
 }
 
 /// One agreed override.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Override {
+    /// Written as `scope:` (exact) or `prefix:`.
     pub scope: Pattern,
     pub limit: Limit,
     /// Who asked for it (a team, a ticket's author).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// Why (a contract, an incident).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+impl Serialize for Override {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Out<'a> {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            scope: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            prefix: Option<&'a str>,
+            limit: u64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            owner: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            reason: Option<&'a str>,
+        }
+        let (scope, prefix) = match &self.scope {
+            Pattern::Exact(s) => (Some(s.as_str()), None),
+            Pattern::Prefix(p) => (None, Some(p.as_str())),
+        };
+        Out {
+            scope,
+            prefix,
+            limit: self.limit.get(),
+            owner: self.owner.as_deref(),
+            reason: self.reason.as_deref(),
+        }
+        .serialize(serializer)
+    }
 }
 
 /// The whole file.
@@ -167,15 +226,34 @@ pub struct LimitsFile {
     /// The stack's `DefaultLimit` as agreed; compared, never applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_limit: Option<Limit>,
-    #[serde(default, deserialize_with = "unique_overrides")]
+    /// Required: a file without the key (empty, or only comments: a
+    /// failed `export > limits.yaml`) would remove every override.
+    /// `overrides: []` says so explicitly.
+    #[serde(deserialize_with = "unique_overrides")]
     pub overrides: Vec<Override>,
 }
 
 impl LimitsFile {
     /// Parses and validates `text`; `path` only names it in errors.
     pub fn parse(path: &str, text: &str) -> Result<Self, FileError> {
+        let blank = |l: &str| l.trim().is_empty() || l.trim_start().starts_with('#');
+        if text.lines().all(blank) {
+            return Err(FileError {
+                path: path.to_owned(),
+                line: 1,
+                column: 1,
+                message: "the file is empty (a failed export?): to remove every override, write \
+                          `overrides: []`"
+                    .into(),
+            });
+        }
         serde_yaml_ng::from_str(text).map_err(|err| {
-            let (line, column) = err.location().map_or((0, 0), |l| (l.line(), l.column()));
+            // The reader gives no position for a second document: its `---`.
+            let (line, column) = err
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .or_else(|| second_document(text).map(|line| (line, 1)))
+                .unwrap_or((0, 0));
             let full = err.to_string();
             let message = full
                 .strip_suffix(&format!(" at line {line} column {column}"))
@@ -215,6 +293,20 @@ impl LimitsFile {
             .max_by_key(|(rank, _)| *rank)
             .map(|(_, o)| o)
     }
+}
+
+/// The line (1-based) of the `---` that starts a second YAML document
+/// after some content, if any.
+fn second_document(text: &str) -> Option<usize> {
+    let mut content = false;
+    for (i, line) in text.lines().enumerate() {
+        if content && line.starts_with("---") {
+            return Some(i + 1);
+        }
+        let line = line.trim();
+        content |= !(line.is_empty() || line.starts_with('#') || line.starts_with("---"));
+    }
+    None
 }
 
 /// The overrides, refusing a second entry for the same scope or prefix.
@@ -261,7 +353,22 @@ impl<'de> Visitor<'de> for Unique<'_> {
         f.write_str("an override (scope, limit, and optionally owner and reason)")
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Override, A::Error> {
-        let entry = Override::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        let raw = Entry::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        let scope = match (raw.scope, raw.prefix) {
+            (Some(PatternField(p)), None) | (None, Some(PatternField(p))) => p,
+            (None, None) => return Err(de::Error::custom("an override needs `scope` or `prefix`")),
+            (Some(_), Some(_)) => {
+                return Err(de::Error::custom(
+                    "an override has `scope` (one scope) or `prefix` (every scope under it), not both",
+                ));
+            }
+        };
+        let entry = Override {
+            scope,
+            limit: raw.limit,
+            owner: raw.owner,
+            reason: raw.reason,
+        };
         if let Some(first) = self.seen.insert(entry.scope.clone(), self.index) {
             return Err(de::Error::custom(format!(
                 "duplicate override for {}: entry {} already sets it",
@@ -290,7 +397,7 @@ mod tests {
     fn a_file_with_a_default_exact_and_prefix_entries_parses() {
         let file = LimitsFile::parse(
             "limits.yaml",
-            "default_limit: 100\noverrides:\n  - scope: acme/prod\n    limit: 5000\n    owner: team-a\n    reason: contract 42\n  - scope: acme/*\n    limit: 200\n",
+            "default_limit: 100\noverrides:\n  - scope: acme/prod\n    limit: 5000\n    owner: team-a\n    reason: contract 42\n  - prefix: acme/\n    limit: 200\n",
         )
         .unwrap();
         assert_eq!(file.default_limit, Some(Limit(100)));
@@ -299,14 +406,14 @@ mod tests {
         assert_eq!(file.overrides[1].scope, Pattern::Prefix("acme/".into()));
         assert_eq!(file.prefixes(), vec!["acme/".to_owned()]);
         assert_eq!(LimitsFile::parse("x", &file.to_yaml().unwrap()).unwrap(), file);
-        assert_eq!(LimitsFile::parse("x", "{}").unwrap(), LimitsFile::default());
+        assert_eq!(LimitsFile::parse("x", "overrides: []").unwrap(), LimitsFile::default());
     }
 
     #[test]
     fn an_exact_entry_beats_every_prefix_and_the_longest_prefix_wins() {
         let file = LimitsFile::parse(
             "x",
-            "overrides:\n  - {scope: a*, limit: 1}\n  - {scope: ab*, limit: 2}\n  - {scope: abc, limit: 3}\n",
+            "overrides:\n  - {prefix: a, limit: 1}\n  - {prefix: ab, limit: 2}\n  - {scope: abc, limit: 3}\n",
         )
         .unwrap();
         let limit = |scope: &str| file.entry_for(scope).map(|o| o.limit.get());
@@ -329,7 +436,7 @@ mod tests {
         );
         assert!(error(&kit).message.contains("invalid scope"));
         assert!(
-            at("overrides:\n  - scope: \"*\"\n    limit: 2\n")
+            at("overrides:\n  - prefix: \"\"\n    limit: 2\n")
                 .2
                 .contains("must not be empty")
         );
@@ -345,19 +452,26 @@ mod tests {
         assert_eq!(line, 1);
         assert!(message.contains("above the maximum 1000000000"), "{message}");
         assert!(at("overrides:\n  - scope: a\n    limit: 1.5\n").2.contains("limit"));
+        assert_eq!(
+            LimitsFile::parse("x", "overrides: [{scope: a, limit: 1e3}]")
+                .unwrap()
+                .overrides[0]
+                .limit,
+            Limit(1000)
+        );
     }
 
     #[test]
     fn a_duplicate_entry_is_refused_at_the_second_one() {
         let (line, column, message) =
-            at("overrides:\n  - scope: a\n    limit: 1\n  - scope: b*\n    limit: 1\n  - scope: a\n    limit: 2\n");
+            at("overrides:\n  - scope: a\n    limit: 1\n  - prefix: b\n    limit: 1\n  - scope: a\n    limit: 2\n");
         assert_eq!((line, column), (6, 5), "{message}");
         assert!(
             message.contains("duplicate override for a: entry 1 already sets it"),
             "{message}"
         );
         assert!(
-            at("overrides:\n  - {scope: b*, limit: 1}\n  - {scope: b*, limit: 2}\n")
+            at("overrides:\n  - {prefix: b, limit: 1}\n  - {prefix: b, limit: 2}\n")
                 .2
                 .contains("duplicate")
         );
@@ -375,15 +489,27 @@ mod tests {
         let example = std::fs::read_to_string(format!("{root}limits.example.yaml")).unwrap();
         let cases: Vec<(&str, bool)> = vec![
             (example.as_str(), true),
-            ("{}", true),
+            ("overrides: []\n", true),
             ("default_limit: 0\noverrides: []\n", true),
             ("overrides:\n  - {scope: a, limit: 1, owner: o, reason: r}\n", true),
+            // A `*` in a scope is part of the name: exact entries.
             (
-                "overrides:\n  - {scope: a*b, limit: 1}\n  - {scope: '*b', limit: 1}\n",
+                "overrides:\n  - {scope: a*b, limit: 1}\n  - {scope: '*b', limit: 1}\n  - {scope: '*', limit: 1}\n  - {scope: 'c*', limit: 1}\n",
+                true,
+            ),
+            (
+                "overrides:\n  - {prefix: acme/, limit: 1}\n  - {prefix: 'acme ', limit: 1}\n",
                 true,
             ),
             ("overrides:\n  - {scope: 'acme *', limit: 1}\n", true),
-            ("overrides:\n  - {scope: '*', limit: 1}\n", false),
+            ("overrides:\n  - {scope: a, limit: 1e3}\n", true),
+            ("{}", false),
+            ("default_limit: 5\n", false),
+            ("overrides:\n  - {prefix: '', limit: 1}\n", false),
+            ("overrides:\n  - {prefix: ' a', limit: 1}\n", false),
+            ("overrides:\n  - {scope: a, prefix: a, limit: 1}\n", false),
+            ("overrides:\n  - {scope: 123, limit: 1}\n", false),
+            ("overrides:\n  - {scope: a, limit: 1.5}\n", false),
             ("overrides:\n  - {scope: ' a', limit: 1}\n", false),
             ("overrides:\n  - {scope: 'a ', limit: 1}\n", false),
             ("overrides:\n  - {scope: \"a\\u0007b\", limit: 1}\n", false),
@@ -391,8 +517,9 @@ mod tests {
             ("overrides:\n  - {scope: a, limit: -1}\n", false),
             ("overrides:\n  - {scope: a, limit: 1000000001}\n", false),
             ("overrides:\n  - {scope: a}\n", false),
+            ("overrides:\n  - {limit: 1}\n", false),
             ("overrides:\n  - {scope: a, limit: 1, team: x}\n", false),
-            ("default_limit: x\n", false),
+            ("default_limit: x\noverrides: []\n", false),
             ("limits: []\n", false),
         ];
         for (text, valid) in cases {
@@ -420,7 +547,16 @@ mod tests {
         assert_eq!((line, column), (3, 5), "{message}");
         assert!(message.contains("unknown field `limt`"), "{message}");
         assert!(at("defaults: 1\n").2.contains("unknown field `defaults`"));
+        // Empty, only comments, or no `overrides` key: refused, never
+        // "remove every override".
+        for text in ["", "\n  \n", "# exported by ...\n# nothing else\n"] {
+            assert!(error(text).message.contains("the file is empty"), "{text:?}");
+        }
+        assert!(at("default_limit: 5\n").2.contains("missing field `overrides`"));
         assert!(at("overrides:\n  - scope: a\n").2.contains("missing field `limit`"));
         assert!(at("overrides: [\n").0 > 0);
+        let (line, column, message) = at("---\noverrides: []\n# two\n---\noverrides: []\n");
+        assert_eq!((line, column), (4, 1), "{message}");
+        assert!(message.contains("more than one document"), "{message}");
     }
 }

@@ -50,12 +50,14 @@ pub fn read_input(options: &LimitsOptions) -> Result<Input> {
             ..
         } => {
             let text = read(path)?;
-            let plan = serde_json::from_str(&text).map_err(|e| {
+            let invalid = |e: String| {
                 Error::LimitsFile(format!(
                     "invalid plan {}: {e} (write one with `limits plan FILE --out`)",
                     path.display()
                 ))
-            })?;
+            };
+            let plan: LimitsPlan = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+            plan.check().map_err(invalid)?;
             return Ok(Input::Plan(Box::new(plan)));
         }
         LimitsAction::Export { .. } => return Ok(Input::None),
@@ -88,12 +90,12 @@ pub async fn run(ctx: &Context<'_>, options: &LimitsOptions, input: Input) -> Re
             Report::Plan(plan)
         }
         (LimitsAction::Apply { allow_below_usage, .. }, input) => {
-            let plan = match input {
-                Input::File(file) => plan::run(&limits, &file).await?,
-                Input::Plan(plan) => *plan,
+            let (plan, saved) = match input {
+                Input::File(file) => (plan::run(&limits, &file).await?, false),
+                Input::Plan(plan) => (*plan, true),
                 Input::None => unreachable!("apply reads a file or a plan"),
             };
-            Report::Apply(apply::run(&limits, plan, *allow_below_usage).await?)
+            Report::Apply(apply::run(&limits, plan, saved, *allow_below_usage).await?)
         }
         (LimitsAction::Export { out }, _) => Report::Export(export::run(&limits, out.as_deref()).await?),
         (LimitsAction::Plan { .. }, _) => unreachable!("plan reads a file"),

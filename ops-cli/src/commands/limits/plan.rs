@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use futures_util::future::join_all;
 use hybrid_counter::Counter;
 
-use super::file::LimitsFile;
+use super::file::{Limit, LimitsFile};
 use super::table::{CONCURRENCY, Limits, store_error};
 use crate::error::{Error, Result};
 
@@ -36,7 +36,12 @@ pub struct Change {
     pub new: Option<u64>,
     /// The `version` the override was read at (`None`: there was none).
     pub version: Option<u64>,
-    /// The file's entry this comes from, when it is a prefix (`acme/*`).
+    /// The write token the override was read at (`None`: there was none,
+    /// or it was written before tokens were): apply expects both, so an
+    /// override cleared and set again since is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rev: Option<String>,
+    /// The prefix of the file's entry this comes from, when it is one (`acme/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
     /// The scope's effective usage when planned.
@@ -85,6 +90,38 @@ impl LimitsPlan {
     pub fn below_usage(&self) -> impl Iterator<Item = &Change> {
         self.changes.iter().filter(|c| c.below_usage)
     }
+
+    /// Checks a plan read back from a file (it may have been edited): each
+    /// change names a valid scope once, its kind agrees with what it read
+    /// (`old`, `version`) and sets (`new`), and every limit is one a file
+    /// could set. So every write it makes is conditioned (absent, or the
+    /// version read) and within the maximum.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let mut seen = BTreeSet::new();
+        for c in &self.changes {
+            let at = |what: &str| format!("change of {:?}: {what}", c.scope);
+            hybrid_counter::Scope::new(c.scope.clone()).map_err(|e| at(&e.to_string()))?;
+            if !seen.insert(c.scope.as_str()) {
+                return Err(at("a second change of the same scope"));
+            }
+            let consistent = match c.kind {
+                Kind::Added => c.old.is_none() && c.version.is_none() && c.rev.is_none() && c.new.is_some(),
+                Kind::Changed => c.old.is_some() && c.version.is_some() && c.new.is_some() && c.old != c.new,
+                Kind::Removed => c.old.is_some() && c.version.is_some() && c.new.is_none(),
+            };
+            if !consistent {
+                return Err(at(&format!(
+                    "kind {:?} does not agree with old {:?}, new {:?}, version {:?}",
+                    c.kind, c.old, c.new, c.version
+                )));
+            }
+            if let Some(new) = c.new {
+                Limit::try_from(new).map_err(|e| at(&e))?;
+            }
+        }
+        Limit::try_from(self.default_limit.deployed).map_err(|e| format!("default_limit: {e}"))?;
+        Ok(())
+    }
 }
 
 /// The changes that make `table` what `file` says, sorted by scope (usage
@@ -120,9 +157,11 @@ pub fn diff(file: &LimitsFile, table: &LimitTable) -> Vec<Change> {
                 old: current.map(|c| c.limit),
                 new,
                 version: current.map(|c| c.version),
-                prefix: entry
-                    .filter(|e| matches!(e.scope, super::file::Pattern::Prefix(_)))
-                    .map(|e| e.scope.to_string()),
+                rev: current.and_then(|c| c.rev.clone()),
+                prefix: entry.and_then(|e| match &e.scope {
+                    super::file::Pattern::Prefix(p) => Some(p.clone()),
+                    super::file::Pattern::Exact(_) => None,
+                }),
                 usage: 0,
                 below_usage: false,
             })
@@ -132,7 +171,7 @@ pub fn diff(file: &LimitsFile, table: &LimitTable) -> Vec<Change> {
 
 /// Reads each changed scope's effective usage (what admission compares
 /// with the limit) and flags the changes whose new limit is below it.
-async fn annotate_usage(limits: &Limits<'_>, changes: &mut [Change]) -> Result<()> {
+pub(crate) async fn annotate_usage(limits: &Limits<'_>, changes: &mut [Change]) -> Result<()> {
     if changes.is_empty() {
         return Ok(());
     }
@@ -220,7 +259,7 @@ impl fmt::Display for LimitsPlan {
             };
             write!(f, "  {sign} {}: {what} (usage {})", c.scope, c.usage)?;
             if let Some(prefix) = &c.prefix {
-                write!(f, " [from {prefix}]")?;
+                write!(f, " [from prefix {prefix}]")?;
             }
             if c.below_usage {
                 write!(f, "  BELOW USAGE")?;
@@ -275,6 +314,7 @@ mod tests {
                         LimitItem {
                             limit: *limit,
                             version: *version,
+                            rev: Some(format!("r{version}")),
                         },
                     )
                 })
@@ -317,7 +357,7 @@ mod tests {
     #[test]
     fn a_prefix_entry_covers_the_existing_scopes_under_it_unless_an_exact_or_longer_entry_does() {
         let f = file(
-            "overrides:\n  - {scope: acme/*, limit: 50}\n  - {scope: acme/eu/*, limit: 60}\n  - {scope: acme/vip, limit: 99}\n",
+            "overrides:\n  - {prefix: acme/, limit: 50}\n  - {prefix: acme/eu/, limit: 60}\n  - {scope: acme/vip, limit: 99}\n",
         );
         let t = table(
             &[("acme/a", 50, 1), ("acme/b", 10, 4)],
@@ -333,9 +373,43 @@ mod tests {
                 ("acme/vip".into(), Kind::Added, None, Some(99), None),
             ]
         );
-        assert_eq!(changes[0].prefix.as_deref(), Some("acme/*"));
-        assert_eq!(changes[2].prefix.as_deref(), Some("acme/eu/*"));
+        assert_eq!(changes[0].prefix.as_deref(), Some("acme/"));
+        assert_eq!(changes[2].prefix.as_deref(), Some("acme/eu/"));
         assert_eq!(changes[3].prefix, None);
+    }
+
+    #[test]
+    fn a_hand_edited_plan_is_refused_unless_each_change_agrees_with_itself() {
+        let f = file("overrides:\n  - {scope: a, limit: 5}\n  - {scope: c, limit: 9}\n");
+        let t = table(&[("a", 4, 3), ("d", 4, 8)], &[]);
+        let plan = |changes: Vec<Change>| LimitsPlan {
+            stack_name: "hck".into(),
+            counters_table: "t".into(),
+            default_limit: DefaultLimit {
+                deployed: 100,
+                file: None,
+            },
+            changes,
+            overrides: 2,
+            prefixed_scopes: 0,
+        };
+        let good = diff(&f, &t);
+        assert_eq!(plan(good.clone()).check(), Ok(()));
+        let edited = |edit: fn(&mut Change)| {
+            let mut changes = good.clone();
+            changes.iter_mut().for_each(edit);
+            plan(changes).check().unwrap_err()
+        };
+        // A changed or removed override without its version: unconditioned.
+        assert!(edited(|c| c.version = None).contains("does not agree"));
+        // An add that claims a version, a removal that sets a limit.
+        assert!(edited(|c| c.kind = Kind::Added).contains("does not agree"));
+        assert!(edited(|c| c.new = c.new.or(Some(1))).contains("does not agree"));
+        assert!(edited(|c| c.new = c.new.map(|_| 2_000_000_000)).contains("above the maximum"));
+        assert!(edited(|c| c.scope = " a".into()).contains("whitespace"));
+        let mut twice = good.clone();
+        twice.push(good[0].clone());
+        assert!(plan(twice).check().unwrap_err().contains("second change"));
     }
 
     #[test]
@@ -353,6 +427,7 @@ mod tests {
                 old: Some(10),
                 new: Some(2),
                 version: Some(3),
+                rev: Some("r3".into()),
                 prefix: None,
                 usage: 5,
                 below_usage: true,

@@ -8,6 +8,7 @@ use hybrid_counter_aws::DynamoStore;
 
 use crate::commands::Context;
 use crate::commands::deployed::counter_config;
+pub(crate) use crate::error::store_error;
 use crate::error::{Error, Result};
 
 /// Scopes whose usage is read, or whose override is written, at once.
@@ -24,13 +25,6 @@ pub struct Limits<'a> {
 /// Writes `text` to `path` (a plan, an exported file).
 pub(crate) fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).map_err(|e| Error::InvalidArgument(format!("cannot write {}: {e}", path.display())))
-}
-
-pub(crate) fn store_error(action: &'static str) -> impl Fn(hybrid_counter::error::StoreError) -> Error {
-    move |e| Error::Aws {
-        action,
-        message: e.to_string(),
-    }
 }
 
 impl<'a> Limits<'a> {

@@ -14,12 +14,7 @@ pub(super) fn id(name: String) -> Result<ResourceId> {
     ResourceId::new(name).map_err(|e| Error::InvalidArgument(e.to_string()))
 }
 
-pub(super) fn store_error(action: &'static str) -> impl Fn(hybrid_counter::error::StoreError) -> Error {
-    move |e| Error::Aws {
-        action,
-        message: e.to_string(),
-    }
-}
+pub(super) use crate::error::store_error;
 
 /// One run's handles; each check is a method (`Ok(Err(detail))` is a
 /// failed check, an `Err` a call that could not be made).
