@@ -81,7 +81,7 @@ use std::sync::{Arc, Mutex};
 
 use stateright::{HasDiscoveries, Model, Property};
 
-use crate::audit::{LastWrites, ScopeCounts, findings_for, plan_repair_at};
+use crate::audit::{LastWrites, ScopeCounts, ScopeTally, decide, findings_for, plan_repair_at};
 use crate::best_effort::{Fence, Layout, Quota};
 use crate::config::Admission;
 use crate::items::CounterSnapshot;
@@ -687,18 +687,25 @@ impl AdmissionModel {
         repair
     }
 
-    /// What the audit engine's `audit_scope` writes: [`plan_repair_at`]'s
-    /// target; in strict admission a raise (or, with shards at mixed
-    /// epochs, a raise of 0 that only fences) through [`Layout::raise`],
-    /// anything else a `Set` of [`Layout::correction`]'s counts.
+    /// What the audit engine's `audit_scope` writes: the real [`decide`]'s
+    /// plan (findings, [`plan_repair_at`], and in strict admission the
+    /// mixed-epoch fence and the raise of short shards), written through
+    /// [`Layout::raise`] when it says so, anything else a `Set` of
+    /// [`Layout::correction`]'s counts. The rules before e03c33a (held
+    /// back, unfenced) plan as the engine did then: [`findings_for`] and
+    /// [`plan_repair_at`] only.
     fn compute_repair(&self, state: &State) -> Option<Plan> {
         let live = state.live_total();
-        let counts = ScopeCounts {
-            live: u64::try_from(live).expect("live"),
-            ..ScopeCounts::default()
+        let names = self.names();
+        let tally = ScopeTally {
+            counts: ScopeCounts {
+                live: u64::try_from(live).expect("live"),
+                ..ScopeCounts::default()
+            },
+            live_by_shard: state.live_by_item(names),
         };
+        let counts = &tally.counts;
         let admission = Self::admission_of(state);
-        let findings = findings_for(admission, &counts, state.be_total(), 0);
         // The last write at 0, a grace of 1: now is 1 once it has passed.
         let written = LastWrites {
             best_effort: 0,
@@ -706,20 +713,22 @@ impl AdmissionModel {
         };
         let now = i64::from(state.quiet());
         let layout = self.layout(state);
-        let mut plan = plan_repair_at(&counts, &findings, written, now, 1);
-        if self.rules.hold_back_raise && admission.is_strict() && layout.shards() > 1 {
-            legacy::hold_back_a_sharded_strict_raise(&mut plan, &counts, &findings, written, now, 1);
-        }
-        let names = self.names();
         let snapshot = state.snapshot(names);
-        let strict = admission.is_strict() && !self.rules.unfenced_raise;
-        if strict && plan.repair.best_effort.is_none() && layout.fences(&snapshot).is_none() {
-            plan.repair.best_effort = Some(snapshot.best_effort);
-        }
+        let (plan, raise) = if self.rules.unfenced_raise || self.rules.hold_back_raise {
+            let findings = findings_for(admission, counts, state.be_total(), 0);
+            let mut plan = plan_repair_at(counts, &findings, written, now, 1);
+            if self.rules.hold_back_raise && admission.is_strict() && layout.shards() > 1 {
+                legacy::hold_back_a_sharded_strict_raise(&mut plan, counts, &findings, written, now, 1);
+            }
+            (plan, false)
+        } else {
+            let decision = decide(admission, layout, &tally, &snapshot, written, now, 1);
+            (decision.plan, decision.raise)
+        };
         let target = plan.repair.best_effort?;
         let items = state.items(names);
         let delta = target - snapshot.best_effort;
-        if strict && delta >= 0 {
+        if raise {
             let raise = layout.raise(&snapshot, &state.live_by_item(names), delta);
             let mut adds = [0i8; SLOTS];
             let mut writes = 0u8;
