@@ -305,6 +305,16 @@ struct State {
     /// change): live items may pass the limit by at most these.
     in_flight_at_change: u8,
     window: u8,
+    /// After the switch: the strict requests between their two writes at
+    /// the read of the last repair that landed (the documented exception:
+    /// the raise takes a reservation whose put is in flight for a live
+    /// item, and an item soft-deleted whose `-1` is in flight for a gone
+    /// one, so BE falls short by one as each lands). Strict admission may
+    /// pass the limit, and the shards their live items, by these, until
+    /// the next repair that lands sets it anew.
+    in_flight_at_raise: u8,
+    /// The same for the planned repair, at its read; 0 with none.
+    in_flight_at_plan: u8,
     /// The rollout window of the change (or switch) has closed: every
     /// invocation runs the new configuration. Set at once without
     /// `rollout`.
@@ -381,6 +391,7 @@ impl State {
         if matches!(self.repair, Some(Plan::Set(_))) {
             self.repair = None;
             self.repair_strict = false;
+            self.in_flight_at_plan = 0;
         }
     }
 }
@@ -759,7 +770,7 @@ const LOWERED: &str = "a repair lowers an over-reserved shard";
 const WINDOW_USED: &str = "a create of the window passes the limit";
 const UNDERCOUNT: &str = "BE is below live";
 const RAISED: &str = "a repair raises BE";
-const UNCOVERED: &str = "raised after the switch, a shard is under its live items";
+const UNCOVERED: &str = "raised after the switch, the shards fall short of their live items by more than the requests in flight at the raise";
 const RAISE_PLANNED: &str = "strict with BE below live: the audit plans a raise";
 const STRICT_HOLDS: &str = "raised after the switch, the scope is full";
 

@@ -133,9 +133,8 @@ fn unsharded_strict_admission_and_the_reshard_to_shards_never_overshoot() {
         switched(Rules::CURRENT, 1, 2),
         HasDiscoveries::AnyOf([RAISE_PLANNED].into()),
     );
-    assert_eq!(run.failures, vec![OVERSHOOT], "{:?}", run.found);
+    assert_holds(&run);
     run.assert_found(STRICT_HOLDS);
-    print(&run, OVERSHOOT);
     states += run.states;
     eprintln!("admission model, unsharded: {states} states in all");
 }
@@ -216,7 +215,7 @@ fn the_other_rollout_windows() {
     for failure in &run.failures {
         print(&run, failure);
     }
-    assert_eq!(run.failures, vec![OVERSHOOT], "{:?}", run.found);
+    assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.found);
     run.assert_found(STRICT_HOLDS);
 }
 
@@ -342,6 +341,14 @@ fn switched(rules: Rules, shards: u32, limit: u64) -> AdmissionModel {
     }
 }
 
+/// No `always` property broken; each broken one's trace printed.
+fn assert_holds(run: &Run) {
+    for failure in &run.failures {
+        print(run, failure);
+    }
+    assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.failures);
+}
+
 fn print(run: &Run, property: &str) {
     eprintln!(
         "{}: {property}, a shortest trace:\n{}",
@@ -352,23 +359,37 @@ fn print(run: &Run, property: &str) {
 
 /// Issue 34 D2 on today's rules: switched from best-effort to strict
 /// with BE below live, the audit plans a (fenced) raise in every state,
-/// busy scope or not (every state of limit 1 over 2 shards: 577,067);
-/// yet strict admission passes the limit after the raise: see the
-/// ignored test below for the two traces (limit 2).
+/// busy scope or not (every state of limit 1 over 2 shards). Strict
+/// admission passes the limit after the raise only by the documented
+/// exception, bounded: the strict requests between their two writes (a
+/// reservation's put, a soft delete's `-1`) at any instant from the
+/// audit's read to the raise's landing (`in_flight_at_raise`), until the
+/// next repair lands; checked, 0 violations (unsharded, limit 2, too).
+///
+/// Not an `always`: every shard covering its live items (up to that
+/// bound) once raised. A shortest trace breaking it (limit 1, 2 shards):
+/// best-effort leaves live (3, 0), BE (0, 0) (two `+1`s lost), switch;
+/// a create reserves on #0 (BE (1, 0)); the audit reads (#1 absent) and
+/// plans a raise that only creates the shards; the third `+1` lands on
+/// #1: BE (1, 1); two strict deletes on #0 land: live (1, 0), BE
+/// (-1, 1); a create reserves on #0: BE (0, 1); the shards-only raise
+/// lands (sum 1 covers live 1: `raised`, no request in flight at its
+/// landing but the reservation); the next audit plans +1 on #0; the
+/// reservation's put is refused (BE (-1, 1)), another create reserves
+/// on #0 and its put lands: live (2, 0), BE (-1, 1): #0 short by 3.
+/// (Live 2 is within the bound; the sum's raise lands next.) So the
+/// `UNCOVERED` discovery stays a `sometimes`.
 #[test]
-fn after_the_switch_to_strict_the_raise_is_planned_at_once_but_the_limit_does_not_hold() {
+fn after_the_switch_to_strict_the_raise_is_planned_at_once_and_the_limit_holds_but_for_the_requests_in_flight() {
     let run = check_until(
         "switch to strict, 2 shards, limit 1",
         switched(Rules::CURRENT, 2, 1),
         HasDiscoveries::AnyOf([RAISE_PLANNED].into()),
     );
-    // The raise is planned in every state; limit 1 overshoots too (the
-    // traces of limit 2 are in the ignored test).
-    assert_eq!(run.failures, vec![OVERSHOOT], "{:?}", run.found);
+    assert_holds(&run);
     run.assert_found(UNDERCOUNT);
     run.assert_found(RAISED);
     run.assert_found(STRICT_HOLDS);
-    print(&run, OVERSHOOT);
 }
 
 /// Fails on today's rules (issue 34: a violation the model found).
