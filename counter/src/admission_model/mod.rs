@@ -763,7 +763,6 @@ impl AdmissionModel {
 
 const OVERSHOOT: &str = "live <= limit, outside the window";
 const COVERED: &str = "every shard covers the live items recorded on it";
-const WINDOW_BOUNDED: &str = "the window is bounded by the creates in flight at the change";
 const BE_AT_MOST_LIVE: &str = "BE <= live";
 const FULL: &str = "the scope is full";
 const LOWERED: &str = "a repair lowers an over-reserved shard";
