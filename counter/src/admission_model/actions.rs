@@ -99,10 +99,18 @@ impl Model for AdmissionModel {
                 Client::Reserved { .. } => {
                     actions.extend([Action::PutApplied(c), Action::PutLost(c), Action::PutRefused(c)]);
                 }
-                Client::SoftDeleted { .. } => actions.extend([Action::GiveBack(c), Action::GiveBackLost(c)]),
+                Client::SoftDeleted { .. } => {
+                    actions.extend([Action::GiveBack(c), Action::GiveBackLost(c)]);
+                    if self.best_effort_sends == Resend::BySdk {
+                        actions.push(Action::GiveBackResent(c));
+                    }
+                }
                 Client::Put { .. } => {
                     actions.extend(active.iter().map(|&k| Action::Increment(c, k)));
                     actions.push(Action::IncrementLost(c));
+                    if self.best_effort_sends == Resend::BySdk {
+                        actions.extend(active.iter().map(|&k| Action::IncrementResent(c, k)));
+                    }
                 }
                 Client::Decremented { shard } => {
                     if state.live[usize::from(shard)] > 0 {
@@ -250,6 +258,17 @@ impl Model for AdmissionModel {
                 s.clients[c] = Client::Idle;
             }
             Action::GiveBackLost(c) => s.clients[c] = Client::Idle,
+            Action::GiveBackResent(c) => {
+                let Client::SoftDeleted { shard } = s.clients[c] else {
+                    unreachable!()
+                };
+                s.add(usize::from(shard), -2);
+                s.clients[c] = Client::Idle;
+            }
+            Action::IncrementResent(c, k) => {
+                s.add(k, 2);
+                s.clients[c] = Client::Idle;
+            }
             Action::BestEffortPut(c, k) => {
                 s.live[k] += 1;
                 s.written();

@@ -29,8 +29,9 @@
 //! the best-effort items one at a time, read-committed, and any write may
 //! land between two of them. Runs without a configuration change use torn
 //! reads; with a change they take too long for every `cargo test`, and the
-//! ignored long test runs them. Not modelled: the eventual counter (it
-//! only makes the early refusal stricter) and the stream.
+//! ignored long test runs them. Not modelled here: the eventual counter
+//! (it only makes the early refusal stricter); the stream has its own
+//! smaller model ([`stream`], below).
 //!
 //! The rules before issue 26 (a lowering off the fullest shard, a read
 //! below 0 lent to the other shards) are kept in [`legacy`], verbatim, so
@@ -45,8 +46,11 @@
 //! item is past `from`). A run may start in best-effort admission and
 //! switch to strict at any step (`switch`); then strict's limit is checked
 //! once a raise planned in strict has landed with no best-effort request
-//! left, and in every strict state with BE below live the audit must plan
-//! a raise (D2). [`Rules::BEFORE_FENCE`] is the raise before e03c33a: held
+//! left, up to the documented exception's bound (the strict requests
+//! between their two writes from the audit's read to the raise's
+//! landing, `in_flight_at_raise`, until the next repair lands), and in
+//! every strict state with BE below live the audit must plan a raise
+//! (D2). The audit decides with the engine's own [`decide`]. [`Rules::BEFORE_FENCE`] is the raise before e03c33a: held
 //! back until the scope is quiet, and unfenced.
 //!
 //! The unsharded default (`BeShardCount = 1`) is the same model over the
@@ -87,6 +91,7 @@ use crate::config::Admission;
 use crate::items::CounterSnapshot;
 use crate::keys;
 use crate::request::Usage;
+use crate::store::Resend;
 
 /// Best-effort items the model holds (`best_effort#0..3`).
 const SLOTS: usize = 4;
@@ -185,6 +190,10 @@ struct AdmissionModel {
     /// Clients read the best-effort items one at a time, others writing in
     /// between; otherwise a read is one snapshot.
     torn_reads: bool,
+    /// How the best-effort writes are sent ([`crate::store::sends::BEST_EFFORT`]):
+    /// with `BySdk`, an applied `+1` or `-1` answered with a failure is
+    /// sent again.
+    best_effort_sends: Resend,
     /// The quota and correction functions' answers, by their inputs: the
     /// same few hundred inputs recur in every run's hundreds of thousands
     /// of states.
@@ -480,6 +489,11 @@ enum Action {
     /// Strict: the delete's `-1` on the item's shard, applied or lost.
     GiveBack(usize),
     GiveBackLost(usize),
+    /// The `-1` applied, answered with a failure and re-sent by the SDK
+    /// (only with [`crate::store::sends::BEST_EFFORT`] `BySdk`): counted twice.
+    GiveBackResent(usize),
+    /// The same for a best-effort create's `+1` on the shard.
+    IncrementResent(usize, usize),
     /// Best-effort: read (admitted), put an item recorded on the shard.
     BestEffortPut(usize, usize),
     /// Best-effort: the create's `+1` lands on the shard, or is lost.

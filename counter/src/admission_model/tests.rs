@@ -15,6 +15,7 @@ fn model(admission: Admission, rules: Rules, shards: u32, limit: u64, change: Ch
         rollout: false,
         bound_at_change: false,
         torn_reads: false,
+        best_effort_sends: crate::store::sends::BEST_EFFORT,
         memo: Arc::default(),
     }
 }
@@ -633,4 +634,34 @@ async fn a_read_torn_across_a_raise_that_creates_a_shard_is_taken_as_whole() {
         live <= 2,
         "{live} live items under a limit of 2 (fence and quota on #1: {admitted:?})"
     );
+}
+
+/// [`crate::store::sends::BEST_EFFORT`] is what the runs above send by
+/// (`Resend::Never`). On a legacy policy, the SDK re-sending an applied
+/// `+1` or `-1` answered with a failure (`Resend::BySdk`), the checker
+/// finds BE counting twice: best-effort BE above live, a strict shard
+/// under its live items.
+#[test]
+fn the_sdk_s_resend_of_a_best_effort_write_counts_it_twice() {
+    assert_eq!(crate::store::sends::BEST_EFFORT, Resend::Never);
+    let run = check(
+        "best-effort, limit 2, the SDK re-sends best-effort writes",
+        AdmissionModel {
+            best_effort_sends: Resend::BySdk,
+            ..model(Admission::BestEffort, Rules::CURRENT, 2, 2, Change::None)
+        },
+        false,
+    );
+    assert_eq!(run.failures, vec![BE_AT_MOST_LIVE]);
+    print(&run, BE_AT_MOST_LIVE);
+    let run = check(
+        "strict, limit 2, the SDK re-sends best-effort writes",
+        AdmissionModel {
+            best_effort_sends: Resend::BySdk,
+            ..strict(Rules::CURRENT, 2, Change::None)
+        },
+        false,
+    );
+    assert!(run.failures.contains(&COVERED), "{:?}", run.failures);
+    print(&run, COVERED);
 }
