@@ -400,7 +400,9 @@ fn after_the_switch_to_strict_the_raise_is_planned_at_once_and_the_limit_holds_b
 /// best-effort request left), strict admission should pass the limit by
 /// at most that bound. The first trace below, a reservation in flight
 /// during the raise, is now within it; the run with snapshot reads
-/// (limit 2, 2 shards: 4,120,097 states, 266 s) breaks it anew:
+/// (limit 2, 2 shards) breaks it anew (found in 266 s at 4855bb5, before
+/// the state's hash packed the bound's fields; the trace is a real path,
+/// the run not repeated since):
 ///
 /// 1. A raise that only creates the shards lands as the raise. One
 ///    best-effort create on #0 loses its `+1`: be (0, 0) (no item),
