@@ -303,6 +303,10 @@ impl Model for AdmissionModel {
             }
             Action::AuditWrite => {
                 let repair = s.repair.take().expect("planned");
+                // A raise that only created the shards is not the raise:
+                // the engine reports the scope not repaired and raises on
+                // its next try (the model's next plan).
+                let shards_only = matches!(repair, Plan::Raise { shards_only: true, .. });
                 match repair {
                     Plan::Set(be) => {
                         for k in (0..SLOTS).filter(|&k| be[k] != s.be[k]) {
@@ -310,7 +314,7 @@ impl Model for AdmissionModel {
                         }
                         s.be = be;
                     }
-                    Plan::Raise { adds, from, writes } => {
+                    Plan::Raise { adds, from, writes, .. } => {
                         for k in (0..SLOTS).filter(|&k| writes & 1 << k != 0) {
                             s.be[k] += adds[k];
                             s.epoch[k] = from + 1;
@@ -319,7 +323,9 @@ impl Model for AdmissionModel {
                     }
                 }
                 s.written();
-                self.landed(&mut s);
+                if !shards_only {
+                    self.landed(&mut s);
+                }
                 s.repair_strict = false;
                 s.in_flight_at_plan = 0;
             }

@@ -71,8 +71,13 @@ impl std::hash::Hash for State {
         let repair = match self.repair {
             None => 0,
             Some(Plan::Set(r)) => signed(r) << 2 | 1,
-            Some(Plan::Raise { adds, from, writes }) => {
-                signed(adds) << 2 | 2 | u64::from(from) << 34 | u64::from(writes) << 42
+            Some(Plan::Raise {
+                adds,
+                from,
+                writes,
+                shards_only,
+            }) => {
+                signed(adds) << 2 | 2 | u64::from(from) << 34 | u64::from(writes) << 42 | u64::from(shards_only) << 50
             }
         };
         h.write_u64(repair);

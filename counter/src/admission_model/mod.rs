@@ -223,7 +223,15 @@ enum Plan {
     /// [`Layout::raise`]: add to each item, conditioned on no item of the
     /// raise past epoch `from`, and move them all to `from + 1`, in one
     /// transaction. `writes`: the items it writes (bit `k`).
-    Raise { adds: [i8; SLOTS], from: u8, writes: u8 },
+    /// `shards_only`: it only creates the shards, short of its target
+    /// ([`crate::best_effort::Raise::fences_only`]): the engine reports it
+    /// not repaired and raises on its next try.
+    Raise {
+        adds: [i8; SLOTS],
+        from: u8,
+        writes: u8,
+        shards_only: bool,
+    },
 }
 
 /// A [`Fence`] as a client holds it: 0 unfenced, `0x10 | e` at `e`,
@@ -757,6 +765,7 @@ impl AdmissionModel {
         let delta = target - snapshot.best_effort;
         if raise {
             let raise = layout.raise(&snapshot, &state.live_by_item(names), delta);
+            let shards_only = raise.fences_only() && delta > 0;
             let mut adds = [0i8; SLOTS];
             let mut writes = 0u8;
             for (name, add) in raise.adds {
@@ -764,7 +773,12 @@ impl AdmissionModel {
                 writes |= 1 << names.slot(&name);
             }
             let from = u8::try_from(raise.from).expect("epoch");
-            return Some(Plan::Raise { adds, from, writes });
+            return Some(Plan::Raise {
+                adds,
+                from,
+                writes,
+                shards_only,
+            });
         }
         let mut be = state.be;
         for (name, count) in self
