@@ -76,9 +76,9 @@
 //! [`plan_repair_at`]: issue 34 D4).
 //!
 //! On today's rules the checker finds strict admission past the limit
-//! after a fenced raise beyond the bounded exception (a raise that only
-//! creates the shards landing as the raise, a strict `-1` in flight; a
-//! Query torn across a raise that creates a shard): the ignored tests in
+//! after a fenced raise beyond the bounded exception (a strict `-1` in
+//! flight across the raise leaves a shard below 0, and it passes the
+//! limit by 2; a Query torn across a raise that creates a shard): the ignored tests in
 //! [`tests`] hold the traces. (A raise planned while a reservation's put
 //! is in flight is within the bound.)
 
