@@ -128,6 +128,8 @@ pub(super) fn step(s: &State, action: Option<Action>) -> String {
             Action::SoftDelete(c, k) => format!("{} soft-deletes an item on #{k}", by(c)),
             Action::GiveBack(c) => format!("{}: its -1 lands", by(c)),
             Action::GiveBackLost(c) => format!("{}: its -1 is lost", by(c)),
+            Action::GiveBackResent(c) => format!("{}: its -1 lands, and again (re-sent)", by(c)),
+            Action::IncrementResent(c, k) => format!("{}: its +1 lands on #{k}, and again (re-sent)", by(c)),
             Action::BestEffortPut(c, k) => format!("{} puts an item on #{k}", by(c)),
             Action::Increment(c, k) => format!("{}: its +1 lands on #{k}", by(c)),
             Action::IncrementLost(c) => format!("{}: its +1 is lost", by(c)),

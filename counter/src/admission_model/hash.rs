@@ -6,6 +6,12 @@ use super::*;
 /// checker fingerprints every state it meets (and tells states apart by
 /// fingerprint only), and field by field that is most of a debug build's
 /// run time.
+/// A count packed in 3 bits.
+fn small(n: u8) -> u8 {
+    assert!(n < 8, "a count of requests above 7");
+    n
+}
+
 impl std::hash::Hash for State {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         let bytes = |b: [u8; SLOTS]| u64::from(u32::from_le_bytes(b));
@@ -65,8 +71,13 @@ impl std::hash::Hash for State {
         let repair = match self.repair {
             None => 0,
             Some(Plan::Set(r)) => signed(r) << 2 | 1,
-            Some(Plan::Raise { adds, from, writes }) => {
-                signed(adds) << 2 | 2 | u64::from(from) << 34 | u64::from(writes) << 42
+            Some(Plan::Raise {
+                adds,
+                from,
+                writes,
+                shards_only,
+            }) => {
+                signed(adds) << 2 | 2 | u64::from(from) << 34 | u64::from(writes) << 42 | u64::from(shards_only) << 50
             }
         };
         h.write_u64(repair);
@@ -80,6 +91,8 @@ impl std::hash::Hash for State {
                 | u64::from(self.raised) << 34
                 | u64::from(self.repair_strict) << 47
                 | u64::from(self.closed) << 48
+                | u64::from(small(self.in_flight_at_raise)) << 49
+                | u64::from(small(self.in_flight_at_plan)) << 52
                 | self.epoch.iter().enumerate().fold(0, |acc, (k, e)| {
                     assert!(*e < 8, "an epoch above 7");
                     acc | u64::from(*e) << (35 + 3 * k)

@@ -15,6 +15,7 @@ fn model(admission: Admission, rules: Rules, shards: u32, limit: u64, change: Ch
         rollout: false,
         bound_at_change: false,
         torn_reads: false,
+        best_effort_sends: crate::store::sends::BEST_EFFORT,
         memo: Arc::default(),
     }
 }
@@ -133,9 +134,8 @@ fn unsharded_strict_admission_and_the_reshard_to_shards_never_overshoot() {
         switched(Rules::CURRENT, 1, 2),
         HasDiscoveries::AnyOf([RAISE_PLANNED].into()),
     );
-    assert_eq!(run.failures, vec![OVERSHOOT], "{:?}", run.found);
+    assert_holds(&run);
     run.assert_found(STRICT_HOLDS);
-    print(&run, OVERSHOOT);
     states += run.states;
     eprintln!("admission model, unsharded: {states} states in all");
 }
@@ -216,7 +216,7 @@ fn the_other_rollout_windows() {
     for failure in &run.failures {
         print(&run, failure);
     }
-    assert_eq!(run.failures, vec![OVERSHOOT], "{:?}", run.found);
+    assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.found);
     run.assert_found(STRICT_HOLDS);
 }
 
@@ -342,6 +342,14 @@ fn switched(rules: Rules, shards: u32, limit: u64) -> AdmissionModel {
     }
 }
 
+/// No `always` property broken; each broken one's trace printed.
+fn assert_holds(run: &Run) {
+    for failure in &run.failures {
+        print(run, failure);
+    }
+    assert!(run.failures.is_empty(), "{}: {:?}", run.what, run.failures);
+}
+
 fn print(run: &Run, property: &str) {
     eprintln!(
         "{}: {property}, a shortest trace:\n{}",
@@ -352,53 +360,72 @@ fn print(run: &Run, property: &str) {
 
 /// Issue 34 D2 on today's rules: switched from best-effort to strict
 /// with BE below live, the audit plans a (fenced) raise in every state,
-/// busy scope or not (every state of limit 1 over 2 shards: 577,067);
-/// yet strict admission passes the limit after the raise: see the
-/// ignored test below for the two traces (limit 2).
+/// busy scope or not (every state of limit 1 over 2 shards). Strict
+/// admission passes the limit after the raise only by the documented
+/// exception, bounded: the strict requests between their two writes (a
+/// reservation's put, a soft delete's `-1`) at any instant from the
+/// audit's read to the raise's landing (`in_flight_at_raise`), until the
+/// next repair lands; checked, 0 violations (unsharded, limit 2, too).
+///
+/// Not an `always`: every shard covering its live items (up to that
+/// bound) once raised. A shortest trace breaking it (limit 1, 2 shards):
+/// best-effort leaves live (3, 0), BE (0, 0) (two `+1`s lost), switch;
+/// a create reserves on #0 (BE (1, 0)); the audit reads (#1 absent) and
+/// plans a raise that only creates the shards; the third `+1` lands on
+/// #1: BE (1, 1); two strict deletes on #0 land: live (1, 0), BE
+/// (-1, 1); a create reserves on #0: BE (0, 1); the shards-only raise
+/// lands (sum 1 covers live 1: `raised`, no request in flight at its
+/// landing but the reservation); the next audit plans +1 on #0; the
+/// reservation's put is refused (BE (-1, 1)), another create reserves
+/// on #0 and its put lands: live (2, 0), BE (-1, 1): #0 short by 3.
+/// (Live 2 is within the bound; the sum's raise lands next.) So the
+/// `UNCOVERED` discovery stays a `sometimes`.
 #[test]
-fn after_the_switch_to_strict_the_raise_is_planned_at_once_but_the_limit_does_not_hold() {
+fn after_the_switch_to_strict_the_raise_is_planned_at_once_and_the_limit_holds_but_for_the_requests_in_flight() {
     let run = check_until(
         "switch to strict, 2 shards, limit 1",
         switched(Rules::CURRENT, 2, 1),
         HasDiscoveries::AnyOf([RAISE_PLANNED].into()),
     );
-    // The raise is planned in every state; limit 1 overshoots too (the
-    // traces of limit 2 are in the ignored test).
-    assert_eq!(run.failures, vec![OVERSHOOT], "{:?}", run.found);
+    assert_holds(&run);
     run.assert_found(UNDERCOUNT);
     run.assert_found(RAISED);
     run.assert_found(STRICT_HOLDS);
-    print(&run, OVERSHOOT);
 }
 
-/// Fails on today's rules (issue 34: a violation the model found).
-/// After the switch to strict, once a fenced raise has landed (no
-/// best-effort request left, and creates admitted before it counted as
-/// the window), strict admission should never pass the limit. Two
-/// shortest traces break it, limit 2, 2 shards:
+/// Fails on today's rules (issue 34: a violation the model found), with
+/// the documented exception bounded (`in_flight_at_raise`: the strict
+/// requests between their writes from the audit's read to the raise's
+/// landing). Once a fenced raise has landed after the switch (no
+/// best-effort request left), strict admission should pass the limit by
+/// at most that bound. The first trace below, a reservation in flight
+/// during the raise, is now within it, and a raise that only creates the
+/// shards no longer starts the check. The run with snapshot reads (limit
+/// 2, 2 shards: 11,451,125 states, 480 s on 2 shared cores, at bd970ae)
+/// breaks it anew, by 2 for one request in flight:
 ///
-/// 1. A reservation in flight during the raise (snapshot reads). One
-///    best-effort create on #0 loses its `+1`, its delete's `-1` lands:
-///    be (-1, 0), live (1, 0). Switch to strict. A create reads, quotas
-///    (0, 2), reserves on #1: be (-1, 1), its put not sent yet. The
-///    audit reads BE 0 < live 1 and raises by 1 onto #0, epochs 1:
-///    be (0, 1). The raise's target (live) takes the in-flight
-///    reservation for one of the live items: BE is one short once its
-///    put lands. A create reads (0, 1), quotas (1, 0), reserves on #0
-///    (fence At(1) holds); both puts land: live (2, 1), 3 > 2. Every
-///    admission before the raise was within the limit (1 live + 1
-///    reserved = 2).
-/// 2. A read torn across a raise that creates a shard (torn reads). Two
-///    best-effort creates on #0 lose their `+1`s: no best-effort item
-///    exists, live (2, 0). Switch to strict. A create's Query reads #0:
-///    absent. The audit raises by 2 onto #0, creating #0 and #1 at
-///    epoch 1: be (2, 0). The Query reads #1: 0 at epoch 1.
-///    [`Layout::fences`] compares only the shards read present, so the
-///    read is not torn to it: fences (Absent(1), At(1)), quotas from
-///    (0, 0): (1, 1). The create reserves on #1 (At(1) holds) and puts:
-///    live (2, 1), 3 > 2.
+/// 1. A strict `-1` in flight across the raise. Best-effort leaves live
+///    (1, 0), BE (0, -1) (a delete's `-1` landed on #1, the delete
+///    stopped). Switch to strict. A strict delete soft-deletes the item
+///    (live (0, 0), its `-1` in flight: the bound is 1). The audit reads
+///    BE -1 < live 0 and raises by 1 onto #1, epochs 1: BE (0, 0). Two
+///    creates read (0, 0). The delete's `-1` lands: BE (-1, 0). A third
+///    create reads (-1, 0). Two of them hold quota 1 on #0 and reserve
+///    there (-1 -> 0 -> 1: the shard below 0 takes one more than its
+///    quota's share); the first put lands (live (1, 0)); later reads give
+///    #1 quotas 1 and 2 and two creates reserve there; every put lands:
+///    live (2, 2), 4 > 2 + 1.
+/// 2. (Torn reads; not re-run with the bound.) A read torn across a
+///    raise that creates a shard. Two best-effort creates on #0 lose
+///    their `+1`s: no best-effort item exists, live (2, 0). Switch to
+///    strict. A create's Query reads #0: absent. The audit raises by 2
+///    onto #0, creating #0 and #1 at epoch 1: be (2, 0). The Query reads
+///    #1: 0 at epoch 1. [`Layout::fences`] compares only the shards read
+///    present, so the read is not torn to it: fences (Absent(1), At(1)),
+///    quotas from (0, 0): (1, 1). The create reserves on #1 (At(1)
+///    holds) and puts: live (2, 1), 3 > 2.
 #[test]
-#[ignore = "the documented exception (docs/design.md): a raise on a busy scope falls short by the puts in flight"]
+#[ignore = "fails on today's rules (traces in the doc): a strict -1 in flight across the raise passes the bound by 2; a read torn across a raise"]
 fn after_the_switch_to_strict_a_fenced_raise_lands_at_once_and_the_limit_holds() {
     let mut failed = Vec::new();
     for (what, model) in [
@@ -612,4 +639,34 @@ async fn a_read_torn_across_a_raise_that_creates_a_shard_is_taken_as_whole() {
         live <= 2,
         "{live} live items under a limit of 2 (fence and quota on #1: {admitted:?})"
     );
+}
+
+/// [`crate::store::sends::BEST_EFFORT`] is what the runs above send by
+/// (`Resend::Never`). On a legacy policy, the SDK re-sending an applied
+/// `+1` or `-1` answered with a failure (`Resend::BySdk`), the checker
+/// finds BE counting twice: best-effort BE above live, a strict shard
+/// under its live items.
+#[test]
+fn the_sdk_s_resend_of_a_best_effort_write_counts_it_twice() {
+    assert_eq!(crate::store::sends::BEST_EFFORT, Resend::Never);
+    let run = check(
+        "best-effort, limit 2, the SDK re-sends best-effort writes",
+        AdmissionModel {
+            best_effort_sends: Resend::BySdk,
+            ..model(Admission::BestEffort, Rules::CURRENT, 2, 2, Change::None)
+        },
+        false,
+    );
+    assert_eq!(run.failures, vec![BE_AT_MOST_LIVE]);
+    print(&run, BE_AT_MOST_LIVE);
+    let run = check(
+        "strict, limit 2, the SDK re-sends best-effort writes",
+        AdmissionModel {
+            best_effort_sends: Resend::BySdk,
+            ..strict(Rules::CURRENT, 2, Change::None)
+        },
+        false,
+    );
+    assert!(run.failures.contains(&COVERED), "{:?}", run.failures);
+    print(&run, COVERED);
 }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::findings::{
-    Finding, LastWrites, LiveByShard, Repair, ScopeCounts, ScopeTally, findings_for, plan_repair_at,
+    Decision, Finding, LastWrites, LiveByShard, Repair, ScopeCounts, ScopeTally, decide, findings_for,
     strict_shard_findings,
 };
 use crate::best_effort::Layout;
@@ -225,7 +225,19 @@ impl<'a, S: Store> Auditor<'a, S> {
             let tally = tally_scope(self.store, scope).await?;
             let after = self.store.counter_items(scope).await?;
             let snapshot = CounterSnapshot::from_items(after.iter().cloned());
-            let findings = self.findings(&tally, &snapshot);
+            let Decision {
+                findings,
+                plan,
+                raise: raises,
+            } = decide(
+                self.admission,
+                self.best_effort,
+                &tally,
+                &snapshot,
+                LastWrites::of(&after),
+                now,
+                self.grace,
+            );
             let ScopeTally {
                 counts,
                 live_by_shard: live,
@@ -246,30 +258,8 @@ impl<'a, S: Store> Auditor<'a, S> {
                 last = Some(audit);
                 continue;
             }
-            let written = LastWrites::of(&after);
-            let mut plan = plan_repair_at(&audit.counts, &audit.findings, written, now, self.grace);
-            let strict = self.admission.is_strict();
-            // Shards left at mixed epochs (a write that does not fence
-            // created one after a raise) refuse every strict read: a raise
-            // of 0 fences them all again.
-            if strict && self.best_effort.fences(&snapshot).is_none() {
-                // Before a lowering too: the lowering waits for the next run.
-                let target = plan.repair.best_effort.unwrap_or(snapshot.best_effort);
-                plan.repair.best_effort = Some(target.max(snapshot.best_effort));
-            }
-            // A shard short of the live items recorded on it breaks strict
-            // admission even when the sum is right (best-effort admission's
-            // writes, before a switch to strict, may land on another shard):
-            // raised at once by the shortfall (fenced; the raise fills the
-            // short shards first), any lowering left to a later audit.
-            let shortfall = self.best_effort.shortfall(&snapshot.best_effort_items, &live);
-            if strict && shortfall > 0 {
-                let raise = plan.repair.best_effort.filter(|t| *t > snapshot.best_effort);
-                let target = raise
-                    .unwrap_or(snapshot.best_effort)
-                    .max(snapshot.best_effort + shortfall);
-                plan.repair.best_effort = Some(target);
-            }
+            // The plan ([`decide`]): [`plan_repair_at`]'s, with strict
+            // admission's fence of mixed epochs and raise of short shards.
             if mode == RepairMode::None || (plan.repair.is_empty() && plan.held_back.is_none()) {
                 return Ok(audit);
             }
@@ -286,7 +276,7 @@ impl<'a, S: Store> Auditor<'a, S> {
             // versions read.
             let mut rest = plan.repair;
             let mut raised = false;
-            if let Some(target) = plan.repair.best_effort.filter(|t| strict && *t >= snapshot.best_effort) {
+            if let Some(target) = plan.repair.best_effort.filter(|_| raises) {
                 rest.best_effort = None;
                 let raise = self.best_effort.raise(&snapshot, &live, target - snapshot.best_effort);
                 let stamp = after

@@ -434,6 +434,70 @@ pub fn plan_repair_at(
     plan
 }
 
+/// What an audit decides for one scope from what it read: the findings,
+/// the repair it may write now (after strict admission's own adjustments)
+/// and how BE is written. The audit engine's `audit_scope` writes it; the
+/// admission model (`admission_model`) plans its audit with it, so both
+/// decide alike.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// [`findings_for`], and in strict admission [`strict_shard_findings`].
+    pub findings: Vec<Finding>,
+    /// [`plan_repair_at`]'s plan; in strict admission, shards at mixed
+    /// epochs turn it into a raise (of 0 when nothing else, a planned
+    /// lowering left to a later run), and a shortfall of the shards against
+    /// the live items recorded on them raises BE to at least BE read plus
+    /// the shortfall ([`Layout::shortfall`]; any lowering left too).
+    pub plan: RepairPlan,
+    /// The BE target is raised through [`Layout::raise`] (strict admission,
+    /// at or above BE read): fenced, at once. Otherwise it is set under the
+    /// versions read.
+    pub raise: bool,
+}
+
+/// The audit's pure decision for a scope: `tally` and `snapshot` as read,
+/// `written` the counters' last writes, `layout` the configured best-effort
+/// shards ([`Decision`]).
+pub fn decide(
+    admission: Admission,
+    layout: Layout,
+    tally: &ScopeTally,
+    snapshot: &CounterSnapshot,
+    written: LastWrites,
+    now: EpochMillis,
+    grace: EpochMillis,
+) -> Decision {
+    let mut findings = findings_for(admission, &tally.counts, snapshot.best_effort, snapshot.eventual);
+    let strict = admission.is_strict();
+    if strict {
+        findings.extend(strict_shard_findings(layout, tally, snapshot));
+    }
+    let mut plan = plan_repair_at(&tally.counts, &findings, written, now, grace);
+    // Shards left at mixed epochs (a write that does not fence created one
+    // after a raise) refuse every strict read: a raise of 0 fences them all
+    // again.
+    if strict && layout.fences(snapshot).is_none() {
+        // Before a lowering too: the lowering waits for the next run.
+        let target = plan.repair.best_effort.unwrap_or(snapshot.best_effort);
+        plan.repair.best_effort = Some(target.max(snapshot.best_effort));
+    }
+    // A shard short of the live items recorded on it breaks strict
+    // admission even when the sum is right (best-effort admission's writes,
+    // before a switch to strict, may land on another shard): raised at once
+    // by the shortfall (fenced; the raise fills the short shards first), any
+    // lowering left to a later audit.
+    let shortfall = layout.shortfall(&snapshot.best_effort_items, &tally.live_by_shard);
+    if strict && shortfall > 0 {
+        let raise = plan.repair.best_effort.filter(|t| *t > snapshot.best_effort);
+        let target = raise
+            .unwrap_or(snapshot.best_effort)
+            .max(snapshot.best_effort + shortfall);
+        plan.repair.best_effort = Some(target);
+    }
+    let raise = strict && plan.repair.best_effort.is_some_and(|t| t >= snapshot.best_effort);
+    Decision { findings, plan, raise }
+}
+
 /// Takes the BE move out of `plan` while the scope's last request write
 /// is younger than `grace`, and says why.
 pub(crate) fn hold_back(
