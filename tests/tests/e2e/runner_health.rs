@@ -2,7 +2,8 @@
 //! the handler binaries built writes that reason into its heartbeat, so
 //! `counterctl status` lists it as an attention item (exit 1) and `verify`
 //! fails with it as soon as it waits for the stream, not at its timeout; a
-//! runner stopped cleanly leaves nothing behind.
+//! runner stopped cleanly, or never started, while the stack's mappings are
+//! taken over for it, makes status exit 1 with that reason.
 
 use std::time::{Duration, Instant};
 
@@ -80,9 +81,31 @@ async fn a_runner_that_cannot_invoke_the_handlers_is_an_attention_item_and_fails
 
     let _ = stop.send(());
     running.await.unwrap().expect("the runner stops cleanly");
-    let after = ctl.status().await.expect("status");
+    // A clean stop removes the heartbeat; the stack's DLQ1 mapping is still
+    // taken over for the runner, so nothing plays it: status exits 1.
+    let after = ctl.run(&["status"]).await.expect("status runs");
+    assert_eq!(after.exit_code(), 1, "{after}");
+    let Report::Status(after) = &after else {
+        panic!("a status report: {after:?}")
+    };
+    assert!(e2e::counterctl::healthy_but_for_the_stopped_runner(after), "{after}");
     assert!(
-        !after.attention.iter().any(|a| a.contains("local runner")),
-        "a clean stop leaves no heartbeat: {after}"
+        after.attention.iter().any(|a| a.starts_with(
+            "mapping stream -> stream counter: the local runner is not running: start it with `make local-run`"
+        )),
+        "{after}"
+    );
+}
+
+#[tokio::test]
+async fn a_runner_never_started_fails_status_with_the_reason() {
+    let (_emulator, ctl, _config) = deployed().await;
+    let report = ctl.run(&["status"]).await.expect("status runs");
+    assert_eq!(report.exit_code(), 1, "{report}");
+    assert!(
+        report
+            .to_string()
+            .contains("the local runner is not running: start it with `make local-run`"),
+        "{report}"
     );
 }
