@@ -34,6 +34,7 @@
 pub mod batch;
 pub mod binaries;
 mod ctx;
+mod deployed;
 pub mod discover;
 pub mod error;
 pub mod function_url;

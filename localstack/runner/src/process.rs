@@ -17,8 +17,10 @@
 //! nothing else. One process handles one event at a time, as one execution
 //! environment does. A process that exits during an invocation is a
 //! function error (`Runtime.ExitError`) and one that does not answer within
-//! [`ProcessConfig::invoke_timeout`] is stopped (`Sandbox.Timedout`); the
-//! next invocation starts the function again. Each process logs to
+//! the function's deployed `Timeout` ([`DeployedFunction::timeout`], which
+//! also sets `Lambda-Runtime-Deadline-Ms`) is killed and the invocation is
+//! a function error (`Sandbox.Timedout`), so the mapping's retry policy
+//! applies; the next invocation starts the function again. Each process logs to
 //! `.run/esm-runner/<function>.log`.
 //!
 //! A function URL is served on loopback by the runner too: each HTTP request
@@ -30,7 +32,8 @@
 //! before invoking a function its deployed configuration is read back
 //! (`GetFunctionConfiguration`, at most once per
 //! [`CONFIGURATION_CHECK_INTERVAL`] per function) and compared with the one
-//! its process was started with (environment, memory and `CodeSha256`).
+//! its process was started with (environment, memory, timeout and
+//! `CodeSha256`).
 //! When it changed, the process is replaced by one started with the new
 //! configuration (and the binary as the build left it).
 //!
@@ -58,6 +61,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::binaries::{binary_for, binary_path, handler_binaries, target_dir};
+pub use crate::deployed::DeployedFunction;
 use crate::error::{Error, sdk_message};
 use crate::invoke::{FunctionTarget, Invocation, Invoke};
 use crate::role::FunctionRoles;
@@ -67,46 +71,6 @@ use crate::url_event::{self, UrlRequest};
 /// How often, at most, a function's deployed configuration is read back
 /// to see whether a redeploy changed it.
 pub const CONFIGURATION_CHECK_INTERVAL: Duration = Duration::from_secs(1);
-
-/// What a function's process was started with, from its deployed
-/// configuration: a difference means a redeploy changed the function.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeployedFunction {
-    pub function_arn: String,
-    pub environment: BTreeMap<String, String>,
-    pub memory_size: i32,
-    pub code_sha256: Option<String>,
-}
-
-impl DeployedFunction {
-    fn of(
-        configuration: &aws_sdk_lambda::operation::get_function_configuration::GetFunctionConfigurationOutput,
-    ) -> Self {
-        Self {
-            function_arn: configuration.function_arn().unwrap_or_default().to_owned(),
-            environment: crate::discover::environment_variables(configuration.environment()),
-            memory_size: configuration.memory_size().unwrap_or(128),
-            code_sha256: configuration.code_sha256().map(str::to_owned),
-        }
-    }
-
-    /// What changed from `self` to `now`, for the log.
-    fn changes(&self, now: &Self) -> String {
-        let keys: std::collections::BTreeSet<&String> = self.environment.keys().chain(now.environment.keys()).collect();
-        let mut changed: Vec<String> = keys
-            .into_iter()
-            .filter(|key| self.environment.get(*key) != now.environment.get(*key))
-            .map(|key| format!("${key}"))
-            .collect();
-        if self.memory_size != now.memory_size {
-            changed.push("memory".to_owned());
-        }
-        if self.code_sha256 != now.code_sha256 {
-            changed.push("code".to_owned());
-        }
-        changed.join(", ")
-    }
-}
 
 /// How to reach the handlers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -125,7 +89,9 @@ pub struct ProcessConfig {
     /// How long a started process may take to ask for its first event.
     pub startup_timeout: Duration,
     /// How long one invocation may take before it counts as a function
-    /// error (timed out), like a Lambda timeout.
+    /// error (timed out), like a Lambda timeout, when the function's
+    /// deployed configuration has no `Timeout` (which applies otherwise,
+    /// [`DeployedFunction::timeout`]) and with `attach`.
     pub invoke_timeout: Duration,
 }
 
@@ -462,7 +428,7 @@ impl Inner {
             *slot = Some(self.spawn(function_name, &target.binary, deployed).await?);
         }
         let process = slot.as_mut().expect("started above");
-        let timeout = self.config.invoke_timeout;
+        let timeout = deployed.invoke_timeout(self.config.invoke_timeout);
         let mut outcome = process.runtime.submit(payload, &deployed.function_arn, timeout);
         let deadline = Instant::now() + timeout;
         let failed = loop {
@@ -855,26 +821,6 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn a_redeploy_is_an_environment_or_code_difference_and_the_log_names_it() {
-        let deployed = |mode: &str, sha: &str| DeployedFunction {
-            function_arn: "arn:fn".to_owned(),
-            memory_size: 128,
-            environment: BTreeMap::from([
-                ("ADMISSION_MODE".to_owned(), mode.to_owned()),
-                ("TABLE".to_owned(), "t".to_owned()),
-            ]),
-            code_sha256: Some(sha.to_owned()),
-        };
-        let started = deployed("best-effort", "a");
-        assert_eq!(started, deployed("best-effort", "a"), "the same deploy: no restart");
-        assert_eq!(started.changes(&deployed("strict", "a")), "$ADMISSION_MODE");
-        assert_eq!(started.changes(&deployed("best-effort", "b")), "code");
-        let mut added = deployed("strict", "b");
-        added.environment.insert("BE_SHARDS".to_owned(), "4".to_owned());
-        assert_eq!(started.changes(&added), "$ADMISSION_MODE, $BE_SHARDS, code");
-    }
-
     /// The runner's one way to start a handler: the binary the build left,
     /// never a cargo or a cargo-lambda (which would compile, or run `cargo
     /// metadata`, after the build step), with only the given environment.
@@ -909,6 +855,7 @@ mod tests {
             environment: BTreeMap::new(),
             memory_size: 128,
             code_sha256: None,
+            timeout: None,
         };
         let err = processes
             .inner
