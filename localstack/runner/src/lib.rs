@@ -202,8 +202,19 @@ impl<I: Invoke> Runner<I> {
 
     /// Reads the mappings and the schedules, takes SQS mappings over from
     /// the emulator's own poller, and lets the invoker prepare for their
-    /// functions.
+    /// functions; an `Err` when one of them cannot be prepared
+    /// ([`Runner::discover_all`] plays the others).
     pub async fn discover(&self) -> Result<Vec<Mapping>, Error> {
+        match self.discover_all().await? {
+            (_, Some(err)) => Err(err),
+            (mappings, None) => Ok(mappings),
+        }
+    }
+
+    /// [`Runner::discover`], with the invoker's failure to prepare a
+    /// function beside the mappings: one broken function does not keep the
+    /// others' mappings from being played.
+    pub async fn discover_all(&self) -> Result<(Vec<Mapping>, Option<Error>), Error> {
         let ctx = &self.ctx;
         let mappings = discover::discover(&ctx.lambda, &ctx.sqs, ctx.config.functions.as_deref()).await?;
         let host = ctx.config.host;
@@ -247,8 +258,8 @@ impl<I: Invoke> Runner<I> {
         let mut targets: Vec<FunctionTarget> = mappings.iter().map(Mapping::target).collect();
         targets.extend(schedules.iter().map(Schedule::target));
         *ctx.schedules.lock().expect("schedules lock") = schedules;
-        ctx.invoker.prepare(&targets).await?;
-        Ok(mappings)
+        let prepared = ctx.invoker.prepare(&targets).await;
+        Ok((mappings, prepared.err()))
     }
 
     /// Enables the emulator's copies of the mappings this runner took over
@@ -540,10 +551,12 @@ impl<I: Invoke> Runner<I> {
                     self.ctx.invoker.follow_redeploys().await;
                     if discovered_at.is_none_or(|at| at.elapsed() >= config.discovery_interval) {
                         discovered_at = Some(Instant::now());
-                        match self.discover().await {
-                            Ok(found) => {
+                        match self.discover_all().await {
+                            Ok((found, unprepared)) => {
                                 mappings = found;
-                                discovery_problem = None;
+                                discovery_problem = unprepared
+                                    .filter(health::cannot_invoke)
+                                    .map(|err| err.to_string());
                             }
                             Err(err) => {
                                 if health::cannot_invoke(&err) {

@@ -250,25 +250,37 @@ impl Inner {
     }
 
     /// A target for `function_name` as deployed now, its process started
-    /// (so a binary that is missing or dies at start is reported here).
-    async fn new_target(&self, function_name: &str, served: bool) -> Result<Target, Error> {
+    /// (so a binary that is missing is reported here). A handler that
+    /// fails at init still gives the target, without a process, beside
+    /// the error: its invocations start it again, and an init failure is
+    /// then their function error, as on Lambda.
+    async fn new_target(&self, function_name: &str, served: bool) -> Result<(Target, Option<Error>), Error> {
         let binary = self.binary(function_name)?;
         if self.config.attach.is_some() {
-            return Ok(Target {
+            let target = Target {
                 binary,
                 served: AtomicBool::new(served),
                 deployed: None,
                 process: tokio::sync::Mutex::default(),
-            });
+            };
+            return Ok((target, None));
         }
         let deployed = self.deployed(function_name).await?;
-        let process = self.spawn(function_name, &binary, &deployed).await?;
-        Ok(Target {
+        let (process, init_error) = match self.spawn(function_name, &binary, &deployed).await {
+            Ok(process) => (Some(process), None),
+            Err(err @ Error::HandlerNotReady { .. }) => {
+                warn!(function = %function_name, error = %err, "the handler failed at init; its invocations fail until it starts");
+                (None, Some(err))
+            }
+            Err(err) => return Err(err),
+        };
+        let target = Target {
             binary,
             served: AtomicBool::new(served),
             deployed: Some(deployed),
-            process: tokio::sync::Mutex::new(Some(process)),
-        })
+            process: tokio::sync::Mutex::new(process),
+        };
+        Ok((target, init_error))
     }
 
     /// The target that runs `function_name` as deployed now: the started
@@ -276,16 +288,19 @@ impl Inner {
     /// it started, a new one. A failed read of the configuration keeps the
     /// running process.
     async fn current(&self, function_name: &str) -> Result<Arc<Target>, Error> {
-        let running = self
-            .targets
-            .lock()
-            .await
-            .get(function_name)
-            .cloned()
-            .ok_or_else(|| Error::Invoke {
-                function: function_name.to_owned(),
-                message: "no handler process was prepared for it".to_owned(),
-            })?;
+        let prepared = self.targets.lock().await.get(function_name).cloned();
+        let Some(running) = prepared else {
+            // Its preparation failed (a binary missing): try again, so the
+            // invocation fails with the reason and other functions play on.
+            let mut targets = self.targets.lock().await;
+            if let Some(target) = targets.get(function_name) {
+                return Ok(target.clone());
+            }
+            let (target, _) = self.new_target(function_name, false).await?;
+            let target = Arc::new(target);
+            targets.insert(function_name.to_owned(), target.clone());
+            return Ok(target);
+        };
         let Some(started_with) = &running.deployed else {
             return Ok(running);
         };
@@ -313,10 +328,10 @@ impl Inner {
             changed = %started_with.changes(&deployed),
             "the deployed configuration changed; restarting the function"
         );
-        let target = Arc::new(
-            self.new_target(function_name, running.served.load(Ordering::Relaxed))
-                .await?,
-        );
+        let (target, _) = self
+            .new_target(function_name, running.served.load(Ordering::Relaxed))
+            .await?;
+        let target = Arc::new(target);
         targets.insert(function_name.to_owned(), target.clone());
         Ok(target)
     }
@@ -425,7 +440,15 @@ impl Inner {
             None => true,
         };
         if exited {
-            *slot = Some(self.spawn(function_name, &target.binary, deployed).await?);
+            match self.spawn(function_name, &target.binary, deployed).await {
+                Ok(process) => *slot = Some(process),
+                // An init failure is the invocation's function error (the
+                // mapping's retry policy applies), as on Lambda.
+                Err(err @ Error::HandlerNotReady { .. }) => {
+                    return Ok(Invocation::error("Runtime.ExitError", &err.to_string()));
+                }
+                Err(err) => return Err(err),
+            }
         }
         let process = slot.as_mut().expect("started above");
         let timeout = deployed.invoke_timeout(self.config.invoke_timeout);
@@ -609,15 +632,26 @@ fn tail(text: &str, lines: usize) -> String {
 
 impl Invoke for HandlerProcesses {
     async fn prepare(&self, functions: &[FunctionTarget]) -> Result<(), Error> {
+        // Every function is prepared even when one cannot be: the first
+        // failure is returned, the others play.
         let mut targets = self.inner.targets.lock().await;
+        let mut first_error = None;
         for function in functions {
             if targets.contains_key(&function.function_name) {
                 continue;
             }
-            let target = self.inner.new_target(&function.function_name, false).await?;
-            targets.insert(function.function_name.clone(), Arc::new(target));
+            match self.inner.new_target(&function.function_name, false).await {
+                Ok((target, init_error)) => {
+                    targets.insert(function.function_name.clone(), Arc::new(target));
+                    first_error = first_error.or(init_error);
+                }
+                Err(err) => {
+                    warn!(function = %function.function_name, error = %err, "could not prepare the function");
+                    first_error.get_or_insert(err);
+                }
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Serves the function with its environment as deployed now (read
@@ -647,7 +681,7 @@ impl Invoke for HandlerProcesses {
             match targets.get(function_name) {
                 Some(target) => target.served.store(true, Ordering::Relaxed),
                 None => {
-                    let target = self.inner.new_target(function_name, true).await?;
+                    let (target, _) = self.inner.new_target(function_name, true).await?;
                     targets.insert(function_name.to_owned(), Arc::new(target));
                 }
             }
