@@ -522,9 +522,8 @@ impl<I: Invoke> Runner<I> {
         let mut due = schedule::Due::default();
         let mut tick = tokio::time::interval(config.poll_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // Why the handlers cannot be invoked, from the last discovery (which
-        // starts them) and the last source that failed; the heartbeat says it.
-        let (mut discovery_problem, mut source_problem): (Option<String>, Option<String>) = (None, None);
+        // Why the handlers cannot be invoked; the heartbeat says it.
+        let mut problems: health::Problems<Key> = health::Problems::default();
         let mut heartbeat = health::Heartbeat::default();
         let mut beat_at: Option<Instant> = None;
         loop {
@@ -534,14 +533,12 @@ impl<I: Invoke> Runner<I> {
                     let (key, result) = joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
                     running.remove(&key);
                     match result {
-                        Ok(drained) if drained.progressed => source_problem = None,
+                        Ok(drained) if drained.progressed => problems.progressed(&key),
                         Ok(_) => {
                             resting.insert(key, Instant::now() + config.poll_interval);
                         }
                         Err(err) => {
-                            if health::cannot_invoke(&err) {
-                                source_problem = Some(err.to_string());
-                            }
+                            problems.failed(key.clone(), &err);
                             warn!(?key, error = %err, "polling a source failed; trying again");
                             resting.insert(key, Instant::now() + config.poll_interval);
                         }
@@ -554,14 +551,10 @@ impl<I: Invoke> Runner<I> {
                         match self.discover_all().await {
                             Ok((found, unprepared)) => {
                                 mappings = found;
-                                discovery_problem = unprepared
-                                    .filter(health::cannot_invoke)
-                                    .map(|err| err.to_string());
+                                problems.discovered(unprepared.as_ref());
                             }
                             Err(err) => {
-                                if health::cannot_invoke(&err) {
-                                    discovery_problem = Some(err.to_string());
-                                }
+                                problems.discovered(Some(&err));
                                 warn!(error = %err, "could not read the event source mappings");
                             }
                         }
@@ -573,8 +566,7 @@ impl<I: Invoke> Runner<I> {
                             names.dedup();
                             names
                         });
-                        let problem = discovery_problem.as_deref().or(source_problem.as_deref());
-                        heartbeat.beat(&self.ctx.lambda, &functions, problem).await;
+                        heartbeat.beat(&self.ctx.lambda, &functions, problems.current()).await;
                     }
                     let jobs = match self.jobs(&mappings).await {
                         Ok(jobs) => jobs,
