@@ -17,6 +17,11 @@ use tracing::warn;
 
 use crate::error::{Error, sdk_message};
 
+/// Starts the log line of the runner's first heartbeat, `ok` or `failing:
+/// <reason>`, written once the mappings are discovered and the handlers
+/// started: what `localstack/local-runner.sh start` (`make deploy`) waits for.
+pub const FIRST_HEARTBEAT: &str = "first runner heartbeat:";
+
 /// How often the heartbeat is written.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 

@@ -69,6 +69,7 @@ pub use role::{FunctionRoles, emulator_sdk_config};
 pub use schedule::Schedule;
 
 pub use ctx::{Clock, DEFAULT_FUNCTION_URL_PORT, Host, RunnerConfig};
+pub use health::FIRST_HEARTBEAT;
 
 use crate::ctx::{Ctx, Drained};
 use crate::error::sdk_message;
@@ -560,13 +561,20 @@ impl<I: Invoke> Runner<I> {
                         }
                     }
                     if beat_at.is_none_or(|at| at.elapsed() >= health::HEARTBEAT_INTERVAL) {
-                        beat_at = Some(Instant::now());
                         let functions = config.functions.clone().unwrap_or_else(|| {
                             let mut names: Vec<String> = mappings.iter().map(|m| m.function_name.clone()).collect();
                             names.dedup();
                             names
                         });
+                        let first = beat_at.is_none();
+                        beat_at = Some(Instant::now());
                         heartbeat.beat(&self.ctx.lambda, &functions, problems.current()).await;
+                        if first {
+                            match problems.current() {
+                                None => info!("{FIRST_HEARTBEAT} ok: the mappings are discovered and the handlers started"),
+                                Some(problem) => warn!("{FIRST_HEARTBEAT} failing: {problem}"),
+                            }
+                        }
                     }
                     let jobs = match self.jobs(&mappings).await {
                         Ok(jobs) => jobs,
