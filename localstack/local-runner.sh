@@ -8,8 +8,9 @@
 #
 # Environment:
 #   COUNTERCTL                   the counterctl binary (default: <repo>/target/debug/counterctl)
-#   LOCAL_RUNNER_START_TIMEOUT   seconds `start` waits for the runner's first log line (default 60: it
-#                                starts the prebuilt handler binaries first, in a second or two)
+#   LOCAL_RUNNER_START_TIMEOUT   seconds `start` waits for the runner's first heartbeat (default 60: it
+#                                starts the prebuilt handler binaries first, in a second or two); a
+#                                failing one (the handlers cannot start) fails `start` with the reason
 #
 # State lives in <repo>/.run: local-runner.pid and local-runner.log (the
 # handlers' own logs are under .run/esm-runner/).
@@ -25,6 +26,9 @@ START_TIMEOUT="${LOCAL_RUNNER_START_TIMEOUT:-60}"
 STOP_TIMEOUT=30
 # Logged by counterctl once it polls (ops-cli/src/commands/local.rs, STARTED).
 READY_LINE="local runner started"
+# Logged once it discovered the mappings and started the handlers, followed by
+# `ok` or `failing: <reason>` (localstack/runner/src/health.rs, FIRST_HEARTBEAT).
+HEARTBEAT_LINE="first runner heartbeat:"
 # Starts the line of each function URL it serves (local.rs, API_LINE), repeated on stdout.
 API_LINE="local API:"
 
@@ -97,6 +101,28 @@ cmd_start() {
         fi
         sleep 0.2
     done
+    # Then its first heartbeat: the mappings discovered and the handlers
+    # started, or why they cannot start (which fails the start, and `make deploy`).
+    until grep -q "$HEARTBEAT_LINE" "$LOG_FILE" 2>/dev/null; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            rm -f "$PID_FILE"
+            log "the runner exited before its first heartbeat"
+            log_tail
+            exit 1
+        fi
+        if ((SECONDS >= deadline)); then
+            log "no '$HEARTBEAT_LINE' in the log within ${START_TIMEOUT}s; it keeps running (pid $pid)"
+            log_tail
+            return 0
+        fi
+        sleep 0.2
+    done
+    if grep -q "$HEARTBEAT_LINE failing" "$LOG_FILE"; then
+        log "the handlers cannot start; stopping the runner:"
+        grep -A 30 "$HEARTBEAT_LINE failing" "$LOG_FILE" >&2 || true
+        cmd_stop >/dev/null 2>&1 || true
+        exit 1
+    fi
     log "started (pid $pid), log in ${LOG_FILE#"$REPO_ROOT"/}. Stop it with: make local-stop"
     grep -o "$API_LINE.*" "$LOG_FILE" || true
 }

@@ -29,7 +29,9 @@ pub enum Error {
          (`make deploy` does), then start the runner again"
     )]
     BinaryMissing { binary: String, path: PathBuf },
-    #[error("the handler process of {function} did not start: {reason}; see its log at {}:\n{tail}", log.display())]
+    // The reason and the log's tail first, its path last: the heartbeat tag
+    // keeps 256 characters, and the path is what it may cut.
+    #[error("the handler process of {function} did not start: {reason}; its log ends:\n{tail}\n(log {})", log.display())]
     HandlerNotReady {
         function: String,
         reason: String,

@@ -3,15 +3,24 @@
 //! invoke the handlers: while [`crate::Runner::run`] runs it tags the
 //! functions it plays with [`RUNNER_HEALTH_TAG`] every
 //! [`HEARTBEAT_INTERVAL`], `ok` or `failing` with the reason, and removes
-//! the tag when it stops cleanly.
+//! the tag when it stops cleanly. What it says is kept per source
+//! ([`Problems`]): a source's problem is cleared only when that source
+//! makes progress, so one healthy mapping neither hides another's problem
+//! nor makes the tag flap.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hybrid_counter_aws::esm::{RUNNER_HEALTH_TAG, RunnerHealth};
 use tracing::warn;
 
 use crate::error::{Error, sdk_message};
+
+/// Starts the log line of the runner's first heartbeat, `ok` or `failing:
+/// <reason>`, written once the mappings are discovered and the handlers
+/// started: what `localstack/local-runner.sh start` (`make deploy`) waits for.
+pub const FIRST_HEARTBEAT: &str = "first runner heartbeat:";
 
 /// How often the heartbeat is written.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
@@ -27,6 +36,50 @@ pub(crate) fn cannot_invoke(err: &Error) -> bool {
             | Error::UnknownFunction { .. }
             | Error::AssumeRole { .. }
     )
+}
+
+/// Why the handlers cannot be invoked: the last discovery's problem (it
+/// starts them) and each source's (`K`, a mapping's shard or queue) since
+/// it last made progress.
+pub(crate) struct Problems<K> {
+    discovery: Option<String>,
+    sources: HashMap<K, String>,
+}
+
+impl<K> Default for Problems<K> {
+    fn default() -> Self {
+        Self {
+            discovery: None,
+            sources: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Eq + Hash> Problems<K> {
+    /// A discovery ended, with `err` when it (or preparing a function) failed.
+    pub(crate) fn discovered(&mut self, err: Option<&Error>) {
+        self.discovery = err.filter(|e| cannot_invoke(e)).map(ToString::to_string);
+    }
+
+    /// Source `key` failed with `err`.
+    pub(crate) fn failed(&mut self, key: K, err: &Error) {
+        if cannot_invoke(err) {
+            self.sources.insert(key, err.to_string());
+        }
+    }
+
+    /// Source `key` made progress: its problem is over.
+    pub(crate) fn progressed(&mut self, key: &K) {
+        self.sources.remove(key);
+    }
+
+    /// What the heartbeat says now: the discovery's problem, else one of
+    /// the sources' (the same one each time).
+    pub(crate) fn current(&self) -> Option<&str> {
+        self.discovery
+            .as_deref()
+            .or_else(|| self.sources.values().min().map(String::as_str))
+    }
 }
 
 /// The heartbeat's state: each function's ARN, read once.
@@ -86,5 +139,62 @@ impl Heartbeat {
                 .send()
                 .await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unknown(function: &str) -> Error {
+        Error::Invoke {
+            function: function.to_owned(),
+            message: "no answer".to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_sources_problem_clears_only_when_that_source_progresses() {
+        let mut problems = Problems::default();
+        problems.failed("stream", &unknown("stream-counter"));
+        let said = problems.current().map(str::to_owned);
+        assert!(
+            said.as_deref().is_some_and(|p| p.contains("stream-counter")),
+            "{said:?}"
+        );
+        // Another source's progress does not hide it (no flapping).
+        problems.progressed(&"dlq1");
+        assert_eq!(problems.current().map(str::to_owned), said);
+        problems.failed("dlq1", &unknown("dlq-reprocessor"));
+        problems.progressed(&"stream");
+        assert!(problems.current().is_some_and(|p| p.contains("dlq-reprocessor")));
+        problems.progressed(&"dlq1");
+        assert_eq!(problems.current(), None);
+        // A discovery's problem comes first, until a discovery succeeds.
+        problems.discovered(Some(&unknown("api")));
+        assert!(problems.current().is_some_and(|p| p.contains("api")));
+        problems.discovered(None);
+        assert_eq!(problems.current(), None);
+    }
+
+    #[test]
+    fn the_tag_keeps_the_reason_and_the_log_tail_and_cuts_the_path() {
+        let err = Error::HandlerNotReady {
+            function: "hybrid-counter-stream-counter".to_owned(),
+            reason: "it exited (exit status: 1)".to_owned(),
+            log: std::path::PathBuf::from(format!("/{}/stream-counter.log", "very-long-directory/".repeat(20))),
+            tail: "Error: missing RESOURCES_TABLE".to_owned(),
+        };
+        let value = hybrid_counter_aws::esm::RunnerHealth {
+            at_unix_secs: 1,
+            problem: Some(err.to_string()),
+        }
+        .tag_value();
+        assert!(value.contains("it exited"), "{value}");
+        assert!(value.contains("Error: missing RESOURCES_TABLE"), "{value}");
+        assert!(
+            !value.contains("stream-counter.log"),
+            "the path is what is cut: {value}"
+        );
     }
 }

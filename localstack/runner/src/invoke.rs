@@ -47,7 +47,9 @@ pub trait Invoke: Send + Sync + 'static {
 
     /// Called with the functions of the mappings and schedules after every
     /// discovery, before any of them is invoked (the process invoker starts
-    /// its processes here).
+    /// its processes here). It prepares every function it can and returns
+    /// the first failure; a function it could not prepare is tried again
+    /// at its invocation.
     fn prepare(&self, functions: &[FunctionTarget]) -> impl Future<Output = Result<(), Error>> + Send {
         let _ = functions;
         async { Ok(()) }

@@ -34,6 +34,7 @@
 pub mod batch;
 pub mod binaries;
 mod ctx;
+mod deployed;
 pub mod discover;
 pub mod error;
 pub mod function_url;
@@ -68,6 +69,7 @@ pub use role::{FunctionRoles, emulator_sdk_config};
 pub use schedule::Schedule;
 
 pub use ctx::{Clock, DEFAULT_FUNCTION_URL_PORT, Host, RunnerConfig};
+pub use health::FIRST_HEARTBEAT;
 
 use crate::ctx::{Ctx, Drained};
 use crate::error::sdk_message;
@@ -201,8 +203,19 @@ impl<I: Invoke> Runner<I> {
 
     /// Reads the mappings and the schedules, takes SQS mappings over from
     /// the emulator's own poller, and lets the invoker prepare for their
-    /// functions.
+    /// functions; an `Err` when one of them cannot be prepared
+    /// ([`Runner::discover_all`] plays the others).
     pub async fn discover(&self) -> Result<Vec<Mapping>, Error> {
+        match self.discover_all().await? {
+            (_, Some(err)) => Err(err),
+            (mappings, None) => Ok(mappings),
+        }
+    }
+
+    /// [`Runner::discover`], with the invoker's failure to prepare a
+    /// function beside the mappings: one broken function does not keep the
+    /// others' mappings from being played.
+    pub async fn discover_all(&self) -> Result<(Vec<Mapping>, Option<Error>), Error> {
         let ctx = &self.ctx;
         let mappings = discover::discover(&ctx.lambda, &ctx.sqs, ctx.config.functions.as_deref()).await?;
         let host = ctx.config.host;
@@ -246,8 +259,8 @@ impl<I: Invoke> Runner<I> {
         let mut targets: Vec<FunctionTarget> = mappings.iter().map(Mapping::target).collect();
         targets.extend(schedules.iter().map(Schedule::target));
         *ctx.schedules.lock().expect("schedules lock") = schedules;
-        ctx.invoker.prepare(&targets).await?;
-        Ok(mappings)
+        let prepared = ctx.invoker.prepare(&targets).await;
+        Ok((mappings, prepared.err()))
     }
 
     /// Enables the emulator's copies of the mappings this runner took over
@@ -510,9 +523,8 @@ impl<I: Invoke> Runner<I> {
         let mut due = schedule::Due::default();
         let mut tick = tokio::time::interval(config.poll_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // Why the handlers cannot be invoked, from the last discovery (which
-        // starts them) and the last source that failed; the heartbeat says it.
-        let (mut discovery_problem, mut source_problem): (Option<String>, Option<String>) = (None, None);
+        // Why the handlers cannot be invoked; the heartbeat says it.
+        let mut problems: health::Problems<Key> = health::Problems::default();
         let mut heartbeat = health::Heartbeat::default();
         let mut beat_at: Option<Instant> = None;
         loop {
@@ -522,14 +534,12 @@ impl<I: Invoke> Runner<I> {
                     let (key, result) = joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
                     running.remove(&key);
                     match result {
-                        Ok(drained) if drained.progressed => source_problem = None,
+                        Ok(drained) if drained.progressed => problems.progressed(&key),
                         Ok(_) => {
                             resting.insert(key, Instant::now() + config.poll_interval);
                         }
                         Err(err) => {
-                            if health::cannot_invoke(&err) {
-                                source_problem = Some(err.to_string());
-                            }
+                            problems.failed(key.clone(), &err);
                             warn!(?key, error = %err, "polling a source failed; trying again");
                             resting.insert(key, Instant::now() + config.poll_interval);
                         }
@@ -539,28 +549,32 @@ impl<I: Invoke> Runner<I> {
                     self.ctx.invoker.follow_redeploys().await;
                     if discovered_at.is_none_or(|at| at.elapsed() >= config.discovery_interval) {
                         discovered_at = Some(Instant::now());
-                        match self.discover().await {
-                            Ok(found) => {
+                        match self.discover_all().await {
+                            Ok((found, unprepared)) => {
                                 mappings = found;
-                                discovery_problem = None;
+                                problems.discovered(unprepared.as_ref());
                             }
                             Err(err) => {
-                                if health::cannot_invoke(&err) {
-                                    discovery_problem = Some(err.to_string());
-                                }
+                                problems.discovered(Some(&err));
                                 warn!(error = %err, "could not read the event source mappings");
                             }
                         }
                     }
                     if beat_at.is_none_or(|at| at.elapsed() >= health::HEARTBEAT_INTERVAL) {
-                        beat_at = Some(Instant::now());
                         let functions = config.functions.clone().unwrap_or_else(|| {
                             let mut names: Vec<String> = mappings.iter().map(|m| m.function_name.clone()).collect();
                             names.dedup();
                             names
                         });
-                        let problem = discovery_problem.as_deref().or(source_problem.as_deref());
-                        heartbeat.beat(&self.ctx.lambda, &functions, problem).await;
+                        let first = beat_at.is_none();
+                        beat_at = Some(Instant::now());
+                        heartbeat.beat(&self.ctx.lambda, &functions, problems.current()).await;
+                        if first {
+                            match problems.current() {
+                                None => info!("{FIRST_HEARTBEAT} ok: the mappings are discovered and the handlers started"),
+                                Some(problem) => warn!("{FIRST_HEARTBEAT} failing: {problem}"),
+                            }
+                        }
                     }
                     let jobs = match self.jobs(&mappings).await {
                         Ok(jobs) => jobs,

@@ -17,8 +17,10 @@
 //! nothing else. One process handles one event at a time, as one execution
 //! environment does. A process that exits during an invocation is a
 //! function error (`Runtime.ExitError`) and one that does not answer within
-//! [`ProcessConfig::invoke_timeout`] is stopped (`Sandbox.Timedout`); the
-//! next invocation starts the function again. Each process logs to
+//! the function's deployed `Timeout` ([`DeployedFunction::timeout`], which
+//! also sets `Lambda-Runtime-Deadline-Ms`) is killed and the invocation is
+//! a function error (`Sandbox.Timedout`), so the mapping's retry policy
+//! applies; the next invocation starts the function again. Each process logs to
 //! `.run/esm-runner/<function>.log`.
 //!
 //! A function URL is served on loopback by the runner too: each HTTP request
@@ -30,7 +32,8 @@
 //! before invoking a function its deployed configuration is read back
 //! (`GetFunctionConfiguration`, at most once per
 //! [`CONFIGURATION_CHECK_INTERVAL`] per function) and compared with the one
-//! its process was started with (environment, memory and `CodeSha256`).
+//! its process was started with (environment, memory, timeout and
+//! `CodeSha256`).
 //! When it changed, the process is replaced by one started with the new
 //! configuration (and the binary as the build left it).
 //!
@@ -58,6 +61,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::binaries::{binary_for, binary_path, handler_binaries, target_dir};
+pub use crate::deployed::DeployedFunction;
 use crate::error::{Error, sdk_message};
 use crate::invoke::{FunctionTarget, Invocation, Invoke};
 use crate::role::FunctionRoles;
@@ -67,46 +71,6 @@ use crate::url_event::{self, UrlRequest};
 /// How often, at most, a function's deployed configuration is read back
 /// to see whether a redeploy changed it.
 pub const CONFIGURATION_CHECK_INTERVAL: Duration = Duration::from_secs(1);
-
-/// What a function's process was started with, from its deployed
-/// configuration: a difference means a redeploy changed the function.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeployedFunction {
-    pub function_arn: String,
-    pub environment: BTreeMap<String, String>,
-    pub memory_size: i32,
-    pub code_sha256: Option<String>,
-}
-
-impl DeployedFunction {
-    fn of(
-        configuration: &aws_sdk_lambda::operation::get_function_configuration::GetFunctionConfigurationOutput,
-    ) -> Self {
-        Self {
-            function_arn: configuration.function_arn().unwrap_or_default().to_owned(),
-            environment: crate::discover::environment_variables(configuration.environment()),
-            memory_size: configuration.memory_size().unwrap_or(128),
-            code_sha256: configuration.code_sha256().map(str::to_owned),
-        }
-    }
-
-    /// What changed from `self` to `now`, for the log.
-    fn changes(&self, now: &Self) -> String {
-        let keys: std::collections::BTreeSet<&String> = self.environment.keys().chain(now.environment.keys()).collect();
-        let mut changed: Vec<String> = keys
-            .into_iter()
-            .filter(|key| self.environment.get(*key) != now.environment.get(*key))
-            .map(|key| format!("${key}"))
-            .collect();
-        if self.memory_size != now.memory_size {
-            changed.push("memory".to_owned());
-        }
-        if self.code_sha256 != now.code_sha256 {
-            changed.push("code".to_owned());
-        }
-        changed.join(", ")
-    }
-}
 
 /// How to reach the handlers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -125,7 +89,9 @@ pub struct ProcessConfig {
     /// How long a started process may take to ask for its first event.
     pub startup_timeout: Duration,
     /// How long one invocation may take before it counts as a function
-    /// error (timed out), like a Lambda timeout.
+    /// error (timed out), like a Lambda timeout, when the function's
+    /// deployed configuration has no `Timeout` (which applies otherwise,
+    /// [`DeployedFunction::timeout`]) and with `attach`.
     pub invoke_timeout: Duration,
 }
 
@@ -284,25 +250,37 @@ impl Inner {
     }
 
     /// A target for `function_name` as deployed now, its process started
-    /// (so a binary that is missing or dies at start is reported here).
-    async fn new_target(&self, function_name: &str, served: bool) -> Result<Target, Error> {
+    /// (so a binary that is missing is reported here). A handler that
+    /// fails at init still gives the target, without a process, beside
+    /// the error: its invocations start it again, and an init failure is
+    /// then their function error, as on Lambda.
+    async fn new_target(&self, function_name: &str, served: bool) -> Result<(Target, Option<Error>), Error> {
         let binary = self.binary(function_name)?;
         if self.config.attach.is_some() {
-            return Ok(Target {
+            let target = Target {
                 binary,
                 served: AtomicBool::new(served),
                 deployed: None,
                 process: tokio::sync::Mutex::default(),
-            });
+            };
+            return Ok((target, None));
         }
         let deployed = self.deployed(function_name).await?;
-        let process = self.spawn(function_name, &binary, &deployed).await?;
-        Ok(Target {
+        let (process, init_error) = match self.spawn(function_name, &binary, &deployed).await {
+            Ok(process) => (Some(process), None),
+            Err(err @ Error::HandlerNotReady { .. }) => {
+                warn!(function = %function_name, error = %err, "the handler failed at init; its invocations fail until it starts");
+                (None, Some(err))
+            }
+            Err(err) => return Err(err),
+        };
+        let target = Target {
             binary,
             served: AtomicBool::new(served),
             deployed: Some(deployed),
-            process: tokio::sync::Mutex::new(Some(process)),
-        })
+            process: tokio::sync::Mutex::new(process),
+        };
+        Ok((target, init_error))
     }
 
     /// The target that runs `function_name` as deployed now: the started
@@ -310,16 +288,19 @@ impl Inner {
     /// it started, a new one. A failed read of the configuration keeps the
     /// running process.
     async fn current(&self, function_name: &str) -> Result<Arc<Target>, Error> {
-        let running = self
-            .targets
-            .lock()
-            .await
-            .get(function_name)
-            .cloned()
-            .ok_or_else(|| Error::Invoke {
-                function: function_name.to_owned(),
-                message: "no handler process was prepared for it".to_owned(),
-            })?;
+        let prepared = self.targets.lock().await.get(function_name).cloned();
+        let Some(running) = prepared else {
+            // Its preparation failed (a binary missing): try again, so the
+            // invocation fails with the reason and other functions play on.
+            let mut targets = self.targets.lock().await;
+            if let Some(target) = targets.get(function_name) {
+                return Ok(target.clone());
+            }
+            let (target, _) = self.new_target(function_name, false).await?;
+            let target = Arc::new(target);
+            targets.insert(function_name.to_owned(), target.clone());
+            return Ok(target);
+        };
         let Some(started_with) = &running.deployed else {
             return Ok(running);
         };
@@ -347,10 +328,10 @@ impl Inner {
             changed = %started_with.changes(&deployed),
             "the deployed configuration changed; restarting the function"
         );
-        let target = Arc::new(
-            self.new_target(function_name, running.served.load(Ordering::Relaxed))
-                .await?,
-        );
+        let (target, _) = self
+            .new_target(function_name, running.served.load(Ordering::Relaxed))
+            .await?;
+        let target = Arc::new(target);
         targets.insert(function_name.to_owned(), target.clone());
         Ok(target)
     }
@@ -459,10 +440,18 @@ impl Inner {
             None => true,
         };
         if exited {
-            *slot = Some(self.spawn(function_name, &target.binary, deployed).await?);
+            match self.spawn(function_name, &target.binary, deployed).await {
+                Ok(process) => *slot = Some(process),
+                // An init failure is the invocation's function error (the
+                // mapping's retry policy applies), as on Lambda.
+                Err(err @ Error::HandlerNotReady { .. }) => {
+                    return Ok(Invocation::error("Runtime.ExitError", &err.to_string()));
+                }
+                Err(err) => return Err(err),
+            }
         }
         let process = slot.as_mut().expect("started above");
-        let timeout = self.config.invoke_timeout;
+        let timeout = deployed.invoke_timeout(self.config.invoke_timeout);
         let mut outcome = process.runtime.submit(payload, &deployed.function_arn, timeout);
         let deadline = Instant::now() + timeout;
         let failed = loop {
@@ -643,15 +632,26 @@ fn tail(text: &str, lines: usize) -> String {
 
 impl Invoke for HandlerProcesses {
     async fn prepare(&self, functions: &[FunctionTarget]) -> Result<(), Error> {
+        // Every function is prepared even when one cannot be: the first
+        // failure is returned, the others play.
         let mut targets = self.inner.targets.lock().await;
+        let mut first_error = None;
         for function in functions {
             if targets.contains_key(&function.function_name) {
                 continue;
             }
-            let target = self.inner.new_target(&function.function_name, false).await?;
-            targets.insert(function.function_name.clone(), Arc::new(target));
+            match self.inner.new_target(&function.function_name, false).await {
+                Ok((target, init_error)) => {
+                    targets.insert(function.function_name.clone(), Arc::new(target));
+                    first_error = first_error.or(init_error);
+                }
+                Err(err) => {
+                    warn!(function = %function.function_name, error = %err, "could not prepare the function");
+                    first_error.get_or_insert(err);
+                }
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Serves the function with its environment as deployed now (read
@@ -681,7 +681,7 @@ impl Invoke for HandlerProcesses {
             match targets.get(function_name) {
                 Some(target) => target.served.store(true, Ordering::Relaxed),
                 None => {
-                    let target = self.inner.new_target(function_name, true).await?;
+                    let (target, _) = self.inner.new_target(function_name, true).await?;
                     targets.insert(function_name.to_owned(), Arc::new(target));
                 }
             }
@@ -855,26 +855,6 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn a_redeploy_is_an_environment_or_code_difference_and_the_log_names_it() {
-        let deployed = |mode: &str, sha: &str| DeployedFunction {
-            function_arn: "arn:fn".to_owned(),
-            memory_size: 128,
-            environment: BTreeMap::from([
-                ("ADMISSION_MODE".to_owned(), mode.to_owned()),
-                ("TABLE".to_owned(), "t".to_owned()),
-            ]),
-            code_sha256: Some(sha.to_owned()),
-        };
-        let started = deployed("best-effort", "a");
-        assert_eq!(started, deployed("best-effort", "a"), "the same deploy: no restart");
-        assert_eq!(started.changes(&deployed("strict", "a")), "$ADMISSION_MODE");
-        assert_eq!(started.changes(&deployed("best-effort", "b")), "code");
-        let mut added = deployed("strict", "b");
-        added.environment.insert("BE_SHARDS".to_owned(), "4".to_owned());
-        assert_eq!(started.changes(&added), "$ADMISSION_MODE, $BE_SHARDS, code");
-    }
-
     /// The runner's one way to start a handler: the binary the build left,
     /// never a cargo or a cargo-lambda (which would compile, or run `cargo
     /// metadata`, after the build step), with only the given environment.
@@ -909,6 +889,7 @@ mod tests {
             environment: BTreeMap::new(),
             memory_size: 128,
             code_sha256: None,
+            timeout: None,
         };
         let err = processes
             .inner

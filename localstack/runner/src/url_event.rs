@@ -32,22 +32,16 @@ pub struct UrlRequest {
     pub source_ip: String,
 }
 
-/// Whether a body of this content type is passed as text (anything else,
+/// Whether a body of this content type is passed as text; anything else,
 /// curl's default `application/x-www-form-urlencoded` among it, is
-/// base64-encoded).
+/// base64-encoded, as a function URL hands a form post over.
 fn is_text(content_type: Option<&str>) -> bool {
     let Some(content_type) = content_type else {
         return true;
     };
     let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     essence.starts_with("text/")
-        || [
-            "application/json",
-            "application/xml",
-            "application/javascript",
-            "application/x-www-form-urlencoded",
-        ]
-        .contains(&essence.as_str())
+        || ["application/json", "application/xml", "application/javascript"].contains(&essence.as_str())
         || essence.ends_with("+json")
         || essence.ends_with("+xml")
 }
@@ -221,6 +215,10 @@ mod tests {
         let binary = event(&request(&[0, 159, 1], Some("application/octet-stream")), "i", "d");
         assert_eq!(binary["isBase64Encoded"], true);
         assert_eq!(binary["body"], base64::encode([0u8, 159, 1]));
+        // curl's default content type: a form post is handed over base64-encoded.
+        let form = event(&request(b"a=1", Some("application/x-www-form-urlencoded")), "i", "d");
+        assert_eq!(form["isBase64Encoded"], true);
+        assert_eq!(form["body"], base64::encode("a=1"));
         let empty = event(&request(b"", Some("application/json")), "i", "d");
         assert!(empty.get("body").is_none());
         assert_eq!(empty["isBase64Encoded"], false);

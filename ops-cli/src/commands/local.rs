@@ -302,6 +302,11 @@ mod tests {
         let script = include_str!("../../../localstack/local-runner.sh");
         assert!(script.contains(&format!("READY_LINE=\"{STARTED}\"")), "STARTED");
         assert!(script.contains(&format!("API_LINE=\"{API_LINE}\"")), "API_LINE");
+        let heartbeat = esm_runner::FIRST_HEARTBEAT;
+        assert!(
+            script.contains(&format!("HEARTBEAT_LINE=\"{heartbeat}\"")),
+            "FIRST_HEARTBEAT"
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! those are the emulator's limits, not the stack's, so there they are
 //! listed under `emulator_limits` and do not make the command exit 1.
 
-use hybrid_counter_aws::esm::MappingConfig;
+use hybrid_counter_aws::esm::{MappingConfig, RUNNER_HEALTH_TAG};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -107,6 +107,9 @@ pub struct MappingStatus {
     /// cannot invoke the handlers: its heartbeat says so.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runner_problem: Option<String>,
+    /// Its function carries the local runner's heartbeat (fresh or not).
+    #[serde(skip)]
+    pub runner_heartbeat: bool,
     /// Why the mapping could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
@@ -218,6 +221,7 @@ pub async fn run(
         };
         mappings.push(mapping(ctx, name, uuid).await);
     }
+    expect_runner(&mut mappings);
     let mut queues = Vec::new();
     for (name, output) in QUEUES {
         let url = stack.outputs.get(output).cloned().unwrap_or_default();
@@ -419,8 +423,32 @@ async fn mapping(ctx: &Context<'_>, name: &str, uuid: &str) -> MappingStatus {
         status.played_by_local_runner =
             status.state.as_deref() == Some("Disabled") && tags.tags().is_some_and(|t| t.contains_key(&tag));
         status.runner_problem = runner_problem(tags.tags());
+        status.runner_heartbeat = tags.tags().is_some_and(|t| t.contains_key(RUNNER_HEALTH_TAG));
     }
     status
+}
+
+/// What status says of a mapping whose function carries no heartbeat
+/// while the kit's runner is expected to play it.
+pub const RUNNER_NOT_RUNNING: &str = "the local runner is not running: start it with `make local-run` \
+     (log .run/local-runner.log)";
+
+/// On an emulator where the kit's runner is expected (one of the stack's
+/// mappings is disabled and tagged for it: `deploy` took the DLQ1 mapping
+/// over, or a runner took the mappings over and has not handed them back),
+/// a mapping whose function carries no heartbeat is played by nobody: a
+/// runner stopped cleanly (its stop removes the heartbeat) or never
+/// started. A stale heartbeat is already [`runner_problem`]'s.
+fn expect_runner(mappings: &mut [MappingStatus]) {
+    if !mappings.iter().any(|m| m.played_by_local_runner) {
+        return;
+    }
+    for m in mappings
+        .iter_mut()
+        .filter(|m| m.function_arn.is_some() && !m.runner_heartbeat && m.runner_problem.is_none())
+    {
+        m.runner_problem = Some(RUNNER_NOT_RUNNING.to_owned());
+    }
 }
 
 /// What the local runner's heartbeat among a function's `tags` says needs
@@ -430,7 +458,7 @@ pub fn runner_problem(tags: Option<&std::collections::HashMap<String, String>>) 
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs();
-    tags.and_then(|t| t.get(hybrid_counter_aws::esm::RUNNER_HEALTH_TAG))
+    tags.and_then(|t| t.get(RUNNER_HEALTH_TAG))
         .and_then(|value| hybrid_counter_aws::esm::RunnerHealth::parse(value))
         .and_then(|health| health.attention(now))
 }
@@ -905,6 +933,52 @@ mod tests {
               is not built"
             ]
         );
+    }
+
+    #[test]
+    fn a_runner_expected_but_without_a_heartbeat_is_not_running() {
+        let with_function = |name: &str, state: &str| MappingStatus {
+            name: name.into(),
+            config: MappingConfig {
+                state: Some(state.into()),
+                function_arn: Some(format!("arn:aws:lambda:us-east-1:000000000000:function:{name}")),
+                ..MappingConfig::default()
+            },
+            ..MappingStatus::default()
+        };
+        let stream = with_function("stream -> stream counter", "Enabled");
+        let dlq1 = MappingStatus {
+            played_by_local_runner: true,
+            ..with_function("dlq1 -> reprocessor", "Disabled")
+        };
+        // Taken over (deploy on fakecloud), no heartbeat: stopped or never started.
+        let mut expected = [stream.clone(), dlq1.clone()];
+        expect_runner(&mut expected);
+        let items = attention("UPDATE_COMPLETE", &expected, &[], &[]);
+        assert_eq!(
+            items,
+            [
+                format!("mapping stream -> stream counter: {RUNNER_NOT_RUNNING}"),
+                format!("mapping dlq1 -> reprocessor: {RUNNER_NOT_RUNNING}"),
+            ]
+        );
+        // A running runner's heartbeat: nothing to say.
+        let mut running = [
+            MappingStatus {
+                runner_heartbeat: true,
+                ..stream.clone()
+            },
+            MappingStatus {
+                runner_heartbeat: true,
+                ..dlq1
+            },
+        ];
+        expect_runner(&mut running);
+        assert!(attention("UPDATE_COMPLETE", &running, &[], &[]).is_empty());
+        // Nothing taken over (AWS, or LocalStack playing its own mappings): no runner expected.
+        let mut own = [stream];
+        expect_runner(&mut own);
+        assert!(attention("UPDATE_COMPLETE", &own, &[], &[]).is_empty());
     }
 
     #[test]

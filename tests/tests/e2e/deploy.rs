@@ -928,7 +928,8 @@ async fn deploy_verifies_redeploys_updates_and_destroys_the_stack() {
         status.alarms.iter().all(|a| a.actions == [topic]),
         "every alarm notifies the stack's topic: {status}"
     );
-    assert!(status.healthy(), "{status}");
+    // The deploy took the DLQ1 mapping over for a local runner that this test does not start.
+    assert!(e2e::counterctl::healthy_but_for_the_stopped_runner(&status), "{status}");
 
     // Redeploy with nothing changed: success, nothing executed, nothing replaced.
     let ids_before = services.physical_ids(stack_name).await;

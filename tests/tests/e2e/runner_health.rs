@@ -2,7 +2,8 @@
 //! the handler binaries built writes that reason into its heartbeat, so
 //! `counterctl status` lists it as an attention item (exit 1) and `verify`
 //! fails with it as soon as it waits for the stream, not at its timeout; a
-//! runner stopped cleanly leaves nothing behind.
+//! runner stopped cleanly, or never started, while the stack's mappings are
+//! taken over for it, makes status exit 1 with that reason.
 
 use std::time::{Duration, Instant};
 
@@ -80,9 +81,103 @@ async fn a_runner_that_cannot_invoke_the_handlers_is_an_attention_item_and_fails
 
     let _ = stop.send(());
     running.await.unwrap().expect("the runner stops cleanly");
-    let after = ctl.status().await.expect("status");
+    // A clean stop removes the heartbeat; the stack's DLQ1 mapping is still
+    // taken over for the runner, so nothing plays it: status exits 1.
+    let after = ctl.run(&["status"]).await.expect("status runs");
+    assert_eq!(after.exit_code(), 1, "{after}");
+    let Report::Status(after) = &after else {
+        panic!("a status report: {after:?}")
+    };
+    assert!(e2e::counterctl::healthy_but_for_the_stopped_runner(after), "{after}");
     assert!(
-        !after.attention.iter().any(|a| a.contains("local runner")),
-        "a clean stop leaves no heartbeat: {after}"
+        after.attention.iter().any(|a| a.starts_with(
+            "mapping stream -> stream counter: the local runner is not running: start it with `make local-run`"
+        )),
+        "{after}"
     );
+}
+
+#[tokio::test]
+async fn a_runner_never_started_fails_status_with_the_reason() {
+    let (_emulator, ctl, _config) = deployed().await;
+    let report = ctl.run(&["status"]).await.expect("status runs");
+    assert_eq!(report.exit_code(), 1, "{report}");
+    assert!(
+        report
+            .to_string()
+            .contains("the local runner is not running: start it with `make local-run`"),
+        "{report}"
+    );
+}
+
+/// Issue 36 review: a handler that fails at init is, as on AWS, a function
+/// error of the batch it was started for (the mapping's retry policy
+/// applies), not an infrastructure error retried forever; and the broken
+/// function keeps neither the discovery nor the other mappings from
+/// playing.
+#[tokio::test]
+async fn a_handler_that_fails_at_init_fails_its_batches_as_function_errors_and_the_others_play() {
+    let (emulator, ctl, config) = deployed().await;
+    let status = ctl.status().await.expect("status");
+    let stream_counter = status.outputs[outputs::STREAM_COUNTER_FUNCTION].clone();
+    let sdk = emulator.sdk_config().await;
+    // No table names: its `processor_from_env` fails and the process exits at init.
+    aws_sdk_lambda::Client::new(&sdk)
+        .update_function_configuration()
+        .function_name(&stream_counter)
+        .environment(
+            aws_sdk_lambda::types::Environment::builder()
+                .variables("BROKEN", "no table names")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("break the stream counter");
+    let counter = hybrid_counter::Counter::new(
+        hybrid_counter_aws::DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config),
+        100,
+    );
+    counter
+        .create(
+            &crate::scope("init"),
+            &crate::id("a"),
+            serde_dynamo::Item::default(),
+            crate::NOW,
+        )
+        .await
+        .unwrap();
+
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let config = RunnerConfig::new(&ctl.endpoint, workspace);
+    let invoker = HandlerProcesses::new(config.processes.clone(), &config.endpoint, &config.region).unwrap();
+    let runner = std::sync::Arc::new(Runner::connect(config, invoker).await.expect("runner"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = {
+        let runner = runner.clone();
+        tokio::spawn(async move {
+            runner
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let report = loop {
+        let report = runner.report();
+        let stream = report.mappings.values().find(|m| m.kind == "stream");
+        if stream.is_some_and(|m| m.function_errors > 0) {
+            break report;
+        }
+        assert!(!running.is_finished(), "the runner stopped");
+        assert!(
+            Instant::now() < deadline,
+            "no function error from the broken handler: {report:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    // The other mappings were discovered beside the broken one.
+    assert!(report.mappings.values().any(|m| m.kind == "sqs"), "{report:?}");
+    let _ = stop.send(());
+    running.await.unwrap().expect("the runner stops cleanly");
 }
