@@ -150,31 +150,22 @@ impl Model for AdmissionModel {
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut s = last.clone();
         match action {
-            Action::Read(c) if self.torn_reads => {
-                s.clients[c] = Client::Reading {
-                    got: [0; SLOTS],
-                    epochs: [0; SLOTS],
-                    seen: 0,
-                    n: 0,
-                    fresh: true,
-                    stale: false,
+            // A read under the old configuration of a rollout window is the
+            // same read, marked stale (and never the new configuration's).
+            Action::Read(c) | Action::ReadOld(c) => {
+                let stale = matches!(action, Action::ReadOld(_));
+                s.clients[c] = if self.torn_reads {
+                    Client::Reading {
+                        got: [0; SLOTS],
+                        epochs: [0; SLOTS],
+                        seen: 0,
+                        n: 0,
+                        fresh: true,
+                        stale,
+                    }
+                } else {
+                    self.after_read(s.be, s.epoch, s.present, s.changed && !stale, true, stale)
                 };
-            }
-            Action::Read(c) => {
-                s.clients[c] = self.after_read(s.be, s.epoch, s.present, s.changed, true, false);
-            }
-            Action::ReadOld(c) if self.torn_reads => {
-                s.clients[c] = Client::Reading {
-                    got: [0; SLOTS],
-                    epochs: [0; SLOTS],
-                    seen: 0,
-                    n: 0,
-                    fresh: true,
-                    stale: true,
-                };
-            }
-            Action::ReadOld(c) => {
-                s.clients[c] = self.after_read(s.be, s.epoch, s.present, false, true, true);
             }
             Action::CloseWindow => s.closed = true,
             Action::ReadItem(c) => {
