@@ -12,15 +12,15 @@ use esm_runner::{HandlerProcesses, Runner, RunnerConfig};
 use ops_cli::report::Report;
 use stack::outputs;
 
-#[tokio::test]
-async fn a_runner_that_cannot_invoke_the_handlers_is_an_attention_item_and_fails_verify_at_once() {
-    let (_emulator, ctl, _config) = deployed().await;
-    let before = ctl.status().await.expect("status");
-    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let mut config = RunnerConfig::new(&ctl.endpoint, workspace);
-    config.functions = Some(vec![before.outputs[outputs::STREAM_COUNTER_FUNCTION].clone()]);
-    // Nothing built there: the binaries are missing.
-    config.processes.target_dir = Some(std::env::temp_dir().join(format!("hck-no-binaries-{}", std::process::id())));
+/// A runner over `config` playing in the background until `stop` is sent;
+/// `running` ends with the runner's result.
+async fn start_runner(
+    config: RunnerConfig,
+) -> (
+    std::sync::Arc<Runner<HandlerProcesses>>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<esm_runner::RunReport, esm_runner::Error>>,
+) {
     let invoker = HandlerProcesses::new(config.processes.clone(), &config.endpoint, &config.region).unwrap();
     let runner = std::sync::Arc::new(Runner::connect(config, invoker).await.expect("runner"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -34,6 +34,19 @@ async fn a_runner_that_cannot_invoke_the_handlers_is_an_attention_item_and_fails
                 .await
         })
     };
+    (runner, stop, running)
+}
+
+#[tokio::test]
+async fn a_runner_that_cannot_invoke_the_handlers_is_an_attention_item_and_fails_verify_at_once() {
+    let (_emulator, ctl, _config) = deployed().await;
+    let before = ctl.status().await.expect("status");
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut config = RunnerConfig::new(&ctl.endpoint, workspace);
+    config.functions = Some(vec![before.outputs[outputs::STREAM_COUNTER_FUNCTION].clone()]);
+    // Nothing built there: the binaries are missing.
+    config.processes.target_dir = Some(std::env::temp_dir().join(format!("hck-no-binaries-{}", std::process::id())));
+    let (_runner, stop, running) = start_runner(config).await;
 
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
@@ -149,19 +162,7 @@ async fn a_handler_that_fails_at_init_fails_its_batches_as_function_errors_and_t
 
     let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let config = RunnerConfig::new(&ctl.endpoint, workspace);
-    let invoker = HandlerProcesses::new(config.processes.clone(), &config.endpoint, &config.region).unwrap();
-    let runner = std::sync::Arc::new(Runner::connect(config, invoker).await.expect("runner"));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = {
-        let runner = runner.clone();
-        tokio::spawn(async move {
-            runner
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-        })
-    };
+    let (runner, stop, running) = start_runner(config).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     let report = loop {
         let report = runner.report();
