@@ -85,6 +85,33 @@ pub enum Fence {
     Absent(u64),
 }
 
+/// What one strict reservation on a shard is conditioned on, all at once
+/// in the store's `reserve_best_effort` (one conditional `ADD count 1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reservation {
+    /// `count < quota`; a quota of 0 takes nothing.
+    pub quota: u64,
+    /// `count >= floor`: the shard has not gone below what the quota was
+    /// computed from, clamped at 0 ([`Quota::floor`]).
+    pub floor: i64,
+    pub fence: Fence,
+}
+
+impl Reservation {
+    /// Whether a shard holding `count` at `epoch` (`None`: the attribute is
+    /// absent) takes the reservation: the store's condition, which every
+    /// store double and the admission model evaluate through this.
+    pub fn admits(&self, count: Option<i64>, epoch: Option<u64>) -> bool {
+        let room = |count: i64| i128::from(count) < i128::from(self.quota) && count >= self.floor;
+        self.quota > 0
+            && match self.fence {
+                Fence::Unfenced => epoch.is_none() && count.is_none_or(room),
+                Fence::At(at) => epoch == Some(at) && count.is_some_and(room),
+                Fence::Absent(_) => count.is_none(),
+            }
+    }
+}
+
 /// A strict raise: what it adds to each best-effort item it writes (0 on
 /// most), and the epochs it moves them from and to ([`Fence`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +137,34 @@ impl Quota {
     /// Whether the read left room on this shard (a quota of 0 never has).
     pub fn has_room(&self) -> bool {
         self.quota > 0 && i128::from(self.read) < i128::from(self.quota)
+    }
+
+    /// The lowest count the quota stays right at: the read or 0, whichever
+    /// is lower.
+    /// A quota is a ceiling on the shard's count, so a shard that went
+    /// below 0 after the read (a strict `-1` in flight across a raise,
+    /// which the raise already counted) would take one reservation more
+    /// than its share per unit below: its quota was computed as if it
+    /// held 0. A reservation conditioned on the floor is refused instead,
+    /// and the create reads again ([`Layout::quotas`] lowers the quota of
+    /// a shard read below 0).
+    pub fn floor(&self) -> i64 {
+        self.read.min(0)
+    }
+
+    /// The reservation this quota allows under `fence`.
+    pub fn reservation(&self, fence: Fence) -> Reservation {
+        Reservation {
+            quota: self.quota,
+            floor: self.floor(),
+            fence,
+        }
+    }
+
+    /// Whether `again`, a later read, has this shard below its floor: the
+    /// quota computed from the first read would lend what is not there.
+    pub fn sank(&self, again: &CounterSnapshot) -> bool {
+        again.best_effort_items.get(&self.name).copied().unwrap_or(0) < self.floor()
     }
 }
 

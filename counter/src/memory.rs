@@ -1386,8 +1386,7 @@ impl Store for MemoryStore {
         &self,
         scope: &Scope,
         name: &str,
-        quota: u64,
-        fence: crate::best_effort::Fence,
+        reservation: crate::best_effort::Reservation,
         now: EpochMillis,
     ) -> Result<(), StoreError> {
         use crate::best_effort::Fence;
@@ -1397,21 +1396,10 @@ impl Store for MemoryStore {
             let key = (scope.to_string(), name.to_owned());
             let count = t.counters.get(&key).copied();
             let epoch = t.counters_epoch.get(&key).copied();
-            // `attribute_not_exists(count) OR count < :quota`, with a
-            // missing count read as 0; a quota of 0 refuses whatever the
-            // count, as `DynamoStore` does without sending anything.
-            if quota == 0 || i128::from(count.unwrap_or(0)) >= i128::from(quota) {
+            if !reservation.admits(count, epoch) {
                 return Err(StoreError::ConditionFailed);
             }
-            let fenced = match fence {
-                Fence::Unfenced => epoch.is_none(),
-                Fence::At(e) => epoch == Some(e),
-                Fence::Absent(_) => count.is_none(),
-            };
-            if !fenced {
-                return Err(StoreError::ConditionFailed);
-            }
-            if let Fence::Absent(e) = fence {
+            if let Fence::Absent(e) = reservation.fence {
                 t.counters_epoch.insert(key, e);
             }
             t.add_counter(scope.as_str(), name, 1, now);

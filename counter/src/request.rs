@@ -296,10 +296,11 @@ impl<S: Store> Counter<S> {
     /// force (the override or the default), on a shard with room under its
     /// quota ([`Layout::quotas`]), trying the others when one is full or
     /// busy. Every reservation is fenced by the read's epoch
-    /// ([`Layout::fences`]): a read torn across a raise is read again, and
-    /// when every shard refused and a raise has moved the epoch since, the
-    /// quotas are computed again from a new read (at most [`FENCED_READS`]
-    /// reads in all). Refused: every shard is at its quota and nothing was
+    /// ([`Layout::fences`]) and floored at the read ([`crate::best_effort::Quota::floor`]): a
+    /// read torn across a raise is read again, and when every shard refused
+    /// and a raise has moved the epoch since, or a shard went below its
+    /// floor, the quotas are computed again from a new read (at most
+    /// [`FENCED_READS`] reads in all). Refused: every shard is at its quota and nothing was
     /// written. A throttled or conflicting reservation was not applied and
     /// goes to another shard (and again after a backoff); an ambiguous
     /// failure is not retried and may leave the slot reserved (the safe
@@ -335,26 +336,29 @@ impl<S: Store> Counter<S> {
                 .filter(|&i| fences.contains_key(&quotas[i].name))
                 .map(|i| quotas[i].shard)
                 .collect();
-            let quota_of = |shard: Option<u32>| quotas.iter().find(|q| q.shard == shard).map_or(0, |q| q.quota);
+            let quota_of = |shard: Option<u32>| quotas.iter().find(|q| q.shard == shard).expect("an active shard");
             let reserved = self
                 .on_shards(&order, |shard| {
-                    let name = keys::best_effort_name(shard);
                     let quota = quota_of(shard);
-                    let fence = fences[&name];
-                    async move { self.store.reserve_best_effort(scope, &name, quota, fence, now).await }
+                    let reservation = quota.reservation(fences[&quota.name]);
+                    async move {
+                        self.store
+                            .reserve_best_effort(scope, &quota.name, reservation, now)
+                            .await
+                    }
                 })
                 .await;
             match reserved {
                 Ok(shard) => return Ok(shard),
-                // Full, or fenced out by a raise since the read: only a new
-                // read tells which.
+                // Full, fenced out by a raise since the read, or a shard
+                // gone below its floor: only a new read tells which.
                 Err(StoreError::ConditionFailed) => {
                     if reads == FENCED_READS {
                         return Err(limit_reached(&usage));
                     }
                     let again = self.store.read_counters(scope).await.map_err(store_error)?;
                     reads += 1;
-                    if self.layout.fences(&again).as_ref() == Some(&fences) {
+                    if self.layout.fences(&again).as_ref() == Some(&fences) && !quotas.iter().any(|q| q.sank(&again)) {
                         return Err(limit_reached(&Usage::new(&again, self.default_limit)));
                     }
                     read = std::borrow::Cow::Owned(again);
@@ -1086,15 +1090,14 @@ mod tests {
             &self,
             scope: &Scope,
             name: &str,
-            quota: u64,
-            fence: crate::best_effort::Fence,
+            reservation: crate::best_effort::Reservation,
             now: EpochMillis,
         ) -> Result<(), StoreError> {
             tokio::task::yield_now().await;
             while self.1.as_ref().is_some_and(|open| !open.load(Ordering::SeqCst)) {
                 tokio::task::yield_now().await;
             }
-            self.0.reserve_best_effort(scope, name, quota, fence, now).await
+            self.0.reserve_best_effort(scope, name, reservation, now).await
         }
         async fn get_resource(&self, key: &ResourceKey) -> Result<Option<crate::items::ResourceState>, StoreError> {
             tokio::task::yield_now().await;
@@ -1694,6 +1697,77 @@ mod tests {
             store.best_effort("acct"),
             audit.findings,
             audit.repaired
+        );
+    }
+
+    /// Issue 34, the model's trace on the request path (2 shards, limit
+    /// 2): two creators read (0, 0) (quotas 1 and 1) and park; a strict
+    /// delete's `-1` in flight across the audit's raise lands after it on
+    /// #0 (the raise already counted that item gone): (-1, 0). Two more
+    /// creates read (-1, 0): #0 gets quota 0, #1 quota 2, and both land on
+    /// #1. The parked two reserve on #0 under their quota 1: without the
+    /// floor -1 -> 0 -> 1 admits both, live 4 against limit 2 with one
+    /// request in flight (the bound is 1). With it (`count >= 0`, the read
+    /// clamped) they are refused, read again and see the scope full.
+    #[tokio::test]
+    async fn a_shard_gone_below_zero_since_the_read_takes_no_reservation_past_its_quota() {
+        use std::sync::atomic::AtomicBool;
+        let store = std::sync::Arc::new(MemoryStore::new());
+        let s = Scope::new("acct").unwrap();
+        store.set_counter("acct", "best_effort#0", 0);
+        store.set_counter("acct", "best_effort#1", 0);
+        let gate = || std::sync::Arc::new(AtomicBool::new(false));
+        let (first_open, then_open, landed) = (gate(), gate(), gate());
+        let strict = |open: &std::sync::Arc<AtomicBool>, seed| {
+            Counter::new(Yielding(store.clone(), Some(open.clone())), 2)
+                .with_admission(Admission::Strict)
+                .with_best_effort_shards(2)
+                .with_seed(seed)
+        };
+        let (first, then) = (strict(&first_open, 1), strict(&then_open, 2));
+        let reads = || store.calls().iter().filter(|op| **op == Op::ReadCounters).count();
+        // p0, p1 read first and park; q0, q1 read once the -1 has landed.
+        async fn create_once(
+            counter: &Counter<Yielding<std::sync::Arc<MemoryStore>>>,
+            s: &Scope,
+            id: &str,
+            after: Option<&AtomicBool>,
+        ) -> Result<Created, Error> {
+            while after.is_some_and(|landed| !landed.load(Ordering::SeqCst)) {
+                tokio::task::yield_now().await;
+            }
+            counter
+                .create(s, &ResourceId::new(id).unwrap(), Item::default(), NOW)
+                .await
+        }
+        let creators = futures_join_all([
+            create_once(&first, &s, "p0", None),
+            create_once(&first, &s, "p1", None),
+            create_once(&then, &s, "q0", Some(&landed)),
+            create_once(&then, &s, "q1", Some(&landed)),
+        ]);
+        let script = async {
+            while reads() < 2 {
+                tokio::task::yield_now().await;
+            }
+            store.set_counter("acct", "best_effort#0", -1);
+            landed.store(true, Ordering::SeqCst);
+            while reads() < 4 {
+                tokio::task::yield_now().await;
+            }
+            then_open.store(true, Ordering::SeqCst);
+            while store.counter("acct", "best_effort#1") < 2 {
+                tokio::task::yield_now().await;
+            }
+            first_open.store(true, Ordering::SeqCst);
+        };
+        let (outcomes, ()) = tokio::join!(creators, script);
+        assert!(
+            live(&store, "acct") <= 2 + 1,
+            "live {} against limit 2 with one -1 in flight, BE ({}, {}): {outcomes:?}",
+            live(&store, "acct"),
+            store.counter("acct", "best_effort#0"),
+            store.counter("acct", "best_effort#1"),
         );
     }
 

@@ -80,16 +80,24 @@ impl Model for AdmissionModel {
                         }
                     }
                 }
-                Client::Read { quotas, fences, .. } => {
-                    for (k, quota) in quotas.iter().enumerate() {
-                        // `count < quota` and the fence, as the store's
-                        // `reserve_best_effort` conditions them.
-                        let fenced = match fences[k] >> 4 {
-                            0 => state.epoch[k] == 0,
-                            1 => state.present & 1 << k != 0 && state.epoch[k] == fences[k] & 0xf,
-                            _ => state.present & 1 << k == 0,
+                Client::Read {
+                    quotas, fences, floors, ..
+                } => {
+                    for k in 0..SLOTS {
+                        // The store's condition, evaluated as the store
+                        // doubles evaluate it.
+                        let reservation = Reservation {
+                            quota: u64::from(quotas[k]),
+                            floor: if self.rules.unfloored {
+                                i64::MIN
+                            } else {
+                                i64::from(floors[k])
+                            },
+                            fence: decode(fences[k]),
                         };
-                        if *quota > 0 && i64::from(state.be[k]) < i64::from(*quota) && fenced {
+                        let count = (state.present & 1 << k != 0).then(|| i64::from(state.be[k]));
+                        let epoch = (state.epoch[k] != 0).then(|| u64::from(state.epoch[k]));
+                        if reservation.admits(count, epoch) {
                             actions.push(Action::Reserve(c, k));
                         }
                     }

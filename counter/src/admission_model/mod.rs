@@ -88,7 +88,7 @@ use std::sync::{Arc, Mutex};
 use stateright::{HasDiscoveries, Model, Property};
 
 use crate::audit::{LastWrites, ScopeCounts, ScopeTally, decide, findings_for, plan_repair_at};
-use crate::best_effort::{Fence, Layout, Quota};
+use crate::best_effort::{Fence, Layout, Quota, Reservation};
 use crate::config::Admission;
 use crate::items::CounterSnapshot;
 use crate::keys;
@@ -113,6 +113,9 @@ struct Rules {
     /// A strict raise set under the versions read, moving no epoch (before
     /// e03c33a), instead of [`Layout::raise`]'s fenced transaction.
     unfenced_raise: bool,
+    /// Reservations conditioned on `count < quota` and the fence only, not
+    /// on the shard's floor ([`Quota::floor`], issue 34).
+    unfloored: bool,
 }
 
 impl Rules {
@@ -122,6 +125,13 @@ impl Rules {
         legacy_correction: false,
         hold_back_raise: false,
         unfenced_raise: false,
+        unfloored: false,
+    };
+    /// Today's functions with reservations that have no floor (before
+    /// issue 34's fix).
+    const BEFORE_FLOOR: Rules = Rules {
+        unfloored: true,
+        ..Rules::CURRENT
     };
     /// The functions before issue 26.
     const LEGACY: Rules = Rules {
@@ -129,6 +139,7 @@ impl Rules {
         legacy_correction: true,
         hold_back_raise: false,
         unfenced_raise: false,
+        unfloored: true,
     };
     /// The raise before e03c33a: held back until quiet, and unfenced.
     const BEFORE_FENCE: Rules = Rules {
@@ -136,6 +147,7 @@ impl Rules {
         legacy_correction: false,
         hold_back_raise: true,
         unfenced_raise: true,
+        unfloored: true,
     };
 
     fn quotas(self, layout: &Layout, items: &BTreeMap<String, i64>, limit: u64) -> Vec<Quota> {
@@ -244,6 +256,15 @@ fn encode(fence: Fence) -> u8 {
     }
 }
 
+/// The fence [`encode`] packed.
+fn decode(fence: u8) -> Fence {
+    match fence >> 4 {
+        0 => Fence::Unfenced,
+        1 => Fence::At(u64::from(fence & 0xf)),
+        _ => Fence::Absent(u64::from(fence & 0xf)),
+    }
+}
+
 /// One client's request in progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Client {
@@ -255,6 +276,9 @@ enum Client {
         quotas: [u8; SLOTS],
         /// The fence of each item's reservation ([`encode`]).
         fences: [u8; SLOTS],
+        /// The floor of each item's reservation ([`Quota::floor`]; 0 for
+        /// every item under rules without floors).
+        floors: [i8; SLOTS],
         fresh: bool,
         stale: bool,
     },
@@ -583,6 +607,11 @@ impl AdmissionModel {
             Some(fences) => Client::Read {
                 quotas: self.quotas(read, changed),
                 fences,
+                floors: if self.rules.unfloored {
+                    [0; SLOTS]
+                } else {
+                    read.map(|count| count.min(0))
+                },
                 fresh,
                 stale,
             },

@@ -386,8 +386,7 @@ impl<S: Store> Store for ReadOnly<'_, S> {
         &self,
         _: &Scope,
         _: &str,
-        _: u64,
-        _: crate::best_effort::Fence,
+        _: crate::best_effort::Reservation,
         _: EpochMillis,
     ) -> Result<(), StoreError> {
         refused()

@@ -91,11 +91,10 @@ impl Store for InFlight {
         &self,
         scope: &Scope,
         name: &str,
-        quota: u64,
-        fence: crate::best_effort::Fence,
+        reservation: crate::best_effort::Reservation,
         now: EpochMillis,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.inner.reserve_best_effort(scope, name, quota, fence, now)
+        self.inner.reserve_best_effort(scope, name, reservation, now)
     }
 
     fn raise_best_effort(

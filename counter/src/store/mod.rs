@@ -10,7 +10,7 @@ use std::future::Future;
 
 use serde_dynamo::Item;
 
-use crate::best_effort::{Fence, Raise};
+use crate::best_effort::{Raise, Reservation};
 use crate::error::StoreError;
 use crate::ids::{ResourceId, Scope};
 use crate::items::{CounterItem, CounterSnapshot, ItemRow, ResourceItem, ResourceState};
@@ -189,20 +189,19 @@ pub trait Store: Send + Sync {
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Strict admission's reservation: `ADD count 1` on the best-effort
-    /// item `name` if `attribute_not_exists(count) OR count < quota`, in one
-    /// attempt (never retried by the store: after an ambiguous failure the
-    /// slot may be reserved already). `ConditionFailed` means the shard is
-    /// at its quota and nothing was written; a quota of 0 is refused
-    /// whatever the count (a shard below 0 takes nothing it was not lent).
-    /// Also conditioned on `fence` ([`Fence`]): `ConditionFailed` too when a
-    /// raise moved the shard's epoch since it was read. Like every BE write
-    /// it bumps `version` and sets `updated_at = now`.
+    /// item `name` if it holds `reservation` ([`Reservation::admits`]:
+    /// `attribute_not_exists(count) OR (count < quota AND count >= floor)`,
+    /// and the fence), in one attempt (never retried by the store: after an
+    /// ambiguous failure the slot may be reserved already).
+    /// `ConditionFailed` means nothing was written: the shard is at its
+    /// quota, went below its floor, or a raise moved its epoch since it was
+    /// read; a quota of 0 is refused whatever the count. Like every BE
+    /// write it bumps `version` and sets `updated_at = now`.
     fn reserve_best_effort(
         &self,
         scope: &Scope,
         name: &str,
-        quota: u64,
-        fence: Fence,
+        reservation: Reservation,
         now: EpochMillis,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
@@ -327,11 +326,10 @@ impl<T: Store> Store for std::sync::Arc<T> {
         &self,
         scope: &Scope,
         name: &str,
-        quota: u64,
-        fence: Fence,
+        reservation: Reservation,
         now: EpochMillis,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        T::reserve_best_effort(self, scope, name, quota, fence, now)
+        T::reserve_best_effort(self, scope, name, reservation, now)
     }
 
     fn get_resource(

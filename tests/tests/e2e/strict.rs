@@ -11,7 +11,7 @@ use e2e::Kit;
 use e2e::counterctl::Counterctl;
 use hybrid_counter::audit::Finding;
 use hybrid_counter::audit::RepairMode;
-use hybrid_counter::best_effort::{Fence, Raise};
+use hybrid_counter::best_effort::{Fence, Raise, Reservation};
 use hybrid_counter::error::StoreError;
 use hybrid_counter::{Admission, Counter, CounterConfig, Error, Store};
 use hybrid_counter_aws::DynamoStore;
@@ -95,22 +95,22 @@ async fn the_reservation_is_a_conditional_increment_that_stamps_the_counter() {
     let s = scope("acct");
     assert_eq!(
         kit.store
-            .reserve_best_effort(&s, "best_effort", 0, Fence::Unfenced, NOW)
+            .reserve_best_effort(&s, "best_effort", slot(0, Fence::Unfenced), NOW)
             .await,
         Err(StoreError::ConditionFailed),
         "a zero limit has no slot, not even the first"
     );
     kit.store
-        .reserve_best_effort(&s, "best_effort", 2, Fence::Unfenced, NOW)
+        .reserve_best_effort(&s, "best_effort", slot(2, Fence::Unfenced), NOW)
         .await
         .unwrap();
     kit.store
-        .reserve_best_effort(&s, "best_effort", 2, Fence::Unfenced, NOW + 5)
+        .reserve_best_effort(&s, "best_effort", slot(2, Fence::Unfenced), NOW + 5)
         .await
         .unwrap();
     assert_eq!(
         kit.store
-            .reserve_best_effort(&s, "best_effort", 2, Fence::Unfenced, NOW + 9)
+            .reserve_best_effort(&s, "best_effort", slot(2, Fence::Unfenced), NOW + 9)
             .await,
         Err(StoreError::ConditionFailed)
     );
@@ -123,10 +123,36 @@ async fn the_reservation_is_a_conditional_increment_that_stamps_the_counter() {
     );
     // A larger limit (an override) has room again.
     kit.store
-        .reserve_best_effort(&s, "best_effort", 3, Fence::Unfenced, NOW + 10)
+        .reserve_best_effort(&s, "best_effort", slot(3, Fence::Unfenced), NOW + 10)
         .await
         .unwrap();
     assert_eq!(kit.store.read_counters(&s).await.unwrap().best_effort, 3);
+    // A shard gone below its floor since the read takes nothing, whatever
+    // its quota; one read at its count does.
+    let sunk = "best_effort#1";
+    kit.store.add_best_effort(&s, sunk, -1, NOW + 11).await.unwrap();
+    assert_eq!(
+        kit.store
+            .reserve_best_effort(&s, sunk, slot(3, Fence::Unfenced), NOW + 12)
+            .await,
+        Err(StoreError::ConditionFailed),
+        "read at 0, now at -1"
+    );
+    let floored = Reservation {
+        floor: -1,
+        ..slot(3, Fence::Unfenced)
+    };
+    kit.store
+        .reserve_best_effort(&s, sunk, floored, NOW + 13)
+        .await
+        .unwrap();
+    let read = kit.store.read_counters(&s).await.unwrap();
+    assert_eq!(read.best_effort_items[sunk], 0);
+}
+
+/// A reservation as a read at 0 or above makes it: floored at 0.
+fn slot(quota: u64, fence: Fence) -> Reservation {
+    Reservation { quota, floor: 0, fence }
 }
 
 /// The fence of issue 34 D2 as DynamoDB evaluates it: a raise moves every
@@ -140,7 +166,7 @@ async fn a_raise_fences_out_reservations_read_before_it_on_the_emulator() {
     let s = scope("acct");
     let (one, two) = ("best_effort#0", "best_effort#1");
     kit.store
-        .reserve_best_effort(&s, one, 5, Fence::Unfenced, NOW)
+        .reserve_best_effort(&s, one, slot(5, Fence::Unfenced), NOW)
         .await
         .unwrap();
     let raise = Raise {
@@ -162,24 +188,24 @@ async fn a_raise_fences_out_reservations_read_before_it_on_the_emulator() {
     );
     assert_eq!(
         kit.store
-            .reserve_best_effort(&s, one, 5, Fence::Unfenced, NOW + 3)
+            .reserve_best_effort(&s, one, slot(5, Fence::Unfenced), NOW + 3)
             .await,
         Err(StoreError::ConditionFailed),
         "a reservation read before the raise"
     );
     assert_eq!(
         kit.store
-            .reserve_best_effort(&s, two, 5, Fence::Absent(1), NOW + 3)
+            .reserve_best_effort(&s, two, slot(5, Fence::Absent(1)), NOW + 3)
             .await,
         Err(StoreError::ConditionFailed),
         "#1 read absent, created since"
     );
     kit.store
-        .reserve_best_effort(&s, one, 5, Fence::At(1), NOW + 4)
+        .reserve_best_effort(&s, one, slot(5, Fence::At(1)), NOW + 4)
         .await
         .unwrap();
     kit.store
-        .reserve_best_effort(&s, "best_effort#2", 5, Fence::Absent(1), NOW + 5)
+        .reserve_best_effort(&s, "best_effort#2", slot(5, Fence::Absent(1)), NOW + 5)
         .await
         .unwrap();
     let read = kit.store.read_counters(&s).await.unwrap();
