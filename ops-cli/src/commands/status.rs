@@ -209,19 +209,7 @@ pub async fn run(
         .ok_or_else(|| ctx.not_found())?;
 
     ctx.ui.step("reading event source mappings, queues and alarms");
-    let mut mappings = Vec::new();
-    for (name, output) in MAPPINGS {
-        let Some(uuid) = stack.outputs.get(output) else {
-            mappings.push(MappingStatus {
-                name: name.to_owned(),
-                problem: Some(format!("no {output} in the stack outputs")),
-                ..MappingStatus::default()
-            });
-            continue;
-        };
-        mappings.push(mapping(ctx, name, uuid).await);
-    }
-    expect_runner(&mut mappings);
+    let mappings = mappings(ctx, &stack.outputs).await;
     let mut queues = Vec::new();
     for (name, output) in QUEUES {
         let url = stack.outputs.get(output).cloned().unwrap_or_default();
@@ -402,6 +390,25 @@ async fn alarm_names(ctx: &Context<'_>, stack_id: &str) -> Result<Vec<String>> {
     Ok(names.into_iter().map(|(_, name)| name).collect())
 }
 
+/// The stack's event source mappings (by its `outputs`), each with what
+/// its local runner says on an emulator ([`expect_runner`]).
+async fn mappings(ctx: &Context<'_>, outputs: &std::collections::BTreeMap<String, String>) -> Vec<MappingStatus> {
+    let mut mappings = Vec::new();
+    for (name, output) in MAPPINGS {
+        let Some(uuid) = outputs.get(output) else {
+            mappings.push(MappingStatus {
+                name: name.to_owned(),
+                problem: Some(format!("no {output} in the stack outputs")),
+                ..MappingStatus::default()
+            });
+            continue;
+        };
+        mappings.push(mapping(ctx, name, uuid).await);
+    }
+    expect_runner(&mut mappings);
+    mappings
+}
+
 async fn mapping(ctx: &Context<'_>, name: &str, uuid: &str) -> MappingStatus {
     let mut status = MappingStatus {
         name: name.to_owned(),
@@ -463,16 +470,23 @@ pub fn runner_problem(tags: Option<&std::collections::HashMap<String, String>>) 
         .and_then(|health| health.attention(now))
 }
 
-/// [`runner_problem`] of the function of the event source mapping `uuid`
-/// (on an emulator; read as `status` reads it, with the operator's rights).
-pub async fn runner_problem_of(ctx: &Context<'_>, uuid: &str) -> Option<String> {
+/// What `status` says of the stream mapping's local runner (on an
+/// emulator; read as `status` reads it, with the operator's rights): a
+/// stale heartbeat, one that cannot invoke the handlers, or none where a
+/// runner is expected (stopped, or never started).
+pub async fn stream_runner_problem(
+    ctx: &Context<'_>,
+    outputs: &std::collections::BTreeMap<String, String>,
+) -> Option<String> {
     if ctx.clients.target == crate::cli::Target::Aws {
         return None;
     }
-    let lambda = &ctx.clients.lambda;
-    let mapping = hybrid_counter_aws::esm::get_mapping(lambda, uuid).await.ok()?;
-    let tags = lambda.list_tags().resource(mapping.function_arn?).send().await.ok()?;
-    runner_problem(tags.tags())
+    let uuid = outputs.get(stack::outputs::STREAM_MAPPING_ID)?;
+    mappings(ctx, outputs)
+        .await
+        .into_iter()
+        .find(|m| m.uuid == *uuid)
+        .and_then(|m| m.runner_problem)
 }
 
 async fn queue(ctx: &Context<'_>, name: &str, url: String, output: &str) -> QueueStatus {

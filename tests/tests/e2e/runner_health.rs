@@ -110,16 +110,32 @@ async fn a_runner_that_cannot_invoke_the_handlers_is_an_attention_item_and_fails
     );
 }
 
+/// Issue 36 item 5: `status` exits 1 with the reason, and `verify` fails
+/// its stream check with the same reason at once, not at its timeout.
 #[tokio::test]
-async fn a_runner_never_started_fails_status_with_the_reason() {
+async fn a_runner_never_started_fails_status_and_verify_with_the_reason() {
+    const NOT_RUNNING: &str = "the local runner is not running: start it with `make local-run`";
     let (_emulator, ctl, _config) = deployed().await;
     let report = ctl.run(&["status"]).await.expect("status runs");
     assert_eq!(report.exit_code(), 1, "{report}");
+    assert!(report.to_string().contains(NOT_RUNNING), "{report}");
+
+    let started = Instant::now();
+    let report = ctl.run(&["verify", "--timeout", "120"]).await.expect("verify runs");
+    let Report::Verify(verify) = &report else {
+        panic!("a verify report: {report:?}")
+    };
+    assert_eq!(report.exit_code(), 1, "{report}");
+    let stream = verify
+        .checks
+        .iter()
+        .find(|c| c.name == "stream")
+        .expect("the stream check");
+    assert!(!stream.passed && stream.detail.contains(NOT_RUNNING), "{report}");
     assert!(
-        report
-            .to_string()
-            .contains("the local runner is not running: start it with `make local-run`"),
-        "{report}"
+        started.elapsed() < Duration::from_secs(60),
+        "verify waited {:?}",
+        started.elapsed()
     );
 }
 

@@ -148,7 +148,7 @@ pub async fn run(ctx: &Context<'_>, options: &VerifyOptions) -> Result<VerifyRep
         counter: &counter,
         scopes: &scopes,
         options,
-        stream_mapping: deployed.output(stack::outputs::STREAM_MAPPING_ID).ok(),
+        outputs: &deployed.stack.outputs,
     };
     let mut checks = Vec::new();
     checks.push(timed("writes", verify.writes()).await?);

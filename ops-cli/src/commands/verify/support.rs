@@ -25,9 +25,10 @@ pub(super) struct Verify<'a> {
     pub(super) counter: &'a Counter<DynamoStore>,
     pub(super) scopes: &'a [Scope],
     pub(super) options: &'a VerifyOptions,
-    /// The stream mapping, whose function's local runner heartbeat a wait
-    /// for the stream reads (an emulator's runner that cannot run fails it).
-    pub(super) stream_mapping: Option<String>,
+    /// The stack's outputs, by which a wait for the stream reads the local
+    /// runner's heartbeat (an emulator's runner that cannot run, or none
+    /// where one is expected, fails it).
+    pub(super) outputs: &'a std::collections::BTreeMap<String, String>,
 }
 
 pub(super) type Outcome = Result<std::result::Result<String, String>>;
@@ -47,15 +48,15 @@ impl ScopeCount {
 }
 
 impl Verify<'_> {
-    /// What the stream counter's local runner says is wrong, read once the
-    /// wait is a second old: a runner that died or cannot invoke the
-    /// handlers fails the wait with its reason at once, not at the timeout.
+    /// What `status` says is wrong with the stream counter's local runner,
+    /// read once the wait is a second old: a runner that died, stopped,
+    /// never started or cannot invoke the handlers fails the wait with its
+    /// reason at once, not at the timeout.
     pub(super) async fn runner_problem(&self, waited: std::time::Duration) -> Option<String> {
-        let mapping = self.stream_mapping.as_deref()?;
         if waited < std::time::Duration::from_secs(1) {
             return None;
         }
-        crate::commands::status::runner_problem_of(self.ctx, mapping).await
+        crate::commands::status::stream_runner_problem(self.ctx, self.outputs).await
     }
 
     /// Reads `scope`'s items (by state) and its eventual counter.
