@@ -661,31 +661,28 @@ impl Store for DynamoStore {
             return Err(StoreError::ConditionFailed);
         }
         let mut values = counter_values(1, now);
-        let room = "#count < :quota AND #count >= :floor";
         values.insert(
             ":quota".to_owned(),
             n(i64::try_from(reservation.quota).unwrap_or(i64::MAX)),
         );
-        values.insert(":floor".to_owned(), n(reservation.floor));
         // The condition `Reservation::admits` evaluates for the doubles.
         let condition = match reservation.fence {
-            Fence::Unfenced => format!("(attribute_not_exists(#count) OR ({room})) AND attribute_not_exists(#epoch)"),
+            Fence::Unfenced => "(attribute_not_exists(#count) OR #count < :quota) AND attribute_not_exists(#epoch)",
             Fence::At(epoch) => {
                 values.insert(":epoch".to_owned(), number(epoch));
-                format!("{room} AND #epoch = :epoch")
+                "#count < :quota AND #epoch = :epoch"
             }
             // Read absent after a raise: still absent, or a raise created
             // it since (then its count is not what the quotas assumed).
             Fence::Absent(epoch) => {
                 values.remove(":quota");
-                values.remove(":floor");
                 values.insert(":epoch".to_owned(), number(epoch));
-                "attribute_not_exists(#count)".to_owned()
+                "attribute_not_exists(#count)"
             }
         };
         // One attempt only: after an ambiguous 500 the slot may be reserved
         // already, and a retry would reserve a second one.
-        self.update_best_effort(scope, name, values, Some(&condition), Some(reservation.fence))
+        self.update_best_effort(scope, name, values, Some(condition), Some(reservation.fence))
             .await
     }
 
@@ -1563,16 +1560,13 @@ mod tests {
 
     /// A reservation of `best_effort#3` whose condition, update and epoch
     /// value are exactly these.
-    /// Sent with the floor of [`slot`] unless the condition has no room.
     fn reservation(condition: &'static str, update: &'static str, epoch: Option<&'static str>) -> Rule {
-        let floor = condition.contains(":floor").then(|| AttributeValue::N("-2".into()));
         mock!(Client::update_item)
             .match_requests(move |r| {
                 let values = r.expression_attribute_values();
                 r.key().and_then(|k| k.get("name")) == Some(&AttributeValue::S("best_effort#3".into()))
                     && r.condition_expression() == Some(condition)
                     && r.update_expression() == Some(update)
-                    && values.and_then(|v| v.get(":floor")) == floor.as_ref()
                     && values.and_then(|v| v.get(":epoch")) == epoch.map(|e| AttributeValue::N(e.into())).as_ref()
                     && r.expression_attribute_names()
                         .and_then(|n| n.get("#epoch"))
@@ -1582,28 +1576,19 @@ mod tests {
             .then_output(|| UpdateItemOutput::builder().build())
     }
 
-    /// A reservation from a read of -2.
     fn slot(quota: u64, fence: Fence) -> Reservation {
-        Reservation {
-            quota,
-            floor: -2,
-            fence,
-        }
+        Reservation { quota, fence }
     }
 
     #[tokio::test]
-    async fn a_reservation_is_conditioned_on_its_shards_quota_floor_and_fence_and_writes_that_shard_only() {
+    async fn a_reservation_is_conditioned_on_its_shards_quota_and_fence_and_writes_that_shard_only() {
         let rules = [
             reservation(
-                "(attribute_not_exists(#count) OR (#count < :quota AND #count >= :floor)) AND attribute_not_exists(#epoch)",
+                "(attribute_not_exists(#count) OR #count < :quota) AND attribute_not_exists(#epoch)",
                 COUNTER_UPDATE,
                 None,
             ),
-            reservation(
-                "#count < :quota AND #count >= :floor AND #epoch = :epoch",
-                COUNTER_UPDATE,
-                Some("2"),
-            ),
+            reservation("#count < :quota AND #epoch = :epoch", COUNTER_UPDATE, Some("2")),
             reservation(
                 "attribute_not_exists(#count)",
                 "ADD #count :delta, #version :one SET #updated_at = :now, #epoch = :epoch",

@@ -91,9 +91,6 @@ pub enum Fence {
 pub struct Reservation {
     /// `count < quota`; a quota of 0 takes nothing.
     pub quota: u64,
-    /// `count >= floor`: the shard has not gone below what the quota was
-    /// computed from, clamped at 0 ([`Quota::floor`]).
-    pub floor: i64,
     pub fence: Fence,
 }
 
@@ -102,7 +99,7 @@ impl Reservation {
     /// absent) takes the reservation: the store's condition, which every
     /// store double and the admission model evaluate through this.
     pub fn admits(&self, count: Option<i64>, epoch: Option<u64>) -> bool {
-        let room = |count: i64| i128::from(count) < i128::from(self.quota) && count >= self.floor;
+        let room = |count: i64| i128::from(count) < i128::from(self.quota);
         self.quota > 0
             && match self.fence {
                 Fence::Unfenced => epoch.is_none() && count.is_none_or(room),
@@ -139,32 +136,12 @@ impl Quota {
         self.quota > 0 && i128::from(self.read) < i128::from(self.quota)
     }
 
-    /// The lowest count the quota stays right at: the read or 0, whichever
-    /// is lower.
-    /// A quota is a ceiling on the shard's count, so a shard that went
-    /// below 0 after the read (a strict `-1` in flight across a raise,
-    /// which the raise already counted) would take one reservation more
-    /// than its share per unit below: its quota was computed as if it
-    /// held 0. A reservation conditioned on the floor is refused instead,
-    /// and the create reads again ([`Layout::quotas`] lowers the quota of
-    /// a shard read below 0).
-    pub fn floor(&self) -> i64 {
-        self.read.min(0)
-    }
-
     /// The reservation this quota allows under `fence`.
     pub fn reservation(&self, fence: Fence) -> Reservation {
         Reservation {
             quota: self.quota,
-            floor: self.floor(),
             fence,
         }
-    }
-
-    /// Whether `again`, a later read, has this shard below its floor: the
-    /// quota computed from the first read would lend what is not there.
-    pub fn sank(&self, again: &CounterSnapshot) -> bool {
-        again.best_effort_items.get(&self.name).copied().unwrap_or(0) < self.floor()
     }
 }
 
@@ -231,10 +208,16 @@ impl Layout {
     ///
     /// What items hold is read clamped at 0: an item below 0 (which only a
     /// broken invariant leaves: every shard covers the live items recorded
-    /// on it) lends nothing to the others, and a free shard below 0 has its
-    /// own quota lowered by as much, so it takes no more than its share.
+    /// on it, or a strict `-1` in flight across a raise) lends nothing to
+    /// the others, and an active shard below 0 has its own quota lowered by
+    /// as much, so it takes no more than its share; it is never frozen, so
+    /// its share is not lent either, even when nothing of it is left.
     /// Without the clamp a stale read of a shard that has gone below 0
-    /// since would lend the others slots its items still hold.
+    /// since would lend the others slots its items still hold; without the
+    /// last rule a read of a shard below 0 lends its share to the others
+    /// and a later read, the shard back at 0, gives it the share again
+    /// (issue 34 review: live 6 against a limit of 4 over 3 shards with one
+    /// `-1` in flight).
     pub fn quotas(&self, items: &BTreeMap<String, i64>, limit: u64) -> Vec<Quota> {
         let held_by = |count: i64| i128::from(count.max(0));
         let retired: i128 = items
@@ -268,14 +251,22 @@ impl Layout {
             let rest = u64::try_from((i128::from(limit) - held).max(0)).unwrap_or(u64::MAX);
             let free: Vec<usize> = (0..quotas.len()).filter(|&i| !frozen[i]).collect();
             let n = free.len() as u64;
+            let mut full = Vec::new();
             for (j, &i) in free.iter().enumerate() {
                 let share = rest / n + u64::from((j as u64) < rest % n);
                 // A shard at -2 takes its share from -2: its quota lands 2
                 // lower, so it grows by its share and no more.
                 let below = u64::try_from(-quotas[i].read.min(0)).unwrap_or(u64::MAX);
                 quotas[i].quota = share.saturating_sub(below);
+                // At its share: frozen, holding what it holds. A shard below
+                // 0 never is, whatever is left of its quota: it keeps its
+                // share, which a later read (once it is back at 0) gives it
+                // in full, so lending it to the others now would count it
+                // twice.
+                if i128::from(quotas[i].read) >= i128::from(share) {
+                    full.push(i);
+                }
             }
-            let full: Vec<usize> = free.into_iter().filter(|&i| !quotas[i].has_room()).collect();
             if full.is_empty() {
                 break;
             }

@@ -38,7 +38,7 @@ use serde::Serialize;
 use serde_dynamo::Item;
 use tracing::warn;
 
-use crate::best_effort::Layout;
+use crate::best_effort::{Layout, Quota};
 use crate::config::Admission;
 use crate::error::{Error, StoreError};
 use crate::ids::{ResourceId, Scope};
@@ -296,11 +296,13 @@ impl<S: Store> Counter<S> {
     /// force (the override or the default), on a shard with room under its
     /// quota ([`Layout::quotas`]), trying the others when one is full or
     /// busy. Every reservation is fenced by the read's epoch
-    /// ([`Layout::fences`]) and floored at the read ([`crate::best_effort::Quota::floor`]): a
+    /// ([`Layout::fences`]) and floored at the read ([`Quota::floor`]): a
     /// read torn across a raise is read again, and when every shard refused
-    /// and a raise has moved the epoch since, or a shard went below its
-    /// floor, the quotas are computed again from a new read (at most
-    /// [`FENCED_READS`] reads in all). Refused: every shard is at its quota and nothing was
+    /// the scope is read again: full (no shard with room, the epochs as
+    /// before) is `LimitExceeded`, otherwise the quotas are computed again
+    /// from that read (at most [`FENCED_READS`] reads to reserve from, and
+    /// one more to tell a full scope from one still moving, which is
+    /// `Unavailable`). Refused: every shard is at its quota and nothing was
     /// written. A throttled or conflicting reservation was not applied and
     /// goes to another shard (and again after a backoff); an ambiguous
     /// failure is not retried and may leave the slot reserved (the safe
@@ -353,14 +355,26 @@ impl<S: Store> Counter<S> {
                 // Full, fenced out by a raise since the read, or a shard
                 // gone below its floor: only a new read tells which.
                 Err(StoreError::ConditionFailed) => {
-                    if reads == FENCED_READS {
+                    let again = self.store.read_counters(scope).await.map_err(store_error)?;
+                    let usage = Usage::new(&again, self.default_limit);
+                    let room = usage.admits_one_more()
+                        && (self.layout.fences(&again).as_ref() != Some(&fences)
+                            || self
+                                .layout
+                                .quotas(&again.best_effort_items, usage.limit)
+                                .iter()
+                                .any(Quota::has_room));
+                    if !room {
                         return Err(limit_reached(&usage));
                     }
-                    let again = self.store.read_counters(scope).await.map_err(store_error)?;
-                    reads += 1;
-                    if self.layout.fences(&again).as_ref() == Some(&fences) && !quotas.iter().any(|q| q.sank(&again)) {
-                        return Err(limit_reached(&Usage::new(&again, self.default_limit)));
+                    if reads == FENCED_READS {
+                        return Err(Error::Unavailable(
+                            "strict admission was refused on every shard on every read while the scope had room \
+                             (a repair or concurrent creates kept moving its shards); try again"
+                                .into(),
+                        ));
                     }
+                    reads += 1;
                     read = std::borrow::Cow::Owned(again);
                 }
                 Err(err) => return Err(store_error(err)),
@@ -1704,13 +1718,13 @@ mod tests {
     /// 2): two creators read (0, 0) (quotas 1 and 1) and park; a strict
     /// delete's `-1` in flight across the audit's raise lands after it on
     /// #0 (the raise already counted that item gone): (-1, 0). Two more
-    /// creates read (-1, 0): #0 gets quota 0, #1 quota 2, and both land on
-    /// #1. The parked two reserve on #0 under their quota 1: without the
-    /// floor -1 -> 0 -> 1 admits both, live 4 against limit 2 with one
-    /// request in flight (the bound is 1). With it (`count >= 0`, the read
-    /// clamped) they are refused, read again and see the scope full.
+    /// creates read (-1, 0). Had #0, nothing left of its share, lent it to
+    /// #1 (quotas 0 and 2), both would land on #1, and the parked two on #0
+    /// under their quota 1 (-1 -> 0 -> 1): live 4 against limit 2 with one
+    /// request in flight (the bound is 1). #0 keeps its share: #1's quota
+    /// is 1, one of the two is refused.
     #[tokio::test]
-    async fn a_shard_gone_below_zero_since_the_read_takes_no_reservation_past_its_quota() {
+    async fn a_shard_gone_below_zero_since_the_read_lends_nothing_past_the_limit() {
         use std::sync::atomic::AtomicBool;
         let store = std::sync::Arc::new(MemoryStore::new());
         let s = Scope::new("acct").unwrap();
@@ -1732,19 +1746,23 @@ mod tests {
             s: &Scope,
             id: &str,
             after: Option<&AtomicBool>,
+            done: &std::sync::atomic::AtomicUsize,
         ) -> Result<Created, Error> {
             while after.is_some_and(|landed| !landed.load(Ordering::SeqCst)) {
                 tokio::task::yield_now().await;
             }
-            counter
+            let created = counter
                 .create(s, &ResourceId::new(id).unwrap(), Item::default(), NOW)
-                .await
+                .await;
+            done.fetch_add(1, Ordering::SeqCst);
+            created
         }
+        let done = std::sync::atomic::AtomicUsize::new(0);
         let creators = futures_join_all([
-            create_once(&first, &s, "p0", None),
-            create_once(&first, &s, "p1", None),
-            create_once(&then, &s, "q0", Some(&landed)),
-            create_once(&then, &s, "q1", Some(&landed)),
+            create_once(&first, &s, "p0", None, &done),
+            create_once(&first, &s, "p1", None, &done),
+            create_once(&then, &s, "q0", Some(&landed), &done),
+            create_once(&then, &s, "q1", Some(&landed), &done),
         ]);
         let script = async {
             while reads() < 2 {
@@ -1756,7 +1774,9 @@ mod tests {
                 tokio::task::yield_now().await;
             }
             then_open.store(true, Ordering::SeqCst);
-            while store.counter("acct", "best_effort#1") < 2 {
+            // q0 and q1 answered (without #0's share kept for #0, both
+            // land on #1 under its quota 2).
+            while done.load(Ordering::SeqCst) < 2 {
                 tokio::task::yield_now().await;
             }
             first_open.store(true, Ordering::SeqCst);
@@ -1768,6 +1788,67 @@ mod tests {
             live(&store, "acct"),
             store.counter("acct", "best_effort#0"),
             store.counter("acct", "best_effort#1"),
+        );
+    }
+
+    /// Review 1 of the floor (issue 34), 3 shards, limit 4: after a raise
+    /// BE (0, 0, 2) covers 2 live items, and a strict `-1` in flight across
+    /// it lands on #0: (-1, 0, 2). Create A reads that and parks: #2 holds
+    /// 2, #0 gets nothing of its share, and lending that share to #1 gave
+    /// #1 a quota of 2. An item of #2 is deleted: (-1, 0, 1). Creates then
+    /// fill the scope, #0 back from -1 to its full share: (2, 1, 1), live
+    /// 5. A's reservation lands on #1 under its quota 2: live 6 against
+    /// 4 + 1. With #0's share kept for #0 (never frozen below 0), A's
+    /// quota on #1 is 1 and it is refused.
+    #[tokio::test]
+    async fn a_shard_read_below_zero_lends_its_share_to_no_other_shard() {
+        let store = std::sync::Arc::new(MemoryStore::new());
+        let s = Scope::new("acct").unwrap();
+        store.put_item("acct", "d0", "i0", true, false).await;
+        store.put_item("acct", "d1", "i1", true, false).await;
+        for (shard, count) in [(0, -1), (1, 0), (2, 2)] {
+            store.set_counter("acct", &keys::best_effort_name(Some(shard)), count);
+        }
+        let open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let strict = |open, seed| {
+            Counter::new(Yielding(store.clone(), open), 4)
+                .with_admission(Admission::Strict)
+                .with_best_effort_shards(3)
+                .with_seed(seed)
+        };
+        let (parked, prompt) = (strict(Some(open.clone()), 1), strict(None, 2));
+        let reads = || store.calls().iter().filter(|op| **op == Op::ReadCounters).count();
+        let before = reads();
+        let a_id = ResourceId::new("a").unwrap();
+        let a = parked.create(&s, &a_id, Item::default(), NOW);
+        let meanwhile = async {
+            while reads() == before {
+                tokio::task::yield_now().await;
+            }
+            let d0 = ResourceKey {
+                scope: s.clone(),
+                id: ResourceId::new("d0").unwrap(),
+            };
+            store.mark_deleted(&d0, "i0", NOW).await.unwrap();
+            store.set_counter("acct", "best_effort#2", 1);
+            for n in 0..20 {
+                match prompt
+                    .create(&s, &ResourceId::new(format!("q{n}")).unwrap(), Item::default(), NOW)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(Error::LimitExceeded { .. }) => break,
+                    Err(err) => panic!("{err}"),
+                }
+            }
+            open.store(true, Ordering::SeqCst);
+        };
+        let (a, ()) = tokio::join!(a, meanwhile);
+        assert!(
+            live(&store, "acct") <= 4 + 1,
+            "live {} against limit 4 with one -1 in flight, BE {}: A {a:?}",
+            live(&store, "acct"),
+            store.best_effort("acct"),
         );
     }
 

@@ -80,19 +80,12 @@ impl Model for AdmissionModel {
                         }
                     }
                 }
-                Client::Read {
-                    quotas, fences, floors, ..
-                } => {
+                Client::Read { quotas, fences, .. } => {
                     for k in 0..SLOTS {
                         // The store's condition, evaluated as the store
                         // doubles evaluate it.
                         let reservation = Reservation {
                             quota: u64::from(quotas[k]),
-                            floor: if self.rules.unfloored {
-                                i64::MIN
-                            } else {
-                                i64::from(floors[k])
-                            },
                             fence: decode(fences[k]),
                         };
                         let count = (state.present & 1 << k != 0).then(|| i64::from(state.be[k]));

@@ -16,8 +16,8 @@ impl std::hash::Hash for State {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         let bytes = |b: [u8; SLOTS]| u64::from(u32::from_le_bytes(b));
         let signed = |b: [i8; SLOTS]| bytes(b.map(|c| c.to_le_bytes()[0]));
-        // A tag, two flags, four quotas of 3 bits (at most 7), four fences
-        // of 6 bits and four floors of 3 bits (0 to -7), or four counts of 4 bits (-4 to 11), epochs,
+        // A tag, two flags, four quotas of 3 bits (at most 7) and four
+        // fences of 6 bits, or four counts of 4 bits (-4 to 11), epochs,
         // items seen and how many were read.
         let client = |c: &Client| -> u64 {
             match *c {
@@ -25,14 +25,9 @@ impl std::hash::Hash for State {
                 Client::Read {
                     quotas,
                     fences,
-                    floors,
                     fresh,
                     stale,
                 } => {
-                    let floors = floors.iter().enumerate().fold(0, |acc, (k, f)| {
-                        assert!((-7..=0).contains(f), "a floor below -7");
-                        acc | u64::from(f.unsigned_abs()) << (3 * k)
-                    });
                     let quotas = quotas.iter().enumerate().fold(0, |acc, (k, q)| {
                         assert!(*q < 8, "a quota above 7");
                         acc | u64::from(*q) << (3 * k)
@@ -41,7 +36,7 @@ impl std::hash::Hash for State {
                         .iter()
                         .enumerate()
                         .fold(0, |acc, (k, f)| acc | u64::from(*f) << (6 * k));
-                    1 | u64::from(fresh) << 3 | u64::from(stale) << 4 | quotas << 5 | fences << 17 | floors << 41
+                    1 | u64::from(fresh) << 3 | u64::from(stale) << 4 | quotas << 5 | fences << 17
                 }
                 Client::Reserved { shard } => 2 | u64::from(shard) << 3,
                 Client::SoftDeleted { shard } => 3 | u64::from(shard) << 3,

@@ -1,18 +1,23 @@
 //! The quota and correction functions as they were before issue 26
-//! (commit 6e55a8e), and the sharded strict raise's hold-back before
-//! e03c33a, kept verbatim for the model's regression tests.
+//! (commit 6e55a8e) and before issue 34's review (0f6f6b1), and the
+//! sharded strict raise's hold-back before e03c33a, kept for the model's
+//! regression tests.
 
 use super::*;
 use crate::audit::findings::hold_back;
 use crate::audit::{Finding, RepairPlan};
 use crate::time::EpochMillis;
 
-/// Lends what a free shard holds below 0 to the others.
-pub fn quotas(layout: &Layout, items: &BTreeMap<String, i64>, limit: u64) -> Vec<Quota> {
+/// Freezes a shard whose quota leaves no room, so a shard read below 0
+/// with nothing left of its share lends that share to the others. Before
+/// issue 26 (`clamped` false) it also lends what a shard holds below 0;
+/// after it (`clamped`) what items hold is read clamped at 0.
+pub fn quotas(layout: &Layout, items: &BTreeMap<String, i64>, limit: u64, clamped: bool) -> Vec<Quota> {
+    let held_by = |count: i64| i128::from(if clamped { count.max(0) } else { count });
     let retired: i128 = items
         .iter()
         .filter(|(name, _)| !layout.is_active(name))
-        .map(|(_, count)| i128::from(*count))
+        .map(|(_, count)| held_by(*count))
         .sum();
     let mut quotas: Vec<Quota> = layout
         .active()
@@ -32,12 +37,10 @@ pub fn quotas(layout: &Layout, items: &BTreeMap<String, i64>, limit: u64) -> Vec
             + quotas
                 .iter()
                 .zip(&frozen)
-                .map(|(q, f)| {
-                    if *f {
-                        i128::from(q.read)
-                    } else {
-                        i128::from(q.read.min(0))
-                    }
+                .map(|(q, f)| match (*f, clamped) {
+                    (true, _) => held_by(q.read),
+                    (false, true) => 0,
+                    (false, false) => i128::from(q.read.min(0)),
                 })
                 .sum::<i128>();
         let rest = u64::try_from((i128::from(limit) - held).max(0)).unwrap_or(u64::MAX);

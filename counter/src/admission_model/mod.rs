@@ -113,9 +113,11 @@ struct Rules {
     /// A strict raise set under the versions read, moving no epoch (before
     /// e03c33a), instead of [`Layout::raise`]'s fenced transaction.
     unfenced_raise: bool,
-    /// Reservations conditioned on `count < quota` and the fence only, not
-    /// on the shard's floor ([`Quota::floor`], issue 34).
-    unfloored: bool,
+    /// [`legacy::quotas`] with what shards hold read clamped at 0 (after
+    /// issue 26): a shard read below 0 is frozen once nothing of its quota
+    /// is left, and its share lent to the others (before issue 34's
+    /// review).
+    lend_share_below_zero: bool,
 }
 
 impl Rules {
@@ -125,12 +127,11 @@ impl Rules {
         legacy_correction: false,
         hold_back_raise: false,
         unfenced_raise: false,
-        unfloored: false,
+        lend_share_below_zero: false,
     };
-    /// Today's functions with reservations that have no floor (before
-    /// issue 34's fix).
-    const BEFORE_FLOOR: Rules = Rules {
-        unfloored: true,
+    /// Today's functions but the quotas that lend a share below 0.
+    const LENDING_SHARES: Rules = Rules {
+        lend_share_below_zero: true,
         ..Rules::CURRENT
     };
     /// The functions before issue 26.
@@ -139,7 +140,7 @@ impl Rules {
         legacy_correction: true,
         hold_back_raise: false,
         unfenced_raise: false,
-        unfloored: true,
+        lend_share_below_zero: false,
     };
     /// The raise before e03c33a: held back until quiet, and unfenced.
     const BEFORE_FENCE: Rules = Rules {
@@ -147,12 +148,12 @@ impl Rules {
         legacy_correction: false,
         hold_back_raise: true,
         unfenced_raise: true,
-        unfloored: true,
+        lend_share_below_zero: true,
     };
 
     fn quotas(self, layout: &Layout, items: &BTreeMap<String, i64>, limit: u64) -> Vec<Quota> {
-        if self.legacy_quotas {
-            legacy::quotas(layout, items, limit)
+        if self.legacy_quotas || self.lend_share_below_zero {
+            legacy::quotas(layout, items, limit, self.lend_share_below_zero)
         } else {
             layout.quotas(items, limit)
         }
@@ -276,9 +277,6 @@ enum Client {
         quotas: [u8; SLOTS],
         /// The fence of each item's reservation ([`encode`]).
         fences: [u8; SLOTS],
-        /// The floor of each item's reservation ([`Quota::floor`]; 0 for
-        /// every item under rules without floors).
-        floors: [i8; SLOTS],
         fresh: bool,
         stale: bool,
     },
@@ -607,11 +605,6 @@ impl AdmissionModel {
             Some(fences) => Client::Read {
                 quotas: self.quotas(read, changed),
                 fences,
-                floors: if self.rules.unfloored {
-                    [0; SLOTS]
-                } else {
-                    read.map(|count| count.min(0))
-                },
                 fresh,
                 stale,
             },

@@ -190,12 +190,11 @@ pub trait Store: Send + Sync {
 
     /// Strict admission's reservation: `ADD count 1` on the best-effort
     /// item `name` if it holds `reservation` ([`Reservation::admits`]:
-    /// `attribute_not_exists(count) OR (count < quota AND count >= floor)`,
-    /// and the fence), in one attempt (never retried by the store: after an
-    /// ambiguous failure the slot may be reserved already).
-    /// `ConditionFailed` means nothing was written: the shard is at its
-    /// quota, went below its floor, or a raise moved its epoch since it was
-    /// read; a quota of 0 is refused whatever the count. Like every BE
+    /// `attribute_not_exists(count) OR count < quota`, and the fence), in
+    /// one attempt (never retried by the store: after an ambiguous failure
+    /// the slot may be reserved already). `ConditionFailed` means nothing
+    /// was written: the shard is at its quota, or a raise moved its epoch
+    /// since it was read; a quota of 0 is refused whatever the count. Like every BE
     /// write it bumps `version` and sets `updated_at = now`.
     fn reserve_best_effort(
         &self,

@@ -127,32 +127,10 @@ async fn the_reservation_is_a_conditional_increment_that_stamps_the_counter() {
         .await
         .unwrap();
     assert_eq!(kit.store.read_counters(&s).await.unwrap().best_effort, 3);
-    // A shard gone below its floor since the read takes nothing, whatever
-    // its quota; one read at its count does.
-    let sunk = "best_effort#1";
-    kit.store.add_best_effort(&s, sunk, -1, NOW + 11).await.unwrap();
-    assert_eq!(
-        kit.store
-            .reserve_best_effort(&s, sunk, slot(3, Fence::Unfenced), NOW + 12)
-            .await,
-        Err(StoreError::ConditionFailed),
-        "read at 0, now at -1"
-    );
-    let floored = Reservation {
-        floor: -1,
-        ..slot(3, Fence::Unfenced)
-    };
-    kit.store
-        .reserve_best_effort(&s, sunk, floored, NOW + 13)
-        .await
-        .unwrap();
-    let read = kit.store.read_counters(&s).await.unwrap();
-    assert_eq!(read.best_effort_items[sunk], 0);
 }
 
-/// A reservation as a read at 0 or above makes it: floored at 0.
 fn slot(quota: u64, fence: Fence) -> Reservation {
-    Reservation { quota, floor: 0, fence }
+    Reservation { quota, fence }
 }
 
 /// The fence of issue 34 D2 as DynamoDB evaluates it: a raise moves every
