@@ -33,6 +33,7 @@ pub mod error;
 pub mod ids;
 pub mod items;
 pub mod keys;
+pub mod limits;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 pub mod metrics;

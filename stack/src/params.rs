@@ -9,7 +9,7 @@ pub const DEFAULT_LIMIT: &str = "DefaultLimit";
 /// The largest [`DEFAULT_LIMIT`] (its MaxValue), and the largest override
 /// `counterctl limit set` and a limits file accept: one maximum, so every
 /// override can be exported to a file and read back.
-pub const MAX_LIMIT: u64 = 1_000_000_000;
+pub const MAX_LIMIT: u64 = hybrid_counter::limits::MAX_LIMIT;
 /// Stream event source mapping: records per batch.
 pub const STREAM_BATCH_SIZE: &str = "StreamBatchSize";
 /// Stream event source mapping: concurrent batches per shard.
