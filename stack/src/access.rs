@@ -101,6 +101,8 @@ pub enum Target {
     FailedBatchBucket,
     /// Its objects (`payload` only).
     FailedBatchObjects,
+    /// The limits file's object (`LimitsFileUri`, only when set).
+    LimitsFile,
     /// The calling function's own log group.
     OwnLogGroup,
     /// The CloudFormation stack (its change sets are authorized on it).
@@ -127,6 +129,7 @@ impl Target {
         match self {
             Target::FailedBatchBucket | Target::FailedBatchObjects => Some(KEEP_PAYLOAD),
             Target::IamRoles | Target::IamUsers => Some(crate::params::SCOPE_BY_TAG),
+            Target::LimitsFile => Some(logical::LIMITS_FILE_SET),
             _ => None,
         }
     }
@@ -143,6 +146,7 @@ impl Target {
             Target::Dlq2 => Some(arn(logical::DLQ2)),
             Target::FailedBatchBucket => Some(arn(logical::FAILED_BATCH_BUCKET)),
             Target::FailedBatchObjects => Some(Expr::sub(format!("${{{}.Arn}}/*", logical::FAILED_BATCH_BUCKET))),
+            Target::LimitsFile => Some(crate::drift_check::limits_file_arn()),
             Target::OwnLogGroup => component.role_and_log_group().map(|(_, group)| arn(group)),
             Target::IamRoles => Some(scope_callers("role")),
             Target::IamUsers => Some(scope_callers("user")),
@@ -365,6 +369,7 @@ const DESTROY: &str = "ops-cli/src/commands/deploy/destroy.rs";
 const REPLICAS: &str = "ops-cli/src/commands/replicas.rs";
 const MOVE_TASK: &str = "ops-cli/src/commands/redrive/move_task.rs";
 const SCOPE_AUTH: &str = "handlers/api/src/scope_auth.rs";
+const DRIFT_LIMITS: &str = "handlers/drift-check/src/limits.rs";
 
 const fn call(
     file: &'static str,
@@ -521,9 +526,9 @@ pub const CALL_SITES: &[CallSite] = &[
         LIMITS,
         "scan_limits",
         "scan",
-        &[Operator],
+        &[DriftCheck, Operator],
         &[on(CountersTable, &[DynamoDbScan])],
-        "limits plan|export: every override and its version",
+        "limits plan|export, status --limits and the drift check's limits file: every override and its version",
     ),
     call(
         DYNAMO,
@@ -556,6 +561,15 @@ pub const CALL_SITES: &[CallSite] = &[
         &[Operator],
         &[on(CountersTable, &[DynamoDbScan])],
         "audit of every scope",
+    ),
+    // The drift check's comparison with the limits file (`LimitsFileUri`).
+    call(
+        DRIFT_LIMITS,
+        "read_file",
+        "get_object",
+        &[DriftCheck],
+        &[on(LimitsFile, &[S3GetObject])],
+        "the limits file the overrides are compared with, that one object",
     ),
     // The drift check's cursor and last run.
     call(
@@ -1179,6 +1193,11 @@ impl OperatorScope {
             IamRoles => format!("arn:{p}:iam::{a}:role/*"),
             IamUsers => format!("arn:{p}:iam::{a}:user/*"),
             Everything => "*".to_owned(),
+            // Its object is a parameter's value, which an operator scope
+            // does not know: the policies leave it out
+            // (`policies::policy_of`); only the drift check's role, in the
+            // template, reads it.
+            LimitsFile => unreachable!("no policy of an operator scope names the limits file"),
         }
     }
 }

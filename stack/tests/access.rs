@@ -441,7 +441,8 @@ fn each_function_role_grants_exactly_what_its_code_and_its_mappings_use() {
     for component in Component::FUNCTIONS {
         let (role_id, _) = component.role_and_log_group().unwrap();
         let role = role(&t, role_id);
-        for mode in [KEEP_POINTER, KEEP_PAYLOAD] {
+        // Each template condition a role's grants hang on, alone.
+        for mode in [KEEP_POINTER, KEEP_PAYLOAD, logical::LIMITS_FILE_SET] {
             let needed = rendered_needs(component, mode);
             let allowed = allowed_under(&role, mode);
             for (grant, why) in &needed {
