@@ -1247,4 +1247,39 @@ mod tests {
         }
         assert!(needs.iter().any(|n| n.action == SqsSendMessage && n.on == Dlq1));
     }
+
+    /// `limits plan|apply|export`: the Scan of every override, the
+    /// conditioned writes and their read-back, each changed scope's usage
+    /// (a Query of its counters), on the counters table; the drift check's
+    /// limits file is never the operator's.
+    #[test]
+    fn the_operator_policy_covers_the_limits_commands() {
+        let policy = operator_policy(&scope());
+        let statements = policy["Statement"].as_array().unwrap();
+        let counters = statements
+            .iter()
+            .find(|s| s["Sid"] == "CountersTable")
+            .expect("a CountersTable statement");
+        assert_eq!(
+            counters["Resource"],
+            json!(["arn:aws:dynamodb:eu-west-1:123456789012:table/hc-counters"])
+        );
+        let actions = counters["Action"].as_array().unwrap();
+        for action in [
+            "dynamodb:Scan",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:GetItem",
+            "dynamodb:Query",
+        ] {
+            assert!(actions.contains(&json!(action)), "{action}: {actions:?}");
+        }
+        assert!(statements.iter().all(|s| s["Sid"] != "LimitsFile"));
+        let drift_check: Vec<Need> = needs(Component::DriftCheck).into_iter().map(|(n, _)| n).collect();
+        assert!(
+            drift_check
+                .iter()
+                .any(|n| n.action == S3GetObject && n.on == LimitsFile && n.when == Some(logical::LIMITS_FILE_SET))
+        );
+    }
 }
