@@ -11,6 +11,7 @@
 use std::fmt;
 
 use aws_sdk_s3::Client;
+use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use hybrid_counter::audit::drift::DriftStore;
 use hybrid_counter::config::ENV_LIMITS_FILE_URI;
@@ -74,7 +75,15 @@ pub async fn read_file(s3: &Client, uri: &LimitsFileUri) -> Result<LimitsFile, L
         .key(&uri.key)
         .send()
         .await
-        .map_err(|e| unreadable(DisplayErrorContext(&e).to_string()))?;
+        .map_err(|e| {
+            // The service's code and message (`AccessDenied: ...`), not the
+            // whole raw response; the full chain when there is no answer.
+            unreadable(match (e.code(), e.message()) {
+                (Some(code), Some(message)) => format!("{code}: {message}"),
+                (Some(code), None) => code.to_owned(),
+                _ => DisplayErrorContext(&e).to_string(),
+            })
+        })?;
     let bytes = object
         .body
         .collect()
