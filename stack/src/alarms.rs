@@ -435,34 +435,10 @@ fn add_loss_alarms(t: &mut Template) {
     }
 }
 
-fn add_drift_alarm(t: &mut Template) {
-    t.resource(
-        logical::DRIFT_ALARM,
-        AlarmSpec {
-            name_suffix: "drift".to_owned(),
-            description: "The scheduled drift check found scopes whose counters disagree with their items. Run \
-                          `counterctl status` for the last check, then `counterctl audit --repair` (for the \
-                          scopes it names, or all). The alarm notifies only on ALARM: it returns to OK when no \
-                          check ran in the hour, which is not a repair."
-                .to_owned(),
-            namespace: NAMESPACE,
-            metric: Metric::DriftedScopes.name(),
-            dimension: (DIMENSION_STACK, Expr::reference(AWS_STACK_NAME)),
-            statistic: Statistic::Maximum,
-            period: DRIFT_PERIOD,
-            evaluation_periods: 1,
-            threshold: 0.into(),
-            comparison: ComparisonOperator::GreaterThanThreshold,
-            notify_ok: false,
-        }
-        .build(),
-    );
-}
-
-/// The drift check's comparison with the limits file: overrides that
-/// differ, and a comparison that could not be made; both only with a file.
-fn add_limits_alarms(t: &mut Template) {
-    let alarm = |name_suffix: &str, description: &str, metric: Metric| AlarmSpec {
+/// An alarm of the drift check: any data point above 0 in the hour, to
+/// the topic on `ALARM` only (no check in the hour is not a repair).
+fn drift_check_alarm(name_suffix: &str, description: &str, metric: Metric) -> AlarmSpec {
+    AlarmSpec {
         name_suffix: name_suffix.to_owned(),
         description: description.to_owned(),
         namespace: NAMESPACE,
@@ -474,11 +450,31 @@ fn add_limits_alarms(t: &mut Template) {
         threshold: 0.into(),
         comparison: ComparisonOperator::GreaterThanThreshold,
         notify_ok: false,
-    };
+    }
+}
+
+fn add_drift_alarm(t: &mut Template) {
+    t.resource(
+        logical::DRIFT_ALARM,
+        drift_check_alarm(
+            "drift",
+            "The scheduled drift check found scopes whose counters disagree with their items. Run \
+             `counterctl status` for the last check, then `counterctl audit --repair` (for the scopes it \
+             names, or all). The alarm notifies only on ALARM: it returns to OK when no check ran in the \
+             hour, which is not a repair.",
+            Metric::DriftedScopes,
+        )
+        .build(),
+    );
+}
+
+/// The drift check's comparison with the limits file: overrides that
+/// differ, and a comparison that could not be made; both only with a file.
+fn add_limits_alarms(t: &mut Template) {
     t.resource(
         logical::LIMITS_DRIFT_ALARM,
         Resource::from(
-            alarm(
+            drift_check_alarm(
                 "limits-drift",
                 "Limit overrides differ from the limits file (LimitsFileUri): changed outside it (`counterctl \
                  limit set`), not in it, or a scope under a prefix entry without its override. The drift \
@@ -493,7 +489,7 @@ fn add_limits_alarms(t: &mut Template) {
     t.resource(
         logical::LIMITS_FILE_ALARM,
         Resource::from(
-            alarm(
+            drift_check_alarm(
                 "limits-file",
                 "The drift check could not compare the overrides with the limits file (LimitsFileUri): the \
                  object is missing or not readable by the function's role (both read AccessDenied), or the \

@@ -146,20 +146,20 @@ mod tests {
         move |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned())
     }
 
+    /// An S3 client whose requests `rules` answer (any order, no retries).
     fn s3(rules: &[&Rule]) -> aws_sdk_s3::Client {
-        let mut interceptor = MockResponseInterceptor::new().rule_mode(RuleMode::MatchAny);
-        for rule in rules {
-            interceptor = interceptor.with_rule(rule);
-        }
-        aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::Config::builder()
-                .with_test_defaults()
-                .region(aws_sdk_s3::config::Region::new("us-east-1"))
-                .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
-                .http_client(create_mock_http_client())
-                .interceptor(interceptor)
-                .build(),
-        )
+        let interceptor = rules.iter().fold(
+            MockResponseInterceptor::new().rule_mode(RuleMode::MatchAny),
+            |interceptor, rule| interceptor.with_rule(rule),
+        );
+        let config = aws_sdk_s3::Config::builder()
+            .with_test_defaults()
+            .region(aws_sdk_s3::config::Region::new("us-east-1"))
+            .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
+            .http_client(create_mock_http_client())
+            .interceptor(interceptor)
+            .build();
+        aws_sdk_s3::Client::from_conf(config)
     }
 
     /// GetObject of the configured object only, answering `body`.
