@@ -43,8 +43,10 @@ use hybrid_counter::keys::KIT_STATE_SCOPE;
 
 use Action::*;
 
-/// Who makes a call: one of the deployed functions (with its role), or the
-/// operator running `counterctl` (a person or CI, with the operator policy).
+/// Who makes a call: one of the deployed functions (with its role), the
+/// operator running `counterctl` (a person or CI, with the operator
+/// policy), or a CI job that only plans limits (`counterctl limits
+/// plan|export`, with the read-only policy).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Component {
     StreamCounter,
@@ -52,6 +54,8 @@ pub enum Component {
     Api,
     DriftCheck,
     Operator,
+    /// `counterctl limits plan|export` only: reads, never a write.
+    LimitsPlanner,
 }
 
 impl Component {
@@ -71,6 +75,7 @@ impl Component {
             Component::Api => "api",
             Component::DriftCheck => "drift-check",
             Component::Operator => "counterctl",
+            Component::LimitsPlanner => "counterctl limits plan",
         }
     }
 
@@ -81,7 +86,7 @@ impl Component {
             Component::DlqReprocessor => Some((logical::DLQ_REPROCESSOR_ROLE, logical::DLQ_REPROCESSOR_LOG_GROUP)),
             Component::Api => Some((logical::API_ROLE, logical::API_LOG_GROUP)),
             Component::DriftCheck => Some((logical::DRIFT_CHECK_ROLE, logical::DRIFT_CHECK_LOG_GROUP)),
-            Component::Operator => None,
+            Component::Operator | Component::LimitsPlanner => None,
         }
     }
 }
@@ -351,7 +356,7 @@ pub struct CallSite {
     pub why: &'static str,
 }
 
-use Component::{Api, DlqReprocessor, DriftCheck, Operator, StreamCounter};
+use Component::{Api, DlqReprocessor, DriftCheck, LimitsPlanner, Operator, StreamCounter};
 use Target::*;
 
 const DYNAMO: &str = "aws/src/dynamo.rs";
@@ -492,9 +497,9 @@ pub const CALL_SITES: &[CallSite] = &[
         DYNAMO,
         "counter_items",
         "query",
-        &[Api, DriftCheck, Operator],
+        &[Api, DriftCheck, Operator, LimitsPlanner],
         &[on(CountersTable, &[DynamoDbQuery])],
-        "every counter of a scope, one Query (admission, audit)",
+        "every counter of a scope, one Query (admission, audit, limits plan's usage)",
     ),
     call(
         DYNAMO,
@@ -526,7 +531,7 @@ pub const CALL_SITES: &[CallSite] = &[
         LIMITS,
         "scan_limits",
         "scan",
-        &[DriftCheck, Operator],
+        &[DriftCheck, Operator, LimitsPlanner],
         &[on(CountersTable, &[DynamoDbScan])],
         "limits plan|export, status --limits and the drift check's limits file: every override and its version",
     ),
@@ -779,7 +784,7 @@ pub const CALL_SITES: &[CallSite] = &[
         CFN,
         "describe",
         "describe_stacks",
-        &[Operator],
+        &[Operator, LimitsPlanner],
         &[on(Stack, &[CloudFormationDescribeStacks])],
         "every command reads the stack's outputs",
     ),
@@ -1280,6 +1285,40 @@ mod tests {
             drift_check
                 .iter()
                 .any(|n| n.action == S3GetObject && n.on == LimitsFile && n.when == Some(logical::LIMITS_FILE_SET))
+        );
+    }
+
+    /// The CI plan job's policy reads the stack and the counters table
+    /// and writes nothing.
+    #[test]
+    fn the_limits_plan_policy_reads_the_stack_and_the_counters_table_only() {
+        let policy = crate::policies::limits_plan_policy(&scope());
+        let statements: Vec<(String, Value, Value)> = policy["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["Sid"].as_str().unwrap().to_owned(),
+                    s["Action"].clone(),
+                    s["Resource"].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            statements,
+            vec![
+                (
+                    "CountersTable".to_owned(),
+                    json!(["dynamodb:Query", "dynamodb:Scan"]),
+                    json!(["arn:aws:dynamodb:eu-west-1:123456789012:table/hc-counters"]),
+                ),
+                (
+                    "Stack".to_owned(),
+                    json!(["cloudformation:DescribeStacks"]),
+                    json!(["arn:aws:cloudformation:eu-west-1:123456789012:stack/hybrid-counter/*"]),
+                ),
+            ]
         );
     }
 }

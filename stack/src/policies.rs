@@ -22,6 +22,14 @@ pub fn operator_policy(scope: &OperatorScope) -> Value {
     policy_of(&[Component::Operator], scope)
 }
 
+/// The read-only policy of a CI job that runs `counterctl limits plan`
+/// (and `limits export`) against the stack of `scope` on each pull request:
+/// the stack's outputs, the Scan of the overrides and a Query of each
+/// changed scope's counters. Nothing it grants writes.
+pub fn limits_plan_policy(scope: &OperatorScope) -> Value {
+    policy_of(&[Component::LimitsPlanner], scope)
+}
+
 /// One statement per target: every action the call sites of `components`
 /// need there, on the stack of `scope`, with the target's condition. The
 /// limits file is left out: its object is a parameter's value (any bucket),

@@ -405,3 +405,56 @@ async fn the_drift_check_compares_the_overrides_with_the_limits_file_in_s3() {
     // ListBucket, not a missing grant.
     emulator.take_denials();
 }
+
+/// The CI plan job's role, with exactly `counterctl policy limits-plan`
+/// (IAM enforced): plan and export work, apply is denied and writes
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ci_role_with_the_limits_plan_policy_plans_and_exports_and_cannot_apply() {
+    let (emulator, ctl, config) = crate::deployed().await;
+    let sdk = emulator.sdk_config().await;
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
+    store
+        .set_limit(&scope("acme"), Some(7), hybrid_counter::now_millis())
+        .await
+        .unwrap();
+    let stack_scope = ctl.scope("hybrid-counter").await;
+    let ci = e2e::iam::role_credentials(
+        &sdk,
+        &stack_scope.account,
+        "hc-limits-plan",
+        "/",
+        &stack::policies::limits_plan_policy(&stack_scope),
+        "limits-plan",
+    )
+    .await;
+    let dir = workdir();
+    let file = path(&dir, "limits.yaml");
+    std::fs::write(&file, "overrides:\n  - {scope: acme, limit: 5}\n").unwrap();
+
+    let planned = ctl.run_as(&ci, &["limits", "plan", &file]).await.unwrap();
+    assert_eq!(planned.exit_code(), exit::FAILED, "{planned}");
+    assert_eq!(
+        changes(&planned),
+        vec![("acme".to_owned(), Kind::Changed, Some(7), Some(5))]
+    );
+    let exported = ctl
+        .run_as(&ci, &["limits", "export", "--out", &path(&dir, "export.yaml")])
+        .await
+        .unwrap();
+    assert!(matches!(exported, Report::LimitsExport(_)), "{exported}");
+    assert_eq!(
+        emulator.take_denials(),
+        Vec::<String>::new(),
+        "plan and export need nothing more"
+    );
+
+    let applied = ctl.run_as(&ci, &["limits", "apply", &file]).await;
+    assert!(
+        applied.as_ref().map_or(true, |r| r.exit_code() != exit::SUCCESS),
+        "{applied:?}"
+    );
+    assert!(!emulator.take_denials().is_empty(), "apply's write is denied");
+    let table = store.scan_limits(&[]).await.unwrap();
+    assert_eq!(table.overrides["acme"].limit, 7, "nothing written");
+}
