@@ -151,7 +151,7 @@ impl Target {
             Target::Dlq2 => Some(arn(logical::DLQ2)),
             Target::FailedBatchBucket => Some(arn(logical::FAILED_BATCH_BUCKET)),
             Target::FailedBatchObjects => Some(Expr::sub(format!("${{{}.Arn}}/*", logical::FAILED_BATCH_BUCKET))),
-            Target::LimitsFile => Some(crate::drift_check::limits_file_arn()),
+            Target::LimitsFile => Some(limits_file_arn()),
             Target::OwnLogGroup => component.role_and_log_group().map(|(_, group)| arn(group)),
             Target::IamRoles => Some(scope_callers("role")),
             Target::IamUsers => Some(scope_callers("user")),
@@ -184,6 +184,21 @@ pub fn scope_callers(kind: &str) -> Expr {
         "arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:{kind}${{{}}}*",
         crate::params::SCOPE_CALLER_PATH
     ))
+}
+
+/// The limits file's object as an ARN, `arn:<partition>:s3:::<bucket>/<key>`
+/// from `LimitsFileUri`'s `s3://<bucket>/<key>` (only meaningful under
+/// [`logical::LIMITS_FILE_SET`]).
+pub fn limits_file_arn() -> Expr {
+    Expr::join(
+        "",
+        vec![
+            "arn:".into(),
+            Expr::reference(crate::expr::AWS_PARTITION),
+            ":s3:::".into(),
+            Expr::select(1, Expr::split("s3://", Expr::reference(crate::params::LIMITS_FILE_URI))),
+        ],
+    )
 }
 
 /// An SDK operation and the IAM actions that authorize it.

@@ -172,20 +172,6 @@ fn environment() -> Vec<(&'static str, Expr)> {
     ]
 }
 
-/// The limits file's object as an ARN: `arn:<partition>:s3:::<bucket>/<key>`
-/// from `s3://<bucket>/<key>` (only meaningful under [`LIMITS_FILE_SET`]).
-pub fn limits_file_arn() -> Expr {
-    Expr::join(
-        "",
-        vec![
-            "arn:".into(),
-            Expr::reference(crate::expr::AWS_PARTITION),
-            ":s3:::".into(),
-            Expr::select(1, Expr::split("s3://", Expr::reference(params::LIMITS_FILE_URI))),
-        ],
-    )
-}
-
 /// With a limits file: GetObject on that one object, nothing else of its
 /// bucket (a missing object then reads AccessDenied, as the function's
 /// error says).
@@ -196,7 +182,7 @@ fn limits_file_policies() -> Vec<InlinePolicy> {
             vec![Statement::allow(
                 "ReadLimitsFile",
                 &[Action::S3GetObject],
-                vec![limits_file_arn()],
+                vec![crate::access::limits_file_arn()],
             )],
         )
         .only_if(LIMITS_FILE_SET),

@@ -9,10 +9,10 @@ use std::path::Path;
 
 pub use hybrid_counter::limits::drift::LimitsDrift;
 
-use super::file::LimitsFile;
 use super::plan;
 use super::table::Limits;
 use crate::commands::Context;
+use hybrid_counter::limits::file::LimitsFile;
 
 /// Compares the table with `file`; a failed read is reported, not raised,
 /// so the rest of `status` still prints.

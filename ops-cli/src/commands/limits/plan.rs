@@ -12,9 +12,9 @@ use futures_util::future::join_all;
 use hybrid_counter::Counter;
 pub use hybrid_counter::limits::diff::{Change, DefaultLimit, Kind, diff};
 
-use super::file::{Limit, LimitsFile};
 use super::table::{CONCURRENCY, Limits, store_error};
 use crate::error::{Error, Result};
+use hybrid_counter::limits::file::{Limit, LimitsFile};
 
 /// A plan: what `limits apply` writes, and what it checks first. Written
 /// by `--out` and read back by `limits apply --plan`.
