@@ -86,7 +86,7 @@ pub async fn handle_drift_check<S: DriftStore>(
     let watch = CostWatch::start(store);
     let mut metrics = Metrics::from_env();
     let limits = match &settings.limits_file {
-        Some(uri) => Some(limits::check(s3, store, uri, config.default_limit.unwrap_or_default()).await),
+        Some(uri) => Some(limits::check(s3, store, uri, config.default_limit).await),
         None => None,
     };
     if let Some(drift) = &limits {

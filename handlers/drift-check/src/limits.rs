@@ -95,19 +95,20 @@ pub async fn read_file(s3: &Client, uri: &LimitsFileUri) -> Result<LimitsFile, L
 }
 
 /// The changes the file would make to the table's overrides, and the
-/// default limits (deployed, and as the file says).
+/// default limits (deployed, and as the file says; not compared when the
+/// deployed one is unknown: `None`).
 pub async fn compare<S: DriftStore>(
     s3: &Client,
     store: &S,
     uri: &str,
-    deployed_default: u64,
+    deployed_default: Option<u64>,
 ) -> Result<(Vec<Change>, DefaultLimit), LimitsError> {
     let uri = LimitsFileUri::parse(uri)?;
     let file = read_file(s3, &uri).await?;
     let table = store.limit_overrides(&file.prefixes()).await?;
     let default_limit = DefaultLimit {
-        deployed: deployed_default,
-        file: file.default_limit.map(|l| l.get()),
+        deployed: deployed_default.unwrap_or_default(),
+        file: deployed_default.and(file.default_limit.map(|l| l.get())),
     };
     Ok((diff(&file, &table), default_limit))
 }
@@ -115,7 +116,7 @@ pub async fn compare<S: DriftStore>(
 /// Compares the table with the file at `uri` and logs what differs, one
 /// line per scope; a failure is logged as an error and returned in the
 /// drift's `error`, never raised.
-pub async fn check<S: DriftStore>(s3: &Client, store: &S, uri: &str, deployed_default: u64) -> LimitsDrift {
+pub async fn check<S: DriftStore>(s3: &Client, store: &S, uri: &str, deployed_default: Option<u64>) -> LimitsDrift {
     match compare(s3, store, uri, deployed_default).await {
         Ok((changes, default_limit)) => {
             for c in &changes {
@@ -151,5 +152,31 @@ pub fn add_metrics(metrics: &mut Metrics, drift: &LimitsDrift) {
     if !failed {
         let drifted = drift.scopes() + usize::from(drift.default_limit.is_some());
         metrics.add(Metric::LimitsDrifted, drifted as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_s3_uri_names_a_bucket_and_a_key_and_anything_else_is_refused_by_name() {
+        let uri = LimitsFileUri::parse("s3://ops-config/hc/prod/limits.yaml").unwrap();
+        assert_eq!(
+            (uri.bucket.as_str(), uri.key.as_str()),
+            ("ops-config", "hc/prod/limits.yaml")
+        );
+        assert_eq!(uri.to_string(), "s3://ops-config/hc/prod/limits.yaml");
+        for bad in [
+            "",
+            "ops-config/limits.yaml",
+            "s3://ops-config",
+            "s3://ops-config/",
+            "s3:///limits.yaml",
+        ] {
+            let err = LimitsFileUri::parse(bad).unwrap_err();
+            assert!(matches!(err, LimitsError::BadUri(_)), "{bad:?}: {err}");
+            assert!(err.to_string().contains(ENV_LIMITS_FILE_URI), "{err}");
+        }
     }
 }
