@@ -1,6 +1,7 @@
 //! The drift check's own DynamoDB requests, on [`DynamoStore`]
 //! ([`DriftStore`]): a keys-only Scan of the counters table, page by page
-//! from a cursor, and the check's state item in the counters table's
+//! from a cursor, the limit overrides (`scan_limits`, as `counterctl
+//! limits` reads them), and the check's state item in the counters table's
 //! reserved partition ([`keys::KIT_STATE_SCOPE`], which no scope can name).
 //! The state is a JSON document in one attribute beside a `version`
 //! number, written conditioned on the version read, so two overlapping
@@ -13,6 +14,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use hybrid_counter::audit::drift::{CounterKey, DriftCheckState, DriftStore, ScanPage};
 use hybrid_counter::error::StoreError;
 use hybrid_counter::keys;
+use hybrid_counter::limits::LimitTable;
 
 use crate::DynamoStore;
 
@@ -84,6 +86,10 @@ impl DriftStore for DynamoStore {
             _ => None,
         };
         Ok(ScanPage { keys: keys_read, next })
+    }
+
+    async fn limit_overrides(&self, prefixes: &[String]) -> Result<LimitTable, StoreError> {
+        self.scan_limits(prefixes).await
     }
 
     async fn drift_state(&self) -> Result<Option<DriftCheckState>, StoreError> {

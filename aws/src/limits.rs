@@ -10,7 +10,7 @@
 //! could not tell that apart from no change.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
@@ -25,25 +25,7 @@ use hybrid_counter::keys;
 
 use crate::dynamo::{DynamoStore, counter_key, n, s};
 
-/// One scope's override as read: its limit, the `version` and the write
-/// token (`rev`) it was read at (`None`: written before tokens were).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct LimitItem {
-    pub limit: u64,
-    #[serde(default)]
-    pub version: u64,
-    #[serde(default)]
-    pub rev: Option<String>,
-}
-
-/// What one Scan of the counters table found.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LimitTable {
-    /// Every override, by scope.
-    pub overrides: BTreeMap<String, LimitItem>,
-    /// Every scope with an item under one of the prefixes asked for.
-    pub prefixed_scopes: BTreeSet<String>,
-}
+pub use hybrid_counter::limits::{LimitItem, LimitTable};
 
 /// What a write expects to find, so a change made since it was planned is
 /// refused instead of overwritten.
@@ -356,6 +338,7 @@ mod tests {
     //! condition, through an intercepted client.
 
     use aws_sdk_dynamodb::Client;
+    use std::collections::{BTreeMap, BTreeSet};
     use std::sync::{Arc, Mutex};
 
     use aws_sdk_dynamodb::operation::delete_item::DeleteItemOutput;

@@ -38,6 +38,10 @@ pub const ENV_DRIFT_CHECK_BUDGET: &str = "DRIFT_CHECK_BUDGET";
 /// rule runs it on (the stack's `DriftCheckSchedule`; empty: off). The
 /// function only reports it; the local runner plays it.
 pub const ENV_DRIFT_CHECK_SCHEDULE: &str = "DRIFT_CHECK_SCHEDULE";
+/// Environment variable of the drift check: the limits file it compares
+/// the overrides with, `s3://bucket/key` (the stack's `LimitsFileUri`;
+/// empty: no comparison).
+pub const ENV_LIMITS_FILE_URI: &str = "LIMITS_FILE_URI";
 
 /// How the request path admits a create (DESIGN §5).
 ///

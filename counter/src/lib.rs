@@ -17,7 +17,9 @@
 //! build. [`request`] is the API's request path, [`stream`] decodes Lambda
 //! stream records and plans (pure) and runs the writes that keep the
 //! eventual counter exact, [`audit`] compares the counters with the items
-//! and repairs them; [`sequence`] gives gapless per-scope numbers. All of them run against a [`store::Store`], a trait
+//! and repairs them; [`sequence`] gives gapless per-scope numbers;
+//! [`limits`] is the reviewed limits file and its diff with the table's
+//! overrides (feature `limits-file`: counterctl and the drift check). All of them run against a [`store::Store`], a trait
 //! small enough for an in-memory double ([`memory`], feature
 //! `test-util`). [`metrics`] builds the kit's CloudWatch metrics as
 //! embedded-metric-format documents (the handlers print them). The DynamoDB implementation, the Streams API reader and
@@ -33,6 +35,7 @@ pub mod error;
 pub mod ids;
 pub mod items;
 pub mod keys;
+pub mod limits;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 pub mod metrics;

@@ -94,6 +94,8 @@ pub enum Op {
     ScanCounterKeys,
     /// Reading or writing the drift check's state item.
     DriftState,
+    /// The Scan of every limit override (the drift check's limits file).
+    ScanLimits,
 }
 
 /// What an injected fault does to the next call of its operation.
@@ -1671,6 +1673,37 @@ impl crate::audit::drift::DriftStore for MemoryStore {
                 .collect();
             let next = (keys.len() == limit).then(|| keys.last().cloned()).flatten();
             Ok(ScanPage { keys, next })
+        })
+    }
+
+    /// Every override, as written by [`MemoryStore::set_limit`] (version 1,
+    /// no write token), and the scopes with a counter under `prefixes`.
+    async fn limit_overrides(&self, prefixes: &[String]) -> Result<crate::limits::LimitTable, StoreError> {
+        use crate::limits::{LimitItem, LimitTable};
+        self.call(Op::ScanLimits, &[], |t, _| {
+            let under = |scope: &str| prefixes.iter().any(|p| scope.starts_with(p.as_str()));
+            Ok(LimitTable {
+                overrides: t
+                    .limits
+                    .iter()
+                    .map(|(scope, limit)| {
+                        let item = LimitItem {
+                            limit: *limit,
+                            version: 1,
+                            rev: None,
+                        };
+                        (scope.clone(), item)
+                    })
+                    .collect(),
+                prefixed_scopes: t
+                    .counters
+                    .keys()
+                    .map(|(scope, _)| scope)
+                    .chain(t.limits.keys())
+                    .filter(|scope| under(scope))
+                    .cloned()
+                    .collect(),
+            })
         })
     }
 

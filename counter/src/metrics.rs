@@ -72,6 +72,14 @@ pub enum Metric {
     /// Scopes the scheduled drift check found drifted; the drift alarm
     /// watches it.
     DriftedScopes,
+    /// Scopes whose limit override differs from the limits file the drift
+    /// check compares with (`LimitsFileUri`), plus one when the deployed
+    /// default limit does; the limits-drift alarm watches it.
+    LimitsDrifted,
+    /// 1 when the drift check could not compare with the limits file (a
+    /// missing, unreadable or invalid file, a failed Scan), 0 when it did;
+    /// the limits-file alarm watches it.
+    LimitsFileErrors,
     /// Requests DynamoDB throttled (as the kit saw them, after the SDK's
     /// own retries where they are on). Published twice: the total per
     /// stack, and per [`throttle::DIMENSION`] in documents of their own
@@ -81,7 +89,7 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric, in the order of the dashboard.
-    pub const ALL: [Metric; 10] = [
+    pub const ALL: [Metric; 12] = [
         Metric::EventsCounted,
         Metric::Transactions,
         Metric::Conflicts,
@@ -91,6 +99,8 @@ impl Metric {
         Metric::Replays,
         Metric::PermanentFailures,
         Metric::DriftedScopes,
+        Metric::LimitsDrifted,
+        Metric::LimitsFileErrors,
         Metric::Throttles,
     ];
 
@@ -106,6 +116,8 @@ impl Metric {
             Metric::Replays => "Replays",
             Metric::PermanentFailures => "PermanentFailures",
             Metric::DriftedScopes => "DriftedScopes",
+            Metric::LimitsDrifted => "LimitsDrifted",
+            Metric::LimitsFileErrors => "LimitsFileErrors",
             Metric::Throttles => "Throttles",
         }
     }

@@ -166,6 +166,10 @@ pub enum PolicyCommand {
     /// The identity policy of an API caller: lambda:InvokeFunctionUrl and lambda:InvokeFunction on the
     /// api function, the second only through the function URL (lambda:InvokedViaFunctionUrl).
     Caller(OperatorPolicyArgs),
+    /// The read-only policy of a CI job that runs `limits plan` (or `limits export`) on each pull
+    /// request: cloudformation:DescribeStacks on the stack, dynamodb:Scan and dynamodb:Query on the
+    /// counters table. Nothing it grants writes; `limits apply` needs `policy operator`.
+    LimitsPlan(OperatorPolicyArgs),
     /// The permissions policy of a CloudFormation service role for this stack (`deploy --role-arn`):
     /// what CloudFormation's handlers call for each resource type of the template, on the stack's
     /// names, creating roles only with the boundary hck-boundary-<stack>. With --trust, the role's

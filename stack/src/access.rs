@@ -43,8 +43,10 @@ use hybrid_counter::keys::KIT_STATE_SCOPE;
 
 use Action::*;
 
-/// Who makes a call: one of the deployed functions (with its role), or the
-/// operator running `counterctl` (a person or CI, with the operator policy).
+/// Who makes a call: one of the deployed functions (with its role), the
+/// operator running `counterctl` (a person or CI, with the operator
+/// policy), or a CI job that only plans limits (`counterctl limits
+/// plan|export`, with the read-only policy).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Component {
     StreamCounter,
@@ -52,6 +54,8 @@ pub enum Component {
     Api,
     DriftCheck,
     Operator,
+    /// `counterctl limits plan|export` only: reads, never a write.
+    LimitsPlanner,
 }
 
 impl Component {
@@ -71,6 +75,7 @@ impl Component {
             Component::Api => "api",
             Component::DriftCheck => "drift-check",
             Component::Operator => "counterctl",
+            Component::LimitsPlanner => "counterctl limits plan",
         }
     }
 
@@ -81,7 +86,7 @@ impl Component {
             Component::DlqReprocessor => Some((logical::DLQ_REPROCESSOR_ROLE, logical::DLQ_REPROCESSOR_LOG_GROUP)),
             Component::Api => Some((logical::API_ROLE, logical::API_LOG_GROUP)),
             Component::DriftCheck => Some((logical::DRIFT_CHECK_ROLE, logical::DRIFT_CHECK_LOG_GROUP)),
-            Component::Operator => None,
+            Component::Operator | Component::LimitsPlanner => None,
         }
     }
 }
@@ -101,6 +106,8 @@ pub enum Target {
     FailedBatchBucket,
     /// Its objects (`payload` only).
     FailedBatchObjects,
+    /// The limits file's object (`LimitsFileUri`, only when set).
+    LimitsFile,
     /// The calling function's own log group.
     OwnLogGroup,
     /// The CloudFormation stack (its change sets are authorized on it).
@@ -127,6 +134,7 @@ impl Target {
         match self {
             Target::FailedBatchBucket | Target::FailedBatchObjects => Some(KEEP_PAYLOAD),
             Target::IamRoles | Target::IamUsers => Some(crate::params::SCOPE_BY_TAG),
+            Target::LimitsFile => Some(logical::LIMITS_FILE_SET),
             _ => None,
         }
     }
@@ -143,6 +151,7 @@ impl Target {
             Target::Dlq2 => Some(arn(logical::DLQ2)),
             Target::FailedBatchBucket => Some(arn(logical::FAILED_BATCH_BUCKET)),
             Target::FailedBatchObjects => Some(Expr::sub(format!("${{{}.Arn}}/*", logical::FAILED_BATCH_BUCKET))),
+            Target::LimitsFile => Some(limits_file_arn()),
             Target::OwnLogGroup => component.role_and_log_group().map(|(_, group)| arn(group)),
             Target::IamRoles => Some(scope_callers("role")),
             Target::IamUsers => Some(scope_callers("user")),
@@ -175,6 +184,21 @@ pub fn scope_callers(kind: &str) -> Expr {
         "arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:{kind}${{{}}}*",
         crate::params::SCOPE_CALLER_PATH
     ))
+}
+
+/// The limits file's object as an ARN, `arn:<partition>:s3:::<bucket>/<key>`
+/// from `LimitsFileUri`'s `s3://<bucket>/<key>` (only meaningful under
+/// [`logical::LIMITS_FILE_SET`]).
+pub fn limits_file_arn() -> Expr {
+    Expr::join(
+        "",
+        vec![
+            "arn:".into(),
+            Expr::reference(crate::expr::AWS_PARTITION),
+            ":s3:::".into(),
+            Expr::select(1, Expr::split("s3://", Expr::reference(crate::params::LIMITS_FILE_URI))),
+        ],
+    )
 }
 
 /// An SDK operation and the IAM actions that authorize it.
@@ -347,7 +371,7 @@ pub struct CallSite {
     pub why: &'static str,
 }
 
-use Component::{Api, DlqReprocessor, DriftCheck, Operator, StreamCounter};
+use Component::{Api, DlqReprocessor, DriftCheck, LimitsPlanner, Operator, StreamCounter};
 use Target::*;
 
 const DYNAMO: &str = "aws/src/dynamo.rs";
@@ -365,6 +389,7 @@ const DESTROY: &str = "ops-cli/src/commands/deploy/destroy.rs";
 const REPLICAS: &str = "ops-cli/src/commands/replicas.rs";
 const MOVE_TASK: &str = "ops-cli/src/commands/redrive/move_task.rs";
 const SCOPE_AUTH: &str = "handlers/api/src/scope_auth.rs";
+const DRIFT_LIMITS: &str = "handlers/drift-check/src/limits.rs";
 
 const fn call(
     file: &'static str,
@@ -487,9 +512,9 @@ pub const CALL_SITES: &[CallSite] = &[
         DYNAMO,
         "counter_items",
         "query",
-        &[Api, DriftCheck, Operator],
+        &[Api, DriftCheck, Operator, LimitsPlanner],
         &[on(CountersTable, &[DynamoDbQuery])],
-        "every counter of a scope, one Query (admission, audit)",
+        "every counter of a scope, one Query (admission, audit, limits plan's usage)",
     ),
     call(
         DYNAMO,
@@ -521,9 +546,9 @@ pub const CALL_SITES: &[CallSite] = &[
         LIMITS,
         "scan_limits",
         "scan",
-        &[Operator],
+        &[DriftCheck, Operator, LimitsPlanner],
         &[on(CountersTable, &[DynamoDbScan])],
-        "limits plan|export: every override and its version",
+        "limits plan|export, status --limits and the drift check's limits file: every override and its version",
     ),
     call(
         DYNAMO,
@@ -556,6 +581,15 @@ pub const CALL_SITES: &[CallSite] = &[
         &[Operator],
         &[on(CountersTable, &[DynamoDbScan])],
         "audit of every scope",
+    ),
+    // The drift check's comparison with the limits file (`LimitsFileUri`).
+    call(
+        DRIFT_LIMITS,
+        "read_file",
+        "get_object",
+        &[DriftCheck],
+        &[on(LimitsFile, &[S3GetObject])],
+        "the limits file the overrides are compared with, that one object",
     ),
     // The drift check's cursor and last run.
     call(
@@ -765,7 +799,7 @@ pub const CALL_SITES: &[CallSite] = &[
         CFN,
         "describe",
         "describe_stacks",
-        &[Operator],
+        &[Operator, LimitsPlanner],
         &[on(Stack, &[CloudFormationDescribeStacks])],
         "every command reads the stack's outputs",
     ),
@@ -1179,6 +1213,11 @@ impl OperatorScope {
             IamRoles => format!("arn:{p}:iam::{a}:role/*"),
             IamUsers => format!("arn:{p}:iam::{a}:user/*"),
             Everything => "*".to_owned(),
+            // Its object is a parameter's value, which an operator scope
+            // does not know: the policies leave it out
+            // (`policies::policy_of`); only the drift check's role, in the
+            // template, reads it.
+            LimitsFile => unreachable!("no policy of an operator scope names the limits file"),
         }
     }
 }
@@ -1227,5 +1266,74 @@ mod tests {
             assert!(needs.iter().any(|n| n.action == action && n.on == Dlq2), "{action:?}");
         }
         assert!(needs.iter().any(|n| n.action == SqsSendMessage && n.on == Dlq1));
+    }
+
+    /// `limits plan|apply|export`: the Scan of every override, the
+    /// conditioned writes and their read-back, each changed scope's usage
+    /// (a Query of its counters), on the counters table; the drift check's
+    /// limits file is never the operator's.
+    #[test]
+    fn the_operator_policy_covers_the_limits_commands() {
+        let policy = operator_policy(&scope());
+        let statements = policy["Statement"].as_array().unwrap();
+        let counters = statements
+            .iter()
+            .find(|s| s["Sid"] == "CountersTable")
+            .expect("a CountersTable statement");
+        assert_eq!(
+            counters["Resource"],
+            json!(["arn:aws:dynamodb:eu-west-1:123456789012:table/hc-counters"])
+        );
+        let actions = counters["Action"].as_array().unwrap();
+        for action in [
+            "dynamodb:Scan",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:GetItem",
+            "dynamodb:Query",
+        ] {
+            assert!(actions.contains(&json!(action)), "{action}: {actions:?}");
+        }
+        assert!(statements.iter().all(|s| s["Sid"] != "LimitsFile"));
+        let drift_check: Vec<Need> = needs(Component::DriftCheck).into_iter().map(|(n, _)| n).collect();
+        assert!(
+            drift_check
+                .iter()
+                .any(|n| n.action == S3GetObject && n.on == LimitsFile && n.when == Some(logical::LIMITS_FILE_SET))
+        );
+    }
+
+    /// The CI plan job's policy reads the stack and the counters table
+    /// and writes nothing.
+    #[test]
+    fn the_limits_plan_policy_reads_the_stack_and_the_counters_table_only() {
+        let policy = crate::policies::limits_plan_policy(&scope());
+        let statements: Vec<(String, Value, Value)> = policy["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["Sid"].as_str().unwrap().to_owned(),
+                    s["Action"].clone(),
+                    s["Resource"].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            statements,
+            vec![
+                (
+                    "CountersTable".to_owned(),
+                    json!(["dynamodb:Query", "dynamodb:Scan"]),
+                    json!(["arn:aws:dynamodb:eu-west-1:123456789012:table/hc-counters"]),
+                ),
+                (
+                    "Stack".to_owned(),
+                    json!(["cloudformation:DescribeStacks"]),
+                    json!(["arn:aws:cloudformation:eu-west-1:123456789012:stack/hybrid-counter/*"]),
+                ),
+            ]
+        );
     }
 }

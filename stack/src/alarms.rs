@@ -12,10 +12,15 @@
 //! | `stream-dropped-events` | the stream mapping dropped records (`DroppedEventCount`) |
 //! | `stream-on-failure-delivery` | Lambda could not deliver a failed batch's record to the on-failure destination |
 //! | `drift` | the scheduled drift check found scopes whose counters drifted |
+//! | `limits-drift` | overrides differ from the limits file (`LimitsFileUri` set only) |
+//! | `limits-file` | the drift check could not read, parse or compare the limits file (`LimitsFileUri` set only) |
 //!
 //! Every alarm notifies the topic on `ALARM`, and on `OK` too except the
-//! drift alarm: it goes back to `OK` when no check ran in its period, which
-//! is not a repair. Idle is healthy, so missing data never breaches.
+//! drift check's: they go back to `OK` when no check ran in their period,
+//! which is not a repair. Idle is healthy, so missing data never breaches.
+//! The two limits alarms exist only under [`LIMITS_FILE_SET`], so the
+//! dashboard, whose body names every alarm unconditionally, leaves them out
+//! (it shows their metrics).
 
 use serde_json::{Value, json};
 
@@ -25,6 +30,7 @@ use hybrid_counter::metrics::{
 };
 
 use crate::expr::{AWS_STACK_NAME, Expr};
+use crate::logical::LIMITS_FILE_SET;
 use crate::resources::cloudwatch::{Alarm, ComparisonOperator, Dashboard, Dimension, Statistic, TreatMissingData};
 use crate::resources::kms::{Key, KeyPolicy, KeyPrincipal, KeyStatement, KeyTag};
 use crate::resources::sns::{Protocol, Subscription, Topic};
@@ -61,6 +67,7 @@ pub fn add(t: &mut Template, functions: &[Watched]) {
     add_pipeline_alarms(t);
     add_loss_alarms(t);
     add_drift_alarm(t);
+    add_limits_alarms(t);
     add_dashboard(t, functions);
     t.output(
         crate::outputs::DROPPED_EVENTS_ALARM_NAME,
@@ -428,31 +435,75 @@ fn add_loss_alarms(t: &mut Template) {
     }
 }
 
+/// An alarm of the drift check: any data point above 0 in the hour, to
+/// the topic on `ALARM` only (no check in the hour is not a repair).
+fn drift_check_alarm(name_suffix: &str, description: &str, metric: Metric) -> AlarmSpec {
+    AlarmSpec {
+        name_suffix: name_suffix.to_owned(),
+        description: description.to_owned(),
+        namespace: NAMESPACE,
+        metric: metric.name(),
+        dimension: (DIMENSION_STACK, Expr::reference(AWS_STACK_NAME)),
+        statistic: Statistic::Maximum,
+        period: DRIFT_PERIOD,
+        evaluation_periods: 1,
+        threshold: 0.into(),
+        comparison: ComparisonOperator::GreaterThanThreshold,
+        notify_ok: false,
+    }
+}
+
 fn add_drift_alarm(t: &mut Template) {
     t.resource(
         logical::DRIFT_ALARM,
-        AlarmSpec {
-            name_suffix: "drift".to_owned(),
-            description: "The scheduled drift check found scopes whose counters disagree with their items. Run \
-                          `counterctl status` for the last check, then `counterctl audit --repair` (for the \
-                          scopes it names, or all). The alarm notifies only on ALARM: it returns to OK when no \
-                          check ran in the hour, which is not a repair."
-                .to_owned(),
-            namespace: NAMESPACE,
-            metric: Metric::DriftedScopes.name(),
-            dimension: (DIMENSION_STACK, Expr::reference(AWS_STACK_NAME)),
-            statistic: Statistic::Maximum,
-            period: DRIFT_PERIOD,
-            evaluation_periods: 1,
-            threshold: 0.into(),
-            comparison: ComparisonOperator::GreaterThanThreshold,
-            notify_ok: false,
-        }
+        drift_check_alarm(
+            "drift",
+            "The scheduled drift check found scopes whose counters disagree with their items. Run \
+             `counterctl status` for the last check, then `counterctl audit --repair` (for the scopes it \
+             names, or all). The alarm notifies only on ALARM: it returns to OK when no check ran in the \
+             hour, which is not a repair.",
+            Metric::DriftedScopes,
+        )
         .build(),
     );
 }
 
-/// Every alarm's logical id, the function alarms first.
+/// The drift check's comparison with the limits file: overrides that
+/// differ, and a comparison that could not be made; both only with a file.
+fn add_limits_alarms(t: &mut Template) {
+    t.resource(
+        logical::LIMITS_DRIFT_ALARM,
+        Resource::from(
+            drift_check_alarm(
+                "limits-drift",
+                "Limit overrides differ from the limits file (LimitsFileUri): changed outside it (`counterctl \
+                 limit set`), not in it, or a scope under a prefix entry without its override. The drift \
+                 check's log names each scope; run `counterctl limits plan FILE` and apply the file, or \
+                 change the file. The alarm notifies only on ALARM.",
+                Metric::LimitsDrifted,
+            )
+            .build(),
+        )
+        .only_if(LIMITS_FILE_SET),
+    );
+    t.resource(
+        logical::LIMITS_FILE_ALARM,
+        Resource::from(
+            drift_check_alarm(
+                "limits-file",
+                "The drift check could not compare the overrides with the limits file (LimitsFileUri): the \
+                 object is missing or not readable by the function's role (both read AccessDenied), or the \
+                 file is invalid. Its log says which, with the line and column; the counters' drift check \
+                 runs all the same. The alarm notifies only on ALARM.",
+                Metric::LimitsFileErrors,
+            )
+            .build(),
+        )
+        .only_if(LIMITS_FILE_SET),
+    );
+}
+
+/// Every unconditioned alarm's logical id, the function alarms first.
 pub fn alarm_ids(functions: &[Watched]) -> Vec<String> {
     let mut ids: Vec<String> = functions
         .iter()
@@ -538,7 +589,12 @@ pub fn dashboard_body(functions: &[Watched]) -> Value {
             widget(
                 "Swallowed best-effort writes, drifted scopes",
                 12, 10, "Sum",
-                kit_metrics(&[Metric::SwallowedBestEffortWrites, Metric::DriftedScopes]),
+                kit_metrics(&[
+                    Metric::SwallowedBestEffortWrites,
+                    Metric::DriftedScopes,
+                    Metric::LimitsDrifted,
+                    Metric::LimitsFileErrors,
+                ]),
             ),
             widget("Function errors", 0, 16, "Sum", per_function("Errors")),
             widget("Function throttles", 12, 16, "Sum", per_function("Throttles")),

@@ -17,13 +17,14 @@
 //! name. It cannot write a counter or a resource item.
 
 use hybrid_counter::audit::drift::DEFAULT_BUDGET;
-use hybrid_counter::config::{ENV_DRIFT_CHECK_BUDGET, ENV_DRIFT_CHECK_SCHEDULE};
+use hybrid_counter::config::{ENV_DRIFT_CHECK_BUDGET, ENV_DRIFT_CHECK_SCHEDULE, ENV_LIMITS_FILE_URI};
 use hybrid_counter::keys;
 
 use crate::expr::Expr;
 use crate::kit::{FunctionSpec, add_function, arn, code_key};
+use crate::logical::LIMITS_FILE_SET;
 use crate::resources::events::{RetryPolicy, Rule, RuleState, Target};
-use crate::resources::iam::{Action, Statement};
+use crate::resources::iam::{Action, InlinePolicy, Statement};
 use crate::resources::lambda::{Permission, PermissionAction};
 use crate::template::{LiveChange, Parameter, Resource, Template};
 use crate::{logical, outputs, params};
@@ -31,6 +32,11 @@ use crate::{logical, outputs, params};
 /// Seconds a run may take. The default budget reads in seconds; the rest is
 /// room for throttled reads and larger budgets.
 pub const DRIFT_CHECK_TIMEOUT: u32 = 300;
+
+/// What `LimitsFileUri` accepts: empty, or `s3://` and a bucket name (3 to
+/// 63 lowercase letters, digits, dots and hyphens) and a key without `*`
+/// or `?`, which would make the role's grant a wildcard.
+pub const LIMITS_FILE_URI_PATTERN: &str = "^$|^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[^*?]+$";
 
 /// A delivery EventBridge could not make is dropped after this long: by
 /// then the next tick is due.
@@ -50,7 +56,7 @@ pub(crate) const SPEC: FunctionSpec = FunctionSpec {
     ec_shards: true,
     permanent_failures: false,
     permissions,
-    conditional_policies: Vec::new,
+    conditional_policies: limits_file_policies,
     environment,
 };
 
@@ -91,10 +97,34 @@ pub fn add(t: &mut Template) {
             "Applies from the next run, which resumes from the recorded cursor.",
         ),
     );
+    t.parameter(
+        params::LIMITS_FILE_URI,
+        Parameter::string(
+            "The reviewed limits file (docs/limits.schema.json) the drift check compares the per-scope \
+             limit overrides with, as s3://bucket/key. Empty (the default): no comparison.",
+        )
+        .default_string("")
+        .length(0, 1024)
+        .pattern(
+            LIMITS_FILE_URI_PATTERN,
+            "empty, or s3://bucket/key (a key without * or ?)",
+        )
+        .effect(
+            "LIMITS_FILE_URI of the drift-check function, s3:GetObject on that one object for its role, and \
+             the limits-drift and limits-file alarms (all only when not empty).",
+            LiveChange::Safe,
+            "Applies from the next drift-check run; the object is read at every run, so a new version of \
+             the file needs no deploy.",
+        ),
+    );
     t.parameter(params::DRIFT_CHECK_CODE_KEY, code_key("drift check"));
     t.condition(
         logical::DRIFT_CHECK_ENABLED,
         Expr::negate(Expr::equals(Expr::reference(params::DRIFT_CHECK_SCHEDULE), "".into())),
+    );
+    t.condition(
+        LIMITS_FILE_SET,
+        Expr::negate(Expr::equals(Expr::reference(params::LIMITS_FILE_URI), "".into())),
     );
     add_function(t, &SPEC);
     t.resource(
@@ -137,6 +167,25 @@ fn environment() -> Vec<(&'static str, Expr)> {
         (ENV_DRIFT_CHECK_BUDGET, Expr::reference(params::DRIFT_CHECK_READ_BUDGET)),
         // Reported by the function and played by the local runner.
         (ENV_DRIFT_CHECK_SCHEDULE, Expr::reference(params::DRIFT_CHECK_SCHEDULE)),
+        // Empty when unset: the function then makes no comparison.
+        (ENV_LIMITS_FILE_URI, Expr::reference(params::LIMITS_FILE_URI)),
+    ]
+}
+
+/// With a limits file: GetObject on that one object, nothing else of its
+/// bucket (a missing object then reads AccessDenied, as the function's
+/// error says).
+fn limits_file_policies() -> Vec<InlinePolicy> {
+    vec![
+        InlinePolicy::new(
+            "limits-file",
+            vec![Statement::allow(
+                "ReadLimitsFile",
+                &[Action::S3GetObject],
+                vec![crate::access::limits_file_arn()],
+            )],
+        )
+        .only_if(LIMITS_FILE_SET),
     ]
 }
 
@@ -257,5 +306,58 @@ mod tests {
         ] {
             assert!(variables.get(name).is_some(), "{name}: {variables}");
         }
+    }
+
+    #[test]
+    fn a_limits_file_is_off_by_default_and_its_uri_must_name_one_object() {
+        let t = rendered();
+        let parameter = &t["Parameters"][params::LIMITS_FILE_URI];
+        assert_eq!(parameter["Default"], json!(""));
+        assert_eq!(
+            t["Conditions"][LIMITS_FILE_SET],
+            json!({"Fn::Not": [{"Fn::Equals": [{"Ref": params::LIMITS_FILE_URI}, ""]}]})
+        );
+        let pattern = regex::Regex::new(parameter["AllowedPattern"].as_str().unwrap()).unwrap();
+        for good in ["", "s3://ops-config/limits/prod.yaml", "s3://a.b-c/limits.yaml"] {
+            assert!(pattern.is_match(good), "{good:?}");
+        }
+        for bad in [
+            "ops-config/limits.yaml",
+            "s3://ops-config",
+            "s3://ops-config/",
+            "s3://Ops/limits.yaml",
+            "s3://ops-config/*",
+            "s3://ops-config/limits?.yaml",
+            "https://ops-config.s3.amazonaws.com/limits.yaml",
+        ] {
+            assert!(!pattern.is_match(bad), "{bad:?}");
+        }
+        let variables = &t["Resources"][logical::DRIFT_CHECK_FUNCTION]["Properties"]["Environment"]["Variables"];
+        assert_eq!(variables[ENV_LIMITS_FILE_URI], json!({"Ref": params::LIMITS_FILE_URI}));
+    }
+
+    #[test]
+    fn the_role_reads_the_limits_file_object_alone_and_only_when_set() {
+        let t = rendered();
+        let policies = t["Resources"][logical::DRIFT_CHECK_ROLE]["Properties"]["Policies"]
+            .as_array()
+            .unwrap();
+        let reads: Vec<&Value> = policies.iter().filter(|p| p.to_string().contains("s3:")).collect();
+        assert_eq!(reads.len(), 1, "{policies:#?}");
+        let policy = &reads[0]["Fn::If"];
+        assert_eq!(policy[0], json!(LIMITS_FILE_SET));
+        assert_eq!(policy[2], json!({"Ref": "AWS::NoValue"}));
+        let statements = policy[1]["PolicyDocument"]["Statement"].as_array().unwrap();
+        assert_eq!(statements.len(), 1);
+        assert_eq!(statements[0]["Action"], json!(["s3:GetObject"]));
+        assert_eq!(
+            statements[0]["Resource"],
+            json!([{"Fn::Join": ["", [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":s3:::",
+                {"Fn::Select": ["1", {"Fn::Split": ["s3://", {"Ref": params::LIMITS_FILE_URI}]}]},
+            ]]}])
+        );
     }
 }

@@ -9,6 +9,8 @@ use serde::ser::{SerializeMap, Serializer};
 
 /// The pseudo parameter with the stack's name.
 pub const AWS_STACK_NAME: &str = "AWS::StackName";
+/// The pseudo parameter with the partition (`aws`, `aws-cn`, ...).
+pub const AWS_PARTITION: &str = "AWS::Partition";
 
 /// A literal scalar.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

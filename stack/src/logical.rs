@@ -30,6 +30,8 @@ pub const DRIFT_CHECK_PERMISSION: &str = "DriftCheckPermission";
 
 /// Condition: `DriftCheckSchedule` is not empty.
 pub const DRIFT_CHECK_ENABLED: &str = "DriftCheckEnabled";
+/// Condition: a limits file (`LimitsFileUri`) is set for the drift check.
+pub const LIMITS_FILE_SET: &str = "LimitsFileSet";
 
 pub const STREAM_MAPPING: &str = "StreamMapping";
 pub const DLQ1_MAPPING: &str = "Dlq1Mapping";
@@ -38,6 +40,10 @@ pub const DLQ2_NOT_EMPTY_ALARM: &str = "Dlq2NotEmptyAlarm";
 pub const ITERATOR_AGE_ALARM: &str = "IteratorAgeAlarm";
 pub const DLQ1_AGE_ALARM: &str = "Dlq1OldestMessageAlarm";
 pub const DRIFT_ALARM: &str = "DriftAlarm";
+/// Only with a limits file: overrides differ from it.
+pub const LIMITS_DRIFT_ALARM: &str = "LimitsDriftAlarm";
+/// Only with a limits file: the drift check could not compare with it.
+pub const LIMITS_FILE_ALARM: &str = "LimitsFileAlarm";
 /// The stream mapping dropped records without an on-failure record.
 pub const STREAM_DROPPED_EVENTS_ALARM: &str = "StreamDroppedEventsAlarm";
 /// Lambda failed to deliver the stream mapping's on-failure records.

@@ -9,7 +9,7 @@ pub const DEFAULT_LIMIT: &str = "DefaultLimit";
 /// The largest [`DEFAULT_LIMIT`] (its MaxValue), and the largest override
 /// `counterctl limit set` and a limits file accept: one maximum, so every
 /// override can be exported to a file and read back.
-pub const MAX_LIMIT: u64 = 1_000_000_000;
+pub const MAX_LIMIT: u64 = hybrid_counter::limits::MAX_LIMIT;
 /// Stream event source mapping: records per batch.
 pub const STREAM_BATCH_SIZE: &str = "StreamBatchSize";
 /// Stream event source mapping: concurrent batches per shard.
@@ -64,6 +64,9 @@ pub const DRIFT_CHECK_SCHEDULE: &str = "DriftCheckSchedule";
 pub const DRIFT_CHECK_READ_BUDGET: &str = "DriftCheckReadBudget";
 /// S3 key of the drift check zip.
 pub const DRIFT_CHECK_CODE_KEY: &str = "DriftCheckCodeKey";
+/// The limits file the drift check compares the overrides with
+/// (`s3://bucket/key`); empty: no comparison.
+pub const LIMITS_FILE_URI: &str = "LimitsFileUri";
 
 /// Only for the embedded emulator: an AWS principal that may also assume
 /// the functions' roles, so the local runner runs each function with its
@@ -103,7 +106,7 @@ pub const CONTRIBUTOR_INSIGHTS: &str = "ContributorInsights";
 pub const ROLE_PERMISSIONS_BOUNDARY_ARN: &str = "RolePermissionsBoundaryArn";
 
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 39] = [
+pub const ALL: [&str; 40] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -132,6 +135,7 @@ pub const ALL: [&str; 39] = [
     DRIFT_CHECK_SCHEDULE,
     DRIFT_CHECK_READ_BUDGET,
     DRIFT_CHECK_CODE_KEY,
+    LIMITS_FILE_URI,
     EMULATOR_ROLE_ASSUMER,
     ROLE_PERMISSIONS_BOUNDARY_ARN,
     RESOURCES_TABLE_WARM_READ,

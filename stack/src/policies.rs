@@ -22,12 +22,27 @@ pub fn operator_policy(scope: &OperatorScope) -> Value {
     policy_of(&[Component::Operator], scope)
 }
 
+/// The read-only policy of a CI job that runs `counterctl limits plan`
+/// (and `limits export`) against the stack of `scope` on each pull request:
+/// the stack's outputs, the Scan of the overrides and a Query of each
+/// changed scope's counters. Nothing it grants writes.
+pub fn limits_plan_policy(scope: &OperatorScope) -> Value {
+    policy_of(&[Component::LimitsPlanner], scope)
+}
+
 /// One statement per target: every action the call sites of `components`
-/// need there, on the stack of `scope`, with the target's condition.
+/// need there, on the stack of `scope`, with the target's condition. The
+/// limits file is left out: its object is a parameter's value (any bucket),
+/// which `scope` does not know, and a boundary allowing every object would
+/// be no boundary; under a permissions boundary, the administrator adds
+/// that one object to it (docs/operations.md).
 pub(crate) fn policy_of(components: &[Component], scope: &OperatorScope) -> Value {
     let mut by_target: BTreeMap<Target, BTreeSet<&'static str>> = BTreeMap::new();
     for component in components {
-        for (need, _) in needs(*component) {
+        for (need, _) in needs(*component)
+            .into_iter()
+            .filter(|(n, _)| n.on != Target::LimitsFile)
+        {
             by_target.entry(need.on).or_default().insert(need.action.as_str());
         }
     }

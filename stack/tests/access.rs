@@ -52,21 +52,21 @@ fn workspace_root() -> PathBuf {
 }
 
 /// Which components link a source file: a handler crate its function, the
-/// CLI the operator, the `sqs`/`s3` modules of the AWS crate the
+/// CLI the operator (and the limits planner, `counterctl` too), the `sqs`/`s3` modules of the AWS crate the
 /// reprocessor and the operator (cargo features `sqs`, `s3` and `ops`), its
 /// `esm` module the operator (`ops`); everything else of the AWS and core
 /// crates every component.
 fn linked_by(file: &str) -> &'static [Component] {
     use Component::*;
     match file {
-        f if f.starts_with("ops-cli/") => &[Operator],
+        f if f.starts_with("ops-cli/") => &[Operator, LimitsPlanner],
         f if f.starts_with("handlers/stream-counter/") => &[StreamCounter],
         f if f.starts_with("handlers/dlq-reprocessor/") => &[DlqReprocessor],
         f if f.starts_with("handlers/api/") => &[Api],
         f if f.starts_with("handlers/drift-check/") => &[DriftCheck],
-        "aws/src/sqs.rs" | "aws/src/s3.rs" => &[DlqReprocessor, Operator],
-        "aws/src/esm.rs" => &[Operator],
-        _ => &[StreamCounter, DlqReprocessor, Api, DriftCheck, Operator],
+        "aws/src/sqs.rs" | "aws/src/s3.rs" => &[DlqReprocessor, Operator, LimitsPlanner],
+        "aws/src/esm.rs" => &[Operator, LimitsPlanner],
+        _ => &[StreamCounter, DlqReprocessor, Api, DriftCheck, Operator, LimitsPlanner],
     }
 }
 
@@ -441,7 +441,8 @@ fn each_function_role_grants_exactly_what_its_code_and_its_mappings_use() {
     for component in Component::FUNCTIONS {
         let (role_id, _) = component.role_and_log_group().unwrap();
         let role = role(&t, role_id);
-        for mode in [KEEP_POINTER, KEEP_PAYLOAD] {
+        // Each template condition a role's grants hang on, alone.
+        for mode in [KEEP_POINTER, KEEP_PAYLOAD, logical::LIMITS_FILE_SET] {
             let needed = rendered_needs(component, mode);
             let allowed = allowed_under(&role, mode);
             for (grant, why) in &needed {

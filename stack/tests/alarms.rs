@@ -30,13 +30,18 @@ fn functions(t: &Template) -> Vec<&String> {
 }
 
 #[test]
-fn every_alarm_notifies_the_topic_and_all_but_drift_notify_ok() {
+fn every_alarm_notifies_the_topic_and_all_but_the_drift_check_s_notify_ok() {
     let t = stack::template();
     let all = alarms(&t);
     assert!(all.len() >= 10, "{}", all.len());
     for (id, alarm) in all {
         assert_eq!(alarm.alarm_actions, vec![topic_arn()], "{id}");
-        let expected_ok = if id == logical::DRIFT_ALARM {
+        let drift_check = [
+            logical::DRIFT_ALARM,
+            logical::LIMITS_DRIFT_ALARM,
+            logical::LIMITS_FILE_ALARM,
+        ];
+        let expected_ok = if drift_check.contains(&id.as_str()) {
             vec![]
         } else {
             vec![topic_arn()]
@@ -145,6 +150,32 @@ fn each_function_has_an_errors_and_a_throttles_alarm() {
 }
 
 #[test]
+fn the_limits_alarms_exist_only_with_a_limits_file_and_watch_its_metrics() {
+    let t = stack::template();
+    for (id, metric) in [
+        (
+            logical::LIMITS_DRIFT_ALARM,
+            hybrid_counter::metrics::Metric::LimitsDrifted,
+        ),
+        (
+            logical::LIMITS_FILE_ALARM,
+            hybrid_counter::metrics::Metric::LimitsFileErrors,
+        ),
+    ] {
+        let resource = &t.resources[id];
+        assert_eq!(resource.condition.as_deref(), Some(logical::LIMITS_FILE_SET), "{id}");
+        let ResourceKind::Alarm(alarm) = &resource.kind else {
+            panic!("{id} is not an alarm")
+        };
+        assert_eq!(alarm.namespace, hybrid_counter::metrics::NAMESPACE);
+        assert_eq!(alarm.metric_name, metric.name(), "{id}");
+        assert_eq!(alarm.dimensions[0].value, Expr::reference("AWS::StackName"));
+        assert_eq!(alarm.comparison_operator, ComparisonOperator::GreaterThanThreshold);
+        assert_eq!(alarm.threshold, 0.into());
+    }
+}
+
+#[test]
 fn the_drift_alarm_watches_this_stack_s_drifted_scopes() {
     let t = stack::template();
     let ResourceKind::Alarm(alarm) = &t.resources[logical::DRIFT_ALARM].kind else {
@@ -212,7 +243,12 @@ fn the_dashboard_names_only_the_stack_s_resources_and_shows_every_alarm() {
                 .to_owned()
         })
         .collect();
-    let all: BTreeSet<String> = alarms(&t).into_iter().map(|(id, _)| id.clone()).collect();
+    // A conditioned alarm cannot be named by the unconditioned body.
+    let all: BTreeSet<String> = alarms(&t)
+        .into_iter()
+        .filter(|(id, _)| t.resources[id.as_str()].condition.is_none())
+        .map(|(id, _)| id.clone())
+        .collect();
     assert_eq!(shown, all);
     for metric in hybrid_counter::metrics::Metric::ALL {
         assert!(

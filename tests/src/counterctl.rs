@@ -75,13 +75,22 @@ impl Counterctl {
         }
     }
 
-    /// The operator role's credentials for the stack `stack_name` (its
-    /// resources named by the deployed `NamePrefix`, else by the stack name).
+    /// The operator role's credentials for the stack `stack_name`.
     async fn operator(&self, stack_name: &str) -> Credentials {
         let mut operators = self.operators.lock().await;
         if let Some(credentials) = operators.get(stack_name) {
             return credentials.clone();
         }
+        let admin = crate::sdk::sdk_config_for(&self.endpoint).await;
+        let scope = self.scope(stack_name).await;
+        let credentials = crate::iam::operator_credentials(&admin, &scope).await;
+        operators.insert(stack_name.to_owned(), credentials.clone());
+        credentials
+    }
+
+    /// Where the policies of the stack `stack_name` apply (its resources
+    /// named by the deployed `NamePrefix`, else by the stack name).
+    pub async fn scope(&self, stack_name: &str) -> crate::iam::OperatorScope {
         let admin = crate::sdk::sdk_config_for(&self.endpoint).await;
         let name_prefix = aws_sdk_cloudformation::Client::new(&admin)
             .describe_stacks()
@@ -100,7 +109,7 @@ impl Counterctl {
             })
             .unwrap_or_else(|| stack_name.to_ascii_lowercase());
         let account = crate::iam::account(&admin).await;
-        let scope = crate::iam::OperatorScope {
+        crate::iam::OperatorScope {
             partition: "aws".to_owned(),
             region: "us-east-1".to_owned(),
             artifacts_bucket: ops_cli::commands::deploy::package::bucket_name(stack_name, &account, "us-east-1")
@@ -108,10 +117,7 @@ impl Counterctl {
             account,
             stack_name: stack_name.to_owned(),
             name_prefix,
-        };
-        let credentials = crate::iam::operator_credentials(&admin, &scope).await;
-        operators.insert(stack_name.to_owned(), credentials.clone());
-        credentials
+        }
     }
 
     /// `counterctl <args>` with the endpoint and region pinned, so the
@@ -121,12 +127,29 @@ impl Counterctl {
         self.run_observed(args, None).await
     }
 
+    /// [`Self::run`] with another role's keys than the operator's (e.g. a
+    /// CI job's read-only role).
+    pub async fn run_as(&self, credentials: &Credentials, args: &[&str]) -> Result<Report, ops_cli::Error> {
+        Box::pin(self.execute(args, None, Some(credentials.clone()))).await
+    }
+
     /// [`Self::run`]; a `load` among `args` shows each of its calls to
     /// `observer` (e.g. a [`crate::history::History`]).
     pub async fn run_observed(
         &self,
         args: &[&str],
         observer: Option<std::sync::Arc<dyn ops_cli::commands::load::CallObserver>>,
+    ) -> Result<Report, ops_cli::Error> {
+        Box::pin(self.execute(args, observer, None)).await
+    }
+
+    /// `counterctl <args>`, an operator's command with `credentials`, by
+    /// default the operator role's.
+    async fn execute(
+        &self,
+        args: &[&str],
+        observer: Option<std::sync::Arc<dyn ops_cli::commands::load::CallObserver>>,
+        credentials: Option<Credentials>,
     ) -> Result<Report, ops_cli::Error> {
         let mut argv = vec![
             "counterctl",
@@ -152,7 +175,10 @@ impl Counterctl {
         } else {
             // Boxed, as the command below: the SDK calls' futures are large,
             // and a test polls several commands at once on its stack.
-            let credentials = Box::pin(self.operator(&cli.global.stack_name)).await;
+            let credentials = match credentials {
+                Some(credentials) => credentials,
+                None => Box::pin(self.operator(&cli.global.stack_name)).await,
+            };
             std::collections::BTreeMap::from([
                 ("AWS_ACCESS_KEY_ID", credentials.access_key_id().to_owned()),
                 ("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key().to_owned()),

@@ -486,10 +486,16 @@ impl KitFunctions {
         let settings = drift_check::Settings::from_lookup(lookup).map_err(|e| e.to_string())?;
         let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&deployed.sdk), &config);
         let event = lambda_runtime::LambdaEvent::new(payload, lambda_runtime::Context::default());
-        let outcome =
-            drift_check::handle_drift_check(&store, &config, &settings, &hybrid_counter::Clock::system(), event)
-                .await
-                .map_err(|e| e.to_string())?;
+        let outcome = drift_check::handle_drift_check(
+            &store,
+            &s3_client(&deployed.sdk),
+            &config,
+            &settings,
+            &hybrid_counter::Clock::system(),
+            event,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         Ok(serde_json::to_value(outcome).unwrap_or_default())
     }
 

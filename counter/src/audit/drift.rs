@@ -81,7 +81,7 @@ pub struct ScanPage {
 }
 
 /// What the drift check reads and writes beyond [`Store`]: the counters
-/// table's keys, page by page, and its own state item.
+/// table's keys, page by page, its limit overrides, and its own state item.
 pub trait DriftStore: Store {
     /// Up to `limit` counters-table keys after `after` (from the start when
     /// `None`), without the kit's own state partition.
@@ -90,6 +90,14 @@ pub trait DriftStore: Store {
         after: Option<&CounterKey>,
         limit: u32,
     ) -> impl Future<Output = Result<ScanPage, StoreError>> + Send;
+
+    /// Every limit override of the counters table, and the scopes under
+    /// `prefixes` (what a limits file's prefix entries cover): the table's
+    /// side of the limits file's comparison ([`crate::limits`]).
+    fn limit_overrides(
+        &self,
+        prefixes: &[String],
+    ) -> impl Future<Output = Result<crate::limits::LimitTable, StoreError>> + Send;
 
     /// The drift check's state, `None` before its first run.
     fn drift_state(&self) -> impl Future<Output = Result<Option<DriftCheckState>, StoreError>> + Send;

@@ -1,5 +1,6 @@
 //! Lambda entry point of the drift check: reads the configuration (tables,
-//! shards, admission mode, read budget) and builds the DynamoDB store once,
+//! shards, admission mode, read budget, limits file) and builds the
+//! DynamoDB store and the S3 client once,
 //! and hands every scheduled event to [`drift_check::handle_drift_check`].
 
 use drift_check::{Settings, handle_drift_check};
@@ -11,10 +12,17 @@ use lambda_runtime::{Error, service_fn};
 async fn main() -> Result<(), Error> {
     init_tracing();
     let settings = Settings::from_lookup(|name| std::env::var(name).ok())?;
-    let (store, config, _) = store_from_env().await?;
+    let (store, config, sdk) = store_from_env().await?;
+    // Path-style against an endpoint override (the local emulator answers
+    // at one host, not at `<bucket>.<host>`).
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(sdk.endpoint_url().is_some())
+            .build(),
+    );
     let clock = Clock::system();
     lambda_runtime::run(service_fn(|event| {
-        handle_drift_check(&store, &config, &settings, &clock, event)
+        handle_drift_check(&store, &s3, &config, &settings, &clock, event)
     }))
     .await
 }

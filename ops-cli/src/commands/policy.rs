@@ -7,7 +7,7 @@
 
 use stack::access::OperatorScope;
 use stack::boundary::boundary_policy;
-use stack::policies::{caller_policy, operator_policy, operator_policy_with_service_role};
+use stack::policies::{caller_policy, limits_plan_policy, operator_policy, operator_policy_with_service_role};
 use stack::service_role::{service_role_policy, service_role_trust_policy};
 
 use crate::commands::deploy::package;
@@ -39,6 +39,7 @@ pub fn operator(stack_name: &str, options: &OperatorPolicyOptions) -> Result<Gen
         (PolicyKind::Operator, None) => operator_policy(&scope),
         (PolicyKind::Operator, Some(role)) => operator_policy_with_service_role(&scope, role),
         (PolicyKind::Caller, _) => caller_policy(&scope),
+        (PolicyKind::LimitsPlan, _) => limits_plan_policy(&scope),
         (PolicyKind::ServiceRole(ServiceRolePart::Permissions), _) => service_role_policy(&scope),
         (PolicyKind::ServiceRole(ServiceRolePart::Trust), _) => service_role_trust_policy(),
         (PolicyKind::ServiceRole(ServiceRolePart::Boundary), _) => boundary_policy(&scope),
@@ -47,6 +48,7 @@ pub fn operator(stack_name: &str, options: &OperatorPolicyOptions) -> Result<Gen
         what: match options.kind {
             PolicyKind::Operator => "policy operator",
             PolicyKind::Caller => "policy caller",
+            PolicyKind::LimitsPlan => "policy limits-plan",
             PolicyKind::ServiceRole(_) => "policy service-role",
         }
         .to_owned(),
@@ -131,9 +133,11 @@ mod tests {
     }
 
     #[test]
-    fn policy_caller_and_service_role_print_the_stack_models_policies() {
+    fn policy_caller_limits_plan_and_service_role_print_the_stack_models_policies() {
         let caller = printed(&["caller", "--account", "123456789012"]).unwrap();
         assert_eq!(caller, caller_policy(&scope()));
+        let plan = printed(&["limits-plan", "--account", "123456789012"]).unwrap();
+        assert_eq!(plan, limits_plan_policy(&scope()));
         let role = printed(&["service-role", "--account", "123456789012"]).unwrap();
         assert_eq!(role, service_role_policy(&scope()));
         let trust = printed(&["service-role", "--account", "123456789012", "--trust"]).unwrap();
@@ -181,6 +185,7 @@ mod tests {
             ],
             vec!["operator", "--account", "123456789012", "--service-role-arn", "*"],
             vec!["caller", "--account", "123456789012", "--service-role-arn", arn],
+            vec!["limits-plan", "--account", "123456789012", "--service-role-arn", arn],
         ] {
             let err = printed(&args).unwrap_err();
             assert_eq!(err.exit_code(), crate::exit::USAGE, "{args:?}: {err}");

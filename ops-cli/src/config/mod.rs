@@ -140,6 +140,7 @@ impl CommandConfig {
             CommandConfig::OperatorPolicy(options) => match options.kind {
                 PolicyKind::Operator => "policy operator",
                 PolicyKind::Caller => "policy caller",
+                PolicyKind::LimitsPlan => "policy limits-plan",
                 PolicyKind::ServiceRole(_) => "policy service-role",
             },
             CommandConfig::Verify(_) => "verify",
@@ -152,6 +153,8 @@ impl CommandConfig {
 pub enum PolicyKind {
     Operator,
     Caller,
+    /// The read-only policy of a CI job running `limits plan`.
+    LimitsPlan,
     ServiceRole(ServiceRolePart),
 }
 
@@ -329,6 +332,7 @@ impl Config {
                 let (kind, args) = match command {
                     crate::cli::PolicyCommand::Operator(args) => (PolicyKind::Operator, args),
                     crate::cli::PolicyCommand::Caller(args) => (PolicyKind::Caller, args),
+                    crate::cli::PolicyCommand::LimitsPlan(args) => (PolicyKind::LimitsPlan, args),
                     crate::cli::PolicyCommand::ServiceRole(args) => {
                         let part = match (args.trust, args.boundary) {
                             (true, _) => ServiceRolePart::Trust,

@@ -812,11 +812,12 @@ async fn check_function_url(s: &Services, o: &BTreeMap<String, String>) {
 
 /// The resources a deploy with the template's defaults creates: all but
 /// those whose condition is off by default (the email subscription, the
-/// drift check's schedule rule and its permission).
+/// drift check's schedule rule and its permission, the limits alarms).
 pub fn created_by_default(template: &stack::Template) -> BTreeSet<&str> {
     let off = [
         stack::alarms::SUBSCRIBE_ALARM_EMAIL,
         stack::logical::DRIFT_CHECK_ENABLED,
+        stack::logical::LIMITS_FILE_SET,
     ];
     template
         .resources
@@ -912,10 +913,12 @@ async fn deploy_verifies_redeploys_updates_and_destroys_the_stack() {
     );
     assert!(status.failed_batches().contains(&format!("s3://{bucket}")), "{status}");
     assert!(status.queues.iter().all(|q| q.visible == Some(0)), "{status}");
+    // The limits alarms exist only with a LimitsFileUri.
+    let created = created_by_default(&template);
     let alarm_count = template
         .resources
-        .values()
-        .filter(|r| matches!(r.kind, stack::ResourceKind::Alarm(_)))
+        .iter()
+        .filter(|(id, r)| matches!(r.kind, stack::ResourceKind::Alarm(_)) && created.contains(id.as_str()))
         .count();
     assert_eq!(status.alarms.len(), alarm_count, "every alarm of the stack: {status}");
     assert!(

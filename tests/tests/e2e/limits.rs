@@ -2,7 +2,9 @@
 //! overrides, as the operator role (IAM enforced): export adopts the live
 //! table, a plan of an edit is exactly the edit, apply refuses a scope
 //! changed since the plan and a limit below usage without the flag, and a
-//! second plan has nothing left to do.
+//! second plan has nothing left to do. And the scheduled drift check, as
+//! its own role, comparing the overrides with the file kept in S3
+//! (`LimitsFileUri`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -330,4 +332,129 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
     assert!(err.to_string().contains("bad.yaml:3:12"), "{err}");
     assert_eq!(limit("team-0003").await, Some(14));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The drift check as its own role (IAM enforced) with `LimitsFileUri`
+/// set: it reads that one object, reports the override changed outside the
+/// file, and a file that turns invalid or goes missing is a reported error,
+/// not a failed run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drift_check_compares_the_overrides_with_the_limits_file_in_s3() {
+    let (emulator, ctl, config) = crate::deployed().await;
+    let sdk = emulator.sdk_config().await;
+    let s3 = e2e::s3_client(&sdk);
+    let bucket = "hck-e2e-ops-config";
+    let key = "hc/limits.yaml";
+    s3.create_bucket().bucket(bucket).send().await.unwrap();
+    let put = |body: &'static str| {
+        s3.put_object()
+            .bucket(bucket)
+            .key(key)
+            .body(aws_sdk_s3::primitives::ByteStream::from_static(body.as_bytes()))
+            .send()
+    };
+    put("overrides:\n  - {scope: acme, limit: 5}\n  - {scope: globex, limit: 9}\n")
+        .await
+        .unwrap();
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
+    let now = hybrid_counter::now_millis();
+    // `globex` as in the file; `acme` set outside it.
+    store.set_limit(&scope("globex"), Some(9), now).await.unwrap();
+    store.set_limit(&scope("acme"), Some(7), now).await.unwrap();
+
+    let uri = format!("{}=s3://{bucket}/{key}", stack::params::LIMITS_FILE_URI);
+    let outputs = ctl.deploy(&[uri.as_str()]).await.outputs;
+    let function = outputs[stack::outputs::DRIFT_CHECK_FUNCTION].clone();
+    let functions = e2e::KitFunctions::new(&config, &sdk);
+    let run = || async {
+        match functions
+            .invoke(&function, serde_json::json!({"source": "aws.events"}))
+            .await
+        {
+            esm_runner::Invocation::Response(response) => response,
+            other => panic!("the drift check failed: {other:?}"),
+        }
+    };
+
+    let response = run().await;
+    let limits = &response["limits"];
+    assert_eq!(limits["changed"], serde_json::json!(["acme"]), "{response}");
+    assert_eq!(limits["removed"], serde_json::json!([]), "{response}");
+    assert!(limits.get("error").is_none(), "{response}");
+    assert!(response["run"]["scopes_checked"].is_u64(), "{response}");
+
+    // An invalid file: its line and column, and the counters' check ran.
+    put("overrides:\n  - {scope: acme, limit: -1}\n").await.unwrap();
+    let response = run().await;
+    let error = response["limits"]["error"].as_str().unwrap_or_default().to_owned();
+    assert!(error.contains(&format!("s3://{bucket}/{key}:2:")), "{response}");
+    assert!(response["run"]["scopes_checked"].is_u64(), "{response}");
+    assert_eq!(
+        emulator.take_denials(),
+        Vec::<String>::new(),
+        "the role reads its object"
+    );
+
+    // Gone: reported (NoSuchKey, or AccessDenied where the role may not
+    // list the bucket), the run still answers.
+    s3.delete_object().bucket(bucket).key(key).send().await.unwrap();
+    let response = run().await;
+    let error = response["limits"]["error"].as_str().unwrap_or_default().to_owned();
+    assert!(error.contains("cannot read the limits file"), "{response}");
+    // A denial here is the missing object as AWS answers it without
+    // ListBucket, not a missing grant.
+    emulator.take_denials();
+}
+
+/// The CI plan job's role, with exactly `counterctl policy limits-plan`
+/// (IAM enforced): plan and export work, apply is denied and writes
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ci_role_with_the_limits_plan_policy_plans_and_exports_and_cannot_apply() {
+    let (emulator, ctl, config) = crate::deployed().await;
+    let sdk = emulator.sdk_config().await;
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
+    store
+        .set_limit(&scope("acme"), Some(7), hybrid_counter::now_millis())
+        .await
+        .unwrap();
+    let stack_scope = ctl.scope("hybrid-counter").await;
+    let ci = e2e::iam::role_credentials(
+        &sdk,
+        &stack_scope.account,
+        "hc-limits-plan",
+        "/",
+        &stack::policies::limits_plan_policy(&stack_scope),
+        "limits-plan",
+    )
+    .await;
+    let dir = workdir();
+    let file = path(&dir, "limits.yaml");
+    std::fs::write(&file, "overrides:\n  - {scope: acme, limit: 5}\n").unwrap();
+
+    let planned = ctl.run_as(&ci, &["limits", "plan", &file]).await.unwrap();
+    assert_eq!(planned.exit_code(), exit::FAILED, "{planned}");
+    assert_eq!(
+        changes(&planned),
+        vec![("acme".to_owned(), Kind::Changed, Some(7), Some(5))]
+    );
+    let exported = ctl
+        .run_as(&ci, &["limits", "export", "--out", &path(&dir, "export.yaml")])
+        .await
+        .unwrap();
+    assert!(matches!(exported, Report::LimitsExport(_)), "{exported}");
+    assert_eq!(
+        emulator.take_denials(),
+        Vec::<String>::new(),
+        "plan and export need nothing more"
+    );
+
+    let applied = ctl.run_as(&ci, &["limits", "apply", &file]).await;
+    assert!(
+        applied.as_ref().map_or(true, |r| r.exit_code() != exit::SUCCESS),
+        "{applied:?}"
+    );
+    assert!(!emulator.take_denials().is_empty(), "apply's write is denied");
+    let table = store.scan_limits(&[]).await.unwrap();
+    assert_eq!(table.overrides["acme"].limit, 7, "nothing written");
 }

@@ -2,69 +2,17 @@
 //! limits file, as `status` reports it. An override changed outside the
 //! file (a `limit set`), or a scope under a prefix entry that has no
 //! override yet (created after the last apply), is an attention item.
-//! The plan without the usage reads: one Scan.
+//! The plan without the usage reads: one Scan; the comparison itself is
+//! the core's ([`LimitsDrift`]), the scheduled drift check's too.
 
-use std::fmt;
 use std::path::Path;
 
-use serde::Serialize;
+pub use hybrid_counter::limits::drift::LimitsDrift;
 
-use super::file::LimitsFile;
-use super::plan::{self, DefaultLimit, Kind, LimitsPlan};
+use super::plan;
 use super::table::Limits;
 use crate::commands::Context;
-
-/// Scope names listed per kind of difference; the rest are counted.
-const NAMED: usize = 10;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct LimitsDrift {
-    pub file: String,
-    /// Scopes the file gives an override the table lacks (new under a prefix, or cleared).
-    pub added: Vec<String>,
-    /// Scopes whose override differs from the file.
-    pub changed: Vec<String>,
-    /// Overrides the file does not have.
-    pub removed: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub default_limit: Option<DefaultLimit>,
-    /// Why the comparison could not be made.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-impl LimitsDrift {
-    fn of(file: &str, plan: &LimitsPlan) -> Self {
-        let scopes = |kind| -> Vec<String> {
-            plan.changes
-                .iter()
-                .filter(|c| c.kind == kind)
-                .map(|c| c.scope.clone())
-                .collect()
-        };
-        Self {
-            file: file.to_owned(),
-            added: scopes(Kind::Added),
-            changed: scopes(Kind::Changed),
-            removed: scopes(Kind::Removed),
-            default_limit: plan.default_limit.differs().then(|| plan.default_limit.clone()),
-            error: None,
-        }
-    }
-
-    pub fn in_sync(&self) -> bool {
-        self.error.is_none()
-            && self.added.is_empty()
-            && self.changed.is_empty()
-            && self.removed.is_empty()
-            && self.default_limit.is_none()
-    }
-
-    /// The attention item, when the table and the file differ.
-    pub fn attention(&self) -> Option<String> {
-        (!self.in_sync()).then(|| format!("limit overrides: {self}"))
-    }
-}
+use hybrid_counter::limits::file::LimitsFile;
 
 /// Compares the table with `file`; a failed read is reported, not raised,
 /// so the rest of `status` still prints.
@@ -75,135 +23,7 @@ pub async fn check(ctx: &Context<'_>, path: &Path, file: &LimitsFile) -> LimitsD
         plan::read(&limits, file).await
     };
     match planned.await {
-        Ok(plan) => LimitsDrift::of(&name, &plan),
-        Err(e) => LimitsDrift {
-            file: name,
-            added: Vec::new(),
-            changed: Vec::new(),
-            removed: Vec::new(),
-            default_limit: None,
-            error: Some(e.to_string()),
-        },
-    }
-}
-
-fn names(scopes: &[String]) -> String {
-    let mut text = scopes.iter().take(NAMED).cloned().collect::<Vec<_>>().join(", ");
-    if scopes.len() > NAMED {
-        text.push_str(&format!(" and {} more", scopes.len() - NAMED));
-    }
-    text
-}
-
-impl fmt::Display for LimitsDrift {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(error) = &self.error {
-            return write!(f, "could not compare with {}: {error}", self.file);
-        }
-        if self.in_sync() {
-            return write!(f, "as in {}", self.file);
-        }
-        let mut parts = Vec::new();
-        if !self.changed.is_empty() {
-            parts.push(format!("changed outside the file: {}", names(&self.changed)));
-        }
-        if !self.removed.is_empty() {
-            parts.push(format!("not in the file: {}", names(&self.removed)));
-        }
-        if !self.added.is_empty() {
-            parts.push(format!(
-                "missing (new under a prefix, or cleared): {}",
-                names(&self.added)
-            ));
-        }
-        if let Some(default) = &self.default_limit {
-            parts.push(format!(
-                "default limit {} where the file says {}",
-                default.deployed,
-                default.file.unwrap_or_default()
-            ));
-        }
-        write!(
-            f,
-            "differ from {}: {}; run `counterctl limits plan {}`",
-            self.file,
-            parts.join("; "),
-            self.file
-        )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::commands::limits::plan::Change;
-
-    fn change(scope: &str, kind: Kind) -> Change {
-        Change {
-            scope: scope.into(),
-            kind,
-            old: None,
-            new: None,
-            version: None,
-            rev: None,
-            prefix: None,
-            usage: 0,
-            below_usage: false,
-        }
-    }
-
-    fn plan(changes: Vec<Change>, file_default: Option<u64>) -> LimitsPlan {
-        LimitsPlan {
-            stack_name: "hck".into(),
-            counters_table: "t".into(),
-            default_limit: DefaultLimit {
-                deployed: 100,
-                file: file_default,
-            },
-            changes,
-            overrides: 3,
-            prefixed_scopes: 0,
-        }
-    }
-
-    #[test]
-    fn overrides_changed_outside_the_file_are_an_attention_item_naming_them() {
-        let drift = LimitsDrift::of(
-            "limits.yaml",
-            &plan(
-                vec![
-                    change("a", Kind::Changed),
-                    change("late/b", Kind::Added),
-                    change("old", Kind::Removed),
-                ],
-                None,
-            ),
-        );
-        let item = drift.attention().unwrap();
-        assert!(item.starts_with("limit overrides: differ from limits.yaml"), "{item}");
-        assert!(item.contains("changed outside the file: a"), "{item}");
-        assert!(
-            item.contains("missing (new under a prefix, or cleared): late/b"),
-            "{item}"
-        );
-        assert!(item.contains("not in the file: old"), "{item}");
-        assert!(item.ends_with("run `counterctl limits plan limits.yaml`"), "{item}");
-    }
-
-    #[test]
-    fn a_table_as_in_the_file_needs_nothing_and_a_default_difference_does() {
-        let same = LimitsDrift::of("l.yaml", &plan(Vec::new(), Some(100)));
-        assert!(same.attention().is_none());
-        assert_eq!(same.to_string(), "as in l.yaml");
-        let default = LimitsDrift::of("l.yaml", &plan(Vec::new(), Some(200)));
-        assert!(
-            default
-                .attention()
-                .unwrap()
-                .contains("default limit 100 where the file says 200")
-        );
-        let many: Vec<Change> = (0..12).map(|i| change(&format!("s{i:02}"), Kind::Changed)).collect();
-        let text = LimitsDrift::of("l.yaml", &plan(many, None)).to_string();
-        assert!(text.contains("s09 and 2 more"), "{text}");
+        Ok(plan) => LimitsDrift::of(&name, &plan.changes, &plan.default_limit),
+        Err(e) => LimitsDrift::failed(&name, e.to_string()),
     }
 }

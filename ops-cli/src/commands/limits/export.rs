@@ -8,9 +8,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::file::{Limit, LimitsFile, Override, Pattern};
 use super::table::{Limits, store_error, write};
 use crate::error::{Error, Result};
+use hybrid_counter::limits::file::{Limit, LimitsFile, Override, Pattern};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LimitsExportReport {
@@ -92,7 +92,7 @@ impl fmt::Display for LimitsExportReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::limits::file::MAX_LIMIT;
+    use hybrid_counter::limits::MAX_LIMIT;
 
     /// Export -> plan is empty: a scope with `*` in it (or only `*`) is
     /// exported as an exact `scope:`, read back as that scope, never as a

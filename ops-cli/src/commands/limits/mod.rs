@@ -1,6 +1,7 @@
 //! `counterctl limits plan | apply | export`: the per-scope limit
-//! overrides as code. [`file`] is the reviewed YAML file and its checks,
-//! [`plan`] the diff against the table, [`apply`] the writes conditioned
+//! overrides as code. [`file`] is the reviewed YAML file and its checks
+//! (the core's, shared with the scheduled drift check), [`plan`] the diff
+//! against the table, [`apply`] the writes conditioned
 //! on the plan, [`export`] the table as a file, [`table`] the deployed
 //! stack they all work on. The store calls are the
 //! ones `limit set|clear` uses (`hybrid_counter_aws::limits`).
@@ -8,7 +9,7 @@
 pub mod apply;
 pub mod drift;
 pub mod export;
-pub mod file;
+pub use hybrid_counter::limits::file;
 pub mod plan;
 pub mod table;
 

@@ -11,10 +11,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-/// The largest limit a file may set: the `DefaultLimit` parameter's
-/// MaxValue, also the most `limit set` accepts. Anything above is a typo,
-/// not a limit.
-pub const MAX_LIMIT: u64 = stack::params::MAX_LIMIT;
+pub use super::MAX_LIMIT;
 
 /// Why a limits file was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -60,7 +57,7 @@ impl From<Limit> for u64 {
 /// prefix (`prefix: acme/`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Pattern {
-    Exact(hybrid_counter::Scope),
+    Exact(crate::Scope),
     Prefix(String),
 }
 
@@ -75,7 +72,7 @@ impl Pattern {
     }
 
     fn exact(value: &str) -> Result<Self, String> {
-        hybrid_counter::Scope::new(value.to_owned())
+        crate::Scope::new(value.to_owned())
             .map(Pattern::Exact)
             .map_err(|e| format!("invalid scope {value:?}: {e}"))
     }
@@ -85,7 +82,7 @@ impl Pattern {
             return Err("a prefix must not be empty: set default_limit for every scope".into());
         }
         // A prefix is checked as the shortest scope it could match.
-        hybrid_counter::Scope::new(format!("{value}x"))
+        crate::Scope::new(format!("{value}x"))
             .map(|_| Pattern::Prefix(value.to_owned()))
             .map_err(|e| format!("invalid scope prefix {value:?}: {e}"))
     }
@@ -432,7 +429,7 @@ mod tests {
         // The kit's own partition is no scope.
         let kit = format!(
             "overrides:\n  - scope: \"{}\"\n    limit: 2\n",
-            hybrid_counter::keys::KIT_STATE_SCOPE
+            crate::keys::KIT_STATE_SCOPE
         );
         assert!(error(&kit).message.contains("invalid scope"));
         assert!(
