@@ -399,15 +399,15 @@ fn after_the_switch_to_strict_the_raise_is_planned_at_once_and_the_limit_holds_b
 /// best-effort request left), strict admission passes the limit by at most
 /// the documented bound (`in_flight_at_raise`: the strict requests between
 /// their writes from the audit's read to the raise's landing). Too big for
-/// `make test` (limit 2 over 2 shards: 21,574,682 states with snapshot
-/// reads, 126 s; 152,980,450 with torn reads, 1,059 s, in a release build
-/// on 2 shared cores); run by hand with `--release` after any change to
+/// `make test` (limit 2 over 2 shards: 13,109,434 states with snapshot
+/// reads, 110 s; 107,668,028 with torn reads, 528 s, in a release build
+/// on 2 shared cores, at e07babb); run by hand with `--release` after any change to
 /// admission or the raise.
 ///
 /// With quotas that lend the share of a shard read below 0 to the others
 /// ([`Rules::LENDING_SHARES`], before issue 34's review) the run with
-/// snapshot reads breaks it, by 2 for one request in flight (11,451,125
-/// states, 84 s). Best-effort leaves live (1, 0), BE (0, -1) (a delete's
+/// snapshot reads breaks it, by 2 for one request in flight (found after
+/// 11,451,125 states, 84 s). Best-effort leaves live (1, 0), BE (0, -1) (a delete's
 /// `-1` landed on #1, the delete stopped). Switch to strict. A strict
 /// delete soft-deletes the item (live (0, 0), its `-1` in flight: the
 /// bound is 1). The audit reads BE -1 < live 0 and raises by 1 onto #1,
