@@ -296,9 +296,8 @@ impl<S: Store> Counter<S> {
     /// force (the override or the default), on a shard with room under its
     /// quota ([`Layout::quotas`]), trying the others when one is full or
     /// busy. Every reservation is fenced by the read's epoch
-    /// ([`Layout::fences`]) and floored at the read ([`Quota::floor`]): a
-    /// read torn across a raise is read again, and when every shard refused
-    /// the scope is read again: full (no shard with room, the epochs as
+    /// ([`Layout::fences`]): a read torn across a raise is read again, and
+    /// when every shard refused the scope is read again: full (no shard with room, the epochs as
     /// before) is `LimitExceeded`, otherwise the quotas are computed again
     /// from that read (at most [`FENCED_READS`] reads to reserve from, and
     /// one more to tell a full scope from one still moving, which is
@@ -352,8 +351,8 @@ impl<S: Store> Counter<S> {
                 .await;
             match reserved {
                 Ok(shard) => return Ok(shard),
-                // Full, fenced out by a raise since the read, or a shard
-                // gone below its floor: only a new read tells which.
+                // Full, fenced out by a raise since the read, or the
+                // read's quotas are stale: only a new read tells which.
                 Err(StoreError::ConditionFailed) => {
                     let again = self.store.read_counters(scope).await.map_err(store_error)?;
                     let usage = Usage::new(&again, self.default_limit);
@@ -1791,7 +1790,7 @@ mod tests {
         );
     }
 
-    /// Review 1 of the floor (issue 34), 3 shards, limit 4: after a raise
+    /// Issue 34's review, 3 shards, limit 4: after a raise
     /// BE (0, 0, 2) covers 2 live items, and a strict `-1` in flight across
     /// it lands on #0: (-1, 0, 2). Create A reads that and parks: #2 holds
     /// 2, #0 gets nothing of its share, and lending that share to #1 gave

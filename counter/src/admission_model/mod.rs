@@ -100,11 +100,24 @@ const SLOTS: usize = 4;
 /// Concurrent clients.
 const CLIENTS: usize = 3;
 
+/// Which version of strict admission's quotas the clients use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QuotaRule {
+    /// [`Layout::quotas`].
+    Current,
+    /// Before issue 26 ([`legacy::quotas`], not clamped): a shard below 0
+    /// lends what it is below to the others.
+    BeforeIssue26,
+    /// After issue 26, before issue 34's review ([`legacy::quotas`],
+    /// clamped): a shard read below 0 with nothing left of its quota is
+    /// frozen and its share lent to the others.
+    LendingShares,
+}
+
 /// Which quota and correction functions the clients and the audit use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Rules {
-    /// [`legacy::quotas`] instead of [`Layout::quotas`].
-    legacy_quotas: bool,
+    quotas: QuotaRule,
     /// [`legacy::correction_shard`] instead of [`Layout::correction`].
     legacy_correction: bool,
     /// A sharded strict raise held back until the scope is quiet
@@ -113,49 +126,42 @@ struct Rules {
     /// A strict raise set under the versions read, moving no epoch (before
     /// e03c33a), instead of [`Layout::raise`]'s fenced transaction.
     unfenced_raise: bool,
-    /// [`legacy::quotas`] with what shards hold read clamped at 0 (after
-    /// issue 26): a shard read below 0 is frozen once nothing of its quota
-    /// is left, and its share lent to the others (before issue 34's
-    /// review).
-    lend_share_below_zero: bool,
 }
 
 impl Rules {
     /// The crate's own functions.
     const CURRENT: Rules = Rules {
-        legacy_quotas: false,
+        quotas: QuotaRule::Current,
         legacy_correction: false,
         hold_back_raise: false,
         unfenced_raise: false,
-        lend_share_below_zero: false,
     };
     /// Today's functions but the quotas that lend a share below 0.
     const LENDING_SHARES: Rules = Rules {
-        lend_share_below_zero: true,
+        quotas: QuotaRule::LendingShares,
         ..Rules::CURRENT
     };
     /// The functions before issue 26.
     const LEGACY: Rules = Rules {
-        legacy_quotas: true,
+        quotas: QuotaRule::BeforeIssue26,
         legacy_correction: true,
         hold_back_raise: false,
         unfenced_raise: false,
-        lend_share_below_zero: false,
     };
-    /// The raise before e03c33a: held back until quiet, and unfenced.
+    /// The raise before e03c33a (held back until quiet, and unfenced),
+    /// with the quotas of the time.
     const BEFORE_FENCE: Rules = Rules {
-        legacy_quotas: false,
+        quotas: QuotaRule::LendingShares,
         legacy_correction: false,
         hold_back_raise: true,
         unfenced_raise: true,
-        lend_share_below_zero: true,
     };
 
     fn quotas(self, layout: &Layout, items: &BTreeMap<String, i64>, limit: u64) -> Vec<Quota> {
-        if self.legacy_quotas || self.lend_share_below_zero {
-            legacy::quotas(layout, items, limit, self.lend_share_below_zero)
-        } else {
-            layout.quotas(items, limit)
+        match self.quotas {
+            QuotaRule::Current => layout.quotas(items, limit),
+            QuotaRule::BeforeIssue26 => legacy::quotas(layout, items, limit, false),
+            QuotaRule::LendingShares => legacy::quotas(layout, items, limit, true),
         }
     }
 

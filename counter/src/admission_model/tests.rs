@@ -306,7 +306,6 @@ fn the_rules_before_issue_26_let_strict_admission_overshoot() {
     );
     assert!(run.failures.contains(&OVERSHOOT), "{:?}", run.failures);
     let quotas_only = Rules {
-        legacy_quotas: true,
         legacy_correction: false,
         ..Rules::LEGACY
     };

@@ -473,7 +473,9 @@ pub fn runner_problem(tags: Option<&std::collections::HashMap<String, String>>) 
 /// What `status` says of the stream mapping's local runner (on an
 /// emulator; read as `status` reads it, with the operator's rights): a
 /// stale heartbeat, one that cannot invoke the handlers, or none where a
-/// runner is expected (stopped, or never started).
+/// runner is expected (stopped, or never started). Reads every mapping of
+/// the stack (one `GetEventSourceMapping` and one `ListTags` each), since
+/// whether a runner is expected depends on all of them.
 pub async fn stream_runner_problem(
     ctx: &Context<'_>,
     outputs: &std::collections::BTreeMap<String, String>,
