@@ -767,16 +767,8 @@ pub const CALL_SITES: &[CallSite] = &[
         "mapping",
         "list_tags",
         &[Operator],
-        &[on(EventSourceMappings, &[LambdaListTags])],
-        "status: the runner's takeover tag",
-    ),
-    call(
-        STATUS,
-        "runner_problem_of",
-        "list_tags",
-        &[Operator],
         &[on(Functions, &[LambdaListTags])],
-        "status and verify: the local runner's heartbeat tag (emulators only)",
+        "status and verify: the runner's takeover and heartbeat tags on the mapping's function (emulators only)",
     ),
     // CloudWatch and CloudFormation.
     call(

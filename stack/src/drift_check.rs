@@ -35,8 +35,11 @@ pub const DRIFT_CHECK_TIMEOUT: u32 = 300;
 
 /// What `LimitsFileUri` accepts: empty, or `s3://` and a bucket name (3 to
 /// 63 lowercase letters, digits, dots and hyphens) and a key without `*`
-/// or `?`, which would make the role's grant a wildcard.
-pub const LIMITS_FILE_URI_PATTERN: &str = "^$|^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[^*?]+$";
+/// or `?` (which would make the role's grant a wildcard), `$` (an IAM
+/// policy variable), white space (trimmed by the handler, not by the
+/// grant) or `:` (a second `s3://`, on which the template splits): each
+/// of these would make the grant name another object than the one read.
+pub const LIMITS_FILE_URI_PATTERN: &str = "^$|^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[^*?$:\\s]+$";
 
 /// A delivery EventBridge could not make is dropped after this long: by
 /// then the next tick is due.
@@ -101,13 +104,14 @@ pub fn add(t: &mut Template) {
         params::LIMITS_FILE_URI,
         Parameter::string(
             "The reviewed limits file (docs/limits.schema.json) the drift check compares the per-scope \
-             limit overrides with, as s3://bucket/key. Empty (the default): no comparison.",
+             limit overrides with, as s3://bucket/key, the bucket in the stack's region. Read only by \
+             the scheduled drift check: needs DriftCheckSchedule. Empty (the default): no comparison.",
         )
         .default_string("")
         .length(0, 1024)
         .pattern(
             LIMITS_FILE_URI_PATTERN,
-            "empty, or s3://bucket/key (a key without * or ?)",
+            "empty, or s3://bucket/key (a key without *, ?, $, : or white space)",
         )
         .effect(
             "LIMITS_FILE_URI of the drift-check function, s3:GetObject on that one object for its role, and \
@@ -329,6 +333,9 @@ mod tests {
             "s3://ops-config/*",
             "s3://ops-config/limits?.yaml",
             "https://ops-config.s3.amazonaws.com/limits.yaml",
+            "s3://ops-config/x/s3://other/limits.yaml",
+            "s3://ops-config/limits.yaml ",
+            "s3://ops-config/${aws:username}.yaml",
         ] {
             assert!(!pattern.is_match(bad), "{bad:?}");
         }
