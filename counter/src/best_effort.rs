@@ -331,6 +331,17 @@ impl Layout {
         )
     }
 
+    /// Whether a raise has fenced the scope and an active shard is absent
+    /// from `snapshot` (`BeShardCount` grew since): a read may then reserve
+    /// only on the absent shards ([`Layout::fences`]), whose quotas can be
+    /// 0 while the others have room, so creates are refused below the
+    /// limit until a raise of 0 creates them fenced.
+    pub fn absent_since_a_raise(&self, snapshot: &CounterSnapshot) -> bool {
+        let mut names = self.active().map(keys::best_effort_name);
+        let raised = snapshot.best_effort_epochs.values().any(|epoch| *epoch > 0);
+        raised && names.any(|name| !snapshot.best_effort_items.contains_key(&name))
+    }
+
     /// How far the active shards of `items` fall short of the live items
     /// recorded on them (`live`), added up: 0 when every shard covers its
     /// items. After best-effort admission (whose writes may land off their

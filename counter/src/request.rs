@@ -38,7 +38,7 @@ use serde::Serialize;
 use serde_dynamo::Item;
 use tracing::warn;
 
-use crate::best_effort::{Layout, Quota};
+use crate::best_effort::Layout;
 use crate::config::Admission;
 use crate::error::{Error, StoreError};
 use crate::ids::{ResourceId, Scope};
@@ -356,13 +356,15 @@ impl<S: Store> Counter<S> {
                 Err(StoreError::ConditionFailed) => {
                     let again = self.store.read_counters(scope).await.map_err(store_error)?;
                     let usage = Usage::new(&again, self.default_limit);
+                    // Room only on a shard this read may reserve on (after
+                    // a raise and a grown shard count, only the absent).
                     let room = usage.admits_one_more()
                         && (self.layout.fences(&again).as_ref() != Some(&fences)
                             || self
                                 .layout
                                 .quotas(&again.best_effort_items, usage.limit)
                                 .iter()
-                                .any(Quota::has_room));
+                                .any(|q| fences.contains_key(&q.name) && q.has_room()));
                     if !room {
                         return Err(limit_reached(&usage));
                     }
@@ -1673,6 +1675,53 @@ mod tests {
             "the new shards were created fenced"
         );
         assert_eq!((live(&store, "acct"), store.best_effort("acct")), (7, 7));
+    }
+
+    /// Issue 34's second review: after a raise fenced 2 shards, a grown
+    /// `BeShardCount` (3) leaves #2 absent, and a read may reserve only on
+    /// it; under a limit of 2 with one live item #2's quota is 0 (the
+    /// share went to the present shards), so every create is refused
+    /// below the limit, and BE equals live. The audit finds `ShardsAbsent`
+    /// and its raise of 0 creates #2 fenced; creates then go on.
+    #[tokio::test]
+    async fn shards_absent_since_a_raise_are_created_by_the_audit_and_creates_go_on() {
+        let store = std::sync::Arc::new(MemoryStore::new());
+        let s = Scope::new("acct").unwrap();
+        let before = Counter::new(store.clone(), 2).with_best_effort_shards(2).with_seed(1);
+        store.inject(Op::AddBestEffort, Fault::Unavailable);
+        before
+            .create(&s, &ResourceId::new("w0").unwrap(), Item::default(), NOW)
+            .await
+            .unwrap();
+        let strict_audit =
+            |shards| crate::audit::Auditor::new(&*store, Admission::Strict).with_best_effort_shards(shards);
+        let raised = strict_audit(2)
+            .audit_scope(&s, crate::audit::RepairMode::Apply, NOW)
+            .await
+            .unwrap();
+        assert!(raised.repaired, "{raised:?}");
+        let grown = Counter::new(store.clone(), 2)
+            .with_admission(Admission::Strict)
+            .with_best_effort_shards(3)
+            .with_seed(2);
+        let refused = grown
+            .create(&s, &ResourceId::new("n0").unwrap(), Item::default(), NOW)
+            .await;
+        assert!(matches!(refused, Err(Error::LimitExceeded { .. })), "{refused:?}");
+        assert_eq!((live(&store, "acct"), store.best_effort("acct")), (1, 1));
+        let audit = strict_audit(3)
+            .audit_scope(&s, crate::audit::RepairMode::Apply, NOW)
+            .await
+            .unwrap();
+        assert!(
+            audit.findings.contains(&crate::audit::Finding::ShardsAbsent) && audit.repaired,
+            "{audit:?}"
+        );
+        grown
+            .create(&s, &ResourceId::new("n1").unwrap(), Item::default(), NOW)
+            .await
+            .unwrap();
+        assert_eq!((live(&store, "acct"), store.best_effort("acct")), (2, 2));
     }
 
     /// DynamoDB semantics for a zero quota: one throttled decrement sent to

@@ -248,7 +248,9 @@ fn add_parameters(t: &mut Template) {
              window, not only those in flight at the change. Change it when hot scopes are below their limit. \
              In strict admission, growing it back over shards retired before the last raise leaves them at an \
              older epoch: the scope's strict creates answer 503 until `counterctl audit --repair` fences them \
-             (the audit reports MixedEpochs).",
+             (the audit reports MixedEpochs); growing it past the shards of the last raise leaves the new \
+             ones absent, and its strict creates may be refused below the limit until the audit creates \
+             them (ShardsAbsent).",
         ),
     );
     t.parameter(

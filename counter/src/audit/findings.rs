@@ -202,6 +202,8 @@ pub fn strict_shard_findings(layout: Layout, tally: &ScopeTally, snapshot: &Coun
     }
     if layout.fences(snapshot).is_none() {
         out.push(Finding::MixedEpochs);
+    } else if layout.absent_since_a_raise(snapshot) {
+        out.push(Finding::ShardsAbsent);
     }
     out
 }
@@ -242,6 +244,13 @@ pub enum Finding {
     /// strict create of the scope is refused (503) until the audit's raise
     /// fences them again: a defect, repairable at once.
     MixedEpochs,
+    /// Strict admission: a raise fenced the scope and `BeShardCount` grew
+    /// since, so some configured shards do not exist yet; a strict create
+    /// reserves only on those, and is refused below the limit when their
+    /// quotas are 0 (the limit's share taken by the others), until the
+    /// audit's raise of 0 creates them fenced. Expected after the change,
+    /// repairable at once.
+    ShardsAbsent,
 }
 
 impl Finding {
@@ -325,7 +334,7 @@ pub fn plan_repair(counts: &ScopeCounts, findings: &[Finding]) -> Repair {
             | Finding::UnderReserved { .. } => repair.best_effort = i64::try_from(counts.live).ok(),
             // Not a value to set: the audit engine raises the short shards,
             // or fences mixed epochs, with one fenced raise.
-            Finding::ShardsShort { .. } | Finding::MixedEpochs => {}
+            Finding::ShardsShort { .. } | Finding::MixedEpochs | Finding::ShardsAbsent => {}
         }
     }
     repair
@@ -474,9 +483,10 @@ pub fn decide(
     }
     let mut plan = plan_repair_at(&tally.counts, &findings, written, now, grace);
     // Shards left at mixed epochs (a write that does not fence created one
-    // after a raise) refuse every strict read: a raise of 0 fences them all
-    // again.
-    if strict && layout.fences(snapshot).is_none() {
+    // after a raise) refuse every strict read, and shards absent since a
+    // raise take every strict reservation: a raise of 0 fences them all
+    // (creating the absent ones).
+    if strict && (layout.fences(snapshot).is_none() || layout.absent_since_a_raise(snapshot)) {
         // Before a lowering too: the lowering waits for the next run.
         let target = plan.repair.best_effort.unwrap_or(snapshot.best_effort);
         plan.repair.best_effort = Some(target.max(snapshot.best_effort));

@@ -79,6 +79,9 @@ fn finding_text(finding: &Finding) -> String {
         Finding::MixedEpochs => {
             "DRIFT best-effort shards at mixed epochs (strict creates are refused until a raise fences them)".into()
         }
+        Finding::ShardsAbsent => "best-effort shards absent since the last raise (BeShardCount grew: strict \
+                                  creates may be refused below the limit until a raise creates them)"
+            .into(),
     }
 }
 
