@@ -389,7 +389,6 @@ const DESTROY: &str = "ops-cli/src/commands/deploy/destroy.rs";
 const REPLICAS: &str = "ops-cli/src/commands/replicas.rs";
 const MOVE_TASK: &str = "ops-cli/src/commands/redrive/move_task.rs";
 const SCOPE_AUTH: &str = "handlers/api/src/scope_auth.rs";
-const DRIFT_LIMITS: &str = "handlers/drift-check/src/limits.rs";
 
 const fn call(
     file: &'static str,
@@ -584,8 +583,8 @@ pub const CALL_SITES: &[CallSite] = &[
     ),
     // The drift check's comparison with the limits file (`LimitsFileUri`).
     call(
-        DRIFT_LIMITS,
-        "read_file",
+        S3_RS,
+        "get_object_bytes",
         "get_object",
         &[DriftCheck],
         &[on(LimitsFile, &[S3GetObject])],
@@ -693,7 +692,7 @@ pub const CALL_SITES: &[CallSite] = &[
     // S3.
     call(
         S3_RS,
-        "fetch_failed_batch",
+        "get_object_bytes",
         "get_object",
         &[DlqReprocessor, Operator],
         &[
