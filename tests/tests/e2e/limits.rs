@@ -342,7 +342,7 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
 async fn the_drift_check_compares_the_overrides_with_the_limits_file_in_s3() {
     let (emulator, ctl, config) = crate::deployed().await;
     let sdk = emulator.sdk_config().await;
-    let s3 = e2e::s3_client(&sdk);
+    let s3 = hybrid_counter_aws::s3::client(&sdk);
     let bucket = "hck-e2e-ops-config";
     let key = "hc/limits.yaml";
     s3.create_bucket().bucket(bucket).send().await.unwrap();
