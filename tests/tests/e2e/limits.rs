@@ -13,9 +13,9 @@ use std::time::Instant;
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use hybrid_counter::Store;
 use hybrid_counter::keys;
+use hybrid_counter::limits::diff::{Change, Kind};
 use hybrid_counter_aws::DynamoStore;
 use ops_cli::commands::limits::apply::Outcome;
-use ops_cli::commands::limits::plan::{Change, Kind};
 use ops_cli::{Report, exit};
 
 use crate::scope;
@@ -237,7 +237,7 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
     assert!(done.to_string().contains("No changes"), "{done}");
 
     // Every override changed at once: the 1,000-write apply.
-    let mut raised = ops_cli::commands::limits::file::LimitsFile::parse("edited", &edited).unwrap();
+    let mut raised = hybrid_counter::limits::file::LimitsFile::parse("edited", &edited).unwrap();
     for entry in &mut raised.overrides {
         entry.limit = (entry.limit.get() + 1).try_into().unwrap();
     }

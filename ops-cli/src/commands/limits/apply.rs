@@ -15,9 +15,10 @@ use futures_util::future::join_all;
 use hybrid_counter_aws::limits::{Expect, LimitWrite};
 use serde::Serialize;
 
-use super::plan::{Change, Kind, LimitsPlan};
+use super::plan::LimitsPlan;
 use super::table::{CONCURRENCY, Limits};
 use crate::error::{Error, Result};
+use hybrid_counter::limits::diff::{Change, Kind};
 
 /// How one scope's write ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -236,7 +237,7 @@ impl fmt::Display for LimitsApplyReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::limits::plan::DefaultLimit;
+    use hybrid_counter::limits::diff::DefaultLimit;
 
     fn change(scope: &str, kind: Kind, version: Option<u64>) -> Change {
         Change {

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use futures_util::future::join_all;
 use hybrid_counter::Counter;
-pub use hybrid_counter::limits::diff::{Change, DefaultLimit, Kind, diff};
+use hybrid_counter::limits::diff::{Change, DefaultLimit, Kind, diff};
 
 use super::table::{CONCURRENCY, Limits, store_error};
 use crate::error::{Error, Result};
