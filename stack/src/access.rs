@@ -1183,8 +1183,11 @@ pub struct OperatorScope {
 }
 
 impl OperatorScope {
-    /// The ARN (pattern) of `target` in this stack and account.
-    pub fn arn(&self, target: Target) -> String {
+    /// The ARN (pattern) of `target` in this stack and account; `None` for
+    /// the limits file, whose object is a parameter's value (any bucket)
+    /// that an operator scope does not know: only the drift check's role,
+    /// in the template, reads it.
+    pub fn arn(&self, target: Target) -> Option<String> {
         let OperatorScope {
             partition: p,
             region: r,
@@ -1193,7 +1196,7 @@ impl OperatorScope {
             name_prefix: prefix,
             artifacts_bucket,
         } = self;
-        match target {
+        let arn = match target {
             ResourcesTable => format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-resources"),
             CountersTable | KitState => format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-counters"),
             ResourcesStream => format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-resources/stream/*"),
@@ -1212,12 +1215,9 @@ impl OperatorScope {
             IamRoles => format!("arn:{p}:iam::{a}:role/*"),
             IamUsers => format!("arn:{p}:iam::{a}:user/*"),
             Everything => "*".to_owned(),
-            // Its object is a parameter's value, which an operator scope
-            // does not know: the policies leave it out
-            // (`policies::policy_of`); only the drift check's role, in the
-            // template, reads it.
-            LimitsFile => unreachable!("no policy of an operator scope names the limits file"),
-        }
+            LimitsFile => return None,
+        };
+        Some(arn)
     }
 }
 
