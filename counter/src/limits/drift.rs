@@ -142,8 +142,6 @@ mod tests {
             version: None,
             rev: None,
             prefix: None,
-            usage: 0,
-            below_usage: false,
         }
     }
 

@@ -213,7 +213,10 @@ async fn limits_drift(ctx: &Context<'_>, path: &Path, file: &LimitsFile) -> Limi
         super::limits::plan::read(&limits, file).await
     };
     match planned.await {
-        Ok(plan) => LimitsDrift::of(&name, &plan.changes, &plan.default_limit),
+        Ok(plan) => {
+            let changes: Vec<_> = plan.changes.into_iter().map(|p| p.change).collect();
+            LimitsDrift::of(&name, &changes, &plan.default_limit)
+        }
         Err(e) => LimitsDrift::failed(&name, e.to_string()),
     }
 }

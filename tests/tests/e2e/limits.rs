@@ -75,6 +75,7 @@ fn changes(report: &Report) -> Vec<(String, Kind, Option<u64>, Option<u64>)> {
     plan_of(report)
         .changes
         .iter()
+        .map(|p| &p.change)
         .map(|c: &Change| (c.scope.clone(), c.kind, c.old, c.new))
         .collect()
 }
@@ -153,7 +154,7 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
     );
     let flagged: Vec<_> = plan_of(&planned)
         .below_usage()
-        .map(|c| (c.scope.clone(), c.usage))
+        .map(|c| (c.change.scope.clone(), c.usage))
         .collect();
     assert_eq!(flagged, vec![("team-0007".to_owned(), 5)], "{planned}");
     assert!(planned.to_string().contains("[from prefix late/]"), "{planned}");
