@@ -51,13 +51,26 @@ pub struct FailedBatchObject {
     pub payload: Event,
 }
 
-/// Where the failed batch lies: an S3 object, named by an event
-/// notification.
+/// An S3 object: where a failed batch lies (named by an event
+/// notification), or the drift check's limits file (an `s3://` URI).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ObjectRef {
     pub bucket: String,
     /// Decoded: notifications carry the key URL-encoded.
     pub key: String,
+}
+
+impl ObjectRef {
+    /// `s3://bucket/key`, both parts non-empty; `None` for anything else.
+    pub fn from_s3_uri(uri: &str) -> Option<Self> {
+        uri.strip_prefix("s3://")
+            .and_then(|rest| rest.split_once('/'))
+            .filter(|(bucket, key)| !bucket.is_empty() && !key.is_empty())
+            .map(|(bucket, key)| Self {
+                bucket: bucket.to_owned(),
+                key: key.to_owned(),
+            })
+    }
 }
 
 impl std::fmt::Display for ObjectRef {
@@ -363,6 +376,25 @@ mod tests {
     const TEST_EVENT: &str = include_str!("fixtures/s3_test_event.json");
     const STREAM: &str =
         "arn:aws:dynamodb:us-east-1:123456789012:table/hybrid-counter-resources/stream/2026-11-14T00:04:06.388";
+
+    #[test]
+    fn an_s3_uri_names_a_bucket_and_a_key_and_anything_else_is_refused() {
+        let uri = ObjectRef::from_s3_uri("s3://ops-config/hc/prod/limits.yaml").unwrap();
+        assert_eq!(
+            (uri.bucket.as_str(), uri.key.as_str()),
+            ("ops-config", "hc/prod/limits.yaml")
+        );
+        assert_eq!(uri.to_string(), "s3://ops-config/hc/prod/limits.yaml");
+        for bad in [
+            "",
+            "ops-config/limits.yaml",
+            "s3://ops-config",
+            "s3://ops-config/",
+            "s3:///limits.yaml",
+        ] {
+            assert_eq!(ObjectRef::from_s3_uri(bad), None, "{bad:?}");
+        }
+    }
 
     fn our_object() -> ObjectRef {
         match Dlq1Message::parse(NOTIFICATION).unwrap() {

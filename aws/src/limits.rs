@@ -25,7 +25,7 @@ use hybrid_counter::keys;
 
 use crate::dynamo::{DynamoStore, counter_key, n, s};
 
-pub use hybrid_counter::limits::{LimitItem, LimitTable};
+use hybrid_counter::limits::{LimitItem, LimitTable};
 
 /// What a write expects to find, so a change made since it was planned is
 /// refused instead of overwritten.

@@ -1,6 +1,8 @@
-//! Failed batches kept in S3 (`FailedBatchRecords=payload`): the
-//! reprocessor's read of the object a DLQ1 notification names, and the
-//! local runner's write of the object Lambda would have written.
+//! Objects in S3: a bounded read of one object ([`get_object_bytes`],
+//! used for failed batches and the drift check's limits file), the
+//! reprocessor's read of the failed batch a DLQ1 notification names, the
+//! local runner's write of the object Lambda would have written, and the S3
+//! client for an SDK configuration ([`client`]).
 //!
 //! A missing object (`NoSuchKey`; the reprocessor's role has
 //! `s3:ListBucket` on the bucket so S3 answers that rather than
@@ -11,29 +13,52 @@
 //! [`MAX_OBJECT_BYTES`] (checked on the response's length before the body
 //! is read, and again while reading it).
 
-use aws_sdk_s3::error::DisplayErrorContext;
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata};
 use aws_sdk_s3::primitives::ByteStream;
 
 use crate::failed_batch::{Expected, FailedBatchObject, MAX_OBJECT_BYTES, ObjectRef};
 use crate::replay::ReplayError;
 
-/// Reads the failed batch at `object`, which must be where `expected` says
-/// and one of `stream_arn`.
-pub async fn fetch_failed_batch(
+/// The S3 client of `sdk`: path-style requests when the endpoint is
+/// overridden (the local emulator answers at one host, not at
+/// `<bucket>.<host>`), virtual-hosted as S3 prefers otherwise.
+pub fn client(sdk: &aws_config::SdkConfig) -> aws_sdk_s3::Client {
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(sdk)
+            .force_path_style(sdk.endpoint_url().is_some())
+            .build(),
+    )
+}
+
+/// Why an object could not be read ([`get_object_bytes`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ObjectReadError {
+    #[error("{object} does not exist")]
+    Missing { object: String },
+    #[error("{object} holds {size} bytes, more than the {max} read: not read")]
+    TooLarge { object: String, size: u64, max: u64 },
+    #[error("cannot read {object}: {why}")]
+    Failed { object: String, why: String },
+}
+
+/// The bytes of `object`, at most `max_bytes` of them: a larger object is
+/// [`ObjectReadError::TooLarge`], refused on the response's declared length
+/// before the body is read, and again while reading it (the length may be
+/// absent or wrong). A missing object or bucket is
+/// [`ObjectReadError::Missing`].
+pub async fn get_object_bytes(
     client: &aws_sdk_s3::Client,
     object: &ObjectRef,
-    expected: Expected<'_>,
-    stream_arn: &str,
-) -> Result<FailedBatchObject, ReplayError> {
-    expected.check(object)?;
-    let failed = |why: String| ReplayError::ObjectStore {
+    max_bytes: u64,
+) -> Result<Vec<u8>, ObjectReadError> {
+    let failed = |why: String| ObjectReadError::Failed {
         object: object.to_string(),
         why,
     };
-    let too_large = |size: u64| ReplayError::ObjectTooLarge {
+    let too_large = |size: u64| ObjectReadError::TooLarge {
         object: object.to_string(),
         size,
-        max: MAX_OBJECT_BYTES,
+        max: max_bytes,
     };
     let mut output = client
         .get_object()
@@ -46,18 +71,22 @@ pub async fn fetch_failed_batch(
                 .as_service_error()
                 .is_some_and(|e| e.is_no_such_key() || e.meta().code() == Some("NoSuchBucket"));
             if missing {
-                ReplayError::ObjectMissing {
+                return ObjectReadError::Missing {
                     object: object.to_string(),
-                }
-            } else {
-                failed(DisplayErrorContext(err).to_string())
+                };
             }
+            // The service's code and message (`AccessDenied: ...`), not the
+            // whole raw response; the full chain when there is no answer.
+            failed(match (err.code(), err.message()) {
+                (Some(code), Some(message)) => format!("{code}: {message}"),
+                (Some(code), None) => code.to_owned(),
+                _ => DisplayErrorContext(&err).to_string(),
+            })
         })?;
     let declared = output.content_length().and_then(|n| u64::try_from(n).ok());
-    if let Some(size) = declared.filter(|size| *size > MAX_OBJECT_BYTES) {
+    if let Some(size) = declared.filter(|size| *size > max_bytes) {
         return Err(too_large(size));
     }
-    // Bounded even if the length was absent or wrong.
     let mut bytes = Vec::with_capacity(declared.unwrap_or(0) as usize);
     while let Some(chunk) = output
         .body
@@ -66,10 +95,29 @@ pub async fn fetch_failed_batch(
         .map_err(|e| failed(format!("reading the body: {e}")))?
     {
         bytes.extend_from_slice(&chunk);
-        if bytes.len() as u64 > MAX_OBJECT_BYTES {
+        if bytes.len() as u64 > max_bytes {
             return Err(too_large(bytes.len() as u64));
         }
     }
+    Ok(bytes)
+}
+
+/// Reads the failed batch at `object`, which must be where `expected` says
+/// and one of `stream_arn`.
+pub async fn fetch_failed_batch(
+    client: &aws_sdk_s3::Client,
+    object: &ObjectRef,
+    expected: Expected<'_>,
+    stream_arn: &str,
+) -> Result<FailedBatchObject, ReplayError> {
+    expected.check(object)?;
+    let bytes = get_object_bytes(client, object, MAX_OBJECT_BYTES)
+        .await
+        .map_err(|err| match err {
+            ObjectReadError::Missing { object } => ReplayError::ObjectMissing { object },
+            ObjectReadError::TooLarge { object, size, max } => ReplayError::ObjectTooLarge { object, size, max },
+            ObjectReadError::Failed { object, why } => ReplayError::ObjectStore { object, why },
+        })?;
     FailedBatchObject::from_bytes_of(&bytes, object, stream_arn)
 }
 

@@ -100,17 +100,13 @@ pub async fn connect(config: &Config, ui: &Ui) -> Result<Clients> {
     let sdk = loader.load().await;
     let region = sdk.region().map(|r| r.to_string()).ok_or(Error::NoRegion)?;
 
-    // Emulators serve buckets by path, not by DNS name.
-    let s3_config = aws_sdk_s3::config::Builder::from(&sdk)
-        .force_path_style(endpoint.is_some())
-        .build();
     let mut lambda_config = aws_sdk_lambda::config::Builder::from(&sdk);
     if config.target == Target::Localstack {
         lambda_config = hybrid_counter_aws::string_numbers::mended(lambda_config);
     }
     Ok(Clients {
         cloudformation: aws_sdk_cloudformation::Client::new(&sdk),
-        s3: aws_sdk_s3::Client::from_conf(s3_config),
+        s3: hybrid_counter_aws::s3::client(&sdk),
         lambda: aws_sdk_lambda::Client::from_conf(lambda_config.build()),
         sqs: aws_sdk_sqs::Client::new(&sdk),
         cloudwatch: aws_sdk_cloudwatch::Client::new(&sdk),

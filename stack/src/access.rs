@@ -389,7 +389,6 @@ const DESTROY: &str = "ops-cli/src/commands/deploy/destroy.rs";
 const REPLICAS: &str = "ops-cli/src/commands/replicas.rs";
 const MOVE_TASK: &str = "ops-cli/src/commands/redrive/move_task.rs";
 const SCOPE_AUTH: &str = "handlers/api/src/scope_auth.rs";
-const DRIFT_LIMITS: &str = "handlers/drift-check/src/limits.rs";
 
 const fn call(
     file: &'static str,
@@ -584,8 +583,8 @@ pub const CALL_SITES: &[CallSite] = &[
     ),
     // The drift check's comparison with the limits file (`LimitsFileUri`).
     call(
-        DRIFT_LIMITS,
-        "read_file",
+        S3_RS,
+        "get_object_bytes",
         "get_object",
         &[DriftCheck],
         &[on(LimitsFile, &[S3GetObject])],
@@ -693,7 +692,7 @@ pub const CALL_SITES: &[CallSite] = &[
     // S3.
     call(
         S3_RS,
-        "fetch_failed_batch",
+        "get_object_bytes",
         "get_object",
         &[DlqReprocessor, Operator],
         &[
@@ -1176,8 +1175,11 @@ pub struct OperatorScope {
 }
 
 impl OperatorScope {
-    /// The ARN (pattern) of `target` in this stack and account.
-    pub fn arn(&self, target: Target) -> String {
+    /// The ARN (pattern) of `target` in this stack and account; `None` for
+    /// the limits file, whose object is a parameter's value (any bucket)
+    /// that an operator scope does not know: only the drift check's role,
+    /// in the template, reads it.
+    pub fn arn(&self, target: Target) -> Option<String> {
         let OperatorScope {
             partition: p,
             region: r,
@@ -1186,7 +1188,7 @@ impl OperatorScope {
             name_prefix: prefix,
             artifacts_bucket,
         } = self;
-        match target {
+        let arn = match target {
             ResourcesTable => format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-resources"),
             CountersTable | KitState => format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-counters"),
             ResourcesStream => format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-resources/stream/*"),
@@ -1205,12 +1207,9 @@ impl OperatorScope {
             IamRoles => format!("arn:{p}:iam::{a}:role/*"),
             IamUsers => format!("arn:{p}:iam::{a}:user/*"),
             Everything => "*".to_owned(),
-            // Its object is a parameter's value, which an operator scope
-            // does not know: the policies leave it out
-            // (`policies::policy_of`); only the drift check's role, in the
-            // template, reads it.
-            LimitsFile => unreachable!("no policy of an operator scope names the limits file"),
-        }
+            LimitsFile => return None,
+        };
+        Some(arn)
     }
 }
 

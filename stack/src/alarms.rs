@@ -587,7 +587,7 @@ pub fn dashboard_body(functions: &[Watched]) -> Value {
                 .concat(),
             ),
             widget(
-                "Swallowed best-effort writes, drifted scopes",
+                "Swallowed best-effort writes, drifted scopes, drifted limits, limits file errors",
                 12, 10, "Sum",
                 kit_metrics(&[
                     Metric::SwallowedBestEffortWrites,

@@ -39,26 +39,25 @@ pub fn limits_plan_policy(scope: &OperatorScope) -> Value {
 pub(crate) fn policy_of(components: &[Component], scope: &OperatorScope) -> Value {
     let mut by_target: BTreeMap<Target, BTreeSet<&'static str>> = BTreeMap::new();
     for component in components {
-        for (need, _) in needs(*component)
-            .into_iter()
-            .filter(|(n, _)| n.on != Target::LimitsFile)
-        {
+        for (need, _) in needs(*component) {
             by_target.entry(need.on).or_default().insert(need.action.as_str());
         }
     }
     let statements: Vec<Value> = by_target
         .into_iter()
-        .map(|(target, actions)| {
+        .filter_map(|(target, actions)| {
+            // No ARN: the limits file, left out.
+            let arn = scope.arn(target)?;
             let mut statement = json!({
                 "Sid": format!("{target:?}"),
                 "Effect": "Allow",
                 "Action": actions.into_iter().collect::<Vec<_>>(),
-                "Resource": [scope.arn(target)],
+                "Resource": [arn],
             });
             if let Some(condition) = target.condition() {
                 statement["Condition"] = condition;
             }
-            statement
+            Some(statement)
         })
         .collect();
     json!({"Version": POLICY_VERSION, "Statement": statements})

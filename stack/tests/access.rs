@@ -64,7 +64,8 @@ fn linked_by(file: &str) -> &'static [Component] {
         f if f.starts_with("handlers/dlq-reprocessor/") => &[DlqReprocessor],
         f if f.starts_with("handlers/api/") => &[Api],
         f if f.starts_with("handlers/drift-check/") => &[DriftCheck],
-        "aws/src/sqs.rs" | "aws/src/s3.rs" => &[DlqReprocessor, Operator, LimitsPlanner],
+        "aws/src/sqs.rs" => &[DlqReprocessor, Operator, LimitsPlanner],
+        "aws/src/s3.rs" => &[DlqReprocessor, DriftCheck, Operator, LimitsPlanner],
         "aws/src/esm.rs" => &[Operator, LimitsPlanner],
         _ => &[StreamCounter, DlqReprocessor, Api, DriftCheck, Operator, LimitsPlanner],
     }

@@ -402,11 +402,6 @@ pub async fn assert_invariants(
     (counts, snapshot)
 }
 
-/// An S3 client for the emulator: path-style, since it answers at one host.
-pub fn s3_client(sdk: &SdkConfig) -> aws_sdk_s3::Client {
-    aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(sdk).force_path_style(true).build())
-}
-
 /// The kit's handler functions in process, as the binaries run them: the
 /// DLQ reprocessor for a function name ending in `-dlq-reprocessor`, the
 /// drift check for one ending in `-drift-check`, else the stream counter.
@@ -488,7 +483,7 @@ impl KitFunctions {
         let event = lambda_runtime::LambdaEvent::new(payload, lambda_runtime::Context::default());
         let outcome = drift_check::handle_drift_check(
             &store,
-            &s3_client(&deployed.sdk),
+            &hybrid_counter_aws::s3::client(&deployed.sdk),
             &config,
             &settings,
             &hybrid_counter::Clock::system(),
@@ -507,7 +502,7 @@ impl KitFunctions {
             .map_err(|e| e.to_string())?;
         let sources = dlq_reprocessor::Sources {
             streams: aws_sdk_dynamodbstreams::Client::new(&deployed.sdk),
-            s3: s3_client(&deployed.sdk),
+            s3: hybrid_counter_aws::s3::client(&deployed.sdk),
         };
         let event = serde_json::from_value(payload).map_err(|e| e.to_string())?;
         dlq_reprocessor::handle_dlq_event(

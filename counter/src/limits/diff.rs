@@ -39,12 +39,6 @@ pub struct Change {
     /// The prefix of the file's entry this comes from, when it is one (`acme/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
-    /// The scope's effective usage when planned.
-    #[serde(default)]
-    pub usage: u64,
-    /// The limit after the change (the default for a removal) is below `usage`.
-    #[serde(default)]
-    pub below_usage: bool,
 }
 
 /// The stack's `DefaultLimit`: a parameter, changed by a deploy only.
@@ -61,8 +55,7 @@ impl DefaultLimit {
     }
 }
 
-/// The changes that make `table` what `file` says, sorted by scope (usage
-/// not read yet). A scope is covered by its exact entry, else by its
+/// The changes that make `table` what `file` says, sorted by scope. A scope is covered by its exact entry, else by its
 /// longest prefix entry that matches an existing scope; an override no entry
 /// covers is removed.
 pub fn diff(file: &LimitsFile, table: &LimitTable) -> Vec<Change> {
@@ -99,8 +92,6 @@ pub fn diff(file: &LimitsFile, table: &LimitTable) -> Vec<Change> {
                     Pattern::Prefix(p) => Some(p.clone()),
                     Pattern::Exact(_) => None,
                 }),
-                usage: 0,
-                below_usage: false,
             })
         })
         .collect()

@@ -118,13 +118,14 @@ impl fmt::Display for LimitsDrift {
                 default.file.unwrap_or_default()
             ));
         }
-        write!(
-            f,
-            "differ from {}: {}; run `counterctl limits plan {}`",
-            self.file,
-            parts.join("; "),
-            self.file
-        )
+        // `limits plan` reads a local file: the drift check's is in S3.
+        let file = &self.file;
+        let fix = if file.starts_with("s3://") {
+            format!("download {file} and run `counterctl limits plan` on the copy")
+        } else {
+            format!("run `counterctl limits plan {file}`")
+        };
+        write!(f, "differ from {file}: {}; {fix}", parts.join("; "))
     }
 }
 
@@ -141,8 +142,6 @@ mod tests {
             version: None,
             rev: None,
             prefix: None,
-            usage: 0,
-            below_usage: false,
         }
     }
 
@@ -173,6 +172,21 @@ mod tests {
         );
         assert!(item.contains("not in the file: old"), "{item}");
         assert!(item.ends_with("run `counterctl limits plan l.yaml`"), "{item}");
+    }
+
+    #[test]
+    fn a_file_in_s3_is_to_be_downloaded_before_it_is_planned() {
+        let default = DefaultLimit {
+            deployed: 100,
+            file: None,
+        };
+        let drift = LimitsDrift::of("s3://ops/limits.yaml", &[change("a", Kind::Changed)], &default);
+        assert!(
+            drift
+                .to_string()
+                .ends_with("download s3://ops/limits.yaml and run `counterctl limits plan` on the copy"),
+            "{drift}"
+        );
     }
 
     #[test]

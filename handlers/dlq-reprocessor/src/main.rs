@@ -12,13 +12,7 @@ async fn main() -> Result<(), Error> {
     let (processor, sdk) = processor_from_env().await?;
     let sources = Sources {
         streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
-        // Path-style against an endpoint override (the local emulator
-        // answers at one host, not at `<bucket>.<host>`).
-        s3: aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(&sdk)
-                .force_path_style(sdk.endpoint_url().is_some())
-                .build(),
-        ),
+        s3: hybrid_counter_aws::s3::client(&sdk),
     };
     let permanent = PermanentFailures::from_lookup(aws_sdk_sqs::Client::new(&sdk), |name| std::env::var(name).ok())?;
     lambda_runtime::run(service_fn(|event| {

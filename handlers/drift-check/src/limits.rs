@@ -8,11 +8,7 @@
 //! never a failed invocation: the counters' own drift check runs all the
 //! same.
 
-use std::fmt;
-
 use aws_sdk_s3::Client;
-use aws_sdk_s3::error::ProvideErrorMetadata;
-use aws_smithy_types::error::display::DisplayErrorContext;
 use hybrid_counter::audit::drift::DriftStore;
 use hybrid_counter::config::ENV_LIMITS_FILE_URI;
 use hybrid_counter::error::StoreError;
@@ -20,35 +16,13 @@ use hybrid_counter::limits::diff::{Change, DefaultLimit, Kind, diff};
 use hybrid_counter::limits::drift::LimitsDrift;
 use hybrid_counter::limits::file::{FileError, LimitsFile};
 use hybrid_counter::metrics::{Metric, Metrics};
+use hybrid_counter_aws::failed_batch::ObjectRef;
+use hybrid_counter_aws::s3::{ObjectReadError, get_object_bytes};
 use tracing::{error, info, warn};
 
-/// Where the limits file is: `s3://bucket/key`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LimitsFileUri {
-    pub bucket: String,
-    pub key: String,
-}
-
-impl LimitsFileUri {
-    /// `s3://bucket/key`, both parts non-empty (the stack's AllowedPattern
-    /// says the same; this is for a function configured by hand).
-    pub fn parse(uri: &str) -> Result<Self, LimitsError> {
-        uri.strip_prefix("s3://")
-            .and_then(|rest| rest.split_once('/'))
-            .filter(|(bucket, key)| !bucket.is_empty() && !key.is_empty())
-            .map(|(bucket, key)| Self {
-                bucket: bucket.to_owned(),
-                key: key.to_owned(),
-            })
-            .ok_or_else(|| LimitsError::BadUri(uri.to_owned()))
-    }
-}
-
-impl fmt::Display for LimitsFileUri {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "s3://{}/{}", self.bucket, self.key)
-    }
-}
+/// The largest limits file read, bytes: far above a file of thousands of
+/// overrides (about 100 bytes each), well inside the function's memory.
+pub const MAX_LIMITS_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Why the comparison with the limits file could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -63,34 +37,22 @@ pub enum LimitsError {
     Overrides(#[from] StoreError),
 }
 
-/// Reads and parses the file.
-pub async fn read_file(s3: &Client, uri: &LimitsFileUri) -> Result<LimitsFile, LimitsError> {
+/// Reads and parses the file, at most [`MAX_LIMITS_FILE_BYTES`] of it.
+pub async fn read_file(s3: &Client, uri: &ObjectRef) -> Result<LimitsFile, LimitsError> {
     let unreadable = |message: String| LimitsError::Unreadable {
         uri: uri.to_string(),
         message,
     };
-    let object = s3
-        .get_object()
-        .bucket(&uri.bucket)
-        .key(&uri.key)
-        .send()
-        .await
-        .map_err(|e| {
-            // The service's code and message (`AccessDenied: ...`), not the
-            // whole raw response; the full chain when there is no answer.
-            unreadable(match (e.code(), e.message()) {
-                (Some(code), Some(message)) => format!("{code}: {message}"),
-                (Some(code), None) => code.to_owned(),
-                _ => DisplayErrorContext(&e).to_string(),
-            })
-        })?;
-    let bytes = object
-        .body
-        .collect()
-        .await
-        .map_err(|e| unreadable(format!("reading its body: {e}")))?
-        .into_bytes();
-    let text = String::from_utf8(bytes.to_vec()).map_err(|e| unreadable(format!("not UTF-8 text: {e}")))?;
+    let bytes = get_object_bytes(s3, uri, MAX_LIMITS_FILE_BYTES).await.map_err(|e| {
+        unreadable(match e {
+            ObjectReadError::Missing { .. } => "no such object".to_owned(),
+            ObjectReadError::TooLarge { size, max, .. } => {
+                format!("it holds {size} bytes, more than a limits file may ({max} bytes)")
+            }
+            ObjectReadError::Failed { why, .. } => why,
+        })
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| unreadable(format!("not UTF-8 text: {e}")))?;
     Ok(LimitsFile::parse(&uri.to_string(), &text)?)
 }
 
@@ -103,7 +65,7 @@ pub async fn compare<S: DriftStore>(
     uri: &str,
     deployed_default: Option<u64>,
 ) -> Result<(Vec<Change>, DefaultLimit), LimitsError> {
-    let uri = LimitsFileUri::parse(uri)?;
+    let uri = ObjectRef::from_s3_uri(uri).ok_or_else(|| LimitsError::BadUri(uri.to_owned()))?;
     let file = read_file(s3, &uri).await?;
     let table = store.limit_overrides(&file.prefixes()).await?;
     let default_limit = DefaultLimit {
@@ -152,31 +114,5 @@ pub fn add_metrics(metrics: &mut Metrics, drift: &LimitsDrift) {
     if !failed {
         let drifted = drift.scopes() + usize::from(drift.default_limit.is_some());
         metrics.add(Metric::LimitsDrifted, drifted as f64);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_s3_uri_names_a_bucket_and_a_key_and_anything_else_is_refused_by_name() {
-        let uri = LimitsFileUri::parse("s3://ops-config/hc/prod/limits.yaml").unwrap();
-        assert_eq!(
-            (uri.bucket.as_str(), uri.key.as_str()),
-            ("ops-config", "hc/prod/limits.yaml")
-        );
-        assert_eq!(uri.to_string(), "s3://ops-config/hc/prod/limits.yaml");
-        for bad in [
-            "",
-            "ops-config/limits.yaml",
-            "s3://ops-config",
-            "s3://ops-config/",
-            "s3:///limits.yaml",
-        ] {
-            let err = LimitsFileUri::parse(bad).unwrap_err();
-            assert!(matches!(err, LimitsError::BadUri(_)), "{bad:?}: {err}");
-            assert!(err.to_string().contains(ENV_LIMITS_FILE_URI), "{err}");
-        }
     }
 }

@@ -13,13 +13,7 @@ async fn main() -> Result<(), Error> {
     init_tracing();
     let settings = Settings::from_lookup(|name| std::env::var(name).ok())?;
     let (store, config, sdk) = store_from_env().await?;
-    // Path-style against an endpoint override (the local emulator answers
-    // at one host, not at `<bucket>.<host>`).
-    let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&sdk)
-            .force_path_style(sdk.endpoint_url().is_some())
-            .build(),
-    );
+    let s3 = hybrid_counter_aws::s3::client(&sdk);
     let clock = Clock::system();
     lambda_runtime::run(service_fn(|event| {
         handle_drift_check(&store, &s3, &config, &settings, &clock, event)

@@ -138,11 +138,7 @@ impl<I: Invoke> Runner<I> {
                 invoker,
                 streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
                 sqs: aws_sdk_sqs::Client::new(&sdk),
-                // Path-style: an emulator answers at one host, not at
-                // `<bucket>.<host>`.
-                s3: aws_sdk_s3::Client::from_conf(
-                    aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build(),
-                ),
+                s3: hybrid_counter_aws::s3::client(&sdk),
                 lambda: lambda_client(&sdk, config.host),
                 config,
                 clock: Arc::new(SystemTime::now),

@@ -889,7 +889,7 @@ async fn a_failed_batch_leaves_its_on_failure_record_in_sqs(emulator: Emu) {
 /// its `payload` holding the records.
 async fn a_failed_batch_is_kept_whole_in_the_s3_destination(emulator: Emu) {
     let f = Fixture::start(emulator).await;
-    let s3 = e2e::s3_client(&f.sdk);
+    let s3 = hybrid_counter_aws::s3::client(&f.sdk);
     s3.create_bucket().bucket("conf-failed-batches").send().await.unwrap();
     let uuid = failing_mapping(&f, "arn:aws:s3:::conf-failed-batches").await;
     let deadline = Instant::now() + MAPPING_PATIENCE;

@@ -552,7 +552,7 @@ async fn reprocessor_replays_every_range_exactly_once_under_injected_faults() {
         .with_backoff(PROCESSOR_BACKOFF);
     let sources = dlq_reprocessor::Sources {
         streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
-        s3: e2e::s3_client(&sdk),
+        s3: hybrid_counter_aws::s3::client(&sdk),
     };
 
     // Writes whose stream records the handler "gave up on": only the
@@ -755,7 +755,7 @@ impl Parked {
             store,
             sources: dlq_reprocessor::Sources {
                 streams: aws_sdk_dynamodbstreams::Client::new(&reprocessor),
-                s3: e2e::s3_client(&reprocessor),
+                s3: hybrid_counter_aws::s3::client(&reprocessor),
             },
             scope: s,
             live,

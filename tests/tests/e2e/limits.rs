@@ -13,9 +13,9 @@ use std::time::Instant;
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use hybrid_counter::Store;
 use hybrid_counter::keys;
+use hybrid_counter::limits::diff::{Change, Kind};
 use hybrid_counter_aws::DynamoStore;
 use ops_cli::commands::limits::apply::Outcome;
-use ops_cli::commands::limits::plan::{Change, Kind};
 use ops_cli::{Report, exit};
 
 use crate::scope;
@@ -75,6 +75,7 @@ fn changes(report: &Report) -> Vec<(String, Kind, Option<u64>, Option<u64>)> {
     plan_of(report)
         .changes
         .iter()
+        .map(|p| &p.change)
         .map(|c: &Change| (c.scope.clone(), c.kind, c.old, c.new))
         .collect()
 }
@@ -153,7 +154,7 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
     );
     let flagged: Vec<_> = plan_of(&planned)
         .below_usage()
-        .map(|c| (c.scope.clone(), c.usage))
+        .map(|c| (c.change.scope.clone(), c.usage))
         .collect();
     assert_eq!(flagged, vec![("team-0007".to_owned(), 5)], "{planned}");
     assert!(planned.to_string().contains("[from prefix late/]"), "{planned}");
@@ -237,7 +238,7 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
     assert!(done.to_string().contains("No changes"), "{done}");
 
     // Every override changed at once: the 1,000-write apply.
-    let mut raised = ops_cli::commands::limits::file::LimitsFile::parse("edited", &edited).unwrap();
+    let mut raised = hybrid_counter::limits::file::LimitsFile::parse("edited", &edited).unwrap();
     for entry in &mut raised.overrides {
         entry.limit = (entry.limit.get() + 1).try_into().unwrap();
     }
@@ -342,7 +343,7 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
 async fn the_drift_check_compares_the_overrides_with_the_limits_file_in_s3() {
     let (emulator, ctl, config) = crate::deployed().await;
     let sdk = emulator.sdk_config().await;
-    let s3 = e2e::s3_client(&sdk);
+    let s3 = hybrid_counter_aws::s3::client(&sdk);
     let bucket = "hck-e2e-ops-config";
     let key = "hc/limits.yaml";
     s3.create_bucket().bucket(bucket).send().await.unwrap();

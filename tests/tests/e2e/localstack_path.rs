@@ -40,7 +40,7 @@ async fn leftovers(sdk: &aws_config::SdkConfig) -> Vec<String> {
     left.extend(queues.queue_urls().iter().cloned());
     let tables = aws_sdk_dynamodb::Client::new(sdk).list_tables().send().await.unwrap();
     left.extend(tables.table_names().iter().cloned());
-    let buckets = e2e::s3_client(sdk).list_buckets().send().await.unwrap();
+    let buckets = hybrid_counter_aws::s3::client(sdk).list_buckets().send().await.unwrap();
     left.extend(
         buckets
             .buckets()

@@ -402,7 +402,7 @@ async fn under_payload_a_failed_batch_whose_range_left_the_stream_is_still_count
         (2, 2),
         "one kept batch per poison record: {report}"
     );
-    let s3 = e2e::s3_client(&p.emulator.sdk_config().await);
+    let s3 = hybrid_counter_aws::s3::client(&p.emulator.sdk_config().await);
     let listed = s3
         .list_objects_v2()
         .bucket(&bucket)

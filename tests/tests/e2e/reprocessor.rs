@@ -26,7 +26,7 @@ async fn replay_with_metrics(kit: &Kit, bodies: &[String]) -> (Vec<String>, Metr
     let sdk = kit.emulator.sdk_config().await;
     let sources = dlq_reprocessor::Sources {
         streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
-        s3: e2e::s3_client(&sdk),
+        s3: hybrid_counter_aws::s3::client(&sdk),
     };
     let mut metrics = Metrics::new("e2e");
     let response = process_dlq_event(

@@ -15,9 +15,10 @@ use futures_util::future::join_all;
 use hybrid_counter_aws::limits::{Expect, LimitWrite};
 use serde::Serialize;
 
-use super::plan::{Change, Kind, LimitsPlan};
+use super::plan::{LimitsPlan, PlannedChange};
 use super::table::{CONCURRENCY, Limits};
 use crate::error::{Error, Result};
+use hybrid_counter::limits::diff::{Change, Kind};
 
 /// How one scope's write ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -134,7 +135,7 @@ pub async fn run(
     if saved {
         super::plan::annotate_usage(limits, &mut plan.changes).await?;
     }
-    let below: Vec<String> = plan.below_usage().map(|c| c.scope.clone()).collect();
+    let below: Vec<String> = plan.below_usage().map(|c| c.change.scope.clone()).collect();
     if !allow_below_usage && !below.is_empty() {
         return Ok(LimitsApplyReport {
             plan,
@@ -146,7 +147,7 @@ pub async fn run(
     let mut results = Vec::with_capacity(plan.changes.len());
     let bar = ctx.ui.bar(plan.changes.len() as u64, "writing the limit overrides");
     for chunk in plan.changes.chunks(CONCURRENCY) {
-        let writes = chunk.iter().map(|change| async {
+        let writes = chunk.iter().map(|PlannedChange { change, .. }| async {
             let outcome = match hybrid_counter::Scope::new(change.scope.clone()) {
                 Err(e) => Outcome::Failed { error: e.to_string() },
                 Ok(scope) => match limits
@@ -199,8 +200,8 @@ impl fmt::Display for LimitsApplyReport {
                 writeln!(
                     f,
                     "  {}: {} below usage {}",
-                    c.scope,
-                    c.new.unwrap_or(self.plan.default_limit.deployed),
+                    c.change.scope,
+                    c.change.new.unwrap_or(self.plan.default_limit.deployed),
                     c.usage
                 )?;
             }
@@ -236,7 +237,7 @@ impl fmt::Display for LimitsApplyReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::limits::plan::DefaultLimit;
+    use hybrid_counter::limits::diff::DefaultLimit;
 
     fn change(scope: &str, kind: Kind, version: Option<u64>) -> Change {
         Change {
@@ -247,8 +248,6 @@ mod tests {
             version,
             rev: version.map(|v| format!("r{v}")),
             prefix: None,
-            usage: 0,
-            below_usage: false,
         }
     }
 

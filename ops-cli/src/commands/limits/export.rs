@@ -99,7 +99,7 @@ mod tests {
     /// prefix; the plan of the file against the table has no changes.
     #[test]
     fn an_export_of_scopes_with_stars_plans_no_changes() {
-        use hybrid_counter_aws::limits::{LimitItem, LimitTable};
+        use hybrid_counter::limits::{LimitItem, LimitTable};
         let scopes = ["*", "foo*", "a b*", "**", "x"];
         let table = LimitTable {
             overrides: scopes
@@ -121,7 +121,11 @@ mod tests {
         let parsed = LimitsFile::parse("export", &text).unwrap();
         assert_eq!(parsed, file, "{text}");
         assert!(parsed.prefixes().is_empty(), "{text}");
-        assert_eq!(super::super::plan::diff(&parsed, &table), Vec::new(), "{text}");
+        assert_eq!(
+            hybrid_counter::limits::diff::diff(&parsed, &table),
+            Vec::new(),
+            "{text}"
+        );
         let above = to_file(100, [("big".to_owned(), MAX_LIMIT + 1)]).unwrap_err();
         assert!(above.to_string().contains("the override of big"), "{above}");
     }

@@ -1,15 +1,14 @@
 //! `counterctl limits plan | apply | export`: the per-scope limit
-//! overrides as code. [`file`] is the reviewed YAML file and its checks
-//! (the core's, shared with the scheduled drift check), [`plan`] the diff
+//! overrides as code. The reviewed YAML file and its checks are the core's
+//! (`hybrid_counter::limits::file`, shared with the scheduled drift check),
+//! [`plan`] the diff
 //! against the table, [`apply`] the writes conditioned
 //! on the plan, [`export`] the table as a file, [`table`] the deployed
 //! stack they all work on. The store calls are the
 //! ones `limit set|clear` uses (`hybrid_counter_aws::limits`).
 
 pub mod apply;
-pub mod drift;
 pub mod export;
-pub use hybrid_counter::limits::file;
 pub mod plan;
 pub mod table;
 
@@ -18,7 +17,7 @@ use std::path::Path;
 use super::Context;
 use crate::config::{LimitsAction, LimitsOptions};
 use crate::error::{Error, Result};
-use file::LimitsFile;
+use hybrid_counter::limits::file::LimitsFile;
 use plan::LimitsPlan;
 use table::{Limits, write};
 

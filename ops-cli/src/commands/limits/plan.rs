@@ -10,11 +10,37 @@ use serde::{Deserialize, Serialize};
 
 use futures_util::future::join_all;
 use hybrid_counter::Counter;
-pub use hybrid_counter::limits::diff::{Change, DefaultLimit, Kind, diff};
+use hybrid_counter::limits::diff::{Change, DefaultLimit, Kind, diff};
 
 use super::table::{CONCURRENCY, Limits, store_error};
 use crate::error::{Error, Result};
 use hybrid_counter::limits::file::{Limit, LimitsFile};
+
+/// One change of a plan: the core's [`Change`] and the scope's usage when
+/// planned, which only `limits plan | apply` read. Flattened: a change is
+/// one JSON object in the plan file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedChange {
+    #[serde(flatten)]
+    pub change: Change,
+    /// The scope's effective usage when planned.
+    #[serde(default)]
+    pub usage: u64,
+    /// The limit after the change (the default for a removal) is below `usage`.
+    #[serde(default)]
+    pub below_usage: bool,
+}
+
+impl From<Change> for PlannedChange {
+    /// Usage not read yet.
+    fn from(change: Change) -> Self {
+        Self {
+            change,
+            usage: 0,
+            below_usage: false,
+        }
+    }
+}
 
 /// A plan: what `limits apply` writes, and what it checks first. Written
 /// by `--out` and read back by `limits apply --plan`.
@@ -23,7 +49,7 @@ pub struct LimitsPlan {
     pub stack_name: String,
     pub counters_table: String,
     pub default_limit: DefaultLimit,
-    pub changes: Vec<Change>,
+    pub changes: Vec<PlannedChange>,
     /// Overrides read.
     pub overrides: usize,
     /// Scopes matched by a prefix entry (existing now: a scope created
@@ -37,7 +63,7 @@ impl LimitsPlan {
         !self.changes.is_empty() || self.default_limit.differs()
     }
 
-    pub fn below_usage(&self) -> impl Iterator<Item = &Change> {
+    pub fn below_usage(&self) -> impl Iterator<Item = &PlannedChange> {
         self.changes.iter().filter(|c| c.below_usage)
     }
 
@@ -48,7 +74,7 @@ impl LimitsPlan {
     /// version read) and within the maximum.
     pub fn check(&self) -> std::result::Result<(), String> {
         let mut seen = BTreeSet::new();
-        for c in &self.changes {
+        for c in self.changes.iter().map(|p| &p.change) {
             let at = |what: &str| format!("change of {:?}: {what}", c.scope);
             hybrid_counter::Scope::new(c.scope.clone()).map_err(|e| at(&e.to_string()))?;
             if !seen.insert(c.scope.as_str()) {
@@ -76,7 +102,7 @@ impl LimitsPlan {
 
 /// Reads each changed scope's effective usage (what admission compares
 /// with the limit) and flags the changes whose new limit is below it.
-pub(crate) async fn annotate_usage(limits: &Limits<'_>, changes: &mut [Change]) -> Result<()> {
+pub(crate) async fn annotate_usage(limits: &Limits<'_>, changes: &mut [PlannedChange]) -> Result<()> {
     if changes.is_empty() {
         return Ok(());
     }
@@ -86,7 +112,7 @@ pub(crate) async fn annotate_usage(limits: &Limits<'_>, changes: &mut [Change]) 
         .ui
         .bar(changes.len() as u64, "reading the changed scopes' usage");
     for chunk in changes.chunks_mut(CONCURRENCY) {
-        let reads = chunk.iter().map(|c| async {
+        let reads = chunk.iter().map(|PlannedChange { change: c, .. }| async {
             let scope = hybrid_counter::Scope::new(c.scope.clone())
                 .map_err(|e| Error::InvalidArgument(format!("scope {:?} in the table: {e}", c.scope)))?;
             counter.usage(&scope).await.map_err(|e| Error::Aws {
@@ -97,7 +123,7 @@ pub(crate) async fn annotate_usage(limits: &Limits<'_>, changes: &mut [Change]) 
         let usages = join_all(reads).await;
         for (change, usage) in chunk.iter_mut().zip(usages) {
             let effective = u64::try_from(usage?.effective).unwrap_or(0);
-            let after = change.new.unwrap_or(limits.default_limit);
+            let after = change.change.new.unwrap_or(limits.default_limit);
             change.usage = effective;
             // A removal leaves the scope at the default.
             change.below_usage = after < effective;
@@ -122,7 +148,7 @@ pub async fn read(limits: &Limits<'_>, file: &LimitsFile) -> Result<LimitsPlan> 
         .scan_limits(&file.prefixes())
         .await
         .map_err(store_error("reading the limit overrides"))?;
-    let changes = diff(file, &table);
+    let changes = diff(file, &table).into_iter().map(PlannedChange::from).collect();
     Ok(LimitsPlan {
         stack_name: limits.ctx.config.stack_name.clone(),
         counters_table: limits.store.counters_table().to_owned(),
@@ -142,7 +168,7 @@ fn limit_text(limit: Option<u64>, default: u64) -> String {
 
 impl fmt::Display for LimitsPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let count = |kind| self.changes.iter().filter(|c| c.kind == kind).count();
+        let count = |kind| self.changes.iter().filter(|p| p.change.kind == kind).count();
         writeln!(
             f,
             "Limits of stack {} (table {}, {} overrides read): {} to add, {} to change, {} to remove",
@@ -154,7 +180,8 @@ impl fmt::Display for LimitsPlan {
             count(Kind::Removed),
         )?;
         let default = self.default_limit.deployed;
-        for c in &self.changes {
+        for planned in &self.changes {
+            let c = &planned.change;
             let (sign, what) = match c.kind {
                 Kind::Added => ("+", c.new.map_or_else(String::new, |n| n.to_string())),
                 Kind::Changed | Kind::Removed => (
@@ -162,11 +189,11 @@ impl fmt::Display for LimitsPlan {
                     format!("{} -> {}", limit_text(c.old, default), limit_text(c.new, default)),
                 ),
             };
-            write!(f, "  {sign} {}: {what} (usage {})", c.scope, c.usage)?;
+            write!(f, "  {sign} {}: {what} (usage {})", c.scope, planned.usage)?;
             if let Some(prefix) = &c.prefix {
                 write!(f, " [from prefix {prefix}]")?;
             }
-            if c.below_usage {
+            if planned.below_usage {
                 write!(f, "  BELOW USAGE")?;
             }
             writeln!(f)?;
@@ -234,7 +261,7 @@ mod tests {
                 deployed: 100,
                 file: None,
             },
-            changes,
+            changes: changes.into_iter().map(PlannedChange::from).collect(),
             overrides: 2,
             prefixed_scopes: 0,
         };
@@ -266,14 +293,16 @@ mod tests {
                 deployed: 100,
                 file: Some(200),
             },
-            changes: vec![Change {
-                scope: "a".into(),
-                kind: Kind::Changed,
-                old: Some(10),
-                new: Some(2),
-                version: Some(3),
-                rev: Some("r3".into()),
-                prefix: None,
+            changes: vec![PlannedChange {
+                change: Change {
+                    scope: "a".into(),
+                    kind: Kind::Changed,
+                    old: Some(10),
+                    new: Some(2),
+                    version: Some(3),
+                    rev: Some("r3".into()),
+                    prefix: None,
+                },
                 usage: 5,
                 below_usage: true,
             }],
