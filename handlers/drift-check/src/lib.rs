@@ -5,11 +5,13 @@
 //! stack's drift alarm watches it), and answers with the run's record. Everything the check
 //! decides (which scopes, the budget, the cursor, drifted or held back) is
 //! the core's `hybrid_counter::audit::drift`; it never repairs. With a
-//! limits file configured (`LIMITS_FILE_URI`), each run first compares the
-//! overrides with it ([`limits`]), whatever that comparison's fate.
+//! limits file configured (`LIMITS_FILE_URI`), each run then compares the
+//! overrides with it ([`limits`]), within the invocation's time left.
 //! `main.rs` wires it to the runtime; the tests call the same function.
 
 pub mod limits;
+
+use std::time::{Duration, SystemTime};
 
 use hybrid_counter::audit::drift::DriftRun;
 use hybrid_counter::audit::drift::{DEFAULT_BUDGET, DriftCheck, DriftOutcome, DriftStore};
@@ -21,7 +23,7 @@ use hybrid_counter_aws::info_with_cost;
 use hybrid_counter_aws::lambda::{CostWatch, emit_metrics};
 use lambda_runtime::LambdaEvent;
 use serde::Serialize;
-use tracing::warn;
+use tracing::{error, warn};
 
 /// The function's own settings, from its environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,30 +71,56 @@ pub struct DriftCheckResponse {
     pub limits: Option<LimitsDrift>,
 }
 
-/// Runs the check once and answers with its outcome. The limits file is
-/// compared first; its failure is logged and published, never raised. A
-/// failure to read the table or the state fails the invocation (the next
-/// tick starts from the same cursor; only the limits metrics are
-/// published, the errors alarm sees it); a scope that cannot be read is
-/// reported in the outcome.
+/// What the limits comparison leaves of the invocation's time for the
+/// answer and the metrics.
+const LIMITS_MARGIN: Duration = Duration::from_secs(5);
+
+/// Runs the check once and answers with its outcome. The counters' check
+/// runs first, within its read budget; then the limits file is compared,
+/// within what is left of the invocation's time (less
+/// [`LIMITS_MARGIN`]): a failure or a comparison out of time is logged and
+/// published as `LimitsFileErrors`, never raised. A failure to read the
+/// table or the state fails the invocation (the next tick starts from the
+/// same cursor; only the limits metrics are published, the errors alarm
+/// sees it); a scope that cannot be read is reported in the outcome.
 pub async fn handle_drift_check<S: DriftStore>(
     store: &S,
     s3: &aws_sdk_s3::Client,
     config: &CounterConfig,
     settings: &Settings,
     clock: &Clock,
-    _event: LambdaEvent<serde_json::Value>,
+    event: LambdaEvent<serde_json::Value>,
 ) -> Result<DriftCheckResponse, lambda_runtime::Error> {
     let watch = CostWatch::start(store);
     let mut metrics = Metrics::from_env();
+    let checked = DriftCheck::new(settings.budget).run(store, config, clock).await;
     let limits = match &settings.limits_file {
-        Some(uri) => Some(limits::check(s3, store, uri, config.default_limit).await),
+        Some(uri) => {
+            let left = event
+                .context
+                .deadline()
+                .duration_since(SystemTime::now())
+                .unwrap_or_default()
+                .saturating_sub(LIMITS_MARGIN);
+            let compared = if left.is_zero() {
+                Err(())
+            } else {
+                tokio::time::timeout(left, limits::check(s3, store, uri, config.default_limit))
+                    .await
+                    .map_err(|_| ())
+            };
+            Some(compared.unwrap_or_else(|()| {
+                let why = format!("the comparison did not finish within the invocation's time ({left:?} were left)");
+                error!(file = %uri, "limits file check failed: {why}; the counters' drift check ran");
+                LimitsDrift::failed(uri, why)
+            }))
+        }
         None => None,
     };
     if let Some(drift) = &limits {
         limits::add_metrics(&mut metrics, drift);
     }
-    let outcome = match DriftCheck::new(settings.budget).run(store, config, clock).await {
+    let outcome = match checked {
         Ok(outcome) => outcome,
         Err(e) => {
             emit_metrics(&metrics);
@@ -208,14 +236,43 @@ mod tests {
         store
     }
 
+    /// One run with 60 s of the invocation left.
     async fn run(store: &MemoryStore, s3: &aws_sdk_s3::Client, settings: &Settings) -> DriftCheckResponse {
+        run_with(store, s3, settings, Duration::from_secs(60)).await
+    }
+
+    async fn run_with(
+        store: &MemoryStore,
+        s3: &aws_sdk_s3::Client,
+        settings: &Settings,
+        left: Duration,
+    ) -> DriftCheckResponse {
+        let mut context = Context::default();
+        let deadline = SystemTime::now() + left;
+        context.deadline = u64::try_from(deadline.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis()).unwrap();
         let event = LambdaEvent::new(
             serde_json::json!({"source": "aws.events", "detail-type": "Scheduled Event"}),
-            Context::default(),
+            context,
         );
         handle_drift_check(store, s3, &config(), settings, &Clock::new(|| 1_000_000), event)
             .await
             .unwrap()
+    }
+
+    /// Review 2 of issue 39: the counters' check runs first, and a limits
+    /// comparison without the time to finish is an error of its own, not a
+    /// timed-out invocation that publishes nothing.
+    #[tokio::test]
+    async fn out_of_time_the_limits_comparison_is_an_error_metric_after_the_counter_drift_check() {
+        let get = serves("default_limit: 5\noverrides:\n  - scope: acme/a\n    limit: 5\n");
+        let store = store_with(&[("acme/a", 5)]).await;
+        let response = run_with(&store, &s3(&[&get]), &settings(Some(URI)), LIMITS_MARGIN).await;
+        let drift = response.limits.unwrap();
+        let error = drift.error.clone().unwrap();
+        assert!(error.contains("did not finish within the invocation's time"), "{error}");
+        assert_eq!(limits_metrics(&drift), (None, Some(1.0)));
+        assert_eq!(response.outcome.run.drifted_scopes, ["acct"]);
+        assert!(response.outcome.recorded);
     }
 
     fn limits_metrics(drift: &LimitsDrift) -> (Option<f64>, Option<f64>) {
