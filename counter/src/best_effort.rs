@@ -335,11 +335,12 @@ impl Layout {
     /// from `snapshot` (`BeShardCount` grew since): a read may then reserve
     /// only on the absent shards ([`Layout::fences`]), whose quotas can be
     /// 0 while the others have room, so creates are refused below the
-    /// limit until a raise of 0 creates them fenced.
+    /// limit until a raise of 0 creates them fenced. A raise counts as
+    /// [`Layout::fences`] counts it: on a present active shard, not on a
+    /// retired item alone.
     pub fn absent_since_a_raise(&self, snapshot: &CounterSnapshot) -> bool {
-        let mut names = self.active().map(keys::best_effort_name);
-        let raised = snapshot.best_effort_epochs.values().any(|epoch| *epoch > 0);
-        raised && names.any(|name| !snapshot.best_effort_items.contains_key(&name))
+        self.fences(snapshot)
+            .is_some_and(|fences| fences.values().any(|fence| matches!(fence, Fence::Absent(_))))
     }
 
     /// How far the active shards of `items` fall short of the live items
@@ -714,6 +715,20 @@ mod tests {
             ]))
             .unwrap();
         assert!(after.values().all(|f| *f == Fence::At(2)), "{after:?}");
+    }
+
+    /// Issue 34's third review: a raise seen only on a retired item (the
+    /// single `best_effort`, raised, then `BeShardCount` 8) fences nothing,
+    /// so no shard is absent *since a raise*; one seen on a present active
+    /// shard leaves the others absent since it.
+    #[test]
+    fn shards_are_absent_since_a_raise_only_after_one_on_an_active_shard() {
+        let raised_unsharded = snapshot(&[("best_effort", 3, Some(1))]);
+        assert!(!Layout::new(8).absent_since_a_raise(&raised_unsharded));
+        assert!(!Layout::new(1).absent_since_a_raise(&raised_unsharded));
+        let grown = snapshot(&[("best_effort#0", 3, Some(1)), ("best_effort#1", 0, Some(1))]);
+        assert!(Layout::new(3).absent_since_a_raise(&grown));
+        assert!(!Layout::new(2).absent_since_a_raise(&grown));
     }
 
     /// Review of issue 34 D2: the retired `best_effort` read before a raise,

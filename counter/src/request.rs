@@ -366,6 +366,16 @@ impl<S: Store> Counter<S> {
                                 .iter()
                                 .any(|q| fences.contains_key(&q.name) && q.has_room()));
                     if !room {
+                        // Below the limit, with only absent shards to reserve
+                        // on and no quota left on them: not the limit, a
+                        // scope the audit must fence (`ShardsAbsent`).
+                        if usage.admits_one_more() && self.layout.absent_since_a_raise(&again) {
+                            return Err(Error::Unavailable(
+                                "the scope's new best-effort shards are not fenced yet (BeShardCount grew since \
+                                 its last raise): run `counterctl audit --scope <scope> --repair`; try again"
+                                    .into(),
+                            ));
+                        }
                         return Err(limit_reached(&usage));
                     }
                     if reads == FENCED_READS {
@@ -1681,8 +1691,9 @@ mod tests {
     /// `BeShardCount` (3) leaves #2 absent, and a read may reserve only on
     /// it; under a limit of 2 with one live item #2's quota is 0 (the
     /// share went to the present shards), so every create is refused
-    /// below the limit, and BE equals live. The audit finds `ShardsAbsent`
-    /// and its raise of 0 creates #2 fenced; creates then go on.
+    /// below the limit (503, naming the audit), and BE equals live. The
+    /// audit finds `ShardsAbsent` and its raise of 0 creates #2 fenced;
+    /// creates then go on.
     #[tokio::test]
     async fn shards_absent_since_a_raise_are_created_by_the_audit_and_creates_go_on() {
         let store = std::sync::Arc::new(MemoryStore::new());
@@ -1707,7 +1718,10 @@ mod tests {
         let refused = grown
             .create(&s, &ResourceId::new("n0").unwrap(), Item::default(), NOW)
             .await;
-        assert!(matches!(refused, Err(Error::LimitExceeded { .. })), "{refused:?}");
+        assert!(
+            matches!(&refused, Err(Error::Unavailable(why)) if why.contains("audit")),
+            "below the limit, not LimitExceeded: {refused:?}"
+        );
         assert_eq!((live(&store, "acct"), store.best_effort("acct")), (1, 1));
         let audit = strict_audit(3)
             .audit_scope(&s, crate::audit::RepairMode::Apply, NOW)

@@ -466,14 +466,18 @@ pub const RUNNER_NOT_RUNNING: &str = "the local runner is not running: start it 
 /// over, or a runner took the mappings over and has not handed them back),
 /// a mapping whose function carries no heartbeat is played by nobody: a
 /// runner stopped cleanly (its stop removes the heartbeat) or never
-/// started. A stale heartbeat is already [`runner_problem`]'s.
+/// started. A stale heartbeat is already [`runner_problem`]'s. A mapping
+/// disabled by the operator (not taken over) is played by no runner: it
+/// is its own attention item, not a runner's.
 fn expect_runner(mappings: &mut [MappingStatus]) {
     if !mappings.iter().any(|m| m.played_by_local_runner) {
         return;
     }
+    let played =
+        |m: &MappingStatus| m.played_by_local_runner || !matches!(m.state.as_deref(), Some("Disabled" | "Disabling"));
     for m in mappings
         .iter_mut()
-        .filter(|m| m.function_arn.is_some() && !m.runner_heartbeat && m.runner_problem.is_none())
+        .filter(|m| m.function_arn.is_some() && !m.runner_heartbeat && m.runner_problem.is_none() && played(m))
     {
         m.runner_problem = Some(RUNNER_NOT_RUNNING.to_owned());
     }
