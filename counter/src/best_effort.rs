@@ -357,10 +357,27 @@ impl Layout {
             .sum()
     }
 
+    /// What the retired items of `items` (those no active shard names) are
+    /// below 0, added up. Such an item (a best-effort `+1` rotated off it,
+    /// or a strict `-1` across a raise, before it retired) holds nothing
+    /// the quotas count, yet hides from the sum a slot an active shard
+    /// holds: with BE equal to live a strict scope can then be refused
+    /// below its limit for good (issue 34's third review).
+    pub fn retired_below_zero(&self, items: &BTreeMap<String, i64>) -> i64 {
+        items
+            .iter()
+            .filter(|(name, _)| !self.is_active(name))
+            .map(|(_, count)| -(*count).min(0))
+            .sum()
+    }
+
     /// Strict admission's raise of BE by `delta >= 0` from `snapshot`: an
     /// add for every active shard, so that the one transaction moves the
-    /// epoch of all of them (retired items are neither raised nor fenced:
-    /// they only go down, and the quotas hold what they read of them). While
+    /// epoch of all of them. Retired items are not raised, but for one
+    /// below 0, filled back to 0 first ([`Layout::retired_below_zero`]):
+    /// the quotas hold what they read of a retired item clamped at 0, so
+    /// that changes no quota; the rest of `delta` goes to the active
+    /// shards. While
     /// an active shard is absent the raise only creates the shards (adds of
     /// 0, [`Raise::fences_only`]): a read that saw a shard absent then
     /// assumed it held 0, which stays true; the next raise adds, spread as
@@ -371,20 +388,28 @@ impl Layout {
         let active: Vec<String> = self.active().map(keys::best_effort_name).collect();
         let mut adds: BTreeMap<String, i64> = active.iter().map(|name| (name.clone(), 0)).collect();
         if active.iter().all(|name| read.contains_key(name)) {
-            for (name, count) in self.correction(read, live, delta.max(0)) {
-                if let Some(add) = adds.get_mut(&name) {
-                    *add = (count - read.get(&name).copied().unwrap_or(0)).max(0);
+            let mut left = delta.max(0);
+            for (name, count) in read.iter().filter(|(name, count)| !self.is_active(name) && **count < 0) {
+                let fill = (-count).min(left);
+                if fill > 0 {
+                    adds.insert(name.clone(), fill);
+                    left -= fill;
+                }
+            }
+            for (name, count) in self.correction(read, live, left) {
+                if self.is_active(&name) {
+                    adds.insert(name.clone(), (count - read.get(&name).copied().unwrap_or(0)).max(0));
                 }
             }
         }
         Raise {
-            adds,
-            from: active
-                .iter()
+            from: adds
+                .keys()
                 .filter_map(|name| snapshot.best_effort_epochs.get(name))
                 .copied()
                 .max()
                 .unwrap_or(0),
+            adds,
         }
     }
 

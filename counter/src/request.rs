@@ -1738,6 +1738,60 @@ mod tests {
         assert_eq!((live(&store, "acct"), store.best_effort("acct")), (2, 2));
     }
 
+    /// Issue 34's third review: a retired shard below 0 while BE equals
+    /// live. Best-effort admission over 3 shards rotated an item's `+1`
+    /// from #2 to #0; `BeShardCount` 2 and the switch to strict; the item's
+    /// strict delete took #2 to -1; one create: (1, 1, -1) with 1 live
+    /// item under a limit of 2. Quotas (0, 0): every create refused below
+    /// the limit, and no finding. The audit now finds `RetiredBelowZero`
+    /// and fills #2 back to 0; the over-reservation that shows (BE 2, live
+    /// 1) is lowered after the grace, and creates go on.
+    #[tokio::test]
+    async fn a_retired_shard_below_zero_is_filled_by_the_audit_and_creates_go_on() {
+        let store = std::sync::Arc::new(MemoryStore::new());
+        let s = Scope::new("acct").unwrap();
+        store.put_item("acct", "y", "iy", true, false).await;
+        for (shard, count) in [(0, 1), (1, 1), (2, -1)] {
+            store.set_counter("acct", &keys::best_effort_name(Some(shard)), count);
+        }
+        let strict = Counter::new(store.clone(), 2)
+            .with_admission(Admission::Strict)
+            .with_best_effort_shards(2)
+            .with_seed(3);
+        let refused = strict
+            .create(&s, &ResourceId::new("n0").unwrap(), Item::default(), NOW)
+            .await;
+        assert!(matches!(refused, Err(Error::LimitExceeded { .. })), "{refused:?}");
+        let auditor = crate::audit::Auditor::new(&*store, Admission::Strict).with_best_effort_shards(2);
+        let filled = auditor
+            .audit_scope(&s, crate::audit::RepairMode::Apply, NOW)
+            .await
+            .unwrap();
+        assert!(
+            filled
+                .findings
+                .contains(&crate::audit::Finding::RetiredBelowZero { below: 1 })
+                && filled.repaired,
+            "{filled:?}"
+        );
+        assert_eq!(store.counter("acct", "best_effort#2"), 0);
+        let lowered = auditor
+            .audit_scope(&s, crate::audit::RepairMode::Apply, NOW + 10 * REQUEST_GRACE_TEST)
+            .await
+            .unwrap();
+        assert!(lowered.repaired, "{lowered:?}");
+        strict
+            .create(
+                &s,
+                &ResourceId::new("n1").unwrap(),
+                Item::default(),
+                NOW + 10 * REQUEST_GRACE_TEST,
+            )
+            .await
+            .unwrap();
+        assert_eq!(live(&store, "acct"), 2);
+    }
+
     /// DynamoDB semantics for a zero quota: one throttled decrement sent to
     /// the other shard leaves best_effort#0 = 1 (no item), #1 = -1; quotas
     /// are then (0, 0) and every create is refused below the limit, for

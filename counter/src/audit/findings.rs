@@ -205,6 +205,10 @@ pub fn strict_shard_findings(layout: Layout, tally: &ScopeTally, snapshot: &Coun
     } else if layout.absent_since_a_raise(snapshot) {
         out.push(Finding::ShardsAbsent);
     }
+    let below = layout.retired_below_zero(&snapshot.best_effort_items);
+    if below > 0 {
+        out.push(Finding::RetiredBelowZero { below });
+    }
     out
 }
 
@@ -251,6 +255,13 @@ pub enum Finding {
     /// audit's raise of 0 creates them fenced. Expected after the change,
     /// repairable at once.
     ShardsAbsent,
+    /// Strict admission: items of an earlier shard count are `below` under
+    /// 0 in all: they hide slots the active shards hold from the sum, so
+    /// the scope can be refused below its limit with BE equal to live. The
+    /// audit's raise fills them back to 0 (then the over-reservation it
+    /// shows is lowered after the grace). Expected after best-effort
+    /// admission moved `+1`s off a shard later retired; repairable at once.
+    RetiredBelowZero { below: i64 },
 }
 
 impl Finding {
@@ -334,7 +345,10 @@ pub fn plan_repair(counts: &ScopeCounts, findings: &[Finding]) -> Repair {
             | Finding::UnderReserved { .. } => repair.best_effort = i64::try_from(counts.live).ok(),
             // Not a value to set: the audit engine raises the short shards,
             // or fences mixed epochs, with one fenced raise.
-            Finding::ShardsShort { .. } | Finding::MixedEpochs | Finding::ShardsAbsent => {}
+            Finding::ShardsShort { .. }
+            | Finding::MixedEpochs
+            | Finding::ShardsAbsent
+            | Finding::RetiredBelowZero { .. } => {}
         }
     }
     repair
@@ -496,7 +510,8 @@ pub fn decide(
     // before a switch to strict, may land on another shard): raised at once
     // by the shortfall (fenced; the raise fills the short shards first), any
     // lowering left to a later audit.
-    let shortfall = layout.shortfall(&snapshot.best_effort_items, &tally.live_by_shard);
+    let shortfall = layout.shortfall(&snapshot.best_effort_items, &tally.live_by_shard)
+        + layout.retired_below_zero(&snapshot.best_effort_items);
     if strict && shortfall > 0 {
         let raise = plan.repair.best_effort.filter(|t| *t > snapshot.best_effort);
         let target = raise

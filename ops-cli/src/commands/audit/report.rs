@@ -79,6 +79,10 @@ fn finding_text(finding: &Finding) -> String {
         Finding::MixedEpochs => {
             "DRIFT best-effort shards at mixed epochs (strict creates are refused until a raise fences them)".into()
         }
+        Finding::RetiredBelowZero { below } => format!(
+            "best-effort items of an earlier shard count {below} below 0 (strict creates may be refused below the \
+             limit until a raise fills them)"
+        ),
         Finding::ShardsAbsent => "best-effort shards absent since the last raise (BeShardCount grew: strict \
                                   creates may be refused below the limit until a raise creates them)"
             .into(),
