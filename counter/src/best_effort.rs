@@ -43,6 +43,9 @@ use crate::keys;
 /// Most best-effort shards a stack may configure (`BeShardCount`).
 pub const MAX_SHARDS: u32 = 100;
 
+/// Most items one raise writes: DynamoDB's 100 actions per transaction.
+pub const MAX_RAISE_ITEMS: usize = 100;
+
 /// The configured best-effort shards of a stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
@@ -391,10 +394,12 @@ impl Layout {
             let mut left = delta.max(0);
             for (name, count) in read.iter().filter(|(name, count)| !self.is_active(name) && **count < 0) {
                 let fill = (-count).min(left);
-                if fill > 0 {
+                // Within one transaction: at the most shards a retired item
+                // below 0 stays (its part of `delta` goes to no shard).
+                if fill > 0 && adds.len() < MAX_RAISE_ITEMS {
                     adds.insert(name.clone(), fill);
-                    left -= fill;
                 }
+                left -= fill;
             }
             for (name, count) in self.correction(read, live, left) {
                 if self.is_active(&name) {
@@ -801,12 +806,29 @@ mod tests {
             "a retired item is never raised nor fenced"
         );
         assert_eq!(second.to(), 2);
-        // At most one action per configured shard: within a transaction's
-        // 100 even at the most shards, whatever retired items remain.
+        // At most one action per configured shard, and retired items below
+        // 0 only within a transaction's 100 actions, even at the most
+        // shards, whatever retired items remain.
         let most = Layout::new(MAX_SHARDS);
+        for retired in [5, -1] {
+            assert_eq!(
+                most.raise(&snapshot(&[("best_effort", retired, None)]), &live, 1)
+                    .adds
+                    .len(),
+                MAX_RAISE_ITEMS
+            );
+        }
+        let names: Vec<String> = (0..MAX_SHARDS).map(|i| keys::best_effort_name(Some(i))).collect();
+        let mut items: Vec<(&str, i64, Option<u64>)> = names.iter().map(|n| (n.as_str(), 0, None)).collect();
+        items.push(("best_effort", -1, None));
+        let full = most.raise(&snapshot(&items), &live, 2);
+        assert_eq!((full.adds.len(), full.adds.get("best_effort")), (MAX_RAISE_ITEMS, None));
+        items.remove(MAX_SHARDS as usize - 1);
+        let fewer = Layout::new(MAX_SHARDS - 1);
+        let filled = fewer.raise(&snapshot(&items), &live, 2);
         assert_eq!(
-            most.raise(&snapshot(&[("best_effort", 5, None)]), &live, 1).adds.len(),
-            100
+            (filled.adds.len(), filled.adds.get("best_effort")),
+            (MAX_RAISE_ITEMS, Some(&1))
         );
     }
 }
