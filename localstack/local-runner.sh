@@ -69,6 +69,27 @@ log_tail() {
     fi
 }
 
+# Waits for LINE in the log while the runner PID lives, until DEADLINE (in
+# SECONDS): 0 once it shows; 1 at the deadline, said, the runner left
+# running; a runner that exits ends the start with exit 1 ("exited WHEN").
+await_line() {
+    local line=$1 when=$2 pid=$3 deadline=$4
+    until grep -q "$line" "$LOG_FILE" 2>/dev/null; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            rm -f "$PID_FILE"
+            log "the runner exited $when"
+            log_tail
+            exit 1
+        fi
+        if ((SECONDS >= deadline)); then
+            log "no '$line' in the log within ${START_TIMEOUT}s; it keeps running (pid $pid)"
+            log_tail
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
 cmd_start() {
     local pid
     pid=$(running_pid)
@@ -87,36 +108,10 @@ cmd_start() {
     pid=$!
     printf '%s\n' "$pid" >"$PID_FILE"
     local deadline=$((SECONDS + START_TIMEOUT))
-    until grep -q "$READY_LINE" "$LOG_FILE" 2>/dev/null; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            rm -f "$PID_FILE"
-            log "the runner exited at start"
-            log_tail
-            exit 1
-        fi
-        if ((SECONDS >= deadline)); then
-            log "no '$READY_LINE' in the log within ${START_TIMEOUT}s; it keeps running (pid $pid)"
-            log_tail
-            return 0
-        fi
-        sleep 0.2
-    done
+    await_line "$READY_LINE" "at start" "$pid" "$deadline" || return 0
     # Then its first heartbeat: the mappings discovered and the handlers
     # started, or why they cannot start (which fails the start, and `make deploy`).
-    until grep -q "$HEARTBEAT_LINE" "$LOG_FILE" 2>/dev/null; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            rm -f "$PID_FILE"
-            log "the runner exited before its first heartbeat"
-            log_tail
-            exit 1
-        fi
-        if ((SECONDS >= deadline)); then
-            log "no '$HEARTBEAT_LINE' in the log within ${START_TIMEOUT}s; it keeps running (pid $pid)"
-            log_tail
-            return 0
-        fi
-        sleep 0.2
-    done
+    await_line "$HEARTBEAT_LINE" "before its first heartbeat" "$pid" "$deadline" || return 0
     if grep -q "$HEARTBEAT_LINE failing" "$LOG_FILE"; then
         log "the handlers cannot start; stopping the runner:"
         grep -A 30 "$HEARTBEAT_LINE failing" "$LOG_FILE" >&2 || true
