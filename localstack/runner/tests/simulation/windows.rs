@@ -1,0 +1,219 @@
+//! Strict admission's configuration-change windows ([`Windows`]): how far a
+//! scope may pass its limit while a limit, `BeShardCount` or `AdmissionMode`
+//! change lands, per the documented bounds, and what each window measured.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use hybrid_counter::Admission;
+use hybrid_counter::memory::Tables;
+
+use crate::counts::{live_count, scopes_of};
+use crate::params::ConfigChange;
+use crate::stats::WindowStats;
+
+/// Strict admission's documented windows (docs/admission-and-sharding.md,
+/// "Configuration changes"). A limit change lands at once: a create that
+/// read the old limit may pass the new one, by at most the creates in
+/// flight at the change. A `BeShardCount` change rolls out: from the change
+/// until the last create that started before the rollout's end is done,
+/// old and new splits reserve side by side, and live may pass the limit by
+/// at most the most creates in flight at any instant of that window. An
+/// `AdmissionMode` switch to strict: no strict check until the operator's
+/// `audit --repair` after the rollout has landed (measured, not bounded).
+/// Once a window closes, a scope left above its limit may only drain.
+#[derive(Debug, Default)]
+pub(crate) struct Windows {
+    pub(crate) default_limit: u64,
+    /// The checks in force: best-effort's, strict's, or none (a switch to
+    /// strict admission under way).
+    pub(crate) mode: Option<Admission>,
+    pub(crate) next_create: u64,
+    pub(crate) in_flight: BTreeSet<u64>,
+    pub(crate) open: Vec<Window>,
+    /// Scopes above their limit after a window closed: the most live items
+    /// each may still hold (it only goes down).
+    pub(crate) drain_cap: BTreeMap<String, u64>,
+    /// Measured, per kind of change ([`CHANGES`]).
+    pub(crate) measured: [WindowStats; 3],
+}
+
+#[derive(Debug)]
+pub(crate) struct Window {
+    kind: ConfigChange,
+    /// `None`: every scope (a shard count or mode change).
+    scope: Option<String>,
+    /// The limit in force before a limit change (`None`: unchanged).
+    old_limit: Option<u64>,
+    /// The creates that may run the old configuration; the window closes
+    /// with the last once the rollout is over.
+    pending: BTreeSet<u64>,
+    rolling: bool,
+    at_change: u64,
+    most_in_flight: u64,
+}
+
+impl Window {
+    /// Rolled out, and every create that may have run the old
+    /// configuration done (a switch's closes with its repair instead).
+    fn rolled_out(&self) -> bool {
+        !self.rolling && self.pending.is_empty() && self.kind != ConfigChange::Switch
+    }
+
+    /// The most live items above the limit before the change that the
+    /// window allows: a limit change's, the creates in flight at it; a
+    /// rollout's, the most creates in flight at any instant of it so far
+    /// (those at the change alone do not bound it: issue 34 D3, seed
+    /// 1592600407); a switch's is not bounded (checked no further).
+    fn allowance(&self) -> u64 {
+        match self.kind {
+            ConfigChange::Limit => self.at_change,
+            ConfigChange::Reshard => self.most_in_flight,
+            ConfigChange::Switch => u64::MAX / 2,
+        }
+    }
+}
+
+impl Windows {
+    fn stats(&mut self, kind: ConfigChange) -> &mut WindowStats {
+        &mut self.measured[kind as usize]
+    }
+
+    pub(crate) fn start_create(&mut self) -> u64 {
+        self.next_create += 1;
+        self.in_flight.insert(self.next_create);
+        let in_flight = self.in_flight.len() as u64;
+        for w in &mut self.open {
+            if w.rolling {
+                w.pending.insert(self.next_create);
+            }
+            w.most_in_flight = w.most_in_flight.max(in_flight);
+            let stats = &mut self.measured[w.kind as usize];
+            stats.most_in_flight = stats.most_in_flight.max(in_flight);
+        }
+        self.next_create
+    }
+
+    /// A create ended; windows it was the last of close, and a scope they
+    /// leave above its limit may from now on only drain.
+    pub(crate) fn finish_create(&mut self, id: u64, tables: impl FnOnce() -> Tables) {
+        self.in_flight.remove(&id);
+        for w in &mut self.open {
+            w.pending.remove(&id);
+        }
+        self.close(Window::rolled_out, tables);
+    }
+
+    fn close(&mut self, done: impl Fn(&Window) -> bool, tables: impl FnOnce() -> Tables) {
+        if !self.open.iter().any(&done) {
+            return;
+        }
+        let (closed, open): (Vec<Window>, Vec<Window>) = std::mem::take(&mut self.open).into_iter().partition(done);
+        self.open = open;
+        let tables = &tables();
+        for w in closed {
+            for scope in scopes_of(tables) {
+                if w.scope.as_ref().is_some_and(|s| s != scope) {
+                    continue;
+                }
+                let live = live_count(tables, scope);
+                if live > self.limit_of(tables, scope) {
+                    let cap = self.drain_cap.entry(scope.clone()).or_insert(0);
+                    *cap = (*cap).max(live);
+                }
+            }
+        }
+    }
+
+    /// A change of `scope`'s limit (`Some`), of the shard count or of the
+    /// admission mode (`None`) is about to land.
+    pub(crate) fn open(&mut self, kind: ConfigChange, scope: Option<&str>, tables: &Tables) {
+        let old_limit = scope.map(|s| self.limit_of(tables, s));
+        let at_change = self.in_flight.len() as u64;
+        // Best-effort admission has no windows; a limit change lands at
+        // once: only the creates in flight read the old one.
+        match kind {
+            ConfigChange::Switch => self.mode = None,
+            _ if self.mode == Some(Admission::BestEffort) => return,
+            ConfigChange::Limit if at_change == 0 => return,
+            _ => {}
+        }
+        let stats = self.stats(kind);
+        stats.opened += 1;
+        stats.most_at_change = stats.most_at_change.max(at_change);
+        stats.most_in_flight = stats.most_in_flight.max(at_change);
+        self.open.push(Window {
+            kind,
+            scope: scope.map(str::to_owned),
+            old_limit,
+            pending: self.in_flight.clone(),
+            rolling: kind != ConfigChange::Limit,
+            at_change,
+            most_in_flight: at_change,
+        });
+    }
+
+    /// The rollout of `kind` is over: every request from now on runs the
+    /// new configuration.
+    pub(crate) fn rolled_out(&mut self, kind: ConfigChange, tables: impl FnOnce() -> Tables) {
+        for w in self.open.iter_mut().filter(|w| w.kind == kind) {
+            w.rolling = false;
+        }
+        self.close(Window::rolled_out, tables);
+    }
+
+    /// The operator's `audit --repair` after a switch to strict landed:
+    /// strict's checks from now on.
+    pub(crate) fn switched(&mut self, tables: Tables) {
+        self.mode = Some(Admission::Strict);
+        self.close(|w| w.kind == ConfigChange::Switch, || tables);
+    }
+
+    /// `scope`'s limit changed: left above it, the scope may only drain
+    /// (besides what the creates in flight may still add).
+    pub(crate) fn limit_changed(&mut self, scope: &str, tables: &Tables) {
+        let live = live_count(tables, scope);
+        if live > self.limit_of(tables, scope) {
+            let cap = self.drain_cap.entry(scope.to_owned()).or_insert(0);
+            *cap = (*cap).max(live);
+        }
+    }
+
+    fn limit_of(&self, tables: &Tables, scope: &str) -> u64 {
+        tables.limits.get(scope).copied().unwrap_or(self.default_limit)
+    }
+
+    /// `live <= limit` in strict admission, within the windows (measured
+    /// during a switch, checked from when its repair landed).
+    pub(crate) fn check(&mut self, tables: &Tables, scope: &str, live: u64) -> Result<(), String> {
+        let limit = self.limit_of(tables, scope);
+        let draining = limit.max(self.drain_cap.get(scope).copied().unwrap_or(0));
+        let mut ceiling = draining;
+        let mut windowed = false;
+        for w in self
+            .open
+            .iter()
+            .filter(|w| w.scope.as_deref().is_none_or(|s| s == scope))
+        {
+            windowed = true;
+            let before = w.old_limit.unwrap_or(limit).max(draining);
+            ceiling = ceiling.max(before + w.allowance());
+            // How far the window's creates took the scope past what it
+            // allowed before the change.
+            let stats = &mut self.measured[w.kind as usize];
+            stats.max_excess = stats.max_excess.max(live.saturating_sub(before));
+        }
+        if live > ceiling {
+            return Err(format!(
+                "{scope}: strict: live {live} above the limit {limit} (allowed {ceiling} within the documented windows)"
+            ));
+        }
+        if !windowed {
+            if live > limit {
+                self.drain_cap.insert(scope.to_owned(), live);
+            } else {
+                self.drain_cap.remove(scope);
+            }
+        }
+        Ok(())
+    }
+}
