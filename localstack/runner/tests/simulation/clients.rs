@@ -2,6 +2,8 @@
 //! example API's real handler (`handlers/api`), some creates with
 //! `?sequence=true`. No answer may carry the store's words, every answer
 //! keeps its contract, and no request takes as long as the API's timeout.
+//! Now and then a client pauses past the audit's grace, so repairs land in
+//! the middle of the load.
 
 use hybrid_counter::{Admission, ResourceId};
 use serde_json::Value;

@@ -2,7 +2,10 @@
 //! its seed, each group from a generator stream of its own so adding one
 //! changes no other draw. Odd seeds run in strict admission, even seeds in
 //! best-effort; one schedule in 33 runs 4 to 16 clients near a limit of 10
-//! to 100; the actors' clocks are skewed in half of them.
+//! to 100; the actors' clocks are skewed in half of them. The store's
+//! faults: 500 before and after the write was applied, throttling,
+//! `TransactionConflict` (injected, and real between transactions in
+//! flight), torn counter reads and lost answers the SDK re-sends.
 
 use std::time::Duration;
 
