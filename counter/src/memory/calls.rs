@@ -29,7 +29,7 @@ impl MemoryStore {
     /// A write sent as `resend` says ([`crate::store::sends`]): a call that
     /// draws [`Fault::AppliedThenResent`] is applied, then (for
     /// [`Resend::BySdk`](crate::store::Resend::BySdk)) sent again after
-    /// [`Chaos::resend_delay`] without a fault of its own, and the caller
+    /// [`super::Chaos::resend_delay`] without a fault of its own, and the caller
     /// gets the re-send's answer; a write sent once gets a 500.
     pub(super) async fn resendable(
         &self,

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-/// The operations of [`Store`], to aim faults at.
+/// The operations of [`Store`](crate::store::Store), to aim faults at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
     ReadCounters,

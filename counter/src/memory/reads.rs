@@ -19,7 +19,7 @@ use crate::keys;
 impl MemoryStore {
     /// The Query of `scope`'s counter items (the `limit` override among
     /// them), read-committed item by item in key order: after each item it
-    /// waits up to [`Chaos::counter_read_latency`], so writes land between
+    /// waits up to [`super::Chaos::counter_read_latency`], so writes land between
     /// the items of one read; an item written behind the cursor is missed,
     /// one ahead of it is seen. A fault aimed at `op` fails the whole read.
     pub(super) async fn query_counters(&self, op: Op, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {

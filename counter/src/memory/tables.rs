@@ -1,7 +1,8 @@
 //! The two tables as plain data ([`Tables`]), and the writes that need more
 //! than one line: an item write's condition, a transaction applied all or
 //! nothing with its cancellation reasons in request order, and a sequence
-//! claim. Every applied resource write appends its stream record here.
+//! claim. A transaction appends its resource writes' stream records here;
+//! the plain writes append theirs where they are made (`store.rs`).
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! The lanes of the stream mapping: a parallelization factor of 1 to 10
 //! lanes per shard, records keyed to a lane by partition key, lanes polled
-//! concurrently; and the record of deliveries that checks AWS's promise
-//! that each item's records reach the function in order.
+//! concurrently; the record of deliveries that `mapping.rs` checks against
+//! AWS's promise that each item's records reach the function in order.
 
 use std::collections::{BTreeMap, BTreeSet};
 
