@@ -68,7 +68,9 @@ where
 
 /// `POST /scopes/{scope}/items/{id}`: creates the item, then (with
 /// `?sequence=true`) claims the scope's next number for it, so a refused
-/// create spends no number.
+/// create spends no number; a number not claimed after the create is a
+/// `503` that says the item exists ([`ApiError::CreatedWithoutSequence`],
+/// [`ApiError::CreatedSequenceUnknown`]). Any query parses as a list of pairs.
 async fn create<S: Store, T: PrincipalTags>(
     State(api): State<Arc<Api<S, T>>>,
     Now(now): Now,
