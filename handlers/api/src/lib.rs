@@ -23,6 +23,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, State};
+use axum::http::StatusCode;
+use axum::http::header::CONTENT_LENGTH;
 use axum::http::request::Parts;
 use axum::middleware::{self, Next};
 use axum::{Extension, Router};
@@ -31,6 +33,7 @@ use hybrid_counter::{Counter, EpochMillis, Scope, Store, now_millis};
 use hybrid_counter_aws::lambda::{CostWatch, emit_metrics};
 use lambda_http::request::RequestContext;
 use lambda_http::tower::ServiceExt;
+use lambda_http::tower::util::MapResponse;
 use tracing::info;
 
 pub use error::ApiError;
@@ -61,13 +64,25 @@ impl<S: Store, T: PrincipalTags> Api<S, T> {
 }
 
 /// The function as Lambda runs it: the [`router`], each request logged
-/// and its metrics printed.
-pub fn app<S, T>(api: Arc<Api<S, T>>) -> Router
+/// and its metrics printed, and no `Content-Length` on a 204.
+pub fn app<S, T>(api: Arc<Api<S, T>>) -> MapResponse<Router, fn(axum::response::Response) -> axum::response::Response>
 where
     S: Store + 'static,
     T: PrincipalTags + Send + Sync + 'static,
 {
-    router(api.clone()).layer(middleware::from_fn_with_state(api, observe::<S, T>))
+    let routes = router(api.clone()).layer(middleware::from_fn_with_state(api, observe::<S, T>));
+    ServiceExt::<Request>::map_response(routes, without_length_on_no_content as fn(_) -> _)
+}
+
+/// axum gives every answer of a known size a `Content-Length`, a 204's
+/// included, which RFC 9110 section 8.6 forbids ("A server MUST NOT send a
+/// Content-Length header field in any response with a status code of ...
+/// 204"). The old router sent none.
+fn without_length_on_no_content(mut response: axum::response::Response) -> axum::response::Response {
+    if response.status() == StatusCode::NO_CONTENT {
+        response.headers_mut().remove(CONTENT_LENGTH);
+    }
+    response
 }
 
 async fn observe<S: Store, T>(
@@ -161,7 +176,7 @@ pub async fn handle_measured<S: Store + Clone + 'static>(
         |request| async { routes.oneshot(request).await.unwrap_or_else(|never| match never {}) },
     )
     .await;
-    lambda_response(response).await
+    lambda_response(without_length_on_no_content(response)).await
 }
 
 /// An [`Api`] over clones of `counter` and `authorizer` (a counter's clone
@@ -201,8 +216,22 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::http::StatusCode;
     use crate::test_support::{NOW, counter, payload, request};
+
+    #[tokio::test]
+    async fn a_204_carries_no_content_length_and_other_answers_carry_theirs() {
+        let c = counter(5);
+        let created = handle(&c, request("POST", "/scopes/acct/items/w1", ""), NOW).await;
+        assert_eq!(created.status(), StatusCode::CREATED);
+        assert!(
+            created.headers().contains_key(CONTENT_LENGTH),
+            "{:?}",
+            created.headers()
+        );
+        let deleted = handle(&c, request("DELETE", "/scopes/acct/items/w1", ""), NOW).await;
+        assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+        assert_eq!(deleted.headers().get(CONTENT_LENGTH), None, "RFC 9110 8.6");
+    }
 
     #[tokio::test]
     async fn a_swallowed_best_effort_write_is_counted_in_that_request_s_metrics_only() {

@@ -211,7 +211,9 @@ fn unreadable(rejection: BytesRejection) -> ApiError {
 
 /// Whether a create's query asks for a sequence number: `sequence=true` or
 /// `sequence=false` (the default), at most once. Other parameters are not
-/// the API's and are left alone.
+/// the API's and are left alone. Names and values are compared once
+/// percent-decoded (`sequence=tru%65` is `true`), as RFC 3986 makes `%65`
+/// and `e` the same; the router before axum compared the raw text.
 pub fn wants_sequence(query: &[(String, String)]) -> Result<bool, ApiError> {
     let mut wanted = None;
     for (_, value) in query.iter().filter(|(key, _)| key == SEQUENCE_PARAMETER) {
@@ -649,6 +651,23 @@ mod tests {
             .map(|e| e.owner)
             .collect();
         assert_eq!(owners, vec![Some("a".to_owned()), Some("c".to_owned())]);
+    }
+
+    #[tokio::test]
+    async fn the_sequence_parameter_is_read_percent_decoded() {
+        let c = counter(10);
+        let (status, body) = call(&c, "POST", "/scopes/acct/items/a?%73equence=tru%65", "").await;
+        assert_eq!(
+            (status, body["sequence"].clone()),
+            (StatusCode::CREATED, json!(1)),
+            "{body}"
+        );
+        let (status, _) = call(&c, "POST", "/scopes/acct/items/b?sequence=true&%73equence=false", "").await;
+        assert_eq!(
+            status,
+            StatusCode::BAD_REQUEST,
+            "the same parameter twice, however spelled"
+        );
     }
 
     #[tokio::test]
