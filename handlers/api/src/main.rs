@@ -1,13 +1,15 @@
 //! Lambda entry point of the example HTTP API: reads the configuration
-//! (tables, default limit, admission mode, best-effort shards), builds the DynamoDB client and
-//! the counter once, and the scope authorization (`SCOPE_AUTHORIZATION`;
-//! with `principal-tag` an IAM client reads the callers' tags), and hands
-//! every function URL request to [`api::handle_with`] with the current time.
+//! (tables, default limit, admission mode, best-effort shards, scope
+//! authorization), builds the counter and the scope check once (with
+//! `principal-tag`, an IAM client reads the callers' tags), and runs the
+//! API's axum app on every function URL request.
 
-use hybrid_counter::{Counter, CounterConfig, now_millis};
+use std::sync::Arc;
+
+use hybrid_counter::{Counter, CounterConfig};
 use hybrid_counter_aws::DynamoStore;
 use hybrid_counter_aws::lambda::init_tracing;
-use lambda_http::{Error, service_fn};
+use lambda_http::Error;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -26,9 +28,5 @@ async fn main() -> Result<(), Error> {
             iam: aws_sdk_iam::Client::new(&sdk),
         },
     };
-    let (counter, authorizer) = (&counter, &authorizer);
-    lambda_http::run(service_fn(move |request| async move {
-        Ok::<_, Error>(api::handle_with(counter, authorizer, request, now_millis()).await)
-    }))
-    .await
+    lambda_http::run(api::app(Arc::new(api::Api { counter, authorizer }))).await
 }

@@ -36,9 +36,7 @@
 
 use std::future::Future;
 
-use lambda_http::RequestExt;
-
-use lambda_http::Request;
+use lambda_http::request::RequestContext;
 
 /// The environment variable carrying the stack parameter.
 pub use hybrid_counter::config::ENV_SCOPE_AUTHORIZATION;
@@ -190,15 +188,15 @@ pub struct Authorizer<T> {
 }
 
 impl<T: PrincipalTags> Authorizer<T> {
-    /// Whether the caller of `request` may act on `scope`: always with
+    /// Whether the caller may act on `scope`, `context` being its request's
+    /// (`lambda_http` puts it in the request's extensions): always with
     /// `none`; with `principal-tag` only if the scope is within its tag.
     /// A refusal is the reason, for the caller (`ScopeForbidden`).
-    pub async fn check(&self, request: &Request, scope: &str) -> Result<(), String> {
+    pub async fn check(&self, context: Option<&RequestContext>, scope: &str) -> Result<(), String> {
         if self.mode == ScopeAuthorization::None {
             return Ok(());
         }
         let forbidden = |reason: String| reason;
-        let context = request.request_context_ref();
         let iam = context.and_then(|c| c.authorizer()).and_then(|a| a.iam.as_ref());
         let Some(arn) = iam.and_then(|iam| iam.user_arn.as_deref()) else {
             return Err(forbidden("the request carries no IAM caller".to_owned()));
@@ -206,7 +204,7 @@ impl<T: PrincipalTags> Authorizer<T> {
         let principal = Principal::from_arn(arn)
             .ok_or_else(|| forbidden(format!("{arn} is neither an IAM role session nor an IAM user")))?;
         let own_account = match context {
-            Some(lambda_http::request::RequestContext::ApiGatewayV2(c)) => c.account_id.as_deref(),
+            Some(RequestContext::ApiGatewayV2(c)) => c.account_id.as_deref(),
             _ => None,
         };
         if own_account != Some(principal.account()) {
@@ -230,7 +228,12 @@ impl<T: PrincipalTags> Authorizer<T> {
 
 #[cfg(test)]
 mod tests {
+    use lambda_http::http::{Method, StatusCode};
+    use lambda_http::{Request, RequestExt};
+
     use super::*;
+    use crate::test_support::{NOW, counter, forbidden_message, function_url_request, payload, principal_tag};
+    use crate::{handle, handle_with};
 
     #[test]
     fn a_scope_that_only_shares_a_prefix_with_the_tag_is_outside_it() {
@@ -277,11 +280,14 @@ mod tests {
         };
         let request = from_caller(&format!("arn:aws:sts::{account}:assumed-role/tenant/session"));
         for scope in ["acme2", "acme-evil"] {
-            let refused = authorizer.check(&request, scope).await.unwrap_err();
+            let refused = authorizer
+                .check(request.request_context_ref(), scope)
+                .await
+                .unwrap_err();
             assert!(refused.contains("neither"), "{refused}");
         }
         for scope in ["acme", "acme/eu"] {
-            authorizer.check(&request, scope).await.unwrap();
+            authorizer.check(request.request_context_ref(), scope).await.unwrap();
         }
     }
 
@@ -292,5 +298,112 @@ mod tests {
                 assert!(!scope_within(tag, scope), "{tag:?} {scope:?}");
             }
         }
+    }
+
+    #[tokio::test]
+    async fn with_principal_tag_a_caller_acts_only_on_scopes_within_its_tag() {
+        let role = "arn:aws:sts::123456789012:assumed-role/tenant-acct/session-1";
+        let authorizer = principal_tag(&[("tenant-acct", "acct"), ("widget-service", "other")]);
+        let c = counter(5);
+        let created = handle_with(
+            &c,
+            &authorizer,
+            function_url_request(role, "/scopes/acct%2F42/items/w1"),
+            NOW,
+        )
+        .await;
+        assert_eq!(created.status(), StatusCode::CREATED);
+
+        let refused = handle_with(
+            &c,
+            &authorizer,
+            function_url_request(role, "/scopes/bank/items/w1"),
+            NOW,
+        )
+        .await;
+        let message = forbidden_message(refused);
+        assert!(
+            message.contains(r#"scope "bank" is neither "acct" nor under "acct/", the hck-scope-prefix tag of"#),
+            "{message}"
+        );
+        // The same holds for an IAM user, and for reads.
+        let user = "arn:aws:iam::123456789012:user/widget-service";
+        let mut usage = function_url_request(user, "/scopes/acct%2042/usage");
+        *usage.method_mut() = Method::GET;
+        let message = forbidden_message(handle_with(&c, &authorizer, usage, NOW).await);
+        assert!(message.contains(r#"is neither "other""#), "{message}");
+        assert!(
+            payload(c.store(), "bank", "w1").is_none(),
+            "a refused request writes nothing"
+        );
+    }
+
+    #[tokio::test]
+    async fn with_principal_tag_untagged_foreign_and_anonymous_callers_are_refused() {
+        let authorizer = principal_tag(&[("tenant-acct", "acct")]);
+        let c = counter(5);
+        let cases = [
+            (
+                "arn:aws:sts::123456789012:assumed-role/untagged/s",
+                "has no hck-scope-prefix tag",
+            ),
+            (
+                "arn:aws:sts::999999999999:assumed-role/tenant-acct/s",
+                "belongs to another account",
+            ),
+            (
+                "arn:aws:iam::123456789012:root",
+                "neither an IAM role session nor an IAM user",
+            ),
+        ];
+        for (arn, why) in cases {
+            let response = handle_with(&c, &authorizer, function_url_request(arn, "/scopes/acct/items/w1"), NOW).await;
+            let message = forbidden_message(response);
+            assert!(message.contains(why), "{arn}: {message}");
+        }
+        // Without ScopeAuthorization (`none`), the same untagged caller may.
+        let response = handle(
+            &c,
+            function_url_request(
+                "arn:aws:sts::123456789012:assumed-role/untagged/s",
+                "/scopes/acct/items/w1",
+            ),
+            NOW,
+        )
+        .await;
+        assert_eq!(response.status(), StatusCode::CREATED);
+    }
+
+    #[test]
+    fn caller_arns_name_the_principal_whose_tags_are_read() {
+        assert_eq!(
+            Principal::from_arn("arn:aws:sts::123456789012:assumed-role/app-role/i-0abc"),
+            Some(Principal::Role {
+                account: "123456789012".into(),
+                name: "app-role".into()
+            })
+        );
+        assert_eq!(
+            Principal::from_arn("arn:aws:iam::123456789012:user/division/team/alice"),
+            Some(Principal::User {
+                account: "123456789012".into(),
+                name: "alice".into()
+            })
+        );
+        for other in [
+            "arn:aws:iam::123456789012:root",
+            "arn:aws:sts::123456789012:federated-user/bob",
+            "arn:aws:sts::123456789012:assumed-role/",
+            "not an arn",
+        ] {
+            assert_eq!(Principal::from_arn(other), None, "{other}");
+        }
+        let lookup = |value: &'static str| move |_: &str| Some(value.to_owned());
+        assert_eq!(ScopeAuthorization::from_lookup(|_| None), Ok(ScopeAuthorization::None));
+        assert_eq!(
+            ScopeAuthorization::from_lookup(lookup("principal-tag")),
+            Ok(ScopeAuthorization::PrincipalTag)
+        );
+        assert!(ScopeAuthorization::from_lookup(lookup("tags")).is_err());
     }
 }

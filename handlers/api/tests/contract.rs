@@ -8,6 +8,7 @@
 //! give one the document lacks.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use api::http::{Method, StatusCode};
 use api::scope_auth::Principal;
@@ -116,6 +117,7 @@ impl Contract {
 }
 
 /// No caller has a scope prefix tag: with `principal-tag`, everyone is refused.
+#[derive(Clone)]
 struct Untagged;
 
 impl PrincipalTags for Untagged {
@@ -146,8 +148,8 @@ fn signed_request(method: &Method, path: &str) -> Request {
 }
 
 /// A counter whose every store call fails as an exhausted DynamoDB call does.
-fn unavailable() -> Counter<MemoryStore> {
-    let store = MemoryStore::new();
+fn unavailable() -> Counter<Arc<MemoryStore>> {
+    let store = Arc::new(MemoryStore::new());
     store.set_chaos(Chaos {
         faults: [Op::ReadCounters, Op::GetResource, Op::PutResource, Op::AddBestEffort]
             .into_iter()
@@ -162,9 +164,9 @@ fn unavailable() -> Counter<MemoryStore> {
 async fn the_openapi_document_lists_exactly_the_answers_the_api_gives() {
     let contract = Contract::load();
     let (post, delete, get) = (Method::POST, Method::DELETE, Method::GET);
-    let c = Counter::new(MemoryStore::new(), 2);
+    let c = Counter::new(Arc::new(MemoryStore::new()), 2);
     let down = unavailable();
-    let numbering_fails = Counter::new(MemoryStore::new(), 5);
+    let numbering_fails = Counter::new(Arc::new(MemoryStore::new()), 5);
     numbering_fails.store().inject(Op::ClaimSequence, Fault::Rejected);
     let forbidding = Authorizer {
         mode: ScopeAuthorization::PrincipalTag,
