@@ -10,61 +10,27 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use aws_sdk_cloudformation::types::{Change, ChangeSource, ResourceAttribute, ResourceChangeDetail};
+use aws_sdk_cloudformation::types::{
+    Change, ChangeSource, RequiresRecreation, ResourceAttribute, ResourceChangeDetail,
+};
 use serde::Serialize;
+
+use super::cfn::{as_str, option_as_str};
 use serde_json::Value;
 
-/// What CloudFormation does to a resource.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum Action {
-    Add,
-    Modify,
-    Remove,
-    /// Decided only during the update (e.g. values from a nested stack).
-    Dynamic,
-    Import,
-    Other(String),
-}
-
-impl Action {
-    fn parse(raw: &str) -> Self {
-        match raw {
-            "Add" => Action::Add,
-            "Modify" => Action::Modify,
-            "Remove" => Action::Remove,
-            "Dynamic" => Action::Dynamic,
-            "Import" => Action::Import,
-            other => Action::Other(other.to_owned()),
-        }
-    }
-
-    fn symbol(&self) -> char {
-        match self {
-            Action::Add | Action::Import => '+',
-            Action::Modify => '~',
-            Action::Remove => '-',
-            Action::Dynamic | Action::Other(_) => '?',
-        }
-    }
-
-    fn label(&self) -> &str {
-        match self {
-            Action::Add => "Add",
-            Action::Modify => "Modify",
-            Action::Remove => "Remove",
-            Action::Dynamic => "Dynamic",
-            Action::Import => "Import",
-            Action::Other(other) => other,
-        }
-    }
-}
-
+/// What CloudFormation does to a resource (`Dynamic`: decided only during
+/// the update, e.g. values from a nested stack), as the service says it.
+pub use aws_sdk_cloudformation::types::ChangeAction as Action;
 /// Whether a modified resource is replaced (a new physical resource).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Replacement {
-    True,
-    Conditional,
-    False,
+pub use aws_sdk_cloudformation::types::Replacement;
+
+fn symbol(action: &Action) -> char {
+    match action {
+        Action::Add | Action::Import => '+',
+        Action::Modify => '~',
+        Action::Remove => '-',
+        _ => '?',
+    }
 }
 
 /// One changed property (or resource attribute such as `DeletionPolicy`).
@@ -72,8 +38,8 @@ pub enum Replacement {
 pub struct PropertyChange {
     pub name: String,
     /// `Always`, `Conditionally` or `Never`, when the service says.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub requires_recreation: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "option_as_str")]
+    pub requires_recreation: Option<RequiresRecreation>,
     /// What changes it: `template`, `parameter X`, `resource X`, ...
     pub causes: Vec<String>,
 }
@@ -93,8 +59,9 @@ pub struct ResourceDiff {
     pub resource_type: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub physical_id: Option<String>,
+    #[serde(serialize_with = "as_str")]
     pub action: Action,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "option_as_str")]
     pub replacement: Option<Replacement>,
     pub properties: Vec<PropertyChange>,
     pub details_source: DetailsSource,
@@ -130,15 +97,8 @@ impl Diff {
                     logical_id: rc.logical_resource_id().unwrap_or_default().to_owned(),
                     resource_type: rc.resource_type().unwrap_or_default().to_owned(),
                     physical_id: rc.physical_resource_id().filter(|p| !p.is_empty()).map(str::to_owned),
-                    action: rc
-                        .action()
-                        .map_or(Action::Other("Unknown".into()), |a| Action::parse(a.as_str())),
-                    replacement: rc.replacement().and_then(|r| match r.as_str() {
-                        "True" => Some(Replacement::True),
-                        "Conditional" => Some(Replacement::Conditional),
-                        "False" => Some(Replacement::False),
-                        _ => None,
-                    }),
+                    action: rc.action().cloned().unwrap_or_else(|| Action::from("Unknown")),
+                    replacement: rc.replacement().cloned(),
                     details_source: if properties.is_empty() {
                         DetailsSource::None
                     } else {
@@ -204,14 +164,14 @@ fn group_details(details: &[ResourceChangeDetail]) -> Vec<PropertyChange> {
             (None, None) => continue,
         };
         let cause = describe_cause(detail.change_source(), detail.causing_entity());
-        let recreation = target.requires_recreation().map(|r| r.as_str().to_owned());
+        let recreation = target.requires_recreation().cloned();
         match grouped.iter_mut().find(|p| p.name == name) {
             Some(existing) => {
                 if !existing.causes.contains(&cause) {
                     existing.causes.push(cause);
                 }
                 // Keep the strongest recreation requirement.
-                if rank(recreation.as_deref()) > rank(existing.requires_recreation.as_deref()) {
+                if rank(recreation.as_ref()) > rank(existing.requires_recreation.as_ref()) {
                     existing.requires_recreation = recreation;
                 }
             }
@@ -225,11 +185,11 @@ fn group_details(details: &[ResourceChangeDetail]) -> Vec<PropertyChange> {
     grouped
 }
 
-fn rank(recreation: Option<&str>) -> u8 {
+fn rank(recreation: Option<&RequiresRecreation>) -> u8 {
     match recreation {
-        Some("Always") => 3,
-        Some("Conditionally") => 2,
-        Some("Never") => 1,
+        Some(RequiresRecreation::Always) => 3,
+        Some(RequiresRecreation::Conditionally) => 2,
+        Some(RequiresRecreation::Never) => 1,
         _ => 0,
     }
 }
@@ -404,15 +364,15 @@ impl fmt::Display for Diff {
             writeln!(
                 f,
                 "  {} {:<8} {:<id_width$}  {}",
-                resource.action.symbol(),
-                resource.action.label(),
+                symbol(&resource.action),
+                resource.action.as_str(),
                 resource.logical_id,
                 resource.resource_type,
             )?;
             for property in &resource.properties {
-                let recreation = match property.requires_recreation.as_deref() {
-                    Some("Always") => ", requires replacement",
-                    Some("Conditionally") => ", may require replacement",
+                let recreation = match property.requires_recreation {
+                    Some(RequiresRecreation::Always) => ", requires replacement",
+                    Some(RequiresRecreation::Conditionally) => ", may require replacement",
                     _ => "",
                 };
                 writeln!(
