@@ -779,14 +779,6 @@ pub const CALL_SITES: &[CallSite] = &[
         "status: alarm states",
     ),
     call(
-        STATUS,
-        "alarm_names",
-        "list_stack_resources",
-        &[Operator],
-        &[on(Stack, &[CloudFormationListStackResources])],
-        "status: the stack's alarms",
-    ),
-    call(
         CFN,
         "describe",
         "describe_stacks",
@@ -871,11 +863,12 @@ pub const CALL_SITES: &[CallSite] = &[
     ),
     call(
         CFN,
-        "tables_left",
+        "resources",
         "list_stack_resources",
         &[Operator],
         &[on(Stack, &[CloudFormationListStackResources])],
-        "deploy: the tables a failed first create left (an emulator keeps them; AWS's rollback deletes them)",
+        "status: the stack's alarms; deploy: the tables a failed first create left (an emulator keeps them; \
+         AWS's rollback deletes them)",
     ),
     call(
         CFN,

@@ -380,20 +380,9 @@ async fn answers(url: &str) -> bool {
 /// The names of every alarm of the stack: the physical ids of its
 /// `AWS::CloudWatch::Alarm` resources, in logical-id order.
 async fn alarm_names(ctx: &Context<'_>, stack_id: &str) -> Result<Vec<String>> {
-    let resources: Vec<_> = ctx
-        .clients
-        .cloudformation
-        .list_stack_resources()
-        .stack_name(stack_id)
-        .into_paginator()
-        .items()
-        .send()
-        .try_collect()
-        .await
-        .map_err(error::aws("ListStackResources"))?;
-    let mut names: Vec<(String, String)> = resources
+    let mut names: Vec<(String, String)> = cfn::resources(&ctx.clients.cloudformation, stack_id, ALARM_TYPE)
+        .await?
         .iter()
-        .filter(|r| r.resource_type() == Some(ALARM_TYPE))
         .filter_map(|r| {
             Some((
                 r.logical_resource_id()?.to_owned(),

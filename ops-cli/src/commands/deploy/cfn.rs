@@ -9,8 +9,8 @@
 //! Stack operations are followed by a poll of our own, not the SDK's stack
 //! waiters: those poll every 30 to 120 s (fixed in the SDK), cannot print
 //! the events as they come, and end a timeout without the last status the
-//! report names. Why not `cloudformatious`: docs/operations.md, "The
-//! CloudFormation engine".
+//! report names. Why not `cloudformatious`: docs/design.md, "Choices
+//! worth knowing".
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_cloudformation::Client;
 use aws_sdk_cloudformation::client::Waiters;
 use aws_sdk_cloudformation::types::{
-    Capability, Change, ChangeSetType, Parameter, ResourceStatus, StackEvent, StackStatus, Tag,
+    Capability, Change, ChangeSetType, Parameter, ResourceStatus, StackEvent, StackResourceSummary, StackStatus, Tag,
 };
 use aws_smithy_runtime_api::client::waiters::error::WaiterError;
 use serde::{Serialize, Serializer};
@@ -178,8 +178,17 @@ fn in_progress(status: &StackStatus) -> bool {
 /// table whose create failed is never one of them: its name may be a table
 /// that existed before the stack (the very cause of the failure).
 pub async fn tables_left(cfn: &Client, stack_id: &str) -> Result<Vec<String>> {
-    const TABLE: &str = "AWS::DynamoDB::Table";
-    let summaries: Vec<_> = cfn
+    Ok(resources(cfn, stack_id, "AWS::DynamoDB::Table")
+        .await?
+        .iter()
+        .filter(|r| r.resource_status() == Some(&ResourceStatus::CreateComplete))
+        .filter_map(|r| r.physical_resource_id().filter(|id| !id.is_empty()).map(str::to_owned))
+        .collect())
+}
+
+/// The stack's resources of type `kind` (`AWS::CloudWatch::Alarm`, ...).
+pub async fn resources(cfn: &Client, stack_id: &str, kind: &str) -> Result<Vec<StackResourceSummary>> {
+    let all: Vec<StackResourceSummary> = cfn
         .list_stack_resources()
         .stack_name(stack_id)
         .into_paginator()
@@ -188,12 +197,7 @@ pub async fn tables_left(cfn: &Client, stack_id: &str) -> Result<Vec<String>> {
         .try_collect()
         .await
         .map_err(error::aws("ListStackResources"))?;
-    Ok(summaries
-        .iter()
-        .filter(|r| r.resource_type() == Some(TABLE))
-        .filter(|r| r.resource_status() == Some(&ResourceStatus::CreateComplete))
-        .filter_map(|r| r.physical_resource_id().filter(|id| !id.is_empty()).map(str::to_owned))
-        .collect())
+    Ok(all.into_iter().filter(|r| r.resource_type() == Some(kind)).collect())
 }
 
 /// Deletes `stack`, a create that rolled back (`ROLLBACK_COMPLETE`), and
