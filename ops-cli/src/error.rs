@@ -316,27 +316,6 @@ where
     }
 }
 
-/// [`aws`] for a service's error answer without its response: what an SDK
-/// waiter hands back when such an answer ended the wait.
-pub fn aws_service<E>(action: &'static str) -> impl FnOnce(E) -> Error
-where
-    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-{
-    move |err| Error::Aws {
-        action,
-        message: describe_service_error(&err)
-            .unwrap_or_else(|| aws_smithy_types::error::display::DisplayErrorContext(&err).to_string()),
-    }
-}
-
-/// [`aws`] for an SDK waiter that could not run at all.
-pub fn waiter(action: &'static str, err: &(dyn std::error::Error + 'static)) -> Error {
-    Error::Aws {
-        action,
-        message: aws_smithy_types::error::display::DisplayErrorContext(err).to_string(),
-    }
-}
-
 /// `Code: message`, or the code alone; `None` without a code.
 fn describe_service_error(err: &impl ProvideErrorMetadata) -> Option<String> {
     match (err.code(), err.message()) {

@@ -807,6 +807,14 @@ pub const CALL_SITES: &[CallSite] = &[
     ),
     call(
         CFN,
+        "all_changes",
+        "describe_change_set",
+        &[Operator],
+        &[on(Stack, &[CloudFormationDescribeChangeSet])],
+        "plan and deploy: the change set's further pages of changes",
+    ),
+    call(
+        CFN,
         "delete_change_set",
         "delete_change_set",
         &[Operator],

@@ -1,26 +1,32 @@
 //! The CloudFormation engine of the stack lifecycle: reading a stack (which
 //! `status`, `local run` and the data commands do too), deciding from its
 //! typed status whether it can take a change set, creating change sets and
-//! waiting for them (the SDK's waiter; both ways a service says "no
-//! changes"), and following stack events until a final status. The status
-//! tables are pure functions over the SDK's enums, with unit tests; the
-//! rest is SDK calls, paged by the SDK's paginators.
+//! waiting for them (both ways a service says "no changes"), and following
+//! stack events until a final status. The status tables are pure functions
+//! over the SDK's enums, with unit tests; the rest is SDK calls, paged by
+//! the SDK's paginators. A status newer than the SDK (its `Unknown`) is
+//! classified by its name, as the service spells it (`..._IN_PROGRESS`,
+//! `..._FAILED`).
 //!
-//! Stack operations are followed by a poll of our own, not the SDK's stack
-//! waiters: those poll every 30 to 120 s (fixed in the SDK), cannot print
-//! the events as they come, and end a timeout without the last status the
-//! report names. Why not `cloudformatious`: docs/design.md, "Choices
+//! Change sets and stack operations are followed by polls of our own, not
+//! the SDK's waiters: those wait 30 s before their second look and up to
+//! 120 s between looks (fixed in the generated builders), which would add
+//! at least 30 s to every `plan` and `deploy` on AWS, where a change set
+//! takes a few seconds; the change-set waiter also keeps polling a change
+//! set deleted under it until its timeout, the stack waiters cannot print
+//! the events as they come, and a waiter's timeout loses the last status
+//! the report names. Why not `cloudformatious`: docs/design.md, "Choices
 //! worth knowing".
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aws_sdk_cloudformation::Client;
-use aws_sdk_cloudformation::client::Waiters;
+use aws_sdk_cloudformation::operation::describe_change_set::DescribeChangeSetOutput;
 use aws_sdk_cloudformation::types::{
-    Capability, Change, ChangeSetType, Parameter, ResourceStatus, StackEvent, StackResourceSummary, StackStatus, Tag,
+    Capability, Change, ChangeSetStatus, ChangeSetType, Parameter, ResourceStatus, StackEvent, StackResourceSummary,
+    StackStatus, Tag,
 };
-use aws_smithy_runtime_api::client::waiters::error::WaiterError;
 use serde::{Serialize, Serializer};
 
 use crate::error::{self, Error, Result};
@@ -153,9 +159,18 @@ pub fn readiness(status: Option<&StackStatus>) -> Readiness {
     }
 }
 
-/// The statuses of an operation still running. A status newer than the
-/// SDK (its `Unknown`) is none of them: it is taken as final.
+/// Whether `value` is newer than the SDK (its `Unknown`, which the SDK
+/// asks not to match on): none of the values it knows, `values`.
+pub fn is_unknown(value: &impl AsRef<str>, values: &[&str]) -> bool {
+    !values.contains(&value.as_ref())
+}
+
+/// The statuses of an operation still running; a status newer than the
+/// SDK is one when its name says so (`..._IN_PROGRESS`).
 fn in_progress(status: &StackStatus) -> bool {
+    if is_unknown(status, StackStatus::values()) {
+        return status.as_str().ends_with("_IN_PROGRESS");
+    }
     matches!(
         status,
         StackStatus::CreateInProgress
@@ -327,46 +342,66 @@ pub enum ChangeSetState {
     Failed { reason: String },
 }
 
-/// Waits until the change set is computed, for at most `timeout`, then
-/// collects every page of its changes. The SDK's waiter looks at once,
-/// then every 30 to 120 s (its own backoff); the emulators compute a
-/// change set within the call that creates it, so the first look finds it.
-pub async fn wait_change_set(cfn: &Client, id: &str, timeout: Duration) -> Result<ChangeSetState> {
-    let waited = cfn
-        .wait_until_change_set_create_complete()
-        .change_set_name(id)
-        .wait(timeout)
-        .await;
-    let first = match waited {
-        Ok(done) => done.into_result().map_err(error::aws("DescribeChangeSet"))?,
-        // `FAILED`, or an error answer such as "does not exist".
-        Err(WaiterError::FailureState(failed)) => {
-            let output = failed
-                .into_final_poll()
-                .into_result()
-                .map_err(error::aws_service("DescribeChangeSet"))?;
-            let reason = output.status_reason().unwrap_or_default();
-            return Ok(if is_no_change_reason(reason) {
-                ChangeSetState::NoChanges {
+/// Waits until the change set is computed, looking every `poll` for at
+/// most `timeout`, then collects every page of its changes. Not the SDK's
+/// waiter: its fixed 30 to 120 s between looks (see the module's header).
+pub async fn wait_change_set(cfn: &Client, id: &str, poll: Duration, timeout: Duration) -> Result<ChangeSetState> {
+    // Tokio's clock, which the tests pause and advance.
+    let started = tokio::time::Instant::now();
+    loop {
+        let first = cfn
+            .describe_change_set()
+            .change_set_name(id)
+            .send()
+            .await
+            .map_err(error::aws("DescribeChangeSet"))?;
+        let reason = first.status_reason().unwrap_or_default();
+        match first.status() {
+            Some(ChangeSetStatus::CreateComplete) => return all_changes(cfn, id, first).await,
+            Some(ChangeSetStatus::Failed) if is_no_change_reason(reason) => {
+                return Ok(ChangeSetState::NoChanges {
                     reason: reason.to_owned(),
-                }
-            } else {
-                ChangeSetState::Failed {
+                });
+            }
+            Some(ChangeSetStatus::Failed) => {
+                return Ok(ChangeSetState::Failed {
                     reason: if reason.is_empty() { "no reason given" } else { reason }.to_owned(),
-                }
-            });
+                });
+            }
+            // Deleted under the wait: it will never be computed.
+            Some(
+                status @ (ChangeSetStatus::DeletePending
+                | ChangeSetStatus::DeleteInProgress
+                | ChangeSetStatus::DeleteComplete
+                | ChangeSetStatus::DeleteFailed),
+            ) => {
+                return Ok(ChangeSetState::Failed {
+                    reason: if reason.is_empty() {
+                        format!("the change set was deleted ({})", status.as_str())
+                    } else {
+                        reason.to_owned()
+                    },
+                });
+            }
+            // `CREATE_PENDING`, `CREATE_IN_PROGRESS`, or a status newer
+            // than the SDK: still computing, until the timeout says not.
+            _ => {}
         }
-        Err(WaiterError::ExceededMaxWait(_)) => {
+        if started.elapsed() > timeout {
             return Ok(ChangeSetState::Failed {
                 reason: format!("not computed within {}s", timeout.as_secs()),
             });
         }
-        Err(WaiterError::OperationFailed(failed)) => return Err(error::aws("DescribeChangeSet")(failed.into_error())),
-        Err(other) => return Err(error::waiter("DescribeChangeSet", &other)),
-    };
+        tokio::time::sleep(poll).await;
+    }
+}
+
+/// Every change of a computed change set: the first page's, then the
+/// pages the paginator reads on from its token.
+async fn all_changes(cfn: &Client, id: &str, first: DescribeChangeSetOutput) -> Result<ChangeSetState> {
     let mut changes = first.changes().to_vec();
-    // The waiter's last answer is the first page; the paginator reads on.
-    if let Some(next) = first.next_token() {
+    // An empty token is no next page (an emulator may hand one back).
+    if let Some(next) = first.next_token().filter(|t| !t.is_empty()) {
         let rest: Vec<Change> = cfn
             .describe_change_set()
             .change_set_name(id)
@@ -468,8 +503,12 @@ pub struct FailedResource {
     pub reason: String,
 }
 
-/// A resource status that says the operation on the resource failed.
+/// A resource status that says the operation on the resource failed; a
+/// status newer than the SDK is one when its name says so (`..._FAILED`).
 fn resource_failed(status: &ResourceStatus) -> bool {
+    if is_unknown(status, ResourceStatus::values()) {
+        return status.as_str().ends_with("_FAILED");
+    }
     matches!(
         status,
         ResourceStatus::CreateFailed
@@ -484,8 +523,14 @@ fn resource_failed(status: &ResourceStatus) -> bool {
     )
 }
 
-/// A stack status that says an operation failed or is rolled back.
+/// A stack status that says an operation failed or is rolled back; a
+/// status newer than the SDK is one when its name has `FAILED` or
+/// `ROLLBACK` in it.
 fn failed_or_rolled_back(status: &StackStatus) -> bool {
+    if is_unknown(status, StackStatus::values()) {
+        let name = status.as_str();
+        return name.contains("FAILED") || name.contains("ROLLBACK");
+    }
     matches!(
         status,
         StackStatus::CreateFailed
@@ -687,9 +732,23 @@ mod sdk_tests {
             .build()
     }
 
-    /// The waiter looks again after what is left of its longest wait (a
-    /// second here: the test clients' clock stands still).
-    #[tokio::test]
+    /// Between looks, the poll of a real deploy (2 s on AWS).
+    const POLL: Duration = Duration::from_secs(2);
+
+    /// [`wait_change_set`] every [`POLL`] for at most `timeout`, on
+    /// tokio's paused clock: a wait that does not end within a minute past
+    /// its timeout fails the test rather than hanging it.
+    async fn wait_paused(cfn: &Client, timeout: Duration) -> ChangeSetState {
+        tokio::time::timeout(
+            timeout + Duration::from_secs(60),
+            wait_change_set(cfn, "cs", POLL, timeout),
+        )
+        .await
+        .expect("the wait ends by its timeout")
+        .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_change_set_failed_for_lack_of_changes_is_no_changes() {
         let rule = mock!(Client::describe_change_set)
             .sequence()
@@ -703,11 +762,110 @@ mod sdk_tests {
                     .build()
             })
             .build();
-        let state = wait_change_set(&client(&[&rule]), "cs", Duration::from_secs(1))
-            .await
-            .unwrap();
+        let state = wait_paused(&client(&[&rule]), Duration::from_secs(600)).await;
         assert!(matches!(state, ChangeSetState::NoChanges { reason } if reason.contains("didn't contain changes")));
         assert_eq!(rule.num_calls(), 2);
+    }
+
+    /// A change set still being computed is looked at again after one
+    /// poll, not after the SDK waiter's 30 s.
+    #[tokio::test(start_paused = true)]
+    async fn a_pending_change_set_is_ready_after_one_poll() {
+        let rule = mock!(Client::describe_change_set)
+            .sequence()
+            .output(|| {
+                DescribeChangeSetOutput::builder()
+                    .status(ChangeSetStatus::CreatePending)
+                    .build()
+            })
+            .output(|| {
+                DescribeChangeSetOutput::builder()
+                    .status(ChangeSetStatus::CreateComplete)
+                    .changes(change("A"))
+                    .build()
+            })
+            .build();
+        let started = tokio::time::Instant::now();
+        let state = wait_paused(&client(&[&rule]), Duration::from_secs(600)).await;
+        assert!(
+            matches!(&state, ChangeSetState::Ready { changes } if changes.len() == 1),
+            "{state:?}"
+        );
+        assert_eq!(started.elapsed(), POLL, "one poll between the two looks");
+        assert_eq!(rule.num_calls(), 2);
+    }
+
+    /// A change set deleted while it is waited on is never computed: the
+    /// wait fails at once with the service's reason, not after the timeout.
+    #[tokio::test(start_paused = true)]
+    async fn a_deleted_change_set_fails_at_once_with_its_reason() {
+        for status in [
+            ChangeSetStatus::DeletePending,
+            ChangeSetStatus::DeleteInProgress,
+            ChangeSetStatus::DeleteComplete,
+            ChangeSetStatus::DeleteFailed,
+        ] {
+            let answer = status.clone();
+            let rule = mock!(Client::describe_change_set).then_output(move || {
+                DescribeChangeSetOutput::builder()
+                    .status(answer.clone())
+                    .status_reason("deleted by the operator")
+                    .build()
+            });
+            let started = tokio::time::Instant::now();
+            let state = wait_paused(&client(&[&rule]), Duration::from_secs(600)).await;
+            assert!(
+                matches!(&state, ChangeSetState::Failed { reason } if reason == "deleted by the operator"),
+                "{status:?}: {state:?}"
+            );
+            assert_eq!(started.elapsed(), Duration::ZERO, "{status:?}: no poll");
+            assert_eq!(rule.num_calls(), 1, "{status:?}");
+        }
+        // Without a reason, the status says what happened.
+        let rule = mock!(Client::describe_change_set).then_output(|| {
+            DescribeChangeSetOutput::builder()
+                .status(ChangeSetStatus::DeleteComplete)
+                .build()
+        });
+        let state = wait_paused(&client(&[&rule]), Duration::from_secs(600)).await;
+        assert!(
+            matches!(&state, ChangeSetState::Failed { reason } if reason.contains("DELETE_COMPLETE")),
+            "{state:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_set_never_computed_fails_after_the_timeout() {
+        let rule = mock!(Client::describe_change_set).then_output(|| {
+            DescribeChangeSetOutput::builder()
+                .status(ChangeSetStatus::CreateInProgress)
+                .build()
+        });
+        let state = wait_paused(&client(&[&rule]), Duration::from_secs(10)).await;
+        assert!(
+            matches!(&state, ChangeSetState::Failed { reason } if reason == "not computed within 10s"),
+            "{state:?}"
+        );
+        assert_eq!(rule.num_calls(), 7, "at 0, 2, ..., 12 s");
+    }
+
+    /// An empty token on the first page is no next page: no paginator,
+    /// no second request.
+    #[tokio::test(start_paused = true)]
+    async fn an_empty_first_token_reads_no_more_pages() {
+        let rule = mock!(Client::describe_change_set).then_output(|| {
+            DescribeChangeSetOutput::builder()
+                .status(ChangeSetStatus::CreateComplete)
+                .changes(change("A"))
+                .next_token("")
+                .build()
+        });
+        let state = wait_paused(&client(&[&rule]), Duration::from_secs(600)).await;
+        assert!(
+            matches!(&state, ChangeSetState::Ready { changes } if changes.len() == 1),
+            "{state:?}"
+        );
+        assert_eq!(rule.num_calls(), 1);
     }
 
     #[tokio::test]
@@ -718,7 +876,7 @@ mod sdk_tests {
                 .status_reason("Template error: instance of Fn::GetAtt references undefined resource X")
                 .build()
         });
-        let state = wait_change_set(&client(&[&rule]), "cs", Duration::from_secs(5))
+        let state = wait_change_set(&client(&[&rule]), "cs", POLL, Duration::from_secs(5))
             .await
             .unwrap();
         assert!(matches!(state, ChangeSetState::Failed { reason } if reason.contains("undefined resource X")));
@@ -742,7 +900,7 @@ mod sdk_tests {
                     .build()
             })
             .build();
-        let state = wait_change_set(&client(&[&rule]), "cs", Duration::from_secs(5))
+        let state = wait_change_set(&client(&[&rule]), "cs", POLL, Duration::from_secs(5))
             .await
             .unwrap();
         let ChangeSetState::Ready { changes } = state else {
@@ -1051,6 +1209,56 @@ mod tests {
         assert_eq!(delete_settled(None), Settled::Succeeded);
         assert_eq!(delete_settled(Some(&"DELETE_IN_PROGRESS".into())), Settled::InProgress);
         assert_eq!(delete_settled(Some(&"DELETE_FAILED".into())), Settled::Failed);
+    }
+
+    /// A status newer than the SDK is classified by its name, as before
+    /// the SDK's enums: still running when it ends in `_IN_PROGRESS`.
+    #[test]
+    fn an_unknown_stack_status_in_progress_is_still_running() {
+        let running = StackStatus::from("IMPORT_NEW_THING_IN_PROGRESS");
+        assert!(is_unknown(&running, StackStatus::values()));
+        assert!(in_progress(&running));
+        assert_eq!(readiness(Some(&running)), Readiness::Busy);
+        assert_eq!(deploy_settled(&running), Settled::InProgress);
+        assert_eq!(delete_settled(Some(&running)), Settled::InProgress);
+        let done = StackStatus::from("NEW_THING_COMPLETE");
+        assert!(!in_progress(&done));
+        assert_eq!(readiness(Some(&done)), Readiness::Unusable);
+        assert_eq!(deploy_settled(&done), Settled::Failed);
+        assert_eq!(delete_settled(Some(&done)), Settled::Failed);
+        assert!(!is_unknown(&StackStatus::UpdateInProgress, StackStatus::values()));
+    }
+
+    #[test]
+    fn an_unknown_resource_status_ending_in_failed_is_a_failure() {
+        assert!(resource_failed(&ResourceStatus::from("NEW_THING_FAILED")));
+        assert!(!resource_failed(&ResourceStatus::from("NEW_THING_COMPLETE")));
+        let events = [
+            event("Queue", "AWS::SQS::Queue", "NEW_THING_FAILED", Some("queue said no")),
+            event("s", "AWS::CloudFormation::Stack", "UPDATE_ROLLBACK_COMPLETE", None),
+        ];
+        let failed = failures(&events, &"UPDATE_ROLLBACK_COMPLETE".into(), None);
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert_eq!(failed[0].logical_id, "Queue");
+        assert_eq!(failed[0].status, "NEW_THING_FAILED");
+        assert_eq!(failed[0].reason, "queue said no");
+    }
+
+    #[test]
+    fn an_unknown_stack_status_naming_a_failure_or_rollback_is_one() {
+        for status in ["NEW_THING_FAILED", "NEW_ROLLBACK_COMPLETE"] {
+            assert!(failed_or_rolled_back(&status.into()), "{status}");
+            let events = [event(
+                "s",
+                "AWS::CloudFormation::Stack",
+                status,
+                Some("the stack's reason"),
+            )];
+            let failed = failures(&events, &status.into(), None);
+            assert_eq!(failed[0].reason, "the stack's reason", "{status}");
+            assert_eq!(failed[0].logical_id, "s", "{status}");
+        }
+        assert!(!failed_or_rolled_back(&"NEW_THING_COMPLETE".into()));
     }
 
     #[test]

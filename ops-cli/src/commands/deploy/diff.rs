@@ -13,16 +13,27 @@ use std::fmt;
 use aws_sdk_cloudformation::types::{
     Change, ChangeSource, RequiresRecreation, ResourceAttribute, ResourceChangeDetail,
 };
-use serde::Serialize;
-
-use super::cfn::{as_str, option_as_str};
+use serde::{Serialize, Serializer};
 use serde_json::Value;
+
+use super::cfn::{is_unknown, option_as_str};
 
 /// What CloudFormation does to a resource (`Dynamic`: decided only during
 /// the update, e.g. values from a nested stack), as the service says it.
 pub use aws_sdk_cloudformation::types::ChangeAction as Action;
 /// Whether a modified resource is replaced (a new physical resource).
 pub use aws_sdk_cloudformation::types::Replacement;
+
+/// An action in the JSON report, as it always was: its name (`"Add"`), or
+/// `{"Other": "..."}` for one newer than the SDK (`"Unknown"` when the
+/// service named none).
+fn action_json<S: Serializer>(action: &Action, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+    if is_unknown(action, Action::values()) {
+        serializer.serialize_newtype_variant("Action", 5, "Other", action.as_str())
+    } else {
+        serializer.serialize_str(action.as_str())
+    }
+}
 
 fn symbol(action: &Action) -> char {
     match action {
@@ -59,8 +70,10 @@ pub struct ResourceDiff {
     pub resource_type: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub physical_id: Option<String>,
-    #[serde(serialize_with = "as_str")]
+    #[serde(serialize_with = "action_json")]
     pub action: Action,
+    /// `None` too when the service's value is newer than the SDK, as the
+    /// report always had it.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "option_as_str")]
     pub replacement: Option<Replacement>,
     pub properties: Vec<PropertyChange>,
@@ -98,7 +111,10 @@ impl Diff {
                     resource_type: rc.resource_type().unwrap_or_default().to_owned(),
                     physical_id: rc.physical_resource_id().filter(|p| !p.is_empty()).map(str::to_owned),
                     action: rc.action().cloned().unwrap_or_else(|| Action::from("Unknown")),
-                    replacement: rc.replacement().cloned(),
+                    replacement: rc
+                        .replacement()
+                        .filter(|r| !is_unknown(*r, Replacement::values()))
+                        .cloned(),
                     details_source: if properties.is_empty() {
                         DetailsSource::None
                     } else {
@@ -598,6 +614,36 @@ mod tests {
             text.ends_with("0 to add, 1 to modify, 0 to remove; 1 may be replaced\n"),
             "{text}"
         );
+    }
+
+    /// The JSON report's shape, unknown values included: an action is its
+    /// name, or `{"Other": ...}` when newer than the SDK; a replacement
+    /// newer than the SDK is left out.
+    #[test]
+    fn the_json_report_keeps_its_shape_for_values_newer_than_the_sdk() {
+        let diff = Diff::from_changes(&[
+            wrap(change(
+                ChangeAction::Modify,
+                "Fn",
+                "AWS::Lambda::Function",
+                Some(SdkReplacement::True),
+            )),
+            wrap(change(
+                ChangeAction::from("Transmogrify"),
+                "Odd",
+                "AWS::SQS::Queue",
+                Some(SdkReplacement::from("Sometimes")),
+            )),
+            wrap(ResourceChange::builder().logical_resource_id("Bare").build()),
+        ]);
+        let json = serde_json::to_value(&diff).unwrap();
+        let resources = json["resources"].as_array().unwrap();
+        assert_eq!(resources[0]["action"], json!("Modify"));
+        assert_eq!(resources[0]["replacement"], json!("True"));
+        assert_eq!(resources[1]["action"], json!({"Other": "Transmogrify"}));
+        assert!(resources[1].get("replacement").is_none(), "{}", resources[1]);
+        assert_eq!(resources[2]["action"], json!({"Other": "Unknown"}));
+        assert!(diff.to_string().contains("  ? Transmogrify Odd"), "{diff}");
     }
 
     fn template(batch: Value, queue_name: &str) -> Value {

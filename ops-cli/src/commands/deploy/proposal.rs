@@ -243,7 +243,7 @@ pub async fn propose(
     };
     ui.step(format!("creating the change set ({})", kind.as_str()));
     let (change_set_id, stack_id) = cfn::create_change_set(cfn, &request).await?;
-    let state = cfn::wait_change_set(cfn, &change_set_id, CHANGE_SET_TIMEOUT).await?;
+    let state = cfn::wait_change_set(cfn, &change_set_id, clients.poll, CHANGE_SET_TIMEOUT).await?;
 
     let mut proposal = Proposal {
         stack_id,
