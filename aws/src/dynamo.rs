@@ -907,35 +907,43 @@ impl Store for DynamoStore {
 
     async fn counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
         // A scope has a handful of counter items: one page, almost always.
-        // Plain requests rather than the paginator's stream keep the
-        // request path's read as cheap as a bare Query.
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.counters_table)
+            // Every counter name sorts below `sequence`: the numbered
+            // items of a sequence are never read here, however many.
+            .key_condition_expression("#scope = :scope AND #name < :sequence")
+            .expression_attribute_names("#scope", keys::SCOPE)
+            .expression_attribute_names("#name", keys::NAME)
+            .expression_attribute_values(":scope", s(scope.as_str()))
+            .expression_attribute_values(":sequence", s(keys::SEQUENCE_NAME))
+            .consistent_read(true)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .into_paginator()
+            .send();
         let mut items = Vec::new();
-        let mut start = None;
+        // A request is metered before it is sent: DynamoDB charges a Query
+        // whose answer never arrives (one the drift check's timeout
+        // cancels). The paginator sends a page's request inside the
+        // `next()` that returns the page, never earlier (its channel is a
+        // rendezvous); it sends the next one only when the page's
+        // `LastEvaluatedKey` is there, not empty and not the key just sent.
+        // So each request is counted just before the `next()` that sends
+        // it, and the loop stops where the paginator's rule (mirrored
+        // below) does, never polling it for a request not counted.
+        let mut sent_with = None;
         loop {
             self.meter.request(Operation::Query);
-            let page = self
-                .client
-                .query()
-                .table_name(&self.counters_table)
-                // Every counter name sorts below `sequence`: the numbered
-                // items of a sequence are never read here, however many.
-                .key_condition_expression("#scope = :scope AND #name < :sequence")
-                .expression_attribute_names("#scope", keys::SCOPE)
-                .expression_attribute_names("#name", keys::NAME)
-                .expression_attribute_values(":scope", s(scope.as_str()))
-                .expression_attribute_values(":sequence", s(keys::SEQUENCE_NAME))
-                .consistent_read(true)
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
+            let Some(page) = pages.next().await else { break };
+            let page = page
                 .map_err(|e| self.classify(e))
                 .inspect_err(|_| self.meter.failed())?;
             self.consumed_read(page.consumed_capacity.as_ref());
             items.extend(page.items.unwrap_or_default());
-            start = page.last_evaluated_key.filter(|k| !k.is_empty());
-            if start.is_none() {
-                break;
+            match page.last_evaluated_key.filter(|k| !k.is_empty()) {
+                Some(next) if sent_with.as_ref() != Some(&next) => sent_with = Some(next),
+                _ => break,
             }
         }
         serde_dynamo::from_items(items).map_err(|e| StoreError::Malformed(format!("counter item of {scope}: {e}")))
@@ -2027,6 +2035,79 @@ mod tests {
             let st = store(std::slice::from_ref(&query));
             assert_eq!(st.counter_items(&scope()).await, Ok(vec![]));
             assert_eq!(query.num_calls(), 1, "the Query carried the bound");
+        }
+
+        #[tokio::test]
+        async fn the_counters_query_reads_every_page_and_meters_each() {
+            let item = |name: &str| -> HashMap<String, AttributeValue> {
+                serde_dynamo::to_item(super::counter_item(name, 1)).unwrap()
+            };
+            let (first, second) = (item("eventual"), item("best_effort"));
+            let next = HashMap::from([("scope".to_owned(), s("acct")), ("name".to_owned(), s("eventual"))]);
+            let pages = [
+                mock!(Client::query)
+                    .match_requests(|r| r.exclusive_start_key().is_none())
+                    .then_output(move || {
+                        QueryOutput::builder()
+                            .items(first.clone())
+                            .set_last_evaluated_key(Some(next.clone()))
+                            .build()
+                    }),
+                mock!(Client::query)
+                    .match_requests(|r| r.exclusive_start_key().is_some())
+                    .then_output(move || QueryOutput::builder().items(second.clone()).build()),
+            ];
+            let st = store(&pages);
+            let names: Vec<String> = st
+                .counter_items(&scope())
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|c| c.name)
+                .collect();
+            assert_eq!(names, ["eventual", "best_effort"]);
+            assert_eq!(st.meter().snapshot().requests.query, 2, "one request per page");
+        }
+
+        /// Each page's request is on the meter before DynamoDB answers it
+        /// (a Query cancelled in flight is charged), and no more are.
+        #[tokio::test]
+        async fn the_counters_query_meters_each_page_before_it_is_sent() {
+            let meter = Meter::default();
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let answered = |meter: &Meter, seen: &Arc<Mutex<Vec<u64>>>| {
+                let (meter, seen) = (meter.clone(), seen.clone());
+                move || seen.lock().unwrap().push(meter.snapshot().requests.query)
+            };
+            let key = HashMap::from([("scope".to_owned(), s("acct")), ("name".to_owned(), s("eventual"))]);
+            let (first_seen, second_seen) = (answered(&meter, &seen), answered(&meter, &seen));
+            let repeated = key.clone();
+            let pages = [
+                mock!(Client::query)
+                    .match_requests(|r| r.exclusive_start_key().is_none())
+                    .then_output(move || {
+                        first_seen();
+                        QueryOutput::builder().set_last_evaluated_key(Some(key.clone())).build()
+                    }),
+                // The same key again: the paginator stops there, and so
+                // does the meter.
+                mock!(Client::query)
+                    .match_requests(|r| r.exclusive_start_key().is_some())
+                    .then_output(move || {
+                        second_seen();
+                        QueryOutput::builder()
+                            .set_last_evaluated_key(Some(repeated.clone()))
+                            .build()
+                    }),
+            ];
+            let st = store(&pages).with_meter(meter.clone());
+            assert_eq!(st.counter_items(&scope()).await, Ok(vec![]));
+            assert_eq!(*seen.lock().unwrap(), [1, 2], "each request counted before its answer");
+            assert_eq!(
+                meter.snapshot().requests.query,
+                2,
+                "no request counted that was not sent"
+            );
         }
     }
 }

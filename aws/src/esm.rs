@@ -127,24 +127,18 @@ macro_rules! mapping_config_from {
 
 mapping_config_from!(EventSourceMappingConfiguration, GetEventSourceMappingOutput);
 
-/// Every event source mapping of the account and region, across pages.
+/// Every event source mapping of the account and region, across pages. An
+/// emulator that hands back the marker it was given would page forever;
+/// the paginator stops there (and on an empty marker).
 pub async fn list_mappings(client: &Client) -> Result<Vec<MappingConfig>, SdkError<ListEventSourceMappingsError>> {
-    let mut mappings = Vec::new();
-    let mut marker: Option<String> = None;
-    loop {
-        let page = client
-            .list_event_source_mappings()
-            .set_marker(marker.clone())
-            .send()
-            .await?;
-        mappings.extend(page.event_source_mappings().iter().map(MappingConfig::from));
-        // An emulator that hands back the marker it was given would page forever.
-        match page.next_marker {
-            Some(next) if !next.is_empty() && Some(&next) != marker.as_ref() => marker = Some(next),
-            _ => break,
-        }
-    }
-    Ok(mappings)
+    let mappings: Vec<_> = client
+        .list_event_source_mappings()
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await?;
+    Ok(mappings.iter().map(MappingConfig::from).collect())
 }
 
 /// The event source mapping `uuid`.
@@ -292,7 +286,7 @@ mod tests {
     use aws_smithy_mocks::{Rule, mock};
 
     use super::*;
-    use crate::test_util::mock_client;
+    use aws_smithy_mocks::mock_client;
 
     const STREAM: &str = "arn:aws:dynamodb:us-east-1:123456789012:table/resources/stream/2024-01-01T00:00:00.000";
     const DLQ1: &str = "arn:aws:sqs:us-east-1:123456789012:hck-dlq1";
@@ -381,7 +375,7 @@ mod tests {
                 .event_source_mappings(with_every_setting!(EventSourceMappingConfiguration::builder()).build())
                 .build()
         });
-        let client = mock_client!(aws_sdk_lambda, [rule]);
+        let client = mock_client!(aws_sdk_lambda, &[rule]);
         let mappings = list_mappings(&client).await.unwrap();
         assert_eq!(mappings, vec![expected()]);
         assert!(mappings[0].reports_batch_item_failures());
@@ -393,7 +387,7 @@ mod tests {
         let rule = mock!(Client::get_event_source_mapping)
             .match_requests(|r| r.uuid() == Some("m-1"))
             .then_output(|| with_every_setting!(GetEventSourceMappingOutput::builder()).build());
-        let client = mock_client!(aws_sdk_lambda, [rule]);
+        let client = mock_client!(aws_sdk_lambda, &[rule]);
         assert_eq!(get_mapping(&client, "m-1").await.unwrap(), expected());
     }
 
@@ -401,7 +395,7 @@ mod tests {
     async fn a_bare_mapping_leaves_its_settings_unset() {
         let rule = mock!(Client::get_event_source_mapping)
             .then_output(|| GetEventSourceMappingOutput::builder().uuid("m-2").build());
-        let client = mock_client!(aws_sdk_lambda, [rule]);
+        let client = mock_client!(aws_sdk_lambda, &[rule]);
         let mapping = get_mapping(&client, "m-2").await.unwrap();
         assert_eq!(
             mapping,
@@ -418,7 +412,7 @@ mod tests {
     async fn every_page_is_listed() {
         let client = mock_client!(
             aws_sdk_lambda,
-            [
+            &[
                 page(None, &["a", "b"], Some("p2")),
                 page(Some("p2"), &[], Some("p3")),
                 page(Some("p3"), &["c"], Some("")),
@@ -431,7 +425,7 @@ mod tests {
     async fn a_marker_handed_back_unchanged_ends_the_listing() {
         let client = mock_client!(
             aws_sdk_lambda,
-            [page(None, &["a"], Some("p2")), page(Some("p2"), &["b"], Some("p2"))]
+            &[page(None, &["a"], Some("p2")), page(Some("p2"), &["b"], Some("p2"))]
         );
         assert_eq!(uuids(&list_mappings(&client).await.unwrap()), ["a", "b"]);
     }
@@ -452,7 +446,7 @@ mod tests {
         let disable = mock!(Client::update_event_source_mapping)
             .match_requests(|r| r.uuid() == Some("m-1") && r.enabled() == Some(false))
             .then_output(|| UpdateEventSourceMappingOutput::builder().build());
-        let client = mock_client!(aws_sdk_lambda, [tag, disable]);
+        let client = mock_client!(aws_sdk_lambda, &[tag, disable]);
         take_over(&client, "m-1", FUNCTION).await.unwrap();
     }
 

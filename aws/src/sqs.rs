@@ -326,7 +326,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::test_util::mock_client;
+    use aws_smithy_mocks::mock_client;
 
     const URL: &str = "http://sqs.us-east-1.localhost/123456789012/hck-dlq1";
 
@@ -389,7 +389,7 @@ mod tests {
                     && r.message_attribute_names() == ["All"]
             })
             .then_output(|| ReceiveMessageOutput::builder().messages(message("a")).build());
-        let client = mock_client!(aws_sdk_sqs, [rule]);
+        let client = mock_client!(aws_sdk_sqs, &[rule]);
         let got = receive(&client, URL, 25, Duration::from_secs(30), Duration::ZERO)
             .await
             .unwrap();
@@ -442,7 +442,7 @@ mod tests {
         use aws_sdk_sqs::types::error::QueueDoesNotExist;
         let rule = mock!(Client::send_message)
             .then_error(|| SendMessageError::QueueDoesNotExist(QueueDoesNotExist::builder().build()));
-        let client = mock_client!(aws_sdk_sqs, [rule]);
+        let client = mock_client!(aws_sdk_sqs, &[rule]);
         assert!(send(&client, URL, "body", &[("Reason", "r")]).await.is_err());
     }
 
@@ -465,7 +465,7 @@ mod tests {
             .collect();
         let client = mock_client!(
             aws_sdk_sqs,
-            [
+            &[
                 delete_answer(&["rh-4"], &[]),
                 delete_answer(&[], &["rh-17"]),
                 delete_answer(&["rh-22"], &[]),
@@ -498,7 +498,7 @@ mod tests {
         let rule = mock!(Client::delete_message_batch).then_error(|| {
             DeleteMessageBatchError::InvalidAddress(InvalidAddress::builder().message("no such queue").build())
         });
-        let client = mock_client!(aws_sdk_sqs, [rule]);
+        let client = mock_client!(aws_sdk_sqs, &[rule]);
         assert!(delete_batch(&client, URL, &[("a", "rh-a")]).await.is_err());
         assert!(delete_batch(&client, URL, &[]).await.unwrap().is_empty());
     }
@@ -507,7 +507,7 @@ mod tests {
     async fn depth_reads_the_three_counts_and_a_missing_one_is_zero() {
         let client = mock_client!(
             aws_sdk_sqs,
-            [attributes(&[
+            &[attributes(&[
                 (QueueAttributeName::ApproximateNumberOfMessages, "3"),
                 (QueueAttributeName::ApproximateNumberOfMessagesNotVisible, "2"),
             ])]
@@ -526,7 +526,7 @@ mod tests {
     async fn queue_attributes_read_the_visibility_timeout_and_the_redrive_policy() {
         let client = mock_client!(
             aws_sdk_sqs,
-            [
+            &[
                 attributes(&[
                     (QueueAttributeName::VisibilityTimeout, "45"),
                     (

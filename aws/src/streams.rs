@@ -271,7 +271,7 @@ const MAX_EMPTY_PAGES: u32 = 16;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::mock_client;
+    use aws_smithy_mocks::mock_client;
     use hybrid_counter::stream::{Change, ChangeRecord};
 
     use aws_sdk_dynamodbstreams::operation::get_records::GetRecordsOutput;

@@ -65,32 +65,27 @@ impl Ledger {
     }
 
     async fn sum(&self) -> Result<i64, LabError> {
+        let mut pages = self
+            .place
+            .client
+            .query()
+            .table_name(&self.place.table)
+            .key_condition_expression("#pk = :pk AND begins_with(#sk, :entry)")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_values(":pk", s(&self.place.counter))
+            .expression_attribute_values(":entry", s(ENTRY))
+            .consistent_read(true)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .into_paginator()
+            .send();
         let mut total = 0;
-        let mut start = None;
-        loop {
-            let page = self
-                .place
-                .client
-                .query()
-                .table_name(&self.place.table)
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :entry)")
-                .expression_attribute_names("#pk", PK)
-                .expression_attribute_names("#sk", SK)
-                .expression_attribute_values(":pk", s(&self.place.counter))
-                .expression_attribute_values(":entry", s(ENTRY))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .send()
-                .await
-                .map_err(classify)?;
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(classify)?;
             charge_read(&self.books.meter, page.consumed_capacity());
             total += page.items().iter().map(|item| number(Some(item), DELTA)).sum::<i64>();
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(total);
-            }
         }
+        Ok(total)
     }
 }
 

@@ -316,6 +316,15 @@ where
     }
 }
 
+/// `Code: message`, or the code alone; `None` without a code.
+fn describe_service_error(err: &impl ProvideErrorMetadata) -> Option<String> {
+    match (err.code(), err.message()) {
+        (Some(code), Some(message)) => Some(format!("{code}: {message}")),
+        (Some(code), None) => Some(code.to_owned()),
+        _ => None,
+    }
+}
+
 fn describe_sdk_error<E, R>(err: &aws_smithy_runtime_api::client::result::SdkError<E, R>) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
@@ -323,14 +332,8 @@ where
 {
     use aws_smithy_runtime_api::client::result::SdkError;
     match err {
-        SdkError::ServiceError(service) => {
-            let inner = service.err();
-            match (inner.code(), inner.message()) {
-                (Some(code), Some(message)) => format!("{code}: {message}"),
-                (Some(code), None) => code.to_owned(),
-                _ => aws_smithy_types::error::display::DisplayErrorContext(err).to_string(),
-            }
-        }
+        SdkError::ServiceError(service) => describe_service_error(service.err())
+            .unwrap_or_else(|| aws_smithy_types::error::display::DisplayErrorContext(err).to_string()),
         SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => format!(
             "could not reach the service (is the endpoint right and the service up? are credentials configured?): {}",
             aws_smithy_types::error::display::DisplayErrorContext(err)

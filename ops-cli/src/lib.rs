@@ -18,10 +18,6 @@
 //! `local run`, the local event-source runner, is compiled only with the
 //! `local` feature; the default build, the one for AWS, leaves it out.
 
-#[cfg(test)]
-#[macro_use]
-mod test_util;
-
 pub mod cli;
 pub mod commands;
 pub mod config;

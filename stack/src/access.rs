@@ -779,14 +779,6 @@ pub const CALL_SITES: &[CallSite] = &[
         "status: alarm states",
     ),
     call(
-        STATUS,
-        "alarm_names",
-        "list_stack_resources",
-        &[Operator],
-        &[on(Stack, &[CloudFormationListStackResources])],
-        "status: the stack's alarms",
-    ),
-    call(
         CFN,
         "describe",
         "describe_stacks",
@@ -812,6 +804,14 @@ pub const CALL_SITES: &[CallSite] = &[
         &[Operator],
         &[on(Stack, &[CloudFormationDescribeChangeSet])],
         "plan and deploy",
+    ),
+    call(
+        CFN,
+        "all_changes",
+        "describe_change_set",
+        &[Operator],
+        &[on(Stack, &[CloudFormationDescribeChangeSet])],
+        "plan and deploy: the change set's further pages of changes",
     ),
     call(
         CFN,
@@ -871,11 +871,12 @@ pub const CALL_SITES: &[CallSite] = &[
     ),
     call(
         CFN,
-        "tables_left",
+        "resources",
         "list_stack_resources",
         &[Operator],
         &[on(Stack, &[CloudFormationListStackResources])],
-        "deploy: the tables a failed first create left (an emulator keeps them; AWS's rollback deletes them)",
+        "status: the stack's alarms; deploy: the tables a failed first create left (an emulator keeps them; \
+         AWS's rollback deletes them)",
     ),
     call(
         CFN,

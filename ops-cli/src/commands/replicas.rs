@@ -207,7 +207,7 @@ mod tests {
     use super::*;
 
     fn client(rules: &[Rule]) -> Client {
-        mock_client!(aws_sdk_dynamodb, RuleMode::Sequential, rules)
+        aws_smithy_mocks::mock_client!(aws_sdk_dynamodb, RuleMode::Sequential, rules)
     }
 
     /// `DescribeTable` of `table` answering with replicas in `regions`.

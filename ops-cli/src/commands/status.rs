@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
+use aws_sdk_cloudformation::types::StackStatus;
 use serde::Serialize;
 
 use super::deploy::cfn;
@@ -270,7 +271,7 @@ pub async fn run(ctx: &Context<'_>, limits: Option<(&Path, &LimitsFile)>) -> Res
     Ok(StatusReport {
         location: Location::of(ctx),
         stack_id: stack.id,
-        status: stack.status,
+        status: stack.status.as_str().to_owned(),
         status_reason: stack.status_reason,
         last_updated: stack.last_updated,
         parameters: stack.parameters,
@@ -379,34 +380,16 @@ async fn answers(url: &str) -> bool {
 /// The names of every alarm of the stack: the physical ids of its
 /// `AWS::CloudWatch::Alarm` resources, in logical-id order.
 async fn alarm_names(ctx: &Context<'_>, stack_id: &str) -> Result<Vec<String>> {
-    let mut names = Vec::new();
-    let mut token = None;
-    loop {
-        let page = ctx
-            .clients
-            .cloudformation
-            .list_stack_resources()
-            .stack_name(stack_id)
-            .set_next_token(token)
-            .send()
-            .await
-            .map_err(error::aws("ListStackResources"))?;
-        names.extend(
-            page.stack_resource_summaries()
-                .iter()
-                .filter(|r| r.resource_type() == Some(ALARM_TYPE))
-                .filter_map(|r| {
-                    Some((
-                        r.logical_resource_id()?.to_owned(),
-                        r.physical_resource_id()?.to_owned(),
-                    ))
-                }),
-        );
-        token = page.next_token().map(str::to_owned);
-        if token.is_none() {
-            break;
-        }
-    }
+    let mut names: Vec<(String, String)> = cfn::resources(&ctx.clients.cloudformation, stack_id, ALARM_TYPE)
+        .await?
+        .iter()
+        .filter_map(|r| {
+            Some((
+                r.logical_resource_id()?.to_owned(),
+                r.physical_resource_id()?.to_owned(),
+            ))
+        })
+        .collect();
     names.sort();
     Ok(names.into_iter().map(|(_, name)| name).collect())
 }
@@ -583,14 +566,14 @@ async fn alarms(ctx: &Context<'_>, names: &[String]) -> Result<Vec<AlarmStatus>>
 
 /// What an operator should act on.
 pub fn attention(
-    status: &str,
+    status: &StackStatus,
     mappings: &[MappingStatus],
     queues: &[QueueStatus],
     alarms: &[AlarmStatus],
 ) -> Vec<String> {
     let mut items = Vec::new();
-    if !matches!(status, "CREATE_COMPLETE" | "UPDATE_COMPLETE") {
-        items.push(format!("stack status is {status}"));
+    if !matches!(status, StackStatus::CreateComplete | StackStatus::UpdateComplete) {
+        items.push(format!("stack status is {}", status.as_str()));
     }
     for m in mappings {
         if let Some(problem) = &m.problem {
@@ -908,7 +891,7 @@ mod tests {
             actions: vec!["arn:aws:sns:us-east-1:123456789012:hc-alarms".into()],
             ..AlarmStatus::default()
         }];
-        assert!(attention("UPDATE_COMPLETE", &mappings, &queues, &alarms).is_empty());
+        assert!(attention(&StackStatus::from("UPDATE_COMPLETE"), &mappings, &queues, &alarms).is_empty());
     }
 
     #[test]
@@ -936,14 +919,19 @@ mod tests {
         };
         assert!(
             attention(
-                "UPDATE_COMPLETE",
+                &StackStatus::from("UPDATE_COMPLETE"),
                 &[stream(vec!["EventCount".into()]), queue.clone()],
                 &[],
                 &[]
             )
             .is_empty()
         );
-        let items = attention("UPDATE_COMPLETE", &[stream(Vec::new()), queue], &[], &[]);
+        let items = attention(
+            &StackStatus::from("UPDATE_COMPLETE"),
+            &[stream(Vec::new()), queue],
+            &[],
+            &[],
+        );
         assert_eq!(items.len(), 1, "{items:?}");
         assert!(
             items[0].starts_with("mapping stream -> stream counter publishes no event counts"),
@@ -966,7 +954,7 @@ mod tests {
             ),
             ..MappingStatus::default()
         };
-        let items = attention("UPDATE_COMPLETE", &[mapping], &[], &[]);
+        let items = attention(&StackStatus::from("UPDATE_COMPLETE"), &[mapping], &[], &[]);
         assert_eq!(
             items,
             [
@@ -995,7 +983,7 @@ mod tests {
         // Taken over (deploy on fakecloud), no heartbeat: stopped or never started.
         let mut expected = [stream.clone(), dlq1.clone()];
         expect_runner(&mut expected);
-        let items = attention("UPDATE_COMPLETE", &expected, &[], &[]);
+        let items = attention(&StackStatus::from("UPDATE_COMPLETE"), &expected, &[], &[]);
         assert_eq!(
             items,
             [
@@ -1015,11 +1003,11 @@ mod tests {
             },
         ];
         expect_runner(&mut running);
-        assert!(attention("UPDATE_COMPLETE", &running, &[], &[]).is_empty());
+        assert!(attention(&StackStatus::from("UPDATE_COMPLETE"), &running, &[], &[]).is_empty());
         // Nothing taken over (AWS, or LocalStack playing its own mappings): no runner expected.
         let mut own = [stream];
         expect_runner(&mut own);
-        assert!(attention("UPDATE_COMPLETE", &own, &[], &[]).is_empty());
+        assert!(attention(&StackStatus::from("UPDATE_COMPLETE"), &own, &[], &[]).is_empty());
     }
 
     #[test]
@@ -1048,7 +1036,7 @@ mod tests {
             },
             ..MappingStatus::default()
         };
-        let items = attention("UPDATE_COMPLETE", &[stream], &[], &alarms);
+        let items = attention(&StackStatus::from("UPDATE_COMPLETE"), &[stream], &[], &alarms);
         let (limits, rest): (Vec<_>, Vec<_>) = items.iter().partition(|item| is_ministack_limit(item));
         assert_eq!(limits.len(), 2, "{items:?}");
         assert_eq!(rest, [&"alarm firing is in ALARM".to_owned()]);
@@ -1066,7 +1054,7 @@ mod tests {
             ..AlarmStatus::default()
         }];
         assert_eq!(
-            attention("UPDATE_COMPLETE", &[], &[], &alarms),
+            attention(&StackStatus::from("UPDATE_COMPLETE"), &[], &[], &alarms),
             ["alarm hc-dev-drift notifies no one (no alarm actions)"]
         );
     }
@@ -1098,7 +1086,12 @@ mod tests {
             state: Some("ALARM".into()),
             ..AlarmStatus::default()
         }];
-        let items = attention("UPDATE_ROLLBACK_COMPLETE", &mappings, &queues, &alarms);
+        let items = attention(
+            &StackStatus::from("UPDATE_ROLLBACK_COMPLETE"),
+            &mappings,
+            &queues,
+            &alarms,
+        );
         assert_eq!(items.len(), 4, "{items:?}");
         assert!(items[0].contains("UPDATE_ROLLBACK_COMPLETE"));
         assert!(items[1].contains("is Disabled"));

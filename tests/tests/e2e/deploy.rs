@@ -876,7 +876,7 @@ async fn deploy_verifies_redeploys_updates_and_destroys_the_stack() {
     let created: BTreeSet<&str> = first
         .events
         .iter()
-        .filter(|e| e.status == "CREATE_COMPLETE" && !e.is_stack_event())
+        .filter(|e| e.status.as_str() == "CREATE_COMPLETE" && !e.is_stack_event())
         .map(|e| e.logical_id.as_str())
         .collect();
     assert_eq!(created, expected, "one CREATE_COMPLETE event per resource");
@@ -1128,7 +1128,7 @@ async fn a_pointer_stack_sends_failed_batches_to_dlq1_and_keeps_no_bucket() {
     let created: BTreeSet<&str> = deployed
         .events
         .iter()
-        .filter(|e| e.status == "CREATE_COMPLETE" && !e.is_stack_event())
+        .filter(|e| e.status.as_str() == "CREATE_COMPLETE" && !e.is_stack_event())
         .map(|e| e.logical_id.as_str())
         .collect();
     for payload_only in [

@@ -1,18 +1,33 @@
 //! The CloudFormation engine of the stack lifecycle: reading a stack (which
 //! `status`, `local run` and the data commands do too), deciding from its
-//! status whether it can take a change set, creating and waiting for change
-//! sets (with both ways a service says "no changes"), and following stack
-//! events until a final status. The status tables are pure functions with
-//! unit tests; the rest is thin SDK calls.
+//! typed status whether it can take a change set, creating change sets and
+//! waiting for them (both ways a service says "no changes"), and following
+//! stack events until a final status. The status tables are pure functions
+//! over the SDK's enums, with unit tests; the rest is SDK calls, paged by
+//! the SDK's paginators. A status newer than the SDK (its `Unknown`) is
+//! classified by its name, as the service spells it (`..._IN_PROGRESS`,
+//! `..._FAILED`).
+//!
+//! Change sets and stack operations are followed by polls of our own, not
+//! the SDK's waiters: those wait 30 s before their second look and up to
+//! 120 s between looks (fixed in the generated builders), which would add
+//! at least 30 s to every `plan` and `deploy` on AWS, where a change set
+//! takes a few seconds; the change-set waiter also keeps polling a change
+//! set deleted under it until its timeout, the stack waiters cannot print
+//! the events as they come, and a waiter's timeout loses the last status
+//! the report names. Why not `cloudformatious`: docs/design.md, "Choices
+//! worth knowing".
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aws_sdk_cloudformation::Client;
+use aws_sdk_cloudformation::operation::describe_change_set::DescribeChangeSetOutput;
 use aws_sdk_cloudformation::types::{
-    Capability, Change, ChangeSetStatus, ChangeSetType, Parameter, ResourceStatus, StackEvent, Tag,
+    Capability, Change, ChangeSetStatus, ChangeSetType, Parameter, ResourceStatus, StackEvent, StackResourceSummary,
+    StackStatus, Tag,
 };
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use crate::error::{self, Error, Result};
 use crate::progress::Ui;
@@ -22,7 +37,8 @@ use crate::progress::Ui;
 pub struct StackInfo {
     pub id: String,
     pub name: String,
-    pub status: String,
+    #[serde(serialize_with = "as_str")]
+    pub status: StackStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status_reason: Option<String>,
     pub parameters: BTreeMap<String, String>,
@@ -37,6 +53,23 @@ pub struct StackInfo {
     pub description: Option<String>,
 }
 
+/// Serializes one of the SDK's enums (which have no serde) as the
+/// service's own string, the way the reports show it.
+pub fn as_str<T: AsRef<str>, S: Serializer>(value: &T, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+    serializer.serialize_str(value.as_ref())
+}
+
+/// [`as_str`] for an optional one.
+pub fn option_as_str<T: AsRef<str>, S: Serializer>(
+    value: &Option<T>,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match value {
+        Some(value) => serializer.serialize_some(value.as_ref()),
+        None => serializer.serialize_none(),
+    }
+}
+
 /// The stack named (or with the id) `name`, or `None` if it does not exist.
 pub async fn describe(cfn: &Client, name: &str) -> Result<Option<StackInfo>> {
     let output = match cfn.describe_stacks().stack_name(name).send().await {
@@ -47,8 +80,8 @@ pub async fn describe(cfn: &Client, name: &str) -> Result<Option<StackInfo>> {
     let Some(stack) = output.stacks().first() else {
         return Ok(None);
     };
-    let status = stack.stack_status().map(|s| s.as_str().to_owned()).unwrap_or_default();
-    if status == "DELETE_COMPLETE" {
+    let status = stack.stack_status().cloned().unwrap_or_else(|| StackStatus::from(""));
+    if status == StackStatus::DeleteComplete {
         return Ok(None);
     }
     Ok(Some(StackInfo {
@@ -109,21 +142,48 @@ pub enum Readiness {
     Unusable,
 }
 
-pub fn readiness(status: Option<&str>) -> Readiness {
+pub fn readiness(status: Option<&StackStatus>) -> Readiness {
     match status {
-        None | Some("DELETE_COMPLETE" | "REVIEW_IN_PROGRESS") => Readiness::Create,
+        None | Some(StackStatus::DeleteComplete | StackStatus::ReviewInProgress) => Readiness::Create,
         Some(
-            "CREATE_COMPLETE"
-            | "UPDATE_COMPLETE"
-            | "UPDATE_ROLLBACK_COMPLETE"
-            | "UPDATE_FAILED"
-            | "IMPORT_COMPLETE"
-            | "IMPORT_ROLLBACK_COMPLETE",
+            StackStatus::CreateComplete
+            | StackStatus::UpdateComplete
+            | StackStatus::UpdateRollbackComplete
+            | StackStatus::UpdateFailed
+            | StackStatus::ImportComplete
+            | StackStatus::ImportRollbackComplete,
         ) => Readiness::Update,
-        Some("ROLLBACK_COMPLETE") => Readiness::FailedCreate,
-        Some(s) if s.ends_with("_IN_PROGRESS") => Readiness::Busy,
+        Some(StackStatus::RollbackComplete) => Readiness::FailedCreate,
+        Some(s) if in_progress(s) => Readiness::Busy,
         Some(_) => Readiness::Unusable,
     }
+}
+
+/// Whether `value` is newer than the SDK (its `Unknown`, which the SDK
+/// asks not to match on): none of the values it knows, `values`.
+pub fn is_unknown(value: &impl AsRef<str>, values: &[&str]) -> bool {
+    !values.contains(&value.as_ref())
+}
+
+/// The statuses of an operation still running; a status newer than the
+/// SDK is one when its name says so (`..._IN_PROGRESS`).
+fn in_progress(status: &StackStatus) -> bool {
+    if is_unknown(status, StackStatus::values()) {
+        return status.as_str().ends_with("_IN_PROGRESS");
+    }
+    matches!(
+        status,
+        StackStatus::CreateInProgress
+            | StackStatus::DeleteInProgress
+            | StackStatus::ImportInProgress
+            | StackStatus::ImportRollbackInProgress
+            | StackStatus::ReviewInProgress
+            | StackStatus::RollbackInProgress
+            | StackStatus::UpdateCompleteCleanupInProgress
+            | StackStatus::UpdateInProgress
+            | StackStatus::UpdateRollbackCompleteCleanupInProgress
+            | StackStatus::UpdateRollbackInProgress
+    )
 }
 
 /// The tables a stack created and still lists as its own
@@ -133,8 +193,17 @@ pub fn readiness(status: Option<&str>) -> Readiness {
 /// table whose create failed is never one of them: its name may be a table
 /// that existed before the stack (the very cause of the failure).
 pub async fn tables_left(cfn: &Client, stack_id: &str) -> Result<Vec<String>> {
-    const TABLE: &str = "AWS::DynamoDB::Table";
-    let summaries: Vec<_> = cfn
+    Ok(resources(cfn, stack_id, "AWS::DynamoDB::Table")
+        .await?
+        .iter()
+        .filter(|r| r.resource_status() == Some(&ResourceStatus::CreateComplete))
+        .filter_map(|r| r.physical_resource_id().filter(|id| !id.is_empty()).map(str::to_owned))
+        .collect())
+}
+
+/// The stack's resources of type `kind` (`AWS::CloudWatch::Alarm`, ...).
+pub async fn resources(cfn: &Client, stack_id: &str, kind: &str) -> Result<Vec<StackResourceSummary>> {
+    let all: Vec<StackResourceSummary> = cfn
         .list_stack_resources()
         .stack_name(stack_id)
         .into_paginator()
@@ -143,12 +212,7 @@ pub async fn tables_left(cfn: &Client, stack_id: &str) -> Result<Vec<String>> {
         .try_collect()
         .await
         .map_err(error::aws("ListStackResources"))?;
-    Ok(summaries
-        .iter()
-        .filter(|r| r.resource_type() == Some(TABLE))
-        .filter(|r| r.resource_status() == Some(&ResourceStatus::CreateComplete))
-        .filter_map(|r| r.physical_resource_id().filter(|id| !id.is_empty()).map(str::to_owned))
-        .collect())
+    Ok(all.into_iter().filter(|r| r.resource_type() == Some(kind)).collect())
 }
 
 /// Deletes `stack`, a create that rolled back (`ROLLBACK_COMPLETE`), and
@@ -187,19 +251,19 @@ pub enum Settled {
 }
 
 /// How a deploy (create or update) stands at `status`.
-pub fn deploy_settled(status: &str) -> Settled {
+pub fn deploy_settled(status: &StackStatus) -> Settled {
     match status {
-        "CREATE_COMPLETE" | "UPDATE_COMPLETE" | "IMPORT_COMPLETE" => Settled::Succeeded,
-        s if s.ends_with("_IN_PROGRESS") => Settled::InProgress,
+        StackStatus::CreateComplete | StackStatus::UpdateComplete | StackStatus::ImportComplete => Settled::Succeeded,
+        s if in_progress(s) => Settled::InProgress,
         _ => Settled::Failed,
     }
 }
 
 /// How a delete stands at `status` (`None`: the stack is gone).
-pub fn delete_settled(status: Option<&str>) -> Settled {
+pub fn delete_settled(status: Option<&StackStatus>) -> Settled {
     match status {
-        None | Some("DELETE_COMPLETE") => Settled::Succeeded,
-        Some(s) if s.ends_with("_IN_PROGRESS") => Settled::InProgress,
+        None | Some(StackStatus::DeleteComplete) => Settled::Succeeded,
+        Some(s) if in_progress(s) => Settled::InProgress,
         Some(_) => Settled::Failed,
     }
 }
@@ -278,9 +342,12 @@ pub enum ChangeSetState {
     Failed { reason: String },
 }
 
-/// Waits until the change set is computed, collecting every page of changes.
+/// Waits until the change set is computed, looking every `poll` for at
+/// most `timeout`, then collects every page of its changes. Not the SDK's
+/// waiter: its fixed 30 to 120 s between looks (see the module's header).
 pub async fn wait_change_set(cfn: &Client, id: &str, poll: Duration, timeout: Duration) -> Result<ChangeSetState> {
-    let started = Instant::now();
+    // Tokio's clock, which the tests pause and advance.
+    let started = tokio::time::Instant::now();
     loop {
         let first = cfn
             .describe_change_set()
@@ -288,42 +355,36 @@ pub async fn wait_change_set(cfn: &Client, id: &str, poll: Duration, timeout: Du
             .send()
             .await
             .map_err(error::aws("DescribeChangeSet"))?;
-        let status = first.status().cloned();
-        let reason = first.status_reason().unwrap_or_default().to_owned();
-        match status {
-            Some(ChangeSetStatus::CreateComplete) => {
-                let mut changes = first.changes().to_vec();
-                let mut token = first.next_token().map(str::to_owned);
-                while let Some(next) = token {
-                    let page = cfn
-                        .describe_change_set()
-                        .change_set_name(id)
-                        .next_token(next)
-                        .send()
-                        .await
-                        .map_err(error::aws("DescribeChangeSet"))?;
-                    changes.extend(page.changes().iter().cloned());
-                    token = page.next_token().map(str::to_owned);
-                }
-                return Ok(if changes.is_empty() {
-                    ChangeSetState::NoChanges {
-                        reason: "the change set has no changes".to_owned(),
-                    }
-                } else {
-                    ChangeSetState::Ready { changes }
+        let reason = first.status_reason().unwrap_or_default();
+        match first.status() {
+            Some(ChangeSetStatus::CreateComplete) => return all_changes(cfn, id, first).await,
+            Some(ChangeSetStatus::Failed) if is_no_change_reason(reason) => {
+                return Ok(ChangeSetState::NoChanges {
+                    reason: reason.to_owned(),
                 });
             }
-            Some(ChangeSetStatus::Failed) if is_no_change_reason(&reason) => {
-                return Ok(ChangeSetState::NoChanges { reason });
+            Some(ChangeSetStatus::Failed) => {
+                return Ok(ChangeSetState::Failed {
+                    reason: if reason.is_empty() { "no reason given" } else { reason }.to_owned(),
+                });
             }
-            Some(ChangeSetStatus::Failed | ChangeSetStatus::DeleteFailed | ChangeSetStatus::DeleteComplete) => {
-                let reason = if reason.is_empty() {
-                    "no reason given".to_owned()
-                } else {
-                    reason
-                };
-                return Ok(ChangeSetState::Failed { reason });
+            // Deleted under the wait: it will never be computed.
+            Some(
+                status @ (ChangeSetStatus::DeletePending
+                | ChangeSetStatus::DeleteInProgress
+                | ChangeSetStatus::DeleteComplete
+                | ChangeSetStatus::DeleteFailed),
+            ) => {
+                return Ok(ChangeSetState::Failed {
+                    reason: if reason.is_empty() {
+                        format!("the change set was deleted ({})", status.as_str())
+                    } else {
+                        reason.to_owned()
+                    },
+                });
             }
+            // `CREATE_PENDING`, `CREATE_IN_PROGRESS`, or a status newer
+            // than the SDK: still computing, until the timeout says not.
             _ => {}
         }
         if started.elapsed() > timeout {
@@ -333,6 +394,33 @@ pub async fn wait_change_set(cfn: &Client, id: &str, poll: Duration, timeout: Du
         }
         tokio::time::sleep(poll).await;
     }
+}
+
+/// Every change of a computed change set: the first page's, then the
+/// pages the paginator reads on from its token.
+async fn all_changes(cfn: &Client, id: &str, first: DescribeChangeSetOutput) -> Result<ChangeSetState> {
+    let mut changes = first.changes().to_vec();
+    // An empty token is no next page (an emulator may hand one back).
+    if let Some(next) = first.next_token().filter(|t| !t.is_empty()) {
+        let rest: Vec<Change> = cfn
+            .describe_change_set()
+            .change_set_name(id)
+            .next_token(next)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(error::aws("DescribeChangeSet"))?;
+        changes.extend(rest);
+    }
+    Ok(if changes.is_empty() {
+        ChangeSetState::NoChanges {
+            reason: "the change set has no changes".to_owned(),
+        }
+    } else {
+        ChangeSetState::Ready { changes }
+    })
 }
 
 pub async fn delete_change_set(cfn: &Client, id: &str) -> Result<()> {
@@ -351,7 +439,9 @@ pub struct Event {
     pub timestamp: String,
     pub logical_id: String,
     pub resource_type: String,
-    pub status: String,
+    /// The resource's status; on the stack's own events, the stack's.
+    #[serde(serialize_with = "as_str")]
+    pub status: ResourceStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -365,8 +455,8 @@ impl Event {
             resource_type: event.resource_type().unwrap_or_default().to_owned(),
             status: event
                 .resource_status()
-                .map(|s| s.as_str().to_owned())
-                .unwrap_or_default(),
+                .cloned()
+                .unwrap_or_else(|| ResourceStatus::from("")),
             reason: event
                 .resource_status_reason()
                 .filter(|r| !r.is_empty())
@@ -379,13 +469,22 @@ impl Event {
         self.resource_type == "AWS::CloudFormation::Stack"
     }
 
+    /// The stack status a stack event carries in its resource status field
+    /// (`UPDATE_ROLLBACK_COMPLETE` and others are stack statuses only,
+    /// which `ResourceStatus` holds as unknown).
+    fn stack_status(&self) -> StackStatus {
+        StackStatus::from(self.status.as_str())
+    }
+
     /// One line for the live log.
     pub fn line(&self) -> String {
         // `2025-01-02T03:04:05.678Z` -> `03:04:05`
         let time = self.timestamp.get(11..19).unwrap_or(&self.timestamp);
         let mut line = format!(
             "{time}  {:<28} {:<32} {}",
-            self.status, self.logical_id, self.resource_type
+            self.status.as_str(),
+            self.logical_id,
+            self.resource_type
         );
         if let Some(reason) = &self.reason {
             line.push_str("  ");
@@ -404,25 +503,72 @@ pub struct FailedResource {
     pub reason: String,
 }
 
+/// A resource status that says the operation on the resource failed; a
+/// status newer than the SDK is one when its name says so (`..._FAILED`).
+fn resource_failed(status: &ResourceStatus) -> bool {
+    if is_unknown(status, ResourceStatus::values()) {
+        return status.as_str().ends_with("_FAILED");
+    }
+    matches!(
+        status,
+        ResourceStatus::CreateFailed
+            | ResourceStatus::DeleteFailed
+            | ResourceStatus::ExportFailed
+            | ResourceStatus::ExportRollbackFailed
+            | ResourceStatus::ImportFailed
+            | ResourceStatus::ImportRollbackFailed
+            | ResourceStatus::RollbackFailed
+            | ResourceStatus::UpdateFailed
+            | ResourceStatus::UpdateRollbackFailed
+    )
+}
+
+/// A stack status that says an operation failed or is rolled back; a
+/// status newer than the SDK is one when its name has `FAILED` or
+/// `ROLLBACK` in it.
+fn failed_or_rolled_back(status: &StackStatus) -> bool {
+    if is_unknown(status, StackStatus::values()) {
+        let name = status.as_str();
+        return name.contains("FAILED") || name.contains("ROLLBACK");
+    }
+    matches!(
+        status,
+        StackStatus::CreateFailed
+            | StackStatus::DeleteFailed
+            | StackStatus::ImportRollbackComplete
+            | StackStatus::ImportRollbackFailed
+            | StackStatus::ImportRollbackInProgress
+            | StackStatus::RollbackComplete
+            | StackStatus::RollbackFailed
+            | StackStatus::RollbackInProgress
+            | StackStatus::UpdateFailed
+            | StackStatus::UpdateRollbackComplete
+            | StackStatus::UpdateRollbackCompleteCleanupInProgress
+            | StackStatus::UpdateRollbackFailed
+            | StackStatus::UpdateRollbackInProgress
+    )
+}
+
 /// The failed resources among `events`, in order; when no resource event
 /// failed (an emulator may only mark the stack), the stack's own failure.
-pub fn failures(events: &[Event], stack_status: &str, stack_reason: Option<&str>) -> Vec<FailedResource> {
+pub fn failures(events: &[Event], stack_status: &StackStatus, stack_reason: Option<&str>) -> Vec<FailedResource> {
     let resources: Vec<FailedResource> = events
         .iter()
-        .filter(|e| e.status.ends_with("_FAILED") && !e.is_stack_event())
+        .filter(|e| resource_failed(&e.status) && !e.is_stack_event())
         .map(|e| FailedResource {
             logical_id: e.logical_id.clone(),
             resource_type: e.resource_type.clone(),
-            status: e.status.clone(),
+            status: e.status.as_str().to_owned(),
             reason: e.reason.clone().unwrap_or_else(|| "no reason given".to_owned()),
         })
         .collect();
     if !resources.is_empty() {
         return resources;
     }
-    let stack_event = events.iter().rev().find(|e| {
-        e.is_stack_event() && e.reason.is_some() && (e.status.contains("FAILED") || e.status.contains("ROLLBACK"))
-    });
+    let stack_event = events
+        .iter()
+        .rev()
+        .find(|e| e.is_stack_event() && e.reason.is_some() && failed_or_rolled_back(&e.stack_status()));
     let reason = stack_event
         .and_then(|e| e.reason.clone())
         .or_else(|| stack_reason.map(str::to_owned))
@@ -430,7 +576,7 @@ pub fn failures(events: &[Event], stack_status: &str, stack_reason: Option<&str>
     vec![FailedResource {
         logical_id: stack_event.map_or_else(|| "(stack)".to_owned(), |e| e.logical_id.clone()),
         resource_type: "AWS::CloudFormation::Stack".to_owned(),
-        status: stack_status.to_owned(),
+        status: stack_status.as_str().to_owned(),
         reason,
     }]
 }
@@ -452,29 +598,22 @@ pub async fn newest_event_id(cfn: &Client, stack_id: &str) -> Result<Option<Stri
 /// lists newest first, so pages are read until `since` shows up.
 pub async fn events_since(cfn: &Client, stack_id: &str, since: Option<&str>) -> Result<Vec<Event>> {
     let mut newest_first = Vec::new();
-    let mut token: Option<String> = None;
-    'pages: loop {
-        let output = match cfn
-            .describe_stack_events()
-            .stack_name(stack_id)
-            .set_next_token(token.take())
-            .send()
-            .await
-        {
-            Ok(output) => output,
+    let mut events = cfn
+        .describe_stack_events()
+        .stack_name(stack_id)
+        .into_paginator()
+        .items()
+        .send();
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
             Err(err) if error::is_stack_missing(&err) => break,
             Err(err) => return Err(error::aws("DescribeStackEvents")(err)),
         };
-        for event in output.stack_events() {
-            if since.is_some() && event.event_id() == since {
-                break 'pages;
-            }
-            newest_first.push(Event::from_sdk(event));
+        if since.is_some() && event.event_id() == since {
+            break;
         }
-        match output.next_token() {
-            Some(next) => token = Some(next.to_owned()),
-            None => break,
-        }
+        newest_first.push(Event::from_sdk(&event));
     }
     newest_first.reverse();
     Ok(newest_first)
@@ -485,9 +624,16 @@ pub async fn events_since(cfn: &Client, stack_id: &str, since: Option<&str>) -> 
 pub struct WaitOutcome {
     pub settled: Settled,
     /// `None` when the stack is gone (deleted).
-    pub status: Option<String>,
+    pub status: Option<StackStatus>,
     pub status_reason: Option<String>,
     pub events: Vec<Event>,
+}
+
+impl WaitOutcome {
+    /// The final status; `DELETE_COMPLETE` when the stack is gone.
+    pub fn final_status(&self) -> StackStatus {
+        self.status.clone().unwrap_or(StackStatus::DeleteComplete)
+    }
 }
 
 /// Which operation is being waited for.
@@ -517,15 +663,12 @@ impl Watch<'_> {
             self.pull(&mut cursor, &mut events, ui).await?;
             let stack = describe(self.cfn, self.stack_id).await?;
             let status = stack.as_ref().map(|s| s.status.clone());
+            let shown = status.clone().unwrap_or(StackStatus::DeleteComplete);
             let settled = match operation {
-                Operation::Deploy => deploy_settled(status.as_deref().unwrap_or("DELETE_COMPLETE")),
-                Operation::Delete => delete_settled(status.as_deref()),
+                Operation::Deploy => deploy_settled(&shown),
+                Operation::Delete => delete_settled(status.as_ref()),
             };
-            ui.step(format!(
-                "{}: {}",
-                self.stack_name,
-                status.as_deref().unwrap_or("DELETE_COMPLETE")
-            ));
+            ui.step(format!("{}: {}", self.stack_name, shown.as_str()));
             if settled != Settled::InProgress {
                 // Events written between the last read and the final status.
                 self.pull(&mut cursor, &mut events, ui).await?;
@@ -539,7 +682,7 @@ impl Watch<'_> {
             if started.elapsed() > self.timeout {
                 return Err(Error::Timeout {
                     name: self.stack_name.to_owned(),
-                    status: status.unwrap_or_default(),
+                    status: status.map(|s| s.as_str().to_owned()).unwrap_or_default(),
                     seconds: self.timeout.as_secs(),
                 });
             }
@@ -560,16 +703,12 @@ impl Watch<'_> {
     }
 }
 
-/// The SDK paths AWS takes and the emulator never does (change sets that
-/// fail with "no changes", paged change sets and events, an execution that
-/// is still in progress when `ExecuteChangeSet` returns), on intercepted
-/// clients: no network.
 #[cfg(test)]
 mod sdk_tests {
     use aws_sdk_cloudformation::operation::describe_change_set::DescribeChangeSetOutput;
     use aws_sdk_cloudformation::operation::describe_stack_events::DescribeStackEventsOutput;
     use aws_sdk_cloudformation::operation::describe_stacks::DescribeStacksOutput;
-    use aws_sdk_cloudformation::types::{ChangeAction, ResourceChange, Stack, StackStatus};
+    use aws_sdk_cloudformation::types::{ChangeAction, ChangeSetStatus, ResourceChange, Stack};
     use aws_smithy_mocks::{Rule, RuleMode, mock};
     use aws_smithy_runtime_api::http::{Response, StatusCode};
     use aws_smithy_types::body::SdkBody;
@@ -579,7 +718,7 @@ mod sdk_tests {
     /// A client answering from `rules`: the first rule that matches the
     /// call and still has responses answers it.
     fn client(rules: &[&Rule]) -> Client {
-        mock_client!(aws_sdk_cloudformation, RuleMode::MatchAny, rules.iter().copied())
+        aws_smithy_mocks::mock_client!(aws_sdk_cloudformation, RuleMode::MatchAny, rules.iter().copied())
     }
 
     fn change(id: &str) -> Change {
@@ -593,7 +732,23 @@ mod sdk_tests {
             .build()
     }
 
-    #[tokio::test]
+    /// Between looks, the poll of a real deploy (2 s on AWS).
+    const POLL: Duration = Duration::from_secs(2);
+
+    /// [`wait_change_set`] every [`POLL`] for at most `timeout`, on
+    /// tokio's paused clock: a wait that does not end within a minute past
+    /// its timeout fails the test rather than hanging it.
+    async fn wait_paused(cfn: &Client, timeout: Duration) -> ChangeSetState {
+        tokio::time::timeout(
+            timeout + Duration::from_secs(60),
+            wait_change_set(cfn, "cs", POLL, timeout),
+        )
+        .await
+        .expect("the wait ends by its timeout")
+        .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_change_set_failed_for_lack_of_changes_is_no_changes() {
         let rule = mock!(Client::describe_change_set)
             .sequence()
@@ -607,11 +762,110 @@ mod sdk_tests {
                     .build()
             })
             .build();
-        let state = wait_change_set(&client(&[&rule]), "cs", Duration::ZERO, Duration::from_secs(5))
-            .await
-            .unwrap();
+        let state = wait_paused(&client(&[&rule]), Duration::from_secs(600)).await;
         assert!(matches!(state, ChangeSetState::NoChanges { reason } if reason.contains("didn't contain changes")));
         assert_eq!(rule.num_calls(), 2);
+    }
+
+    /// A change set still being computed is looked at again after one
+    /// poll, not after the SDK waiter's 30 s.
+    #[tokio::test(start_paused = true)]
+    async fn a_pending_change_set_is_ready_after_one_poll() {
+        let rule = mock!(Client::describe_change_set)
+            .sequence()
+            .output(|| {
+                DescribeChangeSetOutput::builder()
+                    .status(ChangeSetStatus::CreatePending)
+                    .build()
+            })
+            .output(|| {
+                DescribeChangeSetOutput::builder()
+                    .status(ChangeSetStatus::CreateComplete)
+                    .changes(change("A"))
+                    .build()
+            })
+            .build();
+        let started = tokio::time::Instant::now();
+        let state = wait_paused(&client(&[&rule]), Duration::from_secs(600)).await;
+        assert!(
+            matches!(&state, ChangeSetState::Ready { changes } if changes.len() == 1),
+            "{state:?}"
+        );
+        assert_eq!(started.elapsed(), POLL, "one poll between the two looks");
+        assert_eq!(rule.num_calls(), 2);
+    }
+
+    /// A change set deleted while it is waited on is never computed: the
+    /// wait fails at once with the service's reason, not after the timeout.
+    #[tokio::test(start_paused = true)]
+    async fn a_deleted_change_set_fails_at_once_with_its_reason() {
+        for status in [
+            ChangeSetStatus::DeletePending,
+            ChangeSetStatus::DeleteInProgress,
+            ChangeSetStatus::DeleteComplete,
+            ChangeSetStatus::DeleteFailed,
+        ] {
+            let answer = status.clone();
+            let rule = mock!(Client::describe_change_set).then_output(move || {
+                DescribeChangeSetOutput::builder()
+                    .status(answer.clone())
+                    .status_reason("deleted by the operator")
+                    .build()
+            });
+            let started = tokio::time::Instant::now();
+            let state = wait_paused(&client(&[&rule]), Duration::from_secs(600)).await;
+            assert!(
+                matches!(&state, ChangeSetState::Failed { reason } if reason == "deleted by the operator"),
+                "{status:?}: {state:?}"
+            );
+            assert_eq!(started.elapsed(), Duration::ZERO, "{status:?}: no poll");
+            assert_eq!(rule.num_calls(), 1, "{status:?}");
+        }
+        // Without a reason, the status says what happened.
+        let rule = mock!(Client::describe_change_set).then_output(|| {
+            DescribeChangeSetOutput::builder()
+                .status(ChangeSetStatus::DeleteComplete)
+                .build()
+        });
+        let state = wait_paused(&client(&[&rule]), Duration::from_secs(600)).await;
+        assert!(
+            matches!(&state, ChangeSetState::Failed { reason } if reason.contains("DELETE_COMPLETE")),
+            "{state:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_set_never_computed_fails_after_the_timeout() {
+        let rule = mock!(Client::describe_change_set).then_output(|| {
+            DescribeChangeSetOutput::builder()
+                .status(ChangeSetStatus::CreateInProgress)
+                .build()
+        });
+        let state = wait_paused(&client(&[&rule]), Duration::from_secs(10)).await;
+        assert!(
+            matches!(&state, ChangeSetState::Failed { reason } if reason == "not computed within 10s"),
+            "{state:?}"
+        );
+        assert_eq!(rule.num_calls(), 7, "at 0, 2, ..., 12 s");
+    }
+
+    /// An empty token on the first page is no next page: no paginator,
+    /// no second request.
+    #[tokio::test(start_paused = true)]
+    async fn an_empty_first_token_reads_no_more_pages() {
+        let rule = mock!(Client::describe_change_set).then_output(|| {
+            DescribeChangeSetOutput::builder()
+                .status(ChangeSetStatus::CreateComplete)
+                .changes(change("A"))
+                .next_token("")
+                .build()
+        });
+        let state = wait_paused(&client(&[&rule]), Duration::from_secs(600)).await;
+        assert!(
+            matches!(&state, ChangeSetState::Ready { changes } if changes.len() == 1),
+            "{state:?}"
+        );
+        assert_eq!(rule.num_calls(), 1);
     }
 
     #[tokio::test]
@@ -622,7 +876,7 @@ mod sdk_tests {
                 .status_reason("Template error: instance of Fn::GetAtt references undefined resource X")
                 .build()
         });
-        let state = wait_change_set(&client(&[&rule]), "cs", Duration::ZERO, Duration::from_secs(5))
+        let state = wait_change_set(&client(&[&rule]), "cs", POLL, Duration::from_secs(5))
             .await
             .unwrap();
         assert!(matches!(state, ChangeSetState::Failed { reason } if reason.contains("undefined resource X")));
@@ -646,7 +900,7 @@ mod sdk_tests {
                     .build()
             })
             .build();
-        let state = wait_change_set(&client(&[&rule]), "cs", Duration::ZERO, Duration::from_secs(5))
+        let state = wait_change_set(&client(&[&rule]), "cs", POLL, Duration::from_secs(5))
             .await
             .unwrap();
         let ChangeSetState::Ready { changes } = state else {
@@ -774,7 +1028,7 @@ mod sdk_tests {
             .await
             .unwrap();
         assert_eq!(outcome.settled, Settled::Succeeded);
-        assert_eq!(outcome.status.as_deref(), Some("UPDATE_COMPLETE"));
+        assert_eq!(outcome.status, Some(StackStatus::UpdateComplete));
         let ids: Vec<_> = outcome.events.iter().map(|e| e.id.as_str()).collect();
         assert_eq!(ids, ["q-1", "q-2"], "each event once, oldest first");
         assert_eq!(stacks.num_calls(), 3);
@@ -784,7 +1038,7 @@ mod sdk_tests {
         StackInfo {
             id: "arn:stack".to_owned(),
             name: "hybrid-counter".to_owned(),
-            status: "ROLLBACK_COMPLETE".to_owned(),
+            status: StackStatus::RollbackComplete,
             status_reason: None,
             description: None,
             parameters: BTreeMap::new(),
@@ -876,7 +1130,7 @@ mod sdk_tests {
         .await
         .unwrap();
         assert_eq!(outcome.settled, Settled::Failed);
-        assert_eq!(outcome.status.as_deref(), Some("DELETE_FAILED"));
+        assert_eq!(outcome.status, Some(StackStatus::DeleteFailed));
     }
 
     #[tokio::test]
@@ -907,54 +1161,104 @@ mod tests {
     #[test]
     fn readiness_follows_the_stack_status() {
         assert_eq!(readiness(None), Readiness::Create);
-        assert_eq!(readiness(Some("REVIEW_IN_PROGRESS")), Readiness::Create);
+        assert_eq!(readiness(Some(&"REVIEW_IN_PROGRESS".into())), Readiness::Create);
         for status in [
             "CREATE_COMPLETE",
             "UPDATE_COMPLETE",
             "UPDATE_ROLLBACK_COMPLETE",
             "UPDATE_FAILED",
         ] {
-            assert_eq!(readiness(Some(status)), Readiness::Update, "{status}");
+            assert_eq!(readiness(Some(&status.into())), Readiness::Update, "{status}");
         }
         for status in [
             "CREATE_IN_PROGRESS",
             "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS",
             "DELETE_IN_PROGRESS",
         ] {
-            assert_eq!(readiness(Some(status)), Readiness::Busy, "{status}");
+            assert_eq!(readiness(Some(&status.into())), Readiness::Busy, "{status}");
         }
         // A failed first create: deploy replaces it, no manual step.
-        assert_eq!(readiness(Some("ROLLBACK_COMPLETE")), Readiness::FailedCreate);
+        assert_eq!(readiness(Some(&"ROLLBACK_COMPLETE".into())), Readiness::FailedCreate);
         for status in [
             "ROLLBACK_FAILED",
             "CREATE_FAILED",
             "DELETE_FAILED",
             "UPDATE_ROLLBACK_FAILED",
         ] {
-            assert_eq!(readiness(Some(status)), Readiness::Unusable, "{status}");
+            assert_eq!(readiness(Some(&status.into())), Readiness::Unusable, "{status}");
         }
     }
 
     #[test]
     fn deploys_settle_on_complete_or_any_failure() {
-        assert_eq!(deploy_settled("CREATE_COMPLETE"), Settled::Succeeded);
-        assert_eq!(deploy_settled("UPDATE_COMPLETE"), Settled::Succeeded);
+        assert_eq!(deploy_settled(&"CREATE_COMPLETE".into()), Settled::Succeeded);
+        assert_eq!(deploy_settled(&"UPDATE_COMPLETE".into()), Settled::Succeeded);
         assert_eq!(
-            deploy_settled("UPDATE_COMPLETE_CLEANUP_IN_PROGRESS"),
+            deploy_settled(&"UPDATE_COMPLETE_CLEANUP_IN_PROGRESS".into()),
             Settled::InProgress
         );
-        assert_eq!(deploy_settled("ROLLBACK_IN_PROGRESS"), Settled::InProgress);
+        assert_eq!(deploy_settled(&"ROLLBACK_IN_PROGRESS".into()), Settled::InProgress);
         for status in [
             "ROLLBACK_COMPLETE",
             "UPDATE_ROLLBACK_COMPLETE",
             "CREATE_FAILED",
             "UPDATE_FAILED",
         ] {
-            assert_eq!(deploy_settled(status), Settled::Failed, "{status}");
+            assert_eq!(deploy_settled(&status.into()), Settled::Failed, "{status}");
         }
         assert_eq!(delete_settled(None), Settled::Succeeded);
-        assert_eq!(delete_settled(Some("DELETE_IN_PROGRESS")), Settled::InProgress);
-        assert_eq!(delete_settled(Some("DELETE_FAILED")), Settled::Failed);
+        assert_eq!(delete_settled(Some(&"DELETE_IN_PROGRESS".into())), Settled::InProgress);
+        assert_eq!(delete_settled(Some(&"DELETE_FAILED".into())), Settled::Failed);
+    }
+
+    /// A status newer than the SDK is classified by its name, as before
+    /// the SDK's enums: still running when it ends in `_IN_PROGRESS`.
+    #[test]
+    fn an_unknown_stack_status_in_progress_is_still_running() {
+        let running = StackStatus::from("IMPORT_NEW_THING_IN_PROGRESS");
+        assert!(is_unknown(&running, StackStatus::values()));
+        assert!(in_progress(&running));
+        assert_eq!(readiness(Some(&running)), Readiness::Busy);
+        assert_eq!(deploy_settled(&running), Settled::InProgress);
+        assert_eq!(delete_settled(Some(&running)), Settled::InProgress);
+        let done = StackStatus::from("NEW_THING_COMPLETE");
+        assert!(!in_progress(&done));
+        assert_eq!(readiness(Some(&done)), Readiness::Unusable);
+        assert_eq!(deploy_settled(&done), Settled::Failed);
+        assert_eq!(delete_settled(Some(&done)), Settled::Failed);
+        assert!(!is_unknown(&StackStatus::UpdateInProgress, StackStatus::values()));
+    }
+
+    #[test]
+    fn an_unknown_resource_status_ending_in_failed_is_a_failure() {
+        assert!(resource_failed(&ResourceStatus::from("NEW_THING_FAILED")));
+        assert!(!resource_failed(&ResourceStatus::from("NEW_THING_COMPLETE")));
+        let events = [
+            event("Queue", "AWS::SQS::Queue", "NEW_THING_FAILED", Some("queue said no")),
+            event("s", "AWS::CloudFormation::Stack", "UPDATE_ROLLBACK_COMPLETE", None),
+        ];
+        let failed = failures(&events, &"UPDATE_ROLLBACK_COMPLETE".into(), None);
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert_eq!(failed[0].logical_id, "Queue");
+        assert_eq!(failed[0].status, "NEW_THING_FAILED");
+        assert_eq!(failed[0].reason, "queue said no");
+    }
+
+    #[test]
+    fn an_unknown_stack_status_naming_a_failure_or_rollback_is_one() {
+        for status in ["NEW_THING_FAILED", "NEW_ROLLBACK_COMPLETE"] {
+            assert!(failed_or_rolled_back(&status.into()), "{status}");
+            let events = [event(
+                "s",
+                "AWS::CloudFormation::Stack",
+                status,
+                Some("the stack's reason"),
+            )];
+            let failed = failures(&events, &status.into(), None);
+            assert_eq!(failed[0].reason, "the stack's reason", "{status}");
+            assert_eq!(failed[0].logical_id, "s", "{status}");
+        }
+        assert!(!failed_or_rolled_back(&"NEW_THING_COMPLETE".into()));
     }
 
     #[test]
@@ -993,7 +1297,7 @@ mod tests {
             event("Fn", "AWS::Lambda::Function", "UPDATE_FAILED", None),
             event("s", "AWS::CloudFormation::Stack", "UPDATE_ROLLBACK_COMPLETE", None),
         ];
-        let failed = failures(&events, "UPDATE_ROLLBACK_COMPLETE", None);
+        let failed = failures(&events, &"UPDATE_ROLLBACK_COMPLETE".into(), None);
         assert_eq!(failed.len(), 2);
         assert_eq!(failed[0].logical_id, "Queue");
         assert_eq!(failed[0].resource_type, "AWS::SQS::Queue");
@@ -1009,13 +1313,13 @@ mod tests {
             "ROLLBACK_COMPLETE",
             Some("Failed to create resource ResourcesTable: table exists"),
         )];
-        let failed = failures(&events, "ROLLBACK_COMPLETE", None);
+        let failed = failures(&events, &"ROLLBACK_COMPLETE".into(), None);
         assert_eq!(failed.len(), 1);
         assert_eq!(
             failed[0].reason,
             "Failed to create resource ResourcesTable: table exists"
         );
-        let failed = failures(&[], "ROLLBACK_COMPLETE", Some("stack reason"));
+        let failed = failures(&[], &"ROLLBACK_COMPLETE".into(), Some("stack reason"));
         assert_eq!(failed[0].reason, "stack reason");
         assert_eq!(failed[0].logical_id, "(stack)");
     }

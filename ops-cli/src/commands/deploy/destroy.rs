@@ -155,10 +155,10 @@ pub async fn run(ctx: &Context<'_>, options: DestroyOptions) -> Result<DestroyRe
         timeout: options.timeout,
     };
     let waited = watch.follow(since, Operation::Delete, ctx.ui).await?;
-    report.status = Some(waited.status.clone().unwrap_or_else(|| "DELETE_COMPLETE".to_owned()));
+    let status = waited.final_status();
+    report.status = Some(status.as_str().to_owned());
     report.events = waited.events;
     if waited.settled != Settled::Succeeded {
-        let status = report.status.clone().unwrap_or_default();
         report.failures = cfn::failures(&report.events, &status, waited.status_reason.as_deref());
         report.retained_tables = tables;
         report.seconds = started.elapsed().as_secs_f64();

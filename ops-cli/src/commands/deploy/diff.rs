@@ -10,61 +10,38 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use aws_sdk_cloudformation::types::{Change, ChangeSource, ResourceAttribute, ResourceChangeDetail};
-use serde::Serialize;
+use aws_sdk_cloudformation::types::{
+    Change, ChangeSource, RequiresRecreation, ResourceAttribute, ResourceChangeDetail,
+};
+use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-/// What CloudFormation does to a resource.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum Action {
-    Add,
-    Modify,
-    Remove,
-    /// Decided only during the update (e.g. values from a nested stack).
-    Dynamic,
-    Import,
-    Other(String),
-}
+use super::cfn::{is_unknown, option_as_str};
 
-impl Action {
-    fn parse(raw: &str) -> Self {
-        match raw {
-            "Add" => Action::Add,
-            "Modify" => Action::Modify,
-            "Remove" => Action::Remove,
-            "Dynamic" => Action::Dynamic,
-            "Import" => Action::Import,
-            other => Action::Other(other.to_owned()),
-        }
-    }
-
-    fn symbol(&self) -> char {
-        match self {
-            Action::Add | Action::Import => '+',
-            Action::Modify => '~',
-            Action::Remove => '-',
-            Action::Dynamic | Action::Other(_) => '?',
-        }
-    }
-
-    fn label(&self) -> &str {
-        match self {
-            Action::Add => "Add",
-            Action::Modify => "Modify",
-            Action::Remove => "Remove",
-            Action::Dynamic => "Dynamic",
-            Action::Import => "Import",
-            Action::Other(other) => other,
-        }
-    }
-}
-
+/// What CloudFormation does to a resource (`Dynamic`: decided only during
+/// the update, e.g. values from a nested stack), as the service says it.
+pub use aws_sdk_cloudformation::types::ChangeAction as Action;
 /// Whether a modified resource is replaced (a new physical resource).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Replacement {
-    True,
-    Conditional,
-    False,
+pub use aws_sdk_cloudformation::types::Replacement;
+
+/// An action in the JSON report, as it always was: its name (`"Add"`), or
+/// `{"Other": "..."}` for one newer than the SDK (`"Unknown"` when the
+/// service named none).
+fn action_json<S: Serializer>(action: &Action, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+    if is_unknown(action, Action::values()) {
+        serializer.serialize_newtype_variant("Action", 5, "Other", action.as_str())
+    } else {
+        serializer.serialize_str(action.as_str())
+    }
+}
+
+fn symbol(action: &Action) -> char {
+    match action {
+        Action::Add | Action::Import => '+',
+        Action::Modify => '~',
+        Action::Remove => '-',
+        _ => '?',
+    }
 }
 
 /// One changed property (or resource attribute such as `DeletionPolicy`).
@@ -72,8 +49,8 @@ pub enum Replacement {
 pub struct PropertyChange {
     pub name: String,
     /// `Always`, `Conditionally` or `Never`, when the service says.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub requires_recreation: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "option_as_str")]
+    pub requires_recreation: Option<RequiresRecreation>,
     /// What changes it: `template`, `parameter X`, `resource X`, ...
     pub causes: Vec<String>,
 }
@@ -93,8 +70,11 @@ pub struct ResourceDiff {
     pub resource_type: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub physical_id: Option<String>,
+    #[serde(serialize_with = "action_json")]
     pub action: Action,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// `None` too when the service's value is newer than the SDK, as the
+    /// report always had it.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "option_as_str")]
     pub replacement: Option<Replacement>,
     pub properties: Vec<PropertyChange>,
     pub details_source: DetailsSource,
@@ -130,15 +110,11 @@ impl Diff {
                     logical_id: rc.logical_resource_id().unwrap_or_default().to_owned(),
                     resource_type: rc.resource_type().unwrap_or_default().to_owned(),
                     physical_id: rc.physical_resource_id().filter(|p| !p.is_empty()).map(str::to_owned),
-                    action: rc
-                        .action()
-                        .map_or(Action::Other("Unknown".into()), |a| Action::parse(a.as_str())),
-                    replacement: rc.replacement().and_then(|r| match r.as_str() {
-                        "True" => Some(Replacement::True),
-                        "Conditional" => Some(Replacement::Conditional),
-                        "False" => Some(Replacement::False),
-                        _ => None,
-                    }),
+                    action: rc.action().cloned().unwrap_or_else(|| Action::from("Unknown")),
+                    replacement: rc
+                        .replacement()
+                        .filter(|r| !is_unknown(*r, Replacement::values()))
+                        .cloned(),
                     details_source: if properties.is_empty() {
                         DetailsSource::None
                     } else {
@@ -204,14 +180,14 @@ fn group_details(details: &[ResourceChangeDetail]) -> Vec<PropertyChange> {
             (None, None) => continue,
         };
         let cause = describe_cause(detail.change_source(), detail.causing_entity());
-        let recreation = target.requires_recreation().map(|r| r.as_str().to_owned());
+        let recreation = target.requires_recreation().cloned();
         match grouped.iter_mut().find(|p| p.name == name) {
             Some(existing) => {
                 if !existing.causes.contains(&cause) {
                     existing.causes.push(cause);
                 }
                 // Keep the strongest recreation requirement.
-                if rank(recreation.as_deref()) > rank(existing.requires_recreation.as_deref()) {
+                if rank(recreation.as_ref()) > rank(existing.requires_recreation.as_ref()) {
                     existing.requires_recreation = recreation;
                 }
             }
@@ -225,11 +201,11 @@ fn group_details(details: &[ResourceChangeDetail]) -> Vec<PropertyChange> {
     grouped
 }
 
-fn rank(recreation: Option<&str>) -> u8 {
+fn rank(recreation: Option<&RequiresRecreation>) -> u8 {
     match recreation {
-        Some("Always") => 3,
-        Some("Conditionally") => 2,
-        Some("Never") => 1,
+        Some(RequiresRecreation::Always) => 3,
+        Some(RequiresRecreation::Conditionally) => 2,
+        Some(RequiresRecreation::Never) => 1,
         _ => 0,
     }
 }
@@ -404,15 +380,15 @@ impl fmt::Display for Diff {
             writeln!(
                 f,
                 "  {} {:<8} {:<id_width$}  {}",
-                resource.action.symbol(),
-                resource.action.label(),
+                symbol(&resource.action),
+                resource.action.as_str(),
                 resource.logical_id,
                 resource.resource_type,
             )?;
             for property in &resource.properties {
-                let recreation = match property.requires_recreation.as_deref() {
-                    Some("Always") => ", requires replacement",
-                    Some("Conditionally") => ", may require replacement",
+                let recreation = match property.requires_recreation {
+                    Some(RequiresRecreation::Always) => ", requires replacement",
+                    Some(RequiresRecreation::Conditionally) => ", may require replacement",
                     _ => "",
                 };
                 writeln!(
@@ -638,6 +614,36 @@ mod tests {
             text.ends_with("0 to add, 1 to modify, 0 to remove; 1 may be replaced\n"),
             "{text}"
         );
+    }
+
+    /// The JSON report's shape, unknown values included: an action is its
+    /// name, or `{"Other": ...}` when newer than the SDK; a replacement
+    /// newer than the SDK is left out.
+    #[test]
+    fn the_json_report_keeps_its_shape_for_values_newer_than_the_sdk() {
+        let diff = Diff::from_changes(&[
+            wrap(change(
+                ChangeAction::Modify,
+                "Fn",
+                "AWS::Lambda::Function",
+                Some(SdkReplacement::True),
+            )),
+            wrap(change(
+                ChangeAction::from("Transmogrify"),
+                "Odd",
+                "AWS::SQS::Queue",
+                Some(SdkReplacement::from("Sometimes")),
+            )),
+            wrap(ResourceChange::builder().logical_resource_id("Bare").build()),
+        ]);
+        let json = serde_json::to_value(&diff).unwrap();
+        let resources = json["resources"].as_array().unwrap();
+        assert_eq!(resources[0]["action"], json!("Modify"));
+        assert_eq!(resources[0]["replacement"], json!("True"));
+        assert_eq!(resources[1]["action"], json!({"Other": "Transmogrify"}));
+        assert!(resources[1].get("replacement").is_none(), "{}", resources[1]);
+        assert_eq!(resources[2]["action"], json!({"Other": "Unknown"}));
+        assert!(diff.to_string().contains("  ? Transmogrify Odd"), "{diff}");
     }
 
     fn template(batch: Value, queue_name: &str) -> Value {

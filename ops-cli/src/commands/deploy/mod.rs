@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use aws_sdk_cloudformation::types::ChangeSetType;
 use serde::Serialize;
 
 use cfn::{Event, FailedResource, Operation, Settled, Watch};
@@ -111,9 +112,13 @@ pub async fn run(
         location: Location::of(ctx),
         outcome: Outcome::Unchanged,
         stack_id: proposal.stack_id.clone(),
-        status: proposal.before.as_ref().map(|s| s.status.clone()).unwrap_or_default(),
+        status: proposal
+            .before
+            .as_ref()
+            .map(|s| s.status.as_str().to_owned())
+            .unwrap_or_default(),
         status_reason: None,
-        change_set_type: proposal.change_set_type.to_owned(),
+        change_set_type: proposal.change_set_type.as_str().to_owned(),
         no_change_reason: proposal.no_change_reason.clone(),
         seconds: 0.0,
         diff: proposal.diff.clone(),
@@ -151,7 +156,7 @@ pub async fn run(
     ));
     let since = cfn::newest_event_id(cfn, &proposal.stack_id).await?;
     ctx.ui
-        .step(format!("executing change set ({})", proposal.change_set_type));
+        .step(format!("executing change set ({})", proposal.change_set_type.as_str()));
     let executed = cfn
         .execute_change_set()
         .change_set_name(&change_set)
@@ -176,10 +181,10 @@ pub async fn run(
         timeout,
     };
     let waited = watch.follow(since, Operation::Deploy, ctx.ui).await?;
-    let status = waited.status.clone().unwrap_or_else(|| "DELETE_COMPLETE".to_owned());
+    let status = waited.final_status();
     let resource_events = waited.events.iter().filter(|e| !e.is_stack_event()).count();
     report.outcome = match (waited.settled, proposal.change_set_type) {
-        (Settled::Succeeded, "CREATE") => Outcome::Created,
+        (Settled::Succeeded, ChangeSetType::Create) => Outcome::Created,
         // Executed, yet no resource moved: the service found nothing to do.
         (Settled::Succeeded, _) if resource_events == 0 => Outcome::Unchanged,
         (Settled::Succeeded, _) => Outcome::Updated,
@@ -191,7 +196,7 @@ pub async fn run(
     if report.outcome == Outcome::Failed {
         report.failures = cfn::failures(&waited.events, &status, waited.status_reason.as_deref());
     }
-    report.status = status;
+    report.status = status.as_str().to_owned();
     report.status_reason = waited.status_reason;
     report.events = waited.events;
     report.outputs = cfn::describe(cfn, &proposal.stack_id)
@@ -387,13 +392,13 @@ mod tests {
             .region(aws_config::Region::new("us-east-1"))
             .build();
         Clients {
-            cloudformation: mock_client!(aws_sdk_cloudformation, RuleMode::Sequential, cfn),
-            s3: mock_client!(aws_sdk_s3, RuleMode::Sequential, &[] as &[Rule]),
+            cloudformation: aws_smithy_mocks::mock_client!(aws_sdk_cloudformation, RuleMode::Sequential, cfn),
+            s3: aws_smithy_mocks::mock_client!(aws_sdk_s3, RuleMode::Sequential, &[] as &[Rule]),
             lambda: aws_sdk_lambda::Client::new(&sdk),
-            sqs: mock_client!(aws_sdk_sqs, RuleMode::Sequential, &[] as &[Rule]),
+            sqs: aws_smithy_mocks::mock_client!(aws_sdk_sqs, RuleMode::Sequential, &[] as &[Rule]),
             cloudwatch: aws_sdk_cloudwatch::Client::new(&sdk),
             sts: aws_sdk_sts::Client::new(&sdk),
-            dynamodb: mock_client!(aws_sdk_dynamodb, RuleMode::Sequential, dynamodb),
+            dynamodb: aws_smithy_mocks::mock_client!(aws_sdk_dynamodb, RuleMode::Sequential, dynamodb),
             dynamodbstreams: aws_sdk_dynamodbstreams::Client::new(&sdk),
             region: "us-east-1".into(),
             endpoint: None,

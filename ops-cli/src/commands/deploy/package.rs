@@ -531,7 +531,7 @@ mod tests {
         const BUCKET: &str = "hck-artifacts-123456789012-us-east-1";
 
         fn client(rules: &[&Rule]) -> Client {
-            mock_client!(aws_sdk_s3, RuleMode::Sequential, rules.iter().copied())
+            aws_smithy_mocks::mock_client!(aws_sdk_s3, RuleMode::Sequential, rules.iter().copied())
         }
 
         /// One zip on disk, hashed as `locate` does.

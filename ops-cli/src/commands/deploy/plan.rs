@@ -52,7 +52,7 @@ pub async fn run(ctx: &Context<'_>, inputs: &StackInputs, artifacts: Vec<Artifac
     }
     Ok(PlanReport {
         location: Location::of(ctx),
-        change_set_type: proposal.change_set_type.to_owned(),
+        change_set_type: proposal.change_set_type.as_str().to_owned(),
         no_changes: proposal.no_changes,
         no_change_reason: proposal.no_change_reason,
         diff: proposal.diff,

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use aws_sdk_cloudformation::types::{ChangeSetType, TemplateStage};
+use aws_sdk_cloudformation::types::{ChangeSetType, StackStatus, TemplateStage};
 use serde_json::Value;
 
 use super::cfn::{self, ChangeSetRequest, ChangeSetState, Readiness, StackInfo, TemplateSource};
@@ -30,7 +30,7 @@ const CHANGE_SET_TIMEOUT: Duration = Duration::from_secs(600);
 pub struct Proposal {
     pub before: Option<StackInfo>,
     pub stack_id: String,
-    pub change_set_type: &'static str,
+    pub change_set_type: ChangeSetType,
     /// The change set, while it exists; `None` once deleted.
     pub change_set_id: Option<String>,
     pub diff: Diff,
@@ -112,7 +112,7 @@ pub async fn propose(
         remove_failed_create(ctx, stack).await?;
         before = None;
     }
-    let kind = match (cfn::readiness(before.as_ref().map(|s| s.status.as_str())), &before) {
+    let kind = match (cfn::readiness(before.as_ref().map(|s| &s.status)), &before) {
         (Readiness::Create, _) => ChangeSetType::Create,
         (Readiness::Update, _) => ChangeSetType::Update,
         // `plan` on a failed create, which only `deploy` replaces.
@@ -125,7 +125,7 @@ pub async fn propose(
         (Readiness::Busy, Some(stack)) => {
             return Err(Error::StackBusy {
                 name: config.stack_name.clone(),
-                status: stack.status.clone(),
+                status: stack.status.as_str().to_owned(),
             });
         }
         (Readiness::Unusable, Some(stack)) => {
@@ -136,7 +136,7 @@ pub async fn propose(
                     .as_ref()
                     .map(|r| format!(" ({r})"))
                     .unwrap_or_default(),
-                status: stack.status.clone(),
+                status: stack.status.as_str().to_owned(),
             });
         }
     };
@@ -247,11 +247,7 @@ pub async fn propose(
 
     let mut proposal = Proposal {
         stack_id,
-        change_set_type: if kind == ChangeSetType::Create {
-            "CREATE"
-        } else {
-            "UPDATE"
-        },
+        change_set_type: kind.clone(),
         change_set_id: Some(change_set_id.clone()),
         diff: Diff::default(),
         no_changes: false,
@@ -390,7 +386,7 @@ async fn remove_failed_create(ctx: &Context<'_>, stack: &StackInfo) -> Result<()
     } else {
         Err(Error::StackUnusable {
             name: stack.name.clone(),
-            status: waited.status.unwrap_or_default(),
+            status: waited.status.map(|s| s.as_str().to_owned()).unwrap_or_default(),
             reason: waited.status_reason.map(|r| format!(" ({r})")).unwrap_or_default(),
         })
     }
@@ -404,8 +400,10 @@ const FAILED_CREATE_DELETE_TIMEOUT: Duration = Duration::from_secs(600);
 /// harmless (the next deploy creates into it) but clutters listings.
 pub(super) async fn remove_review_stack(ctx: &Context<'_>, stack_id: &str) {
     let cfn = &ctx.clients.cloudformation;
-    let in_review =
-        matches!(cfn::describe(cfn, stack_id).await, Ok(Some(stack)) if stack.status == "REVIEW_IN_PROGRESS");
+    let in_review = matches!(
+        cfn::describe(cfn, stack_id).await,
+        Ok(Some(stack)) if stack.status == StackStatus::ReviewInProgress
+    );
     if !in_review {
         return;
     }
