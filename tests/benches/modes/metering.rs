@@ -1,5 +1,5 @@
 //! The capacity a create and a delete cost, metered by the capacity model
-//! of the fault proxy (`tests/src/capacity.rs`, DynamoDB's unit rules) on
+//! of the fault proxy (`tests/src/capacity/`, DynamoDB's unit rules) on
 //! the request path and on the stream path separately, at item sizes of
 //! 0.1, 1 and 4 KB, beside the plain put + `ADD` a user would write
 //! instead; and from them the cost in dollars per million creates and per

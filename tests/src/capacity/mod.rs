@@ -34,9 +34,11 @@
 //! Transactions are admitted as a whole: every partition and table they
 //! touch must take all their units at once ("Capacity management for
 //! transactions": two underlying writes, prepare and commit, per item). A
-//! transaction cancelled by a conflict or a failed condition is charged its
-//! prepare writes (one of the two per item) and not the commit; one refused
-//! for capacity, like any throttled request, nothing.
+//! cancelled transaction (a conflict, a failed condition, capacity) is
+//! charged nothing: AWS documents no charge for it, and DynamoDB reports no
+//! `ConsumedCapacity` for one (measured by the dynamodb-conformance suite,
+//! paritysuite/dynamodb-conformance#67). The other reading, charging the
+//! prepare writes, was tried: it turns conflicts into throttles.
 //!
 //! **One scale.** Every rate (partitions', tables') is multiplied by
 //! [`CapacityParams::scale`] so the emulator on 2 cores can offer more than
@@ -99,7 +101,7 @@ pub struct Ticket {
     held: Vec<ItemId>,
     transactional: bool,
     token: Option<String>,
-    /// A transaction's writes: their commit half is given back when it is cancelled.
+    /// A transaction's writes: given back when it is cancelled.
     writes: Vec<Touch>,
     answer_after: Option<Instant>,
 }
@@ -187,7 +189,7 @@ impl CapacityModel {
         if let Some(answer) = self.capacity_refusal(&request, &slots) {
             return Verdict::Refuse(answer);
         }
-        if let Some(answer) = self.conflict(&request, &slots, &first_table) {
+        if let Some(answer) = self.conflict(&request, &first_table) {
             return Verdict::Refuse(answer);
         }
         for (id, size) in request.sizes {
@@ -297,7 +299,7 @@ impl CapacityModel {
     }
 
     /// The answer when another request in flight holds one of the items.
-    fn conflict(&mut self, request: &units::Request, slots: &[Vec<Slot>], first_table: &str) -> Option<Answer> {
+    fn conflict(&mut self, request: &units::Request, first_table: &str) -> Option<Answer> {
         let items: Vec<(usize, ItemId)> = request
             .touches
             .iter()
@@ -326,14 +328,6 @@ impl CapacityModel {
             })
             .collect();
         if request.kind == Kind::TransactWrite {
-            // The prepare half of every write is done, the commit is not.
-            for (touch, slots) in request.touches.iter().zip(slots) {
-                if touch.access == Access::Write {
-                    let table = self.tables.get_mut(&touch.table).expect("a limited table");
-                    table.charge(&slots[0], Access::Write, touch.units / 2.0);
-                    self.usage_of(&touch.table).write_units += touch.units / 2.0;
-                }
-            }
             self.usage_of(first_table).conflicts.transactions += 1;
         } else {
             self.usage_of(first_table).conflicts.reads += 1;
@@ -343,8 +337,8 @@ impl CapacityModel {
 
     /// Takes the answer of an admitted request (`status`, `body`): releases
     /// what it held, charges its reads by the sizes the answer shows (a
-    /// failed read its minimum), and gives a cancelled transaction's commit
-    /// half back.
+    /// failed read its minimum), and gives a cancelled transaction's writes
+    /// back.
     pub fn finish(&mut self, ticket: Ticket, status: u16, body: &[u8], now: Instant) {
         self.inflight
             .release(&ticket.held, ticket.transactional, ticket.token.as_deref());
@@ -355,12 +349,11 @@ impl CapacityModel {
                 .is_some_and(|t| t.ends_with("TransactionCanceledException"));
         if cancelled {
             for touch in &ticket.writes {
-                let half = touch.units / 2.0;
                 let slots = self.slots(touch, now);
                 if let (Some(slot), Some(table)) = (slots.first(), self.tables.get_mut(&touch.table)) {
-                    table.charge(slot, Access::Write, -half);
+                    table.charge(slot, Access::Write, -touch.units);
                 }
-                self.usage_of(&touch.table).write_units -= half;
+                self.usage_of(&touch.table).write_units -= touch.units;
             }
         }
         let items = if status == 200 {
@@ -427,10 +420,10 @@ impl CapacityModel {
 
     fn charge_read(&mut self, touch: &Touch, sort: &str, units: f64, now: Instant) {
         let params = &self.params;
-        if let Some(table) = self.tables.get_mut(&touch.table) {
-            if let Some(slot) = table.slots(&touch.partition_key, Some(sort), params, now).first() {
-                table.charge(slot, Access::Read, units);
-            }
+        if let Some(table) = self.tables.get_mut(&touch.table)
+            && let Some(slot) = table.slots(&touch.partition_key, Some(sort), params, now).first()
+        {
+            table.charge(slot, Access::Read, units);
         }
         self.usage_of(&touch.table).read_units += units;
     }

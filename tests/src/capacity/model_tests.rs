@@ -254,8 +254,8 @@ fn a_transaction_in_flight_conflicts_with_writes_and_transactions_on_its_items()
     let usage = m.usage();
     let conflicts = usage.table(COUNTERS).conflicts.transactions + usage.table(RESOURCES).conflicts.writes;
     assert_eq!(conflicts, 2);
-    // The cancelled transaction paid its prepare half: 1 WU on each item.
-    assert_eq!(units(&m, COUNTERS).0, 2.0 + 1.0);
+    // The cancelled transaction paid nothing.
+    assert_eq!(units(&m, COUNTERS).0, 2.0);
     m.finish(first, 200, b"{}", now);
     done(
         &mut m,
@@ -286,7 +286,7 @@ fn a_client_request_token_in_flight_is_a_transaction_in_progress() {
 }
 
 #[test]
-fn a_transaction_cancelled_by_its_condition_is_charged_its_prepare_half() {
+fn a_transaction_cancelled_by_its_condition_is_charged_nothing() {
     let mut m = roomy();
     let now = Instant::now();
     let ticket = admitted(&mut m, "TransactWriteItems", &flip("a", &["x"]), now);
@@ -294,7 +294,7 @@ fn a_transaction_cancelled_by_its_condition_is_charged_its_prepare_half() {
     let cancelled = json!({ "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
         "CancellationReasons": [{ "Code": "None" }, { "Code": "ConditionalCheckFailed" }] });
     m.finish(ticket, 400, cancelled.to_string().as_bytes(), now);
-    assert_eq!((units(&m, RESOURCES).0, units(&m, COUNTERS).0), (1.0, 1.0));
+    assert_eq!((units(&m, RESOURCES).0, units(&m, COUNTERS).0), (0.0, 0.0));
 }
 
 #[test]

@@ -104,7 +104,7 @@ impl Conflicts {
 /// What the model saw and did, per table.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct TableUsage {
-    /// Units charged (admitted requests, and cancelled transactions' prepare phase).
+    /// Units charged (admitted requests; a cancelled transaction's are given back).
     pub write_units: f64,
     pub read_units: f64,
     /// Requests admitted.
