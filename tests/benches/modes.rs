@@ -686,8 +686,13 @@ fn ceiling_params() -> ceiling::Params {
         .into_iter()
         .map(|shards| ceiling::Approach::Kit { shards })
         .collect();
-    if env_number("BENCH_CEILING_ANCHORS", 1) == 1 {
-        approaches.extend([ceiling::Approach::Plain, ceiling::Approach::Transaction]);
+    // `BENCH_CEILING_ANCHORS`: both (default), `plain`, `transaction`, or `none`.
+    let anchors = std::env::var("BENCH_CEILING_ANCHORS").unwrap_or_default();
+    if matches!(anchors.as_str(), "" | "both" | "plain") {
+        approaches.push(ceiling::Approach::Plain);
+    }
+    if matches!(anchors.as_str(), "" | "both" | "transaction") {
+        approaches.push(ceiling::Approach::Transaction);
     }
     ceiling::Params {
         model,

@@ -511,7 +511,14 @@ async fn step(load: &Load, params: &Params, rate: f64) -> Step {
         tokio::time::sleep_until((started + Duration::from_secs_f64(n as f64 / rate)).into()).await;
         let long_enough =
             started.elapsed() >= params.step && requests(&load.rig.proxy) - requests_before >= params.min_requests;
-        if long_enough || started.elapsed() >= params.step * 12 {
+        // At most long enough for the requests at one per operation, and half again.
+        let cap = params
+            .step
+            .max(Duration::from_secs_f64(params.min_requests as f64 / rate))
+            * 3
+            / 2
+            + params.step;
+        if long_enough || started.elapsed() >= cap {
             break;
         }
         if in_flight.load(Ordering::Relaxed) >= MAX_IN_FLIGHT {
@@ -620,8 +627,13 @@ async fn run_once(emulator: &Emulator, params: &Params, approach: Approach, run:
         creates: Arc::new(AtomicU64::new(0)),
         failed: Arc::new(AtomicU64::new(0)),
     };
-    // Operations/s at the arithmetic bound (emulator units).
-    let bound_ops = arithmetic_bound(approach) / 0.75 * params.model.scale;
+    // Operations/s at the arithmetic bound (emulator units); the
+    // transaction anchor's one counter item takes at most one transaction
+    // per transaction latency.
+    let mut bound_ops = arithmetic_bound(approach) / 0.75 * params.model.scale;
+    if approach == Approach::Transaction {
+        bound_ops = bound_ops.min(1.0 / params.model.transaction_hold().as_secs_f64());
+    }
     let mut rate = bound_ops * params.start_share;
     let (mut steps, mut last_pass, mut first_fail) = (Vec::<Step>::new(), None::<f64>, None::<f64>);
     let mut refinements = 0;
