@@ -324,6 +324,21 @@ impl Load {
             .expect("an update")
     }
 
+    /// `add` sent as a plain `UpdateItem`; whether it was applied.
+    async fn send_add(&self, add: &Update) -> bool {
+        self.rig
+            .client
+            .update_item()
+            .table_name(add.table_name())
+            .set_key(Some(add.key().clone()))
+            .update_expression(add.update_expression())
+            .set_expression_attribute_names(add.expression_attribute_names().cloned())
+            .set_expression_attribute_values(add.expression_attribute_values().cloned())
+            .send()
+            .await
+            .is_ok()
+    }
+
     /// Creates `id`; whether it was created.
     async fn create(&self, id: &str) -> bool {
         let client = &self.rig.client;
@@ -355,16 +370,7 @@ impl Load {
                         .send()
                         .await
                         .is_ok()
-                    && client
-                        .update_item()
-                        .table_name(add.table_name())
-                        .set_key(Some(add.key().clone()))
-                        .update_expression(add.update_expression())
-                        .set_expression_attribute_names(add.expression_attribute_names().cloned())
-                        .set_expression_attribute_values(add.expression_attribute_values().cloned())
-                        .send()
-                        .await
-                        .is_ok()
+                    && self.send_add(&add).await
             }
             Approach::Transaction => {
                 let put = Put::builder()
@@ -403,18 +409,7 @@ impl Load {
                     .send()
                     .await
                     .is_ok()
-                    && self
-                        .rig
-                        .client
-                        .update_item()
-                        .table_name(add.table_name())
-                        .set_key(Some(add.key().clone()))
-                        .update_expression(add.update_expression())
-                        .set_expression_attribute_names(add.expression_attribute_names().cloned())
-                        .set_expression_attribute_values(add.expression_attribute_values().cloned())
-                        .send()
-                        .await
-                        .is_ok()
+                    && self.send_add(&add).await
             }
             Approach::Transaction => {
                 let delete = Delete::builder()

@@ -64,29 +64,23 @@ impl InFlight {
         self.tokens.contains(token)
     }
 
+    fn writers(&mut self, transactional: bool) -> &mut HashMap<ItemId, u32> {
+        if transactional {
+            &mut self.transactions
+        } else {
+            &mut self.writes
+        }
+    }
+
     pub fn hold(&mut self, items: &[ItemId], transactional: bool, token: Option<&str>) {
-        add(
-            if transactional {
-                &mut self.transactions
-            } else {
-                &mut self.writes
-            },
-            items,
-        );
+        add(self.writers(transactional), items);
         if let Some(token) = token {
             self.tokens.insert(token.to_owned());
         }
     }
 
     pub fn release(&mut self, items: &[ItemId], transactional: bool, token: Option<&str>) {
-        remove(
-            if transactional {
-                &mut self.transactions
-            } else {
-                &mut self.writes
-            },
-            items,
-        );
+        remove(self.writers(transactional), items);
         if let Some(token) = token {
             self.tokens.remove(token);
         }

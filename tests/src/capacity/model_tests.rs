@@ -467,21 +467,8 @@ fn the_sdk_and_the_kit_read_each_modelled_answer() {
                 reasons[0].resource(),
                 Some("arn:aws:dynamodb:us-east-1:000000000000:table/resources")
             );
-            // A plain write on the held counter item.
-            let error = client
-                .update_item()
-                .table_name(COUNTERS)
-                .key("scope", AttributeValue::S("busy".into()))
-                .key("name", AttributeValue::S("eventual".into()))
-                .update_expression("ADD #c :d")
-                .expression_attribute_names("#c", "count")
-                .expression_attribute_values(":d", AttributeValue::N("1".into()))
-                .send()
-                .await
-                .expect_err("conflict");
-            let classified = hybrid_counter_aws::dynamo::classify(error);
-            assert!(classified.is_transient(), "the kit retries it: {classified:?}");
-            // A transaction on the held counter item.
+            // A plain write on the held counter item: the same update as
+            // the transaction's below.
             let update = aws_sdk_dynamodb::types::Update::builder()
                 .table_name(COUNTERS)
                 .key("scope", AttributeValue::S("busy".into()))
@@ -491,6 +478,19 @@ fn the_sdk_and_the_kit_read_each_modelled_answer() {
                 .expression_attribute_values(":d", AttributeValue::N("1".into()))
                 .build()
                 .unwrap();
+            let error = client
+                .update_item()
+                .table_name(update.table_name())
+                .set_key(Some(update.key().clone()))
+                .update_expression(update.update_expression())
+                .set_expression_attribute_names(update.expression_attribute_names().cloned())
+                .set_expression_attribute_values(update.expression_attribute_values().cloned())
+                .send()
+                .await
+                .expect_err("conflict");
+            let classified = hybrid_counter_aws::dynamo::classify(error);
+            assert!(classified.is_transient(), "the kit retries it: {classified:?}");
+            // A transaction on the held counter item.
             let error = client
                 .transact_write_items()
                 .transact_items(
