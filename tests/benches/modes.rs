@@ -386,7 +386,7 @@ fn markdown(results: &Results) -> String {
             results.rounds,
             results.sharded.rounds,
             results.throttling.rounds,
-            results.ceiling.runs,
+            results.ceiling.runs.len(),
             results.metering.runs,
             results.events,
             results.sharded.creates,
@@ -669,26 +669,40 @@ fn pipeline_markdown(path: &std::path::Path) -> String {
     )
 }
 
-/// The ceiling run's parameters from the environment.
+/// The ceiling run's parameters from the environment. Split for heat takes
+/// AWS's minutes unless `BENCH_CEILING_SPLIT_AFTER_S` compresses it (the
+/// report then says so through the model's description).
 fn ceiling_params() -> ceiling::Params {
     let mut model =
-        e2e::capacity::CapacityParams::dynamodb(1.0 / env_number("BENCH_CEILING_SCALE_DIVISOR", 50).max(1) as f64);
-    // Sustained rates are measured: a bucket of one second's rate, not the
-    // 300 s DynamoDB may retain (best effort, and no help past a partition's
-    // own limits); a split after 1 s of throttling.
-    model.burst_seconds = 1.0;
-    model.split_after = std::time::Duration::from_secs(1);
+        e2e::capacity::CapacityParams::dynamodb(1.0 / env_number("BENCH_CEILING_SCALE_DIVISOR", 10).max(1) as f64);
+    if let Ok(seconds) = std::env::var("BENCH_CEILING_SPLIT_AFTER_S") {
+        model.split_after = std::time::Duration::from_secs(seconds.parse().expect("seconds"));
+    }
+    let shards: Vec<u32> = std::env::var("BENCH_CEILING_SHARDS")
+        .ok()
+        .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1]);
+    let mut approaches: Vec<ceiling::Approach> = shards
+        .into_iter()
+        .map(|shards| ceiling::Approach::Kit { shards })
+        .collect();
+    // `BENCH_CEILING_ANCHORS`: both (default), `plain`, `transaction`, or `none`.
+    let anchors = std::env::var("BENCH_CEILING_ANCHORS").unwrap_or_default();
+    if matches!(anchors.as_str(), "" | "both" | "plain") {
+        approaches.push(ceiling::Approach::Plain);
+    }
+    if matches!(anchors.as_str(), "" | "both" | "transaction") {
+        approaches.push(ceiling::Approach::Transaction);
+    }
     ceiling::Params {
         model,
-        shards: std::env::var("BENCH_CEILING_SHARDS")
-            .ok()
-            .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-            .unwrap_or_else(|| vec![1, 4, 16]),
-        runs: env_number("BENCH_CEILING_RUNS", 3).max(1) as usize,
-        step: std::time::Duration::from_millis(env_number("BENCH_CEILING_STEP_MS", 1500).max(500)),
-        start_rate: env_number("BENCH_CEILING_START_RATE", 6).max(1) as f64,
-        growth: 1.5,
-        max_rate: env_number("BENCH_CEILING_MAX_RATE", 1500) as f64,
+        approaches,
+        runs: env_number("BENCH_CEILING_RUNS", 1).max(1) as usize,
+        step: std::time::Duration::from_secs(env_number("BENCH_CEILING_STEP_S", 10).max(1)),
+        min_requests: env_number("BENCH_CEILING_MIN_REQUESTS", 1000),
+        start_share: env_number("BENCH_CEILING_START_PERCENT", 60) as f64 / 100.0,
+        growth: 1.25,
+        refine: env_number("BENCH_CEILING_REFINE", 2) as usize,
         lanes: env_number("BENCH_LANES", 4).max(1) as usize,
     }
 }
@@ -850,16 +864,13 @@ async fn main() {
         );
     }
     let ceiling = ceiling::run(&emulator, &ceiling_params()).await;
-    for row in &ceiling.rows {
+    for run in &ceiling.runs {
         println!(
-            "== ceiling {:>2} shards {:?}: {:.0} DynamoDB creates/s (min {:.0} max {:.0}), before a split {:.0}, bound by {}",
-            row.shards,
-            row.ids,
-            row.dynamodb.median,
-            row.dynamodb.min,
-            row.dynamodb.max,
-            row.before_split.median,
-            row.bound
+            "== ceiling {}: {:.0} DynamoDB creates/s (arithmetic {:.0}), bound by {}",
+            run.approach.label(),
+            run.ceiling,
+            ceiling::arithmetic_bound(run.approach),
+            run.bound
         );
     }
     let metering = metering::run(

@@ -21,11 +21,15 @@
 //! * [`Fault::Trimmed`]: HTTP 400 `TrimmedDataAccessException`, not
 //!   forwarded: a stream range that has left the 24-hour retention.
 //!
-//! [`FaultProxy::limit_capacity`] puts DynamoDB's partition throughput in
-//! front of the emulator ([`crate::capacity::CapacityModel`]): a request
-//! past its partition's read or write capacity answers HTTP 400 with the
-//! throttling error and `ThrottlingReasons` DynamoDB returns, and is not
-//! forwarded; it is counted as [`FaultKind::Throttle`] on its operation.
+//! [`FaultProxy::limit_capacity`] puts DynamoDB's throughput limits and
+//! transaction conflicts in front of the emulator
+//! ([`crate::capacity::CapacityModel`]): a request past a partition's or
+//! the table's capacity answers HTTP 400 with the throttling error and
+//! `ThrottlingReasons` DynamoDB returns (counted as [`FaultKind::Throttle`]
+//! on its operation), one that meets a transaction in flight on its item
+//! the conflict DynamoDB returns (counted as
+//! [`FaultKind::TransactionConflict`]); neither is forwarded. A
+//! transaction's answer is held for the model's transaction latency.
 //!
 //! A plan is per-operation rules (a probability, optionally starting a burst
 //! of consecutive faults so some get past the SDK's own retries, or "the
@@ -55,7 +59,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{AbortHandle, JoinSet};
 
-use crate::capacity::{CapacityModel, CapacityUsage, Pending, Verdict, throttle_response_body};
+use crate::capacity::{CapacityModel, CapacityUsage, Refusal, Ticket, Verdict};
 
 /// The environment variable that pins the seed of [`FaultPlan::from_env`].
 pub const SEED_VAR: &str = "HCK_FAULT_SEED";
@@ -617,9 +621,9 @@ impl Shared {
     }
 
     /// The capacity model's verdict on a DynamoDB request no fault took:
-    /// `Err`: the throttling answer (counted); `Ok`: forward, and settle
-    /// the read with its answer when `Some`.
-    fn admit(&self, operation: &Operation, body: &[u8]) -> Result<Option<Pending>, Box<Response<Full<Bytes>>>> {
+    /// `Err`: its answer (counted); `Ok`: forward, and finish the ticket
+    /// with its answer when `Some`.
+    fn admit(&self, operation: &Operation, body: &[u8]) -> Result<Option<Ticket>, Box<Response<Full<Bytes>>>> {
         let mut state = self.state();
         if !state.enabled || operation.service != Service::DynamoDb {
             return Ok(None);
@@ -628,28 +632,27 @@ impl Shared {
             return Ok(None);
         };
         match model.admit(&operation.name, body, Instant::now()) {
-            Verdict::Forward(pending) => Ok(pending),
-            Verdict::Throttle { table, access } => {
-                let (code, body) = throttle_response_body(model.params().mode, &table, access);
-                *state
-                    .stats
-                    .injected
-                    .entry((operation.clone(), FaultKind::Throttle))
-                    .or_default() += 1;
+            Verdict::Forward(ticket) => Ok(ticket),
+            Verdict::Refuse(answer) => {
+                let kind = match answer.refusal {
+                    Refusal::Throttle { .. } => FaultKind::Throttle,
+                    Refusal::Conflict | Refusal::InProgress => FaultKind::TransactionConflict,
+                };
+                *state.stats.injected.entry((operation.clone(), kind)).or_default() += 1;
                 Err(Box::new(json_error(
                     operation,
                     StatusCode::BAD_REQUEST,
-                    code,
+                    answer.code,
                     "Sender",
-                    body,
+                    answer.body,
                 )))
             }
         }
     }
 
-    fn settle(&self, pending: Pending, answer: &[u8]) {
+    fn finish(&self, ticket: Ticket, status: StatusCode, answer: &[u8]) {
         if let Some(model) = self.state().capacity.as_mut() {
-            model.settle(pending, answer, Instant::now());
+            model.finish(ticket, status.as_u16(), answer, Instant::now());
         }
     }
 
@@ -767,10 +770,10 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
             Fault::ApplyThenFail => {}
         }
     }
-    let pending = match (&operation, fault) {
+    let ticket = match (&operation, fault) {
         (Some(op), None) => match shared.admit(op, &body) {
-            Ok(pending) => pending,
-            Err(throttled) => return Ok(*throttled),
+            Ok(ticket) => ticket,
+            Err(refused) => return Ok(*refused),
         },
         _ => None,
     };
@@ -785,14 +788,25 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
     let forwarded = shared
         .forward(operation.as_ref(), Request::from_parts(parts, Full::new(body)))
         .await;
-    let forwarded = match (forwarded, pending) {
-        (Ok(response), Some(pending)) => {
-            let (parts, body) = response.into_parts();
-            let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-            shared.settle(pending, &body);
-            Ok(Response::from_parts(parts, Full::new(body)))
+    let forwarded = match (forwarded, ticket) {
+        (forwarded, Some(ticket)) => {
+            if let Some(at) = ticket.answer_after() {
+                tokio::time::sleep_until(at.into()).await;
+            }
+            match forwarded {
+                Ok(response) => {
+                    let (parts, body) = response.into_parts();
+                    let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                    shared.finish(ticket, parts.status, &body);
+                    Ok(Response::from_parts(parts, Full::new(body)))
+                }
+                Err(why) => {
+                    shared.finish(ticket, StatusCode::BAD_GATEWAY, b"");
+                    Err(why)
+                }
+            }
         }
-        (forwarded, _) => forwarded,
+        (forwarded, None) => forwarded,
     };
     Ok(match (forwarded, &operation, fault) {
         // Whatever the emulator answered (it applied the request, or refused

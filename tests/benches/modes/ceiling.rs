@@ -1,31 +1,46 @@
-//! The measured ceiling of one hot scope under DynamoDB's partition limits.
+//! The measured ceiling of one hot scope under DynamoDB's limits, beside
+//! the anchors a user would pick instead, in the same run.
 //!
 //! Both tables sit behind the fault proxy's capacity model
-//! (`tests/src/capacity.rs`): per partition 1,000 WU/s and 3,000 RU/s,
-//! scaled down by one factor so that this emulator on 2 cores can offer
-//! more than a partition takes, with DynamoDB's unit rules and split for
-//! heat. Creates and deletes (three creates to one delete of an earlier
-//! item) go through the real `Counter` (best-effort admission), and the
-//! real batched `Processor` consumes the stream meanwhile, its writes
-//! through the same model. The offered rate ramps step by step while the
-//! requests throttled stay at or under 1 % of those sent; a failing step
-//! is offered again at its rate (a split for heat can rescue it), and two
-//! failing steps in a row without a split end the ramp. Per row: the highest step's rate at or under
-//! 1 %, divided by the scale back to DynamoDB creates/s; the limit that
-//! throttled most in the step past it; BE's undercount and EC's lag; and,
-//! on the same tables, how far best-effort admission overshoots a limit
-//! while the scope runs past its partition's capacity.
+//! (`tests/src/capacity/`): per partition 1,000 WU/s or 3,000 RU/s in one
+//! budget, no burst, table-level limits, transaction conflicts, split for
+//! heat after minutes; every rate scaled by one factor (a second is a
+//! second, rates are smaller). Three creates to one delete of an earlier
+//! item are offered open-loop at a constant rate per step (each operation
+//! starts at its time whatever the others do), through:
+//!
+//! * the kit: the real `Counter` (best-effort admission) while the real
+//!   batched `Processor` consumes the stream in lanes, polling at Lambda's
+//!   interval divided by the scale, so its batches hold as many records as
+//!   at DynamoDB's rate;
+//! * the plain anchor: a consistent read of a counter item, a conditional
+//!   `PutItem`, `UpdateItem ADD 1` (a delete: `DeleteItem`, `ADD -1`);
+//! * the transaction anchor: the put (or delete) and the `ADD` in one
+//!   `TransactWriteItems` with a client request token kept across the
+//!   caller's retries of a cancelled transaction.
+//!
+//! Each step lasts at least [`Params::step`] and at least
+//! [`Params::min_requests`] DynamoDB requests; it reports the offered and
+//! the achieved rate, and the requests refused by reason (a partition's key
+//! range, a table-level limit, a transaction conflict). The rate grows by
+//! [`Params::growth`] while steps pass (at most 1 % of the requests
+//! throttled, the offered creates achieved, the stream keeping up), then
+//! the gap between the last passing and the first failing step is halved
+//! [`Params::refine`] times. The ceiling is the achieved creates/s of the
+//! highest passing step, divided by the scale.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use e2e::Emulator;
 use e2e::capacity::{CapacityModel, CapacityParams, CapacityUsage, TableKeys};
-use e2e::faults::{FaultPlan, FaultProxy};
-use e2e::spread::Spread;
+use e2e::faults::{FaultKind, FaultPlan, FaultProxy};
 use hybrid_counter::keys::{ID, NAME, SCOPE};
+use hybrid_counter::retry::{Backoff, Retry};
 use hybrid_counter::store::meter::Meter;
 use hybrid_counter::stream::{Mode, Processor};
 use hybrid_counter::{Counter, CounterConfig, ResourceId, Scope, now_millis};
@@ -36,111 +51,135 @@ use serde_dynamo::Item;
 
 use crate::shared::{BATCH_SIZE, Latency, key_hash, latency};
 
-/// The ramp's stop: requests throttled over requests sent.
+/// The pass mark: requests throttled over requests sent.
 const THROTTLED_SHARE: f64 = 0.01;
-/// The overshoot phase: a limit this far above the live count, and the creates offered at it.
-const OVERSHOOT_HEADROOM: u64 = 50;
-const OVERSHOOT_OFFERED: u64 = 200;
-/// Steps of one ramp at most.
-const MAX_STEPS: usize = 20;
-/// Concurrent callers offering the load.
-const WORKERS: usize = 48;
+/// Operations in flight at most; past it an operation is not sent (counted).
+const MAX_IN_FLIGHT: u64 = 400;
+/// Lambda polls a DynamoDB stream shard four times a second ("Using Lambda
+/// with DynamoDB": polling and batching).
+const POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// The counter item of the anchors.
+const ANCHOR_COUNTER: &str = "count";
 
+/// What creates and deletes go through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Ids {
-    /// 16 random hex digits.
-    Random,
-    /// `item-00000001, item-00000002, ...`
-    Sequential,
+#[serde(rename_all = "snake_case")]
+pub enum Approach {
+    /// The kit, with this many BE and EC shards.
+    Kit { shards: u32 },
+    /// Read, conditional put, `ADD`.
+    Plain,
+    /// One transaction with a client request token.
+    Transaction,
+}
+
+impl Approach {
+    pub fn label(self) -> String {
+        match self {
+            Approach::Kit { shards } => format!("the kit, {shards} BE = EC shard(s)"),
+            Approach::Plain => "anchor: read + put + ADD".into(),
+            Approach::Transaction => "anchor: transaction with a client request token".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
 pub struct Params {
     pub model: CapacityParams,
-    pub shards: Vec<u32>,
+    pub approaches: Vec<Approach>,
     pub runs: usize,
+    /// A step's least duration and requests.
     pub step: Duration,
-    /// Offered operations/s of the first step (emulator units), and the growth per step.
-    pub start_rate: f64,
+    pub min_requests: u64,
+    /// Offered operations/s of the first step (emulator units) per approach,
+    /// as a share of its arithmetic bound; the growth per passing step.
+    pub start_share: f64,
     pub growth: f64,
-    pub max_rate: f64,
+    pub refine: usize,
     pub lanes: usize,
 }
 
-/// One step of a ramp.
+/// One step at a constant offered rate.
 #[derive(Debug, Clone, Serialize)]
 pub struct Step {
+    /// Operations/s offered (emulator units), and those not sent for want
+    /// of room in flight.
     pub offered_ops: f64,
-    pub creates_per_second: f64,
+    pub not_sent: u64,
+    /// Creates/s offered and achieved, in DynamoDB units (divided by the scale).
+    pub offered_creates: f64,
+    pub achieved_creates: f64,
+    pub seconds: f64,
+    /// DynamoDB requests sent (admitted, throttled or refused for a conflict).
+    pub requests: u64,
+    pub throttled_key_range: u64,
+    pub throttled_table: u64,
+    pub conflicts: u64,
     pub throttled_share: f64,
-    pub throttled: u64,
-    /// The limit that throttled most ("-": none).
-    pub bound: String,
-    pub splits: u64,
-    /// Creates not yet counted by the stream at the step's end.
+    /// Operations that answered an error to their caller.
+    pub failed: u64,
+    /// Creates not yet counted by the stream at the step's end (the kit).
     pub backlog: u64,
+    pub splits: u64,
+    pub passed: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Run {
-    /// Highest creates/s (emulator) of a step at or under 1 % throttled.
-    pub sustained: f64,
-    /// The same in DynamoDB creates/s (divided by the scale).
-    pub dynamodb: f64,
-    /// Creates/s (DynamoDB) of the highest step before the first split for heat.
-    pub before_split: f64,
-    /// Creates/s (DynamoDB) achieved in the steps past 1 % throttled (the best of them).
-    pub at_limit: f64,
+    pub approach: Approach,
+    /// Achieved creates/s (DynamoDB units) of the highest passing step.
+    pub ceiling: f64,
+    /// Offered creates/s of the first failing step (the ceiling lies below).
+    pub first_failing: f64,
+    /// The limit that refused most past the ceiling.
     pub bound: String,
-    pub resources_partitions: usize,
-    pub counters_partitions: usize,
-    pub splits_refused_sequential: u64,
-    /// Creates the callers saw fail (throttled past the SDK's retries), not
-    /// counting those refused at the overshoot phase's limit.
-    pub failed_creates: u64,
-    pub be_undercount: i64,
-    pub be_undercount_percent: f64,
-    pub ec_lag: Latency,
-    /// Admitted creates past a limit, driven past the ceiling.
-    pub overshoot: i64,
-    pub overshoot_limit: u64,
     pub steps: Vec<Step>,
+    pub ec_lag: Option<Latency>,
+    pub be_undercount: Option<i64>,
     pub seconds: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    pub shards: u32,
-    pub ids: Ids,
-    pub runs: Vec<Run>,
-    pub dynamodb: Spread,
-    pub before_split: Spread,
-    pub at_limit: Spread,
-    pub ec_lag_p50_ms: Spread,
-    pub ec_lag_p99_ms: Spread,
-    pub be_undercount_percent: Spread,
-    pub overshoot: Spread,
-    /// The bound most runs name.
-    pub bound: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Ceiling {
     pub model: CapacityParams,
-    pub runs: usize,
+    pub model_text: String,
+    pub runs: Vec<Run>,
     pub step_seconds: f64,
+    pub min_requests: u64,
     pub growth: f64,
     pub lanes: usize,
-    pub workers: usize,
-    pub rows: Vec<Row>,
+    pub poll_ms: f64,
     pub seconds: f64,
 }
 
-/// One row's tables, proxy, request path and stream consumer.
+/// Creates/s one partition of 1,000 WU/s (or 3,000 RU/s, one budget)
+/// carries for `approach` at three creates to one delete, under 1 KB: the
+/// busier of the scope's two partitions, per DynamoDB's unit rules.
+pub fn arithmetic_bound(approach: Approach) -> f64 {
+    // Units on (resources, counters) for three creates and one delete.
+    let (resources, counters) = match approach {
+        // Create: put 1 + transactional flag flip 2; delete: consistent
+        // read 1/3, soft delete 1, stream's read 1/3 and transactional
+        // delete 2. Counters: a create's consistent Query 1/3 and BE write
+        // 1, a delete's BE write 1; EC's transactional writes are per batch
+        // (about 0).
+        Approach::Kit { .. } => (
+            3.0 * 3.0 + (1.0 / 3.0 + 1.0 + 1.0 / 3.0 + 2.0),
+            3.0 * (1.0 / 3.0 + 1.0) + 1.0,
+        ),
+        // Create: read 1/3 + ADD 1 on counters, put 1; delete: delete 1, ADD 1.
+        Approach::Plain => (4.0, 3.0 * (1.0 / 3.0 + 1.0) + 1.0),
+        // Two transactional writes per operation, one on each table.
+        Approach::Transaction => (8.0, 8.0),
+    };
+    3.0 * 1000.0 / f64::max(resources, counters)
+}
+
+/// One run's tables, proxy and clients.
 struct Rig {
     config: CounterConfig,
     proxy: FaultProxy,
+    client: Client,
     counter: Counter<DynamoStore>,
     processor: Processor<DynamoStore>,
     reader: ShardReader,
@@ -152,7 +191,7 @@ async fn rig(emulator: &Emulator, model: &CapacityParams, shards: u32, name: &st
         ..crate::shared::config(name, shards)
     };
     let sdk = emulator.sdk_config().await;
-    let stream_arn = e2e::create_tables(&aws_sdk_dynamodb::Client::new(&sdk), &config).await;
+    let stream_arn = e2e::create_tables(&Client::new(&sdk), &config).await;
     let proxy = FaultProxy::start(&emulator.endpoint, FaultPlan::new(0));
     proxy.limit_capacity(Some(CapacityModel::new(
         model.clone(),
@@ -161,14 +200,15 @@ async fn rig(emulator: &Emulator, model: &CapacityParams, shards: u32, name: &st
             TableKeys::new(&config.counters_table, SCOPE, NAME),
         ],
     )));
-    let client = aws_sdk_dynamodb::Client::new(&proxy.sdk_config().await);
-    let store = DynamoStore::new(client, &config);
+    let client = Client::new(&proxy.sdk_config().await);
+    let store = DynamoStore::new(client.clone(), &config);
     Rig {
         counter: Counter::configured(store.clone().with_meter(Meter::new()), u64::MAX / 2, &config),
         processor: Processor::new(store.with_meter(Meter::new()))
             .with_mode(Mode::Batched)
             .with_eventual_shards(shards),
         reader: ShardReader::new(aws_sdk_dynamodbstreams::Client::new(&sdk), stream_arn),
+        client,
         config,
         proxy,
     }
@@ -183,21 +223,17 @@ struct Lags {
     counted: u64,
 }
 
-/// Consumes the stream until `stop`, then to its end: batches of
-/// [`BATCH_SIZE`] per lane (records split by item key), a failed batch
-/// retried from the record it names after a pause, as the event source
-/// mapping does; records EC's lag per counted create.
-async fn consume_until(rig: Arc<Rig>, lanes: usize, lags: Arc<Mutex<Lags>>, stop: Arc<AtomicBool>) {
+/// Consumes the stream until `stop`, then to its end: a poll every `poll`,
+/// batches of [`BATCH_SIZE`] per lane (records split by item key), a failed
+/// batch retried from the record it names after a pause, as the event
+/// source mapping does.
+async fn consume_until(rig: Arc<Rig>, lanes: usize, poll: Duration, lags: Arc<Mutex<Lags>>, stop: Arc<AtomicBool>) {
     let mut cursors = HashMap::new();
     loop {
         let stopping = stop.load(Ordering::Relaxed);
         let records = e2e::read_new_records(&rig.reader, &mut cursors).await;
-        if records.is_empty() {
-            if stopping {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
+        if records.is_empty() && stopping {
+            return;
         }
         let mut per_lane: Vec<Vec<serde_json::Value>> = vec![Vec::new(); lanes];
         for record in &records {
@@ -231,18 +267,17 @@ async fn consume_until(rig: Arc<Rig>, lanes: usize, lags: Arc<Mutex<Lags>>, stop
         while let Some(done) = tasks.join_next().await {
             done.expect("consumer lane");
         }
+        if !stopping {
+            tokio::time::sleep(poll).await;
+        }
     }
 }
 
-/// EC's lag of each create among `counted` (records just processed).
 fn record_lags(lags: &Mutex<Lags>, counted: &[serde_json::Value], now: Instant) {
     let mut lags = lags.lock().expect("lags");
-    for record in counted {
-        if record["eventName"] == "INSERT" {
-            lags.counted += 1;
-        }
-        if record["eventName"] == "INSERT"
-            && let Some(id) = record["dynamodb"]["Keys"][ID]["S"].as_str()
+    for record in counted.iter().filter(|r| r["eventName"] == "INSERT") {
+        lags.counted += 1;
+        if let Some(id) = record["dynamodb"]["Keys"][ID]["S"].as_str()
             && let Some(created) = lags.created.get(id).copied()
         {
             lags.lags.push(now.saturating_duration_since(created));
@@ -250,432 +285,569 @@ fn record_lags(lags: &Mutex<Lags>, counted: &[serde_json::Value], now: Instant) 
     }
 }
 
-/// What one step's callers did.
-#[derive(Default)]
-struct Calls {
-    creates: AtomicU64,
-    failed_creates: AtomicU64,
-}
-
-/// The load on one scope: its ids, the items live, what the callers did.
+/// The load on the hot scope: its items, what the callers saw.
 #[derive(Clone)]
 struct Load {
+    rig: Arc<Rig>,
+    approach: Approach,
     scope: Scope,
-    ids: Ids,
-    next_id: Arc<AtomicU64>,
     live: Arc<Mutex<Vec<String>>>,
     lags: Arc<Mutex<Lags>>,
-    calls: Arc<Calls>,
+    creates: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
 }
 
-/// Offers `ops` operations at `rate`/s through `counter`: with `deletes`
-/// every fourth deletes a live item, the others create one.
-async fn offer(load: &Load, counter: &Counter<DynamoStore>, rate: f64, ops: u64, deletes: bool) {
-    let started = Instant::now();
-    let tickets = Arc::new(AtomicU64::new(0));
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..WORKERS {
-        let (counter, tickets) = (counter.clone(), tickets.clone());
-        let Load {
-            scope,
-            ids,
-            next_id,
-            live,
-            lags,
-            calls,
-        } = load.clone();
-        tasks.spawn(async move {
-            loop {
-                let n = tickets.fetch_add(1, Ordering::Relaxed);
-                if n >= ops {
-                    return;
-                }
-                tokio::time::sleep_until((started + Duration::from_secs_f64(n as f64 / rate)).into()).await;
-                let doomed = (deletes && n % 4 == 3)
-                    .then(|| {
-                        let mut live = live.lock().expect("live");
-                        let len = live.len();
-                        (len > 0).then(|| live.swap_remove(fastrand::usize(..len)))
-                    })
-                    .flatten();
-                if let Some(id) = doomed {
-                    let id = ResourceId::new(id).expect("id");
-                    // A delete refused by throttling leaves its item live: put it back.
-                    if counter.delete(&scope, &id, now_millis()).await.is_err() {
-                        live.lock().expect("live").push(id.as_str().to_owned());
-                    }
-                    continue;
-                }
-                let number = next_id.fetch_add(1, Ordering::Relaxed);
-                let id = match ids {
-                    Ids::Random => format!("{:016x}", fastrand::u64(..)),
-                    Ids::Sequential => format!("item-{number:08}"),
-                };
-                let resource = ResourceId::new(id.clone()).expect("id");
-                match counter.create(&scope, &resource, Item::default(), now_millis()).await {
-                    Ok(_) => {
-                        lags.lock().expect("lags").created.insert(id.clone(), Instant::now());
-                        live.lock().expect("live").push(id);
-                        calls.creates.fetch_add(1, Ordering::Relaxed);
-                    }
-                    // Refused at the limit: admission, not a failure.
-                    Err(hybrid_counter::Error::LimitExceeded { .. }) => {}
-                    Err(_) => {
-                        calls.failed_creates.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
+fn s(v: &str) -> AttributeValue {
+    AttributeValue::S(v.to_owned())
+}
+
+impl Load {
+    fn counter_key(&self) -> HashMap<String, AttributeValue> {
+        HashMap::from([
+            (SCOPE.to_owned(), s(self.scope.as_str())),
+            (NAME.to_owned(), s(ANCHOR_COUNTER)),
+        ])
+    }
+
+    fn resource_key(&self, id: &str) -> HashMap<String, AttributeValue> {
+        HashMap::from([(SCOPE.to_owned(), s(self.scope.as_str())), (ID.to_owned(), s(id))])
+    }
+
+    fn add(&self, delta: &str) -> Update {
+        Update::builder()
+            .table_name(&self.rig.config.counters_table)
+            .set_key(Some(self.counter_key()))
+            .update_expression("ADD #c :d")
+            .expression_attribute_names("#c", "count")
+            .expression_attribute_values(":d", AttributeValue::N(delta.into()))
+            .build()
+            .expect("an update")
+    }
+
+    /// `add` sent as a plain `UpdateItem`; whether it was applied.
+    async fn send_add(&self, add: &Update) -> bool {
+        self.rig
+            .client
+            .update_item()
+            .table_name(add.table_name())
+            .set_key(Some(add.key().clone()))
+            .update_expression(add.update_expression())
+            .set_expression_attribute_names(add.expression_attribute_names().cloned())
+            .set_expression_attribute_values(add.expression_attribute_values().cloned())
+            .send()
+            .await
+            .is_ok()
+    }
+
+    /// Creates `id`; whether it was created.
+    async fn create(&self, id: &str) -> bool {
+        let client = &self.rig.client;
+        match self.approach {
+            Approach::Kit { .. } => {
+                let resource = ResourceId::new(id).expect("id");
+                self.rig
+                    .counter
+                    .create(&self.scope, &resource, Item::default(), now_millis())
+                    .await
+                    .is_ok()
             }
-        });
-    }
-    while let Some(done) = tasks.join_next().await {
-        done.expect("caller");
-    }
-}
-
-/// The limit that throttled most in `usage`, by table and access.
-fn bound(usage: &CapacityUsage, config: &CounterConfig) -> String {
-    let mut limits = Vec::new();
-    for (table, label) in [
-        (&config.resources_table, "resources partition"),
-        (&config.counters_table, "counters partition"),
-    ] {
-        let t = usage.table(table);
-        limits.push((t.throttled_writes, format!("{label} writes")));
-        limits.push((t.throttled_reads, format!("{label} reads")));
-    }
-    limits
-        .into_iter()
-        .filter(|(n, _)| *n > 0)
-        .max_by_key(|(n, _)| *n)
-        .map_or_else(|| "-".into(), |(_, label)| label)
-}
-
-/// The scope's live items, counted by the audit engine (every processed
-/// item counted, so EC can be checked against it).
-async fn count(rig: &Rig, scope: &Scope) -> u64 {
-    let counts = hybrid_counter::audit::count_scope(rig.counter.store(), scope)
-        .await
-        .expect("count scope");
-    counts.live
-}
-
-async fn run_once(emulator: &Emulator, params: &Params, shards: u32, ids: Ids, run: usize) -> Run {
-    let began = Instant::now();
-    let ids_name = match ids {
-        Ids::Random => "random",
-        Ids::Sequential => "seq",
-    };
-    let rig = Arc::new(
-        rig(
-            emulator,
-            &params.model,
-            shards,
-            &format!("bench-ceil-{shards}-{ids_name}-{run}"),
-        )
-        .await,
-    );
-    let scope = Scope::new("hot").unwrap();
-    let (lags, stop) = (Arc::new(Mutex::new(Lags::default())), Arc::new(AtomicBool::new(false)));
-    let consumer = tokio::spawn(consume_until(rig.clone(), params.lanes, lags.clone(), stop.clone()));
-    let (next_id, live) = (Arc::new(AtomicU64::new(0)), Arc::new(Mutex::new(Vec::new())));
-    let calls = Arc::new(Calls::default());
-    let load = Load {
-        scope: scope.clone(),
-        ids,
-        next_id,
-        live,
-        lags: lags.clone(),
-        calls: calls.clone(),
-    };
-    let usage = || rig.proxy.capacity_usage().expect("a capacity model");
-    let splits = |u: &CapacityUsage| u.tables.values().map(|t| t.splits).sum::<u64>();
-
-    let (mut steps, mut over, mut rate) = (Vec::<Step>::new(), 0, params.start_rate);
-    let (mut sustained, mut before_split, mut split_seen, mut bound_at) = (0.0f64, 0.0f64, false, String::new());
-    let mut at_limit = 0.0f64;
-    while rate <= params.max_rate {
-        let before = usage();
-        let creates_before = calls.creates.load(Ordering::Relaxed);
-        let started = Instant::now();
-        let ops = (rate * params.step.as_secs_f64()).round() as u64;
-        offer(&load, &rig.counter, rate, ops, true).await;
-        let seconds = started.elapsed().as_secs_f64();
-        let during = usage().since(&before);
-        let throttled = during.throttled();
-        let share = throttled as f64 / (throttled + during.requests()).max(1) as f64;
-        let step_creates = calls.creates.load(Ordering::Relaxed) - creates_before;
-        let creates_per_second = step_creates as f64 / seconds;
-        let backlog = calls
-            .creates
-            .load(Ordering::Relaxed)
-            .saturating_sub(lags.lock().expect("lags").counted);
-        let step = Step {
-            backlog,
-            offered_ops: rate,
-            creates_per_second,
-            throttled_share: share,
-            throttled,
-            bound: bound(&during, &rig.config),
-            splits: splits(&during),
-        };
-        eprintln!(
-            "   ceiling {shards:>2} shards {ids_name:<6} run {run}: offered {rate:.1} ops/s -> {creates_per_second:.1} creates/s, {:.2} % throttled ({}), {} splits, stream backlog {backlog}",
-            100.0 * share,
-            step.bound,
-            step.splits
-        );
-        split_seen |= step.splits > 0;
-        let keeping_up = seconds <= params.step.as_secs_f64() * 1.25;
-        // The stream keeps up while what it has not counted stays under two
-        // steps' creates.
-        let stream_behind = backlog > 2 * step_creates.max(1);
-        let passed = share <= THROTTLED_SHARE && keeping_up && !stream_behind;
-        if passed {
-            sustained = sustained.max(creates_per_second);
-            if !split_seen {
-                before_split = before_split.max(creates_per_second);
+            Approach::Plain => {
+                let add = self.add("1");
+                client
+                    .get_item()
+                    .table_name(&self.rig.config.counters_table)
+                    .set_key(Some(self.counter_key()))
+                    .consistent_read(true)
+                    .send()
+                    .await
+                    .is_ok()
+                    && client
+                        .put_item()
+                        .table_name(&self.rig.config.resources_table)
+                        .set_item(Some(self.resource_key(id)))
+                        .condition_expression("attribute_not_exists(#s)")
+                        .expression_attribute_names("#s", SCOPE)
+                        .send()
+                        .await
+                        .is_ok()
+                    && self.send_add(&add).await
             }
-            over = 0;
-        } else {
-            // Failing steps without a split in a row.
-            over = if step.splits > 0 { 0 } else { over + 1 };
-            at_limit = at_limit.max(creates_per_second);
-            if bound_at.is_empty() || step.bound != "-" {
-                bound_at = if share > THROTTLED_SHARE {
-                    step.bound.clone()
-                } else if stream_behind {
-                    "stream lanes (EC backlog growing)".into()
-                } else {
-                    "the emulator (offered rate not kept, not throttled)".into()
-                };
+            Approach::Transaction => {
+                let put = Put::builder()
+                    .table_name(&self.rig.config.resources_table)
+                    .set_item(Some(self.resource_key(id)))
+                    .condition_expression("attribute_not_exists(#s)")
+                    .expression_attribute_names("#s", SCOPE)
+                    .build()
+                    .expect("a put");
+                self.transact(vec![
+                    TransactWriteItem::builder().put(put).build(),
+                    TransactWriteItem::builder().update(self.add("1")).build(),
+                ])
+                .await
             }
         }
-        steps.push(step);
-        if over >= 2 || steps.len() >= MAX_STEPS {
+    }
+
+    async fn delete(&self, id: &str) -> bool {
+        match self.approach {
+            Approach::Kit { .. } => {
+                let resource = ResourceId::new(id).expect("id");
+                self.rig
+                    .counter
+                    .delete(&self.scope, &resource, now_millis())
+                    .await
+                    .is_ok()
+            }
+            Approach::Plain => {
+                let add = self.add("-1");
+                self.rig
+                    .client
+                    .delete_item()
+                    .table_name(&self.rig.config.resources_table)
+                    .set_key(Some(self.resource_key(id)))
+                    .send()
+                    .await
+                    .is_ok()
+                    && self.send_add(&add).await
+            }
+            Approach::Transaction => {
+                let delete = Delete::builder()
+                    .table_name(&self.rig.config.resources_table)
+                    .set_key(Some(self.resource_key(id)))
+                    .build()
+                    .expect("a delete");
+                self.transact(vec![
+                    TransactWriteItem::builder().delete(delete).build(),
+                    TransactWriteItem::builder().update(self.add("-1")).build(),
+                ])
+                .await
+            }
+        }
+    }
+
+    /// One transaction, its token kept across the caller's retries of a
+    /// cancellation for a conflict or throttling (the kit's backoff).
+    async fn transact(&self, actions: Vec<TransactWriteItem>) -> bool {
+        let token = format!("{:032x}", fastrand::u128(..));
+        let mut retry = Retry::new(Backoff::default(), None);
+        loop {
+            let sent = self
+                .rig
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(actions.clone()))
+                .client_request_token(&token)
+                .send()
+                .await;
+            let transient = match sent {
+                Ok(_) => return true,
+                Err(err) => match hybrid_counter_aws::dynamo::cancel_reasons(&err) {
+                    Some(reasons) => reasons.iter().any(hybrid_counter::error::CancelReason::is_transient),
+                    None => hybrid_counter_aws::dynamo::classify(err).is_transient(),
+                },
+            };
+            if !transient || !retry.pause().await {
+                return false;
+            }
+        }
+    }
+
+    /// Operation `n`: every fourth deletes a live item, the others create one.
+    async fn operate(&self, n: u64) {
+        let doomed = (n % 4 == 3)
+            .then(|| {
+                let mut live = self.live.lock().expect("live");
+                let len = live.len();
+                (len > 0).then(|| live.swap_remove(fastrand::usize(..len)))
+            })
+            .flatten();
+        if let Some(id) = doomed {
+            if !self.delete(&id).await {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                self.live.lock().expect("live").push(id);
+            }
+            return;
+        }
+        let id = format!("{:016x}", fastrand::u64(..));
+        if self.create(&id).await {
+            self.lags
+                .lock()
+                .expect("lags")
+                .created
+                .insert(id.clone(), Instant::now());
+            self.live.lock().expect("live").push(id);
+            self.creates.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// DynamoDB requests the proxy saw: forwarded, or answered by the model.
+fn requests(proxy: &FaultProxy) -> u64 {
+    let stats = proxy.stats();
+    stats.total_forwarded() + stats.of_kind(FaultKind::Throttle) + stats.of_kind(FaultKind::TransactionConflict)
+}
+
+/// Offers operations at `rate`/s until the step is long enough.
+async fn step(load: &Load, params: &Params, rate: f64) -> Step {
+    let usage = || load.rig.proxy.capacity_usage().expect("a capacity model");
+    let (before, requests_before) = (usage(), requests(&load.rig.proxy));
+    let (creates_before, failed_before) = (
+        load.creates.load(Ordering::Relaxed),
+        load.failed.load(Ordering::Relaxed),
+    );
+    let in_flight = Arc::new(AtomicU64::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    let started = Instant::now();
+    let (mut n, mut not_sent) = (0u64, 0u64);
+    loop {
+        tokio::time::sleep_until((started + Duration::from_secs_f64(n as f64 / rate)).into()).await;
+        let long_enough =
+            started.elapsed() >= params.step && requests(&load.rig.proxy) - requests_before >= params.min_requests;
+        // At most long enough for the requests at one per operation, and half again.
+        let cap = params
+            .step
+            .max(Duration::from_secs_f64(params.min_requests as f64 / rate))
+            * 3
+            / 2
+            + params.step;
+        if long_enough || started.elapsed() >= cap {
             break;
         }
-        // Only a step that passed raises the rate: a failing one is offered
-        // again, so that a split for heat it caused can show.
-        if passed {
-            rate *= params.growth;
+        if in_flight.load(Ordering::Relaxed) >= MAX_IN_FLIGHT {
+            not_sent += 1;
+        } else {
+            let (load, in_flight) = (load.clone(), in_flight.clone());
+            in_flight.fetch_add(1, Ordering::Relaxed);
+            tasks.spawn(async move {
+                load.operate(n).await;
+                in_flight.fetch_sub(1, Ordering::Relaxed);
+            });
         }
+        n += 1;
     }
-
-    if steps.len() >= MAX_STEPS && steps.iter().rev().take(3).any(|s| s.splits > 0) {
-        bound_at = format!("{bound_at}; the ramp's {MAX_STEPS} steps ended with splits for heat still under way");
+    let offered_seconds = started.elapsed().as_secs_f64();
+    while let Some(done) = tasks.join_next().await {
+        done.expect("an operation");
     }
-
-    // BE's undercount at the end of the ramp (no request in flight; the
-    // model paused while counting, so the count is not throttled).
-    let created = calls.creates.load(Ordering::Relaxed);
-    let (live_now, undercount) = {
-        rig.proxy.set_enabled(false);
-        let usage_now = rig.counter.usage(&scope).await.expect("usage");
-        let live_now = count(&rig, &scope).await;
-        rig.proxy.set_enabled(true);
-        let undercount = live_now as i64 - usage_now.best_effort;
-        assert!(undercount >= 0, "BE never overcounts: {usage_now:?}, {live_now} live");
-        (live_now, undercount)
+    let seconds = started.elapsed().as_secs_f64();
+    let during: CapacityUsage = usage().since(&before);
+    let sent = requests(&load.rig.proxy) - requests_before;
+    let throttled = during.throttled();
+    let scale = params.model.scale;
+    let creates = load.creates.load(Ordering::Relaxed) - creates_before;
+    let backlog = match load.approach {
+        Approach::Kit { .. } => load
+            .creates
+            .load(Ordering::Relaxed)
+            .saturating_sub(load.lags.lock().expect("lags").counted),
+        _ => 0,
     };
+    let offered_creates = 0.75 * n as f64 / offered_seconds / scale;
+    let achieved_creates = creates as f64 / seconds / scale;
+    let throttled_share = throttled as f64 / sent.max(1) as f64;
+    // The stream keeps up while what it has not counted stays under what
+    // two polls carry plus a step's creates.
+    let stream_behind = backlog > 2 * creates.max(1);
+    Step {
+        offered_ops: n as f64 / offered_seconds,
+        not_sent,
+        offered_creates,
+        achieved_creates,
+        seconds,
+        requests: sent,
+        throttled_key_range: during.tables.values().map(|t| t.throttles.key_range.total()).sum(),
+        throttled_table: during.table_level_throttles(),
+        conflicts: during.conflicts(),
+        throttled_share,
+        failed: load.failed.load(Ordering::Relaxed) - failed_before,
+        backlog,
+        splits: during.splits(),
+        passed: sent >= params.min_requests
+            && throttled_share <= THROTTLED_SHARE
+            && achieved_creates >= 0.9 * offered_creates
+            && not_sent == 0
+            && !stream_behind,
+    }
+}
 
-    // At a limit: the live count plus a headroom, creates offered at the
-    // ramp's last rate (the first past the ceiling).
-    let limit = live_now + OVERSHOOT_HEADROOM;
-    let limited = Counter::configured(rig.counter.store().clone(), limit, &rig.config);
-    offer(&load, &limited, rate, OVERSHOOT_OFFERED, false).await;
+/// What bound a failing step.
+fn bound(step: &Step) -> String {
+    if step.throttled_share > THROTTLED_SHARE {
+        if step.throttled_table > step.throttled_key_range {
+            "a table-level limit".into()
+        } else {
+            "a partition (key range)".into()
+        }
+    } else if step.backlog > 0 && step.achieved_creates >= 0.9 * step.offered_creates {
+        "the stream (backlog growing)".into()
+    } else if step.conflicts > 0 {
+        format!("transaction conflicts ({} in the step)", step.conflicts)
+    } else {
+        "the emulator (offered rate not achieved)".into()
+    }
+}
 
-    // Drain: the model off, so the stream finishes (the figures are taken).
-    rig.proxy.set_enabled(false);
-    stop.store(true, Ordering::Relaxed);
-    consumer.await.expect("consumer");
-    let end = usage();
-    let usage_now = rig.counter.usage(&scope).await.expect("usage");
-    let live_end = count(&rig, &scope).await;
-    assert_eq!(
-        usage_now.eventual, live_end as i64,
-        "EC must equal the live count after the drain"
-    );
-    let lags = std::mem::take(&mut lags.lock().expect("lags").lags);
-    let partitions = |table: &str| {
-        rig.proxy
-            .with_capacity(|m| m.partition_count(table, "hot"))
-            .unwrap_or(1)
+async fn run_once(emulator: &Emulator, params: &Params, approach: Approach, run: usize) -> Run {
+    let began = Instant::now();
+    let name = match approach {
+        Approach::Kit { shards } => format!("bench-ceil-kit{shards}-{run}"),
+        Approach::Plain => format!("bench-ceil-plain-{run}"),
+        Approach::Transaction => format!("bench-ceil-tx-{run}"),
+    };
+    let shards = match approach {
+        Approach::Kit { shards } => shards,
+        _ => 1,
+    };
+    let rig = Arc::new(rig(emulator, &params.model, shards, &name).await);
+    let (lags, stop) = (Arc::new(Mutex::new(Lags::default())), Arc::new(AtomicBool::new(false)));
+    let poll = POLL_INTERVAL.div_f64(params.model.scale);
+    let consumer = matches!(approach, Approach::Kit { .. }).then(|| {
+        tokio::spawn(consume_until(
+            rig.clone(),
+            params.lanes,
+            poll,
+            lags.clone(),
+            stop.clone(),
+        ))
+    });
+    let load = Load {
+        rig: rig.clone(),
+        approach,
+        scope: Scope::new("hot").unwrap(),
+        live: Arc::new(Mutex::new(Vec::new())),
+        lags: lags.clone(),
+        creates: Arc::new(AtomicU64::new(0)),
+        failed: Arc::new(AtomicU64::new(0)),
+    };
+    // Operations/s at the arithmetic bound (emulator units); the
+    // transaction anchor's one counter item takes at most one transaction
+    // per transaction latency.
+    let mut bound_ops = arithmetic_bound(approach) / 0.75 * params.model.scale;
+    if approach == Approach::Transaction {
+        bound_ops = bound_ops.min(1.0 / params.model.transaction_hold().as_secs_f64());
+    }
+    let mut rate = bound_ops * params.start_share;
+    let (mut steps, mut last_pass, mut first_fail) = (Vec::<Step>::new(), None::<f64>, None::<f64>);
+    let mut refinements = 0;
+    loop {
+        let step = step(&load, params, rate).await;
+        eprintln!(
+            "   ceiling {} run {run}: offered {:.1} ops/s ({:.0} creates/s) -> {:.0} creates/s achieved, {} requests, {:.2} % throttled ({} key range, {} table), {} conflicts, {} failed, backlog {}, {}",
+            approach.label(),
+            step.offered_ops,
+            step.offered_creates,
+            step.achieved_creates,
+            step.requests,
+            100.0 * step.throttled_share,
+            step.throttled_key_range,
+            step.throttled_table,
+            step.conflicts,
+            step.failed,
+            step.backlog,
+            if step.passed { "passed" } else { "failed" }
+        );
+        if step.passed {
+            last_pass = Some(rate);
+        } else {
+            first_fail = Some(first_fail.map_or(rate, |f: f64| f.min(rate)));
+        }
+        steps.push(step);
+        rate = match (last_pass, first_fail) {
+            (_, None) => rate * params.growth,
+            (Some(lo), Some(hi)) if refinements < params.refine && hi > lo => {
+                refinements += 1;
+                (lo * hi).sqrt()
+            }
+            // Nothing passed yet: halve, a few more times than refining.
+            (None, Some(hi)) if refinements < params.refine + 3 => {
+                refinements += 1;
+                hi / 2.0
+            }
+            _ => break,
+        };
+    }
+    let passing = steps.iter().filter(|s| s.passed);
+    let ceiling = passing.map(|s| s.achieved_creates).fold(0.0, f64::max);
+    let failing: Vec<&Step> = steps.iter().filter(|s| !s.passed).collect();
+    let first_failing = failing.iter().map(|s| s.offered_creates).fold(f64::INFINITY, f64::min);
+    let bound = failing
+        .iter()
+        .min_by(|a, b| a.offered_creates.total_cmp(&b.offered_creates))
+        .map_or_else(|| "none reached".into(), |s| bound(s));
+    let (ec_lag, be_undercount) = match consumer {
+        Some(consumer) => {
+            let scope = load.scope.clone();
+            rig.proxy.set_enabled(false);
+            let usage = rig.counter.usage(&scope).await.expect("usage");
+            let live = hybrid_counter::audit::count_scope(rig.counter.store(), &scope)
+                .await
+                .expect("count scope")
+                .live;
+            stop.store(true, Ordering::Relaxed);
+            consumer.await.expect("consumer");
+            let usage_end = rig.counter.usage(&scope).await.expect("usage");
+            assert_eq!(
+                usage_end.eventual, live as i64,
+                "EC must equal the live count after the drain"
+            );
+            let lags = std::mem::take(&mut lags.lock().expect("lags").lags);
+            (
+                (!lags.is_empty()).then(|| latency(lags)),
+                Some(live as i64 - usage.best_effort),
+            )
+        }
+        None => (None, None),
     };
     Run {
-        sustained,
-        dynamodb: sustained / params.model.scale,
-        before_split: before_split / params.model.scale,
-        bound: if bound_at.is_empty() {
-            "none reached".into()
-        } else {
-            bound_at
-        },
-        resources_partitions: partitions(&rig.config.resources_table),
-        counters_partitions: partitions(&rig.config.counters_table),
-        splits_refused_sequential: end.tables.values().map(|t| t.splits_refused_sequential).sum(),
-        failed_creates: calls.failed_creates.load(Ordering::Relaxed),
-        be_undercount: undercount,
-        be_undercount_percent: 100.0 * undercount as f64 / created.max(1) as f64,
-        ec_lag: if lags.is_empty() {
-            Latency::default()
-        } else {
-            latency(lags)
-        },
-        overshoot: live_end as i64 - limit as i64,
-        at_limit: at_limit / params.model.scale,
-        overshoot_limit: limit,
+        approach,
+        ceiling,
+        first_failing,
+        bound,
         steps,
+        ec_lag,
+        be_undercount,
         seconds: began.elapsed().as_secs_f64(),
     }
 }
 
 pub async fn run(emulator: &Emulator, params: &Params) -> Ceiling {
     let began = Instant::now();
-    let mut rows = Vec::new();
-    for &shards in &params.shards {
-        for ids in [Ids::Random, Ids::Sequential] {
-            let mut runs = Vec::new();
-            for n in 0..params.runs {
-                runs.push(run_once(emulator, params, shards, ids, n).await);
-            }
-            let spread = |f: fn(&Run) -> f64| Spread::of(runs.iter().map(f));
-            let mut bounds: Vec<&str> = runs.iter().map(|r| r.bound.as_str()).collect();
-            bounds.sort();
-            let bound = bounds
-                .iter()
-                .max_by_key(|b| bounds.iter().filter(|c| c == b).count())
-                .map_or_else(String::new, |b| (*b).to_owned());
-            rows.push(Row {
-                shards,
-                ids,
-                dynamodb: spread(|r| r.dynamodb),
-                before_split: spread(|r| r.before_split),
-                at_limit: spread(|r| r.at_limit),
-                ec_lag_p50_ms: spread(|r| r.ec_lag.p50_ms),
-                ec_lag_p99_ms: spread(|r| r.ec_lag.p99_ms),
-                be_undercount_percent: spread(|r| r.be_undercount_percent),
-                overshoot: spread(|r| r.overshoot as f64),
-                bound,
-                runs,
-            });
+    let mut runs = Vec::new();
+    for n in 0..params.runs {
+        for &approach in &params.approaches {
+            runs.push(run_once(emulator, params, approach, n).await);
         }
     }
     Ceiling {
         model: params.model.clone(),
-        runs: params.runs,
+        model_text: params.model.to_string(),
+        runs,
         step_seconds: params.step.as_secs_f64(),
+        min_requests: params.min_requests,
         growth: params.growth,
         lanes: params.lanes,
-        workers: WORKERS,
-        rows,
+        poll_ms: POLL_INTERVAL.div_f64(params.model.scale).as_secs_f64() * 1000.0,
         seconds: began.elapsed().as_secs_f64(),
     }
 }
 
 impl Ceiling {
+    fn median(&self, approach: Approach) -> Option<f64> {
+        let mut values: Vec<f64> = self
+            .runs
+            .iter()
+            .filter(|r| r.approach == approach)
+            .map(|r| r.ceiling)
+            .collect();
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied()
+    }
+
     pub fn markdown(&self) -> String {
         let m = &self.model;
         let mut out = format!(
-            "\n## A hot scope's measured ceiling under DynamoDB's partition limits\n\n\
-             Both tables behind the fault proxy's capacity model (`tests/src/capacity.rs`): {m}. Every rate \
-             below is measured on the emulator and divided by the scale {} to read in DynamoDB creates/s; \
-             nothing in this table is projected. One hot scope, fresh tables per run; {} callers offer three \
-             creates to one delete of an earlier item through the real `Counter` (best-effort admission, BE \
-             shards = EC shards), while the real batched `Processor` consumes the stream in {} lanes, its \
-             transactions through the same model. The offered rate ramps in steps of {:.1} s, growing after \
-             each step that passes (at most 1 % of the requests throttled, the offered rate kept, the stream's \
-             backlog under two steps' creates); a step that fails is offered again at the same rate, so that a \
-             split for heat it caused can show, and the ramp ends after two failing steps in a row without a \
-             split. *Sustained* is the highest step at or under 1 %; *before a \
-             split* the highest before the model's first split for heat; *bound by* the limit that throttled \
-             most in the steps past it; *past 1 % throttled* the creates/s achieved in those steps (the steps grow \
-             by {}x, so the ceiling lies between the two). Median of {} runs, (min–max) when they differ. Creates \
-             failed: answered with an error after the SDK's 3 attempts (the harness's backoff of 5–50 ms; the \
-             SDK's default waits longer), refusals at the overshoot phase's limit not counted. EC \
-             lag: from a create's answer to the transaction that counted its record. BE undercount: live items \
-             minus BE at the end of the ramp, over the creates. Overshoot: after the ramp, a limit of the live \
-             count + {OVERSHOOT_HEADROOM} and {OVERSHOOT_OFFERED} creates (no deletes) offered at the ramp's last rate, the first past the \
-             ceiling: live items past the limit once the stream is drained.\n\n\
-             | BE = EC shards | ids | sustained, DynamoDB creates/s | before a split | past 1 % throttled | bound by | \
-             partitions at the end (resources / counters) | creates failed to the caller (all runs) | BE undercount | \
-             EC lag p50 | EC lag p99 | overshoot at a limit |\n\
-             |---:|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|\n",
-            m.scale, self.workers, self.lanes, self.step_seconds, self.growth, self.runs,
+            "\n## A hot scope's measured ceiling under DynamoDB's limits, beside the anchors\n\n\
+             Both tables behind the fault proxy's capacity model (`tests/src/capacity/`): {}. Rates are \
+             measured on the emulator and divided by the scale {} to read in DynamoDB creates/s; a second is a \
+             second. One hot scope, fresh tables per run. Three creates to one delete of an earlier item are \
+             offered open-loop at a constant rate per step (each operation starts at its time, whatever the \
+             others do) through the kit (the real `Counter`, best-effort admission, while the real batched \
+             `Processor` consumes the stream in {} lanes, polling every {:.0} ms: Lambda's 250 ms divided by \
+             the scale, so batches hold as many records as at DynamoDB's rate), and through two anchors a user \
+             would pick instead on the same model and scope: *read + put + ADD* (a consistent read of a \
+             counter item, a conditional `PutItem`, `UpdateItem ADD 1`; a delete `DeleteItem`, `ADD -1`, with \
+             the SDK's retries) and *transaction* (the put or delete and the `ADD` in one `TransactWriteItems` \
+             with a client request token, cancellations for conflicts and throttling retried by the caller \
+             with the same token). A step lasts at least {:.0} s and {} DynamoDB requests; it passes with at \
+             most 1 % of its requests throttled, the offered creates achieved (90 %) and, for the kit, the \
+             stream keeping up. The rate grows by {}x while steps pass, then the gap to the first failing step \
+             is halved. *Ceiling*: the achieved creates/s of the highest passing step; *arithmetic*: what one \
+             partition of 1,000 WU/s carries for the approach by the unit rules (under 1 KB).\n\n\
+             | approach | ceiling, DynamoDB creates/s | arithmetic | first failing step (offered) | bound by | steps | \
+             EC lag p50 / p99 | BE undercount |\n|---|---:|---:|---:|---|---:|---:|---:|\n",
+            self.model_text, m.scale, self.lanes, self.poll_ms, self.step_seconds, self.min_requests, self.growth,
         );
-        for row in &self.rows {
-            let last = row.runs.last().expect("a run");
+        for run in &self.runs {
             out.push_str(&format!(
-                "| {} | {} | **{}** | {} | {} | {} | {} / {} | {} | {} % | {} ms | {} ms | {} |\n",
-                row.shards,
-                match row.ids {
-                    Ids::Random => "random",
-                    Ids::Sequential => "sequential",
+                "| {} | **{:.0}** | {:.0} | {} | {} | {} | {} | {} |\n",
+                run.approach.label(),
+                run.ceiling,
+                arithmetic_bound(run.approach),
+                if run.first_failing.is_finite() {
+                    format!("{:.0}", run.first_failing)
+                } else {
+                    "-".into()
                 },
-                row.dynamodb.show(0),
-                row.before_split.show(0),
-                row.at_limit.show(0),
-                row.bound,
-                last.resources_partitions,
-                last.counters_partitions,
-                row.runs.iter().map(|r| r.failed_creates).sum::<u64>(),
-                row.be_undercount_percent.show(2),
-                row.ec_lag_p50_ms.show(0),
-                row.ec_lag_p99_ms.show(0),
-                row.overshoot.show(0),
+                run.bound,
+                run.steps.len(),
+                run.ec_lag
+                    .as_ref()
+                    .map_or_else(|| "-".into(), |l| format!("{:.0} / {:.0} ms", l.p50_ms, l.p99_ms)),
+                run.be_undercount.map_or_else(|| "-".into(), |u| u.to_string()),
             ));
         }
-        out.push_str(&format!(
-            "\nThe ceiling run took {:.0} s. The model compresses time as well as rate: a split for heat comes \
-             after {:.0} s of throttling here, minutes on DynamoDB, where it is also not guaranteed; the rows' \
-             *before a split* column is what a scope gets until then. Sequential ids never split (AWS documents \
-             that split for heat does not help a monotonically increasing sort key): every new item lands in \
-             the last range of the resources partition, so their ceiling is one partition's writes whatever the \
-             shard count. What a user can do: give resources random (or hashed) ids, so that split for heat can \
-             divide the scope's range; warm throughput raises what a table serves at once, not one partition's \
-             1,000 WU/s, so it does not lift a single hot scope's first partition. Where the counters \
-             partition's writes bind, more BE and EC shards spread them over items a split can separate (one \
-             item keeps its 1,000 WU/s). Under 1 KB every create writes the resources partition three units \
-             (the put, and the stream's transactional flag flip) and every delete three more (the soft delete, \
-             the transactional hard delete), against one or two on the counters, so the resources partition is \
-             what a hot scope meets first.\n",
-            self.seconds,
-            m.split_after.as_secs_f64()
-        ));
-        // Whether the kit's own read (the consistent Query of the counters)
-        // bound any run: the condition for reading it eventually consistent.
-        let runs: Vec<&Run> = self.rows.iter().flat_map(|r| &r.runs).collect();
-        let read_bound = runs.iter().filter(|r| r.bound.contains("reads")).count();
-        out.push_str(&format!(
-            "\nThe counters partition's reads (every create's consistent Query of the scope's counter items, 1 RU \
-             while they are under 4 KB, against 3,000 RU/s per partition) bound {read_bound} of the {} runs; the \
-             writes bound the rest. {}\n",
-            runs.len(),
-            if read_bound == 0 {
-                "The design stays as it is: an eventually consistent Query for best-effort admission would halve \
-                 a cost that binds nothing here, so it is not made."
-            } else {
-                "Those runs are where an eventually consistent Query for best-effort admission would raise the \
-                 ceiling."
-            }
-        ));
+        out.push_str(
+            "\nSteps (offered → achieved creates/s, DynamoDB units; requests; throttled by a partition's key \
+             range / by a table-level limit; transaction conflicts; operations failed to the caller):\n\n",
+        );
+        for run in &self.runs {
+            let steps: Vec<String> = run
+                .steps
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{:.0} → {:.0} ({} req, {}/{} thr, {} conf, {} failed{})",
+                        s.offered_creates,
+                        s.achieved_creates,
+                        s.requests,
+                        s.throttled_key_range,
+                        s.throttled_table,
+                        s.conflicts,
+                        s.failed,
+                        if s.passed { ", pass" } else { "" }
+                    )
+                })
+                .collect();
+            out.push_str(&format!("* {}: {}\n", run.approach.label(), steps.join("; ")));
+        }
+        if let (Some(kit), Some(plain), Some(tx)) = (
+            self.runs
+                .iter()
+                .find_map(|r| matches!(r.approach, Approach::Kit { .. }).then_some(r.approach))
+                .and_then(|a| self.median(a)),
+            self.median(Approach::Plain),
+            self.median(Approach::Transaction),
+        ) {
+            out.push_str(&format!(
+                "\nThe kit's ceiling is {:.2}x the plain anchor's and {:.2}x the transaction anchor's on the same \
+                 model. The run took {:.0} s.\n",
+                kit / plain.max(f64::MIN_POSITIVE),
+                kit / tx.max(f64::MIN_POSITIVE),
+                self.seconds
+            ));
+        }
         out
     }
-}
 
-impl Ceiling {
     pub fn targets(&self) -> Vec<(String, String, bool)> {
-        self.rows
+        self.runs
             .iter()
-            .filter(|r| r.ids == Ids::Random)
-            .max_by_key(|r| r.shards)
-            .map(|r| {
+            .filter_map(|r| match r.approach {
+                Approach::Kit { shards } => Some((shards, r)),
+                _ => None,
+            })
+            .max_by_key(|(shards, _)| *shards)
+            .map(|(shards, r)| {
                 (
                     format!(
-                        "measured per-scope ceiling >= 10,000 creates/s ({} BE shards, random ids, scale {})",
-                        r.shards, self.model.scale
+                        "measured per-scope ceiling >= 10,000 creates/s ({shards} BE shards, scale {})",
+                        self.model.scale
                     ),
-                    format!("{:.0} (bound by {})", r.dynamodb.median, r.bound),
-                    r.dynamodb.median >= 10_000.0,
+                    format!("{:.0} (bound by {})", r.ceiling, r.bound),
+                    r.ceiling >= 10_000.0,
                 )
             })
             .into_iter()

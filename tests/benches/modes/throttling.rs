@@ -166,9 +166,9 @@ impl Throttling {
     pub fn markdown(&self) -> String {
         let mut out = format!(
             "\n## Throttling: BE under heat\n\nThe emulator has no per-item throughput limit, so this run puts the \
-             fault proxy's capacity model (`tests/src/capacity.rs`, every item isolated as split for heat would \
+             fault proxy's capacity model (`tests/src/capacity/`, every item isolated as split for heat would \
              at best leave it) between the kit and the emulator and caps every counters-table item at {:.0} \
-             writes/s (a token bucket per item holding a tenth of a second's writes), answering \
+             writes/s (counted per tenth of a second, nothing kept unused), answering \
              `ThrottlingException` (`TableWriteKeyRangeThroughputExceeded`) past it without forwarding, as DynamoDB does past an item's 1,000 WU/s; the \
              rate is scaled down to one the emulator can exceed on 2 cores. Creates on one hot scope \
              (best-effort admission, a scope per row) are paced at {:.0} creates/s by {} workers: {:.0} times \
