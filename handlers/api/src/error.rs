@@ -10,7 +10,9 @@ use hybrid_counter::{Error, ResourceId};
 use serde_json::json;
 use tracing::warn;
 
-use crate::MAX_BODY_BYTES;
+/// Largest accepted request body. DynamoDB stores at most 400 KB per item,
+/// so a bigger payload could never be written: refuse it before any I/O.
+pub const MAX_BODY_BYTES: usize = 400 * 1024;
 
 /// Seconds a client should wait before retrying after a `503`.
 const RETRY_AFTER_SECONDS: &str = "1";

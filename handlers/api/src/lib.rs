@@ -15,53 +15,32 @@
 mod error;
 pub mod routes;
 pub mod scope_auth;
+mod state;
 #[cfg(test)]
 mod test_support;
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 
-use axum::extract::{FromRequestParts, State};
+use axum::Router;
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_LENGTH;
-use axum::http::request::Parts;
 use axum::middleware::{self, Next};
-use axum::{Extension, Router};
 use hybrid_counter::metrics::{Metric, Metrics};
-use hybrid_counter::{Counter, EpochMillis, Scope, Store, now_millis};
+use hybrid_counter::{Counter, EpochMillis, Store};
 use hybrid_counter_aws::lambda::{CostWatch, emit_metrics};
 use lambda_http::request::RequestContext;
 use lambda_http::tower::ServiceExt;
 use lambda_http::tower::util::MapResponse;
 use tracing::info;
 
-pub use error::ApiError;
+pub use error::{ApiError, MAX_BODY_BYTES};
 pub use lambda_http::{Body, Request, Response, http};
 pub use routes::{SEQUENCE_PARAMETER, item_path, router};
 pub use scope_auth::{Authorizer, IamTags, NoTags, PrincipalTags, ScopeAuthorization};
-
-/// Largest accepted request body. DynamoDB stores at most 400 KB per item,
-/// so a bigger payload could never be written: refuse it before any I/O.
-pub const MAX_BODY_BYTES: usize = 400 * 1024;
-
-/// What every route shares: the counter and the scope check.
-pub struct Api<S, T = NoTags> {
-    pub counter: Counter<S>,
-    pub authorizer: Authorizer<T>,
-}
-
-impl<S: Store, T: PrincipalTags> Api<S, T> {
-    /// `403 ScopeForbidden` unless the caller (the function URL's request
-    /// context) may act on `scope`.
-    async fn authorize(&self, context: Option<Extension<RequestContext>>, scope: &Scope) -> Result<(), ApiError> {
-        let context = context.as_ref().map(|Extension(context)| context);
-        self.authorizer
-            .check(context, scope.as_str())
-            .await
-            .map_err(|reason| ApiError::ScopeForbidden { reason })
-    }
-}
+pub use state::Api;
+use state::Now;
 
 /// The function as Lambda runs it: the [`router`], each request logged
 /// and its metrics printed, and no `Content-Length` on a 204.
@@ -120,18 +99,6 @@ where
         .add_cost(&watch.cost(counter.store()));
     info!(%method, path, status = response.status().as_u16(), caller, "request handled");
     response
-}
-
-/// The time a request is handled at: the one [`handle`] was given, else the clock's.
-#[derive(Debug, Clone, Copy)]
-struct Now(EpochMillis);
-
-impl<S: Send + Sync> FromRequestParts<S> for Now {
-    type Rejection = Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Infallible> {
-        Ok(parts.extensions.get().copied().unwrap_or_else(|| Now(now_millis())))
-    }
 }
 
 /// Handles one request at time `now` as Lambda does ([`app`]), every caller

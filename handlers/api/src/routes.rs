@@ -19,7 +19,9 @@ use serde::Serialize;
 use serde_dynamo::Item;
 use tracing::warn;
 
-use crate::{Api, ApiError, MAX_BODY_BYTES, Now, PrincipalTags};
+use crate::error::{ApiError, MAX_BODY_BYTES};
+use crate::scope_auth::PrincipalTags;
+use crate::state::{Api, Now};
 
 /// Methods of the item route, for `405`'s `Allow` header.
 const ITEM_METHODS: &str = "POST, DELETE";

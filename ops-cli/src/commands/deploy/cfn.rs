@@ -1261,6 +1261,23 @@ mod tests {
         assert!(!failed_or_rolled_back(&"NEW_THING_COMPLETE".into()));
     }
 
+    /// The typed lists above agree with CloudFormation's naming of every
+    /// status this SDK knows, so an SDK upgrade that adds a status the
+    /// lists miss (a new `..._IN_PROGRESS` read as final) fails here.
+    #[test]
+    fn the_typed_classifications_cover_every_status_the_sdk_knows() {
+        for name in StackStatus::values() {
+            let status = StackStatus::from(*name);
+            assert_eq!(in_progress(&status), name.ends_with("_IN_PROGRESS"), "{name}");
+            let failed = name.contains("FAILED") || name.contains("ROLLBACK");
+            assert_eq!(failed_or_rolled_back(&status), failed, "{name}");
+        }
+        for name in ResourceStatus::values() {
+            let status = ResourceStatus::from(*name);
+            assert_eq!(resource_failed(&status), name.ends_with("_FAILED"), "{name}");
+        }
+    }
+
     #[test]
     fn both_no_change_reasons_are_recognised() {
         assert!(is_no_change_reason(
