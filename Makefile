@@ -14,7 +14,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(HOME)/.cargo/bin:$(PATH)
 # Where `make deploy` goes: localstack (the default; without
 # LOCALSTACK_AUTH_TOKEN that is ministack, installed from PyPI in seconds),
 # local (fakecloud, the emulator with IAM enforcement that `make test` runs
-# on; its first install compiles for about 20 minutes) or aws. counterctl's
+# on; its first install compiles for about 10 minutes) or aws. counterctl's
 # own default target is the same (docs/local-development.md).
 TARGET ?= localstack
 # More `counterctl deploy` flags, e.g. DEPLOY_ARGS="--role-arn arn:aws:iam::<account>:role/<name>".
@@ -83,7 +83,7 @@ lock-python: ## Regenerate requirements-dev.lock (hashed, whole tree) after edit
 	$(PIP_TOOLS)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url \
 		--no-emit-find-links --output-file requirements-dev.lock requirements-dev.txt
 
-fakecloud-install: ## cargo install the pinned fakecloud (~30 min once, then instant)
+fakecloud-install: ## cargo install the pinned fakecloud (~10 min once on 2 cores, then instant)
 	$(FAKECLOUD) install
 
 ministack-install: ## pip-install the pinned ministack (hashed lock) into its own venv .venv-ministack (seconds)
