@@ -671,10 +671,16 @@ fn pipeline_markdown(path: &std::path::Path) -> String {
 
 /// The ceiling run's parameters from the environment. Split for heat takes
 /// AWS's minutes unless `BENCH_CEILING_SPLIT_AFTER_S` compresses it (the
-/// report then says so through the model's description).
+/// report then says so through the model's description). Durations given
+/// here (a step, split for heat) are in model time.
 fn ceiling_params() -> ceiling::Params {
     let mut model =
         e2e::capacity::CapacityParams::dynamodb(1.0 / env_number("BENCH_CEILING_SCALE_DIVISOR", 10).max(1) as f64);
+    // Time dilated by the scale (a window of 1 s / scale serves DynamoDB's
+    // units of a second) unless `BENCH_CEILING_UNDILATED=1`.
+    if std::env::var_os("BENCH_CEILING_UNDILATED").is_none() {
+        model = model.dilated();
+    }
     if let Ok(seconds) = std::env::var("BENCH_CEILING_SPLIT_AFTER_S") {
         model.split_after = std::time::Duration::from_secs(seconds.parse().expect("seconds"));
     }

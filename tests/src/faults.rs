@@ -777,6 +777,8 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
         },
         _ => None,
     };
+    // Released if this handler is dropped before the answer (from here on).
+    let ticket = ticket.map(|ticket| Held::new(&shared, ticket));
     strip_hop_by_hop(&mut parts.headers);
     // What a TLS-terminating proxy tells the emulator: every call to AWS is
     // over TLS, so `aws:SecureTransport` holds there, and a TLS-only bucket
@@ -789,23 +791,7 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
         .forward(operation.as_ref(), Request::from_parts(parts, Full::new(body)))
         .await;
     let forwarded = match (forwarded, ticket) {
-        (forwarded, Some(ticket)) => {
-            if let Some(at) = ticket.answer_after() {
-                tokio::time::sleep_until(at.into()).await;
-            }
-            match forwarded {
-                Ok(response) => {
-                    let (parts, body) = response.into_parts();
-                    let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-                    shared.finish(ticket, parts.status, &body);
-                    Ok(Response::from_parts(parts, Full::new(body)))
-                }
-                Err(why) => {
-                    shared.finish(ticket, StatusCode::BAD_GATEWAY, b"");
-                    Err(why)
-                }
-            }
-        }
+        (forwarded, Some(held)) => settle(held, forwarded).await,
         (forwarded, None) => forwarded,
     };
     Ok(match (forwarded, &operation, fault) {
@@ -818,6 +804,59 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
             plain(StatusCode::BAD_GATEWAY, &why)
         }
     })
+}
+
+/// An admitted request's ticket until its answer reaches the model: if the
+/// handler is dropped first (hyper drops it when the client disconnects,
+/// e.g. the SDK's timeout during a transaction's hold), the drop releases
+/// what the ticket holds, as a failed answer, so its items and its token do
+/// not stay in flight for ever.
+struct Held {
+    shared: Arc<Shared>,
+    ticket: Option<Ticket>,
+}
+
+impl Held {
+    fn new(shared: &Arc<Shared>, ticket: Ticket) -> Self {
+        Self {
+            shared: shared.clone(),
+            ticket: Some(ticket),
+        }
+    }
+
+    fn finish(mut self, status: StatusCode, answer: &[u8]) {
+        if let Some(ticket) = self.ticket.take() {
+            self.shared.finish(ticket, status, answer);
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            self.shared.finish(ticket, StatusCode::BAD_GATEWAY, b"");
+        }
+    }
+}
+
+/// Holds the answer until the ticket allows it (a transaction's hold), then
+/// tells the model the answer.
+async fn settle(held: Held, forwarded: Result<Response<Full<Bytes>>, String>) -> Result<Response<Full<Bytes>>, String> {
+    if let Some(at) = held.ticket.as_ref().and_then(Ticket::answer_after) {
+        tokio::time::sleep_until(at.into()).await;
+    }
+    match forwarded {
+        Ok(response) => {
+            let (parts, body) = response.into_parts();
+            let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            held.finish(parts.status, &body);
+            Ok(Response::from_parts(parts, Full::new(body)))
+        }
+        Err(why) => {
+            held.finish(StatusCode::BAD_GATEWAY, b"");
+            Err(why)
+        }
+    }
 }
 
 /// The header an emulator reads `aws:SecureTransport` from.
@@ -1082,6 +1121,44 @@ mod tests {
             .block_on(body.collect())
             .unwrap()
             .to_bytes()
+    }
+
+    #[tokio::test]
+    async fn a_handler_dropped_during_a_transactions_hold_releases_its_items() {
+        use crate::capacity::{CapacityParams, TableKeys};
+        let proxy = FaultProxy::start("http://127.0.0.1:9", FaultPlan::new(1));
+        proxy.limit_capacity(Some(CapacityModel::new(
+            CapacityParams::dynamodb(0.01),
+            &[TableKeys::new("t", "pk", "sk")],
+        )));
+        let item = |k: &str| serde_json::json!({ "pk": { "S": "p" }, "sk": { "S": k } });
+        let transaction = serde_json::json!({
+            "TransactItems": [{ "Put": { "TableName": "t", "Item": item("a") } }],
+            "ClientRequestToken": "tok"
+        })
+        .to_string();
+        let put = serde_json::json!({ "TableName": "t", "Item": item("a") }).to_string();
+        let shared = proxy.shared.clone();
+        let ticket = shared
+            .admit(&Operation::dynamodb("TransactWriteItems"), transaction.as_bytes())
+            .expect("admitted")
+            .expect("a ticket");
+        assert!(ticket.answer_after().is_some(), "a transaction holds its answer");
+        let ok = Response::new(Full::new(Bytes::from_static(b"{}")));
+        // The client gives up during the hold (1 s at scale 0.01): hyper drops the handler.
+        let dropped = tokio::time::timeout(Duration::from_millis(20), settle(Held::new(&shared, ticket), Ok(ok))).await;
+        assert!(dropped.is_err(), "dropped during the hold");
+        let put = shared
+            .admit(&Operation::dynamodb("PutItem"), put.as_bytes())
+            .expect("the item is no longer held")
+            .expect("a ticket");
+        shared.finish(put, StatusCode::OK, b"{}");
+        assert!(
+            shared
+                .admit(&Operation::dynamodb("TransactWriteItems"), transaction.as_bytes())
+                .is_ok(),
+            "nor the token"
+        );
     }
 
     #[test]

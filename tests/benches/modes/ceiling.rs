@@ -4,8 +4,10 @@
 //! Both tables sit behind the fault proxy's capacity model
 //! (`tests/src/capacity/`): per partition 1,000 WU/s or 3,000 RU/s in one
 //! budget, no burst, table-level limits, transaction conflicts, split for
-//! heat after minutes; every rate scaled by one factor (a second is a
-//! second, rates are smaller). Three creates to one delete of an earlier
+//! heat after minutes; every rate scaled by one factor and, unless
+//! `BENCH_CEILING_UNDILATED=1`, time dilated by it (a window, a second of
+//! the model, is 1 s divided by the scale and serves a partition's
+//! DynamoDB units of a second). Three creates to one delete of an earlier
 //! item are offered open-loop at a constant rate per step (each operation
 //! starts at its time whatever the others do), through:
 //!
@@ -19,7 +21,7 @@
 //!   `TransactWriteItems` with a client request token kept across the
 //!   caller's retries of a cancelled transaction.
 //!
-//! Each step lasts at least [`Params::step`] and at least
+//! Each step lasts at least [`Params::step`] of model time and at least
 //! [`Params::min_requests`] DynamoDB requests; it reports the offered and
 //! the achieved rate, and the requests refused by reason (a partition's key
 //! range, a table-level limit, a transaction conflict). The rate grows by
@@ -502,17 +504,14 @@ async fn step(load: &Load, params: &Params, rate: f64) -> Step {
     let mut tasks = tokio::task::JoinSet::new();
     let started = Instant::now();
     let (mut n, mut not_sent) = (0u64, 0u64);
+    // The step's least length is in model time.
+    let least = params.model.wall(params.step);
     loop {
         tokio::time::sleep_until((started + Duration::from_secs_f64(n as f64 / rate)).into()).await;
         let long_enough =
-            started.elapsed() >= params.step && requests(&load.rig.proxy) - requests_before >= params.min_requests;
+            started.elapsed() >= least && requests(&load.rig.proxy) - requests_before >= params.min_requests;
         // At most long enough for the requests at one per operation, and half again.
-        let cap = params
-            .step
-            .max(Duration::from_secs_f64(params.min_requests as f64 / rate))
-            * 3
-            / 2
-            + params.step;
+        let cap = least.max(Duration::from_secs_f64(params.min_requests as f64 / rate)) * 3 / 2 + least;
         if long_enough || started.elapsed() >= cap {
             break;
         }
@@ -751,8 +750,8 @@ impl Ceiling {
         let mut out = format!(
             "\n## A hot scope's measured ceiling under DynamoDB's limits, beside the anchors\n\n\
              Both tables behind the fault proxy's capacity model (`tests/src/capacity/`): {}. Rates are \
-             measured on the emulator and divided by the scale {} to read in DynamoDB creates/s; a second is a \
-             second. One hot scope, fresh tables per run. Three creates to one delete of an earlier item are \
+             measured on the emulator and divided by the scale {} to read in DynamoDB creates/s; a second of \
+             the model is {:.1} s of wall time. One hot scope, fresh tables per run. Three creates to one delete of an earlier item are \
              offered open-loop at a constant rate per step (each operation starts at its time, whatever the \
              others do) through the kit (the real `Counter`, best-effort admission, while the real batched \
              `Processor` consumes the stream in {} lanes, polling every {:.0} ms: Lambda's 250 ms divided by \
@@ -761,14 +760,21 @@ impl Ceiling {
              counter item, a conditional `PutItem`, `UpdateItem ADD 1`; a delete `DeleteItem`, `ADD -1`, with \
              the SDK's retries) and *transaction* (the put or delete and the `ADD` in one `TransactWriteItems` \
              with a client request token, cancellations for conflicts and throttling retried by the caller \
-             with the same token). A step lasts at least {:.0} s and {} DynamoDB requests; it passes with at \
+             with the same token). A step lasts at least {:.0} model seconds and {} DynamoDB requests; it passes with at \
              most 1 % of its requests throttled, the offered creates achieved (90 %) and, for the kit, the \
              stream keeping up. The rate grows by {}x while steps pass, then the gap to the first failing step \
              is halved. *Ceiling*: the achieved creates/s of the highest passing step; *arithmetic*: what one \
              partition of 1,000 WU/s carries for the approach by the unit rules (under 1 KB).\n\n\
              | approach | ceiling, DynamoDB creates/s | arithmetic | first failing step (offered) | bound by | steps | \
              EC lag p50 / p99 | BE undercount |\n|---|---:|---:|---:|---|---:|---:|---:|\n",
-            self.model_text, m.scale, self.lanes, self.poll_ms, self.step_seconds, self.min_requests, self.growth,
+            self.model_text,
+            m.scale,
+            m.second.as_secs_f64(),
+            self.lanes,
+            self.poll_ms,
+            self.step_seconds,
+            self.min_requests,
+            self.growth,
         );
         for run in &self.runs {
             out.push_str(&format!(

@@ -375,6 +375,29 @@ fn a_partition_hot_with_random_keys_splits_once_per_heat_and_copies_no_budget() 
     // Of 100 writes offered at 20/s, about 10 a second pass before the
     // split and 20 after: never the 2x a copied budget would give at once.
     assert!(usage.write_units <= 80.0, "{usage:?}");
+
+    // In the second of the first split the new half serves nothing: that
+    // second passes at most the 10 the old partition had, where a copied
+    // budget would pass the offered 20.
+    let mut rng = fastrand::Rng::with_seed(7);
+    let mut m = model(tight_params());
+    let start = Instant::now();
+    let mut per_second = [0u32; 5];
+    let mut split_in = None;
+    for n in 0..100u64 {
+        let body = put("hot", &format!("{:016x}", rng.u64(..)), 10);
+        if matches!(
+            m.admit("PutItem", &body, start + Duration::from_millis(n * 50)),
+            Verdict::Forward(_)
+        ) {
+            per_second[(n / 20) as usize] += 1;
+        }
+        if split_in.is_none() && m.usage().table(RESOURCES).splits > 0 {
+            split_in = Some((n / 20) as usize);
+        }
+    }
+    let split_in = split_in.expect("a split");
+    assert!(per_second[split_in] <= 10, "{per_second:?}, split in second {split_in}");
 }
 
 #[test]
@@ -509,4 +532,48 @@ fn the_sdk_and_the_kit_read_each_modelled_answer() {
             drop(held);
         }
     });
+}
+
+/// Steady writes of 1 WU every 20 ms (50 WU/s, half a partition's 100 at
+/// scale 0.1) to the hot scope from `from` to `to` ms; how many passed.
+fn steady(m: &mut CapacityModel, start: Instant, from: u64, to: u64) -> (u64, u64) {
+    let (mut passed, mut offered) = (0, 0);
+    for at in (from..to).step_by(20) {
+        let now = start + Duration::from_millis(at);
+        offered += 1;
+        if let Verdict::Forward(Some(ticket)) = m.admit("PutItem", &put("hot", &format!("w{at}"), 10), now) {
+            m.finish(ticket, 200, b"{}", now);
+            passed += 1;
+        }
+    }
+    (passed, offered)
+}
+
+#[test]
+fn dilated_time_admits_a_transaction_larger_than_a_scaled_second_among_steady_writes() {
+    // A 198-WU transaction (98 items and a counter) at scale 0.1 among
+    // steady writes at half a partition's scaled rate: on DynamoDB, 198 of
+    // a partition's 1,000 WU in a second beside 500 of steady writes. A
+    // window of 1 s (100 WU) never has room for it: it would pass only
+    // into a window nothing used, and then carry debt that refuses the
+    // steady writes; a window of 10 s (1,000 WU) takes both.
+    let ids: Vec<String> = (0..98).map(|n| format!("t{n}")).collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let body = flip("hot", &ids);
+    let mut m = model(CapacityParams::dynamodb(0.1).dilated());
+    let start = Instant::now();
+    assert_eq!(steady(&mut m, start, 0, 2_510), (126, 126));
+    let at = start + Duration::from_millis(2_515);
+    let ticket = admitted(&mut m, "TransactWriteItems", &body, at);
+    assert_eq!(units(&m, RESOURCES).0, 126.0 + 196.0);
+    m.finish(ticket, 200, b"{}", at + m.params().transaction_hold());
+    let (passed, offered) = steady(&mut m, start, 2_520, 12_000);
+    assert_eq!(passed, offered, "the steady load still served after it");
+
+    let mut undilated = model(CapacityParams::dynamodb(0.1));
+    steady(&mut undilated, start, 0, 2_510);
+    assert!(matches!(
+        undilated.admit("TransactWriteItems", &body, at),
+        Verdict::Refuse(_)
+    ));
 }

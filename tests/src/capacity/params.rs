@@ -91,8 +91,17 @@ pub struct CapacityParams {
     /// The period a budget is counted over: a partition serves its rate's
     /// worth of units in each, never more, and keeps nothing unused.
     pub window: Duration,
+    /// The wall time of one second of the model: 1 s (time not dilated),
+    /// or 1 s divided by the scale ([`CapacityParams::dilated`]), when a
+    /// window of that length serves DynamoDB's units of a second. Every
+    /// duration given in DynamoDB time (the table's peak adoption, split
+    /// for heat, a transaction's hold) is this many wall seconds a second.
+    pub second: Duration,
     /// Reads and writes from one budget per partition (1 write unit = 3
-    /// read units); `false`: a budget each.
+    /// read units), harsher than AWS's current "Key range throughput
+    /// exceeded (hot partitions)" page; `false`: a budget each, the
+    /// documented behaviour (partition-level throttling "operates
+    /// independently for reads and writes").
     pub combined: bool,
     /// Whether partitions split for heat, and after how long a heat.
     pub split_for_heat: bool,
@@ -115,6 +124,7 @@ impl CapacityParams {
         Self {
             scale,
             window: Duration::from_secs(1),
+            second: Duration::from_secs(1),
             combined: true,
             split_for_heat: true,
             split_after: SPLIT_AFTER,
@@ -138,6 +148,24 @@ impl CapacityParams {
         }
     }
 
+    /// Time dilated by the scale: a window (and a second of the model) is
+    /// 1 s divided by the scale, so each serves a DynamoDB partition's
+    /// units of a second, and a request, a transaction's hold and a
+    /// consumer's poll take the share of it they take on DynamoDB.
+    pub fn dilated(self) -> Self {
+        let second = Duration::from_secs(1).div_f64(self.scale);
+        Self {
+            window: second,
+            second,
+            ..self
+        }
+    }
+
+    /// The wall time of `model`, a duration in DynamoDB (model) time.
+    pub fn wall(&self, model: Duration) -> Duration {
+        self.second.mul_f64(model.as_secs_f64())
+    }
+
     pub fn write_units_per_second(&self) -> f64 {
         PARTITION_WRITE_UNITS * self.scale
     }
@@ -156,7 +184,7 @@ impl fmt::Display for CapacityParams {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "scale {} ({:.1} WU/s and {:.1} RU/s per {}, {}, counted per {:.1} s, no burst)",
+            "scale {} ({:.1} WU/s and {:.1} RU/s per {}, {}, counted per {:.1} s, no burst; a model second is {:.1} s of wall time)",
             self.scale,
             self.write_units_per_second(),
             self.read_units_per_second(),
@@ -167,13 +195,14 @@ impl fmt::Display for CapacityParams {
                 "a budget each"
             },
             self.window.as_secs_f64(),
+            self.second.as_secs_f64(),
         )?;
         match &self.table {
             Some(t) => write!(
                 f,
-                "; per table {:.0} WU/s (or 3 RU each) at once, twice a peak {:.0} min old, at most {:.0} WU/s and {:.0} RU/s",
+                "; per table {:.0} WU/s (or 3 RU each) at once, twice a peak {:.0} min (wall time) old, at most {:.0} WU/s and {:.0} RU/s",
                 t.initial_write_units * self.scale,
-                t.peak_adopted_after.as_secs_f64() / 60.0,
+                self.wall(t.peak_adopted_after).as_secs_f64() / 60.0,
                 t.max_write_units
                     .unwrap_or(t.quota_write_units)
                     .min(t.quota_write_units)
@@ -184,11 +213,11 @@ impl fmt::Display for CapacityParams {
         }
         write!(
             f,
-            "; a transaction holds its items {:.0} ms ({:.0} ms at DynamoDB's rate); split for heat {}",
+            "; a transaction holds its items {:.0} ms ({:.0} ms at DynamoDB's rate); split for heat {} (wall time)",
             self.transaction_hold().as_secs_f64() * 1000.0,
             self.transaction_latency.as_secs_f64() * 1000.0,
             if self.split_for_heat {
-                format!("after {:.0} s of heat", self.split_after.as_secs_f64())
+                format!("after {:.0} s of heat", self.wall(self.split_after).as_secs_f64())
             } else {
                 "off".into()
             }
@@ -224,5 +253,15 @@ mod tests {
             "10 ms at a tenth of the rate"
         );
         assert!(p.to_string().contains("no burst"), "{p}");
+    }
+
+    #[test]
+    fn dilated_time_makes_a_window_serve_a_dynamodb_second() {
+        let p = CapacityParams::dynamodb(0.25).dilated();
+        assert_eq!(p.window, Duration::from_secs(4));
+        assert_eq!(p.wall(Duration::from_secs(60)), Duration::from_secs(240));
+        assert_eq!(p.transaction_hold(), Duration::from_millis(40), "10 model ms");
+        let undilated = CapacityParams::dynamodb(0.25);
+        assert_eq!(undilated.wall(Duration::from_secs(60)), Duration::from_secs(60));
     }
 }

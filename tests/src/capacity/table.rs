@@ -125,13 +125,13 @@ impl Limits {
         }
     }
 
-    fn roll(&mut self, now: Instant, window: Duration) {
+    fn roll(&mut self, now: Instant, window: Duration, adopted_after: Duration) {
         if let Some(finished) = self.warm.roll(now) {
             self.recent
                 .push_back((finished.end, finished.used / window.as_secs_f64()));
         }
         while let Some((end, rate)) = self.recent.front().copied() {
-            if now.saturating_duration_since(end) < self.limits.peak_adopted_after {
+            if now.saturating_duration_since(end) < adopted_after {
                 break;
             }
             self.peak = self.peak.max(rate);
@@ -242,7 +242,7 @@ impl Table {
     /// window holding `now`, splitting those hot for long enough.
     pub fn maintain(&mut self, slots: &[Slot], params: &CapacityParams, now: Instant, usage: &mut TableUsage) {
         if let Some(limits) = &mut self.limits {
-            limits.roll(now, params.window);
+            limits.roll(now, params.window, params.wall(limits.limits.peak_adopted_after));
         }
         for slot in slots {
             self.partition(slot).roll(now);
@@ -256,7 +256,7 @@ impl Table {
                 Slot::Range(at) => Some(*at),
                 Slot::Item(..) => None,
             })
-            .filter(|at| self.partitions[*at].heat.due(now, params.split_after))
+            .filter(|at| self.partitions[*at].heat.due(now, params.wall(params.split_after)))
             .collect();
         due.sort_unstable();
         due.dedup();
@@ -456,6 +456,11 @@ mod tests {
         // 90 scopes x 9 writes over 8 partitions of 10: the table's 40 bind.
         let (passed, refused) = second(&mut table, start, 90);
         assert_eq!((passed, refused), (40, Some(Limit::WarmThroughput)));
+        // Until the peak is a minute old, still 40 a second.
+        for after in [2, 30, 59] {
+            let (passed, refused) = second(&mut table, start + Duration::from_secs(after), 90);
+            assert_eq!((passed, refused), (40, Some(Limit::WarmThroughput)), "at {after} s");
+        }
         // A minute later the peak of 40 is old enough: twice it, 80.
         let later = start + Duration::from_secs(62);
         let (passed, _) = second(&mut table, later, 90);
