@@ -907,42 +907,38 @@ impl Store for DynamoStore {
 
     async fn counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
         // A scope has a handful of counter items: one page, almost always.
-        let mut pages = self
-            .client
-            .query()
-            .table_name(&self.counters_table)
-            // Every counter name sorts below `sequence`: the numbered
-            // items of a sequence are never read here, however many.
-            .key_condition_expression("#scope = :scope AND #name < :sequence")
-            .expression_attribute_names("#scope", keys::SCOPE)
-            .expression_attribute_names("#name", keys::NAME)
-            .expression_attribute_values(":scope", s(scope.as_str()))
-            .expression_attribute_values(":sequence", s(keys::SEQUENCE_NAME))
-            .consistent_read(true)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .into_paginator()
-            .send();
+        // Plain requests, not the paginator: each is metered before it is
+        // sent, as DynamoDB charges a Query whose answer never arrives (one
+        // the drift check's timeout cancels), without relying on when the
+        // paginator's stream sends its next request.
         let mut items = Vec::new();
-        // A request is metered before it is sent: DynamoDB charges a Query
-        // whose answer never arrives (one the drift check's timeout
-        // cancels). The paginator sends a page's request inside the
-        // `next()` that returns the page, never earlier (its channel is a
-        // rendezvous); it sends the next one only when the page's
-        // `LastEvaluatedKey` is there, not empty and not the key just sent.
-        // So each request is counted just before the `next()` that sends
-        // it, and the loop stops where the paginator's rule (mirrored
-        // below) does, never polling it for a request not counted.
-        let mut sent_with = None;
+        let mut start = None;
         loop {
             self.meter.request(Operation::Query);
-            let Some(page) = pages.next().await else { break };
-            let page = page
+            let page = self
+                .client
+                .query()
+                .table_name(&self.counters_table)
+                // Every counter name sorts below `sequence`: the numbered
+                // items of a sequence are never read here, however many.
+                .key_condition_expression("#scope = :scope AND #name < :sequence")
+                .expression_attribute_names("#scope", keys::SCOPE)
+                .expression_attribute_names("#name", keys::NAME)
+                .expression_attribute_values(":scope", s(scope.as_str()))
+                .expression_attribute_values(":sequence", s(keys::SEQUENCE_NAME))
+                .consistent_read(true)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_exclusive_start_key(start.clone())
+                .send()
+                .await
                 .map_err(|e| self.classify(e))
                 .inspect_err(|_| self.meter.failed())?;
             self.consumed_read(page.consumed_capacity.as_ref());
             items.extend(page.items.unwrap_or_default());
+            // An empty key, or the one just sent (an emulator's answer),
+            // would page for ever: either ends the read.
             match page.last_evaluated_key.filter(|k| !k.is_empty()) {
-                Some(next) if sent_with.as_ref() != Some(&next) => sent_with = Some(next),
+                Some(next) if start.as_ref() != Some(&next) => start = Some(next),
                 _ => break,
             }
         }
