@@ -20,5 +20,6 @@ pub(crate) fn config() -> hybrid_counter::config::CounterConfig {
         eventual_shards: 1,
         best_effort_shards: 1,
         admission: hybrid_counter::config::Admission::BestEffort,
+        scope_keys: Default::default(),
     }
 }

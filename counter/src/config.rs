@@ -15,6 +15,9 @@ pub const ENV_DEFAULT_LIMIT: &str = "DEFAULT_LIMIT";
 pub const ENV_EC_SHARDS: &str = "EC_SHARDS";
 /// Environment variable with the number of best-effort-counter shards.
 pub const ENV_BE_SHARDS: &str = "BE_SHARDS";
+/// Environment variable with the number of partition keys each scope is
+/// spread over ([`crate::scope_keys`]).
+pub const ENV_SCOPE_KEYS: &str = "SCOPE_KEY_SHARDS";
 /// Environment variable choosing how the stream consumer writes a batch:
 /// `batched` (default) or `per-record` (kept for comparison).
 pub const ENV_PROCESSING_MODE: &str = "PROCESSING_MODE";
@@ -119,6 +122,8 @@ pub struct CounterConfig {
     /// How the request path admits a create; the audit reads BE against the
     /// live count by the same mode.
     pub admission: Admission,
+    /// The partition keys each scope is spread over (1: the scope itself).
+    pub scope_keys: crate::scope_keys::ScopeKeys,
 }
 
 impl CounterConfig {
@@ -155,6 +160,20 @@ impl CounterConfig {
         };
         let eventual_shards = shards(ENV_EC_SHARDS)?;
         let best_effort_shards = shards(ENV_BE_SHARDS)?;
+        let scope_keys = match lookup(ENV_SCOPE_KEYS) {
+            None => crate::scope_keys::ScopeKeys::default(),
+            Some(raw) => raw
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .and_then(|n| crate::scope_keys::ScopeKeys::new(n).ok())
+                .ok_or_else(|| {
+                    Error::InvalidInput(format!(
+                        "environment variable {ENV_SCOPE_KEYS} must be an integer from 1 to {}, got {raw:?}",
+                        crate::scope_keys::MAX_KEYS
+                    ))
+                })?,
+        };
         let admission = match lookup(ENV_ADMISSION_MODE) {
             None => Admission::default(),
             Some(raw) if raw.trim().is_empty() => Admission::default(),
@@ -168,6 +187,7 @@ impl CounterConfig {
             eventual_shards,
             best_effort_shards,
             admission,
+            scope_keys,
             resources_table: required(ENV_RESOURCES_TABLE)?,
             counters_table: required(ENV_COUNTERS_TABLE)?,
             default_limit,

@@ -11,6 +11,19 @@ use crate::ids::IdError;
 pub enum Error {
     #[error("limit exceeded: the scope uses {usage} of {limit}")]
     LimitExceeded { usage: i64, limit: u64 },
+    /// A scope spread over several keys ([`crate::scope_keys`]): the
+    /// create's key holds its share of the limit. `usage` is that key's.
+    #[error(
+        "limit exceeded: the scope's key {key} of {keys} uses {usage} of its share {share} of the limit {limit} \
+         (each key admits up to its share; ids are spread over the keys by hash)"
+    )]
+    ShareExceeded {
+        usage: i64,
+        share: u64,
+        limit: u64,
+        key: u32,
+        keys: u32,
+    },
     #[error("the resource already exists")]
     AlreadyExists,
     #[error("the resource does not exist")]
@@ -53,6 +66,26 @@ pub enum Error {
 }
 
 impl Error {
+    /// The machine-readable name of the error, as the API's `error` field
+    /// and `counterctl load` report it.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::LimitExceeded { .. } | Error::ShareExceeded { .. } => "LimitExceeded",
+            Error::AlreadyExists => "AlreadyExists",
+            Error::NotFound => "NotFound",
+            Error::InvalidInput(_) => "InvalidInput",
+            Error::Unavailable(_) => "Unavailable",
+            Error::SequenceContended { .. } => "SequenceContended",
+            Error::SequenceOutcomeUnknown { .. } => "SequenceOutcomeUnknown",
+        }
+    }
+
+    /// Whether the create was refused for the scope's limit (or, on a
+    /// scope spread over keys, its key's share of it).
+    pub fn is_limit_exceeded(&self) -> bool {
+        matches!(self, Error::LimitExceeded { .. } | Error::ShareExceeded { .. })
+    }
+
     /// What the store said, for the log: the detail of
     /// [`Error::Unavailable`] and the last failure of
     /// [`Error::SequenceContended`] and [`Error::SequenceOutcomeUnknown`].

@@ -32,6 +32,7 @@ pub mod audit;
 pub mod best_effort;
 pub mod config;
 pub mod error;
+mod hash;
 pub mod ids;
 pub mod items;
 pub mod keys;
@@ -41,6 +42,9 @@ pub mod memory;
 pub mod metrics;
 pub mod request;
 pub mod retry;
+pub mod scope_keys;
+#[cfg(test)]
+mod scope_keys_tests;
 pub mod sequence;
 pub mod store;
 pub mod stream;

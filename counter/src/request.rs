@@ -45,6 +45,7 @@ use crate::ids::{ResourceId, Scope};
 use crate::items::{CounterSnapshot, ResourceItem};
 use crate::keys;
 use crate::retry::{Backoff, Retry};
+use crate::scope_keys::ScopeKeys;
 use crate::store::{NewResource, ResourceKey, Store};
 use crate::time::EpochMillis;
 
@@ -101,6 +102,8 @@ pub struct Counter<S> {
     admission: Admission,
     /// The best-effort shards creates count on.
     layout: Layout,
+    /// The partition keys each scope is spread over.
+    scope_keys: ScopeKeys,
     /// Retries of the request path's own writes when the item is
     /// momentarily busy (throttled, or held by a transaction): one round
     /// over the shards per attempt.
@@ -125,6 +128,7 @@ impl<S: Store> Counter<S> {
             default_limit,
             admission: Admission::default(),
             layout: Layout::default(),
+            scope_keys: ScopeKeys::default(),
             busy_backoff: Backoff {
                 max_attempts: 4,
                 ..Backoff::default()
@@ -137,11 +141,20 @@ impl<S: Store> Counter<S> {
     }
 
     /// The request path as a deployed stack configures it: `config`'s
-    /// admission mode and best-effort shards.
+    /// admission mode, best-effort shards and scope keys.
     pub fn configured(store: S, default_limit: u64, config: &crate::config::CounterConfig) -> Self {
         Self::new(store, default_limit)
             .with_admission(config.admission)
             .with_best_effort_shards(config.best_effort_shards)
+            .with_scope_keys(config.scope_keys)
+    }
+
+    /// Spreads each scope over `keys` partition keys ([`crate::scope_keys`];
+    /// default one, the scope itself). Each key admits up to its share of
+    /// the scope's limit, reading only its own counters.
+    pub fn with_scope_keys(mut self, keys: ScopeKeys) -> Self {
+        self.scope_keys = keys;
+        self
     }
 
     /// Makes the jitter of the busy retries and the choice of shards
@@ -184,6 +197,10 @@ impl<S: Store> Counter<S> {
         self.layout
     }
 
+    pub fn scope_keys(&self) -> ScopeKeys {
+        self.scope_keys
+    }
+
     pub fn store(&self) -> &S {
         &self.store
     }
@@ -194,10 +211,48 @@ impl<S: Store> Counter<S> {
         self.swallowed.load(Ordering::Relaxed)
     }
 
-    /// Reads BE, EC and the limit of `scope` (strongly consistent).
+    /// Reads BE, EC and the limit of `scope` (strongly consistent): over
+    /// a scope's keys, one read each, BE and EC summed and the limit read
+    /// on the first key.
     pub async fn usage(&self, scope: &Scope) -> Result<Usage, Error> {
-        let snapshot = self.store.read_counters(scope).await.map_err(store_error)?;
-        Ok(Usage::new(&snapshot, self.default_limit))
+        let keys = self.scope_keys.keys(scope)?;
+        let reads = futures_util::future::try_join_all(keys.iter().map(|key| self.store.read_counters(key)))
+            .await
+            .map_err(store_error)?;
+        let mut usage = Usage::new(&reads[0], self.default_limit);
+        usage.best_effort = reads.iter().map(|r| r.best_effort).sum();
+        usage.eventual = reads.iter().map(|r| r.eventual).sum();
+        usage.effective = usage.best_effort.max(usage.eventual);
+        Ok(usage)
+    }
+
+    /// What admission compares on key `index` of a scope: that key's
+    /// counters against its share of the scope's limit (the whole limit
+    /// when the scope has one key).
+    fn key_usage(&self, snapshot: &CounterSnapshot, index: u32) -> Usage {
+        let usage = Usage::new(snapshot, self.default_limit);
+        Usage {
+            limit: self.scope_keys.share(usage.limit, index),
+            ..usage
+        }
+    }
+
+    /// The refusal of a create on key `index` whose read is `snapshot`:
+    /// the scope's `LimitExceeded` when it has one key, otherwise the key's
+    /// share reached (the other keys may have room; none is read).
+    fn refused(&self, snapshot: &CounterSnapshot, index: u32) -> Error {
+        let usage = self.key_usage(snapshot, index);
+        let keys = self.scope_keys.count();
+        if keys == 1 {
+            return limit_reached(&usage);
+        }
+        Error::ShareExceeded {
+            usage: usage.effective.max(i64::try_from(usage.limit).unwrap_or(i64::MAX)),
+            share: usage.limit,
+            limit: Usage::new(snapshot, self.default_limit).limit,
+            key: index,
+            keys,
+        }
     }
 
     /// Claims the next gapless sequence number of `scope` for `owner`
@@ -233,18 +288,18 @@ impl<S: Store> Counter<S> {
                 "payload attribute {name:?} is reserved by the counter kit"
             )));
         }
+        let user_scope = scope;
+        let index = self.scope_keys.index(id);
+        let key = self.scope_keys.key(scope, index)?;
+        let scope = &key;
         let snapshot = self.store.read_counters(scope).await.map_err(store_error)?;
-        let usage = Usage::new(&snapshot, self.default_limit);
-        if !usage.admits_one_more() {
-            return Err(Error::LimitExceeded {
-                usage: usage.effective,
-                limit: usage.limit,
-            });
+        if !self.key_usage(&snapshot, index).admits_one_more() {
+            return Err(self.refused(&snapshot, index));
         }
         let mut rng = self.rng();
         let strict = self.admission.is_strict();
         let be_shard = if strict {
-            self.reserve(scope, &snapshot, now, &mut rng).await?
+            self.reserve(scope, index, &snapshot, now, &mut rng).await?
         } else {
             self.layout.pick(&mut rng)
         };
@@ -285,7 +340,7 @@ impl<S: Store> Counter<S> {
                 }
             };
         Ok(Created {
-            scope: scope.clone(),
+            scope: user_scope.clone(),
             id: id.clone(),
             incarnation,
             best_effort_counted,
@@ -309,6 +364,7 @@ impl<S: Store> Counter<S> {
     async fn reserve(
         &self,
         scope: &Scope,
+        index: u32,
         snapshot: &CounterSnapshot,
         now: EpochMillis,
         rng: &mut fastrand::Rng,
@@ -316,9 +372,9 @@ impl<S: Store> Counter<S> {
         let mut read = std::borrow::Cow::Borrowed(snapshot);
         let mut reads = 1;
         loop {
-            let usage = Usage::new(&read, self.default_limit);
+            let usage = self.key_usage(&read, index);
             if !usage.admits_one_more() {
-                return Err(limit_reached(&usage));
+                return Err(self.refused(&read, index));
             }
             let Some(fences) = self.layout.fences(&read) else {
                 // Torn across a raise (a short transaction): the next read is whole.
@@ -355,7 +411,7 @@ impl<S: Store> Counter<S> {
                 // read's quotas are stale: only a new read tells which.
                 Err(StoreError::ConditionFailed) => {
                     let again = self.store.read_counters(scope).await.map_err(store_error)?;
-                    let usage = Usage::new(&again, self.default_limit);
+                    let usage = self.key_usage(&again, index);
                     // Room only on a shard this read may reserve on (after
                     // a raise and a grown shard count, only the absent).
                     let room = usage.admits_one_more()
@@ -376,7 +432,7 @@ impl<S: Store> Counter<S> {
                                     .into(),
                             ));
                         }
-                        return Err(limit_reached(&usage));
+                        return Err(self.refused(&again, index));
                     }
                     if reads == FENCED_READS {
                         return Err(Error::Unavailable(
@@ -485,6 +541,8 @@ impl<S: Store> Counter<S> {
     /// before the decrement, a failed decrement is logged and the delete
     /// still succeeds.
     pub async fn delete(&self, scope: &Scope, id: &ResourceId, now: EpochMillis) -> Result<(), Error> {
+        let key = self.scope_keys.key_of(scope, id)?;
+        let scope = &key;
         let key = ResourceKey {
             scope: scope.clone(),
             id: id.clone(),

@@ -74,7 +74,7 @@ impl Hybrid {
                     self.created.put(id.as_str().to_owned());
                     Ok(Outcome::Applied)
                 }
-                Err(Error::LimitExceeded { .. }) => Ok(Outcome::Refused),
+                Err(err) if err.is_limit_exceeded() => Ok(Outcome::Refused),
                 Err(err) => Err(kit(err)),
             };
         }
@@ -146,6 +146,7 @@ mod tests {
             eventual_shards: 1,
             best_effort_shards: 1,
             admission: Admission::BestEffort,
+            scope_keys: Default::default(),
         }
     }
 

@@ -41,6 +41,7 @@ pub async fn deployed() -> (Emulator, Counterctl, hybrid_counter::CounterConfig)
         eventual_shards: 1,
         best_effort_shards: 1,
         admission: Default::default(),
+        scope_keys: Default::default(),
     };
     (emulator, ctl, config)
 }

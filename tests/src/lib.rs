@@ -257,6 +257,7 @@ impl Kit {
             eventual_shards: 1,
             best_effort_shards: 1,
             admission: Default::default(),
+            scope_keys: Default::default(),
         };
         let stream_arn = create_tables(&dynamodb, &config).await;
         let store = DynamoStore::new(dynamodb.clone(), &config);

@@ -41,7 +41,7 @@ impl ShardChoice {
     pub fn for_batch(shards: u32, first_sequence_number: Option<&str>) -> Self {
         Self {
             shards: shards.max(1),
-            salt: fnv1a(first_sequence_number.unwrap_or_default().as_bytes(), FNV_OFFSET),
+            salt: crate::hash::fnv1a(first_sequence_number.unwrap_or_default().as_bytes()),
         }
     }
 
@@ -54,18 +54,9 @@ impl ShardChoice {
         if self.shards <= 1 {
             return crate::keys::EVENTUAL_NAME.to_owned();
         }
-        let hash = fnv1a(scope.as_str().as_bytes(), self.salt);
+        let hash = crate::hash::fnv1a_from(scope.as_str().as_bytes(), self.salt);
         format!("{}#{}", crate::keys::EVENTUAL_NAME, hash % u64::from(self.shards))
     }
-}
-
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-
-/// FNV-1a: stable across processes and releases, unlike std's hasher.
-fn fnv1a(bytes: &[u8], seed: u64) -> u64 {
-    bytes
-        .iter()
-        .fold(seed, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// INSERT: `[EC += 1; SET counter_processed = true IF counter_processed = false AND incarnation = :inc]`.

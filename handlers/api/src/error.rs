@@ -84,7 +84,9 @@ impl ApiError {
             ApiError::Counter(err) => match err {
                 Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
                 Error::NotFound => StatusCode::NOT_FOUND,
-                Error::AlreadyExists | Error::LimitExceeded { .. } => StatusCode::CONFLICT,
+                Error::AlreadyExists | Error::LimitExceeded { .. } | Error::ShareExceeded { .. } => {
+                    StatusCode::CONFLICT
+                }
                 Error::Unavailable(_) | Error::SequenceContended { .. } | Error::SequenceOutcomeUnknown { .. } => {
                     StatusCode::SERVICE_UNAVAILABLE
                 }
@@ -102,15 +104,7 @@ impl ApiError {
             ApiError::NoRoute { .. } => "RouteNotFound",
             ApiError::MethodNotAllowed { .. } => "MethodNotAllowed",
             ApiError::PayloadTooLarge => "PayloadTooLarge",
-            ApiError::Counter(err) => match err {
-                Error::InvalidInput(_) => "InvalidInput",
-                Error::NotFound => "NotFound",
-                Error::AlreadyExists => "AlreadyExists",
-                Error::LimitExceeded { .. } => "LimitExceeded",
-                Error::Unavailable(_) => "Unavailable",
-                Error::SequenceContended { .. } => "SequenceContended",
-                Error::SequenceOutcomeUnknown { .. } => "SequenceOutcomeUnknown",
-            },
+            ApiError::Counter(err) => err.code(),
             ApiError::CreatedWithoutSequence { .. } => "CreatedWithoutSequence",
             ApiError::CreatedSequenceUnknown { .. } => "CreatedSequenceUnknown",
             ApiError::ScopeForbidden { .. } => "ScopeForbidden",
@@ -141,9 +135,26 @@ impl IntoResponse for ApiError {
             warn!(error = %err, detail = err.detail(), "counter store unavailable or contended");
         }
         let mut body = json!({ "error": self.code(), "message": self.message() });
-        if let ApiError::Counter(Error::LimitExceeded { usage, limit }) = &self {
-            body["usage"] = json!(usage);
-            body["limit"] = json!(limit);
+        match &self {
+            ApiError::Counter(Error::LimitExceeded { usage, limit }) => {
+                body["usage"] = json!(usage);
+                body["limit"] = json!(limit);
+            }
+            // The scope's own usage is not known: only the key was read.
+            ApiError::Counter(Error::ShareExceeded {
+                usage,
+                share,
+                limit,
+                key,
+                keys,
+            }) => {
+                body["limit"] = json!(limit);
+                body["key"] = json!(key);
+                body["keys"] = json!(keys);
+                body["key_usage"] = json!(usage);
+                body["key_share"] = json!(share);
+            }
+            _ => {}
         }
         let mut response = (self.status(), Json(body)).into_response();
         let headers = response.headers_mut();
@@ -171,6 +182,17 @@ mod tests {
             (Error::NotFound, 404, "NotFound"),
             (Error::AlreadyExists, 409, "AlreadyExists"),
             (Error::LimitExceeded { usage: 1, limit: 1 }, 409, "LimitExceeded"),
+            (
+                Error::ShareExceeded {
+                    usage: 1,
+                    share: 1,
+                    limit: 4,
+                    key: 2,
+                    keys: 4,
+                },
+                409,
+                "LimitExceeded",
+            ),
             (Error::Unavailable("x".into()), 503, "Unavailable"),
             (
                 Error::SequenceContended {

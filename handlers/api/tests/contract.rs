@@ -185,6 +185,25 @@ async fn the_openapi_document_lists_exactly_the_answers_the_api_gives() {
     answers.push(("a duplicate", ITEM, &post, StatusCode::CONFLICT, r));
     let r = handle(&c, request(&post, "/scopes/acct/items/c", ""), NOW).await;
     answers.push(("over the limit", ITEM, &post, StatusCode::CONFLICT, r));
+    // A scope spread over 4 keys with a limit of 2: two keys have a share of 0.
+    let spread = Counter::new(Arc::new(MemoryStore::new()), 2)
+        .with_scope_keys(hybrid_counter::scope_keys::ScopeKeys::new(4).unwrap());
+    let full_key = (0..)
+        .map(|n| format!("k{n}"))
+        .find(|id| {
+            spread
+                .scope_keys()
+                .index(&hybrid_counter::ResourceId::new(id.as_str()).unwrap())
+                == 3
+        })
+        .unwrap();
+    let r = handle(
+        &spread,
+        request(&post, &format!("/scopes/acct/items/{full_key}"), ""),
+        NOW,
+    )
+    .await;
+    answers.push(("over a key's share", ITEM, &post, StatusCode::CONFLICT, r));
     let r = handle(&c, request(&post, "/scopes/acct/items/c?sequence=maybe", ""), NOW).await;
     answers.push(("a bad sequence parameter", ITEM, &post, StatusCode::BAD_REQUEST, r));
     let r = handle(&c, request(&post, "/scopes/acct/items/c", &too_big), NOW).await;

@@ -212,6 +212,7 @@ mod tests {
             eventual_shards: 1,
             best_effort_shards: 1,
             admission: Admission::BestEffort,
+            scope_keys: Default::default(),
         }
     }
 

@@ -48,6 +48,7 @@ impl Deployed {
                 .and_then(|n| u32::try_from(n).ok())
                 .unwrap_or(1),
             admission: self.admission()?,
+            scope_keys: Default::default(),
         })
     }
 

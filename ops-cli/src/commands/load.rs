@@ -102,18 +102,6 @@ struct WorkerStats {
     errors: BTreeMap<String, u64>,
 }
 
-fn error_kind(err: &hybrid_counter::Error) -> &'static str {
-    match err {
-        hybrid_counter::Error::LimitExceeded { .. } => "LimitExceeded",
-        hybrid_counter::Error::AlreadyExists => "AlreadyExists",
-        hybrid_counter::Error::NotFound => "NotFound",
-        hybrid_counter::Error::InvalidInput(_) => "InvalidInput",
-        hybrid_counter::Error::Unavailable(_) => "Unavailable",
-        hybrid_counter::Error::SequenceContended { .. } => "SequenceContended",
-        hybrid_counter::Error::SequenceOutcomeUnknown { .. } => "SequenceOutcomeUnknown",
-    }
-}
-
 async fn worker(
     counter: Counter<DynamoStore>,
     scopes: Arc<Vec<Scope>>,
@@ -151,7 +139,7 @@ async fn worker(
             }
             match result {
                 Ok(()) => stats.deleted += 1,
-                Err(err) => *stats.errors.entry(error_kind(&err).to_owned()).or_default() += 1,
+                Err(err) => *stats.errors.entry(err.code().to_owned()).or_default() += 1,
             }
         } else {
             let scope = scopes[rng.usize(..scopes.len())].clone();
@@ -171,8 +159,8 @@ async fn worker(
                     stats.created += 1;
                     mine.push((scope, id));
                 }
-                Err(hybrid_counter::Error::LimitExceeded { .. }) => stats.limit_exceeded += 1,
-                Err(err) => *stats.errors.entry(error_kind(&err).to_owned()).or_default() += 1,
+                Err(err) if err.is_limit_exceeded() => stats.limit_exceeded += 1,
+                Err(err) => *stats.errors.entry(err.code().to_owned()).or_default() += 1,
             }
         }
     }

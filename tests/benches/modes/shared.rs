@@ -62,6 +62,7 @@ pub fn config(prefix: &str, shards: u32) -> CounterConfig {
         eventual_shards: shards,
         best_effort_shards: 1,
         admission: Default::default(),
+        scope_keys: Default::default(),
     }
 }
 

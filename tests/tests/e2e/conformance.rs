@@ -161,6 +161,7 @@ impl Fixture {
             eventual_shards: 1,
             best_effort_shards: 1,
             admission: Default::default(),
+            scope_keys: Default::default(),
         };
         let stream_arn = create_tables(&ddb, &config).await;
         Self {

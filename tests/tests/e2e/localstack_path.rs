@@ -92,6 +92,7 @@ async fn the_localstack_path_deploys_plays_verifies_and_destroys_on_ministack() 
         eventual_shards: 1,
         best_effort_shards: 1,
         admission: Default::default(),
+        scope_keys: Default::default(),
     };
 
     let report = verify(

@@ -122,6 +122,7 @@ impl Pipeline {
             eventual_shards: 1,
             best_effort_shards: 1,
             admission: Default::default(),
+            scope_keys: Default::default(),
         };
         let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
         let api = e2e::iam::function_sdk_config(&sdk, &outputs[outputs::API_FUNCTION]).await;

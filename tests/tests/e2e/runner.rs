@@ -586,6 +586,7 @@ async fn one_batch_is_in_flight_per_shard_and_records_arrive_in_shard_order() {
         eventual_shards: 1,
         best_effort_shards: 1,
         admission: Default::default(),
+        scope_keys: Default::default(),
     };
     let other_stream = e2e::create_tables(&local.kit.dynamodb, &other).await;
     let other_counter = hybrid_counter::Counter::new(DynamoStore::new(local.kit.dynamodb.clone(), &other), 1_000);

@@ -47,6 +47,7 @@ async fn counter(emulator: &Emulator, outputs: &BTreeMap<String, String>) -> Cou
         eventual_shards: 1,
         best_effort_shards: 1,
         admission: Default::default(),
+        scope_keys: Default::default(),
     };
     let api = e2e::iam::function_sdk_config(&emulator.sdk_config().await, &outputs[outputs::API_FUNCTION]).await;
     Counter::new(DynamoStore::new(aws_sdk_dynamodb::Client::new(&api), &config), 100)
