@@ -688,10 +688,36 @@ fn ceiling_params() -> ceiling::Params {
         .ok()
         .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1]);
-    let mut approaches: Vec<ceiling::Approach> = shards
-        .into_iter()
-        .map(|shards| ceiling::Approach::Kit { shards })
+    // `BENCH_CEILING_KEYS`: the `ScopeKeyShards` values to run the kit at
+    // (each with every shard count).
+    let keys: Vec<u32> = std::env::var("BENCH_CEILING_KEYS")
+        .ok()
+        .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1]);
+    let mut approaches: Vec<ceiling::Approach> = keys
+        .iter()
+        .flat_map(|&keys| shards.iter().map(move |&shards| ceiling::Approach::Kit { shards, keys }))
         .collect();
+    // `BENCH_CEILING_WARM_WRITE_UNITS`: the tables pre-warmed
+    // (`WarmThroughput`) to serve this many write units a second (and three
+    // times as many read units) from the start, as many partitions.
+    // `BENCH_CEILING_TABLE_QUOTA`: the account's per-table quota raised to
+    // this many units a second, reads and writes each (default 40,000; a
+    // Service Quotas request on AWS).
+    if let Ok(units) = std::env::var("BENCH_CEILING_TABLE_QUOTA") {
+        let units: f64 = units.parse().expect("units");
+        if let Some(table) = model.table.as_mut() {
+            table.quota_write_units = units;
+            table.quota_read_units = units;
+        }
+    }
+    if let Ok(units) = std::env::var("BENCH_CEILING_WARM_WRITE_UNITS") {
+        let units: f64 = units.parse().expect("write units");
+        if let Some(table) = model.table.as_mut() {
+            table.initial_write_units = table.initial_write_units.max(units);
+            table.initial_read_units = table.initial_read_units.max(3.0 * units);
+        }
+    }
     // `BENCH_CEILING_ANCHORS`: both (default), `plain`, `transaction`, or `none`.
     let anchors = std::env::var("BENCH_CEILING_ANCHORS").unwrap_or_default();
     if matches!(anchors.as_str(), "" | "both" | "plain") {

@@ -1,45 +1,8 @@
-//! A fault-injecting HTTP proxy between SDK clients (or `counterctl`, which
-//! takes an endpoint) and a test's emulator.
-//!
-//! Every request is forwarded (marked as received over TLS,
-//! `X-Forwarded-Proto: https`, as on AWS) unless a seeded [`FaultPlan`] picks
-//! a [`Fault`] for its AWS operation, read from the `X-Amz-Target` header
-//! (`DynamoDB_20120810.<Op>`, `DynamoDBStreams_20120810.<Op>`, and
-//! `AmazonSQS.<Op>`: the SQS SDK in the lock file speaks the JSON protocol).
-//! Requests without that header (CloudFormation, S3, Lambda, the emulator's
-//! health probe) are always forwarded.
-//!
-//! * [`Fault::FailBefore`]: HTTP 500 in the service's JSON error shape, not forwarded;
-//! * [`Fault::ApplyThenFail`]: forwarded and applied by the emulator, its answer
-//!   replaced by that 500 — the ambiguous failure;
-//! * [`Fault::Throttle`]: HTTP 400 with the service's throttling error, not forwarded;
-//! * [`Fault::TransactionConflict`]: `TransactWriteItems` only, HTTP 400
-//!   `TransactionCanceledException` with one `CancellationReasons` entry per
-//!   action of the request, in request order: `TransactionConflict` on one
-//!   (picked by the plan's generator) or all, `None` for the rest;
-//! * [`Fault::Delay`]: forwarded after a pause;
-//! * [`Fault::Trimmed`]: HTTP 400 `TrimmedDataAccessException`, not
-//!   forwarded: a stream range that has left the 24-hour retention.
-//!
-//! [`FaultProxy::limit_capacity`] puts DynamoDB's throughput limits and
-//! transaction conflicts in front of the emulator
-//! ([`crate::capacity::CapacityModel`]): a request past a partition's or
-//! the table's capacity answers HTTP 400 with the throttling error and
-//! `ThrottlingReasons` DynamoDB returns (counted as [`FaultKind::Throttle`]
-//! on its operation), one that meets a transaction in flight on its item
-//! the conflict DynamoDB returns (counted as
-//! [`FaultKind::TransactionConflict`]); neither is forwarded. A
-//! transaction's answer is held for the model's transaction latency.
-//!
-//! A plan is per-operation rules (a probability, optionally starting a burst
-//! of consecutive faults so some get past the SDK's own retries, or "the
-//! next N calls") and a seed: with the same sequence of requests, the same
-//! faults are injected, so a failure replays with `HCK_FAULT_SEED=<seed>`.
-//! The proxy counts what it injected, per operation and kind, and what it
-//! forwarded ([`FaultStats`]).
-//!
-//! hyper does the HTTP: HTTP/1.1 on both sides, keep-alive towards the
-//! clients and a small pool of upstream connections.
+//! A fault-injecting HTTP proxy between SDK clients (or `counterctl`) and a
+//! test's emulator: a seeded [`FaultPlan`] picks a [`Fault`] per AWS
+//! operation (from `X-Amz-Target`; requests without it are forwarded), so
+//! `HCK_FAULT_SEED=<seed>` replays a failure; [`FaultProxy::limit_capacity`]
+//! puts the capacity model in front ([`crate::capacity`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -82,6 +45,8 @@ pub enum Service {
 impl Service {
     const ALL: [Service; 3] = [Service::DynamoDb, Service::DynamoDbStreams, Service::Sqs];
 
+    /// The `X-Amz-Target` prefix of the service's JSON protocol (the SQS
+    /// SDK in the lock file speaks JSON, not the query protocol).
     fn target_prefix(self) -> &'static str {
         match self {
             Service::DynamoDb => "DynamoDB_20120810",

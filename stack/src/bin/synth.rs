@@ -6,25 +6,23 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: synth [--out PATH] [--docs PATH]\n\n\
-     Writes the hybrid counter CloudFormation template (YAML) to PATH, or to stdout;\n\
-     with --docs, also the configuration reference (Markdown) to that PATH.";
+use clap::Parser;
 
-/// Exit code for a bad command line, as with most Unix tools.
-const EXIT_USAGE: u8 = 2;
+/// Writes the hybrid counter CloudFormation template (YAML) to PATH, or to
+/// stdout; with --docs, also the configuration reference (Markdown).
+#[derive(Parser)]
+#[command(name = "synth")]
+struct Args {
+    /// Where to write the template (default: stdout).
+    #[arg(short, long, value_name = "PATH")]
+    out: Option<PathBuf>,
+    /// Where to write the configuration reference.
+    #[arg(long, value_name = "PATH")]
+    docs: Option<PathBuf>,
+}
 
 fn main() -> ExitCode {
-    let args = match parse(std::env::args().skip(1)) {
-        Ok(Some(args)) => args,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            eprintln!("error: {message}\n\n{USAGE}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
+    let args = Args::parse();
     let template = stack::template();
     let yaml = stack::to_yaml(&template);
     match &args.out {
@@ -44,35 +42,6 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
-}
-
-/// Where to write: the template (`None`: stdout) and the reference.
-struct Args {
-    out: Option<PathBuf>,
-    docs: Option<PathBuf>,
-}
-
-/// The arguments, or `None` for `--help`.
-fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
-    let mut parsed = Args { out: None, docs: None };
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => (flag.to_owned(), Some(value.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let slot = match flag.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "-o" | "--out" => &mut parsed.out,
-            "--docs" => &mut parsed.docs,
-            other => return Err(format!("unexpected argument {other:?}")),
-        };
-        let value = match inline {
-            Some(value) => value,
-            None => args.next().ok_or_else(|| format!("{flag} needs a path"))?,
-        };
-        *slot = Some(PathBuf::from(value));
-    }
-    Ok(Some(parsed))
 }
 
 /// Writes through a temporary file in the same directory, so an interrupted

@@ -67,8 +67,9 @@ const ANCHOR_COUNTER: &str = "count";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Approach {
-    /// The kit, with this many BE and EC shards.
-    Kit { shards: u32 },
+    /// The kit, with this many BE and EC shards, each scope spread over
+    /// `keys` partition keys (`ScopeKeyShards`).
+    Kit { shards: u32, keys: u32 },
     /// Read, conditional put, `ADD`.
     Plain,
     /// One transaction with a client request token.
@@ -78,7 +79,7 @@ pub enum Approach {
 impl Approach {
     pub fn label(self) -> String {
         match self {
-            Approach::Kit { shards } => format!("the kit, {shards} BE = EC shard(s)"),
+            Approach::Kit { shards, keys } => format!("the kit, {shards} BE = EC shard(s), {keys} key(s)"),
             Approach::Plain => "anchor: read + put + ADD".into(),
             Approach::Transaction => "anchor: transaction with a client request token".into(),
         }
@@ -156,8 +157,18 @@ pub struct Ceiling {
 
 /// Creates/s one partition of 1,000 WU/s (or 3,000 RU/s, one budget)
 /// carries for `approach` at three creates to one delete, under 1 KB: the
-/// busier of the scope's two partitions, per DynamoDB's unit rules.
+/// busier of the scope's two partitions, per DynamoDB's unit rules; for
+/// the kit over `keys` keys, that many times one key's (as if each key had
+/// a partition of its own: keys share partitions by hash, so the busiest
+/// partition may carry more than one).
 pub fn arithmetic_bound(approach: Approach) -> f64 {
+    if let Approach::Kit { keys, .. } = approach {
+        return f64::from(keys) * per_key_bound(approach);
+    }
+    per_key_bound(approach)
+}
+
+fn per_key_bound(approach: Approach) -> f64 {
     // Units on (resources, counters) for three creates and one delete.
     let (resources, counters) = match approach {
         // Create: put 1 + transactional flag flip 2; delete: consistent
@@ -187,9 +198,10 @@ struct Rig {
     reader: ShardReader,
 }
 
-async fn rig(emulator: &Emulator, model: &CapacityParams, shards: u32, name: &str) -> Rig {
+async fn rig(emulator: &Emulator, model: &CapacityParams, shards: u32, keys: u32, name: &str) -> Rig {
     let config = CounterConfig {
         best_effort_shards: shards,
+        scope_keys: hybrid_counter::scope_keys::ScopeKeys::new(keys).expect("keys"),
         ..crate::shared::config(name, shards)
     };
     let sdk = emulator.sdk_config().await;
@@ -592,15 +604,15 @@ fn bound(step: &Step) -> String {
 async fn run_once(emulator: &Emulator, params: &Params, approach: Approach, run: usize) -> Run {
     let began = Instant::now();
     let name = match approach {
-        Approach::Kit { shards } => format!("bench-ceil-kit{shards}-{run}"),
+        Approach::Kit { shards, keys } => format!("bench-ceil-kit{shards}k{keys}-{run}"),
         Approach::Plain => format!("bench-ceil-plain-{run}"),
         Approach::Transaction => format!("bench-ceil-tx-{run}"),
     };
-    let shards = match approach {
-        Approach::Kit { shards } => shards,
-        _ => 1,
+    let (shards, keys) = match approach {
+        Approach::Kit { shards, keys } => (shards, keys),
+        _ => (1, 1),
     };
-    let rig = Arc::new(rig(emulator, &params.model, shards, &name).await);
+    let rig = Arc::new(rig(emulator, &params.model, shards, keys, &name).await);
     let (lags, stop) = (Arc::new(Mutex::new(Lags::default())), Arc::new(AtomicBool::new(false)));
     let poll = POLL_INTERVAL.div_f64(params.model.scale);
     let consumer = matches!(approach, Approach::Kit { .. }).then(|| {
@@ -681,10 +693,13 @@ async fn run_once(emulator: &Emulator, params: &Params, approach: Approach, run:
             let scope = load.scope.clone();
             rig.proxy.set_enabled(false);
             let usage = rig.counter.usage(&scope).await.expect("usage");
-            let live = hybrid_counter::audit::count_scope(rig.counter.store(), &scope)
-                .await
-                .expect("count scope")
-                .live;
+            let mut live = 0;
+            for key in rig.counter.scope_keys().keys(&scope).expect("keys") {
+                live += hybrid_counter::audit::count_scope(rig.counter.store(), &key)
+                    .await
+                    .expect("count scope")
+                    .live;
+            }
             stop.store(true, Ordering::Relaxed);
             consumer.await.expect("consumer");
             let usage_end = rig.counter.usage(&scope).await.expect("usage");
@@ -842,14 +857,14 @@ impl Ceiling {
         self.runs
             .iter()
             .filter_map(|r| match r.approach {
-                Approach::Kit { shards } => Some((shards, r)),
+                Approach::Kit { shards, keys } => Some(((keys, shards), r)),
                 _ => None,
             })
-            .max_by_key(|(shards, _)| *shards)
-            .map(|(shards, r)| {
+            .max_by_key(|(layout, _)| *layout)
+            .map(|((keys, shards), r)| {
                 (
                     format!(
-                        "measured per-scope ceiling >= 10,000 creates/s ({shards} BE shards, scale {})",
+                        "measured per-scope ceiling >= 10,000 creates/s ({keys} keys, {shards} BE shards, scale {})",
                         self.model.scale
                     ),
                     format!("{:.0} (bound by {})", r.ceiling, r.bound),

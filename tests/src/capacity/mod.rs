@@ -1,77 +1,8 @@
 //! DynamoDB's throughput limits and transaction conflicts, modelled in
-//! front of an emulator that has neither: the fault proxy
-//! ([`crate::faults::FaultProxy::limit_capacity`]) asks a [`CapacityModel`]
-//! about every DynamoDB request before forwarding it ([`CapacityModel::admit`])
-//! and tells it the answer ([`CapacityModel::finish`]); a request the model
-//! refuses is answered as DynamoDB would, and not forwarded.
-//!
-//! The rules, each in its file and cited there:
-//!
-//! * [`units`]: what a request costs ("Read/write capacity mode", "Item
-//!   sizes"); a write is charged at admission whatever its condition does, a
-//!   read when its answer shows its size.
-//! * [`budget`]: a partition serves 1,000 write units or 3,000 read units a
-//!   second ("Understanding DynamoDB warm throughput in different
-//!   scenarios"), counted per second with
-//!   nothing kept unused: burst capacity "cannot relieve partition-level
-//!   throttling" ("Burst and adaptive capacity"), so no burst lifts a
-//!   partition above its cap. **Reads and writes: harsher than AWS's
-//!   current page.** The developer guide's "Key range throughput exceeded
-//!   (hot partitions)" says partition-level throttling operates
-//!   independently for reads and writes (a partition may throttle one while
-//!   the other continues); that is `combined: false`
-//!   ([`CapacityParams::combined`]), the documented behaviour. The default
-//!   is one budget for both (1 write unit = 3 read units), as the issue
-//!   asked: AWS re:Post's knowledge-center article "My on-demand Amazon
-//!   DynamoDB table has throttling" documents the linear combination at the
-//!   table level (a new on-demand table serves 4,000 write or 12,000 read
-//!   request units, "or a linear combination of both"), and words the
-//!   per-partition limit the same way, which the developer guide's current
-//!   page contradicts.
-//! * [`table`]: partitions over the key order (partition key hashed), so
-//!   scopes share partitions; a new on-demand table's partitions and its
-//!   table-level limits: 4,000 write or 12,000 read units a second at once,
-//!   then twice a previous peak 30 minutes old ("Initial throughput and
-//!   scaling properties", "Understanding DynamoDB warm throughput"), the
-//!   40,000-unit per-table quota ("Service, account, and table quotas") and
-//!   an optional configured maximum.
-//! * [`split`]: split for heat after minutes of heat, never below one item,
-//!   never for increasing keys.
-//! * [`inflight`]: transaction conflicts and client request tokens in flight.
-//! * [`answer`]: the exact error shapes and `ThrottlingReason`s.
-//!
-//! Transactions are admitted as a whole: every partition and table they
-//! touch must take all their units at once ("Capacity management for
-//! transactions": two underlying writes, prepare and commit, per item).
-//! **Assumption:** a cancelled transaction (a conflict, a failed condition,
-//! capacity) is charged nothing. AWS documents no charge for it either way,
-//! and DynamoDB reports no `ConsumedCapacity` for one (measured by the
-//! dynamodb-conformance suite, paritysuite/dynamodb-conformance#67), which
-//! does not show what its partitions served. The other reading, charging
-//! the prepare writes, was tried: it turns conflicts into throttles.
-//!
-//! **One scale, and time dilated by it.** Every rate (partitions',
-//! tables') is multiplied by [`CapacityParams::scale`] so the emulator on 2
-//! cores can offer more than a partition takes. Time is either left alone
-//! (a model second is a wall second: [`CapacityParams::dynamodb`]) or
-//! dilated by the scale ([`CapacityParams::dilated`], what the ceiling bench
-//! uses): a window, one second of the model, lasts 1 s divided by the scale
-//! and serves a partition's DynamoDB units of a second. Every duration
-//! given in DynamoDB time is converted to wall time by
-//! [`CapacityParams::wall`]: the table's peak adoption (30 minutes), split
-//! for heat, and a transaction's hold ([`CapacityParams::transaction_latency`]
-//! divided by the scale); the benches' stream consumer polls at its
-//! interval divided by the scale, and a step lasts its model seconds. Under
-//! dilation a request takes the share of a window it takes of a DynamoDB
-//! second: a batch of 100 records, or a transaction of 198 units, fits a
-//! window as it fits DynamoDB's second. Without it (a window of 1 s at
-//! scale 0.1 serves a tenth of a DynamoDB second's units while the poll and
-//! the hold span ten times their DynamoDB time), a batch lands several
-//! DynamoDB seconds of writes in one window, and a request larger than a
-//! window passes only into an unused one and then carries debt, blocking
-//! the partition for seconds. What is not dilated is the emulator's own
-//! latency: a round trip of a few ms of wall time is that times the scale
-//! in model time, kinder than DynamoDB's.
+//! front of an emulator that has neither: the fault proxy asks the
+//! [`CapacityModel`] about each request and answers a refusal as DynamoDB
+//! would. The rules, their AWS sources and what is still kinder than
+//! DynamoDB: `docs/capacity-model.md`.
 
 mod answer;
 mod budget;
