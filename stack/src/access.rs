@@ -374,7 +374,10 @@ pub struct CallSite {
 use Component::{Api, DlqReprocessor, DriftCheck, LimitsPlanner, Operator, StreamCounter};
 use Target::*;
 
-const DYNAMO: &str = "aws/src/dynamo.rs";
+const REQUEST: &str = "aws/src/dynamo/request.rs";
+const READ: &str = "aws/src/dynamo/read.rs";
+const TRANSACT: &str = "aws/src/dynamo/transact.rs";
+const ADMIN: &str = "aws/src/dynamo/admin.rs";
 const DRIFT: &str = "aws/src/drift.rs";
 const LIMITS: &str = "aws/src/limits.rs";
 const SQS_RS: &str = "aws/src/sqs.rs";
@@ -427,10 +430,10 @@ pub const CALL_SITES: &[CallSite] = &[
         &[on(IamUsers, &[IamListUserTags])],
         "the hck-scope-prefix tag of a calling IAM user",
     ),
-    // The store (aws/src/dynamo.rs): the request path, the stream
+    // The store (aws/src/dynamo/): the request path, the stream
     // processor, the audit and the operator's own maintenance.
     call(
-        DYNAMO,
+        REQUEST,
         "update_best_effort",
         "update_item",
         &[Api, Operator],
@@ -438,7 +441,7 @@ pub const CALL_SITES: &[CallSite] = &[
         "a create's or delete's best-effort counter move (strict: the reservation)",
     ),
     call(
-        DYNAMO,
+        TRANSACT,
         "send_transaction",
         "transact_write_items",
         &[StreamCounter, DlqReprocessor, Operator],
@@ -449,7 +452,7 @@ pub const CALL_SITES: &[CallSite] = &[
         "Store::transact: the eventual counter's delta with each item's flag flip or hard delete (redrive --replay and verify run the processor too)",
     ),
     call(
-        DYNAMO,
+        TRANSACT,
         "send_transaction",
         "transact_write_items",
         &[Api, Operator],
@@ -457,7 +460,7 @@ pub const CALL_SITES: &[CallSite] = &[
         "Store::claim_sequence: Update of `sequence`, Put of `sequence#<n>` (counterctl seq claim)",
     ),
     call(
-        DYNAMO,
+        READ,
         "get_consistent",
         "get_item",
         &[StreamCounter, DlqReprocessor, Api, Operator],
@@ -465,7 +468,7 @@ pub const CALL_SITES: &[CallSite] = &[
         "Store::get_resource: a delete's item (per-record stream mode, the request path)",
     ),
     call(
-        DYNAMO,
+        READ,
         "get_consistent",
         "get_item",
         &[Api, Operator],
@@ -473,7 +476,7 @@ pub const CALL_SITES: &[CallSite] = &[
         "the sequence's last number and a numbered item read back; a limit override read back after an ambiguous write",
     ),
     call(
-        DYNAMO,
+        TRANSACT,
         "uncount",
         "transact_write_items",
         &[Operator],
@@ -484,7 +487,7 @@ pub const CALL_SITES: &[CallSite] = &[
         "verify --failure-path takes its own items' count back",
     ),
     call(
-        DYNAMO,
+        REQUEST,
         "put_resource",
         "put_item",
         &[Api, Operator],
@@ -492,15 +495,15 @@ pub const CALL_SITES: &[CallSite] = &[
         "a create's item",
     ),
     call(
-        DYNAMO,
-        "get_resources",
+        READ,
+        "read_resources",
         "batch_get_item",
         &[StreamCounter, DlqReprocessor, Operator],
         &[on(ResourcesTable, &[DynamoDbBatchGetItem])],
         "batched stream mode: a chunk's deletes read their items' state in one request",
     ),
     call(
-        DYNAMO,
+        REQUEST,
         "mark_deleted",
         "update_item",
         &[Api, Operator],
@@ -508,15 +511,15 @@ pub const CALL_SITES: &[CallSite] = &[
         "a delete's soft delete",
     ),
     call(
-        DYNAMO,
-        "counter_items",
+        READ,
+        "query_counter_items",
         "query",
         &[Api, DriftCheck, Operator, LimitsPlanner],
         &[on(CountersTable, &[DynamoDbQuery])],
         "every counter of a scope, one Query (admission, audit, limits plan's usage)",
     ),
     call(
-        DYNAMO,
+        ADMIN,
         "send_repair",
         "transact_write_items",
         &[Operator],
@@ -550,7 +553,7 @@ pub const CALL_SITES: &[CallSite] = &[
         "limits plan|export, status --limits and the drift check's limits file: every override and its version",
     ),
     call(
-        DYNAMO,
+        ADMIN,
         "remove_scope_counters",
         "delete_item",
         &[Operator],
@@ -558,7 +561,7 @@ pub const CALL_SITES: &[CallSite] = &[
         "verify removes its own scopes' counters",
     ),
     call(
-        DYNAMO,
+        ADMIN,
         "scope_rows",
         "query",
         &[DriftCheck, Operator],
@@ -566,7 +569,7 @@ pub const CALL_SITES: &[CallSite] = &[
         "a scope's items, for the audit",
     ),
     call(
-        DYNAMO,
+        ADMIN,
         "scan_scope_counts",
         "scan",
         &[Operator],
@@ -574,7 +577,7 @@ pub const CALL_SITES: &[CallSite] = &[
         "audit of every scope",
     ),
     call(
-        DYNAMO,
+        ADMIN,
         "scan_counters",
         "scan",
         &[Operator],
