@@ -73,8 +73,8 @@ pub(super) fn build_error(err: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("could not build request: {err}"))
 }
 
-/// The kit attributes [`StateImage`] reads, for a projection expression
-/// (with [`state_names`]).
+/// The kit attributes a resource's state is read with (`read.rs`), for a
+/// projection expression (with [`state_names`]).
 pub(super) const STATE_PROJECTION: &str = "#cp, #del, #inc, #shard";
 
 /// The placeholders of [`STATE_PROJECTION`].

@@ -8,7 +8,7 @@
 //!   stack's resources, with which of its actions; keyed by operation and
 //!   component, never by file or function.
 //! * [`PLATFORM_USES`]: what AWS does with a function's role on its behalf.
-//! * [`needs`]: what a component needs, derived from both.
+//! * [`needs()`]: what a component needs, derived from both.
 //!
 //! `stack/tests/access.rs` scans the sources of the crates each component
 //! links for SDK calls: each must be covered by an entry of its operation
