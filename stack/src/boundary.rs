@@ -78,7 +78,7 @@ pub fn role_boundary() -> Expr {
 }
 
 /// The boundary policy: one statement per target, every action any
-/// function's call sites and platform uses need there, under any
+/// function's calls and platform uses need there, under any
 /// parameter values (a boundary only caps; each role grants its own).
 pub fn boundary_policy(scope: &OperatorScope) -> Value {
     crate::policies::policy_of(&Component::FUNCTIONS, scope)

@@ -14,7 +14,7 @@ use crate::resources::iam::POLICY_VERSION;
 
 /// The least-privilege IAM policy of the operator (a person or the CI
 /// role) running `counterctl` against the stack of `scope`: one statement
-/// per target, the actions of every operator call site on it. It does not
+/// per target, the actions of every operator call on it. It does not
 /// include what CloudFormation creates and deletes with the caller's
 /// credentials (tables, functions, roles, queues, ...): grant that
 /// separately or give the stack a CloudFormation service role.
@@ -30,7 +30,7 @@ pub fn limits_plan_policy(scope: &OperatorScope) -> Value {
     policy_of(&[Component::LimitsPlanner], scope)
 }
 
-/// One statement per target: every action the call sites of `components`
+/// One statement per target: every action the calls of `components`
 /// need there, on the stack of `scope`, with the target's condition. The
 /// limits file is left out: its object is a parameter's value (any bucket),
 /// which `scope` does not know, and a boundary allowing every object would

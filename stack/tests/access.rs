@@ -6,31 +6,37 @@
 //!    scanned for SDK operation calls: a zero-argument method call
 //!    `.name()` whose name is an operation of one of the `aws-sdk-*` crates
 //!    in `Cargo.lock` (read from the crate's `src/operation/` directory in
-//!    cargo's registry). Each one, by file, enclosing function and
-//!    operation, must be a call site of `access::CALL_SITES`, and each call
-//!    site must still be in the code.
-//! 2. Each call site names a known operation with exactly the IAM actions
-//!    that authorize it, and only components that link its module.
+//!    cargo's registry). Each one must be covered by an entry of
+//!    `access::CALLS` for its operation whose components include one that
+//!    links the call's file (its crate, and the cargo feature of its
+//!    module); each component of each entry must link some call of the
+//!    entry's operation.
+//! 2. Each entry names a known operation with exactly the IAM actions
+//!    that authorize it, and is the only one for its operation and callers.
 //! 3. Each function's role grants, under each `FailedBatchRecords` mode,
-//!    exactly its call sites' and platform uses' needs, on the template's
-//!    own resources, with their conditions (`dynamodb:LeadingKeys`, which
-//!    the emulator does not evaluate).
+//!    exactly its calls' and platform uses' needs, on the template's own
+//!    resources, with their conditions (`dynamodb:LeadingKeys`, which the
+//!    emulator does not evaluate).
 //!
 //! Limits: the scan is textual. It sees a call written `.operation()` (the
-//! SDK's fluent builders are only ever written so), skips `#[cfg(test)]`
-//! items and `//` comments, and takes the enclosing function to be the
-//! last `fn` before the call. A call through a macro, or a second call of
-//! the same operation in the same function on another table, is not told
-//! apart; which components reach a call site, and which resource it
-//! touches, are declared in the table and reviewed there. The local runner
-//! (`localstack/runner`) is not scanned: it plays on the emulator what
-//! Lambda does on AWS, which `access::PLATFORM_USES` covers.
+//! SDK's fluent builders are only ever written so) and skips
+//! `#[cfg(test)]` items and `//` comments; a call through a macro is not
+//! seen. The table is keyed by operation and component, not by call site:
+//! a new call of an operation that an entry of a component linking its
+//! crate already covers passes unseen, whichever resource it touches, and
+//! an entry stays in use while any call of its operation remains in a
+//! crate its components link. Which components reach a call, and which
+//! resource it touches, are declared in the table and reviewed there. The
+//! local runner (`localstack/runner`) is not scanned: it plays on the
+//! emulator what Lambda does on AWS, which `access::PLATFORM_USES` covers;
+//! an entry without components is its own, and covers calls of the AWS
+//! crate only.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use stack::access::{self, CALL_SITES, Component, KIT_STATE_DENIED, Need, OPERATIONS};
+use stack::access::{self, CALLS, Call, Component, KIT_STATE_DENIED, Need, OPERATIONS};
 use stack::failed_batches::{KEEP_PAYLOAD, KEEP_POINTER};
 use stack::resources::iam::{Effect, Role};
 use stack::{ResourceKind, logical};
@@ -39,8 +45,8 @@ use stack::{ResourceKind, logical};
 const SCANNED: &[&str] = &["aws/src", "counter/src", "handlers", "ops-cli/src"];
 
 /// Zero-argument calls that share a name with an SDK operation and are not
-/// one: `(file, function, method, what it is)`. None today.
-const NOT_SDK_CALLS: &[(&str, &str, &str, &str)] = &[];
+/// one: `(file, method, what it is)`. None today.
+const NOT_SDK_CALLS: &[(&str, &str, &str)] = &[];
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -64,6 +70,59 @@ fn linked_by(file: &str) -> &'static [Component] {
         "aws/src/esm.rs" => &[Operator, LimitsPlanner],
         _ => &[StreamCounter, DlqReprocessor, Api, DriftCheck, Operator, LimitsPlanner],
     }
+}
+
+/// Whether the local runner links a source file: it links the AWS crate
+/// (feature `ops`), and no handler's or `counterctl`'s code.
+fn runner_links(file: &str) -> bool {
+    file.starts_with("aws/src/")
+}
+
+/// Whether a call of `entry`'s operation in `file` can be made by one of
+/// its components (by the local runner, for an entry without components).
+fn entry_links(entry: &Call, file: &str) -> bool {
+    if entry.by.is_empty() {
+        runner_links(file)
+    } else {
+        entry.by.iter().any(|c| linked_by(file).contains(c))
+    }
+}
+
+/// The calls found that no entry of `entries` covers: none of its
+/// operation, or none whose components link the call's file.
+fn uncovered<'a>(found: &'a [Found], entries: &[Call]) -> Vec<&'a Found> {
+    found
+        .iter()
+        .filter(|f| {
+            !NOT_SDK_CALLS
+                .iter()
+                .any(|(file, method, _)| f.file == *file && f.method == *method)
+        })
+        .filter(|f| {
+            !entries
+                .iter()
+                .any(|e| e.operation == f.method && entry_links(e, &f.file))
+        })
+        .collect()
+}
+
+/// Each entry and component (`None`: the local runner's entry) for which
+/// no call of the entry's operation is in a file that component links.
+fn unreached<'a>(found: &[Found], entries: &'a [Call]) -> Vec<(&'a Call, Option<Component>)> {
+    let calls_in =
+        |operation: &str, links: &dyn Fn(&str) -> bool| found.iter().any(|f| f.method == operation && links(&f.file));
+    let mut out = Vec::new();
+    for entry in entries {
+        if entry.by.is_empty() && !calls_in(entry.operation, &runner_links) {
+            out.push((entry, None));
+        }
+        for &component in entry.by {
+            if !calls_in(entry.operation, &|file| linked_by(file).contains(&component)) {
+                out.push((entry, Some(component)));
+            }
+        }
+    }
+    out
 }
 
 /// Operation method name -> the `aws-sdk-*` crates that have it, for every
@@ -227,56 +286,112 @@ fn scan(operations: &BTreeMap<String, BTreeSet<String>>) -> Vec<Found> {
     found
 }
 
-fn key(file: &str, function: &str, method: &str) -> (String, String, String) {
-    (file.to_owned(), function.to_owned(), method.to_owned())
-}
-
 #[test]
-fn every_sdk_call_of_the_kits_code_is_a_call_site_of_the_access_table() {
+fn every_sdk_call_of_the_kits_code_is_covered_by_an_entry_of_a_component_that_links_it() {
     let operations = sdk_operations();
     let found = scan(&operations);
-    let declared: BTreeSet<_> = CALL_SITES
-        .iter()
-        .map(|s| key(s.file, s.function, s.operation))
-        .collect();
-    let not_sdk: BTreeSet<_> = NOT_SDK_CALLS.iter().map(|(f, func, m, _)| key(f, func, m)).collect();
-    let mut undeclared = Vec::new();
-    for call in &found {
-        let k = key(&call.file, &call.function, &call.method);
-        if !declared.contains(&k) && !not_sdk.contains(&k) {
-            undeclared.push(format!(
-                "  {}:{} in `{}` calls `.{}()` ({})",
+    let undeclared: Vec<String> = uncovered(&found, CALLS)
+        .into_iter()
+        .map(|call| {
+            format!(
+                "  {}:{} in `{}` calls `.{}()` ({}), which no entry of a component linking {} covers",
                 call.file,
                 call.line,
                 call.function,
                 call.method,
-                operations[&call.method].iter().cloned().collect::<Vec<_>>().join(", ")
-            ));
-        }
-    }
+                operations[&call.method].iter().cloned().collect::<Vec<_>>().join(", "),
+                call.file
+            )
+        })
+        .collect();
     assert!(
         undeclared.is_empty(),
-        "SDK calls missing from stack/src/access.rs CALL_SITES (add each with the components that reach it \
+        "SDK calls missing from stack::access::CALLS (add the operation with the components that call it \
          and the IAM actions it needs on which resource; then grant them in the stack):\n{}",
         undeclared.join("\n")
     );
-    let seen: BTreeSet<_> = found.iter().map(|c| key(&c.file, &c.function, &c.method)).collect();
-    let stale: Vec<_> = declared.union(&not_sdk).filter(|k| !seen.contains(*k)).collect();
+    let stale: Vec<String> = unreached(&found, CALLS)
+        .into_iter()
+        .map(|(entry, component)| match component {
+            Some(c) => format!("  `{}` by {c:?} ({})", entry.operation, entry.why),
+            None => format!("  `{}` by the local runner ({})", entry.operation, entry.why),
+        })
+        .collect();
     assert!(
         stale.is_empty(),
-        "entries of stack/src/access.rs (or NOT_SDK_CALLS) no longer in the code: {stale:?}"
+        "entries of stack::access::CALLS whose operation no code of the component calls any more:\n{}",
+        stale.join("\n")
     );
-    // The scan is not vacuous: it sees the calls the issue was about.
-    for (file, function, method) in [
-        ("aws/src/dynamo.rs", "get_resources", "batch_get_item"),
-        ("aws/src/dynamo.rs", "send_transaction", "transact_write_items"),
-        ("aws/src/sqs.rs", "send", "send_message"),
-    ] {
+    for (file, method, _) in NOT_SDK_CALLS {
         assert!(
-            seen.contains(&key(file, function, method)),
-            "{file} {function} {method}"
+            found.iter().any(|f| f.file == *file && f.method == *method),
+            "NOT_SDK_CALLS: no `.{method}()` in {file} any more"
         );
     }
+    // The scan is not vacuous: it sees the calls the issue was about.
+    for (dir, method) in [
+        ("aws/src/", "batch_get_item"),
+        ("aws/src/", "transact_write_items"),
+        ("aws/src/", "send_message"),
+        ("handlers/api/", "list_role_tags"),
+    ] {
+        assert!(
+            found.iter().any(|f| f.file.starts_with(dir) && f.method == method),
+            "no `.{method}()` found under {dir}"
+        );
+    }
+}
+
+fn found(file: &str, method: &str) -> Found {
+    Found {
+        file: file.to_owned(),
+        function: "f".to_owned(),
+        method: method.to_owned(),
+        line: 1,
+    }
+}
+
+/// What the rekeyed table still catches: a call of an operation that no
+/// entry of a component linking the call's crate covers, however the
+/// function or file is named, and an entry whose components call its
+/// operation nowhere.
+#[test]
+fn a_call_no_entry_of_a_linking_component_covers_is_reported_and_so_is_an_entry_nothing_calls() {
+    let calls = [
+        // The operator scans (the audit): covered where the operator links it.
+        found("aws/src/dynamo/anything.rs", "scan"),
+        found("ops-cli/src/commands/renamed.rs", "describe_stacks"),
+        // No entry lets the api scan, nor the stream counter send to a queue.
+        found("handlers/api/src/routes.rs", "scan"),
+        found("handlers/stream-counter/src/lib.rs", "send_message"),
+        // The local runner's entry covers the AWS crate only.
+        found("aws/src/esm.rs", "tag_resource"),
+        found("handlers/api/src/lib.rs", "tag_resource"),
+        // An operation no entry names.
+        found("ops-cli/src/commands/deploy/mod.rs", "create_table"),
+    ];
+    let missed: Vec<(&str, &str)> = uncovered(&calls, CALLS)
+        .into_iter()
+        .map(|f| (f.file.as_str(), f.method.as_str()))
+        .collect();
+    assert_eq!(
+        missed,
+        [
+            ("handlers/api/src/routes.rs", "scan"),
+            ("handlers/stream-counter/src/lib.rs", "send_message"),
+            ("handlers/api/src/lib.rs", "tag_resource"),
+            ("ops-cli/src/commands/deploy/mod.rs", "create_table"),
+        ]
+    );
+    let entry = [Call {
+        operation: "scan",
+        by: &[Component::StreamCounter, Component::Operator],
+        grants: &[],
+        why: "",
+    }];
+    let only_the_cli = [found("ops-cli/src/commands/audit/mod.rs", "scan")];
+    let stale: Vec<Option<Component>> = unreached(&only_the_cli, &entry).into_iter().map(|(_, c)| c).collect();
+    assert_eq!(stale, [Some(Component::StreamCounter)]);
 }
 
 #[test]
@@ -315,11 +430,11 @@ fn after() { x.query(); y.query(1); z..query() }
 }
 
 #[test]
-fn each_call_site_grants_exactly_its_operations_actions_to_components_that_link_it() {
+fn each_entry_grants_exactly_its_operations_actions_and_is_the_only_one_of_its_operation_and_callers() {
     let operations = sdk_operations();
-    for site in CALL_SITES {
+    for (i, site) in CALLS.iter().enumerate() {
         let operation = access::operation(site.operation)
-            .unwrap_or_else(|| panic!("{}: `{}` is not in access::OPERATIONS", site.file, site.operation));
+            .unwrap_or_else(|| panic!("`{}` ({}) is not in access::OPERATIONS", site.operation, site.why));
         assert!(
             operations
                 .get(operation.method)
@@ -332,41 +447,41 @@ fn each_call_site_grants_exactly_its_operations_actions_to_components_that_link_
         for action in operation.required {
             assert!(
                 granted.contains(action),
-                "{} `{}`: {action:?} is required",
-                site.file,
-                site.function
+                "`{}` ({}): {action:?} is required",
+                site.operation,
+                site.why
             );
         }
         for action in &granted {
             assert!(
                 operation.required.contains(action) || operation.optional.contains(action),
-                "{} `{}`: {action:?} does not authorize {}",
-                site.file,
-                site.function,
-                site.operation
+                "`{}` ({}): {action:?} does not authorize it",
+                site.operation,
+                site.why
             );
         }
         if operation.method == "transact_write_items" {
             assert!(
                 !granted.is_empty(),
                 "{}: a transaction declares its item actions",
-                site.function
+                site.why
             );
         }
-        for component in site.by {
+        let callers: BTreeSet<Component> = site.by.iter().copied().collect();
+        for other in &CALLS[i + 1..] {
             assert!(
-                linked_by(site.file).contains(component),
-                "{} `{}`: {component:?} does not link {}",
-                site.file,
-                site.function,
-                site.file
+                other.operation != site.operation || other.by.iter().copied().collect::<BTreeSet<_>>() != callers,
+                "two entries of `{}` by {callers:?}: merge them ({}; {})",
+                site.operation,
+                site.why,
+                other.why
             );
         }
     }
     // Every operation of the table is called somewhere.
     for operation in OPERATIONS {
         assert!(
-            CALL_SITES.iter().any(|s| s.operation == operation.method),
+            CALLS.iter().any(|s| s.operation == operation.method),
             "{} is called nowhere",
             operation.method
         );

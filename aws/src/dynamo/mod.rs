@@ -1,0 +1,26 @@
+//! [`DynamoStore`], the core's `Store` over `aws-sdk-dynamodb`, one concern
+//! per file; every attribute is referenced through a `#placeholder`
+//! (several names are reserved words). This file only declares the files
+//! and re-exports what callers name as `dynamo::…`.
+
+mod admin;
+mod attributes;
+mod classify;
+mod meter;
+mod read;
+mod request;
+mod sequence;
+mod store;
+#[cfg(test)]
+mod test_support;
+mod transact;
+
+#[cfg(test)]
+pub(crate) use admin::ONE_OFF_WRITE_BACKOFF;
+pub(crate) use attributes::{counter_key, n, s};
+pub use classify::{
+    ThrottleDetail, classify, is_capacity_throttle, is_conditional_check_failed, is_throttle, is_validation,
+    throttle_reasons,
+};
+pub use store::DynamoStore;
+pub use transact::cancel_reasons;

@@ -1,0 +1,448 @@
+//! The store's strongly consistent reads: one item (`GetItem`), a chunk's
+//! resource states (`BatchGetItem`, unprocessed keys asked again) and a
+//! scope's counter items (`Query`, each page metered before it is sent).
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnConsumedCapacity};
+use serde::Deserialize;
+
+use hybrid_counter::error::StoreError;
+use hybrid_counter::ids::Scope;
+use hybrid_counter::items::{CounterItem, ResourceState};
+use hybrid_counter::keys;
+use hybrid_counter::retry::{Backoff, Retry};
+use hybrid_counter::store::ResourceKey;
+use hybrid_counter::store::meter::Operation;
+
+use super::attributes::{STATE_PROJECTION, build_error, counter_key, resource_key, s, state_names};
+use super::store::DynamoStore;
+
+/// The kit attributes of a resource item, for
+/// [`Store::get_resource`](hybrid_counter::store::Store::get_resource).
+#[derive(Deserialize)]
+struct StateImage {
+    #[serde(default)]
+    counter_processed: bool,
+    #[serde(default)]
+    deleted: bool,
+    incarnation: String,
+    #[serde(default)]
+    be_shard: Option<u32>,
+}
+
+impl From<StateImage> for ResourceState {
+    fn from(image: StateImage) -> Self {
+        ResourceState {
+            counter_processed: image.counter_processed,
+            deleted: image.deleted,
+            incarnation: image.incarnation,
+            be_shard: image.be_shard,
+        }
+    }
+}
+
+/// A [`StateImage`] with its key, for
+/// [`Store::get_resources`](hybrid_counter::store::Store::get_resources).
+#[derive(Deserialize)]
+struct KeyedStateImage {
+    scope: String,
+    id: String,
+    #[serde(flatten)]
+    state: StateImage,
+}
+
+/// Keys per `BatchGetItem` request (DynamoDB's limit).
+const MAX_BATCH_GET: usize = 100;
+/// Requests for one chunk of keys before unprocessed keys are an error,
+/// and the waits between them (20 ms doubling, up to 1.28 s).
+const UNPROCESSED_KEYS_BACKOFF: Backoff = Backoff {
+    base: std::time::Duration::from_millis(20),
+    cap: std::time::Duration::from_millis(1_280),
+    max_attempts: 8,
+};
+
+impl DynamoStore {
+    /// Strongly consistent `GetItem` of `key` in `table`, projected to
+    /// `projection` (placeholders bound by `names`), deserialized as `T`;
+    /// `what` names the item in a malformed-item error.
+    pub(super) async fn get_consistent<T: serde::de::DeserializeOwned>(
+        &self,
+        table: &str,
+        key: HashMap<String, AttributeValue>,
+        projection: &str,
+        names: HashMap<String, String>,
+        what: impl FnOnce() -> String,
+    ) -> Result<Option<T>, StoreError> {
+        self.meter.request(Operation::GetItem);
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .consistent_read(true)
+            .projection_expression(projection)
+            .set_expression_attribute_names(Some(names))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await
+            .map_err(|e| self.classify(e))
+            .inspect_err(|_| self.meter.failed())?;
+        self.consumed_read(out.consumed_capacity.as_ref());
+        out.item
+            .map(|item| serde_dynamo::from_item(item).map_err(|e| StoreError::Malformed(format!("{}: {e}", what()))))
+            .transpose()
+    }
+
+    /// [`Self::get_consistent`] of counters-table item `name` of `scope`.
+    pub(crate) async fn get_counters_item<T: serde::de::DeserializeOwned>(
+        &self,
+        scope: &Scope,
+        name: &str,
+        projection: &str,
+        names: &[(&str, &str)],
+    ) -> Result<Option<T>, StoreError> {
+        let names = names.iter().map(|(p, n)| ((*p).to_owned(), (*n).to_owned())).collect();
+        self.get_consistent(
+            &self.counters_table,
+            counter_key(scope, name),
+            projection,
+            names,
+            || format!("counters item {scope}/{name}"),
+        )
+        .await
+    }
+
+    /// [`Store::get_resource`](hybrid_counter::store::Store::get_resource): the
+    /// kit attributes of one resource item.
+    pub(super) async fn read_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
+        let image: Option<StateImage> = self
+            .get_consistent(
+                &self.resources_table,
+                resource_key(key),
+                STATE_PROJECTION,
+                state_names(),
+                || format!("resource {}/{}", key.scope, key.id),
+            )
+            .await?;
+        Ok(image.map(Into::into))
+    }
+
+    /// [`Store::get_resources`](hybrid_counter::store::Store::get_resources): a
+    /// chunk's items in `BatchGetItem`s, in the order of `keys`.
+    pub(super) async fn read_resources(&self, keys: &[ResourceKey]) -> Result<Vec<Option<ResourceState>>, StoreError> {
+        let mut found: HashMap<(String, String), ResourceState> = HashMap::new();
+        // Every request, the ones for unprocessed keys too, is built here:
+        // consistent, with the projection, whatever an answer echoes back.
+        let request_for = |keys: Vec<HashMap<String, AttributeValue>>| {
+            KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .consistent_read(true)
+                .projection_expression(format!("#scope, #id, {STATE_PROJECTION}"))
+                .set_expression_attribute_names(Some(state_names()))
+                .expression_attribute_names("#scope", keys::SCOPE)
+                .expression_attribute_names("#id", keys::ID)
+                .build()
+                .map_err(build_error)
+        };
+        for chunk in keys.chunks(MAX_BATCH_GET) {
+            let mut request = Some(request_for(chunk.iter().map(resource_key).collect())?);
+            // Keys DynamoDB left unprocessed (throttling, response size) are
+            // asked again after a full-jitter backoff, a bounded number of
+            // times.
+            let mut retry = Retry::new(UNPROCESSED_KEYS_BACKOFF, None);
+            while let Some(wanted) = request.take() {
+                self.meter.request(Operation::BatchGetItem);
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.resources_table, wanted)
+                    .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                    .send()
+                    .await
+                    .map_err(|e| self.classify(e))
+                    .inspect_err(|_| self.meter.failed())?;
+                for cc in out.consumed_capacity() {
+                    self.consumed_read(Some(cc));
+                }
+                for item in out
+                    .responses
+                    .unwrap_or_default()
+                    .remove(&self.resources_table)
+                    .unwrap_or_default()
+                {
+                    let image: KeyedStateImage = serde_dynamo::from_item(item)
+                        .map_err(|e| StoreError::Malformed(format!("resource item: {e}")))?;
+                    found.insert((image.scope, image.id), image.state.into());
+                }
+                request = match out.unprocessed_keys.unwrap_or_default().remove(&self.resources_table) {
+                    Some(left) if !left.keys().is_empty() => Some(request_for(left.keys)?),
+                    _ => None,
+                };
+                if request.is_some() && !retry.pause().await {
+                    return Err(StoreError::Transient(format!(
+                        "BatchGetItem left keys unprocessed after {} attempts",
+                        retry.max_attempts()
+                    )));
+                }
+            }
+        }
+        Ok(keys
+            .iter()
+            .map(|k| found.remove(&(k.scope.as_str().to_owned(), k.id.as_str().to_owned())))
+            .collect())
+    }
+
+    /// [`Store::counter_items`](hybrid_counter::store::Store::counter_items): a
+    /// scope's counter items, strongly consistent.
+    pub(super) async fn query_counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
+        // A scope has a handful of counter items: one page, almost always.
+        // Plain requests, not the paginator: each is metered before it is
+        // sent, as DynamoDB charges a Query whose answer never arrives (one
+        // the drift check's timeout cancels), without relying on when the
+        // paginator's stream sends its next request.
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            self.meter.request(Operation::Query);
+            let page = self
+                .client
+                .query()
+                .table_name(&self.counters_table)
+                // Every counter name sorts below `sequence`: the numbered
+                // items of a sequence are never read here, however many.
+                .key_condition_expression("#scope = :scope AND #name < :sequence")
+                .expression_attribute_names("#scope", keys::SCOPE)
+                .expression_attribute_names("#name", keys::NAME)
+                .expression_attribute_values(":scope", s(scope.as_str()))
+                .expression_attribute_values(":sequence", s(keys::SEQUENCE_NAME))
+                .consistent_read(true)
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .set_exclusive_start_key(start.clone())
+                .send()
+                .await
+                .map_err(|e| self.classify(e))
+                .inspect_err(|_| self.meter.failed())?;
+            self.consumed_read(page.consumed_capacity.as_ref());
+            items.extend(page.items.unwrap_or_default());
+            // An empty key, or the one just sent (an emulator's answer),
+            // would page for ever: either ends the read.
+            match page.last_evaluated_key.filter(|k| !k.is_empty()) {
+                Some(next) if start.as_ref() != Some(&next) => start = Some(next),
+                _ => break,
+            }
+        }
+        serde_dynamo::from_items(items).map_err(|e| StoreError::Malformed(format!("counter item of {scope}: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use aws_sdk_dynamodb::Client;
+    use aws_sdk_dynamodb::operation::get_item::GetItemOutput;
+    use aws_sdk_dynamodb::operation::query::QueryOutput;
+    use aws_smithy_mocks::{Rule, mock};
+    use hybrid_counter::ids::ResourceId;
+    use hybrid_counter::store::Store;
+    use hybrid_counter::store::meter::Meter;
+
+    use super::*;
+    use crate::dynamo::test_support::{counter_item, key, scope, store};
+
+    /// A `BatchGetItem` answer for the resources table: `found` as items
+    /// (live, incarnation `inc-<id>`), `left` as unprocessed keys.
+    fn batch_answer(found: &[&str], left: &[&str]) -> aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemOutput {
+        use aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemOutput;
+        let key_of = |id: &str| ResourceKey {
+            scope: scope(),
+            id: ResourceId::new(id).unwrap(),
+        };
+        let items = found
+            .iter()
+            .map(|id| {
+                let mut item = resource_key(&key_of(id));
+                item.insert(keys::INCARNATION.to_owned(), s(format!("inc-{id}")));
+                item
+            })
+            .collect();
+        let mut out = BatchGetItemOutput::builder().responses("resources", items);
+        if !left.is_empty() {
+            let keys = KeysAndAttributes::builder()
+                .set_keys(Some(left.iter().map(|id| resource_key(&key_of(id))).collect()))
+                .build()
+                .unwrap();
+            out = out.unprocessed_keys("resources", keys);
+        }
+        out.build()
+    }
+
+    fn resource_keys(ids: &[&str]) -> Vec<ResourceKey> {
+        ids.iter()
+            .map(|id| ResourceKey {
+                scope: scope(),
+                id: ResourceId::new(*id).unwrap(),
+            })
+            .collect()
+    }
+
+    /// DynamoDB may answer part of a `BatchGetItem` and return the rest as
+    /// `UnprocessedKeys` (throttling, the 16 MB answer limit: "If you
+    /// request more than 100 items, or the response exceeds 16 MB, or
+    /// there is not enough provisioned throughput, BatchGetItem returns a
+    /// partial result", BatchGetItem, DynamoDB API Reference). The store
+    /// asks again for exactly those keys and answers in the order asked;
+    /// a key left unprocessed is never reported as an absent item.
+    #[tokio::test(start_paused = true)]
+    async fn get_resources_asks_again_for_unprocessed_keys_and_keeps_the_order() {
+        let first = mock!(Client::batch_get_item)
+            .match_requests(|r| {
+                r.request_items()
+                    .and_then(|i| i.get("resources"))
+                    .map(|k| k.keys().len())
+                    == Some(3)
+            })
+            .then_output(|| batch_answer(&["c"], &["a", "b"]));
+        // DynamoDB's `UnprocessedKeys` echo the request's parameters; the
+        // mock returns the keys only, and the retry is still consistent.
+        let second = mock!(Client::batch_get_item)
+            .match_requests(|r| {
+                r.request_items()
+                    .and_then(|i| i.get("resources"))
+                    .is_some_and(|k| k.keys().len() == 2 && k.consistent_read() == Some(true))
+            })
+            .then_output(|| batch_answer(&["b"], &["a"]));
+        let third = mock!(Client::batch_get_item)
+            .match_requests(|r| {
+                r.request_items()
+                    .and_then(|i| i.get("resources"))
+                    .map(|k| k.keys().len())
+                    == Some(1)
+            })
+            .then_output(|| batch_answer(&[], &[]));
+        let st = store(&[first.clone(), second.clone(), third.clone()]);
+        let states = st.get_resources(&resource_keys(&["a", "b", "c"])).await.unwrap();
+        let incarnations: Vec<Option<String>> = states.into_iter().map(|s| s.map(|s| s.incarnation)).collect();
+        assert_eq!(incarnations, vec![None, Some("inc-b".into()), Some("inc-c".into())]);
+        assert_eq!((first.num_calls(), second.num_calls(), third.num_calls()), (1, 1, 1));
+    }
+
+    /// Keys DynamoDB keeps leaving unprocessed past the store's budget are
+    /// a transient error (the stream handler retries the batch), never
+    /// "absent": a delete decided on an absent item would be dropped as
+    /// already done and the eventual counter would stay one high.
+    #[tokio::test(start_paused = true)]
+    async fn keys_left_unprocessed_past_the_budget_are_an_error_not_absent_items() {
+        let rules: Vec<Rule> = (0..UNPROCESSED_KEYS_BACKOFF.max_attempts)
+            .map(|_| mock!(Client::batch_get_item).then_output(|| batch_answer(&["b"], &["a"])))
+            .collect();
+        let err = store(&rules)
+            .get_resources(&resource_keys(&["a", "b"]))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Transient(_)), "{err:?}");
+        assert!(rules.iter().all(|r| r.num_calls() == 1), "every attempt was made");
+    }
+
+    #[tokio::test]
+    async fn a_read_item_gives_the_shard_its_create_counted_on() {
+        let rule = mock!(Client::get_item)
+            .match_requests(|r| r.projection_expression().is_some_and(|p| p.contains("#shard")))
+            .then_output(|| {
+                GetItemOutput::builder()
+                    .item("incarnation", AttributeValue::S("inc".into()))
+                    .item("counter_processed", AttributeValue::Bool(false))
+                    .item("be_shard", AttributeValue::N("5".into()))
+                    .build()
+            });
+        let s = store(std::slice::from_ref(&rule));
+        let state = s.get_resource(&key()).await.unwrap().unwrap();
+        assert_eq!(state.be_shard, Some(5));
+    }
+
+    #[tokio::test]
+    async fn the_counters_query_stops_below_the_sequence_items() {
+        let query = mock!(Client::query)
+            .match_requests(|r| {
+                r.key_condition_expression() == Some("#scope = :scope AND #name < :sequence")
+                    && r.expression_attribute_values().and_then(|v| v.get(":sequence")) == Some(&s("sequence"))
+            })
+            .then_output(|| QueryOutput::builder().build());
+        let st = store(std::slice::from_ref(&query));
+        assert_eq!(st.counter_items(&scope()).await, Ok(vec![]));
+        assert_eq!(query.num_calls(), 1, "the Query carried the bound");
+    }
+
+    #[tokio::test]
+    async fn the_counters_query_reads_every_page_and_meters_each() {
+        let item =
+            |name: &str| -> HashMap<String, AttributeValue> { serde_dynamo::to_item(counter_item(name, 1)).unwrap() };
+        let (first, second) = (item("eventual"), item("best_effort"));
+        let next = HashMap::from([("scope".to_owned(), s("acct")), ("name".to_owned(), s("eventual"))]);
+        let pages = [
+            mock!(Client::query)
+                .match_requests(|r| r.exclusive_start_key().is_none())
+                .then_output(move || {
+                    QueryOutput::builder()
+                        .items(first.clone())
+                        .set_last_evaluated_key(Some(next.clone()))
+                        .build()
+                }),
+            mock!(Client::query)
+                .match_requests(|r| r.exclusive_start_key().is_some())
+                .then_output(move || QueryOutput::builder().items(second.clone()).build()),
+        ];
+        let st = store(&pages);
+        let names: Vec<String> = st
+            .counter_items(&scope())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(names, ["eventual", "best_effort"]);
+        assert_eq!(st.meter().snapshot().requests.query, 2, "one request per page");
+    }
+
+    /// Each page's request is on the meter before DynamoDB answers it
+    /// (a Query cancelled in flight is charged), and no more are.
+    #[tokio::test]
+    async fn the_counters_query_meters_each_page_before_it_is_sent() {
+        let meter = Meter::default();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let answered = |meter: &Meter, seen: &Arc<Mutex<Vec<u64>>>| {
+            let (meter, seen) = (meter.clone(), seen.clone());
+            move || seen.lock().unwrap().push(meter.snapshot().requests.query)
+        };
+        let key = HashMap::from([("scope".to_owned(), s("acct")), ("name".to_owned(), s("eventual"))]);
+        let (first_seen, second_seen) = (answered(&meter, &seen), answered(&meter, &seen));
+        let repeated = key.clone();
+        let pages = [
+            mock!(Client::query)
+                .match_requests(|r| r.exclusive_start_key().is_none())
+                .then_output(move || {
+                    first_seen();
+                    QueryOutput::builder().set_last_evaluated_key(Some(key.clone())).build()
+                }),
+            // The same key again: the paginator stops there, and so
+            // does the meter.
+            mock!(Client::query)
+                .match_requests(|r| r.exclusive_start_key().is_some())
+                .then_output(move || {
+                    second_seen();
+                    QueryOutput::builder()
+                        .set_last_evaluated_key(Some(repeated.clone()))
+                        .build()
+                }),
+        ];
+        let st = store(&pages).with_meter(meter.clone());
+        assert_eq!(st.counter_items(&scope()).await, Ok(vec![]));
+        assert_eq!(*seen.lock().unwrap(), [1, 2], "each request counted before its answer");
+        assert_eq!(
+            meter.snapshot().requests.query,
+            2,
+            "no request counted that was not sent"
+        );
+    }
+}

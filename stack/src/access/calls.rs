@@ -1,0 +1,436 @@
+//! [`CALLS`]: which component calls which SDK operation, on which of the
+//! stack's resources, with which of the operation's actions. Keyed by
+//! operation and callers, never by file or function: a rename or a move in
+//! the code needs no edit here (`stack/tests/access.rs` checks both ways).
+
+use crate::resources::iam::Action::*;
+
+use super::component::Component::{self, Api, DlqReprocessor, DriftCheck, LimitsPlanner, Operator, StreamCounter};
+use super::target::Target::*;
+use super::target::{Grant, on};
+
+/// Some components' calls of one SDK operation: what they need of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Call {
+    /// [`Operation::method`](super::operations::Operation::method).
+    pub operation: &'static str,
+    /// The components whose code makes the call. Empty: only the local
+    /// runner (`localstack/runner`), playing what Lambda does on AWS.
+    pub by: &'static [Component],
+    pub grants: &'static [Grant],
+    pub why: &'static str,
+}
+
+const fn call(operation: &'static str, by: &'static [Component], grants: &'static [Grant], why: &'static str) -> Call {
+    Call {
+        operation,
+        by,
+        grants,
+        why,
+    }
+}
+
+/// Every SDK operation the functions and `counterctl` call, one entry per
+/// operation and set of callers.
+pub const CALLS: &[Call] = &[
+    // The api's scope check (`ScopeAuthorization=principal-tag` only).
+    call(
+        "list_role_tags",
+        &[Api],
+        &[on(IamRoles, &[IamListRoleTags])],
+        "the hck-scope-prefix tag of a caller's role",
+    ),
+    call(
+        "list_user_tags",
+        &[Api],
+        &[on(IamUsers, &[IamListUserTags])],
+        "the hck-scope-prefix tag of a calling IAM user",
+    ),
+    // The store (aws/src/dynamo/): the request path, the stream
+    // processor, the audit and the operator's own maintenance; the limit
+    // overrides (aws/src/limits.rs); the drift check's state (aws/src/drift.rs).
+    call(
+        "update_item",
+        &[Api, Operator],
+        &[
+            on(CountersTable, &[DynamoDbUpdateItem]),
+            on(ResourcesTable, &[DynamoDbUpdateItem]),
+        ],
+        "a create's or delete's best-effort counter move (strict: the reservation); a delete's soft delete",
+    ),
+    call(
+        "update_item",
+        &[Operator],
+        &[on(CountersTable, &[DynamoDbUpdateItem])],
+        "counterctl limit set; limits apply, conditioned on the planned version and write token",
+    ),
+    call(
+        "transact_write_items",
+        &[StreamCounter, DlqReprocessor, Operator],
+        &[
+            on(CountersTable, &[DynamoDbUpdateItem]),
+            on(ResourcesTable, &[DynamoDbUpdateItem, DynamoDbDeleteItem]),
+        ],
+        "Store::transact: the eventual counter's delta with each item's flag flip or hard delete (redrive --replay and verify run the processor too)",
+    ),
+    call(
+        "transact_write_items",
+        &[Api, Operator],
+        &[on(CountersTable, &[DynamoDbUpdateItem, DynamoDbPutItem])],
+        "Store::claim_sequence: Update of `sequence`, Put of `sequence#<n>` (counterctl seq claim)",
+    ),
+    call(
+        "transact_write_items",
+        &[Operator],
+        &[
+            on(CountersTable, &[DynamoDbUpdateItem]),
+            on(ResourcesTable, &[DynamoDbUpdateItem]),
+        ],
+        "verify --failure-path takes its own items' count back; audit --repair: counters set under the versions it \
+         read, or a strict raise under the shards' epoch",
+    ),
+    call(
+        "get_item",
+        &[StreamCounter, DlqReprocessor, Api, Operator],
+        &[on(ResourcesTable, &[DynamoDbGetItem])],
+        "Store::get_resource: a delete's item (per-record stream mode, the request path)",
+    ),
+    call(
+        "get_item",
+        &[Api, Operator],
+        &[on(CountersTable, &[DynamoDbGetItem])],
+        "the sequence's last number and a numbered item read back; a limit override read back after an ambiguous write",
+    ),
+    call(
+        "get_item",
+        &[DriftCheck, Operator],
+        &[on(KitState, &[DynamoDbGetItem])],
+        "the drift check's state item",
+    ),
+    call(
+        "put_item",
+        &[Api, Operator],
+        &[on(ResourcesTable, &[DynamoDbPutItem])],
+        "a create's item",
+    ),
+    call(
+        "put_item",
+        &[DriftCheck, Operator],
+        &[on(KitState, &[DynamoDbPutItem])],
+        "the drift check's state item",
+    ),
+    call(
+        "batch_get_item",
+        &[StreamCounter, DlqReprocessor, Operator],
+        &[on(ResourcesTable, &[DynamoDbBatchGetItem])],
+        "batched stream mode: a chunk's deletes read their items' state in one request",
+    ),
+    call(
+        "delete_item",
+        &[Operator],
+        &[on(CountersTable, &[DynamoDbDeleteItem])],
+        "counterctl limit clear; limits apply, conditioned on the planned version and write token; verify removes \
+         its own scopes' counters",
+    ),
+    call(
+        "query",
+        &[Api, DriftCheck, Operator, LimitsPlanner],
+        &[on(CountersTable, &[DynamoDbQuery])],
+        "every counter of a scope, one Query (admission, audit, limits plan's usage)",
+    ),
+    call(
+        "query",
+        &[DriftCheck, Operator],
+        &[on(ResourcesTable, &[DynamoDbQuery])],
+        "a scope's items, for the audit",
+    ),
+    call(
+        "scan",
+        &[DriftCheck, Operator, LimitsPlanner],
+        &[on(CountersTable, &[DynamoDbScan])],
+        "limits plan|export, status --limits and the drift check's limits file: every override and its version; \
+         the drift check's scopes, keys only, from its cursor",
+    ),
+    call(
+        "scan",
+        &[Operator],
+        &[on(ResourcesTable, &[DynamoDbScan]), on(CountersTable, &[DynamoDbScan])],
+        "audit of every scope",
+    ),
+    // Streams.
+    call(
+        "get_shard_iterator",
+        &[DlqReprocessor, Operator],
+        &[on(ResourcesStream, &[DynamoDbGetShardIterator])],
+        "a failed range's start (AT_SEQUENCE_NUMBER); verify's shard tips",
+    ),
+    call(
+        "describe_stream",
+        &[Operator],
+        &[on(ResourcesStream, &[DynamoDbDescribeStream])],
+        "verify --failure-path finds the open shards",
+    ),
+    call(
+        "get_records",
+        &[DlqReprocessor, Operator],
+        &[on(ResourcesStream, &[DynamoDbGetRecords])],
+        "a failed range replayed (the reprocessor, redrive --replay); verify --failure-path reads what it wrote",
+    ),
+    // SQS.
+    call(
+        "send_message",
+        &[DlqReprocessor],
+        &[on(Dlq2, &[SqsSendMessage])],
+        "a message that can never be replayed goes to DLQ2 at once",
+    ),
+    call(
+        "send_message",
+        &[Operator],
+        &[on(Dlq1, &[SqsSendMessage])],
+        "verify --failure-path puts its failed batch in DLQ1",
+    ),
+    call(
+        "receive_message",
+        &[Operator],
+        &[on(Dlq2, &[SqsReceiveMessage])],
+        "redrive (peek, replay, move) reads DLQ2",
+    ),
+    call(
+        "delete_message_batch",
+        &[Operator],
+        &[on(Dlq2, &[SqsDeleteMessage])],
+        "redrive deletes what it moved or replayed",
+    ),
+    call(
+        "get_queue_attributes",
+        &[Operator],
+        &[on(Dlq1, &[SqsGetQueueAttributes]), on(Dlq2, &[SqsGetQueueAttributes])],
+        "queue depths (status, redrive)",
+    ),
+    call(
+        "start_message_move_task",
+        &[Operator],
+        &[
+            on(
+                Dlq2,
+                &[
+                    SqsStartMessageMoveTask,
+                    SqsReceiveMessage,
+                    SqsDeleteMessage,
+                    SqsGetQueueAttributes,
+                ],
+            ),
+            on(Dlq1, &[SqsSendMessage]),
+        ],
+        "redrive on AWS: SQS moves DLQ2 to DLQ1 with the caller's permissions",
+    ),
+    call(
+        "list_message_move_tasks",
+        &[Operator],
+        &[on(Dlq2, &[SqsListMessageMoveTasks])],
+        "redrive follows the move task",
+    ),
+    call(
+        "change_message_visibility_batch",
+        &[Operator],
+        &[on(Dlq2, &[SqsChangeMessageVisibility])],
+        "redrive --dry-run and peek hand messages back at once",
+    ),
+    call(
+        "send_message_batch",
+        &[Operator],
+        &[on(Dlq1, &[SqsSendMessage])],
+        "redrive where no move task exists: send to DLQ1, then delete from DLQ2",
+    ),
+    // S3.
+    call(
+        "get_object",
+        &[DriftCheck],
+        &[on(LimitsFile, &[S3GetObject])],
+        "the limits file the overrides are compared with (`LimitsFileUri`), that one object",
+    ),
+    call(
+        "get_object",
+        &[DlqReprocessor, Operator],
+        &[
+            on(FailedBatchObjects, &[S3GetObject]),
+            on(FailedBatchBucket, &[S3ListBucket]),
+        ],
+        "a failed batch kept with its records; ListBucket so a missing object is NoSuchKey (permanent), not AccessDenied (retried)",
+    ),
+    call(
+        "put_object",
+        &[],
+        &[on(FailedBatchObjects, &[S3PutObject])],
+        "only the local runner, playing the stream mapping's S3 destination (PLATFORM_USES: the stream counter's role)",
+    ),
+    call(
+        "put_object",
+        &[Operator],
+        &[on(ArtifactsObjects, &[S3PutObject])],
+        "deploy uploads the zips and a template too large to inline, with their SHA-256 checksum",
+    ),
+    call(
+        "head_bucket",
+        &[Operator],
+        &[on(ArtifactsBucket, &[S3ListBucket])],
+        "plan and deploy: is the artifacts bucket there",
+    ),
+    call(
+        "create_bucket",
+        &[Operator],
+        &[on(ArtifactsBucket, &[S3CreateBucket])],
+        "deploy: the first time",
+    ),
+    call(
+        "head_object",
+        &[Operator],
+        &[
+            on(ArtifactsObjects, &[S3GetObject]),
+            on(ArtifactsBucket, &[S3ListBucket]),
+        ],
+        "deploy reuses a zip only if its SHA-256 checksum matches (ChecksumMode needs no other action; \
+         ListBucket: a missing key is 404, not 403)",
+    ),
+    // Lambda.
+    call(
+        "list_event_source_mappings",
+        &[Operator],
+        &[on(Everything, &[LambdaListEventSourceMappings])],
+        "status: the stack's mappings (no resource-level permission)",
+    ),
+    call(
+        "get_event_source_mapping",
+        &[Operator],
+        &[on(EventSourceMappings, &[LambdaGetEventSourceMapping])],
+        "status and verify read a mapping by its UUID",
+    ),
+    // The local take-over: only on the embedded emulator (`counterctl
+    // deploy` and `local run` with the local target), never on AWS, so no
+    // role or operator policy is granted it.
+    call(
+        "tag_resource",
+        &[],
+        &[on(Functions, &[LambdaTagResource])],
+        "only on the embedded emulator: tags the function whose mapping the local runner plays",
+    ),
+    call(
+        "update_event_source_mapping",
+        &[],
+        &[on(EventSourceMappings, &[LambdaUpdateEventSourceMapping])],
+        "only on the embedded emulator: disables its own poller's copy of the mapping",
+    ),
+    call(
+        "get_function_url_config",
+        &[Operator],
+        &[on(Functions, &[LambdaGetFunctionUrlConfig])],
+        "status: the api's URL",
+    ),
+    call(
+        "list_tags",
+        &[Operator],
+        &[on(Functions, &[LambdaListTags])],
+        "status: the local runner's URL tag; status and verify: the runner's takeover and heartbeat tags on the \
+         mapping's function (emulators only)",
+    ),
+    // CloudWatch and CloudFormation.
+    call(
+        "describe_alarms",
+        &[Operator],
+        &[on(Alarms, &[CloudWatchDescribeAlarms])],
+        "status: alarm states",
+    ),
+    call(
+        "describe_stacks",
+        &[Operator, LimitsPlanner],
+        &[on(Stack, &[CloudFormationDescribeStacks])],
+        "every command reads the stack's outputs",
+    ),
+    call(
+        "create_change_set",
+        &[Operator],
+        &[
+            on(Stack, &[CloudFormationCreateChangeSet]),
+            on(ArtifactsObjects, &[S3GetObject]),
+        ],
+        "plan and deploy; CloudFormation reads the uploaded template with the caller's credentials",
+    ),
+    call(
+        "describe_change_set",
+        &[Operator],
+        &[on(Stack, &[CloudFormationDescribeChangeSet])],
+        "plan and deploy wait for the change set and read its further pages of changes",
+    ),
+    call(
+        "delete_change_set",
+        &[Operator],
+        &[on(Stack, &[CloudFormationDeleteChangeSet])],
+        "plan removes its change set",
+    ),
+    call(
+        "describe_stack_events",
+        &[Operator],
+        &[on(Stack, &[CloudFormationDescribeStackEvents])],
+        "deploy and destroy follow the events",
+    ),
+    call(
+        "execute_change_set",
+        &[Operator],
+        &[on(Stack, &[CloudFormationExecuteChangeSet])],
+        "deploy",
+    ),
+    call(
+        "get_caller_identity",
+        &[Operator],
+        &[],
+        "the account, for the artifacts bucket's name (no permission needed)",
+    ),
+    call(
+        "get_template",
+        &[Operator],
+        &[on(Stack, &[CloudFormationGetTemplate])],
+        "plan compares with the deployed template",
+    ),
+    call(
+        "delete_stack",
+        &[Operator],
+        &[on(Stack, &[CloudFormationDeleteStack])],
+        "destroy; a stack a plan left in REVIEW_IN_PROGRESS; deploy replaces a stack whose first create rolled back \
+         (ROLLBACK_COMPLETE)",
+    ),
+    call(
+        "list_stack_resources",
+        &[Operator],
+        &[on(Stack, &[CloudFormationListStackResources])],
+        "status: the stack's alarms; deploy: the tables a failed first create left (an emulator keeps them; \
+         AWS's rollback deletes them)",
+    ),
+    call(
+        "delete_table",
+        &[Operator],
+        &[
+            on(ResourcesTable, &[DynamoDbDeleteTable]),
+            on(CountersTable, &[DynamoDbDeleteTable]),
+        ],
+        "destroy --delete-data",
+    ),
+    call(
+        "describe_table",
+        &[Operator],
+        &[
+            on(ResourcesTable, &[DynamoDbDescribeTable]),
+            on(CountersTable, &[DynamoDbDescribeTable]),
+        ],
+        "destroy --delete-data waits for the deletion; status and deploy: the tables' global-table replicas, warm \
+         throughput and maximum",
+    ),
+    call(
+        "describe_contributor_insights",
+        &[Operator],
+        &[
+            on(ResourcesTable, &[DynamoDbDescribeContributorInsights]),
+            on(CountersTable, &[DynamoDbDescribeContributorInsights]),
+        ],
+        "status: the tables' Contributor Insights",
+    ),
+];

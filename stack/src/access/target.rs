@@ -1,0 +1,189 @@
+//! [`Target`]: what a grant is on, as the template names it for a role and
+//! as an [`OperatorScope`] names it for a stack outside the template; a
+//! [`Grant`] is some actions on one target.
+
+use serde_json::{Value, json};
+
+use crate::expr::Expr;
+use crate::failed_batches::KEEP_PAYLOAD;
+use crate::logical;
+use crate::resources::iam::Action;
+use hybrid_counter::keys::KIT_STATE_SCOPE;
+
+use super::component::Component;
+
+/// What a grant is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Target {
+    ResourcesTable,
+    CountersTable,
+    /// The counters table, only under the partition key of the kit's own
+    /// state ([`KIT_STATE_SCOPE`], `dynamodb:LeadingKeys`).
+    KitState,
+    ResourcesStream,
+    Dlq1,
+    Dlq2,
+    /// The failed-batch bucket itself (`FailedBatchRecords=payload` only).
+    FailedBatchBucket,
+    /// Its objects (`payload` only).
+    FailedBatchObjects,
+    /// The limits file's object (`LimitsFileUri`, only when set).
+    LimitsFile,
+    /// The calling function's own log group.
+    OwnLogGroup,
+    /// The CloudFormation stack (its change sets are authorized on it).
+    Stack,
+    /// The bucket `counterctl deploy` uploads the zips and the template to.
+    ArtifactsBucket,
+    ArtifactsObjects,
+    /// The stack's functions.
+    Functions,
+    /// Event source mappings (their ARNs end in a UUID nobody can predict).
+    EventSourceMappings,
+    /// The stack's alarms.
+    Alarms,
+    /// This account's IAM roles and users under `ScopeCallerPath`: the api's callers.
+    IamRoles,
+    IamUsers,
+    /// `*`: for actions without resource-level permissions.
+    Everything,
+}
+
+impl Target {
+    /// The template condition under which the target exists.
+    pub fn only_if(self) -> Option<&'static str> {
+        match self {
+            Target::FailedBatchBucket | Target::FailedBatchObjects => Some(KEEP_PAYLOAD),
+            Target::IamRoles | Target::IamUsers => Some(crate::params::SCOPE_BY_TAG),
+            Target::LimitsFile => Some(logical::LIMITS_FILE_SET),
+            _ => None,
+        }
+    }
+
+    /// The target as the template names it for `component`'s role; `None`
+    /// for the operator's targets, which are outside the template.
+    pub fn in_template(self, component: Component) -> Option<Expr> {
+        let arn = |id: &str| Expr::get_att(id, "Arn");
+        match self {
+            Target::ResourcesTable => Some(arn(logical::RESOURCES_TABLE)),
+            Target::CountersTable | Target::KitState => Some(arn(logical::COUNTERS_TABLE)),
+            Target::ResourcesStream => Some(Expr::get_att(logical::RESOURCES_TABLE, "StreamArn")),
+            Target::Dlq1 => Some(arn(logical::DLQ1)),
+            Target::Dlq2 => Some(arn(logical::DLQ2)),
+            Target::FailedBatchBucket => Some(arn(logical::FAILED_BATCH_BUCKET)),
+            Target::FailedBatchObjects => Some(Expr::sub(format!("${{{}.Arn}}/*", logical::FAILED_BATCH_BUCKET))),
+            Target::LimitsFile => Some(limits_file_arn()),
+            Target::OwnLogGroup => component.role_and_log_group().map(|(_, group)| arn(group)),
+            Target::IamRoles => Some(scope_callers("role")),
+            Target::IamUsers => Some(scope_callers("user")),
+            Target::Stack
+            | Target::ArtifactsBucket
+            | Target::ArtifactsObjects
+            | Target::Functions
+            | Target::EventSourceMappings
+            | Target::Alarms
+            | Target::Everything => None,
+        }
+    }
+
+    /// The condition block a grant on the target carries, if any.
+    pub fn condition(self) -> Option<Value> {
+        match self {
+            Target::KitState => Some(json!({
+                "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [KIT_STATE_SCOPE]}
+            })),
+            _ => None,
+        }
+    }
+}
+
+/// The roles and the users under `ScopeCallerPath`, as IAM ARNs name them
+/// (`arn:aws:iam::<account>:role<path><name>`: the path is part of the ARN,
+/// <https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-arns>).
+pub fn scope_callers(kind: &str) -> Expr {
+    Expr::sub(format!(
+        "arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:{kind}${{{}}}*",
+        crate::params::SCOPE_CALLER_PATH
+    ))
+}
+
+/// The limits file's object as an ARN, `arn:<partition>:s3:::<bucket>/<key>`
+/// from `LimitsFileUri`'s `s3://<bucket>/<key>` (only meaningful under
+/// [`logical::LIMITS_FILE_SET`]).
+pub fn limits_file_arn() -> Expr {
+    Expr::join(
+        "",
+        vec![
+            "arn:".into(),
+            Expr::reference(crate::expr::AWS_PARTITION),
+            ":s3:::".into(),
+            Expr::select(1, Expr::split("s3://", Expr::reference(crate::params::LIMITS_FILE_URI))),
+        ],
+    )
+}
+
+/// Some of an operation's actions on one target.
+#[derive(Debug, Clone, Copy)]
+pub struct Grant {
+    pub on: Target,
+    pub actions: &'static [Action],
+}
+
+/// Shorthand for a [`Grant`] in the tables.
+pub(super) const fn on(on: Target, actions: &'static [Action]) -> Grant {
+    Grant { on, actions }
+}
+
+/// Where the operator's policy applies: the names `counterctl` derives
+/// from the stack name and the account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorScope {
+    /// `aws`, `aws-cn`, `aws-us-gov`.
+    pub partition: String,
+    pub region: String,
+    pub account: String,
+    pub stack_name: String,
+    /// The stack's `NamePrefix` (by default the stack name).
+    pub name_prefix: String,
+    pub artifacts_bucket: String,
+}
+
+impl OperatorScope {
+    /// The ARN (pattern) of `target` in this stack and account; `None` for
+    /// the limits file, whose object is a parameter's value (any bucket)
+    /// that an operator scope does not know: only the drift check's role,
+    /// in the template, reads it.
+    pub fn arn(&self, target: Target) -> Option<String> {
+        let OperatorScope {
+            partition: p,
+            region: r,
+            account: a,
+            stack_name,
+            name_prefix: prefix,
+            artifacts_bucket,
+        } = self;
+        use Target::*;
+        let arn = match target {
+            ResourcesTable => format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-resources"),
+            CountersTable | KitState => format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-counters"),
+            ResourcesStream => format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-resources/stream/*"),
+            Dlq1 => format!("arn:{p}:sqs:{r}:{a}:{prefix}-dlq1"),
+            Dlq2 => format!("arn:{p}:sqs:{r}:{a}:{prefix}-dlq2"),
+            // `<NamePrefix>-failed-batch-<8 hex digits of the stack id>`.
+            FailedBatchBucket => format!("arn:{p}:s3:::{prefix}-failed-batch-*"),
+            FailedBatchObjects => format!("arn:{p}:s3:::{prefix}-failed-batch-*/*"),
+            OwnLogGroup => format!("arn:{p}:logs:{r}:{a}:log-group:/aws/lambda/{prefix}-*"),
+            Stack => format!("arn:{p}:cloudformation:{r}:{a}:stack/{stack_name}/*"),
+            ArtifactsBucket => format!("arn:{p}:s3:::{artifacts_bucket}"),
+            ArtifactsObjects => format!("arn:{p}:s3:::{artifacts_bucket}/*"),
+            Functions => format!("arn:{p}:lambda:{r}:{a}:function:{prefix}-*"),
+            EventSourceMappings => format!("arn:{p}:lambda:{r}:{a}:event-source-mapping:*"),
+            Alarms => format!("arn:{p}:cloudwatch:{r}:{a}:alarm:{prefix}-*"),
+            IamRoles => format!("arn:{p}:iam::{a}:role/*"),
+            IamUsers => format!("arn:{p}:iam::{a}:user/*"),
+            Everything => "*".to_owned(),
+            LimitsFile => return None,
+        };
+        Some(arn)
+    }
+}
