@@ -162,6 +162,7 @@ impl CounterConfig {
         let best_effort_shards = shards(ENV_BE_SHARDS)?;
         let scope_keys = match lookup(ENV_SCOPE_KEYS) {
             None => crate::scope_keys::ScopeKeys::default(),
+            Some(raw) if raw.trim().is_empty() => crate::scope_keys::ScopeKeys::default(),
             Some(raw) => raw
                 .trim()
                 .parse::<u32>()
@@ -270,6 +271,26 @@ mod tests {
         }
         for name in Admission::NAMES {
             assert_eq!(name.parse::<Admission>().unwrap().as_str(), name);
+        }
+    }
+
+    /// Review 1 (11): unset or empty is one key; a bad count is named.
+    #[test]
+    fn scope_keys_default_to_one_and_a_bad_count_is_named() {
+        let base = [("RESOURCES_TABLE", "res"), ("COUNTERS_TABLE", "cnt")];
+        for value in [None, Some(""), Some(" ")] {
+            let mut pairs = base.to_vec();
+            pairs.extend(value.map(|v| (ENV_SCOPE_KEYS, v)));
+            assert_eq!(CounterConfig::from_lookup(env(&pairs)).unwrap().scope_keys.count(), 1);
+        }
+        let mut pairs = base.to_vec();
+        pairs.push((ENV_SCOPE_KEYS, "16"));
+        assert_eq!(CounterConfig::from_lookup(env(&pairs)).unwrap().scope_keys.count(), 16);
+        for bad in ["0", "101", "x"] {
+            let mut pairs = base.to_vec();
+            pairs.push((ENV_SCOPE_KEYS, bad));
+            let err = CounterConfig::from_lookup(env(&pairs)).unwrap_err();
+            assert!(err.to_string().contains(ENV_SCOPE_KEYS), "{err}");
         }
     }
 

@@ -212,8 +212,9 @@ impl<S: Store> Counter<S> {
     }
 
     /// Reads BE, EC and the limit of `scope` (strongly consistent): over
-    /// a scope's keys, one read each, BE and EC summed and the limit read
-    /// on the first key.
+    /// a scope's keys, one read each, BE and EC summed, `effective` the sum
+    /// of each key's `max(BE, EC)` (what the keys' admissions compare
+    /// together), and the limit read on the first key.
     pub async fn usage(&self, scope: &Scope) -> Result<Usage, Error> {
         let keys = self.scope_keys.keys(scope)?;
         let reads = futures_util::future::try_join_all(keys.iter().map(|key| self.store.read_counters(key)))
@@ -222,7 +223,7 @@ impl<S: Store> Counter<S> {
         let mut usage = Usage::new(&reads[0], self.default_limit);
         usage.best_effort = reads.iter().map(|r| r.best_effort).sum();
         usage.eventual = reads.iter().map(|r| r.eventual).sum();
-        usage.effective = usage.best_effort.max(usage.eventual);
+        usage.effective = reads.iter().map(|r| r.best_effort.max(r.eventual)).sum();
         Ok(usage)
     }
 

@@ -53,16 +53,29 @@ impl ScopeKeys {
     }
 
     /// Key `index` of `scope` (`scope` itself when the scope has one key).
+    /// Refused for every index alike when the scope is too long for its
+    /// longest key, or holds `#` (with N > 1 every partition key of the
+    /// tables is `s#k`, `k` the digits after the last `#`; a scope with a
+    /// `#` of its own would share a bare partition, its sequences', with
+    /// another scope's key).
     pub fn key(&self, scope: &Scope, index: u32) -> Result<Scope, Error> {
         if self.count == 1 {
             return Ok(scope.clone());
         }
-        Scope::new(format!("{scope}#{index}")).map_err(|err| {
+        let refused = |why: String| {
             Error::InvalidInput(format!(
-                "scope {scope:?} cannot be spread over {} keys: {err}",
+                "scope {scope:?} cannot be spread over {} keys: {why}",
                 self.count
             ))
-        })
+        };
+        if scope.as_str().contains('#') {
+            return Err(refused(
+                "a scope may not contain '#' on a stack whose scopes are spread over keys".into(),
+            ));
+        }
+        // The longest key decides, so a scope is valid for every id or none.
+        Scope::new(format!("{scope}#{}", self.count - 1)).map_err(|err| refused(err.to_string()))?;
+        Scope::new(format!("{scope}#{index}")).map_err(|err| refused(err.to_string()))
     }
 
     /// Every key of `scope`, in index order.
@@ -132,6 +145,33 @@ mod tests {
             matches!(err, Error::InvalidInput(ref m) if m.contains("cannot be spread over 8 keys")),
             "{err}"
         );
+    }
+
+    /// Review 1 (6): a 254-byte scope fits `#0`..`#9` but not `#10`: it is
+    /// refused for every id, not for the ids that hash past key 9.
+    #[test]
+    fn a_scope_that_fits_some_keys_only_is_refused_for_every_key() {
+        let keys = ScopeKeys::new(16).unwrap();
+        let long = scope(&"s".repeat(crate::ids::MAX_ID_BYTES - 2));
+        for index in 0..16 {
+            assert!(keys.key(&long, index).is_err(), "key {index}");
+        }
+        assert!(keys.keys(&long).is_err());
+        let fits = scope(&"s".repeat(crate::ids::MAX_ID_BYTES - 3));
+        assert_eq!(keys.keys(&fits).unwrap().len(), 16);
+    }
+
+    /// Review 1 (5): with N > 1 no scope may hold `#`, so no partition of
+    /// one scope is another scope's bare key.
+    #[test]
+    fn a_scope_with_a_hash_sign_is_refused_when_spread_and_kept_when_not() {
+        let id = ResourceId::new("r").unwrap();
+        let err = ScopeKeys::new(4).unwrap().key_of(&scope("a#3"), &id).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidInput(ref m) if m.contains("may not contain '#'")),
+            "{err}"
+        );
+        assert_eq!(ScopeKeys::default().key_of(&scope("a#3"), &id).unwrap(), scope("a#3"));
     }
 
     #[test]

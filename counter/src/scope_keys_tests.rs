@@ -181,3 +181,35 @@ async fn strict_admission_never_lets_the_keys_together_overshoot_the_limit() {
         }
     }
 }
+
+/// A stack's configuration reaches the request path: `Counter::configured`
+/// spreads scopes over the configured keys.
+#[tokio::test]
+async fn the_configured_counter_spreads_scopes_over_the_configured_keys() {
+    let store = Arc::new(MemoryStore::new());
+    let config = crate::config::CounterConfig {
+        resources_table: "r".into(),
+        counters_table: "c".into(),
+        default_limit: Some(10),
+        eventual_shards: 1,
+        best_effort_shards: 1,
+        admission: Admission::BestEffort,
+        scope_keys: ScopeKeys::new(4).unwrap(),
+    };
+    let counter = Counter::configured(store.clone(), 10, &config);
+    counter.create(&scope(), &id(1), Item::default(), NOW).await.unwrap();
+    let (key, _) = store.tables().resources.keys().next().cloned().unwrap();
+    assert_eq!(key, format!("acct#{}", config.scope_keys.index(&id(1))));
+}
+
+/// Review 1 (7): the usage's `effective` is what the keys admit against
+/// together, the sum of each key's `max(BE, EC)`, not `max(sum BE, sum EC)`.
+#[tokio::test]
+async fn usage_sums_each_keys_effective_count() {
+    let store = Arc::new(MemoryStore::new());
+    let counter = spread(store.clone(), 2, 100, Admission::BestEffort);
+    store.set_counter("acct#0", keys::BEST_EFFORT_NAME, 5);
+    store.set_counter("acct#1", keys::EVENTUAL_NAME, 5);
+    let usage = counter.usage(&scope()).await.unwrap();
+    assert_eq!((usage.best_effort, usage.eventual, usage.effective), (5, 5, 10));
+}

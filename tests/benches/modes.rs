@@ -696,7 +696,11 @@ fn ceiling_params() -> ceiling::Params {
         .unwrap_or_else(|| vec![1]);
     let mut approaches: Vec<ceiling::Approach> = keys
         .iter()
-        .flat_map(|&keys| shards.iter().map(move |&shards| ceiling::Approach::Kit { shards, keys }))
+        .flat_map(|&keys| {
+            shards
+                .iter()
+                .map(move |&shards| ceiling::Approach::Kit { shards, keys })
+        })
         .collect();
     // `BENCH_CEILING_WARM_WRITE_UNITS`: the tables pre-warmed
     // (`WarmThroughput`) to serve this many write units a second (and three
