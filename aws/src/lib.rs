@@ -20,9 +20,8 @@
 //!   failed-batch objects.
 //! - [`esm`] (feature `ops`): the event source mappings as Lambda describes them
 //!   ([`esm::MappingConfig`]), listed or read by uuid.
-//! - [`string_numbers`] (feature `ops`): the Lambda client that reads
-//!   ministack's mappings, whose numbers come as strings, for `--target
-//!   localstack`.
+//! - [`emulator`]: the emulators' differences from AWS the kit works
+//!   around (ministack's numbers as strings, fakecloud's `Number` `Ref`s).
 //! - [`sqs`] (feature `sqs`, part of `ops`): receiving, sending with
 //!   attributes, deleting in batches, a queue's depth and attributes, and a
 //!   received message as the Lambda event's SQS record.
@@ -31,6 +30,7 @@
 
 pub mod drift;
 pub mod dynamo;
+pub mod emulator;
 #[cfg(feature = "ops")]
 pub mod esm;
 pub mod failed_batch;
@@ -44,8 +44,6 @@ pub mod s3;
 #[cfg(feature = "sqs")]
 pub mod sqs;
 pub mod streams;
-#[cfg(feature = "ops")]
-pub mod string_numbers;
 #[cfg(test)]
 mod test_util;
 

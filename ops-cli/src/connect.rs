@@ -102,7 +102,7 @@ pub async fn connect(config: &Config, ui: &Ui) -> Result<Clients> {
 
     let mut lambda_config = aws_sdk_lambda::config::Builder::from(&sdk);
     if config.target == Target::Localstack {
-        lambda_config = hybrid_counter_aws::string_numbers::mended(lambda_config);
+        lambda_config = hybrid_counter_aws::emulator::string_numbers::mended(lambda_config);
     }
     Ok(Clients {
         cloudformation: aws_sdk_cloudformation::Client::new(&sdk),

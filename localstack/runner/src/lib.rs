@@ -96,12 +96,12 @@ pub async fn run_until_idle(config: RunnerConfig) -> Result<RunReport, Error> {
 
 /// The runner's Lambda client: on a LocalStack-compatible emulator it reads
 /// mappings whose numbers come as strings (ministack's, created by its
-/// CloudFormation; [`hybrid_counter_aws::string_numbers`]).
+/// CloudFormation; [`hybrid_counter_aws::emulator::string_numbers`]).
 fn lambda_client(sdk: &aws_config::SdkConfig, host: Host) -> aws_sdk_lambda::Client {
     let config = aws_sdk_lambda::config::Builder::from(sdk);
     match host {
         Host::LocalStack => {
-            aws_sdk_lambda::Client::from_conf(hybrid_counter_aws::string_numbers::mended(config).build())
+            aws_sdk_lambda::Client::from_conf(hybrid_counter_aws::emulator::string_numbers::mended(config).build())
         }
         Host::Fakecloud => aws_sdk_lambda::Client::from_conf(config.build()),
     }

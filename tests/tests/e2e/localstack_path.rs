@@ -128,7 +128,7 @@ async fn the_localstack_path_deploys_plays_verifies_and_destroys_on_ministack() 
     );
     // The runner handed both mappings back to ministack when it stopped.
     let lambda = aws_sdk_lambda::Client::from_conf(
-        hybrid_counter_aws::string_numbers::mended(aws_sdk_lambda::config::Builder::from(&sdk)).build(),
+        hybrid_counter_aws::emulator::string_numbers::mended(aws_sdk_lambda::config::Builder::from(&sdk)).build(),
     );
     for uuid in [out(outputs::STREAM_MAPPING_ID), out(outputs::DLQ1_MAPPING_ID)] {
         let mapping = hybrid_counter_aws::esm::get_mapping(&lambda, &uuid).await.unwrap();

@@ -3,7 +3,6 @@
 //! handlers, decides the [`parameters`] and turns a change set into a
 //! [`diff`]; [`package`] hashes and uploads the handler zips; [`cfn`] is the
 //! CloudFormation engine (stack status, change sets, stack events);
-//! [`compat`] adapts the template to the embedded emulator.
 //!
 //! `counterctl deploy`: package, create the change set, execute it and
 //! follow the stack's events to a final status. Idempotent: a deploy with
@@ -22,7 +21,6 @@
 //! before the runner's first look would be lost to it.
 
 pub mod cfn;
-pub mod compat;
 pub mod destroy;
 pub mod diff;
 pub mod package;

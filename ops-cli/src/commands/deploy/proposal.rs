@@ -9,7 +9,7 @@ use aws_sdk_cloudformation::types::{ChangeSetType, StackStatus, TemplateStage};
 use serde_json::Value;
 
 use super::cfn::{self, ChangeSetRequest, ChangeSetState, Readiness, StackInfo, TemplateSource};
-use super::compat;
+
 use super::diff::{self, Diff};
 use super::package::{self, Artifact};
 use super::parameters::{emulator_role_assumer, plan_parameters};
@@ -20,7 +20,7 @@ use crate::error::{self, Error, Result};
 
 /// Second header line of a template adjusted for the emulator.
 const EMULATOR_HEADER: &str = "# counterctl --target local: Number parameter references inlined for fakecloud \
-                               (ops-cli/src/commands/deploy/compat.rs).\n";
+                               (aws/src/emulator/template_numbers.rs).\n";
 
 /// How long a change set may take to compute.
 const CHANGE_SET_TIMEOUT: Duration = Duration::from_secs(600);
@@ -199,11 +199,12 @@ pub async fn propose(
     }
 
     // The body that is sent: as generated, or with Number parameters
-    // inlined for the embedded emulator (see `compat`).
+    // inlined for the embedded emulator (see `hybrid_counter_aws::emulator::template_numbers`).
     let generated: Value = serde_yaml_ng::from_str(&yaml).map_err(|e| Error::Template(e.to_string()))?;
     let (body, sent, inlined) = if config.target == Target::Local {
         let mut tree = generated.clone();
-        let inlined = compat::inline_number_parameters(&mut tree, &parameters.effective);
+        let inlined =
+            hybrid_counter_aws::emulator::template_numbers::inline_number_parameters(&mut tree, &parameters.effective);
         let rendered = serde_yaml_ng::to_string(&tree).map_err(|e| Error::Template(e.to_string()))?;
         (
             format!("{}{EMULATOR_HEADER}{rendered}", stack::YAML_HEADER),
