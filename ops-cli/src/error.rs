@@ -160,6 +160,14 @@ pub enum Error {
     )]
     ReplicatedTables { tables: String },
 
+    #[error(
+        "refusing to change ScopeKeyShards from {from} to {to}: the resources table {table} holds items, and every \
+         item's partition key depends on the count (scope#k, k a hash of its id), so the items stored under {from} \
+         would be hidden from their scope's counters, audits and admission; no migration command exists: empty the \
+         table first, or deploy a new stack (another --stack-name) with the new count"
+    )]
+    ScopeKeysChange { from: u32, to: u32, table: String },
+
     #[error("the change set for stack {name} failed: {reason}")]
     ChangeSetFailed { name: String, reason: String },
 
@@ -257,6 +265,7 @@ impl Error {
             | Error::ConfirmationRequired
             | Error::NotTheKit { .. }
             | Error::ReplicatedTables { .. }
+            | Error::ScopeKeysChange { .. }
             | Error::InvalidArgument(_)
             | Error::LimitsFile(_)
             | Error::NoLocalRunner => exit::USAGE,

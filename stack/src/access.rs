@@ -846,6 +846,14 @@ pub const CALL_SITES: &[CallSite] = &[
         "deploy",
     ),
     call(
+        "ops-cli/src/commands/deploy/scope_keys.rs",
+        "holds_items",
+        "scan",
+        &[Operator],
+        &[on(ResourcesTable, &[DynamoDbScan])],
+        "plan and deploy refuse a change of ScopeKeyShards while the resources table holds an item",
+    ),
+    call(
         PROPOSAL,
         "propose",
         "get_caller_identity",

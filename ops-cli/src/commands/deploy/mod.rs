@@ -3,7 +3,8 @@
 //! handlers, decides the [`parameters`] and turns a change set into a
 //! [`diff`]; [`package`] hashes and uploads the handler zips; [`cfn`] is the
 //! CloudFormation engine (stack status, change sets, stack events);
-//! [`compat`] adapts the template to the embedded emulator.
+//! [`compat`] adapts the template to the embedded emulator; [`scope_keys`]
+//! refuses a change of `ScopeKeyShards` on a stack with data.
 //!
 //! `counterctl deploy`: package, create the change set, execute it and
 //! follow the stack's events to a final status. Idempotent: a deploy with
@@ -29,6 +30,7 @@ pub mod package;
 pub mod parameters;
 pub mod plan;
 pub mod proposal;
+pub mod scope_keys;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -370,6 +372,140 @@ mod tests {
                 )
                 .build()
         })
+    }
+
+    /// The deployed stack `hybrid-counter` with its scopes over `keys`
+    /// partition keys (`None`: deployed before `ScopeKeyShards` existed).
+    fn deployed_with_keys(keys: Option<&'static str>) -> Rule {
+        mock!(aws_sdk_cloudformation::Client::describe_stacks).then_output(move || {
+            let output = |key: &str, value: &str| Output::builder().output_key(key).output_value(value).build();
+            let mut stack = Stack::builder()
+                .stack_id("arn:stack")
+                .stack_name("hybrid-counter")
+                .stack_status(StackStatus::UpdateComplete)
+                .outputs(output(stack::outputs::RESOURCES_TABLE, "hc-resources"))
+                .outputs(output(stack::outputs::COUNTERS_TABLE, "hc-counters"));
+            if let Some(keys) = keys {
+                stack = stack.parameters(
+                    aws_sdk_cloudformation::types::Parameter::builder()
+                        .parameter_key(stack::params::SCOPE_KEY_SHARDS)
+                        .parameter_value(keys)
+                        .build(),
+                );
+            }
+            DescribeStacksOutput::builder().stacks(stack.build()).build()
+        })
+    }
+
+    /// The Scan of one item of the resources table, answering `items` of them.
+    fn scan_of_one(items: usize) -> Rule {
+        mock!(aws_sdk_dynamodb::Client::scan)
+            .match_requests(|r| {
+                r.table_name() == Some("hc-resources") && r.limit() == Some(1) && r.consistent_read() == Some(true)
+            })
+            .then_output(move || {
+                let item = std::collections::HashMap::from([(
+                    "scope".to_owned(),
+                    aws_sdk_dynamodb::types::AttributeValue::S("acct".into()),
+                )]);
+                aws_sdk_dynamodb::operation::scan::ScanOutput::builder()
+                    .set_items(Some(vec![item; items]))
+                    .count(items as i32)
+                    .build()
+            })
+    }
+
+    fn ctx_parts(verb: &str, extra: &[&str]) -> Config {
+        let mut argv = vec!["counterctl", "--target", "aws", "--region", "us-east-1", verb];
+        argv.extend(extra);
+        Config::from_cli(Cli::try_parse_from(argv).unwrap(), &|_| None).unwrap()
+    }
+
+    #[tokio::test]
+    async fn deploy_and_plan_refuse_to_change_scope_keys_on_a_table_with_items_before_any_change_set() {
+        for verb in ["deploy", "plan"] {
+            let config = ctx_parts(verb, &["--param", "ScopeKeyShards=8"]);
+            let inputs = match &config.command {
+                crate::config::CommandConfig::Deploy { inputs, .. } | crate::config::CommandConfig::Plan(inputs) => {
+                    inputs
+                }
+                _ => panic!("deploy or plan expected"),
+            };
+            // The STS and S3 clients answer nothing and CloudFormation only
+            // DescribeStacks: anything past the refusal fails otherwise.
+            let mut dynamodb = Vec::new();
+            if verb == "deploy" {
+                dynamodb.extend([tables(&[]), tables(&[])]);
+            }
+            dynamodb.push(scan_of_one(1));
+            let clients = mocked_clients(
+                &[deployed_with_keys(Some("1")), deployed_with_keys(Some("1"))],
+                &dynamodb,
+            );
+            let ui = Ui::quiet();
+            let ctx = Context {
+                config: &config,
+                clients: &clients,
+                ui: &ui,
+            };
+            let err = if verb == "deploy" {
+                run(&ctx, inputs, Vec::new(), Duration::from_secs(1), false)
+                    .await
+                    .unwrap_err()
+            } else {
+                plan::run(&ctx, inputs, Vec::new()).await.unwrap_err()
+            };
+            assert!(
+                matches!(err, crate::error::Error::ScopeKeysChange { from: 1, to: 8, .. }),
+                "{verb}: {err}"
+            );
+            let message = err.to_string();
+            for why in ["hc-resources", "partition key", "hidden", "no migration", "new stack"] {
+                assert!(message.contains(why), "{verb}: {why:?} not in {message}");
+            }
+            assert_eq!(err.exit_code(), crate::exit::USAGE, "{verb}");
+        }
+    }
+
+    #[tokio::test]
+    async fn scope_keys_may_change_on_an_empty_table_and_are_not_read_when_unchanged() {
+        let ui = Ui::quiet();
+        let stack = |keys: Option<&str>| cfn::StackInfo {
+            id: "arn:stack".into(),
+            name: "hybrid-counter".into(),
+            status: StackStatus::UpdateComplete,
+            status_reason: None,
+            parameters: keys
+                .map(|k| BTreeMap::from([(stack::params::SCOPE_KEY_SHARDS.to_owned(), k.to_owned())]))
+                .unwrap_or_default(),
+            outputs: BTreeMap::from([(stack::outputs::RESOURCES_TABLE.to_owned(), "hc-resources".to_owned())]),
+            tags: BTreeMap::new(),
+            last_updated: None,
+            description: None,
+        };
+        let to = |n: &str| BTreeMap::from([(stack::params::SCOPE_KEY_SHARDS.to_owned(), n.to_owned())]);
+        // An empty table: the change goes ahead.
+        let clients = mocked_clients(&[], &[scan_of_one(0)]);
+        scope_keys::guard(&clients.dynamodb, &stack(Some("1")), &to("8"), &ui)
+            .await
+            .unwrap();
+        // No change (given equal, not given, or 1 on a stack that predates
+        // the parameter): no Scan is sent (none is mocked).
+        let clients = mocked_clients(&[], &[]);
+        for (deployed, given) in [(Some("8"), to("8")), (Some("8"), BTreeMap::new()), (None, to("1"))] {
+            scope_keys::guard(&clients.dynamodb, &stack(deployed), &given, &ui)
+                .await
+                .unwrap();
+        }
+        // A table with items refuses the change, whichever way it goes.
+        let clients = mocked_clients(&[], &[scan_of_one(1)]);
+        let err = scope_keys::guard(&clients.dynamodb, &stack(Some("8")), &to("1"), &ui)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, crate::error::Error::ScopeKeysChange { from: 8, to: 1, .. }),
+            "{err}"
+        );
     }
 
     /// `DescribeTable` of one table (a rule answers one request), with
