@@ -70,6 +70,19 @@ impl ScopeKeys {
         (0..self.count).map(|index| self.key(scope, index)).collect()
     }
 
+    /// The scope and index of a partition key `key` of this layout: `s#k`
+    /// with `k` written as [`ScopeKeys::key`] writes it and below the
+    /// count. `None` with one key (every key is its own scope) and for
+    /// anything else (a bare scope, `s#007`, `s#k` with `k` >= N).
+    pub fn split<'a>(&self, key: &'a str) -> Option<(&'a str, u32)> {
+        if self.count == 1 {
+            return None;
+        }
+        let (scope, suffix) = key.rsplit_once('#')?;
+        let index = suffix.parse::<u32>().ok()?;
+        (!scope.is_empty() && index < self.count && index.to_string() == suffix).then_some((scope, index))
+    }
+
     /// Key `index`'s share of a scope limit of `limit`: the limit divided
     /// as evenly as integers allow (the first `limit % N` keys get one
     /// more), so the shares add up to the limit exactly and a scope never
@@ -132,6 +145,21 @@ mod tests {
             matches!(err, Error::InvalidInput(ref m) if m.contains("cannot be spread over 8 keys")),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_key_splits_into_its_scope_and_index_only_when_this_layout_wrote_it() {
+        let keys = ScopeKeys::new(8).unwrap();
+        assert_eq!(keys.split("acct#3"), Some(("acct", 3)));
+        assert_eq!(keys.split("a#b#7"), Some(("a#b", 7)));
+        for other in ["acct", "acct#8", "acct#03", "acct#", "#3", "acct#x", "acct#+3"] {
+            assert_eq!(keys.split(other), None, "{other}");
+        }
+        assert_eq!(ScopeKeys::default().split("acct#0"), None);
+        for index in 0..8 {
+            let key = keys.key(&scope("s"), index).unwrap();
+            assert_eq!(keys.split(key.as_str()), Some(("s", index)));
+        }
     }
 
     #[test]
