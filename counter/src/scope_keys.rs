@@ -7,8 +7,9 @@
 use crate::error::Error;
 use crate::ids::{ResourceId, Scope};
 
-/// Most keys a stack may spread a scope over: a limit override is written
-/// to every key in one transaction (DynamoDB's 100 actions).
+/// Most keys a stack may spread a scope over (the `ScopeKeyShards`
+/// parameter's maximum): a limit override is a copy on every key, so a
+/// `limit set` writes up to this many items.
 pub const MAX_KEYS: u32 = 100;
 
 /// How many partition keys each scope is spread over.

@@ -265,7 +265,8 @@ fn add_parameters(t: &mut Template) {
              creates/s; N keys lift that about N times. The cost: a create is refused at its key's share \
              while other keys may have room, so a scope can be refused below its limit; keep every limit \
              much larger than N (each key's share is limit / N). Usage and audits read all N keys; a limit \
-             override is written as a copy on every key; gapless sequences stay on the bare scope.",
+             override is written as a copy on every key (while copies disagree, admission is bounded by the \
+             larger limit); gapless sequences stay on the bare scope.",
             1,
             1,
             i64::from(hybrid_counter::scope_keys::MAX_KEYS),
