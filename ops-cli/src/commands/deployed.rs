@@ -55,7 +55,7 @@ impl Deployed {
     /// The deployed `ScopeKeyShards` parameter (the API function's
     /// `SCOPE_KEY_SHARDS`); one key when the stack does not have it.
     pub fn scope_keys(&self) -> Result<hybrid_counter::scope_keys::ScopeKeys> {
-        scope_keys_param(&self.stack.parameters)
+        super::deploy::scope_keys::scope_keys_param(&self.stack.parameters)
     }
 
     /// The deployed `AdmissionMode` parameter (the API function's
@@ -73,31 +73,6 @@ impl Deployed {
                 ),
             }),
         }
-    }
-}
-
-/// The `ScopeKeyShards` of a stack's `parameters`; one key when absent
-/// (a stack deployed before the parameter existed) or empty.
-pub fn scope_keys_param(
-    parameters: &std::collections::BTreeMap<String, String>,
-) -> Result<hybrid_counter::scope_keys::ScopeKeys> {
-    let key = stack::params::SCOPE_KEY_SHARDS;
-    match parameters.get(key) {
-        None => Ok(Default::default()),
-        Some(value) if value.trim().is_empty() => Ok(Default::default()),
-        Some(value) => value
-            .trim()
-            .parse::<u32>()
-            .ok()
-            .and_then(|n| hybrid_counter::scope_keys::ScopeKeys::new(n).ok())
-            .ok_or_else(|| Error::ParamValue {
-                key: key.to_owned(),
-                value: value.clone(),
-                reason: format!(
-                    "a scope is spread over 1 to {} keys",
-                    hybrid_counter::scope_keys::MAX_KEYS
-                ),
-            }),
     }
 }
 

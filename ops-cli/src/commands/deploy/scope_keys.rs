@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use hybrid_counter::scope_keys::ScopeKeys;
 
 use super::cfn::StackInfo;
-use crate::commands::deployed::scope_keys_param;
 use crate::error::{self, Error, Result};
 use crate::progress::Ui;
 
@@ -31,6 +30,31 @@ pub fn change(
         None => from,
     };
     Ok((from != to).then_some((from, to)))
+}
+
+/// The `ScopeKeyShards` of a stack's `parameters`; one key when absent
+/// (a stack deployed before the parameter existed) or empty.
+pub fn scope_keys_param(
+    parameters: &std::collections::BTreeMap<String, String>,
+) -> Result<hybrid_counter::scope_keys::ScopeKeys> {
+    let key = stack::params::SCOPE_KEY_SHARDS;
+    match parameters.get(key) {
+        None => Ok(Default::default()),
+        Some(value) if value.trim().is_empty() => Ok(Default::default()),
+        Some(value) => value
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .and_then(|n| hybrid_counter::scope_keys::ScopeKeys::new(n).ok())
+            .ok_or_else(|| Error::ParamValue {
+                key: key.to_owned(),
+                value: value.clone(),
+                reason: format!(
+                    "a scope is spread over 1 to {} keys",
+                    hybrid_counter::scope_keys::MAX_KEYS
+                ),
+            }),
+    }
 }
 
 /// Refuses an update of `stack` that changes `ScopeKeyShards` while its
