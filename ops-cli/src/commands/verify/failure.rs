@@ -113,7 +113,12 @@ impl Verify<'_> {
         }
         self.ctx.ui.step(format!("verify: writing {ITEMS} items in {scope}"));
         self.store
-            .set_scope_limit(self.config.scope_keys, scope, Some(ITEMS + 1), now_millis())
+            .set_scope_limit(
+                self.config.scope_keys,
+                scope,
+                Some(super::room_for(self.config.scope_keys, ITEMS + 1)),
+                now_millis(),
+            )
             .await
             .map_err(store_error("setting a limit override"))?;
         for n in 0..ITEMS {

@@ -225,7 +225,7 @@ impl Verify<'_> {
                 .set_scope_limit(
                     self.config.scope_keys,
                     scope,
-                    Some(self.options.operations + 1),
+                    Some(room_for(self.config.scope_keys, self.options.operations + 1)),
                     now_millis(),
                 )
                 .await
@@ -261,18 +261,19 @@ impl Verify<'_> {
 
     async fn limit(&self) -> Outcome {
         let scope = &self.scopes[0];
-        let over = id("over".into())?;
-        // The key `over` lands on: a create is refused at its key's share.
-        let key = self
-            .config
-            .scope_keys
-            .key_of(scope, &over)
-            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        let on_key = count_scope(self.store, &key)
-            .await
-            .map_err(store_error("counting a scope"))?
-            .live;
-        let limit = refusing_limit(self.config.scope_keys, on_key);
+        // A create is refused at its key's share: create on the fullest key.
+        let mut fullest = (0, 0);
+        for (index, key) in self.keys(scope)?.iter().enumerate() {
+            let live = count_scope(self.store, key)
+                .await
+                .map_err(store_error("counting a scope"))?
+                .live;
+            if index == 0 || live > fullest.1 {
+                fullest = (index as u32, live);
+            }
+        }
+        let over = over_id(self.config.scope_keys, fullest.0)?;
+        let limit = refusing_limit(self.config.scope_keys, fullest.1);
         self.store
             .set_scope_limit(self.config.scope_keys, scope, Some(limit), now_millis())
             .await
@@ -463,6 +464,27 @@ impl Verify<'_> {
     }
 }
 
+/// An id of the limit check's create that lands on key `index`: `over`
+/// under one key, else the first of `over`, `over-1`, `over-2`, ... that
+/// hashes there.
+fn over_id(keys: hybrid_counter::scope_keys::ScopeKeys, index: u32) -> Result<ResourceId> {
+    let candidates = std::iter::once("over".to_owned()).chain((1..10_000).map(|n| format!("over-{n}")));
+    for candidate in candidates {
+        let id = id(candidate)?;
+        if keys.index(&id) == index {
+            return Ok(id);
+        }
+    }
+    id("over".into())
+}
+
+/// Room for `creates` creates in one scope whatever keys they land on:
+/// each key's share of it is at least `creates` (the scope's own limit
+/// under one key).
+pub(super) fn room_for(keys: hybrid_counter::scope_keys::ScopeKeys, creates: u64) -> u64 {
+    creates * u64::from(keys.count())
+}
+
 /// The override at which a create of an id on a key holding `on_key` live
 /// items is refused: that key's share of it is `on_key` (the scope's live
 /// count under one key; with N keys, N times the key's items, so every
@@ -590,9 +612,12 @@ mod tests {
         let count = support::count_keys(&store, config.scope_keys, &scope).await.unwrap();
         assert_eq!((count.live, count.pending), (12, 12), "every key is counted");
 
-        let over = id("over".into()).unwrap();
+        let over = over_id(config.scope_keys, 2).unwrap();
+        assert_eq!(config.scope_keys.index(&over), 2);
+        assert_eq!(over_id(ScopeKeys::default(), 0).unwrap().as_str(), "over");
         let key = config.scope_keys.key_of(&scope, &over).unwrap();
         let on_key = count_scope(&store, &key).await.unwrap().live;
+        assert!(on_key > 0, "12 items over 4 keys");
         let limit = refusing_limit(config.scope_keys, on_key);
         for k in 0..4 {
             store.set_limit(&format!("verify-r-0#{k}"), Some(limit));
@@ -600,6 +625,9 @@ mod tests {
         let answer = counter.create(&scope, &over, Default::default(), 1).await.map(drop);
         let verdict = judge_refusal(answer, limit);
         assert!(verdict.as_ref().is_ok_and(|d| d.contains("key's share")), "{verdict:?}");
+        // Room for 5 creates on any key of 4, whichever they land on.
+        assert_eq!(room_for(config.scope_keys, 5), 20);
+        assert_eq!(room_for(ScopeKeys::default(), 5), 5);
         // One key: the scope's live count, refused as LimitExceeded.
         assert_eq!(refusing_limit(ScopeKeys::default(), 12), 12);
         let refused = Err(CounterError::LimitExceeded { usage: 12, limit: 12 });
