@@ -33,7 +33,7 @@ use hybrid_counter::{ResourceId, Scope, now_millis};
 use hybrid_counter_aws::replay::OnFailureRecord;
 use hybrid_counter_aws::streams::{Position, ShardReader};
 
-use super::support::{Outcome, Verify, id, store_error};
+use super::support::{Outcome, Verify, id, room_for, store_error};
 use crate::error::{Error, Result};
 
 /// Items written and failed on purpose.
@@ -116,7 +116,7 @@ impl Verify<'_> {
             .set_scope_limit(
                 self.config.scope_keys,
                 scope,
-                Some(super::room_for(self.config.scope_keys, ITEMS + 1)),
+                Some(room_for(self.config.scope_keys, ITEMS + 1)),
                 now_millis(),
             )
             .await

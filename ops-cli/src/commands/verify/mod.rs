@@ -42,7 +42,7 @@ use crate::error::{Error, Result};
 pub mod failure;
 mod support;
 
-use support::{Outcome, Verify, id, store_error};
+use support::{Outcome, Verify, id, room_for, store_error};
 
 /// One check's outcome.
 #[derive(Debug, Clone, Serialize)]
@@ -476,13 +476,6 @@ fn over_id(keys: hybrid_counter::scope_keys::ScopeKeys, index: u32) -> Result<Re
         }
     }
     id("over".into())
-}
-
-/// Room for `creates` creates in one scope whatever keys they land on:
-/// each key's share of it is at least `creates` (the scope's own limit
-/// under one key).
-pub(super) fn room_for(keys: hybrid_counter::scope_keys::ScopeKeys, creates: u64) -> u64 {
-    creates * u64::from(keys.count())
 }
 
 /// The override at which a create of an id on a key holding `on_key` live

@@ -17,6 +17,13 @@ pub(super) fn id(name: String) -> Result<ResourceId> {
 
 pub(super) use crate::error::store_error;
 
+/// Room for `creates` creates in one scope whatever keys they land on:
+/// each key's share of it is at least `creates` (the scope's own limit
+/// under one key).
+pub(super) fn room_for(keys: ScopeKeys, creates: u64) -> u64 {
+    creates * u64::from(keys.count())
+}
+
 /// One run's handles; each check is a method (`Ok(Err(detail))` is a
 /// failed check, an `Err` a call that could not be made).
 pub(super) struct Verify<'a> {
