@@ -22,6 +22,7 @@ use hybrid_counter::EpochMillis;
 use hybrid_counter::error::StoreError;
 use hybrid_counter::ids::Scope;
 use hybrid_counter::keys;
+use hybrid_counter::scope_keys::ScopeKeys;
 
 use crate::dynamo::{DynamoStore, counter_key, n, s};
 
@@ -151,6 +152,42 @@ impl DynamoStore {
             LimitWrite::Unknown { error } => Err(StoreError::Unavailable(error)),
             _ => Ok(()),
         }
+    }
+
+    /// Sets (`Some`) or removes (`None`) `scope`'s override as a copy on
+    /// each of its partition keys (`s#0..s#N-1` under [`ScopeKeys`] N > 1;
+    /// the scope itself under one key), because each create reads only its
+    /// own key's copy. Each copy is written as [`DynamoStore::set_limit`]
+    /// writes one, in key order; a copy that fails stops the run with
+    /// which copies were written before it: the copies disagree until a
+    /// repeat writes them all (admission is then bounded by the larger
+    /// limit: each key admits its share of the limit it reads).
+    pub async fn set_scope_limit(
+        &self,
+        keys: ScopeKeys,
+        scope: &Scope,
+        limit: Option<u64>,
+        now: EpochMillis,
+    ) -> Result<(), StoreError> {
+        let copies = keys.keys(scope).map_err(|e| StoreError::Rejected(e.to_string()))?;
+        for (written, key) in copies.iter().enumerate() {
+            self.set_limit(key, limit, now).await.map_err(|err| {
+                if written == 0 {
+                    return err;
+                }
+                let why = format!(
+                    "the limit override of {scope} was written on {written} of its {} keys and failed on {key}: \
+                     {err}; its copies disagree until it is written again",
+                    copies.len()
+                );
+                match err {
+                    StoreError::Transient(_) => StoreError::Transient(why),
+                    StoreError::Rejected(_) => StoreError::Rejected(why),
+                    _ => StoreError::Unavailable(why),
+                }
+            })?;
+        }
+        Ok(())
     }
 
     /// Sets (`Some`) or removes (`None`) the scope's override, if it is
@@ -565,6 +602,61 @@ mod tests {
             .collect();
         let outcome = store(&errors).write_limit(&scope(), Some(9), read(4, "r4"), 1).await;
         assert!(matches!(outcome, Ok(LimitWrite::Unknown { .. })), "{outcome:?}");
+    }
+
+    /// The key of a `limit` write.
+    fn key_of(r: &aws_sdk_dynamodb::operation::update_item::UpdateItemInput) -> Option<&str> {
+        r.key()?.get(keys::SCOPE)?.as_s().ok().map(String::as_str)
+    }
+
+    #[tokio::test]
+    async fn a_scope_over_four_keys_gets_its_override_on_every_key_and_a_failed_copy_is_named() {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let seen = written.clone();
+        let rules = [mock!(Client::update_item)
+            .match_requests(move |r| {
+                seen.lock().unwrap().push(key_of(r).unwrap().to_owned());
+                value(r.expression_attribute_values(), ":limit") == Some("40") && r.condition_expression().is_none()
+            })
+            .sequence()
+            .output(|| UpdateItemOutput::builder().build())
+            .times(4)
+            .build()];
+        let keys = ScopeKeys::new(4).unwrap();
+        store(&rules)
+            .set_scope_limit(keys, &scope(), Some(40), 1)
+            .await
+            .unwrap();
+        assert_eq!(
+            *written.lock().unwrap(),
+            ["acme/prod#0", "acme/prod#1", "acme/prod#2", "acme/prod#3"]
+        );
+
+        let removed = [
+            mock!(Client::delete_item)
+                .match_requests(|r| r.key().unwrap()[keys::SCOPE].as_s().unwrap() == "acme/prod#0")
+                .then_output(|| DeleteItemOutput::builder().build()),
+            mock!(Client::delete_item)
+                .then_error(|| DeleteItemError::generic(ErrorMetadata::builder().code("ValidationException").build())),
+        ];
+        let err = store(&removed)
+            .set_scope_limit(keys, &scope(), None, 1)
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("written on 1 of its 4 keys and failed on acme/prod#1") && text.contains("disagree"),
+            "{text}"
+        );
+        // One key: the scope itself, as `set_limit` writes it.
+        let one = [mock!(Client::update_item)
+            .match_requests(|r| key_of(r) == Some("acme/prod"))
+            .then_output(|| UpdateItemOutput::builder().build())];
+        store(&one)
+            .set_scope_limit(ScopeKeys::default(), &scope(), Some(4), 1)
+            .await
+            .unwrap();
+        assert_eq!(one[0].num_calls(), 1);
     }
 
     #[tokio::test]

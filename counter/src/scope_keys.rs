@@ -7,8 +7,9 @@
 use crate::error::Error;
 use crate::ids::{ResourceId, Scope};
 
-/// Most keys a stack may spread a scope over: a limit override is written
-/// to every key in one transaction (DynamoDB's 100 actions).
+/// Most keys a stack may spread a scope over (the `ScopeKeyShards`
+/// parameter's maximum): a limit override is a copy on every key, so a
+/// `limit set` writes up to this many items.
 pub const MAX_KEYS: u32 = 100;
 
 /// How many partition keys each scope is spread over.
@@ -81,6 +82,19 @@ impl ScopeKeys {
     /// Every key of `scope`, in index order.
     pub fn keys(&self, scope: &Scope) -> Result<Vec<Scope>, Error> {
         (0..self.count).map(|index| self.key(scope, index)).collect()
+    }
+
+    /// The scope and index of a partition key `key` of this layout: `s#k`
+    /// with `k` written as [`ScopeKeys::key`] writes it and below the
+    /// count. `None` with one key (every key is its own scope) and for
+    /// anything else (a bare scope, `s#007`, `s#k` with `k` >= N).
+    pub fn split<'a>(&self, key: &'a str) -> Option<(&'a str, u32)> {
+        if self.count == 1 {
+            return None;
+        }
+        let (scope, suffix) = key.rsplit_once('#')?;
+        let index = suffix.parse::<u32>().ok()?;
+        (!scope.is_empty() && index < self.count && index.to_string() == suffix).then_some((scope, index))
     }
 
     /// Key `index`'s share of a scope limit of `limit`: the limit divided
@@ -172,6 +186,21 @@ mod tests {
             "{err}"
         );
         assert_eq!(ScopeKeys::default().key_of(&scope("a#3"), &id).unwrap(), scope("a#3"));
+    }
+
+    #[test]
+    fn a_key_splits_into_its_scope_and_index_only_when_this_layout_wrote_it() {
+        let keys = ScopeKeys::new(8).unwrap();
+        assert_eq!(keys.split("acct#3"), Some(("acct", 3)));
+        assert_eq!(keys.split("a#b#7"), Some(("a#b", 7)));
+        for other in ["acct", "acct#8", "acct#03", "acct#", "#3", "acct#x", "acct#+3"] {
+            assert_eq!(keys.split(other), None, "{other}");
+        }
+        assert_eq!(ScopeKeys::default().split("acct#0"), None);
+        for index in 0..8 {
+            let key = keys.key(&scope("s"), index).unwrap();
+            assert_eq!(keys.split(key.as_str()), Some(("s", index)));
+        }
     }
 
     #[test]

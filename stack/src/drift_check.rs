@@ -305,6 +305,7 @@ mod tests {
             "ADMISSION_MODE",
             "BE_SHARDS",
             "EC_SHARDS",
+            "SCOPE_KEY_SHARDS",
             "COUNTERS_TABLE",
             "RESOURCES_TABLE",
         ] {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use hybrid_counter::config::{
     Admission, ENV_ADMISSION_MODE, ENV_BE_SHARDS, ENV_COUNTERS_TABLE, ENV_DEFAULT_LIMIT, ENV_DLQ2_URL, ENV_EC_SHARDS,
-    ENV_PROCESSING_MODE, ENV_RESOURCES_TABLE, ENV_STREAM_ARN,
+    ENV_PROCESSING_MODE, ENV_RESOURCES_TABLE, ENV_SCOPE_KEYS, ENV_STREAM_ARN,
 };
 use hybrid_counter::keys;
 use hybrid_counter::metrics::ENV_STACK_NAME;
@@ -251,6 +251,36 @@ fn add_parameters(t: &mut Template) {
              (the audit reports MixedEpochs); growing it past the shards of the last raise leaves the new \
              ones absent, and its strict creates may be refused below the limit until the audit creates \
              them (ShardsAbsent).",
+        ),
+    );
+    t.parameter(
+        params::SCOPE_KEY_SHARDS,
+        Parameter::number(
+            "Partition keys each scope's items are spread over (1 keeps the scope itself as the only key). \
+             With N > 1 an item of scope s lives under the key s#k, k a hash of its id (FNV-1a mod N), and \
+             each key has its own counters and admits up to its share of the scope's limit (the limit split \
+             as evenly as integers allow), reading only its own counters: one Query per create, as with one \
+             key. Why: one partition serves about 1,000 write units/s and a create costs about 4 on its \
+             scope's partition of the resources table, so an unsharded hot scope tops out near 250 \
+             creates/s; N keys lift that about N times. The cost: a create is refused at its key's share \
+             while other keys may have room, so a scope can be refused below its limit; keep every limit \
+             much larger than N (each key's share is limit / N). Usage and audits read all N keys; a limit \
+             override is written as a copy on every key (while copies disagree, admission is bounded by the \
+             larger limit); gapless sequences stay on the bare scope.",
+            1,
+            1,
+            i64::from(hybrid_counter::scope_keys::MAX_KEYS),
+        )
+        .effect(
+            "SCOPE_KEY_SHARDS of the api function and the drift check: which partition key a create, a \
+             delete and a read of an item use, how the limit splits into per-key shares, and which keys \
+             usage, audits and limit overrides read and write. counterctl reads the deployed value.",
+            LiveChange::Unsafe,
+            "Every item's partition key and every limit override's copy depend on N: after a change what \
+             is stored would be hidden from its scope's counters, audits and admission, and during the \
+             rollout old and new instances would admit one scope under both layouts. N is fixed when the \
+             stack is created: counterctl plan and deploy refuse any change; no migration exists: deploy a \
+             new stack.",
         ),
     );
     t.parameter(
@@ -559,7 +589,8 @@ pub(crate) struct FunctionSpec {
     pub name_suffix: &'static str,
     pub code_key: &'static str,
     pub timeout: u32,
-    /// The request path's settings: default limit and admission mode.
+    /// The request path's settings: default limit, admission mode,
+    /// best-effort shards and scope keys.
     pub default_limit: bool,
     pub ec_shards: bool,
     /// The reprocessor's: the stream it may replay and DLQ2, where a
@@ -671,6 +702,7 @@ pub(crate) fn add_function(t: &mut Template, spec: &FunctionSpec) {
         variables.insert(ENV_DEFAULT_LIMIT.to_owned(), Expr::reference(params::DEFAULT_LIMIT));
         variables.insert(ENV_ADMISSION_MODE.to_owned(), Expr::reference(params::ADMISSION_MODE));
         variables.insert(ENV_BE_SHARDS.to_owned(), Expr::reference(params::BE_SHARD_COUNT));
+        variables.insert(ENV_SCOPE_KEYS.to_owned(), Expr::reference(params::SCOPE_KEY_SHARDS));
     }
     if spec.ec_shards {
         variables.insert(ENV_EC_SHARDS.to_owned(), Expr::reference(params::EC_SHARD_COUNT));

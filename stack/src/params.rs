@@ -24,6 +24,8 @@ pub const DLQ1_MAX_RECEIVE_COUNT: &str = "Dlq1MaxReceiveCount";
 pub const EC_SHARD_COUNT: &str = "EcShardCount";
 /// Number of best-effort-counter shards.
 pub const BE_SHARD_COUNT: &str = "BeShardCount";
+/// Partition keys each scope's items are spread over (`scope#k`).
+pub const SCOPE_KEY_SHARDS: &str = "ScopeKeyShards";
 /// Memory of every function, MB.
 pub const LAMBDA_MEMORY_SIZE: &str = "LambdaMemorySize";
 /// Instruction set of every function (`arm64` or `x86_64`).
@@ -106,7 +108,7 @@ pub const CONTRIBUTOR_INSIGHTS: &str = "ContributorInsights";
 pub const ROLE_PERMISSIONS_BOUNDARY_ARN: &str = "RolePermissionsBoundaryArn";
 
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 40] = [
+pub const ALL: [&str; 41] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -116,6 +118,7 @@ pub const ALL: [&str; 40] = [
     DLQ1_MAX_RECEIVE_COUNT,
     EC_SHARD_COUNT,
     BE_SHARD_COUNT,
+    SCOPE_KEY_SHARDS,
     LAMBDA_MEMORY_SIZE,
     LAMBDA_ARCHITECTURE,
     ARTIFACTS_BUCKET,

@@ -364,6 +364,10 @@ fn functions_get_the_environment_their_handlers_read() {
         reference(params::BE_SHARD_COUNT),
     );
     api.insert(
+        hybrid_counter::config::ENV_SCOPE_KEYS.to_owned(),
+        reference(params::SCOPE_KEY_SHARDS),
+    );
+    api.insert(
         hybrid_counter::config::ENV_SCOPE_AUTHORIZATION.to_owned(),
         reference(params::SCOPE_AUTHORIZATION),
     );
@@ -371,11 +375,12 @@ fn functions_get_the_environment_their_handlers_read() {
 }
 
 #[test]
-fn both_shard_counts_default_to_one_item_and_stay_within_what_the_functions_accept() {
+fn every_shard_count_defaults_to_one_and_stays_within_what_the_functions_accept() {
     let t = stack::template();
     for (param, env) in [
         (params::BE_SHARD_COUNT, hybrid_counter::config::ENV_BE_SHARDS),
         (params::EC_SHARD_COUNT, hybrid_counter::config::ENV_EC_SHARDS),
+        (params::SCOPE_KEY_SHARDS, hybrid_counter::config::ENV_SCOPE_KEYS),
     ] {
         let p = &t.parameters[param];
         assert_eq!(

@@ -142,6 +142,7 @@ mod tests {
             version: None,
             rev: None,
             prefix: None,
+            copies: Vec::new(),
         }
     }
 

@@ -63,6 +63,7 @@ impl DriftStore for MemoryStore {
                     .filter(|scope| under(scope))
                     .cloned()
                     .collect(),
+                ..LimitTable::default()
             })
         })
     }

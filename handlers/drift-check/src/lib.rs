@@ -106,7 +106,7 @@ pub async fn handle_drift_check<S: DriftStore>(
                     .unwrap_or_default()
                     .saturating_sub(LIMITS_MARGIN)
             });
-            let check = limits::check(s3, store, uri, config.default_limit);
+            let check = limits::check(s3, store, uri, config.default_limit, config.scope_keys);
             let compared = match left {
                 None => Ok(check.await),
                 Some(left) if left.is_zero() => Err(left),
@@ -277,6 +277,26 @@ mod tests {
         assert_eq!(limits_metrics(&drift), (None, Some(1.0)));
         assert_eq!(response.outcome.run.drifted_scopes, ["acct"]);
         assert!(response.outcome.recorded);
+    }
+
+    #[tokio::test]
+    async fn over_four_keys_the_limits_file_is_compared_with_each_scopes_copies() {
+        let keys = hybrid_counter::scope_keys::ScopeKeys::new(4).unwrap();
+        let file = "default_limit: 10\noverrides:\n  - scope: acme/a\n    limit: 5\n";
+        let store = MemoryStore::new();
+        for k in 0..4 {
+            store.set_limit(&format!("acme/a#{k}"), Some(5));
+        }
+        let get = serves(file);
+        let drift = limits::check(&s3(&[&get]), &store, URI, Some(10), keys).await;
+        assert!(drift.in_sync(), "every copy as in the file: {drift:?}");
+
+        // A copy missing on one key is drift on the scope.
+        store.set_limit("acme/a#2", None);
+        let get = serves(file);
+        let drift = limits::check(&s3(&[&get]), &store, URI, Some(10), keys).await;
+        assert_eq!(drift.changed, ["acme/a"], "{drift:?}");
+        assert_eq!(limits_metrics(&drift), (Some(1.0), Some(0.0)));
     }
 
     fn limits_metrics(drift: &LimitsDrift) -> (Option<f64>, Option<f64>) {

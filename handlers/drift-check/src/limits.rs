@@ -16,6 +16,7 @@ use hybrid_counter::limits::diff::{Change, DefaultLimit, Kind, diff};
 use hybrid_counter::limits::drift::LimitsDrift;
 use hybrid_counter::limits::file::{FileError, LimitsFile};
 use hybrid_counter::metrics::{Metric, Metrics};
+use hybrid_counter::scope_keys::ScopeKeys;
 use hybrid_counter_aws::failed_batch::ObjectRef;
 use hybrid_counter_aws::s3::{ObjectReadError, get_object_bytes};
 use tracing::{error, info, warn};
@@ -64,10 +65,13 @@ pub async fn compare<S: DriftStore>(
     store: &S,
     uri: &str,
     deployed_default: Option<u64>,
+    keys: ScopeKeys,
 ) -> Result<(Vec<Change>, DefaultLimit), LimitsError> {
     let uri = ObjectRef::from_s3_uri(uri).ok_or_else(|| LimitsError::BadUri(uri.to_owned()))?;
     let file = read_file(s3, &uri).await?;
-    let table = store.limit_overrides(&file.prefixes()).await?;
+    // With scopes over several keys, an override is a copy on each: folded
+    // back onto its scope, a missing or disagreeing copy is drift.
+    let table = store.limit_overrides(&file.prefixes()).await?.fold(keys);
     let default_limit = DefaultLimit {
         deployed: deployed_default.unwrap_or_default(),
         file: deployed_default.and(file.default_limit.map(|l| l.get())),
@@ -77,12 +81,22 @@ pub async fn compare<S: DriftStore>(
 
 /// Compares the table with the file at `uri` and logs what differs, one
 /// line per scope; a failure is logged as an error and returned in the
-/// drift's `error`, never raised.
-pub async fn check<S: DriftStore>(s3: &Client, store: &S, uri: &str, deployed_default: Option<u64>) -> LimitsDrift {
-    match compare(s3, store, uri, deployed_default).await {
+/// drift's `error`, never raised. `keys`: the keys each scope is spread
+/// over (`SCOPE_KEY_SHARDS`).
+pub async fn check<S: DriftStore>(
+    s3: &Client,
+    store: &S,
+    uri: &str,
+    deployed_default: Option<u64>,
+    keys: ScopeKeys,
+) -> LimitsDrift {
+    match compare(s3, store, uri, deployed_default, keys).await {
         Ok((changes, default_limit)) => {
             for c in &changes {
                 let what = match c.kind {
+                    Kind::Changed if c.copies_disagree() || c.old == c.new => {
+                        "limit override's copies on the scope's keys missing or disagreeing"
+                    }
                     Kind::Changed => "limit override changed outside the limits file",
                     Kind::Removed => "limit override not in the limits file",
                     Kind::Added => "limit override of the limits file missing from the table",

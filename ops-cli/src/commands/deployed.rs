@@ -48,8 +48,14 @@ impl Deployed {
                 .and_then(|n| u32::try_from(n).ok())
                 .unwrap_or(1),
             admission: self.admission()?,
-            scope_keys: Default::default(),
+            scope_keys: self.scope_keys()?,
         })
+    }
+
+    /// The deployed `ScopeKeyShards` parameter (the API function's
+    /// `SCOPE_KEY_SHARDS`); one key when the stack does not have it.
+    pub fn scope_keys(&self) -> Result<hybrid_counter::scope_keys::ScopeKeys> {
+        super::deploy::scope_keys::scope_keys_param(&self.stack.parameters)
     }
 
     /// The deployed `AdmissionMode` parameter (the API function's
@@ -120,5 +126,31 @@ mod tests {
         assert_eq!(older.admission, hybrid_counter::Admission::BestEffort);
         let err = deployed(&[("AdmissionMode", "exact")]).counter_config().unwrap_err();
         assert!(err.to_string().contains("AdmissionMode"), "{err}");
+    }
+
+    #[test]
+    fn the_deployed_scope_keys_come_from_the_stack_parameter_and_default_to_one() {
+        let deployed = |parameters: &[(&str, &str)]| Deployed {
+            stack: StackInfo {
+                id: "arn:stack".into(),
+                name: "hybrid-counter".into(),
+                status: "UPDATE_COMPLETE".into(),
+                status_reason: None,
+                parameters: map(parameters),
+                outputs: map(&[
+                    (stack::outputs::RESOURCES_TABLE, "res"),
+                    (stack::outputs::COUNTERS_TABLE, "cnt"),
+                ]),
+                tags: BTreeMap::new(),
+                last_updated: None,
+                description: None,
+            },
+        };
+        let spread = deployed(&[("ScopeKeyShards", "8")]).counter_config().unwrap();
+        assert_eq!(spread.scope_keys.count(), 8);
+        let older = deployed(&[]).counter_config().unwrap();
+        assert_eq!(older.scope_keys.count(), 1);
+        let err = deployed(&[("ScopeKeyShards", "0")]).counter_config().unwrap_err();
+        assert!(err.to_string().contains("ScopeKeyShards"), "{err}");
     }
 }

@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use hybrid_counter::audit::{RepairMode, ScopeAudit};
-use hybrid_counter::{Counter, ResourceId, Scope};
+use hybrid_counter::audit::{Auditor, RepairMode, ScopeAudit};
+use hybrid_counter::scope_keys::ScopeKeys;
+use hybrid_counter::{Counter, ResourceId, Scope, Store};
 use hybrid_counter_aws::DynamoStore;
 use serde::Serialize;
 
@@ -23,7 +24,7 @@ use super::deployed::counter_config;
 use super::{Context, Location};
 pub use crate::config::CallObserver;
 use crate::config::{LoadOptions, LoadStop};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, store_error};
 
 /// Latency of one operation kind, milliseconds.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -171,8 +172,7 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
     let config = counter_config(ctx).await?;
     let default_limit = config.default_limit.unwrap_or(u64::MAX);
     let store = DynamoStore::new(ctx.clients.dynamodb.clone(), &config);
-    let auditor = hybrid_counter::audit::Auditor::configured(&store, &config).with_attempts(5);
-    use crate::error::store_error;
+    let auditor = Auditor::configured(&store, &config).with_attempts(5);
     let scopes: Vec<Scope> = (0..options.scopes.max(1))
         .map(|n| Scope::new(format!("{}-{n}", options.scope_prefix)))
         .collect::<std::result::Result<_, _>>()
@@ -184,7 +184,7 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
     if let Some(limit) = options.limit {
         for scope in &scopes {
             store
-                .set_limit(scope, Some(limit), hybrid_counter::now_millis())
+                .set_scope_limit(config.scope_keys, scope, Some(limit), hybrid_counter::now_millis())
                 .await
                 .map_err(store_error("setting the scope limits"))?;
         }
@@ -251,43 +251,16 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
                 "waiting for the stream consumer to drain ({:.0}s)",
                 drain_started.elapsed().as_secs_f64()
             ));
-            let mut pending = 0;
-            for scope in scopes.iter() {
-                let c = hybrid_counter::audit::count_scope(&store, scope)
-                    .await
-                    .map_err(store_error("counting a scope"))?;
-                pending += c.pending_create + c.pending_delete;
-            }
-            if pending == 0 {
+            if pending_of(&store, config.scope_keys, &scopes).await? == 0 {
                 drained = true;
                 break;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
-    let mut overshoots = Vec::new();
-    let mut audit = Vec::new();
-    let mut drift = false;
-    for scope in scopes.iter() {
-        let check = auditor
-            .audit_scope(scope, RepairMode::None, hybrid_counter::now_millis())
-            .await
-            .map_err(store_error("auditing a scope"))?;
-        let limit = options.limit.unwrap_or(default_limit);
-        if check.counts.live > limit {
-            overshoots.push(Overshoot {
-                scope: scope.to_string(),
-                live: check.counts.live,
-                limit,
-            });
-        }
-        if drained && !options.drain_timeout.is_zero() {
-            drift |= check.has_drift() || check.eventual != check.counts.live as i64;
-            if !check.findings.is_empty() {
-                audit.push(check);
-            }
-        }
-    }
+    let limit = options.limit.unwrap_or(default_limit);
+    let judged = drained && !options.drain_timeout.is_zero();
+    let (overshoots, audit, drift) = check_scopes(&auditor, config.scope_keys, &scopes, limit, judged).await?;
     Ok(LoadReport {
         location: Location::of(ctx),
         scopes: options.scopes.max(1),
@@ -311,6 +284,60 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
         audit,
         drift,
     })
+}
+
+/// The changes of `scopes`' items the stream has not counted yet, over
+/// every key of each scope.
+async fn pending_of<S: Store>(store: &S, keys: ScopeKeys, scopes: &[Scope]) -> Result<u64> {
+    let mut pending = 0;
+    for scope in scopes {
+        for key in keys.keys(scope).map_err(|e| Error::InvalidArgument(e.to_string()))? {
+            let c = hybrid_counter::audit::count_scope(store, &key)
+                .await
+                .map_err(store_error("counting a scope"))?;
+            pending += c.pending_create + c.pending_delete;
+        }
+    }
+    Ok(pending)
+}
+
+/// Audits every key of each of `scopes`: a scope whose live items (over
+/// its keys) pass `limit` overshot; with `judged` (the stream drained),
+/// each key's findings, or an EC other than its live items, are drift.
+async fn check_scopes<S: Store>(
+    auditor: &Auditor<'_, S>,
+    keys: ScopeKeys,
+    scopes: &[Scope],
+    limit: u64,
+    judged: bool,
+) -> Result<(Vec<Overshoot>, Vec<ScopeAudit>, bool)> {
+    let mut overshoots = Vec::new();
+    let mut audit = Vec::new();
+    let mut drift = false;
+    for scope in scopes {
+        let mut live = 0;
+        for key in keys.keys(scope).map_err(|e| Error::InvalidArgument(e.to_string()))? {
+            let check = auditor
+                .audit_scope(&key, RepairMode::None, hybrid_counter::now_millis())
+                .await
+                .map_err(store_error("auditing a scope"))?;
+            live += check.counts.live;
+            if judged {
+                drift |= check.has_drift() || check.eventual != check.counts.live as i64;
+                if !check.findings.is_empty() {
+                    audit.push(check);
+                }
+            }
+        }
+        if live > limit {
+            overshoots.push(Overshoot {
+                scope: scope.to_string(),
+                live,
+                limit,
+            });
+        }
+    }
+    Ok((overshoots, audit, drift))
 }
 
 impl fmt::Display for LoadReport {
@@ -368,7 +395,45 @@ impl fmt::Display for LoadReport {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use hybrid_counter::memory::MemoryStore;
+    use hybrid_counter::{Admission, CounterConfig};
+
     use super::*;
+
+    #[tokio::test]
+    async fn the_drain_wait_and_the_audit_at_four_keys_cover_every_key_of_a_scope() {
+        let config = CounterConfig {
+            resources_table: "r".into(),
+            counters_table: "c".into(),
+            default_limit: Some(100),
+            eventual_shards: 1,
+            best_effort_shards: 1,
+            admission: Admission::BestEffort,
+            scope_keys: ScopeKeys::new(4).unwrap(),
+        };
+        let store = Arc::new(MemoryStore::new());
+        let counter = Counter::configured(store.clone(), 100, &config);
+        let scopes = [Scope::new("load-0").unwrap()];
+        for n in 0..12 {
+            let id = ResourceId::new(format!("r-{n}")).unwrap();
+            counter.create(&scopes[0], &id, Default::default(), 1).await.unwrap();
+        }
+        // No stream ran: every create is still pending.
+        assert_eq!(pending_of(&store, config.scope_keys, &scopes).await.unwrap(), 12);
+        let auditor = Auditor::configured(&store, &config);
+        let (overshoots, _, _) = check_scopes(&auditor, config.scope_keys, &scopes, 10, false)
+            .await
+            .unwrap();
+        assert_eq!(overshoots.len(), 1, "12 live items over the keys pass a limit of 10");
+        assert_eq!((overshoots[0].scope.as_str(), overshoots[0].live), ("load-0", 12));
+        // Judged, the uncounted items are drift on the keys that hold them.
+        let (_, _, drift) = check_scopes(&auditor, config.scope_keys, &scopes, 100, true)
+            .await
+            .unwrap();
+        assert!(drift);
+    }
 
     #[test]
     fn percentiles_use_the_nearest_rank() {

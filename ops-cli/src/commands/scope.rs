@@ -5,7 +5,8 @@
 
 use std::fmt;
 
-use hybrid_counter::{Counter, Scope, Usage};
+use hybrid_counter::scope_keys::ScopeKeys;
+use hybrid_counter::{Counter, CounterConfig, Scope, Store, Usage};
 use hybrid_counter_aws::DynamoStore;
 use serde::Serialize;
 
@@ -19,17 +20,52 @@ pub struct UsageReport {
     pub scope: String,
     #[serde(flatten)]
     pub usage: Usage,
-    /// Whether the limit comes from the scope's override (else the default).
+    /// Whether the limit comes from the scope's override (else the default):
+    /// any copy of it, with the scope spread over several keys.
     pub overridden: bool,
+    /// Partition keys the scope is spread over (`ScopeKeyShards`), each
+    /// read and summed.
+    pub keys: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LimitReport {
     pub scope: String,
+    /// The override (the default when there is none). When its copies
+    /// disagree, the largest limit a key reads: what admission is bounded
+    /// by.
     pub limit: u64,
     pub overridden: bool,
     pub default_limit: u64,
     pub changed: bool,
+    /// With the scope over several keys: each key's copy of the override,
+    /// in key order (`None`: that key has none and reads the default).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub copies: Vec<Option<u64>>,
+    /// The copies differ (some missing, or other limits).
+    pub copies_disagree: bool,
+}
+
+impl LimitReport {
+    /// The report of `scope`'s override from its `copies` (one per key).
+    fn of(scope: &Scope, copies: Vec<Option<u64>>, default_limit: u64, changed: bool) -> Self {
+        let overridden = copies.iter().any(Option::is_some);
+        let disagree = copies.windows(2).any(|w| w[0] != w[1]);
+        let limit = copies
+            .iter()
+            .map(|c| c.unwrap_or(default_limit))
+            .max()
+            .unwrap_or(default_limit);
+        Self {
+            scope: scope.to_string(),
+            limit,
+            overridden,
+            default_limit,
+            changed,
+            copies_disagree: disagree,
+            copies: if copies.len() > 1 { copies } else { Vec::new() },
+        }
+    }
 }
 
 use crate::error::store_error;
@@ -41,46 +77,58 @@ fn counter_error(e: hybrid_counter::Error) -> Error {
     }
 }
 
-async fn open(ctx: &Context<'_>) -> Result<(DynamoStore, u64)> {
+async fn open(ctx: &Context<'_>) -> Result<(DynamoStore, CounterConfig)> {
     let config = counter_config(ctx).await?;
-    let default_limit = config.default_limit.unwrap_or_default();
-    Ok((DynamoStore::new(ctx.clients.dynamodb.clone(), &config), default_limit))
+    Ok((DynamoStore::new(ctx.clients.dynamodb.clone(), &config), config))
+}
+
+/// Each key's copy of `scope`'s override, in key order (one key: the
+/// scope's own override), read with the counters (strongly consistent).
+async fn limit_copies<S: Store>(store: &S, keys: ScopeKeys, scope: &Scope) -> Result<Vec<Option<u64>>> {
+    let keys = keys.keys(scope).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    let reads = futures_util::future::try_join_all(keys.iter().map(|key| store.read_counters(key)))
+        .await
+        .map_err(store_error("reading the limit"))?;
+    Ok(reads.into_iter().map(|r| r.limit_override).collect())
 }
 
 pub async fn usage(ctx: &Context<'_>, scope: &Scope) -> Result<UsageReport> {
-    let (store, default_limit) = open(ctx).await?;
-    let snapshot = hybrid_counter::Store::read_counters(&store, scope)
-        .await
-        .map_err(store_error("reading the counters"))?;
-    let usage = Counter::new(store, default_limit)
+    let (store, config) = open(ctx).await?;
+    usage_of(&store, &config, scope).await
+}
+
+/// BE and EC summed over the scope's keys, the limit as key 0 reads it.
+async fn usage_of<S: Store + Clone>(store: &S, config: &CounterConfig, scope: &Scope) -> Result<UsageReport> {
+    let default_limit = config.default_limit.unwrap_or_default();
+    let copies = limit_copies(store, config.scope_keys, scope).await?;
+    let usage = Counter::configured(store.clone(), default_limit, config)
         .usage(scope)
         .await
         .map_err(counter_error)?;
     Ok(UsageReport {
         scope: scope.to_string(),
         usage,
-        overridden: snapshot.limit_override.is_some(),
+        overridden: copies.iter().any(Option::is_some),
+        keys: config.scope_keys.count(),
     })
 }
 
 pub async fn limit(ctx: &Context<'_>, scope: &Scope, action: &LimitAction) -> Result<LimitReport> {
-    let (store, default_limit) = open(ctx).await?;
+    let (store, config) = open(ctx).await?;
+    let default_limit = config.default_limit.unwrap_or_default();
     if let LimitAction::Set(limit) = action {
         store
-            .set_limit(scope, *limit, hybrid_counter::now_millis())
+            .set_scope_limit(config.scope_keys, scope, *limit, hybrid_counter::now_millis())
             .await
             .map_err(store_error("writing the limit"))?;
     }
-    let snapshot = hybrid_counter::Store::read_counters(&store, scope)
-        .await
-        .map_err(store_error("reading the limit"))?;
-    Ok(LimitReport {
-        scope: scope.to_string(),
-        limit: snapshot.limit_override.unwrap_or(default_limit),
-        overridden: snapshot.limit_override.is_some(),
+    let copies = limit_copies(&store, config.scope_keys, scope).await?;
+    Ok(LimitReport::of(
+        scope,
+        copies,
         default_limit,
-        changed: matches!(action, LimitAction::Set(_)),
-    })
+        matches!(action, LimitAction::Set(_)),
+    ))
 }
 
 /// `seq get` and `seq next`.
@@ -99,6 +147,7 @@ pub struct SequenceReport {
 }
 
 pub async fn sequence(ctx: &Context<'_>, scope: &Scope, action: &SeqAction) -> Result<SequenceReport> {
+    // The sequence stays on the bare scope, whatever its keys.
     let (store, _) = open(ctx).await?;
     let sequence = hybrid_counter::Sequence::new(store);
     let report = |number: u64, attempts: Option<u32>, owner: &Option<String>| SequenceReport {
@@ -156,7 +205,7 @@ impl fmt::Display for SequenceReport {
 impl fmt::Display for UsageReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let u = &self.usage;
-        writeln!(
+        write!(
             f,
             "scope {}: effective {} of {} ({}); best-effort {}, eventual {}",
             self.scope,
@@ -165,25 +214,130 @@ impl fmt::Display for UsageReport {
             if self.overridden { "override" } else { "default limit" },
             u.best_effort,
             u.eventual
-        )
+        )?;
+        if self.keys > 1 {
+            write!(f, " (summed over its {} keys)", self.keys)?;
+        }
+        writeln!(f)
     }
 }
 
 impl fmt::Display for LimitReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let source = if self.overridden {
+        let mut source = if self.overridden {
             "scope override".to_owned()
         } else {
             format!("the stack default, {}", self.default_limit)
         };
+        if self.copies.len() > 1 && !self.copies_disagree {
+            source.push_str(&format!(", the same on each of its {} keys", self.copies.len()));
+        }
         let verb = if self.changed { "is now" } else { "is" };
-        writeln!(f, "limit of scope {} {verb} {} ({source})", self.scope, self.limit)
+        writeln!(f, "limit of scope {} {verb} {} ({source})", self.scope, self.limit)?;
+        if self.copies_disagree {
+            let copies: Vec<String> = self
+                .copies
+                .iter()
+                .enumerate()
+                .map(|(k, c)| {
+                    format!(
+                        "#{k}: {}",
+                        c.map_or_else(|| "none (default)".to_owned(), |l| l.to_string())
+                    )
+                })
+                .collect();
+            writeln!(
+                f,
+                "WARNING: the copies of the override on the scope's {} keys disagree ({}); each key admits its \
+                 share of the limit it reads, so admission is bounded by the larger, {}: run `counterctl limit \
+                 set` (or `clear`) again, or `counterctl limits apply`, to write every copy",
+                self.copies.len(),
+                copies.join(", "),
+                self.limit
+            )?;
+        }
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use hybrid_counter::memory::MemoryStore;
+    use hybrid_counter::{Admission, ResourceId};
+
     use super::*;
+
+    fn spread(keys: u32) -> CounterConfig {
+        CounterConfig {
+            resources_table: "r".into(),
+            counters_table: "c".into(),
+            default_limit: Some(100),
+            eventual_shards: 1,
+            best_effort_shards: 1,
+            admission: Admission::BestEffort,
+            scope_keys: ScopeKeys::new(keys).unwrap(),
+        }
+    }
+
+    #[tokio::test]
+    async fn usage_at_four_keys_sums_every_key_and_sees_the_override_copies() {
+        let config = spread(4);
+        let store = Arc::new(MemoryStore::new());
+        let counter = Counter::configured(store.clone(), 100, &config);
+        let scope = Scope::new("acct").unwrap();
+        for n in 0..12 {
+            let id = ResourceId::new(format!("r-{n}")).unwrap();
+            counter.create(&scope, &id, Default::default(), 1).await.unwrap();
+        }
+        for k in 0..4 {
+            store.set_limit(&format!("acct#{k}"), Some(40));
+        }
+        let report = usage_of(&store, &config, &scope).await.unwrap();
+        assert_eq!(report.usage.best_effort, 12, "every key's BE is summed");
+        assert_eq!(report.usage.limit, 40);
+        assert!(report.overridden);
+        assert!(report.to_string().contains("summed over its 4 keys"), "{report}");
+    }
+
+    #[tokio::test]
+    async fn limit_get_at_four_keys_reads_every_copy_and_says_when_they_disagree() {
+        let config = spread(4);
+        let store = MemoryStore::new();
+        let scope = Scope::new("acct").unwrap();
+        for k in 0..4 {
+            store.set_limit(&format!("acct#{k}"), Some(40));
+        }
+        let copies = limit_copies(&store, config.scope_keys, &scope).await.unwrap();
+        let agreed = LimitReport::of(&scope, copies, 100, false);
+        assert_eq!(
+            (agreed.limit, agreed.overridden, agreed.copies_disagree),
+            (40, true, false)
+        );
+        assert!(
+            agreed.to_string().contains("the same on each of its 4 keys"),
+            "{agreed}"
+        );
+
+        // A write that stopped half way: key 3 still has the old limit, key 2 none.
+        store.set_limit("acct#2", None);
+        store.set_limit("acct#3", Some(90));
+        let copies = limit_copies(&store, config.scope_keys, &scope).await.unwrap();
+        assert_eq!(copies, [Some(40), Some(40), None, Some(90)]);
+        let split = LimitReport::of(&scope, copies, 100, false);
+        assert!(split.copies_disagree);
+        assert_eq!(
+            split.limit, 100,
+            "the key without a copy reads the default, the largest"
+        );
+        let text = split.to_string();
+        assert!(
+            text.contains("disagree (#0: 40, #1: 40, #2: none (default), #3: 90)"),
+            "{text}"
+        );
+        assert!(text.contains("bounded by the larger, 100"), "{text}");
+    }
 
     fn report(number: u64, attempts: Option<u32>, owner: Option<&str>) -> SequenceReport {
         SequenceReport {

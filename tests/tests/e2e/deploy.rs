@@ -225,6 +225,7 @@ const FUNCTIONS: [FunctionSpec; 3] = [
             "KIT_STACK_NAME",
             "RESOURCES_TABLE",
             "SCOPE_AUTHORIZATION",
+            "SCOPE_KEY_SHARDS",
         ],
     },
 ];
@@ -284,7 +285,7 @@ async fn check_functions(
         if let Some(admission) = variables.get("ADMISSION_MODE") {
             assert_eq!(admission, "best-effort");
         }
-        for shards in ["EC_SHARDS", "BE_SHARDS"] {
+        for shards in ["EC_SHARDS", "BE_SHARDS", "SCOPE_KEY_SHARDS"] {
             if let Some(n) = variables.get(shards) {
                 assert_eq!(n, "1", "{name} {shards}");
             }

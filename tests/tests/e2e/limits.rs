@@ -459,3 +459,72 @@ async fn a_ci_role_with_the_limits_plan_policy_plans_and_exports_and_cannot_appl
     let table = store.scan_limits(&[]).await.unwrap();
     assert_eq!(table.overrides["acme"].limit, 7, "nothing written");
 }
+
+/// At `ScopeKeyShards=4` an override is a copy on each key, as the
+/// operator role writes and reads them: `limit set` writes all four, a
+/// write cut short (one copy gone, one at another limit) shows in `limit
+/// get` and as a change in `limits plan`, and `limits apply` repairs every
+/// copy, after which the plan is empty.
+#[tokio::test]
+async fn over_four_keys_a_copy_missing_or_disagreeing_is_planned_and_repaired_by_apply() {
+    let emulator = e2e::Emulator::start();
+    let ctl = e2e::counterctl::Counterctl::new(&emulator);
+    let outputs = ctl.deploy(&["ScopeKeyShards=4"]).await.outputs;
+    let keys = hybrid_counter::scope_keys::ScopeKeys::new(4).unwrap();
+    let config = hybrid_counter::CounterConfig {
+        resources_table: outputs[stack::outputs::RESOURCES_TABLE].clone(),
+        counters_table: outputs[stack::outputs::COUNTERS_TABLE].clone(),
+        default_limit: Some(100),
+        eventual_shards: 1,
+        best_effort_shards: 1,
+        admission: Default::default(),
+        scope_keys: keys,
+    };
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
+    let copies = |report: Report| match report {
+        Report::Limit(limit) => (limit.copies.clone(), limit.copies_disagree),
+        other => panic!("not a limit report: {other}"),
+    };
+
+    let set = ctl.run(&["limit", "set", "acme", "40"]).await.unwrap();
+    assert_eq!(copies(set), (vec![Some(40); 4], false));
+    for k in 0..4 {
+        let key = scope(&format!("acme#{k}"));
+        assert_eq!(
+            store.read_counters(&key).await.unwrap().limit_override,
+            Some(40),
+            "{key}"
+        );
+    }
+
+    // A `limit set` cut short: key 2 lost its copy, key 3 holds another limit.
+    store.set_limit(&scope("acme#2"), None, 1).await.unwrap();
+    store.set_limit(&scope("acme#3"), Some(15), 1).await.unwrap();
+    let get = ctl.run(&["limit", "get", "acme"]).await.unwrap();
+    assert!(get.to_string().contains("disagree"), "{get}");
+    assert_eq!(copies(get), (vec![Some(40), Some(40), None, Some(15)], true));
+
+    let dir = workdir();
+    let file = path(&dir, "limits.yaml");
+    std::fs::write(&file, "overrides:\n  - {scope: acme, limit: 40}\n").unwrap();
+    let planned = ctl.run(&["limits", "plan", &file]).await.unwrap();
+    assert_eq!(planned.exit_code(), exit::FAILED, "{planned}");
+    assert_eq!(
+        changes(&planned),
+        [("acme".to_owned(), Kind::Changed, Some(40), Some(40))]
+    );
+    assert!(planned.to_string().contains("COPIES DISAGREE"), "{planned}");
+
+    let applied = ctl.run(&["limits", "apply", &file]).await.unwrap();
+    assert_eq!(applied.exit_code(), exit::SUCCESS, "{applied}");
+    let Report::LimitsApply(apply) = &applied else {
+        panic!("{applied}")
+    };
+    assert_eq!(apply.results.len(), 1, "{applied}");
+    assert_eq!(apply.results[0].outcome, Outcome::Written, "{applied}");
+    let get = ctl.run(&["limit", "get", "acme"]).await.unwrap();
+    assert_eq!(copies(get), (vec![Some(40); 4], false));
+    let again = ctl.run(&["limits", "plan", &file]).await.unwrap();
+    assert_eq!(again.exit_code(), exit::SUCCESS, "{again}");
+    assert!(changes(&again).is_empty(), "{again}");
+}

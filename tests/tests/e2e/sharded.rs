@@ -156,3 +156,64 @@ async fn a_whole_table_strict_audit_finds_and_raises_a_shard_short_of_its_items_
     };
     assert!(!after.defect, "only over-reserved is left, the safe side: {after:?}");
 }
+
+/// A scope over four partition keys (`ScopeKeyShards=4`, issue 38 item 4):
+/// the api function gets the count, load's creates spread over the keys,
+/// `usage` sums them, `audit --scope` covers each, the override is a copy
+/// on every key that `limit get` reads back in agreement, and a change of
+/// the count is refused on the deployed stack.
+#[tokio::test]
+async fn a_scope_over_four_keys_is_summed_audited_and_limited_on_every_key_and_its_count_is_kept() {
+    let emulator = e2e::Emulator::start();
+    let ctl = Counterctl::new(&emulator);
+    let report = ctl.deploy(&["ScopeKeyShards=4"]).await;
+    assert!(report.succeeded(), "{report}");
+    let function = report.outputs[stack::outputs::API_FUNCTION].clone();
+    let config = api_config(&emulator, &function).await;
+    assert_eq!(config.scope_keys.count(), 4);
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
+    let scope = hybrid_counter::Scope::new("load-0").unwrap();
+
+    let load = ctl.load_one_scope(1, 80, "0.25", 1_000).await;
+    assert!(load.errors.is_empty(), "{load:?}");
+    let live = load.created - load.deleted;
+    let mut per_key = Vec::new();
+    for key in config.scope_keys.keys(&scope).unwrap() {
+        let rows = store.scope_items(&key).await.unwrap();
+        per_key.push(rows.iter().filter(|r| !r.deleted).count() as u64);
+    }
+    assert!(per_key.iter().filter(|n| **n > 0).count() >= 2, "{per_key:?}");
+    assert_eq!(per_key.iter().sum::<u64>(), live, "{per_key:?}");
+    assert!(
+        store.scope_items(&scope).await.unwrap().is_empty(),
+        "nothing under the bare scope"
+    );
+
+    let Ok(Report::Usage(usage)) = ctl.run(&["usage", "load-0"]).await else {
+        panic!("usage")
+    };
+    assert_eq!(usage.usage.best_effort, live as i64, "{usage:?}");
+    assert_eq!(usage.keys, 4);
+
+    let audit = ctl.run(&["audit", "--scope", "load-0"]).await.unwrap();
+    assert_eq!(audit.exit_code(), exit::SUCCESS, "{audit}");
+    let Report::Audit(found) = &audit else { panic!() };
+    assert_eq!((found.scopes_checked, found.totals.live), (4, live), "{audit}");
+
+    let Ok(Report::Limit(limit)) = ctl.run(&["limit", "get", "load-0"]).await else {
+        panic!("limit get")
+    };
+    assert_eq!((limit.limit, limit.overridden), (1_000, true), "{limit:?}");
+    assert_eq!(limit.copies, [Some(1_000); 4], "load wrote the override on every key");
+    assert!(!limit.copies_disagree);
+
+    let refused = ctl
+        .run(&ctl.with_zips(&["deploy", "--param", "ScopeKeyShards=2"]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, ops_cli::Error::ScopeKeysChange { from: 4, to: 2, .. }),
+        "{refused}"
+    );
+    assert_eq!(refused.exit_code(), exit::USAGE);
+}

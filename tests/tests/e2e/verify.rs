@@ -220,3 +220,50 @@ async fn verify_failure_path_fails_with_a_clear_reason_when_the_reprocessors_que
     // The items taken back from the count are removed uncounted: nothing left.
     nothing_left(&store, &verify.scopes).await;
 }
+
+/// `verify --failure-path` on a stack whose scopes are spread over four
+/// partition keys (`ScopeKeyShards=4`): every check covers every key, the
+/// limit check's create is refused at its key's share, the failure path
+/// takes each key's count back and the reprocessor counts them again, and
+/// nothing is left under any key.
+#[tokio::test]
+async fn verify_with_its_failure_path_passes_on_a_stack_of_four_keys_per_scope() {
+    let emulator = e2e::Emulator::start();
+    let ctl = e2e::counterctl::Counterctl::new(&emulator);
+    let outputs = ctl.deploy(&["ScopeKeyShards=4"]).await.outputs;
+    let keys = hybrid_counter::scope_keys::ScopeKeys::new(4).unwrap();
+    let config = hybrid_counter::CounterConfig {
+        resources_table: outputs[stack::outputs::RESOURCES_TABLE].clone(),
+        counters_table: outputs[stack::outputs::COUNTERS_TABLE].clone(),
+        default_limit: Some(100),
+        eventual_shards: 1,
+        best_effort_shards: 1,
+        admission: Default::default(),
+        scope_keys: keys,
+    };
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
+    let (report, verify) = verify_beside_the_runner(
+        &ctl,
+        &config,
+        &[
+            "--failure-path",
+            "--scopes",
+            "2",
+            "--operations",
+            "8",
+            "--timeout",
+            "60",
+        ],
+    )
+    .await;
+    eprintln!("verify --failure-path over four keys:\n{report}");
+    assert_eq!(report.exit_code(), exit::SUCCESS, "{report}");
+    assert!(verify.checks.iter().all(|c| c.passed), "{report}");
+    assert!(check(&verify, "limit").detail.contains("key's share"), "{report}");
+    let mut every_key = verify.scopes.clone();
+    for scope in &verify.scopes {
+        let scope = hybrid_counter::Scope::new(scope.clone()).unwrap();
+        every_key.extend(keys.keys(&scope).unwrap().iter().map(ToString::to_string));
+    }
+    nothing_left(&store, &every_key).await;
+}

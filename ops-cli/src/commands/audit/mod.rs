@@ -20,57 +20,37 @@
 //! until then); such a scope is reported as not repaired yet, with the
 //! reason.
 //!
+//! With `ScopeKeyShards` N > 1 each of a scope's partition keys `s#k` is
+//! a scope of its own to the counters: `--scope s` audits every one of
+//! them, and the whole-table audit reports each key under its own name,
+//! saying whose key it is.
+//!
 //! This file runs the engine over the scopes; `report` is the report and
 //! its rendering.
 
 mod report;
 
-use hybrid_counter::audit::{Auditor, RepairMode, ScopeCounts};
+use hybrid_counter::audit::{Auditor, RepairMode};
+use hybrid_counter::{CounterConfig, Scope, Store};
 use hybrid_counter_aws::DynamoStore;
 
 pub use report::AuditReport;
-use report::mode_name;
 
 use super::deployed::counter_config;
 use super::{Context, Location};
 use crate::config::AuditOptions;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, store_error};
 
 pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditReport> {
     let config = counter_config(ctx).await?;
     let store = DynamoStore::new(ctx.clients.dynamodb.clone(), &config);
-    let auditor = Auditor::configured(&store, &config)
-        .with_attempts(options.attempts)
-        .with_grace(options.grace_ms);
-    use crate::error::store_error;
-    let mut report = AuditReport {
-        location: Location::of(ctx),
-        scopes_checked: 0,
-        items_scanned: 0,
-        scopes: Vec::new(),
-        totals: ScopeCounts::default(),
-        swept: 0,
-        sweep_failures: Vec::new(),
-        foreign_items: Vec::new(),
-        drift: false,
-        defect: false,
-        mode: mode_name(options.mode),
-        admission: config.admission,
-    };
+    let mut report = AuditReport::new(Location::of(ctx), options.mode, &config);
     let mut pending: Vec<(String, u64)> = Vec::new();
     let suspects: Vec<String> = match &options.scope {
-        Some(scope) => {
-            let counts = hybrid_counter::audit::count_scope(&store, scope)
-                .await
-                .map_err(store_error("counting a scope"))?;
-            pending.push((scope.to_string(), counts.pending_create + counts.pending_delete));
-            if counts.foreign > 0 {
-                report.foreign_items.push((scope.to_string(), counts.foreign));
-            }
-            vec![scope.to_string()]
-        }
+        Some(scope) => count_keys(&store, &config, scope, &mut report, &mut pending).await?,
         None => {
             ctx.ui.step("scanning the resources table");
+            let auditor = Auditor::configured(&store, &config);
             let scanned = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
             let seen = scanned.clone();
             let ui_counts = store
@@ -106,6 +86,50 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
             suspects
         }
     };
+    sweep_and_audit(&store, &config, options, pending, &suspects, &mut report, ctx.ui).await?;
+    Ok(report)
+}
+
+/// `--scope`: counts each of the scope's partition keys (`s#0..s#N-1`
+/// with `ScopeKeyShards` N > 1, the scope itself otherwise), each one a
+/// scope of its own to the counters, and returns them all to be audited.
+async fn count_keys<S: Store>(
+    store: &S,
+    config: &CounterConfig,
+    scope: &Scope,
+    report: &mut AuditReport,
+    pending: &mut Vec<(String, u64)>,
+) -> Result<Vec<String>> {
+    let keys = config
+        .scope_keys
+        .keys(scope)
+        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    for key in &keys {
+        let counts = hybrid_counter::audit::count_scope(store, key)
+            .await
+            .map_err(store_error("counting a scope"))?;
+        pending.push((key.to_string(), counts.pending_create + counts.pending_delete));
+        if counts.foreign > 0 {
+            report.foreign_items.push((key.to_string(), counts.foreign));
+        }
+    }
+    Ok(keys.iter().map(ToString::to_string).collect())
+}
+
+/// Sweeps the `pending` items (`--repair`; counted by `--dry-run`), then
+/// audits each of the `suspects` exactly, adding what it finds to `report`.
+async fn sweep_and_audit<S: Store + Clone>(
+    store: &S,
+    config: &CounterConfig,
+    options: &AuditOptions,
+    mut pending: Vec<(String, u64)>,
+    suspects: &[String],
+    report: &mut AuditReport,
+    ui: &crate::progress::Ui,
+) -> Result<()> {
+    let auditor = Auditor::configured(store, config)
+        .with_attempts(options.attempts)
+        .with_grace(options.grace_ms);
     pending.retain(|(_, n)| *n > 0);
     match options.mode {
         RepairMode::None => {}
@@ -115,11 +139,11 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
                 .with_eventual_shards(config.eventual_shards)
                 .with_clock(hybrid_counter::Clock::system());
             for (scope, _) in &pending {
-                ctx.ui.step(format!("sweeping pending items of scope {scope}"));
+                ui.step(format!("sweeping pending items of scope {scope}"));
                 let Ok(scope) = hybrid_counter::Scope::new(scope.clone()) else {
                     continue;
                 };
-                let changes = hybrid_counter::audit::pending_changes(&store, &scope)
+                let changes = hybrid_counter::audit::pending_changes(store, &scope)
                     .await
                     .map_err(store_error("reading pending items"))?;
                 let done = processor
@@ -133,9 +157,12 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
             }
         }
     }
+    if options.scope.is_some() {
+        // One scope: its keys' audits are the counts.
+        report.scopes_checked = suspects.len();
+    }
     for (n, scope) in suspects.iter().enumerate() {
-        ctx.ui
-            .step(format!("auditing scope {scope} ({}/{})", n + 1, suspects.len()));
+        ui.step(format!("auditing scope {scope} ({}/{})", n + 1, suspects.len()));
         let scope = hybrid_counter::Scope::new(scope.clone()).map_err(|e| Error::Aws {
             action: "reading a scope",
             message: format!("the table holds an invalid scope {scope:?}: {e}"),
@@ -147,9 +174,8 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
             .await
             .map_err(store_error("auditing a scope"))?;
         if options.scope.is_some() {
-            report.scopes_checked = 1;
-            report.items_scanned = audit.counts.live + audit.counts.pending_delete;
-            report.totals = audit.counts;
+            report.items_scanned += audit.counts.live + audit.counts.pending_delete;
+            report.totals.merge(&audit.counts);
         }
         report.drift |= audit.has_drift();
         report.defect |= audit.has_defect();
@@ -157,5 +183,86 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
             report.scopes.push(audit);
         }
     }
-    Ok(report)
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use hybrid_counter::memory::MemoryStore;
+    use hybrid_counter::scope_keys::ScopeKeys;
+    use hybrid_counter::{Admission, Counter, ResourceId};
+
+    use super::*;
+
+    fn spread_config(keys: u32) -> CounterConfig {
+        CounterConfig {
+            resources_table: "r".into(),
+            counters_table: "c".into(),
+            default_limit: Some(1_000),
+            eventual_shards: 1,
+            best_effort_shards: 1,
+            admission: Admission::BestEffort,
+            scope_keys: ScopeKeys::new(keys).unwrap(),
+        }
+    }
+
+    fn location() -> Location {
+        Location {
+            stack_name: "hybrid-counter".into(),
+            target: "local".into(),
+            region: "us-east-1".into(),
+            endpoint: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_scope_audit_at_four_keys_covers_every_key_and_names_the_drifted_one() {
+        let config = spread_config(4);
+        let store = Arc::new(MemoryStore::new());
+        let counter = Counter::configured(store.clone(), 1_000, &config);
+        let scope = Scope::new("acct").unwrap();
+        for n in 0..20 {
+            let id = ResourceId::new(format!("r-{n}")).unwrap();
+            counter.create(&scope, &id, Default::default(), 1).await.unwrap();
+        }
+        let broken = config
+            .scope_keys
+            .key_of(&scope, &ResourceId::new("r-0").unwrap())
+            .unwrap();
+        store.set_counter(broken.as_str(), "eventual", 99);
+        let options = AuditOptions {
+            scope: Some(scope.clone()),
+            mode: RepairMode::None,
+            segments: 1,
+            attempts: 3,
+            grace_ms: 0,
+        };
+        let mut report = AuditReport::new(location(), options.mode, &config);
+        let mut pending = Vec::new();
+        let suspects = count_keys(&store, &config, &scope, &mut report, &mut pending)
+            .await
+            .unwrap();
+        assert_eq!(suspects, ["acct#0", "acct#1", "acct#2", "acct#3"]);
+        sweep_and_audit(
+            &store,
+            &config,
+            &options,
+            pending,
+            &suspects,
+            &mut report,
+            &crate::progress::Ui::quiet(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(report.scopes_checked, 4);
+        assert_eq!(report.totals.live, 20, "every key's items are counted");
+        assert!(report.drift && report.defect);
+        let drifted: Vec<&str> = report.scopes.iter().map(|s| s.scope.as_str()).collect();
+        assert_eq!(drifted, [broken.as_str()]);
+        let text = report.to_string();
+        let named = format!("{broken} (key {} of 4 of scope acct)", &broken.as_str()[5..]);
+        assert!(text.contains(&named), "{text}");
+    }
 }

@@ -8,6 +8,7 @@ use std::fmt;
 
 use hybrid_counter::Admission;
 use hybrid_counter::audit::{Finding, RepairMode, ScopeAudit, ScopeCounts};
+use hybrid_counter::scope_keys::ScopeKeys;
 use serde::Serialize;
 
 use crate::commands::Location;
@@ -39,15 +40,47 @@ pub struct AuditReport {
     pub mode: &'static str,
     /// The stack's admission mode, which BE was read by.
     pub admission: Admission,
+    /// Partition keys per scope (`ScopeKeyShards`): above 1, each scope
+    /// above is one key `s#k` of scope `s`, audited on its own.
+    pub scope_keys: u32,
 }
 
 impl AuditReport {
+    /// An empty report of an audit in `mode` of the stack configured so.
+    pub fn new(location: Location, mode: RepairMode, config: &hybrid_counter::CounterConfig) -> Self {
+        Self {
+            location,
+            scopes_checked: 0,
+            items_scanned: 0,
+            scopes: Vec::new(),
+            totals: ScopeCounts::default(),
+            swept: 0,
+            sweep_failures: Vec::new(),
+            foreign_items: Vec::new(),
+            drift: false,
+            defect: false,
+            mode: mode_name(mode),
+            admission: config.admission,
+            scope_keys: config.scope_keys.count(),
+        }
+    }
+
+    /// How a scope of the report is named: a key `s#k` of this stack's
+    /// layout says whose key it is.
+    fn scope_name(&self, scope: &str) -> String {
+        let layout = ScopeKeys::new(self.scope_keys).unwrap_or_default();
+        match layout.split(scope) {
+            Some((owner, key)) => format!("{scope} (key {key} of {} of scope {owner})", self.scope_keys),
+            None => scope.to_owned(),
+        }
+    }
+
     pub fn healthy(&self) -> bool {
         !self.drift && self.sweep_failures.is_empty()
     }
 }
 
-pub(super) fn mode_name(mode: RepairMode) -> &'static str {
+fn mode_name(mode: RepairMode) -> &'static str {
     match mode {
         RepairMode::None => "report",
         RepairMode::DryRun => "dry-run",
@@ -101,6 +134,14 @@ impl fmt::Display for AuditReport {
             self.mode,
             self.admission
         )?;
+        if self.scope_keys > 1 {
+            writeln!(
+                f,
+                "  each scope spread over {} partition keys (ScopeKeyShards): a scope s#k below is key k of scope s, \
+                 audited on its own against its own counters",
+                self.scope_keys
+            )?;
+        }
         writeln!(
             f,
             "  totals: live {}, processed {}, pending create {}, pending delete {}, not the kit's {}",
@@ -119,7 +160,11 @@ impl fmt::Display for AuditReport {
             writeln!(f, "  SWEEP STOPPED: {failure}")?;
         }
         if !self.foreign_items.is_empty() {
-            let list: Vec<String> = self.foreign_items.iter().map(|(s, n)| format!("{s}: {n}")).collect();
+            let list: Vec<String> = self
+                .foreign_items
+                .iter()
+                .map(|(s, n)| format!("{}: {n}", self.scope_name(s)))
+                .collect();
             writeln!(
                 f,
                 "  items without an incarnation (not the kit's; never counted): {}",
@@ -135,6 +180,9 @@ impl fmt::Display for AuditReport {
             "SCOPE", "LIVE", "PROCESSED", "PENDING+", "PENDING-", "BEST_EFFORT", "EVENTUAL"
         )?;
         for s in &self.scopes {
+            if self.scope_keys > 1 && self.scope_name(&s.scope) != s.scope {
+                writeln!(f, "  {}:", self.scope_name(&s.scope))?;
+            }
             writeln!(
                 f,
                 "  {:<24} {:>7} {:>9} {:>8} {:>8} {:>11} {:>9}",
@@ -210,6 +258,7 @@ mod tests {
             foreign_items: vec![("acct".into(), 2)],
             mode,
             admission: Admission::Strict,
+            scope_keys: 1,
         }
     }
 

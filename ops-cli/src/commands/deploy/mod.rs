@@ -3,6 +3,7 @@
 //! handlers, decides the [`parameters`] and turns a change set into a
 //! [`diff`]; [`package`] hashes and uploads the handler zips; [`cfn`] is the
 //! CloudFormation engine (stack status, change sets, stack events);
+//! [`scope_keys`] refuses a change of `ScopeKeyShards` on a deployed stack.
 //!
 //! `counterctl deploy`: package, create the change set, execute it and
 //! follow the stack's events to a final status. Idempotent: a deploy with
@@ -27,6 +28,7 @@ pub mod package;
 pub mod parameters;
 pub mod plan;
 pub mod proposal;
+pub mod scope_keys;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -368,6 +370,120 @@ mod tests {
                 )
                 .build()
         })
+    }
+
+    /// The deployed stack `hybrid-counter` with its scopes over `keys`
+    /// partition keys (`None`: deployed before `ScopeKeyShards` existed).
+    fn deployed_with_keys(keys: Option<&'static str>) -> Rule {
+        mock!(aws_sdk_cloudformation::Client::describe_stacks).then_output(move || {
+            let output = |key: &str, value: &str| Output::builder().output_key(key).output_value(value).build();
+            let mut stack = Stack::builder()
+                .stack_id("arn:stack")
+                .stack_name("hybrid-counter")
+                .stack_status(StackStatus::UpdateComplete)
+                .outputs(output(stack::outputs::RESOURCES_TABLE, "hc-resources"))
+                .outputs(output(stack::outputs::COUNTERS_TABLE, "hc-counters"));
+            if let Some(keys) = keys {
+                stack = stack.parameters(
+                    aws_sdk_cloudformation::types::Parameter::builder()
+                        .parameter_key(stack::params::SCOPE_KEY_SHARDS)
+                        .parameter_value(keys)
+                        .build(),
+                );
+            }
+            DescribeStacksOutput::builder().stacks(stack.build()).build()
+        })
+    }
+
+    fn ctx_parts(verb: &str, extra: &[&str]) -> Config {
+        let mut argv = vec!["counterctl", "--target", "aws", "--region", "us-east-1", verb];
+        argv.extend(extra);
+        Config::from_cli(Cli::try_parse_from(argv).unwrap(), &|_| None).unwrap()
+    }
+
+    #[tokio::test]
+    async fn deploy_and_plan_refuse_to_change_scope_keys_on_a_deployed_stack_before_any_change_set() {
+        for verb in ["deploy", "plan"] {
+            let config = ctx_parts(verb, &["--param", "ScopeKeyShards=8"]);
+            let inputs = match &config.command {
+                crate::config::CommandConfig::Deploy { inputs, .. } | crate::config::CommandConfig::Plan(inputs) => {
+                    inputs
+                }
+                _ => panic!("deploy or plan expected"),
+            };
+            // The STS and S3 clients answer nothing and CloudFormation only
+            // DescribeStacks: anything past the refusal fails otherwise.
+            let mut dynamodb = Vec::new();
+            if verb == "deploy" {
+                dynamodb.extend([tables(&[]), tables(&[])]);
+            }
+            let clients = mocked_clients(
+                &[deployed_with_keys(Some("1")), deployed_with_keys(Some("1"))],
+                &dynamodb,
+            );
+            let ui = Ui::quiet();
+            let ctx = Context {
+                config: &config,
+                clients: &clients,
+                ui: &ui,
+            };
+            let err = if verb == "deploy" {
+                run(&ctx, inputs, Vec::new(), Duration::from_secs(1), false)
+                    .await
+                    .unwrap_err()
+            } else {
+                plan::run(&ctx, inputs, Vec::new()).await.unwrap_err()
+            };
+            assert!(
+                matches!(err, crate::error::Error::ScopeKeysChange { from: 1, to: 8, .. }),
+                "{verb}: {err}"
+            );
+            let message = err.to_string();
+            for why in [
+                "partition key",
+                "hidden",
+                "rolls the change out",
+                "empty table",
+                "no migration",
+                "new stack",
+            ] {
+                assert!(message.contains(why), "{verb}: {why:?} not in {message}");
+            }
+            assert_eq!(err.exit_code(), crate::exit::USAGE, "{verb}");
+        }
+    }
+
+    /// Review 1: an empty table is no exception (old and new instances
+    /// admit one scope under two layouts during Lambda's rollout).
+    #[test]
+    fn scope_keys_are_fixed_once_a_stack_exists() {
+        let stack = |keys: Option<&str>| cfn::StackInfo {
+            id: "arn:stack".into(),
+            name: "hybrid-counter".into(),
+            status: StackStatus::UpdateComplete,
+            status_reason: None,
+            parameters: keys
+                .map(|k| BTreeMap::from([(stack::params::SCOPE_KEY_SHARDS.to_owned(), k.to_owned())]))
+                .unwrap_or_default(),
+            outputs: BTreeMap::new(),
+            tags: BTreeMap::new(),
+            last_updated: None,
+            description: None,
+        };
+        let to = |n: &str| BTreeMap::from([(stack::params::SCOPE_KEY_SHARDS.to_owned(), n.to_owned())]);
+        // No change: given equal, not given, or 1 on a stack that predates
+        // the parameter.
+        for (deployed, given) in [(Some("8"), to("8")), (Some("8"), BTreeMap::new()), (None, to("1"))] {
+            scope_keys::guard(&stack(deployed), &given).unwrap();
+        }
+        // Any change, whichever way.
+        for (deployed, given, from, into) in [(Some("1"), "8", 1, 8), (Some("8"), "1", 8, 1), (None, "2", 1, 2)] {
+            let err = scope_keys::guard(&stack(deployed), &to(given)).unwrap_err();
+            assert!(
+                matches!(err, crate::error::Error::ScopeKeysChange { from: f, to: t, .. } if (f, t) == (from, into)),
+                "{err}"
+            );
+        }
     }
 
     /// `DescribeTable` of one table (a rule answers one request), with

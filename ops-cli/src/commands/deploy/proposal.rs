@@ -76,6 +76,13 @@ pub async fn propose(
 
     ui.step(format!("reading stack {}", config.stack_name));
     let mut before = cfn::describe(cfn, &config.stack_name).await?;
+    if let Some(stack) = before
+        .as_ref()
+        .filter(|s| cfn::readiness(Some(&s.status)) == Readiness::Update)
+    {
+        // Before anything is uploaded or created: the keys of the data.
+        super::scope_keys::guard(stack, &inputs.overrides)?;
+    }
     // Every check that can refuse the deploy comes before the one step
     // that deletes anything (replacing a failed create).
     let account = clients

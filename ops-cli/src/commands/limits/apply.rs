@@ -12,13 +12,15 @@ use std::fmt;
 use std::time::Instant;
 
 use futures_util::future::join_all;
+use hybrid_counter::scope_keys::ScopeKeys;
+use hybrid_counter_aws::DynamoStore;
 use hybrid_counter_aws::limits::{Expect, LimitWrite};
 use serde::Serialize;
 
 use super::plan::{LimitsPlan, PlannedChange};
 use super::table::{CONCURRENCY, Limits};
 use crate::error::{Error, Result};
-use hybrid_counter::limits::diff::{Change, Kind};
+use hybrid_counter::limits::diff::{Change, CopyRead, Kind};
 
 /// How one scope's write ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -86,6 +88,98 @@ fn expect(change: &Change) -> Expect {
     }
 }
 
+/// What a write of one key's `copy` expects to find: what the plan read
+/// of that copy.
+fn expect_copy(copy: &CopyRead) -> Expect {
+    match copy.version {
+        None => Expect::Absent,
+        Some(version) => Expect::Read {
+            version,
+            rev: copy.rev.clone(),
+        },
+    }
+}
+
+fn outcome_of(written: std::result::Result<LimitWrite, hybrid_counter::error::StoreError>) -> Outcome {
+    match written {
+        Ok(LimitWrite::Written) => Outcome::Written,
+        Ok(LimitWrite::AlreadyAsPlanned) => Outcome::AlreadyAsPlanned,
+        Ok(LimitWrite::Refused { current }) => Outcome::Refused {
+            now: current.map(|c| c.limit),
+        },
+        Ok(LimitWrite::Unknown { error }) => Outcome::Unknown { error },
+        Err(e) => Outcome::Failed { error: e.to_string() },
+    }
+}
+
+/// Writes `change`: its scope's one override, or with the scope over
+/// several keys each key's copy that is not yet what the plan sets, in
+/// key order, each conditioned on what the plan read of it (the same
+/// conditional write and ambiguity handling per copy). The first copy
+/// refused, unknown or failed stops the scope (the copies then disagree
+/// until a new plan's apply): its outcome is the scope's, naming the key.
+async fn write_change<S: LimitWriter>(store: &S, keys: ScopeKeys, change: &Change) -> Outcome {
+    let scope = match hybrid_counter::Scope::new(change.scope.clone()) {
+        Err(e) => return Outcome::Failed { error: e.to_string() },
+        Ok(scope) => scope,
+    };
+    let now = hybrid_counter::now_millis();
+    if change.copies.is_empty() {
+        return outcome_of(store.write_limit(&scope, change.new, expect(change), now).await);
+    }
+    let mut written = false;
+    for copy in change.copies.iter().filter(|copy| copy.limit != change.new) {
+        let key = match keys.key(&scope, copy.key) {
+            Err(e) => return Outcome::Failed { error: e.to_string() },
+            Ok(key) => key,
+        };
+        match outcome_of(store.write_limit(&key, change.new, expect_copy(copy), now).await) {
+            Outcome::Written => written = true,
+            Outcome::AlreadyAsPlanned => {}
+            Outcome::Unknown { error } => {
+                return Outcome::Unknown {
+                    error: format!("the copy on {key}: {error}"),
+                };
+            }
+            Outcome::Failed { error } => {
+                return Outcome::Failed {
+                    error: format!("the copy on {key}: {error}"),
+                };
+            }
+            refused @ Outcome::Refused { .. } => return refused,
+        }
+    }
+    if written {
+        Outcome::Written
+    } else {
+        Outcome::AlreadyAsPlanned
+    }
+}
+
+/// The conditioned write of one `limit` item ([`DynamoStore::write_limit`]),
+/// so the copies' loop can be checked without the service.
+pub(crate) trait LimitWriter {
+    fn write_limit(
+        &self,
+        scope: &hybrid_counter::Scope,
+        limit: Option<u64>,
+        expect: Expect,
+        now: hybrid_counter::EpochMillis,
+    ) -> impl std::future::Future<Output = std::result::Result<LimitWrite, hybrid_counter::error::StoreError>>;
+}
+
+impl LimitWriter for DynamoStore {
+    async fn write_limit(
+        &self,
+        scope: &hybrid_counter::Scope,
+        limit: Option<u64>,
+        expect: Expect,
+        now: hybrid_counter::EpochMillis,
+    ) -> std::result::Result<LimitWrite, hybrid_counter::error::StoreError> {
+        DynamoStore::write_limit(self, scope, limit, expect, now).await
+    }
+}
+
 impl ScopeResult {
     /// The report's line of this scope.
     fn line(&self) -> String {
@@ -125,6 +219,13 @@ pub async fn run(
             limits.store.counters_table()
         )));
     }
+    if plan.scope_keys != limits.scope_keys.count() {
+        return Err(Error::InvalidArgument(format!(
+            "the plan was made with {} key(s) per scope, the stack now has {}: plan again",
+            plan.scope_keys,
+            limits.scope_keys.count()
+        )));
+    }
     if plan.default_limit.deployed != limits.default_limit {
         return Err(Error::InvalidArgument(format!(
             "the plan was made with the default limit {}, the stack now has {}: plan again",
@@ -148,22 +249,7 @@ pub async fn run(
     let bar = ctx.ui.bar(plan.changes.len() as u64, "writing the limit overrides");
     for chunk in plan.changes.chunks(CONCURRENCY) {
         let writes = chunk.iter().map(|PlannedChange { change, .. }| async {
-            let outcome = match hybrid_counter::Scope::new(change.scope.clone()) {
-                Err(e) => Outcome::Failed { error: e.to_string() },
-                Ok(scope) => match limits
-                    .store
-                    .write_limit(&scope, change.new, expect(change), hybrid_counter::now_millis())
-                    .await
-                {
-                    Ok(LimitWrite::Written) => Outcome::Written,
-                    Ok(LimitWrite::AlreadyAsPlanned) => Outcome::AlreadyAsPlanned,
-                    Ok(LimitWrite::Refused { current }) => Outcome::Refused {
-                        now: current.map(|c| c.limit),
-                    },
-                    Ok(LimitWrite::Unknown { error }) => Outcome::Unknown { error },
-                    Err(e) => Outcome::Failed { error: e.to_string() },
-                },
-            };
+            let outcome = write_change(&limits.store, limits.scope_keys, change).await;
             bar.inc(1);
             let result = ScopeResult {
                 scope: change.scope.clone(),
@@ -248,6 +334,7 @@ mod tests {
             version,
             rev: version.map(|v| format!("r{v}")),
             prefix: None,
+            copies: Vec::new(),
         }
     }
 
@@ -260,6 +347,87 @@ mod tests {
         };
         assert_eq!(expect(&change("a", Kind::Changed, Some(4))), read(4));
         assert_eq!(expect(&change("a", Kind::Removed, Some(7))), read(7));
+    }
+
+    /// Answers each write from `answers` by key, and records what it was
+    /// asked.
+    #[derive(Default)]
+    struct Writes {
+        asked: std::sync::Mutex<Vec<(String, Option<u64>, Expect)>>,
+        refuse: Option<&'static str>,
+    }
+
+    impl LimitWriter for Writes {
+        async fn write_limit(
+            &self,
+            scope: &hybrid_counter::Scope,
+            limit: Option<u64>,
+            expect: Expect,
+            _now: hybrid_counter::EpochMillis,
+        ) -> std::result::Result<LimitWrite, hybrid_counter::error::StoreError> {
+            self.asked.lock().unwrap().push((scope.to_string(), limit, expect));
+            Ok(if self.refuse == Some(scope.as_str()) {
+                LimitWrite::Refused { current: None }
+            } else {
+                LimitWrite::Written
+            })
+        }
+    }
+
+    fn copy(key: u32, limit: Option<u64>) -> CopyRead {
+        CopyRead {
+            key,
+            limit,
+            version: limit.map(|_| u64::from(key) + 1),
+            rev: limit.map(|_| format!("r{key}")),
+        }
+    }
+
+    #[tokio::test]
+    async fn over_four_keys_apply_writes_each_copy_not_yet_as_planned_conditioned_on_its_own_read() {
+        let keys = ScopeKeys::new(4).unwrap();
+        let mut repair = change("acct", Kind::Changed, None);
+        repair.old = Some(20);
+        repair.new = Some(20);
+        repair.copies = vec![copy(0, Some(20)), copy(1, Some(15)), copy(2, None), copy(3, Some(20))];
+        let store = Writes::default();
+        assert_eq!(write_change(&store, keys, &repair).await, Outcome::Written);
+        assert_eq!(
+            *store.asked.lock().unwrap(),
+            [
+                (
+                    "acct#1".to_owned(),
+                    Some(20),
+                    Expect::Read {
+                        version: 2,
+                        rev: Some("r1".into())
+                    }
+                ),
+                ("acct#2".to_owned(), Some(20), Expect::Absent),
+            ]
+        );
+
+        // A removal clears the copies that exist; a refused copy stops the scope.
+        let mut removal = change("acct", Kind::Removed, None);
+        removal.old = Some(20);
+        removal.copies = vec![copy(0, Some(20)), copy(1, None), copy(2, Some(20)), copy(3, Some(20))];
+        let store = Writes {
+            refuse: Some("acct#2"),
+            ..Writes::default()
+        };
+        assert_eq!(
+            write_change(&store, keys, &removal).await,
+            Outcome::Refused { now: None }
+        );
+        let asked: Vec<String> = store.asked.lock().unwrap().iter().map(|a| a.0.clone()).collect();
+        assert_eq!(asked, ["acct#0", "acct#2"], "stopped at the refused copy");
+
+        // Every copy already as planned: nothing is sent.
+        let mut done = change("acct", Kind::Changed, None);
+        done.copies = (0..4).map(|k| copy(k, Some(9))).collect();
+        let store = Writes::default();
+        assert_eq!(write_change(&store, keys, &done).await, Outcome::AlreadyAsPlanned);
+        assert!(store.asked.lock().unwrap().is_empty());
     }
 
     #[test]
@@ -281,6 +449,8 @@ mod tests {
                 changes: Vec::new(),
                 overrides: 3,
                 prefixed_scopes: 0,
+                scope_keys: 1,
+                unread: Vec::new(),
             },
             refused_below_usage: Vec::new(),
             results: vec![

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::table::{Limits, store_error, write};
 use crate::error::{Error, Result};
+use hybrid_counter::limits::LimitTable;
 use hybrid_counter::limits::file::{Limit, LimitsFile, Override, Pattern};
 
 #[derive(Debug, Clone, Serialize)]
@@ -20,6 +21,10 @@ pub struct LimitsExportReport {
     pub out: Option<String>,
     /// The file.
     pub file: String,
+    /// Scopes whose copies of the override disagree (some key missing it or
+    /// holding another limit): exported at the larger limit.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disagreeing: Vec<String>,
 }
 
 /// The file of `overrides` (scope, limit) with `default_limit`.
@@ -53,14 +58,26 @@ pub async fn run(limits: &Limits<'_>, out: Option<&Path>) -> Result<LimitsExport
         .store
         .scan_limits(&[])
         .await
-        .map_err(store_error("reading the limit overrides"))?;
+        .map_err(store_error("reading the limit overrides"))?
+        .fold(limits.scope_keys);
+    let disagreeing = disagreeing(&table);
+    let mut notes = String::new();
+    for scope in &disagreeing {
+        let note = format!(
+            "the copies of {scope}'s override on its {} keys disagree: exported the larger limit, which bounds \
+             admission; `limits apply` of this file writes it on every key",
+            limits.scope_keys.count()
+        );
+        limits.ctx.ui.log(format!("warning: {note}"));
+        notes.push_str(&format!("# {note}.\n"));
+    }
     let file = to_file(
         limits.default_limit,
         table.overrides.into_iter().map(|(scope, item)| (scope, item.limit)),
     )?;
     let text = format!(
         "# Limit overrides of stack {}, exported by counterctl limits export.\n\
-         # Add an owner and a reason to each entry; see docs/counterctl.md.\n{}",
+         # Add an owner and a reason to each entry; see docs/counterctl.md.\n{notes}{}",
         limits.ctx.config.stack_name,
         file.to_yaml()
             .map_err(|e| Error::InvalidArgument(format!("cannot write the limits file: {e}")))?
@@ -73,7 +90,19 @@ pub async fn run(limits: &Limits<'_>, out: Option<&Path>) -> Result<LimitsExport
         overrides: file.overrides.len(),
         out: out.map(|p| p.display().to_string()),
         file: text,
+        disagreeing,
     })
+}
+
+/// The scopes of a folded table whose copies are missing on a key or hold
+/// another limit than the largest (none with one key per scope).
+fn disagreeing(table: &LimitTable) -> Vec<String> {
+    table
+        .overrides
+        .iter()
+        .filter(|(scope, item)| table.keys.count() > 1 && !table.copies_hold(scope, Some(item.limit)))
+        .map(|(scope, _)| scope.clone())
+        .collect()
 }
 
 impl fmt::Display for LimitsExportReport {
@@ -99,7 +128,7 @@ mod tests {
     /// prefix; the plan of the file against the table has no changes.
     #[test]
     fn an_export_of_scopes_with_stars_plans_no_changes() {
-        use hybrid_counter::limits::{LimitItem, LimitTable};
+        use hybrid_counter::limits::LimitItem;
         let scopes = ["*", "foo*", "a b*", "**", "x"];
         let table = LimitTable {
             overrides: scopes
@@ -114,7 +143,7 @@ mod tests {
                     ((*s).to_owned(), item)
                 })
                 .collect(),
-            prefixed_scopes: Default::default(),
+            ..LimitTable::default()
         };
         let file = to_file(100, table.overrides.iter().map(|(s, i)| (s.clone(), i.limit))).unwrap();
         let text = file.to_yaml().unwrap();
@@ -128,6 +157,37 @@ mod tests {
         );
         let above = to_file(100, [("big".to_owned(), MAX_LIMIT + 1)]).unwrap_err();
         assert!(above.to_string().contains("the override of big"), "{above}");
+    }
+
+    #[test]
+    fn over_four_keys_an_export_has_one_entry_per_scope_and_names_the_disagreeing_ones() {
+        use hybrid_counter::limits::LimitItem;
+        let item = |limit| LimitItem {
+            limit,
+            version: 1,
+            rev: None,
+        };
+        let mut overrides: std::collections::BTreeMap<String, LimitItem> =
+            (0..4).map(|k| (format!("a#{k}"), item(10))).collect();
+        overrides.insert("b#0".into(), item(5));
+        overrides.insert("b#3".into(), item(8));
+        let table = LimitTable {
+            overrides,
+            ..LimitTable::default()
+        }
+        .fold(hybrid_counter::scope_keys::ScopeKeys::new(4).unwrap());
+        assert_eq!(disagreeing(&table), ["b"]);
+        let file = to_file(100, table.overrides.iter().map(|(s, i)| (s.clone(), i.limit))).unwrap();
+        let entries: Vec<(String, u64)> = file
+            .overrides
+            .iter()
+            .map(|o| (o.scope.to_string(), o.limit.get()))
+            .collect();
+        assert_eq!(entries, [("a".to_owned(), 10), ("b".to_owned(), 8)]);
+        // Planned back: `a` is as exported, `b` a change that writes every key.
+        let changes = hybrid_counter::limits::diff::diff(&file, &table);
+        assert_eq!(changes.len(), 1);
+        assert_eq!((changes[0].scope.as_str(), changes[0].new), ("b", Some(8)));
     }
 
     #[test]

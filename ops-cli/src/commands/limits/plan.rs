@@ -56,6 +56,18 @@ pub struct LimitsPlan {
     /// later gets its override at the next apply).
     #[serde(default)]
     pub prefixed_scopes: usize,
+    /// The keys each scope is spread over when planned (`ScopeKeyShards`):
+    /// above 1, each change carries every key's copy as read.
+    #[serde(default = "one_key")]
+    pub scope_keys: u32,
+    /// Overrides on partitions no create reads at this count (a bare
+    /// scope's, left from a smaller count): not planned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unread: Vec<String>,
+}
+
+fn one_key() -> u32 {
+    1
 }
 
 impl LimitsPlan {
@@ -80,15 +92,36 @@ impl LimitsPlan {
             if !seen.insert(c.scope.as_str()) {
                 return Err(at("a second change of the same scope"));
             }
-            let consistent = match c.kind {
-                Kind::Added => c.old.is_none() && c.version.is_none() && c.rev.is_none() && c.new.is_some(),
-                Kind::Changed => c.old.is_some() && c.version.is_some() && c.new.is_some() && c.old != c.new,
-                Kind::Removed => c.old.is_some() && c.version.is_some() && c.new.is_none(),
+            let consistent = if self.scope_keys > 1 {
+                // Every key's copy, once, in order; each conditioned on
+                // what it read (absent, or its version).
+                let keyed = c.copies.len() == self.scope_keys as usize
+                    && c.copies.iter().enumerate().all(|(k, copy)| {
+                        copy.key as usize == k
+                            && copy.limit.is_some() == copy.version.is_some()
+                            && (copy.version.is_some() || copy.rev.is_none())
+                    });
+                let present = c.copies.iter().any(|copy| copy.version.is_some());
+                keyed
+                    && c.version.is_none()
+                    && c.rev.is_none()
+                    && match c.kind {
+                        Kind::Added => c.old.is_none() && !present && c.new.is_some(),
+                        Kind::Changed => c.old.is_some() && present && c.new.is_some(),
+                        Kind::Removed => c.old.is_some() && present && c.new.is_none(),
+                    }
+            } else {
+                c.copies.is_empty()
+                    && match c.kind {
+                        Kind::Added => c.old.is_none() && c.version.is_none() && c.rev.is_none() && c.new.is_some(),
+                        Kind::Changed => c.old.is_some() && c.version.is_some() && c.new.is_some() && c.old != c.new,
+                        Kind::Removed => c.old.is_some() && c.version.is_some() && c.new.is_none(),
+                    }
             };
             if !consistent {
                 return Err(at(&format!(
-                    "kind {:?} does not agree with old {:?}, new {:?}, version {:?}",
-                    c.kind, c.old, c.new, c.version
+                    "kind {:?} does not agree with old {:?}, new {:?}, version {:?}, copies {:?} (keys {})",
+                    c.kind, c.old, c.new, c.version, c.copies, self.scope_keys
                 )));
             }
             if let Some(new) = c.new {
@@ -106,7 +139,7 @@ pub(crate) async fn annotate_usage(limits: &Limits<'_>, changes: &mut [PlannedCh
     if changes.is_empty() {
         return Ok(());
     }
-    let counter = Counter::new(limits.store.clone(), limits.default_limit);
+    let counter = Counter::new(limits.store.clone(), limits.default_limit).with_scope_keys(limits.scope_keys);
     let bar = limits
         .ctx
         .ui
@@ -147,7 +180,8 @@ pub async fn read(limits: &Limits<'_>, file: &LimitsFile) -> Result<LimitsPlan> 
         .store
         .scan_limits(&file.prefixes())
         .await
-        .map_err(store_error("reading the limit overrides"))?;
+        .map_err(store_error("reading the limit overrides"))?
+        .fold(limits.scope_keys);
     let changes = diff(file, &table).into_iter().map(PlannedChange::from).collect();
     Ok(LimitsPlan {
         stack_name: limits.ctx.config.stack_name.clone(),
@@ -159,6 +193,8 @@ pub async fn read(limits: &Limits<'_>, file: &LimitsFile) -> Result<LimitsPlan> 
         changes,
         overrides: table.overrides.len(),
         prefixed_scopes: table.prefixed_scopes.len(),
+        scope_keys: limits.scope_keys.count(),
+        unread: table.unread.into_keys().collect(),
     })
 }
 
@@ -196,7 +232,43 @@ impl fmt::Display for LimitsPlan {
             if planned.below_usage {
                 write!(f, "  BELOW USAGE")?;
             }
+            if c.kind == Kind::Changed && c.copies_disagree() {
+                let copies: Vec<String> = c
+                    .copies
+                    .iter()
+                    .map(|copy| {
+                        format!(
+                            "#{}: {}",
+                            copy.key,
+                            copy.limit.map_or("none".to_owned(), |l| l.to_string())
+                        )
+                    })
+                    .collect();
+                write!(
+                    f,
+                    "  COPIES DISAGREE ({}; admission bounded by the larger): apply writes every key",
+                    copies.join(", ")
+                )?;
+            }
             writeln!(f)?;
+        }
+        if self.scope_keys > 1 {
+            writeln!(
+                f,
+                "Each scope is spread over {} keys: its override is a copy on each, and a copy missing or \
+                 disagreeing is a change.",
+                self.scope_keys
+            )?;
+        }
+        if !self.unread.is_empty() {
+            writeln!(
+                f,
+                "{} override(s) on partitions no create reads at {} keys per scope (left from another count), not \
+                 planned: {}",
+                self.unread.len(),
+                self.scope_keys,
+                self.unread.join(", ")
+            )?;
         }
         if self.default_limit.differs() {
             let want = self.default_limit.file.unwrap_or(default);
@@ -252,7 +324,7 @@ mod tests {
         };
         let t = LimitTable {
             overrides: BTreeMap::from([("a".to_owned(), read(4, 3)), ("d".to_owned(), read(4, 8))]),
-            prefixed_scopes: Default::default(),
+            ..LimitTable::default()
         };
         let plan = |changes: Vec<Change>| LimitsPlan {
             stack_name: "hck".into(),
@@ -264,6 +336,8 @@ mod tests {
             changes: changes.into_iter().map(PlannedChange::from).collect(),
             overrides: 2,
             prefixed_scopes: 0,
+            scope_keys: 1,
+            unread: Vec::new(),
         };
         let good = diff(&f, &t);
         assert_eq!(plan(good.clone()).check(), Ok(()));
@@ -285,6 +359,65 @@ mod tests {
     }
 
     #[test]
+    fn over_four_keys_a_plan_carries_every_copy_and_a_hand_edited_one_must_still_agree() {
+        let f = file("overrides:\n  - {scope: a, limit: 20}\n  - {scope: c, limit: 9}\n");
+        let read = |limit, version: u64| LimitItem {
+            limit,
+            version,
+            rev: Some(format!("r{version}")),
+        };
+        let t = LimitTable {
+            overrides: BTreeMap::from([
+                ("a#0".to_owned(), read(20, 2)),
+                ("a#1".to_owned(), read(15, 1)),
+                ("a#3".to_owned(), read(20, 2)),
+            ]),
+            ..LimitTable::default()
+        }
+        .fold(hybrid_counter::scope_keys::ScopeKeys::new(4).unwrap());
+        let plan = |changes: Vec<Change>| LimitsPlan {
+            stack_name: "hck".into(),
+            counters_table: "t".into(),
+            default_limit: DefaultLimit {
+                deployed: 100,
+                file: None,
+            },
+            changes: changes.into_iter().map(PlannedChange::from).collect(),
+            overrides: 1,
+            prefixed_scopes: 0,
+            scope_keys: 4,
+            unread: Vec::new(),
+        };
+        let good = diff(&f, &t);
+        assert_eq!(good.len(), 2, "{good:?}");
+        assert_eq!(plan(good.clone()).check(), Ok(()));
+        let text = plan(good.clone()).to_string();
+        assert!(text.contains("  ~ a: 20 -> 20"), "{text}");
+        assert!(
+            text.contains("COPIES DISAGREE (#0: 20, #1: 15, #2: none, #3: 20; admission bounded by the larger)"),
+            "{text}"
+        );
+        assert!(text.contains("spread over 4 keys"), "{text}");
+        let edited = |edit: fn(&mut Change)| {
+            let mut changes = good.clone();
+            changes.iter_mut().for_each(edit);
+            plan(changes).check().unwrap_err()
+        };
+        assert!(
+            edited(|c| {
+                c.copies.pop();
+            })
+            .contains("does not agree")
+        );
+        assert!(edited(|c| c.copies.iter_mut().for_each(|k| k.version = None)).contains("does not agree"));
+        assert!(edited(|c| c.version = Some(1)).contains("does not agree"));
+        // A plan of one key per scope takes no copies.
+        let mut one = plan(good);
+        one.scope_keys = 1;
+        assert!(one.check().unwrap_err().contains("does not agree"));
+    }
+
+    #[test]
     fn the_plan_names_the_deploy_that_changes_the_default_and_flags_lowering_below_usage() {
         let plan = LimitsPlan {
             stack_name: "hck".into(),
@@ -302,12 +435,15 @@ mod tests {
                     version: Some(3),
                     rev: Some("r3".into()),
                     prefix: None,
+                    copies: Vec::new(),
                 },
                 usage: 5,
                 below_usage: true,
             }],
             overrides: 1,
             prefixed_scopes: 0,
+            scope_keys: 1,
+            unread: Vec::new(),
         };
         let text = plan.to_string();
         assert!(text.contains("  ~ a: 10 -> 2 (usage 5)  BELOW USAGE"), "{text}");

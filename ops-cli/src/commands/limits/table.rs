@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use hybrid_counter::scope_keys::ScopeKeys;
 use hybrid_counter_aws::DynamoStore;
 
 use crate::commands::Context;
@@ -15,11 +16,14 @@ use crate::error::{Error, Result};
 pub const CONCURRENCY: usize = 16;
 
 /// What every `limits` command works with: the deployed stack's counters
-/// table and default limit.
+/// table, default limit and scope keys.
 pub struct Limits<'a> {
     pub ctx: &'a Context<'a>,
     pub store: DynamoStore,
     pub default_limit: u64,
+    /// The keys each scope is spread over (`ScopeKeyShards`): an override
+    /// is a copy on each ([`hybrid_counter::limits::LimitTable::fold`]).
+    pub scope_keys: ScopeKeys,
 }
 
 /// Writes `text` to `path` (a plan, an exported file).
@@ -33,6 +37,7 @@ impl<'a> Limits<'a> {
         Ok(Self {
             ctx,
             default_limit: config.default_limit.unwrap_or_default(),
+            scope_keys: config.scope_keys,
             store: DynamoStore::new(ctx.clients.dynamodb.clone(), &config),
         })
     }

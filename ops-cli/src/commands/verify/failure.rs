@@ -33,7 +33,7 @@ use hybrid_counter::{ResourceId, Scope, now_millis};
 use hybrid_counter_aws::replay::OnFailureRecord;
 use hybrid_counter_aws::streams::{Position, ShardReader};
 
-use super::support::{Outcome, Verify, id, store_error};
+use super::support::{Outcome, Verify, id, room_for, store_error};
 use crate::error::{Error, Result};
 
 /// Items written and failed on purpose.
@@ -67,28 +67,32 @@ pub struct Target {
     pub function_arn: String,
 }
 
-/// The `(id, incarnation)` of each item of a failed range.
-pub type FailedItems = Vec<(ResourceId, String)>;
+/// The `(id, incarnation)` of each item of a failed range, by the
+/// partition key it lives under (the scope itself under one key).
+pub type FailedItems = BTreeMap<Scope, Vec<(ResourceId, String)>>;
 
-/// Verify's INSERT records of `scope` among `records` (one shard's, in
-/// order): the slice from the first through the last of them (the range
-/// the on-failure record names, other scopes' records included) and the
-/// `(id, incarnation)` of each.
-pub fn failed_range<'a>(records: &'a [EventRecord], scope: &Scope) -> Option<(&'a [EventRecord], FailedItems)> {
-    let ours: Vec<(usize, ResourceId, String)> = records
+/// Verify's INSERT records of the scope whose partition keys are `keys`
+/// among `records` (one shard's, in order): the slice from the first
+/// through the last of them (the range the on-failure record names, other
+/// scopes' records included) and the `(id, incarnation)` of each, by key.
+pub fn failed_range<'a>(records: &'a [EventRecord], keys: &[Scope]) -> Option<(&'a [EventRecord], FailedItems)> {
+    let ours: Vec<(usize, Scope, ResourceId, String)> = records
         .iter()
         .enumerate()
         .filter_map(|(at, record)| match ChangeRecord::from_lambda(record).ok()?.change {
-            Change::Insert { key, incarnation } if &key.scope == scope => Some((at, key.id, incarnation)),
+            Change::Insert { key, incarnation } if keys.contains(&key.scope) => {
+                Some((at, key.scope, key.id, incarnation))
+            }
             _ => None,
         })
         .collect();
     let first = ours.first()?.0;
     let last = ours.last()?.0;
-    Some((
-        &records[first..=last],
-        ours.into_iter().map(|(_, id, inc)| (id, inc)).collect(),
-    ))
+    let mut items = FailedItems::new();
+    for (_, key, id, incarnation) in ours {
+        items.entry(key).or_default().push((id, incarnation));
+    }
+    Some((&records[first..=last], items))
 }
 
 impl Verify<'_> {
@@ -109,7 +113,12 @@ impl Verify<'_> {
         }
         self.ctx.ui.step(format!("verify: writing {ITEMS} items in {scope}"));
         self.store
-            .set_limit(scope, Some(ITEMS + 1), now_millis())
+            .set_scope_limit(
+                self.config.scope_keys,
+                scope,
+                Some(room_for(self.config.scope_keys, ITEMS + 1)),
+                now_millis(),
+            )
             .await
             .map_err(store_error("setting a limit override"))?;
         for n in 0..ITEMS {
@@ -125,6 +134,7 @@ impl Verify<'_> {
             return Ok(Err(format!("before the failure: {detail}")));
         }
 
+        let keys = self.keys(scope)?;
         // Their INSERT records, per shard (a shard opened since is read from
         // its start: it holds only what was written since).
         let mut read: BTreeMap<String, Vec<EventRecord>> = BTreeMap::new();
@@ -158,10 +168,14 @@ impl Verify<'_> {
             ranges = read
                 .iter()
                 .filter_map(|(shard, records)| {
-                    failed_range(records, scope).map(|(range, items)| (shard.clone(), range.to_vec(), items))
+                    failed_range(records, &keys).map(|(range, items)| (shard.clone(), range.to_vec(), items))
                 })
                 .collect::<Vec<_>>();
-            found = ranges.iter().map(|(_, _, items)| items.len()).sum();
+            found = ranges
+                .iter()
+                .flat_map(|(_, _, items)| items.values())
+                .map(Vec::len)
+                .sum();
             if found < ITEMS as usize {
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
@@ -170,11 +184,15 @@ impl Verify<'_> {
         let mut sent = Vec::new();
         for (shard, range, items) in &ranges {
             let first = range.first().map(sequence_number);
-            let counter = ShardChoice::for_batch(self.config.eventual_shards, first).counter_name(scope);
-            self.store
-                .uncount(scope, &counter, items, now_millis())
-                .await
-                .map_err(store_error("taking back the stream's count of verify's items"))?;
+            // Each key's count, in one transaction per key: the stream
+            // counted each key's items on that key's counter.
+            for (key, items) in items {
+                let counter = ShardChoice::for_batch(self.config.eventual_shards, first).counter_name(key);
+                self.store
+                    .uncount(key, &counter, items, now_millis())
+                    .await
+                    .map_err(store_error("taking back the stream's count of verify's items"))?;
+            }
             let record = OnFailureRecord::for_batch(
                 &target.function_arn,
                 "RetryAttemptsExhausted",
@@ -275,12 +293,43 @@ mod tests {
             record("104", "MODIFY", "verify-r-dlq", "f1", true),
             record("105", "INSERT", "tenant", "c", false),
         ];
-        let (range, items) = failed_range(&records, &scope).unwrap();
+        let keys = [scope.clone()];
+        let (range, items) = failed_range(&records, &keys).unwrap();
         let seqs: Vec<&str> = range.iter().map(sequence_number).collect();
         assert_eq!(seqs, ["101", "102", "103"]);
-        let ids: Vec<(&str, &str)> = items.iter().map(|(id, inc)| (id.as_str(), inc.as_str())).collect();
+        let ids: Vec<(&str, &str)> = items[&scope]
+            .iter()
+            .map(|(id, inc)| (id.as_str(), inc.as_str()))
+            .collect();
         assert_eq!(ids, [("f0", "inc-f0"), ("f1", "inc-f1")]);
-        assert!(failed_range(&records[..1], &scope).is_none(), "no record of the scope");
+        assert!(failed_range(&records[..1], &keys).is_none(), "no record of the scope");
+    }
+
+    #[test]
+    fn at_several_keys_the_failed_range_spans_every_key_of_the_scope_and_groups_its_items_by_key() {
+        let keys = hybrid_counter::scope_keys::ScopeKeys::new(4)
+            .unwrap()
+            .keys(&scope_of("r").unwrap())
+            .unwrap();
+        let records = vec![
+            record("100", "INSERT", "verify-r-dlq#1", "f0", false),
+            record("101", "INSERT", "tenant#1", "a", false),
+            record("102", "INSERT", "verify-r-dlq#3", "f1", false),
+            record("103", "INSERT", "verify-r-dlq#1", "f2", false),
+            // The bare scope is not one of its keys.
+            record("104", "INSERT", "verify-r-dlq", "f3", false),
+        ];
+        let (range, items) = failed_range(&records, &keys).unwrap();
+        let seqs: Vec<&str> = range.iter().map(sequence_number).collect();
+        assert_eq!(seqs, ["100", "101", "102", "103"]);
+        let by_key: Vec<(&str, Vec<&str>)> = items
+            .iter()
+            .map(|(key, items)| (key.as_str(), items.iter().map(|(id, _)| id.as_str()).collect()))
+            .collect();
+        assert_eq!(
+            by_key,
+            [("verify-r-dlq#1", vec!["f0", "f2"]), ("verify-r-dlq#3", vec!["f1"])]
+        );
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! pipelines and operators.
 //!
 //! It writes through the same library the API runs, as the deployed stack
-//! configures it (admission mode, best-effort shards), into scopes of its
+//! configures it (admission mode, best-effort shards, scope keys: with
+//! `ScopeKeyShards` N > 1 each check covers every key of its scopes, and
+//! the limit check's create is refused at its key's share), into scopes of its
 //! own (`verify-<run>-<n>`, unique per run), so it is safe on a production
 //! stack: it never reads or writes another scope's items. The checks, in
 //! order, each timed and with its verdict:
@@ -40,7 +42,7 @@ use crate::error::{Error, Result};
 pub mod failure;
 mod support;
 
-use support::{Outcome, Verify, id, store_error};
+use support::{Outcome, Verify, id, room_for, store_error};
 
 /// One check's outcome.
 #[derive(Debug, Clone, Serialize)]
@@ -93,7 +95,8 @@ fn plan(scopes: &[Scope], options: &VerifyOptions) -> Vec<String> {
         .collect();
     if let Some(first) = scopes.first() {
         writes.push(format!(
-            "{first}: set its limit override to its live count, try one create more (must be refused)"
+            "{first}: set its limit override to its live count (with several keys: the key of the next id full at \
+             its share), try one create more (must be refused)"
         ));
         writes.push(format!(
             "{first}: create, delete and, once the stream removed it, create `again` again"
@@ -219,7 +222,12 @@ impl Verify<'_> {
             self.ctx.ui.step(format!("verify: writing in {scope}"));
             // Room for the run whatever the stack's default limit is.
             self.store
-                .set_limit(scope, Some(self.options.operations + 1), now_millis())
+                .set_scope_limit(
+                    self.config.scope_keys,
+                    scope,
+                    Some(room_for(self.config.scope_keys, self.options.operations + 1)),
+                    now_millis(),
+                )
                 .await
                 .map_err(store_error("setting a limit override"))?;
             for n in 0..self.options.operations {
@@ -253,27 +261,28 @@ impl Verify<'_> {
 
     async fn limit(&self) -> Outcome {
         let scope = &self.scopes[0];
-        let live = count_scope(self.store, scope)
-            .await
-            .map_err(store_error("counting a scope"))?
-            .live;
+        // A create is refused at its key's share: create on the fullest key.
+        let mut fullest = (0, 0);
+        for (index, key) in self.keys(scope)?.iter().enumerate() {
+            let live = count_scope(self.store, key)
+                .await
+                .map_err(store_error("counting a scope"))?
+                .live;
+            if index == 0 || live > fullest.1 {
+                fullest = (index as u32, live);
+            }
+        }
+        let over = over_id(self.config.scope_keys, fullest.0)?;
+        let limit = refusing_limit(self.config.scope_keys, fullest.1);
         self.store
-            .set_limit(scope, Some(live), now_millis())
+            .set_scope_limit(self.config.scope_keys, scope, Some(limit), now_millis())
             .await
             .map_err(store_error("setting a limit override"))?;
-        let over = self
+        let answer = self
             .counter
-            .create(scope, &id("over".into())?, Default::default(), now_millis())
+            .create(scope, &over, Default::default(), now_millis())
             .await;
-        Ok(match over {
-            Err(CounterError::LimitExceeded { usage, limit }) if limit == live => Ok(format!(
-                "a create at the override ({limit}) was refused (usage {usage})"
-            )),
-            Err(err) => Err(format!("a create at the override {live} answered {err}")),
-            Ok(_) => Err(format!(
-                "a create at the override {live} was admitted: the limit is not enforced"
-            )),
-        })
+        Ok(judge_refusal(answer.map(drop), limit))
     }
 
     /// Waits until the stream pipeline counted every item of the scopes.
@@ -319,13 +328,19 @@ impl Verify<'_> {
     /// not: the timeout, or at once what the local runner reports.
     async fn gone(&self, scope: &Scope, ids: &[ResourceId]) -> Result<std::result::Result<(), String>> {
         let started = Instant::now();
-        let keys: Vec<_> = ids
+        let keys = ids
             .iter()
-            .map(|id| hybrid_counter::store::ResourceKey {
-                scope: scope.clone(),
-                id: id.clone(),
+            .map(|id| {
+                Ok(hybrid_counter::store::ResourceKey {
+                    scope: self
+                        .config
+                        .scope_keys
+                        .key_of(scope, id)
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                    id: id.clone(),
+                })
             })
-            .collect();
+            .collect::<Result<Vec<_>>>()?;
         while started.elapsed() < self.options.timeout {
             let states = self
                 .store
@@ -351,7 +366,7 @@ impl Verify<'_> {
         let again = id("again".into())?;
         // Room for it under the override the limit check set.
         self.store
-            .set_limit(scope, None, now_millis())
+            .set_scope_limit(self.config.scope_keys, scope, None, now_millis())
             .await
             .map_err(store_error("clearing a limit override"))?;
         if let Err(err) = self
@@ -382,15 +397,17 @@ impl Verify<'_> {
     async fn audit(&self, auditor: &Auditor<'_, DynamoStore>) -> Outcome {
         let mut found = Vec::new();
         for scope in self.scopes {
-            let audit = auditor
-                .audit_scope(scope, RepairMode::None, now_millis())
-                .await
-                .map_err(store_error("auditing a scope"))?;
-            if !audit.findings.is_empty() || audit.eventual != audit.counts.live as i64 {
-                found.push(format!(
-                    "{scope}: EC {}, live {}, findings {:?}",
-                    audit.eventual, audit.counts.live, audit.findings
-                ));
+            for key in self.keys(scope)? {
+                let audit = auditor
+                    .audit_scope(&key, RepairMode::None, now_millis())
+                    .await
+                    .map_err(store_error("auditing a scope"))?;
+                if !audit.findings.is_empty() || audit.eventual != audit.counts.live as i64 {
+                    found.push(format!(
+                        "{key}: EC {}, live {}, findings {:?}",
+                        audit.eventual, audit.counts.live, audit.findings
+                    ));
+                }
             }
         }
         Ok(if found.is_empty() {
@@ -405,38 +422,91 @@ impl Verify<'_> {
         let mut left = Vec::new();
         let mut removed = 0;
         for scope in self.scopes {
-            let _ = self.store.set_limit(scope, None, now_millis()).await;
-            let items = self
+            let _ = self
                 .store
-                .scope_items(scope)
-                .await
-                .map_err(store_error("listing items"))?;
+                .set_scope_limit(self.config.scope_keys, scope, None, now_millis())
+                .await;
             let mut ids = Vec::new();
-            for row in items.iter().filter(|r| r.is_kits()) {
-                let item = id(row.id.clone())?;
-                if !row.deleted {
-                    match self.counter.delete(scope, &item, now_millis()).await {
-                        Ok(()) | Err(CounterError::NotFound) => {}
-                        Err(err) => return Ok(Err(format!("deleting {scope}/{} answered {err}", row.id))),
+            for key in self.keys(scope)? {
+                let items = self
+                    .store
+                    .scope_items(&key)
+                    .await
+                    .map_err(store_error("listing items"))?;
+                for row in items.iter().filter(|r| r.is_kits()) {
+                    let item = id(row.id.clone())?;
+                    if !row.deleted {
+                        match self.counter.delete(scope, &item, now_millis()).await {
+                            Ok(()) | Err(CounterError::NotFound) => {}
+                            Err(err) => return Ok(Err(format!("deleting {scope}/{} answered {err}", row.id))),
+                        }
                     }
+                    ids.push(item);
                 }
-                ids.push(item);
             }
             if let Err(why) = self.gone(scope, &ids).await? {
                 left.push(format!("{scope}: {why}"));
                 continue;
             }
-            removed += self
-                .store
-                .remove_scope_counters(scope)
-                .await
-                .map_err(store_error("removing a scope's counters"))?;
+            for key in self.keys(scope)? {
+                removed += self
+                    .store
+                    .remove_scope_counters(&key)
+                    .await
+                    .map_err(store_error("removing a scope's counters"))?;
+            }
         }
         Ok(if left.is_empty() {
             Ok(format!("every item written removed, and {removed} counter items"))
         } else {
             Err(format!("left behind: {}", left.join("; ")))
         })
+    }
+}
+
+/// An id of the limit check's create that lands on key `index`: `over`
+/// under one key, else the first of `over`, `over-1`, `over-2`, ... that
+/// hashes there.
+fn over_id(keys: hybrid_counter::scope_keys::ScopeKeys, index: u32) -> Result<ResourceId> {
+    let candidates = std::iter::once("over".to_owned()).chain((1..10_000).map(|n| format!("over-{n}")));
+    for candidate in candidates {
+        let id = id(candidate)?;
+        if keys.index(&id) == index {
+            return Ok(id);
+        }
+    }
+    id("over".into())
+}
+
+/// The override at which a create of an id on a key holding `on_key` live
+/// items is refused: that key's share of it is `on_key` (the scope's live
+/// count under one key; with N keys, N times the key's items, so every
+/// share is `on_key` whatever the other keys hold).
+fn refusing_limit(keys: hybrid_counter::scope_keys::ScopeKeys, on_key: u64) -> u64 {
+    on_key * u64::from(keys.count())
+}
+
+/// The limit check's verdict on a create's `answer` at the override
+/// `limit`: refused at the scope's limit, or at its key's share of it.
+fn judge_refusal(answer: std::result::Result<(), CounterError>, limit: u64) -> std::result::Result<String, String> {
+    match answer {
+        Err(CounterError::LimitExceeded { usage, limit: at }) if at == limit => Ok(format!(
+            "a create at the override ({limit}) was refused (usage {usage})"
+        )),
+        Err(CounterError::ShareExceeded {
+            usage,
+            share,
+            limit: at,
+            key,
+            keys,
+        }) if at == limit => Ok(format!(
+            "a create at the override ({limit}) was refused at its key's share ({share} on key {key} of {keys}, \
+             usage {usage})"
+        )),
+        Err(err) => Err(format!("a create at the override {limit} answered {err}")),
+        Ok(()) => Err(format!(
+            "a create at the override {limit} was admitted: the limit is not enforced"
+        )),
     }
 }
 
@@ -505,6 +575,57 @@ mod tests {
             text.contains("limit override") && text.contains("remove the scopes' counter"),
             "{text}"
         );
+    }
+
+    #[tokio::test]
+    async fn at_four_keys_the_limit_check_fills_the_key_of_its_create_and_counts_cover_every_key() {
+        use std::sync::Arc;
+
+        use hybrid_counter::memory::MemoryStore;
+        use hybrid_counter::scope_keys::ScopeKeys;
+
+        let config = hybrid_counter::CounterConfig {
+            resources_table: "r".into(),
+            counters_table: "c".into(),
+            default_limit: Some(100),
+            eventual_shards: 1,
+            best_effort_shards: 1,
+            admission: hybrid_counter::Admission::BestEffort,
+            scope_keys: ScopeKeys::new(4).unwrap(),
+        };
+        let store = Arc::new(MemoryStore::new());
+        let counter = Counter::configured(store.clone(), 100, &config);
+        let scope = Scope::new("verify-r-0").unwrap();
+        for n in 0..12 {
+            counter
+                .create(&scope, &id(format!("v{n}")).unwrap(), Default::default(), 1)
+                .await
+                .unwrap();
+        }
+        let count = support::count_keys(&store, config.scope_keys, &scope).await.unwrap();
+        assert_eq!((count.live, count.pending), (12, 12), "every key is counted");
+
+        let over = over_id(config.scope_keys, 2).unwrap();
+        assert_eq!(config.scope_keys.index(&over), 2);
+        assert_eq!(over_id(ScopeKeys::default(), 0).unwrap().as_str(), "over");
+        let key = config.scope_keys.key_of(&scope, &over).unwrap();
+        let on_key = count_scope(&store, &key).await.unwrap().live;
+        assert!(on_key > 0, "12 items over 4 keys");
+        let limit = refusing_limit(config.scope_keys, on_key);
+        for k in 0..4 {
+            store.set_limit(&format!("verify-r-0#{k}"), Some(limit));
+        }
+        let answer = counter.create(&scope, &over, Default::default(), 1).await.map(drop);
+        let verdict = judge_refusal(answer, limit);
+        assert!(verdict.as_ref().is_ok_and(|d| d.contains("key's share")), "{verdict:?}");
+        // Room for 5 creates on any key of 4, whichever they land on.
+        assert_eq!(room_for(config.scope_keys, 5), 20);
+        assert_eq!(room_for(ScopeKeys::default(), 5), 5);
+        // One key: the scope's live count, refused as LimitExceeded.
+        assert_eq!(refusing_limit(ScopeKeys::default(), 12), 12);
+        let refused = Err(CounterError::LimitExceeded { usage: 12, limit: 12 });
+        assert!(judge_refusal(refused, 12).is_ok());
+        assert!(judge_refusal(Ok(()), 12).unwrap_err().contains("not enforced"));
     }
 
     #[test]

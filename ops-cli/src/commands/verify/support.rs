@@ -3,7 +3,8 @@
 //! path (`failure.rs`) and the other checks both use it.
 
 use hybrid_counter::audit::count_scope;
-use hybrid_counter::{Counter, ResourceId, Scope, Store as _};
+use hybrid_counter::scope_keys::ScopeKeys;
+use hybrid_counter::{Counter, ResourceId, Scope, Store};
 use hybrid_counter_aws::DynamoStore;
 
 use crate::commands::Context;
@@ -15,6 +16,13 @@ pub(super) fn id(name: String) -> Result<ResourceId> {
 }
 
 pub(super) use crate::error::store_error;
+
+/// Room for `creates` creates in one scope whatever keys they land on:
+/// each key's share of it is at least `creates` (the scope's own limit
+/// under one key).
+pub(super) fn room_for(keys: ScopeKeys, creates: u64) -> u64 {
+    creates * u64::from(keys.count())
+}
 
 /// One run's handles; each check is a method (`Ok(Err(detail))` is a
 /// failed check, an `Err` a call that could not be made).
@@ -33,7 +41,8 @@ pub(super) struct Verify<'a> {
 
 pub(super) type Outcome = Result<std::result::Result<String, String>>;
 
-/// One scope's live items and counts, as `verify` waits on them.
+/// One scope's live items and counts, as `verify` waits on them (summed
+/// over the scope's keys).
 pub(super) struct ScopeCount {
     pub(super) live: u64,
     pub(super) pending: u64,
@@ -59,21 +68,40 @@ impl Verify<'_> {
         crate::commands::status::stream_runner_problem(self.ctx, self.outputs).await
     }
 
-    /// Reads `scope`'s items (by state) and its eventual counter.
+    /// Reads `scope`'s items (by state) and its eventual counter, summed
+    /// over its partition keys.
     pub(super) async fn scope_count(&self, scope: &Scope) -> Result<ScopeCount> {
-        let counts = count_scope(self.store, scope)
+        count_keys(self.store, self.config.scope_keys, scope).await
+    }
+
+    /// The partition keys of `scope` (itself under one key).
+    pub(super) fn keys(&self, scope: &Scope) -> Result<Vec<Scope>> {
+        self.config
+            .scope_keys
+            .keys(scope)
+            .map_err(|e| Error::InvalidArgument(e.to_string()))
+    }
+}
+
+/// [`Verify::scope_count`] over any store: each key counted and read.
+pub(super) async fn count_keys<S: Store>(store: &S, keys: ScopeKeys, scope: &Scope) -> Result<ScopeCount> {
+    let mut total = ScopeCount {
+        live: 0,
+        pending: 0,
+        eventual: 0,
+    };
+    for key in keys.keys(scope).map_err(|e| Error::InvalidArgument(e.to_string()))? {
+        let counts = count_scope(store, &key)
             .await
             .map_err(store_error("counting a scope"))?;
-        let eventual = self
-            .store
-            .read_counters(scope)
+        let eventual = store
+            .read_counters(&key)
             .await
             .map_err(store_error("reading the counters"))?
             .eventual;
-        Ok(ScopeCount {
-            live: counts.live,
-            pending: counts.pending_create + counts.pending_delete,
-            eventual,
-        })
+        total.live += counts.live;
+        total.pending += counts.pending_create + counts.pending_delete;
+        total.eventual += eventual;
     }
+    Ok(total)
 }
