@@ -51,7 +51,7 @@ use hybrid_counter_aws::streams::ShardReader;
 use serde::Serialize;
 use serde_dynamo::Item;
 
-use crate::shared::{BATCH_SIZE, Latency, key_hash, latency};
+use crate::shared::{BATCH_SIZE, Latency, latency};
 
 /// The pass mark: requests throttled over requests sent.
 const THROTTLED_SHARE: f64 = 0.01;
@@ -238,9 +238,12 @@ struct Lags {
 }
 
 /// Consumes the stream until `stop`, then to its end: a poll every `poll`,
-/// batches of [`BATCH_SIZE`] per lane (records split by item key), a failed
-/// batch retried from the record it names after a pause, as the event
-/// source mapping does.
+/// batches of [`BATCH_SIZE`] per lane, a failed batch retried from the
+/// record it names after a pause, as the event source mapping does. A lane
+/// is a stream shard at the stack's default `ParallelizationFactor` of 1:
+/// DynamoDB Streams gives a table's partitions shards of their own, so a
+/// partition key's records all come through one lane, in order (records
+/// split by a hash of the partition key, at most `lanes` lanes).
 async fn consume_until(rig: Arc<Rig>, lanes: usize, poll: Duration, lags: Arc<Mutex<Lags>>, stop: Arc<AtomicBool>) {
     let mut cursors = HashMap::new();
     loop {
@@ -251,7 +254,8 @@ async fn consume_until(rig: Arc<Rig>, lanes: usize, poll: Duration, lags: Arc<Mu
         }
         let mut per_lane: Vec<Vec<serde_json::Value>> = vec![Vec::new(); lanes];
         for record in &records {
-            per_lane[(key_hash(record) % lanes as u64) as usize].push(serde_json::to_value(record).expect("a record"));
+            per_lane[(partition_hash(record) % lanes as u64) as usize]
+                .push(serde_json::to_value(record).expect("a record"));
         }
         let mut tasks = tokio::task::JoinSet::new();
         for lane in per_lane.into_iter().filter(|l| !l.is_empty()) {
@@ -285,6 +289,14 @@ async fn consume_until(rig: Arc<Rig>, lanes: usize, poll: Duration, lags: Arc<Mu
             tokio::time::sleep(poll).await;
         }
     }
+}
+
+/// A stable hash of `record`'s partition key (its scope's key).
+fn partition_hash(record: &aws_lambda_events::event::dynamodb::EventRecord) -> u64 {
+    let scope = record.change.keys.get(SCOPE).map(|v| format!("{v:?}")).unwrap_or_default();
+    scope
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 fn record_lags(lags: &Mutex<Lags>, counted: &[serde_json::Value], now: Instant) {
