@@ -435,9 +435,9 @@ fn a_scan_in_the_request_path_is_reported_though_other_files_of_its_crate_scan()
     assert_eq!(uncovered(&request_path, CALLS), [&request_path[0]]);
 }
 
-/// (C) The api's put removed from the request path: the api's `put_item`
-/// entry is stale, though the drift check's state is still put in a file
-/// the api links.
+/// (C) The api's put (`Store::put_resource`, in `dynamo/store.rs`)
+/// removed: the api's `put_item` entry is stale, though the drift check's
+/// state is still put in a file the api links.
 #[test]
 fn an_entry_whose_file_no_longer_calls_its_operation_is_stale_though_another_file_does() {
     let without_the_create = [found("aws/src/drift.rs", "put_item")];
@@ -450,13 +450,13 @@ fn an_entry_whose_file_no_longer_calls_its_operation_is_stale_though_another_fil
     assert_eq!(
         stale,
         [
-            (&[Api, Operator][..], Unused::At("aws/src/dynamo/request.rs")),
+            (&[Api, Operator][..], Unused::At("aws/src/dynamo/store.rs")),
             (&[Api, Operator][..], Unused::By(Some(Api))),
             (&[Api, Operator][..], Unused::By(Some(Operator))),
         ]
     );
     let with_it = [
-        found("aws/src/dynamo/request.rs", "put_item"),
+        found("aws/src/dynamo/store.rs", "put_item"),
         without_the_create[0].clone(),
     ];
     assert!(unreached(&with_it, &put_item).is_empty());

@@ -1,4 +1,5 @@
-//! [`DynamoStore`], the core's `Store` over `aws-sdk-dynamodb`, one concern
+//! [`DynamoStore`], the core's `Store` over `aws-sdk-dynamodb`: the struct
+//! and its `impl Store` in `store.rs`, the helpers it calls one concern
 //! per file; every attribute is referenced through a `#placeholder`
 //! (several names are reserved words). This file only declares the files
 //! and re-exports what callers name as `dynamo::…`.
@@ -9,6 +10,7 @@ mod classify;
 mod meter;
 mod read;
 mod request;
+#[cfg(test)]
 mod sequence;
 mod store;
 #[cfg(test)]

@@ -67,7 +67,7 @@ pub const CALLS: &[Call] = &[
     call(
         "update_item",
         &[Api, Operator],
-        &["aws/src/dynamo/request.rs"],
+        &["aws/src/dynamo/request.rs", "aws/src/dynamo/store.rs"],
         &[
             on(CountersTable, &[DynamoDbUpdateItem]),
             on(ResourcesTable, &[DynamoDbUpdateItem]),
@@ -133,7 +133,7 @@ pub const CALLS: &[Call] = &[
     call(
         "put_item",
         &[Api, Operator],
-        &["aws/src/dynamo/request.rs"],
+        &["aws/src/dynamo/store.rs"],
         &[on(ResourcesTable, &[DynamoDbPutItem])],
         "a create's item",
     ),
@@ -147,7 +147,7 @@ pub const CALLS: &[Call] = &[
     call(
         "batch_get_item",
         &[StreamCounter, DlqReprocessor, Operator],
-        &["aws/src/dynamo/read.rs"],
+        &["aws/src/dynamo/store.rs"],
         &[on(ResourcesTable, &[DynamoDbBatchGetItem])],
         "batched stream mode: a chunk's deletes read their items' state in one request",
     ),
@@ -162,7 +162,7 @@ pub const CALLS: &[Call] = &[
     call(
         "query",
         &[Api, DriftCheck, Operator, LimitsPlanner],
-        &["aws/src/dynamo/read.rs"],
+        &["aws/src/dynamo/store.rs"],
         &[on(CountersTable, &[DynamoDbQuery])],
         "every counter of a scope, one Query (admission, audit, limits plan's usage)",
     ),
