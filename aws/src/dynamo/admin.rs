@@ -1,7 +1,6 @@
 //! Audit and operator-only administration: the repair transactions (never
 //! metered) that `Store::set_counters` and `raise_best_effort` build in
-//! `store.rs`, one-off writes retried on a budget, a verify scope's
-//! clean-up, and the audit's Query of a scope and Scans of every scope.
+//! `store.rs`, a verify scope's clean-up (a one-off write, `retry.rs`), and the audit's Query of a scope and Scans of every scope.
 
 use std::collections::HashMap;
 
@@ -14,10 +13,10 @@ use hybrid_counter::error::StoreError;
 use hybrid_counter::ids::Scope;
 use hybrid_counter::items::{CounterItem, CounterSnapshot, ItemRow};
 use hybrid_counter::keys;
-use hybrid_counter::retry::{Backoff, Retry};
 use hybrid_counter::store::Store;
 
 use super::attributes::{STATE_PROJECTION, counter_key, n, s, state_names};
+use super::retry::one_off_write;
 use super::store::DynamoStore;
 
 impl DynamoStore {
@@ -45,33 +44,7 @@ impl DynamoStore {
     }
 }
 
-/// An operator's one-off write (a limit override, a verify's clean-up):
-/// retried on throttling and on 5xx answers after the SDK's own retries,
-/// up to six attempts with full-jitter waits of up to 2 s. Only writes that
-/// are safe to send twice go through it.
-pub(crate) const ONE_OFF_WRITE_BACKOFF: Backoff = Backoff {
-    base: std::time::Duration::from_millis(100),
-    cap: std::time::Duration::from_secs(2),
-    max_attempts: 6,
-};
-
-/// Whether a one-off write's failure may go away on its own: throttling,
-/// a transaction holding the item, or a 5xx / transport failure.
-fn one_off_retryable(err: &StoreError) -> bool {
-    err.is_transient() || matches!(err, StoreError::Unavailable(_))
-}
-
 impl DynamoStore {
-    /// Runs a one-off operator write through the kit's retry helper
-    /// ([`ONE_OFF_WRITE_BACKOFF`]).
-    pub(crate) async fn one_off_write<T, F, Fut>(&self, op: F) -> Result<T, StoreError>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<T, StoreError>>,
-    {
-        Retry::new(ONE_OFF_WRITE_BACKOFF, None).run(op, one_off_retryable).await
-    }
-
     /// Deletes every counters-table item of `scope` (both counters' items
     /// and the limit override; never a sequence's items, which
     /// [`Store::counter_items`] does not read: a sequence that restarted at
@@ -84,7 +57,7 @@ impl DynamoStore {
     pub async fn remove_scope_counters(&self, scope: &Scope) -> Result<usize, StoreError> {
         let items = self.counter_items(scope).await?;
         for item in &items {
-            self.one_off_write(|| async {
+            one_off_write(|| async {
                 self.client
                     .delete_item()
                     .table_name(&self.counters_table)
@@ -233,6 +206,7 @@ mod tests {
     use hybrid_counter::best_effort::Raise;
 
     use super::*;
+    use crate::dynamo::retry::ONE_OFF_WRITE_BACKOFF;
     use crate::dynamo::test_support::{counter_item, scope, store, update_error};
 
     #[tokio::test(start_paused = true)]

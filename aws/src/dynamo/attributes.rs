@@ -1,11 +1,9 @@
 //! What the requests share: attribute values, the two tables' keys, the
 //! counter update, the resource state projection and what it reads back
-//! as, the retry setting of
-//! a write sent once, and the error of a request that could not be built.
+//! as, and the error of a request that could not be built.
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Deserialize;
 
@@ -14,7 +12,7 @@ use hybrid_counter::error::StoreError;
 use hybrid_counter::ids::Scope;
 use hybrid_counter::items::ResourceState;
 use hybrid_counter::keys;
-use hybrid_counter::store::{Resend, ResourceKey};
+use hybrid_counter::store::ResourceKey;
 
 pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
@@ -60,16 +58,6 @@ pub(super) fn counter_values(delta: i64, now: EpochMillis) -> HashMap<String, At
         (":one".to_owned(), n(1)),
         (":now".to_owned(), n(now)),
     ])
-}
-
-/// The retry configuration of a write sent as `resend` says: the SDK's
-/// standard retries, or none (one attempt).
-pub(super) fn sent(resend: Resend) -> aws_sdk_dynamodb::config::Builder {
-    let builder = aws_sdk_dynamodb::Config::builder();
-    match resend {
-        Resend::Never => builder.retry_config(RetryConfig::disabled()),
-        Resend::BySdk => builder,
-    }
 }
 
 pub(super) fn build_error(err: impl std::fmt::Display) -> StoreError {

@@ -10,6 +10,7 @@ mod classify;
 mod meter;
 mod read;
 mod request;
+mod retry;
 #[cfg(test)]
 mod sequence;
 mod store;
@@ -17,12 +18,13 @@ mod store;
 mod test_support;
 mod transact;
 
-#[cfg(test)]
-pub(crate) use admin::ONE_OFF_WRITE_BACKOFF;
 pub(crate) use attributes::{counter_key, n, s};
 pub use classify::{
     ThrottleDetail, classify, is_capacity_throttle, is_conditional_check_failed, is_throttle, is_validation,
     throttle_reasons,
 };
+#[cfg(test)]
+pub(crate) use retry::ONE_OFF_WRITE_BACKOFF;
+pub(crate) use retry::{one_off_write, sent};
 pub use store::DynamoStore;
 pub use transact::cancel_reasons;

@@ -84,7 +84,7 @@ mod tests {
 
     use super::*;
     use crate::dynamo::attributes::{resource_key, s};
-    use crate::dynamo::store::UNPROCESSED_KEYS_BACKOFF;
+    use crate::dynamo::retry::UNPROCESSED_KEYS_BACKOFF;
     use crate::dynamo::test_support::{counter_item, key, scope, store};
 
     /// A `BatchGetItem` answer for the resources table: `found` as items

@@ -13,7 +13,8 @@ use hybrid_counter::keys;
 use hybrid_counter::store::meter::{Operation, Written};
 use hybrid_counter::store::sends;
 
-use super::attributes::{COUNTER_UPDATE, counter_key, counter_names, sent};
+use super::attributes::{COUNTER_UPDATE, counter_key, counter_names};
+use super::retry::sent;
 use super::store::DynamoStore;
 
 impl DynamoStore {

@@ -20,14 +20,15 @@ use hybrid_counter::error::StoreError;
 use hybrid_counter::ids::Scope;
 use hybrid_counter::items::{CounterItem, CounterSnapshot, ItemRow, ResourceState};
 use hybrid_counter::keys;
-use hybrid_counter::retry::{Backoff, Retry};
+use hybrid_counter::retry::Retry;
 use hybrid_counter::store::meter::{Meter, Operation, Written};
 use hybrid_counter::store::{NewResource, ResourceKey, SequenceClaim, SequenceEntry, Store, Transaction, sends};
 
 use super::attributes::{
     KeyedStateImage, STATE_PROJECTION, StateImage, build_error, counter_key, counter_values, n, number, resource_key,
-    s, sent, state_names,
+    s, state_names,
 };
+use super::retry::{UNPROCESSED_KEYS_BACKOFF, sent};
 
 /// The DynamoDB implementation of [`Store`](hybrid_counter::store::Store).
 #[derive(Debug, Clone)]
@@ -88,13 +89,6 @@ impl DynamoStore {
 const MAX_TRANSACTION_ACTIONS: usize = 100;
 /// Keys per `BatchGetItem` request (DynamoDB's limit).
 const MAX_BATCH_GET: usize = 100;
-/// Requests for one chunk of keys before unprocessed keys are an error,
-/// and the waits between them (20 ms doubling, up to 1.28 s).
-pub(super) const UNPROCESSED_KEYS_BACKOFF: Backoff = Backoff {
-    base: std::time::Duration::from_millis(20),
-    cap: std::time::Duration::from_millis(1_280),
-    max_attempts: 8,
-};
 
 impl Store for DynamoStore {
     fn cost_meter(&self) -> Option<&Meter> {

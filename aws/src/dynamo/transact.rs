@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, ReturnConsumedCapacity, TransactWriteItem, Update};
@@ -16,9 +15,10 @@ use hybrid_counter::error::{CancelReason, StoreError};
 use hybrid_counter::ids::Scope;
 use hybrid_counter::keys;
 use hybrid_counter::store::meter::{Operation, Written};
-use hybrid_counter::store::{CounterDelta, ItemWrite, ResourceKey};
+use hybrid_counter::store::{CounterDelta, ItemWrite, Resend, ResourceKey};
 
 use super::attributes::{COUNTER_UPDATE, build_error, counter_key, counter_names, counter_values, resource_key, s};
+use super::retry::sent;
 use super::store::DynamoStore;
 
 /// The reasons a `TransactWriteItems` was cancelled, in the order of its
@@ -54,8 +54,7 @@ impl DynamoStore {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .customize();
         if once {
-            request =
-                request.config_override(aws_sdk_dynamodb::Config::builder().retry_config(RetryConfig::disabled()));
+            request = request.config_override(sent(Resend::Never));
         }
         let result = request.send().await;
         match result {
