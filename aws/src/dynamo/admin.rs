@@ -1,6 +1,7 @@
 //! Audit and operator-only administration: the repair transactions (never
 //! metered) that `Store::set_counters` and `raise_best_effort` build in
-//! `store.rs`, a verify scope's clean-up (a one-off write, `retry.rs`), and the audit's Query of a scope and Scans of every scope.
+//! `store.rs`, a verify scope's clean-up (a one-off write, `retry.rs`),
+//! and the audit's Query of a scope and Scans of every scope.
 
 use std::collections::HashMap;
 
