@@ -12,7 +12,6 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
@@ -23,8 +22,9 @@ use hybrid_counter::error::StoreError;
 use hybrid_counter::ids::Scope;
 use hybrid_counter::keys;
 use hybrid_counter::scope_keys::ScopeKeys;
+use hybrid_counter::store::Resend;
 
-use crate::dynamo::{DynamoStore, counter_key, n, s};
+use crate::dynamo::{DynamoStore, counter_key, n, one_off_write, s, sent};
 
 use hybrid_counter::limits::{LimitItem, LimitTable};
 
@@ -223,56 +223,52 @@ impl DynamoStore {
                 .map_err(|e| StoreError::Malformed(format!("limit of {scope}: {e}")))
         };
         if expect == Expect::Any {
-            return self
-                .one_off_write(|| async {
-                    match self.send_limit_write(scope, limit, &expect, &token, now).await {
-                        Ok(()) | Err(Ok(_)) => Ok(LimitWrite::Written),
-                        Err(Err(err)) => Err(err),
-                    }
-                })
-                .await;
-        }
-        // Set after an ambiguous failure: the next attempt reads first.
-        let ambiguous: Cell<Option<String>> = Cell::new(None);
-        let result = self
-            .one_off_write(|| async {
-                if let Some(error) = ambiguous.take() {
-                    let item = self
-                        .get_counters_item::<LimitItem>(
-                            scope,
-                            keys::LIMIT_NAME,
-                            "#limit, #version, #rev",
-                            &[
-                                ("#limit", keys::LIMIT),
-                                ("#version", keys::VERSION),
-                                ("#rev", keys::REV),
-                            ],
-                        )
-                        .await
-                        .inspect_err(|_| ambiguous.set(Some(error.clone())))?;
-                    if !expect.holds(item.as_ref()) || item.as_ref().is_some_and(|i| i.rev.as_deref() == Some(&token)) {
-                        return Ok(judge(item));
-                    }
-                    if expect == Expect::Absent {
-                        return Ok(LimitWrite::Unknown {
-                            error: format!(
-                                "{error}; no override read back (it may have been written and cleared since)"
-                            ),
-                        });
-                    }
-                    // Still as planned: the write did not land; send it again.
-                }
+            return one_off_write(|| async {
                 match self.send_limit_write(scope, limit, &expect, &token, now).await {
-                    Ok(()) => Ok(LimitWrite::Written),
-                    Err(Ok(current)) => Ok(judge(current.filter(|i| !i.is_empty()).map(parse).transpose()?)),
-                    Err(Err(err @ StoreError::Unavailable(_))) => {
-                        ambiguous.set(Some(err.to_string()));
-                        Err(err)
-                    }
+                    Ok(()) | Err(Ok(_)) => Ok(LimitWrite::Written),
                     Err(Err(err)) => Err(err),
                 }
             })
             .await;
+        }
+        // Set after an ambiguous failure: the next attempt reads first.
+        let ambiguous: Cell<Option<String>> = Cell::new(None);
+        let result = one_off_write(|| async {
+            if let Some(error) = ambiguous.take() {
+                let item = self
+                    .get_counters_item::<LimitItem>(
+                        scope,
+                        keys::LIMIT_NAME,
+                        "#limit, #version, #rev",
+                        &[
+                            ("#limit", keys::LIMIT),
+                            ("#version", keys::VERSION),
+                            ("#rev", keys::REV),
+                        ],
+                    )
+                    .await
+                    .inspect_err(|_| ambiguous.set(Some(error.clone())))?;
+                if !expect.holds(item.as_ref()) || item.as_ref().is_some_and(|i| i.rev.as_deref() == Some(&token)) {
+                    return Ok(judge(item));
+                }
+                if expect == Expect::Absent {
+                    return Ok(LimitWrite::Unknown {
+                        error: format!("{error}; no override read back (it may have been written and cleared since)"),
+                    });
+                }
+                // Still as planned: the write did not land; send it again.
+            }
+            match self.send_limit_write(scope, limit, &expect, &token, now).await {
+                Ok(()) => Ok(LimitWrite::Written),
+                Err(Ok(current)) => Ok(judge(current.filter(|i| !i.is_empty()).map(parse).transpose()?)),
+                Err(Err(err @ StoreError::Unavailable(_))) => {
+                    ambiguous.set(Some(err.to_string()));
+                    Err(err)
+                }
+                Err(Err(err)) => Err(err),
+            }
+        })
+        .await;
         match (result, ambiguous.take()) {
             (Err(_), Some(error)) => Ok(LimitWrite::Unknown { error }),
             (result, _) => result,
@@ -310,8 +306,7 @@ impl DynamoStore {
         };
         // A conditioned write without the SDK's resends (the client's own
         // retry configuration otherwise).
-        let once =
-            (*expect != Expect::Any).then(|| aws_sdk_dynamodb::Config::builder().retry_config(RetryConfig::disabled()));
+        let once = (*expect != Expect::Any).then(|| sent(Resend::Never));
         let refused = ReturnValuesOnConditionCheckFailure::AllOld;
         match limit {
             Some(limit) => {

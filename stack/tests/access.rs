@@ -1,36 +1,8 @@
-//! The roles grant what the code calls, nothing more: the static
-//! operation-to-action check of `stack::access`.
-//!
-//! 1. The Rust sources of every crate a function or `counterctl` links
-//!    (`aws/src`, `counter/src`, `handlers/*/src`, `ops-cli/src`) are
-//!    scanned for SDK operation calls: a zero-argument method call
-//!    `.name()` whose name is an operation of one of the `aws-sdk-*` crates
-//!    in `Cargo.lock` (read from the crate's `src/operation/` directory in
-//!    cargo's registry). Each one must be covered by an entry of
-//!    `access::CALLS` for its operation whose components include one that
-//!    links the call's file (its crate, and the cargo feature of its
-//!    module); each component of each entry must link some call of the
-//!    entry's operation.
-//! 2. Each entry names a known operation with exactly the IAM actions
-//!    that authorize it, and is the only one for its operation and callers.
-//! 3. Each function's role grants, under each `FailedBatchRecords` mode,
-//!    exactly its calls' and platform uses' needs, on the template's own
-//!    resources, with their conditions (`dynamodb:LeadingKeys`, which the
-//!    emulator does not evaluate).
-//!
-//! Limits: the scan is textual. It sees a call written `.operation()` (the
-//! SDK's fluent builders are only ever written so) and skips
-//! `#[cfg(test)]` items and `//` comments; a call through a macro is not
-//! seen. The table is keyed by operation and component, not by call site:
-//! a new call of an operation that an entry of a component linking its
-//! crate already covers passes unseen, whichever resource it touches, and
-//! an entry stays in use while any call of its operation remains in a
-//! crate its components link. Which components reach a call, and which
-//! resource it touches, are declared in the table and reviewed there. The
-//! local runner (`localstack/runner`) is not scanned: it plays on the
-//! emulator what Lambda does on AWS, which `access::PLATFORM_USES` covers;
-//! an entry without components is its own, and covers calls of the AWS
-//! crate only.
+//! The roles grant what the code calls, nothing more: the sources are
+//! scanned for SDK calls, each covered by an entry of `stack::access::CALLS`
+//! of its operation, file and a component linking it, each entry used where
+//! it says, each role exactly its components' needs. What it checks and
+//! what it does not see: SECURITY.md, "How row 6 is checked".
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -88,8 +60,14 @@ fn entry_links(entry: &Call, file: &str) -> bool {
     }
 }
 
+/// Whether `file` is one of `entry`'s files or in one of its folders.
+fn entry_at(entry: &Call, file: &str) -> bool {
+    entry.at.iter().any(|at| file.starts_with(at))
+}
+
 /// The calls found that no entry of `entries` covers: none of its
-/// operation, or none whose components link the call's file.
+/// operation, none whose `at` holds the call's file, or none of those
+/// whose components link it.
 fn uncovered<'a>(found: &'a [Found], entries: &[Call]) -> Vec<&'a Found> {
     found
         .iter()
@@ -101,24 +79,46 @@ fn uncovered<'a>(found: &'a [Found], entries: &[Call]) -> Vec<&'a Found> {
         .filter(|f| {
             !entries
                 .iter()
-                .any(|e| e.operation == f.method && entry_links(e, &f.file))
+                .any(|e| e.operation == f.method && entry_at(e, &f.file) && entry_links(e, &f.file))
         })
         .collect()
 }
 
-/// Each entry and component (`None`: the local runner's entry) for which
-/// no call of the entry's operation is in a file that component links.
-fn unreached<'a>(found: &[Found], entries: &'a [Call]) -> Vec<(&'a Call, Option<Component>)> {
-    let calls_in =
-        |operation: &str, links: &dyn Fn(&str) -> bool| found.iter().any(|f| f.method == operation && links(&f.file));
+/// What of an entry no call uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unused {
+    /// One of its `at` holds no call of its operation that one of its
+    /// components (or the local runner) links.
+    At(&'static str),
+    /// A component (`None`: the local runner, for an entry without
+    /// components) links no call of its operation in its `at`.
+    By(Option<Component>),
+}
+
+/// Each entry's `at` and components that no call found uses.
+fn unreached<'a>(found: &[Found], entries: &'a [Call]) -> Vec<(&'a Call, Unused)> {
+    let calls_in = |entry: &Call, at: &dyn Fn(&str) -> bool, links: &dyn Fn(&str) -> bool| {
+        found
+            .iter()
+            .any(|f| f.method == entry.operation && at(&f.file) && links(&f.file))
+    };
     let mut out = Vec::new();
     for entry in entries {
-        if entry.by.is_empty() && !calls_in(entry.operation, &runner_links) {
-            out.push((entry, None));
+        for &prefix in entry.at {
+            if !calls_in(entry, &|file| file.starts_with(prefix), &|file| {
+                entry_links(entry, file)
+            }) {
+                out.push((entry, Unused::At(prefix)));
+            }
+        }
+        if entry.by.is_empty() && !calls_in(entry, &|file| entry_at(entry, file), &runner_links) {
+            out.push((entry, Unused::By(None)));
         }
         for &component in entry.by {
-            if !calls_in(entry.operation, &|file| linked_by(file).contains(&component)) {
-                out.push((entry, Some(component)));
+            if !calls_in(entry, &|file| entry_at(entry, file), &|file| {
+                linked_by(file).contains(&component)
+            }) {
+                out.push((entry, Unused::By(Some(component))));
             }
         }
     }
@@ -287,14 +287,14 @@ fn scan(operations: &BTreeMap<String, BTreeSet<String>>) -> Vec<Found> {
 }
 
 #[test]
-fn every_sdk_call_of_the_kits_code_is_covered_by_an_entry_of_a_component_that_links_it() {
+fn every_sdk_call_of_the_kits_code_is_covered_by_an_entry_of_its_file_and_a_component_that_links_it() {
     let operations = sdk_operations();
     let found = scan(&operations);
     let undeclared: Vec<String> = uncovered(&found, CALLS)
         .into_iter()
         .map(|call| {
             format!(
-                "  {}:{} in `{}` calls `.{}()` ({}), which no entry of a component linking {} covers",
+                "  {}:{} in `{}` calls `.{}()` ({}), which no entry at {} of a component linking it covers",
                 call.file,
                 call.line,
                 call.function,
@@ -306,20 +306,23 @@ fn every_sdk_call_of_the_kits_code_is_covered_by_an_entry_of_a_component_that_li
         .collect();
     assert!(
         undeclared.is_empty(),
-        "SDK calls missing from stack::access::CALLS (add the operation with the components that call it \
-         and the IAM actions it needs on which resource; then grant them in the stack):\n{}",
+        "SDK calls missing from stack::access::CALLS (add the file to the `at` of the entry of the operation, \
+         components and resource it calls, or a new entry with the IAM actions it needs on which resource; \
+         then grant them in the stack):\n{}",
         undeclared.join("\n")
     );
     let stale: Vec<String> = unreached(&found, CALLS)
         .into_iter()
-        .map(|(entry, component)| match component {
-            Some(c) => format!("  `{}` by {c:?} ({})", entry.operation, entry.why),
-            None => format!("  `{}` by the local runner ({})", entry.operation, entry.why),
+        .map(|(entry, unused)| match unused {
+            Unused::At(at) => format!("  `{}` at {at}: no call there ({})", entry.operation, entry.why),
+            Unused::By(Some(c)) => format!("  `{}` by {c:?}: no call it links ({})", entry.operation, entry.why),
+            Unused::By(None) => format!("  `{}` by the local runner: no call ({})", entry.operation, entry.why),
         })
         .collect();
     assert!(
         stale.is_empty(),
-        "entries of stack::access::CALLS whose operation no code of the component calls any more:\n{}",
+        "entries of stack::access::CALLS that no code calls any more where they say (remove the file, \
+         the component or the entry, and its grants):\n{}",
         stale.join("\n")
     );
     for (file, method, _) in NOT_SDK_CALLS {
@@ -351,20 +354,24 @@ fn found(file: &str, method: &str) -> Found {
     }
 }
 
-/// What the rekeyed table still catches: a call of an operation that no
-/// entry of a component linking the call's crate covers, however the
-/// function or file is named, and an entry whose components call its
-/// operation nowhere.
+/// The entries of `operation`.
+fn entries_of(operation: &str) -> Vec<Call> {
+    CALLS.iter().filter(|e| e.operation == operation).copied().collect()
+}
+
+/// A call is covered by an entry of its operation, its file and a
+/// component that links the file, however its function is named; an entry
+/// whose components call its operation nowhere in its files is reported.
 #[test]
-fn a_call_no_entry_of_a_linking_component_covers_is_reported_and_so_is_an_entry_nothing_calls() {
+fn a_call_no_entry_of_its_file_and_a_linking_component_covers_is_reported_and_so_is_an_entry_nothing_calls() {
     let calls = [
-        // The operator scans (the audit): covered where the operator links it.
-        found("aws/src/dynamo/anything.rs", "scan"),
-        found("ops-cli/src/commands/renamed.rs", "describe_stacks"),
-        // No entry lets the api scan, nor the stream counter send to a queue.
+        // The audit's scans, and the stack's outputs read by any command.
+        found("aws/src/dynamo/admin.rs", "scan"),
+        found("ops-cli/src/commands/deploy/renamed.rs", "describe_stacks"),
+        // The api's code: no entry lets the api scan, nor the stream counter send to a queue.
         found("handlers/api/src/routes.rs", "scan"),
         found("handlers/stream-counter/src/lib.rs", "send_message"),
-        // The local runner's entry covers the AWS crate only.
+        // The local runner's entry covers its files of the AWS crate only.
         found("aws/src/esm.rs", "tag_resource"),
         found("handlers/api/src/lib.rs", "tag_resource"),
         // An operation no entry names.
@@ -386,12 +393,73 @@ fn a_call_no_entry_of_a_linking_component_covers_is_reported_and_so_is_an_entry_
     let entry = [Call {
         operation: "scan",
         by: &[Component::StreamCounter, Component::Operator],
+        at: &["ops-cli/src/commands/audit/", "aws/src/dynamo/admin.rs"],
         grants: &[],
         why: "",
     }];
     let only_the_cli = [found("ops-cli/src/commands/audit/mod.rs", "scan")];
-    let stale: Vec<Option<Component>> = unreached(&only_the_cli, &entry).into_iter().map(|(_, c)| c).collect();
-    assert_eq!(stale, [Some(Component::StreamCounter)]);
+    let stale: Vec<Unused> = unreached(&only_the_cli, &entry).into_iter().map(|(_, u)| u).collect();
+    assert_eq!(
+        stale,
+        [
+            Unused::At("aws/src/dynamo/admin.rs"),
+            Unused::By(Some(Component::StreamCounter))
+        ]
+    );
+}
+
+/// (A) A `GetItem` on the counters table on the stream's path: the stream
+/// role has GetItem on the resources table only (AccessDenied on AWS).
+/// The stream counter links `transact.rs`, and entries of `get_item` by it
+/// exist, but none is at that file.
+#[test]
+fn a_get_item_in_a_file_no_get_item_entry_names_is_reported_though_its_component_has_one_elsewhere() {
+    let stream_path = [found("aws/src/dynamo/transact.rs", "get_item")];
+    assert_eq!(uncovered(&stream_path, CALLS), [&stream_path[0]]);
+    // The control: the store's reads, where the entries say they are.
+    let reads = [found("aws/src/dynamo/read.rs", "get_item")];
+    assert!(uncovered(&reads, CALLS).is_empty());
+}
+
+/// (B) A `Scan` in the request path's file: the api role has no Scan,
+/// though the api links the file and the operator's audit scans in the
+/// same crate.
+#[test]
+fn a_scan_in_the_request_path_is_reported_though_other_files_of_its_crate_scan() {
+    let request_path = [
+        found("aws/src/dynamo/request.rs", "scan"),
+        found("aws/src/dynamo/admin.rs", "scan"),
+        found("aws/src/limits.rs", "scan"),
+        found("aws/src/drift.rs", "scan"),
+    ];
+    assert_eq!(uncovered(&request_path, CALLS), [&request_path[0]]);
+}
+
+/// (C) The api's put (`Store::put_resource`, in `dynamo/store.rs`)
+/// removed: the api's `put_item` entry is stale, though the drift check's
+/// state is still put in a file the api links.
+#[test]
+fn an_entry_whose_file_no_longer_calls_its_operation_is_stale_though_another_file_does() {
+    let without_the_create = [found("aws/src/drift.rs", "put_item")];
+    let put_item = entries_of("put_item");
+    let stale: Vec<(&[Component], Unused)> = unreached(&without_the_create, &put_item)
+        .into_iter()
+        .map(|(e, u)| (e.by, u))
+        .collect();
+    use Component::{Api, Operator};
+    assert_eq!(
+        stale,
+        [
+            (&[Api, Operator][..], Unused::At("aws/src/dynamo/store.rs")),
+            (&[Api, Operator][..], Unused::By(Some(Api))),
+            (&[Api, Operator][..], Unused::By(Some(Operator))),
+        ]
+    );
+    let with_it = [
+        found("aws/src/dynamo/store.rs", "put_item"),
+        without_the_create[0].clone(),
+    ];
+    assert!(unreached(&with_it, &put_item).is_empty());
 }
 
 #[test]
@@ -443,6 +511,22 @@ fn each_entry_grants_exactly_its_operations_actions_and_is_the_only_one_of_its_o
             operation.method,
             operation.sdk
         );
+        assert!(
+            !site.at.is_empty(),
+            "`{}` ({}): no file in `at`",
+            site.operation,
+            site.why
+        );
+        for at in site.at {
+            // A folder ends in `/`, so `aws/src/s3` cannot stand for `aws/src/s3.rs` and `aws/src/s3_x.rs`.
+            let kind = workspace_root().join(at);
+            assert!(
+                (at.ends_with(".rs") && kind.is_file()) || (at.ends_with('/') && kind.is_dir()),
+                "`{}` ({}): `{at}` is neither a source file nor a folder ending in /",
+                site.operation,
+                site.why
+            );
+        }
         let granted: BTreeSet<_> = site.grants.iter().flat_map(|g| g.actions.iter().copied()).collect();
         for action in operation.required {
             assert!(
@@ -583,7 +667,7 @@ fn each_function_role_grants_exactly_what_its_code_and_its_mappings_use() {
     problems.dedup();
     assert!(
         problems.is_empty(),
-        "roles differ from stack/src/access.rs:\n{}",
+        "roles differ from stack/src/access/:\n{}",
         problems.join("\n")
     );
 }

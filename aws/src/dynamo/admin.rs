@@ -1,110 +1,31 @@
-//! Audit and operator-only administration: counters set under the
-//! versions read and strict raises (repair transactions, never metered),
-//! one-off writes retried on a budget, a verify scope's clean-up, and the
-//! audit's Query of a scope and Scans of every scope.
+//! Audit and operator-only administration: the repair transactions (never
+//! metered) that `Store::set_counters` and `raise_best_effort` build in
+//! `store.rs`, a verify scope's clean-up (a one-off write, `retry.rs`),
+//! and the audit's Query of a scope and Scans of every scope.
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use serde::Deserialize;
 
-use hybrid_counter::EpochMillis;
 use hybrid_counter::audit::ScopeTally;
-use hybrid_counter::best_effort::Raise;
 use hybrid_counter::error::StoreError;
 use hybrid_counter::ids::Scope;
 use hybrid_counter::items::{CounterItem, CounterSnapshot, ItemRow};
 use hybrid_counter::keys;
-use hybrid_counter::retry::{Backoff, Retry};
 use hybrid_counter::store::Store;
 
-use super::attributes::{STATE_PROJECTION, build_error, counter_key, n, number, s, state_names};
+use super::attributes::{STATE_PROJECTION, counter_key, n, s, state_names};
+use super::retry::one_off_write;
 use super::store::DynamoStore;
 
-/// Actions per `TransactWriteItems` (DynamoDB's limit).
-const MAX_TRANSACTION_ACTIONS: usize = 100;
-
 impl DynamoStore {
-    /// [`Store::set_counters`]: each target set under the version read, in
-    /// one repair transaction.
-    pub(super) async fn repair_counters(
-        &self,
-        scope: &Scope,
-        read: &[CounterItem],
-        targets: &[(String, i64)],
-        now: EpochMillis,
-    ) -> Result<bool, StoreError> {
-        let version_of = |name: &str| read.iter().find(|i| i.name == name).map(|i| i.version);
-        let mut actions = Vec::with_capacity(targets.len());
-        for (name, count) in targets {
-            let (condition, version) = match version_of(name) {
-                Some(v) => ("#version = :expected", v),
-                None => ("attribute_not_exists(#version)", 0),
-            };
-            let mut update = Update::builder()
-                .table_name(&self.counters_table)
-                .set_key(Some(counter_key(scope, name)))
-                .update_expression("SET #count = :count, #version = :next, #updated_at = :now")
-                .condition_expression(condition)
-                .expression_attribute_names("#count", keys::COUNT)
-                .expression_attribute_names("#version", keys::VERSION)
-                .expression_attribute_names("#updated_at", keys::UPDATED_AT)
-                .expression_attribute_values(":count", n(*count))
-                .expression_attribute_values(":next", n(version + 1))
-                .expression_attribute_values(":now", n(now));
-            if version_of(name).is_some() {
-                update = update.expression_attribute_values(":expected", n(version));
-            }
-            actions.push(
-                TransactWriteItem::builder()
-                    .update(update.build().map_err(build_error)?)
-                    .build(),
-            );
-        }
-        self.send_repair(actions).await
-    }
-
-    /// [`Store::raise_best_effort`]: one `TransactWriteItems` of an update
-    /// per item of the raise (at most 100 actions, DynamoDB's limit).
-    pub(super) async fn raise(&self, scope: &Scope, raise: &Raise, now: EpochMillis) -> Result<bool, StoreError> {
-        if raise.adds.len() > MAX_TRANSACTION_ACTIONS {
-            return Err(StoreError::Rejected(format!(
-                "a raise over {} best-effort items does not fit one transaction (at most {MAX_TRANSACTION_ACTIONS})",
-                raise.adds.len()
-            )));
-        }
-        let mut actions = Vec::with_capacity(raise.adds.len());
-        for (name, add) in &raise.adds {
-            let update = Update::builder()
-                .table_name(&self.counters_table)
-                .set_key(Some(counter_key(scope, name)))
-                .update_expression("ADD #count :add, #version :one SET #updated_at = :now, #epoch = :to")
-                .condition_expression("attribute_not_exists(#epoch) OR #epoch <= :from")
-                .expression_attribute_names("#count", keys::COUNT)
-                .expression_attribute_names("#version", keys::VERSION)
-                .expression_attribute_names("#updated_at", keys::UPDATED_AT)
-                .expression_attribute_names("#epoch", keys::EPOCH)
-                .expression_attribute_values(":add", n(*add))
-                .expression_attribute_values(":one", n(1))
-                .expression_attribute_values(":now", n(now))
-                .expression_attribute_values(":to", number(raise.to()))
-                .expression_attribute_values(":from", number(raise.from))
-                .build()
-                .map_err(build_error)?;
-            actions.push(TransactWriteItem::builder().update(update).build());
-        }
-        // The SDK's retries keep the token it filled for this send, so a
-        // re-sent raise is answered without a second apply (and the epoch
-        // condition refuses one after the token's 10 minutes).
-        self.send_repair(actions).await
-    }
-
     /// Sends an operator's repair transaction: `Ok(false)` when it was
     /// cancelled (a condition, or a transaction holding an item) or
     /// throttled, nothing written. Not metered: the meter accounts for the
     /// counting pipeline's cost.
-    async fn send_repair(&self, actions: Vec<TransactWriteItem>) -> Result<bool, StoreError> {
+    pub(super) async fn send_repair(&self, actions: Vec<TransactWriteItem>) -> Result<bool, StoreError> {
         match self
             .client
             .transact_write_items()
@@ -124,33 +45,7 @@ impl DynamoStore {
     }
 }
 
-/// An operator's one-off write (a limit override, a verify's clean-up):
-/// retried on throttling and on 5xx answers after the SDK's own retries,
-/// up to six attempts with full-jitter waits of up to 2 s. Only writes that
-/// are safe to send twice go through it.
-pub(crate) const ONE_OFF_WRITE_BACKOFF: Backoff = Backoff {
-    base: std::time::Duration::from_millis(100),
-    cap: std::time::Duration::from_secs(2),
-    max_attempts: 6,
-};
-
-/// Whether a one-off write's failure may go away on its own: throttling,
-/// a transaction holding the item, or a 5xx / transport failure.
-fn one_off_retryable(err: &StoreError) -> bool {
-    err.is_transient() || matches!(err, StoreError::Unavailable(_))
-}
-
 impl DynamoStore {
-    /// Runs a one-off operator write through the kit's retry helper
-    /// ([`ONE_OFF_WRITE_BACKOFF`]).
-    pub(crate) async fn one_off_write<T, F, Fut>(&self, op: F) -> Result<T, StoreError>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<T, StoreError>>,
-    {
-        Retry::new(ONE_OFF_WRITE_BACKOFF, None).run(op, one_off_retryable).await
-    }
-
     /// Deletes every counters-table item of `scope` (both counters' items
     /// and the limit override; never a sequence's items, which
     /// [`Store::counter_items`] does not read: a sequence that restarted at
@@ -163,7 +58,7 @@ impl DynamoStore {
     pub async fn remove_scope_counters(&self, scope: &Scope) -> Result<usize, StoreError> {
         let items = self.counter_items(scope).await?;
         for item in &items {
-            self.one_off_write(|| async {
+            one_off_write(|| async {
                 self.client
                     .delete_item()
                     .table_name(&self.counters_table)
@@ -180,26 +75,9 @@ impl DynamoStore {
         Ok(items.len())
     }
 
-    /// [`Store::scope_items`]: the audit's columns of every item of `scope`.
-    pub(super) async fn query_scope_items(&self, scope: &Scope) -> Result<Vec<ItemRow>, StoreError> {
-        self.scope_rows(
-            scope,
-            &[
-                keys::ID,
-                keys::COUNTER_PROCESSED,
-                keys::DELETED,
-                keys::INCARNATION,
-                keys::CREATED_AT,
-                keys::DELETED_AT,
-                keys::BE_SHARD,
-            ],
-        )
-        .await
-    }
-
     /// Every resource item of `scope` (strongly consistent Query, across
     /// pages), projected to `attributes` and deserialized as `T`.
-    async fn scope_rows<T: serde::de::DeserializeOwned>(
+    pub(super) async fn scope_rows<T: serde::de::DeserializeOwned>(
         &self,
         scope: &Scope,
         attributes: &[&str],
@@ -326,7 +204,10 @@ mod tests {
     use aws_smithy_mocks::{Rule, mock};
     use aws_smithy_types::error::ErrorMetadata;
 
+    use hybrid_counter::best_effort::Raise;
+
     use super::*;
+    use crate::dynamo::retry::ONE_OFF_WRITE_BACKOFF;
     use crate::dynamo::test_support::{counter_item, scope, store, update_error};
 
     #[tokio::test(start_paused = true)]

@@ -1,17 +1,18 @@
 //! What the requests share: attribute values, the two tables' keys, the
-//! counter update and the resource state projection, the retry setting of
-//! a write sent once, and the error of a request that could not be built.
+//! counter update, the resource state projection and what it reads back
+//! as, and the error of a request that could not be built.
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
+use serde::Deserialize;
 
 use hybrid_counter::EpochMillis;
 use hybrid_counter::error::StoreError;
 use hybrid_counter::ids::Scope;
+use hybrid_counter::items::ResourceState;
 use hybrid_counter::keys;
-use hybrid_counter::store::{Resend, ResourceKey};
+use hybrid_counter::store::ResourceKey;
 
 pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
@@ -59,22 +60,13 @@ pub(super) fn counter_values(delta: i64, now: EpochMillis) -> HashMap<String, At
     ])
 }
 
-/// The retry configuration of a write sent as `resend` says: the SDK's
-/// standard retries, or none (one attempt).
-pub(super) fn sent(resend: Resend) -> aws_sdk_dynamodb::config::Builder {
-    let builder = aws_sdk_dynamodb::Config::builder();
-    match resend {
-        Resend::Never => builder.retry_config(RetryConfig::disabled()),
-        Resend::BySdk => builder,
-    }
-}
-
 pub(super) fn build_error(err: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("could not build request: {err}"))
 }
 
-/// The kit attributes a resource's state is read with (`read.rs`), for a
-/// projection expression (with [`state_names`]).
+/// The kit attributes a resource's state is read with (`Store::get_resource`,
+/// `get_resources`, the audit's Scan), for a projection expression (with
+/// [`state_names`]).
 pub(super) const STATE_PROJECTION: &str = "#cp, #del, #inc, #shard";
 
 /// The placeholders of [`STATE_PROJECTION`].
@@ -85,4 +77,38 @@ pub(super) fn state_names() -> HashMap<String, String> {
         ("#inc".to_owned(), keys::INCARNATION.to_owned()),
         ("#shard".to_owned(), keys::BE_SHARD.to_owned()),
     ])
+}
+
+/// The kit attributes of a resource item, for
+/// [`Store::get_resource`](hybrid_counter::store::Store::get_resource).
+#[derive(Deserialize)]
+pub(super) struct StateImage {
+    #[serde(default)]
+    counter_processed: bool,
+    #[serde(default)]
+    deleted: bool,
+    incarnation: String,
+    #[serde(default)]
+    be_shard: Option<u32>,
+}
+
+impl From<StateImage> for ResourceState {
+    fn from(image: StateImage) -> Self {
+        ResourceState {
+            counter_processed: image.counter_processed,
+            deleted: image.deleted,
+            incarnation: image.incarnation,
+            be_shard: image.be_shard,
+        }
+    }
+}
+
+/// A [`StateImage`] with its key, for
+/// [`Store::get_resources`](hybrid_counter::store::Store::get_resources).
+#[derive(Deserialize)]
+pub(super) struct KeyedStateImage {
+    pub(super) scope: String,
+    pub(super) id: String,
+    #[serde(flatten)]
+    pub(super) state: StateImage,
 }

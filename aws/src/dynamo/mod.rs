@@ -1,4 +1,5 @@
-//! [`DynamoStore`], the core's `Store` over `aws-sdk-dynamodb`, one concern
+//! [`DynamoStore`], the core's `Store` over `aws-sdk-dynamodb`: the struct
+//! and its `impl Store` in `store.rs`, the helpers it calls one concern
 //! per file; every attribute is referenced through a `#placeholder`
 //! (several names are reserved words). This file only declares the files
 //! and re-exports what callers name as `dynamo::…`.
@@ -9,18 +10,21 @@ mod classify;
 mod meter;
 mod read;
 mod request;
+mod retry;
+#[cfg(test)]
 mod sequence;
 mod store;
 #[cfg(test)]
 mod test_support;
 mod transact;
 
-#[cfg(test)]
-pub(crate) use admin::ONE_OFF_WRITE_BACKOFF;
 pub(crate) use attributes::{counter_key, n, s};
 pub use classify::{
     ThrottleDetail, classify, is_capacity_throttle, is_conditional_check_failed, is_throttle, is_validation,
     throttle_reasons,
 };
+#[cfg(test)]
+pub(crate) use retry::ONE_OFF_WRITE_BACKOFF;
+pub(crate) use retry::{one_off_write, sent};
 pub use store::DynamoStore;
 pub use transact::cancel_reasons;

@@ -1,66 +1,18 @@
-//! The store's strongly consistent reads: one item (`GetItem`), a chunk's
+//! The store's strongly consistent `GetItem`, of any item or of a
+//! counters-table item; the tests of the reads `store.rs` sends: a chunk's
 //! resource states (`BatchGetItem`, unprocessed keys asked again) and a
-//! scope's counter items (`Query`, each page metered before it is sent).
+//! scope's counter items (`Query`).
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnConsumedCapacity};
-use serde::Deserialize;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 
 use hybrid_counter::error::StoreError;
 use hybrid_counter::ids::Scope;
-use hybrid_counter::items::{CounterItem, ResourceState};
-use hybrid_counter::keys;
-use hybrid_counter::retry::{Backoff, Retry};
-use hybrid_counter::store::ResourceKey;
 use hybrid_counter::store::meter::Operation;
 
-use super::attributes::{STATE_PROJECTION, build_error, counter_key, resource_key, s, state_names};
+use super::attributes::counter_key;
 use super::store::DynamoStore;
-
-/// The kit attributes of a resource item, for
-/// [`Store::get_resource`](hybrid_counter::store::Store::get_resource).
-#[derive(Deserialize)]
-struct StateImage {
-    #[serde(default)]
-    counter_processed: bool,
-    #[serde(default)]
-    deleted: bool,
-    incarnation: String,
-    #[serde(default)]
-    be_shard: Option<u32>,
-}
-
-impl From<StateImage> for ResourceState {
-    fn from(image: StateImage) -> Self {
-        ResourceState {
-            counter_processed: image.counter_processed,
-            deleted: image.deleted,
-            incarnation: image.incarnation,
-            be_shard: image.be_shard,
-        }
-    }
-}
-
-/// A [`StateImage`] with its key, for
-/// [`Store::get_resources`](hybrid_counter::store::Store::get_resources).
-#[derive(Deserialize)]
-struct KeyedStateImage {
-    scope: String,
-    id: String,
-    #[serde(flatten)]
-    state: StateImage,
-}
-
-/// Keys per `BatchGetItem` request (DynamoDB's limit).
-const MAX_BATCH_GET: usize = 100;
-/// Requests for one chunk of keys before unprocessed keys are an error,
-/// and the waits between them (20 ms doubling, up to 1.28 s).
-const UNPROCESSED_KEYS_BACKOFF: Backoff = Backoff {
-    base: std::time::Duration::from_millis(20),
-    cap: std::time::Duration::from_millis(1_280),
-    max_attempts: 8,
-};
 
 impl DynamoStore {
     /// Strongly consistent `GetItem` of `key` in `table`, projected to
@@ -112,128 +64,6 @@ impl DynamoStore {
         )
         .await
     }
-
-    /// [`Store::get_resource`](hybrid_counter::store::Store::get_resource): the
-    /// kit attributes of one resource item.
-    pub(super) async fn read_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
-        let image: Option<StateImage> = self
-            .get_consistent(
-                &self.resources_table,
-                resource_key(key),
-                STATE_PROJECTION,
-                state_names(),
-                || format!("resource {}/{}", key.scope, key.id),
-            )
-            .await?;
-        Ok(image.map(Into::into))
-    }
-
-    /// [`Store::get_resources`](hybrid_counter::store::Store::get_resources): a
-    /// chunk's items in `BatchGetItem`s, in the order of `keys`.
-    pub(super) async fn read_resources(&self, keys: &[ResourceKey]) -> Result<Vec<Option<ResourceState>>, StoreError> {
-        let mut found: HashMap<(String, String), ResourceState> = HashMap::new();
-        // Every request, the ones for unprocessed keys too, is built here:
-        // consistent, with the projection, whatever an answer echoes back.
-        let request_for = |keys: Vec<HashMap<String, AttributeValue>>| {
-            KeysAndAttributes::builder()
-                .set_keys(Some(keys))
-                .consistent_read(true)
-                .projection_expression(format!("#scope, #id, {STATE_PROJECTION}"))
-                .set_expression_attribute_names(Some(state_names()))
-                .expression_attribute_names("#scope", keys::SCOPE)
-                .expression_attribute_names("#id", keys::ID)
-                .build()
-                .map_err(build_error)
-        };
-        for chunk in keys.chunks(MAX_BATCH_GET) {
-            let mut request = Some(request_for(chunk.iter().map(resource_key).collect())?);
-            // Keys DynamoDB left unprocessed (throttling, response size) are
-            // asked again after a full-jitter backoff, a bounded number of
-            // times.
-            let mut retry = Retry::new(UNPROCESSED_KEYS_BACKOFF, None);
-            while let Some(wanted) = request.take() {
-                self.meter.request(Operation::BatchGetItem);
-                let out = self
-                    .client
-                    .batch_get_item()
-                    .request_items(&self.resources_table, wanted)
-                    .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                    .send()
-                    .await
-                    .map_err(|e| self.classify(e))
-                    .inspect_err(|_| self.meter.failed())?;
-                for cc in out.consumed_capacity() {
-                    self.consumed_read(Some(cc));
-                }
-                for item in out
-                    .responses
-                    .unwrap_or_default()
-                    .remove(&self.resources_table)
-                    .unwrap_or_default()
-                {
-                    let image: KeyedStateImage = serde_dynamo::from_item(item)
-                        .map_err(|e| StoreError::Malformed(format!("resource item: {e}")))?;
-                    found.insert((image.scope, image.id), image.state.into());
-                }
-                request = match out.unprocessed_keys.unwrap_or_default().remove(&self.resources_table) {
-                    Some(left) if !left.keys().is_empty() => Some(request_for(left.keys)?),
-                    _ => None,
-                };
-                if request.is_some() && !retry.pause().await {
-                    return Err(StoreError::Transient(format!(
-                        "BatchGetItem left keys unprocessed after {} attempts",
-                        retry.max_attempts()
-                    )));
-                }
-            }
-        }
-        Ok(keys
-            .iter()
-            .map(|k| found.remove(&(k.scope.as_str().to_owned(), k.id.as_str().to_owned())))
-            .collect())
-    }
-
-    /// [`Store::counter_items`](hybrid_counter::store::Store::counter_items): a
-    /// scope's counter items, strongly consistent.
-    pub(super) async fn query_counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
-        // A scope has a handful of counter items: one page, almost always.
-        // Plain requests, not the paginator: each is metered before it is
-        // sent, as DynamoDB charges a Query whose answer never arrives (one
-        // the drift check's timeout cancels), without relying on when the
-        // paginator's stream sends its next request.
-        let mut items = Vec::new();
-        let mut start = None;
-        loop {
-            self.meter.request(Operation::Query);
-            let page = self
-                .client
-                .query()
-                .table_name(&self.counters_table)
-                // Every counter name sorts below `sequence`: the numbered
-                // items of a sequence are never read here, however many.
-                .key_condition_expression("#scope = :scope AND #name < :sequence")
-                .expression_attribute_names("#scope", keys::SCOPE)
-                .expression_attribute_names("#name", keys::NAME)
-                .expression_attribute_values(":scope", s(scope.as_str()))
-                .expression_attribute_values(":sequence", s(keys::SEQUENCE_NAME))
-                .consistent_read(true)
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .set_exclusive_start_key(start.clone())
-                .send()
-                .await
-                .map_err(|e| self.classify(e))
-                .inspect_err(|_| self.meter.failed())?;
-            self.consumed_read(page.consumed_capacity.as_ref());
-            items.extend(page.items.unwrap_or_default());
-            // An empty key, or the one just sent (an emulator's answer),
-            // would page for ever: either ends the read.
-            match page.last_evaluated_key.filter(|k| !k.is_empty()) {
-                Some(next) if start.as_ref() != Some(&next) => start = Some(next),
-                _ => break,
-            }
-        }
-        serde_dynamo::from_items(items).map_err(|e| StoreError::Malformed(format!("counter item of {scope}: {e}")))
-    }
 }
 
 #[cfg(test)]
@@ -248,7 +78,13 @@ mod tests {
     use hybrid_counter::store::Store;
     use hybrid_counter::store::meter::Meter;
 
+    use aws_sdk_dynamodb::types::KeysAndAttributes;
+    use hybrid_counter::keys;
+    use hybrid_counter::store::ResourceKey;
+
     use super::*;
+    use crate::dynamo::attributes::{resource_key, s};
+    use crate::dynamo::retry::UNPROCESSED_KEYS_BACKOFF;
     use crate::dynamo::test_support::{counter_item, key, scope, store};
 
     /// A `BatchGetItem` answer for the resources table: `found` as items

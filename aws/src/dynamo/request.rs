@@ -1,22 +1,20 @@
-//! The core's [`Store`] on DynamoDB, and the request path's writes: a
-//! create's put, the best-effort adds and reservations (each sent once), a
-//! delete's soft delete. The stream's, the sequences' and the audit's
-//! methods hand over to their own files.
+//! The request path's best-effort writes (each sent once), and the tests
+//! of the request path's writes: a create's put, the best-effort adds and
+//! reservations, a delete's soft delete (their requests: `store.rs`).
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 
-use hybrid_counter::EpochMillis;
-use hybrid_counter::best_effort::{Fence, Raise, Reservation};
+use hybrid_counter::best_effort::Fence;
 use hybrid_counter::error::StoreError;
 use hybrid_counter::ids::Scope;
-use hybrid_counter::items::{CounterItem, CounterSnapshot, ItemRow, ResourceState};
 use hybrid_counter::keys;
-use hybrid_counter::store::meter::{Meter, Operation, Written};
-use hybrid_counter::store::{NewResource, ResourceKey, SequenceClaim, SequenceEntry, Store, Transaction, sends};
+use hybrid_counter::store::meter::{Operation, Written};
+use hybrid_counter::store::sends;
 
-use super::attributes::{COUNTER_UPDATE, counter_key, counter_names, counter_values, n, number, resource_key, s, sent};
+use super::attributes::{COUNTER_UPDATE, counter_key, counter_names};
+use super::retry::sent;
 use super::store::DynamoStore;
 
 impl DynamoStore {
@@ -24,7 +22,7 @@ impl DynamoStore {
     /// updated_at`), under `condition` if any, sent once: the SDK's retries
     /// are off, because after an ambiguous failure a retry could count
     /// twice.
-    async fn update_best_effort(
+    pub(super) async fn update_best_effort(
         &self,
         scope: &Scope,
         name: &str,
@@ -61,163 +59,15 @@ impl DynamoStore {
     }
 }
 
-impl Store for DynamoStore {
-    fn cost_meter(&self) -> Option<&Meter> {
-        Some(&self.meter)
-    }
-
-    async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
-        Ok(CounterSnapshot::from_items(self.counter_items(scope).await?))
-    }
-
-    async fn put_resource(&self, resource: &NewResource) -> Result<(), StoreError> {
-        let mut item: HashMap<String, AttributeValue> = resource.payload.clone().into();
-        let kit: HashMap<String, AttributeValue> =
-            serde_dynamo::to_item(&resource.item).map_err(|e| StoreError::Malformed(e.to_string()))?;
-        item.extend(kit);
-        self.meter.request(Operation::PutItem);
-        let out = self
-            .client
-            .put_item()
-            .table_name(&self.resources_table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#scope)")
-            .expression_attribute_names("#scope", keys::SCOPE)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .customize()
-            .config_override(sent(sends::PUT_RESOURCE))
-            .send()
-            .await
-            .map_err(|e| self.classify(e));
-        self.plain(out, Written::RESOURCE, |o| o.consumed_capacity.as_ref())
-    }
-
-    async fn add_best_effort(&self, scope: &Scope, name: &str, delta: i64, now: EpochMillis) -> Result<(), StoreError> {
-        // One attempt only: a retry after an ambiguous 500 could count twice.
-        self.update_best_effort(scope, name, counter_values(delta, now), None, None)
-            .await
-    }
-
-    async fn reserve_best_effort(
-        &self,
-        scope: &Scope,
-        name: &str,
-        reservation: Reservation,
-        now: EpochMillis,
-    ) -> Result<(), StoreError> {
-        // `attribute_not_exists(count)` admits the first reservation of a
-        // shard, which is only right when its quota leaves room for one.
-        if reservation.quota == 0 {
-            return Err(StoreError::ConditionFailed);
-        }
-        let mut values = counter_values(1, now);
-        values.insert(
-            ":quota".to_owned(),
-            n(i64::try_from(reservation.quota).unwrap_or(i64::MAX)),
-        );
-        // The condition `Reservation::admits` evaluates for the doubles.
-        let condition = match reservation.fence {
-            Fence::Unfenced => "(attribute_not_exists(#count) OR #count < :quota) AND attribute_not_exists(#epoch)",
-            Fence::At(epoch) => {
-                values.insert(":epoch".to_owned(), number(epoch));
-                "#count < :quota AND #epoch = :epoch"
-            }
-            // Read absent after a raise: still absent, or a raise created
-            // it since (then its count is not what the quotas assumed).
-            Fence::Absent(epoch) => {
-                values.remove(":quota");
-                values.insert(":epoch".to_owned(), number(epoch));
-                "attribute_not_exists(#count)"
-            }
-        };
-        // One attempt only: after an ambiguous 500 the slot may be reserved
-        // already, and a retry would reserve a second one.
-        self.update_best_effort(scope, name, values, Some(condition), Some(reservation.fence))
-            .await
-    }
-
-    async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
-        self.read_resource(key).await
-    }
-
-    async fn get_resources(&self, keys: &[ResourceKey]) -> Result<Vec<Option<ResourceState>>, StoreError> {
-        self.read_resources(keys).await
-    }
-
-    async fn mark_deleted(&self, key: &ResourceKey, incarnation: &str, now: EpochMillis) -> Result<(), StoreError> {
-        self.meter.request(Operation::UpdateItem);
-        let out = self
-            .client
-            .update_item()
-            .table_name(&self.resources_table)
-            .set_key(Some(resource_key(key)))
-            .update_expression("SET #del = :true, #deleted_at = :now")
-            .condition_expression(
-                "attribute_exists(#scope) AND (attribute_not_exists(#del) OR #del = :false) AND #inc = :inc",
-            )
-            .expression_attribute_names("#scope", keys::SCOPE)
-            .expression_attribute_names("#del", keys::DELETED)
-            .expression_attribute_names("#inc", keys::INCARNATION)
-            .expression_attribute_values(":inc", s(incarnation))
-            .expression_attribute_names("#deleted_at", keys::DELETED_AT)
-            .expression_attribute_values(":true", AttributeValue::Bool(true))
-            .expression_attribute_values(":false", AttributeValue::Bool(false))
-            .expression_attribute_values(":now", n(now))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .customize()
-            .config_override(sent(sends::MARK_DELETED))
-            .send()
-            .await
-            .map_err(|e| self.classify(e));
-        self.plain(out, Written::RESOURCE, |o| o.consumed_capacity.as_ref())
-    }
-
-    async fn transact(&self, tx: &Transaction) -> Result<(), StoreError> {
-        self.send_planned(tx).await
-    }
-
-    async fn last_sequence(&self, scope: &Scope) -> Result<u64, StoreError> {
-        self.read_last_sequence(scope).await
-    }
-
-    async fn claim_sequence(&self, claim: &SequenceClaim) -> Result<(), StoreError> {
-        self.send_claim(claim).await
-    }
-
-    async fn sequence_entry(&self, scope: &Scope, number: u64) -> Result<Option<SequenceEntry>, StoreError> {
-        self.read_sequence_entry(scope, number).await
-    }
-
-    async fn counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
-        self.query_counter_items(scope).await
-    }
-
-    async fn scope_items(&self, scope: &Scope) -> Result<Vec<ItemRow>, StoreError> {
-        self.query_scope_items(scope).await
-    }
-
-    async fn set_counters(
-        &self,
-        scope: &Scope,
-        read: &[CounterItem],
-        targets: &[(String, i64)],
-        now: EpochMillis,
-    ) -> Result<bool, StoreError> {
-        self.repair_counters(scope, read, targets, now).await
-    }
-
-    async fn raise_best_effort(&self, scope: &Scope, raise: &Raise, now: EpochMillis) -> Result<bool, StoreError> {
-        self.raise(scope, raise, now).await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use aws_sdk_dynamodb::Client;
     use aws_sdk_dynamodb::operation::get_item::GetItemOutput;
     use aws_sdk_dynamodb::operation::update_item::UpdateItemOutput;
     use aws_smithy_mocks::{Rule, mock};
+    use hybrid_counter::best_effort::Reservation;
     use hybrid_counter::ids::ResourceId;
+    use hybrid_counter::store::{NewResource, Store};
 
     use super::*;
     use crate::dynamo::test_support::{key, retrying_store, scope, store};

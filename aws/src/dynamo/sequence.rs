@@ -1,129 +1,10 @@
-//! Gapless sequence numbers on the counters table: the last number read,
-//! a claim sent as one transaction (the `sequence` item's update and the
-//! numbered item's put, sent once) and a numbered item read back. The
-//! claim loop itself is the core's (`hybrid_counter::sequence`).
-
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
-use serde::Deserialize;
-
-use hybrid_counter::EpochMillis;
-use hybrid_counter::error::StoreError;
-use hybrid_counter::ids::Scope;
-use hybrid_counter::keys;
-use hybrid_counter::store::meter::Written;
-use hybrid_counter::store::{SequenceClaim, SequenceEntry};
-
-use super::attributes::{build_error, counter_key, n, number, s};
-use super::store::DynamoStore;
-
-impl DynamoStore {
-    /// [`Store::last_sequence`](hybrid_counter::store::Store::last_sequence):
-    /// the `last_id` of the scope's `sequence` item.
-    pub(super) async fn read_last_sequence(&self, scope: &Scope) -> Result<u64, StoreError> {
-        #[derive(Deserialize)]
-        struct Last {
-            #[serde(default)]
-            last_id: u64,
-        }
-        let last: Option<Last> = self
-            .get_counters_item(scope, keys::SEQUENCE_NAME, "#last", &[("#last", keys::LAST_ID)])
-            .await?;
-        Ok(last.map_or(0, |l| l.last_id))
-    }
-
-    /// [`Store::claim_sequence`](hybrid_counter::store::Store::claim_sequence):
-    /// one transaction, the `sequence` item's update and the numbered item's
-    /// put.
-    pub(super) async fn send_claim(&self, claim: &SequenceClaim) -> Result<(), StoreError> {
-        let (condition, previous) = match claim.previous() {
-            Some(previous) => ("#last = :previous", Some(previous)),
-            None => ("attribute_not_exists(#last)", None),
-        };
-        let update = Update::builder()
-            .table_name(&self.counters_table)
-            .set_key(Some(counter_key(&claim.scope, keys::SEQUENCE_NAME)))
-            .update_expression("SET #last = :number, #updated_at = :now")
-            .condition_expression(condition)
-            .expression_attribute_names("#last", keys::LAST_ID)
-            .expression_attribute_names("#updated_at", keys::UPDATED_AT)
-            .set_expression_attribute_values(Some(
-                [
-                    (":number".to_owned(), number(claim.number)),
-                    (":now".to_owned(), n(claim.now)),
-                ]
-                .into_iter()
-                .chain(previous.map(|p| (":previous".to_owned(), number(p))))
-                .collect(),
-            ))
-            .build()
-            .map_err(build_error)?;
-        let mut item = counter_key(&claim.scope, &keys::sequence_item_name(claim.number));
-        item.insert(keys::SEQUENCE_TOKEN.to_owned(), s(&claim.token));
-        item.insert(keys::CLAIMED_AT.to_owned(), n(claim.now));
-        if let Some(owner) = &claim.owner {
-            item.insert(keys::SEQUENCE_OWNER.to_owned(), s(owner));
-        }
-        let put = Put::builder()
-            .table_name(&self.counters_table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#name)")
-            .expression_attribute_names("#name", keys::NAME)
-            .build()
-            .map_err(build_error)?;
-        // Sent once, without the SDK's retries: the caller's loop retries
-        // and resolves an ambiguous answer by reading the item back, which
-        // does not depend on the ClientRequestToken's idempotency (10
-        // minutes, and not honoured by every emulator).
-        let actions = vec![
-            TransactWriteItem::builder().update(update).build(),
-            TransactWriteItem::builder().put(put).build(),
-        ];
-        self.send_transaction(
-            actions,
-            Written {
-                resource_items: 0,
-                counter_items: 2,
-            },
-            true,
-        )
-        .await
-    }
-
-    /// [`Store::sequence_entry`](hybrid_counter::store::Store::sequence_entry):
-    /// numbered item `number` read back.
-    pub(super) async fn read_sequence_entry(
-        &self,
-        scope: &Scope,
-        number: u64,
-    ) -> Result<Option<SequenceEntry>, StoreError> {
-        #[derive(Deserialize)]
-        struct Entry {
-            token: String,
-            #[serde(default)]
-            owner: Option<String>,
-            #[serde(default)]
-            claimed_at: EpochMillis,
-        }
-        let entry: Option<Entry> = self
-            .get_counters_item(
-                scope,
-                &keys::sequence_item_name(number),
-                "#token, #owner, #at",
-                &[
-                    ("#token", keys::SEQUENCE_TOKEN),
-                    ("#owner", keys::SEQUENCE_OWNER),
-                    ("#at", keys::CLAIMED_AT),
-                ],
-            )
-            .await?;
-        Ok(entry.map(|e| SequenceEntry {
-            number,
-            token: e.token,
-            owner: e.owner,
-            claimed_at: e.claimed_at,
-        }))
-    }
-}
+//! Gapless sequence numbers on the counters table, tested: the core's
+//! claim loop (`hybrid_counter::sequence`) over [`DynamoStore`]'s
+//! `last_sequence`, `claim_sequence` (the `sequence` item's update and the
+//! numbered item's put, one transaction sent once) and `sequence_entry`,
+//! whose requests are in `store.rs`.
+//!
+//! [`DynamoStore`]: super::store::DynamoStore
 
 #[cfg(test)]
 mod tests {
@@ -144,7 +25,8 @@ mod tests {
     use hybrid_counter::retry::{Backoff, Sleeper};
     use hybrid_counter::sequence::{DEFAULT_BACKOFF, Sequence};
 
-    use super::*;
+    use crate::dynamo::attributes::{n, number, s};
+    use crate::dynamo::store::DynamoStore;
     use crate::dynamo::test_support::{scope, store};
 
     fn sequence(rules: &[Rule], attempts: u32) -> Sequence<DynamoStore> {

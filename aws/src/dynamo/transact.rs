@@ -1,11 +1,11 @@
-//! The stream's transactions: the `TransactWriteItems` of a planned batch
-//! (the counter's delta with each item's flag flip or hard delete), its
+//! The stream's transactions: the actions of a planned batch (the
+//! counter's delta with each item's flag flip or hard delete, which
+//! `Store::transact` in `store.rs` sends), its
 //! inverse for `counterctl verify`, and the metering and cancellation
 //! reasons of every counting transaction.
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, ReturnConsumedCapacity, TransactWriteItem, Update};
@@ -15,9 +15,10 @@ use hybrid_counter::error::{CancelReason, StoreError};
 use hybrid_counter::ids::Scope;
 use hybrid_counter::keys;
 use hybrid_counter::store::meter::{Operation, Written};
-use hybrid_counter::store::{CounterDelta, ItemWrite, ResourceKey, Transaction};
+use hybrid_counter::store::{CounterDelta, ItemWrite, Resend, ResourceKey};
 
 use super::attributes::{COUNTER_UPDATE, build_error, counter_key, counter_names, counter_values, resource_key, s};
+use super::retry::sent;
 use super::store::DynamoStore;
 
 /// The reasons a `TransactWriteItems` was cancelled, in the order of its
@@ -53,8 +54,7 @@ impl DynamoStore {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .customize();
         if once {
-            request =
-                request.config_override(aws_sdk_dynamodb::Config::builder().retry_config(RetryConfig::disabled()));
+            request = request.config_override(sent(Resend::Never));
         }
         let result = request.send().await;
         match result {
@@ -99,7 +99,7 @@ impl DynamoStore {
         Ok(TransactWriteItem::builder().update(update).build())
     }
 
-    fn item_action(&self, write: &ItemWrite) -> Result<TransactWriteItem, StoreError> {
+    pub(super) fn item_action(&self, write: &ItemWrite) -> Result<TransactWriteItem, StoreError> {
         let names = HashMap::from([
             ("#cp".to_owned(), keys::COUNTER_PROCESSED.to_owned()),
             ("#inc".to_owned(), keys::INCARNATION.to_owned()),
@@ -136,27 +136,6 @@ impl DynamoStore {
                 Ok(TransactWriteItem::builder().delete(delete).build())
             }
         }
-    }
-
-    /// [`Store::transact`](hybrid_counter::store::Store::transact): the planned
-    /// transaction of one counter item's records, sent with the SDK's retries.
-    pub(super) async fn send_planned(&self, tx: &Transaction) -> Result<(), StoreError> {
-        let mut actions = Vec::with_capacity(tx.actions_len());
-        if let Some(delta) = &tx.counter {
-            actions.push(self.counter_action(delta, tx.now)?);
-        }
-        for write in &tx.items {
-            actions.push(self.item_action(write)?);
-        }
-        let written = Written {
-            resource_items: tx.items.len() as u64,
-            counter_items: u64::from(tx.counter.is_some()),
-        };
-        self.send_transaction(actions, written, false).await?;
-        if tx.counter.as_ref().is_some_and(|c| c.delta == 0) {
-            self.meter.version_only_counter_write();
-        }
-        Ok(())
     }
 
     /// Takes back the stream's count of `items` (each with its

@@ -1,34 +1,8 @@
 //! The API's request path (DESIGN §3): create, delete and usage, with no
-//! transactions, so no transaction conflict can reach the caller. The
-//! best-effort counter (BE) is never written twice for one decision: a
-//! write with an ambiguous outcome is not retried.
-//!
-//! Two admission modes ([`Admission`]):
-//!
-//! * **Best-effort** (default). Create: one consistent read, admitted when
-//!   `max(BE, EC) < limit`; put the item; then `BE += 1` once, its failure
-//!   swallowed. Delete: `BE -= 1`, then the soft delete. Every failure can
-//!   only make BE undercount: **`BE <= live` at every instant**. Concurrent
-//!   creators that all read the same usage can overshoot the limit.
-//! * **Strict**. Create: the same read (for the limit override and an early
-//!   `LimitExceeded`), then *reserve* the slot with a conditional increment
-//!   (`ADD count 1` if `attribute_not_exists(count) OR count < limit`;
-//!   refused: `LimitExceeded`, nothing written), then put the item. When
-//!   the put definitively did not happen (someone else's item holds the id,
-//!   or the request was invalid) the slot is given back once (`BE -= 1`);
-//!   when its outcome is unknown the slot is kept, because the item may
-//!   exist. Delete: the soft delete first, then `BE -= 1`. BE is a count of
-//!   reservations and every failure leaves it over-reserved, never
-//!   under: **`BE >= live` at every instant**, so `live <= BE <= limit`
-//!   and concurrent creators can never overshoot. The success path is three
-//!   round trips (read, reserve, put). An over-reserved BE costs admissions
-//!   until `counterctl audit --repair` lowers it, which it only does once no
-//!   reservation can be in flight ([`crate::audit::plan_repair_at`]).
-//!
-//! Switching a deployed scope from best-effort to strict admission leaves
-//! BE (or a shard) below live, the defect of strict mode: run `audit
-//! --repair` once Lambda's rollout of the switch is over and one API timeout
-//! has passed (it raises BE to live, every shard to its items, at once).
+//! transactions, so no transaction conflict can reach the caller, and no
+//! best-effort write sent twice for one decision. How each [`Admission`]
+//! mode admits a create, the invariant it keeps and how to switch modes:
+//! `docs/admission-and-sharding.md`, "Admission modes".
 
 use std::collections::VecDeque;
 use std::sync::Arc;

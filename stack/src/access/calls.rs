@@ -1,7 +1,8 @@
-//! [`CALLS`]: which component calls which SDK operation, on which of the
-//! stack's resources, with which of the operation's actions. Keyed by
-//! operation and callers, never by file or function: a rename or a move in
-//! the code needs no edit here (`stack/tests/access.rs` checks both ways).
+//! [`CALLS`]: which component calls which SDK operation, in which files,
+//! on which of the stack's resources, with which of the operation's
+//! actions. Keyed by operation, callers and the files or folders the calls
+//! are written in, never by function: a rename needs no edit here, a call
+//! moved to another file does (`stack/tests/access.rs` checks both ways).
 
 use crate::resources::iam::Action::*;
 
@@ -17,32 +18,46 @@ pub struct Call {
     /// The components whose code makes the call. Empty: only the local
     /// runner (`localstack/runner`), playing what Lambda does on AWS.
     pub by: &'static [Component],
+    /// Where its calls are written: files (`aws/src/dynamo/read.rs`) or
+    /// folders (`ops-cli/src/commands/deploy/`) from the workspace root. A
+    /// call of the operation is covered only in a file under one of them
+    /// that one of `by` links; each must hold such a call.
+    pub at: &'static [&'static str],
     pub grants: &'static [Grant],
     pub why: &'static str,
 }
 
-const fn call(operation: &'static str, by: &'static [Component], grants: &'static [Grant], why: &'static str) -> Call {
+const fn call(
+    operation: &'static str,
+    by: &'static [Component],
+    at: &'static [&'static str],
+    grants: &'static [Grant],
+    why: &'static str,
+) -> Call {
     Call {
         operation,
         by,
+        at,
         grants,
         why,
     }
 }
 
 /// Every SDK operation the functions and `counterctl` call, one entry per
-/// operation and set of callers.
+/// operation and set of callers, with the files its calls are in.
 pub const CALLS: &[Call] = &[
     // The api's scope check (`ScopeAuthorization=principal-tag` only).
     call(
         "list_role_tags",
         &[Api],
+        &["handlers/api/src/scope_auth.rs"],
         &[on(IamRoles, &[IamListRoleTags])],
         "the hck-scope-prefix tag of a caller's role",
     ),
     call(
         "list_user_tags",
         &[Api],
+        &["handlers/api/src/scope_auth.rs"],
         &[on(IamUsers, &[IamListUserTags])],
         "the hck-scope-prefix tag of a calling IAM user",
     ),
@@ -52,6 +67,7 @@ pub const CALLS: &[Call] = &[
     call(
         "update_item",
         &[Api, Operator],
+        &["aws/src/dynamo/request.rs", "aws/src/dynamo/store.rs"],
         &[
             on(CountersTable, &[DynamoDbUpdateItem]),
             on(ResourcesTable, &[DynamoDbUpdateItem]),
@@ -61,12 +77,14 @@ pub const CALLS: &[Call] = &[
     call(
         "update_item",
         &[Operator],
+        &["aws/src/limits.rs"],
         &[on(CountersTable, &[DynamoDbUpdateItem])],
         "counterctl limit set; limits apply, conditioned on the planned version and write token",
     ),
     call(
         "transact_write_items",
         &[StreamCounter, DlqReprocessor, Operator],
+        &["aws/src/dynamo/transact.rs"],
         &[
             on(CountersTable, &[DynamoDbUpdateItem]),
             on(ResourcesTable, &[DynamoDbUpdateItem, DynamoDbDeleteItem]),
@@ -76,12 +94,14 @@ pub const CALLS: &[Call] = &[
     call(
         "transact_write_items",
         &[Api, Operator],
+        &["aws/src/dynamo/transact.rs"],
         &[on(CountersTable, &[DynamoDbUpdateItem, DynamoDbPutItem])],
         "Store::claim_sequence: Update of `sequence`, Put of `sequence#<n>` (counterctl seq claim)",
     ),
     call(
         "transact_write_items",
         &[Operator],
+        &["aws/src/dynamo/transact.rs", "aws/src/dynamo/admin.rs"],
         &[
             on(CountersTable, &[DynamoDbUpdateItem]),
             on(ResourcesTable, &[DynamoDbUpdateItem]),
@@ -92,42 +112,49 @@ pub const CALLS: &[Call] = &[
     call(
         "get_item",
         &[StreamCounter, DlqReprocessor, Api, Operator],
+        &["aws/src/dynamo/read.rs"],
         &[on(ResourcesTable, &[DynamoDbGetItem])],
         "Store::get_resource: a delete's item (per-record stream mode, the request path)",
     ),
     call(
         "get_item",
         &[Api, Operator],
+        &["aws/src/dynamo/read.rs"],
         &[on(CountersTable, &[DynamoDbGetItem])],
         "the sequence's last number and a numbered item read back; a limit override read back after an ambiguous write",
     ),
     call(
         "get_item",
         &[DriftCheck, Operator],
+        &["aws/src/drift.rs"],
         &[on(KitState, &[DynamoDbGetItem])],
         "the drift check's state item",
     ),
     call(
         "put_item",
         &[Api, Operator],
+        &["aws/src/dynamo/store.rs"],
         &[on(ResourcesTable, &[DynamoDbPutItem])],
         "a create's item",
     ),
     call(
         "put_item",
         &[DriftCheck, Operator],
+        &["aws/src/drift.rs"],
         &[on(KitState, &[DynamoDbPutItem])],
         "the drift check's state item",
     ),
     call(
         "batch_get_item",
         &[StreamCounter, DlqReprocessor, Operator],
+        &["aws/src/dynamo/store.rs"],
         &[on(ResourcesTable, &[DynamoDbBatchGetItem])],
         "batched stream mode: a chunk's deletes read their items' state in one request",
     ),
     call(
         "delete_item",
         &[Operator],
+        &["aws/src/limits.rs", "aws/src/dynamo/admin.rs"],
         &[on(CountersTable, &[DynamoDbDeleteItem])],
         "counterctl limit clear; limits apply, conditioned on the planned version and write token; verify removes \
          its own scopes' counters",
@@ -135,18 +162,21 @@ pub const CALLS: &[Call] = &[
     call(
         "query",
         &[Api, DriftCheck, Operator, LimitsPlanner],
+        &["aws/src/dynamo/store.rs"],
         &[on(CountersTable, &[DynamoDbQuery])],
         "every counter of a scope, one Query (admission, audit, limits plan's usage)",
     ),
     call(
         "query",
         &[DriftCheck, Operator],
+        &["aws/src/dynamo/admin.rs"],
         &[on(ResourcesTable, &[DynamoDbQuery])],
         "a scope's items, for the audit",
     ),
     call(
         "scan",
         &[DriftCheck, Operator, LimitsPlanner],
+        &["aws/src/limits.rs", "aws/src/drift.rs"],
         &[on(CountersTable, &[DynamoDbScan])],
         "limits plan|export, status --limits and the drift check's limits file: every override and its version; \
          the drift check's scopes, keys only, from its cursor",
@@ -154,6 +184,7 @@ pub const CALLS: &[Call] = &[
     call(
         "scan",
         &[Operator],
+        &["aws/src/dynamo/admin.rs"],
         &[on(ResourcesTable, &[DynamoDbScan]), on(CountersTable, &[DynamoDbScan])],
         "audit of every scope",
     ),
@@ -161,18 +192,21 @@ pub const CALLS: &[Call] = &[
     call(
         "get_shard_iterator",
         &[DlqReprocessor, Operator],
+        &["aws/src/streams.rs"],
         &[on(ResourcesStream, &[DynamoDbGetShardIterator])],
         "a failed range's start (AT_SEQUENCE_NUMBER); verify's shard tips",
     ),
     call(
         "describe_stream",
         &[Operator],
+        &["aws/src/streams.rs"],
         &[on(ResourcesStream, &[DynamoDbDescribeStream])],
         "verify --failure-path finds the open shards",
     ),
     call(
         "get_records",
         &[DlqReprocessor, Operator],
+        &["aws/src/streams.rs"],
         &[on(ResourcesStream, &[DynamoDbGetRecords])],
         "a failed range replayed (the reprocessor, redrive --replay); verify --failure-path reads what it wrote",
     ),
@@ -180,36 +214,42 @@ pub const CALLS: &[Call] = &[
     call(
         "send_message",
         &[DlqReprocessor],
+        &["aws/src/sqs.rs"],
         &[on(Dlq2, &[SqsSendMessage])],
         "a message that can never be replayed goes to DLQ2 at once",
     ),
     call(
         "send_message",
         &[Operator],
+        &["aws/src/sqs.rs"],
         &[on(Dlq1, &[SqsSendMessage])],
         "verify --failure-path puts its failed batch in DLQ1",
     ),
     call(
         "receive_message",
         &[Operator],
+        &["aws/src/sqs.rs"],
         &[on(Dlq2, &[SqsReceiveMessage])],
         "redrive (peek, replay, move) reads DLQ2",
     ),
     call(
         "delete_message_batch",
         &[Operator],
+        &["aws/src/sqs.rs"],
         &[on(Dlq2, &[SqsDeleteMessage])],
         "redrive deletes what it moved or replayed",
     ),
     call(
         "get_queue_attributes",
         &[Operator],
+        &["aws/src/sqs.rs"],
         &[on(Dlq1, &[SqsGetQueueAttributes]), on(Dlq2, &[SqsGetQueueAttributes])],
         "queue depths (status, redrive)",
     ),
     call(
         "start_message_move_task",
         &[Operator],
+        &["ops-cli/src/commands/redrive/move_task.rs"],
         &[
             on(
                 Dlq2,
@@ -227,18 +267,21 @@ pub const CALLS: &[Call] = &[
     call(
         "list_message_move_tasks",
         &[Operator],
+        &["ops-cli/src/commands/redrive/move_task.rs"],
         &[on(Dlq2, &[SqsListMessageMoveTasks])],
         "redrive follows the move task",
     ),
     call(
         "change_message_visibility_batch",
         &[Operator],
+        &["ops-cli/src/commands/redrive/receive.rs"],
         &[on(Dlq2, &[SqsChangeMessageVisibility])],
         "redrive --dry-run and peek hand messages back at once",
     ),
     call(
         "send_message_batch",
         &[Operator],
+        &["ops-cli/src/commands/redrive/transfer.rs"],
         &[on(Dlq1, &[SqsSendMessage])],
         "redrive where no move task exists: send to DLQ1, then delete from DLQ2",
     ),
@@ -246,12 +289,14 @@ pub const CALLS: &[Call] = &[
     call(
         "get_object",
         &[DriftCheck],
+        &["aws/src/s3.rs"],
         &[on(LimitsFile, &[S3GetObject])],
         "the limits file the overrides are compared with (`LimitsFileUri`), that one object",
     ),
     call(
         "get_object",
         &[DlqReprocessor, Operator],
+        &["aws/src/s3.rs"],
         &[
             on(FailedBatchObjects, &[S3GetObject]),
             on(FailedBatchBucket, &[S3ListBucket]),
@@ -261,30 +306,35 @@ pub const CALLS: &[Call] = &[
     call(
         "put_object",
         &[],
+        &["aws/src/s3.rs"],
         &[on(FailedBatchObjects, &[S3PutObject])],
         "only the local runner, playing the stream mapping's S3 destination (PLATFORM_USES: the stream counter's role)",
     ),
     call(
         "put_object",
         &[Operator],
+        &["ops-cli/src/commands/deploy/"],
         &[on(ArtifactsObjects, &[S3PutObject])],
         "deploy uploads the zips and a template too large to inline, with their SHA-256 checksum",
     ),
     call(
         "head_bucket",
         &[Operator],
+        &["ops-cli/src/commands/deploy/"],
         &[on(ArtifactsBucket, &[S3ListBucket])],
         "plan and deploy: is the artifacts bucket there",
     ),
     call(
         "create_bucket",
         &[Operator],
+        &["ops-cli/src/commands/deploy/"],
         &[on(ArtifactsBucket, &[S3CreateBucket])],
         "deploy: the first time",
     ),
     call(
         "head_object",
         &[Operator],
+        &["ops-cli/src/commands/deploy/"],
         &[
             on(ArtifactsObjects, &[S3GetObject]),
             on(ArtifactsBucket, &[S3ListBucket]),
@@ -296,12 +346,14 @@ pub const CALLS: &[Call] = &[
     call(
         "list_event_source_mappings",
         &[Operator],
+        &["aws/src/esm.rs"],
         &[on(Everything, &[LambdaListEventSourceMappings])],
         "status: the stack's mappings (no resource-level permission)",
     ),
     call(
         "get_event_source_mapping",
         &[Operator],
+        &["aws/src/esm.rs"],
         &[on(EventSourceMappings, &[LambdaGetEventSourceMapping])],
         "status and verify read a mapping by its UUID",
     ),
@@ -311,24 +363,28 @@ pub const CALLS: &[Call] = &[
     call(
         "tag_resource",
         &[],
+        &["aws/src/esm.rs"],
         &[on(Functions, &[LambdaTagResource])],
         "only on the embedded emulator: tags the function whose mapping the local runner plays",
     ),
     call(
         "update_event_source_mapping",
         &[],
+        &["aws/src/esm.rs"],
         &[on(EventSourceMappings, &[LambdaUpdateEventSourceMapping])],
         "only on the embedded emulator: disables its own poller's copy of the mapping",
     ),
     call(
         "get_function_url_config",
         &[Operator],
+        &["ops-cli/src/commands/status.rs"],
         &[on(Functions, &[LambdaGetFunctionUrlConfig])],
         "status: the api's URL",
     ),
     call(
         "list_tags",
         &[Operator],
+        &["ops-cli/src/commands/status.rs"],
         &[on(Functions, &[LambdaListTags])],
         "status: the local runner's URL tag; status and verify: the runner's takeover and heartbeat tags on the \
          mapping's function (emulators only)",
@@ -337,18 +393,21 @@ pub const CALLS: &[Call] = &[
     call(
         "describe_alarms",
         &[Operator],
+        &["ops-cli/src/commands/status.rs"],
         &[on(Alarms, &[CloudWatchDescribeAlarms])],
         "status: alarm states",
     ),
     call(
         "describe_stacks",
         &[Operator, LimitsPlanner],
+        &["ops-cli/src/commands/deploy/"],
         &[on(Stack, &[CloudFormationDescribeStacks])],
         "every command reads the stack's outputs",
     ),
     call(
         "create_change_set",
         &[Operator],
+        &["ops-cli/src/commands/deploy/"],
         &[
             on(Stack, &[CloudFormationCreateChangeSet]),
             on(ArtifactsObjects, &[S3GetObject]),
@@ -358,42 +417,49 @@ pub const CALLS: &[Call] = &[
     call(
         "describe_change_set",
         &[Operator],
+        &["ops-cli/src/commands/deploy/"],
         &[on(Stack, &[CloudFormationDescribeChangeSet])],
         "plan and deploy wait for the change set and read its further pages of changes",
     ),
     call(
         "delete_change_set",
         &[Operator],
+        &["ops-cli/src/commands/deploy/"],
         &[on(Stack, &[CloudFormationDeleteChangeSet])],
         "plan removes its change set",
     ),
     call(
         "describe_stack_events",
         &[Operator],
+        &["ops-cli/src/commands/deploy/"],
         &[on(Stack, &[CloudFormationDescribeStackEvents])],
         "deploy and destroy follow the events",
     ),
     call(
         "execute_change_set",
         &[Operator],
+        &["ops-cli/src/commands/deploy/"],
         &[on(Stack, &[CloudFormationExecuteChangeSet])],
         "deploy",
     ),
     call(
         "get_caller_identity",
         &[Operator],
+        &["ops-cli/src/commands/deploy/"],
         &[],
         "the account, for the artifacts bucket's name (no permission needed)",
     ),
     call(
         "get_template",
         &[Operator],
+        &["ops-cli/src/commands/deploy/"],
         &[on(Stack, &[CloudFormationGetTemplate])],
         "plan compares with the deployed template",
     ),
     call(
         "delete_stack",
         &[Operator],
+        &["ops-cli/src/commands/deploy/"],
         &[on(Stack, &[CloudFormationDeleteStack])],
         "destroy; a stack a plan left in REVIEW_IN_PROGRESS; deploy replaces a stack whose first create rolled back \
          (ROLLBACK_COMPLETE)",
@@ -401,6 +467,7 @@ pub const CALLS: &[Call] = &[
     call(
         "list_stack_resources",
         &[Operator],
+        &["ops-cli/src/commands/deploy/"],
         &[on(Stack, &[CloudFormationListStackResources])],
         "status: the stack's alarms; deploy: the tables a failed first create left (an emulator keeps them; \
          AWS's rollback deletes them)",
@@ -408,6 +475,7 @@ pub const CALLS: &[Call] = &[
     call(
         "delete_table",
         &[Operator],
+        &["ops-cli/src/commands/deploy/"],
         &[
             on(ResourcesTable, &[DynamoDbDeleteTable]),
             on(CountersTable, &[DynamoDbDeleteTable]),
@@ -417,6 +485,7 @@ pub const CALLS: &[Call] = &[
     call(
         "describe_table",
         &[Operator],
+        &["ops-cli/src/commands/deploy/", "ops-cli/src/commands/replicas.rs"],
         &[
             on(ResourcesTable, &[DynamoDbDescribeTable]),
             on(CountersTable, &[DynamoDbDescribeTable]),
@@ -427,6 +496,7 @@ pub const CALLS: &[Call] = &[
     call(
         "describe_contributor_insights",
         &[Operator],
+        &["ops-cli/src/commands/replicas.rs"],
         &[
             on(ResourcesTable, &[DynamoDbDescribeContributorInsights]),
             on(CountersTable, &[DynamoDbDescribeContributorInsights]),

@@ -776,7 +776,8 @@ impl Ceiling {
         let m = &self.model;
         let mut out = format!(
             "\n## A hot scope's measured ceiling under DynamoDB's limits, beside the anchors\n\n\
-             Both tables behind the fault proxy's capacity model (`tests/src/capacity/`): {}. Rates are \
+             Both tables behind the fault proxy's capacity model (`tests/src/capacity/`, its rules in \
+             [docs/capacity-model.md](docs/capacity-model.md)): {}. Rates are \
              measured on the emulator and divided by the scale {} to read in DynamoDB creates/s; a second of \
              the model is {:.1} s of wall time. One hot scope, fresh tables per run. Three creates to one delete of an earlier item are \
              offered open-loop at a constant rate per step (each operation starts at its time, whatever the \
