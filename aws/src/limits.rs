@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
 use serde::Deserialize;
 
 use hybrid_counter::EpochMillis;
@@ -156,12 +156,13 @@ impl DynamoStore {
 
     /// Sets (`Some`) or removes (`None`) `scope`'s override as a copy on
     /// each of its partition keys (`s#0..s#N-1` under [`ScopeKeys`] N > 1;
-    /// the scope itself under one key), because each create reads only its
-    /// own key's copy. Each copy is written as [`DynamoStore::set_limit`]
-    /// writes one, in key order; a copy that fails stops the run with
-    /// which copies were written before it: the copies disagree until a
-    /// repeat writes them all (admission is then bounded by the larger
-    /// limit: each key admits its share of the limit it reads).
+    /// the scope itself under one key, written as [`DynamoStore::set_limit`]
+    /// writes it), because each create reads only its own key's copy. With
+    /// N > 1 every copy is written in one `TransactWriteItems` (N is at most
+    /// 100, DynamoDB's actions per transaction), so two concurrent `limit
+    /// set`s, or one cut short, never leave the copies disagreeing: the
+    /// last transaction wins whole. The SDK's resends carry the same client
+    /// request token, which DynamoDB answers without applying it twice.
     pub async fn set_scope_limit(
         &self,
         keys: ScopeKeys,
@@ -170,24 +171,51 @@ impl DynamoStore {
         now: EpochMillis,
     ) -> Result<(), StoreError> {
         let copies = keys.keys(scope).map_err(|e| StoreError::Rejected(e.to_string()))?;
-        for (written, key) in copies.iter().enumerate() {
-            self.set_limit(key, limit, now).await.map_err(|err| {
-                if written == 0 {
-                    return err;
-                }
-                let why = format!(
-                    "the limit override of {scope} was written on {written} of its {} keys and failed on {key}: \
-                     {err}; its copies disagree until it is written again",
-                    copies.len()
-                );
-                match err {
-                    StoreError::Transient(_) => StoreError::Transient(why),
-                    StoreError::Rejected(_) => StoreError::Rejected(why),
-                    _ => StoreError::Unavailable(why),
-                }
-            })?;
+        if copies.len() == 1 {
+            return self.set_limit(&copies[0], limit, now).await;
         }
-        Ok(())
+        let token = uuid::Uuid::new_v4().to_string();
+        let mut actions = Vec::with_capacity(copies.len());
+        for key in &copies {
+            let item_key = counter_key(key, keys::LIMIT_NAME);
+            let action = match limit {
+                Some(limit) => TransactWriteItem::builder().update(
+                    Update::builder()
+                        .table_name(self.counters_table())
+                        .set_key(Some(item_key))
+                        .update_expression("SET #limit = :limit, #updated_at = :now, #rev = :token ADD #version :one")
+                        .expression_attribute_names("#limit", keys::LIMIT)
+                        .expression_attribute_names("#updated_at", keys::UPDATED_AT)
+                        .expression_attribute_names("#rev", keys::REV)
+                        .expression_attribute_names("#version", keys::VERSION)
+                        .expression_attribute_values(":limit", AttributeValue::N(limit.to_string()))
+                        .expression_attribute_values(":now", n(now))
+                        .expression_attribute_values(":token", s(&token))
+                        .expression_attribute_values(":one", n(1))
+                        .build()
+                        .map_err(|e| StoreError::Rejected(e.to_string()))?,
+                ),
+                None => TransactWriteItem::builder().delete(
+                    Delete::builder()
+                        .table_name(self.counters_table())
+                        .set_key(Some(item_key))
+                        .build()
+                        .map_err(|e| StoreError::Rejected(e.to_string()))?,
+                ),
+            };
+            actions.push(action.build());
+        }
+        one_off_write(|| async {
+            self.client()
+                .transact_write_items()
+                .set_transact_items(Some(actions.clone()))
+                .client_request_token(&token)
+                .send()
+                .await
+                .map(drop)
+                .map_err(|e| self.classify(e))
+        })
+        .await
     }
 
     /// Sets (`Some`) or removes (`None`) the scope's override, if it is
@@ -604,45 +632,47 @@ mod tests {
         r.key()?.get(keys::SCOPE)?.as_s().ok().map(String::as_str)
     }
 
+    /// Review of issue 38 item 4: two overlapping `limit set`s, or one cut
+    /// short, left the copies disagreeing when each was its own write; all
+    /// of them go in one transaction, one request token for its resends.
     #[tokio::test]
-    async fn a_scope_over_four_keys_gets_its_override_on_every_key_and_a_failed_copy_is_named() {
-        let written = Arc::new(Mutex::new(Vec::new()));
-        let seen = written.clone();
-        let rules = [mock!(Client::update_item)
-            .match_requests(move |r| {
-                seen.lock().unwrap().push(key_of(r).unwrap().to_owned());
-                value(r.expression_attribute_values(), ":limit") == Some("40") && r.condition_expression().is_none()
-            })
-            .sequence()
-            .output(|| UpdateItemOutput::builder().build())
-            .times(4)
-            .build()];
+    async fn a_scope_over_four_keys_gets_its_override_on_every_key_in_one_transaction() {
+        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsOutput;
+        let copies =
+            |r: &aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput| -> Vec<(String, bool)> {
+                r.transact_items()
+                    .iter()
+                    .map(|a| match (a.update(), a.delete()) {
+                        (Some(u), None) => (
+                            u.key()[keys::SCOPE].as_s().unwrap().clone(),
+                            value(u.expression_attribute_values(), ":limit") == Some("40"),
+                        ),
+                        (None, Some(d)) => (d.key()[keys::SCOPE].as_s().unwrap().clone(), false),
+                        _ => panic!("one update or delete per action"),
+                    })
+                    .collect()
+            };
+        let expected: Vec<String> = (0..4).map(|k| format!("acme/prod#{k}")).collect();
+        let (want_set, want_clear) = (expected.clone(), expected.clone());
         let keys = ScopeKeys::new(4).unwrap();
-        store(&rules)
-            .set_scope_limit(keys, &scope(), Some(40), 1)
-            .await
-            .unwrap();
-        assert_eq!(
-            *written.lock().unwrap(),
-            ["acme/prod#0", "acme/prod#1", "acme/prod#2", "acme/prod#3"]
-        );
-
-        let removed = [
-            mock!(Client::delete_item)
-                .match_requests(|r| r.key().unwrap()[keys::SCOPE].as_s().unwrap() == "acme/prod#0")
-                .then_output(|| DeleteItemOutput::builder().build()),
-            mock!(Client::delete_item)
-                .then_error(|| DeleteItemError::generic(ErrorMetadata::builder().code("ValidationException").build())),
-        ];
-        let err = store(&removed)
-            .set_scope_limit(keys, &scope(), None, 1)
-            .await
-            .unwrap_err();
-        let text = err.to_string();
-        assert!(
-            text.contains("written on 1 of its 4 keys and failed on acme/prod#1") && text.contains("disagree"),
-            "{text}"
-        );
+        let set = [mock!(Client::transact_write_items)
+            .match_requests(move |r| {
+                let c = copies(r);
+                c.iter().all(|(_, forty)| *forty)
+                    && c.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() == want_set
+                    && r.client_request_token().is_some()
+            })
+            .then_output(|| TransactWriteItemsOutput::builder().build())];
+        store(&set).set_scope_limit(keys, &scope(), Some(40), 1).await.unwrap();
+        assert_eq!(set[0].num_calls(), 1);
+        let clear = [mock!(Client::transact_write_items)
+            .match_requests(move |r| {
+                r.transact_items().iter().all(|a| a.delete().is_some())
+                    && copies(r).into_iter().map(|(k, _)| k).collect::<Vec<_>>() == want_clear
+            })
+            .then_output(|| TransactWriteItemsOutput::builder().build())];
+        store(&clear).set_scope_limit(keys, &scope(), None, 1).await.unwrap();
+        assert_eq!(clear[0].num_calls(), 1);
         // One key: the scope itself, as `set_limit` writes it.
         let one = [mock!(Client::update_item)
             .match_requests(|r| key_of(r) == Some("acme/prod"))

@@ -101,13 +101,18 @@ pub const CALLS: &[Call] = &[
     call(
         "transact_write_items",
         &[Operator],
-        &["aws/src/dynamo/transact.rs", "aws/src/dynamo/admin.rs"],
         &[
-            on(CountersTable, &[DynamoDbUpdateItem]),
+            "aws/src/dynamo/transact.rs",
+            "aws/src/dynamo/admin.rs",
+            "aws/src/limits.rs",
+        ],
+        &[
+            on(CountersTable, &[DynamoDbUpdateItem, DynamoDbDeleteItem]),
             on(ResourcesTable, &[DynamoDbUpdateItem]),
         ],
         "verify --failure-path takes its own items' count back; audit --repair: counters set under the versions it \
-         read, or a strict raise under the shards' epoch",
+         read, or a strict raise under the shards' epoch; counterctl limit set|clear at ScopeKeyShards > 1: every \
+         key's copy of the override in one transaction",
     ),
     call(
         "get_item",

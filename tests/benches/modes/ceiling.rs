@@ -293,10 +293,15 @@ async fn consume_until(rig: Arc<Rig>, lanes: usize, poll: Duration, lags: Arc<Mu
 
 /// A stable hash of `record`'s partition key (its scope's key).
 fn partition_hash(record: &aws_lambda_events::event::dynamodb::EventRecord) -> u64 {
-    let scope = record.change.keys.get(SCOPE).map(|v| format!("{v:?}")).unwrap_or_default();
-    scope
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    let scope = record
+        .change
+        .keys
+        .get(SCOPE)
+        .map(|v| format!("{v:?}"))
+        .unwrap_or_default();
+    scope.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn record_lags(lags: &Mutex<Lags>, counted: &[serde_json::Value], now: Instant) {
