@@ -147,8 +147,15 @@ pub struct SequenceReport {
 }
 
 pub async fn sequence(ctx: &Context<'_>, scope: &Scope, action: &SeqAction) -> Result<SequenceReport> {
-    // The sequence stays on the bare scope, whatever its keys.
-    let (store, _) = open(ctx).await?;
+    // The sequence stays on the bare scope, whatever its keys; a scope the
+    // API would refuse (a `#` on a stack spread over keys, one too long for
+    // its longest key) is refused here too, so no bare partition of a
+    // sequence ever looks like another scope's key.
+    let (store, config) = open(ctx).await?;
+    config
+        .scope_keys
+        .keys(scope)
+        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
     let sequence = hybrid_counter::Sequence::new(store);
     let report = |number: u64, attempts: Option<u32>, owner: &Option<String>| SequenceReport {
         scope: scope.to_string(),
