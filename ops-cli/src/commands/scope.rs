@@ -26,6 +26,10 @@ pub struct UsageReport {
     /// Partition keys the scope is spread over (`ScopeKeyShards`), each
     /// read and summed.
     pub keys: u32,
+    /// The override's copies differ between keys (some missing, or other
+    /// limits): `limit` is then the largest a key reads, what admission is
+    /// bounded by, as `limit get` reports it.
+    pub copies_disagree: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -97,19 +101,23 @@ pub async fn usage(ctx: &Context<'_>, scope: &Scope) -> Result<UsageReport> {
     usage_of(&store, &config, scope).await
 }
 
-/// BE and EC summed over the scope's keys, the limit as key 0 reads it.
+/// BE and EC summed over the scope's keys; the limit as `limit get`
+/// reports it (the largest a key reads when the copies disagree).
 async fn usage_of<S: Store + Clone>(store: &S, config: &CounterConfig, scope: &Scope) -> Result<UsageReport> {
     let default_limit = config.default_limit.unwrap_or_default();
     let copies = limit_copies(store, config.scope_keys, scope).await?;
-    let usage = Counter::configured(store.clone(), default_limit, config)
+    let mut usage = Counter::configured(store.clone(), default_limit, config)
         .usage(scope)
         .await
         .map_err(counter_error)?;
+    let limit = LimitReport::of(scope, copies, default_limit, false);
+    usage.limit = limit.limit;
     Ok(UsageReport {
         scope: scope.to_string(),
         usage,
-        overridden: copies.iter().any(Option::is_some),
+        overridden: limit.overridden,
         keys: config.scope_keys.count(),
+        copies_disagree: limit.copies_disagree,
     })
 }
 
@@ -225,6 +233,13 @@ impl fmt::Display for UsageReport {
         if self.keys > 1 {
             write!(f, " (summed over its {} keys)", self.keys)?;
         }
+        if self.copies_disagree {
+            write!(
+                f,
+                "; the override's copies disagree between keys: {} is the largest a key reads (counterctl limit get)",
+                u.limit
+            )?;
+        }
         writeln!(f)
     }
 }
@@ -306,6 +321,21 @@ mod tests {
         assert_eq!(report.usage.limit, 40);
         assert!(report.overridden);
         assert!(report.to_string().contains("summed over its 4 keys"), "{report}");
+        assert!(!report.copies_disagree);
+        // Review finding 5: a clear cut short after key 0 (default 100):
+        // the default is what three keys read, not key 0's "override".
+        store.set_limit("acct#0", None);
+        let report = usage_of(&store, &config, &scope).await.unwrap();
+        assert_eq!((report.usage.limit, report.copies_disagree), (100, true));
+        assert!(report.to_string().contains("copies disagree"), "{report}");
+        // A set cut short after key 0: admission is bounded by the default
+        // the other keys read, not key 0's 40.
+        for k in 0..4 {
+            store.set_limit(&format!("acct#{k}"), None);
+        }
+        store.set_limit("acct#0", Some(40));
+        let report = usage_of(&store, &config, &scope).await.unwrap();
+        assert_eq!((report.usage.limit, report.copies_disagree), (100, true));
     }
 
     #[tokio::test]
