@@ -14,7 +14,10 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
+use hybrid_counter::error::CancelReason;
 use serde::Deserialize;
 
 use hybrid_counter::EpochMillis;
@@ -42,6 +45,35 @@ pub enum Expect {
 }
 
 impl Expect {
+    /// The condition expression of a write expecting this (`None` for
+    /// [`Expect::Any`]) with its names and values.
+    fn condition(
+        &self,
+    ) -> (
+        Option<&'static str>,
+        HashMap<String, String>,
+        HashMap<String, AttributeValue>,
+    ) {
+        let mut names = HashMap::from([("#version".to_owned(), keys::VERSION.to_owned())]);
+        let mut values = HashMap::new();
+        let condition = match self {
+            Expect::Any => None,
+            Expect::Absent => Some("attribute_not_exists(#version)"),
+            Expect::Read { version, rev } => {
+                values.insert(":expected".to_owned(), n(i64::try_from(*version).unwrap_or(i64::MAX)));
+                names.insert("#rev".to_owned(), keys::REV.to_owned());
+                Some(match rev {
+                    Some(rev) => {
+                        values.insert(":rev".to_owned(), s(rev));
+                        "#version = :expected AND #rev = :rev"
+                    }
+                    None => "#version = :expected AND attribute_not_exists(#rev)",
+                })
+            }
+        };
+        (condition, names, values)
+    }
+
     /// Whether `item` (`None`: no override) is still what was expected.
     fn holds(&self, item: Option<&LimitItem>) -> bool {
         match (self, item) {
@@ -205,17 +237,122 @@ impl DynamoStore {
             };
             actions.push(action.build());
         }
+        self.send_copies(actions).await.map(drop)
+    }
+
+    /// `limits apply` of one scope spread over keys: every copy in one
+    /// `TransactWriteItems`, each conditioned on what the plan read of it
+    /// (`copies`: each key's partition, what was read there, and whether
+    /// its copy is to be written or only checked), so a change made since
+    /// the plan to any copy, written or not, refuses the whole scope and
+    /// nothing is written. Resends carry the same client request token,
+    /// which DynamoDB answers without applying twice; a send whose outcome
+    /// stays unknown after them is [`LimitWrite::Unknown`]. Returns the
+    /// first refused copy's key with a refusal.
+    pub async fn write_limit_copies(
+        &self,
+        copies: &[(Scope, Expect, bool)],
+        limit: Option<u64>,
+        now: EpochMillis,
+    ) -> Result<(LimitWrite, Option<Scope>), StoreError> {
+        let token = uuid::Uuid::new_v4().to_string();
+        let mut actions = Vec::with_capacity(copies.len());
+        for (key, expect, write) in copies {
+            let (condition, mut names, mut values) = expect.condition();
+            let item_key = counter_key(key, keys::LIMIT_NAME);
+            let invalid = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Rejected(e.to_string());
+            let action = match (write, limit) {
+                (false, _) => TransactWriteItem::builder().condition_check(
+                    ConditionCheck::builder()
+                        .table_name(self.counters_table())
+                        .set_key(Some(item_key))
+                        .condition_expression(
+                            condition.unwrap_or("attribute_exists(#version) OR attribute_not_exists(#version)"),
+                        )
+                        .set_expression_attribute_names(Some(names))
+                        .set_expression_attribute_values((!values.is_empty()).then_some(values))
+                        .build()
+                        .map_err(invalid)?,
+                ),
+                (true, Some(limit)) => {
+                    names.insert("#limit".to_owned(), keys::LIMIT.to_owned());
+                    names.insert("#updated_at".to_owned(), keys::UPDATED_AT.to_owned());
+                    names.insert("#rev".to_owned(), keys::REV.to_owned());
+                    values.insert(":limit".to_owned(), AttributeValue::N(limit.to_string()));
+                    values.insert(":now".to_owned(), n(now));
+                    values.insert(":one".to_owned(), n(1));
+                    values.insert(":token".to_owned(), s(&token));
+                    TransactWriteItem::builder().update(
+                        Update::builder()
+                            .table_name(self.counters_table())
+                            .set_key(Some(item_key))
+                            .update_expression(
+                                "SET #limit = :limit, #updated_at = :now, #rev = :token ADD #version :one",
+                            )
+                            .set_condition_expression(condition.map(str::to_owned))
+                            .set_expression_attribute_names(Some(names))
+                            .set_expression_attribute_values(Some(values))
+                            .build()
+                            .map_err(invalid)?,
+                    )
+                }
+                (true, None) => TransactWriteItem::builder().delete(
+                    Delete::builder()
+                        .table_name(self.counters_table())
+                        .set_key(Some(item_key))
+                        .set_condition_expression(condition.map(str::to_owned))
+                        .set_expression_attribute_names(condition.is_some().then_some(names))
+                        .set_expression_attribute_values((!values.is_empty()).then_some(values))
+                        .build()
+                        .map_err(invalid)?,
+                ),
+            };
+            actions.push(action.build());
+        }
+        match self.send_copies(actions).await {
+            Ok(Some(at)) => Ok((LimitWrite::Refused { current: None }, Some(copies[at].0.clone()))),
+            Ok(None) => Ok((LimitWrite::Written, None)),
+            Err(StoreError::Unavailable(error)) => Ok((LimitWrite::Unknown { error }, None)),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Sends one transaction of `limit` items with the one-off write's
+    /// retries; `Some(index)` when the action at `index` failed its
+    /// condition (nothing written). A resend after an answer that may
+    /// have been lost (a 5xx, a timeout) keeps the client request token,
+    /// which DynamoDB answers without applying twice; one after a
+    /// cancellation for a conflict or throttling (nothing applied) takes a
+    /// new token, so it is not answered with the cancellation again.
+    async fn send_copies(&self, actions: Vec<TransactWriteItem>) -> Result<Option<usize>, StoreError> {
+        let token = Cell::new(uuid::Uuid::new_v4().to_string());
+        let refused_at: Cell<Option<usize>> = Cell::new(None);
         one_off_write(|| async {
-            self.client()
+            let sent = token.take();
+            token.set(sent.clone());
+            let result = self
+                .client()
                 .transact_write_items()
                 .set_transact_items(Some(actions.clone()))
-                .client_request_token(&token)
+                .client_request_token(sent)
                 .send()
-                .await
-                .map(drop)
-                .map_err(|e| self.classify(e))
+                .await;
+            match result {
+                Ok(_) => Ok(()),
+                Err(err) => {
+                    if let Some(reasons) = crate::dynamo::cancel_reasons(&err) {
+                        if let Some(at) = reasons.iter().position(|r| *r == CancelReason::ConditionalCheckFailed) {
+                            refused_at.set(Some(at));
+                            return Ok(());
+                        }
+                        token.set(uuid::Uuid::new_v4().to_string());
+                    }
+                    Err(self.classify(err))
+                }
+            }
         })
-        .await
+        .await?;
+        Ok(refused_at.get())
     }
 
     /// Sets (`Some`) or removes (`None`) the scope's override, if it is
@@ -315,23 +452,7 @@ impl DynamoStore {
         now: EpochMillis,
     ) -> Sent {
         let key = counter_key(scope, keys::LIMIT_NAME);
-        let mut names = HashMap::from([("#version".to_owned(), keys::VERSION.to_owned())]);
-        let mut values = HashMap::new();
-        let condition = match expect {
-            Expect::Any => None,
-            Expect::Absent => Some("attribute_not_exists(#version)"),
-            Expect::Read { version, rev } => {
-                values.insert(":expected".to_owned(), n(i64::try_from(*version).unwrap_or(i64::MAX)));
-                names.insert("#rev".to_owned(), keys::REV.to_owned());
-                Some(match rev {
-                    Some(rev) => {
-                        values.insert(":rev".to_owned(), s(rev));
-                        "#version = :expected AND #rev = :rev"
-                    }
-                    None => "#version = :expected AND attribute_not_exists(#rev)",
-                })
-            }
-        };
+        let (condition, mut names, mut values) = expect.condition();
         // A conditioned write without the SDK's resends (the client's own
         // retry configuration otherwise).
         let once = (*expect != Expect::Any).then(|| sent(Resend::Never));
@@ -682,6 +803,97 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(one[0].num_calls(), 1);
+    }
+
+    /// `limits apply` over four keys: one transaction, a refusal names
+    /// the copy that failed its condition; a resend after a lost answer
+    /// keeps the request token, one after a cancellation for a conflict
+    /// takes a new one.
+    #[tokio::test]
+    async fn the_copies_of_an_apply_go_in_one_transaction_and_a_refusal_names_its_key() {
+        use aws_sdk_dynamodb::operation::transact_write_items::{TransactWriteItemsError, TransactWriteItemsOutput};
+        use aws_sdk_dynamodb::types::CancellationReason;
+        use aws_sdk_dynamodb::types::error::TransactionCanceledException;
+        let keys = ScopeKeys::new(4).unwrap();
+        let copies: Vec<(Scope, Expect, bool)> = keys
+            .keys(&scope())
+            .unwrap()
+            .into_iter()
+            .enumerate()
+            .map(|(k, key)| {
+                (
+                    key,
+                    Expect::Read {
+                        version: 1,
+                        rev: Some(format!("r{k}")),
+                    },
+                    k == 2,
+                )
+            })
+            .collect();
+        let cancelled = |codes: &'static [&'static str]| {
+            mock!(Client::transact_write_items).then_error(move || {
+                TransactWriteItemsError::TransactionCanceledException(
+                    TransactionCanceledException::builder()
+                        .set_cancellation_reasons(Some(
+                            codes
+                                .iter()
+                                .map(|c| CancellationReason::builder().code(*c).build())
+                                .collect(),
+                        ))
+                        .build(),
+                )
+            })
+        };
+        let refused = [cancelled(&["None", "ConditionalCheckFailed", "None", "None"])];
+        let (outcome, key) = store(&refused).write_limit_copies(&copies, Some(40), 1).await.unwrap();
+        assert_eq!(outcome, LimitWrite::Refused { current: None });
+        assert_eq!(key.unwrap().as_str(), "acme/prod#1");
+
+        let tokens = Arc::new(Mutex::new(Vec::new()));
+        let record = |tokens: &Arc<Mutex<Vec<String>>>| {
+            let seen = tokens.clone();
+            move |r: &aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput| {
+                seen.lock().unwrap().push(r.client_request_token().unwrap().to_owned());
+                let items = r.transact_items();
+                items.len() == 4
+                    && items.iter().enumerate().all(|(k, a)| (k == 2) == a.update().is_some())
+                    && items
+                        .iter()
+                        .enumerate()
+                        .all(|(k, a)| (k != 2) == a.condition_check().is_some())
+            }
+        };
+        let rules = [
+            mock!(Client::transact_write_items)
+                .match_requests(record(&tokens))
+                .then_error(|| {
+                    TransactWriteItemsError::generic(ErrorMetadata::builder().code("InternalServerError").build())
+                }),
+            mock!(Client::transact_write_items)
+                .match_requests(record(&tokens))
+                .then_error(|| {
+                    TransactWriteItemsError::TransactionCanceledException(
+                        TransactionCanceledException::builder()
+                            .set_cancellation_reasons(Some(
+                                ["None", "TransactionConflict", "None", "None"]
+                                    .iter()
+                                    .map(|c| CancellationReason::builder().code(*c).build())
+                                    .collect(),
+                            ))
+                            .build(),
+                    )
+                }),
+            mock!(Client::transact_write_items)
+                .match_requests(record(&tokens))
+                .then_output(|| TransactWriteItemsOutput::builder().build()),
+        ];
+        let (outcome, _) = store(&rules).write_limit_copies(&copies, Some(40), 1).await.unwrap();
+        assert_eq!(outcome, LimitWrite::Written);
+        let tokens = tokens.lock().unwrap();
+        assert_eq!(tokens.len(), 3, "{tokens:?}");
+        assert_eq!(tokens[0], tokens[1], "the same token after a lost answer");
+        assert_ne!(tokens[1], tokens[2], "a new token after the cancellation");
     }
 
     #[tokio::test]

@@ -41,7 +41,8 @@ pub struct Change {
     pub prefix: Option<String>,
     /// With the scope spread over N > 1 keys: each key's copy as read, in
     /// key order (`old` is then the largest copy, `version` and `rev`
-    /// none): apply writes each copy not yet as planned, conditioned on
+    /// none): apply writes the copies not yet as planned and checks the
+    /// others in one transaction, each conditioned on
     /// what it read of that copy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub copies: Vec<CopyRead>,

@@ -113,11 +113,11 @@ fn outcome_of(written: std::result::Result<LimitWrite, hybrid_counter::error::St
 }
 
 /// Writes `change`: its scope's one override, or with the scope over
-/// several keys each key's copy that is not yet what the plan sets, in
-/// key order, each conditioned on what the plan read of it (the same
-/// conditional write and ambiguity handling per copy). The first copy
-/// refused, unknown or failed stops the scope (the copies then disagree
-/// until a new plan's apply): its outcome is the scope's, naming the key.
+/// several keys every copy in one transaction, each conditioned on what the
+/// plan read of it: a copy not yet as planned is written, one already so is
+/// only checked, so a change since the plan to any copy refuses the scope
+/// whole and nothing is written (review: written copy by copy, a plan read
+/// before another writer's change left them mixed).
 async fn write_change<S: LimitWriter>(store: &S, keys: ScopeKeys, change: &Change) -> Outcome {
     let scope = match hybrid_counter::Scope::new(change.scope.clone()) {
         Err(e) => return Outcome::Failed { error: e.to_string() },
@@ -127,32 +127,27 @@ async fn write_change<S: LimitWriter>(store: &S, keys: ScopeKeys, change: &Chang
     if change.copies.is_empty() {
         return outcome_of(store.write_limit(&scope, change.new, expect(change), now).await);
     }
-    let mut written = false;
-    for copy in change.copies.iter().filter(|copy| copy.limit != change.new) {
-        let key = match keys.key(&scope, copy.key) {
+    if change.copies.iter().all(|copy| copy.limit == change.new) {
+        return Outcome::AlreadyAsPlanned;
+    }
+    let mut copies = Vec::with_capacity(change.copies.len());
+    for copy in &change.copies {
+        match keys.key(&scope, copy.key) {
             Err(e) => return Outcome::Failed { error: e.to_string() },
-            Ok(key) => key,
-        };
-        match outcome_of(store.write_limit(&key, change.new, expect_copy(copy), now).await) {
-            Outcome::Written => written = true,
-            Outcome::AlreadyAsPlanned => {}
-            Outcome::Unknown { error } => {
-                return Outcome::Unknown {
-                    error: format!("the copy on {key}: {error}"),
-                };
-            }
-            Outcome::Failed { error } => {
-                return Outcome::Failed {
-                    error: format!("the copy on {key}: {error}"),
-                };
-            }
-            refused @ Outcome::Refused { .. } => return refused,
+            Ok(key) => copies.push((key, expect_copy(copy), copy.limit != change.new)),
         }
     }
-    if written {
-        Outcome::Written
-    } else {
-        Outcome::AlreadyAsPlanned
+    match store.write_limit_copies(&copies, change.new, now).await {
+        Ok((LimitWrite::Refused { current }, Some(key))) => Outcome::Refused {
+            now: current.map(|c| c.limit).or_else(|| {
+                let read = change
+                    .copies
+                    .iter()
+                    .find(|c| keys.key(&scope, c.key).ok().as_ref() == Some(&key));
+                read.and_then(|c| c.limit)
+            }),
+        },
+        written => outcome_of(written.map(|(write, _)| write)),
     }
 }
 
@@ -166,6 +161,17 @@ pub(crate) trait LimitWriter {
         expect: Expect,
         now: hybrid_counter::EpochMillis,
     ) -> impl std::future::Future<Output = std::result::Result<LimitWrite, hybrid_counter::error::StoreError>>;
+
+    /// Every copy of one scope in one transaction
+    /// ([`DynamoStore::write_limit_copies`]): `(key, expected, written)`.
+    fn write_limit_copies(
+        &self,
+        copies: &[(hybrid_counter::Scope, Expect, bool)],
+        limit: Option<u64>,
+        now: hybrid_counter::EpochMillis,
+    ) -> impl std::future::Future<
+        Output = std::result::Result<(LimitWrite, Option<hybrid_counter::Scope>), hybrid_counter::error::StoreError>,
+    >;
 }
 
 impl LimitWriter for DynamoStore {
@@ -177,6 +183,15 @@ impl LimitWriter for DynamoStore {
         now: hybrid_counter::EpochMillis,
     ) -> std::result::Result<LimitWrite, hybrid_counter::error::StoreError> {
         DynamoStore::write_limit(self, scope, limit, expect, now).await
+    }
+
+    async fn write_limit_copies(
+        &self,
+        copies: &[(hybrid_counter::Scope, Expect, bool)],
+        limit: Option<u64>,
+        now: hybrid_counter::EpochMillis,
+    ) -> std::result::Result<(LimitWrite, Option<hybrid_counter::Scope>), hybrid_counter::error::StoreError> {
+        DynamoStore::write_limit_copies(self, copies, limit, now).await
     }
 }
 
@@ -349,27 +364,39 @@ mod tests {
         assert_eq!(expect(&change("a", Kind::Removed, Some(7))), read(7));
     }
 
-    /// Answers each write from `answers` by key, and records what it was
-    /// asked.
+    /// Answers a scope's copies in one transaction, refused at
+    /// `refuse` when it names one, and records what it was asked.
     #[derive(Default)]
     struct Writes {
-        asked: std::sync::Mutex<Vec<(String, Option<u64>, Expect)>>,
+        asked: std::sync::Mutex<Vec<Vec<(String, Expect, bool)>>>,
         refuse: Option<&'static str>,
     }
 
     impl LimitWriter for Writes {
         async fn write_limit(
             &self,
-            scope: &hybrid_counter::Scope,
-            limit: Option<u64>,
-            expect: Expect,
+            _scope: &hybrid_counter::Scope,
+            _limit: Option<u64>,
+            _expect: Expect,
             _now: hybrid_counter::EpochMillis,
         ) -> std::result::Result<LimitWrite, hybrid_counter::error::StoreError> {
-            self.asked.lock().unwrap().push((scope.to_string(), limit, expect));
-            Ok(if self.refuse == Some(scope.as_str()) {
-                LimitWrite::Refused { current: None }
-            } else {
-                LimitWrite::Written
+            panic!("a scope over several keys is written in one transaction")
+        }
+
+        async fn write_limit_copies(
+            &self,
+            copies: &[(hybrid_counter::Scope, Expect, bool)],
+            _limit: Option<u64>,
+            _now: hybrid_counter::EpochMillis,
+        ) -> std::result::Result<(LimitWrite, Option<hybrid_counter::Scope>), hybrid_counter::error::StoreError>
+        {
+            self.asked
+                .lock()
+                .unwrap()
+                .push(copies.iter().map(|(k, e, w)| (k.to_string(), e.clone(), *w)).collect());
+            Ok(match copies.iter().find(|(k, _, _)| Some(k.as_str()) == self.refuse) {
+                Some((key, _, _)) => (LimitWrite::Refused { current: None }, Some(key.clone())),
+                None => (LimitWrite::Written, None),
             })
         }
     }
@@ -383,9 +410,17 @@ mod tests {
         }
     }
 
+    /// Review of issue 38 item 4 (finding 2): every copy goes in one
+    /// transaction, those already as planned checked against the plan's
+    /// read, so a change since the plan to any of them refuses the scope
+    /// whole instead of leaving the copies mixed.
     #[tokio::test]
-    async fn over_four_keys_apply_writes_each_copy_not_yet_as_planned_conditioned_on_its_own_read() {
+    async fn over_four_keys_apply_writes_every_copy_in_one_transaction_conditioned_on_its_read() {
         let keys = ScopeKeys::new(4).unwrap();
+        let read = |version: u64, rev: &str| Expect::Read {
+            version,
+            rev: Some(rev.into()),
+        };
         let mut repair = change("acct", Kind::Changed, None);
         repair.old = Some(20);
         repair.new = Some(20);
@@ -394,20 +429,16 @@ mod tests {
         assert_eq!(write_change(&store, keys, &repair).await, Outcome::Written);
         assert_eq!(
             *store.asked.lock().unwrap(),
-            [
-                (
-                    "acct#1".to_owned(),
-                    Some(20),
-                    Expect::Read {
-                        version: 2,
-                        rev: Some("r1".into())
-                    }
-                ),
-                ("acct#2".to_owned(), Some(20), Expect::Absent),
-            ]
+            [vec![
+                ("acct#0".to_owned(), read(1, "r0"), false),
+                ("acct#1".to_owned(), read(2, "r1"), true),
+                ("acct#2".to_owned(), Expect::Absent, true),
+                ("acct#3".to_owned(), read(4, "r3"), false),
+            ]],
+            "one transaction: the copies to write and the others checked"
         );
 
-        // A removal clears the copies that exist; a refused copy stops the scope.
+        // A refused copy refuses the scope, naming what the plan read there.
         let mut removal = change("acct", Kind::Removed, None);
         removal.old = Some(20);
         removal.copies = vec![copy(0, Some(20)), copy(1, None), copy(2, Some(20)), copy(3, Some(20))];
@@ -417,10 +448,9 @@ mod tests {
         };
         assert_eq!(
             write_change(&store, keys, &removal).await,
-            Outcome::Refused { now: None }
+            Outcome::Refused { now: Some(20) }
         );
-        let asked: Vec<String> = store.asked.lock().unwrap().iter().map(|a| a.0.clone()).collect();
-        assert_eq!(asked, ["acct#0", "acct#2"], "stopped at the refused copy");
+        assert_eq!(store.asked.lock().unwrap().len(), 1);
 
         // Every copy already as planned: nothing is sent.
         let mut done = change("acct", Kind::Changed, None);
