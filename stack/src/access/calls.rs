@@ -107,12 +107,16 @@ pub const CALLS: &[Call] = &[
             "aws/src/limits.rs",
         ],
         &[
-            on(CountersTable, &[DynamoDbUpdateItem, DynamoDbDeleteItem]),
+            on(
+                CountersTable,
+                &[DynamoDbUpdateItem, DynamoDbDeleteItem, DynamoDbConditionCheckItem],
+            ),
             on(ResourcesTable, &[DynamoDbUpdateItem]),
         ],
         "verify --failure-path takes its own items' count back; audit --repair: counters set under the versions it \
-         read, or a strict raise under the shards' epoch; counterctl limit set|clear at ScopeKeyShards > 1: every \
-         key's copy of the override in one transaction",
+         read, or a strict raise under the shards' epoch; counterctl limit set|clear and limits apply at \
+         ScopeKeyShards > 1: every key's copy of the override in one transaction (apply checks the copies it does \
+         not write)",
     ),
     call(
         "get_item",
