@@ -44,6 +44,26 @@ pub enum Expect {
     Read { version: u64, rev: Option<String> },
 }
 
+/// The update that writes an override (`limit`, `updated_at`, the write's
+/// `rev` token, `version` bumped), its names and values added to the
+/// condition's.
+fn set_limit_expression(
+    limit: u64,
+    now: EpochMillis,
+    token: &str,
+    names: &mut HashMap<String, String>,
+    values: &mut HashMap<String, AttributeValue>,
+) -> &'static str {
+    names.insert("#limit".to_owned(), keys::LIMIT.to_owned());
+    names.insert("#updated_at".to_owned(), keys::UPDATED_AT.to_owned());
+    names.insert("#rev".to_owned(), keys::REV.to_owned());
+    values.insert(":limit".to_owned(), AttributeValue::N(limit.to_string()));
+    values.insert(":now".to_owned(), n(now));
+    values.insert(":one".to_owned(), n(1));
+    values.insert(":token".to_owned(), s(token));
+    "SET #limit = :limit, #updated_at = :now, #rev = :token ADD #version :one"
+}
+
 impl Expect {
     /// The condition expression of a write expecting this (`None` for
     /// [`Expect::Any`]) with its names and values.
@@ -206,38 +226,11 @@ impl DynamoStore {
         if copies.len() == 1 {
             return self.set_limit(&copies[0], limit, now).await;
         }
-        let token = uuid::Uuid::new_v4().to_string();
-        let mut actions = Vec::with_capacity(copies.len());
-        for key in &copies {
-            let item_key = counter_key(key, keys::LIMIT_NAME);
-            let action = match limit {
-                Some(limit) => TransactWriteItem::builder().update(
-                    Update::builder()
-                        .table_name(self.counters_table())
-                        .set_key(Some(item_key))
-                        .update_expression("SET #limit = :limit, #updated_at = :now, #rev = :token ADD #version :one")
-                        .expression_attribute_names("#limit", keys::LIMIT)
-                        .expression_attribute_names("#updated_at", keys::UPDATED_AT)
-                        .expression_attribute_names("#rev", keys::REV)
-                        .expression_attribute_names("#version", keys::VERSION)
-                        .expression_attribute_values(":limit", AttributeValue::N(limit.to_string()))
-                        .expression_attribute_values(":now", n(now))
-                        .expression_attribute_values(":token", s(&token))
-                        .expression_attribute_values(":one", n(1))
-                        .build()
-                        .map_err(|e| StoreError::Rejected(e.to_string()))?,
-                ),
-                None => TransactWriteItem::builder().delete(
-                    Delete::builder()
-                        .table_name(self.counters_table())
-                        .set_key(Some(item_key))
-                        .build()
-                        .map_err(|e| StoreError::Rejected(e.to_string()))?,
-                ),
-            };
-            actions.push(action.build());
+        let copies: Vec<(Scope, Expect, bool)> = copies.into_iter().map(|key| (key, Expect::Any, true)).collect();
+        match self.write_limit_copies(&copies, limit, now).await? {
+            (LimitWrite::Unknown { error }, _) => Err(StoreError::Unavailable(error)),
+            _ => Ok(()),
         }
-        self.send_copies(actions).await.map(drop)
     }
 
     /// `limits apply` of one scope spread over keys: every copy in one
@@ -275,20 +268,12 @@ impl DynamoStore {
                         .map_err(invalid)?,
                 ),
                 (true, Some(limit)) => {
-                    names.insert("#limit".to_owned(), keys::LIMIT.to_owned());
-                    names.insert("#updated_at".to_owned(), keys::UPDATED_AT.to_owned());
-                    names.insert("#rev".to_owned(), keys::REV.to_owned());
-                    values.insert(":limit".to_owned(), AttributeValue::N(limit.to_string()));
-                    values.insert(":now".to_owned(), n(now));
-                    values.insert(":one".to_owned(), n(1));
-                    values.insert(":token".to_owned(), s(&token));
+                    let update = set_limit_expression(limit, now, &token, &mut names, &mut values);
                     TransactWriteItem::builder().update(
                         Update::builder()
                             .table_name(self.counters_table())
                             .set_key(Some(item_key))
-                            .update_expression(
-                                "SET #limit = :limit, #updated_at = :now, #rev = :token ADD #version :one",
-                            )
+                            .update_expression(update)
                             .set_condition_expression(condition.map(str::to_owned))
                             .set_expression_attribute_names(Some(names))
                             .set_expression_attribute_values(Some(values))
@@ -459,18 +444,12 @@ impl DynamoStore {
         let refused = ReturnValuesOnConditionCheckFailure::AllOld;
         match limit {
             Some(limit) => {
-                names.insert("#limit".to_owned(), keys::LIMIT.to_owned());
-                names.insert("#updated_at".to_owned(), keys::UPDATED_AT.to_owned());
-                names.insert("#rev".to_owned(), keys::REV.to_owned());
-                values.insert(":limit".to_owned(), AttributeValue::N(limit.to_string()));
-                values.insert(":now".to_owned(), n(now));
-                values.insert(":one".to_owned(), n(1));
-                values.insert(":token".to_owned(), s(token));
+                let update = set_limit_expression(limit, now, token, &mut names, &mut values);
                 self.client()
                     .update_item()
                     .table_name(self.counters_table())
                     .set_key(Some(key))
-                    .update_expression("SET #limit = :limit, #updated_at = :now, #rev = :token ADD #version :one")
+                    .update_expression(update)
                     .set_condition_expression(condition.map(str::to_owned))
                     .return_values_on_condition_check_failure(refused)
                     .set_expression_attribute_names(Some(names))

@@ -99,9 +99,9 @@ mod tests {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
     }
 
-    #[test]
-    fn the_deployed_admission_mode_comes_from_the_stack_parameter() {
-        let deployed = |parameters: &[(&str, &str)]| Deployed {
+    /// A deployed stack with `parameters` and the two tables' outputs.
+    fn deployed(parameters: &[(&str, &str)]) -> Deployed {
+        Deployed {
             stack: StackInfo {
                 id: "arn:stack".into(),
                 name: "hybrid-counter".into(),
@@ -116,7 +116,11 @@ mod tests {
                 last_updated: None,
                 description: None,
             },
-        };
+        }
+    }
+
+    #[test]
+    fn the_deployed_admission_mode_comes_from_the_stack_parameter() {
         let strict = deployed(&[("AdmissionMode", "strict"), ("DefaultLimit", "7")])
             .counter_config()
             .unwrap();
@@ -130,22 +134,6 @@ mod tests {
 
     #[test]
     fn the_deployed_scope_keys_come_from_the_stack_parameter_and_default_to_one() {
-        let deployed = |parameters: &[(&str, &str)]| Deployed {
-            stack: StackInfo {
-                id: "arn:stack".into(),
-                name: "hybrid-counter".into(),
-                status: "UPDATE_COMPLETE".into(),
-                status_reason: None,
-                parameters: map(parameters),
-                outputs: map(&[
-                    (stack::outputs::RESOURCES_TABLE, "res"),
-                    (stack::outputs::COUNTERS_TABLE, "cnt"),
-                ]),
-                tags: BTreeMap::new(),
-                last_updated: None,
-                description: None,
-            },
-        };
         let spread = deployed(&[("ScopeKeyShards", "8")]).counter_config().unwrap();
         assert_eq!(spread.scope_keys.count(), 8);
         let older = deployed(&[]).counter_config().unwrap();
