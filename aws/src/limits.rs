@@ -12,7 +12,9 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 
+use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Delete, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
@@ -42,6 +44,15 @@ pub enum Expect {
     /// The override as read: this `version` and write token (`None`: an
     /// item written without one).
     Read { version: u64, rev: Option<String> },
+}
+
+/// Whether an error with this code may come after the request was
+/// applied: no code (a timeout, a dropped connection) or a server error.
+fn may_have_applied(code: Option<&str>) -> bool {
+    match code {
+        None => true,
+        Some(code) => code.ends_with("ServerError") || matches!(code, "InternalFailure" | "ServiceUnavailable"),
+    }
 }
 
 /// The update that writes an override (`limit`, `updated_at`, the write's
@@ -253,12 +264,17 @@ impl DynamoStore {
         for (key, expect, write) in copies {
             let (condition, mut names, mut values) = expect.condition();
             let item_key = counter_key(key, keys::LIMIT_NAME);
+            // What a refused copy holds now, for the report.
+            let old_on_refusal = condition
+                .is_some()
+                .then_some(ReturnValuesOnConditionCheckFailure::AllOld);
             let invalid = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Rejected(e.to_string());
             let action = match (write, limit) {
                 (false, _) => TransactWriteItem::builder().condition_check(
                     ConditionCheck::builder()
                         .table_name(self.counters_table())
                         .set_key(Some(item_key))
+                        .set_return_values_on_condition_check_failure(old_on_refusal.clone())
                         .condition_expression(
                             condition.unwrap_or("attribute_exists(#version) OR attribute_not_exists(#version)"),
                         )
@@ -273,6 +289,7 @@ impl DynamoStore {
                         Update::builder()
                             .table_name(self.counters_table())
                             .set_key(Some(item_key))
+                            .set_return_values_on_condition_check_failure(old_on_refusal.clone())
                             .update_expression(update)
                             .set_condition_expression(condition.map(str::to_owned))
                             .set_expression_attribute_names(Some(names))
@@ -285,6 +302,7 @@ impl DynamoStore {
                     Delete::builder()
                         .table_name(self.counters_table())
                         .set_key(Some(item_key))
+                        .set_return_values_on_condition_check_failure(old_on_refusal.clone())
                         .set_condition_expression(condition.map(str::to_owned))
                         .set_expression_attribute_names(condition.is_some().then_some(names))
                         .set_expression_attribute_values((!values.is_empty()).then_some(values))
@@ -295,7 +313,7 @@ impl DynamoStore {
             actions.push(action.build());
         }
         match self.send_copies(actions).await {
-            Ok(Some(at)) => Ok((LimitWrite::Refused { current: None }, Some(copies[at].0.clone()))),
+            Ok(Some((at, current))) => Ok((LimitWrite::Refused { current }, Some(copies[at].0.clone()))),
             Ok(None) => Ok((LimitWrite::Written, None)),
             Err(StoreError::Unavailable(error)) => Ok((LimitWrite::Unknown { error }, None)),
             Err(err) => Err(err),
@@ -303,41 +321,90 @@ impl DynamoStore {
     }
 
     /// Sends one transaction of `limit` items with the one-off write's
-    /// retries; `Some(index)` when the action at `index` failed its
-    /// condition (nothing written). A resend after an answer that may
-    /// have been lost (a 5xx, a timeout) keeps the client request token,
+    /// retries and no SDK resends. Answers: `Ok(None)` applied;
+    /// `Ok(Some((index, item)))` the action at `index` failed its
+    /// condition (nothing written; `item`: what it found there). A resend
+    /// after an answer that may have been lost (a 5xx, a timeout, a
+    /// transaction still in progress) keeps the client request token,
     /// which DynamoDB answers without applying twice; one after a
     /// cancellation for a conflict or throttling (nothing applied) takes a
-    /// new token, so it is not answered with the cancellation again.
-    async fn send_copies(&self, actions: Vec<TransactWriteItem>) -> Result<Option<usize>, StoreError> {
+    /// new token. A definite refusal (another cancellation reason, access
+    /// denied, a validation or token mismatch) is not retried. When the
+    /// retries run out after any send that may have applied, the outcome
+    /// is unknown: [`StoreError::Unavailable`].
+    async fn send_copies(
+        &self,
+        actions: Vec<TransactWriteItem>,
+    ) -> Result<Option<(usize, Option<LimitItem>)>, StoreError> {
         let token = Cell::new(uuid::Uuid::new_v4().to_string());
-        let refused_at: Cell<Option<usize>> = Cell::new(None);
-        one_off_write(|| async {
-            let sent = token.take();
-            token.set(sent.clone());
+        let refused: Cell<Option<(usize, Option<LimitItem>)>> = Cell::new(None);
+        let ambiguous: Cell<Option<String>> = Cell::new(None);
+        let sent_result = one_off_write(|| async {
+            let sent_token = token.take();
+            token.set(sent_token.clone());
             let result = self
                 .client()
                 .transact_write_items()
                 .set_transact_items(Some(actions.clone()))
-                .client_request_token(sent)
+                .client_request_token(sent_token)
+                .customize()
+                .config_override(sent(Resend::Never))
                 .send()
                 .await;
-            match result {
-                Ok(_) => Ok(()),
-                Err(err) => {
-                    if let Some(reasons) = crate::dynamo::cancel_reasons(&err) {
-                        if let Some(at) = reasons.iter().position(|r| *r == CancelReason::ConditionalCheckFailed) {
-                            refused_at.set(Some(at));
-                            return Ok(());
-                        }
-                        token.set(uuid::Uuid::new_v4().to_string());
-                    }
-                    Err(self.classify(err))
+            let err = match result {
+                Ok(_) => return Ok(()),
+                Err(err) => err,
+            };
+            if let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) = err.as_service_error() {
+                let reasons = cancelled.cancellation_reasons();
+                let codes: Vec<CancelReason> = reasons.iter().map(|r| CancelReason::from_code(r.code())).collect();
+                if let Some(at) = codes.iter().position(|r| *r == CancelReason::ConditionalCheckFailed) {
+                    let found = reasons[at]
+                        .item()
+                        .filter(|item| !item.is_empty())
+                        .and_then(|item| serde_dynamo::from_item::<_, LimitItem>(item.clone()).ok());
+                    refused.set(Some((at, found)));
+                    return Ok(());
                 }
+                let message = format!("the transaction was cancelled: {codes:?}");
+                if codes.iter().all(|r| {
+                    matches!(
+                        r,
+                        CancelReason::None | CancelReason::TransactionConflict | CancelReason::Throttled
+                    )
+                }) {
+                    // Nothing applied: a new token, so the resend is not
+                    // answered with this cancellation again.
+                    token.set(uuid::Uuid::new_v4().to_string());
+                    return Err(StoreError::Transient(message));
+                }
+                return Err(StoreError::Rejected(message));
+            }
+            let code = err.code().map(str::to_owned);
+            match self.classify(err) {
+                transient @ StoreError::Transient(_) => {
+                    if code.as_deref() == Some("TransactionInProgressException") {
+                        ambiguous.set(Some(transient.to_string()));
+                    }
+                    Err(transient)
+                }
+                StoreError::Unavailable(error) if may_have_applied(code.as_deref()) => {
+                    ambiguous.set(Some(error.clone()));
+                    Err(StoreError::Unavailable(error))
+                }
+                // A client error (access denied, a token mismatch, ...):
+                // nothing applied, and a resend would be refused alike.
+                StoreError::Unavailable(error) => Err(StoreError::Rejected(error)),
+                other => Err(other),
             }
         })
-        .await?;
-        Ok(refused_at.get())
+        .await;
+        match (sent_result, ambiguous.take()) {
+            (Ok(()), _) => Ok(refused.take()),
+            (Err(_), Some(error)) => Err(StoreError::Unavailable(error)),
+            (Err(err @ StoreError::Unavailable(_)), None) => Err(StoreError::Rejected(err.to_string())),
+            (Err(err), None) => Err(err),
+        }
     }
 
     /// Sets (`Some`) or removes (`None`) the scope's override, if it is
@@ -817,17 +884,99 @@ mod tests {
                         .set_cancellation_reasons(Some(
                             codes
                                 .iter()
-                                .map(|c| CancellationReason::builder().code(*c).build())
+                                .map(|c| {
+                                    let reason = CancellationReason::builder().code(*c);
+                                    // What a refused copy holds now (AllOld).
+                                    match *c {
+                                        "ConditionalCheckFailed" => reason.set_item(Some(limit_item(15, 3, "r9"))),
+                                        _ => reason,
+                                    }
+                                    .build()
+                                })
                                 .collect(),
                         ))
                         .build(),
                 )
             })
         };
-        let refused = [cancelled(&["None", "ConditionalCheckFailed", "None", "None"])];
+        // Every copy conditioned on its read, the refusal asked to return
+        // the item it found.
+        let conditioned = mock!(Client::transact_write_items)
+            .match_requests(|r| {
+                r.transact_items().iter().all(|a| {
+                    let (condition, old) = match (a.update(), a.condition_check()) {
+                        (Some(u), None) => (u.condition_expression(), u.return_values_on_condition_check_failure()),
+                        (None, Some(c)) => (
+                            Some(c.condition_expression()),
+                            c.return_values_on_condition_check_failure(),
+                        ),
+                        _ => (None, None),
+                    };
+                    condition == Some("#version = :expected AND #rev = :rev")
+                        && old == Some(&ReturnValuesOnConditionCheckFailure::AllOld)
+                })
+            })
+            .then_error(|| {
+                TransactWriteItemsError::TransactionCanceledException(
+                    TransactionCanceledException::builder()
+                        .set_cancellation_reasons(Some(
+                            ["None", "ConditionalCheckFailed", "None", "None"]
+                                .iter()
+                                .map(|c| {
+                                    let reason = CancellationReason::builder().code(*c);
+                                    match *c {
+                                        "ConditionalCheckFailed" => reason.set_item(Some(limit_item(15, 3, "r9"))),
+                                        _ => reason,
+                                    }
+                                    .build()
+                                })
+                                .collect(),
+                        ))
+                        .build(),
+                )
+            });
+        let refused = [conditioned];
         let (outcome, key) = store(&refused).write_limit_copies(&copies, Some(40), 1).await.unwrap();
-        assert_eq!(outcome, LimitWrite::Refused { current: None });
+        assert_eq!(
+            outcome,
+            LimitWrite::Refused {
+                current: Some(LimitItem {
+                    limit: 15,
+                    version: 3,
+                    rev: Some("r9".into())
+                })
+            },
+            "the copy found, not what the plan read"
+        );
         assert_eq!(key.unwrap().as_str(), "acme/prod#1");
+        assert_eq!(refused[0].num_calls(), 1);
+
+        // Review (finding 1): a cancellation for a reason no resend can
+        // change is not retried, and is a failure, not an unknown outcome.
+        let invalid = [cancelled(&["None", "ValidationError", "None", "None"])];
+        let err = store(&invalid)
+            .write_limit_copies(&copies, Some(40), 1)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Rejected(_)), "{err:?}");
+        assert_eq!(invalid[0].num_calls(), 1);
+
+        // Review (finding 2): a send that may have applied (a 5xx), then
+        // only "still in progress" until the retries run out: unknown, not
+        // failed.
+        let budget = crate::dynamo::ONE_OFF_WRITE_BACKOFF.max_attempts as usize;
+        let mut lost = vec![mock!(Client::transact_write_items).then_error(|| {
+            TransactWriteItemsError::generic(ErrorMetadata::builder().code("InternalServerError").build())
+        })];
+        lost.extend((1..budget).map(|_| {
+            mock!(Client::transact_write_items).then_error(|| {
+                TransactWriteItemsError::generic(
+                    ErrorMetadata::builder().code("TransactionInProgressException").build(),
+                )
+            })
+        }));
+        let (outcome, _) = store(&lost).write_limit_copies(&copies, Some(40), 1).await.unwrap();
+        assert!(matches!(outcome, LimitWrite::Unknown { .. }), "{outcome:?}");
 
         let tokens = Arc::new(Mutex::new(Vec::new()));
         let record = |tokens: &Arc<Mutex<Vec<String>>>| {

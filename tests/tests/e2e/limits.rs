@@ -205,7 +205,13 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
         panic!("{applied}")
     };
     let outcome = |s: &str| apply.results.iter().find(|r| r.scope == s).map(|r| r.outcome.clone());
-    assert_eq!(outcome("team-0001"), Some(Outcome::Refused { now: Some(4242) }));
+    assert_eq!(
+        outcome("team-0001"),
+        Some(Outcome::Refused {
+            now: Some(4242),
+            key: None
+        })
+    );
     for s in ["fresh", "late/a", "team-0002", "team-0007"] {
         assert_eq!(outcome(s), Some(Outcome::Written), "{s}: {applied}");
     }
@@ -318,7 +324,14 @@ async fn limits_as_code_export_plan_apply_refuse_what_changed_and_converge() {
         .iter()
         .find(|r| r.scope == "aba")
         .map(|r| r.outcome.clone());
-    assert_eq!(aba_outcome, Some(Outcome::Refused { now: Some(10) }), "{aba}");
+    assert_eq!(
+        aba_outcome,
+        Some(Outcome::Refused {
+            now: Some(10),
+            key: None
+        }),
+        "{aba}"
+    );
     assert_eq!(
         limit("aba").await,
         Some(10),

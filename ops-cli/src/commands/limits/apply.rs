@@ -32,6 +32,9 @@ pub enum Outcome {
     /// Changed since the plan; `now` is the override found (`None`: none).
     Refused {
         now: Option<u64>,
+        /// With the scope over several keys: the key whose copy changed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
     },
     /// A send ended ambiguously and the read-back could not tell whether
     /// it landed: re-run plan to see.
@@ -106,6 +109,7 @@ fn outcome_of(written: std::result::Result<LimitWrite, hybrid_counter::error::St
         Ok(LimitWrite::AlreadyAsPlanned) => Outcome::AlreadyAsPlanned,
         Ok(LimitWrite::Refused { current }) => Outcome::Refused {
             now: current.map(|c| c.limit),
+            key: None,
         },
         Ok(LimitWrite::Unknown { error }) => Outcome::Unknown { error },
         Err(e) => Outcome::Failed { error: e.to_string() },
@@ -138,14 +142,9 @@ async fn write_change<S: LimitWriter>(store: &S, keys: ScopeKeys, change: &Chang
         }
     }
     match store.write_limit_copies(&copies, change.new, now).await {
-        Ok((LimitWrite::Refused { current }, Some(key))) => Outcome::Refused {
-            now: current.map(|c| c.limit).or_else(|| {
-                let read = change
-                    .copies
-                    .iter()
-                    .find(|c| keys.key(&scope, c.key).ok().as_ref() == Some(&key));
-                read.and_then(|c| c.limit)
-            }),
+        Ok((LimitWrite::Refused { current }, key)) => Outcome::Refused {
+            now: current.map(|c| c.limit),
+            key: key.map(|k| k.to_string()),
         },
         written => outcome_of(written.map(|(write, _)| write)),
     }
@@ -203,9 +202,10 @@ impl ScopeResult {
         match &self.outcome {
             Outcome::Written => format!("  written  {scope}: {new}"),
             Outcome::AlreadyAsPlanned => format!("  written  {scope}: {new} (already so)"),
-            Outcome::Refused { now } => format!(
-                "  refused  {scope}: changed since the plan (now {}): re-run plan",
-                now.map_or_else(|| "no override".to_owned(), |n| n.to_string())
+            Outcome::Refused { now, key } => format!(
+                "  refused  {scope}: changed since the plan (now {}{}): re-run plan",
+                now.map_or_else(|| "no override".to_owned(), |n| n.to_string()),
+                key.as_ref().map_or_else(String::new, |k| format!(" on {k}"))
             ),
             Outcome::Unknown { error } => {
                 format!("  unknown  {scope}: {new} may or may not be written ({error}): re-run plan")
@@ -395,7 +395,16 @@ mod tests {
                 .unwrap()
                 .push(copies.iter().map(|(k, e, w)| (k.to_string(), e.clone(), *w)).collect());
             Ok(match copies.iter().find(|(k, _, _)| Some(k.as_str()) == self.refuse) {
-                Some((key, _, _)) => (LimitWrite::Refused { current: None }, Some(key.clone())),
+                Some((key, _, _)) => (
+                    LimitWrite::Refused {
+                        current: Some(hybrid_counter::limits::LimitItem {
+                            limit: 7,
+                            version: 9,
+                            rev: None,
+                        }),
+                    },
+                    Some(key.clone()),
+                ),
                 None => (LimitWrite::Written, None),
             })
         }
@@ -448,7 +457,10 @@ mod tests {
         };
         assert_eq!(
             write_change(&store, keys, &removal).await,
-            Outcome::Refused { now: Some(20) }
+            Outcome::Refused {
+                now: Some(7),
+                key: Some("acct#2".into())
+            }
         );
         assert_eq!(store.asked.lock().unwrap().len(), 1);
 
@@ -485,7 +497,13 @@ mod tests {
             refused_below_usage: Vec::new(),
             results: vec![
                 result("a", Outcome::Written),
-                result("b", Outcome::Refused { now: Some(3) }),
+                result(
+                    "b",
+                    Outcome::Refused {
+                        now: Some(3),
+                        key: None,
+                    },
+                ),
                 result("c", Outcome::Failed { error: "boom".into() }),
                 result("d", Outcome::Unknown { error: "500".into() }),
             ],
