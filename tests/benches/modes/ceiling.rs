@@ -31,7 +31,7 @@
 //! [`Params::refine`] times. The ceiling is the achieved creates/s of the
 //! highest passing step, divided by the scale.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -121,6 +121,8 @@ pub struct Step {
     pub throttled_share: f64,
     /// Operations that answered an error to their caller.
     pub failed: u64,
+    /// The kit's failed operations by operation and error.
+    pub failed_by: BTreeMap<String, u64>,
     /// Creates not yet counted by the stream at the step's end (the kit).
     pub backlog: u64,
     pub splits: u64,
@@ -326,6 +328,9 @@ struct Load {
     lags: Arc<Mutex<Lags>>,
     creates: Arc<AtomicU64>,
     failed: Arc<AtomicU64>,
+    /// The kit's operations failed to their callers, by operation and
+    /// error (`create: Unavailable: ...`).
+    failed_by: Arc<Mutex<BTreeMap<String, u64>>>,
 }
 
 fn s(v: &str) -> AttributeValue {
@@ -376,11 +381,12 @@ impl Load {
         match self.approach {
             Approach::Kit { .. } => {
                 let resource = ResourceId::new(id).expect("id");
-                self.rig
+                let created = self
+                    .rig
                     .counter
                     .create(&self.scope, &resource, Item::default(), now_millis())
-                    .await
-                    .is_ok()
+                    .await;
+                self.record("create", created.map(drop))
             }
             Approach::Plain => {
                 let add = self.add("1");
@@ -424,11 +430,8 @@ impl Load {
         match self.approach {
             Approach::Kit { .. } => {
                 let resource = ResourceId::new(id).expect("id");
-                self.rig
-                    .counter
-                    .delete(&self.scope, &resource, now_millis())
-                    .await
-                    .is_ok()
+                let deleted = self.rig.counter.delete(&self.scope, &resource, now_millis()).await;
+                self.record("delete", deleted)
             }
             Approach::Plain => {
                 let add = self.add("-1");
@@ -484,6 +487,16 @@ impl Load {
         }
     }
 
+    /// Whether the kit's `operation` succeeded; a failure is counted by
+    /// its error and what the store said.
+    fn record(&self, operation: &str, result: Result<(), hybrid_counter::Error>) -> bool {
+        let Err(err) = result else { return true };
+        let detail: String = err.detail().unwrap_or_default().chars().take(80).collect();
+        let reason = format!("{operation}: {} {detail}", err.code());
+        *self.failed_by.lock().expect("failed_by").entry(reason).or_default() += 1;
+        false
+    }
+
     /// Operation `n`: every fourth deletes a live item, the others create one.
     async fn operate(&self, n: u64) {
         let doomed = (n % 4 == 3)
@@ -529,6 +542,7 @@ async fn step(load: &Load, params: &Params, rate: f64) -> Step {
         load.creates.load(Ordering::Relaxed),
         load.failed.load(Ordering::Relaxed),
     );
+    let failed_by_before = load.failed_by.lock().expect("failed_by").clone();
     let in_flight = Arc::new(AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     let started = Instant::now();
@@ -591,6 +605,16 @@ async fn step(load: &Load, params: &Params, rate: f64) -> Step {
         conflicts: during.conflicts(),
         throttled_share,
         failed: load.failed.load(Ordering::Relaxed) - failed_before,
+        failed_by: load
+            .failed_by
+            .lock()
+            .expect("failed_by")
+            .iter()
+            .filter_map(|(reason, n)| {
+                let new = n - failed_by_before.get(reason).copied().unwrap_or(0);
+                (new > 0).then(|| (reason.clone(), new))
+            })
+            .collect(),
         backlog,
         splits: during.splits(),
         passed: sent >= params.min_requests
@@ -649,6 +673,7 @@ async fn run_once(emulator: &Emulator, params: &Params, approach: Approach, run:
         lags: lags.clone(),
         creates: Arc::new(AtomicU64::new(0)),
         failed: Arc::new(AtomicU64::new(0)),
+        failed_by: Arc::default(),
     };
     // Operations/s at the arithmetic bound (emulator units); the
     // transaction anchor's one counter item takes at most one transaction
@@ -677,6 +702,9 @@ async fn run_once(emulator: &Emulator, params: &Params, approach: Approach, run:
             step.backlog,
             if step.passed { "passed" } else { "failed" }
         );
+        for (reason, n) in &step.failed_by {
+            eprintln!("      failed: {n} x {reason}");
+        }
         if step.passed {
             last_pass = Some(rate);
         } else {

@@ -186,12 +186,16 @@ impl Verify<'_> {
             let first = range.first().map(sequence_number);
             // Each key's count, in one transaction per key: the stream
             // counted each key's items on that key's counter.
+            // A key that fails stops the loop, but the on-failure record
+            // still goes to DLQ1: the keys already taken back must be
+            // replayed (replaying records still counted writes nothing).
+            let mut failed = None;
             for (key, items) in items {
                 let counter = ShardChoice::for_batch(self.config.eventual_shards, first).counter_name(key);
-                self.store
-                    .uncount(key, &counter, items, now_millis())
-                    .await
-                    .map_err(store_error("taking back the stream's count of verify's items"))?;
+                if let Err(err) = self.store.uncount(key, &counter, items, now_millis()).await {
+                    failed = Some(store_error("taking back the stream's count of verify's items")(err));
+                    break;
+                }
             }
             let record = OnFailureRecord::for_batch(
                 &target.function_arn,
@@ -213,6 +217,9 @@ impl Verify<'_> {
                     message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
                 })?;
             sent.push(format!("{} records of shard {shard} (message {message})", range.len()));
+            if let Some(err) = failed {
+                return Err(err);
+            }
         }
         self.ctx
             .ui
