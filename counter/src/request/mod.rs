@@ -163,6 +163,14 @@ impl<S: Store> Counter<S> {
         self
     }
 
+    /// Retries of the request path's own writes when the item is busy
+    /// (default: 4 attempts, full jitter from 20 ms). The capacity bench
+    /// stretches it with its dilated time.
+    pub fn with_busy_backoff(mut self, backoff: Backoff) -> Self {
+        self.busy_backoff = backoff;
+        self
+    }
+
     pub fn admission(&self) -> Admission {
         self.admission
     }

@@ -219,7 +219,22 @@ async fn rig(emulator: &Emulator, model: &CapacityParams, shards: u32, keys: u32
     let client = Client::new(&proxy.sdk_config().await);
     let store = DynamoStore::new(client.clone(), &config);
     Rig {
-        counter: Counter::configured(store.clone().with_meter(Meter::new()), u64::MAX / 2, &config),
+        counter: {
+            let counter = Counter::configured(store.clone().with_meter(Meter::new()), u64::MAX / 2, &config);
+            // The kit's busy retries wait in model time, as the items they
+            // wait for are held in model time (a transaction's hold is
+            // dilated; an undilated backoff gives up ten times too early).
+            let dilation = model.wall(Duration::from_secs(1)).as_secs_f64();
+            let busy = Backoff {
+                max_attempts: 4,
+                ..Backoff::default()
+            };
+            counter.with_busy_backoff(Backoff {
+                base: busy.base.mul_f64(dilation),
+                cap: busy.cap.mul_f64(dilation),
+                ..busy
+            })
+        },
         processor: Processor::new(store.with_meter(Meter::new()))
             .with_mode(Mode::Batched)
             .with_eventual_shards(shards),
