@@ -20,7 +20,7 @@
 //! and repairs them; [`sequence`] gives gapless per-scope numbers;
 //! [`limits`] is the reviewed limits file and its diff with the table's
 //! overrides (feature `limits-file`: counterctl and the drift check). All of them run against a [`store::Store`], a trait
-//! small enough for an in-memory double ([`memory`], feature
+//! small enough for an in-memory double (`memory`, feature
 //! `test-util`). [`metrics`] builds the kit's CloudWatch metrics as
 //! embedded-metric-format documents (the handlers print them). The DynamoDB implementation, the Streams API reader and
 //! everything else that talks to AWS is the crate `hybrid-counter-aws`;

@@ -2,7 +2,7 @@
 //! [`Store`]. `counterctl audit`, the simulation and the emulator tests all
 //! run this code; the decisions it takes are the pure functions of the
 //! parent module ([`findings_for`], [`strict_shard_findings`],
-//! [`plan_repair_at`]), with the clock passed in.
+//! [`plan_repair_at`](super::findings::plan_repair_at)), with the clock passed in.
 //!
 //! A scope's items are counted with a paginated Query, which DynamoDB reads
 //! item by item (read-committed), not as a snapshot. So the counters are
@@ -56,7 +56,7 @@ pub struct ScopeAudit {
     /// Whether `repair` was written.
     pub repaired: bool,
     /// Why a needed repair, or part of it, was not applied (with `repaired`:
-    /// the part that was held back, see [`plan_repair_at`]).
+    /// the part that was held back, see [`plan_repair_at`](super::findings::plan_repair_at)).
     pub not_repaired: Option<String>,
 }
 
@@ -212,7 +212,7 @@ impl<'a, S: Store> Auditor<'a, S> {
     /// writes is reported as not repaired, with the reason, and a count
     /// that was never confirmed yields no findings: the scope is reported
     /// in motion (held back), not drifted. What may not be written yet
-    /// ([`plan_repair_at`]) is held back and said.
+    /// ([`plan_repair_at`](super::findings::plan_repair_at)) is held back and said.
     pub async fn audit_scope(
         &self,
         scope: &Scope,
@@ -258,7 +258,7 @@ impl<'a, S: Store> Auditor<'a, S> {
                 last = Some(audit);
                 continue;
             }
-            // The plan ([`decide`]): [`plan_repair_at`]'s, with strict
+            // The plan ([`decide`]): [`plan_repair_at`](super::findings::plan_repair_at)'s, with strict
             // admission's fence of mixed epochs and raise of short shards.
             if mode == RepairMode::None || (plan.repair.is_empty() && plan.held_back.is_none()) {
                 return Ok(audit);

@@ -1,7 +1,7 @@
 //! Limits as code: the per-scope limit overrides a team agreed on, kept in
-//! a reviewed file, and compared with the counters table. [`file`] is the
-//! YAML file and its checks, [`diff`] what the table's overrides would
-//! become under it, [`drift`] that difference as an attention item. Both
+//! a reviewed file, and compared with the counters table. `file` is the
+//! YAML file and its checks, `diff` what the table's overrides would
+//! become under it, `drift` that difference as an attention item. Both
 //! `counterctl limits|status --limits` and the scheduled drift check use
 //! them, so a file means the same thing to both. The table's side
 //! ([`LimitTable`]) is read by the AWS layer's one Scan (`scan_limits`)

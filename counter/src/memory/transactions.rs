@@ -173,7 +173,7 @@ impl MemoryStore {
     }
 
     /// `TransactWriteItems` with an optional `ClientRequestToken`, as
-    /// DynamoDB answers it ([`super::tokens`]): the same token with the
+    /// DynamoDB answers it (`super::tokens`): the same token with the
     /// same request within [`super::CLIENT_REQUEST_TOKEN_WINDOW_MS`] of the
     /// first one's completion succeeds again without applying anything;
     /// with another request it is refused with

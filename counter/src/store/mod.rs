@@ -1,7 +1,7 @@
 //! The seam between the counter's decisions and DynamoDB: the handful of
 //! operations the kit performs, in the kit's own terms. `DynamoStore` in
 //! the crate `hybrid-counter-aws` implements them with `aws-sdk-dynamodb`;
-//! [`crate::memory::MemoryStore`] is a deterministic in-memory double that reads
+//! `crate::memory::MemoryStore` (feature `test-util`) is a deterministic in-memory double that reads
 //! like DynamoDB, for tests and simulations.
 
 pub mod meter;
@@ -133,7 +133,7 @@ pub fn check_best_effort_name(name: &str) -> Result<(), StoreError> {
 /// What an ambiguous failure of a write (applied, its answer lost to a
 /// 500 or a timeout) can lead to, given how the production store sends it.
 /// `DynamoStore` sets each write's retry configuration from [`sends`], and
-/// [`crate::memory::MemoryStore`]'s [`Fault::AppliedThenResent`](crate::memory::Fault::AppliedThenResent)
+/// `crate::memory::MemoryStore`'s `Fault::AppliedThenResent` (feature `test-util`)
 /// reads the same table, so the double cannot be kinder than the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resend {
@@ -268,7 +268,7 @@ pub trait Store: Send + Sync {
     /// most [`Raise::from`] (absent counts as 0), so that two audits never
     /// add twice. Not conditioned on versions: a concurrent reservation or
     /// delete moves BE and live together, and every reservation computed
-    /// before the raise is fenced out ([`Fence`]). `Ok(false)`: another
+    /// before the raise is fenced out ([`Fence`](crate::best_effort::Fence)). `Ok(false)`: another
     /// raise landed first, or a transaction held an item; nothing written.
     fn raise_best_effort(
         &self,
