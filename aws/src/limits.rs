@@ -877,27 +877,29 @@ mod tests {
                 )
             })
             .collect();
+        // A cancellation with one reason per action; a refused copy
+        // holds what it found (AllOld).
+        let cancellation = |codes: &[&str]| {
+            TransactWriteItemsError::TransactionCanceledException(
+                TransactionCanceledException::builder()
+                    .set_cancellation_reasons(Some(
+                        codes
+                            .iter()
+                            .map(|c| {
+                                let reason = CancellationReason::builder().code(*c);
+                                match *c {
+                                    "ConditionalCheckFailed" => reason.set_item(Some(limit_item(15, 3, "r9"))),
+                                    _ => reason,
+                                }
+                                .build()
+                            })
+                            .collect(),
+                    ))
+                    .build(),
+            )
+        };
         let cancelled = |codes: &'static [&'static str]| {
-            mock!(Client::transact_write_items).then_error(move || {
-                TransactWriteItemsError::TransactionCanceledException(
-                    TransactionCanceledException::builder()
-                        .set_cancellation_reasons(Some(
-                            codes
-                                .iter()
-                                .map(|c| {
-                                    let reason = CancellationReason::builder().code(*c);
-                                    // What a refused copy holds now (AllOld).
-                                    match *c {
-                                        "ConditionalCheckFailed" => reason.set_item(Some(limit_item(15, 3, "r9"))),
-                                        _ => reason,
-                                    }
-                                    .build()
-                                })
-                                .collect(),
-                        ))
-                        .build(),
-                )
-            })
+            mock!(Client::transact_write_items).then_error(move || cancellation(codes))
         };
         // Every copy conditioned on its read, the refusal asked to return
         // the item it found.
@@ -916,25 +918,7 @@ mod tests {
                         && old == Some(&ReturnValuesOnConditionCheckFailure::AllOld)
                 })
             })
-            .then_error(|| {
-                TransactWriteItemsError::TransactionCanceledException(
-                    TransactionCanceledException::builder()
-                        .set_cancellation_reasons(Some(
-                            ["None", "ConditionalCheckFailed", "None", "None"]
-                                .iter()
-                                .map(|c| {
-                                    let reason = CancellationReason::builder().code(*c);
-                                    match *c {
-                                        "ConditionalCheckFailed" => reason.set_item(Some(limit_item(15, 3, "r9"))),
-                                        _ => reason,
-                                    }
-                                    .build()
-                                })
-                                .collect(),
-                        ))
-                        .build(),
-                )
-            });
+            .then_error(move || cancellation(&["None", "ConditionalCheckFailed", "None", "None"]));
         let refused = [conditioned];
         let (outcome, key) = store(&refused).write_limit_copies(&copies, Some(40), 1).await.unwrap();
         assert_eq!(
@@ -1000,18 +984,7 @@ mod tests {
                 }),
             mock!(Client::transact_write_items)
                 .match_requests(record(&tokens))
-                .then_error(|| {
-                    TransactWriteItemsError::TransactionCanceledException(
-                        TransactionCanceledException::builder()
-                            .set_cancellation_reasons(Some(
-                                ["None", "TransactionConflict", "None", "None"]
-                                    .iter()
-                                    .map(|c| CancellationReason::builder().code(*c).build())
-                                    .collect(),
-                            ))
-                            .build(),
-                    )
-                }),
+                .then_error(move || cancellation(&["None", "TransactionConflict", "None", "None"])),
             mock!(Client::transact_write_items)
                 .match_requests(record(&tokens))
                 .then_output(|| TransactWriteItemsOutput::builder().build()),

@@ -31,9 +31,17 @@ use crate::Emulator;
 /// A stack deployed with its defaults on a private emulator, and its tables'
 /// configuration as the functions read it.
 pub async fn deployed() -> (Emulator, Counterctl, hybrid_counter::CounterConfig) {
+    deployed_over_keys(1).await
+}
+
+/// The same with each scope spread over `keys` partition keys
+/// (`ScopeKeyShards`; 1 deploys the defaults).
+pub async fn deployed_over_keys(keys: u32) -> (Emulator, Counterctl, hybrid_counter::CounterConfig) {
     let emulator = Emulator::start();
     let ctl = Counterctl::new(&emulator);
-    let outputs = ctl.deploy(&[]).await.outputs;
+    let param = format!("ScopeKeyShards={keys}");
+    let params: &[&str] = if keys == 1 { &[] } else { &[&param] };
+    let outputs = ctl.deploy(params).await.outputs;
     let config = hybrid_counter::CounterConfig {
         resources_table: outputs[stack::outputs::RESOURCES_TABLE].clone(),
         counters_table: outputs[stack::outputs::COUNTERS_TABLE].clone(),
@@ -41,7 +49,7 @@ pub async fn deployed() -> (Emulator, Counterctl, hybrid_counter::CounterConfig)
         eventual_shards: 1,
         best_effort_shards: 1,
         admission: Default::default(),
-        scope_keys: Default::default(),
+        scope_keys: hybrid_counter::scope_keys::ScopeKeys::new(keys).expect("a key count"),
     };
     (emulator, ctl, config)
 }

@@ -228,19 +228,8 @@ async fn verify_failure_path_fails_with_a_clear_reason_when_the_reprocessors_que
 /// nothing is left under any key.
 #[tokio::test]
 async fn verify_with_its_failure_path_passes_on_a_stack_of_four_keys_per_scope() {
-    let emulator = e2e::Emulator::start();
-    let ctl = e2e::counterctl::Counterctl::new(&emulator);
-    let outputs = ctl.deploy(&["ScopeKeyShards=4"]).await.outputs;
-    let keys = hybrid_counter::scope_keys::ScopeKeys::new(4).unwrap();
-    let config = hybrid_counter::CounterConfig {
-        resources_table: outputs[stack::outputs::RESOURCES_TABLE].clone(),
-        counters_table: outputs[stack::outputs::COUNTERS_TABLE].clone(),
-        default_limit: Some(100),
-        eventual_shards: 1,
-        best_effort_shards: 1,
-        admission: Default::default(),
-        scope_keys: keys,
-    };
+    let (emulator, ctl, config) = e2e::counterctl::deployed_over_keys(4).await;
+    let keys = config.scope_keys;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
     let (report, verify) = verify_beside_the_runner(
         &ctl,
