@@ -208,7 +208,7 @@ test: ## tools, then fmt-check, lint, unit, e2e, each timed; stops at the first 
 build: rust-tools venv ## Release arm64 bootstrap.zip for every handlers/* package
 	@if [[ -z "$(strip $(HANDLER_PACKAGES))" ]]; then \
 		echo "error: no handler packages found under handlers/*/Cargo.toml" >&2; exit 1; fi
-	cargo lambda build --release --arm64 --locked --output-format zip $(addprefix -p ,$(HANDLER_PACKAGES))
+	cargo lambda build --release --arm64 --locked --output-format zip --features hybrid-counter-aws/aws-lc $(addprefix -p ,$(HANDLER_PACKAGES))
 	@shopt -s nullglob; zips=($(LAMBDA_DIR)/*/bootstrap.zip); \
 	if (( $${#zips[@]} == 0 )); then echo "error: no $(LAMBDA_DIR)/*/bootstrap.zip" >&2; exit 1; fi; \
 	echo "Lambda packages:"; \
@@ -228,7 +228,10 @@ ministack-stop: ## Stop the background local runner and ministack
 	@$(LOCAL_RUNNER) stop
 	@$(MINISTACK) stop
 
-host-build: ## Debug build of the handlers for this host, zipped for ministack (target/lambda-host)
+# One cargo build for the handlers and counterctl, so that the two cores stay
+# busy through both; host-zips.sh then finds the handlers fresh.
+host-build: ## Debug build of the handlers (zipped for ministack, target/lambda-host) and of counterctl, for this host
+	cargo build --locked $(addprefix --bin ,$(HANDLER_PACKAGES)) --bin counterctl $(COUNTERCTL_FEATURES)
 	localstack/host-zips.sh $(HOST_LAMBDA_DIR)
 
 emulator-status: ## Is the background fakecloud running? (exit 0/1)
@@ -236,8 +239,12 @@ emulator-status: ## Is the background fakecloud running? (exit 0/1)
 
 # The operator CLI, built for this machine (a debug build: it only makes API calls),
 # with the local event-source runner (`counterctl local run`, feature `local`).
+# Built from the workspace, never with `-p ops-cli`: cargo then resolves the
+# features `make test` resolves, and counterctl shares the handlers' build;
+# `-p ops-cli` resolves others and compiles every SDK crate a second time.
 COUNTERCTL := $(or $(CARGO_TARGET_DIR),target)/debug/counterctl
-COUNTERCTL_BUILD := cargo build -q --locked -p ops-cli --bin counterctl --features local
+COUNTERCTL_FEATURES := --features ops-cli/local
+COUNTERCTL_BUILD := cargo build -q --locked --bin counterctl $(COUNTERCTL_FEATURES)
 COUNTERCTL_ARGS := --target $(TARGET)
 
 deploy: deploy-check $(if $(HOST_DEPLOY),host-build,build) $(if $(MINISTACK_PATH),ministack-install) $(if $(filter local,$(TARGET)),fakecloud-install emulator-start) ## Build, package and deploy the stack to TARGET (default localstack, which without a token is ministack; local: fakecloud); prints outputs and next steps
@@ -260,7 +267,7 @@ deploy: deploy-check $(if $(HOST_DEPLOY),host-build,build) $(if $(MINISTACK_PATH
 MAN_DIR := $(or $(CARGO_TARGET_DIR),target)/man
 .PHONY: man
 man: ## Write counterctl's man page to target/man/counterctl.1 (read it with: man -l target/man/counterctl.1)
-	cargo build -q --locked -p ops-cli --bin counterctl
+	$(COUNTERCTL_BUILD)
 	@mkdir -p $(MAN_DIR)
 	$(or $(CARGO_TARGET_DIR),target)/debug/counterctl man > $(MAN_DIR)/counterctl.1
 	@echo "$(MAN_DIR)/counterctl.1"

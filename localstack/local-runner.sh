@@ -97,7 +97,7 @@ cmd_start() {
         log "already running (pid $pid), log in ${LOG_FILE#"$REPO_ROOT"/}"
         return 0
     fi
-    [[ -x "$COUNTERCTL" ]] || die "$COUNTERCTL not found; build it with 'cargo build -p ops-cli --bin counterctl --features local'"
+    [[ -x "$COUNTERCTL" ]] || die "$COUNTERCTL not found; build it with 'cargo build --bin counterctl --features ops-cli/local'"
     mkdir -p "$RUN_DIR"
     : >"$LOG_FILE"
     # Its own session where setsid exists, so a Ctrl-C meant for the shell

@@ -47,7 +47,7 @@ pub async fn processor_from_env() -> Result<(Processor<DynamoStore>, aws_config:
 /// SDK configuration (standard chain, `AWS_ENDPOINT_URL` honoured).
 pub async fn store_from_env() -> Result<(DynamoStore, CounterConfig, aws_config::SdkConfig), lambda_runtime::Error> {
     let config = CounterConfig::from_env()?;
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let sdk = crate::sdk::defaults().load().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
     Ok((store, config, sdk))
 }

@@ -27,6 +27,7 @@
 //!   received message as the Lambda event's SQS record.
 //! - [`probe`]: the emulator's HTTP health probe.
 //! - [`lambda`] (feature `lambda`): what the Lambda binaries share.
+//! - [`sdk`] (feature `sdk`): the SDK configuration every client starts from.
 
 pub mod drift;
 pub mod dynamo;
@@ -41,6 +42,8 @@ pub mod probe;
 pub mod replay;
 #[cfg(feature = "s3")]
 pub mod s3;
+#[cfg(feature = "sdk")]
+pub mod sdk;
 #[cfg(feature = "sqs")]
 pub mod sqs;
 pub mod streams;

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use aws_config::{BehaviorVersion, Region};
+use aws_config::Region;
 use aws_sdk_cloudformation::config::Credentials;
 
 use crate::cli::Target;
@@ -84,7 +84,7 @@ pub async fn connect(config: &Config, ui: &Ui) -> Result<Clients> {
         Endpoint::Aws => None,
     };
 
-    let mut loader = aws_config::defaults(BehaviorVersion::latest());
+    let mut loader = hybrid_counter_aws::sdk::defaults();
     if let Some(region) = &config.region {
         loader = loader.region(Region::new(region.clone()));
     }

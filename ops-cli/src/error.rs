@@ -233,7 +233,9 @@ pub enum Error {
     Runner(#[from] esm_runner::Error),
 
     /// `local run` in a build without the runner (the `local` feature).
-    #[error("this counterctl was built without the local runner: cargo build -p ops-cli --features local")]
+    #[error(
+        "this counterctl was built without the local runner: cargo build --bin counterctl --features ops-cli/local"
+    )]
     NoLocalRunner,
 }
 

@@ -109,6 +109,6 @@ fn local_run_without_the_runner_exits_2_and_says_how_to_build_it() {
     assert!(output.stdout.is_empty());
     assert_eq!(
         stderr(&output),
-        "error: this counterctl was built without the local runner: cargo build -p ops-cli --features local\n"
+        "error: this counterctl was built without the local runner: cargo build --bin counterctl --features ops-cli/local\n"
     );
 }

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::{Region, SdkConfig};
 use aws_lambda_events::event::dynamodb::EventRecord as Record;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, StreamSpecification,
@@ -118,7 +118,7 @@ impl Emulator {
 
     /// SDK configuration pointing at this emulator with dummy credentials.
     pub async fn sdk_config(&self) -> SdkConfig {
-        aws_config::defaults(BehaviorVersion::latest())
+        hybrid_counter_aws::sdk::defaults()
             .endpoint_url(&self.endpoint)
             .region(Region::new("us-east-1"))
             .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(

@@ -2,13 +2,13 @@
 //! the fault proxy and the counterctl driver reach it without going
 //! through the crate root.
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::{Region, SdkConfig};
 
 /// SDK configuration for any `endpoint` (this harness' emulator, or a
 /// [`faults::FaultProxy`] in front of it) with the harness' region and
 /// dummy credentials.
 pub async fn sdk_config_for(endpoint: &str) -> SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
+    hybrid_counter_aws::sdk::defaults()
         .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
         .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(

@@ -16,7 +16,7 @@ async fn main() -> Result<(), Error> {
     init_tracing();
     let config = CounterConfig::from_env()?;
     let default_limit = config.require_default_limit()?;
-    let sdk = aws_config::load_from_env().await;
+    let sdk = hybrid_counter_aws::sdk::defaults().load().await;
     let counter = Counter::configured(
         DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config),
         default_limit,

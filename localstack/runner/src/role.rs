@@ -116,7 +116,7 @@ pub fn environment(credentials: &Credentials) -> [(String, String); 3] {
 /// account (`test`), for what Lambda's service does there: read the
 /// mappings, poll the sources, assume the functions' roles.
 pub async fn emulator_sdk_config(endpoint: &str, region: &str) -> aws_config::SdkConfig {
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
+    hybrid_counter_aws::sdk::defaults()
         .endpoint_url(endpoint)
         .region(aws_config::Region::new(region.to_owned()))
         .credentials_provider(aws_sdk_sqs::config::Credentials::new(

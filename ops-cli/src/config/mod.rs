@@ -598,7 +598,7 @@ mod tests {
         assert_eq!(err.exit_code(), crate::exit::USAGE);
         assert_eq!(
             err.to_string(),
-            "this counterctl was built without the local runner: cargo build -p ops-cli --features local"
+            "this counterctl was built without the local runner: cargo build --bin counterctl --features ops-cli/local"
         );
     }
 
