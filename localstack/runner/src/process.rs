@@ -1,5 +1,5 @@
 //! Invoking the real handler binaries that the build step produced
-//! (`cargo build --bins`, which `make deploy` runs): one process per
+//! (`make deploy`'s `make host-build`, or `make test`'s `cargo build --bins`): one process per
 //! deployed function, started from `<target dir>/debug/<binary>`
 //! ([`crate::binaries`]) with the Lambda runtime's variables and
 //! `AWS_LAMBDA_RUNTIME_API` pointing at a runtime API the runner serves

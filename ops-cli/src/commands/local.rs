@@ -18,9 +18,9 @@
 //! hold now and exits. Progress is logged on stderr (tracing, `RUST_LOG`);
 //! the report of what was played goes to stdout at the end.
 //!
-//! Built only with the `local` feature (`cargo build -p ops-cli --features
-//! local`, as `make deploy` does), so that an AWS build does not link the
-//! runner; without it, `local run` still parses and [`crate::config`]
+//! Built only with the `local` feature (`cargo build --bin counterctl
+//! --features ops-cli/local`, as `make deploy` does), so that a build
+//! without it does not link the runner; without it, `local run` still parses and [`crate::config`]
 //! refuses it with a usage error that says how to build it.
 
 use std::fmt;
