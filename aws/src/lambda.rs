@@ -1,8 +1,9 @@
-//! What the Lambda binaries share (feature `lambda`): JSON logs, the
-//! processor built from the environment, the cost fields of an
-//! invocation's log line, and the one line of embedded-metric-format
-//! metrics per invocation ([`emit_metrics`]). Each function's own glue (its event type, its
-//! response) lives in its folder under `handlers/`.
+//! What the Lambda binaries share (feature `lambda`): the processor built
+//! from the environment, the cost fields of an invocation's log line, and
+//! the one line of embedded-metric-format metrics per invocation
+//! ([`emit_metrics`]). Their logs are lambda_runtime's default subscriber
+//! (JSON when the function's `LogFormat` is). Each function's own glue
+//! lives in its folder under `handlers/`.
 
 use hybrid_counter::metrics::Metrics;
 use hybrid_counter::store::Store;
@@ -11,21 +12,6 @@ use hybrid_counter::stream::Processor;
 use hybrid_counter::{Clock, CounterConfig};
 
 use crate::DynamoStore;
-
-/// JSON logs on stdout (CloudWatch), level from `RUST_LOG` or
-/// `AWS_LAMBDA_LOG_LEVEL`, default `info`.
-pub fn init_tracing() {
-    let filter = std::env::var("RUST_LOG")
-        .or_else(|_| std::env::var("AWS_LAMBDA_LOG_LEVEL").map(|l| l.to_lowercase()))
-        .unwrap_or_else(|_| "info".to_owned());
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_current_span(false)
-        .with_target(false)
-        .without_time()
-        .init();
-}
 
 /// What both stream-processing functions build once at start-up: the
 /// processor over the tables named by the environment (`RESOURCES_TABLE`,

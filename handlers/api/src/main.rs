@@ -8,12 +8,11 @@ use std::sync::Arc;
 
 use hybrid_counter::{Counter, CounterConfig};
 use hybrid_counter_aws::DynamoStore;
-use hybrid_counter_aws::lambda::init_tracing;
 use lambda_http::Error;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    init_tracing();
+    lambda_http::tracing::init_default_subscriber();
     let config = CounterConfig::from_env()?;
     let default_limit = config.require_default_limit()?;
     let sdk = hybrid_counter_aws::sdk::defaults().load().await;

@@ -3,12 +3,12 @@
 //! hands every DLQ1 batch to [`dlq_reprocessor::handle_dlq_event`].
 
 use dlq_reprocessor::{PermanentFailures, Sources, handle_dlq_event};
-use hybrid_counter_aws::lambda::{init_tracing, processor_from_env};
+use hybrid_counter_aws::lambda::processor_from_env;
 use lambda_runtime::{Error, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    init_tracing();
+    lambda_runtime::tracing::init_default_subscriber();
     let (processor, sdk) = processor_from_env().await?;
     let sources = Sources {
         streams: aws_sdk_dynamodbstreams::Client::new(&sdk),

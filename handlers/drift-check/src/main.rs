@@ -5,12 +5,12 @@
 
 use drift_check::{Settings, handle_drift_check};
 use hybrid_counter::Clock;
-use hybrid_counter_aws::lambda::{init_tracing, store_from_env};
+use hybrid_counter_aws::lambda::store_from_env;
 use lambda_runtime::{Error, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    init_tracing();
+    lambda_runtime::tracing::init_default_subscriber();
     let settings = Settings::from_lookup(|name| std::env::var(name).ok())?;
     let (store, config, sdk) = store_from_env().await?;
     let s3 = hybrid_counter_aws::s3::client(&sdk);

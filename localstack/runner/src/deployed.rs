@@ -19,6 +19,11 @@ pub struct DeployedFunction {
     /// it (`None`: the configuration has none, the runner's
     /// [`ProcessConfig::invoke_timeout`] applies).
     pub timeout: Option<Duration>,
+    /// What Lambda sets from its `LoggingConfig` (advanced logging
+    /// controls): `AWS_LAMBDA_LOG_FORMAT`, and with JSON the application's
+    /// `AWS_LAMBDA_LOG_LEVEL`, which lambda_runtime's default subscriber
+    /// reads (<https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-advanced.html>).
+    pub logging: BTreeMap<String, String>,
 }
 
 impl DeployedFunction {
@@ -35,6 +40,7 @@ impl DeployedFunction {
                 .and_then(|secs| u64::try_from(secs).ok())
                 .filter(|secs| *secs > 0)
                 .map(Duration::from_secs),
+            logging: logging_environment(configuration.logging_config()),
         }
     }
 
@@ -61,8 +67,26 @@ impl DeployedFunction {
         if self.timeout != now.timeout {
             changed.push("timeout".to_owned());
         }
+        if self.logging != now.logging {
+            changed.push("logging".to_owned());
+        }
         changed.join(", ")
     }
+}
+
+/// The variables Lambda sets from a function's `LoggingConfig`.
+fn logging_environment(config: Option<&aws_sdk_lambda::types::LoggingConfig>) -> BTreeMap<String, String> {
+    let mut variables = BTreeMap::new();
+    let Some(format) = config.and_then(|c| c.log_format()) else {
+        return variables;
+    };
+    variables.insert("AWS_LAMBDA_LOG_FORMAT".to_owned(), format.as_str().to_owned());
+    if *format == aws_sdk_lambda::types::LogFormat::Json
+        && let Some(level) = config.and_then(|c| c.application_log_level())
+    {
+        variables.insert("AWS_LAMBDA_LOG_LEVEL".to_owned(), level.as_str().to_owned());
+    }
+    variables
 }
 
 #[cfg(test)]
@@ -80,6 +104,7 @@ mod tests {
             ]),
             code_sha256: Some(sha.to_owned()),
             timeout: Some(Duration::from_secs(30)),
+            logging: BTreeMap::new(),
         };
         let started = deployed("best-effort", "a");
         assert_eq!(started, deployed("best-effort", "a"), "the same deploy: no restart");
@@ -116,5 +141,39 @@ mod tests {
         assert_eq!(short.invoke_timeout(fallback), Duration::from_secs(2));
         let unset = DeployedFunction::of(&configuration(None));
         assert_eq!(unset.invoke_timeout(fallback), fallback);
+    }
+
+    /// The function's `LoggingConfig` reaches its process as Lambda passes
+    /// it to a custom runtime: the format always, the application's level
+    /// only with JSON (Lambda filters no text logs by level).
+    #[test]
+    fn the_logging_config_becomes_the_variables_lambda_sets() {
+        use aws_sdk_lambda::types::{ApplicationLogLevel, LogFormat, LoggingConfig};
+        let configuration = |logging: Option<LoggingConfig>| {
+            aws_sdk_lambda::operation::get_function_configuration::GetFunctionConfigurationOutput::builder()
+                .function_arn("arn:fn")
+                .set_logging_config(logging)
+                .build()
+        };
+        let json = LoggingConfig::builder()
+            .log_format(LogFormat::Json)
+            .application_log_level(ApplicationLogLevel::Warn)
+            .build();
+        assert_eq!(
+            DeployedFunction::of(&configuration(Some(json))).logging,
+            BTreeMap::from([
+                ("AWS_LAMBDA_LOG_FORMAT".to_owned(), "JSON".to_owned()),
+                ("AWS_LAMBDA_LOG_LEVEL".to_owned(), "WARN".to_owned()),
+            ])
+        );
+        let text = LoggingConfig::builder()
+            .log_format(LogFormat::Text)
+            .application_log_level(ApplicationLogLevel::Warn)
+            .build();
+        assert_eq!(
+            DeployedFunction::of(&configuration(Some(text))).logging,
+            BTreeMap::from([("AWS_LAMBDA_LOG_FORMAT".to_owned(), "Text".to_owned())])
+        );
+        assert!(DeployedFunction::of(&configuration(None)).logging.is_empty());
     }
 }

@@ -365,6 +365,7 @@ impl Inner {
             .into_iter()
             .chain(self.base_env.clone())
             .chain(credentials)
+            .chain(deployed.logging.clone())
             .chain(runtime)
             .collect())
     }
@@ -890,6 +891,7 @@ mod tests {
             memory_size: 128,
             code_sha256: None,
             timeout: None,
+            logging: BTreeMap::new(),
         };
         let err = processes
             .inner
