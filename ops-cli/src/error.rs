@@ -18,6 +18,13 @@ pub enum Error {
     #[error("{0}")]
     LimitsFile(String),
 
+    #[error("cannot read {path}: {source}")]
+    LimitsFileRead {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+
     #[error("--param {raw:?} is not of the form Key=Value")]
     ParamSyntax { raw: String },
 
@@ -216,7 +223,7 @@ pub enum Error {
     Timeout { name: String, status: String, seconds: u64 },
 
     #[error("cannot render the template: {0}")]
-    Template(String),
+    Template(#[source] serde_yaml_ng::Error),
 
     #[error("cannot render the man page: {0}")]
     ManPage(std::io::Error),
@@ -272,6 +279,7 @@ impl Error {
             | Error::ScopeKeysChange { .. }
             | Error::InvalidArgument(_)
             | Error::LimitsFile(_)
+            | Error::LimitsFileRead { .. }
             | Error::NoLocalRunner => exit::USAGE,
             Error::Aborted(_)
             | Error::StackBusy { .. }

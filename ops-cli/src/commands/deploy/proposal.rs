@@ -207,12 +207,12 @@ pub async fn propose(
 
     // The body that is sent: as generated, or with Number parameters
     // inlined for the embedded emulator (see `hybrid_counter_aws::emulator::template_numbers`).
-    let generated: Value = serde_yaml_ng::from_str(&yaml).map_err(|e| Error::Template(e.to_string()))?;
+    let generated: Value = serde_yaml_ng::from_str(&yaml).map_err(Error::Template)?;
     let (body, sent, inlined) = if config.target == Target::Local {
         let mut tree = generated.clone();
         let inlined =
             hybrid_counter_aws::emulator::template_numbers::inline_number_parameters(&mut tree, &parameters.effective);
-        let rendered = serde_yaml_ng::to_string(&tree).map_err(|e| Error::Template(e.to_string()))?;
+        let rendered = serde_yaml_ng::to_string(&tree).map_err(Error::Template)?;
         (
             format!("{}{EMULATOR_HEADER}{rendered}", stack::YAML_HEADER),
             tree,

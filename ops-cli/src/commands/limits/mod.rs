@@ -66,7 +66,10 @@ pub fn read_input(options: &LimitsOptions) -> Result<Input> {
 }
 
 fn read(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| Error::LimitsFile(format!("cannot read {}: {e}", path.display())))
+    std::fs::read_to_string(path).map_err(|source| Error::LimitsFileRead {
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 /// What a `limits` command reports.
@@ -100,4 +103,23 @@ pub async fn run(ctx: &Context<'_>, options: &LimitsOptions, input: Input) -> Re
         (LimitsAction::Export { out }, _) => Report::Export(export::run(&limits, out.as_deref()).await?),
         (LimitsAction::Plan { .. }, _) => unreachable!("plan reads a file"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    /// A limits file that cannot be read is the operator's mistake (exit 2),
+    /// named, with the I/O error kept as its source.
+    #[test]
+    fn an_unreadable_limits_file_is_a_usage_error_that_keeps_its_cause() {
+        let path = std::env::temp_dir().join(format!("hck-no-limits-{}.yaml", fastrand::u64(..)));
+        let err = read_file(&path).unwrap_err();
+        assert_eq!(err.exit_code(), crate::exit::USAGE);
+        assert!(err.to_string().starts_with(&format!("cannot read {}: ", path.display())), "{err}");
+        let io = err.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("io source");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+    }
 }
