@@ -30,7 +30,7 @@
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_lambda_events::event::s3::S3Entity;
 use hybrid_counter::EpochMillis;
-use hybrid_counter::store::Store;
+use hybrid_counter::store::StreamStore;
 use hybrid_counter::stream::record::sequence_number;
 use hybrid_counter::stream::{BatchReport, Processor};
 use serde::{Deserialize, Serialize};
@@ -329,7 +329,7 @@ pub fn object_key(mapping_uuid: &str, shard_id: &str, at: std::time::SystemTime)
 /// Processes the records of a failed batch kept in S3: the same path as a
 /// range read back from the stream ([`crate::replay::replay_records`]),
 /// without the stream, so it works after the range has left it.
-pub async fn replay_payload<S: Store>(
+pub async fn replay_payload<S: StreamStore>(
     processor: &Processor<S>,
     object: &FailedBatchObject,
     now: EpochMillis,

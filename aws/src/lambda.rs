@@ -6,7 +6,7 @@
 //! lives in its folder under `handlers/`.
 
 use hybrid_counter::metrics::Metrics;
-use hybrid_counter::store::Store;
+use hybrid_counter::store::StoreBase;
 pub use hybrid_counter::store::meter::MeterSnapshot;
 use hybrid_counter::stream::Processor;
 use hybrid_counter::{Clock, CounterConfig};
@@ -57,11 +57,11 @@ pub fn emit_metrics(metrics: &Metrics) {
 pub struct CostWatch(Option<MeterSnapshot>);
 
 impl CostWatch {
-    pub fn start<S: Store>(store: &S) -> Self {
+    pub fn start<S: StoreBase>(store: &S) -> Self {
         Self(store.cost_meter().map(|m| m.snapshot()))
     }
 
-    pub fn cost<S: Store>(&self, store: &S) -> MeterSnapshot {
+    pub fn cost<S: StoreBase>(&self, store: &S) -> MeterSnapshot {
         store
             .cost_meter()
             .zip(self.0.as_ref())

@@ -4,7 +4,7 @@
 //! carries them to the services and turns the services' types into the
 //! core's.
 //!
-//! - [`dynamo`]: [`DynamoStore`], the core's `Store` on `aws-sdk-dynamodb`,
+//! - [`dynamo`]: [`DynamoStore`], the core's store roles on `aws-sdk-dynamodb`,
 //!   with the classification of the SDK's errors.
 //! - [`drift`]: the drift check's Scan of the counters table's keys and its
 //!   state item, on [`DynamoStore`].

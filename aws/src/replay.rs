@@ -16,7 +16,7 @@
 use aws_lambda_events::event::dynamodb::EventRecord;
 use hybrid_counter::EpochMillis;
 use hybrid_counter::error::StoreError;
-use hybrid_counter::store::Store;
+use hybrid_counter::store::StreamStore;
 use hybrid_counter::stream::record::{created_at, sequence_number};
 use hybrid_counter::stream::{BatchReport, ChangeRecord, Processor, filter};
 use serde::{Deserialize, Serialize};
@@ -224,7 +224,7 @@ impl OnFailureRecord {
 }
 
 /// Reads the batch's range back from the stream and processes it.
-pub async fn replay<S: Store>(
+pub async fn replay<S: StreamStore>(
     processor: &Processor<S>,
     streams: &aws_sdk_dynamodbstreams::Client,
     info: &StreamBatchInfo,
@@ -244,7 +244,7 @@ pub async fn replay<S: Store>(
 /// on empty pages, or a shard taken for closed) is [`ReplayError::Incomplete`]
 /// and processes nothing, so the message is retried rather than deleted with
 /// part of its range never counted.
-pub async fn replay_records<S: Store>(
+pub async fn replay_records<S: StreamStore>(
     processor: &Processor<S>,
     info: &StreamBatchInfo,
     records: Result<Vec<EventRecord>, StoreError>,
@@ -282,7 +282,7 @@ pub async fn replay_records<S: Store>(
 /// Processes the records of a failed batch, wherever they were found (read
 /// back from the stream, or kept in an S3 object): the one path of every
 /// replay, with the stream handler's idempotent [`Processor`].
-pub(crate) async fn process_range<S: Store>(
+pub(crate) async fn process_range<S: StreamStore>(
     processor: &Processor<S>,
     records: &[EventRecord],
     now: EpochMillis,

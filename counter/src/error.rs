@@ -136,7 +136,7 @@ impl CancelReason {
     }
 }
 
-/// Errors of a [`crate::Store`], classified for the caller's decision.
+/// Errors of a store ([`crate::store`]), classified for the caller's decision.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
     /// A plain conditional write's condition was false.

@@ -19,8 +19,8 @@
 //! eventual counter exact, [`audit`] compares the counters with the items
 //! and repairs them; [`sequence`] gives gapless per-scope numbers;
 //! [`limits`] is the reviewed limits file and its diff with the table's
-//! overrides (feature `limits-file`: counterctl and the drift check). All of them run against a [`store::Store`], a trait
-//! small enough for an in-memory double (`memory`, feature
+//! overrides (feature `limits-file`: counterctl and the drift check). All of them run against the role traits of [`store`]
+//! ([`RequestStore`], [`StreamStore`], …), small enough for an in-memory double (`memory`, feature
 //! `test-util`). [`metrics`] builds the kit's CloudWatch metrics as
 //! embedded-metric-format documents (the handlers print them). The DynamoDB implementation, the Streams API reader and
 //! everything else that talks to AWS is the crate `hybrid-counter-aws`;
@@ -56,6 +56,6 @@ pub use error::Error;
 pub use ids::{IdError, ResourceId, Scope};
 pub use request::{Counter, Created, Usage};
 pub use sequence::Sequence;
-pub use store::Store;
+pub use store::{AuditStore, RequestStore, SequenceStore, StoreBase, StreamStore};
 
 pub use time::{Clock, EpochMillis, now_millis};

@@ -28,7 +28,7 @@ fn id(n: u32) -> ResourceId {
     ResourceId::new(format!("item-{n:04}")).unwrap()
 }
 
-fn spread(store: Arc<MemoryStore>, keys: u32, limit: u64, admission: Admission) -> Counter<Arc<MemoryStore>> {
+fn spread(store: Arc<MemoryStore>, keys: u32, limit: u64, admission: Admission) -> Counter<MemoryStore> {
     Counter::new(store, limit)
         .with_admission(admission)
         .with_scope_keys(ScopeKeys::new(keys).unwrap())
@@ -75,7 +75,7 @@ async fn items_live_under_their_key_and_every_part_counts_them_there() {
         // the audit finds each key exact.
         let processor = Processor::new(store.clone());
         for key in layout.keys(&scope()).unwrap() {
-            let changes = pending_changes(&store, &key).await.unwrap();
+            let changes = pending_changes(&*store, &key).await.unwrap();
             let report = processor.process(changes.into_iter().map(Ok), NOW).await;
             assert_eq!(report.failure_reason, None);
         }

@@ -2,8 +2,8 @@
 //! [`Sequence::next`] claims the scope's next number, 1, 2, 3, ..., with no
 //! number skipped and none given twice.
 //!
-//! One claim is a consistent read of the last number `m` ([`Store::last_sequence`]),
-//! then one transaction ([`Store::claim_sequence`]): `SET last_id = m + 1 IF
+//! One claim is a consistent read of the last number `m` ([`SequenceStore::last_sequence`]),
+//! then one transaction ([`SequenceStore::claim_sequence`]): `SET last_id = m + 1 IF
 //! last_id = m` on the scope's `sequence` item and the put of the numbered
 //! item `sequence#<m + 1>` IF absent, carrying a random token of this call.
 //! Both items are written or neither, so `last_id` never passes a number
@@ -35,6 +35,7 @@
 //! One scope's sequence is one hot item: claims of one scope are serial,
 //! about one per round trip of read plus transaction.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
@@ -43,7 +44,7 @@ use tracing::warn;
 use crate::error::{CancelReason, Error, StoreError};
 use crate::ids::Scope;
 use crate::retry::{Backoff, Retry, Sleeper};
-use crate::store::{SequenceClaim, SequenceEntry, Store};
+use crate::store::{IntoShared, SequenceClaim, SequenceEntry, SequenceStore};
 use crate::time::EpochMillis;
 
 /// The default retry budget of one [`Sequence::next`]: 16 attempts, full
@@ -82,7 +83,7 @@ pub enum Attempt {
     Fatal,
 }
 
-/// Classifies the answer of [`Store::claim_sequence`].
+/// Classifies the answer of [`SequenceStore::claim_sequence`].
 pub fn classify_claim(result: &Result<(), StoreError>) -> Attempt {
     match result {
         Ok(()) => Attempt::Claimed,
@@ -122,11 +123,11 @@ pub fn plan_claim(
     })
 }
 
-/// The gapless sequences of a [`Store`]'s scopes. See the module
+/// The gapless sequences of a [`SequenceStore`]'s scopes. See the module
 /// documentation.
 #[derive(Debug)]
 pub struct Sequence<S> {
-    store: S,
+    store: Arc<S>,
     backoff: Backoff,
     seed: Option<u64>,
     draws: AtomicU64,
@@ -149,10 +150,12 @@ fn read_failed(err: StoreError) -> Step {
     }
 }
 
-impl<S: Store> Sequence<S> {
-    pub fn new(store: S) -> Self {
+impl<S: SequenceStore> Sequence<S> {
+    /// The sequences of `store`: a store of its own, or an [`Arc`] shared
+    /// with other users.
+    pub fn new(store: impl IntoShared<S>) -> Self {
         Self {
-            store,
+            store: store.into_shared(),
             backoff: DEFAULT_BACKOFF,
             seed: None,
             draws: AtomicU64::new(0),
@@ -210,14 +213,14 @@ impl<S: Store> Sequence<S> {
             .seed
             .map(|s| s.wrapping_add(self.draws.fetch_add(1, Ordering::Relaxed)));
         let retry = Retry::new(self.backoff, seed).with_sleeper(self.sleeper.clone());
-        claim_next(&self.store, retry, scope, owner, token, now).await
+        claim_next(&*self.store, retry, scope, owner, token, now).await
     }
 }
 
 /// [`Sequence::next`] on a borrowed store, retrying under `retry` (for
 /// callers that own their store elsewhere, like the request path's
 /// [`crate::Counter::next_number`]).
-pub async fn next_number<S: Store>(
+pub async fn next_number<S: SequenceStore>(
     store: &S,
     retry: Retry,
     scope: &Scope,
@@ -232,7 +235,7 @@ pub async fn next_number<S: Store>(
 /// `retry`'s budget is spent. A call that stops without a number first
 /// settles its unresolved numbers ([`settle`]), so it never reports
 /// "nothing held" while one of them carries its token.
-async fn claim_next<S: Store>(
+async fn claim_next<S: SequenceStore>(
     store: &S,
     mut retry: Retry,
     scope: &Scope,
@@ -316,7 +319,7 @@ pub fn settled_by(unresolved: &[u64], last: u64) -> Vec<u64> {
 /// Reads back the unresolved numbers the sequence has passed (`last`):
 /// `Ok(Some(n))` when `n` carries our token; the others are dropped from
 /// `unresolved`. A failed read leaves its number unresolved.
-async fn read_back<S: Store>(
+async fn read_back<S: SequenceStore>(
     store: &S,
     scope: &Scope,
     token: &str,
@@ -339,7 +342,7 @@ async fn read_back<S: Store>(
 /// (an earlier attempt applied late, e.g. just before the last attempt's
 /// claim of the same number failed its condition). Free without
 /// unresolved numbers. What it cannot read stays unresolved.
-async fn settle<S: Store>(store: &S, scope: &Scope, token: &str, unresolved: &mut Vec<u64>) -> Option<u64> {
+async fn settle<S: SequenceStore>(store: &S, scope: &Scope, token: &str, unresolved: &mut Vec<u64>) -> Option<u64> {
     if unresolved.is_empty() {
         return None;
     }
@@ -349,7 +352,7 @@ async fn settle<S: Store>(store: &S, scope: &Scope, token: &str, unresolved: &mu
 
 /// One attempt: read the last number, settle the unresolved numbers it has
 /// passed, claim the next one, and resolve an ambiguous answer.
-async fn attempt<S: Store>(
+async fn attempt<S: SequenceStore>(
     store: &S,
     scope: &Scope,
     owner: Option<&str>,

@@ -14,7 +14,7 @@
 use hybrid_counter::config::{Admission, CounterConfig};
 use hybrid_counter::error::Error;
 use hybrid_counter::store::meter::Meter;
-use hybrid_counter::{Counter, ResourceId, Scope, Store as _, now_millis};
+use hybrid_counter::{AuditStore as _, Counter, ResourceId, Scope, now_millis};
 use hybrid_counter_aws::DynamoStore;
 use serde_dynamo::Item;
 

@@ -435,7 +435,7 @@ fn a_scan_in_the_request_path_is_reported_though_other_files_of_its_crate_scan()
     assert_eq!(uncovered(&request_path, CALLS), [&request_path[0]]);
 }
 
-/// (C) The api's put (`Store::put_resource`, in `dynamo/store.rs`)
+/// (C) The api's put (`RequestStore::put_resource`, in `dynamo/store.rs`)
 /// removed: the api's `put_item` entry is stale, though the drift check's
 /// state is still put in a file the api links.
 #[test]

@@ -21,7 +21,7 @@ use std::time::Instant;
 use aws_sdk_dynamodb::types::AttributeValue;
 use e2e::spread::Spread;
 use e2e::{Emulator, create_tables, read_new_records};
-use hybrid_counter::Store as _;
+use hybrid_counter::AuditStore as _;
 use hybrid_counter::store::meter::Meter;
 use hybrid_counter::stream::process::GROUP_CONCURRENCY;
 use hybrid_counter::stream::{Mode, Processor};

@@ -18,7 +18,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use hybrid_counter::{Counter, Created, EpochMillis, Error, ResourceId, Scope, Store};
+use hybrid_counter::{Counter, Created, EpochMillis, Error, RequestStore, ResourceId, Scope};
 
 mod op;
 pub use op::{Call, Op, Outcome, Refusal, Tick};
@@ -71,7 +71,7 @@ impl History {
     }
 
     /// `counter.create` with an empty payload, recorded.
-    pub async fn create<S: Store>(
+    pub async fn create<S: RequestStore>(
         &self,
         counter: &Counter<S>,
         scope: &Scope,
@@ -85,7 +85,7 @@ impl History {
     }
 
     /// `counter.delete`, recorded.
-    pub async fn delete<S: Store>(
+    pub async fn delete<S: RequestStore>(
         &self,
         counter: &Counter<S>,
         scope: &Scope,
@@ -108,7 +108,7 @@ impl History {
     /// held against the calls on it ([`check`]; strict admission with the
     /// limit `strict`). A broken promise panics with `context` (the seed)
     /// and the minimal trace.
-    pub async fn assert_kept<S: Store>(
+    pub async fn assert_kept<S: RequestStore>(
         &self,
         (store, client, table): (&S, &aws_sdk_dynamodb::Client, &str),
         scope: &Scope,

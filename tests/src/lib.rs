@@ -35,7 +35,7 @@ use dlq_reprocessor::PermanentFailures;
 use hybrid_counter::audit::ScopeCounts;
 use hybrid_counter::stream::Processor;
 use hybrid_counter::stream::record::sequence_number;
-use hybrid_counter::{Counter, CounterConfig, Scope, Store};
+use hybrid_counter::{Counter, CounterConfig, RequestStore, Scope};
 use hybrid_counter_aws::streams::{Position, ShardReader};
 use hybrid_counter_aws::{DynamoStore, probe};
 use stream_counter::{RawStreamEvent, handle_stream_event};

@@ -1,5 +1,5 @@
 //! Audit and operator-only administration: the repair transactions (never
-//! metered) that `Store::set_counters` and `raise_best_effort` build in
+//! metered) that `AuditStore::set_counters` and `raise_best_effort` build in
 //! `store.rs`, a verify scope's clean-up (a one-off write, `retry.rs`),
 //! and the audit's Query of a scope and Scans of every scope.
 
@@ -14,7 +14,7 @@ use hybrid_counter::error::StoreError;
 use hybrid_counter::ids::Scope;
 use hybrid_counter::items::{CounterItem, CounterSnapshot, ItemRow};
 use hybrid_counter::keys;
-use hybrid_counter::store::Store;
+use hybrid_counter::store::AuditStore;
 
 use super::attributes::{STATE_PROJECTION, counter_key, n, s, state_names};
 use super::retry::one_off_write;
@@ -48,7 +48,7 @@ impl DynamoStore {
 impl DynamoStore {
     /// Deletes every counters-table item of `scope` (both counters' items
     /// and the limit override; never a sequence's items, which
-    /// [`Store::counter_items`] does not read: a sequence that restarted at
+    /// [`AuditStore::counter_items`] does not read: a sequence that restarted at
     /// 1 would give its numbers twice), each only if it still has the `version` it
     /// had when read, so a write landing meanwhile keeps its item. For a
     /// scope nobody writes any more (what `counterctl verify` leaves

@@ -110,7 +110,7 @@ mod tests {
     use aws_sdk_dynamodb::types::error::ConditionalCheckFailedException;
     use aws_smithy_mocks::mock;
     use aws_smithy_types::error::ErrorMetadata;
-    use hybrid_counter::store::Store;
+    use hybrid_counter::store::RequestStore;
 
     use super::*;
     use crate::dynamo::test_support::{key, scope, store, update_error};

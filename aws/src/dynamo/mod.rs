@@ -1,5 +1,5 @@
-//! [`DynamoStore`], the core's `Store` over `aws-sdk-dynamodb`: the struct
-//! and its `impl Store` in `store.rs`, the helpers it calls one concern
+//! [`DynamoStore`], the core's store roles over `aws-sdk-dynamodb`: the
+//! struct and its role impls in `store.rs`, the helpers it calls one concern
 //! per file; every attribute is referenced through a `#placeholder`
 //! (several names are reserved words). This file only declares the files
 //! and re-exports what callers name as `dynamo::…`.

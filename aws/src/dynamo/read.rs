@@ -75,8 +75,8 @@ mod tests {
     use aws_sdk_dynamodb::operation::query::QueryOutput;
     use aws_smithy_mocks::{Rule, mock};
     use hybrid_counter::ids::ResourceId;
-    use hybrid_counter::store::Store;
     use hybrid_counter::store::meter::Meter;
+    use hybrid_counter::store::{AuditStore, StoreBase, StreamStore};
 
     use aws_sdk_dynamodb::types::KeysAndAttributes;
     use hybrid_counter::keys;

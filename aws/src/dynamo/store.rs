@@ -1,6 +1,6 @@
-//! [`DynamoStore`] itself and the core's [`Store`] on it: the client, the
+//! [`DynamoStore`] itself and the core's store roles on it: the client, the
 //! two tables' names, the meter its requests are counted on and the
-//! admission mode the audit reads by; each `Store` method's requests. The
+//! admission mode the audit reads by; each role method's requests. The
 //! fields are `pub(super)`: each sibling file adds the shared request
 //! helpers of one concern (reads, transactions, the audit's repairs,
 //! metering), which this file calls as methods and never imports.
@@ -22,7 +22,10 @@ use hybrid_counter::items::{CounterItem, CounterSnapshot, ItemRow, ResourceState
 use hybrid_counter::keys;
 use hybrid_counter::retry::Retry;
 use hybrid_counter::store::meter::{Meter, Operation, Written};
-use hybrid_counter::store::{NewResource, ResourceKey, SequenceClaim, SequenceEntry, Store, Transaction, sends};
+use hybrid_counter::store::{
+    AuditStore, NewResource, RequestStore, ResourceKey, SequenceClaim, SequenceEntry, SequenceStore, StoreBase,
+    StreamStore, Transaction, sends,
+};
 
 use super::attributes::{
     KeyedStateImage, STATE_PROJECTION, StateImage, build_error, counter_key, counter_values, n, number, resource_key,
@@ -30,7 +33,7 @@ use super::attributes::{
 };
 use super::retry::{UNPROCESSED_KEYS_BACKOFF, sent};
 
-/// The DynamoDB implementation of [`Store`](hybrid_counter::store::Store).
+/// The DynamoDB implementation of the store roles ([`hybrid_counter::store`]).
 #[derive(Debug, Clone)]
 pub struct DynamoStore {
     pub(super) client: Client,
@@ -90,11 +93,26 @@ const MAX_TRANSACTION_ACTIONS: usize = 100;
 /// Keys per `BatchGetItem` request (DynamoDB's limit).
 const MAX_BATCH_GET: usize = 100;
 
-impl Store for DynamoStore {
+impl StoreBase for DynamoStore {
     fn cost_meter(&self) -> Option<&Meter> {
         Some(&self.meter)
     }
 
+    async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
+        let image: Option<StateImage> = self
+            .get_consistent(
+                &self.resources_table,
+                resource_key(key),
+                STATE_PROJECTION,
+                state_names(),
+                || format!("resource {}/{}", key.scope, key.id),
+            )
+            .await?;
+        Ok(image.map(Into::into))
+    }
+}
+
+impl RequestStore for DynamoStore {
     async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
         Ok(CounterSnapshot::from_items(self.counter_items(scope).await?))
     }
@@ -165,19 +183,36 @@ impl Store for DynamoStore {
             .await
     }
 
-    async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
-        let image: Option<StateImage> = self
-            .get_consistent(
-                &self.resources_table,
-                resource_key(key),
-                STATE_PROJECTION,
-                state_names(),
-                || format!("resource {}/{}", key.scope, key.id),
+    async fn mark_deleted(&self, key: &ResourceKey, incarnation: &str, now: EpochMillis) -> Result<(), StoreError> {
+        self.meter.request(Operation::UpdateItem);
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.resources_table)
+            .set_key(Some(resource_key(key)))
+            .update_expression("SET #del = :true, #deleted_at = :now")
+            .condition_expression(
+                "attribute_exists(#scope) AND (attribute_not_exists(#del) OR #del = :false) AND #inc = :inc",
             )
-            .await?;
-        Ok(image.map(Into::into))
+            .expression_attribute_names("#scope", keys::SCOPE)
+            .expression_attribute_names("#del", keys::DELETED)
+            .expression_attribute_names("#inc", keys::INCARNATION)
+            .expression_attribute_values(":inc", s(incarnation))
+            .expression_attribute_names("#deleted_at", keys::DELETED_AT)
+            .expression_attribute_values(":true", AttributeValue::Bool(true))
+            .expression_attribute_values(":false", AttributeValue::Bool(false))
+            .expression_attribute_values(":now", n(now))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .customize()
+            .config_override(sent(sends::MARK_DELETED))
+            .send()
+            .await
+            .map_err(|e| self.classify(e));
+        self.plain(out, Written::RESOURCE, |o| o.consumed_capacity.as_ref())
     }
+}
 
+impl StreamStore for DynamoStore {
     async fn get_resources(&self, keys: &[ResourceKey]) -> Result<Vec<Option<ResourceState>>, StoreError> {
         let mut found: HashMap<(String, String), ResourceState> = HashMap::new();
         // Every request, the ones for unprocessed keys too, is built here:
@@ -241,34 +276,6 @@ impl Store for DynamoStore {
             .collect())
     }
 
-    async fn mark_deleted(&self, key: &ResourceKey, incarnation: &str, now: EpochMillis) -> Result<(), StoreError> {
-        self.meter.request(Operation::UpdateItem);
-        let out = self
-            .client
-            .update_item()
-            .table_name(&self.resources_table)
-            .set_key(Some(resource_key(key)))
-            .update_expression("SET #del = :true, #deleted_at = :now")
-            .condition_expression(
-                "attribute_exists(#scope) AND (attribute_not_exists(#del) OR #del = :false) AND #inc = :inc",
-            )
-            .expression_attribute_names("#scope", keys::SCOPE)
-            .expression_attribute_names("#del", keys::DELETED)
-            .expression_attribute_names("#inc", keys::INCARNATION)
-            .expression_attribute_values(":inc", s(incarnation))
-            .expression_attribute_names("#deleted_at", keys::DELETED_AT)
-            .expression_attribute_values(":true", AttributeValue::Bool(true))
-            .expression_attribute_values(":false", AttributeValue::Bool(false))
-            .expression_attribute_values(":now", n(now))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .customize()
-            .config_override(sent(sends::MARK_DELETED))
-            .send()
-            .await
-            .map_err(|e| self.classify(e));
-        self.plain(out, Written::RESOURCE, |o| o.consumed_capacity.as_ref())
-    }
-
     async fn transact(&self, tx: &Transaction) -> Result<(), StoreError> {
         let mut actions = Vec::with_capacity(tx.actions_len());
         if let Some(delta) = &tx.counter {
@@ -287,103 +294,9 @@ impl Store for DynamoStore {
         }
         Ok(())
     }
+}
 
-    async fn last_sequence(&self, scope: &Scope) -> Result<u64, StoreError> {
-        #[derive(Deserialize)]
-        struct Last {
-            #[serde(default)]
-            last_id: u64,
-        }
-        let last: Option<Last> = self
-            .get_counters_item(scope, keys::SEQUENCE_NAME, "#last", &[("#last", keys::LAST_ID)])
-            .await?;
-        Ok(last.map_or(0, |l| l.last_id))
-    }
-
-    async fn claim_sequence(&self, claim: &SequenceClaim) -> Result<(), StoreError> {
-        let (condition, previous) = match claim.previous() {
-            Some(previous) => ("#last = :previous", Some(previous)),
-            None => ("attribute_not_exists(#last)", None),
-        };
-        let update = Update::builder()
-            .table_name(&self.counters_table)
-            .set_key(Some(counter_key(&claim.scope, keys::SEQUENCE_NAME)))
-            .update_expression("SET #last = :number, #updated_at = :now")
-            .condition_expression(condition)
-            .expression_attribute_names("#last", keys::LAST_ID)
-            .expression_attribute_names("#updated_at", keys::UPDATED_AT)
-            .set_expression_attribute_values(Some(
-                [
-                    (":number".to_owned(), number(claim.number)),
-                    (":now".to_owned(), n(claim.now)),
-                ]
-                .into_iter()
-                .chain(previous.map(|p| (":previous".to_owned(), number(p))))
-                .collect(),
-            ))
-            .build()
-            .map_err(build_error)?;
-        let mut item = counter_key(&claim.scope, &keys::sequence_item_name(claim.number));
-        item.insert(keys::SEQUENCE_TOKEN.to_owned(), s(&claim.token));
-        item.insert(keys::CLAIMED_AT.to_owned(), n(claim.now));
-        if let Some(owner) = &claim.owner {
-            item.insert(keys::SEQUENCE_OWNER.to_owned(), s(owner));
-        }
-        let put = Put::builder()
-            .table_name(&self.counters_table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#name)")
-            .expression_attribute_names("#name", keys::NAME)
-            .build()
-            .map_err(build_error)?;
-        // Sent once, without the SDK's retries: the caller's loop retries
-        // and resolves an ambiguous answer by reading the item back, which
-        // does not depend on the ClientRequestToken's idempotency (10
-        // minutes, and not honoured by every emulator).
-        let actions = vec![
-            TransactWriteItem::builder().update(update).build(),
-            TransactWriteItem::builder().put(put).build(),
-        ];
-        self.send_transaction(
-            actions,
-            Written {
-                resource_items: 0,
-                counter_items: 2,
-            },
-            true,
-        )
-        .await
-    }
-
-    async fn sequence_entry(&self, scope: &Scope, number: u64) -> Result<Option<SequenceEntry>, StoreError> {
-        #[derive(Deserialize)]
-        struct Entry {
-            token: String,
-            #[serde(default)]
-            owner: Option<String>,
-            #[serde(default)]
-            claimed_at: EpochMillis,
-        }
-        let entry: Option<Entry> = self
-            .get_counters_item(
-                scope,
-                &keys::sequence_item_name(number),
-                "#token, #owner, #at",
-                &[
-                    ("#token", keys::SEQUENCE_TOKEN),
-                    ("#owner", keys::SEQUENCE_OWNER),
-                    ("#at", keys::CLAIMED_AT),
-                ],
-            )
-            .await?;
-        Ok(entry.map(|e| SequenceEntry {
-            number,
-            token: e.token,
-            owner: e.owner,
-            claimed_at: e.claimed_at,
-        }))
-    }
-
+impl AuditStore for DynamoStore {
     async fn counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
         // A scope has a handful of counter items: one page, almost always.
         // Plain requests, not the paginator: each is metered before it is
@@ -508,5 +421,103 @@ impl Store for DynamoStore {
         // re-sent raise is answered without a second apply (and the epoch
         // condition refuses one after the token's 10 minutes).
         self.send_repair(actions).await
+    }
+}
+
+impl SequenceStore for DynamoStore {
+    async fn last_sequence(&self, scope: &Scope) -> Result<u64, StoreError> {
+        #[derive(Deserialize)]
+        struct Last {
+            #[serde(default)]
+            last_id: u64,
+        }
+        let last: Option<Last> = self
+            .get_counters_item(scope, keys::SEQUENCE_NAME, "#last", &[("#last", keys::LAST_ID)])
+            .await?;
+        Ok(last.map_or(0, |l| l.last_id))
+    }
+
+    async fn claim_sequence(&self, claim: &SequenceClaim) -> Result<(), StoreError> {
+        let (condition, previous) = match claim.previous() {
+            Some(previous) => ("#last = :previous", Some(previous)),
+            None => ("attribute_not_exists(#last)", None),
+        };
+        let update = Update::builder()
+            .table_name(&self.counters_table)
+            .set_key(Some(counter_key(&claim.scope, keys::SEQUENCE_NAME)))
+            .update_expression("SET #last = :number, #updated_at = :now")
+            .condition_expression(condition)
+            .expression_attribute_names("#last", keys::LAST_ID)
+            .expression_attribute_names("#updated_at", keys::UPDATED_AT)
+            .set_expression_attribute_values(Some(
+                [
+                    (":number".to_owned(), number(claim.number)),
+                    (":now".to_owned(), n(claim.now)),
+                ]
+                .into_iter()
+                .chain(previous.map(|p| (":previous".to_owned(), number(p))))
+                .collect(),
+            ))
+            .build()
+            .map_err(build_error)?;
+        let mut item = counter_key(&claim.scope, &keys::sequence_item_name(claim.number));
+        item.insert(keys::SEQUENCE_TOKEN.to_owned(), s(&claim.token));
+        item.insert(keys::CLAIMED_AT.to_owned(), n(claim.now));
+        if let Some(owner) = &claim.owner {
+            item.insert(keys::SEQUENCE_OWNER.to_owned(), s(owner));
+        }
+        let put = Put::builder()
+            .table_name(&self.counters_table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#name)")
+            .expression_attribute_names("#name", keys::NAME)
+            .build()
+            .map_err(build_error)?;
+        // Sent once, without the SDK's retries: the caller's loop retries
+        // and resolves an ambiguous answer by reading the item back, which
+        // does not depend on the ClientRequestToken's idempotency (10
+        // minutes, and not honoured by every emulator).
+        let actions = vec![
+            TransactWriteItem::builder().update(update).build(),
+            TransactWriteItem::builder().put(put).build(),
+        ];
+        self.send_transaction(
+            actions,
+            Written {
+                resource_items: 0,
+                counter_items: 2,
+            },
+            true,
+        )
+        .await
+    }
+
+    async fn sequence_entry(&self, scope: &Scope, number: u64) -> Result<Option<SequenceEntry>, StoreError> {
+        #[derive(Deserialize)]
+        struct Entry {
+            token: String,
+            #[serde(default)]
+            owner: Option<String>,
+            #[serde(default)]
+            claimed_at: EpochMillis,
+        }
+        let entry: Option<Entry> = self
+            .get_counters_item(
+                scope,
+                &keys::sequence_item_name(number),
+                "#token, #owner, #at",
+                &[
+                    ("#token", keys::SEQUENCE_TOKEN),
+                    ("#owner", keys::SEQUENCE_OWNER),
+                    ("#at", keys::CLAIMED_AT),
+                ],
+            )
+            .await?;
+        Ok(entry.map(|e| SequenceEntry {
+            number,
+            token: e.token,
+            owner: e.owner,
+            claimed_at: e.claimed_at,
+        }))
     }
 }

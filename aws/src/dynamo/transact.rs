@@ -1,6 +1,6 @@
 //! The stream's transactions: the actions of a planned batch (the
 //! counter's delta with each item's flag flip or hard delete, which
-//! `Store::transact` in `store.rs` sends), its
+//! `StreamStore::transact` in `store.rs` sends), its
 //! inverse for `counterctl verify`, and the metering and cancellation
 //! reasons of every counting transaction.
 
@@ -200,7 +200,7 @@ mod tests {
     use aws_sdk_dynamodb::types::error::TransactionCanceledException;
     use aws_smithy_mocks::mock;
     use hybrid_counter::ids::ResourceId;
-    use hybrid_counter::store::Store;
+    use hybrid_counter::store::StreamStore;
 
     use super::*;
     use crate::dynamo::test_support::{key, scope, store};

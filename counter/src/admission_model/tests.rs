@@ -512,7 +512,7 @@ async fn a_raise_while_a_reservation_s_put_is_in_flight_leaves_room_past_the_lim
     use crate::items::ResourceItem;
     use crate::memory::{Fault, MemoryStore, Op};
     use crate::request::Counter;
-    use crate::store::{NewResource, Store};
+    use crate::store::{NewResource, RequestStore};
     const NOW: i64 = 1_700_000_000_000;
     let store = Arc::new(MemoryStore::new());
     let scope = Scope::new("acct").unwrap();
@@ -535,7 +535,7 @@ async fn a_raise_while_a_reservation_s_put_is_in_flight_leaves_room_past_the_lim
         .reserve_best_effort(&scope, &quota.name, quota.reservation(fences[&quota.name]), NOW)
         .await
         .unwrap();
-    let audit = Auditor::new(&store, Admission::Strict)
+    let audit = Auditor::new(&*store, Admission::Strict)
         .with_best_effort_shards(2)
         .audit_scope(&scope, RepairMode::Apply, NOW)
         .await
@@ -590,7 +590,7 @@ async fn a_read_torn_across_a_raise_that_creates_a_shard_is_taken_as_whole() {
     use crate::ids::{ResourceId, Scope};
     use crate::items::ResourceItem;
     use crate::memory::MemoryStore;
-    use crate::store::{NewResource, Store};
+    use crate::store::{NewResource, RequestStore};
     const NOW: i64 = 1_700_000_000_000;
     let store = Arc::new(MemoryStore::new());
     let scope = Scope::new("acct").unwrap();
@@ -611,7 +611,7 @@ async fn a_read_torn_across_a_raise_that_creates_a_shard_is_taken_as_whole() {
         store.put_resource(&put(id)).await.unwrap();
     }
     // The Query has read #0 (absent): nothing of it in the snapshot.
-    let audit = Auditor::new(&store, Admission::Strict)
+    let audit = Auditor::new(&*store, Admission::Strict)
         .with_best_effort_shards(2)
         .audit_scope(&scope, RepairMode::Apply, NOW)
         .await

@@ -40,9 +40,9 @@ use super::engine::{Auditor, RepairMode, ScopeAudit};
 use crate::config::CounterConfig;
 use crate::error::StoreError;
 use crate::ids::Scope;
-use crate::items::{CounterItem, CounterSnapshot, ItemRow, ResourceState};
+use crate::items::{CounterItem, ItemRow, ResourceState};
 use crate::keys;
-use crate::store::{NewResource, ResourceKey, SequenceClaim, SequenceEntry, Store, Transaction};
+use crate::store::{AuditStore, ResourceKey, StoreBase};
 use crate::time::{Clock, EpochMillis};
 
 /// Items a run reads when no budget is configured: about a thousand quiet
@@ -80,9 +80,9 @@ pub struct ScanPage {
     pub next: Option<CounterKey>,
 }
 
-/// What the drift check reads and writes beyond [`Store`]: the counters
+/// What the drift check reads and writes beyond [`AuditStore`]: the counters
 /// table's keys, page by page, its limit overrides, and its own state item.
-pub trait DriftStore: Store {
+pub trait DriftStore: AuditStore {
     /// Up to `limit` counters-table keys after `after` (from the start when
     /// `None`), without the kit's own state partition.
     fn scan_counter_keys(
@@ -310,7 +310,13 @@ impl DriftCheck {
         Ok(DriftOutcome { run, state, recorded })
     }
 
-    async fn check_scope<S: Store>(&self, auditor: &Auditor<'_, S>, scope: &str, clock: &Clock, run: &mut DriftRun) {
+    async fn check_scope<S: AuditStore>(
+        &self,
+        auditor: &Auditor<'_, S>,
+        scope: &str,
+        clock: &Clock,
+        run: &mut DriftRun,
+    ) {
         fn list(names: &mut Vec<String>, name: String) {
             if names.len() < MAX_LISTED_SCOPES {
                 names.push(name);
@@ -342,7 +348,7 @@ impl DriftCheck {
     }
 }
 
-/// A [`Store`] that passes reads through, counting the items they return,
+/// An [`AuditStore`] that passes reads through, counting the items they return,
 /// and refuses every write: what makes the drift check report-only whatever
 /// mode an audit is run in.
 #[derive(Debug)]
@@ -376,44 +382,19 @@ fn refused<T>() -> Result<T, StoreError> {
     ))
 }
 
-impl<S: Store> Store for ReadOnly<'_, S> {
-    async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
-        let items = self.counter_items(scope).await?;
-        Ok(CounterSnapshot::from_items(items))
-    }
-
-    async fn put_resource(&self, _: &NewResource) -> Result<(), StoreError> {
-        refused()
-    }
-
-    async fn add_best_effort(&self, _: &Scope, _: &str, _: i64, _: EpochMillis) -> Result<(), StoreError> {
-        refused()
-    }
-
-    async fn reserve_best_effort(
-        &self,
-        _: &Scope,
-        _: &str,
-        _: crate::best_effort::Reservation,
-        _: EpochMillis,
-    ) -> Result<(), StoreError> {
-        refused()
-    }
-
+impl<S: StoreBase> StoreBase for ReadOnly<'_, S> {
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
         let state = self.inner.get_resource(key).await?;
         self.add_read(1);
         Ok(state)
     }
 
-    async fn mark_deleted(&self, _: &ResourceKey, _: &str, _: EpochMillis) -> Result<(), StoreError> {
-        refused()
+    fn cost_meter(&self) -> Option<&crate::store::meter::Meter> {
+        self.inner.cost_meter()
     }
+}
 
-    async fn transact(&self, _: &Transaction) -> Result<(), StoreError> {
-        refused()
-    }
-
+impl<S: AuditStore> AuditStore for ReadOnly<'_, S> {
     async fn counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
         let items = self.inner.counter_items(scope).await?;
         self.add_read(items.len().max(1));
@@ -443,26 +424,6 @@ impl<S: Store> Store for ReadOnly<'_, S> {
         _: EpochMillis,
     ) -> Result<bool, StoreError> {
         refused()
-    }
-
-    async fn last_sequence(&self, scope: &Scope) -> Result<u64, StoreError> {
-        let last = self.inner.last_sequence(scope).await?;
-        self.add_read(1);
-        Ok(last)
-    }
-
-    async fn claim_sequence(&self, _: &SequenceClaim) -> Result<(), StoreError> {
-        refused()
-    }
-
-    async fn sequence_entry(&self, scope: &Scope, number: u64) -> Result<Option<SequenceEntry>, StoreError> {
-        let entry = self.inner.sequence_entry(scope, number).await?;
-        self.add_read(1);
-        Ok(entry)
-    }
-
-    fn cost_meter(&self) -> Option<&crate::store::meter::Meter> {
-        self.inner.cost_meter()
     }
 }
 
@@ -767,8 +728,14 @@ mod tests {
         let store = MemoryStore::new();
         let reader = ReadOnly::new(&store);
         let scope = Scope::new("s0").unwrap();
+        // The request path's, stream's and sequences' writes are not in
+        // `AuditStore`: the type refuses them. The audit's two writes:
+        let raise = crate::best_effort::Raise {
+            adds: [(keys::BEST_EFFORT_NAME.to_owned(), 1)].into(),
+            from: 0,
+        };
         assert!(matches!(
-            reader.add_best_effort(&scope, keys::BEST_EFFORT_NAME, 1, NOW).await,
+            reader.raise_best_effort(&scope, &raise, NOW).await,
             Err(StoreError::Rejected(_))
         ));
         assert!(matches!(

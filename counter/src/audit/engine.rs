@@ -1,5 +1,5 @@
 //! The audit engine: one scope's exact audit and repair, over any
-//! [`Store`]. `counterctl audit`, the simulation and the emulator tests all
+//! [`AuditStore`]. `counterctl audit`, the simulation and the emulator tests all
 //! run this code; the decisions it takes are the pure functions of the
 //! parent module ([`findings_for`], [`strict_shard_findings`],
 //! [`plan_repair_at`](super::findings::plan_repair_at)), with the clock passed in.
@@ -26,7 +26,7 @@ use crate::error::StoreError;
 use crate::ids::{ResourceId, Scope};
 use crate::items::{CounterItem, CounterSnapshot};
 use crate::keys;
-use crate::store::{ResourceKey, Store};
+use crate::store::{AuditStore, ResourceKey};
 use crate::stream::{Change, ChangeRecord};
 use crate::time::EpochMillis;
 
@@ -80,12 +80,12 @@ impl ScopeAudit {
 }
 
 /// Counts the items of `scope` by state, with one read of every item
-/// ([`Store::scope_items`]: read-committed, not a snapshot).
-pub async fn count_scope<S: Store>(store: &S, scope: &Scope) -> Result<ScopeCounts, StoreError> {
+/// ([`AuditStore::scope_items`]: read-committed, not a snapshot).
+pub async fn count_scope<S: AuditStore>(store: &S, scope: &Scope) -> Result<ScopeCounts, StoreError> {
     Ok(tally_scope(store, scope).await?.counts)
 }
 
-async fn tally_scope<S: Store>(store: &S, scope: &Scope) -> Result<ScopeTally, StoreError> {
+async fn tally_scope<S: AuditStore>(store: &S, scope: &Scope) -> Result<ScopeTally, StoreError> {
     let mut tally = ScopeTally::default();
     for row in store.scope_items(scope).await? {
         tally.add_row(&row);
@@ -98,7 +98,7 @@ async fn tally_scope<S: Store>(store: &S, scope: &Scope) -> Result<ScopeTally, S
 /// what their stream records would have said. Running them through the
 /// stream processor (idempotent, so safe while the consumer runs) heals a
 /// scope whose records left the stream.
-pub async fn pending_changes<S: Store>(store: &S, scope: &Scope) -> Result<Vec<ChangeRecord>, StoreError> {
+pub async fn pending_changes<S: AuditStore>(store: &S, scope: &Scope) -> Result<Vec<ChangeRecord>, StoreError> {
     let mut changes = Vec::new();
     for row in store.scope_items(scope).await? {
         let Some(incarnation) = row.incarnation else { continue };
@@ -134,7 +134,7 @@ pub struct Auditor<'a, S> {
     best_effort: Layout,
 }
 
-impl<'a, S: Store> Auditor<'a, S> {
+impl<'a, S: AuditStore> Auditor<'a, S> {
     /// Three tries per scope and a grace period of
     /// [`super::findings::REQUEST_GRACE_MS`] by default.
     pub fn new(store: &'a S, admission: Admission) -> Self {
@@ -441,6 +441,7 @@ mod tests {
     use super::*;
     use crate::memory::{Chaos, MemoryStore};
     use crate::request::Counter;
+    use crate::store::RequestStore;
     use crate::stream::Processor;
 
     const NOW: EpochMillis = 1_700_000_000_000;
@@ -481,7 +482,7 @@ mod tests {
         counter.create(&scope(), &id("b"), Item::default(), NOW).await.unwrap();
         processor
             .process(
-                pending_changes(&store, &scope()).await.unwrap().into_iter().map(Ok),
+                pending_changes(&*store, &scope()).await.unwrap().into_iter().map(Ok),
                 NOW,
             )
             .await;
@@ -498,9 +499,9 @@ mod tests {
             page_latency: Duration::from_millis(50),
             ..Chaos::default()
         });
-        let batch = pending_changes(&store, &scope()).await.unwrap();
+        let batch = pending_changes(&*store, &scope()).await.unwrap();
         assert_eq!(batch.len(), 2);
-        let auditor = Auditor::new(&store, Admission::BestEffort);
+        let auditor = Auditor::new(&*store, Admission::BestEffort);
         let s = scope();
         let (audit, report) = tokio::join!(auditor.audit_scope(&s, RepairMode::Apply, NOW), async {
             tokio::time::sleep(Duration::from_micros(1)).await;
@@ -526,7 +527,7 @@ mod tests {
             .await
             .unwrap();
         store.put_foreign("acct", "theirs", Item::default());
-        let auditor = Auditor::new(&store, Admission::BestEffort);
+        let auditor = Auditor::new(&*store, Admission::BestEffort);
         let audit = auditor
             .audit_scope(&scope(), RepairMode::Apply, NOW + REQUEST_GRACE)
             .await
@@ -536,7 +537,7 @@ mod tests {
         assert!(audit.findings.is_empty() && !audit.repaired, "{audit:?}");
         assert_eq!(store.counter("acct", keys::BEST_EFFORT_NAME), 1);
         assert!(
-            pending_changes(&store, &scope())
+            pending_changes(&*store, &scope())
                 .await
                 .unwrap()
                 .iter()
@@ -805,7 +806,7 @@ mod tests {
         // clock says NOW repairs it without dating the write back.
         store.set_clock(Arc::new(|| NOW + 50_000));
         store.set_counter("acct", keys::EVENTUAL_NAME, 5);
-        let audit = Auditor::new(&store, Admission::BestEffort)
+        let audit = Auditor::new(&*store, Admission::BestEffort)
             .audit_scope(&scope(), RepairMode::Apply, NOW)
             .await
             .unwrap();
@@ -822,7 +823,7 @@ mod tests {
         // An increment lost to a 500: BE undercounts by one.
         store.inject(crate::memory::Op::AddBestEffort, crate::memory::Fault::Unavailable);
         counter.create(&scope(), &id("w1"), Item::default(), NOW).await.unwrap();
-        let auditor = Auditor::new(&store, Admission::BestEffort);
+        let auditor = Auditor::new(&*store, Admission::BestEffort);
         let early = auditor
             .audit_scope(&scope(), RepairMode::Apply, NOW + 1_000)
             .await
@@ -875,7 +876,7 @@ mod tests {
             .with_admission(Admission::Strict)
             .with_best_effort_shards(4)
             .with_seed(4);
-        let audit = Auditor::new(&store, Admission::Strict)
+        let audit = Auditor::new(&*store, Admission::Strict)
             .with_best_effort_shards(4)
             .audit_scope(&scope(), RepairMode::Apply, NOW)
             .await

@@ -10,7 +10,7 @@
 //! (raising in best-effort admission, lowering in strict admission) is only
 //! safe once no request can be in flight: [`plan_repair_at`] holds it back
 //! until the scope's counters and items were last written more than the
-//! grace period ([`REQUEST_GRACE_MS`]) ago. [`findings`](mod@findings) decides (pure); [`engine`] runs the audit over a `Store`.
+//! grace period ([`REQUEST_GRACE_MS`]) ago. [`findings`](mod@findings) decides (pure); [`engine`] runs the audit over an `AuditStore`.
 
 pub mod drift;
 pub mod engine;

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-/// The operations of [`Store`](crate::store::Store), to aim faults at.
+/// The operations of the store roles ([`crate::store`]), to aim faults at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
     ReadCounters,
@@ -30,7 +30,7 @@ pub enum Op {
     /// The consistent read of a gapless sequence's last number.
     LastSequence,
     /// The transaction that claims a sequence number (same faults as
-    /// [`Op::Transact`]; see [`Store::claim_sequence`](crate::store::Store::claim_sequence)).
+    /// [`Op::Transact`]; see [`SequenceStore::claim_sequence`](crate::store::SequenceStore::claim_sequence)).
     ClaimSequence,
     /// The consistent read of one numbered sequence item.
     SequenceEntry,
@@ -100,8 +100,8 @@ pub struct Chaos {
     pub resend_delay: Duration,
     /// Items per page of that Query (at least 1).
     pub page_size: usize,
-    /// The Query of a scope's counter items ([`Store::read_counters`](crate::store::Store::read_counters),
-    /// [`Store::counter_items`](crate::store::Store::counter_items)) waits up to this long (uniform) after each
+    /// The Query of a scope's counter items ([`RequestStore::read_counters`](crate::store::RequestStore::read_counters),
+    /// [`AuditStore::counter_items`](crate::store::AuditStore::counter_items)) waits up to this long (uniform) after each
     /// item it reads: DynamoDB's Query is read-committed item by item, not
     /// a snapshot, so a request or an audit can see a multi-item repair or
     /// a stream transaction half applied. Zero reads all items at once.

@@ -1,4 +1,4 @@
-//! A deterministic in-memory [`Store`]: a test double, not a database. It
+//! A deterministic in-memory store (every role of [`crate::store`]): a test double, not a database. It
 //! implements the semantics the kit relies on (conditional writes,
 //! all-or-nothing transactions with cancellation reasons in request order,
 //! conflicts between transactions in flight, the resources table's stream)
@@ -36,7 +36,7 @@ use crate::error::StoreError;
 use crate::ids::Scope;
 use crate::items::ResourceState;
 use crate::keys;
-use crate::store::{NewResource, Store};
+use crate::store::{NewResource, RequestStore};
 use crate::stream::process::Decoded;
 use crate::time::EpochMillis;
 
@@ -217,7 +217,7 @@ impl MemoryStore {
     }
 
     /// Puts a kit item of `scope` in the given state through
-    /// [`Store::put_resource`] (its INSERT record is appended), as a test
+    /// [`RequestStore::put_resource`] (its INSERT record is appended), as a test
     /// sets a table up.
     pub async fn put_item(&self, scope: &str, id: &str, incarnation: &str, counted: bool, deleted: bool) {
         let item = crate::items::ResourceItem {
@@ -354,7 +354,7 @@ mod tests {
     use super::*;
     use crate::ids::ResourceId;
     use crate::items::ResourceItem;
-    use crate::store::{ResourceKey, Transaction};
+    use crate::store::{ResourceKey, StreamStore, Transaction};
 
     pub(super) fn key(id: &str) -> ResourceKey {
         ResourceKey {

@@ -82,7 +82,7 @@ impl MemoryStore {
         Ok(items)
     }
 
-    /// Items per page of [`Store::scope_items`](crate::store::Store::scope_items) and the pause before the
+    /// Items per page of [`AuditStore::scope_items`](crate::store::AuditStore::scope_items) and the pause before the
     /// next page (drawn from the chaos generator; none without chaos).
     pub(super) fn page_shape(&self) -> (usize, Duration) {
         let mut inner = self.inner.lock().unwrap();
@@ -104,7 +104,7 @@ mod tests {
 
     use super::super::{Chaos, MemoryStore};
     use crate::ids::Scope;
-    use crate::store::Store;
+    use crate::store::AuditStore;
 
     #[tokio::test(start_paused = true)]
     async fn a_counter_query_reads_item_by_item_and_can_see_a_repair_half_applied() {

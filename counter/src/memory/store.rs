@@ -1,4 +1,4 @@
-//! `impl Store for MemoryStore`: each operation of the kit's store as one
+//! The store's role traits on `MemoryStore`: each operation of the kit's store as one
 //! plain call ([`super::calls`]), a Query read item by item
 //! ([`super::reads`]) or a transaction ([`super::transactions`]), with the
 //! writes of resource items appending their stream records.
@@ -14,10 +14,21 @@ use crate::error::{CancelReason, StoreError};
 use crate::ids::Scope;
 use crate::items::{CounterItem, CounterSnapshot, ItemRow, ResourceState};
 use crate::keys;
-use crate::store::{NewResource, ResourceKey, SequenceClaim, SequenceEntry, Store, Transaction};
+use crate::store::{
+    AuditStore, NewResource, RequestStore, ResourceKey, SequenceClaim, SequenceEntry, SequenceStore, StoreBase,
+    StreamStore, Transaction,
+};
 use crate::time::EpochMillis;
 
-impl Store for MemoryStore {
+impl StoreBase for MemoryStore {
+    async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
+        self.call(Op::GetResource, &[], |t, _| {
+            Ok(t.resources.get(&key_of(key)).map(|r| r.state.clone()))
+        })
+    }
+}
+
+impl RequestStore for MemoryStore {
     async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
         let items = self.query_counters(Op::ReadCounters, scope).await?;
         Ok(CounterSnapshot::from_items(items))
@@ -84,12 +95,6 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
-        self.call(Op::GetResource, &[], |t, _| {
-            Ok(t.resources.get(&key_of(key)).map(|r| r.state.clone()))
-        })
-    }
-
     async fn mark_deleted(&self, key: &ResourceKey, incarnation: &str, now: EpochMillis) -> Result<(), StoreError> {
         let soft_delete = |t: &mut Tables, stream: &mut Stream| match t.resources.get_mut(&key_of(key)) {
             Some(r) if !r.state.deleted && r.state.incarnation == incarnation => {
@@ -112,7 +117,9 @@ impl Store for MemoryStore {
         )
         .await
     }
+}
 
+impl StreamStore for MemoryStore {
     /// The kit sends no `ClientRequestToken` itself: the SDK fills a fresh
     /// one per `send()` (and keeps it across its own retries of that send),
     /// so every call here is a new token ([`MemoryStore::transact_write`]).
@@ -120,49 +127,9 @@ impl Store for MemoryStore {
         let token = self.inner.lock().unwrap().tokens.fresh();
         self.transact_write(tx, Some(&token)).await
     }
+}
 
-    async fn last_sequence(&self, scope: &Scope) -> Result<u64, StoreError> {
-        self.call(Op::LastSequence, &[], |t, _| {
-            Ok(t.sequences.get(scope.as_str()).copied().unwrap_or(0))
-        })
-    }
-
-    /// Read, claim and read-back are separate calls, as on DynamoDB: the
-    /// claim is a two-phase transaction like [`Store::transact`], so a
-    /// concurrent claim of the same number meets `TransactionConflict` while
-    /// it is held, or a failed condition after it committed. With
-    /// [`Fault::AppliedThenUnavailable`] the claim is applied and the caller
-    /// sees a 500. [`Fault::AppliedThenConditionFailed`] (an SDK retry
-    /// after an applied attempt) answers success: `DynamoStore` sends a
-    /// claim without SDK retries, and a retry with the same
-    /// `ClientRequestToken` is answered as the first success.
-    async fn claim_sequence(&self, claim: &SequenceClaim) -> Result<(), StoreError> {
-        let scope = claim.scope.to_string();
-        let holds = [
-            LockKey::Counter(scope.clone(), keys::SEQUENCE_NAME.to_owned()),
-            LockKey::Counter(scope, keys::sequence_item_name(claim.number)),
-        ];
-        let (fault, latency, id) = self.prepare(Op::ClaimSequence, &holds, &|_, _| CancelReason::None)?;
-        if !latency.is_zero() {
-            tokio::time::sleep(latency).await;
-        }
-        let mut inner = self.inner.lock().unwrap();
-        inner.locks.release(id, &holds);
-        let result = apply_claim(&mut inner.tables, claim);
-        match fault {
-            Some(Fault::AppliedThenUnavailable) => Err(StoreError::Unavailable(
-                "injected 500 after the claim was applied".into(),
-            )),
-            _ => result,
-        }
-    }
-
-    async fn sequence_entry(&self, scope: &Scope, number: u64) -> Result<Option<SequenceEntry>, StoreError> {
-        self.call(Op::SequenceEntry, &[], |t, _| {
-            Ok(t.sequence_items.get(&(scope.to_string(), number)).cloned())
-        })
-    }
-
+impl AuditStore for MemoryStore {
     async fn counter_items(&self, scope: &Scope) -> Result<Vec<CounterItem>, StoreError> {
         self.query_counters(Op::CounterItems, scope).await
     }
@@ -204,7 +171,7 @@ impl Store for MemoryStore {
     }
 
     /// A `TransactWriteItems` of one conditional update per target, run
-    /// like [`Store::transact`]: it holds every counter it sets while in
+    /// like [`StreamStore::transact`]: it holds every counter it sets while in
     /// flight (their writers meet `TransactionConflict`; a held one cancels
     /// it), then checks every version and writes all or nothing. A Query
     /// reading the scope's counters item by item meanwhile sees some of
@@ -236,5 +203,49 @@ impl Store for MemoryStore {
         now: EpochMillis,
     ) -> Result<bool, StoreError> {
         self.raise(scope, raise, now).await
+    }
+}
+
+impl SequenceStore for MemoryStore {
+    async fn last_sequence(&self, scope: &Scope) -> Result<u64, StoreError> {
+        self.call(Op::LastSequence, &[], |t, _| {
+            Ok(t.sequences.get(scope.as_str()).copied().unwrap_or(0))
+        })
+    }
+
+    /// Read, claim and read-back are separate calls, as on DynamoDB: the
+    /// claim is a two-phase transaction like [`StreamStore::transact`], so a
+    /// concurrent claim of the same number meets `TransactionConflict` while
+    /// it is held, or a failed condition after it committed. With
+    /// [`Fault::AppliedThenUnavailable`] the claim is applied and the caller
+    /// sees a 500. [`Fault::AppliedThenConditionFailed`] (an SDK retry
+    /// after an applied attempt) answers success: `DynamoStore` sends a
+    /// claim without SDK retries, and a retry with the same
+    /// `ClientRequestToken` is answered as the first success.
+    async fn claim_sequence(&self, claim: &SequenceClaim) -> Result<(), StoreError> {
+        let scope = claim.scope.to_string();
+        let holds = [
+            LockKey::Counter(scope.clone(), keys::SEQUENCE_NAME.to_owned()),
+            LockKey::Counter(scope, keys::sequence_item_name(claim.number)),
+        ];
+        let (fault, latency, id) = self.prepare(Op::ClaimSequence, &holds, &|_, _| CancelReason::None)?;
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        let mut inner = self.inner.lock().unwrap();
+        inner.locks.release(id, &holds);
+        let result = apply_claim(&mut inner.tables, claim);
+        match fault {
+            Some(Fault::AppliedThenUnavailable) => Err(StoreError::Unavailable(
+                "injected 500 after the claim was applied".into(),
+            )),
+            _ => result,
+        }
+    }
+
+    async fn sequence_entry(&self, scope: &Scope, number: u64) -> Result<Option<SequenceEntry>, StoreError> {
+        self.call(Op::SequenceEntry, &[], |t, _| {
+            Ok(t.sequence_items.get(&(scope.to_string(), number)).cloned())
+        })
     }
 }

@@ -93,7 +93,7 @@ mod tests {
     use super::super::tests::{count_insert, resource};
     use super::CLIENT_REQUEST_TOKEN_WINDOW_MS;
     use crate::error::StoreError;
-    use crate::store::Store;
+    use crate::store::RequestStore;
 
     #[tokio::test]
     async fn a_client_request_token_answers_a_repeat_without_applying_it_again_for_ten_minutes() {

@@ -202,7 +202,7 @@ impl MemoryStore {
         answer
     }
 
-    /// [`Store::raise_best_effort`](crate::store::Store::raise_best_effort): a repair transaction over every item
+    /// [`AuditStore::raise_best_effort`](crate::store::AuditStore::raise_best_effort): a repair transaction over every item
     /// of the raise, each conditioned on its epoch.
     pub(super) async fn raise(
         &self,
@@ -285,7 +285,7 @@ mod tests {
     use super::super::{Chaos, Fault, MemoryStore, Op};
     use crate::error::{CancelReason, StoreError};
     use crate::ids::Scope;
-    use crate::store::{CounterDelta, ItemWrite, Store, Transaction};
+    use crate::store::{AuditStore, CounterDelta, ItemWrite, RequestStore, StreamStore, Transaction};
 
     #[tokio::test]
     async fn a_failed_condition_cancels_the_whole_transaction_with_reasons_in_request_order() {

@@ -20,7 +20,7 @@ use crate::items::{CounterSnapshot, ResourceItem};
 use crate::keys;
 use crate::retry::{Backoff, Retry};
 use crate::scope_keys::ScopeKeys;
-use crate::store::{NewResource, ResourceKey, Store};
+use crate::store::{IntoShared, NewResource, RequestStore, ResourceKey, SequenceStore};
 use crate::time::EpochMillis;
 
 /// Reads of the counters a strict create makes at most when each is torn
@@ -68,10 +68,11 @@ pub struct Created {
     pub best_effort_counted: bool,
 }
 
-/// The request path over a [`Store`].
-#[derive(Debug, Clone)]
+/// The request path over a [`RequestStore`], held in an [`Arc`] so that a
+/// stream consumer or an audit in the same process can share it.
+#[derive(Debug)]
 pub struct Counter<S> {
-    store: S,
+    store: Arc<S>,
     default_limit: u64,
     admission: Admission,
     /// The best-effort shards creates count on.
@@ -95,10 +96,23 @@ pub struct Counter<S> {
     retry_on_other_shards: bool,
 }
 
-impl<S: Store> Counter<S> {
-    pub fn new(store: S, default_limit: u64) -> Self {
+impl<S> Clone for Counter<S> {
+    fn clone(&self) -> Self {
         Self {
-            store,
+            store: Arc::clone(&self.store),
+            draws: Arc::clone(&self.draws),
+            swallowed: Arc::clone(&self.swallowed),
+            ..*self
+        }
+    }
+}
+
+impl<S: RequestStore> Counter<S> {
+    /// The request path over `store`: a store of its own, or an [`Arc`]
+    /// shared with other users.
+    pub fn new(store: impl IntoShared<S>, default_limit: u64) -> Self {
+        Self {
+            store: store.into_shared(),
             default_limit,
             admission: Admission::default(),
             layout: Layout::default(),
@@ -116,7 +130,7 @@ impl<S: Store> Counter<S> {
 
     /// The request path as a deployed stack configures it: `config`'s
     /// admission mode, best-effort shards and scope keys.
-    pub fn configured(store: S, default_limit: u64, config: &crate::config::CounterConfig) -> Self {
+    pub fn configured(store: impl IntoShared<S>, default_limit: u64, config: &crate::config::CounterConfig) -> Self {
         Self::new(store, default_limit)
             .with_admission(config.admission)
             .with_best_effort_shards(config.best_effort_shards)
@@ -236,20 +250,6 @@ impl<S: Store> Counter<S> {
             key: index,
             keys,
         }
-    }
-
-    /// Claims the next gapless sequence number of `scope` for `owner`
-    /// ([`crate::sequence`], with its default retry budget): what a create
-    /// that asks for a number does after the create.
-    pub async fn next_number(
-        &self,
-        scope: &Scope,
-        owner: Option<&str>,
-        now: EpochMillis,
-    ) -> Result<crate::sequence::Claimed, Error> {
-        let seed = self.seed.map(|_| self.rng().u64(..));
-        let retry = Retry::new(crate::sequence::DEFAULT_BACKOFF, seed);
-        crate::sequence::next_number(&self.store, retry, scope, owner, now).await
     }
 
     /// Creates `id` in `scope` if the scope is under its limit.
@@ -674,6 +674,24 @@ impl<S: Store> Counter<S> {
             Some(seed) => fastrand::Rng::with_seed(seed ^ draw.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
             None => fastrand::Rng::new(),
         }
+    }
+}
+
+/// The sequence numbers a create may ask for: the request path over a store
+/// that also holds the scopes' sequences.
+impl<S: RequestStore + SequenceStore> Counter<S> {
+    /// Claims the next gapless sequence number of `scope` for `owner`
+    /// ([`crate::sequence`], with its default retry budget): what a create
+    /// that asks for a number does after the create.
+    pub async fn next_number(
+        &self,
+        scope: &Scope,
+        owner: Option<&str>,
+        now: EpochMillis,
+    ) -> Result<crate::sequence::Claimed, Error> {
+        let seed = self.seed.map(|_| self.rng().u64(..));
+        let retry = Retry::new(crate::sequence::DEFAULT_BACKOFF, seed);
+        crate::sequence::next_number(&*self.store, retry, scope, owner, now).await
     }
 }
 

@@ -1,4 +1,4 @@
-//! Test double: a [`Store`] whose sequence claims may be answered 500
+//! Test double: a [`SequenceStore`] whose sequence claims may be answered 500
 //! *before* they apply and then apply later, as a DynamoDB request still in
 //! flight after a timeout does. The late claim is the very request that was
 //! sent (same number, token and condition), so it lands only if `last_id`
@@ -13,10 +13,9 @@ use tokio::task::JoinHandle;
 
 use crate::error::StoreError;
 use crate::ids::Scope;
-use crate::items::{CounterItem, CounterSnapshot, ItemRow, ResourceState};
+use crate::items::ResourceState;
 use crate::memory::MemoryStore;
-use crate::store::{NewResource, ResourceKey, SequenceClaim, SequenceEntry, Store, Transaction};
-use crate::time::EpochMillis;
+use crate::store::{ResourceKey, SequenceClaim, SequenceEntry, SequenceStore, StoreBase};
 
 pub(super) struct InFlight {
     inner: Arc<MemoryStore>,
@@ -68,82 +67,16 @@ impl InFlight {
     }
 }
 
-impl Store for InFlight {
-    fn read_counters(&self, scope: &Scope) -> impl Future<Output = Result<CounterSnapshot, StoreError>> + Send {
-        self.inner.read_counters(scope)
-    }
-
-    fn put_resource(&self, resource: &NewResource) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.inner.put_resource(resource)
-    }
-
-    fn add_best_effort(
-        &self,
-        scope: &Scope,
-        name: &str,
-        delta: i64,
-        now: EpochMillis,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.inner.add_best_effort(scope, name, delta, now)
-    }
-
-    fn reserve_best_effort(
-        &self,
-        scope: &Scope,
-        name: &str,
-        reservation: crate::best_effort::Reservation,
-        now: EpochMillis,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.inner.reserve_best_effort(scope, name, reservation, now)
-    }
-
-    fn raise_best_effort(
-        &self,
-        scope: &Scope,
-        raise: &crate::best_effort::Raise,
-        now: EpochMillis,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        self.inner.raise_best_effort(scope, raise, now)
-    }
-
+impl StoreBase for InFlight {
     fn get_resource(
         &self,
         key: &ResourceKey,
     ) -> impl Future<Output = Result<Option<ResourceState>, StoreError>> + Send {
         self.inner.get_resource(key)
     }
+}
 
-    fn mark_deleted(
-        &self,
-        key: &ResourceKey,
-        incarnation: &str,
-        now: EpochMillis,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.inner.mark_deleted(key, incarnation, now)
-    }
-
-    fn transact(&self, tx: &Transaction) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.inner.transact(tx)
-    }
-
-    fn counter_items(&self, scope: &Scope) -> impl Future<Output = Result<Vec<CounterItem>, StoreError>> + Send {
-        self.inner.counter_items(scope)
-    }
-
-    fn scope_items(&self, scope: &Scope) -> impl Future<Output = Result<Vec<ItemRow>, StoreError>> + Send {
-        self.inner.scope_items(scope)
-    }
-
-    fn set_counters(
-        &self,
-        scope: &Scope,
-        read: &[CounterItem],
-        targets: &[(String, i64)],
-        now: EpochMillis,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        self.inner.set_counters(scope, read, targets, now)
-    }
-
+impl SequenceStore for InFlight {
     fn last_sequence(&self, scope: &Scope) -> impl Future<Output = Result<u64, StoreError>> + Send {
         self.inner.last_sequence(scope)
     }

@@ -1,5 +1,7 @@
 //! The seam between the counter's decisions and DynamoDB: the handful of
-//! operations the kit performs, in the kit's own terms. `DynamoStore` in
+//! operations the kit performs, in the kit's own terms, one role trait per
+//! caller ([`RequestStore`], [`StreamStore`], [`AuditStore`],
+//! [`SequenceStore`], over the shared [`StoreBase`]). `DynamoStore` in
 //! the crate `hybrid-counter-aws` implements them with `aws-sdk-dynamodb`;
 //! `crate::memory::MemoryStore` (feature `test-util`) is a deterministic in-memory double that reads
 //! like DynamoDB, for tests and simulations.
@@ -7,6 +9,7 @@
 pub mod meter;
 
 use std::future::Future;
+use std::sync::Arc;
 
 use serde_dynamo::Item;
 
@@ -166,9 +169,24 @@ pub mod sends {
     pub const BEST_EFFORT: Resend = Resend::Never;
 }
 
-/// DynamoDB operations the kit relies on. Implementations classify errors
-/// into [`StoreError`] so callers never inspect SDK types.
-pub trait Store: Send + Sync {
+/// What more than one role uses: the request path (a delete's read) and the
+/// stream consumer (a delete record's item) both read one resource item,
+/// and every handler reports the cost of whichever role it runs.
+pub trait StoreBase: Send + Sync {
+    /// Strongly consistent read of a resource item's kit attributes.
+    fn get_resource(&self, key: &ResourceKey)
+    -> impl Future<Output = Result<Option<ResourceState>, StoreError>> + Send;
+
+    /// The cost accounting of the requests this store sent, where it keeps
+    /// one (`DynamoStore` does).
+    fn cost_meter(&self) -> Option<&meter::Meter> {
+        None
+    }
+}
+
+/// The request path's operations ([`crate::Counter`]: create, delete,
+/// usage).
+pub trait RequestStore: StoreBase {
     /// Strongly consistent read of every counters-table item of `scope`.
     fn read_counters(&self, scope: &Scope) -> impl Future<Output = Result<CounterSnapshot, StoreError>> + Send;
 
@@ -204,11 +222,21 @@ pub trait Store: Send + Sync {
         now: EpochMillis,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Strongly consistent read of a resource item's kit attributes.
-    fn get_resource(&self, key: &ResourceKey)
-    -> impl Future<Output = Result<Option<ResourceState>, StoreError>> + Send;
+    /// `SET deleted = true, deleted_at = now` if the item exists, is not
+    /// deleted and is still `incarnation` (the one the delete read), so a
+    /// delete never soft-deletes a newer item of the same id
+    /// (`ConditionFailed` otherwise). Sent as [`sends::MARK_DELETED`] says.
+    fn mark_deleted(
+        &self,
+        key: &ResourceKey,
+        incarnation: &str,
+        now: EpochMillis,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
 
-    /// [`Store::get_resource`] of several distinct items, in the order of
+/// The stream consumer's operations ([`crate::stream::Processor`]).
+pub trait StreamStore: StoreBase {
+    /// [`StoreBase::get_resource`] of several distinct items, in the order of
     /// `keys`: one request per 100 keys where the store can batch reads
     /// (DynamoDB's `BatchGetItem`), one read after another otherwise.
     fn get_resources(
@@ -224,20 +252,13 @@ pub trait Store: Send + Sync {
         }
     }
 
-    /// `SET deleted = true, deleted_at = now` if the item exists, is not
-    /// deleted and is still `incarnation` (the one the delete read), so a
-    /// delete never soft-deletes a newer item of the same id
-    /// (`ConditionFailed` otherwise). Sent as [`sends::MARK_DELETED`] says.
-    fn mark_deleted(
-        &self,
-        key: &ResourceKey,
-        incarnation: &str,
-        now: EpochMillis,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
     /// Runs `tx` all-or-nothing.
     fn transact(&self, tx: &Transaction) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
 
+/// The audit's operations ([`crate::audit`]): what it reads, and the
+/// repairs it writes.
+pub trait AuditStore: StoreBase {
     /// Strongly consistent read of every counters-table item of `scope`,
     /// with their `version` and `updated_at` (what an audit compares).
     fn counter_items(&self, scope: &Scope) -> impl Future<Output = Result<Vec<CounterItem>, StoreError>> + Send;
@@ -276,14 +297,17 @@ pub trait Store: Send + Sync {
         raise: &Raise,
         now: EpochMillis,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+}
 
+/// The gapless sequences' operations ([`crate::sequence`]).
+pub trait SequenceStore: StoreBase {
     /// Strongly consistent read of the last number of `scope`'s sequence
     /// (0 when none was claimed).
     fn last_sequence(&self, scope: &Scope) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// Sends `claim` once, all-or-nothing (see [`SequenceClaim`]), without
     /// the SDK's retries: after an ambiguous failure the caller reads the
-    /// numbered item back ([`Store::sequence_entry`]) and retries itself.
+    /// numbered item back ([`SequenceStore::sequence_entry`]) and retries itself.
     fn claim_sequence(&self, claim: &SequenceClaim) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Strongly consistent read of number `number` of `scope`'s sequence.
@@ -292,116 +316,24 @@ pub trait Store: Send + Sync {
         scope: &Scope,
         number: u64,
     ) -> impl Future<Output = Result<Option<SequenceEntry>, StoreError>> + Send;
+}
 
-    /// The cost accounting of the requests this store sent, where it keeps
-    /// one (`DynamoStore` does).
-    fn cost_meter(&self) -> Option<&meter::Meter> {
-        None
+/// A store handed to [`crate::Counter`], [`crate::stream::Processor`] or
+/// [`crate::Sequence`], which hold it in an [`Arc`]: the store itself, or
+/// an [`Arc`] the caller shares with other users (a request path and a
+/// stream consumer in one process, as in the simulation).
+pub trait IntoShared<S> {
+    fn into_shared(self) -> Arc<S>;
+}
+
+impl<S: StoreBase> IntoShared<S> for S {
+    fn into_shared(self) -> Arc<S> {
+        Arc::new(self)
     }
 }
 
-/// One store shared by several users (a request path and a stream consumer
-/// in one process, as in the simulation).
-impl<T: Store> Store for std::sync::Arc<T> {
-    fn read_counters(&self, scope: &Scope) -> impl Future<Output = Result<CounterSnapshot, StoreError>> + Send {
-        T::read_counters(self, scope)
-    }
-
-    fn put_resource(&self, resource: &NewResource) -> impl Future<Output = Result<(), StoreError>> + Send {
-        T::put_resource(self, resource)
-    }
-
-    fn add_best_effort(
-        &self,
-        scope: &Scope,
-        name: &str,
-        delta: i64,
-        now: EpochMillis,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        T::add_best_effort(self, scope, name, delta, now)
-    }
-
-    fn reserve_best_effort(
-        &self,
-        scope: &Scope,
-        name: &str,
-        reservation: Reservation,
-        now: EpochMillis,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        T::reserve_best_effort(self, scope, name, reservation, now)
-    }
-
-    fn get_resource(
-        &self,
-        key: &ResourceKey,
-    ) -> impl Future<Output = Result<Option<ResourceState>, StoreError>> + Send {
-        T::get_resource(self, key)
-    }
-
-    fn get_resources(
-        &self,
-        keys: &[ResourceKey],
-    ) -> impl Future<Output = Result<Vec<Option<ResourceState>>, StoreError>> + Send {
-        T::get_resources(self, keys)
-    }
-
-    fn mark_deleted(
-        &self,
-        key: &ResourceKey,
-        incarnation: &str,
-        now: EpochMillis,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        T::mark_deleted(self, key, incarnation, now)
-    }
-
-    fn transact(&self, tx: &Transaction) -> impl Future<Output = Result<(), StoreError>> + Send {
-        T::transact(self, tx)
-    }
-
-    fn counter_items(&self, scope: &Scope) -> impl Future<Output = Result<Vec<CounterItem>, StoreError>> + Send {
-        T::counter_items(self, scope)
-    }
-
-    fn scope_items(&self, scope: &Scope) -> impl Future<Output = Result<Vec<ItemRow>, StoreError>> + Send {
-        T::scope_items(self, scope)
-    }
-
-    fn set_counters(
-        &self,
-        scope: &Scope,
-        read: &[CounterItem],
-        targets: &[(String, i64)],
-        now: EpochMillis,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        T::set_counters(self, scope, read, targets, now)
-    }
-
-    fn raise_best_effort(
-        &self,
-        scope: &Scope,
-        raise: &Raise,
-        now: EpochMillis,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        T::raise_best_effort(self, scope, raise, now)
-    }
-
-    fn last_sequence(&self, scope: &Scope) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        T::last_sequence(self, scope)
-    }
-
-    fn claim_sequence(&self, claim: &SequenceClaim) -> impl Future<Output = Result<(), StoreError>> + Send {
-        T::claim_sequence(self, claim)
-    }
-
-    fn sequence_entry(
-        &self,
-        scope: &Scope,
-        number: u64,
-    ) -> impl Future<Output = Result<Option<SequenceEntry>, StoreError>> + Send {
-        T::sequence_entry(self, scope, number)
-    }
-
-    fn cost_meter(&self) -> Option<&meter::Meter> {
-        T::cost_meter(self)
+impl<S: StoreBase> IntoShared<S> for Arc<S> {
+    fn into_shared(self) -> Arc<S> {
+        self
     }
 }

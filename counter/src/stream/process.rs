@@ -1,4 +1,4 @@
-//! Runs the stream plans against a [`Store`], retried with exponential
+//! Runs the stream plans against a [`StreamStore`], retried with exponential
 //! backoff and full jitter on conflicts, throttling and transient errors.
 //!
 //! [`Mode::Batched`] (the default) writes a batch as one transaction per
@@ -11,6 +11,8 @@
 //! done; everything after it is redelivered and absorbed by the idempotency
 //! flag and the delete's conditions).
 
+use std::sync::Arc;
+
 use futures_util::future::join_all;
 use serde::Serialize;
 use tracing::{debug, error, warn};
@@ -19,7 +21,7 @@ use super::plan::{self, BatchCancel, CancelVerdict, CounterGroup, DeleteDecision
 use super::record::{Change, ChangeRecord, DecodeError};
 use crate::error::StoreError;
 use crate::retry::{Backoff, Retry, Sleeper};
-use crate::store::{ItemWrite, ResourceKey, Store, Transaction};
+use crate::store::{IntoShared, ItemWrite, ResourceKey, StreamStore, Transaction};
 use crate::time::EpochMillis;
 
 /// Counter groups (scopes, or shards of them) of one batch written at once.
@@ -106,9 +108,11 @@ pub type Decoded = Result<ChangeRecord, (Option<String>, DecodeError)>;
 
 /// The stream consumer's engine, shared by the stream handler and the DLQ
 /// reprocessor.
-#[derive(Debug, Clone)]
+/// It holds the store in an [`Arc`], so that a request path or an audit in
+/// the same process can share it.
+#[derive(Debug)]
 pub struct Processor<S> {
-    store: S,
+    store: Arc<S>,
     backoff: Backoff,
     seed: Option<u64>,
     eventual_shards: u32,
@@ -117,10 +121,23 @@ pub struct Processor<S> {
     sleeper: Sleeper,
 }
 
-impl<S: Store> Processor<S> {
-    pub fn new(store: S) -> Self {
+impl<S> Clone for Processor<S> {
+    fn clone(&self) -> Self {
         Self {
-            store,
+            store: Arc::clone(&self.store),
+            clock: self.clock.clone(),
+            sleeper: self.sleeper.clone(),
+            ..*self
+        }
+    }
+}
+
+impl<S: StreamStore> Processor<S> {
+    /// The consumer over `store`: a store of its own, or an [`Arc`] shared
+    /// with other users.
+    pub fn new(store: impl IntoShared<S>) -> Self {
+        Self {
+            store: store.into_shared(),
             backoff: Backoff::default(),
             seed: None,
             eventual_shards: 1,
@@ -577,7 +594,7 @@ mod tests {
     use crate::items::ResourceItem;
     use crate::keys;
     use crate::memory::{Fault, MemoryStore, Op};
-    use crate::store::NewResource;
+    use crate::store::{NewResource, RequestStore};
 
     fn key(id: &str) -> ResourceKey {
         ResourceKey {

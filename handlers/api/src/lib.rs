@@ -10,7 +10,7 @@
 //! multi-tenant API authorizes in front of the counter.
 //!
 //! [`handle`] and its siblings run that router on one request at a given
-//! time, so tests drive the code Lambda runs over any [`Store`].
+//! time, so tests drive the code Lambda runs over any store ([`RequestStore`] and [`SequenceStore`]).
 
 mod error;
 pub mod routes;
@@ -28,7 +28,7 @@ use axum::http::StatusCode;
 use axum::http::header::CONTENT_LENGTH;
 use axum::middleware::{self, Next};
 use hybrid_counter::metrics::{Metric, Metrics};
-use hybrid_counter::{Counter, EpochMillis, Store};
+use hybrid_counter::{Counter, EpochMillis, RequestStore, SequenceStore};
 use hybrid_counter_aws::lambda::{CostWatch, emit_metrics};
 use lambda_http::request::RequestContext;
 use lambda_http::tower::ServiceExt;
@@ -46,7 +46,7 @@ use state::Now;
 /// and its metrics printed, and no `Content-Length` on a 204.
 pub fn app<S, T>(api: Arc<Api<S, T>>) -> MapResponse<Router, fn(axum::response::Response) -> axum::response::Response>
 where
-    S: Store + 'static,
+    S: RequestStore + SequenceStore + 'static,
     T: PrincipalTags + Send + Sync + 'static,
 {
     let routes = router(api.clone()).layer(middleware::from_fn_with_state(api, observe::<S, T>));
@@ -64,7 +64,7 @@ fn without_length_on_no_content(mut response: axum::response::Response) -> axum:
     response
 }
 
-async fn observe<S: Store, T>(
+async fn observe<S: RequestStore + SequenceStore, T>(
     State(api): State<Arc<Api<S, T>>>,
     request: axum::extract::Request,
     next: Next,
@@ -79,7 +79,7 @@ async fn observe<S: Store, T>(
 /// the best-effort writes it swallowed and the cost of its store requests
 /// are added to `metrics`. One request at a time per counter (as Lambda
 /// runs a function instance) keeps the swallowed count the request's own.
-async fn measured<S: Store, F>(
+async fn measured<S: RequestStore + SequenceStore, F>(
     counter: &Counter<S>,
     request: axum::extract::Request,
     metrics: &mut Metrics,
@@ -104,7 +104,7 @@ where
 /// Handles one request at time `now` as Lambda does ([`app`]), every caller
 /// allowed every scope (`ScopeAuthorization=none`). Never fails: every
 /// outcome is a response.
-pub async fn handle<S: Store + Clone + 'static>(
+pub async fn handle<S: RequestStore + SequenceStore + 'static>(
     counter: &Counter<S>,
     request: Request,
     now: EpochMillis,
@@ -120,7 +120,7 @@ pub async fn handle_with<S, T>(
     now: EpochMillis,
 ) -> Response<Body>
 where
-    S: Store + Clone + 'static,
+    S: RequestStore + SequenceStore + 'static,
     T: PrincipalTags + Clone + Send + Sync + 'static,
 {
     let api = shared(counter, authorizer);
@@ -129,7 +129,7 @@ where
 }
 
 /// [`handle`] without the printing: the request's metrics are added to `metrics`.
-pub async fn handle_measured<S: Store + Clone + 'static>(
+pub async fn handle_measured<S: RequestStore + SequenceStore + 'static>(
     counter: &Counter<S>,
     request: Request,
     now: EpochMillis,
@@ -148,7 +148,7 @@ pub async fn handle_measured<S: Store + Clone + 'static>(
 
 /// An [`Api`] over clones of `counter` and `authorizer` (a counter's clone
 /// shares its store and its counts).
-fn shared<S: Clone, T: Clone>(counter: &Counter<S>, authorizer: &Authorizer<T>) -> Arc<Api<S, T>> {
+fn shared<S, T: Clone>(counter: &Counter<S>, authorizer: &Authorizer<T>) -> Arc<Api<S, T>> {
     Arc::new(Api {
         counter: counter.clone(),
         authorizer: authorizer.clone(),

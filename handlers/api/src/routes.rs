@@ -12,7 +12,7 @@ use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
-use hybrid_counter::{Error, ResourceId, Scope, Store};
+use hybrid_counter::{Error, RequestStore, ResourceId, Scope, SequenceStore};
 use lambda_http::request::RequestContext;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Serialize;
@@ -40,7 +40,7 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'
 /// other path is `404 RouteNotFound`; a body over [`MAX_BODY_BYTES`] is `413`.
 pub fn router<S, T>(api: Arc<Api<S, T>>) -> Router
 where
-    S: Store + 'static,
+    S: RequestStore + SequenceStore + 'static,
     T: PrincipalTags + Send + Sync + 'static,
 {
     let not_allowed = |allow: &'static str| move |method| async move { ApiError::MethodNotAllowed { method, allow } };
@@ -73,7 +73,7 @@ where
 /// create spends no number; a number not claimed after the create is a
 /// `503` that says the item exists ([`ApiError::CreatedWithoutSequence`],
 /// [`ApiError::CreatedSequenceUnknown`]). Any query parses as a list of pairs.
-async fn create<S: Store, T: PrincipalTags>(
+async fn create<S: RequestStore + SequenceStore, T: PrincipalTags>(
     State(api): State<Arc<Api<S, T>>>,
     Now(now): Now,
     context: Option<Extension<RequestContext>>,
@@ -113,7 +113,7 @@ async fn create<S: Store, T: PrincipalTags>(
 }
 
 /// `DELETE /scopes/{scope}/items/{id}`.
-async fn delete<S: Store, T: PrincipalTags>(
+async fn delete<S: RequestStore + SequenceStore, T: PrincipalTags>(
     State(api): State<Arc<Api<S, T>>>,
     Now(now): Now,
     context: Option<Extension<RequestContext>>,
@@ -125,7 +125,7 @@ async fn delete<S: Store, T: PrincipalTags>(
 }
 
 /// `GET /scopes/{scope}/usage`.
-async fn usage<S: Store, T: PrincipalTags>(
+async fn usage<S: RequestStore + SequenceStore, T: PrincipalTags>(
     State(api): State<Arc<Api<S, T>>>,
     context: Option<Extension<RequestContext>>,
     ScopeKey(scope): ScopeKey,
@@ -296,7 +296,7 @@ mod tests {
     use crate::{MAX_BODY_BYTES, handle};
 
     /// Creates `path` (an item route) and answers its 201 body.
-    async fn created(c: &Counter<Arc<MemoryStore>>, path: &str) -> Value {
+    async fn created(c: &Counter<MemoryStore>, path: &str) -> Value {
         let (status, body) = call(c, "POST", path, "").await;
         assert_eq!(status, StatusCode::CREATED, "{path}: {body}");
         body

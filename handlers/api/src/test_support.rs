@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use hybrid_counter::memory::MemoryStore;
-use hybrid_counter::{Counter, EpochMillis, Scope, Store};
+use hybrid_counter::{Counter, EpochMillis, RequestStore, Scope, SequenceStore};
 use serde_dynamo::Item;
 use serde_json::Value;
 
@@ -29,7 +29,7 @@ pub fn payload(store: &MemoryStore, scope: &str, id: &str) -> Option<Item> {
     Some(image)
 }
 
-pub fn counter(limit: u64) -> Counter<Arc<MemoryStore>> {
+pub fn counter(limit: u64) -> Counter<MemoryStore> {
     Counter::new(Arc::default(), limit)
 }
 
@@ -49,7 +49,7 @@ pub fn json(response: &Response<Body>) -> Value {
     }
 }
 
-pub async fn call<S: Store + Clone + 'static>(
+pub async fn call<S: RequestStore + SequenceStore + 'static>(
     counter: &Counter<S>,
     method: &str,
     path: &str,

@@ -148,7 +148,7 @@ fn signed_request(method: &Method, path: &str) -> Request {
 }
 
 /// A counter whose every store call fails as an exhausted DynamoDB call does.
-fn unavailable() -> Counter<Arc<MemoryStore>> {
+fn unavailable() -> Counter<MemoryStore> {
     let store = Arc::new(MemoryStore::new());
     store.set_chaos(Chaos {
         faults: [Op::ReadCounters, Op::GetResource, Op::PutResource, Op::AddBestEffort]

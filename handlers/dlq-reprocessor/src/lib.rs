@@ -29,7 +29,7 @@
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use hybrid_counter::config::{ENV_DLQ2_URL, ENV_STREAM_ARN};
 use hybrid_counter::metrics::{Metric, Metrics};
-use hybrid_counter::store::Store;
+use hybrid_counter::store::StreamStore;
 use hybrid_counter::stream::BatchReport;
 use hybrid_counter::stream::Processor;
 use hybrid_counter_aws::failed_batch::{Dlq1Message, Expected, replay_payload};
@@ -106,7 +106,7 @@ pub struct Sources {
 
 /// Handles one DLQ1 message: `None` for S3's test event (nothing to
 /// replay), otherwise what the replay of the batch it names came to.
-async fn handle_message<S: Store>(
+async fn handle_message<S: StreamStore>(
     processor: &Processor<S>,
     sources: &Sources,
     stream_arn: &str,
@@ -141,7 +141,7 @@ async fn handle_message<S: Store>(
 /// is reported like any other failure and stays in DLQ1 (it reaches DLQ2
 /// after `maxReceiveCount` receives, as before), so nothing is lost. The
 /// invocation's metrics are printed once, whatever the outcome.
-pub async fn handle_dlq_event<S: Store>(
+pub async fn handle_dlq_event<S: StreamStore>(
     processor: &Processor<S>,
     sources: &Sources,
     permanent: &PermanentFailures,
@@ -156,7 +156,7 @@ pub async fn handle_dlq_event<S: Store>(
 /// [`handle_dlq_event`] without the printing: replays, permanent failures
 /// sent to DLQ2, the replayed batches' counts and the cost are added to
 /// `metrics`.
-pub async fn process_dlq_event<S: Store>(
+pub async fn process_dlq_event<S: StreamStore>(
     processor: &Processor<S>,
     sources: &Sources,
     permanent: &PermanentFailures,

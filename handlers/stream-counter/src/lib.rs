@@ -9,7 +9,7 @@
 
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use hybrid_counter::metrics::Metrics;
-use hybrid_counter::store::Store;
+use hybrid_counter::store::StreamStore;
 use hybrid_counter::stream::{BatchReport, Processor};
 use hybrid_counter_aws::info_with_cost;
 use hybrid_counter_aws::lambda::{CostWatch, emit_metrics};
@@ -41,7 +41,7 @@ pub fn partial_batch_response(report: &BatchReport) -> DynamoDbEventResponse {
 /// record that could not be processed. A failed record without a sequence
 /// number fails the invocation, which makes the mapping retry and bisect.
 /// The invocation's metrics are printed once, whatever the outcome.
-pub async fn handle_stream_event<S: Store>(
+pub async fn handle_stream_event<S: StreamStore>(
     processor: &Processor<S>,
     event: LambdaEvent<RawStreamEvent>,
 ) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
@@ -53,7 +53,7 @@ pub async fn handle_stream_event<S: Store>(
 
 /// [`handle_stream_event`] without the printing: the batch's counts and
 /// cost are added to `metrics`.
-pub async fn process_stream_event<S: Store>(
+pub async fn process_stream_event<S: StreamStore>(
     processor: &Processor<S>,
     event: LambdaEvent<RawStreamEvent>,
     metrics: &mut Metrics,

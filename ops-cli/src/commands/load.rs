@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use hybrid_counter::audit::{Auditor, RepairMode, ScopeAudit};
 use hybrid_counter::scope_keys::ScopeKeys;
-use hybrid_counter::{Counter, ResourceId, Scope, Store};
+use hybrid_counter::{AuditStore, Counter, ResourceId, Scope};
 use hybrid_counter_aws::DynamoStore;
 use serde::Serialize;
 
@@ -288,7 +288,7 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
 
 /// The changes of `scopes`' items the stream has not counted yet, over
 /// every key of each scope.
-async fn pending_of<S: Store>(store: &S, keys: ScopeKeys, scopes: &[Scope]) -> Result<u64> {
+async fn pending_of<S: AuditStore>(store: &S, keys: ScopeKeys, scopes: &[Scope]) -> Result<u64> {
     let mut pending = 0;
     for scope in scopes {
         for key in keys.keys(scope).map_err(|e| Error::InvalidArgument(e.to_string()))? {
@@ -304,7 +304,7 @@ async fn pending_of<S: Store>(store: &S, keys: ScopeKeys, scopes: &[Scope]) -> R
 /// Audits every key of each of `scopes`: a scope whose live items (over
 /// its keys) pass `limit` overshot; with `judged` (the stream drained),
 /// each key's findings, or an EC other than its live items, are drift.
-async fn check_scopes<S: Store>(
+async fn check_scopes<S: AuditStore>(
     auditor: &Auditor<'_, S>,
     keys: ScopeKeys,
     scopes: &[Scope],
@@ -421,8 +421,8 @@ mod tests {
             counter.create(&scopes[0], &id, Default::default(), 1).await.unwrap();
         }
         // No stream ran: every create is still pending.
-        assert_eq!(pending_of(&store, config.scope_keys, &scopes).await.unwrap(), 12);
-        let auditor = Auditor::configured(&store, &config);
+        assert_eq!(pending_of(&*store, config.scope_keys, &scopes).await.unwrap(), 12);
+        let auditor = Auditor::configured(&*store, &config);
         let (overshoots, _, _) = check_scopes(&auditor, config.scope_keys, &scopes, 10, false)
             .await
             .unwrap();

@@ -6,7 +6,7 @@
 use std::fmt;
 
 use hybrid_counter::scope_keys::ScopeKeys;
-use hybrid_counter::{Counter, CounterConfig, Scope, Store, Usage};
+use hybrid_counter::{Counter, CounterConfig, RequestStore, Scope, Usage};
 use hybrid_counter_aws::DynamoStore;
 use serde::Serialize;
 
@@ -88,7 +88,7 @@ async fn open(ctx: &Context<'_>) -> Result<(DynamoStore, CounterConfig)> {
 
 /// Each key's copy of `scope`'s override, in key order (one key: the
 /// scope's own override), read with the counters (strongly consistent).
-async fn limit_copies<S: Store>(store: &S, keys: ScopeKeys, scope: &Scope) -> Result<Vec<Option<u64>>> {
+async fn limit_copies<S: RequestStore>(store: &S, keys: ScopeKeys, scope: &Scope) -> Result<Vec<Option<u64>>> {
     let keys = keys.keys(scope).map_err(|e| Error::InvalidArgument(e.to_string()))?;
     let reads = futures_util::future::try_join_all(keys.iter().map(|key| store.read_counters(key)))
         .await
@@ -98,14 +98,18 @@ async fn limit_copies<S: Store>(store: &S, keys: ScopeKeys, scope: &Scope) -> Re
 
 pub async fn usage(ctx: &Context<'_>, scope: &Scope) -> Result<UsageReport> {
     let (store, config) = open(ctx).await?;
-    usage_of(&store, &config, scope).await
+    usage_of(&std::sync::Arc::new(store), &config, scope).await
 }
 
 /// BE and EC summed over the scope's keys; the limit as `limit get`
 /// reports it (the largest a key reads when the copies disagree).
-async fn usage_of<S: Store + Clone>(store: &S, config: &CounterConfig, scope: &Scope) -> Result<UsageReport> {
+async fn usage_of<S: RequestStore>(
+    store: &std::sync::Arc<S>,
+    config: &CounterConfig,
+    scope: &Scope,
+) -> Result<UsageReport> {
     let default_limit = config.default_limit.unwrap_or_default();
-    let copies = limit_copies(store, config.scope_keys, scope).await?;
+    let copies = limit_copies(store.as_ref(), config.scope_keys, scope).await?;
     let mut usage = Counter::configured(store.clone(), default_limit, config)
         .usage(scope)
         .await

@@ -89,14 +89,14 @@ pub const CALLS: &[Call] = &[
             on(CountersTable, &[DynamoDbUpdateItem]),
             on(ResourcesTable, &[DynamoDbUpdateItem, DynamoDbDeleteItem]),
         ],
-        "Store::transact: the eventual counter's delta with each item's flag flip or hard delete (redrive --replay and verify run the processor too)",
+        "StreamStore::transact: the eventual counter's delta with each item's flag flip or hard delete (redrive --replay and verify run the processor too)",
     ),
     call(
         "transact_write_items",
         &[Api, Operator],
         &["aws/src/dynamo/transact.rs"],
         &[on(CountersTable, &[DynamoDbUpdateItem, DynamoDbPutItem])],
-        "Store::claim_sequence: Update of `sequence`, Put of `sequence#<n>` (counterctl seq claim)",
+        "SequenceStore::claim_sequence: Update of `sequence`, Put of `sequence#<n>` (counterctl seq claim)",
     ),
     call(
         "transact_write_items",
@@ -123,7 +123,7 @@ pub const CALLS: &[Call] = &[
         &[StreamCounter, DlqReprocessor, Api, Operator],
         &["aws/src/dynamo/read.rs"],
         &[on(ResourcesTable, &[DynamoDbGetItem])],
-        "Store::get_resource: a delete's item (per-record stream mode, the request path)",
+        "StoreBase::get_resource: a delete's item (per-record stream mode, the request path)",
     ),
     call(
         "get_item",

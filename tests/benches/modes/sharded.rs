@@ -12,7 +12,7 @@ use e2e::spread::Spread;
 use e2e::{create_tables, read_new_records};
 use hybrid_counter::store::meter::Meter;
 use hybrid_counter::stream::{Mode, Processor};
-use hybrid_counter::{Admission, Counter, CounterConfig, Error, ResourceId, Scope, Store as _, now_millis};
+use hybrid_counter::{Admission, AuditStore as _, Counter, CounterConfig, Error, ResourceId, Scope, now_millis};
 use hybrid_counter_aws::DynamoStore;
 use hybrid_counter_aws::streams::ShardReader;
 use serde::Serialize;

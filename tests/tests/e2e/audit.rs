@@ -2,7 +2,7 @@
 //! segmented scan, and repairs that never clobber a concurrent writer.
 
 use e2e::Kit;
-use hybrid_counter::Store;
+use hybrid_counter::RequestStore;
 use hybrid_counter::audit::Finding;
 use hybrid_counter::audit::RepairMode;
 use serde_dynamo::Item;

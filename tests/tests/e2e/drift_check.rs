@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use hybrid_counter::audit::drift::DriftStore;
-use hybrid_counter::{Counter, Store, keys};
+use hybrid_counter::{AuditStore, Counter, keys};
 use hybrid_counter_aws::DynamoStore;
 use ops_cli::commands::drift_check::DriftCheckMode;
 use serde_dynamo::Item;

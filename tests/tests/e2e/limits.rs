@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
-use hybrid_counter::Store;
+use hybrid_counter::RequestStore;
 use hybrid_counter::keys;
 use hybrid_counter::limits::diff::{Change, Kind};
 use hybrid_counter_aws::DynamoStore;

@@ -96,7 +96,7 @@ async fn load_then_drain_audits_clean_and_injected_drift_is_found_and_repaired()
     let store =
         hybrid_counter_aws::DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
     let scope = hybrid_counter::Scope::new("load-1").unwrap();
-    hybrid_counter::Store::add_best_effort(&store, &scope, "best_effort", -1, 0)
+    hybrid_counter::RequestStore::add_best_effort(&store, &scope, "best_effort", -1, 0)
         .await
         .unwrap();
     let drift = ctl.run(&["audit"]).await.unwrap();
@@ -509,7 +509,7 @@ async fn audits_and_drift_checks_beside_a_busy_scope_report_no_drift_when_there_
     assert_eq!(after.exit_code(), exit::SUCCESS, "{after}");
     let Report::Audit(after) = &after else { panic!() };
     assert_eq!(after.totals.live, load.created - load.deleted, "{after}");
-    let usage = hybrid_counter::Store::read_counters(&store, &crate::scope(hot))
+    let usage = hybrid_counter::RequestStore::read_counters(&store, &crate::scope(hot))
         .await
         .unwrap();
     assert_eq!(

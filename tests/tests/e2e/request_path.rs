@@ -46,7 +46,7 @@ async fn eventual_counter_alone_also_enforces_the_limit() {
     let s = scope("acct");
     kit.counter.create(&s, &id("a"), Item::default(), NOW).await.unwrap();
     kit.counter.create(&s, &id("b"), Item::default(), NOW).await.unwrap();
-    hybrid_counter::Store::add_best_effort(&kit.store, &s, "best_effort", -2, NOW)
+    hybrid_counter::RequestStore::add_best_effort(&kit.store, &s, "best_effort", -2, NOW)
         .await
         .unwrap();
     kit.drain().await;

@@ -18,7 +18,7 @@ use e2e::history::{Call, History, Outcome, Refusal};
 use hybrid_counter::audit::RepairMode;
 use hybrid_counter::retry::Backoff;
 use hybrid_counter::sequence::{DEFAULT_BACKOFF, Sequence};
-use hybrid_counter::{Store, keys};
+use hybrid_counter::{AuditStore, RequestStore, SequenceStore, keys};
 use hybrid_counter_aws::DynamoStore;
 use serde_dynamo::Item;
 

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use e2e::counterctl::Counterctl;
-use hybrid_counter::{CounterConfig, Store as _, keys};
+use hybrid_counter::{AuditStore as _, CounterConfig, RequestStore as _, keys};
 use hybrid_counter_aws::DynamoStore;
 use ops_cli::{Report, exit};
 

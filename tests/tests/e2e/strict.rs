@@ -13,7 +13,7 @@ use hybrid_counter::audit::Finding;
 use hybrid_counter::audit::RepairMode;
 use hybrid_counter::best_effort::{Fence, Raise, Reservation};
 use hybrid_counter::error::StoreError;
-use hybrid_counter::{Admission, Counter, CounterConfig, Error, Store};
+use hybrid_counter::{Admission, AuditStore, Counter, CounterConfig, Error, RequestStore};
 use hybrid_counter_aws::DynamoStore;
 use ops_cli::{Report, exit};
 use serde_dynamo::Item;

@@ -5,7 +5,7 @@
 //! batch through DLQ1 and the reprocessor, and fails with a clear reason
 //! when the reprocessor's queue mapping is disabled.
 
-use hybrid_counter::Store as _;
+use hybrid_counter::AuditStore as _;
 use hybrid_counter_aws::DynamoStore;
 use ops_cli::commands::verify::VerifyReport;
 use ops_cli::{Report, exit};

@@ -27,7 +27,7 @@ fn strict(limit: u64) -> Counter<MemoryStore> {
 }
 
 /// Creates `w0`, `w1`, ... in `s`.
-async fn create_many<S: Store>(counter: &Counter<S>, s: &Scope, n: usize) {
+async fn create_many<S: RequestStore>(counter: &Counter<S>, s: &Scope, n: usize) {
     for n in 0..n {
         counter
             .create(s, &ResourceId::new(format!("w{n}")).unwrap(), Item::default(), NOW)

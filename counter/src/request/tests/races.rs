@@ -1,28 +1,40 @@
 //! Concurrent creators interleaved at every store call ([`Yielding`]).
 
 use super::*;
+use crate::store::{AuditStore, StoreBase, StreamStore};
+
 /// A store that yields to the scheduler before every call, so that
 /// concurrent request paths interleave between their read and writes;
 /// with a gate, reservations also wait until it opens (creators read,
 /// then park before their conditional increment).
 pub(super) struct Yielding<S>(
-    pub(super) S,
+    pub(super) std::sync::Arc<S>,
     pub(super) Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 );
 
-impl<S: Store> Store for Yielding<S> {
+impl<S: StoreBase> StoreBase for Yielding<S> {
+    async fn get_resource(&self, key: &ResourceKey) -> Result<Option<crate::items::ResourceState>, StoreError> {
+        tokio::task::yield_now().await;
+        self.0.get_resource(key).await
+    }
+}
+
+impl<S: RequestStore> RequestStore for Yielding<S> {
     async fn read_counters(&self, scope: &Scope) -> Result<CounterSnapshot, StoreError> {
         tokio::task::yield_now().await;
         self.0.read_counters(scope).await
     }
+
     async fn put_resource(&self, resource: &NewResource) -> Result<(), StoreError> {
         tokio::task::yield_now().await;
         self.0.put_resource(resource).await
     }
+
     async fn add_best_effort(&self, scope: &Scope, name: &str, delta: i64, now: EpochMillis) -> Result<(), StoreError> {
         tokio::task::yield_now().await;
         self.0.add_best_effort(scope, name, delta, now).await
     }
+
     async fn reserve_best_effort(
         &self,
         scope: &Scope,
@@ -36,39 +48,28 @@ impl<S: Store> Store for Yielding<S> {
         }
         self.0.reserve_best_effort(scope, name, reservation, now).await
     }
-    async fn get_resource(&self, key: &ResourceKey) -> Result<Option<crate::items::ResourceState>, StoreError> {
-        tokio::task::yield_now().await;
-        self.0.get_resource(key).await
-    }
+
     async fn mark_deleted(&self, key: &ResourceKey, incarnation: &str, now: EpochMillis) -> Result<(), StoreError> {
         tokio::task::yield_now().await;
         self.0.mark_deleted(key, incarnation, now).await
     }
+}
+
+impl<S: StreamStore> StreamStore for Yielding<S> {
     async fn transact(&self, tx: &crate::store::Transaction) -> Result<(), StoreError> {
         self.0.transact(tx).await
     }
+}
+
+impl<S: AuditStore> AuditStore for Yielding<S> {
     async fn counter_items(&self, scope: &Scope) -> Result<Vec<crate::items::CounterItem>, StoreError> {
         self.0.counter_items(scope).await
     }
+
     async fn scope_items(&self, scope: &Scope) -> Result<Vec<crate::items::ItemRow>, StoreError> {
         self.0.scope_items(scope).await
     }
-    async fn last_sequence(&self, scope: &Scope) -> Result<u64, StoreError> {
-        tokio::task::yield_now().await;
-        self.0.last_sequence(scope).await
-    }
-    async fn claim_sequence(&self, claim: &crate::store::SequenceClaim) -> Result<(), StoreError> {
-        tokio::task::yield_now().await;
-        self.0.claim_sequence(claim).await
-    }
-    async fn sequence_entry(
-        &self,
-        scope: &Scope,
-        number: u64,
-    ) -> Result<Option<crate::store::SequenceEntry>, StoreError> {
-        tokio::task::yield_now().await;
-        self.0.sequence_entry(scope, number).await
-    }
+
     async fn set_counters(
         &self,
         scope: &Scope,
@@ -78,6 +79,7 @@ impl<S: Store> Store for Yielding<S> {
     ) -> Result<bool, StoreError> {
         self.0.set_counters(scope, read, targets, now).await
     }
+
     async fn raise_best_effort(
         &self,
         scope: &Scope,
@@ -85,6 +87,27 @@ impl<S: Store> Store for Yielding<S> {
         now: EpochMillis,
     ) -> Result<bool, StoreError> {
         self.0.raise_best_effort(scope, raise, now).await
+    }
+}
+
+impl<S: SequenceStore> SequenceStore for Yielding<S> {
+    async fn last_sequence(&self, scope: &Scope) -> Result<u64, StoreError> {
+        tokio::task::yield_now().await;
+        self.0.last_sequence(scope).await
+    }
+
+    async fn claim_sequence(&self, claim: &crate::store::SequenceClaim) -> Result<(), StoreError> {
+        tokio::task::yield_now().await;
+        self.0.claim_sequence(claim).await
+    }
+
+    async fn sequence_entry(
+        &self,
+        scope: &Scope,
+        number: u64,
+    ) -> Result<Option<crate::store::SequenceEntry>, StoreError> {
+        tokio::task::yield_now().await;
+        self.0.sequence_entry(scope, number).await
     }
 }
 
@@ -96,7 +119,7 @@ pub(super) async fn race(admission: Admission) -> (usize, i64, i64) {
 /// 16 creators racing for the 5 slots of one scope whose best-effort
 /// counter has `shards` items.
 pub(super) async fn race_on(admission: Admission, shards: u32) -> (usize, i64, i64) {
-    let counter = Counter::new(Yielding(MemoryStore::new(), None), 5)
+    let counter = Counter::new(Yielding(std::sync::Arc::new(MemoryStore::new()), None), 5)
         .with_admission(admission)
         .with_best_effort_shards(shards)
         .with_seed(u64::from(shards));

@@ -279,7 +279,7 @@ async fn a_shard_gone_below_zero_since_the_read_lends_nothing_past_the_limit() {
     let reads = || store.calls().iter().filter(|op| **op == Op::ReadCounters).count();
     // p0, p1 read first and park; q0, q1 read once the -1 has landed.
     async fn create_once(
-        counter: &Counter<Yielding<std::sync::Arc<MemoryStore>>>,
+        counter: &Counter<Yielding<MemoryStore>>,
         s: &Scope,
         id: &str,
         after: Option<&AtomicBool>,

@@ -224,7 +224,7 @@ impl Sim {
         // The sweep.
         for n in 0..self.p.scopes {
             let scope = self.scope(n);
-            let sweep = pending_changes(&self.store, &scope)
+            let sweep = pending_changes(&*self.store, &scope)
                 .await
                 .map_err(|e| format!("reading the pending items of {scope}: {e}"))?;
             let swept = sweep.len() as u64;

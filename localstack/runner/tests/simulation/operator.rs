@@ -4,7 +4,6 @@
 //! Lambda), and `counterctl audit --repair` run again and again, so repairs
 //! land in the middle of the load.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use hybrid_counter::audit::{Auditor, RepairMode, pending_changes};
@@ -93,8 +92,8 @@ impl Sim {
         }
     }
 
-    pub(crate) fn auditor(&self) -> Auditor<'_, Arc<MemoryStore>> {
-        Auditor::new(&self.store, self.configured().admission())
+    pub(crate) fn auditor(&self) -> Auditor<'_, MemoryStore> {
+        Auditor::new(&*self.store, self.configured().admission())
             .with_grace(self.grace())
             .with_eventual_shards(self.p.eventual_shards)
             .with_best_effort_shards(self.configured().layout().shards())
@@ -145,7 +144,7 @@ impl Sim {
                     Err(_) => self.bump(|s| s.audit_errors_during_load += 1),
                 }
                 if self.p.sweep_during_load
-                    && let Ok(changes) = pending_changes(&self.store, &scope).await
+                    && let Ok(changes) = pending_changes(&*self.store, &scope).await
                 {
                     let swept = changes.len() as u64;
                     let report = self

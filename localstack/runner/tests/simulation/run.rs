@@ -27,7 +27,7 @@ use crate::world::{EPOCH_MS, Sim};
 /// them, written long before the grace period (set before the checker and
 /// the faults).
 async fn prefill(store: &MemoryStore, p: &Params) {
-    use hybrid_counter::Store;
+    use hybrid_counter::RequestStore;
     use hybrid_counter::items::ResourceItem;
     use hybrid_counter::store::NewResource;
     if p.prefilled == 0 {
@@ -70,7 +70,7 @@ fn processor(
     seed: u64,
     start: tokio::time::Instant,
     skew: i64,
-) -> Processor<Arc<MemoryStore>> {
+) -> Processor<MemoryStore> {
     Processor::new(store.clone())
         .with_mode(p.mode)
         .with_eventual_shards(p.eventual_shards)

@@ -42,7 +42,7 @@ pub(crate) struct Sim {
     /// change (`BeShardCount` or `AdmissionMode`; the same one when it has
     /// none), when it was made, and the draws of which one a request runs
     /// during the rollout.
-    pub(crate) counters: [Counter<Arc<MemoryStore>>; 2],
+    pub(crate) counters: [Counter<MemoryStore>; 2],
     pub(crate) changed: Cell<Option<tokio::time::Instant>>,
     pub(crate) picks: RefCell<Rng>,
     /// A best-effort `audit --repair` of the operator is in flight (the
@@ -53,9 +53,9 @@ pub(crate) struct Sim {
     pub(crate) windows: Arc<Mutex<Windows>>,
     /// The stream function's and the reprocessor's processor (the
     /// stream's clock).
-    pub(crate) processor: Processor<Arc<MemoryStore>>,
+    pub(crate) processor: Processor<MemoryStore>,
     /// The processor of the operator's sweeps (the audit's clock).
-    pub(crate) sweeper: Processor<Arc<MemoryStore>>,
+    pub(crate) sweeper: Processor<MemoryStore>,
     pub(crate) start: tokio::time::Instant,
     /// The mapping's checkpoint per shard and lane: the last record the
     /// lane is past.
@@ -148,7 +148,7 @@ impl Sim {
     /// new configuration with a chance rising from 0 to 1 over it, so old
     /// and new run side by side (a request in flight keeps the one it
     /// started with, as a Lambda invocation keeps its configuration).
-    pub(crate) fn counter(&self) -> &Counter<Arc<MemoryStore>> {
+    pub(crate) fn counter(&self) -> &Counter<MemoryStore> {
         let Some(at) = self.changed.get() else {
             return &self.counters[0];
         };
@@ -159,7 +159,7 @@ impl Sim {
 
     /// The configuration the operator's tools read (the stack's, the new
     /// one from the change on).
-    pub(crate) fn configured(&self) -> &Counter<Arc<MemoryStore>> {
+    pub(crate) fn configured(&self) -> &Counter<MemoryStore> {
         &self.counters[usize::from(self.changed.get().is_some())]
     }
 }

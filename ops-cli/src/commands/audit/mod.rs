@@ -31,7 +31,7 @@
 mod report;
 
 use hybrid_counter::audit::{Auditor, RepairMode};
-use hybrid_counter::{CounterConfig, Scope, Store};
+use hybrid_counter::{AuditStore, CounterConfig, Scope, StreamStore};
 use hybrid_counter_aws::DynamoStore;
 
 pub use report::AuditReport;
@@ -86,14 +86,23 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
             suspects
         }
     };
-    sweep_and_audit(&store, &config, options, pending, &suspects, &mut report, ctx.ui).await?;
+    sweep_and_audit(
+        &std::sync::Arc::new(store),
+        &config,
+        options,
+        pending,
+        &suspects,
+        &mut report,
+        ctx.ui,
+    )
+    .await?;
     Ok(report)
 }
 
 /// `--scope`: counts each of the scope's partition keys (`s#0..s#N-1`
 /// with `ScopeKeyShards` N > 1, the scope itself otherwise), each one a
 /// scope of its own to the counters, and returns them all to be audited.
-async fn count_keys<S: Store>(
+async fn count_keys<S: AuditStore>(
     store: &S,
     config: &CounterConfig,
     scope: &Scope,
@@ -118,8 +127,8 @@ async fn count_keys<S: Store>(
 
 /// Sweeps the `pending` items (`--repair`; counted by `--dry-run`), then
 /// audits each of the `suspects` exactly, adding what it finds to `report`.
-async fn sweep_and_audit<S: Store + Clone>(
-    store: &S,
+async fn sweep_and_audit<S: AuditStore + StreamStore>(
+    store: &std::sync::Arc<S>,
     config: &CounterConfig,
     options: &AuditOptions,
     mut pending: Vec<(String, u64)>,
@@ -127,7 +136,7 @@ async fn sweep_and_audit<S: Store + Clone>(
     report: &mut AuditReport,
     ui: &crate::progress::Ui,
 ) -> Result<()> {
-    let auditor = Auditor::configured(store, config)
+    let auditor = Auditor::configured(store.as_ref(), config)
         .with_attempts(options.attempts)
         .with_grace(options.grace_ms);
     pending.retain(|(_, n)| *n > 0);
@@ -143,7 +152,7 @@ async fn sweep_and_audit<S: Store + Clone>(
                 let Ok(scope) = hybrid_counter::Scope::new(scope.clone()) else {
                     continue;
                 };
-                let changes = hybrid_counter::audit::pending_changes(store, &scope)
+                let changes = hybrid_counter::audit::pending_changes(store.as_ref(), &scope)
                     .await
                     .map_err(store_error("reading pending items"))?;
                 let done = processor
@@ -241,7 +250,7 @@ mod tests {
         };
         let mut report = AuditReport::new(location(), options.mode, &config);
         let mut pending = Vec::new();
-        let suspects = count_keys(&store, &config, &scope, &mut report, &mut pending)
+        let suspects = count_keys(&*store, &config, &scope, &mut report, &mut pending)
             .await
             .unwrap();
         assert_eq!(suspects, ["acct#0", "acct#1", "acct#2", "acct#3"]);

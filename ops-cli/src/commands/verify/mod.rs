@@ -31,7 +31,9 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use hybrid_counter::audit::{Auditor, RepairMode, count_scope};
-use hybrid_counter::{Counter, Error as CounterError, ResourceId, Scope, Store as _, now_millis};
+use hybrid_counter::{
+    AuditStore as _, Counter, Error as CounterError, ResourceId, Scope, StreamStore as _, now_millis,
+};
 use hybrid_counter_aws::DynamoStore;
 use serde::Serialize;
 
@@ -602,14 +604,14 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let count = support::count_keys(&store, config.scope_keys, &scope).await.unwrap();
+        let count = support::count_keys(&*store, config.scope_keys, &scope).await.unwrap();
         assert_eq!((count.live, count.pending), (12, 12), "every key is counted");
 
         let over = over_id(config.scope_keys, 2).unwrap();
         assert_eq!(config.scope_keys.index(&over), 2);
         assert_eq!(over_id(ScopeKeys::default(), 0).unwrap().as_str(), "over");
         let key = config.scope_keys.key_of(&scope, &over).unwrap();
-        let on_key = count_scope(&store, &key).await.unwrap().live;
+        let on_key = count_scope(&*store, &key).await.unwrap().live;
         assert!(on_key > 0, "12 items over 4 keys");
         let limit = refusing_limit(config.scope_keys, on_key);
         for k in 0..4 {

@@ -4,7 +4,7 @@
 
 use hybrid_counter::audit::count_scope;
 use hybrid_counter::scope_keys::ScopeKeys;
-use hybrid_counter::{Counter, ResourceId, Scope, Store};
+use hybrid_counter::{AuditStore, Counter, RequestStore, ResourceId, Scope};
 use hybrid_counter_aws::DynamoStore;
 
 use crate::commands::Context;
@@ -84,7 +84,11 @@ impl Verify<'_> {
 }
 
 /// [`Verify::scope_count`] over any store: each key counted and read.
-pub(super) async fn count_keys<S: Store>(store: &S, keys: ScopeKeys, scope: &Scope) -> Result<ScopeCount> {
+pub(super) async fn count_keys<S: AuditStore + RequestStore>(
+    store: &S,
+    keys: ScopeKeys,
+    scope: &Scope,
+) -> Result<ScopeCount> {
     let mut total = ScopeCount {
         live: 0,
         pending: 0,
