@@ -56,6 +56,6 @@ pub use error::Error;
 pub use ids::{IdError, ResourceId, Scope};
 pub use request::{Counter, Created, Usage};
 pub use sequence::Sequence;
-pub use store::{AuditStore, RequestStore, SequenceStore, StoreBase, StreamStore};
+pub use store::{AuditStore, RequestStore, ResourceRead, SequenceStore, StoreBase, StreamStore};
 
 pub use time::{Clock, EpochMillis, now_millis};

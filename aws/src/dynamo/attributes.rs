@@ -64,7 +64,7 @@ pub(super) fn build_error(err: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("could not build request: {err}"))
 }
 
-/// The kit attributes a resource's state is read with (`StoreBase::get_resource`,
+/// The kit attributes a resource's state is read with (`ResourceRead::get_resource`,
 /// `get_resources`, the audit's Scan), for a projection expression (with
 /// [`state_names`]).
 pub(super) const STATE_PROJECTION: &str = "#cp, #del, #inc, #shard";
@@ -80,7 +80,7 @@ pub(super) fn state_names() -> HashMap<String, String> {
 }
 
 /// The kit attributes of a resource item, for
-/// [`StoreBase::get_resource`](hybrid_counter::store::StoreBase::get_resource).
+/// [`ResourceRead::get_resource`](hybrid_counter::store::ResourceRead::get_resource).
 #[derive(Deserialize)]
 pub(super) struct StateImage {
     #[serde(default)]

@@ -76,7 +76,7 @@ mod tests {
     use aws_smithy_mocks::{Rule, mock};
     use hybrid_counter::ids::ResourceId;
     use hybrid_counter::store::meter::Meter;
-    use hybrid_counter::store::{AuditStore, StoreBase, StreamStore};
+    use hybrid_counter::store::{AuditStore, ResourceRead, StreamStore};
 
     use aws_sdk_dynamodb::types::KeysAndAttributes;
     use hybrid_counter::keys;

@@ -67,7 +67,7 @@ mod tests {
     use aws_smithy_mocks::{Rule, mock};
     use hybrid_counter::best_effort::Reservation;
     use hybrid_counter::ids::ResourceId;
-    use hybrid_counter::store::{NewResource, RequestStore, StoreBase};
+    use hybrid_counter::store::{NewResource, RequestStore, ResourceRead};
 
     use super::*;
     use crate::dynamo::test_support::{key, retrying_store, scope, store};

@@ -23,8 +23,8 @@ use hybrid_counter::keys;
 use hybrid_counter::retry::Retry;
 use hybrid_counter::store::meter::{Meter, Operation, Written};
 use hybrid_counter::store::{
-    AuditStore, NewResource, RequestStore, ResourceKey, SequenceClaim, SequenceEntry, SequenceStore, StoreBase,
-    StreamStore, Transaction, sends,
+    AuditStore, NewResource, RequestStore, ResourceKey, ResourceRead, SequenceClaim, SequenceEntry, SequenceStore,
+    StoreBase, StreamStore, Transaction, sends,
 };
 
 use super::attributes::{
@@ -97,7 +97,9 @@ impl StoreBase for DynamoStore {
     fn cost_meter(&self) -> Option<&Meter> {
         Some(&self.meter)
     }
+}
 
+impl ResourceRead for DynamoStore {
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
         let image: Option<StateImage> = self
             .get_consistent(

@@ -40,9 +40,9 @@ use super::engine::{Auditor, RepairMode, ScopeAudit};
 use crate::config::CounterConfig;
 use crate::error::StoreError;
 use crate::ids::Scope;
-use crate::items::{CounterItem, ItemRow, ResourceState};
+use crate::items::{CounterItem, ItemRow};
 use crate::keys;
-use crate::store::{AuditStore, ResourceKey, StoreBase};
+use crate::store::{AuditStore, StoreBase};
 use crate::time::{Clock, EpochMillis};
 
 /// Items a run reads when no budget is configured: about a thousand quiet
@@ -383,12 +383,6 @@ fn refused<T>() -> Result<T, StoreError> {
 }
 
 impl<S: StoreBase> StoreBase for ReadOnly<'_, S> {
-    async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
-        let state = self.inner.get_resource(key).await?;
-        self.add_read(1);
-        Ok(state)
-    }
-
     fn cost_meter(&self) -> Option<&crate::store::meter::Meter> {
         self.inner.cost_meter()
     }

@@ -15,12 +15,14 @@ use crate::ids::Scope;
 use crate::items::{CounterItem, CounterSnapshot, ItemRow, ResourceState};
 use crate::keys;
 use crate::store::{
-    AuditStore, NewResource, RequestStore, ResourceKey, SequenceClaim, SequenceEntry, SequenceStore, StoreBase,
-    StreamStore, Transaction,
+    AuditStore, NewResource, RequestStore, ResourceKey, ResourceRead, SequenceClaim, SequenceEntry, SequenceStore,
+    StoreBase, StreamStore, Transaction,
 };
 use crate::time::EpochMillis;
 
-impl StoreBase for MemoryStore {
+impl StoreBase for MemoryStore {}
+
+impl ResourceRead for MemoryStore {
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
         self.call(Op::GetResource, &[], |t, _| {
             Ok(t.resources.get(&key_of(key)).map(|r| r.state.clone()))

@@ -303,7 +303,7 @@ mod tests {
     use super::super::MemoryStore;
     use super::super::tests::{count_insert, key, resource};
     use super::*;
-    use crate::store::{RequestStore, StoreBase, StreamStore};
+    use crate::store::{RequestStore, ResourceRead, StreamStore};
     use crate::stream::{Change, record::IgnoreReason};
 
     #[tokio::test]

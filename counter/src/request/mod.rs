@@ -107,6 +107,20 @@ impl<S> Clone for Counter<S> {
     }
 }
 
+/// What reads no store: the callers that only report (the api's metrics)
+/// need no role.
+impl<S> Counter<S> {
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Best-effort writes this counter gave up on so far (see
+    /// [`Created::best_effort_counted`]): how far BE may lag under heat.
+    pub fn swallowed_best_effort_writes(&self) -> u64 {
+        self.swallowed.load(Ordering::Relaxed)
+    }
+}
+
 impl<S: RequestStore> Counter<S> {
     /// The request path over `store`: a store of its own, or an [`Arc`]
     /// shared with other users.
@@ -195,16 +209,6 @@ impl<S: RequestStore> Counter<S> {
 
     pub fn scope_keys(&self) -> ScopeKeys {
         self.scope_keys
-    }
-
-    pub fn store(&self) -> &S {
-        &self.store
-    }
-
-    /// Best-effort writes this counter gave up on so far (see
-    /// [`Created::best_effort_counted`]): how far BE may lag under heat.
-    pub fn swallowed_best_effort_writes(&self) -> u64 {
-        self.swallowed.load(Ordering::Relaxed)
     }
 
     /// Reads BE, EC and the limit of `scope` (strongly consistent): over

@@ -13,9 +13,8 @@ use tokio::task::JoinHandle;
 
 use crate::error::StoreError;
 use crate::ids::Scope;
-use crate::items::ResourceState;
 use crate::memory::MemoryStore;
-use crate::store::{ResourceKey, SequenceClaim, SequenceEntry, SequenceStore, StoreBase};
+use crate::store::{SequenceClaim, SequenceEntry, SequenceStore, StoreBase};
 
 pub(super) struct InFlight {
     inner: Arc<MemoryStore>,
@@ -67,14 +66,7 @@ impl InFlight {
     }
 }
 
-impl StoreBase for InFlight {
-    fn get_resource(
-        &self,
-        key: &ResourceKey,
-    ) -> impl Future<Output = Result<Option<ResourceState>, StoreError>> + Send {
-        self.inner.get_resource(key)
-    }
-}
+impl StoreBase for InFlight {}
 
 impl SequenceStore for InFlight {
     fn last_sequence(&self, scope: &Scope) -> impl Future<Output = Result<u64, StoreError>> + Send {

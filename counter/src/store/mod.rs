@@ -1,10 +1,10 @@
 //! The seam between the counter's decisions and DynamoDB: the handful of
 //! operations the kit performs, in the kit's own terms, one role trait per
 //! caller ([`RequestStore`], [`StreamStore`], [`AuditStore`],
-//! [`SequenceStore`], over the shared [`StoreBase`]). `DynamoStore` in
-//! the crate `hybrid-counter-aws` implements them with `aws-sdk-dynamodb`;
-//! `crate::memory::MemoryStore` (feature `test-util`) is a deterministic in-memory double that reads
-//! like DynamoDB, for tests and simulations.
+//! [`SequenceStore`], over the shared [`StoreBase`] and [`ResourceRead`]).
+//! `DynamoStore` in the crate `hybrid-counter-aws` implements them with
+//! `aws-sdk-dynamodb`; `crate::memory::MemoryStore` (feature `test-util`)
+//! is a deterministic in-memory double that reads like DynamoDB.
 
 pub mod meter;
 
@@ -169,14 +169,9 @@ pub mod sends {
     pub const BEST_EFFORT: Resend = Resend::Never;
 }
 
-/// What more than one role uses: the request path (a delete's read) and the
-/// stream consumer (a delete record's item) both read one resource item,
-/// and every handler reports the cost of whichever role it runs.
+/// What every role shares: every handler reports the cost of whichever
+/// role it runs.
 pub trait StoreBase: Send + Sync {
-    /// Strongly consistent read of a resource item's kit attributes.
-    fn get_resource(&self, key: &ResourceKey)
-    -> impl Future<Output = Result<Option<ResourceState>, StoreError>> + Send;
-
     /// The cost accounting of the requests this store sent, where it keeps
     /// one (`DynamoStore` does).
     fn cost_meter(&self) -> Option<&meter::Meter> {
@@ -184,9 +179,18 @@ pub trait StoreBase: Send + Sync {
     }
 }
 
+/// One resource item's read, which two roles share: the request path (a
+/// delete reads the item it deletes) and the stream consumer (a delete
+/// record's item, in per-record mode).
+pub trait ResourceRead: StoreBase {
+    /// Strongly consistent read of a resource item's kit attributes.
+    fn get_resource(&self, key: &ResourceKey)
+    -> impl Future<Output = Result<Option<ResourceState>, StoreError>> + Send;
+}
+
 /// The request path's operations ([`crate::Counter`]: create, delete,
 /// usage).
-pub trait RequestStore: StoreBase {
+pub trait RequestStore: ResourceRead {
     /// Strongly consistent read of every counters-table item of `scope`.
     fn read_counters(&self, scope: &Scope) -> impl Future<Output = Result<CounterSnapshot, StoreError>> + Send;
 
@@ -235,8 +239,8 @@ pub trait RequestStore: StoreBase {
 }
 
 /// The stream consumer's operations ([`crate::stream::Processor`]).
-pub trait StreamStore: StoreBase {
-    /// [`StoreBase::get_resource`] of several distinct items, in the order of
+pub trait StreamStore: ResourceRead {
+    /// [`ResourceRead::get_resource`] of several distinct items, in the order of
     /// `keys`: one request per 100 keys where the store can batch reads
     /// (DynamoDB's `BatchGetItem`), one read after another otherwise.
     fn get_resources(
@@ -299,7 +303,8 @@ pub trait AuditStore: StoreBase {
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }
 
-/// The gapless sequences' operations ([`crate::sequence`]).
+/// The gapless sequences' operations: [`crate::sequence`], and
+/// [`crate::Counter::next_number`] behind the API's `?sequence=true`.
 pub trait SequenceStore: StoreBase {
     /// Strongly consistent read of the last number of `scope`'s sequence
     /// (0 when none was claimed).
@@ -321,7 +326,11 @@ pub trait SequenceStore: StoreBase {
 /// A store handed to [`crate::Counter`], [`crate::stream::Processor`] or
 /// [`crate::Sequence`], which hold it in an [`Arc`]: the store itself, or
 /// an [`Arc`] the caller shares with other users (a request path and a
-/// stream consumer in one process, as in the simulation).
+/// stream consumer in one process, as in the simulation). Not
+/// `Into<Arc<S>>`: for an `Arc<S>` argument both `From<T> for T` and
+/// `From<T> for Arc<T>` would apply and `S` could not be inferred. The
+/// `S: StoreBase` bounds below pick the impl, which holds only while no
+/// role is implemented for `Arc<S>` itself.
 pub trait IntoShared<S> {
     fn into_shared(self) -> Arc<S>;
 }

@@ -28,7 +28,7 @@ use axum::http::StatusCode;
 use axum::http::header::CONTENT_LENGTH;
 use axum::middleware::{self, Next};
 use hybrid_counter::metrics::{Metric, Metrics};
-use hybrid_counter::{Counter, EpochMillis, RequestStore, SequenceStore};
+use hybrid_counter::{Counter, EpochMillis, RequestStore, SequenceStore, StoreBase};
 use hybrid_counter_aws::lambda::{CostWatch, emit_metrics};
 use lambda_http::request::RequestContext;
 use lambda_http::tower::ServiceExt;
@@ -64,7 +64,7 @@ fn without_length_on_no_content(mut response: axum::response::Response) -> axum:
     response
 }
 
-async fn observe<S: RequestStore + SequenceStore, T>(
+async fn observe<S: StoreBase, T>(
     State(api): State<Arc<Api<S, T>>>,
     request: axum::extract::Request,
     next: Next,
@@ -79,7 +79,7 @@ async fn observe<S: RequestStore + SequenceStore, T>(
 /// the best-effort writes it swallowed and the cost of its store requests
 /// are added to `metrics`. One request at a time per counter (as Lambda
 /// runs a function instance) keeps the swallowed count the request's own.
-async fn measured<S: RequestStore + SequenceStore, F>(
+async fn measured<S: StoreBase, F>(
     counter: &Counter<S>,
     request: axum::extract::Request,
     metrics: &mut Metrics,

@@ -113,7 +113,7 @@ async fn create<S: RequestStore + SequenceStore, T: PrincipalTags>(
 }
 
 /// `DELETE /scopes/{scope}/items/{id}`.
-async fn delete<S: RequestStore + SequenceStore, T: PrincipalTags>(
+async fn delete<S: RequestStore, T: PrincipalTags>(
     State(api): State<Arc<Api<S, T>>>,
     Now(now): Now,
     context: Option<Extension<RequestContext>>,
@@ -125,7 +125,7 @@ async fn delete<S: RequestStore + SequenceStore, T: PrincipalTags>(
 }
 
 /// `GET /scopes/{scope}/usage`.
-async fn usage<S: RequestStore + SequenceStore, T: PrincipalTags>(
+async fn usage<S: RequestStore, T: PrincipalTags>(
     State(api): State<Arc<Api<S, T>>>,
     context: Option<Extension<RequestContext>>,
     ScopeKey(scope): ScopeKey,

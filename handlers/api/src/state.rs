@@ -6,7 +6,7 @@ use std::convert::Infallible;
 use axum::Extension;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use hybrid_counter::{Counter, EpochMillis, RequestStore, Scope, SequenceStore, now_millis};
+use hybrid_counter::{Counter, EpochMillis, Scope, now_millis};
 use lambda_http::request::RequestContext;
 
 use crate::error::ApiError;
@@ -18,7 +18,7 @@ pub struct Api<S, T = NoTags> {
     pub authorizer: Authorizer<T>,
 }
 
-impl<S: RequestStore + SequenceStore, T: PrincipalTags> Api<S, T> {
+impl<S, T: PrincipalTags> Api<S, T> {
     /// `403 ScopeForbidden` unless the caller (the function URL's request
     /// context) may act on `scope`.
     pub(crate) async fn authorize(

@@ -10,7 +10,7 @@ use hybrid_counter::memory::MemoryStore;
 use hybrid_counter::metrics::{Metric, Metrics};
 use hybrid_counter::store::ResourceKey;
 use hybrid_counter::stream::Processor;
-use hybrid_counter::{ResourceId, Scope, StoreBase};
+use hybrid_counter::{ResourceId, ResourceRead, Scope};
 use serde_json::Value;
 use stream_counter::{RawStreamEvent, handle_stream_event, process_stream_event};
 

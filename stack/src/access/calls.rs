@@ -123,7 +123,7 @@ pub const CALLS: &[Call] = &[
         &[StreamCounter, DlqReprocessor, Api, Operator],
         &["aws/src/dynamo/read.rs"],
         &[on(ResourcesTable, &[DynamoDbGetItem])],
-        "StoreBase::get_resource: a delete's item (per-record stream mode, the request path)",
+        "ResourceRead::get_resource: a delete's item (per-record stream mode, the request path)",
     ),
     call(
         "get_item",

@@ -33,7 +33,7 @@ use hybrid_counter::config;
 use hybrid_counter::items::ResourceState;
 use hybrid_counter::store::ResourceKey;
 use hybrid_counter::stream::{Mode, Processor};
-use hybrid_counter::{Counter, CounterConfig, Error, Scope, StoreBase};
+use hybrid_counter::{Counter, CounterConfig, Error, ResourceRead, Scope};
 use hybrid_counter_aws::DynamoStore;
 use hybrid_counter_aws::replay::OnFailureRecord;
 use hybrid_counter_aws::streams::{Position, ShardReader};

@@ -1,7 +1,7 @@
 //! Concurrent creators interleaved at every store call ([`Yielding`]).
 
 use super::*;
-use crate::store::{AuditStore, StoreBase, StreamStore};
+use crate::store::{AuditStore, ResourceRead, StoreBase, StreamStore};
 
 /// A store that yields to the scheduler before every call, so that
 /// concurrent request paths interleave between their read and writes;
@@ -12,7 +12,9 @@ pub(super) struct Yielding<S>(
     pub(super) Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 );
 
-impl<S: StoreBase> StoreBase for Yielding<S> {
+impl<S: StoreBase> StoreBase for Yielding<S> {}
+
+impl<S: ResourceRead> ResourceRead for Yielding<S> {
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<crate::items::ResourceState>, StoreError> {
         tokio::task::yield_now().await;
         self.0.get_resource(key).await

@@ -118,8 +118,15 @@ mod tests {
         let path = std::env::temp_dir().join(format!("hck-no-limits-{}.yaml", fastrand::u64(..)));
         let err = read_file(&path).unwrap_err();
         assert_eq!(err.exit_code(), crate::exit::USAGE);
-        assert!(err.to_string().starts_with(&format!("cannot read {}: ", path.display())), "{err}");
-        let io = err.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("io source");
+        assert!(
+            err.to_string()
+                .starts_with(&format!("cannot read {}: ", path.display())),
+            "{err}"
+        );
+        let io = err
+            .source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .expect("io source");
         assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
     }
 }
