@@ -231,7 +231,11 @@ pub async fn run(ctx: &Context<'_>, limits: Option<(&Path, &LimitsFile)>) -> Res
         .ok_or_else(|| ctx.not_found())?;
 
     ctx.ui.step("reading event source mappings, queues and alarms");
-    let mappings = mappings(ctx, &stack.outputs).await;
+    let mut mappings = mappings(ctx, &stack.outputs).await;
+    let ministack = on_ministack(ctx);
+    if ministack {
+        expect_runner_on_ministack(&mut mappings);
+    }
     let mut queues = Vec::new();
     for (name, output) in QUEUES {
         let url = stack.outputs.get(output).cloned().unwrap_or_default();
@@ -255,7 +259,7 @@ pub async fn run(ctx: &Context<'_>, limits: Option<(&Path, &LimitsFile)>) -> Res
         .collect();
     let mut attention = attention(&stack.status, &mappings, &queues, &alarms);
     let mut emulator_limits = Vec::new();
-    if on_ministack(ctx) {
+    if ministack {
         let (limits, rest): (Vec<String>, Vec<String>) =
             attention.into_iter().partition(|item| is_ministack_limit(item));
         attention = rest;
@@ -463,6 +467,30 @@ fn expect_runner(mappings: &mut [MappingStatus]) {
         .filter(|m| m.function_arn.is_some() && !m.runner_heartbeat && m.runner_problem.is_none() && played(m))
     {
         m.runner_problem = Some(RUNNER_NOT_RUNNING.to_owned());
+    }
+}
+
+/// What status says of a mapping on ministack while no local runner runs.
+pub const RUNNER_NOT_RUNNING_ON_MINISTACK: &str = "the local runner is not running: ministack plays this mapping \
+     itself, without bisect on error or parallel batches, and the local API is not served; start it with \
+     `make local-run` (log .run/local-runner.log)";
+
+/// On ministack the kit's runner is what `make deploy` starts: it plays the
+/// mappings with the kit's semantics and serves the local API. Stopped
+/// cleanly it hands the mappings back, so ministack plays them itself (the
+/// stream is still counted, and `verify` still passes), but the README's
+/// requests to the local API go unanswered: a status without any heartbeat
+/// says so on each mapping. A stale heartbeat is already
+/// [`runner_problem`]'s.
+fn expect_runner_on_ministack(mappings: &mut [MappingStatus]) {
+    if mappings
+        .iter()
+        .any(|m| m.runner_heartbeat || m.runner_problem.is_some())
+    {
+        return;
+    }
+    for m in mappings.iter_mut().filter(|m| m.function_arn.is_some()) {
+        m.runner_problem = Some(RUNNER_NOT_RUNNING_ON_MINISTACK.to_owned());
     }
 }
 
@@ -1005,9 +1033,27 @@ mod tests {
         expect_runner(&mut running);
         assert!(attention(&StackStatus::from("UPDATE_COMPLETE"), &running, &[], &[]).is_empty());
         // Nothing taken over (AWS, or LocalStack playing its own mappings): no runner expected.
-        let mut own = [stream];
+        let mut own = [stream.clone()];
         expect_runner(&mut own);
         assert!(attention(&StackStatus::from("UPDATE_COMPLETE"), &own, &[], &[]).is_empty());
+        // On ministack, without any heartbeat (a runner stopped cleanly hands
+        // the mappings back): the runner `make deploy` started is not running.
+        let mut handed_back = [stream.clone(), with_function("dlq1 -> reprocessor", "Enabled")];
+        expect_runner_on_ministack(&mut handed_back);
+        assert_eq!(
+            attention(&StackStatus::from("UPDATE_COMPLETE"), &handed_back, &[], &[]),
+            [
+                format!("mapping stream -> stream counter: {RUNNER_NOT_RUNNING_ON_MINISTACK}"),
+                format!("mapping dlq1 -> reprocessor: {RUNNER_NOT_RUNNING_ON_MINISTACK}"),
+            ]
+        );
+        // With the runner's heartbeat: nothing to say.
+        let mut playing = [MappingStatus {
+            runner_heartbeat: true,
+            ..stream
+        }];
+        expect_runner_on_ministack(&mut playing);
+        assert!(attention(&StackStatus::from("UPDATE_COMPLETE"), &playing, &[], &[]).is_empty());
     }
 
     #[test]
