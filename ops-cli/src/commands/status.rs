@@ -231,11 +231,8 @@ pub async fn run(ctx: &Context<'_>, limits: Option<(&Path, &LimitsFile)>) -> Res
         .ok_or_else(|| ctx.not_found())?;
 
     ctx.ui.step("reading event source mappings, queues and alarms");
-    let mut mappings = mappings(ctx, &stack.outputs).await;
     let ministack = on_ministack(ctx);
-    if ministack {
-        expect_runner_on_ministack(&mut mappings);
-    }
+    let mappings = mappings(ctx, &stack.outputs, ministack).await;
     let mut queues = Vec::new();
     for (name, output) in QUEUES {
         let url = stack.outputs.get(output).cloned().unwrap_or_default();
@@ -399,8 +396,13 @@ async fn alarm_names(ctx: &Context<'_>, stack_id: &str) -> Result<Vec<String>> {
 }
 
 /// The stack's event source mappings (by its `outputs`), each with what
-/// its local runner says on an emulator ([`expect_runner`]).
-async fn mappings(ctx: &Context<'_>, outputs: &std::collections::BTreeMap<String, String>) -> Vec<MappingStatus> {
+/// its local runner says on an emulator ([`expect_runner`], `ministack`:
+/// whether the stack is on ministack).
+async fn mappings(
+    ctx: &Context<'_>,
+    outputs: &std::collections::BTreeMap<String, String>,
+    ministack: bool,
+) -> Vec<MappingStatus> {
     let mut mappings = Vec::new();
     for (name, output) in MAPPINGS {
         let Some(uuid) = outputs.get(output) else {
@@ -413,7 +415,7 @@ async fn mappings(ctx: &Context<'_>, outputs: &std::collections::BTreeMap<String
         };
         mappings.push(mapping(ctx, name, uuid).await);
     }
-    expect_runner(&mut mappings);
+    expect_runner(&mut mappings, ministack);
     mappings
 }
 
@@ -448,51 +450,44 @@ async fn mapping(ctx: &Context<'_>, name: &str, uuid: &str) -> MappingStatus {
 pub const RUNNER_NOT_RUNNING: &str = "the local runner is not running: start it with `make local-run` \
      (log .run/local-runner.log)";
 
-/// On an emulator where the kit's runner is expected (one of the stack's
-/// mappings is disabled and tagged for it: `deploy` took the DLQ1 mapping
-/// over, or a runner took the mappings over and has not handed them back),
-/// a mapping whose function carries no heartbeat is played by nobody: a
-/// runner stopped cleanly (its stop removes the heartbeat) or never
-/// started. A stale heartbeat is already [`runner_problem`]'s. A mapping
-/// disabled by the operator (not taken over) is played by no runner: it
-/// is its own attention item, not a runner's.
-fn expect_runner(mappings: &mut [MappingStatus]) {
-    if !mappings.iter().any(|m| m.played_by_local_runner) {
+/// On an emulator where the kit's runner is expected, a mapping whose
+/// function carries no heartbeat needs it: a runner stopped cleanly (its
+/// stop removes the heartbeat) or never started. Expected where one of the
+/// stack's mappings is disabled and tagged for it (`deploy` took the DLQ1
+/// mapping over, or a runner took the mappings over and has not handed
+/// them back): such a mapping is played by nobody. And on ministack
+/// (`ministack`), where `make deploy` starts it, while no function carries
+/// a heartbeat: ministack then plays the handed-back mappings itself,
+/// without the kit's failure path, and the local API goes unanswered. A
+/// stale heartbeat is already [`runner_problem`]'s. A mapping disabled by
+/// the operator (not taken over) is played by no runner: it is its own
+/// attention item, not a runner's.
+fn expect_runner(mappings: &mut [MappingStatus], ministack: bool) {
+    let reason = if mappings.iter().any(|m| m.played_by_local_runner) {
+        RUNNER_NOT_RUNNING
+    } else if ministack
+        && !mappings
+            .iter()
+            .any(|m| m.runner_heartbeat || m.runner_problem.is_some())
+    {
+        RUNNER_NOT_RUNNING_ON_MINISTACK
+    } else {
         return;
-    }
+    };
     let played =
         |m: &MappingStatus| m.played_by_local_runner || !matches!(m.state.as_deref(), Some("Disabled" | "Disabling"));
     for m in mappings
         .iter_mut()
         .filter(|m| m.function_arn.is_some() && !m.runner_heartbeat && m.runner_problem.is_none() && played(m))
     {
-        m.runner_problem = Some(RUNNER_NOT_RUNNING.to_owned());
+        m.runner_problem = Some(reason.to_owned());
     }
 }
 
 /// What status says of a mapping on ministack while no local runner runs.
 pub const RUNNER_NOT_RUNNING_ON_MINISTACK: &str = "the local runner is not running: ministack plays this mapping \
-     itself, without bisect on error or parallel batches, and the local API is not served; start it with \
-     `make local-run` (log .run/local-runner.log)";
-
-/// On ministack the kit's runner is what `make deploy` starts: it plays the
-/// mappings with the kit's semantics and serves the local API. Stopped
-/// cleanly it hands the mappings back, so ministack plays them itself (the
-/// stream is still counted, and `verify` still passes), but the README's
-/// requests to the local API go unanswered: a status without any heartbeat
-/// says so on each mapping. A stale heartbeat is already
-/// [`runner_problem`]'s.
-fn expect_runner_on_ministack(mappings: &mut [MappingStatus]) {
-    if mappings
-        .iter()
-        .any(|m| m.runner_heartbeat || m.runner_problem.is_some())
-    {
-        return;
-    }
-    for m in mappings.iter_mut().filter(|m| m.function_arn.is_some()) {
-        m.runner_problem = Some(RUNNER_NOT_RUNNING_ON_MINISTACK.to_owned());
-    }
-}
+     itself, without the kit's failure path (no bisect on error, no retry limit, no on-failure record) or parallel \
+     batches, and the local API is not served; start it with `make local-run` (log .run/local-runner.log)";
 
 /// What the local runner's heartbeat among a function's `tags` says needs
 /// attention now: it stopped reporting, or it cannot invoke the handlers.
@@ -509,9 +504,11 @@ pub fn runner_problem(tags: Option<&std::collections::HashMap<String, String>>) 
 /// What `status` says of the stream mapping's local runner (on an
 /// emulator; read as `status` reads it, with the operator's rights): a
 /// stale heartbeat, one that cannot invoke the handlers, or none where a
-/// runner is expected (stopped, or never started). Reads every mapping of
-/// the stack (one `GetEventSourceMapping` and one `ListTags` each), since
-/// whether a runner is expected depends on all of them.
+/// runner is expected (stopped, or never started). Not ministack's own
+/// playing of handed-back mappings: the stream is still counted there, so
+/// `verify` goes on (`status` lists it). Reads every mapping of the stack
+/// (one `GetEventSourceMapping` and one `ListTags` each), since whether a
+/// runner is expected depends on all of them.
 pub async fn stream_runner_problem(
     ctx: &Context<'_>,
     outputs: &std::collections::BTreeMap<String, String>,
@@ -520,7 +517,7 @@ pub async fn stream_runner_problem(
         return None;
     }
     let uuid = outputs.get(stack::outputs::STREAM_MAPPING_ID)?;
-    mappings(ctx, outputs)
+    mappings(ctx, outputs, false)
         .await
         .into_iter()
         .find(|m| m.uuid == *uuid)
@@ -1010,7 +1007,7 @@ mod tests {
         };
         // Taken over (deploy on fakecloud), no heartbeat: stopped or never started.
         let mut expected = [stream.clone(), dlq1.clone()];
-        expect_runner(&mut expected);
+        expect_runner(&mut expected, false);
         let items = attention(&StackStatus::from("UPDATE_COMPLETE"), &expected, &[], &[]);
         assert_eq!(
             items,
@@ -1030,16 +1027,16 @@ mod tests {
                 ..dlq1
             },
         ];
-        expect_runner(&mut running);
+        expect_runner(&mut running, false);
         assert!(attention(&StackStatus::from("UPDATE_COMPLETE"), &running, &[], &[]).is_empty());
         // Nothing taken over (AWS, or LocalStack playing its own mappings): no runner expected.
         let mut own = [stream.clone()];
-        expect_runner(&mut own);
+        expect_runner(&mut own, false);
         assert!(attention(&StackStatus::from("UPDATE_COMPLETE"), &own, &[], &[]).is_empty());
         // On ministack, without any heartbeat (a runner stopped cleanly hands
         // the mappings back): the runner `make deploy` started is not running.
         let mut handed_back = [stream.clone(), with_function("dlq1 -> reprocessor", "Enabled")];
-        expect_runner_on_ministack(&mut handed_back);
+        expect_runner(&mut handed_back, true);
         assert_eq!(
             attention(&StackStatus::from("UPDATE_COMPLETE"), &handed_back, &[], &[]),
             [
@@ -1052,8 +1049,12 @@ mod tests {
             runner_heartbeat: true,
             ..stream
         }];
-        expect_runner_on_ministack(&mut playing);
+        expect_runner(&mut playing, true);
         assert!(attention(&StackStatus::from("UPDATE_COMPLETE"), &playing, &[], &[]).is_empty());
+        // A mapping the operator disabled is its own attention item, not the runner's.
+        let mut disabled = [with_function("stream -> stream counter", "Disabled")];
+        expect_runner(&mut disabled, true);
+        assert_eq!(disabled[0].runner_problem, None);
     }
 
     #[test]
