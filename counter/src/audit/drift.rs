@@ -131,21 +131,6 @@ pub struct DriftCheckState {
     /// The last run.
     #[serde(default)]
     pub last_run: Option<DriftRun>,
-    /// The stack's `ScopeKeyShards` when the check first ran: the layout
-    /// the items were written under. Kept as first seen, so that a change
-    /// made outside counterctl (which refuses it) shows as
-    /// [`DriftRun::layout_changed`] on every later run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope_keys: Option<u32>,
-}
-
-/// The stack's `ScopeKeyShards` differs from the one the check recorded:
-/// the api admits a scope under two layouts while old and new instances
-/// run, and reads only the new one after.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LayoutChange {
-    pub recorded: u32,
-    pub deployed: u32,
 }
 
 /// A pass over every scope, from its first run's start to its last run's end.
@@ -182,9 +167,6 @@ pub struct DriftRun {
     pub failed_scopes: Vec<String>,
     /// Whether this run reached the end of the table.
     pub completed_pass: bool,
-    /// The deployed `ScopeKeyShards` differs from the recorded one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub layout_changed: Option<LayoutChange>,
 }
 
 /// What a run returns: its record, the state it left, and whether that
@@ -264,12 +246,6 @@ impl DriftCheck {
         };
         if state.cursor.is_none() {
             state.pass_started_at = Some(started_at);
-        }
-        let deployed = config.scope_keys.count();
-        match state.scope_keys {
-            None => state.scope_keys = Some(deployed),
-            Some(recorded) if recorded != deployed => run.layout_changed = Some(LayoutChange { recorded, deployed }),
-            Some(_) => {}
         }
         let reader = ReadOnly::new(store);
         let auditor = Auditor::configured(&reader, config)
@@ -632,35 +608,6 @@ mod tests {
             .flat_map(|r| r.drifted_scopes.iter().map(String::as_str))
             .collect();
         assert_eq!(drifted, ["s2"], "the scope after the long one is still checked");
-    }
-
-    /// The first run records the stack's `ScopeKeyShards`; a run under
-    /// another count (changed outside counterctl) reports the change and
-    /// leaves the record as it was, so every later run reports it too.
-    #[tokio::test]
-    async fn the_first_run_records_the_scope_keys_and_a_later_change_is_reported_on_every_run() {
-        let store = populated(2).await;
-        let check = DriftCheck::new(10_000);
-        let first = check.run(&*store, &config(), &at(LATER)).await.unwrap();
-        assert_eq!((first.state.scope_keys, first.run.layout_changed), (Some(1), None));
-        let spread = CounterConfig {
-            scope_keys: crate::scope_keys::ScopeKeys::new(4).unwrap(),
-            ..config()
-        };
-        for n in 1..3 {
-            let o = check.run(&*store, &spread, &at(LATER + n)).await.unwrap();
-            assert_eq!(
-                o.run.layout_changed,
-                Some(LayoutChange {
-                    recorded: 1,
-                    deployed: 4
-                }),
-                "run {n}: {o:?}"
-            );
-            assert_eq!(o.state.scope_keys, Some(1), "the record stays the first layout");
-        }
-        let back = check.run(&*store, &config(), &at(LATER + 9)).await.unwrap();
-        assert_eq!(back.run.layout_changed, None);
     }
 
     #[tokio::test]

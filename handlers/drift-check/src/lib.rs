@@ -152,18 +152,6 @@ pub async fn handle_drift_check<S: DriftStore>(
     if !outcome.recorded {
         warn!("another run recorded its progress first; this run's cursor was not stored");
     }
-    if let Some(change) = run.layout_changed {
-        error!(
-            recorded = change.recorded,
-            deployed = change.deployed,
-            "ScopeKeyShards changed outside counterctl: the items were written under {} key(s) per scope and the \
-             stack now sets {}; strict admission no longer holds; set ScopeKeyShards={} again with the tool that \
-             changed it",
-            change.recorded,
-            change.deployed,
-            change.recorded
-        );
-    }
     Ok(DriftCheckResponse { outcome, limits })
 }
 

@@ -75,38 +75,20 @@ impl DriftCheckStatus {
         }
     }
 
-    /// What an operator should act on: drift the last run found, and a
-    /// `ScopeKeyShards` changed under it, while the check is on (a check
-    /// turned off leaves its last run behind, which no later run will
-    /// clear; `status` still shows it).
-    pub fn attention(&self) -> Vec<String> {
-        let Some(run) = self.last_run.as_ref().filter(|_| self.schedule.is_some()) else {
-            return Vec::new();
-        };
-        let mut items = Vec::new();
-        if let Some(change) = run.layout_changed {
-            items.push(format!(
-                "the drift check found ScopeKeyShards changed outside counterctl at {}: the items were written \
-                 under {} key(s) per scope and the stack sets {}, so strict admission no longer holds; set \
-                 `ScopeKeyShards={}` again with the tool that changed it (counterctl refuses any change of it; \
-                 docs/admission-and-sharding.md)",
-                time(run.finished_at),
-                change.recorded,
-                change.deployed,
-                change.recorded
-            ));
-        }
-        if run.drifted > 0 {
-            let first = run.drifted_scopes.first().map_or("", String::as_str);
-            items.push(format!(
-                "the drift check found {} drifted scope(s) at {} ({} a defect of the kit): see docs/operations.md, \
-                 \"When the drift check finds drift\"; start with `counterctl audit --scope {first:?} --repair`",
-                run.drifted,
-                time(run.finished_at),
-                run.defects
-            ));
-        }
-        items
+    /// What an operator should act on: drift the last run found, while the
+    /// check is on (a check turned off leaves its last run behind, which no
+    /// later run will clear; `status` still shows it).
+    pub fn attention(&self) -> Option<String> {
+        self.schedule.as_ref()?;
+        let run = self.last_run.as_ref().filter(|r| r.drifted > 0)?;
+        let first = run.drifted_scopes.first().map_or("", String::as_str);
+        Some(format!(
+            "the drift check found {} drifted scope(s) at {} ({} a defect of the kit): see docs/operations.md, \
+             \"When the drift check finds drift\"; start with `counterctl audit --scope {first:?} --repair`",
+            run.drifted,
+            time(run.finished_at),
+            run.defects
+        ))
     }
 }
 
@@ -236,7 +218,7 @@ mod tests {
         let never = DriftCheckStatus::new(Some("rate(5 minutes)".into()), None);
         assert_eq!(never.state, DriftCheckMode::NeverRan);
         assert!(never.to_string().contains("rate(5 minutes): never ran"), "{never}");
-        assert!(never.attention().is_empty());
+        assert_eq!(never.attention(), None);
         let state = DriftCheckState {
             last_run: Some(run(&["acct-7"])),
             ..DriftCheckState::default()
@@ -252,7 +234,7 @@ mod tests {
         let json = serde_json::to_value(&ran).unwrap();
         assert_eq!(json["state"], "ran");
         assert_eq!(json["last_run"]["drifted_scopes"][0], "acct-7");
-        assert!(ran.attention()[0].contains("--scope \"acct-7\" --repair"));
+        assert!(ran.attention().unwrap().contains("--scope \"acct-7\" --repair"));
     }
 
     #[test]
@@ -275,34 +257,10 @@ mod tests {
         };
         let turned_off = DriftCheckStatus::new(None, Some(state));
         assert_eq!(turned_off.state, DriftCheckMode::Off);
-        assert!(
-            turned_off.attention().is_empty(),
+        assert_eq!(
+            turned_off.attention(),
+            None,
             "no later run would ever clear it; status would stay at exit 1"
-        );
-    }
-
-    /// A run that found `ScopeKeyShards` changed under the items is an
-    /// attention item of its own, which names the count to deploy again.
-    #[test]
-    fn a_layout_changed_outside_counterctl_needs_attention_with_the_count_to_restore() {
-        let state = DriftCheckState {
-            last_run: Some(DriftRun {
-                layout_changed: Some(hybrid_counter::audit::drift::LayoutChange {
-                    recorded: 1,
-                    deployed: 4,
-                }),
-                ..run(&[])
-            }),
-            scope_keys: Some(1),
-            ..DriftCheckState::default()
-        };
-        let status = DriftCheckStatus::new(Some("rate(15 minutes)".into()), Some(state));
-        let items = status.attention();
-        assert_eq!(items.len(), 1, "{items:?}");
-        assert!(
-            items[0].contains("under 1 key(s) per scope and the stack sets 4")
-                && items[0].contains("`ScopeKeyShards=1` again"),
-            "{items:?}"
         );
     }
 }
