@@ -141,14 +141,7 @@ mod tests {
     use super::*;
 
     fn scope() -> OperatorScope {
-        OperatorScope {
-            partition: "aws".to_owned(),
-            region: "eu-west-1".to_owned(),
-            account: "123456789012".to_owned(),
-            stack_name: "hybrid-counter".to_owned(),
-            name_prefix: "hc".to_owned(),
-            artifacts_bucket: "hybrid-counter-artifacts-123456789012-eu-west-1".to_owned(),
-        }
+        OperatorScope::example()
     }
 
     #[test]

@@ -149,6 +149,19 @@ pub struct OperatorScope {
 }
 
 impl OperatorScope {
+    /// The operator scope the tests of the policies read.
+    #[cfg(test)]
+    pub(crate) fn example() -> Self {
+        OperatorScope {
+            partition: "aws".to_owned(),
+            region: "eu-west-1".to_owned(),
+            account: "123456789012".to_owned(),
+            stack_name: "hybrid-counter".to_owned(),
+            name_prefix: "hc".to_owned(),
+            artifacts_bucket: "hybrid-counter-artifacts-123456789012-eu-west-1".to_owned(),
+        }
+    }
+
     /// The ARN (pattern) of `target` in this stack and account; `None` for
     /// the limits file, whose object is a parameter's value (any bucket)
     /// that an operator scope does not know: only the drift check's role,
