@@ -77,12 +77,12 @@ impl DeployedFunction {
 /// The variables Lambda sets from a function's `LoggingConfig`.
 fn logging_environment(config: Option<&aws_sdk_lambda::types::LoggingConfig>) -> BTreeMap<String, String> {
     let mut variables = BTreeMap::new();
-    let Some(format) = config.and_then(|c| c.log_format()) else {
+    let Some((config, format)) = config.and_then(|c| Some((c, c.log_format()?))) else {
         return variables;
     };
     variables.insert("AWS_LAMBDA_LOG_FORMAT".to_owned(), format.as_str().to_owned());
     if *format == aws_sdk_lambda::types::LogFormat::Json
-        && let Some(level) = config.and_then(|c| c.application_log_level())
+        && let Some(level) = config.application_log_level()
     {
         variables.insert("AWS_LAMBDA_LOG_LEVEL".to_owned(), level.as_str().to_owned());
     }
