@@ -18,6 +18,8 @@ pub const ENV_BE_SHARDS: &str = "BE_SHARDS";
 /// Environment variable with the number of partition keys each scope is
 /// spread over ([`crate::scope_keys`]).
 pub const ENV_SCOPE_KEYS: &str = "SCOPE_KEY_SHARDS";
+/// Resources keys per counters key ([`crate::scope_keys`]); 1 when unset.
+pub const ENV_RESOURCE_KEY_SPREAD: &str = "RESOURCE_KEY_SPREAD";
 /// Environment variable choosing how the stream consumer writes a batch:
 /// `batched` (default) or `per-record` (kept for comparison).
 pub const ENV_PROCESSING_MODE: &str = "PROCESSING_MODE";
@@ -160,21 +162,22 @@ impl CounterConfig {
         };
         let eventual_shards = shards(ENV_EC_SHARDS)?;
         let best_effort_shards = shards(ENV_BE_SHARDS)?;
-        let scope_keys = match lookup(ENV_SCOPE_KEYS) {
-            None => crate::scope_keys::ScopeKeys::default(),
-            Some(raw) if raw.trim().is_empty() => crate::scope_keys::ScopeKeys::default(),
+        let count = |name: &str, max: u32| match lookup(name) {
+            None => Ok(1),
+            Some(raw) if raw.trim().is_empty() => Ok(1),
             Some(raw) => raw
                 .trim()
                 .parse::<u32>()
                 .ok()
-                .and_then(|n| crate::scope_keys::ScopeKeys::new(n).ok())
+                .filter(|n| (1..=max).contains(n))
                 .ok_or_else(|| {
                     Error::InvalidInput(format!(
-                        "environment variable {ENV_SCOPE_KEYS} must be an integer from 1 to {}, got {raw:?}",
-                        crate::scope_keys::MAX_KEYS
+                        "environment variable {name} must be an integer from 1 to {max}, got {raw:?}"
                     ))
-                })?,
+                }),
         };
+        let scope_keys = crate::scope_keys::ScopeKeys::new(count(ENV_SCOPE_KEYS, crate::scope_keys::MAX_KEYS)?)?
+            .with_spread(count(ENV_RESOURCE_KEY_SPREAD, crate::scope_keys::MAX_SPREAD)?)?;
         let admission = match lookup(ENV_ADMISSION_MODE) {
             None => Admission::default(),
             Some(raw) if raw.trim().is_empty() => Admission::default(),
@@ -291,6 +294,15 @@ mod tests {
             pairs.push((ENV_SCOPE_KEYS, bad));
             let err = CounterConfig::from_lookup(env(&pairs)).unwrap_err();
             assert!(err.to_string().contains(ENV_SCOPE_KEYS), "{err}");
+        }
+        pairs.push((ENV_RESOURCE_KEY_SPREAD, "8"));
+        let keys = CounterConfig::from_lookup(env(&pairs)).unwrap().scope_keys;
+        assert_eq!((keys.count(), keys.spread()), (16, 8));
+        for bad in ["0", "1001", "x"] {
+            let mut pairs = base.to_vec();
+            pairs.push((ENV_RESOURCE_KEY_SPREAD, bad));
+            let err = CounterConfig::from_lookup(env(&pairs)).unwrap_err();
+            assert!(err.to_string().contains(ENV_RESOURCE_KEY_SPREAD), "{err}");
         }
     }
 

@@ -1,8 +1,8 @@
-//! A scope spread over several partition keys (`ScopeKeyShards`): with
-//! N > 1 an item of scope `s` lives under the key `s#k`, `k` a stable hash
-//! of its id, and each `s#k` is a scope of its own to the rest of the kit
-//! (its counters, stream transactions, audit) that admits up to its share
-//! of `s`'s limit. With N = 1 the key is `s` itself, byte for byte.
+//! A scope spread over several partition keys. `ScopeKeyShards` (N)
+//! counters keys `s#c`, each admitting up to its share of `s`'s limit; and
+//! `ResourceKeySpread` (M) resources keys per counters key, `s#r` with
+//! `r mod N = c`, that hold items and no state. `c` and `r` are stable
+//! hashes of an item's id. With N = M = 1 every key is `s`, byte for byte.
 
 use crate::error::Error;
 use crate::ids::{ResourceId, Scope};
@@ -12,23 +12,33 @@ use crate::ids::{ResourceId, Scope};
 /// `limit set` writes up to this many items.
 pub const MAX_KEYS: u32 = 100;
 
-/// How many partition keys each scope is spread over.
+/// Most resources keys per counters key (the `ResourceKeySpread`
+/// parameter's maximum): an audit of one counters key reads this many
+/// partitions of the resources table.
+pub const MAX_SPREAD: u32 = 1_000;
+
+/// How many partition keys each scope is spread over: `count` counters
+/// keys, and `spread` resources keys for each of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScopeKeys {
     count: u32,
+    spread: u32,
 }
 
 impl Default for ScopeKeys {
     fn default() -> Self {
-        Self { count: 1 }
+        Self::ONE
     }
 }
 
 impl ScopeKeys {
+    /// One key per scope: the scope itself.
+    pub const ONE: Self = Self { count: 1, spread: 1 };
+
     /// `count` keys per scope, from 1 to [`MAX_KEYS`].
     pub fn new(count: u32) -> Result<Self, Error> {
         if (1..=MAX_KEYS).contains(&count) {
-            Ok(Self { count })
+            Ok(Self { count, spread: 1 })
         } else {
             Err(Error::InvalidInput(format!(
                 "a scope is spread over 1 to {MAX_KEYS} keys, not {count}"
@@ -36,8 +46,30 @@ impl ScopeKeys {
         }
     }
 
+    /// `spread` resources keys per counters key, from 1 to [`MAX_SPREAD`].
+    pub fn with_spread(self, spread: u32) -> Result<Self, Error> {
+        if (1..=MAX_SPREAD).contains(&spread) {
+            Ok(Self { spread, ..self })
+        } else {
+            Err(Error::InvalidInput(format!(
+                "a counters key is spread over 1 to {MAX_SPREAD} resources keys, not {spread}"
+            )))
+        }
+    }
+
+    /// Counters keys per scope.
     pub fn count(&self) -> u32 {
         self.count
+    }
+
+    /// Resources keys per counters key.
+    pub fn spread(&self) -> u32 {
+        self.spread
+    }
+
+    /// Resources keys per scope.
+    pub fn resource_key_count(&self) -> u32 {
+        self.count * self.spread
     }
 
     /// Which of the scope's keys `id` lives under: FNV-1a of its bytes, so
@@ -53,6 +85,90 @@ impl ScopeKeys {
         self.key(scope, self.index(id))
     }
 
+    /// Which of the scope's resources keys `id` lives under: its counters
+    /// key's index plus N times a second digit of the same hash, so the
+    /// resources key `r` belongs to counters key `r mod N`.
+    pub fn resource_index(&self, id: &ResourceId) -> u32 {
+        let hash = crate::hash::fnv1a(id.as_str().as_bytes());
+        let (count, spread) = (u64::from(self.count), u64::from(self.spread));
+        (hash % count + count * ((hash / count) % spread)) as u32
+    }
+
+    /// The resources-table partition key of `id` in `scope` (its counters
+    /// key when the spread is 1).
+    pub fn resource_key_of(&self, scope: &Scope, id: &ResourceId) -> Result<Scope, Error> {
+        if self.spread == 1 {
+            return self.key_of(scope, id);
+        }
+        self.check(scope)?;
+        Ok(suffixed(scope, self.resource_index(id)))
+    }
+
+    /// The counters key whose counters count the items under the resources
+    /// key `resource_key` (itself when the spread is 1, and for a key this
+    /// layout did not write: the stream counts such an item on its own
+    /// partition, as with one key, and the audit reports it there).
+    pub fn counters_key_of(&self, resource_key: &Scope) -> Scope {
+        if self.spread == 1 {
+            return resource_key.clone();
+        }
+        match self.split_resource_key(resource_key.as_str()) {
+            Some((scope, index)) => {
+                let scope = Scope::new(scope).expect("a prefix of a valid scope is valid");
+                self.key(&scope, index % self.count)
+                    .unwrap_or_else(|_| resource_key.clone())
+            }
+            None => resource_key.clone(),
+        }
+    }
+
+    /// The resources keys whose items counters key `counters_key` counts,
+    /// in index order (itself alone when the spread is 1).
+    pub fn resource_keys_of(&self, counters_key: &Scope) -> Vec<Scope> {
+        if self.spread == 1 {
+            return vec![counters_key.clone()];
+        }
+        let (scope, index) = if self.count == 1 {
+            (counters_key.as_str(), 0)
+        } else {
+            match self.split(counters_key.as_str()) {
+                Some(found) => found,
+                None => return vec![counters_key.clone()],
+            }
+        };
+        let Ok(scope) = Scope::new(scope) else {
+            return vec![counters_key.clone()];
+        };
+        if self.check(&scope).is_err() {
+            return vec![counters_key.clone()];
+        }
+        (0..self.spread)
+            .map(|j| suffixed(&scope, index + self.count * j))
+            .collect()
+    }
+
+    /// The scope and resources index of a resources key this layout wrote
+    /// (`s#r`, `r` below N x M); `None` otherwise and with one key.
+    pub fn split_resource_key<'a>(&self, key: &'a str) -> Option<(&'a str, u32)> {
+        split_below(key, self.resource_key_count())
+    }
+
+    /// Refuses `scope` when any of its keys cannot be written: a `#` in a
+    /// spread scope, or a scope too long for its longest key.
+    fn check(&self, scope: &Scope) -> Result<(), Error> {
+        let total = self.resource_key_count();
+        let refused =
+            |why: String| Error::InvalidInput(format!("scope {scope:?} cannot be spread over {} keys: {why}", total));
+        if scope.as_str().contains('#') {
+            return Err(refused(
+                "a scope may not contain '#' on a stack whose scopes are spread over keys".into(),
+            ));
+        }
+        // The longest key decides, so a scope is valid for every id or none.
+        Scope::new(format!("{scope}#{}", total - 1)).map_err(|err| refused(err.to_string()))?;
+        Ok(())
+    }
+
     /// Key `index` of `scope` (`scope` itself when the scope has one key).
     /// Refused for every index alike when the scope is too long for its
     /// longest key, or holds `#` (with N > 1 every partition key of the
@@ -60,23 +176,15 @@ impl ScopeKeys {
     /// `#` of its own would share a bare partition, its sequences', with
     /// another scope's key).
     pub fn key(&self, scope: &Scope, index: u32) -> Result<Scope, Error> {
-        if self.count == 1 {
+        if self.resource_key_count() == 1 {
             return Ok(scope.clone());
         }
-        let refused = |why: String| {
-            Error::InvalidInput(format!(
-                "scope {scope:?} cannot be spread over {} keys: {why}",
-                self.count
-            ))
-        };
-        if scope.as_str().contains('#') {
-            return Err(refused(
-                "a scope may not contain '#' on a stack whose scopes are spread over keys".into(),
-            ));
-        }
-        // The longest key decides, so a scope is valid for every id or none.
-        Scope::new(format!("{scope}#{}", self.count - 1)).map_err(|err| refused(err.to_string()))?;
-        Scope::new(format!("{scope}#{index}")).map_err(|err| refused(err.to_string()))
+        self.check(scope)?;
+        Ok(if self.count == 1 {
+            scope.clone()
+        } else {
+            suffixed(scope, index)
+        })
     }
 
     /// Every key of `scope`, in index order.
@@ -89,12 +197,7 @@ impl ScopeKeys {
     /// count. `None` with one key (every key is its own scope) and for
     /// anything else (a bare scope, `s#007`, `s#k` with `k` >= N).
     pub fn split<'a>(&self, key: &'a str) -> Option<(&'a str, u32)> {
-        if self.count == 1 {
-            return None;
-        }
-        let (scope, suffix) = key.rsplit_once('#')?;
-        let index = suffix.parse::<u32>().ok()?;
-        (!scope.is_empty() && index < self.count && index.to_string() == suffix).then_some((scope, index))
+        split_below(key, self.count)
     }
 
     /// Key `index`'s share of a scope limit of `limit`: the limit divided
@@ -105,6 +208,22 @@ impl ScopeKeys {
         let count = u64::from(self.count);
         limit / count + u64::from(u64::from(index) < limit % count)
     }
+}
+
+/// `scope#index`.
+fn suffixed(scope: &Scope, index: u32) -> Scope {
+    Scope::new(format!("{scope}#{index}")).expect("checked against the longest key")
+}
+
+/// `s#k` with `k` written as [`suffixed`] writes it and below `count`
+/// (`None` when `count` is 1: every key is its own scope).
+fn split_below(key: &str, count: u32) -> Option<(&str, u32)> {
+    if count == 1 {
+        return None;
+    }
+    let (scope, suffix) = key.rsplit_once('#')?;
+    let index = suffix.parse::<u32>().ok()?;
+    (!scope.is_empty() && index < count && index.to_string() == suffix).then_some((scope, index))
 }
 
 #[cfg(test)]
@@ -208,6 +327,70 @@ mod tests {
         assert!(ScopeKeys::new(0).is_err());
         assert!(ScopeKeys::new(MAX_KEYS + 1).is_err());
         assert!(ScopeKeys::new(MAX_KEYS).is_ok());
+    }
+
+    #[test]
+    fn a_resources_key_maps_to_the_counters_key_of_its_id() {
+        for (count, spread) in [(1, 1), (4, 1), (1, 8), (4, 8), (7, 3)] {
+            let keys = ScopeKeys::new(count).unwrap().with_spread(spread).unwrap();
+            let s = scope("acct");
+            let mut reached = std::collections::BTreeSet::new();
+            for n in 0..2_000 {
+                let id = ResourceId::new(format!("item-{n}")).unwrap();
+                let resource = keys.resource_key_of(&s, &id).unwrap();
+                let counters = keys.key_of(&s, &id).unwrap();
+                assert_eq!(keys.counters_key_of(&resource), counters, "N={count} M={spread} {id:?}");
+                assert!(
+                    keys.resource_keys_of(&counters).contains(&resource),
+                    "N={count} M={spread}"
+                );
+                reached.insert(resource);
+            }
+            assert_eq!(reached.len() as u32, keys.resource_key_count(), "N={count} M={spread}");
+            // The counters keys' resources keys partition the scope's resources keys.
+            let mut all: Vec<Scope> = keys
+                .keys(&s)
+                .unwrap()
+                .iter()
+                .flat_map(|k| keys.resource_keys_of(k))
+                .collect();
+            all.sort();
+            let mut expected: Vec<Scope> = reached.into_iter().collect();
+            expected.sort();
+            assert_eq!(all, expected, "N={count} M={spread}");
+        }
+    }
+
+    #[test]
+    fn a_spread_of_one_is_the_single_level_layout_byte_for_byte() {
+        let keys = ScopeKeys::new(64).unwrap();
+        let id = ResourceId::new("r-1").unwrap();
+        assert_eq!(keys.with_spread(1).unwrap(), keys);
+        assert_eq!(keys.resource_key_of(&scope("acct-1"), &id).unwrap(), scope("acct-1#59"));
+        assert_eq!(keys.resource_keys_of(&scope("acct-1#59")), vec![scope("acct-1#59")]);
+        // Pinned: a change of hash would move every stored item.
+        let two = ScopeKeys::new(4).unwrap().with_spread(8).unwrap();
+        assert_eq!(two.resource_index(&id), 27);
+        assert_eq!(two.resource_key_of(&scope("acct-1"), &id).unwrap(), scope("acct-1#27"));
+        assert_eq!(two.key_of(&scope("acct-1"), &id).unwrap(), scope("acct-1#3"));
+    }
+
+    #[test]
+    fn a_spread_scope_refuses_a_hash_sign_and_a_scope_too_long_for_its_longest_resources_key() {
+        let id = ResourceId::new("r").unwrap();
+        let keys = ScopeKeys::default().with_spread(16).unwrap();
+        assert!(keys.key_of(&scope("a#3"), &id).is_err());
+        assert!(keys.resource_key_of(&scope("a#3"), &id).is_err());
+        // The counters key of N = 1 is the bare scope; its resources keys are suffixed.
+        assert_eq!(keys.key_of(&scope("a"), &id).unwrap(), scope("a"));
+        assert_eq!(keys.resource_keys_of(&scope("a")).len(), 16);
+        let long = scope(&"s".repeat(crate::ids::MAX_ID_BYTES - 2));
+        assert!(keys.key_of(&long, &id).is_err(), "#15 does not fit, so no key does");
+        assert!(ScopeKeys::default().with_spread(0).is_err());
+        assert!(ScopeKeys::default().with_spread(MAX_SPREAD + 1).is_err());
+        // A key this layout did not write is counted where it is.
+        assert_eq!(keys.counters_key_of(&scope("a#99")), scope("a#99"));
+        assert_eq!(keys.counters_key_of(&scope("plain")), scope("plain"));
     }
 
     proptest! {

@@ -213,3 +213,144 @@ async fn usage_sums_each_keys_effective_count() {
     let usage = counter.usage(&scope()).await.unwrap();
     assert_eq!((usage.best_effort, usage.eventual, usage.effective), (5, 5, 10));
 }
+
+/// Two levels (`ResourceKeySpread` M > 1): items under `acct#r` with
+/// `r mod N` their counters key, BE and admission on the counters key, the
+/// stream counting each resources key's changes on its counters key (in
+/// batches that mix resources keys), and an audit of a counters key
+/// reading every resources key of it. With one key per level they are the
+/// same as above.
+#[tokio::test]
+async fn two_levels_keep_items_on_resources_keys_and_count_them_on_their_counters_key() {
+    for (count, spread_by) in [(4, 8), (1, 8)] {
+        for admission in [Admission::BestEffort, Admission::Strict] {
+            for mode in [
+                crate::stream::process::Mode::Batched,
+                crate::stream::process::Mode::PerRecord,
+            ] {
+                let case = format!("N={count} M={spread_by} {admission:?} {mode:?}");
+                let store = Arc::new(MemoryStore::new());
+                let layout = ScopeKeys::new(count).unwrap().with_spread(spread_by).unwrap();
+                let counter = spread(store.clone(), count, 1_000, admission).with_scope_keys(layout);
+                for n in 0..200 {
+                    counter.create(&scope(), &id(n), Item::default(), NOW).await.unwrap();
+                }
+                for n in 0..50 {
+                    counter.delete(&scope(), &id(n), NOW).await.unwrap();
+                }
+                // Each item sits under its resources key, never a counters key
+                // of another index, and every resources key is reached.
+                for (key, item_id) in store.tables().resources.keys() {
+                    let r = layout.resource_index(&ResourceId::new(item_id.as_str()).unwrap());
+                    assert_eq!(key, &format!("acct#{r}"), "{case}");
+                    assert_eq!(
+                        r % count,
+                        layout.index(&ResourceId::new(item_id.as_str()).unwrap()),
+                        "{case}"
+                    );
+                }
+                let resources_keys = live_by_key(&store);
+                assert_eq!(
+                    resources_keys.len() as u32,
+                    count * spread_by,
+                    "{case}: 200 ids reach every key"
+                );
+                let counters_keys = layout.keys(&scope()).unwrap();
+                let live_of = |counters_key: &Scope| -> i64 {
+                    layout
+                        .resource_keys_of(counters_key)
+                        .iter()
+                        .map(|k| resources_keys.get(k.as_str()).copied().unwrap_or(0))
+                        .sum()
+                };
+                for key in &counters_keys {
+                    assert_eq!(store.best_effort(key.as_str()), live_of(key), "{case}: BE of {key}");
+                }
+                assert_eq!(counter.usage(&scope()).await.unwrap().best_effort, 150, "{case}");
+                // The whole stream, in batches of 100 that mix resources keys.
+                let processor = Processor::new(store.clone()).with_mode(mode).with_scope_keys(layout);
+                let records = store.stream_changes();
+                for batch in records.chunks(100) {
+                    let report = processor.process(batch.to_vec(), NOW).await;
+                    assert_eq!(report.failure_reason, None, "{case}");
+                }
+                for key in &counters_keys {
+                    assert_eq!(
+                        store.counter(key.as_str(), keys::EVENTUAL_NAME),
+                        live_of(key),
+                        "{case}: EC of {key}"
+                    );
+                    let audit = Auditor::new(&*store, admission)
+                        .with_scope_keys(layout)
+                        .audit_scope(key, RepairMode::None, NOW)
+                        .await
+                        .unwrap();
+                    assert!(audit.findings.is_empty(), "{case}: {key}: {audit:?}");
+                    assert_eq!(audit.counts.live as i64, live_of(key), "{case}: {key}");
+                }
+                // Nothing is counted on a resources key that is not a counters key.
+                for (key, _) in &resources_keys {
+                    if !counters_keys.iter().any(|c| c.as_str() == key) {
+                        assert_eq!(store.counter(key, keys::EVENTUAL_NAME), 0, "{case}: {key}");
+                        assert_eq!(store.best_effort(key), 0, "{case}: {key}");
+                    }
+                }
+                assert_eq!(counter.usage(&scope()).await.unwrap().eventual, 150, "{case}");
+                // An audit that reads only the counters key's own partition
+                // (the layout left out) sees drift: the mapping is what makes
+                // it exact.
+                if count > 1 || spread_by > 1 {
+                    let blind = Auditor::new(&*store, admission)
+                        .audit_scope(&counters_keys[0], RepairMode::None, NOW)
+                        .await
+                        .unwrap();
+                    assert!(!blind.findings.is_empty(), "{case}: {blind:?}");
+                }
+            }
+        }
+    }
+}
+
+/// Strict admission over two levels: the resources keys hold no state, so
+/// concurrent creators on one counters key's many resources keys still never
+/// let the scope past its limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn strict_admission_over_two_levels_never_overshoots_the_limit() {
+    for seed in 0..6 {
+        let store = Arc::new(MemoryStore::new());
+        store.set_chaos(Chaos {
+            seed,
+            counter_read_latency: Duration::from_micros(200),
+            transaction_latency: Duration::from_micros(300),
+            ..Chaos::default()
+        });
+        let layout = ScopeKeys::new(2).unwrap().with_spread(16).unwrap();
+        let counter = Arc::new(
+            spread(store.clone(), 2, 10, Admission::Strict)
+                .with_scope_keys(layout)
+                .with_best_effort_shards(2),
+        );
+        let tasks: Vec<_> = (0..60)
+            .map(|n| {
+                let counter = counter.clone();
+                tokio::spawn(async move { counter.create(&scope(), &id(n), Item::default(), NOW).await })
+            })
+            .collect();
+        for task in tasks {
+            let _ = task.await.unwrap();
+        }
+        let live: i64 = live_by_key(&store).values().sum();
+        assert!(live <= 10, "seed {seed}: {live} live items over a limit of 10");
+        for key in layout.keys(&scope()).unwrap() {
+            let on_key: i64 = layout
+                .resource_keys_of(&key)
+                .iter()
+                .map(|k| live_by_key(&store).get(k.as_str()).copied().unwrap_or(0))
+                .sum();
+            assert!(
+                store.best_effort(key.as_str()) >= on_key,
+                "seed {seed}: {key}: BE below live"
+            );
+        }
+    }
+}

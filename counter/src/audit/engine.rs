@@ -26,6 +26,7 @@ use crate::error::StoreError;
 use crate::ids::{ResourceId, Scope};
 use crate::items::{CounterItem, CounterSnapshot};
 use crate::keys;
+use crate::scope_keys::ScopeKeys;
 use crate::store::{AuditStore, ResourceKey};
 use crate::stream::{Change, ChangeRecord};
 use crate::time::EpochMillis;
@@ -86,9 +87,17 @@ pub async fn count_scope<S: AuditStore>(store: &S, scope: &Scope) -> Result<Scop
 }
 
 async fn tally_scope<S: AuditStore>(store: &S, scope: &Scope) -> Result<ScopeTally, StoreError> {
+    tally_keys(store, std::slice::from_ref(scope)).await
+}
+
+/// The tally of the items under every resources key of `keys` (one Query
+/// each, read-committed, not a snapshot).
+async fn tally_keys<S: AuditStore>(store: &S, keys: &[Scope]) -> Result<ScopeTally, StoreError> {
     let mut tally = ScopeTally::default();
-    for row in store.scope_items(scope).await? {
-        tally.add_row(&row);
+    for key in keys {
+        for row in store.scope_items(key).await? {
+            tally.add_row(&row);
+        }
     }
     Ok(tally)
 }
@@ -132,6 +141,7 @@ pub struct Auditor<'a, S> {
     grace: EpochMillis,
     eventual_shards: u32,
     best_effort: Layout,
+    scope_keys: ScopeKeys,
 }
 
 impl<'a, S: AuditStore> Auditor<'a, S> {
@@ -145,6 +155,7 @@ impl<'a, S: AuditStore> Auditor<'a, S> {
             grace: super::findings::REQUEST_GRACE_MS,
             eventual_shards: 1,
             best_effort: Layout::default(),
+            scope_keys: ScopeKeys::ONE,
         }
     }
 
@@ -154,6 +165,14 @@ impl<'a, S: AuditStore> Auditor<'a, S> {
         Self::new(store, config.admission)
             .with_eventual_shards(config.eventual_shards)
             .with_best_effort_shards(config.best_effort_shards)
+            .with_scope_keys(config.scope_keys)
+    }
+
+    /// The stack's scope keys: a counters key's items are those under each
+    /// of its resources keys ([`ScopeKeys::resource_keys_of`]).
+    pub fn with_scope_keys(mut self, keys: ScopeKeys) -> Self {
+        self.scope_keys = keys;
+        self
     }
 
     /// The best-effort counter's configured shards: a raise of BE is
@@ -222,7 +241,7 @@ impl<'a, S: AuditStore> Auditor<'a, S> {
         let mut last = None;
         for _ in 0..self.attempts {
             let before = self.store.counter_items(scope).await?;
-            let tally = tally_scope(self.store, scope).await?;
+            let tally = tally_keys(self.store, &self.scope_keys.resource_keys_of(scope)).await?;
             let after = self.store.counter_items(scope).await?;
             let snapshot = CounterSnapshot::from_items(after.iter().cloned());
             let Decision {

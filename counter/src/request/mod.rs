@@ -278,6 +278,7 @@ impl<S: RequestStore> Counter<S> {
         let user_scope = scope;
         let index = self.scope_keys.index(id);
         let key = self.scope_keys.key(scope, index)?;
+        let resource_key = self.scope_keys.resource_key_of(scope, id)?;
         let scope = &key;
         let snapshot = self.store.read_counters(scope).await.map_err(store_error)?;
         if !self.key_usage(&snapshot, index).admits_one_more() {
@@ -293,7 +294,7 @@ impl<S: RequestStore> Counter<S> {
         let incarnation = uuid::Uuid::new_v4().simple().to_string();
         let resource = NewResource {
             item: ResourceItem {
-                scope: scope.clone(),
+                scope: resource_key,
                 id: id.clone(),
                 counter_processed: false,
                 deleted: false,
@@ -528,12 +529,12 @@ impl<S: RequestStore> Counter<S> {
     /// before the decrement, a failed decrement is logged and the delete
     /// still succeeds.
     pub async fn delete(&self, scope: &Scope, id: &ResourceId, now: EpochMillis) -> Result<(), Error> {
-        let key = self.scope_keys.key_of(scope, id)?;
-        let scope = &key;
+        let counters_key = self.scope_keys.key_of(scope, id)?;
         let key = ResourceKey {
-            scope: scope.clone(),
+            scope: self.scope_keys.resource_key_of(scope, id)?,
             id: id.clone(),
         };
+        let scope = &counters_key;
         let (incarnation, shard) = match self.store.get_resource(&key).await.map_err(store_error)? {
             Some(state) if !state.deleted => (state.incarnation, state.be_shard),
             _ => return Err(Error::NotFound),

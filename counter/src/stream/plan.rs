@@ -11,6 +11,7 @@ use super::record::Change;
 use crate::error::CancelReason;
 use crate::ids::Scope;
 use crate::items::ResourceState;
+use crate::scope_keys::ScopeKeys;
 use crate::store::{CounterDelta, ItemWrite, ResourceKey, Transaction};
 use crate::time::EpochMillis;
 
@@ -27,29 +28,51 @@ pub const MAX_ITEMS_PER_TRANSACTION: usize = 99;
 /// the same item of a hot scope with probability `1/N` only. Any shard is
 /// correct: readers sum them all. A retried batch starts at the same record,
 /// so it picks the same item again.
+///
+/// It also maps an item's resources key to the counters key that counts it
+/// ([`ScopeKeys::counters_key_of`]), the item itself when the stack's
+/// scopes are not spread over more resources keys than counters keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShardChoice {
     shards: u32,
     salt: u64,
+    keys: ScopeKeys,
 }
 
 impl ShardChoice {
     /// The unsharded counter (`eventual`).
-    pub const SINGLE: Self = Self { shards: 1, salt: 0 };
+    pub const SINGLE: Self = Self {
+        shards: 1,
+        salt: 0,
+        keys: ScopeKeys::ONE,
+    };
 
     /// The choice of the invocation whose first record has `first_sequence_number`.
     pub fn for_batch(shards: u32, first_sequence_number: Option<&str>) -> Self {
         Self {
             shards: shards.max(1),
             salt: crate::hash::fnv1a(first_sequence_number.unwrap_or_default().as_bytes()),
+            keys: ScopeKeys::ONE,
         }
+    }
+
+    /// Counts each item on the counters key `keys` maps its resources key to.
+    pub fn over(self, keys: ScopeKeys) -> Self {
+        Self { keys, ..self }
     }
 
     pub fn shards(&self) -> u32 {
         self.shards
     }
 
-    /// The counters-table `name` `scope`'s changes are counted on.
+    /// The counters-table partition key an item under `resource_key` is
+    /// counted on.
+    pub fn counter_scope(&self, resource_key: &Scope) -> Scope {
+        self.keys.counters_key_of(resource_key)
+    }
+
+    /// The counters-table `name` the changes of counters key `scope` are
+    /// counted on.
     pub fn counter_name(&self, scope: &Scope) -> String {
         if self.shards <= 1 {
             return crate::keys::EVENTUAL_NAME.to_owned();
@@ -61,10 +84,11 @@ impl ShardChoice {
 
 /// INSERT: `[EC += 1; SET counter_processed = true IF counter_processed = false AND incarnation = :inc]`.
 pub fn count_insert(key: &ResourceKey, incarnation: &str, shard: ShardChoice, now: EpochMillis) -> Transaction {
+    let scope = shard.counter_scope(&key.scope);
     Transaction {
         counter: Some(CounterDelta {
-            scope: key.scope.clone(),
-            name: shard.counter_name(&key.scope),
+            name: shard.counter_name(&scope),
+            scope,
             delta: 1,
         }),
         items: vec![ItemWrite::MarkCounted {
@@ -94,12 +118,10 @@ pub fn resolve_delete(
 ) -> DeleteDecision {
     match delete_write(key, incarnation, state) {
         Err(why) => DeleteDecision::AlreadyDone(why),
-        Ok(write) => DeleteDecision::Write(batch_transaction(
-            &key.scope,
-            &shard.counter_name(&key.scope),
-            vec![write],
-            now,
-        )),
+        Ok(write) => {
+            let scope = shard.counter_scope(&key.scope);
+            DeleteDecision::Write(batch_transaction(&scope, &shard.counter_name(&scope), vec![write], now))
+        }
     }
 }
 
@@ -171,14 +193,15 @@ pub fn group_batch<'a>(
             Change::SoftDelete { key, incarnation } => (key, incarnation, false),
             Change::Ignore(_) => continue,
         };
-        let name = shard.counter_name(&key.scope);
+        let scope = shard.counter_scope(&key.scope);
+        let name = shard.counter_name(&scope);
         let pending = Pending {
             index,
             key: key.clone(),
             incarnation: incarnation.clone(),
             is_insert,
         };
-        match by_counter.entry((key.scope.clone(), name)) {
+        match by_counter.entry((scope, name)) {
             Entry::Occupied(at) => groups[*at.get()].records.push(pending),
             Entry::Vacant(slot) => {
                 let (scope, counter_name) = slot.key().clone();

@@ -21,6 +21,7 @@ use super::plan::{self, BatchCancel, CancelVerdict, CounterGroup, DeleteDecision
 use super::record::{Change, ChangeRecord, DecodeError};
 use crate::error::StoreError;
 use crate::retry::{Backoff, Retry, Sleeper};
+use crate::scope_keys::ScopeKeys;
 use crate::store::{IntoShared, ItemWrite, ResourceKey, StreamStore, Transaction};
 use crate::time::EpochMillis;
 
@@ -116,6 +117,7 @@ pub struct Processor<S> {
     backoff: Backoff,
     seed: Option<u64>,
     eventual_shards: u32,
+    scope_keys: ScopeKeys,
     mode: Mode,
     clock: Option<crate::time::Clock>,
     sleeper: Sleeper,
@@ -141,6 +143,7 @@ impl<S: StreamStore> Processor<S> {
             backoff: Backoff::default(),
             seed: None,
             eventual_shards: 1,
+            scope_keys: ScopeKeys::ONE,
             mode: Mode::default(),
             clock: None,
             sleeper: Sleeper::tokio(),
@@ -173,6 +176,13 @@ impl<S: StreamStore> Processor<S> {
     /// Spreads the eventual counter over `shards` items (`eventual#<n>`).
     pub fn with_eventual_shards(mut self, shards: u32) -> Self {
         self.eventual_shards = shards.max(1);
+        self
+    }
+
+    /// Counts each item on the counters key its resources key maps to
+    /// ([`ScopeKeys::counters_key_of`]): the stack's scope keys.
+    pub fn with_scope_keys(mut self, keys: ScopeKeys) -> Self {
+        self.scope_keys = keys;
         self
     }
 
@@ -214,7 +224,7 @@ impl<S: StreamStore> Processor<S> {
             Ok(record) => Some(record.sequence_number.as_str()),
             Err((seq, _)) => seq.as_deref(),
         });
-        let shard = plan::ShardChoice::for_batch(self.eventual_shards, first);
+        let shard = plan::ShardChoice::for_batch(self.eventual_shards, first).over(self.scope_keys);
         match self.mode {
             Mode::PerRecord => self.process_per_record(records, shard, now).await,
             Mode::Batched => self.process_batched(records, shard, now).await,
