@@ -15,16 +15,13 @@ use crate::DynamoStore;
 
 /// What both stream-processing functions build once at start-up: the
 /// processor over the tables named by the environment (`RESOURCES_TABLE`,
-/// `COUNTERS_TABLE`, `EC_SHARDS`, `PROCESSING_MODE`) and the SDK
+/// `COUNTERS_TABLE`, `EC_SHARDS`, the scope keys, `PROCESSING_MODE`) and the SDK
 /// configuration (standard chain, `AWS_ENDPOINT_URL` honoured) for any other
 /// client they need.
 pub async fn processor_from_env() -> Result<(Processor<DynamoStore>, aws_config::SdkConfig), lambda_runtime::Error> {
     let mode = CounterConfig::processing_mode_from_lookup(|name| std::env::var(name).ok())?;
     let (store, config, sdk) = store_from_env().await?;
-    let processor = Processor::new(store)
-        .with_eventual_shards(config.eventual_shards)
-        .with_mode(mode)
-        .with_clock(Clock::system());
+    let processor = config.processor(store).with_mode(mode).with_clock(Clock::system());
     Ok((processor, sdk))
 }
 

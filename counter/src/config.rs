@@ -198,6 +198,17 @@ impl CounterConfig {
         })
     }
 
+    /// The stream consumer of a deployed stack over `store`: its eventual
+    /// shards and scope keys.
+    pub fn processor<S: crate::store::StreamStore>(
+        &self,
+        store: impl crate::store::IntoShared<S>,
+    ) -> crate::stream::Processor<S> {
+        crate::stream::Processor::new(store)
+            .with_eventual_shards(self.eventual_shards)
+            .with_scope_keys(self.scope_keys)
+    }
+
     /// The default limit, or an error naming the variable that sets it.
     pub fn require_default_limit(&self) -> Result<u64, Error> {
         self.default_limit

@@ -187,6 +187,15 @@ impl ScopeKeys {
         })
     }
 
+    /// Every resources key of `scope`, grouped by counters key.
+    pub fn resource_keys(&self, scope: &Scope) -> Result<Vec<Scope>, Error> {
+        Ok(self
+            .keys(scope)?
+            .iter()
+            .flat_map(|key| self.resource_keys_of(key))
+            .collect())
+    }
+
     /// Every key of `scope`, in index order.
     pub fn keys(&self, scope: &Scope) -> Result<Vec<Scope>, Error> {
         (0..self.count).map(|index| self.key(scope, index)).collect()

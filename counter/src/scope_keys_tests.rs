@@ -289,7 +289,7 @@ async fn two_levels_keep_items_on_resources_keys_and_count_them_on_their_counter
                     assert_eq!(audit.counts.live as i64, live_of(key), "{case}: {key}");
                 }
                 // Nothing is counted on a resources key that is not a counters key.
-                for (key, _) in &resources_keys {
+                for key in resources_keys.keys() {
                     if !counters_keys.iter().any(|c| c.as_str() == key) {
                         assert_eq!(store.counter(key, keys::EVENTUAL_NAME), 0, "{case}: {key}");
                         assert_eq!(store.best_effort(key), 0, "{case}: {key}");

@@ -168,14 +168,19 @@ pub enum Error {
     ReplicatedTables { tables: String },
 
     #[error(
-        "refusing to change ScopeKeyShards from {from} to {to} on the deployed stack {stack}: every item's partition \
+        "refusing to change {param} from {from} to {to} on the deployed stack {stack}: every item's partition \
          key and every limit override's copy depend on the count (scope#k, k a hash of its id), so what is stored \
          under {from} would be hidden from its scope's counters, audits and admission, and while Lambda rolls the \
          change out, old and new instances would admit one scope under both layouts, even on an empty table; the \
          count is fixed when a stack is created and no migration command exists: deploy a new stack (another \
          --stack-name) with the new count"
     )]
-    ScopeKeysChange { from: u32, to: u32, stack: String },
+    ScopeKeysChange {
+        param: &'static str,
+        from: u32,
+        to: u32,
+        stack: String,
+    },
 
     #[error("the change set for stack {name} failed: {reason}")]
     ChangeSetFailed { name: String, reason: String },

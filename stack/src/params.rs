@@ -26,6 +26,8 @@ pub const EC_SHARD_COUNT: &str = "EcShardCount";
 pub const BE_SHARD_COUNT: &str = "BeShardCount";
 /// Partition keys each scope's items are spread over (`scope#k`).
 pub const SCOPE_KEY_SHARDS: &str = "ScopeKeyShards";
+/// Resources keys per counters key (`scope#r`, `r mod N` its counters key).
+pub const RESOURCE_KEY_SPREAD: &str = "ResourceKeySpread";
 /// Memory of every function, MB.
 pub const LAMBDA_MEMORY_SIZE: &str = "LambdaMemorySize";
 /// Instruction set of every function (`arm64` or `x86_64`).
@@ -108,7 +110,7 @@ pub const CONTRIBUTOR_INSIGHTS: &str = "ContributorInsights";
 pub const ROLE_PERMISSIONS_BOUNDARY_ARN: &str = "RolePermissionsBoundaryArn";
 
 /// Every parameter, in declaration order.
-pub const ALL: [&str; 41] = [
+pub const ALL: [&str; 42] = [
     NAME_PREFIX,
     DEFAULT_LIMIT,
     STREAM_BATCH_SIZE,
@@ -119,6 +121,7 @@ pub const ALL: [&str; 41] = [
     EC_SHARD_COUNT,
     BE_SHARD_COUNT,
     SCOPE_KEY_SHARDS,
+    RESOURCE_KEY_SPREAD,
     LAMBDA_MEMORY_SIZE,
     LAMBDA_ARCHITECTURE,
     ARTIFACTS_BUCKET,

@@ -331,11 +331,24 @@ fn functions_get_the_environment_their_handlers_read() {
         vars.insert(extra.0.to_owned(), reference(extra.1));
         vars
     };
+    // Every function that reads or counts items: which key an item lives
+    // under and which counters key counts it.
+    let layout = [
+        (
+            hybrid_counter::config::ENV_SCOPE_KEYS.to_owned(),
+            reference(params::SCOPE_KEY_SHARDS),
+        ),
+        (
+            hybrid_counter::config::ENV_RESOURCE_KEY_SPREAD.to_owned(),
+            reference(params::RESOURCE_KEY_SPREAD),
+        ),
+    ];
     let mut stream = with((hybrid_counter::config::ENV_EC_SHARDS, params::EC_SHARD_COUNT));
     stream.insert(
         hybrid_counter::config::ENV_PROCESSING_MODE.to_owned(),
         reference(params::PROCESSING_MODE),
     );
+    stream.extend(layout.clone());
     assert_eq!(env(logical::STREAM_COUNTER_FUNCTION), stream);
     // The reprocessor also knows the stream its mapping's records come from
     // (an on-failure record of any other is a permanent failure) and DLQ2.
@@ -363,10 +376,7 @@ fn functions_get_the_environment_their_handlers_read() {
         hybrid_counter::config::ENV_BE_SHARDS.to_owned(),
         reference(params::BE_SHARD_COUNT),
     );
-    api.insert(
-        hybrid_counter::config::ENV_SCOPE_KEYS.to_owned(),
-        reference(params::SCOPE_KEY_SHARDS),
-    );
+    api.extend(layout);
     api.insert(
         hybrid_counter::config::ENV_SCOPE_AUTHORIZATION.to_owned(),
         reference(params::SCOPE_AUTHORIZATION),
@@ -381,6 +391,10 @@ fn every_shard_count_defaults_to_one_and_stays_within_what_the_functions_accept(
         (params::BE_SHARD_COUNT, hybrid_counter::config::ENV_BE_SHARDS),
         (params::EC_SHARD_COUNT, hybrid_counter::config::ENV_EC_SHARDS),
         (params::SCOPE_KEY_SHARDS, hybrid_counter::config::ENV_SCOPE_KEYS),
+        (
+            params::RESOURCE_KEY_SPREAD,
+            hybrid_counter::config::ENV_RESOURCE_KEY_SPREAD,
+        ),
     ] {
         let p = &t.parameters[param];
         assert_eq!(

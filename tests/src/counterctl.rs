@@ -31,17 +31,21 @@ use crate::Emulator;
 /// A stack deployed with its defaults on a private emulator, and its tables'
 /// configuration as the functions read it.
 pub async fn deployed() -> (Emulator, Counterctl, hybrid_counter::CounterConfig) {
-    deployed_over_keys(1).await
+    deployed_over_keys(1, 1).await
 }
 
 /// The same with each scope spread over `keys` partition keys
 /// (`ScopeKeyShards`; 1 deploys the defaults).
-pub async fn deployed_over_keys(keys: u32) -> (Emulator, Counterctl, hybrid_counter::CounterConfig) {
+pub async fn deployed_over_keys(keys: u32, spread: u32) -> (Emulator, Counterctl, hybrid_counter::CounterConfig) {
     let emulator = Emulator::start();
     let ctl = Counterctl::new(&emulator);
-    let param = format!("ScopeKeyShards={keys}");
-    let params: &[&str] = if keys == 1 { &[] } else { &[&param] };
-    let outputs = ctl.deploy(params).await.outputs;
+    let (count, spread_param) = (format!("ScopeKeyShards={keys}"), format!("ResourceKeySpread={spread}"));
+    let params: Vec<&str> = [(keys, count.as_str()), (spread, spread_param.as_str())]
+        .into_iter()
+        .filter(|(n, _)| *n > 1)
+        .map(|(_, p)| p)
+        .collect();
+    let outputs = ctl.deploy(&params).await.outputs;
     let config = hybrid_counter::CounterConfig {
         resources_table: outputs[stack::outputs::RESOURCES_TABLE].clone(),
         counters_table: outputs[stack::outputs::COUNTERS_TABLE].clone(),
@@ -49,7 +53,9 @@ pub async fn deployed_over_keys(keys: u32) -> (Emulator, Counterctl, hybrid_coun
         eventual_shards: 1,
         best_effort_shards: 1,
         admission: Default::default(),
-        scope_keys: hybrid_counter::scope_keys::ScopeKeys::new(keys).expect("a key count"),
+        scope_keys: hybrid_counter::scope_keys::ScopeKeys::new(keys)
+            .and_then(|k| k.with_spread(spread))
+            .expect("a key count and spread"),
     };
     (emulator, ctl, config)
 }

@@ -464,7 +464,7 @@ impl KitFunctions {
             .unwrap_or_default();
         let sdk = iam::function_sdk_config(&self.sdk, function).await;
         let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &self.config);
-        let processor = Processor::new(store).with_eventual_shards(self.config.eventual_shards);
+        let processor = self.config.processor(store);
         let deployed = std::sync::Arc::new(DeployedFunction {
             environment,
             sdk,

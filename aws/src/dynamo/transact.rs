@@ -139,8 +139,9 @@ impl DynamoStore {
     }
 
     /// Takes back the stream's count of `items` (each with its
-    /// incarnation) of one scope, in one transaction: `counter` of `scope`
-    /// goes down by their number and each item's `counter_processed` back
+    /// incarnation) under the resources key `scope`, in one transaction:
+    /// `counter` of `counters_key` (the key that counted them) goes down
+    /// by their number and each item's `counter_processed` back
     /// to false, only if it is counted and not deleted. The inverse of
     /// the INSERT write ([`hybrid_counter::stream::plan::count_insert`]),
     /// so `EC == processed items` holds before and after: the state of a
@@ -150,13 +151,14 @@ impl DynamoStore {
     /// --failure-path`, on its own scope only; at most 99 items.
     pub async fn uncount(
         &self,
-        scope: &Scope,
+        counters_key: &Scope,
         counter: &str,
+        scope: &Scope,
         items: &[(hybrid_counter::ResourceId, String)],
         now: EpochMillis,
     ) -> Result<(), StoreError> {
         let delta = CounterDelta {
-            scope: scope.clone(),
+            scope: counters_key.clone(),
             name: counter.to_owned(),
             delta: -i64::try_from(items.len()).unwrap_or(i64::MAX),
         };
@@ -264,6 +266,9 @@ mod tests {
             (ResourceId::new("a").unwrap(), "inc-a".to_owned()),
             (ResourceId::new("b").unwrap(), "inc-b".to_owned()),
         ];
-        store(&[rule]).uncount(&scope(), "eventual", &items, 5).await.unwrap();
+        store(&[rule])
+            .uncount(&scope(), "eventual", &scope(), &items, 5)
+            .await
+            .unwrap();
     }
 }

@@ -86,6 +86,16 @@ pub async fn count_scope<S: AuditStore>(store: &S, scope: &Scope) -> Result<Scop
     Ok(tally_scope(store, scope).await?.counts)
 }
 
+/// Counts the items a counters key of layout `keys` counts: those under
+/// each of its resources keys ([`ScopeKeys::resource_keys_of`]).
+pub async fn count_over<S: AuditStore>(
+    store: &S,
+    keys: ScopeKeys,
+    counters_key: &Scope,
+) -> Result<ScopeCounts, StoreError> {
+    Ok(tally_keys(store, &keys.resource_keys_of(counters_key)).await?.counts)
+}
+
 async fn tally_scope<S: AuditStore>(store: &S, scope: &Scope) -> Result<ScopeTally, StoreError> {
     tally_keys(store, std::slice::from_ref(scope)).await
 }

@@ -16,5 +16,5 @@ pub mod drift;
 pub mod engine;
 pub mod findings;
 
-pub use engine::{Auditor, RepairMode, ScopeAudit, count_scope, pending_changes};
+pub use engine::{Auditor, RepairMode, ScopeAudit, count_over, count_scope, pending_changes};
 pub use findings::*;

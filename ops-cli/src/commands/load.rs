@@ -291,7 +291,10 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
 async fn pending_of<S: AuditStore>(store: &S, keys: ScopeKeys, scopes: &[Scope]) -> Result<u64> {
     let mut pending = 0;
     for scope in scopes {
-        for key in keys.keys(scope).map_err(|e| Error::InvalidArgument(e.to_string()))? {
+        for key in keys
+            .resource_keys(scope)
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?
+        {
             let c = hybrid_counter::audit::count_scope(store, &key)
                 .await
                 .map_err(store_error("counting a scope"))?;

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use hybrid_counter::config::{
     ENV_ADMISSION_MODE, ENV_BE_SHARDS, ENV_COUNTERS_TABLE, ENV_DEFAULT_LIMIT, ENV_DLQ2_URL, ENV_EC_SHARDS,
-    ENV_PROCESSING_MODE, ENV_RESOURCES_TABLE, ENV_SCOPE_KEYS, ENV_STREAM_ARN,
+    ENV_PROCESSING_MODE, ENV_RESOURCE_KEY_SPREAD, ENV_RESOURCES_TABLE, ENV_SCOPE_KEYS, ENV_STREAM_ARN,
 };
 use hybrid_counter::keys;
 use hybrid_counter::metrics::ENV_STACK_NAME;
@@ -352,7 +352,14 @@ pub(crate) fn add_function(t: &mut Template, spec: &FunctionSpec) {
         variables.insert(ENV_DEFAULT_LIMIT.to_owned(), Expr::reference(params::DEFAULT_LIMIT));
         variables.insert(ENV_ADMISSION_MODE.to_owned(), Expr::reference(params::ADMISSION_MODE));
         variables.insert(ENV_BE_SHARDS.to_owned(), Expr::reference(params::BE_SHARD_COUNT));
+    }
+    if spec.default_limit || spec.ec_shards {
+        // Which key an item lives under and which counters key counts it.
         variables.insert(ENV_SCOPE_KEYS.to_owned(), Expr::reference(params::SCOPE_KEY_SHARDS));
+        variables.insert(
+            ENV_RESOURCE_KEY_SPREAD.to_owned(),
+            Expr::reference(params::RESOURCE_KEY_SPREAD),
+        );
     }
     if spec.ec_shards {
         variables.insert(ENV_EC_SHARDS.to_owned(), Expr::reference(params::EC_SHARD_COUNT));

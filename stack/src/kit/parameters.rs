@@ -209,7 +209,7 @@ pub(super) fn add_parameters(t: &mut Template) {
             i64::from(hybrid_counter::scope_keys::MAX_KEYS),
         )
         .effect(
-            "SCOPE_KEY_SHARDS of the api function and the drift check: which partition key a create, a \
+            "SCOPE_KEY_SHARDS of every function: which counters key a create, a \
              delete and a read of an item use, how the limit splits into per-key shares, and which keys \
              usage, audits and limit overrides read and write. counterctl reads the deployed value.",
             LiveChange::Unsafe,
@@ -218,6 +218,30 @@ pub(super) fn add_parameters(t: &mut Template) {
              rollout old and new instances would admit one scope under both layouts. N is fixed when the \
              stack is created: counterctl plan and deploy refuse any change; no migration exists: deploy a \
              new stack.",
+        ),
+    );
+    t.parameter(
+        params::RESOURCE_KEY_SPREAD,
+        Parameter::number(
+            "Resources-table partition keys per counters key (1 keeps one level: an item lives under its \
+             counters key). With M > 1 an item of scope s lives under s#r, r a second hash of its id below \
+             N x M with r mod N its counters key, while its counters, admission and limit copies stay on \
+             the N counters keys. Why: a create writes about 4 units on its resources key and under 2 on \
+             its counters key, and the resources keys hold no state, so they can be many (no share of the \
+             limit, no override copy) while the counters keys stay few (each admits its share). Costs: an \
+             audit of a counters key reads its M resources keys, one Query each; the stream consumer and \
+             the drift check map each resources key to its counters key.",
+            1,
+            1,
+            i64::from(hybrid_counter::scope_keys::MAX_SPREAD),
+        )
+        .effect(
+            "RESOURCE_KEY_SPREAD of every function: which resources-table key a create, a delete and a read \
+             of an item use, which counters key the stream consumer counts an item on, and which keys an \
+             audit of a counters key reads. counterctl reads the deployed value.",
+            LiveChange::Unsafe,
+            "Every item's partition key depends on it, as on ScopeKeyShards: it is fixed when the stack is \
+             created; counterctl plan and deploy refuse any change; deploy a new stack.",
         ),
     );
     t.parameter(

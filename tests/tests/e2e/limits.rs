@@ -480,7 +480,7 @@ async fn a_ci_role_with_the_limits_plan_policy_plans_and_exports_and_cannot_appl
 /// copy, after which the plan is empty.
 #[tokio::test]
 async fn over_four_keys_a_copy_missing_or_disagreeing_is_planned_and_repaired_by_apply() {
-    let (emulator, ctl, config) = e2e::counterctl::deployed_over_keys(4).await;
+    let (emulator, ctl, config) = e2e::counterctl::deployed_over_keys(4, 1).await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
     let copies = |report: Report| match report {
         Report::Limit(limit) => (limit.copies.clone(), limit.copies_disagree),

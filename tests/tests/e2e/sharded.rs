@@ -217,3 +217,87 @@ async fn a_scope_over_four_keys_is_summed_audited_and_limited_on_every_key_and_i
     );
     assert_eq!(refused.exit_code(), exit::USAGE);
 }
+
+/// Two levels (`ScopeKeyShards=2`, `ResourceKeySpread=4`, issue 38 item
+/// 4): every function gets both counts, load's items spread over the
+/// scope's eight resources keys while its counters stay on two counters
+/// keys, the stream counts each item on its counters key, `usage` and
+/// `audit --scope` see every item, and a change of the spread is refused
+/// on the deployed stack.
+#[tokio::test]
+async fn a_scope_over_two_counters_keys_of_four_resources_keys_is_counted_and_audited_on_its_counters_keys() {
+    let emulator = e2e::Emulator::start();
+    let ctl = Counterctl::new(&emulator);
+    let report = ctl.deploy(&["ScopeKeyShards=2", "ResourceKeySpread=4"]).await;
+    assert!(report.succeeded(), "{report}");
+    let mut layouts = Vec::new();
+    for output in [stack::outputs::API_FUNCTION, stack::outputs::STREAM_COUNTER_FUNCTION] {
+        let config = api_config(&emulator, &report.outputs[output]).await;
+        layouts.push((config.scope_keys.count(), config.scope_keys.spread()));
+    }
+    assert_eq!(
+        layouts,
+        [(2, 4), (2, 4)],
+        "the api and the stream function read the layout"
+    );
+    let config = api_config(&emulator, &report.outputs[stack::outputs::API_FUNCTION]).await;
+    let keys = config.scope_keys;
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
+    let scope = hybrid_counter::Scope::new("load-0").unwrap();
+
+    let load = ctl.load_one_scope(1, 80, "0.25", 1_000).await;
+    assert!(load.errors.is_empty(), "{load:?}");
+    let live = load.created - load.deleted;
+    e2e::drain_deployed(&emulator.endpoint, &config).await;
+    let mut per_resources_key = BTreeMap::new();
+    for key in keys.resource_keys(&scope).unwrap() {
+        let rows = store.scope_items(&key).await.unwrap();
+        per_resources_key.insert(key.to_string(), rows.iter().filter(|r| !r.deleted).count() as u64);
+    }
+    assert_eq!(per_resources_key.len(), 8);
+    assert!(
+        per_resources_key.values().filter(|n| **n > 0).count() >= 5,
+        "{per_resources_key:?}"
+    );
+    assert_eq!(per_resources_key.values().sum::<u64>(), live, "{per_resources_key:?}");
+    for counters_key in keys.keys(&scope).unwrap() {
+        let on_key: u64 = keys
+            .resource_keys_of(&counters_key)
+            .iter()
+            .map(|k| per_resources_key[k.as_str()])
+            .sum();
+        let counters = store.read_counters(&counters_key).await.unwrap();
+        assert_eq!(
+            counters.eventual, on_key as i64,
+            "{counters_key}: EC counts its resources keys"
+        );
+    }
+
+    let Ok(Report::Usage(usage)) = ctl.run(&["usage", "load-0"]).await else {
+        panic!("usage")
+    };
+    assert_eq!((usage.usage.eventual, usage.keys), (live as i64, 2), "{usage:?}");
+
+    let audit = ctl.run(&["audit", "--scope", "load-0"]).await.unwrap();
+    assert_eq!(audit.exit_code(), exit::SUCCESS, "{audit}");
+    let Report::Audit(found) = &audit else { panic!() };
+    assert_eq!((found.scopes_checked, found.totals.live), (2, live), "{audit}");
+    audit_is_clean(&ctl, "the whole table over two levels").await;
+
+    let refused = ctl
+        .run(&ctl.with_zips(&["deploy", "--param", "ResourceKeySpread=8"]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            ops_cli::Error::ScopeKeysChange {
+                param: "ResourceKeySpread",
+                from: 4,
+                to: 8,
+                ..
+            }
+        ),
+        "{refused}"
+    );
+}

@@ -228,7 +228,20 @@ async fn verify_failure_path_fails_with_a_clear_reason_when_the_reprocessors_que
 /// nothing is left under any key.
 #[tokio::test]
 async fn verify_with_its_failure_path_passes_on_a_stack_of_four_keys_per_scope() {
-    let (emulator, ctl, config) = e2e::counterctl::deployed_over_keys(4).await;
+    verify_with_its_failure_path_over(4, 1).await;
+}
+
+/// The same over two levels (`ScopeKeyShards=2`, `ResourceKeySpread=4`):
+/// items under eight resources keys, counted on two counters keys; the
+/// failure path takes each resources key's items back from its counters
+/// key, and the reprocessor counts them there again.
+#[tokio::test]
+async fn verify_with_its_failure_path_passes_on_a_stack_of_two_counters_keys_of_four_resources_keys() {
+    verify_with_its_failure_path_over(2, 4).await;
+}
+
+async fn verify_with_its_failure_path_over(count: u32, spread: u32) {
+    let (emulator, ctl, config) = e2e::counterctl::deployed_over_keys(count, spread).await;
     let keys = config.scope_keys;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
     let (report, verify) = verify_beside_the_runner(
@@ -245,14 +258,14 @@ async fn verify_with_its_failure_path_passes_on_a_stack_of_four_keys_per_scope()
         ],
     )
     .await;
-    eprintln!("verify --failure-path over four keys:\n{report}");
+    eprintln!("verify --failure-path over {count} x {spread} keys:\n{report}");
     assert_eq!(report.exit_code(), exit::SUCCESS, "{report}");
     assert!(verify.checks.iter().all(|c| c.passed), "{report}");
     assert!(check(&verify, "limit").detail.contains("key's share"), "{report}");
     let mut every_key = verify.scopes.clone();
     for scope in &verify.scopes {
         let scope = hybrid_counter::Scope::new(scope.clone()).unwrap();
-        every_key.extend(keys.keys(&scope).unwrap().iter().map(ToString::to_string));
+        every_key.extend(keys.resource_keys(&scope).unwrap().iter().map(ToString::to_string));
     }
     nothing_left(&store, &every_key).await;
 }

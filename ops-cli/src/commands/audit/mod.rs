@@ -20,17 +20,20 @@
 //! until then); such a scope is reported as not repaired yet, with the
 //! reason.
 //!
-//! With `ScopeKeyShards` N > 1 each of a scope's partition keys `s#k` is
+//! With `ScopeKeyShards` N > 1 each of a scope's counters keys `s#k` is
 //! a scope of its own to the counters: `--scope s` audits every one of
 //! them, and the whole-table audit reports each key under its own name,
-//! saying whose key it is.
+//! saying whose key it is. With `ResourceKeySpread` M > 1 a counters key's
+//! items are those of its M resources keys.
 //!
 //! This file runs the engine over the scopes; `report` is the report and
 //! its rendering.
 
 mod report;
 
-use hybrid_counter::audit::{Auditor, RepairMode};
+use std::collections::BTreeMap;
+
+use hybrid_counter::audit::{Auditor, RepairMode, ScopeTally};
 use hybrid_counter::{AuditStore, CounterConfig, Scope, StreamStore};
 use hybrid_counter_aws::DynamoStore;
 
@@ -60,6 +63,16 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
                 .await
                 .map_err(store_error("Scan of the resources table"))?;
             report.items_scanned = scanned.load(std::sync::atomic::Ordering::Relaxed);
+            // Pending items are swept per resources key; tallies are judged
+            // per counters key, the sum of its resources keys'.
+            for (key, tally) in &ui_counts {
+                let counts = &tally.counts;
+                pending.push((key.clone(), counts.pending_create + counts.pending_delete));
+                if counts.foreign > 0 {
+                    report.foreign_items.push((key.clone(), counts.foreign));
+                }
+            }
+            let ui_counts = by_counters_key(&config, ui_counts);
             ctx.ui
                 .step(format!("scanned {} items; reading the counters", report.items_scanned));
             let counters = store
@@ -75,10 +88,6 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
                 let counts = tally.counts;
                 let snapshot = counters.get(scope).cloned().unwrap_or_default();
                 report.totals.merge(&counts);
-                pending.push((scope.clone(), counts.pending_create + counts.pending_delete));
-                if counts.foreign > 0 {
-                    report.foreign_items.push((scope.clone(), counts.foreign));
-                }
                 if !auditor.findings(&tally, &snapshot).is_empty() {
                     suspects.push(scope.clone());
                 }
@@ -99,9 +108,28 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
     Ok(report)
 }
 
-/// `--scope`: counts each of the scope's partition keys (`s#0..s#N-1`
-/// with `ScopeKeyShards` N > 1, the scope itself otherwise), each one a
-/// scope of its own to the counters, and returns them all to be audited.
+/// The whole-table Scan's tallies, per resources key, summed per counters
+/// key (the same map when `ResourceKeySpread` is 1).
+fn by_counters_key(config: &CounterConfig, tallies: BTreeMap<String, ScopeTally>) -> BTreeMap<String, ScopeTally> {
+    if config.scope_keys.spread() == 1 {
+        return tallies;
+    }
+    let mut merged: BTreeMap<String, ScopeTally> = BTreeMap::new();
+    for (key, tally) in tallies {
+        let counters_key = match Scope::new(key.clone()) {
+            Ok(valid) => config.scope_keys.counters_key_of(&valid).to_string(),
+            Err(_) => key,
+        };
+        merged.entry(counters_key).or_default().merge(&tally);
+    }
+    merged
+}
+
+/// `--scope`: counts each resources key of each of the scope's counters
+/// keys (`s#0..s#N-1` with `ScopeKeyShards` N > 1, the scope itself
+/// otherwise; each with its `ResourceKeySpread` resources keys), each
+/// counters key a scope of its own to the counters, and returns the
+/// counters keys to be audited.
 async fn count_keys<S: AuditStore>(
     store: &S,
     config: &CounterConfig,
@@ -113,8 +141,8 @@ async fn count_keys<S: AuditStore>(
         .scope_keys
         .keys(scope)
         .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-    for key in &keys {
-        let counts = hybrid_counter::audit::count_scope(store, key)
+    for key in keys.iter().flat_map(|k| config.scope_keys.resource_keys_of(k)) {
+        let counts = hybrid_counter::audit::count_scope(store, &key)
             .await
             .map_err(store_error("counting a scope"))?;
         pending.push((key.to_string(), counts.pending_create + counts.pending_delete));
@@ -144,8 +172,8 @@ async fn sweep_and_audit<S: AuditStore + StreamStore>(
         RepairMode::None => {}
         RepairMode::DryRun => report.swept = pending.iter().map(|(_, n)| n).sum(),
         RepairMode::Apply => {
-            let processor = hybrid_counter::stream::Processor::new(store.clone())
-                .with_eventual_shards(config.eventual_shards)
+            let processor = config
+                .processor(store.clone())
                 .with_clock(hybrid_counter::Clock::system());
             for (scope, _) in &pending {
                 ui.step(format!("sweeping pending items of scope {scope}"));
@@ -273,5 +301,74 @@ mod tests {
         let text = report.to_string();
         let named = format!("{broken} (key {} of 4 of scope acct)", &broken.as_str()[5..]);
         assert!(text.contains(&named), "{text}");
+    }
+
+    /// Two levels: `--scope` counts and sweeps every resources key, audits
+    /// the counters keys, and `--repair` replays the pending items onto
+    /// their counters key; the Scan's tallies merge per counters key.
+    #[tokio::test]
+    async fn over_two_levels_a_scope_audit_sweeps_each_resources_key_and_audits_each_counters_key() {
+        let config = CounterConfig {
+            scope_keys: ScopeKeys::new(2).unwrap().with_spread(4).unwrap(),
+            ..spread_config(2)
+        };
+        let store = Arc::new(MemoryStore::new());
+        let counter = Counter::configured(store.clone(), 1_000, &config);
+        let scope = Scope::new("acct").unwrap();
+        for n in 0..30 {
+            let id = ResourceId::new(format!("r-{n}")).unwrap();
+            counter.create(&scope, &id, Default::default(), 1).await.unwrap();
+        }
+        let options = AuditOptions {
+            scope: Some(scope.clone()),
+            mode: RepairMode::Apply,
+            segments: 1,
+            attempts: 3,
+            grace_ms: 0,
+        };
+        let mut report = AuditReport::new(location(), options.mode, &config);
+        let mut pending = Vec::new();
+        let suspects = count_keys(&*store, &config, &scope, &mut report, &mut pending)
+            .await
+            .unwrap();
+        assert_eq!(suspects, ["acct#0", "acct#1"]);
+        assert_eq!(pending.len(), 8, "one entry per resources key: {pending:?}");
+        assert_eq!(pending.iter().map(|(_, n)| n).sum::<u64>(), 30);
+        sweep_and_audit(
+            &store,
+            &config,
+            &options,
+            pending,
+            &suspects,
+            &mut report,
+            &crate::progress::Ui::quiet(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(report.swept, 30);
+        assert_eq!(report.totals.live, 30);
+        assert!(!report.defect, "{report}");
+        for key in ["acct#0", "acct#1"] {
+            let live: u64 = config
+                .scope_keys
+                .resource_keys_of(&Scope::new(key).unwrap())
+                .iter()
+                .map(|k| store.tables().resources.keys().filter(|(s, _)| s == k.as_str()).count() as u64)
+                .sum();
+            assert_eq!(store.counter(key, "eventual"), live as i64, "{key}");
+        }
+        // The Scan's per-partition tallies, summed per counters key.
+        let mut tallies = BTreeMap::new();
+        for (key, _) in store.tables().resources.keys() {
+            let row: hybrid_counter::items::ItemRow =
+                serde_json::from_value(serde_json::json!({"id": "x", "counter_processed": true, "incarnation": "i"}))
+                    .unwrap();
+            tallies
+                .entry(key.clone())
+                .or_insert_with(ScopeTally::default)
+                .add_row(&row);
+        }
+        let merged = by_counters_key(&config, tallies);
+        assert_eq!(merged.keys().collect::<Vec<_>>(), ["acct#0", "acct#1"]);
     }
 }

@@ -1,68 +1,80 @@
-//! The one parameter `plan` and `deploy` refuse to change on a deployed
-//! stack: `ScopeKeyShards`, on which every item's partition key and every
-//! override copy depend. An empty table is no exception: during Lambda's
-//! rollout old and new instances would admit one scope under two layouts.
+//! The parameters `plan` and `deploy` refuse to change on a deployed
+//! stack: `ScopeKeyShards` and `ResourceKeySpread`, on which every item's
+//! partition key and every override copy depend. An empty table is no
+//! exception: during Lambda's rollout old and new instances would admit
+//! one scope under two layouts.
 
 use std::collections::BTreeMap;
 
-use hybrid_counter::scope_keys::ScopeKeys;
+use hybrid_counter::scope_keys::{MAX_KEYS, MAX_SPREAD, ScopeKeys};
+use stack::params::{RESOURCE_KEY_SPREAD, SCOPE_KEY_SHARDS};
 
 use super::cfn::StackInfo;
 use crate::error::{Error, Result};
 
-/// The deployed count and the one a deploy with `overrides` would set,
+/// The deployed layout and the one a deploy with `overrides` would set,
 /// when they differ (a parameter not given keeps its deployed value; a
-/// stack deployed before the parameter existed has one key).
+/// stack deployed before a parameter existed has one key for it).
 pub fn change(
     deployed: &BTreeMap<String, String>,
     overrides: &BTreeMap<String, String>,
 ) -> Result<Option<(ScopeKeys, ScopeKeys)>> {
     let from = scope_keys_param(deployed)?;
-    let to = match overrides.get(stack::params::SCOPE_KEY_SHARDS) {
-        Some(value) => scope_keys_param(&BTreeMap::from([(
-            stack::params::SCOPE_KEY_SHARDS.to_owned(),
-            value.clone(),
-        )]))?,
-        None => from,
-    };
+    let mut merged = deployed.clone();
+    for name in [SCOPE_KEY_SHARDS, RESOURCE_KEY_SPREAD] {
+        if let Some(value) = overrides.get(name) {
+            merged.insert(name.to_owned(), value.clone());
+        }
+    }
+    let to = scope_keys_param(&merged)?;
     Ok((from != to).then_some((from, to)))
 }
 
-/// The `ScopeKeyShards` of a stack's `parameters`; one key when absent
-/// (a stack deployed before the parameter existed) or empty.
-pub fn scope_keys_param(
-    parameters: &std::collections::BTreeMap<String, String>,
-) -> Result<hybrid_counter::scope_keys::ScopeKeys> {
-    let key = stack::params::SCOPE_KEY_SHARDS;
-    match parameters.get(key) {
-        None => Ok(Default::default()),
-        Some(value) if value.trim().is_empty() => Ok(Default::default()),
-        Some(value) => value
-            .trim()
-            .parse::<u32>()
-            .ok()
-            .and_then(|n| hybrid_counter::scope_keys::ScopeKeys::new(n).ok())
-            .ok_or_else(|| Error::ParamValue {
-                key: key.to_owned(),
-                value: value.clone(),
-                reason: format!(
-                    "a scope is spread over 1 to {} keys",
-                    hybrid_counter::scope_keys::MAX_KEYS
-                ),
-            }),
-    }
+/// The `ScopeKeyShards` and `ResourceKeySpread` of a stack's `parameters`;
+/// one each when absent (a stack deployed before the parameter existed) or
+/// empty.
+pub fn scope_keys_param(parameters: &BTreeMap<String, String>) -> Result<ScopeKeys> {
+    let count = |key: &str, max: u32, what: &str| -> Result<u32> {
+        match parameters.get(key) {
+            None => Ok(1),
+            Some(value) if value.trim().is_empty() => Ok(1),
+            Some(value) => value
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| Error::ParamValue {
+                    key: key.to_owned(),
+                    value: value.clone(),
+                    reason: format!("{what} 1 to {max}"),
+                }),
+        }
+    };
+    let keys =
+        ScopeKeys::new(count(SCOPE_KEY_SHARDS, MAX_KEYS, "a scope is spread over")?).expect("checked against MAX_KEYS");
+    Ok(keys
+        .with_spread(count(RESOURCE_KEY_SPREAD, MAX_SPREAD, "a counters key is spread over")?)
+        .expect("checked against MAX_SPREAD"))
 }
 
-/// Refuses an update of `stack` that changes `ScopeKeyShards`: the count
-/// is fixed when a stack is created.
+/// Refuses an update of `stack` that changes its scope keys: they are
+/// fixed when a stack is created.
 pub fn guard(stack: &StackInfo, overrides: &BTreeMap<String, String>) -> Result<()> {
     match change(&stack.parameters, overrides)? {
         None => Ok(()),
-        Some((from, to)) => Err(Error::ScopeKeysChange {
-            from: from.count(),
-            to: to.count(),
-            stack: stack.name.clone(),
-        }),
+        Some((from, to)) => {
+            let (param, from, to) = if from.count() != to.count() {
+                (SCOPE_KEY_SHARDS, from.count(), to.count())
+            } else {
+                (RESOURCE_KEY_SPREAD, from.spread(), to.spread())
+            };
+            Err(Error::ScopeKeysChange {
+                param,
+                from,
+                to,
+                stack: stack.name.clone(),
+            })
+        }
     }
 }
 
@@ -85,5 +97,27 @@ mod tests {
         assert_eq!((from.count(), to.count()), (1, 8));
         let (from, to) = change(&given("8"), &given("2")).unwrap().unwrap();
         assert_eq!((from.count(), to.count()), (8, 2));
+    }
+
+    #[test]
+    fn a_change_of_the_spread_is_a_change_and_a_bad_spread_is_named() {
+        let deployed = params(&[("ScopeKeyShards", "4"), ("ResourceKeySpread", "8")]);
+        assert_eq!(change(&deployed, &params(&[("ScopeKeyShards", "4")])).unwrap(), None);
+        let (from, to) = change(&deployed, &params(&[("ResourceKeySpread", "16")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!((from.spread(), to.spread(), to.count()), (8, 16, 4));
+        // A stack that predates the parameter has a spread of one.
+        assert_eq!(
+            change(&params(&[]), &params(&[("ResourceKeySpread", "1")])).unwrap(),
+            None
+        );
+        assert!(
+            change(&params(&[]), &params(&[("ResourceKeySpread", "2")]))
+                .unwrap()
+                .is_some()
+        );
+        let err = scope_keys_param(&params(&[("ResourceKeySpread", "0")])).unwrap_err();
+        assert!(err.to_string().contains("ResourceKeySpread"), "{err}");
     }
 }

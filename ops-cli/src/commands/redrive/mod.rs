@@ -54,7 +54,6 @@ mod transfer;
 use std::time::Instant;
 
 use aws_sdk_sqs::Client;
-use hybrid_counter::stream::Processor;
 use hybrid_counter_aws::DynamoStore;
 use hybrid_counter_aws::failed_batch::{Dlq1Message, Expected, replay_payload};
 
@@ -122,8 +121,8 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
         }
         RedriveMethod::Replay => {
             let config = deployed.counter_config()?;
-            let processor = Processor::new(DynamoStore::new(ctx.clients.dynamodb.clone(), &config))
-                .with_eventual_shards(config.eventual_shards)
+            let processor = config
+                .processor(DynamoStore::new(ctx.clients.dynamodb.clone(), &config))
                 .with_clock(hybrid_counter::Clock::system());
             let (processor, streams, s3) = (&processor, &ctx.clients.dynamodbstreams, &ctx.clients.s3);
             let stream_arn = stream_arn.as_str();

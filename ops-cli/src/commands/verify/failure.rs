@@ -134,7 +134,7 @@ impl Verify<'_> {
             return Ok(Err(format!("before the failure: {detail}")));
         }
 
-        let keys = self.keys(scope)?;
+        let keys = self.resource_keys(scope)?;
         // Their INSERT records, per shard (a shard opened since is read from
         // its start: it holds only what was written since).
         let mut read: BTreeMap<String, Vec<EventRecord>> = BTreeMap::new();
@@ -191,8 +191,13 @@ impl Verify<'_> {
             // replayed (replaying records still counted writes nothing).
             let mut failed = None;
             for (key, items) in items {
-                let counter = ShardChoice::for_batch(self.config.eventual_shards, first).counter_name(key);
-                if let Err(err) = self.store.uncount(key, &counter, items, now_millis()).await {
+                let counters_key = self.config.scope_keys.counters_key_of(key);
+                let counter = ShardChoice::for_batch(self.config.eventual_shards, first).counter_name(&counters_key);
+                if let Err(err) = self
+                    .store
+                    .uncount(&counters_key, &counter, key, items, now_millis())
+                    .await
+                {
                     failed = Some(store_error("taking back the stream's count of verify's items")(err));
                     break;
                 }

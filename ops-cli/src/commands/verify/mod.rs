@@ -30,7 +30,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use hybrid_counter::audit::{Auditor, RepairMode, count_scope};
+use hybrid_counter::audit::{Auditor, RepairMode, count_over};
 use hybrid_counter::{
     AuditStore as _, Counter, Error as CounterError, ResourceId, Scope, StreamStore as _, now_millis,
 };
@@ -266,7 +266,7 @@ impl Verify<'_> {
         // A create is refused at its key's share: create on the fullest key.
         let mut fullest = (0, 0);
         for (index, key) in self.keys(scope)?.iter().enumerate() {
-            let live = count_scope(self.store, key)
+            let live = count_over(self.store, self.config.scope_keys, key)
                 .await
                 .map_err(store_error("counting a scope"))?
                 .live;
@@ -337,7 +337,7 @@ impl Verify<'_> {
                     scope: self
                         .config
                         .scope_keys
-                        .key_of(scope, id)
+                        .resource_key_of(scope, id)
                         .map_err(|e| Error::InvalidArgument(e.to_string()))?,
                     id: id.clone(),
                 })
@@ -429,7 +429,7 @@ impl Verify<'_> {
                 .set_scope_limit(self.config.scope_keys, scope, None, now_millis())
                 .await;
             let mut ids = Vec::new();
-            for key in self.keys(scope)? {
+            for key in self.resource_keys(scope)? {
                 let items = self
                     .store
                     .scope_items(&key)
@@ -611,7 +611,7 @@ mod tests {
         assert_eq!(config.scope_keys.index(&over), 2);
         assert_eq!(over_id(ScopeKeys::default(), 0).unwrap().as_str(), "over");
         let key = config.scope_keys.key_of(&scope, &over).unwrap();
-        let on_key = count_scope(&*store, &key).await.unwrap().live;
+        let on_key = hybrid_counter::audit::count_scope(&*store, &key).await.unwrap().live;
         assert!(on_key > 0, "12 items over 4 keys");
         let limit = refusing_limit(config.scope_keys, on_key);
         for k in 0..4 {

@@ -2,7 +2,7 @@
 //! the conversions of their errors. A leaf module, so that the failure
 //! path (`failure.rs`) and the other checks both use it.
 
-use hybrid_counter::audit::count_scope;
+use hybrid_counter::audit::count_over;
 use hybrid_counter::scope_keys::ScopeKeys;
 use hybrid_counter::{AuditStore, Counter, RequestStore, ResourceId, Scope};
 use hybrid_counter_aws::DynamoStore;
@@ -81,6 +81,14 @@ impl Verify<'_> {
             .keys(scope)
             .map_err(|e| Error::InvalidArgument(e.to_string()))
     }
+
+    /// Every resources key of `scope` (its counters keys when each has one).
+    pub(super) fn resource_keys(&self, scope: &Scope) -> Result<Vec<Scope>> {
+        self.config
+            .scope_keys
+            .resource_keys(scope)
+            .map_err(|e| Error::InvalidArgument(e.to_string()))
+    }
 }
 
 /// [`Verify::scope_count`] over any store: each key counted and read.
@@ -95,7 +103,7 @@ pub(super) async fn count_keys<S: AuditStore + RequestStore>(
         eventual: 0,
     };
     for key in keys.keys(scope).map_err(|e| Error::InvalidArgument(e.to_string()))? {
-        let counts = count_scope(store, &key)
+        let counts = count_over(store, keys, &key)
             .await
             .map_err(store_error("counting a scope"))?;
         let eventual = store
