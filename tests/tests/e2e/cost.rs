@@ -117,3 +117,60 @@ async fn a_batch_of_deletes_reads_its_items_with_one_batch_get_and_writes_one_tr
     assert_eq!(cost.transactional_resource_writes, 20);
     assert!(cost.read_units > 0.0, "BatchGetItem reports read capacity: {cost:?}");
 }
+
+/// Two levels of scope keys (issue 38 item 5): a create costs what it costs
+/// on one key (one consistent Query of its counters key, a put on its
+/// resources key, the BE write: three round trips, 2 WU), and the stream
+/// pays one counter write per counters key a batch touches instead of one
+/// per batch.
+#[tokio::test]
+async fn over_two_levels_a_create_costs_what_it_costs_on_one_key_and_a_batch_one_counter_write_per_counters_key() {
+    let mut kit = Kit::start(1000).await;
+    let layout = hybrid_counter::scope_keys::ScopeKeys::new(8)
+        .and_then(|k| k.with_spread(8))
+        .unwrap();
+    let mut costs = Vec::new();
+    for (name, keys) in [("one", Default::default()), ("spread", layout)] {
+        kit.config.scope_keys = keys;
+        kit.counter = hybrid_counter::Counter::configured(kit.store.clone(), 1000, &kit.config);
+        kit.processor = kit.config.processor(kit.store.clone());
+        let s = scope(name);
+        let before = kit.store.meter().snapshot();
+        create_many(&kit, &s, 64).await;
+        let request = kit.store.meter().snapshot().since(&before);
+        let before = kit.store.meter().snapshot();
+        kit.drain().await;
+        let stream = kit.store.meter().snapshot().since(&before);
+        let usage = kit.counter.usage(&s).await.unwrap();
+        assert_eq!((usage.best_effort, usage.eventual), (64, 64), "{name}");
+        eprintln!(
+            "{name}: request path {} round trips, {} WU, {} RU; stream {} transactions, {} counter writes, {} WU",
+            request.requests.total(),
+            request.write_units,
+            request.read_units,
+            stream.transactions_committed,
+            stream.counter_item_writes(),
+            stream.write_units
+        );
+        costs.push((request, stream));
+    }
+    let ((one, one_stream), (spread, spread_stream)) = (&costs[0], &costs[1]);
+    assert_eq!(
+        spread.requests.total(),
+        one.requests.total(),
+        "3 round trips per create either way"
+    );
+    assert_eq!(spread.write_units, one.write_units);
+    assert_eq!(spread.read_units, one.read_units, "one key's Query, 1 RU, either way");
+    assert_eq!(one_stream.counter_item_writes(), 1, "one batch, one counters key");
+    assert_eq!(
+        spread_stream.counter_item_writes(),
+        8,
+        "one counter write per counters key the batch touched"
+    );
+    assert_eq!(
+        spread_stream.write_units - one_stream.write_units,
+        14.0,
+        "7 more transactional counter writes"
+    );
+}
