@@ -128,6 +128,20 @@ pub struct CounterConfig {
     pub scope_keys: crate::scope_keys::ScopeKeys,
 }
 
+/// A count from 1 to `max` as a stack passes it: digits, or a number with
+/// a zero fraction (a CloudFormation `Number` parameter accepts `8.0`, and
+/// the function must not refuse to start over it).
+pub fn parse_count(raw: &str, max: u32) -> Option<u32> {
+    let raw = raw.trim();
+    let n = raw.parse::<u32>().ok().or_else(|| {
+        let (whole, fraction) = raw.split_once('.')?;
+        (!whole.is_empty() && fraction.bytes().all(|b| b == b'0'))
+            .then(|| whole.parse::<u32>().ok())
+            .flatten()
+    })?;
+    (1..=max).contains(&n).then_some(n)
+}
+
 impl CounterConfig {
     /// Reads the configuration from `lookup` (normally `std::env::var`), so a
     /// missing or bad value is reported by name before any I/O.
@@ -148,33 +162,23 @@ impl CounterConfig {
             .transpose()?;
         let shards = |name: &str| match lookup(name) {
             None => Ok(1),
-            Some(raw) => raw
-                .trim()
-                .parse::<u32>()
-                .ok()
-                .filter(|n| (1..=crate::best_effort::MAX_SHARDS).contains(n))
-                .ok_or_else(|| {
-                    Error::InvalidInput(format!(
-                        "environment variable {name} must be an integer from 1 to {}, got {raw:?}",
-                        crate::best_effort::MAX_SHARDS
-                    ))
-                }),
+            Some(raw) => parse_count(&raw, crate::best_effort::MAX_SHARDS).ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "environment variable {name} must be an integer from 1 to {}, got {raw:?}",
+                    crate::best_effort::MAX_SHARDS
+                ))
+            }),
         };
         let eventual_shards = shards(ENV_EC_SHARDS)?;
         let best_effort_shards = shards(ENV_BE_SHARDS)?;
         let count = |name: &str, max: u32| match lookup(name) {
             None => Ok(1),
             Some(raw) if raw.trim().is_empty() => Ok(1),
-            Some(raw) => raw
-                .trim()
-                .parse::<u32>()
-                .ok()
-                .filter(|n| (1..=max).contains(n))
-                .ok_or_else(|| {
-                    Error::InvalidInput(format!(
-                        "environment variable {name} must be an integer from 1 to {max}, got {raw:?}"
-                    ))
-                }),
+            Some(raw) => parse_count(&raw, max).ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "environment variable {name} must be an integer from 1 to {max}, got {raw:?}"
+                ))
+            }),
         };
         let scope_keys = crate::scope_keys::ScopeKeys::new(count(ENV_SCOPE_KEYS, crate::scope_keys::MAX_KEYS)?)?
             .with_spread(count(ENV_RESOURCE_KEY_SPREAD, crate::scope_keys::MAX_SPREAD)?)?;
@@ -309,7 +313,13 @@ mod tests {
         pairs.push((ENV_RESOURCE_KEY_SPREAD, "8"));
         let keys = CounterConfig::from_lookup(env(&pairs)).unwrap().scope_keys;
         assert_eq!((keys.count(), keys.spread()), (16, 8));
-        for bad in ["0", "1001", "x"] {
+        pairs.push((ENV_RESOURCE_KEY_SPREAD, "8.0"));
+        assert_eq!(
+            CounterConfig::from_lookup(env(&pairs)).unwrap().scope_keys.spread(),
+            8,
+            "a Number parameter's 8.0"
+        );
+        for bad in ["0", "1001", "x", "8.5", ".0", "-1"] {
             let mut pairs = base.to_vec();
             pairs.push((ENV_RESOURCE_KEY_SPREAD, bad));
             let err = CounterConfig::from_lookup(env(&pairs)).unwrap_err();

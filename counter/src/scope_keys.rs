@@ -2,7 +2,8 @@
 //! counters keys `s#c`, each admitting up to its share of `s`'s limit; and
 //! `ResourceKeySpread` (M) resources keys per counters key, `s#r` with
 //! `r mod N = c`, that hold items and no state. `c` and `r` are stable
-//! hashes of an item's id. With N = M = 1 every key is `s`, byte for byte.
+//! hashes of an item's id. With N = M = 1 every key is `s`, byte for byte;
+//! otherwise every key is suffixed, `s` itself is never one.
 
 use crate::error::Error;
 use crate::ids::{ResourceId, Scope};
@@ -72,6 +73,14 @@ impl ScopeKeys {
         self.count * self.spread
     }
 
+    /// Whether a scope's keys are suffixed (`s#k`): any layout but one key
+    /// per level, whose only key is the scope itself. With N = 1 and M > 1
+    /// the counters key is `s#0`, so no key of the layout is the bare scope
+    /// (where sequences live, and where an item of another layout would).
+    pub fn is_suffixed(&self) -> bool {
+        self.resource_key_count() > 1
+    }
+
     /// Which of the scope's keys `id` lives under: FNV-1a of its bytes, so
     /// every process and release agrees (sequential ids spread too).
     pub fn index(&self, id: &ResourceId) -> u32 {
@@ -113,11 +122,10 @@ impl ScopeKeys {
             return resource_key.clone();
         }
         match self.split_resource_key(resource_key.as_str()) {
-            Some((scope, index)) => {
-                let scope = Scope::new(scope).expect("a prefix of a valid scope is valid");
-                self.key(&scope, index % self.count)
-                    .unwrap_or_else(|_| resource_key.clone())
-            }
+            Some((scope, index)) => Scope::new(scope)
+                .map_err(|e| Error::InvalidInput(e.to_string()))
+                .and_then(|scope| self.key(&scope, index % self.count))
+                .unwrap_or_else(|_| resource_key.clone()),
             None => resource_key.clone(),
         }
     }
@@ -128,13 +136,8 @@ impl ScopeKeys {
         if self.spread == 1 {
             return vec![counters_key.clone()];
         }
-        let (scope, index) = if self.count == 1 {
-            (counters_key.as_str(), 0)
-        } else {
-            match self.split(counters_key.as_str()) {
-                Some(found) => found,
-                None => return vec![counters_key.clone()],
-            }
+        let Some((scope, index)) = self.split(counters_key.as_str()) else {
+            return vec![counters_key.clone()];
         };
         let Ok(scope) = Scope::new(scope) else {
             return vec![counters_key.clone()];
@@ -150,7 +153,9 @@ impl ScopeKeys {
     /// The scope and resources index of a resources key this layout wrote
     /// (`s#r`, `r` below N x M); `None` otherwise and with one key.
     pub fn split_resource_key<'a>(&self, key: &'a str) -> Option<(&'a str, u32)> {
-        split_below(key, self.resource_key_count())
+        self.is_suffixed()
+            .then(|| split_below(key, self.resource_key_count()))
+            .flatten()
     }
 
     /// Refuses `scope` when any of its keys cannot be written: a `#` in a
@@ -180,11 +185,7 @@ impl ScopeKeys {
             return Ok(scope.clone());
         }
         self.check(scope)?;
-        Ok(if self.count == 1 {
-            scope.clone()
-        } else {
-            suffixed(scope, index)
-        })
+        Ok(suffixed(scope, index))
     }
 
     /// Every resources key of `scope`, grouped by counters key.
@@ -206,7 +207,7 @@ impl ScopeKeys {
     /// count. `None` with one key (every key is its own scope) and for
     /// anything else (a bare scope, `s#007`, `s#k` with `k` >= N).
     pub fn split<'a>(&self, key: &'a str) -> Option<(&'a str, u32)> {
-        split_below(key, self.count)
+        self.is_suffixed().then(|| split_below(key, self.count)).flatten()
     }
 
     /// Key `index`'s share of a scope limit of `limit`: the limit divided
@@ -224,12 +225,8 @@ fn suffixed(scope: &Scope, index: u32) -> Scope {
     Scope::new(format!("{scope}#{index}")).expect("checked against the longest key")
 }
 
-/// `s#k` with `k` written as [`suffixed`] writes it and below `count`
-/// (`None` when `count` is 1: every key is its own scope).
+/// `s#k` with `k` written as [`suffixed`] writes it and below `count`.
 fn split_below(key: &str, count: u32) -> Option<(&str, u32)> {
-    if count == 1 {
-        return None;
-    }
     let (scope, suffix) = key.rsplit_once('#')?;
     let index = suffix.parse::<u32>().ok()?;
     (!scope.is_empty() && index < count && index.to_string() == suffix).then_some((scope, index))
@@ -390,9 +387,15 @@ mod tests {
         let keys = ScopeKeys::default().with_spread(16).unwrap();
         assert!(keys.key_of(&scope("a#3"), &id).is_err());
         assert!(keys.resource_key_of(&scope("a#3"), &id).is_err());
-        // The counters key of N = 1 is the bare scope; its resources keys are suffixed.
-        assert_eq!(keys.key_of(&scope("a"), &id).unwrap(), scope("a"));
-        assert_eq!(keys.resource_keys_of(&scope("a")).len(), 16);
+        // The counters key of N = 1 is `s#0`, never the bare scope: an item
+        // under the bare scope (another layout's) is counted and audited there.
+        assert_eq!(keys.key_of(&scope("a"), &id).unwrap(), scope("a#0"));
+        assert_eq!(keys.resource_keys_of(&scope("a#0")).len(), 16);
+        assert_eq!(keys.resource_keys_of(&scope("a")), vec![scope("a")]);
+        assert_eq!(keys.counters_key_of(&scope("a")), scope("a"));
+        // A key whose prefix is no scope (leading or trailing space) is its
+        // own, never a panic (review 1).
+        assert_eq!(keys.counters_key_of(&scope("x #3")), scope("x #3"));
         let long = scope(&"s".repeat(crate::ids::MAX_ID_BYTES - 2));
         assert!(keys.key_of(&long, &id).is_err(), "#15 does not fit, so no key does");
         assert!(ScopeKeys::default().with_spread(0).is_err());

@@ -169,11 +169,12 @@ pub enum Error {
 
     #[error(
         "refusing to change {param} from {from} to {to} on the deployed stack {stack}: every item's partition \
-         key and every limit override's copy depend on the count (scope#k, k a hash of its id), so what is stored \
-         under {from} would be hidden from its scope's counters, audits and admission, and while Lambda rolls the \
-         change out, old and new instances would admit one scope under both layouts, even on an empty table; the \
-         count is fixed when a stack is created and no migration command exists: deploy a new stack (another \
-         --stack-name) with the new count"
+         key depends on ScopeKeyShards and ResourceKeySpread (scope#k, k a hash of its id), and every limit \
+         override's copy on ScopeKeyShards, so what is stored under the old layout would be hidden from its \
+         scope's counters, audits and deletes, and while Lambda rolls the change out, old and new instances \
+         would write and count one scope under both layouts, even on an empty table; the layout is fixed when \
+         a stack is created and no migration command exists: deploy a new stack (another --stack-name) with \
+         the new layout"
     )]
     ScopeKeysChange {
         param: &'static str,

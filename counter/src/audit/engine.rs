@@ -4,7 +4,8 @@
 //! parent module ([`findings_for`], [`strict_shard_findings`],
 //! [`plan_repair_at`](super::findings::plan_repair_at)), with the clock passed in.
 //!
-//! A scope's items are counted with a paginated Query, which DynamoDB reads
+//! A scope's items are counted with a paginated Query per resources key
+//! (one, or `ResourceKeySpread` of them, concurrently), which DynamoDB reads
 //! item by item (read-committed), not as a snapshot. So the counters are
 //! read before and after the count, and the count is trusted only if no
 //! counter moved in between: every stream transaction that changes which
@@ -100,12 +101,19 @@ async fn tally_scope<S: AuditStore>(store: &S, scope: &Scope) -> Result<ScopeTal
     tally_keys(store, std::slice::from_ref(scope)).await
 }
 
+/// Resources keys an audit reads at once: the window between its two reads
+/// of the counters lasts about M / this many round trips, not M.
+const CONCURRENT_QUERIES: usize = 16;
+
 /// The tally of the items under every resources key of `keys` (one Query
-/// each, read-committed, not a snapshot).
+/// each, [`CONCURRENT_QUERIES`] at a time, read-committed, not a snapshot).
 async fn tally_keys<S: AuditStore>(store: &S, keys: &[Scope]) -> Result<ScopeTally, StoreError> {
+    use futures_util::{StreamExt as _, TryStreamExt as _};
+    let queries: Vec<_> = keys.iter().map(|key| store.scope_items(key)).collect();
+    let mut rows = futures_util::stream::iter(queries).buffer_unordered(CONCURRENT_QUERIES);
     let mut tally = ScopeTally::default();
-    for key in keys {
-        for row in store.scope_items(key).await? {
+    while let Some(page) = rows.try_next().await? {
+        for row in page {
             tally.add_row(&row);
         }
     }

@@ -108,7 +108,7 @@ pub fn diff(file: &LimitsFile, table: &LimitTable) -> Vec<Change> {
             let entry = file.entry_for(scope);
             let current = table.overrides.get(scope);
             let new = entry.map(|e| e.limit.get());
-            let spread = table.keys.count() > 1;
+            let spread = table.keys.is_suffixed();
             if spread && table.copies_hold(scope, new) {
                 return None;
             }

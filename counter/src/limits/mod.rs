@@ -69,7 +69,7 @@ impl LimitTable {
     /// its copies are kept per key, so a copy missing or with another
     /// limit shows as a difference to repair. With one key, unchanged.
     pub fn fold(self, keys: ScopeKeys) -> Self {
-        if keys.count() == 1 {
+        if !keys.is_suffixed() {
             return Self { keys, ..self };
         }
         let mut copies: BTreeMap<String, BTreeMap<u32, LimitItem>> = BTreeMap::new();

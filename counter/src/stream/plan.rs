@@ -30,7 +30,7 @@ pub const MAX_ITEMS_PER_TRANSACTION: usize = 99;
 /// so it picks the same item again.
 ///
 /// It also maps an item's resources key to the counters key that counts it
-/// ([`ScopeKeys::counters_key_of`]), the item itself when the stack's
+/// ([`ScopeKeys::counters_key_of`]), the key itself when the stack's
 /// scopes are not spread over more resources keys than counters keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShardChoice {

@@ -201,9 +201,11 @@ pub(super) fn add_parameters(t: &mut Template) {
              scope's partition of the resources table, so an unsharded hot scope tops out near 250 \
              creates/s; N keys lift that about N times. The cost: a create is refused at its key's share \
              while other keys may have room, so a scope can be refused below its limit; keep every limit \
-             much larger than N (each key's share is limit / N). Usage and audits read all N keys; a limit \
+             much larger than N (each key's share is limit / N). Usage reads all N keys, audits their resources \
+             keys; a limit \
              override is written as a copy on every key (while copies disagree, admission is bounded by the \
-             larger limit); gapless sequences stay on the bare scope.",
+             larger limit); gapless sequences stay on the bare scope. Never change it on a deployed stack \
+             (counterctl refuses; the console and other tools do not).",
             1,
             1,
             i64::from(hybrid_counter::scope_keys::MAX_KEYS),
@@ -223,22 +225,25 @@ pub(super) fn add_parameters(t: &mut Template) {
     t.parameter(
         params::RESOURCE_KEY_SPREAD,
         Parameter::number(
-            "Resources-table partition keys per counters key (1 keeps one level: an item lives under its \
-             counters key). With M > 1 an item of scope s lives under s#r, r a second hash of its id below \
-             N x M with r mod N its counters key, while its counters, admission and limit copies stay on \
-             the N counters keys. Why: a create writes about 4 units on its resources key and under 2 on \
-             its counters key, and the resources keys hold no state, so they can be many (no share of the \
-             limit, no override copy) while the counters keys stay few (each admits its share). Costs: an \
-             audit of a counters key reads its M resources keys, one Query each; the stream consumer and \
-             the drift check map each resources key to its counters key.",
+            "Resources-table partition keys per counters key, fixed when the stack is created (1 keeps \
+             one level: an item lives under its counters key). With M > 1 an item of scope s lives under \
+             s#r, r below N x M from the same hash of its id, with r mod N its counters key, while its \
+             counters, admission and limit copies stay on the N counters keys (s#0 when N = 1). Why: a \
+             create writes about 3 units on its resources key (4 per create at three creates to one \
+             delete) and under 2 on its counters key, and resources keys hold no state, so they can be \
+             many (no share of the limit, no override copy) while the counters keys stay few. Costs: an \
+             audit of a counters key reads its M resources keys, one Query each; the longest scope is \
+             shorter by the digits of N x M - 1. Never change it on a deployed stack (counterctl refuses; \
+             the console and other tools do not).",
             1,
             1,
             i64::from(hybrid_counter::scope_keys::MAX_SPREAD),
         )
         .effect(
             "RESOURCE_KEY_SPREAD of every function: which resources-table key a create, a delete and a read \
-             of an item use, which counters key the stream consumer counts an item on, and which keys an \
-             audit of a counters key reads. counterctl reads the deployed value.",
+             of an item use, which counters key the stream consumer counts an item on, which resources keys \
+             an audit or the drift check of a counters key reads, and how counterctl audit sums a Scan's \
+             resources keys per counters key. counterctl reads the deployed value.",
             LiveChange::Unsafe,
             "Every item's partition key depends on it, as on ScopeKeyShards: it is fixed when the stack is \
              created; counterctl plan and deploy refuse any change; deploy a new stack.",

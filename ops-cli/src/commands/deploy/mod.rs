@@ -3,7 +3,8 @@
 //! handlers, decides the [`parameters`] and turns a change set into a
 //! [`diff`]; [`package`] hashes and uploads the handler zips; [`cfn`] is the
 //! CloudFormation engine (stack status, change sets, stack events);
-//! [`scope_keys`] refuses a change of `ScopeKeyShards` on a deployed stack.
+//! [`scope_keys`] refuses a change of `ScopeKeyShards` or
+//! `ResourceKeySpread` on a deployed stack.
 //!
 //! `counterctl deploy`: package, create the change set, execute it and
 //! follow the stack's events to a final status. Idempotent: a deploy with

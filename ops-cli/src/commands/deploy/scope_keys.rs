@@ -38,16 +38,11 @@ pub fn scope_keys_param(parameters: &BTreeMap<String, String>) -> Result<ScopeKe
         match parameters.get(key) {
             None => Ok(1),
             Some(value) if value.trim().is_empty() => Ok(1),
-            Some(value) => value
-                .trim()
-                .parse::<u32>()
-                .ok()
-                .filter(|n| (1..=max).contains(n))
-                .ok_or_else(|| Error::ParamValue {
-                    key: key.to_owned(),
-                    value: value.clone(),
-                    reason: format!("{what} 1 to {max}"),
-                }),
+            Some(value) => hybrid_counter::config::parse_count(value, max).ok_or_else(|| Error::ParamValue {
+                key: key.to_owned(),
+                value: value.clone(),
+                reason: format!("{what} 1 to {max}"),
+            }),
         }
     };
     let keys =

@@ -100,7 +100,7 @@ fn disagreeing(table: &LimitTable) -> Vec<String> {
     table
         .overrides
         .iter()
-        .filter(|(scope, item)| table.keys.count() > 1 && !table.copies_hold(scope, Some(item.limit)))
+        .filter(|(scope, item)| table.keys.is_suffixed() && !table.copies_hold(scope, Some(item.limit)))
         .map(|(scope, _)| scope.clone())
         .collect()
 }
