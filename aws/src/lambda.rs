@@ -27,12 +27,29 @@ pub async fn processor_from_env() -> Result<(Processor<DynamoStore>, aws_config:
 
 /// The store over the tables named by the environment (`RESOURCES_TABLE`,
 /// `COUNTERS_TABLE`, shards, admission mode), its configuration, and the
-/// SDK configuration (standard chain, `AWS_ENDPOINT_URL` honoured).
+/// SDK configuration (standard chain, `AWS_ENDPOINT_URL` honoured), once
+/// the layout record confirms the configured scope keys
+/// ([`hybrid_counter::layout::confirm`]).
 pub async fn store_from_env() -> Result<(DynamoStore, CounterConfig, aws_config::SdkConfig), lambda_runtime::Error> {
     let config = CounterConfig::from_env()?;
     let sdk = crate::sdk::defaults().load().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
+    // A function started with another layout than the items' refuses to
+    // start: its stream batches are retried and end in DLQ1, not miscounted.
+    confirm_layout(&store, &config).await?;
     Ok((store, config, sdk))
+}
+
+/// [`hybrid_counter::layout::confirm`] at a function's start: a refusal is
+/// logged in its own words (the error a failed init returns is printed
+/// with `Debug`).
+pub async fn confirm_layout(store: &DynamoStore, config: &CounterConfig) -> Result<(), lambda_runtime::Error> {
+    hybrid_counter::layout::confirm(store, config.scope_keys, hybrid_counter::now_millis())
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "not starting");
+            lambda_runtime::Error::from(e.to_string())
+        })
 }
 
 /// Prints `metrics` as embedded-metric-format lines on stdout, where

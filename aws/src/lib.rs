@@ -25,6 +25,7 @@
 //! - [`sqs`] (feature `sqs`, part of `ops`): receiving, sending with
 //!   attributes, deleting in batches, a queue's depth and attributes, and a
 //!   received message as the Lambda event's SQS record.
+//! - [`layout`]: the layout record, read and created once.
 //! - [`probe`]: the emulator's HTTP health probe.
 //! - [`lambda`] (feature `lambda`): what the Lambda binaries share.
 //! - [`sdk`] (feature `sdk`): the SDK configuration every client starts from.
@@ -37,6 +38,7 @@ pub mod esm;
 pub mod failed_batch;
 #[cfg(feature = "lambda")]
 pub mod lambda;
+pub mod layout;
 pub mod limits;
 pub mod probe;
 pub mod replay;

@@ -32,6 +32,22 @@ pub enum Error {
     InvalidInput(String),
     #[error("the counter store is unavailable, retry later: {0}")]
     Unavailable(String),
+    /// This process runs with another layout than the one the stack's
+    /// items are written under ([`crate::layout`]): it must not read or
+    /// write items.
+    #[error(
+        "this function runs with ScopeKeyShards={keys} ResourceKeySpread={spread}, but the stack's items are \
+         written under ScopeKeyShards={recorded_keys} ResourceKeySpread={recorded_spread} (the layout record in \
+         the counters table, written when the stack first ran); it refuses to read or write items rather than \
+         hide or miscount them: set the stack's parameters back to the recorded layout (the layout is fixed \
+         when a stack is created)"
+    )]
+    LayoutMismatch {
+        recorded_keys: u32,
+        recorded_spread: u32,
+        keys: u32,
+        spread: u32,
+    },
     /// [`crate::sequence::Sequence::next`] spent its retry budget on
     /// conflicts, lost races and ambiguous answers without claiming a
     /// number, and no number carries this call's token (every ambiguous
@@ -74,7 +90,7 @@ impl Error {
             Error::AlreadyExists => "AlreadyExists",
             Error::NotFound => "NotFound",
             Error::InvalidInput(_) => "InvalidInput",
-            Error::Unavailable(_) => "Unavailable",
+            Error::Unavailable(_) | Error::LayoutMismatch { .. } => "Unavailable",
             Error::SequenceContended { .. } => "SequenceContended",
             Error::SequenceOutcomeUnknown { .. } => "SequenceOutcomeUnknown",
         }

@@ -82,9 +82,23 @@ pub const DRIFT_CHECK_NAME: &str = "drift-check";
 /// Drift-check state item: the JSON document of its cursor and last run.
 pub const STATE: &str = "state";
 
-/// Whether a counters-table partition is the kit's own state, not a scope.
+/// Counters-table partition of the layout record ([`crate::layout`]): the
+/// scope keys the stack's items are written under. Its own partition, not
+/// [`KIT_STATE_SCOPE`]'s, so every function may read and create it while
+/// the drift check's state stays the drift check's; like it, no scope can
+/// name it (it starts with a space).
+pub const LAYOUT_SCOPE: &str = " kit-layout";
+/// Counters-table `name` of the layout record under [`LAYOUT_SCOPE`].
+pub const LAYOUT_NAME: &str = "scope-keys";
+/// Layout record: `ScopeKeyShards`.
+pub const LAYOUT_KEYS: &str = "scope_key_shards";
+/// Layout record: `ResourceKeySpread`.
+pub const LAYOUT_SPREAD: &str = "resource_key_spread";
+
+/// Whether a counters-table partition is the kit's own (its state or its
+/// layout record), not a scope.
 pub fn is_kit_state_scope(scope: &str) -> bool {
-    scope == KIT_STATE_SCOPE
+    scope == KIT_STATE_SCOPE || scope == LAYOUT_SCOPE
 }
 
 /// Attribute names the kit owns on a resource item; an owner's payload may

@@ -36,6 +36,7 @@ mod hash;
 pub mod ids;
 pub mod items;
 pub mod keys;
+pub mod layout;
 pub mod limits;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;

@@ -183,6 +183,21 @@ pub enum Error {
         stack: String,
     },
 
+    #[error(
+        "stack {stack}'s parameters say ScopeKeyShards={keys} ResourceKeySpread={spread}, but its items are written \
+         under ScopeKeyShards={recorded_keys} ResourceKeySpread={recorded_spread} (the layout record in the counters \
+         table): its functions refuse to start until the parameters are set back (counterctl deploy --param \
+         ScopeKeyShards={recorded_keys} --param ResourceKeySpread={recorded_spread}), and counterctl reads no items \
+         under the wrong layout"
+    )]
+    LayoutMismatch {
+        stack: String,
+        recorded_keys: u32,
+        recorded_spread: u32,
+        keys: u32,
+        spread: u32,
+    },
+
     #[error("the change set for stack {name} failed: {reason}")]
     ChangeSetFailed { name: String, reason: String },
 
@@ -283,6 +298,7 @@ impl Error {
             | Error::NotTheKit { .. }
             | Error::ReplicatedTables { .. }
             | Error::ScopeKeysChange { .. }
+            | Error::LayoutMismatch { .. }
             | Error::InvalidArgument(_)
             | Error::LimitsFile(_)
             | Error::LimitsFileRead { .. }

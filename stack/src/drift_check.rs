@@ -220,6 +220,7 @@ fn permissions() -> Vec<Statement> {
             "dynamodb:LeadingKeys",
             Expr::List(vec![keys::KIT_STATE_SCOPE.into()]),
         ),
+        crate::kit::permissions::layout_record(),
     ]
 }
 
@@ -266,7 +267,7 @@ mod tests {
     }
 
     #[test]
-    fn the_role_reads_and_writes_only_its_own_state_item() {
+    fn the_role_writes_only_its_own_state_item_and_the_layout_record() {
         let t = rendered();
         let statements =
             t["Resources"][logical::DRIFT_CHECK_ROLE]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
@@ -281,12 +282,14 @@ mod tests {
                 })
             })
             .collect();
-        assert_eq!(writes.len(), 1, "{statements:#?}");
-        assert_eq!(
-            writes[0]["Condition"],
-            json!({"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [keys::KIT_STATE_SCOPE]}})
-        );
-        assert_eq!(writes[0]["Action"], json!(["dynamodb:GetItem", "dynamodb:PutItem"]));
+        assert_eq!(writes.len(), 2, "{statements:#?}");
+        for (write, partition) in writes.iter().zip([keys::KIT_STATE_SCOPE, keys::LAYOUT_SCOPE]) {
+            assert_eq!(
+                write["Condition"],
+                json!({"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [partition]}})
+            );
+            assert_eq!(write["Action"], json!(["dynamodb:GetItem", "dynamodb:PutItem"]));
+        }
     }
 
     #[test]

@@ -440,7 +440,10 @@ fn a_scan_in_the_request_path_is_reported_though_other_files_of_its_crate_scan()
 /// state is still put in a file the api links.
 #[test]
 fn an_entry_whose_file_no_longer_calls_its_operation_is_stale_though_another_file_does() {
-    let without_the_create = [found("aws/src/drift.rs", "put_item")];
+    let without_the_create = [
+        found("aws/src/drift.rs", "put_item"),
+        found("aws/src/layout.rs", "put_item"),
+    ];
     let put_item = entries_of("put_item");
     let stale: Vec<(&[Component], Unused)> = unreached(&without_the_create, &put_item)
         .into_iter()
@@ -458,6 +461,7 @@ fn an_entry_whose_file_no_longer_calls_its_operation_is_stale_though_another_fil
     let with_it = [
         found("aws/src/dynamo/store.rs", "put_item"),
         without_the_create[0].clone(),
+        without_the_create[1].clone(),
     ];
     assert!(unreached(&with_it, &put_item).is_empty());
 }

@@ -40,6 +40,8 @@ pub enum Op {
     DriftState,
     /// The Scan of every limit override (the drift check's limits file).
     ScanLimits,
+    /// Reading or writing the layout record ([`crate::layout`]).
+    Layout,
 }
 
 /// What an injected fault does to the next call of its operation.

@@ -10,6 +10,7 @@
 mod calls;
 mod chaos;
 mod drift;
+mod layout;
 mod locks;
 mod reads;
 mod store;

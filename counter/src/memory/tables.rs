@@ -45,6 +45,8 @@ pub struct Tables {
     pub sequence_items: BTreeMap<(String, u64), SequenceEntry>,
     /// The drift check's state item ([`crate::keys::KIT_STATE_SCOPE`]).
     pub drift_state: Option<crate::audit::drift::DriftCheckState>,
+    /// The layout record ([`crate::keys::LAYOUT_SCOPE`]).
+    pub layout: Option<crate::scope_keys::ScopeKeys>,
     /// Every incarnation a soft delete applied to: one of them put again
     /// is an item back after its delete, which the store reports as a
     /// violation ([`super::MemoryStore::violation`]) whatever the checker says.

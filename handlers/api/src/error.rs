@@ -87,9 +87,10 @@ impl ApiError {
                 Error::AlreadyExists | Error::LimitExceeded { .. } | Error::ShareExceeded { .. } => {
                     StatusCode::CONFLICT
                 }
-                Error::Unavailable(_) | Error::SequenceContended { .. } | Error::SequenceOutcomeUnknown { .. } => {
-                    StatusCode::SERVICE_UNAVAILABLE
-                }
+                Error::Unavailable(_)
+                | Error::LayoutMismatch { .. }
+                | Error::SequenceContended { .. }
+                | Error::SequenceOutcomeUnknown { .. } => StatusCode::SERVICE_UNAVAILABLE,
             },
             ApiError::CreatedWithoutSequence { .. } | ApiError::CreatedSequenceUnknown { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE

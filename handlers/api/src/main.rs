@@ -16,11 +16,11 @@ async fn main() -> Result<(), Error> {
     let config = CounterConfig::from_env()?;
     let default_limit = config.require_default_limit()?;
     let sdk = hybrid_counter_aws::sdk::defaults().load().await;
-    let counter = Counter::configured(
-        DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config),
-        default_limit,
-        &config,
-    );
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
+    // Started with another layout than the items': no request is served
+    // (the function URL answers 502) rather than items hidden or miscounted.
+    hybrid_counter_aws::lambda::confirm_layout(&store, &config).await?;
+    let counter = Counter::configured(store, default_limit, &config);
     let authorizer = api::Authorizer {
         mode: api::ScopeAuthorization::from_lookup(|name| std::env::var(name).ok())?,
         tags: api::IamTags {

@@ -52,6 +52,24 @@ impl Deployed {
         })
     }
 
+    /// [`Deployed::counter_config`], refused when the stack's parameters
+    /// give another layout than the one its items are written under (the
+    /// layout record): counterctl reads and writes no items under a layout
+    /// the functions would refuse.
+    pub async fn checked_counter_config(&self, ctx: &Context<'_>) -> Result<hybrid_counter::CounterConfig> {
+        let config = self.counter_config()?;
+        match super::deploy::scope_keys::recorded(ctx, &self.stack).await? {
+            Some(recorded) if recorded != config.scope_keys => Err(Error::LayoutMismatch {
+                stack: self.stack.name.clone(),
+                recorded_keys: recorded.count(),
+                recorded_spread: recorded.spread(),
+                keys: config.scope_keys.count(),
+                spread: config.scope_keys.spread(),
+            }),
+            _ => Ok(config),
+        }
+    }
+
     /// The deployed `ScopeKeyShards` parameter (the API function's
     /// `SCOPE_KEY_SHARDS`); one key when the stack does not have it.
     pub fn scope_keys(&self) -> Result<hybrid_counter::scope_keys::ScopeKeys> {
@@ -86,7 +104,7 @@ pub async fn deployed(ctx: &Context<'_>) -> Result<Deployed> {
 
 /// [`Deployed::counter_config`] of the stack named by the command line.
 pub async fn counter_config(ctx: &Context<'_>) -> Result<hybrid_counter::CounterConfig> {
-    deployed(ctx).await?.counter_config()
+    deployed(ctx).await?.checked_counter_config(ctx).await
 }
 
 #[cfg(test)]

@@ -140,6 +140,20 @@ pub const CALLS: &[Call] = &[
         "the drift check's state item",
     ),
     call(
+        "get_item",
+        &[Api, StreamCounter, DlqReprocessor, DriftCheck, Operator, LimitsPlanner],
+        &["aws/src/layout.rs"],
+        &[on(KitLayout, &[DynamoDbGetItem])],
+        "the layout record, read by every function at start and by counterctl",
+    ),
+    call(
+        "put_item",
+        &[Api, StreamCounter, DlqReprocessor, DriftCheck, Operator],
+        &["aws/src/layout.rs"],
+        &[on(KitLayout, &[DynamoDbPutItem])],
+        "the layout record, created by the first function to start (attribute_not_exists)",
+    ),
+    call(
         "put_item",
         &[Api, Operator],
         &["aws/src/dynamo/store.rs"],

@@ -140,7 +140,7 @@ mod tests {
     }
 
     /// The CI plan job's policy reads the stack and the counters table
-    /// and writes nothing.
+    /// (and its layout record) and writes nothing.
     #[test]
     fn the_limits_plan_policy_reads_the_stack_and_the_counters_table_only() {
         let policy = crate::policies::limits_plan_policy(&scope());
@@ -162,6 +162,11 @@ mod tests {
                 (
                     "CountersTable".to_owned(),
                     json!(["dynamodb:Query", "dynamodb:Scan"]),
+                    json!(["arn:aws:dynamodb:eu-west-1:123456789012:table/hc-counters"]),
+                ),
+                (
+                    "KitLayout".to_owned(),
+                    json!(["dynamodb:GetItem"]),
                     json!(["arn:aws:dynamodb:eu-west-1:123456789012:table/hc-counters"]),
                 ),
                 (

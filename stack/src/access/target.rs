@@ -8,7 +8,7 @@ use crate::expr::Expr;
 use crate::failed_batches::KEEP_PAYLOAD;
 use crate::logical;
 use crate::resources::iam::Action;
-use hybrid_counter::keys::KIT_STATE_SCOPE;
+use hybrid_counter::keys::{KIT_STATE_SCOPE, LAYOUT_SCOPE};
 
 use super::component::Component;
 
@@ -20,6 +20,9 @@ pub enum Target {
     /// The counters table, only under the partition key of the kit's own
     /// state ([`KIT_STATE_SCOPE`], `dynamodb:LeadingKeys`).
     KitState,
+    /// The counters table, only under the layout record's partition key
+    /// ([`LAYOUT_SCOPE`], `dynamodb:LeadingKeys`).
+    KitLayout,
     ResourcesStream,
     Dlq1,
     Dlq2,
@@ -66,7 +69,7 @@ impl Target {
         let arn = |id: &str| Expr::get_att(id, "Arn");
         match self {
             Target::ResourcesTable => Some(arn(logical::RESOURCES_TABLE)),
-            Target::CountersTable | Target::KitState => Some(arn(logical::COUNTERS_TABLE)),
+            Target::CountersTable | Target::KitState | Target::KitLayout => Some(arn(logical::COUNTERS_TABLE)),
             Target::ResourcesStream => Some(Expr::get_att(logical::RESOURCES_TABLE, "StreamArn")),
             Target::Dlq1 => Some(arn(logical::DLQ1)),
             Target::Dlq2 => Some(arn(logical::DLQ2)),
@@ -91,6 +94,9 @@ impl Target {
         match self {
             Target::KitState => Some(json!({
                 "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [KIT_STATE_SCOPE]}
+            })),
+            Target::KitLayout => Some(json!({
+                "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [LAYOUT_SCOPE]}
             })),
             _ => None,
         }
@@ -178,7 +184,7 @@ impl OperatorScope {
         use Target::*;
         let arn = match target {
             ResourcesTable => format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-resources"),
-            CountersTable | KitState => format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-counters"),
+            CountersTable | KitState | KitLayout => format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-counters"),
             ResourcesStream => format!("arn:{p}:dynamodb:{r}:{a}:table/{prefix}-resources/stream/*"),
             Dlq1 => format!("arn:{p}:sqs:{r}:{a}:{prefix}-dlq1"),
             Dlq2 => format!("arn:{p}:sqs:{r}:{a}:{prefix}-dlq2"),

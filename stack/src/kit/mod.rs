@@ -27,7 +27,7 @@ use crate::template::{Assertion, LiveChange, Parameter, ParameterRule, Resource,
 use crate::{access, capacity, failed_batches, logical, outputs, params};
 
 mod parameters;
-mod permissions;
+pub(crate) mod permissions;
 
 pub use crate::params::SCOPE_BY_TAG;
 use parameters::add_parameters;

@@ -32,8 +32,24 @@ fn resource_item_statements() -> Vec<Statement> {
             &[Action::DynamoDbUpdateItem],
             vec![arn(logical::COUNTERS_TABLE)],
         ),
+        layout_record(),
         kit_state_denied(),
     ]
+}
+
+/// The layout record ([`keys::LAYOUT_SCOPE`]): every function reads it at
+/// start and the first one creates it (`stack::access` lists both calls).
+pub(crate) fn layout_record() -> Statement {
+    Statement::allow(
+        "LayoutRecord",
+        &[Action::DynamoDbGetItem, Action::DynamoDbPutItem],
+        vec![arn(logical::COUNTERS_TABLE)],
+    )
+    .when(
+        "ForAllValues:StringEquals",
+        "dynamodb:LeadingKeys",
+        Expr::List(vec![keys::LAYOUT_SCOPE.into()]),
+    )
 }
 
 /// The partition of the kit's own state (the drift check's cursor) is the
@@ -136,6 +152,7 @@ pub(super) fn api_permissions() -> Vec<Statement> {
             ],
             vec![arn(logical::COUNTERS_TABLE)],
         ),
+        layout_record(),
         kit_state_denied(),
     ]
 }

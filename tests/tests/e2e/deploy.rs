@@ -199,6 +199,8 @@ const FUNCTIONS: [FunctionSpec; 3] = [
             "KIT_STACK_NAME",
             "PROCESSING_MODE",
             "RESOURCES_TABLE",
+            "RESOURCE_KEY_SPREAD",
+            "SCOPE_KEY_SHARDS",
         ],
     },
     FunctionSpec {
@@ -211,6 +213,8 @@ const FUNCTIONS: [FunctionSpec; 3] = [
             "KIT_STACK_NAME",
             "PROCESSING_MODE",
             "RESOURCES_TABLE",
+            "RESOURCE_KEY_SPREAD",
+            "SCOPE_KEY_SHARDS",
             "STREAM_ARN",
         ],
     },
@@ -224,6 +228,7 @@ const FUNCTIONS: [FunctionSpec; 3] = [
             "DEFAULT_LIMIT",
             "KIT_STACK_NAME",
             "RESOURCES_TABLE",
+            "RESOURCE_KEY_SPREAD",
             "SCOPE_AUTHORIZATION",
             "SCOPE_KEY_SHARDS",
         ],
@@ -430,6 +435,10 @@ async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMa
         pair("dynamodb:UpdateItem", resources),
         pair("dynamodb:DeleteItem", resources),
         pair("dynamodb:UpdateItem", &counters),
+        // The layout record (its partition only, by condition), read at
+        // start and created by the first function to start.
+        pair("dynamodb:GetItem", &counters),
+        pair("dynamodb:PutItem", &counters),
     ];
     // The replay reads the shard its message names.
     let stream_reads = [

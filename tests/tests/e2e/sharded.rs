@@ -301,3 +301,102 @@ async fn a_scope_over_two_counters_keys_of_four_resources_keys_is_counted_and_au
         "{refused}"
     );
 }
+
+/// The layout record (issue 38, reviews 1 and 2): `deploy` records the
+/// layout the items are written under; the stream function started with
+/// another one (a parameter changed outside counterctl) refuses to start
+/// instead of counting under it; counterctl refuses to read items under
+/// parameters other than the record's, and `deploy` may set them back to
+/// it but not keep them.
+#[tokio::test]
+async fn a_function_or_counterctl_under_another_layout_than_the_recorded_one_refuses_to_work() {
+    use hybrid_counter::layout::LayoutStore as _;
+    let (emulator, ctl, config) = e2e::counterctl::deployed_over_keys(2, 1).await;
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await), &config);
+    let recorded = store.layout_record().await.unwrap();
+    assert_eq!(
+        recorded.map(|k| (k.count(), k.spread())),
+        Some((2, 1)),
+        "deploy records the layout"
+    );
+
+    // The stream function's binary, started as Lambda would start it after
+    // an out-of-band change of ScopeKeyShards to 1 (and, for contrast, with
+    // the recorded 2: it gets past the check and stops only for want of a
+    // Lambda runtime API).
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let binary = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace.join("target"), std::path::PathBuf::from)
+        .join("debug/stream-counter");
+    let start = |keys: &str| {
+        std::process::Command::new(&binary)
+            .env_clear()
+            .env("RESOURCES_TABLE", &config.resources_table)
+            .env("COUNTERS_TABLE", &config.counters_table)
+            .env("SCOPE_KEY_SHARDS", keys)
+            .env("AWS_ENDPOINT_URL", &emulator.endpoint)
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e} (cargo build --bins first)", binary.display()))
+    };
+    let refused = start("1");
+    let said = String::from_utf8_lossy(&refused.stderr).to_string() + &String::from_utf8_lossy(&refused.stdout);
+    assert!(!refused.status.success(), "{said}");
+    assert!(
+        said.contains("refuses to read or write items") && said.contains("ScopeKeyShards=2"),
+        "{said}"
+    );
+    let started = start("2");
+    let said = String::from_utf8_lossy(&started.stderr).to_string() + &String::from_utf8_lossy(&started.stdout);
+    assert!(!said.contains("refuses to read or write items"), "{said}");
+
+    // The record says 4 keys while the stack's parameters say 2 (what a
+    // change outside counterctl leaves, seen from the other side).
+    let number = |n: &str| aws_sdk_dynamodb::types::AttributeValue::N(n.to_owned());
+    let text = |s: &str| aws_sdk_dynamodb::types::AttributeValue::S(s.to_owned());
+    store
+        .client()
+        .put_item()
+        .table_name(&config.counters_table)
+        .item(keys::SCOPE, text(keys::LAYOUT_SCOPE))
+        .item(keys::NAME, text(keys::LAYOUT_NAME))
+        .item(keys::LAYOUT_KEYS, number("4"))
+        .item(keys::LAYOUT_SPREAD, number("1"))
+        .send()
+        .await
+        .unwrap();
+    let err = ctl.run(&["usage", "acct"]).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ops_cli::Error::LayoutMismatch {
+                recorded_keys: 4,
+                keys: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.exit_code(), exit::USAGE);
+    let kept = ctl.run(&ctl.with_zips(&["deploy"])).await.unwrap_err();
+    assert!(
+        matches!(
+            kept,
+            ops_cli::Error::ScopeKeysChange {
+                param: "ScopeKeyShards",
+                from: 4,
+                to: 2,
+                ..
+            }
+        ),
+        "{kept}"
+    );
+    let back = ctl.deploy(&["ScopeKeyShards=4"]).await;
+    assert!(
+        back.succeeded(),
+        "setting the parameters back to the record is allowed: {back}"
+    );
+    assert!(ctl.run(&["usage", "acct"]).await.is_ok());
+}

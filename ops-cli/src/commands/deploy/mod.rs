@@ -200,11 +200,12 @@ pub async fn run(
     report.status = status.as_str().to_owned();
     report.status_reason = waited.status_reason;
     report.events = waited.events;
-    report.outputs = cfn::describe(cfn, &proposal.stack_id)
-        .await?
-        .map(|s| s.outputs)
-        .unwrap_or_default();
+    let deployed = cfn::describe(cfn, &proposal.stack_id).await?;
+    report.outputs = deployed.as_ref().map(|s| s.outputs.clone()).unwrap_or_default();
     if report.succeeded() {
+        if let Some(stack) = &deployed {
+            scope_keys::record(ctx, stack).await?;
+        }
         report.taken_over = take_over_for_local_runner(ctx, &report.outputs).await?;
     }
     report.seconds = started.elapsed().as_secs_f64();
@@ -418,6 +419,11 @@ mod tests {
             if verb == "deploy" {
                 dynamodb.extend([tables(&[]), tables(&[])]);
             }
+            // No layout record yet: the deployed parameters decide.
+            dynamodb.push(
+                aws_smithy_mocks::mock!(aws_sdk_dynamodb::Client::get_item)
+                    .then_output(|| aws_sdk_dynamodb::operation::get_item::GetItemOutput::builder().build()),
+            );
             let clients = mocked_clients(
                 &[deployed_with_keys(Some("1")), deployed_with_keys(Some("1"))],
                 &dynamodb,
@@ -475,11 +481,11 @@ mod tests {
         // No change: given equal, not given, or 1 on a stack that predates
         // the parameter.
         for (deployed, given) in [(Some("8"), to("8")), (Some("8"), BTreeMap::new()), (None, to("1"))] {
-            scope_keys::guard(&stack(deployed), &given).unwrap();
+            scope_keys::guard(&stack(deployed), &given, None).unwrap();
         }
         // Any change, whichever way.
         for (deployed, given, from, into) in [(Some("1"), "8", 1, 8), (Some("8"), "1", 8, 1), (None, "2", 1, 2)] {
-            let err = scope_keys::guard(&stack(deployed), &to(given)).unwrap_err();
+            let err = scope_keys::guard(&stack(deployed), &to(given), None).unwrap_err();
             assert!(
                 matches!(err, crate::error::Error::ScopeKeysChange { from: f, to: t, .. } if (f, t) == (from, into)),
                 "{err}"

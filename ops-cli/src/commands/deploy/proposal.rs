@@ -81,7 +81,8 @@ pub async fn propose(
         .filter(|s| cfn::readiness(Some(&s.status)) == Readiness::Update)
     {
         // Before anything is uploaded or created: the keys of the data.
-        super::scope_keys::guard(stack, &inputs.overrides)?;
+        let recorded = super::scope_keys::recorded(ctx, stack).await?;
+        super::scope_keys::guard(stack, &inputs.overrides, recorded)?;
     }
     // Every check that can refuse the deploy comes before the one step
     // that deletes anything (replacing a failed create).

@@ -10,7 +10,69 @@ use hybrid_counter::scope_keys::{MAX_KEYS, MAX_SPREAD, ScopeKeys};
 use stack::params::{RESOURCE_KEY_SPREAD, SCOPE_KEY_SHARDS};
 
 use super::cfn::StackInfo;
-use crate::error::{Error, Result};
+use crate::commands::Context;
+use crate::error::{Error, Result, store_error};
+
+/// A store over `stack`'s counters table, `None` before it has one.
+fn layout_store(ctx: &Context<'_>, stack: &StackInfo) -> Option<hybrid_counter_aws::DynamoStore> {
+    let counters = stack.outputs.get(stack::outputs::COUNTERS_TABLE)?;
+    let config = hybrid_counter::CounterConfig {
+        resources_table: String::new(),
+        counters_table: counters.clone(),
+        default_limit: None,
+        eventual_shards: 1,
+        best_effort_shards: 1,
+        admission: Default::default(),
+        scope_keys: Default::default(),
+    };
+    Some(hybrid_counter_aws::DynamoStore::new(
+        ctx.clients.dynamodb.clone(),
+        &config,
+    ))
+}
+
+/// The layout record of `stack`'s counters table, `None` when the table
+/// or the record does not exist yet.
+pub async fn recorded(ctx: &Context<'_>, stack: &StackInfo) -> Result<Option<ScopeKeys>> {
+    use hybrid_counter::layout::LayoutStore as _;
+    let Some(store) = layout_store(ctx, stack) else {
+        return Ok(None);
+    };
+    store
+        .layout_record()
+        .await
+        .map_err(store_error("reading the layout record"))
+}
+
+/// Records the layout `stack`'s parameters give, when nothing is recorded
+/// yet (a new stack, or one that predates the record), right after a
+/// deploy: the functions then refuse to start under another layout
+/// ([`hybrid_counter::layout`]).
+pub async fn record(ctx: &Context<'_>, stack: &StackInfo) -> Result<()> {
+    let Some(store) = layout_store(ctx, stack) else {
+        return Ok(());
+    };
+    let layout = scope_keys_param(&stack.parameters)?;
+    match hybrid_counter::layout::confirm(&store, layout, hybrid_counter::now_millis()).await {
+        Ok(()) => Ok(()),
+        Err(hybrid_counter::Error::LayoutMismatch {
+            recorded_keys,
+            recorded_spread,
+            keys,
+            spread,
+        }) => Err(Error::LayoutMismatch {
+            stack: stack.name.clone(),
+            recorded_keys,
+            recorded_spread,
+            keys,
+            spread,
+        }),
+        Err(e) => Err(Error::Aws {
+            action: "recording the layout",
+            message: e.to_string(),
+        }),
+    }
+}
 
 /// The deployed layout and the one a deploy with `overrides` would set,
 /// when they differ (a parameter not given keeps its deployed value; a
@@ -53,9 +115,20 @@ pub fn scope_keys_param(parameters: &BTreeMap<String, String>) -> Result<ScopeKe
 }
 
 /// Refuses an update of `stack` that changes its scope keys: they are
-/// fixed when a stack is created.
-pub fn guard(stack: &StackInfo, overrides: &BTreeMap<String, String>) -> Result<()> {
-    match change(&stack.parameters, overrides)? {
+/// fixed when a stack is created. When the table holds a layout record
+/// (`recorded`, [`hybrid_counter::layout`]) the update must give that
+/// layout: setting the parameters back to it after a change made outside
+/// counterctl is allowed, anything else refused.
+pub fn guard(stack: &StackInfo, overrides: &BTreeMap<String, String>, recorded: Option<ScopeKeys>) -> Result<()> {
+    let found = match recorded {
+        Some(recorded) => {
+            let deployed = scope_keys_param(&stack.parameters)?;
+            let to = change(&stack.parameters, overrides)?.map_or(deployed, |(_, to)| to);
+            (to != recorded).then_some((recorded, to))
+        }
+        None => change(&stack.parameters, overrides)?,
+    };
+    match found {
         None => Ok(()),
         Some((from, to)) => {
             let (param, from, to) = if from.count() != to.count() {
@@ -114,5 +187,53 @@ mod tests {
         );
         let err = scope_keys_param(&params(&[("ResourceKeySpread", "0")])).unwrap_err();
         assert!(err.to_string().contains("ResourceKeySpread"), "{err}");
+    }
+
+    #[test]
+    fn with_a_layout_record_an_update_must_give_the_recorded_layout_and_may_set_it_back() {
+        let info = |pairs: &[(&str, &str)]| StackInfo {
+            id: "arn:stack".into(),
+            name: "hybrid-counter".into(),
+            status: aws_sdk_cloudformation::types::StackStatus::UpdateComplete,
+            status_reason: None,
+            parameters: params(pairs),
+            outputs: BTreeMap::new(),
+            tags: BTreeMap::new(),
+            last_updated: None,
+            description: None,
+        };
+        let recorded = Some(ScopeKeys::new(4).unwrap().with_spread(8).unwrap());
+        let as_recorded = info(&[("ScopeKeyShards", "4"), ("ResourceKeySpread", "8")]);
+        guard(&as_recorded, &params(&[]), recorded).unwrap();
+        // Changed outside counterctl (the parameter dropped to 1): setting it
+        // back is allowed, keeping the wrong value is not.
+        let changed = info(&[("ScopeKeyShards", "4")]);
+        guard(&changed, &params(&[("ResourceKeySpread", "8")]), recorded).unwrap();
+        let err = guard(&changed, &params(&[]), recorded).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::ScopeKeysChange {
+                    param: "ResourceKeySpread",
+                    from: 8,
+                    to: 1,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = guard(&as_recorded, &params(&[("ScopeKeyShards", "2")]), recorded).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::ScopeKeysChange {
+                    param: "ScopeKeyShards",
+                    from: 4,
+                    to: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 }

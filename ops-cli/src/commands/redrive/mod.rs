@@ -120,7 +120,7 @@ pub async fn run(ctx: &Context<'_>, options: &RedriveOptions) -> Result<RedriveR
             move_task(sqs, &source.arn, &destination.arn, options.rate, ctx.clients.poll, &bar).await?
         }
         RedriveMethod::Replay => {
-            let config = deployed.counter_config()?;
+            let config = deployed.checked_counter_config(ctx).await?;
             let processor = config
                 .processor(DynamoStore::new(ctx.clients.dynamodb.clone(), &config))
                 .with_clock(hybrid_counter::Clock::system());

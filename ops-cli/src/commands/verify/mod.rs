@@ -113,7 +113,7 @@ fn plan(scopes: &[Scope], options: &VerifyOptions) -> Vec<String> {
 pub async fn run(ctx: &Context<'_>, options: &VerifyOptions) -> Result<VerifyReport> {
     let started = Instant::now();
     let deployed = super::deployed::deployed(ctx).await?;
-    let config = deployed.counter_config()?;
+    let config = deployed.checked_counter_config(ctx).await?;
     let run = format!("{:x}{:04x}", now_millis(), fastrand::u16(..));
     let scopes = scopes_of(&run, options.scopes)?;
     let failure_scope = if options.failure_path {
