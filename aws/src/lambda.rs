@@ -29,27 +29,35 @@ pub async fn processor_from_env() -> Result<(Processor<DynamoStore>, aws_config:
 /// `COUNTERS_TABLE`, shards, admission mode), its configuration, and the
 /// SDK configuration (standard chain, `AWS_ENDPOINT_URL` honoured), once
 /// the layout record confirms the configured scope keys
-/// ([`hybrid_counter::layout::confirm`]).
+/// ([`hybrid_counter::layout::check`]).
 pub async fn store_from_env() -> Result<(DynamoStore, CounterConfig, aws_config::SdkConfig), lambda_runtime::Error> {
     let config = CounterConfig::from_env()?;
     let sdk = crate::sdk::defaults().load().await;
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &config);
-    // A function started with another layout than the items' refuses to
-    // start: its stream batches are retried and end in DLQ1, not miscounted.
+    // A function started with another layout than the recorded one
+    // refuses to start: its stream batches are retried and end in DLQ1,
+    // not miscounted.
     confirm_layout(&store, &config).await?;
     Ok((store, config, sdk))
 }
 
-/// [`hybrid_counter::layout::confirm`] at a function's start: a refusal is
-/// logged in its own words (the error a failed init returns is printed
-/// with `Debug`).
+/// [`hybrid_counter::layout::check`] at a function's start: a definite
+/// mismatch stops the start, logged in its own words (the error a failed
+/// init returns is printed with `Debug`); a record that cannot be read
+/// (throttled at a scale-out) is logged and the function starts, rather
+/// than fail every cold start until the table answers.
 pub async fn confirm_layout(store: &DynamoStore, config: &CounterConfig) -> Result<(), lambda_runtime::Error> {
-    hybrid_counter::layout::confirm(store, config.scope_keys, hybrid_counter::now_millis())
-        .await
-        .map_err(|e| {
+    match hybrid_counter::layout::check(store, config.scope_keys).await {
+        Ok(()) => Ok(()),
+        Err(e @ hybrid_counter::Error::LayoutMismatch { .. }) => {
             tracing::error!(error = %e, "not starting");
-            lambda_runtime::Error::from(e.to_string())
-        })
+            Err(lambda_runtime::Error::from(e.to_string()))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "the layout record could not be read; starting unchecked");
+            Ok(())
+        }
+    }
 }
 
 /// Prints `metrics` as embedded-metric-format lines on stdout, where

@@ -1,9 +1,8 @@
 //! The layout record: the scope keys (`ScopeKeyShards`, `ResourceKeySpread`)
 //! a stack's items are written under, recorded once in the counters table
-//! by the first function to start, and checked by every function at start:
-//! one started with another layout (a parameter changed outside counterctl,
-//! or a release that does not pass it) refuses to read or write items
-//! instead of hiding or miscounting them.
+//! by `counterctl deploy`, and checked by every function at start: one
+//! started with another layout (a parameter changed outside counterctl)
+//! refuses to read or write items instead of hiding or miscounting them.
 
 use std::future::Future;
 
@@ -24,19 +23,30 @@ pub trait LayoutStore: StoreBase {
     fn record_layout(&self, keys: ScopeKeys, now: EpochMillis) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
-/// Checks that `configured` is the layout the stack's items are written
-/// under, recording it first when nothing is recorded (a new stack, or one
-/// that predates the record: its first function to start records the
-/// layout it runs with). A mismatch is [`Error::LayoutMismatch`]; a store
-/// error is `Unavailable` (the caller starts again later).
-pub async fn confirm<S: LayoutStore>(store: &S, configured: ScopeKeys, now: EpochMillis) -> Result<(), Error> {
-    let unavailable = |e: StoreError| Error::Unavailable(format!("reading the layout record: {e}"));
+/// What a function does at start: refuses to run under another layout than
+/// the recorded one ([`Error::LayoutMismatch`]). It never writes the
+/// record: only counterctl does, after its own check of the parameters, so
+/// a function started after a change made outside counterctl cannot freeze
+/// the wrong layout. No record yet (a stack counterctl has not deployed
+/// since the record exists): nothing to compare, it runs.
+pub async fn check<S: LayoutStore>(store: &S, configured: ScopeKeys) -> Result<(), Error> {
+    match store.layout_record().await {
+        Ok(Some(recorded)) if recorded != configured => Err(mismatch(recorded, configured)),
+        Ok(_) => Ok(()),
+        Err(e) => Err(Error::Unavailable(format!("reading the layout record: {e}"))),
+    }
+}
+
+/// What counterctl does after a deploy: records `configured` when nothing
+/// is recorded, else checks it like [`check`]. A lost answer or a
+/// concurrent deploy is settled by reading the record again.
+pub async fn record<S: LayoutStore>(store: &S, configured: ScopeKeys, now: EpochMillis) -> Result<(), Error> {
+    let unavailable = |e: StoreError| Error::Unavailable(format!("the layout record: {e}"));
     let recorded = match store.layout_record().await.map_err(unavailable)? {
         Some(recorded) => recorded,
         None => match store.record_layout(configured, now).await {
             Ok(()) => return Ok(()),
-            // Another function recorded first, or our answer was lost.
-            Err(StoreError::ConditionFailed) | Err(StoreError::Unavailable(_)) | Err(StoreError::Transient(_)) => store
+            Err(StoreError::ConditionFailed | StoreError::Unavailable(_) | StoreError::Transient(_)) => store
                 .layout_record()
                 .await
                 .map_err(unavailable)?
@@ -47,12 +57,16 @@ pub async fn confirm<S: LayoutStore>(store: &S, configured: ScopeKeys, now: Epoc
     if recorded == configured {
         Ok(())
     } else {
-        Err(Error::LayoutMismatch {
-            recorded_keys: recorded.count(),
-            recorded_spread: recorded.spread(),
-            keys: configured.count(),
-            spread: configured.spread(),
-        })
+        Err(mismatch(recorded, configured))
+    }
+}
+
+fn mismatch(recorded: ScopeKeys, configured: ScopeKeys) -> Error {
+    Error::LayoutMismatch {
+        recorded_keys: recorded.count(),
+        recorded_spread: recorded.spread(),
+        keys: configured.count(),
+        spread: configured.spread(),
     }
 }
 
@@ -66,13 +80,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_first_start_records_its_layout_and_later_starts_must_match_it() {
+    async fn counterctl_records_the_layout_and_every_start_must_match_it() {
         let store = MemoryStore::new();
-        confirm(&store, layout(4, 8), 1).await.unwrap();
+        record(&store, layout(4, 8), 1).await.unwrap();
         assert_eq!(store.layout_record().await.unwrap(), Some(layout(4, 8)));
-        confirm(&store, layout(4, 8), 2).await.unwrap();
+        record(&store, layout(4, 8), 2).await.unwrap();
+        check(&store, layout(4, 8)).await.unwrap();
         for other in [layout(4, 1), layout(1, 1), layout(8, 8), layout(4, 16)] {
-            let err = confirm(&store, other, 3).await.unwrap_err();
+            assert!(record(&store, other, 3).await.is_err(), "{other:?}");
+            let err = check(&store, other).await.unwrap_err();
             assert!(
                 matches!(
                     err,
@@ -97,10 +113,21 @@ mod tests {
         );
     }
 
+    /// Review of the record: a function started after a change made outside
+    /// counterctl, on a stack without a record, must not record its layout
+    /// (it would freeze the wrong one): it runs unchecked, and the next
+    /// counterctl deploy (after its own check) records the layout.
     #[tokio::test]
-    async fn a_stack_that_predates_the_record_records_the_layout_it_runs_with() {
+    async fn a_start_never_writes_the_record() {
         let store = MemoryStore::new();
-        confirm(&store, ScopeKeys::default(), 1).await.unwrap();
-        assert!(confirm(&store, layout(2, 1), 2).await.is_err());
+        check(&store, layout(4, 1)).await.unwrap();
+        assert_eq!(store.layout_record().await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_record_that_cannot_be_read_is_unavailable_not_a_mismatch() {
+        let store = MemoryStore::new();
+        store.inject(crate::memory::Op::Layout, crate::memory::Fault::Unavailable);
+        assert!(matches!(check(&store, layout(1, 1)).await, Err(Error::Unavailable(_))));
     }
 }

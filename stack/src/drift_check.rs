@@ -267,7 +267,7 @@ mod tests {
     }
 
     #[test]
-    fn the_role_writes_only_its_own_state_item_and_the_layout_record() {
+    fn the_role_reads_and_writes_only_its_own_state_item() {
         let t = rendered();
         let statements =
             t["Resources"][logical::DRIFT_CHECK_ROLE]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
@@ -282,14 +282,12 @@ mod tests {
                 })
             })
             .collect();
-        assert_eq!(writes.len(), 2, "{statements:#?}");
-        for (write, partition) in writes.iter().zip([keys::KIT_STATE_SCOPE, keys::LAYOUT_SCOPE]) {
-            assert_eq!(
-                write["Condition"],
-                json!({"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [partition]}})
-            );
-            assert_eq!(write["Action"], json!(["dynamodb:GetItem", "dynamodb:PutItem"]));
-        }
+        assert_eq!(writes.len(), 1, "{statements:#?}");
+        assert_eq!(
+            writes[0]["Condition"],
+            json!({"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [keys::KIT_STATE_SCOPE]}})
+        );
+        assert_eq!(writes[0]["Action"], json!(["dynamodb:GetItem", "dynamodb:PutItem"]));
     }
 
     #[test]

@@ -148,10 +148,10 @@ pub const CALLS: &[Call] = &[
     ),
     call(
         "put_item",
-        &[Api, StreamCounter, DlqReprocessor, DriftCheck, Operator],
+        &[Operator],
         &["aws/src/layout.rs"],
         &[on(KitLayout, &[DynamoDbPutItem])],
-        "the layout record, created by the first function to start (attribute_not_exists)",
+        "the layout record, created by counterctl deploy after its check of the parameters (attribute_not_exists)",
     ),
     call(
         "put_item",

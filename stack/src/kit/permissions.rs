@@ -34,19 +34,40 @@ fn resource_item_statements() -> Vec<Statement> {
         ),
         layout_record(),
         kit_state_denied(),
+        layout_record_read_only(),
     ]
 }
 
 /// The layout record ([`keys::LAYOUT_SCOPE`]): every function reads it at
-/// start and the first one creates it (`stack::access` lists both calls).
+/// start (`stack::access` lists the call); only counterctl writes it.
 pub(crate) fn layout_record() -> Statement {
     Statement::allow(
         "LayoutRecord",
-        &[Action::DynamoDbGetItem, Action::DynamoDbPutItem],
+        &[Action::DynamoDbGetItem],
         vec![arn(logical::COUNTERS_TABLE)],
     )
     .when(
         "ForAllValues:StringEquals",
+        "dynamodb:LeadingKeys",
+        Expr::List(vec![keys::LAYOUT_SCOPE.into()]),
+    )
+}
+
+/// The functions whose roles write the counters table may not write the
+/// layout record, whatever their allows on the table say: a function could
+/// otherwise stop every other one by recording another layout.
+fn layout_record_read_only() -> Statement {
+    Statement::deny(
+        "LayoutRecordIsReadOnly",
+        &[
+            Action::DynamoDbPutItem,
+            Action::DynamoDbUpdateItem,
+            Action::DynamoDbDeleteItem,
+        ],
+        vec![arn(logical::COUNTERS_TABLE)],
+    )
+    .when(
+        "ForAnyValue:StringEquals",
         "dynamodb:LeadingKeys",
         Expr::List(vec![keys::LAYOUT_SCOPE.into()]),
     )
@@ -154,6 +175,7 @@ pub(super) fn api_permissions() -> Vec<Statement> {
         ),
         layout_record(),
         kit_state_denied(),
+        layout_record_read_only(),
     ]
 }
 

@@ -436,9 +436,8 @@ async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMa
         pair("dynamodb:DeleteItem", resources),
         pair("dynamodb:UpdateItem", &counters),
         // The layout record (its partition only, by condition), read at
-        // start and created by the first function to start.
+        // start; only counterctl writes it.
         pair("dynamodb:GetItem", &counters),
-        pair("dynamodb:PutItem", &counters),
     ];
     // The replay reads the shard its message names.
     let stream_reads = [
@@ -505,14 +504,25 @@ async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMa
     expected.extend(logs(api));
     assert_eq!(allowed_pairs(s, &roles[api]).await, expected, "api role");
 
-    // The kit's own state partition is the drift check's alone.
+    // The kit's own state partition is the drift check's alone, and the
+    // layout record is read-only to every function.
     for function in [stream_counter, reprocessor, api] {
         let denies: Vec<Value> = role_statements(s, &roles[function])
             .await
             .into_iter()
             .filter(|st| st["Effect"] == "Deny")
             .collect();
-        assert_eq!(denies.len(), 1, "{function}: {denies:?}");
+        assert_eq!(denies.len(), 2, "{function}: {denies:?}");
+        assert_eq!(
+            as_list(&denies[1]["Condition"]["ForAnyValue:StringEquals"]["dynamodb:LeadingKeys"]),
+            [hybrid_counter::keys::LAYOUT_SCOPE],
+            "{function}"
+        );
+        assert_eq!(
+            as_list(&denies[1]["Action"]),
+            ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            "{function}"
+        );
         assert_eq!(
             as_list(&denies[0]["Resource"]),
             std::slice::from_ref(&counters),

@@ -305,9 +305,9 @@ async fn a_scope_over_two_counters_keys_of_four_resources_keys_is_counted_and_au
 /// The layout record (issue 38, reviews 1 and 2): `deploy` records the
 /// layout the items are written under; the stream function started with
 /// another one (a parameter changed outside counterctl) refuses to start
-/// instead of counting under it; counterctl refuses to read items under
-/// parameters other than the record's, and `deploy` may set them back to
-/// it but not keep them.
+/// instead of counting under it, and never writes the record; counterctl
+/// refuses to read items under parameters other than the record's, and
+/// `deploy` may set them back to it but not keep them.
 #[tokio::test]
 async fn a_function_or_counterctl_under_another_layout_than_the_recorded_one_refuses_to_work() {
     use hybrid_counter::layout::LayoutStore as _;
@@ -384,10 +384,9 @@ async fn a_function_or_counterctl_under_another_layout_than_the_recorded_one_ref
     assert!(
         matches!(
             kept,
-            ops_cli::Error::ScopeKeysChange {
-                param: "ScopeKeyShards",
-                from: 4,
-                to: 2,
+            ops_cli::Error::LayoutMismatch {
+                recorded_keys: 4,
+                keys: 2,
                 ..
             }
         ),

@@ -145,6 +145,14 @@ pub async fn run(
                 "no changes: {}",
                 proposal.no_change_reason.as_deref().unwrap_or("nothing to deploy")
             ));
+            // A stack that predates the layout record gets it here too.
+            if let Some(warning) = match &proposal.before {
+                Some(stack) => scope_keys::record(ctx, stack).await,
+                None => None,
+            } {
+                ctx.ui.log(format!("warning: {warning}"));
+                report.warnings.push(warning);
+            }
             report.taken_over = take_over_for_local_runner(ctx, &report.outputs).await?;
             report.seconds = started.elapsed().as_secs_f64();
             return Ok(report);
@@ -203,8 +211,12 @@ pub async fn run(
     let deployed = cfn::describe(cfn, &proposal.stack_id).await?;
     report.outputs = deployed.as_ref().map(|s| s.outputs.clone()).unwrap_or_default();
     if report.succeeded() {
-        if let Some(stack) = &deployed {
-            scope_keys::record(ctx, stack).await?;
+        if let Some(warning) = match &deployed {
+            Some(stack) => scope_keys::record(ctx, stack).await,
+            None => None,
+        } {
+            ctx.ui.log(format!("warning: {warning}"));
+            report.warnings.push(warning);
         }
         report.taken_over = take_over_for_local_runner(ctx, &report.outputs).await?;
     }

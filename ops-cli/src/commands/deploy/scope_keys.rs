@@ -46,32 +46,19 @@ pub async fn recorded(ctx: &Context<'_>, stack: &StackInfo) -> Result<Option<Sco
 
 /// Records the layout `stack`'s parameters give, when nothing is recorded
 /// yet (a new stack, or one that predates the record), right after a
-/// deploy: the functions then refuse to start under another layout
-/// ([`hybrid_counter::layout`]).
-pub async fn record(ctx: &Context<'_>, stack: &StackInfo) -> Result<()> {
-    let Some(store) = layout_store(ctx, stack) else {
-        return Ok(());
+/// deploy that passed [`guard`]: the functions then refuse to start under
+/// another layout ([`hybrid_counter::layout`]). A failure is a warning: the
+/// stack changed whatever the record says, and the next deploy records it.
+pub async fn record(ctx: &Context<'_>, stack: &StackInfo) -> Option<String> {
+    let store = layout_store(ctx, stack)?;
+    let layout = match scope_keys_param(&stack.parameters) {
+        Ok(layout) => layout,
+        Err(e) => return Some(format!("the layout was not recorded: {e}")),
     };
-    let layout = scope_keys_param(&stack.parameters)?;
-    match hybrid_counter::layout::confirm(&store, layout, hybrid_counter::now_millis()).await {
-        Ok(()) => Ok(()),
-        Err(hybrid_counter::Error::LayoutMismatch {
-            recorded_keys,
-            recorded_spread,
-            keys,
-            spread,
-        }) => Err(Error::LayoutMismatch {
-            stack: stack.name.clone(),
-            recorded_keys,
-            recorded_spread,
-            keys,
-            spread,
-        }),
-        Err(e) => Err(Error::Aws {
-            action: "recording the layout",
-            message: e.to_string(),
-        }),
-    }
+    hybrid_counter::layout::record(&store, layout, hybrid_counter::now_millis())
+        .await
+        .err()
+        .map(|e| format!("the layout was not recorded (the next deploy records it): {e}"))
 }
 
 /// The deployed layout and the one a deploy with `overrides` would set,
@@ -128,6 +115,18 @@ pub fn guard(stack: &StackInfo, overrides: &BTreeMap<String, String>, recorded: 
         }
         None => change(&stack.parameters, overrides)?,
     };
+    // Parameters that already differ from the record were changed outside
+    // counterctl: the remedy is to set them back. Otherwise it is a change.
+    let drifted = recorded.is_some_and(|r| scope_keys_param(&stack.parameters).is_ok_and(|p| p != r));
+    if let (Some(recorded), Some((_, to)), true) = (recorded, found, drifted) {
+        return Err(Error::LayoutMismatch {
+            stack: stack.name.clone(),
+            recorded_keys: recorded.count(),
+            recorded_spread: recorded.spread(),
+            keys: to.count(),
+            spread: to.spread(),
+        });
+    }
     match found {
         None => Ok(()),
         Some((from, to)) => {
@@ -213,15 +212,19 @@ mod tests {
         assert!(
             matches!(
                 err,
-                Error::ScopeKeysChange {
-                    param: "ResourceKeySpread",
-                    from: 8,
-                    to: 1,
+                Error::LayoutMismatch {
+                    recorded_spread: 8,
+                    spread: 1,
                     ..
                 }
             ),
             "{err}"
         );
+        assert!(
+            err.to_string().contains("--param ResourceKeySpread=8"),
+            "the remedy: {err}"
+        );
+        // Parameters as recorded: asking for another layout is a change.
         let err = guard(&as_recorded, &params(&[("ScopeKeyShards", "2")]), recorded).unwrap_err();
         assert!(
             matches!(
