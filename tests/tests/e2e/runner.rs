@@ -103,9 +103,15 @@ impl Local {
 
     /// Creates a function with the stack's environment; returns its ARN.
     async fn function(&self, name: &str) -> String {
+        let keys = self.kit.config.scope_keys;
         let env = Environment::builder()
             .variables(ENV_RESOURCES_TABLE, &self.kit.config.resources_table)
             .variables(ENV_COUNTERS_TABLE, &self.kit.config.counters_table)
+            .variables(hybrid_counter::config::ENV_SCOPE_KEYS, keys.count().to_string())
+            .variables(
+                hybrid_counter::config::ENV_RESOURCE_KEY_SPREAD,
+                keys.spread().to_string(),
+            )
             .build();
         self.lambda
             .create_function()
@@ -1099,4 +1105,43 @@ async fn the_runner_runs_the_prebuilt_stream_counter_and_starts_no_cargo() {
     assert_eq!(played.function_errors, 0, "{report}");
     local.kit.assert_converged(&s).await;
     assert_eq!(local.kit.counter.usage(&s).await.unwrap().eventual, 7);
+}
+
+/// The real `stream-counter` binary over two levels of scope keys
+/// (`SCOPE_KEY_SHARDS=2`, `RESOURCE_KEY_SPREAD=4` in its environment, as the
+/// stack passes them): it counts each item of eight resources keys on its
+/// counters key, what `aws/src/lambda.rs` builds from the environment.
+#[tokio::test]
+async fn the_prebuilt_stream_counter_counts_two_levels_of_keys_on_their_counters_keys() {
+    let mut local = Local::start().await;
+    local.kit.config.scope_keys = hybrid_counter::scope_keys::ScopeKeys::new(2)
+        .and_then(|k| k.with_spread(4))
+        .unwrap();
+    local.kit.counter = hybrid_counter::Counter::configured(local.kit.store.clone(), 1000, &local.kit.config);
+    let s = scope("acct");
+    local.create(&s, ids("w", 24)).await;
+    for n in ["w2", "w7", "w11"] {
+        local.kit.counter.delete(&s, &id(n), NOW).await.unwrap();
+    }
+    let function = local.function("hck-stream-counter").await;
+    local.stream_mapping(&function, |m| m.batch_size(10)).await;
+    let mut config = local.config();
+    config.idle_timeout = Duration::from_secs(120);
+    let report = esm_runner::run_until_idle(config)
+        .await
+        .expect("drained through the prebuilt binary");
+    assert_eq!(report.for_function("hck-stream-counter").function_errors, 0, "{report}");
+    let keys = local.kit.config.scope_keys;
+    let store = &local.kit.store;
+    for counters_key in keys.keys(&s).unwrap() {
+        let counts = hybrid_counter::audit::count_over(store, keys, &counters_key)
+            .await
+            .unwrap();
+        let counters = hybrid_counter::RequestStore::read_counters(store, &counters_key)
+            .await
+            .unwrap();
+        assert_eq!(counters.eventual, counts.live as i64, "{counters_key}");
+        assert_eq!(counts.processed, counts.live, "{counters_key}: every live item counted");
+    }
+    assert_eq!(local.kit.counter.usage(&s).await.unwrap().eventual, 21);
 }
