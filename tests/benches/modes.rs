@@ -694,12 +694,19 @@ fn ceiling_params() -> ceiling::Params {
         .ok()
         .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1]);
+    // `BENCH_CEILING_SPREAD`: the `ResourceKeySpread` values (M resources
+    // keys per counters key) to run each of those at (default 1).
+    let spreads: Vec<u32> = std::env::var("BENCH_CEILING_SPREAD")
+        .ok()
+        .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1]);
     let mut approaches: Vec<ceiling::Approach> = keys
         .iter()
-        .flat_map(|&keys| {
+        .flat_map(|&keys| spreads.iter().map(move |&spread| (keys, spread)))
+        .flat_map(|(keys, spread)| {
             shards
                 .iter()
-                .map(move |&shards| ceiling::Approach::Kit { shards, keys })
+                .map(move |&shards| ceiling::Approach::Kit { shards, keys, spread })
         })
         .collect();
     // `BENCH_CEILING_WARM_WRITE_UNITS`: the tables pre-warmed

@@ -68,8 +68,9 @@ const ANCHOR_COUNTER: &str = "count";
 #[serde(rename_all = "snake_case")]
 pub enum Approach {
     /// The kit, with this many BE and EC shards, each scope spread over
-    /// `keys` partition keys (`ScopeKeyShards`).
-    Kit { shards: u32, keys: u32 },
+    /// `keys` counters keys (`ScopeKeyShards`, N) and `spread` resources
+    /// keys per counters key (`ResourceKeySpread`, M).
+    Kit { shards: u32, keys: u32, spread: u32 },
     /// Read, conditional put, `ADD`.
     Plain,
     /// One transaction with a client request token.
@@ -79,7 +80,9 @@ pub enum Approach {
 impl Approach {
     pub fn label(self) -> String {
         match self {
-            Approach::Kit { shards, keys } => format!("the kit, {shards} BE = EC shard(s), {keys} key(s)"),
+            Approach::Kit { shards, keys, spread } => {
+                format!("the kit, {shards} BE = EC shard(s), N = {keys} key(s), M = {spread}")
+            }
             Approach::Plain => "anchor: read + put + ADD".into(),
             Approach::Transaction => "anchor: transaction with a client request token".into(),
         }
@@ -160,19 +163,22 @@ pub struct Ceiling {
 /// Creates/s one partition of 1,000 WU/s (or 3,000 RU/s, one budget)
 /// carries for `approach` at three creates to one delete, under 1 KB: the
 /// busier of the scope's two partitions, per DynamoDB's unit rules; for
-/// the kit over `keys` keys, that many times one key's (as if each key had
-/// a partition of its own: keys share partitions by hash, so the busiest
-/// partition may carry more than one).
+/// the kit over N counters keys of M resources keys each, the resources
+/// table's units spread over N x M keys and the counters table's over N
+/// (as if each key had a partition of its own: keys share partitions by
+/// hash, so the busiest partition may carry more than one).
 pub fn arithmetic_bound(approach: Approach) -> f64 {
-    if let Approach::Kit { keys, .. } = approach {
-        return f64::from(keys) * per_key_bound(approach);
-    }
-    per_key_bound(approach)
+    let (resources, counters) = units_per_mix(approach);
+    let (resource_keys, counters_keys) = match approach {
+        Approach::Kit { keys, spread, .. } => (f64::from(keys * spread), f64::from(keys)),
+        _ => (1.0, 1.0),
+    };
+    3.0 * 1000.0 / f64::max(resources / resource_keys, counters / counters_keys)
 }
 
-fn per_key_bound(approach: Approach) -> f64 {
-    // Units on (resources, counters) for three creates and one delete.
-    let (resources, counters) = match approach {
+/// Units on (resources, counters) for three creates and one delete, on one key.
+fn units_per_mix(approach: Approach) -> (f64, f64) {
+    match approach {
         // Create: put 1 + transactional flag flip 2; delete: consistent
         // read 1/3, soft delete 1, stream's read 1/3 and transactional
         // delete 2. Counters: a create's consistent Query 1/3 and BE write
@@ -186,8 +192,7 @@ fn per_key_bound(approach: Approach) -> f64 {
         Approach::Plain => (4.0, 3.0 * (1.0 / 3.0 + 1.0) + 1.0),
         // Two transactional writes per operation, one on each table.
         Approach::Transaction => (8.0, 8.0),
-    };
-    3.0 * 1000.0 / f64::max(resources, counters)
+    }
 }
 
 /// One run's tables, proxy and clients.
@@ -200,10 +205,12 @@ struct Rig {
     reader: ShardReader,
 }
 
-async fn rig(emulator: &Emulator, model: &CapacityParams, shards: u32, keys: u32, name: &str) -> Rig {
+async fn rig(emulator: &Emulator, model: &CapacityParams, shards: u32, keys: u32, spread: u32, name: &str) -> Rig {
     let config = CounterConfig {
         best_effort_shards: shards,
-        scope_keys: hybrid_counter::scope_keys::ScopeKeys::new(keys).expect("keys"),
+        scope_keys: hybrid_counter::scope_keys::ScopeKeys::new(keys)
+            .and_then(|k| k.with_spread(spread))
+            .expect("keys"),
         ..crate::shared::config(name, shards)
     };
     let sdk = emulator.sdk_config().await;
@@ -237,7 +244,8 @@ async fn rig(emulator: &Emulator, model: &CapacityParams, shards: u32, keys: u32
         },
         processor: Processor::new(store.with_meter(Meter::new()))
             .with_mode(Mode::Batched)
-            .with_eventual_shards(shards),
+            .with_eventual_shards(shards)
+            .with_scope_keys(config.scope_keys),
         reader: ShardReader::new(aws_sdk_dynamodbstreams::Client::new(&sdk), stream_arn),
         client,
         config,
@@ -260,9 +268,14 @@ struct Lags {
 /// is a stream shard at the stack's default `ParallelizationFactor` of 1:
 /// DynamoDB Streams gives a table's partitions shards of their own, so a
 /// partition key's records all come through one lane, in order (records
-/// split by a hash of the partition key, at most `lanes` lanes).
+/// split by partition key, at most `lanes` lanes). The resources table's
+/// partition keys are the scope's resources keys (N x M of them): each is
+/// given the next lane the first time it is seen, so they fill the lanes
+/// evenly (a hash of a few short keys crowds some lanes and leaves others
+/// empty).
 async fn consume_until(rig: Arc<Rig>, lanes: usize, poll: Duration, lags: Arc<Mutex<Lags>>, stop: Arc<AtomicBool>) {
     let mut cursors = HashMap::new();
+    let mut lane_of: HashMap<String, usize> = HashMap::new();
     loop {
         let stopping = stop.load(Ordering::Relaxed);
         let records = e2e::read_new_records(&rig.reader, &mut cursors).await;
@@ -271,8 +284,9 @@ async fn consume_until(rig: Arc<Rig>, lanes: usize, poll: Duration, lags: Arc<Mu
         }
         let mut per_lane: Vec<Vec<serde_json::Value>> = vec![Vec::new(); lanes];
         for record in &records {
-            per_lane[(partition_hash(record) % lanes as u64) as usize]
-                .push(serde_json::to_value(record).expect("a record"));
+            let next = lane_of.len() % lanes;
+            let lane = *lane_of.entry(partition_key(record)).or_insert(next);
+            per_lane[lane].push(serde_json::to_value(record).expect("a record"));
         }
         let mut tasks = tokio::task::JoinSet::new();
         for lane in per_lane.into_iter().filter(|l| !l.is_empty()) {
@@ -308,17 +322,14 @@ async fn consume_until(rig: Arc<Rig>, lanes: usize, poll: Duration, lags: Arc<Mu
     }
 }
 
-/// A stable hash of `record`'s partition key (its scope's key).
-fn partition_hash(record: &aws_lambda_events::event::dynamodb::EventRecord) -> u64 {
-    let scope = record
+/// `record`'s partition key (the resources key its item lives under).
+fn partition_key(record: &aws_lambda_events::event::dynamodb::EventRecord) -> String {
+    record
         .change
         .keys
         .get(SCOPE)
         .map(|v| format!("{v:?}"))
-        .unwrap_or_default();
-    scope.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+        .unwrap_or_default()
 }
 
 fn record_lags(lags: &Mutex<Lags>, counted: &[serde_json::Value], now: Instant) {
@@ -660,15 +671,15 @@ fn bound(step: &Step) -> String {
 async fn run_once(emulator: &Emulator, params: &Params, approach: Approach, run: usize) -> Run {
     let began = Instant::now();
     let name = match approach {
-        Approach::Kit { shards, keys } => format!("bench-ceil-kit{shards}k{keys}-{run}"),
+        Approach::Kit { shards, keys, spread } => format!("bench-ceil-kit{shards}k{keys}m{spread}-{run}"),
         Approach::Plain => format!("bench-ceil-plain-{run}"),
         Approach::Transaction => format!("bench-ceil-tx-{run}"),
     };
-    let (shards, keys) = match approach {
-        Approach::Kit { shards, keys } => (shards, keys),
-        _ => (1, 1),
+    let (shards, keys, spread) = match approach {
+        Approach::Kit { shards, keys, spread } => (shards, keys, spread),
+        _ => (1, 1, 1),
     };
-    let rig = Arc::new(rig(emulator, &params.model, shards, keys, &name).await);
+    let rig = Arc::new(rig(emulator, &params.model, shards, keys, spread, &name).await);
     let (lags, stop) = (Arc::new(Mutex::new(Lags::default())), Arc::new(AtomicBool::new(false)));
     let poll = POLL_INTERVAL.div_f64(params.model.scale);
     let consumer = matches!(approach, Approach::Kit { .. }).then(|| {
@@ -753,12 +764,16 @@ async fn run_once(emulator: &Emulator, params: &Params, approach: Approach, run:
             let scope = load.scope.clone();
             rig.proxy.set_enabled(false);
             let usage = rig.counter.usage(&scope).await.expect("usage");
+            // Items live under the resources keys, M per counters key.
+            let keys = rig.counter.scope_keys();
             let mut live = 0;
-            for key in rig.counter.scope_keys().keys(&scope).expect("keys") {
-                live += hybrid_counter::audit::count_scope(rig.counter.store(), &key)
-                    .await
-                    .expect("count scope")
-                    .live;
+            for key in keys.keys(&scope).expect("keys") {
+                for resource_key in keys.resource_keys_of(&key) {
+                    live += hybrid_counter::audit::count_scope(rig.counter.store(), &resource_key)
+                        .await
+                        .expect("count scope")
+                        .live;
+                }
             }
             stop.store(true, Ordering::Relaxed);
             consumer.await.expect("consumer");
@@ -918,14 +933,14 @@ impl Ceiling {
         self.runs
             .iter()
             .filter_map(|r| match r.approach {
-                Approach::Kit { shards, keys } => Some(((keys, shards), r)),
+                Approach::Kit { shards, keys, spread } => Some(((keys * spread, keys, spread, shards), r)),
                 _ => None,
             })
             .max_by_key(|(layout, _)| *layout)
-            .map(|((keys, shards), r)| {
+            .map(|((_, keys, spread, shards), r)| {
                 (
                     format!(
-                        "measured per-scope ceiling >= 10,000 creates/s ({keys} keys, {shards} BE shards, scale {})",
+                        "measured per-scope ceiling >= 10,000 creates/s (N = {keys} keys, M = {spread}, {shards} BE shards, scale {})",
                         self.model.scale
                     ),
                     format!("{:.0} (bound by {})", r.ceiling, r.bound),
