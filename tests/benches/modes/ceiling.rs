@@ -653,7 +653,10 @@ async fn step(load: &Load, params: &Params, rate: f64) -> Step {
 
 /// What bound a failing step.
 fn bound(step: &Step) -> String {
-    if step.throttled_share > THROTTLED_SHARE {
+    if step.not_sent > 0 {
+        // The harness's cap of operations in flight: this machine, not the model.
+        format!("operations not sent ({} at the harness's in-flight cap)", step.not_sent)
+    } else if step.throttled_share > THROTTLED_SHARE {
         if step.throttled_table > step.throttled_key_range {
             "a table-level limit".into()
         } else {
