@@ -233,7 +233,9 @@ pub(super) fn add_parameters(t: &mut Template) {
              delete) and under 2 on its counters key, and resources keys hold no state, so they can be \
              many (no share of the limit, no override copy) while the counters keys stay few. Costs: an \
              audit of a counters key reads its M resources keys, one Query each; the longest scope is \
-             shorter by the digits of N x M - 1. Never change it on a deployed stack (counterctl refuses; \
+             shorter by the digits of N x M - 1; the records of one counters key arrive on up to M stream \
+             shards, whose batches write the same eventual counter, so raise EcShardCount with M (with one \
+             EC shard the measured consumer fell to about 100 creates/s from transaction conflicts). Never change it on a deployed stack (counterctl refuses; \
              the console and other tools do not).",
             1,
             1,
