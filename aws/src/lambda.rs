@@ -111,3 +111,49 @@ macro_rules! info_with_cost {
         )
     }};
 }
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_dynamodb::Client;
+    use aws_sdk_dynamodb::operation::get_item::{GetItemError, GetItemOutput};
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use aws_smithy_mocks::mock;
+    use hybrid_counter::keys;
+
+    use super::*;
+
+    fn record(count: &str) -> aws_smithy_mocks::Rule {
+        let count = count.to_owned();
+        mock!(Client::get_item).then_output(move || {
+            GetItemOutput::builder()
+                .item(keys::SCOPE, AttributeValue::S(keys::LAYOUT_SCOPE.into()))
+                .item(keys::NAME, AttributeValue::S(keys::LAYOUT_NAME.into()))
+                .item(keys::LAYOUT_KEYS, AttributeValue::N(count.clone()))
+                .item(keys::LAYOUT_SPREAD, AttributeValue::N("1".into()))
+                .build()
+        })
+    }
+
+    /// Review of the record: only a definite mismatch stops a start; a
+    /// record that cannot be read (here a 500) lets the function start.
+    #[tokio::test]
+    async fn a_start_stops_on_a_mismatch_only() {
+        let config = crate::test_util::config();
+        let matching = crate::test_util::mock_store(&[record("1")]);
+        assert!(confirm_layout(&matching, &config).await.is_ok());
+        let other = crate::test_util::mock_store(&[record("4")]);
+        let refused = confirm_layout(&other, &config).await.unwrap_err();
+        assert!(
+            refused.to_string().contains("refuses to read or write items"),
+            "{refused}"
+        );
+        let unreadable = crate::test_util::mock_store(&[mock!(Client::get_item).then_error(|| {
+            GetItemError::unhandled(
+                aws_smithy_types::error::ErrorMetadata::builder()
+                    .code("InternalServerError")
+                    .build(),
+            )
+        })]);
+        assert!(confirm_layout(&unreadable, &config).await.is_ok());
+    }
+}

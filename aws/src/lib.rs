@@ -25,7 +25,7 @@
 //! - [`sqs`] (feature `sqs`, part of `ops`): receiving, sending with
 //!   attributes, deleting in batches, a queue's depth and attributes, and a
 //!   received message as the Lambda event's SQS record.
-//! - [`layout`]: the layout record, read and created once.
+//! - [`layout`]: the layout record, read by every function, written once by counterctl.
 //! - [`probe`]: the emulator's HTTP health probe.
 //! - [`lambda`] (feature `lambda`): what the Lambda binaries share.
 //! - [`sdk`] (feature `sdk`): the SDK configuration every client starts from.

@@ -38,7 +38,7 @@ pub enum Error {
     #[error(
         "this function runs with ScopeKeyShards={keys} ResourceKeySpread={spread}, but the stack's items are \
          written under ScopeKeyShards={recorded_keys} ResourceKeySpread={recorded_spread} (the layout record in \
-         the counters table, written when the stack first ran); it refuses to read or write items rather than \
+         the counters table, written by counterctl deploy); it refuses to read or write items rather than \
          hide or miscount them: set the stack's parameters back to the recorded layout (the layout is fixed \
          when a stack is created)"
     )]

@@ -84,9 +84,9 @@ pub const STATE: &str = "state";
 
 /// Counters-table partition of the layout record ([`crate::layout`]): the
 /// scope keys the stack's items are written under. Its own partition, not
-/// [`KIT_STATE_SCOPE`]'s, so every function may read and create it while
-/// the drift check's state stays the drift check's; like it, no scope can
-/// name it (it starts with a space).
+/// [`KIT_STATE_SCOPE`]'s, so every function may read it (only counterctl
+/// writes it) while the drift check's state stays the drift check's; like
+/// it, no scope can name it (it starts with a space).
 pub const LAYOUT_SCOPE: &str = " kit-layout";
 /// Counters-table `name` of the layout record under [`LAYOUT_SCOPE`].
 pub const LAYOUT_NAME: &str = "scope-keys";

@@ -354,3 +354,116 @@ async fn strict_admission_over_two_levels_never_overshoots_the_limit() {
         }
     }
 }
+
+/// Two levels under concurrency (review 1, finding 5): creators and
+/// deleters, the stream consumer draining batches that mix resources keys,
+/// and an auditor repairing every counters key (its M Queries read item by
+/// item, with page latency, while the others write), all at once. After
+/// every write `EC(c) == processed items over c's resources keys` for each
+/// counters key `c`, and in best-effort admission `BE(c) <= live`; a repair
+/// that trusted a count torn across its Queries would break the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_levels_stay_exact_while_clients_the_stream_and_a_repairing_audit_run_together() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let layout = ScopeKeys::new(2).unwrap().with_spread(4).unwrap();
+    for seed in 0..4 {
+        let store = Arc::new(MemoryStore::new());
+        store.set_chaos(Chaos {
+            seed,
+            counter_read_latency: Duration::from_micros(300),
+            transaction_latency: Duration::from_micros(400),
+            page_latency: Duration::from_micros(300),
+            page_size: 2,
+            ..Chaos::default()
+        });
+        store.set_checker(move |tables| {
+            for counters_key in layout.keys(&scope()).unwrap() {
+                let over = layout.resource_keys_of(&counters_key);
+                let of_key = |s: &String| over.iter().any(|k| k.as_str() == s);
+                let processed = tables
+                    .resources
+                    .iter()
+                    .filter(|((s, _), r)| of_key(s) && r.state.counter_processed)
+                    .count() as i64;
+                let live = tables
+                    .resources
+                    .iter()
+                    .filter(|((s, _), r)| of_key(s) && !r.state.deleted)
+                    .count() as i64;
+                let sum = |kind: fn(&str) -> bool| {
+                    tables
+                        .counters
+                        .iter()
+                        .filter(|((s, name), _)| s == counters_key.as_str() && kind(name))
+                        .map(|(_, n)| *n)
+                        .sum::<i64>()
+                };
+                let (ec, be) = (sum(keys::is_eventual_name), sum(keys::is_best_effort_name));
+                if ec != processed {
+                    return Err(format!("{counters_key}: EC {ec} != processed {processed}"));
+                }
+                if be > live {
+                    return Err(format!("{counters_key}: BE {be} above live {live}"));
+                }
+            }
+            Ok(())
+        });
+        let counter = Arc::new(spread(store.clone(), 2, 1_000, Admission::BestEffort).with_scope_keys(layout));
+        let done = Arc::new(AtomicBool::new(false));
+        let clients: Vec<_> = (0..4)
+            .map(|lane| {
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    for n in (lane..60).step_by(4) {
+                        let _ = counter.create(&scope(), &id(n), Item::default(), NOW).await;
+                        if n % 3 == 0 {
+                            let _ = counter.delete(&scope(), &id(n), NOW).await;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let consumer = {
+            let (store, done) = (store.clone(), done.clone());
+            tokio::spawn(async move {
+                let processor = Processor::new(store.clone()).with_scope_keys(layout);
+                loop {
+                    let finished = done.load(Ordering::SeqCst);
+                    for batch in store.stream_changes().chunks(10) {
+                        processor.process(batch.to_vec(), NOW).await;
+                    }
+                    if finished {
+                        break;
+                    }
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        let auditor = {
+            let (store, done) = (store.clone(), done.clone());
+            tokio::spawn(async move {
+                // The default grace: a best-effort raise waits for the
+                // requests in flight (as documented), an EC repair does not.
+                let audit = Auditor::new(&*store, Admission::BestEffort).with_scope_keys(layout);
+                while !done.load(Ordering::SeqCst) {
+                    for key in layout.keys(&scope()).unwrap() {
+                        let _ = audit.audit_scope(&key, RepairMode::Apply, NOW).await;
+                    }
+                }
+            })
+        };
+        for client in clients {
+            client.await.unwrap();
+        }
+        done.store(true, Ordering::SeqCst);
+        consumer.await.unwrap();
+        auditor.await.unwrap();
+        assert_eq!(store.violation(), None, "seed {seed}");
+        let live: i64 = live_by_key(&store).values().sum();
+        assert_eq!(
+            counter.usage(&scope()).await.unwrap().eventual,
+            live,
+            "seed {seed}: drained"
+        );
+    }
+}

@@ -87,7 +87,8 @@ pub struct DeployReport {
     /// Mappings disabled in the embedded emulator for the local runner.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub taken_over: Vec<String>,
-    /// What the operator chose to go ahead despite (`--allow-replicas`).
+    /// What the operator chose to go ahead despite (`--allow-replicas`),
+    /// and a layout record that could not be written.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
