@@ -147,13 +147,7 @@ pub async fn run(
                 proposal.no_change_reason.as_deref().unwrap_or("nothing to deploy")
             ));
             // A stack that predates the layout record gets it here too.
-            if let Some(warning) = match &proposal.before {
-                Some(stack) => scope_keys::record(ctx, stack).await,
-                None => None,
-            } {
-                ctx.ui.log(format!("warning: {warning}"));
-                report.warnings.push(warning);
-            }
+            record_layout(ctx, proposal.before.as_ref(), &mut report).await;
             report.taken_over = take_over_for_local_runner(ctx, &report.outputs).await?;
             report.seconds = started.elapsed().as_secs_f64();
             return Ok(report);
@@ -212,17 +206,21 @@ pub async fn run(
     let deployed = cfn::describe(cfn, &proposal.stack_id).await?;
     report.outputs = deployed.as_ref().map(|s| s.outputs.clone()).unwrap_or_default();
     if report.succeeded() {
-        if let Some(warning) = match &deployed {
-            Some(stack) => scope_keys::record(ctx, stack).await,
-            None => None,
-        } {
-            ctx.ui.log(format!("warning: {warning}"));
-            report.warnings.push(warning);
-        }
+        record_layout(ctx, deployed.as_ref(), &mut report).await;
         report.taken_over = take_over_for_local_runner(ctx, &report.outputs).await?;
     }
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Records the layout of `stack` ([`scope_keys::record`]); a failure is a
+/// warning of the report.
+async fn record_layout(ctx: &Context<'_>, stack: Option<&cfn::StackInfo>, report: &mut DeployReport) {
+    let Some(stack) = stack else { return };
+    if let Some(warning) = scope_keys::record(ctx, stack).await {
+        ctx.ui.log(format!("warning: {warning}"));
+        report.warnings.push(warning);
+    }
 }
 
 /// Refuses to update an existing stack whose tables have replicas unless
