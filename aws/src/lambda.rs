@@ -48,7 +48,11 @@ pub async fn store_from_env() -> Result<(DynamoStore, CounterConfig, aws_config:
 /// than fail every cold start until the table answers.
 pub async fn confirm_layout(store: &DynamoStore, config: &CounterConfig) -> Result<(), lambda_runtime::Error> {
     match hybrid_counter::layout::check(store, config.scope_keys).await {
-        Ok(()) => Ok(()),
+        Ok(hybrid_counter::layout::Checked::Matches) => Ok(()),
+        Ok(hybrid_counter::layout::Checked::NotRecorded) => {
+            tracing::warn!("no layout record: starting unchecked (counterctl deploy records it)");
+            Ok(())
+        }
         Err(e @ hybrid_counter::Error::LayoutMismatch { .. }) => {
             tracing::error!(error = %e, "not starting");
             Err(lambda_runtime::Error::from(e.to_string()))

@@ -29,12 +29,23 @@ pub trait LayoutStore: StoreBase {
 /// a function started after a change made outside counterctl cannot freeze
 /// the wrong layout. No record yet (a stack counterctl has not deployed
 /// since the record exists): nothing to compare, it runs.
-pub async fn check<S: LayoutStore>(store: &S, configured: ScopeKeys) -> Result<(), Error> {
+pub async fn check<S: LayoutStore>(store: &S, configured: ScopeKeys) -> Result<Checked, Error> {
     match store.layout_record().await {
         Ok(Some(recorded)) if recorded != configured => Err(mismatch(recorded, configured)),
-        Ok(_) => Ok(()),
+        Ok(Some(_)) => Ok(Checked::Matches),
+        Ok(None) => Ok(Checked::NotRecorded),
         Err(e) => Err(Error::Unavailable(format!("reading the layout record: {e}"))),
     }
+}
+
+/// What [`check`] found when it lets a function run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checked {
+    /// The record holds the configured layout.
+    Matches,
+    /// Nothing is recorded: nothing to compare (a stack counterctl has not
+    /// deployed since the record exists, or whose record failed to write).
+    NotRecorded,
 }
 
 /// What counterctl does after a deploy: records `configured` when nothing
@@ -85,7 +96,7 @@ mod tests {
         record(&store, layout(4, 8), 1).await.unwrap();
         assert_eq!(store.layout_record().await.unwrap(), Some(layout(4, 8)));
         record(&store, layout(4, 8), 2).await.unwrap();
-        check(&store, layout(4, 8)).await.unwrap();
+        assert_eq!(check(&store, layout(4, 8)).await.unwrap(), Checked::Matches);
         for other in [layout(4, 1), layout(1, 1), layout(8, 8), layout(4, 16)] {
             assert!(record(&store, other, 3).await.is_err(), "{other:?}");
             let err = check(&store, other).await.unwrap_err();
@@ -120,7 +131,7 @@ mod tests {
     #[tokio::test]
     async fn a_start_never_writes_the_record() {
         let store = MemoryStore::new();
-        check(&store, layout(4, 1)).await.unwrap();
+        assert_eq!(check(&store, layout(4, 1)).await.unwrap(), Checked::NotRecorded);
         assert_eq!(store.layout_record().await.unwrap(), None);
     }
 
