@@ -58,6 +58,10 @@ pub const KIT_STATE_DENIED: &[Action] = &[
     DynamoDbDeleteItem,
     DynamoDbConditionCheckItem,
     DynamoDbQuery,
+    DynamoDbBatchWriteItem,
+    DynamoDbPartiQlInsert,
+    DynamoDbPartiQlUpdate,
+    DynamoDbPartiQlDelete,
 ];
 
 #[cfg(test)]

@@ -63,6 +63,10 @@ fn layout_record_read_only() -> Statement {
             Action::DynamoDbPutItem,
             Action::DynamoDbUpdateItem,
             Action::DynamoDbDeleteItem,
+            Action::DynamoDbBatchWriteItem,
+            Action::DynamoDbPartiQlInsert,
+            Action::DynamoDbPartiQlUpdate,
+            Action::DynamoDbPartiQlDelete,
         ],
         vec![arn(logical::COUNTERS_TABLE)],
     )

@@ -264,6 +264,12 @@ actions! {
     DynamoDbConditionCheckItem => "dynamodb:ConditionCheckItem",
     /// Its own action: a `GetItem` grant does not cover it.
     DynamoDbBatchGetItem => "dynamodb:BatchGetItem",
+    /// Its own action, as are PartiQL's writes: only in `Deny` statements,
+    /// so that a grant added some day cannot reach a reserved partition.
+    DynamoDbBatchWriteItem => "dynamodb:BatchWriteItem",
+    DynamoDbPartiQlInsert => "dynamodb:PartiQLInsert",
+    DynamoDbPartiQlUpdate => "dynamodb:PartiQLUpdate",
+    DynamoDbPartiQlDelete => "dynamodb:PartiQLDelete",
     DynamoDbQuery => "dynamodb:Query",
     DynamoDbScan => "dynamodb:Scan",
     DynamoDbDescribeTable => "dynamodb:DescribeTable",

@@ -520,7 +520,15 @@ async fn check_roles(s: &Services, o: &BTreeMap<String, String>, roles: &BTreeMa
         );
         assert_eq!(
             as_list(&denies[1]["Action"]),
-            ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            [
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:DeleteItem",
+                "dynamodb:BatchWriteItem",
+                "dynamodb:PartiQLInsert",
+                "dynamodb:PartiQLUpdate",
+                "dynamodb:PartiQLDelete",
+            ],
             "{function}"
         );
         assert_eq!(
