@@ -270,6 +270,22 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Stack `stack`'s parameters give `configured`, its items are written
+    /// under `recorded` (the layout record).
+    pub(crate) fn layout_mismatch(
+        stack: &str,
+        recorded: hybrid_counter::scope_keys::ScopeKeys,
+        configured: hybrid_counter::scope_keys::ScopeKeys,
+    ) -> Self {
+        Error::LayoutMismatch {
+            stack: stack.to_owned(),
+            recorded_keys: recorded.count(),
+            recorded_spread: recorded.spread(),
+            keys: configured.count(),
+            spread: configured.spread(),
+        }
+    }
+
     /// The documented exit code for this error.
     pub fn exit_code(&self) -> u8 {
         match self {

@@ -59,13 +59,9 @@ impl Deployed {
     pub async fn checked_counter_config(&self, ctx: &Context<'_>) -> Result<hybrid_counter::CounterConfig> {
         let config = self.counter_config()?;
         match super::deploy::scope_keys::recorded(ctx, &self.stack).await? {
-            Some(recorded) if recorded != config.scope_keys => Err(Error::LayoutMismatch {
-                stack: self.stack.name.clone(),
-                recorded_keys: recorded.count(),
-                recorded_spread: recorded.spread(),
-                keys: config.scope_keys.count(),
-                spread: config.scope_keys.spread(),
-            }),
+            Some(recorded) if recorded != config.scope_keys => {
+                Err(Error::layout_mismatch(&self.stack.name, recorded, config.scope_keys))
+            }
             _ => Ok(config),
         }
     }

@@ -119,13 +119,7 @@ pub fn guard(stack: &StackInfo, overrides: &BTreeMap<String, String>, recorded: 
     // counterctl: the remedy is to set them back. Otherwise it is a change.
     let drifted = recorded.is_some_and(|r| scope_keys_param(&stack.parameters).is_ok_and(|p| p != r));
     if let (Some(recorded), Some((_, to)), true) = (recorded, found, drifted) {
-        return Err(Error::LayoutMismatch {
-            stack: stack.name.clone(),
-            recorded_keys: recorded.count(),
-            recorded_spread: recorded.spread(),
-            keys: to.count(),
-            spread: to.spread(),
-        });
+        return Err(Error::layout_mismatch(&stack.name, recorded, to));
     }
     match found {
         None => Ok(()),
