@@ -184,7 +184,7 @@ pub enum Error {
     },
 
     #[error(
-        "stack {stack}'s parameters say ScopeKeyShards={keys} ResourceKeySpread={spread}, but its items are written \
+        "stack {stack}: {given} give ScopeKeyShards={keys} ResourceKeySpread={spread}, but its items are written \
          under ScopeKeyShards={recorded_keys} ResourceKeySpread={recorded_spread} (the layout record in the counters \
          table): its functions refuse to start until the parameters are set back (counterctl deploy --param \
          ScopeKeyShards={recorded_keys} --param ResourceKeySpread={recorded_spread}), and counterctl reads no items \
@@ -192,11 +192,23 @@ pub enum Error {
     )]
     LayoutMismatch {
         stack: String,
+        /// Where the layout compared comes from: the stack's parameters,
+        /// with or without a deploy's `--param` flags.
+        given: &'static str,
         recorded_keys: u32,
         recorded_spread: u32,
         keys: u32,
         spread: u32,
     },
+
+    #[error(
+        "the layout record in table {table} (partition \" kit-layout\", name \"scope-keys\") is malformed: {reason}. \
+         Only counterctl deploy writes it. Check that the stack's ScopeKeyShards and ResourceKeySpread are the ones \
+         its items were written under, delete the record (aws dynamodb delete-item --table-name {table} --key \
+         '{{\"scope\":{{\"S\":\" kit-layout\"}},\"name\":{{\"S\":\"scope-keys\"}}}}'), then run counterctl deploy \
+         to record them again (docs/admission-and-sharding.md)"
+    )]
+    LayoutRecordMalformed { table: String, reason: String },
 
     #[error("the change set for stack {name} failed: {reason}")]
     ChangeSetFailed { name: String, reason: String },
@@ -276,9 +288,11 @@ impl Error {
         stack: &str,
         recorded: hybrid_counter::scope_keys::ScopeKeys,
         configured: hybrid_counter::scope_keys::ScopeKeys,
+        given: &'static str,
     ) -> Self {
         Error::LayoutMismatch {
             stack: stack.to_owned(),
+            given,
             recorded_keys: recorded.count(),
             recorded_spread: recorded.spread(),
             keys: configured.count(),
@@ -315,6 +329,7 @@ impl Error {
             | Error::ReplicatedTables { .. }
             | Error::ScopeKeysChange { .. }
             | Error::LayoutMismatch { .. }
+            | Error::LayoutRecordMalformed { .. }
             | Error::InvalidArgument(_)
             | Error::LimitsFile(_)
             | Error::LimitsFileRead { .. }

@@ -154,6 +154,7 @@ mod tests {
             inlined_parameters: Vec::new(),
             taken_over: Vec::new(),
             warnings: Vec::new(),
+            layout_unrecorded: None,
         })
     }
 
@@ -176,6 +177,24 @@ mod tests {
     fn successful_and_unchanged_deploys_exit_0() {
         assert_eq!(deploy(Outcome::Updated).exit_code(), exit::SUCCESS);
         assert_eq!(deploy(Outcome::Unchanged).exit_code(), exit::SUCCESS);
+    }
+
+    #[test]
+    fn a_deploy_whose_layout_was_not_recorded_exits_1_and_says_how_to_record_it() {
+        let Report::Deploy(mut report) = deploy(Outcome::Created) else {
+            unreachable!()
+        };
+        report.layout_unrecorded = Some("the layout record: throttled".into());
+        let report = Report::Deploy(report);
+        assert_eq!(report.exit_code(), exit::FAILED);
+        let text = report.render(OutputFormat::Text).unwrap();
+        assert!(
+            text.contains("FAILED to record the layout: the layout record: throttled")
+                && text.contains("run `counterctl deploy` again"),
+            "{text}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&report.render(OutputFormat::Json).unwrap()).unwrap();
+        assert_eq!(json["layout_unrecorded"], "the layout record: throttled");
     }
 
     #[test]

@@ -59,9 +59,12 @@ impl Deployed {
     pub async fn checked_counter_config(&self, ctx: &Context<'_>) -> Result<hybrid_counter::CounterConfig> {
         let config = self.counter_config()?;
         match super::deploy::scope_keys::recorded(ctx, &self.stack).await? {
-            Some(recorded) if recorded != config.scope_keys => {
-                Err(Error::layout_mismatch(&self.stack.name, recorded, config.scope_keys))
-            }
+            Some(recorded) if recorded != config.scope_keys => Err(Error::layout_mismatch(
+                &self.stack.name,
+                recorded,
+                config.scope_keys,
+                "its parameters",
+            )),
             _ => Ok(config),
         }
     }

@@ -235,7 +235,8 @@ pub(super) fn add_parameters(t: &mut Template) {
              audit of a counters key reads its M resources keys, one Query each; the longest scope is \
              shorter by the digits of N x M - 1; the records of one counters key arrive on up to M stream \
              shards, whose batches write the same eventual counter, so raise EcShardCount with M (with one \
-             EC shard the measured consumer fell to about 100 creates/s from transaction conflicts). Never change it on a deployed stack (counterctl refuses; \
+             EC shard the measured consumer fell to about 100 creates/s from transaction conflicts; counterctl \
+             warns below M x ParallelizationFactor). Never change it on a deployed stack (counterctl refuses; \
              the console and other tools do not).",
             1,
             1,

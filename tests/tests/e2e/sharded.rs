@@ -230,6 +230,10 @@ async fn a_scope_over_two_counters_keys_of_four_resources_keys_is_counted_and_au
     let ctl = Counterctl::new(&emulator);
     let report = ctl.deploy(&["ScopeKeyShards=2", "ResourceKeySpread=4"]).await;
     assert!(report.succeeded(), "{report}");
+    assert!(
+        report.warnings.iter().any(|w| w.contains("--param EcShardCount=4")),
+        "four stream shards' batches on one eventual counter item are advised against: {report}"
+    );
     let mut layouts = Vec::new();
     for output in [stack::outputs::API_FUNCTION, stack::outputs::STREAM_COUNTER_FUNCTION] {
         let config = api_config(&emulator, &report.outputs[output]).await;

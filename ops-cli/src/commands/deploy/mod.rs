@@ -36,6 +36,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use aws_sdk_cloudformation::types::ChangeSetType;
+use hybrid_counter::scope_keys::ScopeKeys;
 use serde::Serialize;
 
 use cfn::{Event, FailedResource, Operation, Settled, Watch};
@@ -88,14 +89,19 @@ pub struct DeployReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub taken_over: Vec<String>,
     /// What the operator chose to go ahead despite (`--allow-replicas`),
-    /// and a layout record that could not be written.
+    /// and what to know about the parameters (as `plan` shows them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Why the layout record does not hold the layout this deploy checked
+    /// (a failed write; parameters changed outside counterctl meanwhile).
+    /// The functions run unchecked until it does, so the deploy fails.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layout_unrecorded: Option<String>,
 }
 
 impl DeployReport {
     pub fn succeeded(&self) -> bool {
-        self.outcome != Outcome::Failed
+        self.outcome != Outcome::Failed && self.layout_unrecorded.is_none()
     }
 }
 
@@ -108,8 +114,9 @@ pub async fn run(
 ) -> Result<DeployReport> {
     let started = Instant::now();
     let cfn = &ctx.clients.cloudformation;
-    let warnings = replicated_tables_guard(ctx, allow_replicas).await?;
+    let mut warnings = replicated_tables_guard(ctx, allow_replicas).await?;
     let proposal = propose(ctx, inputs, artifacts, Packaging::Upload, "deploy").await?;
+    warnings.extend(proposal.warnings.iter().cloned());
     let mut report = DeployReport {
         location: Location::of(ctx),
         outcome: Outcome::Unchanged,
@@ -134,6 +141,7 @@ pub async fn run(
         inlined_parameters: proposal.inlined_parameters.clone(),
         taken_over: Vec::new(),
         warnings,
+        layout_unrecorded: None,
     };
 
     let change_set = match (&proposal.change_set_id, proposal.no_changes) {
@@ -147,7 +155,7 @@ pub async fn run(
                 proposal.no_change_reason.as_deref().unwrap_or("nothing to deploy")
             ));
             // A stack that predates the layout record gets it here too.
-            record_layout(ctx, proposal.before.as_ref(), &mut report).await;
+            record_layout(ctx, proposal.before.as_ref(), proposal.layout, &mut report).await;
             report.taken_over = take_over_for_local_runner(ctx, &report.outputs).await?;
             report.seconds = started.elapsed().as_secs_f64();
             return Ok(report);
@@ -206,20 +214,25 @@ pub async fn run(
     let deployed = cfn::describe(cfn, &proposal.stack_id).await?;
     report.outputs = deployed.as_ref().map(|s| s.outputs.clone()).unwrap_or_default();
     if report.succeeded() {
-        record_layout(ctx, deployed.as_ref(), &mut report).await;
+        record_layout(ctx, deployed.as_ref(), proposal.layout, &mut report).await;
         report.taken_over = take_over_for_local_runner(ctx, &report.outputs).await?;
     }
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
 
-/// Records the layout of `stack` ([`scope_keys::record`]); a failure is a
-/// warning of the report.
-async fn record_layout(ctx: &Context<'_>, stack: Option<&cfn::StackInfo>, report: &mut DeployReport) {
+/// Records `approved`, the layout this deploy checked, for `stack` as it
+/// is after the deploy ([`scope_keys::record`]); a failure fails the report.
+async fn record_layout(
+    ctx: &Context<'_>,
+    stack: Option<&cfn::StackInfo>,
+    approved: ScopeKeys,
+    report: &mut DeployReport,
+) {
     let Some(stack) = stack else { return };
-    if let Some(warning) = scope_keys::record(ctx, stack).await {
-        ctx.ui.log(format!("warning: {warning}"));
-        report.warnings.push(warning);
+    if let Some(why) = scope_keys::record(ctx, stack, approved).await {
+        ctx.ui.log(format!("the layout was not recorded: {why}"));
+        report.layout_unrecorded = Some(why);
     }
 }
 
@@ -292,6 +305,13 @@ impl fmt::Display for DeployReport {
         }
         for warning in &self.warnings {
             writeln!(f, "  warning: {warning}")?;
+        }
+        if let Some(why) = &self.layout_unrecorded {
+            writeln!(
+                f,
+                "  FAILED to record the layout: {why}. The stack is deployed, but its functions start unchecked \
+                 until the record exists: run `counterctl deploy` again (with no changes it records the layout)"
+            )?;
         }
         if !self.failures.is_empty() {
             writeln!(f, "Failed resources:")?;

@@ -85,7 +85,7 @@ pub fn scope_path_upgrade_warning(
         .is_some_and(|mode| mode == "principal-tag");
     (by_tag && !previous.contains_key(path) && !overrides.contains_key(path)).then(|| {
         format!(
-            "warning: breaking change: {path} takes its default {} on this stack, so the api refuses (403) \
+            "breaking change: {path} takes its default {} on this stack, so the api refuses (403) \
              every caller whose role or user is not under that IAM path; move the callers there, or keep them \
              where they are with --param {path}=/ (docs/api.md)",
             stack::kit::DEFAULT_SCOPE_CALLER_PATH

@@ -39,6 +39,10 @@ pub struct PlanReport {
     /// Number parameters inlined into the template for the emulator.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub inlined_parameters: Vec<String>,
+    /// What to know before applying: a breaking upgrade, too few
+    /// eventual-counter shards for the layout.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 pub async fn run(ctx: &Context<'_>, inputs: &StackInputs, artifacts: Vec<Artifact>) -> Result<PlanReport> {
@@ -63,6 +67,7 @@ pub async fn run(ctx: &Context<'_>, inputs: &StackInputs, artifacts: Vec<Artifac
         artifacts: proposal.artifacts,
         template_bytes: proposal.template_bytes,
         inlined_parameters: proposal.inlined_parameters,
+        warnings: proposal.warnings,
     })
 }
 
@@ -86,6 +91,9 @@ impl fmt::Display for PlanReport {
             )?;
         } else {
             write!(f, "{}", self.diff)?;
+        }
+        for warning in &self.warnings {
+            writeln!(f, "  warning: {warning}")?;
         }
         if !self.tags.is_empty() {
             writeln!(f, "Stack tags (on every resource that takes tags):")?;

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use aws_sdk_cloudformation::types::{ChangeSetType, StackStatus, TemplateStage};
+use hybrid_counter::scope_keys::ScopeKeys;
 use serde_json::Value;
 
 use super::cfn::{self, ChangeSetRequest, ChangeSetState, Readiness, StackInfo, TemplateSource};
@@ -48,6 +49,11 @@ pub struct Proposal {
     pub template_url: Option<String>,
     /// Number parameters inlined into the body for the emulator.
     pub inlined_parameters: Vec<String>,
+    /// The scope-key layout the parameters give after the deploy, as the
+    /// guard checked it: what the deploy records.
+    pub layout: ScopeKeys,
+    /// What the operator should know before applying (also logged).
+    pub warnings: Vec<String>,
 }
 
 /// Whether a proposal may write to the artifacts bucket.
@@ -202,8 +208,13 @@ pub async fn propose(
         managed.insert(artifact.parameter.clone(), artifact.key.clone());
     }
     let parameters = plan_parameters(&template, &inputs.overrides, &managed, previous, &config.stack_name)?;
-    if let Some(warning) = super::parameters::scope_path_upgrade_warning(previous, &inputs.overrides) {
-        ui.log(warning);
+    let layout = super::scope_keys::scope_keys_param(&parameters.effective)?;
+    let warnings: Vec<String> = super::parameters::scope_path_upgrade_warning(previous, &inputs.overrides)
+        .into_iter()
+        .chain(super::scope_keys::ec_shard_advice(&parameters.effective))
+        .collect();
+    for warning in &warnings {
+        ui.log(format!("warning: {warning}"));
     }
 
     // The body that is sent: as generated, or with Number parameters
@@ -269,6 +280,8 @@ pub async fn propose(
         template_bytes: body.len(),
         template_url,
         inlined_parameters: inlined.into_iter().collect(),
+        layout,
+        warnings,
         before,
     };
     match state {

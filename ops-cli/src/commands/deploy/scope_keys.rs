@@ -6,12 +6,19 @@
 
 use std::collections::BTreeMap;
 
+use hybrid_counter::error::StoreError;
 use hybrid_counter::scope_keys::{MAX_KEYS, MAX_SPREAD, ScopeKeys};
-use stack::params::{RESOURCE_KEY_SPREAD, SCOPE_KEY_SHARDS};
+use stack::params::{EC_SHARD_COUNT, PARALLELIZATION_FACTOR, RESOURCE_KEY_SPREAD, SCOPE_KEY_SHARDS};
 
 use super::cfn::StackInfo;
 use crate::commands::Context;
 use crate::error::{Error, Result, store_error};
+
+/// What a deploy's layout comes from, in [`Error::LayoutMismatch`].
+const WITH_FLAGS: &str = "its parameters with this command's --param flags";
+
+/// `EcShardCount`'s largest value (the functions' and the template's).
+const EC_SHARDS_MAX: u32 = hybrid_counter::best_effort::MAX_SHARDS;
 
 /// A store over `stack`'s counters table, `None` before it has one.
 fn layout_store(ctx: &Context<'_>, stack: &StackInfo) -> Option<hybrid_counter_aws::DynamoStore> {
@@ -32,33 +39,89 @@ fn layout_store(ctx: &Context<'_>, stack: &StackInfo) -> Option<hybrid_counter_a
 }
 
 /// The layout record of `stack`'s counters table, `None` when the table
-/// or the record does not exist yet.
+/// or the record does not exist yet. A record counterctl cannot parse is
+/// refused with the way to clear it ([`Error::LayoutRecordMalformed`]).
 pub async fn recorded(ctx: &Context<'_>, stack: &StackInfo) -> Result<Option<ScopeKeys>> {
     use hybrid_counter::layout::LayoutStore as _;
     let Some(store) = layout_store(ctx, stack) else {
         return Ok(None);
     };
-    store
-        .layout_record()
-        .await
-        .map_err(store_error("reading the layout record"))
+    store.layout_record().await.map_err(|e| match e {
+        StoreError::Malformed(reason) => Error::LayoutRecordMalformed {
+            table: stack
+                .outputs
+                .get(stack::outputs::COUNTERS_TABLE)
+                .cloned()
+                .unwrap_or_default(),
+            reason,
+        },
+        e => store_error("reading the layout record")(e),
+    })
 }
 
-/// Records the layout `stack`'s parameters give, when nothing is recorded
-/// yet (a new stack, or one that predates the record), right after a
-/// deploy that passed [`guard`]: the functions then refuse to start under
-/// another layout ([`hybrid_counter::layout`]). A failure is a warning: the
-/// stack changed whatever the record says, and the next deploy records it.
-pub async fn record(ctx: &Context<'_>, stack: &StackInfo) -> Option<String> {
+/// Records `approved`, the layout this deploy's [`guard`] checked, right
+/// after a deploy of `stack` (`stack` as described after it), when nothing
+/// is recorded yet (a new stack, or one that predates the record): the
+/// functions then refuse to start under another layout
+/// ([`hybrid_counter::layout`]). `Some(why)` when the record does not hold
+/// `approved` afterwards: a failed write, or parameters changed outside
+/// counterctl while the deploy ran (then nothing is recorded).
+pub async fn record(ctx: &Context<'_>, stack: &StackInfo, approved: ScopeKeys) -> Option<String> {
     let store = layout_store(ctx, stack)?;
-    let layout = match scope_keys_param(&stack.parameters) {
-        Ok(layout) => layout,
-        Err(e) => return Some(format!("the layout was not recorded: {e}")),
-    };
-    hybrid_counter::layout::record(&store, layout, hybrid_counter::now_millis())
+    if let Some(why) = unapproved(&stack.parameters, approved) {
+        return Some(why);
+    }
+    hybrid_counter::layout::record(&store, approved, hybrid_counter::now_millis())
         .await
         .err()
-        .map(|e| format!("the layout was not recorded (the next deploy records it): {e}"))
+        .map(|e| e.to_string())
+}
+
+/// Why the layout `parameters` give is not the `approved` one, if it is
+/// not: an update made outside counterctl during the deploy.
+fn unapproved(parameters: &BTreeMap<String, String>, approved: ScopeKeys) -> Option<String> {
+    match scope_keys_param(parameters) {
+        Ok(now) if now == approved => None,
+        Ok(now) => Some(format!(
+            "the stack's parameters now give ScopeKeyShards={} ResourceKeySpread={}, not the \
+             ScopeKeyShards={} ResourceKeySpread={} this deploy checked: changed outside counterctl while it \
+             ran, so nothing was recorded",
+            now.count(),
+            now.spread(),
+            approved.count(),
+            approved.spread()
+        )),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+/// Advice on `EcShardCount` for a layout of `parameters` (the values after
+/// the deploy): with `ResourceKeySpread` M > 1 the records of one counters
+/// key arrive on up to M stream shards, `ParallelizationFactor` batches at
+/// once on each, and every one of them writes that key's eventual counter.
+/// Fewer eventual-counter shards than concurrent batches make them
+/// conflict; one shard measured about 100 creates/s at 16 × 16 keys.
+pub fn ec_shard_advice(parameters: &BTreeMap<String, String>) -> Option<String> {
+    let number = |key: &str, max: u32| {
+        parameters
+            .get(key)
+            .and_then(|v| hybrid_counter::config::parse_count(v, max))
+            .unwrap_or(1)
+    };
+    let spread = scope_keys_param(parameters).ok()?.spread();
+    let lanes = number(PARALLELIZATION_FACTOR, 10);
+    let shards = number(EC_SHARD_COUNT, EC_SHARDS_MAX);
+    let writers = spread.saturating_mul(lanes);
+    let advised = writers.min(EC_SHARDS_MAX);
+    (spread > 1 && shards < advised).then(|| {
+        format!(
+            "{RESOURCE_KEY_SPREAD}={spread} with {PARALLELIZATION_FACTOR}={lanes}: up to {writers} stream batches \
+             at once write each counters key's eventual counter, over {EC_SHARD_COUNT}={shards} item(s), so most \
+             of their transactions conflict and are retried (one item measured about 100 creates/s at 16 x 16 \
+             keys); set --param {EC_SHARD_COUNT}={advised} (one item per concurrent batch; it may change at any \
+             time, docs/admission-and-sharding.md)"
+        )
+    })
 }
 
 /// The deployed layout and the one a deploy with `overrides` would set,
@@ -119,7 +182,7 @@ pub fn guard(stack: &StackInfo, overrides: &BTreeMap<String, String>, recorded: 
     // counterctl: the remedy is to set them back. Otherwise it is a change.
     let drifted = recorded.is_some_and(|r| scope_keys_param(&stack.parameters).is_ok_and(|p| p != r));
     if let (Some(recorded), Some((_, to)), true) = (recorded, found, drifted) {
-        return Err(Error::layout_mismatch(&stack.name, recorded, to));
+        return Err(Error::layout_mismatch(&stack.name, recorded, to, WITH_FLAGS));
     }
     match found {
         None => Ok(()),
@@ -183,6 +246,78 @@ mod tests {
     }
 
     #[test]
+    fn too_few_eventual_shards_for_a_spread_layout_are_advised_up_to_one_per_concurrent_batch() {
+        let advice = |pairs: &[(&str, &str)]| ec_shard_advice(&params(pairs));
+        // One level: every record of a counters key comes from its one key.
+        assert_eq!(
+            advice(&[("ScopeKeyShards", "16"), ("ParallelizationFactor", "10")]),
+            None
+        );
+        let text = advice(&[("ResourceKeySpread", "8")]).expect("8 stream shards on one EC item");
+        assert!(
+            text.contains("up to 8 stream batches") && text.contains("--param EcShardCount=8"),
+            "{text}"
+        );
+        assert_eq!(advice(&[("ResourceKeySpread", "8"), ("EcShardCount", "8")]), None);
+        let text = advice(&[
+            ("ResourceKeySpread", "8"),
+            ("ParallelizationFactor", "4"),
+            ("EcShardCount", "8.0"),
+        ])
+        .expect("32 concurrent batches on 8 items");
+        assert!(text.contains("--param EcShardCount=32"), "{text}");
+        // Capped at the parameter's largest value, which then satisfies it.
+        let text = advice(&[("ResourceKeySpread", "16"), ("ParallelizationFactor", "10")]).unwrap();
+        assert!(
+            text.contains("up to 160 stream batches") && text.contains("EcShardCount=100"),
+            "{text}"
+        );
+        assert_eq!(
+            advice(&[
+                ("ResourceKeySpread", "16"),
+                ("ParallelizationFactor", "10"),
+                ("EcShardCount", "100")
+            ]),
+            None
+        );
+        // A layout that does not parse is refused elsewhere, not advised on.
+        assert_eq!(advice(&[("ResourceKeySpread", "zero")]), None);
+    }
+
+    #[test]
+    fn a_deploy_records_only_the_layout_it_checked() {
+        let approved = ScopeKeys::new(4).unwrap().with_spread(8).unwrap();
+        let now = params(&[("ScopeKeyShards", "4"), ("ResourceKeySpread", "8")]);
+        assert_eq!(unapproved(&now, approved), None);
+        // An update outside counterctl landed while the deploy ran.
+        let raced = params(&[("ScopeKeyShards", "4"), ("ResourceKeySpread", "1")]);
+        let why = unapproved(&raced, approved).expect("another layout than the checked one");
+        assert!(
+            why.contains("ResourceKeySpread=1")
+                && why.contains("ResourceKeySpread=8")
+                && why.contains("nothing was recorded"),
+            "{why}"
+        );
+        assert!(unapproved(&params(&[("ScopeKeyShards", "x")]), approved).is_some());
+    }
+
+    #[test]
+    fn a_malformed_record_names_the_way_to_clear_it() {
+        let err = Error::LayoutRecordMalformed {
+            table: "hc-counters".into(),
+            reason: "layout record without a number scope_key_shards".into(),
+        };
+        let text = err.to_string();
+        let key = text.split("--key '").nth(1).and_then(|t| t.split('\'').next());
+        let key = key.expect("the key in quotes");
+        let key: serde_json::Value = serde_json::from_str(key).expect("the key is JSON");
+        assert_eq!(key["scope"]["S"], hybrid_counter::keys::LAYOUT_SCOPE);
+        assert_eq!(key["name"]["S"], hybrid_counter::keys::LAYOUT_NAME);
+        assert!(text.contains("--table-name hc-counters"), "{text}");
+        assert_eq!(err.exit_code(), crate::exit::USAGE);
+    }
+
+    #[test]
     fn with_a_layout_record_an_update_must_give_the_recorded_layout_and_may_set_it_back() {
         let info = |pairs: &[(&str, &str)]| StackInfo {
             id: "arn:stack".into(),
@@ -218,6 +353,7 @@ mod tests {
             err.to_string().contains("--param ResourceKeySpread=8"),
             "the remedy: {err}"
         );
+        assert!(err.to_string().contains(WITH_FLAGS), "what it compared: {err}");
         // Parameters as recorded: asking for another layout is a change.
         let err = guard(&as_recorded, &params(&[("ScopeKeyShards", "2")]), recorded).unwrap_err();
         assert!(
