@@ -57,11 +57,11 @@ pub async fn record<S: LayoutStore>(store: &S, configured: ScopeKeys, now: Epoch
         Some(recorded) => recorded,
         None => match store.record_layout(configured, now).await {
             Ok(()) => return Ok(()),
-            Err(StoreError::ConditionFailed | StoreError::Unavailable(_) | StoreError::Transient(_)) => store
+            Err(e @ (StoreError::ConditionFailed | StoreError::Unavailable(_) | StoreError::Transient(_))) => store
                 .layout_record()
                 .await
                 .map_err(unavailable)?
-                .ok_or_else(|| Error::Unavailable("the layout record could not be written".into()))?,
+                .ok_or_else(|| Error::Unavailable(format!("the layout record could not be written: {e}")))?,
             Err(e) => return Err(unavailable(e)),
         },
     };

@@ -29,7 +29,7 @@ Exit codes:
   0  success (a plan or deploy with nothing to change included)
   1  the operation failed: deploy rolled back, change set rejected, delete
      failed, confirmation declined; for deploy also: the layout record
-     could not be written; for status: something needs attention;
+     could not be confirmed, or the parameters changed while it ran; for status: something needs attention;
      for audit: a counter differs from the items (drift); for load: drift
      after the stream drained; for redrive: a message stays in DLQ2
      (failed or skipped); for verify: a check failed; for seq next: the

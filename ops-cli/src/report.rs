@@ -184,17 +184,16 @@ mod tests {
         let Report::Deploy(mut report) = deploy(Outcome::Created) else {
             unreachable!()
         };
-        report.layout_unrecorded = Some("the layout record: throttled".into());
+        report.layout_unrecorded = Some("throttled: run counterctl deploy again".into());
         let report = Report::Deploy(report);
         assert_eq!(report.exit_code(), exit::FAILED);
         let text = report.render(OutputFormat::Text).unwrap();
         assert!(
-            text.contains("FAILED to record the layout: the layout record: throttled")
-                && text.contains("run `counterctl deploy` again"),
+            text.contains("FAILED: the stack is deployed, but its layout record is not right: throttled: run"),
             "{text}"
         );
         let json: serde_json::Value = serde_json::from_str(&report.render(OutputFormat::Json).unwrap()).unwrap();
-        assert_eq!(json["layout_unrecorded"], "the layout record: throttled");
+        assert_eq!(json["layout_unrecorded"], "throttled: run counterctl deploy again");
     }
 
     #[test]

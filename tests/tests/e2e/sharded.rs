@@ -384,6 +384,14 @@ async fn a_function_or_counterctl_under_another_layout_than_the_recorded_one_ref
         "{err}"
     );
     assert_eq!(err.exit_code(), exit::USAGE);
+    let Ok(Report::Status(status)) = ctl.run(&["status"]).await else {
+        panic!("status")
+    };
+    let item = status.attention.iter().find(|a| a.starts_with("scope keys:"));
+    assert!(
+        item.is_some_and(|a| a.contains("refuse to start") && a.contains("--param ScopeKeyShards=4")),
+        "status names the refused starts and the remedy: {status}"
+    );
     let kept = ctl.run(&ctl.with_zips(&["deploy"])).await.unwrap_err();
     assert!(
         matches!(
@@ -402,4 +410,11 @@ async fn a_function_or_counterctl_under_another_layout_than_the_recorded_one_ref
         "setting the parameters back to the record is allowed: {back}"
     );
     assert!(ctl.run(&["usage", "acct"]).await.is_ok());
+    let Ok(Report::Status(status)) = ctl.run(&["status"]).await else {
+        panic!("status")
+    };
+    assert!(
+        !status.attention.iter().any(|a| a.starts_with("scope keys:")),
+        "{status}"
+    );
 }

@@ -92,9 +92,9 @@ pub struct DeployReport {
     /// and what to know about the parameters (as `plan` shows them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
-    /// Why the layout record does not hold the layout this deploy checked
-    /// (a failed write; parameters changed outside counterctl meanwhile).
-    /// The functions run unchecked until it does, so the deploy fails.
+    /// Why the layout record or the parameters are not the layout this
+    /// deploy checked (a failed write; parameters changed outside
+    /// counterctl meanwhile), with the remedy: the deploy fails.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layout_unrecorded: Option<String>,
 }
@@ -231,7 +231,7 @@ async fn record_layout(
 ) {
     let Some(stack) = stack else { return };
     if let Some(why) = scope_keys::record(ctx, stack, approved).await {
-        ctx.ui.log(format!("the layout was not recorded: {why}"));
+        ctx.ui.log(format!("the layout record is not right: {why}"));
         report.layout_unrecorded = Some(why);
     }
 }
@@ -309,8 +309,7 @@ impl fmt::Display for DeployReport {
         if let Some(why) = &self.layout_unrecorded {
             writeln!(
                 f,
-                "  FAILED to record the layout: {why}. The stack is deployed, but its functions start unchecked \
-                 until the record exists: run `counterctl deploy` again (with no changes it records the layout)"
+                "  FAILED: the stack is deployed, but its layout record is not right: {why}"
             )?;
         }
         if !self.failures.is_empty() {

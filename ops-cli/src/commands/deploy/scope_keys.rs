@@ -15,7 +15,7 @@ use crate::commands::Context;
 use crate::error::{Error, Result, store_error};
 
 /// What a deploy's layout comes from, in [`Error::LayoutMismatch`].
-const WITH_FLAGS: &str = "its parameters with this command's --param flags";
+const WITH_FLAGS: &str = "its parameters, with this command's --param flags if any,";
 
 /// `EcShardCount`'s largest value (the functions' and the template's).
 const EC_SHARDS_MAX: u32 = hybrid_counter::best_effort::MAX_SHARDS;
@@ -46,61 +46,98 @@ pub async fn recorded(ctx: &Context<'_>, stack: &StackInfo) -> Result<Option<Sco
     let Some(store) = layout_store(ctx, stack) else {
         return Ok(None);
     };
-    store.layout_record().await.map_err(|e| match e {
-        StoreError::Malformed(reason) => Error::LayoutRecordMalformed {
-            table: stack
-                .outputs
-                .get(stack::outputs::COUNTERS_TABLE)
-                .cloned()
-                .unwrap_or_default(),
-            reason,
-        },
-        e => store_error("reading the layout record")(e),
-    })
+    let table = || {
+        stack
+            .outputs
+            .get(stack::outputs::COUNTERS_TABLE)
+            .cloned()
+            .unwrap_or_default()
+    };
+    store.layout_record().await.map_err(|e| read_error(table(), e))
 }
 
-/// Records `approved`, the layout this deploy's [`guard`] checked, right
-/// after a deploy of `stack` (`stack` as described after it), when nothing
-/// is recorded yet (a new stack, or one that predates the record): the
-/// functions then refuse to start under another layout
-/// ([`hybrid_counter::layout`]). `Some(why)` when the record does not hold
-/// `approved` afterwards: a failed write, or parameters changed outside
-/// counterctl while the deploy ran (then nothing is recorded).
+/// A failed read of the layout record as counterctl reports it.
+fn read_error(table: String, e: StoreError) -> Error {
+    match e {
+        StoreError::Malformed(reason) => Error::LayoutRecordMalformed { table, reason },
+        e => store_error("reading the layout record")(e),
+    }
+}
+
+/// Records `approved`, the layout this deploy's [`guard`] checked (on an
+/// update the deployed or recorded one, on a create the one created),
+/// right after the deploy, when nothing is recorded yet (a new stack, or
+/// one that predates the record): the functions then refuse to start
+/// under another layout ([`hybrid_counter::layout`]). `Some(why)`, with
+/// the remedy, when the record does not hold `approved` afterwards, or
+/// when `stack`'s parameters, as read after the deploy, give another
+/// layout (an update made outside counterctl while it ran): `approved` is
+/// recorded all the same, so functions started under the other layout
+/// refuse to run instead of hiding items, and the remedy sets it back.
 pub async fn record(ctx: &Context<'_>, stack: &StackInfo, approved: ScopeKeys) -> Option<String> {
     let store = layout_store(ctx, stack)?;
-    if let Some(why) = unapproved(&stack.parameters, approved) {
-        return Some(why);
-    }
-    hybrid_counter::layout::record(&store, approved, hybrid_counter::now_millis())
-        .await
-        .err()
-        .map(|e| e.to_string())
+    let written = hybrid_counter::layout::record(&store, approved, hybrid_counter::now_millis()).await;
+    unrecorded(written, &stack.parameters, approved)
 }
 
-/// Why the layout `parameters` give is not the `approved` one, if it is
-/// not: an update made outside counterctl during the deploy.
-fn unapproved(parameters: &BTreeMap<String, String>, approved: ScopeKeys) -> Option<String> {
+/// What a deploy reports after [`record`]: the write's failure, or the
+/// parameters read back giving another layout than `approved`.
+fn unrecorded(
+    written: std::result::Result<(), hybrid_counter::Error>,
+    parameters: &BTreeMap<String, String>,
+    approved: ScopeKeys,
+) -> Option<String> {
+    let set_back = |keys: ScopeKeys| {
+        format!(
+            "counterctl deploy --param {SCOPE_KEY_SHARDS}={} --param {RESOURCE_KEY_SPREAD}={}",
+            keys.count(),
+            keys.spread()
+        )
+    };
+    match written {
+        Err(e @ hybrid_counter::Error::LayoutMismatch { .. }) => {
+            return Some(format!(
+                "the record holds another layout than the one this deploy checked ({e}); the functions refuse to \
+                 start under the parameters: run counterctl deploy again to see which to set back"
+            ));
+        }
+        Err(e) => {
+            return Some(format!(
+                "{e}. If no record exists the functions start unchecked: run counterctl deploy again (a role \
+                 without dynamodb:PutItem on the counters table cannot write the record; counterctl policy \
+                 operator prints one that can)"
+            ));
+        }
+        Ok(()) => {}
+    }
     match scope_keys_param(parameters) {
         Ok(now) if now == approved => None,
         Ok(now) => Some(format!(
-            "the stack's parameters now give ScopeKeyShards={} ResourceKeySpread={}, not the \
-             ScopeKeyShards={} ResourceKeySpread={} this deploy checked: changed outside counterctl while it \
-             ran, so nothing was recorded",
+            "the stack's parameters now give {SCOPE_KEY_SHARDS}={} {RESOURCE_KEY_SPREAD}={}, not the \
+             {SCOPE_KEY_SHARDS}={} {RESOURCE_KEY_SPREAD}={} this deploy checked and recorded (changed outside \
+             counterctl while it ran): the functions refuse to start until they are set back with {}",
             now.count(),
             now.spread(),
             approved.count(),
-            approved.spread()
+            approved.spread(),
+            set_back(approved)
         )),
-        Err(e) => Some(e.to_string()),
+        Err(e) => Some(format!(
+            "{e}; the layout recorded is the one this deploy checked: {}",
+            set_back(approved)
+        )),
     }
 }
 
 /// Advice on `EcShardCount` for a layout of `parameters` (the values after
 /// the deploy): with `ResourceKeySpread` M > 1 the records of one counters
-/// key arrive on up to M stream shards, `ParallelizationFactor` batches at
-/// once on each, and every one of them writes that key's eventual counter.
-/// Fewer eventual-counter shards than concurrent batches make them
-/// conflict; one shard measured about 100 creates/s at 16 × 16 keys.
+/// key arrive on up to M stream shards (fewer while the resources table
+/// has fewer partitions), `ParallelizationFactor` batches at once on each,
+/// and each batch writes that key's eventual counter on an item it picks
+/// by hash. Fewer items than concurrent batches make more of them meet on
+/// one and conflict; one item measured about 100 creates/s at 16 × 16
+/// keys. The advised count, one item per possible concurrent batch, is
+/// arithmetic, not a measured optimum.
 pub fn ec_shard_advice(parameters: &BTreeMap<String, String>) -> Option<String> {
     let number = |key: &str, max: u32| {
         parameters
@@ -116,10 +153,11 @@ pub fn ec_shard_advice(parameters: &BTreeMap<String, String>) -> Option<String> 
     (spread > 1 && shards < advised).then(|| {
         format!(
             "{RESOURCE_KEY_SPREAD}={spread} with {PARALLELIZATION_FACTOR}={lanes}: up to {writers} stream batches \
-             at once write each counters key's eventual counter, over {EC_SHARD_COUNT}={shards} item(s), so most \
-             of their transactions conflict and are retried (one item measured about 100 creates/s at 16 x 16 \
-             keys); set --param {EC_SHARD_COUNT}={advised} (one item per concurrent batch; it may change at any \
-             time, docs/admission-and-sharding.md)"
+             at once write each counters key's eventual counter, each on one of {EC_SHARD_COUNT}={shards} item(s) \
+             picked by hash, and batches that meet on an item conflict and are retried (one item measured about \
+             100 creates/s at 16 x 16 keys); consider --param {EC_SHARD_COUNT}={advised} (as many items as \
+             possible concurrent batches, capped at {EC_SHARDS_MAX}; arithmetic, not measured; it may change at \
+             any time, docs/admission-and-sharding.md)"
         )
     })
 }
@@ -285,28 +323,48 @@ mod tests {
     }
 
     #[test]
-    fn a_deploy_records_only_the_layout_it_checked() {
+    fn a_deploy_reports_a_failed_record_and_parameters_changed_while_it_ran_with_their_remedies() {
         let approved = ScopeKeys::new(4).unwrap().with_spread(8).unwrap();
         let now = params(&[("ScopeKeyShards", "4"), ("ResourceKeySpread", "8")]);
-        assert_eq!(unapproved(&now, approved), None);
-        // An update outside counterctl landed while the deploy ran.
+        assert_eq!(unrecorded(Ok(()), &now, approved), None);
+        // An update outside counterctl landed while the deploy ran: the
+        // checked layout is recorded all the same, and the remedy sets the
+        // parameters back to it (a deploy without --param would record the
+        // other one if nothing were recorded).
         let raced = params(&[("ScopeKeyShards", "4"), ("ResourceKeySpread", "1")]);
-        let why = unapproved(&raced, approved).expect("another layout than the checked one");
+        let why = unrecorded(Ok(()), &raced, approved).expect("another layout than the checked one");
         assert!(
             why.contains("ResourceKeySpread=1")
-                && why.contains("ResourceKeySpread=8")
-                && why.contains("nothing was recorded"),
+                && why.contains("refuse to start")
+                && why.contains("--param ScopeKeyShards=4 --param ResourceKeySpread=8"),
             "{why}"
         );
-        assert!(unapproved(&params(&[("ScopeKeyShards", "x")]), approved).is_some());
+        // A write refused by IAM keeps its reason and names the policy.
+        let denied = hybrid_counter::Error::Unavailable(
+            "the layout record could not be written: AccessDeniedException: not authorized".into(),
+        );
+        let why = unrecorded(Err(denied), &now, approved).unwrap();
+        assert!(
+            why.contains("AccessDeniedException") && why.contains("counterctl policy operator"),
+            "{why}"
+        );
+        let other = hybrid_counter::Error::LayoutMismatch {
+            recorded_keys: 2,
+            recorded_spread: 1,
+            keys: 4,
+            spread: 8,
+        };
+        let why = unrecorded(Err(other), &now, approved).unwrap();
+        assert!(why.contains("another layout") && !why.contains("unchecked"), "{why}");
     }
 
     #[test]
-    fn a_malformed_record_names_the_way_to_clear_it() {
-        let err = Error::LayoutRecordMalformed {
-            table: "hc-counters".into(),
-            reason: "layout record without a number scope_key_shards".into(),
-        };
+    fn a_malformed_record_is_refused_with_the_way_to_clear_it() {
+        let err = read_error(
+            "hc-counters".into(),
+            StoreError::Malformed("layout record without a number scope_key_shards".into()),
+        );
+        assert!(matches!(err, Error::LayoutRecordMalformed { .. }), "{err}");
         let text = err.to_string();
         let key = text.split("--key '").nth(1).and_then(|t| t.split('\'').next());
         let key = key.expect("the key in quotes");
@@ -315,6 +373,9 @@ mod tests {
         assert_eq!(key["name"]["S"], hybrid_counter::keys::LAYOUT_NAME);
         assert!(text.contains("--table-name hc-counters"), "{text}");
         assert_eq!(err.exit_code(), crate::exit::USAGE);
+        // Any other failure stays an AWS error (exit 4).
+        let err = read_error("t".into(), StoreError::Unavailable("throttled".into()));
+        assert!(matches!(err, Error::Aws { .. }), "{err}");
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! depths, every alarm of the stack with its state and the topic it
 //! notifies (the dropped-events and on-failure delivery alarms among
 //! them), the tables' warm throughput, maximum and Contributor Insights,
-//! and the drift check's last run
-//! ([`super::drift_check`]). A missing stack is
+//! the drift check's last run ([`super::drift_check`]) and the scope-key
+//! layout against its record ([`layout`]). A missing stack is
 //! an error (exit 3). Anything an operator should act on (a failed stack,
 //! a disabled mapping, a stream mapping whose dropped records no metric
 //! counts, messages in DLQ2, an alarm firing) is listed under
@@ -26,6 +26,8 @@ use std::path::Path;
 
 use aws_sdk_cloudformation::types::StackStatus;
 use serde::Serialize;
+
+mod layout;
 
 use super::deploy::cfn;
 use super::drift_check::DriftCheckStatus;
@@ -55,6 +57,9 @@ pub struct StatusReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alarm_topic: Option<String>,
     pub drift_check: DriftCheckStatus,
+    /// The scope-key layout and its record (`None`: no counters table).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layout: Option<layout::LayoutStatus>,
     /// The two tables and their global-table replicas (none: single-region).
     pub tables: Vec<TableReplicas>,
     /// `--limits FILE`: the overrides compared with the file.
@@ -263,6 +268,8 @@ pub async fn run(ctx: &Context<'_>, limits: Option<(&Path, &LimitsFile)>) -> Res
         emulator_limits = ministack_limits(&limits);
     }
     attention.extend(drift_check.attention());
+    let layout = layout::read(ctx, &stack).await;
+    attention.extend(layout.as_ref().and_then(layout::LayoutStatus::attention));
     attention.extend(replicas::attention(&tables));
     let limits = match limits {
         Some((path, file)) => Some(limits_drift(ctx, path, file).await),
@@ -283,6 +290,7 @@ pub async fn run(ctx: &Context<'_>, limits: Option<(&Path, &LimitsFile)>) -> Res
         api,
         alarm_topic,
         drift_check,
+        layout,
         tables,
         limits,
         attention,
@@ -760,6 +768,9 @@ impl fmt::Display for StatusReport {
         }
         writeln!(f, "Drift check:")?;
         write!(f, "{}", self.drift_check)?;
+        if let Some(layout) = &self.layout {
+            write!(f, "{layout}")?;
+        }
         if let Some(limits) = &self.limits {
             writeln!(f, "Limits: {limits}")?;
         }
