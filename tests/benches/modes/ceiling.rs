@@ -128,6 +128,8 @@ pub struct Step {
     pub failed_by: BTreeMap<String, u64>,
     /// Creates not yet counted by the stream at the step's end (the kit).
     pub backlog: u64,
+    /// The stream fell behind during this step ([`stream_fell_behind`]).
+    pub stream_behind: bool,
     pub splits: u64,
     pub passed: bool,
 }
@@ -560,6 +562,29 @@ fn requests(proxy: &FaultProxy) -> u64 {
     stats.total_forwarded() + stats.of_kind(FaultKind::Throttle) + stats.of_kind(FaultKind::TransactionConflict)
 }
 
+/// Creates not yet counted by the stream (the kit; 0 for the anchors).
+fn backlog(load: &Load) -> u64 {
+    match load.approach {
+        Approach::Kit { .. } => load
+            .creates
+            .load(Ordering::Relaxed)
+            .saturating_sub(load.lags.lock().expect("lags").counted),
+        _ => 0,
+    }
+}
+
+/// Whether the stream fell behind during a step of `creates`, from the
+/// creates it had not counted at the step's start and end: its backlog
+/// grew by more than a tenth of the step's creates (it counted under 90 %
+/// of them, the bar the offered rate has too), or grew at all while
+/// already above two steps' worth. A backlog left by an earlier step that
+/// shrinks is the stream catching up, not falling behind, so one failing
+/// step does not fail every later one.
+fn stream_fell_behind(before: u64, after: u64, creates: u64) -> bool {
+    let grew = after.saturating_sub(before);
+    grew > creates / 10 || (after > 2 * creates.max(1) && grew > 0)
+}
+
 /// Offers operations at `rate`/s until the step is long enough.
 async fn step(load: &Load, params: &Params, rate: f64) -> Step {
     let usage = || load.rig.proxy.capacity_usage().expect("a capacity model");
@@ -569,6 +594,7 @@ async fn step(load: &Load, params: &Params, rate: f64) -> Step {
         load.failed.load(Ordering::Relaxed),
     );
     let failed_by_before = load.failed_by.lock().expect("failed_by").clone();
+    let backlog_before = backlog(load);
     let in_flight = Arc::new(AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     let started = Instant::now();
@@ -606,19 +632,11 @@ async fn step(load: &Load, params: &Params, rate: f64) -> Step {
     let throttled = during.throttled();
     let scale = params.model.scale;
     let creates = load.creates.load(Ordering::Relaxed) - creates_before;
-    let backlog = match load.approach {
-        Approach::Kit { .. } => load
-            .creates
-            .load(Ordering::Relaxed)
-            .saturating_sub(load.lags.lock().expect("lags").counted),
-        _ => 0,
-    };
+    let backlog = backlog(load);
     let offered_creates = 0.75 * n as f64 / offered_seconds / scale;
     let achieved_creates = creates as f64 / seconds / scale;
     let throttled_share = throttled as f64 / sent.max(1) as f64;
-    // The stream keeps up while what it has not counted stays under what
-    // two polls carry plus a step's creates.
-    let stream_behind = backlog > 2 * creates.max(1);
+    let stream_behind = stream_fell_behind(backlog_before, backlog, creates);
     Step {
         offered_ops: n as f64 / offered_seconds,
         not_sent,
@@ -642,6 +660,7 @@ async fn step(load: &Load, params: &Params, rate: f64) -> Step {
             })
             .collect(),
         backlog,
+        stream_behind,
         splits: during.splits(),
         passed: sent >= params.min_requests
             && throttled_share <= THROTTLED_SHARE
@@ -662,7 +681,7 @@ fn bound(step: &Step) -> String {
         } else {
             "a partition (key range)".into()
         }
-    } else if step.backlog > 0 && step.achieved_creates >= 0.9 * step.offered_creates {
+    } else if step.stream_behind {
         "the stream (backlog growing)".into()
     } else if step.conflicts > 0 {
         format!("transaction conflicts ({} in the step)", step.conflicts)
@@ -856,7 +875,8 @@ impl Ceiling {
              with a client request token, cancellations for conflicts and throttling retried by the caller \
              with the same token). A step lasts at least {:.0} model seconds and {} DynamoDB requests; it passes with at \
              most 1 % of its requests throttled, the offered creates achieved (90 %) and, for the kit, the \
-             stream keeping up. The rate grows by {}x while steps pass, then the gap to the first failing step \
+             stream keeping up (its backlog growing by at most a tenth of the step's creates, and not at \
+             all past two steps' worth). The rate grows by {}x while steps pass, then the gap to the first failing step \
              is halved. *Ceiling*: the achieved creates/s of the highest passing step; *arithmetic*: what one \
              partition of 1,000 WU/s carries for the approach by the unit rules (under 1 KB).\n\n\
              | approach | ceiling, DynamoDB creates/s | arithmetic | first failing step (offered) | bound by | steps | \
