@@ -90,6 +90,34 @@ mod tests {
         ScopeKeys::new(keys).unwrap().with_spread(spread).unwrap()
     }
 
+    /// A table whose record is absent and whose writes are refused, as a
+    /// role without `PutItem` on it sees it.
+    struct RefusedWrites;
+
+    impl crate::store::StoreBase for RefusedWrites {}
+
+    impl LayoutStore for RefusedWrites {
+        async fn layout_record(&self) -> Result<Option<ScopeKeys>, StoreError> {
+            Ok(None)
+        }
+
+        async fn record_layout(&self, _: ScopeKeys, _: EpochMillis) -> Result<(), StoreError> {
+            Err(StoreError::Unavailable(
+                "AccessDeniedException: not authorized to PutItem".into(),
+            ))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_that_is_refused_and_left_nothing_keeps_its_reason() {
+        let err = record(&RefusedWrites, layout(2, 4), 1).await.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("could not be written") && text.contains("AccessDeniedException"),
+            "{text}"
+        );
+    }
+
     #[tokio::test]
     async fn counterctl_records_the_layout_and_every_start_must_match_it() {
         let store = MemoryStore::new();

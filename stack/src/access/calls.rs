@@ -400,14 +400,14 @@ pub const CALLS: &[Call] = &[
     call(
         "get_function_url_config",
         &[Operator],
-        &["ops-cli/src/commands/status.rs"],
+        &["ops-cli/src/commands/status/"],
         &[on(Functions, &[LambdaGetFunctionUrlConfig])],
         "status: the api's URL",
     ),
     call(
         "list_tags",
         &[Operator],
-        &["ops-cli/src/commands/status.rs"],
+        &["ops-cli/src/commands/status/"],
         &[on(Functions, &[LambdaListTags])],
         "status: the local runner's URL tag; status and verify: the runner's takeover and heartbeat tags on the \
          mapping's function (emulators only)",
@@ -416,7 +416,7 @@ pub const CALLS: &[Call] = &[
     call(
         "describe_alarms",
         &[Operator],
-        &["ops-cli/src/commands/status.rs"],
+        &["ops-cli/src/commands/status/"],
         &[on(Alarms, &[CloudWatchDescribeAlarms])],
         "status: alarm states",
     ),

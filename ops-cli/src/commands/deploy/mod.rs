@@ -154,8 +154,12 @@ pub async fn run(
                 "no changes: {}",
                 proposal.no_change_reason.as_deref().unwrap_or("nothing to deploy")
             ));
-            // A stack that predates the layout record gets it here too.
-            record_layout(ctx, proposal.before.as_ref(), proposal.layout, &mut report).await;
+            // A stack that predates the layout record gets it here too,
+            // checked against the stack as it is now, not as it was read
+            // before the change set (an update outside counterctl may have
+            // landed since; the change set sent the layout as a value).
+            let now = cfn::describe(cfn, &proposal.stack_id).await?;
+            record_layout(ctx, now.as_ref(), proposal.layout, &mut report).await;
             report.taken_over = take_over_for_local_runner(ctx, &report.outputs).await?;
             report.seconds = started.elapsed().as_secs_f64();
             return Ok(report);
@@ -166,6 +170,17 @@ pub async fn run(
         "Changes to stack {}:\n{}",
         ctx.config.stack_name, proposal.diff
     ));
+    if proposal.change_set_type == ChangeSetType::Update {
+        // Before anything changes: the layout the functions run under now,
+        // recorded for a stack that predates the record, so an execution
+        // that fails or is made obsolete by an update outside counterctl
+        // still leaves it (checked again after the deploy).
+        if let Some(stack) = &proposal.before
+            && let Some(why) = scope_keys::record(ctx, stack, proposal.layout).await
+        {
+            ctx.ui.log(format!("the layout record is not right yet: {why}"));
+        }
+    }
     let since = cfn::newest_event_id(cfn, &proposal.stack_id).await?;
     ctx.ui
         .step(format!("executing change set ({})", proposal.change_set_type.as_str()));

@@ -10,6 +10,9 @@ use stack::template::Template;
 use crate::config;
 use crate::error::{Error, Result};
 
+/// The parameters every item's key depends on.
+const LAYOUT: [&str; 2] = [stack::params::SCOPE_KEY_SHARDS, stack::params::RESOURCE_KEY_SPREAD];
+
 /// The parameters to send and the values they end up with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParameterPlan {
@@ -21,9 +24,11 @@ pub struct ParameterPlan {
 /// Decides each template parameter's value: counterctl's own (bucket and
 /// code keys) and `--param` overrides first; on an existing stack, the
 /// deployed value (`UsePreviousValue`, as `aws cloudformation deploy` does,
-/// so a redeploy never silently resets a tuned setting); on a new stack,
-/// `NamePrefix` from the stack name, so two stacks never share physical
-/// names; otherwise the template default.
+/// so a redeploy never silently resets a tuned setting), except the
+/// scope-key layout, sent as the value the guard checked so that an update
+/// made outside counterctl after the stack was read cannot ride along; on
+/// a new stack, `NamePrefix` from the stack name, so two stacks never
+/// share physical names; otherwise the template default.
 pub fn plan_parameters(
     template: &Template,
     overrides: &BTreeMap<String, String>,
@@ -39,7 +44,13 @@ pub fn plan_parameters(
             sdk.push(Parameter::builder().parameter_key(key).parameter_value(value).build());
             effective.insert(key.clone(), value.clone());
         } else if let Some(value) = previous.and_then(|p| p.get(key)) {
-            sdk.push(Parameter::builder().parameter_key(key).use_previous_value(true).build());
+            let parameter = Parameter::builder().parameter_key(key);
+            let parameter = if LAYOUT.contains(&key.as_str()) {
+                parameter.parameter_value(value)
+            } else {
+                parameter.use_previous_value(true)
+            };
+            sdk.push(parameter.build());
             effective.insert(key.clone(), value.clone());
         } else if key == stack::params::NAME_PREFIX && previous.is_none() {
             let prefix = name_prefix(stack_name)?;
@@ -193,6 +204,21 @@ mod tests {
         // A parameter the deployed stack did not have yet takes its default.
         assert_eq!(sent(&plan, "EcShardCount"), None);
         assert_eq!(plan.effective["EcShardCount"], "1");
+    }
+
+    #[test]
+    fn the_scope_key_layout_is_sent_as_the_value_read_never_as_the_previous_one() {
+        let previous = map(&[
+            ("ScopeKeyShards", "4"),
+            ("ResourceKeySpread", "8"),
+            ("StreamBatchSize", "25"),
+        ]);
+        let plan = plan_parameters(&stack::template(), &map(&[]), &map(&[]), Some(&previous), "hc").unwrap();
+        // An update made outside counterctl after the read cannot ride
+        // along with UsePreviousValue.
+        assert_eq!(sent(&plan, "ScopeKeyShards"), Some((Some("4".into()), None)));
+        assert_eq!(sent(&plan, "ResourceKeySpread"), Some((Some("8".into()), None)));
+        assert_eq!(sent(&plan, "StreamBatchSize"), Some((None, Some(true))));
     }
 
     #[test]

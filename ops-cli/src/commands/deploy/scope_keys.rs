@@ -104,8 +104,8 @@ fn unrecorded(
         Err(e) => {
             return Some(format!(
                 "{e}. If no record exists the functions start unchecked: run counterctl deploy again (a role \
-                 without dynamodb:PutItem on the counters table cannot write the record; counterctl policy \
-                 operator prints one that can)"
+                 without dynamodb:GetItem and PutItem on the counters table's record cannot write it; \
+                 counterctl policy operator prints one that can)"
             ));
         }
         Ok(()) => {}

@@ -24,6 +24,10 @@ pub struct LayoutStatus {
     /// What needs an operator, with the remedy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// No record: the functions start unchecked (a stack deployed without
+    /// counterctl, or before the record existed). Not an attention item.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -59,27 +63,42 @@ pub async fn read(ctx: &Context<'_>, stack: &StackInfo) -> Option<LayoutStatus> 
 
 /// What the parameters and the record (or the failure to read it) mean.
 pub fn judge(parameters: Result<ScopeKeys>, recorded: Result<Option<ScopeKeys>>) -> LayoutStatus {
-    let problem = match (&parameters, &recorded) {
-        (Ok(given), Ok(Some(record))) if given == record => None,
-        (Ok(given), Ok(Some(record))) => Some(format!(
-            "the parameters give {} but the items are written under {} (the layout record): the functions refuse \
-             to start; set them back with counterctl deploy --param ScopeKeyShards={} --param ResourceKeySpread={}",
-            Layout::from(*given),
-            Layout::from(*record),
-            record.count(),
-            record.spread()
-        )),
-        (_, Ok(None)) => Some(
-            "no layout record: the functions start unchecked, so a layout changed outside counterctl would \
-             hide and miscount items; counterctl deploy records it"
-                .to_owned(),
+    let (problem, note) = match (&parameters, &recorded) {
+        (Err(e), _) => (Some(e.to_string()), None),
+        (_, Err(e)) => (
+            Some(format!(
+                "{e} (a role made from an earlier release's `counterctl policy operator` lacks GetItem on the \
+                 record: regenerate it)"
+            )),
+            None,
         ),
-        (Err(e), _) | (_, Err(e)) => Some(e.to_string()),
+        (Ok(given), Ok(Some(record))) if given == record => (None, None),
+        (Ok(given), Ok(Some(record))) => (
+            Some(format!(
+                "the parameters give {} but the items are written under {} (the layout record): new function \
+                 instances refuse to start; set them back with counterctl deploy --param ScopeKeyShards={} \
+                 --param ResourceKeySpread={}",
+                Layout::from(*given),
+                Layout::from(*record),
+                record.count(),
+                record.spread()
+            )),
+            None,
+        ),
+        (Ok(_), Ok(None)) => (
+            None,
+            Some(
+                "no layout record: the functions start unchecked, so a layout changed outside counterctl would \
+                 hide and miscount items; counterctl deploy records it"
+                    .to_owned(),
+            ),
+        ),
     };
     LayoutStatus {
         parameters: parameters.ok().map(Layout::from),
         recorded: recorded.ok().flatten().map(Layout::from),
         problem,
+        note,
     }
 }
 
@@ -92,10 +111,11 @@ impl LayoutStatus {
 impl fmt::Display for LayoutStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let given = self.parameters.map_or_else(|| "-".to_owned(), |l| l.to_string());
-        match (&self.recorded, &self.problem) {
-            (Some(_), None) => writeln!(f, "Scope keys: {given} (as recorded)"),
-            (Some(record), Some(_)) => writeln!(f, "Scope keys: {given}, recorded {record}: see below"),
-            (None, _) => writeln!(f, "Scope keys: {given}, not recorded: see below"),
+        match (&self.recorded, &self.problem, &self.note) {
+            (Some(_), None, _) => writeln!(f, "Scope keys: {given} (as recorded)"),
+            (Some(record), Some(_), _) => writeln!(f, "Scope keys: {given}, recorded {record}: see below"),
+            (None, None, Some(note)) => writeln!(f, "Scope keys: {given}; {note}"),
+            (None, _, _) => writeln!(f, "Scope keys: {given}; the record was not read: see below"),
         }
     }
 }
@@ -132,15 +152,20 @@ mod tests {
     }
 
     #[test]
-    fn no_record_or_an_unreadable_one_needs_an_operator() {
+    fn an_unreadable_record_needs_an_operator_and_no_record_is_only_said() {
+        // No record (a stack deployed without counterctl): said, not an
+        // attention item, so such a stack can be "All well".
         let status = judge(Ok(keys(1, 1)), Ok(None));
-        assert!(status.attention().unwrap().contains("start unchecked"), "{status:?}");
+        assert_eq!(status.attention(), None);
+        assert!(status.to_string().contains("start unchecked"), "{status}");
         let unreadable = Error::Aws {
             action: "reading the layout record",
             message: "AccessDeniedException".into(),
         };
         let status = judge(Ok(keys(1, 1)), Err(unreadable));
-        assert!(status.attention().unwrap().contains("AccessDenied"), "{status:?}");
+        let item = status.attention().unwrap();
+        assert!(item.contains("AccessDenied") && item.contains("regenerate"), "{item}");
+        assert!(status.to_string().contains("not read"), "{status}");
         assert_eq!(status.parameters, Some(Layout::from(keys(1, 1))));
     }
 }
