@@ -399,7 +399,7 @@ fn describe_service_error(err: &impl ProvideErrorMetadata) -> Option<String> {
     }
 }
 
-fn describe_sdk_error<E, R>(err: &aws_smithy_runtime_api::client::result::SdkError<E, R>) -> String
+pub(crate) fn describe_sdk_error<E, R>(err: &aws_smithy_runtime_api::client::result::SdkError<E, R>) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug,

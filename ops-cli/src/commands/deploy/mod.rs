@@ -46,7 +46,7 @@ use proposal::{Packaging, propose};
 
 use super::{Context, Location};
 use crate::config::StackInputs;
-use crate::error::{self, Result};
+use crate::error::{self, Error, Result};
 
 /// How a deploy ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -174,11 +174,12 @@ pub async fn run(
         // Before anything changes: the layout the functions run under now,
         // recorded for a stack that predates the record, so an execution
         // that fails or is made obsolete by an update outside counterctl
-        // still leaves it (checked again after the deploy).
+        // still leaves it (checked against the parameters after the
+        // deploy, or in the error of an execution refused).
         if let Some(stack) = &proposal.before
-            && let Some(why) = scope_keys::record(ctx, stack, proposal.layout).await
+            && let Some(Err(e)) = scope_keys::record(ctx, stack, proposal.layout).await
         {
-            ctx.ui.log(format!("the layout record is not right yet: {why}"));
+            ctx.ui.log(format!("the layout is not recorded yet: {e}"));
         }
     }
     let since = cfn::newest_event_id(cfn, &proposal.stack_id).await?;
@@ -196,7 +197,17 @@ pub async fn run(
         // error. Only a stack that actually failed is followed as a failure.
         let now = cfn::describe(cfn, &proposal.stack_id).await?;
         if now.as_ref().map(|s| cfn::deploy_settled(&s.status)) != Some(Settled::Failed) {
-            return Err(error::aws("ExecuteChangeSet")(err));
+            // Refused (a stack busy with, or a change set made obsolete
+            // by, an update outside counterctl): say what that update did
+            // to the layout, which the record already holds.
+            let mut message = error::describe_sdk_error(&err);
+            if let Some(why) = now.and_then(|s| scope_keys::unrecorded(Ok(()), &s.parameters, proposal.layout)) {
+                message = format!("{message}; meanwhile {why}");
+            }
+            return Err(Error::Aws {
+                action: "ExecuteChangeSet",
+                message,
+            });
         }
     }
 
@@ -236,8 +247,9 @@ pub async fn run(
     Ok(report)
 }
 
-/// Records `approved`, the layout this deploy checked, for `stack` as it
-/// is after the deploy ([`scope_keys::record`]); a failure fails the report.
+/// Records `approved`, the layout this deploy checked, for `stack` as
+/// described after the deploy ([`scope_keys::record`]); a failure, or
+/// parameters that give another layout, fail the report.
 async fn record_layout(
     ctx: &Context<'_>,
     stack: Option<&cfn::StackInfo>,
@@ -245,7 +257,10 @@ async fn record_layout(
     report: &mut DeployReport,
 ) {
     let Some(stack) = stack else { return };
-    if let Some(why) = scope_keys::record(ctx, stack, approved).await {
+    let Some(written) = scope_keys::record(ctx, stack, approved).await else {
+        return;
+    };
+    if let Some(why) = scope_keys::unrecorded(written, &stack.parameters, approved) {
         ctx.ui.log(format!("the layout record is not right: {why}"));
         report.layout_unrecorded = Some(why);
     }

@@ -305,10 +305,14 @@ pub async fn propose(
         ChangeSetState::Ready { changes } => {
             proposal.diff = Diff::from_changes(&changes);
             if let Some(before) = proposal.before.as_ref().filter(|_| kind == ChangeSetType::Update) {
+                // The stack as it is now, not as read before the change set:
+                // an update made outside counterctl since then is a change
+                // this change set undoes (the layout is sent as a value).
+                let now = cfn::describe(cfn, &before.id).await?;
+                let deployed = now.as_ref().map_or(&before.parameters, |s| &s.parameters);
                 match deployed_template(cfn, &before.id).await {
                     Ok(old) => {
-                        let comparison =
-                            diff::compare(&old, &before.parameters, &sent, &parameters.effective, &generated);
+                        let comparison = diff::compare(&old, deployed, &sent, &parameters.effective, &generated);
                         proposal.diff.enrich(&comparison);
                         if comparison.identical {
                             proposal.no_change_reason =

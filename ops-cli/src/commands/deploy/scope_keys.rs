@@ -60,29 +60,40 @@ pub async fn recorded(ctx: &Context<'_>, stack: &StackInfo) -> Result<Option<Sco
 fn read_error(table: String, e: StoreError) -> Error {
     match e {
         StoreError::Malformed(reason) => Error::LayoutRecordMalformed { table, reason },
+        e if e.to_string().contains("AccessDenied") => Error::Aws {
+            action: "reading the layout record",
+            message: format!(
+                "{e} (a role made from an earlier release's `counterctl policy operator` lacks GetItem on the \
+                 record: regenerate it)"
+            ),
+        },
         e => store_error("reading the layout record")(e),
     }
 }
 
 /// Records `approved`, the layout this deploy's [`guard`] checked (on an
-/// update the deployed or recorded one, on a create the one created),
-/// right after the deploy, when nothing is recorded yet (a new stack, or
+/// update the deployed or recorded one, on a create the one created), in
+/// `stack`'s counters table when nothing is recorded yet (a new stack, or
 /// one that predates the record): the functions then refuse to start
-/// under another layout ([`hybrid_counter::layout`]). `Some(why)`, with
-/// the remedy, when the record does not hold `approved` afterwards, or
-/// when `stack`'s parameters, as read after the deploy, give another
-/// layout (an update made outside counterctl while it ran): `approved` is
-/// recorded all the same, so functions started under the other layout
-/// refuse to run instead of hiding items, and the remedy sets it back.
-pub async fn record(ctx: &Context<'_>, stack: &StackInfo, approved: ScopeKeys) -> Option<String> {
+/// under another layout ([`hybrid_counter::layout`]). Before an update
+/// executes and again after a deploy. `None` for a stack without a
+/// counters table yet.
+pub async fn record(
+    ctx: &Context<'_>,
+    stack: &StackInfo,
+    approved: ScopeKeys,
+) -> Option<std::result::Result<(), hybrid_counter::Error>> {
     let store = layout_store(ctx, stack)?;
-    let written = hybrid_counter::layout::record(&store, approved, hybrid_counter::now_millis()).await;
-    unrecorded(written, &stack.parameters, approved)
+    Some(hybrid_counter::layout::record(&store, approved, hybrid_counter::now_millis()).await)
 }
 
-/// What a deploy reports after [`record`]: the write's failure, or the
-/// parameters read back giving another layout than `approved`.
-fn unrecorded(
+/// What a deploy reports after [`record`], with the remedy: the write's
+/// failure, or `stack`'s parameters, as read after the deploy, giving
+/// another layout than `approved` (an update made outside counterctl
+/// while it ran). `approved` is recorded all the same, so functions
+/// started under the other layout refuse to run instead of hiding items,
+/// and the remedy sets the parameters back.
+pub fn unrecorded(
     written: std::result::Result<(), hybrid_counter::Error>,
     parameters: &BTreeMap<String, String>,
     approved: ScopeKeys,
@@ -373,9 +384,15 @@ mod tests {
         assert_eq!(key["name"]["S"], hybrid_counter::keys::LAYOUT_NAME);
         assert!(text.contains("--table-name hc-counters"), "{text}");
         assert_eq!(err.exit_code(), crate::exit::USAGE);
-        // Any other failure stays an AWS error (exit 4).
+        // Any other failure stays an AWS error (exit 4); a refusal by IAM
+        // names the policy to regenerate, a throttle does not.
         let err = read_error("t".into(), StoreError::Unavailable("throttled".into()));
-        assert!(matches!(err, Error::Aws { .. }), "{err}");
+        assert!(
+            matches!(err, Error::Aws { .. }) && !err.to_string().contains("policy"),
+            "{err}"
+        );
+        let err = read_error("t".into(), StoreError::Unavailable("AccessDeniedException: no".into()));
+        assert!(err.to_string().contains("counterctl policy operator"), "{err}");
     }
 
     #[test]
