@@ -157,7 +157,7 @@ mod tests {
     use aws_sdk_dynamodb::operation::put_item::PutItemOutput;
     use aws_sdk_dynamodb::operation::query::QueryOutput;
     use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
-    use aws_smithy_mocks::mock;
+    use aws_smithy_mocks::{Rule, mock};
 
     use super::*;
     use crate::test_util::{client, meta};
@@ -174,6 +174,23 @@ mod tests {
         }
     }
 
+    /// A best-effort counter of limit 10 on an empty scope whose BE
+    /// increments `updates` answers.
+    fn best_effort_over(updates: &Rule, sdk_retries: bool) -> Hybrid {
+        let rules = [
+            mock!(Client::query).then_output(|| QueryOutput::builder().build()),
+            mock!(Client::put_item).then_output(|| PutItemOutput::builder().build()),
+            updates.clone(),
+        ];
+        Hybrid::new(
+            client(&rules, sdk_retries),
+            &config(),
+            Scope::new("hot").unwrap(),
+            Admission::BestEffort,
+            10,
+        )
+    }
+
     /// The kit's guarantee in best-effort admission: the best-effort
     /// increment is sent once, never retried after an ambiguous 500 (so BE
     /// never overcounts), and the create still succeeds: the caller's
@@ -186,18 +203,7 @@ mod tests {
             .http_status(500, None)
             .output(|| UpdateItemOutput::builder().build())
             .build();
-        let rules = [
-            mock!(Client::query).then_output(|| QueryOutput::builder().build()),
-            mock!(Client::put_item).then_output(|| PutItemOutput::builder().build()),
-            updates.clone(),
-        ];
-        let hybrid = Hybrid::new(
-            client(&rules, true),
-            &config(),
-            Scope::new("hot").unwrap(),
-            Admission::BestEffort,
-            10,
-        );
+        let hybrid = best_effort_over(&updates, true);
         assert_eq!(hybrid.apply(1, Some(10)).await, Ok(Outcome::Applied));
         assert_eq!(updates.num_calls(), 1, "the BE increment was sent once");
         assert_eq!(hybrid.truth().snapshot().value, 1);
@@ -214,18 +220,7 @@ mod tests {
             .error(|| UpdateItemError::generic(meta("ThrottlingException")))
             .times(4)
             .build();
-        let rules = [
-            mock!(Client::query).then_output(|| QueryOutput::builder().build()),
-            mock!(Client::put_item).then_output(|| PutItemOutput::builder().build()),
-            updates.clone(),
-        ];
-        let hybrid = Hybrid::new(
-            client(&rules, false),
-            &config(),
-            Scope::new("hot").unwrap(),
-            Admission::BestEffort,
-            10,
-        );
+        let hybrid = best_effort_over(&updates, false);
         assert_eq!(hybrid.apply(1, Some(10)).await, Ok(Outcome::Applied));
         assert_eq!(updates.num_calls(), 4, "sent again while throttled, then given up");
         assert_eq!(hybrid.truth().snapshot().value, 1, "the create stands");

@@ -33,26 +33,29 @@ pub async fn like_catching_errors(add: &AtomicCounter) -> Handled {
 mod tests {
     use aws_sdk_dynamodb::Client;
     use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
-    use aws_smithy_mocks::mock;
+    use aws_smithy_mocks::{Rule, mock};
 
     use super::*;
     use crate::test_util::{meta, place};
 
-    fn throttled() -> UpdateItemError {
-        UpdateItemError::generic(meta("ThrottlingException"))
+    /// An `ADD` through a client with the SDK's retries, its `UpdateItem`s
+    /// throttled `throttles` times and then answered 200.
+    fn add_throttled(throttles: usize) -> (AtomicCounter, Rule) {
+        let updates = mock!(Client::update_item)
+            .sequence()
+            .error(|| UpdateItemError::generic(meta("ThrottlingException")))
+            .times(throttles)
+            .output(|| UpdateItemOutput::builder().build())
+            .build();
+        let add = AtomicCounter::new(place(std::slice::from_ref(&updates), true), true);
+        (add, updates)
     }
 
     /// The SDK's standard retries absorb a throttle that passes within its
     /// 3 attempts: the like is stored.
     #[tokio::test]
     async fn a_throttle_the_sdk_retries_past_stores_the_like() {
-        let updates = mock!(Client::update_item)
-            .sequence()
-            .error(throttled)
-            .times(2)
-            .output(|| UpdateItemOutput::builder().build())
-            .build();
-        let add = AtomicCounter::new(place(std::slice::from_ref(&updates), true), true);
+        let (add, updates) = add_throttled(2);
         assert_eq!(like_catching_errors(&add).await, Handled::Liked);
         assert_eq!(updates.num_calls(), 3, "two throttles retried by the SDK");
     }
@@ -61,13 +64,7 @@ mod tests {
     /// nothing, and nothing was stored (the caller's books say an error).
     #[tokio::test]
     async fn a_throttle_that_outlasts_the_sdk_retries_is_swallowed() {
-        let updates = mock!(Client::update_item)
-            .sequence()
-            .error(throttled)
-            .times(3)
-            .output(|| UpdateItemOutput::builder().build())
-            .build();
-        let add = AtomicCounter::new(place(std::slice::from_ref(&updates), true), true);
+        let (add, updates) = add_throttled(3);
         assert_eq!(like_catching_errors(&add).await, Handled::Swallowed { throttled: true });
         assert_eq!(updates.num_calls(), 3, "the SDK's 3 attempts, then the catch");
         assert_eq!(add.truth().snapshot().errors, 1);

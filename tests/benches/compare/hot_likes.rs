@@ -174,6 +174,15 @@ pub async fn run(endpoint: &str, table: &str, seed: u64) -> Vec<HotRow> {
     rows
 }
 
+/// `1000` as "1,000".
+fn thousands(n: u64) -> String {
+    if n >= 1000 {
+        format!("{},{:03}", n / 1000, n % 1000)
+    } else {
+        n.to_string()
+    }
+}
+
 /// The arm's table and its hypothesis, for seed 004's section.
 pub fn markdown(rows: &[HotRow]) -> String {
     use std::fmt::Write as _;
@@ -191,7 +200,8 @@ pub fn markdown(rows: &[HotRow]) -> String {
          each caller a client of its own (as a Lambda is: its own retry quota) with the lab's SDK tuning in model time (standard retries, {ATTEMPTS} attempts, \
          {} to {} ms of backoff). The partition's second is counted two ways: in whole seconds, the model's default, where a second's 1,000 units may all land at once, \
          and in tenths of a second (100 units each); AWS states the limit per second and documents no finer granularity. Callers released together, one like each, \
-         on a fresh item and a fresh model; throttled requests are not applied, so they are not charged.\n",
+         on a fresh item and a fresh model; throttled requests are not applied, so they are not charged. Each row is one run: what a count per 100 ms loses \
+         follows how fast the burst arrives, here the emulator's speed (the *model s* column, from the release to the last answer).\n",
         BACKOFF_MS.0, BACKOFF_MS.1
     );
     let _ = writeln!(
@@ -203,7 +213,7 @@ pub fn markdown(rows: &[HotRow]) -> String {
         let _ = writeln!(
             md,
             "| {} ms | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} |",
-            r.window_ms,
+            thousands(r.window_ms),
             r.callers,
             r.answered,
             r.value,
@@ -229,7 +239,8 @@ pub fn markdown(rows: &[HotRow]) -> String {
                 .collect();
             let loses = of_window.clone().any(|r| r.lost() > 0);
             format!(
-                "counted per {window} ms, lost {}: {}",
+                "per {} ms, lost {}: {}",
+                thousands(window),
                 lost.join(", "),
                 if loses && all_swallowed {
                     "**Supported**"
@@ -243,7 +254,7 @@ pub fn markdown(rows: &[HotRow]) -> String {
         md,
         "\n* *A hot item throttled at its partition's cap, its errors swallowed, loses likes silently*: refuted, for a way of counting the second, \
          if no row of (e) at 64 or more callers ends below its callers, or if any row's final differs from its answered 200s (a lost like that is not a swallowed error). \
-         {}. One like per caller is at most 1,000 write units: counted per second they fit one second's budget, and only a finer count \
+         Counted {}. One like per caller is at most 1,000 write units: counted per second they fit one second's budget, and only a finer count \
          (or more likes than a second's units, or a fan-out faster than the partition) throttles them; a fan-out whose likes spread over more than a second stays under the cap \
          however it is counted.\n",
         per_window.join("; ")

@@ -244,7 +244,7 @@ pub fn markdown(rows: &[LikesRow]) -> String {
         md,
         "Each arm runs at 1, 8, 64, 256 and 1,000 concurrent callers, released together, one like each, on a fresh item: (a) `ADD` of 1 without faults; (b) the same with {:.0} % of the \
          `UpdateItem`s answered 500 after they were applied, with the SDK's retries (3 attempts) and without; (c) the seed's loop as written, repaired only where it cannot run \
-         (the table is passed in; a missing `likes` reads as 0 under `attribute_not_exists`); (d) the same loop with a consistent read and full-jitter backoff (10 ms base, 1 s cap, the same 11 attempts). \
+         (the table is passed in; a missing `likes` reads as 0 under `attribute_not_exists`); (d) the same loop with a consistent read and full-jitter backoff (10 ms base, 1 s cap, the same 11 attempts); (e), below the hypotheses, the `ADD` on a hot item throttled at its partition's cap. \
          A failed conditional write is charged 1 WU per KB of the item, as DynamoDB charges it, and so is a write answered 500 after it was applied (the emulator reports nothing for either).\n",
         AMBIGUOUS * 100.0
     );

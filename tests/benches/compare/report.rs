@@ -123,7 +123,7 @@ const VERDICTS: [Verdict; 12] = [
     },
     Verdict {
         approach: BEST_EFFORT,
-        claim: "the kit's (DESIGN §1, §3): BE may undercount and never overcounts, EC is exact once the stream is drained; admission reads `max(BE, EC)` strongly consistent, then puts, then adds 1 to BE once, not retried, so concurrent creators may overshoot a little, and a BE increment lost (throttled, failed, or its create failed after its put landed) lets later creators admit one more. The last create admitted read BE ≤ limit - 1; every create that landed is counted in BE then, lost to BE, or in flight (one per caller, itself included): overshoot ≤ callers - 1 + BE increments lost, the bound reached when every caller reads limit - 1 at once",
+        claim: "the kit's (DESIGN §1, §3): BE may undercount and never overcounts, EC is exact once the stream is drained; admission reads `max(BE, EC)` strongly consistent, then puts, then adds 1 to BE, never resent after an ambiguous error (a throttle, which wrote nothing, is tried again a few times), so concurrent creators may overshoot a little, and a BE increment lost (throttled past those tries, failed, or never sent because its create failed after its put landed) lets later creators admit one more. The last create admitted read BE ≤ limit - 1; every create that landed is then counted in BE, lost to BE, or in flight (one per caller, itself included): overshoot ≤ callers - 1 + BE increments lost, the bound reached when every caller reads limit - 1 at once.",
         hypothesis: "EC equal to the live items within 10 s, BE ≤ live, and overshoot ≤ callers - 1 + the BE increments lost in that run (the live items after the +1s minus BE then) in every run",
         holds: |r, w| {
             exact_in_time(r)
@@ -218,7 +218,7 @@ pub fn markdown(results: &Results) -> String {
          {} cores shared by the emulator, the pipeline and the callers. {runs} runs of every approach, one per fault seed ({}; \
          `HCK_FAULT_SEED=<first>` replays them). The schedule is seeded per change, not per order of calls: every request names its change \
          (the changes are numbered alike in every approach), and change n draws its faults from its own copy of the plan, seeded for n, in its own order of calls, \
-         whatever the interleaving of the callers; the hybrid's stream pipeline, whose requests belong to no one change, draws in order of calls from the same plan restarted for each run. \
+         whatever the interleaving of the callers; the hybrid's stream pipeline, whose requests belong to no one change, draws in order of calls from the same random faults (and bursts of its own, below), restarted for each run. \
          Approaches that send more requests per change still draw more faults (the *ambiguous injected* column). \
          Not run against real DynamoDB: latencies are the emulator's; round trips, capacity units and drift are properties of each approach's code.\n",
         results.seconds,
