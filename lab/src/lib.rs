@@ -19,14 +19,18 @@
 //! | [`ledger`] | one item per change in an item collection, summed by a `Query` |
 //! | [`token_set`] | a string set of tokens on one item, its size the value |
 //! | [`likes`] | seed 004: concurrent `ADD`s of likes, and its read-then-conditional-`ADD` loop |
+//! | [`swallow`] | seed 004's likely real cause: a handler that catches a throttled `ADD` |
+//! | [`bursts`] | which changes of a `make compare` run meet a resend burst |
 //! | [`hybrid`] | the kit's [`hybrid_counter::Counter`] over [`hybrid_counter_aws::DynamoStore`] |
 
 pub mod atomic;
+pub mod bursts;
 pub mod hybrid;
 pub mod ledger;
 pub mod likes;
 pub mod occ;
 pub mod strategy;
+pub mod swallow;
 pub mod table;
 pub mod token_set;
 pub mod transaction;

@@ -103,12 +103,6 @@ pub trait Strategy: Send + Sync {
         true
     }
 
-    /// The largest threshold the approach is meant for (`None`: any); a
-    /// run gives it the smaller of this and the workload's.
-    fn max_threshold(&self) -> Option<i64> {
-        None
-    }
-
     /// Adds `delta` (+1 or -1); a +1 is refused when the value has reached
     /// `threshold`.
     fn change(&self, delta: i64, threshold: Option<i64>) -> BoxFuture<'_, Result<Outcome, LabError>>;

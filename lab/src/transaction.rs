@@ -126,9 +126,13 @@ impl TxToken {
     async fn add(&self, delta: i64, threshold: Option<i64>) -> Result<Outcome, LabError> {
         let token = uuid::Uuid::new_v4().to_string();
         let token = (self.token == TokenUse::Reused).then_some(token.as_str());
+        // Built once: every resend is the same request, byte for byte (the
+        // emulator matches a repeated token's request by its bytes, where
+        // DynamoDB compares its parameters; a rebuilt map may reorder them).
+        let actions = vec![counter_update(&self.place, delta, threshold)];
         let mut retry = caller_retries();
         loop {
-            match send(&self.place, vec![counter_update(&self.place, delta, threshold)], token).await {
+            match send(&self.place, actions.clone(), token).await {
                 Sent::Committed(out) => {
                     charge_write(&self.books.meter, out.consumed_capacity());
                     return Ok(Outcome::Applied);

@@ -13,7 +13,7 @@
 //! faults, which only counts its requests.
 //!
 //! Per strategy (a fresh counter each): `COMPARE_CALLERS` concurrent
-//! callers (8) share `COMPARE_OPS` changes (1,000): first three quarters
+//! callers (8) share `COMPARE_OPS` changes (320): first three quarters
 //! +1s against a threshold of two thirds of them (for the approaches that
 //! take one), then the rest -1s. Every strategy gets the same SDK tuning
 //! (the proxy's: standard retries, 3 attempts, 5-50 ms backoff).
@@ -43,6 +43,8 @@ mod shared;
 
 #[path = "compare/changes.rs"]
 mod changes;
+#[path = "compare/hot_likes.rs"]
+mod hot_likes;
 #[path = "compare/likes.rs"]
 mod likes;
 #[path = "compare/report.rs"]
@@ -65,21 +67,18 @@ const RATES: Rates = Rates {
     apply_then_fail: 0.02,
     apply_then_fail_burst: 0.002,
     burst_length: 24,
+    resend_bursts: 4,
+    resend_burst_calls: 3,
     throttle: 0.02,
     transaction_conflict: 0.05,
 };
 
-fn plan(seed: u64) -> FaultPlan {
-    let mut plan = FaultPlan::new(seed);
+/// `plan` with the random faults every DynamoDB request meets, the
+/// callers' and the pipeline's.
+fn random_faults(mut plan: FaultPlan) -> FaultPlan {
     for name in OPERATIONS {
         let op = || Operation::dynamodb(name);
         plan = plan
-            .bursts(
-                op(),
-                Fault::ApplyThenFail,
-                RATES.apply_then_fail_burst,
-                RATES.burst_length,
-            )
             .random(op(), Fault::ApplyThenFail, RATES.apply_then_fail)
             .random(op(), Fault::FailBefore, RATES.fail_before)
             .random(op(), Fault::Throttle, RATES.throttle);
@@ -92,6 +91,45 @@ fn plan(seed: u64) -> FaultPlan {
         }
     }
     plan
+}
+
+/// The callers' plan of a run of `changes` changes: the random faults, and
+/// a fixed number of resend bursts ([`bursts`]): in each of those changes
+/// the first calls of every write operation (as many as the SDK's
+/// attempts) are answered 500 after they were applied.
+fn callers_plan(seed: u64, changes: u64) -> FaultPlan {
+    let mut plan = random_faults(FaultPlan::new(seed));
+    for change in bursts(seed, changes) {
+        for name in WRITES {
+            plan = plan.next_in_change(
+                change,
+                Operation::dynamodb(name),
+                Fault::ApplyThenFail,
+                RATES.resend_burst_calls,
+            );
+        }
+    }
+    plan
+}
+
+/// The changes of a run that meet a resend burst.
+fn bursts(seed: u64, changes: u64) -> Vec<u64> {
+    counter_lab::bursts::burst_changes(seed, changes, RATES.resend_bursts)
+}
+
+/// The stream pipeline's plan: its requests belong to no change, so it
+/// keeps the random bursts of 500s after apply, in order of calls.
+fn pipeline_plan(seed: u64) -> FaultPlan {
+    let mut plan = FaultPlan::new(seed);
+    for name in OPERATIONS {
+        plan = plan.bursts(
+            Operation::dynamodb(name),
+            Fault::ApplyThenFail,
+            RATES.apply_then_fail_burst,
+            RATES.burst_length,
+        );
+    }
+    random_faults(plan)
 }
 
 /// `total` changes of `delta` shared by `callers` concurrent callers,
@@ -156,13 +194,9 @@ async fn run(
     seed: u64,
 ) -> Row {
     // Every approach, and the hybrid's pipeline, starts the same plan afresh.
-    proxy.restart_plan(plan(seed));
-    pipeline.restart_plan(plan(seed));
-    let threshold = strategy.supports_threshold().then(|| {
-        strategy
-            .max_threshold()
-            .map_or(workload.threshold, |cap| cap.min(workload.threshold))
-    });
+    proxy.restart_plan(callers_plan(seed, workload.increments + workload.decrements));
+    pipeline.restart_plan(pipeline_plan(seed));
+    let threshold = strategy.supports_threshold().then_some(workload.threshold);
     let units = |s: &dyn Strategy| {
         let m = s.meter().snapshot();
         (m.write_units, m.read_units)
@@ -180,6 +214,13 @@ async fn run(
     // Reads for the report go past the faults and are not charged to the changes.
     proxy.set_enabled(false);
     let peak = strategy.actual().await.expect("value after the +1s");
+    let lost_best_effort = match hybrid {
+        Some(hybrid) => {
+            let (be, _) = hybrid.counters().await.expect("BE after the +1s");
+            Some(counter_lab::hybrid::lost_increments(peak, be))
+        }
+        None => None,
+    };
     proxy.set_enabled(true);
 
     let before_decrements = units(strategy.as_ref());
@@ -269,6 +310,7 @@ async fn run(
         extra_decrements,
         peak,
         overshoot: threshold.map(|t| (peak - t).max(0)),
+        lost_best_effort,
         applied: truth.applied,
         refused: truth.refused,
         errors: truth.errors,
@@ -319,8 +361,8 @@ async fn compare() {
     // One fault seed per run, each run of every approach under the same one.
     let seeds: Vec<u64> = (0..runs).map(|i| base_seed.wrapping_add(i)).collect();
     let (emulator, _ctl, config) = e2e::counterctl::deployed().await;
-    let proxy = FaultProxy::start(&emulator.endpoint, plan(base_seed));
-    let pipeline = FaultProxy::start(&emulator.endpoint, plan(base_seed));
+    let proxy = FaultProxy::start(&emulator.endpoint, callers_plan(base_seed, operations));
+    let pipeline = FaultProxy::start(&emulator.endpoint, pipeline_plan(base_seed));
     let client = aws_sdk_dynamodb::Client::from_conf(
         aws_sdk_dynamodb::config::Builder::from(&proxy.sdk_config().await)
             .interceptor(changes::ChangeHeader)
@@ -376,6 +418,7 @@ async fn compare() {
         }
     }
     let likes = likes::run(&emulator.endpoint, LAB_TABLE, base_seed).await;
+    let hot_likes = hot_likes::run(&emulator.endpoint, LAB_TABLE, base_seed).await;
     let _ = stop.send(());
     let report = pipeline_run.await.expect("runner task");
     eprintln!("pipeline: {}", report.to_string().replace('\n', "\n  "));
@@ -385,11 +428,13 @@ async fn compare() {
         .parent()
         .expect("workspace root");
     let results = Results {
+        bursts: seeds.iter().map(|&seed| bursts(seed, operations)).collect(),
         seeds,
         workload,
         rates: RATES,
         rows,
         likes,
+        hot_likes,
         fakecloud: std::fs::read_to_string(root.join("localstack/fakecloud.version"))
             .map(|v| v.trim().to_owned())
             .unwrap_or_else(|_| "?".into()),
@@ -448,4 +493,7 @@ fn print_row(row: &Row) {
         row.seconds_until_exact
             .map_or(String::new(), |s| format!("; exact {s:.2} s after the last change")),
     );
+    if let Some(lost) = row.lost_best_effort {
+        println!("   BE increments lost by the end of the +1s: {lost}");
+    }
 }

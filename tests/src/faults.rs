@@ -201,6 +201,8 @@ struct Rule {
 pub struct FaultPlan {
     seed: u64,
     rules: Vec<Rule>,
+    /// Rules of one change's copy only ([`CHANGE_HEADER`]), before the others.
+    changes: BTreeMap<u64, Vec<Rule>>,
 }
 
 impl FaultPlan {
@@ -209,6 +211,7 @@ impl FaultPlan {
         Self {
             seed,
             rules: Vec::new(),
+            changes: BTreeMap::new(),
         }
     }
 
@@ -259,18 +262,42 @@ impl FaultPlan {
         self.rule(operation, fault, Trigger::Next { remaining: calls })
     }
 
+    /// The first `calls` calls of `operation` that change `change` sends
+    /// ([`CHANGE_HEADER`]) get `fault`, before any other rule; requests of
+    /// other changes, or of none, never meet it.
+    pub fn next_in_change(mut self, change: u64, operation: Operation, fault: Fault, calls: u32) -> Self {
+        let rule = Self::checked(operation, fault, Trigger::Next { remaining: calls });
+        self.changes.entry(change).or_default().push(rule);
+        self
+    }
+
     fn rule(mut self, operation: Operation, fault: Fault, trigger: Trigger) -> Self {
+        self.rules.push(Self::checked(operation, fault, trigger));
+        self
+    }
+
+    fn checked(operation: Operation, fault: Fault, trigger: Trigger) -> Rule {
         assert!(
             !matches!(fault, Fault::TransactionConflict(_)) || operation.is_transact_write_items(),
             "a transaction conflict only exists for dynamodb.TransactWriteItems, not {operation}"
         );
-        self.rules.push(Rule {
+        Rule {
             operation,
             fault,
             trigger,
             streak: 0,
-        });
-        self
+        }
+    }
+
+    /// Change `n`'s copy of the plan: its own rules first, then the plan's.
+    fn for_change(&self, n: u64) -> Self {
+        let mut rules = self.changes.get(&n).cloned().unwrap_or_default();
+        rules.extend(self.rules.iter().cloned());
+        Self {
+            seed: self.seed,
+            rules,
+            changes: BTreeMap::new(),
+        }
     }
 
     /// The fault for the next call of `operation`, if any; advances the
@@ -504,7 +531,9 @@ impl FaultProxy {
 
     /// Replaces the plan's rules (the generator and the counts go on).
     pub fn set_plan(&self, plan: FaultPlan) {
-        self.shared.state().plan.rules = plan.rules;
+        let mut state = self.shared.state();
+        state.plan.rules = plan.rules;
+        state.plan.changes = plan.changes;
     }
 
     /// Replaces the plan and restarts its random draws from its seed, so
@@ -570,7 +599,7 @@ impl Shared {
             Some(n) => {
                 let (plan, rng) = changes.entry(n).or_insert_with(|| {
                     let seed = plan.seed ^ n.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                    (plan.clone(), fastrand::Rng::with_seed(seed))
+                    (plan.for_change(n), fastrand::Rng::with_seed(seed))
                 });
                 (plan, rng)
             }
@@ -1021,6 +1050,30 @@ mod tests {
         }
         assert_eq!(interleaved, one_by_one);
         assert!(one_by_one.iter().any(Option::is_some) && one_by_one.iter().any(Option::is_none));
+    }
+
+    /// A change's own rules reach that change's first calls only, before
+    /// its random draws; other changes and requests naming none draw as if
+    /// the rule were not there.
+    #[test]
+    fn a_rule_of_one_change_faults_only_that_changes_first_calls() {
+        let put = Operation::dynamodb("PutItem");
+        let random = || FaultPlan::new(5).random(put.clone(), Fault::Throttle, 0.3);
+        let draws = |plan: FaultPlan| {
+            let proxy = FaultProxy::start("http://127.0.0.1:9", plan);
+            let mut by_change: Vec<Vec<Option<Fault>>> = (0..4u64)
+                .map(|c| (0..6).map(|_| proxy.shared.decide(&put, Some(c))).collect())
+                .collect();
+            by_change.push((0..6).map(|_| proxy.shared.decide(&put, None)).collect());
+            by_change
+        };
+        let plain = draws(random());
+        let with_rule = draws(random().next_in_change(2, put.clone(), Fault::ApplyThenFail, 3));
+        assert_eq!(&with_rule[2][..3], &[Some(Fault::ApplyThenFail); 3]);
+        assert_eq!(with_rule[2][3..], plain[2][..3], "then the change's own draws");
+        for other in [0, 1, 3, 4] {
+            assert_eq!(with_rule[other], plain[other], "change {other}");
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use super::hot_likes::HotRow;
 use super::likes::LikesRow;
 use super::shared::Latency;
 
@@ -10,11 +11,16 @@ use super::shared::Latency;
 pub struct Rates {
     pub fail_before: f64,
     pub apply_then_fail: f64,
-    /// Chance per call that a run of `burst_length` consecutive calls of the
-    /// operation all fail after apply, long enough to outlast the SDK's
-    /// retries of the callers in flight.
+    /// The stream pipeline's: chance per call that a run of `burst_length`
+    /// consecutive calls of the operation all fail after apply, long
+    /// enough to outlast its retries.
     pub apply_then_fail_burst: f64,
     pub burst_length: u32,
+    /// The callers': changes per run whose first `resend_burst_calls`
+    /// calls of every write operation fail after apply (the SDK's attempts,
+    /// so the caller's own resend is what follows).
+    pub resend_bursts: usize,
+    pub resend_burst_calls: u32,
     pub throttle: f64,
     pub transaction_conflict: f64,
 }
@@ -48,6 +54,9 @@ pub struct Row {
     /// The value after the +1s, and how far over the threshold it went.
     pub peak: i64,
     pub overshoot: Option<i64>,
+    /// Hybrid only: BE increments lost by the end of the +1s (live items
+    /// minus BE then).
+    pub lost_best_effort: Option<i64>,
     pub applied: u64,
     pub refused: u64,
     /// Errors surfaced to the callers.
@@ -85,11 +94,14 @@ pub struct Row {
 pub struct Results {
     /// The fault seed of each run.
     pub seeds: Vec<u64>,
+    /// The changes of each run that met a resend burst.
+    pub bursts: Vec<Vec<u64>>,
     pub workload: Workload,
     pub rates: Rates,
     pub rows: Vec<Row>,
-    /// Seed 004's experiment.
+    /// Seed 004's experiment, and its arm on a throttled hot item.
     pub likes: Vec<LikesRow>,
+    pub hot_likes: Vec<HotRow>,
     pub fakecloud: String,
     pub cores: usize,
     pub seconds: f64,
