@@ -243,7 +243,10 @@ pub fn markdown(results: &Results) -> String {
          throttling {:.0} %, and on `TransactWriteItems` a `TransactionConflict` cancellation {:.0} %. \
          **Resend bursts**: in every run, {} changes drawn from the run's seed (the same changes in every approach: {}) have the first {} calls of every write operation \
          (`PutItem`, `UpdateItem`, `TransactWriteItems`) answered 500 after they were applied, as many as the SDK's attempts: the SDK gives up, and what the caller's code does next \
-         (resend, with which token, or report the error) is tested in every run, not when chance brings a burst. The stream pipeline, whose requests belong to no change, \
+         (resend, with which token, or report the error) is tested in every run, not when chance brings a burst. A burst that reaches a write sets part of \
+         some rows' figures by construction: the atomic counter with the SDK's retries lands 3 writes for 1 error (2 silent extras), a resend with a new token 1; \
+         a burst on a +1 past the threshold reaches no write in an approach that refuses it, and the hybrid sends its put once, so it meets one ambiguous put, \
+         not 3 attempts. The stream pipeline, whose requests belong to no change, \
          meets bursts of {} consecutive calls after apply with chance {:.1} % per call instead. Conflicts: OCC's come from real contention (the emulator refuses its stale conditional writes); \
          the emulator serialises transactions, so the injected cancellation stands in for the transaction-against-transaction contention DynamoDB has on a hot item; \
          a plain `PutItem` or `UpdateItem` meets a conflict on DynamoDB only when a transaction holds its item, which never happens to the approaches without transactions, so none is injected there.\n",
