@@ -17,7 +17,7 @@ impl Sim {
             eventual_shards: self.p.eventual_shards,
             best_effort_shards: self.configured().layout().shards(),
             admission: self.configured().admission(),
-            scope_keys: Default::default(),
+            scope_keys: self.p.scope_keys,
         };
         let (start, skew) = (self.start, self.p.skew.audit);
         let clock = hybrid_counter::Clock::new(move || {

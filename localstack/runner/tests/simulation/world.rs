@@ -144,6 +144,22 @@ impl Sim {
         Scope::new(format!("acct{n}")).unwrap()
     }
 
+    /// The counters keys of scope `n` (`audit --scope` audits each), or
+    /// its resources keys (`--repair` sweeps each).
+    pub(crate) fn counters_keys(&self, n: u64) -> Vec<Scope> {
+        self.p
+            .scope_keys
+            .keys(&self.scope(n))
+            .expect("the simulation's scopes fit every key")
+    }
+
+    pub(crate) fn resource_keys(&self, n: u64) -> Vec<Scope> {
+        self.p
+            .scope_keys
+            .resource_keys(&self.scope(n))
+            .expect("the simulation's scopes fit every key")
+    }
+
     /// The request path a request starting now runs: during a rollout the
     /// new configuration with a chance rising from 0 to 1 over it, so old
     /// and new run side by side (a request in flight keeps the one it
