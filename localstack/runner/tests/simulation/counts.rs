@@ -167,10 +167,14 @@ impl Bound {
 }
 
 pub(crate) fn bounds(tables: &Tables, layout: ScopeKeys, default_limit: u64) -> Vec<Bound> {
-    let units = key_counts(tables, layout);
+    bounds_of(&key_counts(tables, layout), tables, layout, default_limit)
+}
+
+/// [`bounds`] of the counters keys `units` of `tables`.
+pub(crate) fn bounds_of(units: &[KeyCount], tables: &Tables, layout: ScopeKeys, default_limit: u64) -> Vec<Bound> {
     let mut scopes: BTreeMap<&str, Bound> = BTreeMap::new();
     let mut out = Vec::new();
-    for unit in &units {
+    for unit in units {
         let share = unit.index.map_or(0, |index| {
             layout.share(limit_on(tables, &unit.key, default_limit), index)
         });
@@ -211,7 +215,8 @@ pub(crate) fn misplaced(tables: &Tables, layout: ScopeKeys) -> Option<String> {
                 .zip(ResourceId::new(id.as_str()).ok())
                 .and_then(|(scope, id)| layout.resource_key_of(&scope, &id).ok());
             (expected.as_ref().map(Scope::as_str) != Some(partition.as_str())).then(|| {
-                format!("item {id} of {scope} lies under {partition}, not under its resources key {expected:?}")
+                let expected = expected.map_or_else(|| "(none: refused)".to_owned(), |key| key.to_string());
+                format!("item {id} of {scope} lies under {partition}, not under its resources key {expected}")
             })
         })
 }

@@ -12,7 +12,7 @@ use hybrid_counter::Admission;
 use hybrid_counter::memory::Tables;
 use hybrid_counter::scope_keys::ScopeKeys;
 
-use crate::counts::{bounds, key_counts, misplaced};
+use crate::counts::{bounds_of, key_counts, misplaced};
 use crate::windows::Windows;
 
 /// The invariants that hold after every write, for every counters key of
@@ -29,7 +29,8 @@ pub(crate) fn check_every_step(tables: &Tables, layout: ScopeKeys, windows: &Mut
         return Err(why);
     }
     let mode = windows.lock().unwrap().mode;
-    for unit in key_counts(tables, layout) {
+    let units = key_counts(tables, layout);
+    for unit in &units {
         let name = unit.name();
         if unit.ec != unit.counts.processed as i64 {
             return Err(format!(
@@ -62,7 +63,7 @@ pub(crate) fn check_every_step(tables: &Tables, layout: ScopeKeys, windows: &Mut
         return Ok(());
     }
     let mut windows = windows.lock().unwrap();
-    for bound in bounds(tables, layout, windows.default_limit) {
+    for bound in bounds_of(&units, tables, layout, windows.default_limit) {
         windows.check(&bound)?;
     }
     Ok(())
