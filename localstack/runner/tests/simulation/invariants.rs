@@ -4,7 +4,9 @@
 //! in best-effort admission `BE <= live`; in strict admission every
 //! best-effort item covers the live items recorded on it, and `live <=
 //! limit` per scope and per key (its share) outside the configuration-change
-//! windows, so a strict schedule fails at the first write past them.
+//! windows, so a strict schedule fails at the first write past them. A
+//! scope's sums hold because each key's do; a count on the wrong key of
+//! the right scope breaks two keys, not the sums.
 
 use std::sync::Mutex;
 

@@ -1,8 +1,9 @@
 //! The world of one schedule ([`Sim`]): the store, the request path before
 //! and after a configuration change, the mapping's checkpoints, the DLQs,
-//! and every actor's clock. The actors' clocks are skewed by up to 2 s
-//! against each other, and the audit's grace is just over twice the API's
-//! timeout plus that skew, the rule the kit documents.
+//! every actor's clock, and each scope's keys under the schedule's layout.
+//! The actors' clocks are skewed by up to 2 s against each other, and the
+//! audit's grace is just over twice the API's timeout plus that skew, the
+//! rule the kit documents.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
