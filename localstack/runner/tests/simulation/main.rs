@@ -26,6 +26,7 @@ mod params;
 mod rng;
 mod run;
 mod shrink;
+mod stack;
 mod stats;
 mod windows;
 mod world;

@@ -96,11 +96,7 @@ impl Sim {
     }
 
     pub(crate) fn auditor(&self) -> Auditor<'_, MemoryStore> {
-        Auditor::new(&*self.store, self.configured().admission())
-            .with_grace(self.grace())
-            .with_eventual_shards(self.p.eventual_shards)
-            .with_best_effort_shards(self.configured().layout().shards())
-            .with_scope_keys(self.p.scope_keys)
+        Auditor::configured(&*self.store, self.config()).with_grace(self.grace())
     }
 
     /// A switch to strict admission has begun and its repair not landed:

@@ -12,12 +12,13 @@ use std::time::Duration;
 use hybrid_counter::memory::{Chaos, MemoryStore};
 use hybrid_counter::retry::Backoff;
 use hybrid_counter::stream::{Mode, Processor};
-use hybrid_counter::{Admission, Counter, ResourceId, Scope};
+use hybrid_counter::{Admission, Counter, CounterConfig, ResourceId, Scope};
 
 use crate::invariants::check_every_step;
 use crate::lanes::Deliveries;
 use crate::params::Params;
 use crate::rng::Rng;
+use crate::stack::{deploy, stack_config};
 use crate::stats::Stats;
 use crate::windows::Windows;
 use crate::world::{EPOCH_MS, Sim};
@@ -84,15 +85,15 @@ async fn prefill(store: &MemoryStore, p: &Params) {
 /// `skew` off the true time.
 fn processor(
     store: &Arc<MemoryStore>,
+    config: &CounterConfig,
     p: &Params,
     seed: u64,
     start: tokio::time::Instant,
     skew: i64,
 ) -> Processor<MemoryStore> {
-    Processor::new(store.clone())
-        .with_scope_keys(p.scope_keys)
+    config
+        .processor(store.clone())
         .with_mode(p.mode)
-        .with_eventual_shards(p.eventual_shards)
         .with_backoff(Backoff {
             base: Duration::from_millis(5),
             cap: Duration::from_millis(200),
@@ -143,6 +144,12 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
         store.set_clock(Arc::new(move || {
             EPOCH_MS + i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX)
         }));
+        let configs = [
+            (p.first_admission(), p.best_effort_shards),
+            (p.admission, p.reshard.map_or(p.best_effort_shards, |(n, _)| n)),
+        ]
+        .map(|(admission, shards)| stack_config(&p, admission, shards));
+        deploy(&store, &configs).await;
         prefill(&store, &p).await;
         let windows = Arc::new(Mutex::new(Windows {
             default_limit: p.limit,
@@ -171,23 +178,17 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
         }
         let sim = Sim {
             seed,
-            counters: [
-                (p.first_admission(), p.best_effort_shards),
-                (p.admission, p.reshard.map_or(p.best_effort_shards, |(n, _)| n)),
-            ]
-            .map(|(admission, shards)| {
-                Counter::new(store.clone(), p.limit)
-                    .with_scope_keys(p.scope_keys)
-                    .with_admission(admission)
-                    .with_best_effort_shards(shards)
-                    .with_seed(Rng::new(seed, 3).next() ^ u64::from(shards))
+            counters: configs.clone().map(|config| {
+                Counter::configured(store.clone(), p.limit, &config)
+                    .with_seed(Rng::new(seed, 3).next() ^ u64::from(config.best_effort_shards))
             }),
             changed: Cell::new(None),
             picks: RefCell::new(Rng::new(seed, 16)),
             best_effort_audits: Cell::new(0),
             windows,
-            processor: processor(&store, &p, Rng::new(seed, 4).next(), start, p.skew.stream),
-            sweeper: processor(&store, &p, Rng::new(seed, 12).next(), start, p.skew.audit),
+            processor: processor(&store, &configs[0], &p, Rng::new(seed, 4).next(), start, p.skew.stream),
+            sweeper: processor(&store, &configs[0], &p, Rng::new(seed, 12).next(), start, p.skew.audit),
+            configs,
             store,
             p,
             start,

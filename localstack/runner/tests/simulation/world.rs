@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use hybrid_counter::memory::MemoryStore;
 use hybrid_counter::stream::Processor;
-use hybrid_counter::{Counter, Scope};
+use hybrid_counter::{Counter, CounterConfig, Scope};
 
 use crate::lanes::{Deliveries, Lane};
 use crate::params::{Params, SIM_API_TIMEOUT_MS};
@@ -44,6 +44,9 @@ pub(crate) struct Sim {
     /// none), when it was made, and the draws of which one a request runs
     /// during the rollout.
     pub(crate) counters: [Counter<MemoryStore>; 2],
+    /// The stack's configuration each was built from
+    /// ([`crate::stack::stack_config`]).
+    pub(crate) configs: [CounterConfig; 2],
     pub(crate) changed: Cell<Option<tokio::time::Instant>>,
     pub(crate) picks: RefCell<Rng>,
     /// A best-effort `audit --repair` of the operator is in flight (the
@@ -174,9 +177,9 @@ impl Sim {
         &self.counters[usize::from(new)]
     }
 
-    /// The configuration the operator's tools read (the stack's, the new
-    /// one from the change on).
-    pub(crate) fn configured(&self) -> &Counter<MemoryStore> {
-        &self.counters[usize::from(self.changed.get().is_some())]
+    /// The stack's configuration the operator's tools read (the new one
+    /// from the change on).
+    pub(crate) fn config(&self) -> &CounterConfig {
+        &self.configs[usize::from(self.changed.get().is_some())]
     }
 }
