@@ -38,6 +38,9 @@ pub(crate) struct Windows {
     /// Scopes (and keys) above their limit (share) after a window closed:
     /// the most live items each may still hold (it only goes down).
     pub(crate) drain_cap: BTreeMap<String, u64>,
+    /// The same for each counters key, by scope and key index: what a key
+    /// above its share adds to its scope's ceiling while it drains.
+    pub(crate) key_caps: BTreeMap<(String, u32), u64>,
     /// Measured, per kind of change ([`CHANGES`]).
     pub(crate) measured: [WindowStats; 3],
 }
@@ -129,7 +132,25 @@ impl Windows {
         if bound.live > bound.limit {
             let cap = self.drain_cap.entry(bound.name.clone()).or_insert(0);
             *cap = (*cap).max(bound.live);
+            if let Some(index) = bound.index {
+                let cap = self.key_caps.entry((bound.scope.clone(), index)).or_insert(0);
+                *cap = (*cap).max(bound.live);
+            }
         }
+    }
+
+    /// A scope's ceiling while its keys drain: each key holds at most the
+    /// larger of its share of `limit` and what it held above it. A key left
+    /// above its share by a lowering keeps its items while the other keys
+    /// fill their shares (docs/admission-and-sharding.md, "Admission reads
+    /// one key"; simulation seed 1592593515).
+    fn keys_ceiling(&self, scope: &str, limit: u64) -> u64 {
+        let above: u64 = self
+            .key_caps
+            .range((scope.to_owned(), 0)..=(scope.to_owned(), u32::MAX))
+            .map(|((_, index), cap)| cap.saturating_sub(self.layout.share(limit, *index)))
+            .sum();
+        limit + above
     }
 
     /// A change of `scope`'s limit (`Some`), of the shard count or of the
@@ -202,7 +223,11 @@ impl Windows {
     pub(crate) fn check(&mut self, bound: &Bound) -> Result<(), String> {
         let Bound { name, live, limit, .. } = bound;
         let (live, limit) = (*live, *limit);
-        let draining = limit.max(self.drain_cap.get(name).copied().unwrap_or(0));
+        let keys = match bound.index {
+            None => self.keys_ceiling(&bound.scope, limit),
+            Some(_) => limit,
+        };
+        let draining = keys.max(self.drain_cap.get(name).copied().unwrap_or(0));
         let mut ceiling = draining;
         let mut windowed = false;
         for w in self
@@ -238,6 +263,14 @@ impl Windows {
                 self.drain_cap.insert(name.clone(), live);
             } else {
                 self.drain_cap.remove(name);
+            }
+            if let Some(index) = bound.index {
+                let key = (bound.scope.clone(), index);
+                if live > limit {
+                    self.key_caps.insert(key, live);
+                } else {
+                    self.key_caps.remove(&key);
+                }
             }
         }
         Ok(())
