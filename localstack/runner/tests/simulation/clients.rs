@@ -8,7 +8,7 @@
 use hybrid_counter::{Admission, ResourceId};
 use serde_json::Value;
 
-use crate::counts::live_count;
+use crate::counts::{bounds, live_count};
 use crate::params::SIM_API_TIMEOUT_MS;
 use crate::rng::Rng;
 use crate::world::Sim;
@@ -107,8 +107,11 @@ impl Sim {
                             }
                         }
                         let tables = self.store.tables();
-                        let live = live_count(&tables, scope.as_str());
-                        let limit = tables.limits.get(scope.as_str()).copied().unwrap_or(self.p.limit);
+                        let live = live_count(&tables, self.p.scope_keys, scope.as_str());
+                        let limit = bounds(&tables, self.p.scope_keys, self.p.limit)
+                            .into_iter()
+                            .find(|b| b.index.is_none() && b.scope == scope.as_str())
+                            .map_or(self.p.limit, |b| b.limit);
                         if live > limit {
                             // Without strict mode concurrent creators may
                             // overshoot (DESIGN §5); counted, not a failure.

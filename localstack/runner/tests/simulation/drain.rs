@@ -12,7 +12,7 @@ use hybrid_counter::stream::Change;
 use hybrid_counter::{Admission, ResourceId, Scope};
 use hybrid_counter_aws::replay::OnFailureRecord;
 
-use crate::counts::{counters, scope_counts};
+use crate::counts::key_counts;
 use crate::rng::Rng;
 use crate::world::Sim;
 
@@ -110,25 +110,27 @@ impl Sim {
             }
             pending.push(wanted);
         }
+        let units = key_counts(&tables, self.p.scope_keys);
         for n in 0..self.p.scopes {
             let scope = self.scope(n);
-            let (be, ec) = counters(&tables, scope.as_str());
-            let counts = scope_counts(&tables, scope.as_str());
-            if pending.is_empty() && ec != counts.live as i64 {
-                return Err(format!("after the drain EC {ec} != live {} in {scope}", counts.live));
+            let mut over_reserved = false;
+            for unit in units.iter().filter(|u| u.scope == scope.as_str()) {
+                let (be, ec, live, name) = (unit.be, unit.ec, unit.counts.live as i64, unit.name());
+                if pending.is_empty() && ec != live {
+                    return Err(format!("after the drain EC {ec} != live {live} in {name}"));
+                }
+                match self.p.admission {
+                    Admission::BestEffort if be > live => {
+                        return Err(format!("BE {be} above live {live} in {name}"));
+                    }
+                    Admission::Strict if be < live => {
+                        return Err(format!("strict: BE {be} below live {live} in {name}"));
+                    }
+                    Admission::Strict => over_reserved |= be > live,
+                    _ => {}
+                }
             }
-            match self.p.admission {
-                Admission::BestEffort if be > counts.live as i64 => {
-                    return Err(format!("BE {be} above live {} in {scope}", counts.live));
-                }
-                Admission::Strict if be < counts.live as i64 => {
-                    return Err(format!("strict: BE {be} below live {} in {scope}", counts.live));
-                }
-                Admission::Strict if be > counts.live as i64 => {
-                    self.bump(|s| s.strict_over_reserved_at_rest += 1);
-                }
-                _ => {}
-            }
+            self.bump(|s| s.strict_over_reserved_at_rest += u64::from(over_reserved));
         }
         Ok(())
     }
@@ -175,8 +177,7 @@ impl Sim {
     /// period) is written by the operator's next run, after the grace.
     pub(crate) async fn repair(&self) -> Result<(), String> {
         let mut gap = false;
-        for n in 0..self.p.scopes {
-            let scope = self.scope(n);
+        for scope in (0..self.p.scopes).flat_map(|n| self.counters_keys(n)) {
             let mut audit = self
                 .auditor()
                 .audit_scope(&scope, RepairMode::Apply, self.now_audit())
@@ -209,7 +210,11 @@ impl Sim {
                     "audit found EC {eventual} != processed {processed} in {scope}: the invariant broke"
                 ));
             }
-            let (be, ec) = counters(&self.store.tables(), scope.as_str());
+            let unit = key_counts(&self.store.tables(), self.p.scope_keys)
+                .into_iter()
+                .find(|u| u.key == scope.as_str())
+                .unwrap_or_default();
+            let (be, ec) = (unit.be, unit.ec);
             if be != audit.counts.live as i64 {
                 return Err(format!("after repair BE {be} != live {} in {scope}", audit.counts.live));
             }
@@ -221,9 +226,8 @@ impl Sim {
                 s.first_repair_gap_seed.get_or_insert(self.seed);
             });
         }
-        // The sweep.
-        for n in 0..self.p.scopes {
-            let scope = self.scope(n);
+        // The sweep, of every resources key.
+        for scope in (0..self.p.scopes).flat_map(|n| self.resource_keys(n)) {
             let sweep = pending_changes(&*self.store, &scope)
                 .await
                 .map_err(|e| format!("reading the pending items of {scope}: {e}"))?;
@@ -234,15 +238,13 @@ impl Sim {
             }
             self.bump(|s| s.swept_items += swept);
         }
-        let tables = self.store.tables();
-        for n in 0..self.p.scopes {
-            let scope = self.scope(n);
-            let (be, ec) = counters(&tables, scope.as_str());
-            let counts = scope_counts(&tables, scope.as_str());
+        for unit in key_counts(&self.store.tables(), self.p.scope_keys) {
+            let (be, ec, counts) = (unit.be, unit.ec, &unit.counts);
             if (be, ec) != (counts.live as i64, counts.live as i64) || counts.pending_delete + counts.pending_create > 0
             {
                 return Err(format!(
-                    "after repair and sweep BE {be}, EC {ec}, counts {counts:?} in {scope}: not exact"
+                    "after repair and sweep BE {be}, EC {ec}, counts {counts:?} in {}: not exact",
+                    unit.name()
                 ));
             }
         }

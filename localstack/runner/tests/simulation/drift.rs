@@ -10,15 +10,7 @@ impl Sim {
     /// One run of the kit's drift check (`handlers/drift-check`) over every
     /// scope, report-only, dated by the operator's clock.
     pub(crate) async fn drift_check(&self) -> Result<hybrid_counter::audit::drift::DriftRun, String> {
-        let config = hybrid_counter::CounterConfig {
-            resources_table: "resources".into(),
-            counters_table: "counters".into(),
-            default_limit: Some(self.p.limit),
-            eventual_shards: self.p.eventual_shards,
-            best_effort_shards: self.configured().layout().shards(),
-            admission: self.configured().admission(),
-            scope_keys: Default::default(),
-        };
+        let config = self.config();
         let (start, skew) = (self.start, self.p.skew.audit);
         let clock = hybrid_counter::Clock::new(move || {
             EPOCH_MS + i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX) + skew
@@ -28,7 +20,7 @@ impl Sim {
             ..hybrid_counter::audit::drift::DriftCheck::new(hybrid_counter::audit::drift::DEFAULT_BUDGET)
         };
         let outcome = check
-            .run(self.store.as_ref(), &config, &clock)
+            .run(self.store.as_ref(), config, &clock)
             .await
             .map_err(|e| format!("the drift check failed: {e}"))?;
         Ok(outcome.run)

@@ -1,64 +1,72 @@
-//! The invariants the store's checker runs after every write, per scope:
-//! `EC == processed`; in best-effort admission `BE <= live`; in strict
-//! admission every best-effort item covers the live items recorded on it,
-//! and `live <= limit` outside the configuration-change windows, so a
-//! strict schedule fails at the first write past what a window allows.
+//! The invariants the store's checker runs after every write, per counters
+//! key of the schedule's layout (the scope itself with one key): every item
+//! under its resources key; `EC == processed` over the key's resources keys;
+//! in best-effort admission `BE <= live`; in strict admission every
+//! best-effort item covers the live items recorded on it, and `live <=
+//! limit` per scope and per key (its share) outside the configuration-change
+//! windows, so a strict schedule fails at the first write past them. A
+//! scope's sums hold because each key's do; a count on the wrong key of
+//! the right scope breaks two keys, not the sums.
 
-use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use hybrid_counter::Admission;
 use hybrid_counter::memory::Tables;
-use hybrid_counter::{Admission, keys};
+use hybrid_counter::scope_keys::ScopeKeys;
 
-use crate::counts::{counters, scope_counts, scopes_of};
+use crate::counts::{bounds_of, key_counts, misplaced};
 use crate::windows::Windows;
 
-/// The invariants that hold after every write, for every scope: `EC ==
-/// processed`; in best-effort admission `BE <= live`; in strict admission
-/// every best-effort item covers the live items recorded on it (their
-/// `be_shard`: the invariant strict admission rests on, so `BE >= live`)
-/// and `live <= limit` within the documented windows ([`Windows`]); during
-/// a switch from best-effort to strict admission only the first.
-pub(crate) fn check_every_step(tables: &Tables, windows: &Mutex<Windows>) -> Result<(), String> {
+/// The invariants that hold after every write, for every counters key of
+/// every scope under `layout`: each item lies under its resources key;
+/// `EC == processed` over the key's resources keys; in best-effort
+/// admission `BE <= live`; in strict admission every best-effort item
+/// covers the live items recorded on it (their `be_shard`: the invariant
+/// strict admission rests on, so `BE >= live`) and `live <= limit` for
+/// the scope and `live <= share` for each key within the documented
+/// windows ([`Windows`]); during a switch from best-effort to strict
+/// admission only the first two.
+pub(crate) fn check_every_step(tables: &Tables, layout: ScopeKeys, windows: &Mutex<Windows>) -> Result<(), String> {
+    if let Some(why) = misplaced(tables, layout) {
+        return Err(why);
+    }
     let mode = windows.lock().unwrap().mode;
-    for scope in scopes_of(tables) {
-        let counts = scope_counts(tables, scope);
-        let (be, ec) = counters(tables, scope);
-        if ec != counts.processed as i64 {
-            return Err(format!("{scope}: EC {ec} != processed {}", counts.processed));
+    let units = key_counts(tables, layout);
+    for unit in &units {
+        let name = unit.name();
+        if unit.ec != unit.counts.processed as i64 {
+            return Err(format!(
+                "{name}: EC {} != processed {} over its resources keys",
+                unit.ec, unit.counts.processed
+            ));
         }
-        let Some(admission) = mode else {
-            windows.lock().unwrap().check(tables, scope, counts.live)?;
-            continue;
-        };
-        match admission {
-            Admission::BestEffort => {
-                if be > counts.live as i64 {
-                    return Err(format!("{scope}: BE {be} above live {}", counts.live));
-                }
+        match mode {
+            Some(Admission::BestEffort) if unit.be > unit.counts.live as i64 => {
+                return Err(format!("{name}: BE {} above live {}", unit.be, unit.counts.live));
             }
-            Admission::Strict => {
-                let mut recorded: BTreeMap<String, i64> = BTreeMap::new();
-                for ((s, _), r) in &tables.resources {
-                    if s == scope && r.is_kits() && !r.state.deleted {
-                        *recorded.entry(keys::best_effort_name(r.state.be_shard)).or_default() += 1;
-                    }
-                }
-                for (name, items) in recorded {
+            Some(Admission::Strict) => {
+                for (shard, items) in &unit.recorded {
                     let held = tables
                         .counters
-                        .get(&(scope.clone(), name.clone()))
+                        .get(&(unit.key.clone(), shard.clone()))
                         .copied()
                         .unwrap_or(0);
-                    if held < items {
+                    if held < *items {
                         return Err(format!(
-                            "{scope}: strict: {name} holds {held}, below the {items} live items recorded on it"
+                            "{name}: strict: {shard} holds {held}, below the {items} live items recorded on it"
                         ));
                     }
                 }
-                windows.lock().unwrap().check(tables, scope, counts.live)?;
             }
+            _ => {}
         }
+    }
+    if mode == Some(Admission::BestEffort) {
+        return Ok(());
+    }
+    let mut windows = windows.lock().unwrap();
+    for bound in bounds_of(&units, tables, layout, windows.default_limit) {
+        windows.check(&bound)?;
     }
     Ok(())
 }

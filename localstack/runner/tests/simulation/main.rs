@@ -26,6 +26,7 @@ mod params;
 mod rng;
 mod run;
 mod shrink;
+mod stack;
 mod stats;
 mod windows;
 mod world;
@@ -129,6 +130,14 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         total.skewed_schedules, total.widest_skew_ms
     );
     println!(
+        "simulation scope keys: {} of {} schedules ({:.0} %) spread each scope over several keys (N x M > 1), {} \
+         with two levels (M > 1); every invariant checked per counters key and per scope",
+        total.scope_key_schedules,
+        total.schedules,
+        100.0 * total.scope_key_schedules as f64 / total.schedules.max(1) as f64,
+        total.two_level_schedules
+    );
+    println!(
         "simulation best-effort shards: {} schedules with 2 to 8, {} changing BeShardCount under load",
         total.best_effort_sharded_schedules, total.resharded_schedules
     );
@@ -183,6 +192,12 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         assert!(
             total.drift_runs > 0 && total.drift_scopes_held_back > 0,
             "the drift check runs under load and meets scopes in motion: {total:?}"
+        );
+        assert!(
+            total.two_level_schedules > 0
+                && total.scope_key_schedules > total.two_level_schedules
+                && total.scope_key_schedules < total.schedules,
+            "scopes over one key, over several counters keys and over two levels run: {total:?}"
         );
         assert!(
             total.numbered_creates > 0 && total.answers_checked > 0,

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use hybrid_counter::Scope;
 use hybrid_counter::audit::{Auditor, RepairMode, pending_changes};
 use hybrid_counter::memory::MemoryStore;
 
@@ -51,8 +52,7 @@ impl Sim {
         while self.best_effort_audits.get() > 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        for n in 0..self.p.scopes {
-            let scope = self.scope(n);
+        for scope in (0..self.p.scopes).flat_map(|n| self.counters_keys(n)) {
             loop {
                 let outcome = self
                     .auditor()
@@ -82,7 +82,10 @@ impl Sim {
                 windows.open(ConfigChange::Limit, Some(scope.as_str()), &self.store.tables());
                 windows.in_flight.len()
             };
-            self.store.set_limit(scope.as_str(), limit);
+            // `limit set`: a copy on every counters key, in one transaction.
+            for key in self.counters_keys(n) {
+                self.store.set_limit(key.as_str(), limit);
+            }
             self.windows
                 .lock()
                 .unwrap()
@@ -93,10 +96,7 @@ impl Sim {
     }
 
     pub(crate) fn auditor(&self) -> Auditor<'_, MemoryStore> {
-        Auditor::new(&*self.store, self.configured().admission())
-            .with_grace(self.grace())
-            .with_eventual_shards(self.p.eventual_shards)
-            .with_best_effort_shards(self.configured().layout().shards())
+        Auditor::configured(&*self.store, self.config()).with_grace(self.grace())
     }
 
     /// A switch to strict admission has begun and its repair not landed:
@@ -106,56 +106,70 @@ impl Sim {
     }
 
     /// `counterctl audit --repair` over every scope, again and again while
-    /// the clients run: the real engine, with the sweep where the schedule
-    /// says so.
+    /// the clients run: the real engine, each counters key of a scope in
+    /// turn, then the sweep of each of its resources keys where the
+    /// schedule says so.
     pub(crate) async fn operator_audits(&self) {
         let mut r = Rng::new(self.seed, 600);
         let (lo, hi) = self.p.audit_every;
         while !self.done() {
             self.bump(|s| s.audit_rounds += 1);
             for n in 0..self.p.scopes {
-                let scope = self.scope(n);
-                let auditor = self.auditor();
-                let best_effort = u32::from(!auditor.admission().is_strict());
-                self.best_effort_audits.set(self.best_effort_audits.get() + best_effort);
-                let switching = self.switching();
-                let outcome = auditor.audit_scope(&scope, RepairMode::Apply, self.now_audit()).await;
-                self.best_effort_audits.set(self.best_effort_audits.get() - best_effort);
-                self.log(|| format!("audit --repair {scope}: {outcome:?}"));
-                match outcome {
-                    Ok(audit) => {
-                        // No defect exists at any instant: one reported is
-                        // an unconfirmed finding (its drift exit code would
-                        // page an operator for nothing). During a switch
-                        // to strict BE undercounts, a real defect.
-                        let switching = switching || self.switching();
-                        if audit.has_defect() && !switching && self.drift_violation.borrow().is_none() {
-                            *self.drift_violation.borrow_mut() = Some(format!(
-                                "audit --repair under load reported a defect where there is none: {:?}",
-                                audit.findings
-                            ));
-                        }
-                        self.bump(|s| {
-                            s.audits_during_load += 1;
-                            s.repairs_during_load += u64::from(audit.repaired);
-                            s.repairs_held_back_during_load += u64::from(audit.held_back());
-                        })
-                    }
-                    Err(_) => self.bump(|s| s.audit_errors_during_load += 1),
+                for key in self.counters_keys(n) {
+                    self.audit_under_load(&key).await;
                 }
-                if self.p.sweep_during_load
-                    && let Ok(changes) = pending_changes(&*self.store, &scope).await
-                {
-                    let swept = changes.len() as u64;
-                    let report = self
-                        .sweeper
-                        .process(changes.into_iter().map(Ok), self.now_audit())
-                        .await;
-                    self.log(|| format!("sweep {scope}: {swept} pending -> {:?}", report.failure_reason));
-                    self.bump(|s| s.swept_during_load += swept);
+                if self.p.sweep_during_load {
+                    for key in self.resource_keys(n) {
+                        self.sweep_under_load(&key).await;
+                    }
                 }
             }
             tokio::time::sleep(r.millis(lo, hi)).await;
+        }
+    }
+
+    /// One `audit --repair` of counters key `key` under load.
+    async fn audit_under_load(&self, key: &Scope) {
+        let auditor = self.auditor();
+        let best_effort = u32::from(!auditor.admission().is_strict());
+        self.best_effort_audits.set(self.best_effort_audits.get() + best_effort);
+        let switching = self.switching();
+        let outcome = auditor.audit_scope(key, RepairMode::Apply, self.now_audit()).await;
+        self.best_effort_audits.set(self.best_effort_audits.get() - best_effort);
+        self.log(|| format!("audit --repair {key}: {outcome:?}"));
+        match outcome {
+            Ok(audit) => {
+                // No defect exists at any instant: one reported is an
+                // unconfirmed finding (its drift exit code would page an
+                // operator for nothing). During a switch to strict BE
+                // undercounts, a real defect.
+                let switching = switching || self.switching();
+                if audit.has_defect() && !switching && self.drift_violation.borrow().is_none() {
+                    *self.drift_violation.borrow_mut() = Some(format!(
+                        "audit --repair of {key} under load reported a defect where there is none: {:?}",
+                        audit.findings
+                    ));
+                }
+                self.bump(|s| {
+                    s.audits_during_load += 1;
+                    s.repairs_during_load += u64::from(audit.repaired);
+                    s.repairs_held_back_during_load += u64::from(audit.held_back());
+                })
+            }
+            Err(_) => self.bump(|s| s.audit_errors_during_load += 1),
+        }
+    }
+
+    /// The sweep of resources key `key`'s pending items under load.
+    async fn sweep_under_load(&self, key: &Scope) {
+        if let Ok(changes) = pending_changes(&*self.store, key).await {
+            let swept = changes.len() as u64;
+            let report = self
+                .sweeper
+                .process(changes.into_iter().map(Ok), self.now_audit())
+                .await;
+            self.log(|| format!("sweep {key}: {swept} pending -> {:?}", report.failure_reason));
+            self.bump(|s| s.swept_during_load += swept);
         }
     }
 }

@@ -5,12 +5,15 @@
 //! to 100; the actors' clocks are skewed in half of them. The store's
 //! faults: 500 before and after the write was applied, throttling,
 //! `TransactionConflict` (injected, and real between transactions in
-//! flight), torn counter reads and lost answers the SDK re-sends.
+//! flight), torn counter reads and lost answers the SDK re-sends. The
+//! scope-key layout (N counters keys, M resources keys each) is drawn once
+//! per schedule and never changed during it, as the kit refuses that.
 
 use std::time::Duration;
 
 use hybrid_counter::Admission;
 use hybrid_counter::memory::{Fault, Op};
+use hybrid_counter::scope_keys::ScopeKeys;
 use hybrid_counter::stream::Mode;
 
 use crate::rng::Rng;
@@ -34,6 +37,10 @@ pub(crate) struct Params {
     pub(crate) admission: Admission,
     /// The stream consumer's design: mostly batched, sometimes per-record.
     pub(crate) mode: Mode,
+    /// The stack's scope keys (`ScopeKeyShards` N in 1, 2, 4 and
+    /// `ResourceKeySpread` M in 1, 2, 3; one key per scope in a quarter of
+    /// the schedules): fixed for the whole schedule, as on a stack.
+    pub(crate) scope_keys: ScopeKeys,
     /// Eventual-counter shards (1, 2 or 4).
     pub(crate) eventual_shards: u32,
     /// Best-effort-counter shards (1 to 8).
@@ -262,9 +269,15 @@ impl Params {
         } else {
             Vec::new()
         };
+        // The scope-key layout, from a stream of its own.
+        let mut ry = Rng::new(seed, 17);
+        let scope_keys = ScopeKeys::new([1, 1, 2, 4][ry.range(0, 3) as usize])
+            .and_then(|keys| keys.with_spread([1, 1, 2, 3][ry.range(0, 3) as usize]))
+            .expect("counts within the kit's bounds");
         let mut p = Params {
             admission,
             mode,
+            scope_keys,
             eventual_shards,
             best_effort_shards,
             reshard,

@@ -12,35 +12,53 @@ use std::time::Duration;
 use hybrid_counter::memory::{Chaos, MemoryStore};
 use hybrid_counter::retry::Backoff;
 use hybrid_counter::stream::{Mode, Processor};
-use hybrid_counter::{Admission, Counter, ResourceId, Scope, keys};
+use hybrid_counter::{Admission, Counter, CounterConfig, ResourceId, Scope};
 
 use crate::invariants::check_every_step;
 use crate::lanes::Deliveries;
 use crate::params::Params;
 use crate::rng::Rng;
+use crate::stack::{deploy, stack_config};
 use crate::stats::Stats;
 use crate::windows::Windows;
 use crate::world::{EPOCH_MS, Sim};
 
 /// A wide schedule's scope 0 starts near its limit: `p.prefilled` live,
 /// counted items on the best-effort shards in turn, BE and EC equal to
-/// them, written long before the grace period (set before the checker and
-/// the faults).
+/// them on each item's counters key, no key above its share of the limit,
+/// written long before the grace period (set before the checker and the
+/// faults).
 async fn prefill(store: &MemoryStore, p: &Params) {
     use hybrid_counter::RequestStore;
     use hybrid_counter::items::ResourceItem;
+    use hybrid_counter::keys;
     use hybrid_counter::store::NewResource;
     if p.prefilled == 0 {
         return;
     }
     let layout = hybrid_counter::best_effort::Layout::new(p.best_effort_shards);
     let scope = Scope::new("acct0").unwrap();
-    let mut on: BTreeMap<String, i64> = BTreeMap::new();
-    for i in 0..p.prefilled {
-        let be_shard = layout.shard(i as u32);
+    let scope_keys = p.scope_keys;
+    let mut on: BTreeMap<(String, String), i64> = BTreeMap::new();
+    let mut per_key: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut placed = 0;
+    for i in 0.. {
+        if placed == p.prefilled {
+            break;
+        }
+        let id = ResourceId::new(format!("w{i}")).unwrap();
+        let index = scope_keys.index(&id);
+        let held = per_key.entry(index).or_default();
+        if *held == scope_keys.share(p.limit, index) {
+            continue;
+        }
+        *held += 1;
+        let be_shard = layout.shard(placed as u32);
+        placed += 1;
+        let counters_key = scope_keys.key_of(&scope, &id).unwrap().to_string();
         let item = ResourceItem {
-            scope: scope.clone(),
-            id: ResourceId::new(format!("w{i}")).unwrap(),
+            scope: scope_keys.resource_key_of(&scope, &id).unwrap(),
+            id,
             counter_processed: true,
             deleted: false,
             incarnation: format!("prefilled{i}"),
@@ -54,26 +72,28 @@ async fn prefill(store: &MemoryStore, p: &Params) {
             })
             .await
             .unwrap();
-        *on.entry(keys::best_effort_name(be_shard)).or_default() += 1;
+        *on.entry((counters_key.clone(), keys::best_effort_name(be_shard)))
+            .or_default() += 1;
+        *on.entry((counters_key, keys::EVENTUAL_NAME.to_owned())).or_default() += 1;
     }
-    for (name, count) in on {
-        store.set_counter("acct0", &name, count);
+    for ((key, name), count) in on {
+        store.set_counter(&key, &name, count);
     }
-    store.set_counter("acct0", keys::EVENTUAL_NAME, p.prefilled as i64);
 }
 
 /// The kit's stream processor as the schedule configures it, its clock
 /// `skew` off the true time.
 fn processor(
     store: &Arc<MemoryStore>,
+    config: &CounterConfig,
     p: &Params,
     seed: u64,
     start: tokio::time::Instant,
     skew: i64,
 ) -> Processor<MemoryStore> {
-    Processor::new(store.clone())
+    config
+        .processor(store.clone())
         .with_mode(p.mode)
-        .with_eventual_shards(p.eventual_shards)
         .with_backoff(Backoff {
             base: Duration::from_millis(5),
             cap: Duration::from_millis(200),
@@ -124,14 +144,22 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
         store.set_clock(Arc::new(move || {
             EPOCH_MS + i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX)
         }));
+        let configs = [
+            (p.first_admission(), p.best_effort_shards),
+            (p.admission, p.reshard.map_or(p.best_effort_shards, |(n, _)| n)),
+        ]
+        .map(|(admission, shards)| stack_config(&p, admission, shards));
+        deploy(&store, &configs).await;
         prefill(&store, &p).await;
         let windows = Arc::new(Mutex::new(Windows {
             default_limit: p.limit,
+            layout: p.scope_keys,
             mode: Some(p.first_admission()),
             ..Windows::default()
         }));
         let checked = windows.clone();
-        store.set_checker(move |tables| check_every_step(tables, &checked));
+        let layout = p.scope_keys;
+        store.set_checker(move |tables| check_every_step(tables, layout, &checked));
         store.set_chaos(Chaos {
             seed: Rng::new(seed, 2).next(),
             faults: p.store_faults.clone(),
@@ -142,26 +170,25 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
             resend_delay: p.resend_delay,
         });
         if p.foreign_item {
-            store.put_foreign("acct0", "not-the-kits", Default::default());
+            // Where the kit's own item of that id would lie, so the audit of
+            // its counters key reads it.
+            let id = ResourceId::new("not-the-kits").unwrap();
+            let key = layout.resource_key_of(&Scope::new("acct0").unwrap(), &id).unwrap();
+            store.put_foreign(key.as_str(), id.as_str(), Default::default());
         }
         let sim = Sim {
             seed,
-            counters: [
-                (p.first_admission(), p.best_effort_shards),
-                (p.admission, p.reshard.map_or(p.best_effort_shards, |(n, _)| n)),
-            ]
-            .map(|(admission, shards)| {
-                Counter::new(store.clone(), p.limit)
-                    .with_admission(admission)
-                    .with_best_effort_shards(shards)
-                    .with_seed(Rng::new(seed, 3).next() ^ u64::from(shards))
+            counters: configs.clone().map(|config| {
+                Counter::configured(store.clone(), p.limit, &config)
+                    .with_seed(Rng::new(seed, 3).next() ^ u64::from(config.best_effort_shards))
             }),
             changed: Cell::new(None),
             picks: RefCell::new(Rng::new(seed, 16)),
             best_effort_audits: Cell::new(0),
             windows,
-            processor: processor(&store, &p, Rng::new(seed, 4).next(), start, p.skew.stream),
-            sweeper: processor(&store, &p, Rng::new(seed, 12).next(), start, p.skew.audit),
+            processor: processor(&store, &configs[0], &p, Rng::new(seed, 4).next(), start, p.skew.stream),
+            sweeper: processor(&store, &configs[0], &p, Rng::new(seed, 12).next(), start, p.skew.audit),
+            configs,
             store,
             p,
             start,
@@ -182,6 +209,13 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
             stats: RefCell::new(Stats::default()),
             trace,
         };
+        sim.log(|| {
+            format!(
+                "scope keys: {} counters keys (ScopeKeyShards) x {} resources keys each (ResourceKeySpread)",
+                layout.count(),
+                layout.spread()
+            )
+        });
         let (mut result, ..) = tokio::join!(
             sim.clients(0),
             sim.mapping(),
@@ -210,6 +244,8 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
         }
         stats.per_record_schedules = u64::from(sim.p.mode == Mode::PerRecord);
         stats.sharded_schedules = u64::from(sim.p.eventual_shards > 1);
+        stats.scope_key_schedules = u64::from(sim.p.scope_keys.is_suffixed());
+        stats.two_level_schedules = u64::from(sim.p.scope_keys.spread() > 1);
         stats.best_effort_sharded_schedules = u64::from(sim.p.best_effort_shards > 1);
         stats.resharded_schedules = u64::from(sim.p.reshard.is_some());
         stats.switched_schedules = u64::from(sim.p.switch.is_some());

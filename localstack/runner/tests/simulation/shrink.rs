@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use hybrid_counter::scope_keys::ScopeKeys;
+
 use crate::params::{Params, Skew};
 use crate::run::{env_u64, replay_hint, run_with};
 
@@ -30,6 +32,7 @@ fn simpler(p: &Params) -> Vec<Params> {
     variant(&|q| q.switch = None);
     variant(&|q| q.rollout = Duration::ZERO);
     variant(&|q| q.best_effort_shards = 1);
+    variant(&|q| q.scope_keys = ScopeKeys::ONE);
     for at in 0..p.store_faults.len() {
         variant(&|q| q.store_faults[at].2 = 0);
     }

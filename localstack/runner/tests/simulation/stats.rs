@@ -21,6 +21,10 @@ pub(crate) struct Stats {
     pub(crate) sharded_schedules: u64,
     pub(crate) best_effort_sharded_schedules: u64,
     pub(crate) resharded_schedules: u64,
+    /// Schedules whose scopes are spread over several keys (N x M > 1),
+    /// and of those with several resources keys per counters key (M > 1).
+    pub(crate) scope_key_schedules: u64,
+    pub(crate) two_level_schedules: u64,
     /// Creates that left a scope above its limit: in strict admission
     /// (only within a configuration change's window), in best-effort.
     pub(crate) strict_creates_above_limit_in_a_window: u64,
@@ -131,6 +135,8 @@ impl Stats {
             sharded_schedules,
             best_effort_sharded_schedules,
             resharded_schedules,
+            scope_key_schedules,
+            two_level_schedules,
             strict_creates_above_limit_in_a_window,
             best_effort_overshoots,
             limit_changes,

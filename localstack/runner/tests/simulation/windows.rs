@@ -1,13 +1,16 @@
 //! Strict admission's configuration-change windows ([`Windows`]): how far a
 //! scope may pass its limit while a limit, `BeShardCount` or `AdmissionMode`
 //! change lands, per the documented bounds, and what each window measured.
+//! With several counters keys each key is bounded by its share as well
+//! ([`Bound`]), and a window's allowance holds for each.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use hybrid_counter::Admission;
 use hybrid_counter::memory::Tables;
+use hybrid_counter::scope_keys::ScopeKeys;
 
-use crate::counts::{live_count, scopes_of};
+use crate::counts::{Bound, bounds, limit_on};
 use crate::params::ConfigChange;
 use crate::stats::WindowStats;
 
@@ -24,15 +27,20 @@ use crate::stats::WindowStats;
 #[derive(Debug, Default)]
 pub(crate) struct Windows {
     pub(crate) default_limit: u64,
+    /// The schedule's scope keys.
+    pub(crate) layout: ScopeKeys,
     /// The checks in force: best-effort's, strict's, or none (a switch to
     /// strict admission under way).
     pub(crate) mode: Option<Admission>,
     pub(crate) next_create: u64,
     pub(crate) in_flight: BTreeSet<u64>,
     pub(crate) open: Vec<Window>,
-    /// Scopes above their limit after a window closed: the most live items
-    /// each may still hold (it only goes down).
+    /// Scopes (and keys) above their limit (share) after a window closed:
+    /// the most live items each may still hold (it only goes down).
     pub(crate) drain_cap: BTreeMap<String, u64>,
+    /// The same for each counters key, by scope and key index: what a key
+    /// above its share adds to its scope's ceiling while it drains.
+    pub(crate) key_caps: BTreeMap<(String, u32), u64>,
     /// Measured, per kind of change ([`CHANGES`]).
     pub(crate) measured: [WindowStats; 3],
 }
@@ -42,7 +50,7 @@ pub(crate) struct Window {
     kind: ConfigChange,
     /// `None`: every scope (a shard count or mode change).
     scope: Option<String>,
-    /// The limit in force before a limit change (`None`: unchanged).
+    /// The scope's limit in force before a limit change (`None`: unchanged).
     old_limit: Option<u64>,
     /// The creates that may run the old configuration; the window closes
     /// with the last once the rollout is over.
@@ -111,17 +119,38 @@ impl Windows {
         self.open = open;
         let tables = &tables();
         for w in closed {
-            for scope in scopes_of(tables) {
-                if w.scope.as_ref().is_some_and(|s| s != scope) {
-                    continue;
-                }
-                let live = live_count(tables, scope);
-                if live > self.limit_of(tables, scope) {
-                    let cap = self.drain_cap.entry(scope.clone()).or_insert(0);
-                    *cap = (*cap).max(live);
+            for bound in bounds(tables, self.layout, self.default_limit) {
+                if w.scope.as_ref().is_none_or(|s| *s == bound.scope) {
+                    self.cap_above(&bound);
                 }
             }
         }
+    }
+
+    /// Left above its limit, `bound` may only drain from now on.
+    fn cap_above(&mut self, bound: &Bound) {
+        if bound.live > bound.limit {
+            let cap = self.drain_cap.entry(bound.name.clone()).or_insert(0);
+            *cap = (*cap).max(bound.live);
+            if let Some(index) = bound.index {
+                let cap = self.key_caps.entry((bound.scope.clone(), index)).or_insert(0);
+                *cap = (*cap).max(bound.live);
+            }
+        }
+    }
+
+    /// A scope's ceiling while its keys drain: each key holds at most the
+    /// larger of its share of `limit` and what it held above it. A key left
+    /// above its share by a lowering keeps its items while the other keys
+    /// fill their shares (docs/admission-and-sharding.md, "Admission reads
+    /// one key"; simulation seed 1592593515).
+    fn keys_ceiling(&self, scope: &str, limit: u64) -> u64 {
+        let above: u64 = self
+            .key_caps
+            .range((scope.to_owned(), 0)..=(scope.to_owned(), u32::MAX))
+            .map(|((_, index), cap)| cap.saturating_sub(self.layout.share(limit, *index)))
+            .sum();
+        limit + above
     }
 
     /// A change of `scope`'s limit (`Some`), of the shard count or of the
@@ -168,50 +197,80 @@ impl Windows {
         self.close(|w| w.kind == ConfigChange::Switch, || tables);
     }
 
-    /// `scope`'s limit changed: left above it, the scope may only drain
-    /// (besides what the creates in flight may still add).
+    /// `scope`'s limit changed: left above it (or a key above its new
+    /// share), the scope (the key) may only drain (besides what the
+    /// creates in flight may still add).
     pub(crate) fn limit_changed(&mut self, scope: &str, tables: &Tables) {
-        let live = live_count(tables, scope);
-        if live > self.limit_of(tables, scope) {
-            let cap = self.drain_cap.entry(scope.to_owned()).or_insert(0);
-            *cap = (*cap).max(live);
+        for bound in bounds(tables, self.layout, self.default_limit) {
+            if bound.scope == scope {
+                self.cap_above(&bound);
+            }
         }
     }
 
+    /// The limit of `scope`, as read on its first key (the copies agree:
+    /// the operator writes them all at once).
     fn limit_of(&self, tables: &Tables, scope: &str) -> u64 {
-        tables.limits.get(scope).copied().unwrap_or(self.default_limit)
+        let first = hybrid_counter::Scope::new(scope)
+            .ok()
+            .and_then(|s| self.layout.key(&s, 0).ok());
+        limit_on(tables, first.as_ref().map_or(scope, |k| k.as_str()), self.default_limit)
     }
 
-    /// `live <= limit` in strict admission, within the windows (measured
-    /// during a switch, checked from when its repair landed).
-    pub(crate) fn check(&mut self, tables: &Tables, scope: &str, live: u64) -> Result<(), String> {
-        let limit = self.limit_of(tables, scope);
-        let draining = limit.max(self.drain_cap.get(scope).copied().unwrap_or(0));
+    /// `live <= limit` in strict admission for a scope and for each of its
+    /// counters keys (its share), within the windows (measured during a
+    /// switch, checked from when its repair landed).
+    pub(crate) fn check(&mut self, bound: &Bound) -> Result<(), String> {
+        let Bound { name, live, limit, .. } = bound;
+        let (live, limit) = (*live, *limit);
+        let keys = match bound.index {
+            None => self.keys_ceiling(&bound.scope, limit),
+            Some(_) => limit,
+        };
+        let draining = keys.max(self.drain_cap.get(name).copied().unwrap_or(0));
         let mut ceiling = draining;
         let mut windowed = false;
         for w in self
             .open
             .iter()
-            .filter(|w| w.scope.as_deref().is_none_or(|s| s == scope))
+            .filter(|w| w.scope.as_deref().is_none_or(|s| s == bound.scope))
         {
             windowed = true;
-            let before = w.old_limit.unwrap_or(limit).max(draining);
+            let before = w
+                .old_limit
+                .map_or(limit, |old| bound.part(self.layout, old))
+                .max(draining);
             ceiling = ceiling.max(before + w.allowance());
             // How far the window's creates took the scope past what it
             // allowed before the change.
-            let stats = &mut self.measured[w.kind as usize];
-            stats.max_excess = stats.max_excess.max(live.saturating_sub(before));
+            if bound.index.is_none() {
+                let stats = &mut self.measured[w.kind as usize];
+                stats.max_excess = stats.max_excess.max(live.saturating_sub(before));
+            }
         }
+        let what = if bound.index.is_some() {
+            "its share"
+        } else {
+            "the limit"
+        };
         if live > ceiling {
             return Err(format!(
-                "{scope}: strict: live {live} above the limit {limit} (allowed {ceiling} within the documented windows)"
+                "{name}: strict: live {live} above {what} {limit} (allowed {ceiling} within the documented windows)"
             ));
         }
         if !windowed {
             if live > limit {
-                self.drain_cap.insert(scope.to_owned(), live);
+                self.drain_cap.insert(name.clone(), live);
             } else {
-                self.drain_cap.remove(scope);
+                self.drain_cap.remove(name);
+            }
+            if let Some(index) = bound.index {
+                let key = (bound.scope.clone(), index);
+                if live > limit {
+                    self.key_caps.insert(key, live);
+                } else {
+                    self.key_caps.remove(&key);
+                }
             }
         }
         Ok(())

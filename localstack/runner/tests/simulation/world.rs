@@ -1,8 +1,9 @@
 //! The world of one schedule ([`Sim`]): the store, the request path before
 //! and after a configuration change, the mapping's checkpoints, the DLQs,
-//! and every actor's clock. The actors' clocks are skewed by up to 2 s
-//! against each other, and the audit's grace is just over twice the API's
-//! timeout plus that skew, the rule the kit documents.
+//! every actor's clock, and each scope's keys under the schedule's layout.
+//! The actors' clocks are skewed by up to 2 s against each other, and the
+//! audit's grace is just over twice the API's timeout plus that skew, the
+//! rule the kit documents.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -12,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use hybrid_counter::memory::MemoryStore;
 use hybrid_counter::stream::Processor;
-use hybrid_counter::{Counter, Scope};
+use hybrid_counter::{Counter, CounterConfig, Scope};
 
 use crate::lanes::{Deliveries, Lane};
 use crate::params::{Params, SIM_API_TIMEOUT_MS};
@@ -43,6 +44,9 @@ pub(crate) struct Sim {
     /// none), when it was made, and the draws of which one a request runs
     /// during the rollout.
     pub(crate) counters: [Counter<MemoryStore>; 2],
+    /// The stack's configuration each was built from
+    /// ([`crate::stack::stack_config`]).
+    pub(crate) configs: [CounterConfig; 2],
     pub(crate) changed: Cell<Option<tokio::time::Instant>>,
     pub(crate) picks: RefCell<Rng>,
     /// A best-effort `audit --repair` of the operator is in flight (the
@@ -144,6 +148,22 @@ impl Sim {
         Scope::new(format!("acct{n}")).unwrap()
     }
 
+    /// The counters keys of scope `n` (`audit --scope` audits each), or
+    /// its resources keys (`--repair` sweeps each).
+    pub(crate) fn counters_keys(&self, n: u64) -> Vec<Scope> {
+        self.p
+            .scope_keys
+            .keys(&self.scope(n))
+            .expect("the simulation's scopes fit every key")
+    }
+
+    pub(crate) fn resource_keys(&self, n: u64) -> Vec<Scope> {
+        self.p
+            .scope_keys
+            .resource_keys(&self.scope(n))
+            .expect("the simulation's scopes fit every key")
+    }
+
     /// The request path a request starting now runs: during a rollout the
     /// new configuration with a chance rising from 0 to 1 over it, so old
     /// and new run side by side (a request in flight keeps the one it
@@ -157,9 +177,9 @@ impl Sim {
         &self.counters[usize::from(new)]
     }
 
-    /// The configuration the operator's tools read (the stack's, the new
-    /// one from the change on).
-    pub(crate) fn configured(&self) -> &Counter<MemoryStore> {
-        &self.counters[usize::from(self.changed.get().is_some())]
+    /// The stack's configuration the operator's tools read (the new one
+    /// from the change on).
+    pub(crate) fn config(&self) -> &CounterConfig {
+        &self.configs[usize::from(self.changed.get().is_some())]
     }
 }
