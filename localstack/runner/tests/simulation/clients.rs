@@ -118,10 +118,17 @@ impl Sim {
                             // In strict mode only within a configuration
                             // change's window: the checker fails the
                             // schedule at any other overshoot.
-                            let strict = self.windows.lock().unwrap().mode != Some(Admission::BestEffort);
+                            let (strict, windowed) = {
+                                let windows = self.windows.lock().unwrap();
+                                (windows.mode != Some(Admission::BestEffort), !windows.open.is_empty())
+                            };
                             self.bump(|s| {
                                 s.over_limit_creates += 1;
-                                if strict {
+                                if strict && !windowed {
+                                    // A key left above its share fills no
+                                    // more, the others do: exception (4).
+                                    s.strict_creates_above_limit_keys_draining += 1;
+                                } else if strict {
                                     s.strict_creates_above_limit_in_a_window += 1;
                                 } else {
                                     s.best_effort_overshoots += 1;

@@ -3,10 +3,12 @@
 //! under its resources key; `EC == processed` over the key's resources keys;
 //! in best-effort admission `BE <= live`; in strict admission every
 //! best-effort item covers the live items recorded on it, and `live <=
-//! limit` per scope and per key (its share) outside the configuration-change
-//! windows, so a strict schedule fails at the first write past them. A
-//! scope's sums hold because each key's do; a count on the wrong key of
-//! the right scope breaks two keys, not the sums.
+//! share` per key (`live <= limit` with one key) outside the
+//! configuration-change windows and a key's drain, so a strict schedule
+//! fails at the first write past them. With several keys the scope's own
+//! bound is the sum of its keys' (exception (4) of docs/design.md), so the
+//! per-key checks carry it; a count on the wrong key of the right scope
+//! breaks two keys, not the sums.
 
 use std::sync::Mutex;
 

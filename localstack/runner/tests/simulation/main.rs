@@ -71,10 +71,12 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         total.schedules as f64 / elapsed.as_secs_f64().max(1e-9)
     );
     println!(
-        "simulation admission: {} strict schedules, 0 strict overshoots outside the windows, {} creates above the \
-         limit within them; {} best-effort schedules, {} best-effort overshoots",
+        "simulation admission: {} strict schedules, 0 strict overshoots outside the windows and the keys' drain, {} \
+         creates above the limit within the windows, {} while a counters key drained above its share; {} best-effort \
+         schedules, {} best-effort overshoots",
         total.strict_schedules,
         total.strict_creates_above_limit_in_a_window,
+        total.strict_creates_above_limit_keys_draining,
         total.best_effort_schedules,
         total.best_effort_overshoots
     );

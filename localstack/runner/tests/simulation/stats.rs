@@ -28,6 +28,9 @@ pub(crate) struct Stats {
     /// Creates that left a scope above its limit: in strict admission
     /// (only within a configuration change's window), in best-effort.
     pub(crate) strict_creates_above_limit_in_a_window: u64,
+    /// Strict creates above the scope's limit outside any window, while a
+    /// counters key left above its share drains (exception (4)).
+    pub(crate) strict_creates_above_limit_keys_draining: u64,
     pub(crate) best_effort_overshoots: u64,
     /// Operator actions under load: limit overrides set or cleared, shard
     /// count changes that met creates in flight.
@@ -138,6 +141,7 @@ impl Stats {
             scope_key_schedules,
             two_level_schedules,
             strict_creates_above_limit_in_a_window,
+            strict_creates_above_limit_keys_draining,
             best_effort_overshoots,
             limit_changes,
             reshards_with_creates_in_flight,

@@ -23,7 +23,11 @@ use crate::stats::WindowStats;
 /// at most the most creates in flight at any instant of that window. An
 /// `AdmissionMode` switch to strict: no strict check until the operator's
 /// `audit --repair` after the rollout has landed (measured, not bounded).
-/// Once a window closes, a scope left above its limit may only drain.
+/// Once a window closes, or a limit is lowered, a scope (with several
+/// counters keys: a key) left above its limit (its share) may only drain;
+/// with several keys the others may still fill their shares, so the scope
+/// may hold the sum of each key's larger of its share and what it holds
+/// above it (strict admission's exception (4), docs/design.md).
 #[derive(Debug, Default)]
 pub(crate) struct Windows {
     pub(crate) default_limit: u64,
@@ -35,11 +39,12 @@ pub(crate) struct Windows {
     pub(crate) next_create: u64,
     pub(crate) in_flight: BTreeSet<u64>,
     pub(crate) open: Vec<Window>,
-    /// Scopes (and keys) above their limit (share) after a window closed:
-    /// the most live items each may still hold (it only goes down).
+    /// Scopes above their limit after a window closed or a lowering: the
+    /// most live items each may still hold (it only goes down outside the
+    /// windows).
     pub(crate) drain_cap: BTreeMap<String, u64>,
     /// The same for each counters key, by scope and key index: what a key
-    /// above its share adds to its scope's ceiling while it drains.
+    /// above its share may still hold, and adds to its scope's ceiling.
     pub(crate) key_caps: BTreeMap<(String, u32), u64>,
     /// Measured, per kind of change ([`CHANGES`]).
     pub(crate) measured: [WindowStats; 3],
@@ -121,22 +126,39 @@ impl Windows {
         for w in closed {
             for bound in bounds(tables, self.layout, self.default_limit) {
                 if w.scope.as_ref().is_none_or(|s| *s == bound.scope) {
-                    self.cap_above(&bound);
+                    self.recap(&bound);
                 }
             }
         }
     }
 
-    /// Left above its limit, `bound` may only drain from now on.
-    fn cap_above(&mut self, bound: &Bound) {
-        if bound.live > bound.limit {
-            let cap = self.drain_cap.entry(bound.name.clone()).or_insert(0);
-            *cap = (*cap).max(bound.live);
-            if let Some(index) = bound.index {
-                let cap = self.key_caps.entry((bound.scope.clone(), index)).or_insert(0);
-                *cap = (*cap).max(bound.live);
+    /// From now on `bound` may only drain from what it holds above its
+    /// limit; a cap from before (a key that drained during a window) goes.
+    fn recap(&mut self, bound: &Bound) {
+        let above = (bound.live > bound.limit).then_some(bound.live);
+        match (bound.index, above) {
+            (Some(index), Some(live)) => {
+                self.key_caps.insert((bound.scope.clone(), index), live);
+            }
+            (Some(index), None) => {
+                self.key_caps.remove(&(bound.scope.clone(), index));
+            }
+            (None, Some(live)) => {
+                self.drain_cap.insert(bound.name.clone(), live);
+            }
+            (None, None) => {
+                self.drain_cap.remove(&bound.name);
             }
         }
+    }
+
+    /// What `bound` may hold while it drains (its limit when not above).
+    fn cap_of(&self, bound: &Bound) -> u64 {
+        let cap = match bound.index {
+            Some(index) => self.key_caps.get(&(bound.scope.clone(), index)),
+            None => self.drain_cap.get(&bound.name),
+        };
+        cap.copied().unwrap_or(0)
     }
 
     /// A scope's ceiling while its keys drain: each key holds at most the
@@ -203,7 +225,7 @@ impl Windows {
     pub(crate) fn limit_changed(&mut self, scope: &str, tables: &Tables) {
         for bound in bounds(tables, self.layout, self.default_limit) {
             if bound.scope == scope {
-                self.cap_above(&bound);
+                self.recap(&bound);
             }
         }
     }
@@ -227,7 +249,7 @@ impl Windows {
             None => self.keys_ceiling(&bound.scope, limit),
             Some(_) => limit,
         };
-        let draining = keys.max(self.drain_cap.get(name).copied().unwrap_or(0));
+        let draining = keys.max(self.cap_of(bound));
         let mut ceiling = draining;
         let mut windowed = false;
         for w in self
@@ -259,19 +281,7 @@ impl Windows {
             ));
         }
         if !windowed {
-            if live > limit {
-                self.drain_cap.insert(name.clone(), live);
-            } else {
-                self.drain_cap.remove(name);
-            }
-            if let Some(index) = bound.index {
-                let key = (bound.scope.clone(), index);
-                if live > limit {
-                    self.key_caps.insert(key, live);
-                } else {
-                    self.key_caps.remove(&key);
-                }
-            }
+            self.recap(bound);
         }
         Ok(())
     }
