@@ -1,7 +1,8 @@
 //! The request path, the stream and the audit on a scope spread over
 //! several keys ([`crate::scope_keys`]): each key is a scope of its own
 //! to the stream and the audit, and admission never lets the keys together
-//! hold more than the scope's limit.
+//! hold more than the scope's limit, except while a key is above its share
+//! (exception (4) of docs/design.md, tested here too).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -58,8 +58,11 @@ pub(super) fn add_parameters(t: &mut Template) {
              new side by side: until the rollout is over and the creates started before its end are done (the \
              API's 10 s timeout), creates on the old value admit up to it, strict admission's too. Lowering it \
              below a scope's usage refuses that scope's creates until deletes bring it under; nothing is taken \
-             back. (A `counterctl scope set-limit` override lands at once: a strict create that read the old \
-             limit can pass the new one by at most the creates in flight at the change.)",
+             back. With ScopeKeyShards above 1 that holds per counters key: a key above its new share keeps its \
+             items while the others may fill theirs, so the scope can pass the new limit until that key drains \
+             (strict admission's exception (4), docs/design.md). (A `counterctl scope set-limit` override lands \
+             at once: a strict create that read the old limit can pass the new one by at most the creates in \
+             flight at the change.)",
         ),
     );
     t.parameter(

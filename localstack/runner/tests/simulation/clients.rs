@@ -75,10 +75,14 @@ impl Sim {
                 let create = self.windows.lock().unwrap().start_create();
                 let path = api::item_path(&scope, &id) + if numbered { "?sequence=true" } else { "" };
                 let answer = self.call_api(n, "POST", &path).await;
-                self.windows
-                    .lock()
-                    .unwrap()
-                    .finish_create(create, || self.store.tables());
+                // Whether this create ran inside a window of its scope, read
+                // before it closes the window it may have been the last of.
+                let in_window = {
+                    let mut windows = self.windows.lock().unwrap();
+                    let in_window = windows.covers(scope.as_str());
+                    windows.finish_create(create, || self.store.tables());
+                    in_window
+                };
                 if numbered {
                     let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
                     self.bump(|s| s.longest_numbered_request_ms = s.longest_numbered_request_ms.max(ms));
@@ -116,15 +120,13 @@ impl Sim {
                             // Without strict mode concurrent creators may
                             // overshoot (DESIGN §5); counted, not a failure.
                             // In strict mode only within a configuration
-                            // change's window: the checker fails the
-                            // schedule at any other overshoot.
-                            let (strict, windowed) = {
-                                let windows = self.windows.lock().unwrap();
-                                (windows.mode != Some(Admission::BestEffort), !windows.open.is_empty())
-                            };
+                            // change's window, or while a counters key
+                            // drains above its share (exception (4)): the
+                            // checker fails the schedule at any other.
+                            let strict = self.windows.lock().unwrap().mode != Some(Admission::BestEffort);
                             self.bump(|s| {
                                 s.over_limit_creates += 1;
-                                if strict && !windowed {
+                                if strict && !in_window {
                                     // A key left above its share fills no
                                     // more, the others do: exception (4).
                                     s.strict_creates_above_limit_keys_draining += 1;

@@ -40,8 +40,9 @@ pub(crate) struct Windows {
     pub(crate) in_flight: BTreeSet<u64>,
     pub(crate) open: Vec<Window>,
     /// Scopes above their limit after a window closed or a lowering: the
-    /// most live items each may still hold (it only goes down outside the
-    /// windows).
+    /// most live items each may still hold (with one key it only goes down
+    /// outside the windows; with several, other keys filling their shares
+    /// may raise it, within `key_caps`).
     pub(crate) drain_cap: BTreeMap<String, u64>,
     /// The same for each counters key, by scope and key index: what a key
     /// above its share may still hold, and adds to its scope's ceiling.
@@ -152,7 +153,8 @@ impl Windows {
         }
     }
 
-    /// What `bound` may hold while it drains (its limit when not above).
+    /// What `bound` may hold while it drains (0 when it is not above its
+    /// limit: the limit alone bounds it).
     fn cap_of(&self, bound: &Bound) -> u64 {
         let cap = match bound.index {
             Some(index) => self.key_caps.get(&(bound.scope.clone(), index)),
@@ -163,9 +165,11 @@ impl Windows {
 
     /// A scope's ceiling while its keys drain: each key holds at most the
     /// larger of its share of `limit` and what it held above it. A key left
-    /// above its share by a lowering keeps its items while the other keys
-    /// fill their shares (docs/admission-and-sharding.md, "Admission reads
-    /// one key"; simulation seed 1592593515).
+    /// above its share (by a lowering, or a window's excess) keeps its items
+    /// while the other keys fill their shares (docs/admission-and-sharding.md,
+    /// "Admission reads one key"; simulation seed 1592593515). With the
+    /// keys' caps current this bound is the sum of the keys' own, so outside
+    /// the windows the scope's check adds nothing to theirs.
     fn keys_ceiling(&self, scope: &str, limit: u64) -> u64 {
         let above: u64 = self
             .key_caps
@@ -228,6 +232,11 @@ impl Windows {
                 self.recap(&bound);
             }
         }
+    }
+
+    /// Whether a window is open over `scope` (its own, or every scope's).
+    pub(crate) fn covers(&self, scope: &str) -> bool {
+        self.open.iter().any(|w| w.scope.as_deref().is_none_or(|s| s == scope))
     }
 
     /// The limit of `scope`, as read on its first key (the copies agree:
