@@ -295,3 +295,67 @@ impl Windows {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two counters keys, strict admission, a default limit of `limit`.
+    fn windows(limit: u64) -> Windows {
+        Windows {
+            default_limit: limit,
+            layout: ScopeKeys::new(2).unwrap(),
+            mode: Some(Admission::Strict),
+            ..Windows::default()
+        }
+    }
+
+    fn key(index: u32, live: u64, share: u64) -> Bound {
+        Bound {
+            name: format!("s#{index} (counters key {index} of s)"),
+            scope: "s".into(),
+            index: Some(index),
+            live,
+            limit: share,
+        }
+    }
+
+    fn scope(live: u64, limit: u64) -> Bound {
+        Bound {
+            name: "s".into(),
+            scope: "s".into(),
+            index: None,
+            live,
+            limit,
+        }
+    }
+
+    #[test]
+    fn a_key_above_its_share_after_a_lowering_only_drains_while_the_other_fills_its_share() {
+        // Limit 1 over two keys: shares 1 and 0; key 1 kept its item.
+        let mut w = windows(1);
+        w.recap(&key(1, 1, 0));
+        w.check(&key(1, 1, 0)).unwrap();
+        w.check(&key(0, 1, 1)).unwrap();
+        w.check(&scope(2, 1))
+            .expect("exception (4): the scope holds 2 against 1");
+        // Key 1 drains; its cap goes with it, so it may not fill again.
+        w.check(&key(1, 0, 0)).unwrap();
+        let err = w.check(&key(1, 1, 0)).unwrap_err();
+        assert!(err.contains("above its share 0"), "{err}");
+        // (The scope's own cap still allows the 2 it held: outside the
+        // windows the keys' checks carry its bound, as the header says.)
+    }
+
+    #[test]
+    fn a_key_above_its_share_without_a_reason_fails_and_a_cap_never_rises_outside_windows() {
+        let mut w = windows(3);
+        let err = w.check(&key(0, 3, 2)).unwrap_err();
+        assert!(err.contains("live 3 above its share 2"), "{err}");
+        // Left at 3 by a lowering to shares of 1: it drains to 2, then may
+        // not go back to 3.
+        w.recap(&key(0, 3, 1));
+        w.check(&key(0, 2, 1)).unwrap();
+        assert!(w.check(&key(0, 3, 1)).is_err());
+    }
+}
