@@ -56,10 +56,12 @@ fn may_have_applied(code: Option<&str>) -> bool {
 }
 
 /// The update that writes an override (`limit`, `updated_at`, the write's
-/// `rev` token, `version` bumped), its names and values added to the
-/// condition's.
+/// `rev` token, `version` bumped, and on a scope over several keys this
+/// key's `share` of it with `share_of` the limit), its names and values
+/// added to the condition's.
 fn set_limit_expression(
     limit: u64,
+    share: Option<u64>,
     now: EpochMillis,
     token: &str,
     names: &mut HashMap<String, String>,
@@ -72,7 +74,13 @@ fn set_limit_expression(
     values.insert(":now".to_owned(), n(now));
     values.insert(":one".to_owned(), n(1));
     values.insert(":token".to_owned(), s(token));
-    "SET #limit = :limit, #updated_at = :now, #rev = :token ADD #version :one"
+    let Some(share) = share else {
+        return "SET #limit = :limit, #updated_at = :now, #rev = :token ADD #version :one";
+    };
+    names.insert("#share".to_owned(), keys::SHARE.to_owned());
+    names.insert("#share_of".to_owned(), keys::SHARE_OF.to_owned());
+    values.insert(":share".to_owned(), AttributeValue::N(share.to_string()));
+    "SET #limit = :limit, #share = :share, #share_of = :limit, #updated_at = :now, #rev = :token ADD #version :one"
 }
 
 impl Expect {
@@ -260,8 +268,21 @@ impl DynamoStore {
         now: EpochMillis,
     ) -> Result<(LimitWrite, Option<Scope>), StoreError> {
         let token = uuid::Uuid::new_v4().to_string();
+        // Each key's share, from what the keys hold now: every copy is
+        // written with its own, even one already at the limit, so the
+        // shares add up to the limit (a share is read only beside the
+        // limit it was assigned for).
+        let shares = match limit {
+            Some(limit) if copies.len() > 1 => {
+                let keys: Vec<Scope> = copies.iter().map(|(key, ..)| key.clone()).collect();
+                Some(hybrid_counter::shares::read_shares(self, &keys, limit).await?)
+            }
+            _ => None,
+        };
         let mut actions = Vec::with_capacity(copies.len());
-        for (key, expect, write) in copies {
+        for (at, (key, expect, write)) in copies.iter().enumerate() {
+            let share = shares.as_ref().map(|shares| shares[at]);
+            let write = &(*write || share.is_some());
             let (condition, mut names, mut values) = expect.condition();
             let item_key = counter_key(key, keys::LIMIT_NAME);
             // What a refused copy holds now, for the report.
@@ -284,7 +305,7 @@ impl DynamoStore {
                         .map_err(invalid)?,
                 ),
                 (true, Some(limit)) => {
-                    let update = set_limit_expression(limit, now, &token, &mut names, &mut values);
+                    let update = set_limit_expression(limit, share, now, &token, &mut names, &mut values);
                     TransactWriteItem::builder().update(
                         Update::builder()
                             .table_name(self.counters_table())
@@ -511,7 +532,7 @@ impl DynamoStore {
         let refused = ReturnValuesOnConditionCheckFailure::AllOld;
         match limit {
             Some(limit) => {
-                let update = set_limit_expression(limit, now, token, &mut names, &mut values);
+                let update = set_limit_expression(limit, None, now, token, &mut names, &mut values);
                 self.client()
                     .update_item()
                     .table_name(self.counters_table())
@@ -584,6 +605,50 @@ mod tests {
 
     fn store(rules: &[Rule]) -> DynamoStore {
         crate::test_util::mock_store(rules)
+    }
+
+    /// The counters Query of each key a write of a scope's copies reads
+    /// first: the key `<scope>#k` holds `held[k]` on its best-effort item.
+    fn reads(held: &[i64]) -> Vec<Rule> {
+        let held: Arc<Vec<i64>> = Arc::new(held.to_vec());
+        (0..held.len())
+            .map(|_| {
+                let held = held.clone();
+                mock!(Client::query).then_compute_output(move |r| {
+                    let key = r.expression_attribute_values().unwrap()[":scope"]
+                        .as_s()
+                        .unwrap()
+                        .clone();
+                    let k: usize = key.rsplit_once('#').unwrap().1.parse().unwrap();
+                    let item = hybrid_counter::items::CounterItem {
+                        scope: key,
+                        name: keys::BEST_EFFORT_NAME.to_owned(),
+                        count: held[k],
+                        version: 1,
+                        updated_at: 1,
+                        epoch: None,
+                        limit: None,
+                        share: None,
+                        share_of: None,
+                    };
+                    aws_sdk_dynamodb::operation::query::QueryOutput::builder()
+                        .items(serde_dynamo::to_item(item).unwrap())
+                        .build()
+                })
+            })
+            .collect()
+    }
+
+    /// Each action's `:share` value, in order (`None`: none written).
+    fn shares_sent(r: &aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput) -> Vec<Option<u64>> {
+        r.transact_items()
+            .iter()
+            .map(|a| {
+                a.update()
+                    .and_then(|u| value(u.expression_attribute_values(), ":share"))
+                    .map(|v| v.parse().unwrap())
+            })
+            .collect()
     }
 
     fn limit_item(limit: u64, version: u64, rev: &str) -> HashMap<String, AttributeValue> {
@@ -822,16 +887,23 @@ mod tests {
         let expected: Vec<String> = (0..4).map(|k| format!("acme/prod#{k}")).collect();
         let (want_set, want_clear) = (expected.clone(), expected.clone());
         let keys = ScopeKeys::new(4).unwrap();
-        let set = [mock!(Client::transact_write_items)
-            .match_requests(move |r| {
-                let c = copies(r);
-                c.iter().all(|(_, forty)| *forty)
-                    && c.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() == want_set
-                    && r.client_request_token().is_some()
-            })
-            .then_output(|| TransactWriteItemsOutput::builder().build())];
+        // Key 1 holds 15: it keeps them as its share, the other keys
+        // share the rest (the even split would give it 10, and the others
+        // room for 30 more: 45 against a limit of 40).
+        let mut set = reads(&[0, 15, 0, 0]);
+        set.push(
+            mock!(Client::transact_write_items)
+                .match_requests(move |r| {
+                    let c = copies(r);
+                    c.iter().all(|(_, forty)| *forty)
+                        && c.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() == want_set
+                        && r.client_request_token().is_some()
+                        && shares_sent(r) == [Some(9), Some(15), Some(8), Some(8)]
+                })
+                .then_output(|| TransactWriteItemsOutput::builder().build()),
+        );
         store(&set).set_scope_limit(keys, &scope(), Some(40), 1).await.unwrap();
-        assert_eq!(set[0].num_calls(), 1);
+        assert_eq!(set[4].num_calls(), 1);
         let clear = [mock!(Client::transact_write_items)
             .match_requests(move |r| {
                 r.transact_items().iter().all(|a| a.delete().is_some())
@@ -919,7 +991,8 @@ mod tests {
                 })
             })
             .then_error(move || cancellation(&["None", "ConditionalCheckFailed", "None", "None"]));
-        let refused = [conditioned];
+        let with_reads = |rules: Vec<Rule>| -> Vec<Rule> { reads(&[0, 0, 0, 0]).into_iter().chain(rules).collect() };
+        let refused = with_reads(vec![conditioned]);
         let (outcome, key) = store(&refused).write_limit_copies(&copies, Some(40), 1).await.unwrap();
         assert_eq!(
             outcome,
@@ -933,25 +1006,26 @@ mod tests {
             "the copy found, not what the plan read"
         );
         assert_eq!(key.unwrap().as_str(), "acme/prod#1");
-        assert_eq!(refused[0].num_calls(), 1);
+        assert_eq!(refused[4].num_calls(), 1);
 
         // Review (finding 1): a cancellation for a reason no resend can
         // change is not retried, and is a failure, not an unknown outcome.
-        let invalid = [cancelled(&["None", "ValidationError", "None", "None"])];
+        let invalid = with_reads(vec![cancelled(&["None", "ValidationError", "None", "None"])]);
         let err = store(&invalid)
             .write_limit_copies(&copies, Some(40), 1)
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::Rejected(_)), "{err:?}");
-        assert_eq!(invalid[0].num_calls(), 1);
+        assert_eq!(invalid[4].num_calls(), 1);
 
         // Review (finding 2): a send that may have applied (a 5xx), then
         // only "still in progress" until the retries run out: unknown, not
         // failed.
         let budget = crate::dynamo::ONE_OFF_WRITE_BACKOFF.max_attempts as usize;
-        let mut lost = vec![mock!(Client::transact_write_items).then_error(|| {
+        let mut lost = reads(&[0, 0, 0, 0]);
+        lost.push(mock!(Client::transact_write_items).then_error(|| {
             TransactWriteItemsError::generic(ErrorMetadata::builder().code("InternalServerError").build())
-        })];
+        }));
         lost.extend((1..budget).map(|_| {
             mock!(Client::transact_write_items).then_error(|| {
                 TransactWriteItemsError::generic(
@@ -967,16 +1041,13 @@ mod tests {
             let seen = tokens.clone();
             move |r: &aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput| {
                 seen.lock().unwrap().push(r.client_request_token().unwrap().to_owned());
+                // Every copy written with its share, even those already
+                // at the limit, so the shares add up to it.
                 let items = r.transact_items();
-                items.len() == 4
-                    && items.iter().enumerate().all(|(k, a)| (k == 2) == a.update().is_some())
-                    && items
-                        .iter()
-                        .enumerate()
-                        .all(|(k, a)| (k != 2) == a.condition_check().is_some())
+                items.len() == 4 && items.iter().all(|a| a.update().is_some()) && shares_sent(r) == [Some(10); 4]
             }
         };
-        let rules = [
+        let rules = with_reads(vec![
             mock!(Client::transact_write_items)
                 .match_requests(record(&tokens))
                 .then_error(|| {
@@ -988,7 +1059,7 @@ mod tests {
             mock!(Client::transact_write_items)
                 .match_requests(record(&tokens))
                 .then_output(|| TransactWriteItemsOutput::builder().build()),
-        ];
+        ]);
         let (outcome, _) = store(&rules).write_limit_copies(&copies, Some(40), 1).await.unwrap();
         assert_eq!(outcome, LimitWrite::Written);
         let tokens = tokens.lock().unwrap();

@@ -730,6 +730,8 @@ mod tests {
             updated_at: 0,
             epoch: *epoch,
             limit: None,
+            share: None,
+            share_of: None,
         }))
     }
 

@@ -103,6 +103,14 @@ pub struct CounterItem {
     /// Only on the `limit` item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
+    /// Only on a `limit` item of a scope over several keys: this key's
+    /// share of the limit ([`crate::shares`]), and the limit it was
+    /// assigned for (a share is read only while the two agree, so a write
+    /// of the limit alone leaves none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_of: Option<u64>,
 }
 
 /// Everything the counters table holds for one scope, read in one Query.
@@ -114,6 +122,9 @@ pub struct CounterSnapshot {
     pub eventual: i64,
     /// Per-scope override of the default limit.
     pub limit_override: Option<u64>,
+    /// This key's share of the override, when one was assigned for it
+    /// ([`crate::shares`]).
+    pub limit_share: Option<u64>,
     /// Each best-effort item read (`best_effort`, `best_effort#n`) and its
     /// count: what strict admission splits the limit over.
     pub best_effort_items: BTreeMap<String, i64>,
@@ -129,6 +140,9 @@ impl CounterSnapshot {
         for item in items {
             if item.name == crate::keys::LIMIT_NAME {
                 snap.limit_override = item.limit;
+                snap.limit_share = item
+                    .share
+                    .filter(|_| item.share_of.is_some() && item.share_of == item.limit);
             } else {
                 snap.add(&item.name, item.count);
                 if let Some(epoch) = item.epoch.filter(|_| crate::keys::is_best_effort_name(&item.name)) {
@@ -164,7 +178,28 @@ mod tests {
             updated_at: 0,
             epoch: None,
             limit: None,
+            share: None,
+            share_of: None,
         }
+    }
+
+    /// A share is read only beside the limit it was assigned for: a write
+    /// of the limit alone (an older `counterctl`) leaves the even split.
+    #[test]
+    fn a_share_is_read_only_beside_the_limit_it_was_assigned_for() {
+        let limit = |value: u64, share: u64, of: u64| CounterItem {
+            limit: Some(value),
+            share: Some(share),
+            share_of: Some(of),
+            ..counter("limit", 0)
+        };
+        assert_eq!(CounterSnapshot::from_items([limit(4, 3, 4)]).limit_share, Some(3));
+        assert_eq!(CounterSnapshot::from_items([limit(5, 3, 4)]).limit_share, None);
+        let unassigned = CounterItem {
+            share: Some(3),
+            ..counter("limit", 0)
+        };
+        assert_eq!(CounterSnapshot::from_items([unassigned]).limit_share, None);
     }
 
     #[test]
@@ -188,6 +223,7 @@ mod tests {
                 best_effort: 7,
                 eventual: 7,
                 limit_override: Some(7),
+                limit_share: None,
                 best_effort_items: [("best_effort", 3), ("best_effort#0", 5), ("best_effort#2", -1)]
                     .into_iter()
                     .map(|(n, c)| (n.to_owned(), c))

@@ -40,6 +40,11 @@ pub const LIMIT: &str = "limit";
 /// plan read is refused after any change since, even one that cleared the
 /// override and set it again (which restarts `version` at 1).
 pub const REV: &str = "rev";
+/// Counters table, on the [`LIMIT_NAME`] item of a scope over several
+/// keys: this key's share of the override ([`crate::shares`]) and the
+/// override it was assigned for.
+pub const SHARE: &str = "share";
+pub const SHARE_OF: &str = "share_of";
 
 /// Counters table `name` of the best-effort counter (and prefix of its
 /// shards, `best_effort#<n>`).

@@ -47,6 +47,7 @@ pub mod scope_keys;
 #[cfg(test)]
 mod scope_keys_tests;
 pub mod sequence;
+pub mod shares;
 pub mod store;
 pub mod stream;
 pub mod throttle;

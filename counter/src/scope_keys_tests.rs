@@ -183,39 +183,58 @@ async fn strict_admission_never_lets_the_keys_together_overshoot_the_limit() {
     }
 }
 
-/// Strict admission's exception (4) (docs/design.md), found by the
-/// simulation at two levels (seed 1592593515): each key admits against
-/// its own share, so after a lowering a key left above its new share keeps
-/// its item while another fills its share, and the scope holds 2 against a
-/// limit of 1. The bound that holds instead: each key at most the larger
-/// of its share and what it held.
+/// Simulation seed 1592593515: each key admits against its own share, so
+/// after a lowering to an even split a key above its new share kept its
+/// item while another filled its share, 2 live against a limit of 1. `limit
+/// set` assigns each key its share from what the keys hold
+/// ([`crate::shares`]): the key holding the item keeps it as its share, the
+/// other gets none. A limit written without shares (the even split, as a
+/// `DefaultLimit` lowering is) still lets the other key fill its share:
+/// exception (4) of docs/design.md.
 #[tokio::test]
-async fn after_a_lowering_a_key_above_its_share_keeps_its_items_while_another_fills_its_share() {
+async fn a_lowering_assigns_each_key_its_share_from_what_it_holds_so_no_other_key_passes_the_limit() {
     let store = Arc::new(MemoryStore::new());
     let counter = spread(store.clone(), 2, 3, Admission::Strict);
     let keys = ScopeKeys::new(2).unwrap();
-    let on = |key: u32| (0..).map(id).find(|i| keys.index(i) == key).expect("an id on the key");
-    let (first, second) = (on(1), on(0));
-    counter.create(&scope(), &first, Item::default(), NOW).await.unwrap();
+    let on = |key: u32, nth: usize| (0..).map(id).filter(|i| keys.index(i) == key).nth(nth).unwrap();
+    counter.create(&scope(), &on(1, 0), Item::default(), NOW).await.unwrap();
+    store.set_scope_limit(keys, &scope(), Some(1)).await.unwrap();
+    let refused = counter
+        .create(&scope(), &on(0, 0), Item::default(), NOW)
+        .await
+        .unwrap_err();
+    assert!(refused.is_limit_exceeded(), "key 0's share is 0: {refused}");
+    let refused = counter
+        .create(&scope(), &on(1, 1), Item::default(), NOW)
+        .await
+        .unwrap_err();
+    assert!(refused.is_limit_exceeded(), "key 1 is at its share: {refused}");
+    assert_eq!(live_by_key(&store).values().sum::<i64>(), 1);
+    // Raised back: the shares cover what each key holds again.
+    store.set_scope_limit(keys, &scope(), Some(3)).await.unwrap();
+    for nth in 0..2 {
+        counter
+            .create(&scope(), &on(0, nth), Item::default(), NOW)
+            .await
+            .unwrap();
+    }
+    assert!(counter.create(&scope(), &on(0, 2), Item::default(), NOW).await.is_err());
+    assert_eq!(live_by_key(&store).values().sum::<i64>(), 3);
+
+    // The even split, written without shares: key 1 holds 1 above its 0
+    // while key 0 fills its 1.
+    let store = Arc::new(MemoryStore::new());
+    let counter = spread(store.clone(), 2, 3, Admission::Strict);
+    counter.create(&scope(), &on(1, 0), Item::default(), NOW).await.unwrap();
     for key in keys.keys(&scope()).unwrap() {
         store.set_limit(key.as_str(), Some(1));
     }
-    // Shares of 1 over two keys: 1 and 0; key 1 holds 1 above its 0.
-    counter.create(&scope(), &second, Item::default(), NOW).await.unwrap();
-    let live: i64 = live_by_key(&store).values().sum();
-    assert_eq!(live, 2, "the scope passes its lowered limit of 1: exception (4)");
-    let third = (0..).map(id).filter(|i| keys.index(i) == 0).nth(1).unwrap();
-    let refused = counter
-        .create(&scope(), &third, Item::default(), NOW)
-        .await
-        .unwrap_err();
-    assert!(refused.is_limit_exceeded(), "key 0 is at its share: {refused}");
-    let fourth = (0..).map(id).filter(|i| keys.index(i) == 1).nth(1).unwrap();
-    let refused = counter
-        .create(&scope(), &fourth, Item::default(), NOW)
-        .await
-        .unwrap_err();
-    assert!(refused.is_limit_exceeded(), "key 1 only drains: {refused}");
+    counter.create(&scope(), &on(0, 0), Item::default(), NOW).await.unwrap();
+    assert_eq!(
+        live_by_key(&store).values().sum::<i64>(),
+        2,
+        "exception (4) without shares"
+    );
 }
 
 /// A stack's configuration reaches the request path: `Counter::configured`

@@ -54,5 +54,7 @@ pub(super) fn counter_item(name: &str, version: i64) -> CounterItem {
         updated_at: 0,
         epoch: None,
         limit: None,
+        share: None,
+        share_of: None,
     }
 }

@@ -595,6 +595,8 @@ mod tests {
             updated_at: 0,
             epoch: None,
             limit: None,
+            share: None,
+            share_of: None,
         };
         let read = [item("eventual#7"), item("best_effort")];
         let repair = Repair {
@@ -627,6 +629,8 @@ mod tests {
             updated_at: 0,
             epoch: None,
             limit: None,
+            share: None,
+            share_of: None,
         };
         let read = [
             item("best_effort", 2),

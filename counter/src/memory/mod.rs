@@ -276,11 +276,48 @@ impl MemoryStore {
     /// Sets the per-scope limit override, as `counterctl limit set` does
     /// (`None` clears it).
     pub fn set_limit(&self, scope: &str, limit: Option<u64>) {
-        let mut inner = self.inner.lock().unwrap();
-        match limit {
-            Some(limit) => inner.tables.limits.insert(scope.to_owned(), limit),
-            None => inner.tables.limits.remove(scope),
+        self.set_limit_share(scope, limit, None);
+    }
+
+    /// `limit set` of `scope` over `keys`: each copy with its share of
+    /// `limit`, assigned from what the keys hold now ([`crate::shares`]),
+    /// as `DynamoStore::set_scope_limit` writes them in one transaction.
+    pub async fn set_scope_limit(
+        &self,
+        keys: crate::scope_keys::ScopeKeys,
+        scope: &Scope,
+        limit: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let copies = keys.keys(scope).map_err(|e| StoreError::Rejected(e.to_string()))?;
+        let shares = match limit {
+            Some(limit) if copies.len() > 1 => Some(crate::shares::read_shares(self, &copies, limit).await?),
+            _ => None,
         };
+        for (at, key) in copies.iter().enumerate() {
+            self.set_limit_share(key.as_str(), limit, shares.as_ref().map(|s| s[at]));
+        }
+        Ok(())
+    }
+
+    /// [`MemoryStore::set_limit`] with this key's share of the override
+    /// ([`crate::shares`]), as `limit set` writes it on a scope over
+    /// several keys.
+    pub fn set_limit_share(&self, scope: &str, limit: Option<u64>, share: Option<u64>) {
+        let mut inner = self.inner.lock().unwrap();
+        let tables = &mut inner.tables;
+        match (limit, share) {
+            (Some(limit), share) => {
+                tables.limits.insert(scope.to_owned(), limit);
+                match share {
+                    Some(share) => tables.limit_shares.insert(scope.to_owned(), share),
+                    None => tables.limit_shares.remove(scope),
+                };
+            }
+            (None, _) => {
+                tables.limits.remove(scope);
+                tables.limit_shares.remove(scope);
+            }
+        }
     }
 
     /// The retained records of shard `shard_id` after `after` (from the

@@ -46,6 +46,8 @@ impl MemoryStore {
                     updated_at: 0,
                     epoch: None,
                     limit: t.limits.get(scope.as_str()).copied(),
+                    share: t.limit_shares.get(scope.as_str()).copied(),
+                    share_of: t.limits.get(scope.as_str()).copied(),
                 });
             }
             let key = (scope.to_string(), name.to_owned());
@@ -57,6 +59,8 @@ impl MemoryStore {
                 updated_at: t.counters_updated_at.get(&key).copied().unwrap_or(0),
                 epoch: t.counters_epoch.get(&key).copied(),
                 limit: None,
+                share: None,
+                share_of: None,
             })
         };
         let mut items: Vec<CounterItem> = Vec::new();

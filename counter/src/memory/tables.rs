@@ -38,6 +38,9 @@ pub struct Tables {
     /// ([`crate::best_effort::Fence`]).
     pub counters_epoch: BTreeMap<(String, String), u64>,
     pub limits: BTreeMap<String, u64>,
+    /// scope → the share of its override assigned to this key
+    /// ([`crate::shares`]); only while `limits` holds the override.
+    pub limit_shares: BTreeMap<String, u64>,
     /// scope → the last number of its gapless sequence (the `sequence`
     /// item's `last_id`).
     pub sequences: BTreeMap<String, u64>,

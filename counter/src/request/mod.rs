@@ -229,11 +229,13 @@ impl<S: RequestStore> Counter<S> {
 
     /// What admission compares on key `index` of a scope: that key's
     /// counters against its share of the scope's limit (the whole limit
-    /// when the scope has one key).
+    /// when the scope has one key): the share `limit set` assigned it from
+    /// what the keys held ([`crate::shares`]), else the even split.
     fn key_usage(&self, snapshot: &CounterSnapshot, index: u32) -> Usage {
         let usage = Usage::new(snapshot, self.default_limit);
+        let assigned = snapshot.limit_share.filter(|_| self.scope_keys.count() > 1);
         Usage {
-            limit: self.scope_keys.share(usage.limit, index),
+            limit: assigned.unwrap_or_else(|| self.scope_keys.share(usage.limit, index)),
             ..usage
         }
     }

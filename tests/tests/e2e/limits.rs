@@ -489,13 +489,12 @@ async fn over_four_keys_a_copy_missing_or_disagreeing_is_planned_and_repaired_by
 
     let set = ctl.run(&["limit", "set", "acme", "40"]).await.unwrap();
     assert_eq!(copies(set), (vec![Some(40); 4], false));
+    // Each copy carries its key's share, from what the keys hold (nothing
+    // here: the even split), read through the operator role's Query.
     for k in 0..4 {
         let key = scope(&format!("acme#{k}"));
-        assert_eq!(
-            store.read_counters(&key).await.unwrap().limit_override,
-            Some(40),
-            "{key}"
-        );
+        let read = store.read_counters(&key).await.unwrap();
+        assert_eq!((read.limit_override, read.limit_share), (Some(40), Some(10)), "{key}");
     }
 
     // A `limit set` cut short: key 2 lost its copy, key 3 holds another limit.
@@ -525,6 +524,17 @@ async fn over_four_keys_a_copy_missing_or_disagreeing_is_planned_and_repaired_by
     assert_eq!(apply.results[0].outcome, Outcome::Written, "{applied}");
     let get = ctl.run(&["limit", "get", "acme"]).await.unwrap();
     assert_eq!(copies(get), (vec![Some(40); 4], false));
+    let mut shares = Vec::new();
+    for k in 0..4 {
+        shares.push(
+            store
+                .read_counters(&scope(&format!("acme#{k}")))
+                .await
+                .unwrap()
+                .limit_share,
+        );
+    }
+    assert_eq!(shares, [Some(10); 4], "every copy rewritten with its share");
     let again = ctl.run(&["limits", "plan", &file]).await.unwrap();
     assert_eq!(again.exit_code(), exit::SUCCESS, "{again}");
     assert!(changes(&again).is_empty(), "{again}");

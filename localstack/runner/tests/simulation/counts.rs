@@ -146,10 +146,20 @@ pub(crate) fn limit_on(tables: &Tables, key: &str, default_limit: u64) -> u64 {
     tables.limits.get(key).copied().unwrap_or(default_limit)
 }
 
+/// Key `index`'s part of its scope's limit as admission reads it on
+/// partition `key`: the share `limit set` assigned beside its override
+/// copy, else the even split of the limit it reads.
+pub(crate) fn share_on(tables: &Tables, layout: ScopeKeys, key: &str, index: u32, default_limit: u64) -> u64 {
+    match (tables.limits.contains_key(key), tables.limit_shares.get(key)) {
+        (true, Some(&share)) => share,
+        _ => layout.share(limit_on(tables, key, default_limit), index),
+    }
+}
+
 /// What strict admission bounds: a scope (`index` `None`), whose keys
 /// admit together up to the sum of their shares, each of the limit copy
 /// it reads (the limit when the copies agree); and, with several counters
-/// keys, each key on its own, up to its share ([`ScopeKeys::share`]).
+/// keys, each key on its own, up to its share ([`share_on`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Bound {
     pub(crate) name: String,
@@ -157,13 +167,6 @@ pub(crate) struct Bound {
     pub(crate) index: Option<u32>,
     pub(crate) live: u64,
     pub(crate) limit: u64,
-}
-
-impl Bound {
-    /// This bound's part of a scope limit of `limit`.
-    pub(crate) fn part(&self, layout: ScopeKeys, limit: u64) -> u64 {
-        self.index.map_or(limit, |index| layout.share(limit, index))
-    }
 }
 
 pub(crate) fn bounds(tables: &Tables, layout: ScopeKeys, default_limit: u64) -> Vec<Bound> {
@@ -175,9 +178,9 @@ pub(crate) fn bounds_of(units: &[KeyCount], tables: &Tables, layout: ScopeKeys, 
     let mut scopes: BTreeMap<&str, Bound> = BTreeMap::new();
     let mut out = Vec::new();
     for unit in units {
-        let share = unit.index.map_or(0, |index| {
-            layout.share(limit_on(tables, &unit.key, default_limit), index)
-        });
+        let share = unit
+            .index
+            .map_or(0, |index| share_on(tables, layout, &unit.key, index, default_limit));
         let scope = scopes.entry(&unit.scope).or_insert_with(|| Bound {
             name: unit.scope.clone(),
             scope: unit.scope.clone(),

@@ -82,9 +82,12 @@ impl Sim {
                 windows.open(ConfigChange::Limit, Some(scope.as_str()), &self.store.tables());
                 windows.in_flight.len()
             };
-            // `limit set`: a copy on every counters key, in one transaction.
-            for key in self.counters_keys(n) {
-                self.store.set_limit(key.as_str(), limit);
+            // `limit set`: a copy on every counters key, each with its
+            // share from what the keys hold, in one transaction (retried
+            // while an injected fault fails its reads).
+            while let Err(e) = self.store.set_scope_limit(self.p.scope_keys, &scope, limit).await {
+                self.log(|| format!("limit set {scope}: {e}"));
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
             self.windows
                 .lock()

@@ -10,7 +10,7 @@ use hybrid_counter::Admission;
 use hybrid_counter::memory::Tables;
 use hybrid_counter::scope_keys::ScopeKeys;
 
-use crate::counts::{Bound, bounds, limit_on};
+use crate::counts::{Bound, bounds};
 use crate::params::ConfigChange;
 use crate::stats::WindowStats;
 
@@ -47,6 +47,9 @@ pub(crate) struct Windows {
     /// The same for each counters key, by scope and key index: what a key
     /// above its share may still hold, and adds to its scope's ceiling.
     pub(crate) key_caps: BTreeMap<(String, u32), u64>,
+    /// Each counters key's share as its last check read it (the keys are
+    /// checked before their scope).
+    pub(crate) key_shares: BTreeMap<(String, u32), u64>,
     /// Measured, per kind of change ([`CHANGES`]).
     pub(crate) measured: [WindowStats; 3],
 }
@@ -57,7 +60,10 @@ pub(crate) struct Window {
     /// `None`: every scope (a shard count or mode change).
     scope: Option<String>,
     /// The scope's limit in force before a limit change (`None`: unchanged).
-    old_limit: Option<u64>,
+    /// What the scope (`None`) and each of its keys was bounded by when
+    /// the window opened: the limit, and each key's share of it (`None`: a
+    /// window over every scope).
+    old_parts: Option<BTreeMap<Option<u32>, u64>>,
     /// The creates that may run the old configuration; the window closes
     /// with the last once the rollout is over.
     pending: BTreeSet<u64>,
@@ -170,11 +176,20 @@ impl Windows {
     /// "Admission reads one key"; simulation seed 1592593515). With the
     /// keys' caps current this bound is the sum of the keys' own, so outside
     /// the windows the scope's check adds nothing to theirs.
+    /// Key `index` of `scope`'s share as its last check read it, else the
+    /// even split of `limit`.
+    fn share_of(&self, scope: &str, index: u32, limit: u64) -> u64 {
+        self.key_shares
+            .get(&(scope.to_owned(), index))
+            .copied()
+            .unwrap_or_else(|| self.layout.share(limit, index))
+    }
+
     fn keys_ceiling(&self, scope: &str, limit: u64) -> u64 {
         let above: u64 = self
             .key_caps
             .range((scope.to_owned(), 0)..=(scope.to_owned(), u32::MAX))
-            .map(|((_, index), cap)| cap.saturating_sub(self.layout.share(limit, *index)))
+            .map(|((_, index), cap)| cap.saturating_sub(self.share_of(scope, *index, limit)))
             .sum();
         limit + above
     }
@@ -182,7 +197,13 @@ impl Windows {
     /// A change of `scope`'s limit (`Some`), of the shard count or of the
     /// admission mode (`None`) is about to land.
     pub(crate) fn open(&mut self, kind: ConfigChange, scope: Option<&str>, tables: &Tables) {
-        let old_limit = scope.map(|s| self.limit_of(tables, s));
+        let old_parts = scope.map(|s| {
+            bounds(tables, self.layout, self.default_limit)
+                .into_iter()
+                .filter(|b| b.scope == s)
+                .map(|b| (b.index, b.limit))
+                .collect()
+        });
         let at_change = self.in_flight.len() as u64;
         // Best-effort admission has no windows; a limit change lands at
         // once: only the creates in flight read the old one.
@@ -199,7 +220,7 @@ impl Windows {
         self.open.push(Window {
             kind,
             scope: scope.map(str::to_owned),
-            old_limit,
+            old_parts,
             pending: self.in_flight.clone(),
             rolling: kind != ConfigChange::Limit,
             at_change,
@@ -239,21 +260,15 @@ impl Windows {
         self.open.iter().any(|w| w.scope.as_deref().is_none_or(|s| s == scope))
     }
 
-    /// The limit of `scope`, as read on its first key (the copies agree:
-    /// the operator writes them all at once).
-    fn limit_of(&self, tables: &Tables, scope: &str) -> u64 {
-        let first = hybrid_counter::Scope::new(scope)
-            .ok()
-            .and_then(|s| self.layout.key(&s, 0).ok());
-        limit_on(tables, first.as_ref().map_or(scope, |k| k.as_str()), self.default_limit)
-    }
-
     /// `live <= limit` in strict admission for a scope and for each of its
     /// counters keys (its share), within the windows (measured during a
     /// switch, checked from when its repair landed).
     pub(crate) fn check(&mut self, bound: &Bound) -> Result<(), String> {
         let Bound { name, live, limit, .. } = bound;
         let (live, limit) = (*live, *limit);
+        if let Some(index) = bound.index {
+            self.key_shares.insert((bound.scope.clone(), index), limit);
+        }
         let keys = match bound.index {
             None => self.keys_ceiling(&bound.scope, limit),
             Some(_) => limit,
@@ -268,8 +283,10 @@ impl Windows {
         {
             windowed = true;
             let before = w
-                .old_limit
-                .map_or(limit, |old| bound.part(self.layout, old))
+                .old_parts
+                .as_ref()
+                .and_then(|old| old.get(&bound.index).copied())
+                .unwrap_or(limit)
                 .max(draining);
             ceiling = ceiling.max(before + w.allowance());
             // How far the window's creates took the scope past what it
