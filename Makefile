@@ -1,5 +1,7 @@
 # Hybrid Counter Kit: developer and CI entry points. `make help` lists them.
-# CI runs `.ci/run`, which is `make test` on a fresh machine.
+# CI runs `.ci/run`, which is `make test` on a fresh machine. What is more
+# than a command line lives in `cargo xtask` (xtask/, `cargo xtask help`),
+# which needs only cargo.
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -36,10 +38,11 @@ MINISTACK_PATH := $(if $(filter localstack,$(TARGET)),$(if $(strip $(LOCALSTACK_
 # built for this host only; the arm64 release zips are built for AWS.
 HOST_DEPLOY := $(or $(filter local,$(TARGET)),$(MINISTACK_PATH))
 
-# Every directory under handlers/ is a Lambda package; its name is the
-# `name =` of the [package] table of its Cargo.toml.
+# Every directory under handlers/ is a Lambda package named as its
+# directory (`make lint` checks it against `cargo metadata`: cargo xtask
+# handler-packages).
 HANDLER_MANIFESTS := $(sort $(wildcard handlers/*/Cargo.toml))
-HANDLER_PACKAGES := $(foreach m,$(HANDLER_MANIFESTS),$(shell awk -F'"' '/^\[/ { pkg = ($$0 == "[package]") } pkg && /^name[[:space:]]*=/ { print $$2; exit }' $(m)))
+HANDLER_PACKAGES := $(notdir $(patsubst %/Cargo.toml,%,$(HANDLER_MANIFESTS)))
 
 .PHONY: help tools rust-tools venv lock-python fakecloud-install ministack-install host-build ministack-stop \
 	fmt-check lint links workflow-lint openapi-lint module-graph unit e2e test build \
@@ -58,14 +61,7 @@ help: ## Show this help
 tools: rust-tools venv fakecloud-install ministack-install ## Install everything below (idempotent, fast when done)
 
 rust-tools: ## rustup: aarch64-unknown-linux-gnu target, rustfmt and clippy
-	@command -v rustup >/dev/null || { echo "error: rustup not found; install Rust with rustup" >&2; exit 1; }
-	@if ! rustup target list --installed | grep -qx '$(LAMBDA_TARGET)'; then \
-		rustup target add $(LAMBDA_TARGET); \
-	fi
-	@installed=$$(rustup component list --installed); \
-	missing=(); \
-	for c in rustfmt clippy; do grep -q "^$$c" <<<"$$installed" || missing+=("$$c"); done; \
-	if (( $${#missing[@]} )); then rustup component add "$${missing[@]}"; fi
+	@cargo xtask rust-tools $(LAMBDA_TARGET)
 
 venv: $(VENV)/.stamp ## Python venv with requirements-dev.lock (cargo-lambda, zig, cfn-lint, checkov, actionlint)
 
@@ -97,13 +93,14 @@ fmt-check: ## cargo fmt --check
 # Every crate's modules must form a one-way graph (tools/module-graph.py
 # lists each import cycle). `module-graph` checks every crate directory.
 # `#[cfg(test)]` modules are test code and not part of the graph.
-MODULE_GRAPH_DIRS := counter aws stack $(sort $(dir $(HANDLER_MANIFESTS))) ops-cli localstack/runner tests lab
+MODULE_GRAPH_DIRS := counter aws stack $(sort $(dir $(HANDLER_MANIFESTS))) ops-cli localstack/runner tests lab xtask
 
 # The emulator tests are `test = false` (run only when named): --all-targets
 # skips them, so their target is linted by name.
-lint: ## clippy on the whole workspace, warnings are errors; no import cycle in any crate; every Markdown link resolves; actionlint on the CI workflows; the API's OpenAPI document; make deploy's recipe lines parse
+lint: ## clippy on the whole workspace, warnings are errors; no import cycle in any crate; every Markdown link resolves; actionlint on the CI workflows; the API's OpenAPI document; make deploy's recipe lines parse; each handler package is named as its directory
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	cargo clippy -p e2e --test e2e --locked -- -D warnings
+	cargo xtask handler-packages --check $(HANDLER_PACKAGES)
 	python3 tools/test_module_graph.py -q
 	python3 tools/module-graph.py $(MODULE_GRAPH_DIRS)
 	+@$(MAKE) --no-print-directory links
@@ -139,14 +136,10 @@ openapi-lint: ## openapi-spec-validator on the API's OpenAPI 3.1 document
 # `make deploy` is one of the README's two commands, yet too slow for
 # `make test` to run; a quote or a comma that breaks one of its recipe lines
 # (a comma ends the branch of a $(if ...)) would show only on a user's
-# machine. Each line `make -n` prints for each TARGET must parse as shell.
+# machine. Each line `make -n` prints for each TARGET must parse as shell
+# (`bash -n`; xtask/src/recipe.rs). `+`: it runs make, also under `make -n`.
 recipe-check: ## Each recipe line of `make deploy` (every TARGET) parses as shell
-	@for t in $(DEPLOY_TARGETS); do \
-		$(MAKE) --no-print-directory -n deploy TARGET=$$t | sed -e ':a' -e '/\\$$/N; s/\\\n//; ta' > .recipe-check.txt || { rm -f .recipe-check.txt; exit 1; }; \
-		while IFS= read -r line; do \
-			bash -n -c "$$line" 2>/dev/null || { echo "error: make deploy TARGET=$$t: this recipe line does not parse: $$line" >&2; rm -f .recipe-check.txt; exit 1; }; \
-		done < .recipe-check.txt; \
-	done; rm -f .recipe-check.txt; echo "make deploy: every recipe line parses ($(DEPLOY_TARGETS))"
+	+@cargo xtask recipe-check --make '$(MAKE)' $(DEPLOY_TARGETS)
 
 # Offline: relative links and their anchors (GitHub's heading slugs) in
 # every Markdown file git tracks; links with a scheme are not followed.
@@ -169,38 +162,20 @@ unit: ## Unit tests (everything but the emulator tests, which run only when name
 # (localstack/runner/src/process.rs). A binary build leaves out the
 # dev-dependencies' features (`test-util` of tokio and of the SDK crates),
 # so it compiles those dependencies a second time, minutes on a fresh
-# machine; here that is done, and timed, before any test starts.
+# machine; here that is done, and timed, before any test starts. fakecloud
+# is FAKECLOUD_BIN or found on PATH, ministack MINISTACK_BIN or
+# .venv-ministack/bin/ministack (xtask/src/e2e.rs echoes both commands).
 e2e: ## Emulator tests; the harness starts its own fakecloud (and ministack) on free ports
-	@bin=$$(command -v "$${FAKECLOUD_BIN:-fakecloud}") || { \
-		echo "error: fakecloud not found; run 'make tools' (or $(FAKECLOUD) install)" >&2; exit 1; }; \
-	ministack=$${MINISTACK_BIN:-$(CURDIR)/.venv-ministack/bin/ministack}; \
-	test -x "$$ministack" || { \
-		echo "error: ministack not found ($$ministack); run 'make tools' (or $(MINISTACK) install)" >&2; exit 1; }; \
-	echo "+ cargo build --locked --bins"; \
-	t0=$$(date +%s); cargo build --locked --bins; \
-	echo "   the binaries built in $$(( $$(date +%s) - t0 ))s"; \
-	echo "+ HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN=$$bin MINISTACK_BIN=$$ministack cargo test --workspace --locked --test e2e -- --test-threads=4"; \
-	HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN="$$bin" MINISTACK_BIN="$$ministack" cargo test --workspace --locked --test e2e -- --test-threads=4
+	@cargo xtask e2e
 
-# Each phase's wall time is printed as it ends and again in a summary, so
-# a slow phase shows in every CI log (CI's limit is 90 minutes).
+# Each phase (`make <phase>`) is timed: its wall time is printed as it
+# ends and again in a summary, so a slow phase shows in every CI log (CI's
+# limit is 90 minutes). The first failure stops the run with its exit code
+# (xtask/src/phases.rs). `+`: it runs make, also under `make -n`.
 TEST_PHASES := tools fmt-check lint unit e2e
 
 test: ## tools, then fmt-check, lint, unit, e2e, each timed; stops at the first failure (what CI runs)
-	+@started=$$(date +%s); summary=(); \
-	for phase in $(TEST_PHASES); do \
-		echo "== phase $$phase"; \
-		t0=$$(date +%s); rc=0; \
-		$(MAKE) --no-print-directory $$phase || rc=$$?; \
-		secs=$$(( $$(date +%s) - t0 )); \
-		if ((rc)); then mark="  FAILED (exit $$rc)"; else mark=""; fi; \
-		summary+=("$$(printf '%-12s %5ds' "$$phase" "$$secs")$$mark"); \
-		echo "== phase $$phase: $${secs}s$$mark"; \
-		if ((rc)); then break; fi; \
-	done; \
-	echo "== phase times"; printf '   %s\n' "$${summary[@]}"; \
-	echo "   total        $$(( $$(date +%s) - started ))s"; \
-	exit $$rc
+	+@cargo xtask test --make '$(MAKE)' $(TEST_PHASES)
 
 ## ---- build and deploy ------------------------------------------------------
 
@@ -213,12 +188,7 @@ build: rust-tools venv ## Release arm64 bootstrap.zip for every handlers/* packa
 	@if [[ -z "$(strip $(HANDLER_PACKAGES))" ]]; then \
 		echo "error: no handler packages found under handlers/*/Cargo.toml" >&2; exit 1; fi
 	cargo lambda build --release --arm64 --locked --output-format zip --features $(LAMBDA_FEATURES) $(addprefix -p ,$(HANDLER_PACKAGES))
-	@shopt -s nullglob; zips=($(LAMBDA_DIR)/*/bootstrap.zip); \
-	if (( $${#zips[@]} == 0 )); then echo "error: no $(LAMBDA_DIR)/*/bootstrap.zip" >&2; exit 1; fi; \
-	echo "Lambda packages:"; \
-	for z in "$${zips[@]}"; do \
-		printf '  %-56s %10s bytes  %6s\n' "$$z" "$$(wc -c <"$$z")" "$$(du -h "$$z" | cut -f1)"; \
-	done
+	@cargo xtask zips $(LAMBDA_DIR)
 
 emulator-start: ## Start fakecloud in the background and print its endpoint
 	@$(FAKECLOUD) start $(if $(FAKECLOUD_PORT),--port $(FAKECLOUD_PORT))
