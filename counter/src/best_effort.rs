@@ -19,7 +19,7 @@
 //!
 //! Strict admission's safety rests on one invariant, which every writer
 //! keeps (DESIGN §5) and the admission model checks
-//! (`counter/src/admission_model/`): **every shard always covers the live
+//! (`counter/tests/admission_model/`): **every shard always covers the live
 //! items recorded on it** (`count >= live items whose be_shard names it`). A
 //! reservation lands before its put; a delete's `-1` lands on the item's own
 //! shard after its soft delete; a repair lowers a shard never below the live

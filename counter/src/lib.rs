@@ -26,8 +26,6 @@
 //! everything else that talks to AWS is the crate `hybrid-counter-aws`;
 //! ARCHITECTURE.md draws the crates.
 
-#[cfg(test)]
-mod admission_model;
 pub mod audit;
 pub mod best_effort;
 pub mod config;
@@ -41,6 +39,9 @@ pub mod limits;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 pub mod metrics;
+#[cfg(feature = "test-util")]
+#[doc(hidden)]
+pub mod model_internals;
 pub mod request;
 pub mod retry;
 pub mod scope_keys;

@@ -460,8 +460,8 @@ pub fn plan_repair_at(
 /// What an audit decides for one scope from what it read: the findings,
 /// the repair it may write now (after strict admission's own adjustments)
 /// and how BE is written. The audit engine's `audit_scope` writes it; the
-/// admission model (`admission_model`) plans its audit with it, so both
-/// decide alike.
+/// admission model (the integration test `counter/tests/admission_model/`)
+/// plans its audit with it, so both decide alike.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     /// [`findings_for`], and in strict admission [`strict_shard_findings`].
@@ -524,7 +524,8 @@ pub fn decide(
 }
 
 /// Takes the BE move out of `plan` while the scope's last request write
-/// is younger than `grace`, and says why.
+/// is younger than `grace`, and says why. The admission model calls it
+/// through [`crate::model_internals::hold_back`].
 pub(crate) fn hold_back(
     plan: &mut RepairPlan,
     (moved, pending, best_effort, live): (&str, &str, i64, u64),

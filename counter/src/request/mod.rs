@@ -708,8 +708,9 @@ impl<S: RequestStore + SequenceStore> Counter<S> {
 /// absent or another incarnation is unknown (ours may have been applied
 /// and hard-deleted since, or still land late). The put is sent once
 /// ([`crate::store::sends::PUT_RESOURCE`]): nothing re-sends it after the
-/// read. The admission model's stream model calls this.
-pub(crate) fn read_back_created(found: Option<&str>, ours: &str) -> bool {
+/// read. The admission model's stream model (the integration test
+/// `counter/tests/admission_model/`) calls this.
+pub fn read_back_created(found: Option<&str>, ours: &str) -> bool {
     found == Some(ours)
 }
 

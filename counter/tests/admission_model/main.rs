@@ -87,13 +87,13 @@ use std::sync::{Arc, Mutex};
 
 use stateright::{HasDiscoveries, Model, Property};
 
-use crate::audit::{LastWrites, ScopeCounts, ScopeTally, decide, findings_for, plan_repair_at};
-use crate::best_effort::{Fence, Layout, Quota, Reservation};
-use crate::config::Admission;
-use crate::items::CounterSnapshot;
-use crate::keys;
-use crate::request::Usage;
-use crate::store::Resend;
+use hybrid_counter::audit::{LastWrites, ScopeCounts, ScopeTally, decide, findings_for, plan_repair_at};
+use hybrid_counter::best_effort::{Fence, Layout, Quota, Reservation};
+use hybrid_counter::config::Admission;
+use hybrid_counter::items::CounterSnapshot;
+use hybrid_counter::keys;
+use hybrid_counter::request::Usage;
+use hybrid_counter::store::Resend;
 
 /// Best-effort items the model holds (`best_effort#0..3`).
 const SLOTS: usize = 4;
@@ -211,7 +211,7 @@ struct AdmissionModel {
     /// Clients read the best-effort items one at a time, others writing in
     /// between; otherwise a read is one snapshot.
     torn_reads: bool,
-    /// How the best-effort writes are sent ([`crate::store::sends::BEST_EFFORT`]):
+    /// How the best-effort writes are sent ([`hybrid_counter::store::sends::BEST_EFFORT`]):
     /// with `BySdk`, an applied `+1` or `-1` answered with a failure is
     /// sent again.
     best_effort_sends: Resend,
@@ -243,7 +243,7 @@ enum Plan {
     /// raise past epoch `from`, and move them all to `from + 1`, in one
     /// transaction. `writes`: the items it writes (bit `k`).
     /// `shards_only`: it only creates the shards, short of its target
-    /// ([`crate::best_effort::Raise::fences_only`]): the engine reports it
+    /// ([`hybrid_counter::best_effort::Raise::fences_only`]): the engine reports it
     /// not repaired and raises on its next try.
     Raise {
         adds: [i8; SLOTS],
@@ -528,7 +528,7 @@ enum Action {
     GiveBack(usize),
     GiveBackLost(usize),
     /// The `-1` applied, answered with a failure and re-sent by the SDK
-    /// (only with [`crate::store::sends::BEST_EFFORT`] `BySdk`): counted twice.
+    /// (only with [`hybrid_counter::store::sends::BEST_EFFORT`] `BySdk`): counted twice.
     GiveBackResent(usize),
     /// The same for a best-effort create's `+1` on the shard.
     IncrementResent(usize, usize),
@@ -835,11 +835,6 @@ mod actions;
 mod check;
 mod clock;
 mod hash;
-#[cfg(test)]
-use check::{Run, check, check_until};
-
 mod legacy;
 mod stream;
-
-#[cfg(test)]
 mod tests;

@@ -433,7 +433,7 @@ impl Model for AdmissionModel {
                 // Best-effort's `+1`s and `-1`s moved on to other shards:
                 // the audit's raise ([`decide`]) fills each shard's
                 // shortfall, but not as an `always`: a raise that only
-                // creates the shards ([`crate::best_effort::Raise::fences_only`]) lands with a
+                // creates the shards ([`hybrid_counter::best_effort::Raise::fences_only`]) lands with a
                 // shard short, and `raised` is set by it (the sum covers
                 // live); a reservation given back before the next raise
                 // lands then takes the shard further below (trace in

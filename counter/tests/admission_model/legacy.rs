@@ -3,10 +3,13 @@
 //! sharded strict raise's hold-back before e03c33a, kept for the model's
 //! regression tests.
 
-use super::*;
-use crate::audit::findings::hold_back;
-use crate::audit::{Finding, RepairPlan};
-use crate::time::EpochMillis;
+use std::collections::BTreeMap;
+
+use hybrid_counter::audit::{Finding, LastWrites, RepairPlan, ScopeCounts};
+use hybrid_counter::best_effort::{Layout, Quota};
+use hybrid_counter::keys;
+use hybrid_counter::model_internals::hold_back;
+use hybrid_counter::time::EpochMillis;
 
 /// Freezes a shard whose quota leaves no room, so a shard read below 0
 /// with nothing left of its share lends that share to the others. Before
@@ -67,7 +70,7 @@ pub fn quotas(layout: &Layout, items: &BTreeMap<String, i64>, limit: u64, clampe
 }
 
 /// Strict admission raises BE at once when it is one item. Over several
-/// shards ([`crate::best_effort`]) a raise lands on one of them and shrinks
+/// shards ([`hybrid_counter::best_effort`]) a raise lands on one of them and shrinks
 /// the others' quotas, while a create that read before it still holds its
 /// larger quota and could reserve past the limit: so in `plan`, a sharded
 /// strict raise waits like a best-effort one, until no request can be in

@@ -28,13 +28,13 @@
 //! counts above the live items). With the grace of before issue 34 (one
 //! API timeout) the checker finds the D4 overshoot: a raise while a
 //! delete's soft delete is in flight ends one above live. With today's
-//! (two timeouts plus the skew, [`crate::audit::findings::REQUEST_GRACE_MS`]
+//! (two timeouts plus the skew, [`hybrid_counter::audit::findings::REQUEST_GRACE_MS`]
 //! for a 10 s timeout) it finds none.
 
 use stateright::{Model, Property};
 
-use crate::audit::{LastWrites, ScopeCounts, findings_for, plan_repair_at};
-use crate::config::Admission;
+use hybrid_counter::audit::{LastWrites, ScopeCounts, findings_for, plan_repair_at};
+use hybrid_counter::config::Admission;
 
 /// Items of the scope the model holds.
 const ITEMS: usize = 2;
@@ -330,8 +330,8 @@ impl Model for ClockModel {
 
 #[cfg(test)]
 mod tests {
-    use super::super::check::shortest;
     use super::*;
+    use crate::check::shortest;
 
     /// Ticks: the API's timeout `timeout`, the clocks' skew 1, requests
     /// starting until `horizon`.
@@ -351,7 +351,7 @@ mod tests {
     /// clocks disagree. A timeout of 1 tick here (the longer run below
     /// takes 2).
     ///
-    /// [`REQUEST_GRACE_MS`]: crate::audit::findings::REQUEST_GRACE_MS
+    /// [`REQUEST_GRACE_MS`]: hybrid_counter::audit::findings::REQUEST_GRACE_MS
     #[test]
     fn with_a_grace_longer_than_two_timeouts_and_the_skew_best_effort_never_counts_above_live() {
         let found = shortest(

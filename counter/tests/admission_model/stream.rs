@@ -9,7 +9,7 @@
 //! applied, or still travelling when its creator gave up (then it may
 //! land later, once). An applied put is answered, or its answer is lost
 //! (a 500 after DynamoDB applied it). After a failure the put is sent as
-//! [`crate::store::sends::PUT_RESOURCE`] says: [`Resend::BySdk`] sends it
+//! [`hybrid_counter::store::sends::PUT_RESOURCE`] says: [`Resend::BySdk`] sends it
 //! once more later (the SDK's standard retry), after other actors ran;
 //! [`Resend::Never`] reads the item back once and answers with the real
 //! [`read_back_created`]. A deleter soft-deletes the live incarnation
@@ -26,8 +26,8 @@
 
 use stateright::{Model, Property};
 
-use crate::request::read_back_created;
-use crate::store::Resend;
+use hybrid_counter::request::read_back_created;
+use hybrid_counter::store::Resend;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum Creator {
@@ -257,25 +257,25 @@ impl Model for StreamModel {
 
 #[cfg(test)]
 mod tests {
-    use super::super::check::shortest;
     use super::*;
+    use crate::check::shortest;
 
     fn run(what: &str, resend: Resend) -> Vec<(&'static str, String)> {
         shortest(&format!("stream model, {what}"), StreamModel { resend }).broken
     }
 
-    /// Today's send policy ([`crate::store::sends::PUT_RESOURCE`]: sent
+    /// Today's send policy ([`hybrid_counter::store::sends::PUT_RESOURCE`]: sent
     /// once, read back after an unknown outcome): an acknowledged delete
     /// stays deleted, EC counts the live item, and the documented
     /// exception (a put travelling past its 503 lands after the id was
     /// created again, deleted and hard-deleted) is reachable.
     #[test]
     fn an_acknowledged_delete_stays_deleted_with_one_send_and_a_read_back() {
-        assert_eq!(crate::store::sends::PUT_RESOURCE, Resend::Never);
+        assert_eq!(hybrid_counter::store::sends::PUT_RESOURCE, Resend::Never);
         let found = shortest(
             "stream model, one send and a read back",
             StreamModel {
-                resend: crate::store::sends::PUT_RESOURCE,
+                resend: hybrid_counter::store::sends::PUT_RESOURCE,
             },
         );
         assert!(found.broken.is_empty(), "{:#?}", found.broken);
