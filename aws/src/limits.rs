@@ -27,6 +27,7 @@ use hybrid_counter::error::StoreError;
 use hybrid_counter::ids::Scope;
 use hybrid_counter::keys;
 use hybrid_counter::scope_keys::ScopeKeys;
+use hybrid_counter::shares;
 use hybrid_counter::store::Resend;
 
 use crate::dynamo::{DynamoStore, counter_key, n, one_off_write, s, sent};
@@ -44,6 +45,9 @@ pub enum Expect {
     /// The override as read: this `version` and write token (`None`: an
     /// item written without one).
     Read { version: u64, rev: Option<String> },
+    /// As this write token left it (the second transaction of a limit
+    /// over several keys, after its first).
+    Written(String),
 }
 
 /// Whether an error with this code may come after the request was
@@ -57,8 +61,8 @@ fn may_have_applied(code: Option<&str>) -> bool {
 
 /// The update that writes an override (`limit`, `updated_at`, the write's
 /// `rev` token, `version` bumped, and on a scope over several keys this
-/// key's `share` of it with `share_of` the limit), its names and values
-/// added to the condition's.
+/// key's `share` of it with `share_rev` the same token), its names and
+/// values added to the condition's.
 fn set_limit_expression(
     limit: u64,
     share: Option<u64>,
@@ -78,9 +82,9 @@ fn set_limit_expression(
         return "SET #limit = :limit, #updated_at = :now, #rev = :token ADD #version :one";
     };
     names.insert("#share".to_owned(), keys::SHARE.to_owned());
-    names.insert("#share_of".to_owned(), keys::SHARE_OF.to_owned());
+    names.insert("#share_rev".to_owned(), keys::SHARE_REV.to_owned());
     values.insert(":share".to_owned(), AttributeValue::N(share.to_string()));
-    "SET #limit = :limit, #share = :share, #share_of = :limit, #updated_at = :now, #rev = :token ADD #version :one"
+    "SET #limit = :limit, #share = :share, #share_rev = :token, #updated_at = :now, #rev = :token ADD #version :one"
 }
 
 impl Expect {
@@ -109,6 +113,11 @@ impl Expect {
                     None => "#version = :expected AND attribute_not_exists(#rev)",
                 })
             }
+            Expect::Written(token) => {
+                names.insert("#rev".to_owned(), keys::REV.to_owned());
+                values.insert(":rev".to_owned(), s(token));
+                Some("#rev = :rev")
+            }
         };
         (condition, names, values)
     }
@@ -120,6 +129,7 @@ impl Expect {
             (Expect::Absent, item) => item.is_none(),
             (Expect::Read { version, rev }, Some(item)) => item.version == *version && item.rev == *rev,
             (Expect::Read { .. }, None) => false,
+            (Expect::Written(token), item) => item.is_some_and(|item| item.rev.as_ref() == Some(token)),
         }
     }
 }
@@ -254,35 +264,96 @@ impl DynamoStore {
 
     /// `limits apply` of one scope spread over keys: every copy in one
     /// `TransactWriteItems`, each conditioned on what the plan read of it
-    /// (`copies`: each key's partition, what was read there, and whether
-    /// its copy is to be written or only checked), so a change made since
-    /// the plan to any copy, written or not, refuses the whole scope and
-    /// nothing is written. Resends carry the same client request token,
-    /// which DynamoDB answers without applying twice; a send whose outcome
-    /// stays unknown after them is [`LimitWrite::Unknown`]. Returns the
-    /// first refused copy's key with a refusal.
+    /// (`copies`, in key order: each key's partition, what was read there,
+    /// and whether its copy is to be written or only checked), so a change
+    /// made since the plan to any copy, written or not, refuses the whole
+    /// scope and nothing is written. Resends carry the same client request
+    /// token, which DynamoDB answers without applying twice; a send whose
+    /// outcome stays unknown after them is [`LimitWrite::Unknown`].
+    /// Returns the first refused copy's key with a refusal.
+    ///
+    /// A limit set over several keys writes every copy with its key's share
+    /// ([`hybrid_counter::shares`]) in two transactions, each after a read
+    /// of every key: the first only lowers shares (conditioned as above),
+    /// the second only raises them (conditioned on the first's token; a
+    /// write by someone else since stands). A second transaction that
+    /// fails leaves the limit written with shares that may add up to less
+    /// than it: [`LimitWrite::Unknown`], naming `limit set` to run again.
     pub async fn write_limit_copies(
         &self,
         copies: &[(Scope, Expect, bool)],
         limit: Option<u64>,
         now: EpochMillis,
     ) -> Result<(LimitWrite, Option<Scope>), StoreError> {
-        let token = uuid::Uuid::new_v4().to_string();
-        // Each key's share, from what the keys hold now: every copy is
-        // written with its own, even one already at the limit, so the
-        // shares add up to the limit (a share is read only beside the
-        // limit it was assigned for).
-        let shares = match limit {
-            Some(limit) if copies.len() > 1 => {
-                let keys: Vec<Scope> = copies.iter().map(|(key, ..)| key.clone()).collect();
-                Some(hybrid_counter::shares::read_shares(self, &keys, limit).await?)
-            }
-            _ => None,
+        let Some(limit) = limit.filter(|_| copies.len() > 1) else {
+            return Ok(self.send_limit_copies(copies, limit, None, now).await?.1);
         };
+        let keys = u32::try_from(copies.len())
+            .map_err(|_| ())
+            .and_then(|n| ScopeKeys::new(n).map_err(|_| ()))
+            .map_err(|()| StoreError::Rejected(format!("{} copies of one limit", copies.len())))?;
+        let scopes: Vec<Scope> = copies.iter().map(|(key, ..)| key.clone()).collect();
+        if scopes
+            .iter()
+            .zip(0u32..)
+            .any(|(key, k)| keys.split(key.as_str()).map(|(_, i)| i) != Some(k))
+        {
+            return Err(StoreError::Rejected(format!(
+                "the copies are not every key in order: {scopes:?}"
+            )));
+        }
+        let read = || shares::read_keys(self, keys, &scopes, self.default_limit());
+        let floor = shares::first(limit, &read().await?);
+        let every: Vec<(Scope, Expect, bool)> = copies.iter().map(|(k, e, _)| (k.clone(), e.clone(), true)).collect();
+        let (token, written) = self.send_limit_copies(&every, Some(limit), Some(&floor), now).await?;
+        if written.0 != LimitWrite::Written {
+            return Ok(written);
+        }
+        let unraised = |error: String| {
+            Ok((
+                LimitWrite::Unknown {
+                    error: format!(
+                        "the limit is written, its keys' shares only lowered (they may add up to less than it, \
+                         refusing creates below it): run `limit set` again ({error})"
+                    ),
+                },
+                None,
+            ))
+        };
+        let last = match read().await {
+            Ok(reads) => shares::second(limit, &floor, &reads),
+            Err(e) => return unraised(e.to_string()),
+        };
+        if last == floor {
+            return Ok((LimitWrite::Written, None));
+        }
+        let ours: Vec<(Scope, Expect, bool)> = scopes
+            .iter()
+            .map(|key| (key.clone(), Expect::Written(token.clone()), true))
+            .collect();
+        match self.send_limit_copies(&ours, Some(limit), Some(&last), now).await {
+            // Refused: another write since the first, which stands.
+            Ok((_, (LimitWrite::Written | LimitWrite::AlreadyAsPlanned | LimitWrite::Refused { .. }, _))) => {
+                Ok((LimitWrite::Written, None))
+            }
+            Ok((_, (LimitWrite::Unknown { error }, _))) => unraised(error),
+            Err(e) => unraised(e.to_string()),
+        }
+    }
+
+    /// One transaction of `copies` (`shares`: each copy's, with a limit
+    /// over several keys); the write token it carried, and how it ended.
+    async fn send_limit_copies(
+        &self,
+        copies: &[(Scope, Expect, bool)],
+        limit: Option<u64>,
+        shares: Option<&[u64]>,
+        now: EpochMillis,
+    ) -> Result<(String, (LimitWrite, Option<Scope>)), StoreError> {
+        let token = uuid::Uuid::new_v4().to_string();
         let mut actions = Vec::with_capacity(copies.len());
         for (at, (key, expect, write)) in copies.iter().enumerate() {
-            let share = shares.as_ref().map(|shares| shares[at]);
-            let write = &(*write || share.is_some());
+            let share = shares.map(|shares| shares[at]);
             let (condition, mut names, mut values) = expect.condition();
             let item_key = counter_key(key, keys::LIMIT_NAME);
             // What a refused copy holds now, for the report.
@@ -333,12 +404,13 @@ impl DynamoStore {
             };
             actions.push(action.build());
         }
-        match self.send_copies(actions).await {
-            Ok(Some((at, current))) => Ok((LimitWrite::Refused { current }, Some(copies[at].0.clone()))),
-            Ok(None) => Ok((LimitWrite::Written, None)),
-            Err(StoreError::Unavailable(error)) => Ok((LimitWrite::Unknown { error }, None)),
-            Err(err) => Err(err),
-        }
+        let written = match self.send_copies(actions).await {
+            Ok(Some((at, current))) => (LimitWrite::Refused { current }, Some(copies[at].0.clone())),
+            Ok(None) => (LimitWrite::Written, None),
+            Err(StoreError::Unavailable(error)) => (LimitWrite::Unknown { error }, None),
+            Err(err) => return Err(err),
+        };
+        Ok((token, written))
     }
 
     /// Sends one transaction of `limit` items with the one-off write's
@@ -629,7 +701,8 @@ mod tests {
                         epoch: None,
                         limit: None,
                         share: None,
-                        share_of: None,
+                        rev: None,
+                        share_rev: None,
                     };
                     aws_sdk_dynamodb::operation::query::QueryOutput::builder()
                         .items(serde_dynamo::to_item(item).unwrap())
@@ -889,21 +962,30 @@ mod tests {
         let keys = ScopeKeys::new(4).unwrap();
         // Key 1 holds 15: it keeps them as its share, the other keys
         // share the rest (the even split would give it 10, and the others
-        // room for 30 more: 45 against a limit of 40).
-        let mut set = reads(&[0, 15, 0, 0]);
-        set.push(
+        // room for 30 more: 45 against a limit of 40). First every share
+        // only lowered from the even split of the default limit 10 (none
+        // is raised before a second read), then raised from there.
+        let sent = |shares: [u64; 4], condition: Option<&'static str>| {
+            let want = want_set.clone();
             mock!(Client::transact_write_items)
                 .match_requests(move |r| {
                     let c = copies(r);
                     c.iter().all(|(_, forty)| *forty)
-                        && c.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() == want_set
+                        && c.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() == want
                         && r.client_request_token().is_some()
-                        && shares_sent(r) == [Some(9), Some(15), Some(8), Some(8)]
+                        && shares_sent(r) == shares.map(Some)
+                        && r.transact_items()
+                            .iter()
+                            .all(|a| a.update().unwrap().condition_expression() == condition)
                 })
-                .then_output(|| TransactWriteItemsOutput::builder().build()),
-        );
+                .then_output(|| TransactWriteItemsOutput::builder().build())
+        };
+        let mut set = reads(&[0, 15, 0, 0]);
+        set.push(sent([3, 3, 2, 2], None));
+        set.extend(reads(&[0, 15, 0, 0]));
+        set.push(sent([9, 15, 8, 8], Some("#rev = :rev")));
         store(&set).set_scope_limit(keys, &scope(), Some(40), 1).await.unwrap();
-        assert_eq!(set[4].num_calls(), 1);
+        assert_eq!((set[4].num_calls(), set[9].num_calls()), (1, 1));
         let clear = [mock!(Client::transact_write_items)
             .match_requests(move |r| {
                 r.transact_items().iter().all(|a| a.delete().is_some())
@@ -1037,14 +1119,25 @@ mod tests {
         assert!(matches!(outcome, LimitWrite::Unknown { .. }), "{outcome:?}");
 
         let tokens = Arc::new(Mutex::new(Vec::new()));
+        // The first transaction's write token, which its copies carry.
+        let written = Arc::new(Mutex::new(None::<String>));
         let record = |tokens: &Arc<Mutex<Vec<String>>>| {
             let seen = tokens.clone();
+            let written = written.clone();
             move |r: &aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput| {
                 seen.lock().unwrap().push(r.client_request_token().unwrap().to_owned());
+                let token = value(
+                    r.transact_items()[0].update().unwrap().expression_attribute_values(),
+                    ":token",
+                );
+                *written.lock().unwrap() = token.map(str::to_owned);
                 // Every copy written with its share, even those already
-                // at the limit, so the shares add up to it.
+                // at the limit: first only lowered from the even split of
+                // the default limit 10.
                 let items = r.transact_items();
-                items.len() == 4 && items.iter().all(|a| a.update().is_some()) && shares_sent(r) == [Some(10); 4]
+                items.len() == 4
+                    && items.iter().all(|a| a.update().is_some())
+                    && shares_sent(r) == [3, 3, 2, 2].map(Some)
             }
         };
         let rules = with_reads(vec![
@@ -1060,12 +1153,37 @@ mod tests {
                 .match_requests(record(&tokens))
                 .then_output(|| TransactWriteItemsOutput::builder().build()),
         ]);
+        // Then raised, conditioned on the first's token.
+        let first_token = Arc::new(Mutex::new(None::<String>));
+        let rules: Vec<Rule> = rules
+            .into_iter()
+            .chain(reads(&[0, 0, 0, 0]))
+            .chain([{
+                let first_token = first_token.clone();
+                mock!(Client::transact_write_items)
+                    .match_requests(move |r| {
+                        let rev = value(
+                            r.transact_items()[0].update().unwrap().expression_attribute_values(),
+                            ":rev",
+                        );
+                        *first_token.lock().unwrap() = rev.map(str::to_owned);
+                        shares_sent(r) == [Some(10); 4]
+                    })
+                    .then_output(|| TransactWriteItemsOutput::builder().build())
+            }])
+            .collect();
         let (outcome, _) = store(&rules).write_limit_copies(&copies, Some(40), 1).await.unwrap();
         assert_eq!(outcome, LimitWrite::Written);
         let tokens = tokens.lock().unwrap();
         assert_eq!(tokens.len(), 3, "{tokens:?}");
         assert_eq!(tokens[0], tokens[1], "the same token after a lost answer");
         assert_ne!(tokens[1], tokens[2], "a new token after the cancellation");
+        assert_eq!(rules[11].num_calls(), 1, "the shares raised");
+        assert_eq!(
+            *first_token.lock().unwrap(),
+            *written.lock().unwrap(),
+            "conditioned on the first transaction's write token"
+        );
     }
 
     #[tokio::test]

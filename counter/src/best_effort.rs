@@ -731,7 +731,8 @@ mod tests {
             epoch: *epoch,
             limit: None,
             share: None,
-            share_of: None,
+            rev: None,
+            share_rev: None,
         }))
     }
 

@@ -103,14 +103,18 @@ pub struct CounterItem {
     /// Only on the `limit` item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
+    /// Only on the `limit` item: the token of its last write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rev: Option<String>,
     /// Only on a `limit` item of a scope over several keys: this key's
-    /// share of the limit ([`crate::shares`]), and the limit it was
-    /// assigned for (a share is read only while the two agree, so a write
-    /// of the limit alone leaves none).
+    /// share of the limit ([`crate::shares`]), and the token of the write
+    /// that assigned it (read only while it is the item's `rev`, so any
+    /// later write of the limit alone, by an older `counterctl`, leaves
+    /// none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub share_of: Option<u64>,
+    pub share_rev: Option<String>,
 }
 
 /// Everything the counters table holds for one scope, read in one Query.
@@ -142,7 +146,7 @@ impl CounterSnapshot {
                 snap.limit_override = item.limit;
                 snap.limit_share = item
                     .share
-                    .filter(|_| item.share_of.is_some() && item.share_of == item.limit);
+                    .filter(|_| item.share_rev.is_some() && item.share_rev == item.rev);
             } else {
                 snap.add(&item.name, item.count);
                 if let Some(epoch) = item.epoch.filter(|_| crate::keys::is_best_effort_name(&item.name)) {
@@ -179,22 +183,25 @@ mod tests {
             epoch: None,
             limit: None,
             share: None,
-            share_of: None,
+            rev: None,
+            share_rev: None,
         }
     }
 
-    /// A share is read only beside the limit it was assigned for: a write
-    /// of the limit alone (an older `counterctl`) leaves the even split.
+    /// A share is read only beside the write that assigned it: a later
+    /// write of the limit alone (an older `counterctl`, whatever value)
+    /// leaves the even split.
     #[test]
-    fn a_share_is_read_only_beside_the_limit_it_was_assigned_for() {
-        let limit = |value: u64, share: u64, of: u64| CounterItem {
-            limit: Some(value),
-            share: Some(share),
-            share_of: Some(of),
+    fn a_share_is_read_only_beside_the_write_that_assigned_it() {
+        let limit = |rev: &str, share_rev: &str| CounterItem {
+            limit: Some(4),
+            rev: Some(rev.into()),
+            share: Some(3),
+            share_rev: Some(share_rev.into()),
             ..counter("limit", 0)
         };
-        assert_eq!(CounterSnapshot::from_items([limit(4, 3, 4)]).limit_share, Some(3));
-        assert_eq!(CounterSnapshot::from_items([limit(5, 3, 4)]).limit_share, None);
+        assert_eq!(CounterSnapshot::from_items([limit("t1", "t1")]).limit_share, Some(3));
+        assert_eq!(CounterSnapshot::from_items([limit("t2", "t1")]).limit_share, None);
         let unassigned = CounterItem {
             share: Some(3),
             ..counter("limit", 0)

@@ -42,9 +42,9 @@ pub const LIMIT: &str = "limit";
 pub const REV: &str = "rev";
 /// Counters table, on the [`LIMIT_NAME`] item of a scope over several
 /// keys: this key's share of the override ([`crate::shares`]) and the
-/// override it was assigned for.
+/// [`REV`] of the write that assigned it.
 pub const SHARE: &str = "share";
-pub const SHARE_OF: &str = "share_of";
+pub const SHARE_REV: &str = "share_rev";
 
 /// Counters table `name` of the best-effort counter (and prefix of its
 /// shards, `best_effort#<n>`).

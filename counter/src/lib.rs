@@ -39,9 +39,6 @@ pub mod limits;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 pub mod metrics;
-#[cfg(feature = "test-util")]
-#[doc(hidden)]
-pub mod model_internals;
 pub mod request;
 pub mod retry;
 pub mod scope_keys;

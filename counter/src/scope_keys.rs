@@ -214,6 +214,7 @@ impl ScopeKeys {
     /// as evenly as integers allow (the first `limit % N` keys get one
     /// more), so the shares add up to the limit exactly and a scope never
     /// holds more than its limit when no key holds more than its share.
+    /// An override assigns each key its own instead ([`crate::shares`]).
     pub fn share(&self, limit: u64, index: u32) -> u64 {
         let count = u64::from(self.count);
         limit / count + u64::from(u64::from(index) < limit % count)

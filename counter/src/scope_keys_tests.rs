@@ -198,7 +198,7 @@ async fn a_lowering_assigns_each_key_its_share_from_what_it_holds_so_no_other_ke
     let keys = ScopeKeys::new(2).unwrap();
     let on = |key: u32, nth: usize| (0..).map(id).filter(|i| keys.index(i) == key).nth(nth).unwrap();
     counter.create(&scope(), &on(1, 0), Item::default(), NOW).await.unwrap();
-    store.set_scope_limit(keys, &scope(), Some(1)).await.unwrap();
+    store.set_scope_limit(keys, &scope(), Some(1), 3).await.unwrap();
     let refused = counter
         .create(&scope(), &on(0, 0), Item::default(), NOW)
         .await
@@ -211,7 +211,7 @@ async fn a_lowering_assigns_each_key_its_share_from_what_it_holds_so_no_other_ke
     assert!(refused.is_limit_exceeded(), "key 1 is at its share: {refused}");
     assert_eq!(live_by_key(&store).values().sum::<i64>(), 1);
     // Raised back: the shares cover what each key holds again.
-    store.set_scope_limit(keys, &scope(), Some(3)).await.unwrap();
+    store.set_scope_limit(keys, &scope(), Some(3), 3).await.unwrap();
     for nth in 0..2 {
         counter
             .create(&scope(), &on(0, nth), Item::default(), NOW)

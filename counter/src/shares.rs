@@ -1,12 +1,15 @@
 //! Each counters key's share of a scope's limit, assigned from what the
 //! keys hold when an override is written, so that a lowering leaves no key
 //! above its share while another fills its own (simulation seed
-//! 1592593515). Stored on each key's `limit` item beside the limit it is
-//! for; a key without one admits up to [`ScopeKeys::share`].
+//! 1592593515). Written in two transactions: shares only lowered, then,
+//! from a second read, only raised; stored on each key's `limit` item with
+//! the write's token. A key without a valid one admits up to
+//! [`ScopeKeys::share`].
 
 use crate::error::StoreError;
 use crate::ids::Scope;
 use crate::items::CounterSnapshot;
+use crate::scope_keys::ScopeKeys;
 use crate::store::RequestStore;
 
 /// The shares of a scope limit of `limit` over keys holding `held` (each
@@ -21,7 +24,7 @@ pub fn shares_from(limit: u64, held: &[i64]) -> Vec<u64> {
     if held.is_empty() {
         return Vec::new();
     }
-    let held: Vec<u64> = held.iter().map(|&h| u64::try_from(h).unwrap_or(0)).collect();
+    let held: Vec<u64> = held.iter().map(|&h| clamp(h)).collect();
     let total = held.iter().fold(0u64, |sum, &h| sum.saturating_add(h));
     // Fill to a level `w`: up (each key at least what it holds) when the
     // keys fit under the limit, down (at most what it holds) otherwise.
@@ -52,19 +55,89 @@ pub fn shares_from(limit: u64, held: &[i64]) -> Vec<u64> {
     shares
 }
 
-/// What a key holds for [`shares_from`]: the larger of its BE and EC.
-pub fn held(snapshot: &CounterSnapshot) -> i64 {
-    snapshot.best_effort.max(snapshot.eventual)
+/// The first transaction's shares: each key's share now, lowered to its
+/// `target` where that is lower and never raised, so no key admits more
+/// than before while the others' shares are not yet raised; they add up
+/// to at most the target's limit.
+pub fn lowered(now: &[u64], target: &[u64]) -> Vec<u64> {
+    now.iter().zip(target).map(|(&n, &t)| n.min(t)).collect()
 }
 
-/// The share each of `keys` (a scope's counters keys, in index order) gets
-/// of `limit`, from one strongly consistent read of each key's counters.
-/// Creates in flight while it is read and written are the window a limit
-/// change has with creates in flight (docs/design.md, strict admission).
-pub async fn read_shares<S: RequestStore>(store: &S, keys: &[Scope], limit: u64) -> Result<Vec<u64>, StoreError> {
-    let reads = futures_util::future::try_join_all(keys.iter().map(|key| store.read_counters(key))).await?;
-    let held: Vec<i64> = reads.iter().map(held).collect();
-    Ok(shares_from(limit, &held))
+/// The second transaction's shares, from the first's (`floor`, adding up
+/// to at most `limit`) and what the keys hold after it: never below the
+/// floor (a key admits only up to its floor since the first landed, so
+/// raising is safe), adding up to `limit`; each key's at least what it
+/// holds when that fits, else the room above the floors goes to the keys
+/// holding more than their floor (creates that read an older share).
+pub fn raised(limit: u64, floor: &[u64], held: &[i64]) -> Vec<u64> {
+    let want: Vec<u64> = floor.iter().zip(held).map(|(&f, &h)| f.max(clamp(h))).collect();
+    let wanted = want.iter().fold(0u64, |sum, &w| sum.saturating_add(w));
+    if wanted <= limit {
+        return shares_from(limit, &to_signed(&want));
+    }
+    let room = limit.saturating_sub(floor.iter().sum());
+    let above: Vec<u64> = want.iter().zip(floor).map(|(&w, &f)| w - f).collect();
+    let extra = shares_from(room, &to_signed(&above));
+    floor.iter().zip(extra).map(|(&f, e)| f + e).collect()
+}
+
+/// What one counters key holds and admits against, read for a limit write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyRead {
+    /// The larger of EC and its best-effort items summed, each from 0 (a
+    /// shard below 0 holds nothing for another shard's items).
+    pub held: i64,
+    /// The share it admits against now: its assigned share, else the even
+    /// split of its override or `default_limit`.
+    pub share: u64,
+}
+
+impl KeyRead {
+    pub fn of(snapshot: &CounterSnapshot, keys: ScopeKeys, index: u32, default_limit: u64) -> Self {
+        let best_effort: i64 = snapshot.best_effort_items.values().map(|&c| c.max(0)).sum();
+        let limit = snapshot.limit_override.unwrap_or(default_limit);
+        Self {
+            held: best_effort.max(snapshot.eventual),
+            share: snapshot.limit_share.unwrap_or_else(|| keys.share(limit, index)),
+        }
+    }
+}
+
+/// One strongly consistent read of each of `copies` (a scope's counters
+/// keys over `keys`, in index order).
+pub async fn read_keys<S: RequestStore>(
+    store: &S,
+    keys: ScopeKeys,
+    copies: &[Scope],
+    default_limit: u64,
+) -> Result<Vec<KeyRead>, StoreError> {
+    let reads = futures_util::future::try_join_all(copies.iter().map(|key| store.read_counters(key))).await?;
+    Ok(reads
+        .iter()
+        .zip(0u32..)
+        .map(|(read, index)| KeyRead::of(read, keys, index, default_limit))
+        .collect())
+}
+
+/// The first transaction's shares of `limit` from `reads`.
+pub fn first(limit: u64, reads: &[KeyRead]) -> Vec<u64> {
+    let held: Vec<i64> = reads.iter().map(|r| r.held).collect();
+    let now: Vec<u64> = reads.iter().map(|r| r.share).collect();
+    lowered(&now, &shares_from(limit, &held))
+}
+
+/// The second transaction's shares of `limit` after `floor`, from `reads`.
+pub fn second(limit: u64, floor: &[u64], reads: &[KeyRead]) -> Vec<u64> {
+    let held: Vec<i64> = reads.iter().map(|r| r.held).collect();
+    raised(limit, floor, &held)
+}
+
+fn clamp(held: i64) -> u64 {
+    u64::try_from(held).unwrap_or(0)
+}
+
+fn to_signed(values: &[u64]) -> Vec<i64> {
+    values.iter().map(|&v| i64::try_from(v).unwrap_or(i64::MAX)).collect()
 }
 
 #[cfg(test)]
@@ -96,7 +169,56 @@ mod tests {
         assert_eq!(shares_from(3, &[-2, 0]), vec![2, 1]);
     }
 
+    /// Review 1 of the shares (finding 1): a raise computed from a read
+    /// lowered key 0's share from 8 to 6 while 8 creates that started after
+    /// the read and read share 8 landed on it, and key 1's share rose to 6:
+    /// 14 live against 12. The first transaction only lowers (key 1 stays
+    /// at 2); the second, from a read after it, raises from there.
+    #[test]
+    fn a_share_is_only_lowered_first_and_raised_from_a_read_after() {
+        let before = [KeyRead { held: 0, share: 8 }, KeyRead { held: 2, share: 2 }];
+        let floor = first(12, &before);
+        assert_eq!(floor, vec![6, 2]);
+        // Key 0's creates landed before the first transaction: it holds 8.
+        let after = [KeyRead { held: 8, share: 6 }, KeyRead { held: 2, share: 2 }];
+        assert_eq!(second(12, &floor, &after), vec![8, 4]);
+        // They landed after the second read: the creates in flight at the
+        // change, the window every limit change has.
+        let after = [KeyRead { held: 0, share: 6 }, KeyRead { held: 2, share: 2 }];
+        assert_eq!(second(12, &floor, &after), vec![6, 6]);
+    }
+
+    #[test]
+    fn a_shard_below_zero_holds_nothing_for_the_others() {
+        let snapshot = CounterSnapshot {
+            best_effort: 2,
+            best_effort_items: [("best_effort#0".to_owned(), 3), ("best_effort#1".to_owned(), -1)]
+                .into_iter()
+                .collect(),
+            ..CounterSnapshot::default()
+        };
+        let read = KeyRead::of(&snapshot, ScopeKeys::new(2).unwrap(), 0, 10);
+        assert_eq!(read, KeyRead { held: 3, share: 5 });
+    }
+
     proptest! {
+        #[test]
+        fn the_two_transactions_never_raise_then_never_lower_and_add_up(
+            limit in 0u64..5_000,
+            now in proptest::collection::vec(0u64..2_000, 1..=8),
+            held in proptest::collection::vec(-3i64..2_000, 8),
+            later in proptest::collection::vec(0i64..500, 8),
+        ) {
+            let reads: Vec<KeyRead> = now.iter().zip(&held).map(|(&share, &held)| KeyRead { held, share }).collect();
+            let floor = first(limit, &reads);
+            prop_assert!(floor.iter().zip(&now).all(|(f, n)| f <= n));
+            prop_assert!(floor.iter().sum::<u64>() <= limit);
+            let after: Vec<KeyRead> = reads.iter().zip(&later).map(|(r, &more)| KeyRead { held: r.held.max(0) + more, share: 0 }).collect();
+            let last = second(limit, &floor, &after);
+            prop_assert!(last.iter().zip(&floor).all(|(l, f)| l >= f));
+            prop_assert_eq!(last.iter().sum::<u64>(), limit);
+        }
+
         #[test]
         fn shares_add_up_to_the_limit_and_cover_or_stay_under_what_is_held(
             limit in 0u64..10_000,

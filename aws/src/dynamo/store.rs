@@ -43,6 +43,10 @@ pub struct DynamoStore {
     /// How the scopes are admitted, so the audit reads BE against the live
     /// count by the right invariant ([`hybrid_counter::audit::findings_for`]).
     pub(super) admission: Admission,
+    /// The limit of a scope without an override, for the even split a
+    /// limit write starts from (0 when not configured: every share is
+    /// first lowered to none, then raised).
+    pub(super) default_limit: u64,
 }
 
 impl DynamoStore {
@@ -53,7 +57,12 @@ impl DynamoStore {
             counters_table: config.counters_table.clone(),
             meter: Meter::default(),
             admission: config.admission,
+            default_limit: config.default_limit.unwrap_or(0),
         }
+    }
+
+    pub(crate) fn default_limit(&self) -> u64 {
+        self.default_limit
     }
 
     /// The admission mode [`hybrid_counter::audit::Auditor::audit_scope`] audits by (from the

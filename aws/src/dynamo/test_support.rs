@@ -55,6 +55,7 @@ pub(super) fn counter_item(name: &str, version: i64) -> CounterItem {
         epoch: None,
         limit: None,
         share: None,
-        share_of: None,
+        rev: None,
+        share_rev: None,
     }
 }

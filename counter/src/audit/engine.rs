@@ -596,7 +596,8 @@ mod tests {
             epoch: None,
             limit: None,
             share: None,
-            share_of: None,
+            rev: None,
+            share_rev: None,
         };
         let read = [item("eventual#7"), item("best_effort")];
         let repair = Repair {
@@ -630,7 +631,8 @@ mod tests {
             epoch: None,
             limit: None,
             share: None,
-            share_of: None,
+            rev: None,
+            share_rev: None,
         };
         let read = [
             item("best_effort", 2),

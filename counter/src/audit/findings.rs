@@ -524,9 +524,10 @@ pub fn decide(
 }
 
 /// Takes the BE move out of `plan` while the scope's last request write
-/// is younger than `grace`, and says why. The admission model calls it
-/// through [`crate::model_internals::hold_back`].
-pub(crate) fn hold_back(
+/// is younger than `grace`, and says why. Public for the admission model
+/// (`counter/tests/admission_model/legacy.rs`), not part of the API.
+#[doc(hidden)]
+pub fn hold_back(
     plan: &mut RepairPlan,
     (moved, pending, best_effort, live): (&str, &str, i64, u64),
     age: EpochMillis,

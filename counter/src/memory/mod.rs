@@ -279,30 +279,39 @@ impl MemoryStore {
         self.set_limit_share(scope, limit, None);
     }
 
-    /// `limit set` of `scope` over `keys`: each copy with its share of
-    /// `limit`, assigned from what the keys hold now ([`crate::shares`]),
-    /// as `DynamoStore::set_scope_limit` writes them in one transaction.
+    /// `limit set` of `scope` over `keys`, as `DynamoStore` writes it:
+    /// each copy with its share of `limit` ([`crate::shares`]), first only
+    /// lowered from what the keys hold, then raised from a second read.
+    /// A key without an override reads `default_limit`.
     pub async fn set_scope_limit(
         &self,
         keys: crate::scope_keys::ScopeKeys,
         scope: &Scope,
         limit: Option<u64>,
+        default_limit: u64,
     ) -> Result<(), StoreError> {
+        use crate::shares;
         let copies = keys.keys(scope).map_err(|e| StoreError::Rejected(e.to_string()))?;
-        let shares = match limit {
-            Some(limit) if copies.len() > 1 => Some(crate::shares::read_shares(self, &copies, limit).await?),
-            _ => None,
+        let write = |shares: Option<&[u64]>| {
+            for (at, key) in copies.iter().enumerate() {
+                self.set_limit_share(key.as_str(), limit, shares.map(|s| s[at]));
+            }
         };
-        for (at, key) in copies.iter().enumerate() {
-            self.set_limit_share(key.as_str(), limit, shares.as_ref().map(|s| s[at]));
-        }
+        let Some(limit) = limit.filter(|_| copies.len() > 1) else {
+            write(None);
+            return Ok(());
+        };
+        let floor = shares::first(limit, &shares::read_keys(self, keys, &copies, default_limit).await?);
+        write(Some(&floor));
+        let reads = shares::read_keys(self, keys, &copies, default_limit).await?;
+        write(Some(&shares::second(limit, &floor, &reads)));
         Ok(())
     }
 
     /// [`MemoryStore::set_limit`] with this key's share of the override
     /// ([`crate::shares`]), as `limit set` writes it on a scope over
     /// several keys.
-    pub fn set_limit_share(&self, scope: &str, limit: Option<u64>, share: Option<u64>) {
+    fn set_limit_share(&self, scope: &str, limit: Option<u64>, share: Option<u64>) {
         let mut inner = self.inner.lock().unwrap();
         let tables = &mut inner.tables;
         match (limit, share) {

@@ -47,7 +47,10 @@ impl MemoryStore {
                     epoch: None,
                     limit: t.limits.get(scope.as_str()).copied(),
                     share: t.limit_shares.get(scope.as_str()).copied(),
-                    share_of: t.limits.get(scope.as_str()).copied(),
+                    // The store keeps a share only with the write that
+                    // assigned it: one token for both.
+                    rev: Some(String::new()),
+                    share_rev: Some(String::new()),
                 });
             }
             let key = (scope.to_string(), name.to_owned());
@@ -60,7 +63,8 @@ impl MemoryStore {
                 epoch: t.counters_epoch.get(&key).copied(),
                 limit: None,
                 share: None,
-                share_of: None,
+                rev: None,
+                share_rev: None,
             })
         };
         let mut items: Vec<CounterItem> = Vec::new();

@@ -232,11 +232,9 @@ impl<S: RequestStore> Counter<S> {
     /// when the scope has one key): the share `limit set` assigned it from
     /// what the keys held ([`crate::shares`]), else the even split.
     fn key_usage(&self, snapshot: &CounterSnapshot, index: u32) -> Usage {
-        let usage = Usage::new(snapshot, self.default_limit);
-        let assigned = snapshot.limit_share.filter(|_| self.scope_keys.count() > 1);
         Usage {
-            limit: assigned.unwrap_or_else(|| self.scope_keys.share(usage.limit, index)),
-            ..usage
+            limit: crate::shares::KeyRead::of(snapshot, self.scope_keys, index, self.default_limit).share,
+            ..Usage::new(snapshot, self.default_limit)
         }
     }
 

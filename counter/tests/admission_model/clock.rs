@@ -328,7 +328,6 @@ impl Model for ClockModel {
     }
 }
 
-#[cfg(test)]
 mod tests {
     use super::*;
     use crate::check::shortest;

@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
+use hybrid_counter::audit::hold_back;
 use hybrid_counter::audit::{Finding, LastWrites, RepairPlan, ScopeCounts};
 use hybrid_counter::best_effort::{Layout, Quota};
 use hybrid_counter::keys;
-use hybrid_counter::model_internals::hold_back;
 use hybrid_counter::time::EpochMillis;
 
 /// Freezes a shard whose quota leaves no room, so a shard read below 0

@@ -255,7 +255,6 @@ impl Model for StreamModel {
     }
 }
 
-#[cfg(test)]
 mod tests {
     use super::*;
     use crate::check::shortest;

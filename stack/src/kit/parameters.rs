@@ -63,7 +63,7 @@ pub(super) fn add_parameters(t: &mut Template) {
              (strict admission's exception (4), docs/design.md). (A `counterctl scope set-limit` override lands \
              at once: a strict create that read the old limit can pass the new one by at most the creates in \
              flight at the change; it gives each key its share from what the keys hold, so it leaves no key \
-             above its share.)",
+             above its share but those creates'.)",
         ),
     );
     t.parameter(

@@ -188,8 +188,10 @@ pub(crate) fn bounds_of(units: &[KeyCount], tables: &Tables, layout: ScopeKeys, 
             live: 0,
             limit: 0,
         });
+        // The scope's own bound is its limit (the larger copy's when they
+        // disagree), not the sum of the shares the code under test wrote.
         scope.live += unit.counts.live;
-        scope.limit += share;
+        scope.limit = scope.limit.max(limit_on(tables, &unit.key, default_limit));
         if layout.count() > 1 && unit.index.is_some() {
             out.push(Bound {
                 name: unit.name(),
@@ -202,6 +204,24 @@ pub(crate) fn bounds_of(units: &[KeyCount], tables: &Tables, layout: ScopeKeys, 
     }
     out.extend(scopes.into_values());
     out
+}
+
+/// The first scope whose keys' assigned shares add up to more than the
+/// limit all its copies hold (a limit write's first transaction leaves them
+/// below it, its second at it).
+pub(crate) fn shares_above_limit(tables: &Tables, layout: ScopeKeys, scopes: &[Scope]) -> Option<String> {
+    scopes.iter().find_map(|scope| {
+        let keys = layout.keys(scope).ok()?;
+        let limits: Vec<Option<&u64>> = keys.iter().map(|k| tables.limits.get(k.as_str())).collect();
+        let shares: Option<Vec<u64>> = keys
+            .iter()
+            .map(|k| tables.limit_shares.get(k.as_str()).copied())
+            .collect();
+        let limit = *limits[0]?;
+        let sum: u64 = shares?.iter().sum();
+        (layout.count() > 1 && limits.iter().all(|l| *l == Some(&limit)) && sum > limit)
+            .then(|| format!("{scope}: its keys' shares add up to {sum}, above its limit {limit}"))
+    })
 }
 
 /// The first of the kit's items that is not under its resources key

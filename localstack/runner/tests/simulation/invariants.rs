@@ -10,13 +10,14 @@
 //! per-key checks carry it; a count on the wrong key of the right scope
 //! breaks two keys, not the sums.
 
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use hybrid_counter::Admission;
 use hybrid_counter::memory::Tables;
 use hybrid_counter::scope_keys::ScopeKeys;
 
-use crate::counts::{bounds_of, key_counts, misplaced};
+use crate::counts::{bounds_of, key_counts, misplaced, shares_above_limit};
 use crate::windows::Windows;
 
 /// The invariants that hold after every write, for every counters key of
@@ -34,6 +35,14 @@ pub(crate) fn check_every_step(tables: &Tables, layout: ScopeKeys, windows: &Mut
     }
     let mode = windows.lock().unwrap().mode;
     let units = key_counts(tables, layout);
+    let scopes: BTreeSet<&str> = units.iter().map(|u| u.scope.as_str()).collect();
+    let scopes: Vec<hybrid_counter::Scope> = scopes
+        .into_iter()
+        .filter_map(|s| hybrid_counter::Scope::new(s).ok())
+        .collect();
+    if let Some(why) = shares_above_limit(tables, layout, &scopes) {
+        return Err(why);
+    }
     for unit in &units {
         let name = unit.name();
         if unit.ec != unit.counts.processed as i64 {

@@ -85,7 +85,11 @@ impl Sim {
             // `limit set`: a copy on every counters key, each with its
             // share from what the keys hold, in one transaction (retried
             // while an injected fault fails its reads).
-            while let Err(e) = self.store.set_scope_limit(self.p.scope_keys, &scope, limit).await {
+            while let Err(e) = self
+                .store
+                .set_scope_limit(self.p.scope_keys, &scope, limit, self.p.limit)
+                .await
+            {
                 self.log(|| format!("limit set {scope}: {e}"));
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }

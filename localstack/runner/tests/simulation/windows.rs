@@ -178,7 +178,7 @@ impl Windows {
     /// the windows the scope's check adds nothing to theirs.
     /// Key `index` of `scope`'s share as its last check read it, else the
     /// even split of `limit`.
-    fn share_of(&self, scope: &str, index: u32, limit: u64) -> u64 {
+    fn key_share(&self, scope: &str, index: u32, limit: u64) -> u64 {
         self.key_shares
             .get(&(scope.to_owned(), index))
             .copied()
@@ -189,7 +189,7 @@ impl Windows {
         let above: u64 = self
             .key_caps
             .range((scope.to_owned(), 0)..=(scope.to_owned(), u32::MAX))
-            .map(|((_, index), cap)| cap.saturating_sub(self.share_of(scope, *index, limit)))
+            .map(|((_, index), cap)| cap.saturating_sub(self.key_share(scope, *index, limit)))
             .sum();
         limit + above
     }
