@@ -139,8 +139,9 @@ openapi-lint: ## openapi-spec-validator on the API's OpenAPI 3.1 document
 # (`bash -n`, which names the line). `+`: it runs make, also under `make -n`.
 recipe-check: ## Each recipe line of `make deploy` (every TARGET) parses as shell
 	+@for t in $(DEPLOY_TARGETS); do \
-		$(MAKE) --no-print-directory -n deploy TARGET=$$t | bash -n || { \
-			echo "error: make deploy TARGET=$$t: a recipe line does not parse (bash names its line above)" >&2; exit 1; }; \
+		$(MAKE) --no-print-directory -n deploy TARGET=$$t | sed -e ':a' -e '/\\$$/N; s/\\\n//; ta' | \
+		while IFS= read -r line; do bash -n -c "$$line" 2>/dev/null || { \
+			echo "error: make deploy TARGET=$$t: this recipe line does not parse: $$line" >&2; exit 1; }; done; \
 	done; echo "make deploy: every recipe line parses ($(DEPLOY_TARGETS))"
 
 # Offline: relative links and their anchors (GitHub's heading slugs) in
