@@ -1,7 +1,6 @@
 # Hybrid Counter Kit: developer and CI entry points. `make help` lists them.
-# CI runs `.ci/run`, which is `make test` on a fresh machine. What is more
-# than a command line lives in `cargo xtask` (xtask/, `cargo xtask help`),
-# which needs only cargo.
+# CI runs `.ci/run`, which is `make test` on a fresh machine. make test's
+# phase loop is a small Rust program, xtask/, which it builds and runs.
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -39,8 +38,7 @@ MINISTACK_PATH := $(if $(filter localstack,$(TARGET)),$(if $(strip $(LOCALSTACK_
 HOST_DEPLOY := $(or $(filter local,$(TARGET)),$(MINISTACK_PATH))
 
 # Every directory under handlers/ is a Lambda package named as its
-# directory (`make lint` checks it against `cargo metadata`: cargo xtask
-# handler-packages).
+# directory (a wrong name fails the build: cargo knows no such `-p`/`--bin`).
 HANDLER_MANIFESTS := $(sort $(wildcard handlers/*/Cargo.toml))
 HANDLER_PACKAGES := $(notdir $(patsubst %/Cargo.toml,%,$(HANDLER_MANIFESTS)))
 
@@ -61,7 +59,9 @@ help: ## Show this help
 tools: rust-tools venv fakecloud-install ministack-install ## Install everything below (idempotent, fast when done)
 
 rust-tools: ## rustup: aarch64-unknown-linux-gnu target, rustfmt and clippy
-	@cargo xtask rust-tools $(LAMBDA_TARGET)
+	@command -v rustup >/dev/null || { echo "error: rustup not found; install Rust with rustup" >&2; exit 1; }
+	@rustup target add $(LAMBDA_TARGET)
+	@rustup component add rustfmt clippy
 
 venv: $(VENV)/.stamp ## Python venv with requirements-dev.lock (cargo-lambda, zig, cfn-lint, checkov, actionlint)
 
@@ -97,10 +97,9 @@ MODULE_GRAPH_DIRS := counter aws stack $(sort $(dir $(HANDLER_MANIFESTS))) ops-c
 
 # The emulator tests are `test = false` (run only when named): --all-targets
 # skips them, so their target is linted by name.
-lint: ## clippy on the whole workspace, warnings are errors; no import cycle in any crate; every Markdown link resolves; actionlint on the CI workflows; the API's OpenAPI document; make deploy's recipe lines parse; each handler package is named as its directory
+lint: ## clippy on the whole workspace, warnings are errors; no import cycle in any crate; every Markdown link resolves; actionlint on the CI workflows; the API's OpenAPI document; make deploy's recipe lines parse
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	cargo clippy -p e2e --test e2e --locked -- -D warnings
-	cargo xtask handler-packages --check $(HANDLER_PACKAGES)
 	python3 tools/test_module_graph.py -q
 	python3 tools/module-graph.py $(MODULE_GRAPH_DIRS)
 	+@$(MAKE) --no-print-directory links
@@ -136,10 +135,14 @@ openapi-lint: ## openapi-spec-validator on the API's OpenAPI 3.1 document
 # `make deploy` is one of the README's two commands, yet too slow for
 # `make test` to run; a quote or a comma that breaks one of its recipe lines
 # (a comma ends the branch of a $(if ...)) would show only on a user's
-# machine. Each line `make -n` prints for each TARGET must parse as shell
-# (`bash -n`; xtask/src/recipe.rs). `+`: it runs make, also under `make -n`.
+# machine. What `make -n` prints for each TARGET must parse as shell
+# (`bash -n`, which names the line). `+`: it runs make, also under `make -n`.
 recipe-check: ## Each recipe line of `make deploy` (every TARGET) parses as shell
-	+@cargo xtask recipe-check --make '$(MAKE)' $(DEPLOY_TARGETS)
+	+@for t in $(DEPLOY_TARGETS); do \
+		$(MAKE) --no-print-directory -n deploy TARGET=$$t | sed -e ':a' -e '/\\$$/N; s/\\\n//; ta' | \
+		while IFS= read -r line; do bash -n -c "$$line" 2>/dev/null || { \
+			echo "error: make deploy TARGET=$$t: this recipe line does not parse: $$line" >&2; exit 1; }; done; \
+	done; echo "make deploy: every recipe line parses ($(DEPLOY_TARGETS))"
 
 # Offline: relative links and their anchors (GitHub's heading slugs) in
 # every Markdown file git tracks; links with a scheme are not followed.
@@ -162,20 +165,30 @@ unit: ## Unit tests (everything but the emulator tests, which run only when name
 # (localstack/runner/src/process.rs). A binary build leaves out the
 # dev-dependencies' features (`test-util` of tokio and of the SDK crates),
 # so it compiles those dependencies a second time, minutes on a fresh
-# machine; here that is done, and timed, before any test starts. fakecloud
-# is FAKECLOUD_BIN or found on PATH, ministack MINISTACK_BIN or
-# .venv-ministack/bin/ministack (xtask/src/e2e.rs echoes both commands).
+# machine; here that is done, and timed, before any test starts.
 e2e: ## Emulator tests; the harness starts its own fakecloud (and ministack) on free ports
-	@cargo xtask e2e
+	@bin=$$(command -v "$${FAKECLOUD_BIN:-fakecloud}") || { \
+		echo "error: fakecloud not found; run 'make tools' (or $(FAKECLOUD) install)" >&2; exit 1; }; \
+	ministack=$${MINISTACK_BIN:-$(CURDIR)/.venv-ministack/bin/ministack}; \
+	test -x "$$ministack" || { \
+		echo "error: ministack not found ($$ministack); run 'make tools' (or $(MINISTACK) install)" >&2; exit 1; }; \
+	echo "+ cargo build --locked --bins"; \
+	t0=$$(date +%s); cargo build --locked --bins; \
+	echo "   the binaries built in $$(( $$(date +%s) - t0 ))s"; \
+	echo "+ HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN=$$bin MINISTACK_BIN=$$ministack cargo test --workspace --locked --test e2e -- --test-threads=4"; \
+	HCK_REQUIRE_EMULATOR=1 FAKECLOUD_BIN="$$bin" MINISTACK_BIN="$$ministack" cargo test --workspace --locked --test e2e -- --test-threads=4
 
 # Each phase (`make <phase>`) is timed: its wall time is printed as it
 # ends and again in a summary, so a slow phase shows in every CI log (CI's
 # limit is 90 minutes). The first failure stops the run with its exit code
-# (xtask/src/phases.rs). `+`: it runs make, also under `make -n`.
+# (xtask/src/phases.rs; `make test TEST_PHASES="unit e2e"` runs some). xtask
+# is built, then run as a binary: each phase gets make's own environment.
+# `+`: it runs make, also under `make -n`.
+XTASK := $(or $(CARGO_TARGET_DIR),target)/debug/xtask
 TEST_PHASES := tools fmt-check lint unit e2e
 
 test: ## tools, then fmt-check, lint, unit, e2e, each timed; stops at the first failure (what CI runs)
-	+@cargo xtask test --make '$(MAKE)' $(TEST_PHASES)
+	+@cargo build -q --locked -p xtask && $(XTASK) test --make '$(MAKE)' $(TEST_PHASES)
 
 ## ---- build and deploy ------------------------------------------------------
 
@@ -188,7 +201,7 @@ build: rust-tools venv ## Release arm64 bootstrap.zip for every handlers/* packa
 	@if [[ -z "$(strip $(HANDLER_PACKAGES))" ]]; then \
 		echo "error: no handler packages found under handlers/*/Cargo.toml" >&2; exit 1; fi
 	cargo lambda build --release --arm64 --locked --output-format zip --features $(LAMBDA_FEATURES) $(addprefix -p ,$(HANDLER_PACKAGES))
-	@cargo xtask zips $(LAMBDA_DIR)
+	@ls -l $(LAMBDA_DIR)/*/bootstrap.zip
 
 emulator-start: ## Start fakecloud in the background and print its endpoint
 	@$(FAKECLOUD) start $(if $(FAKECLOUD_PORT),--port $(FAKECLOUD_PORT))

@@ -2,34 +2,18 @@
 //! ends and again in a summary, so a slow phase shows in every CI log);
 //! the first failure stops the run and gives its exit code.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
+use std::process::{Command, ExitStatus};
 use std::time::Instant;
-
-use crate::proc::{self, Failure};
-
-/// What `make test` runs, in this order (the Makefile's TEST_PHASES, which
-/// it passes; README, docs/tests.md).
-pub const PHASES: &[&str] = &["tools", "fmt-check", "lint", "unit", "e2e"];
-
-/// The phases (make targets) named on the command line, in their order, or
-/// `PHASES`.
-pub fn select(args: &[String]) -> Result<Vec<String>, String> {
-    if args.is_empty() {
-        return Ok(PHASES.iter().map(|p| (*p).to_owned()).collect());
-    }
-    match args.iter().find(|a| a.starts_with('-') || a.is_empty()) {
-        Some(bad) => Err(format!("'{bad}' is not a phase (a make target)")),
-        None => Ok(args.to_vec()),
-    }
-}
 
 /// One phase's line: `== phase <name>: <secs>s` as it ends, and its row of
 /// the summary.
-pub struct Timed {
-    pub phase: String,
-    pub secs: u64,
+struct Timed {
+    phase: String,
+    secs: u64,
     /// The phase's exit code when it failed.
-    pub failed: Option<u8>,
+    failed: Option<u8>,
 }
 
 impl Timed {
@@ -39,14 +23,14 @@ impl Timed {
             .unwrap_or_default()
     }
 
-    pub fn end_line(&self) -> String {
+    fn end_line(&self) -> String {
         format!("== phase {}: {}s{}", self.phase, self.secs, self.mark())
     }
 }
 
 /// `== phase times`, a row per phase run, then the total (as the
 /// Makefile's `printf '%-12s %5ds'` printed them).
-pub fn summary(timed: &[Timed], total_secs: u64) -> String {
+fn summary(timed: &[Timed], total_secs: u64) -> String {
     let mut out = String::from("== phase times\n");
     for t in timed {
         out.push_str(&format!("   {:<12} {:>5}s{}\n", t.phase, t.secs, t.mark()));
@@ -55,34 +39,42 @@ pub fn summary(timed: &[Timed], total_secs: u64) -> String {
     out
 }
 
-pub fn run(root: &Path, make: &str, phases: &[String]) -> Result<(), Failure> {
+/// The exit code a shell would give: the child's, or 128 + the signal
+/// that ended it.
+fn exit_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code).unwrap_or(1),
+        (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(1),
+        (None, None) => 1,
+    }
+}
+
+/// Runs `make --no-print-directory <phase>` in `root` for each phase;
+/// the exit code is the failed phase's, 0 when all passed.
+pub fn run(root: &Path, make: &str, phases: &[String]) -> std::io::Result<u8> {
     let started = Instant::now();
     let mut timed = Vec::new();
     for phase in phases {
         println!("== phase {phase}");
         let t0 = Instant::now();
-        let status = proc::command(make)
+        let status = Command::new(make)
             .args(["--no-print-directory", phase])
             .current_dir(root)
-            .status()
-            .map_err(|e| Failure::error(format!("cannot run {make}: {e}")))?;
-        let failed = (!status.success()).then(|| proc::exit_code(status));
+            .status()?;
         let t = Timed {
             phase: phase.clone(),
             secs: t0.elapsed().as_secs(),
-            failed,
+            failed: (!status.success()).then(|| exit_code(status)),
         };
         println!("{}", t.end_line());
+        let failed = t.failed.is_some();
         timed.push(t);
-        if failed.is_some() {
+        if failed {
             break;
         }
     }
     println!("{}", summary(&timed, started.elapsed().as_secs()));
-    match timed.last().and_then(|t| t.failed) {
-        Some(code) => Err(Failure { code, message: None }),
-        None => Ok(()),
-    }
+    Ok(timed.last().and_then(|t| t.failed).unwrap_or(0))
 }
 
 #[cfg(test)]
@@ -95,15 +87,6 @@ mod tests {
             secs,
             failed,
         }
-    }
-
-    #[test]
-    fn all_phases_by_default_else_the_named_ones_in_their_order() {
-        assert_eq!(select(&[]).unwrap(), ["tools", "fmt-check", "lint", "unit", "e2e"]);
-        let named = vec!["unit".to_owned(), "fmt-check".to_owned()];
-        assert_eq!(select(&named).unwrap(), ["unit", "fmt-check"]);
-        let err = select(&["unit".to_owned(), "--keep-going".to_owned()]).unwrap_err();
-        assert!(err.contains("'--keep-going' is not a phase"), "{err}");
     }
 
     #[test]
@@ -125,6 +108,14 @@ mod tests {
         assert_eq!(rows[0].end_line(), "== phase tools: 3s");
     }
 
+    #[test]
+    fn exit_codes_are_the_shells() {
+        let status = Command::new("sh").args(["-c", "exit 3"]).status().unwrap();
+        assert_eq!(exit_code(status), 3);
+        let status = Command::new("sh").args(["-c", "kill -TERM $$"]).status().unwrap();
+        assert_eq!(exit_code(status), 128 + 15);
+    }
+
     /// The phase loop against a stand-in for make: a phase named `lint`
     /// fails with 7, so `unit` never runs and the code is lint's.
     #[test]
@@ -139,10 +130,10 @@ mod tests {
         );
         std::fs::write(&fake_make, script).unwrap();
         std::fs::set_permissions(&fake_make, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        let phases = select(&[]).unwrap();
-        let failure = run(&dir, fake_make.to_str().unwrap(), &phases).unwrap_err();
-        assert_eq!(failure.code, 7);
-        assert_eq!(std::fs::read_to_string(&log).unwrap(), "tools\nfmt-check\nlint\n");
+        let phases: Vec<String> = ["tools", "lint", "unit"].map(String::from).to_vec();
+        assert_eq!(run(&dir, fake_make.to_str().unwrap(), &phases).unwrap(), 7);
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "tools\nlint\n");
+        assert_eq!(run(&dir, fake_make.to_str().unwrap(), &phases[..1]).unwrap(), 0);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
