@@ -50,6 +50,9 @@ pub enum Expect {
     Written(String),
 }
 
+/// A `limit set` planned again after another write refused it, at most.
+const SET_ATTEMPTS: usize = 4;
+
 /// Whether an error with this code may come after the request was
 /// applied: no code (a timeout, a dropped connection) or a server error.
 fn may_have_applied(code: Option<&str>) -> bool {
@@ -239,11 +242,13 @@ impl DynamoStore {
     /// each of its partition keys (`s#0..s#N-1` under [`ScopeKeys`] N > 1;
     /// the scope itself under one key, written as [`DynamoStore::set_limit`]
     /// writes it), because each create reads only its own key's copy. With
-    /// N > 1 every copy is written in one `TransactWriteItems` (N is at most
-    /// 100, DynamoDB's actions per transaction), so two concurrent `limit
-    /// set`s, or one cut short, never leave the copies disagreeing: the
-    /// last transaction wins whole. The SDK's resends carry the same client
-    /// request token, which DynamoDB answers without applying it twice.
+    /// N > 1 every copy is written in each `TransactWriteItems` (N is at
+    /// most 100, DynamoDB's actions per transaction) of
+    /// [`DynamoStore::write_limit_copies`], so two concurrent `limit set`s,
+    /// or one cut short, never leave the copies disagreeing; a set refused
+    /// because another write changed a copy since its read is planned again
+    /// (a few times). The SDK's resends carry the same client request
+    /// token, which DynamoDB answers without applying it twice.
     pub async fn set_scope_limit(
         &self,
         keys: ScopeKeys,
@@ -256,10 +261,16 @@ impl DynamoStore {
             return self.set_limit(&copies[0], limit, now).await;
         }
         let copies: Vec<(Scope, Expect, bool)> = copies.into_iter().map(|key| (key, Expect::Any, true)).collect();
-        match self.write_limit_copies(&copies, limit, now).await? {
-            (LimitWrite::Unknown { error }, _) => Err(StoreError::Unavailable(error)),
-            _ => Ok(()),
+        for _ in 0..SET_ATTEMPTS {
+            match self.write_limit_copies(&copies, limit, now).await? {
+                (LimitWrite::Unknown { error }, _) => return Err(StoreError::Unavailable(error)),
+                (LimitWrite::Refused { .. }, _) => continue,
+                _ => return Ok(()),
+            }
         }
+        Err(StoreError::Rejected(format!(
+            "{scope}: another write changed its limit copies between each of {SET_ATTEMPTS} reads and writes"
+        )))
     }
 
     /// `limits apply` of one scope spread over keys: every copy in one
@@ -296,15 +307,33 @@ impl DynamoStore {
         if scopes
             .iter()
             .zip(0u32..)
-            .any(|(key, k)| keys.split(key.as_str()).map(|(_, i)| i) != Some(k))
+            .any(|(key, k)| keys.split(key.as_str()) != keys.split(scopes[0].as_str()).map(|(scope, _)| (scope, k)))
         {
             return Err(StoreError::Rejected(format!(
                 "the copies are not every key in order: {scopes:?}"
             )));
         }
         let read = || shares::read_keys(self, keys, &scopes, self.default_limit());
-        let floor = shares::first(limit, &read().await?);
-        let every: Vec<(Scope, Expect, bool)> = copies.iter().map(|(k, e, _)| (k.clone(), e.clone(), true)).collect();
+        let reads = read().await?;
+        let floor = shares::first(limit, &reads);
+        // A copy expected as anything (`limit set`) is expected as this
+        // read found it, so a write since refuses the first transaction
+        // instead of it raising a share that write lowered.
+        let every: Vec<(Scope, Expect, bool)> = copies
+            .iter()
+            .zip(&reads)
+            .map(|((key, expect, _), read)| {
+                let expect = match (expect, &read.copy) {
+                    (Expect::Any, None) => Expect::Absent,
+                    (Expect::Any, Some((version, rev))) => Expect::Read {
+                        version: u64::try_from(*version).unwrap_or(0),
+                        rev: rev.clone(),
+                    },
+                    (expect, _) => expect.clone(),
+                };
+                (key.clone(), expect, true)
+            })
+            .collect();
         let (token, written) = self.send_limit_copies(&every, Some(limit), Some(&floor), now).await?;
         if written.0 != LimitWrite::Written {
             return Ok(written);
@@ -313,8 +342,9 @@ impl DynamoStore {
             Ok((
                 LimitWrite::Unknown {
                     error: format!(
-                        "the limit is written, its keys' shares only lowered (they may add up to less than it, \
-                         refusing creates below it): run `limit set` again ({error})"
+                        "the limit is written, but its keys' shares were only lowered (they may add up to less \
+                         than it, refusing creates below it): `counterctl scope set-limit` of the same limit \
+                         assigns them ({error})"
                     ),
                 },
                 None,
@@ -981,7 +1011,7 @@ mod tests {
                 .then_output(|| TransactWriteItemsOutput::builder().build())
         };
         let mut set = reads(&[0, 15, 0, 0]);
-        set.push(sent([3, 3, 2, 2], None));
+        set.push(sent([3, 3, 2, 2], Some("attribute_not_exists(#version)")));
         set.extend(reads(&[0, 15, 0, 0]));
         set.push(sent([9, 15, 8, 8], Some("#rev = :rev")));
         store(&set).set_scope_limit(keys, &scope(), Some(40), 1).await.unwrap();
@@ -1003,6 +1033,55 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(one[0].num_calls(), 1);
+    }
+
+    /// Review of the shares (finding 2): `limit set`'s first transaction
+    /// is conditioned on each copy as its read found it (absent here), so
+    /// a write since refuses it, and the set is planned again from a new
+    /// read rather than raising a share that write lowered.
+    #[tokio::test]
+    async fn a_limit_set_refused_by_a_write_since_its_read_is_planned_again() {
+        use aws_sdk_dynamodb::operation::transact_write_items::{TransactWriteItemsError, TransactWriteItemsOutput};
+        use aws_sdk_dynamodb::types::CancellationReason;
+        use aws_sdk_dynamodb::types::error::TransactionCanceledException;
+        let refused = mock!(Client::transact_write_items)
+            .match_requests(|r| {
+                r.transact_items()
+                    .iter()
+                    .all(|a| a.update().unwrap().condition_expression() == Some("attribute_not_exists(#version)"))
+            })
+            .then_error(|| {
+                TransactWriteItemsError::TransactionCanceledException(
+                    TransactionCanceledException::builder()
+                        .set_cancellation_reasons(Some(
+                            ["ConditionalCheckFailed", "None", "None", "None"]
+                                .iter()
+                                .map(|c| CancellationReason::builder().code(*c).build())
+                                .collect(),
+                        ))
+                        .build(),
+                )
+            });
+        let ok = || mock!(Client::transact_write_items).then_output(|| TransactWriteItemsOutput::builder().build());
+        let rules: Vec<Rule> = reads(&[0, 0, 0, 0])
+            .into_iter()
+            .chain([refused])
+            .chain(reads(&[0, 0, 0, 0]))
+            .chain([ok()])
+            .chain(reads(&[0, 0, 0, 0]))
+            .chain([ok()])
+            .collect();
+        let keys = ScopeKeys::new(4).unwrap();
+        store(&rules)
+            .set_scope_limit(keys, &scope(), Some(40), 1)
+            .await
+            .unwrap();
+        assert_eq!(rules[4].num_calls(), 1, "refused");
+        assert_eq!(
+            (rules[9].num_calls(), rules[14].num_calls()),
+            (1, 1),
+            "planned again and written"
+        );
     }
 
     /// `limits apply` over four keys: one transaction, a refusal names

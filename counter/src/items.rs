@@ -129,6 +129,9 @@ pub struct CounterSnapshot {
     /// This key's share of the override, when one was assigned for it
     /// ([`crate::shares`]).
     pub limit_share: Option<u64>,
+    /// The `limit` item's `version` and write token, when there is one
+    /// (what a limit write conditions on).
+    pub limit_copy: Option<(i64, Option<String>)>,
     /// Each best-effort item read (`best_effort`, `best_effort#n`) and its
     /// count: what strict admission splits the limit over.
     pub best_effort_items: BTreeMap<String, i64>,
@@ -144,6 +147,7 @@ impl CounterSnapshot {
         for item in items {
             if item.name == crate::keys::LIMIT_NAME {
                 snap.limit_override = item.limit;
+                snap.limit_copy = Some((item.version, item.rev.clone()));
                 snap.limit_share = item
                     .share
                     .filter(|_| item.share_rev.is_some() && item.share_rev == item.rev);
@@ -231,6 +235,7 @@ mod tests {
                 eventual: 7,
                 limit_override: Some(7),
                 limit_share: None,
+                limit_copy: Some((1, None)),
                 best_effort_items: [("best_effort", 3), ("best_effort#0", 5), ("best_effort#2", -1)]
                     .into_iter()
                     .map(|(n, c)| (n.to_owned(), c))

@@ -1,9 +1,9 @@
 //! Each counters key's share of a scope's limit, assigned from what the
 //! keys hold when an override is written, so that a lowering leaves no key
 //! above its share while another fills its own (simulation seed
-//! 1592593515). Written in two transactions: shares only lowered, then,
-//! from a second read, only raised; stored on each key's `limit` item with
-//! the write's token. A key without a valid one admits up to
+//! 1592593515). Written in two transactions: shares only lowered, then
+//! assigned again from a second read; stored on each key's `limit` item
+//! with the write's token. A key without a valid one admits up to
 //! [`ScopeKeys::share`].
 
 use crate::error::StoreError;
@@ -64,25 +64,26 @@ pub fn lowered(now: &[u64], target: &[u64]) -> Vec<u64> {
 }
 
 /// The second transaction's shares, from the first's (`floor`, adding up
-/// to at most `limit`) and what the keys hold after it: never below the
-/// floor (a key admits only up to its floor since the first landed, so
-/// raising is safe), adding up to `limit`; each key's at least what it
-/// holds when that fits, else the room above the floors goes to the keys
-/// holding more than their floor (creates that read an older share).
+/// to at most `limit`) and what the keys hold after it (`held`), adding up
+/// to `limit`. When every key fits under the limit at the larger of its
+/// floor and what it holds, only raised: each key's at least both (a key
+/// admits only up to its floor since the first landed, so raising is
+/// safe). Otherwise a create that landed before the first transaction
+/// left a key above its floor, and the shares are assigned from `held`
+/// alone, as [`shares_from`] does: raising only would let the other keys
+/// fill their floors past the limit (review of the shares, finding 1).
 pub fn raised(limit: u64, floor: &[u64], held: &[i64]) -> Vec<u64> {
     let want: Vec<u64> = floor.iter().zip(held).map(|(&f, &h)| f.max(clamp(h))).collect();
     let wanted = want.iter().fold(0u64, |sum, &w| sum.saturating_add(w));
     if wanted <= limit {
-        return shares_from(limit, &to_signed(&want));
+        shares_from(limit, &to_signed(&want))
+    } else {
+        shares_from(limit, held)
     }
-    let room = limit.saturating_sub(floor.iter().sum());
-    let above: Vec<u64> = want.iter().zip(floor).map(|(&w, &f)| w - f).collect();
-    let extra = shares_from(room, &to_signed(&above));
-    floor.iter().zip(extra).map(|(&f, e)| f + e).collect()
 }
 
 /// What one counters key holds and admits against, read for a limit write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct KeyRead {
     /// The larger of EC and its best-effort items summed, each from 0 (a
     /// shard below 0 holds nothing for another shard's items).
@@ -90,6 +91,11 @@ pub struct KeyRead {
     /// The share it admits against now: its assigned share, else the even
     /// split of its override or `default_limit`.
     pub share: u64,
+    /// Its `limit` copy's `version` and write token (`None`: no copy): a
+    /// limit set's first transaction is conditioned on it, so a write since
+    /// the read refuses it rather than raising a share another write
+    /// lowered (review of the shares, finding 2).
+    pub copy: Option<(i64, Option<String>)>,
 }
 
 impl KeyRead {
@@ -99,6 +105,7 @@ impl KeyRead {
         Self {
             held: best_effort.max(snapshot.eventual),
             share: snapshot.limit_share.unwrap_or_else(|| keys.share(limit, index)),
+            copy: snapshot.limit_copy.clone(),
         }
     }
 }
@@ -176,16 +183,86 @@ mod tests {
     /// at 2); the second, from a read after it, raises from there.
     #[test]
     fn a_share_is_only_lowered_first_and_raised_from_a_read_after() {
-        let before = [KeyRead { held: 0, share: 8 }, KeyRead { held: 2, share: 2 }];
+        let before = [
+            KeyRead {
+                held: 0,
+                share: 8,
+                copy: None,
+            },
+            KeyRead {
+                held: 2,
+                share: 2,
+                copy: None,
+            },
+        ];
         let floor = first(12, &before);
         assert_eq!(floor, vec![6, 2]);
         // Key 0's creates landed before the first transaction: it holds 8.
-        let after = [KeyRead { held: 8, share: 6 }, KeyRead { held: 2, share: 2 }];
+        let after = [
+            KeyRead {
+                held: 8,
+                share: 6,
+                copy: None,
+            },
+            KeyRead {
+                held: 2,
+                share: 2,
+                copy: None,
+            },
+        ];
         assert_eq!(second(12, &floor, &after), vec![8, 4]);
         // They landed after the second read: the creates in flight at the
         // change, the window every limit change has.
-        let after = [KeyRead { held: 0, share: 6 }, KeyRead { held: 2, share: 2 }];
+        let after = [
+            KeyRead {
+                held: 0,
+                share: 6,
+                copy: None,
+            },
+            KeyRead {
+                held: 2,
+                share: 2,
+                copy: None,
+            },
+        ];
         assert_eq!(second(12, &floor, &after), vec![6, 6]);
+    }
+
+    /// Review of the shares (finding 1): a lowering to 10 read [9, 0] and
+    /// wrote [9, 1]; a create that read share 10 landed on key 0 before
+    /// the first transaction. Raising only would keep [9, 1] and let key 1
+    /// fill: 11 against 10. From the second read, key 1 gets nothing.
+    #[test]
+    fn a_key_above_its_floor_after_the_first_transaction_is_assigned_from_the_second_read() {
+        let floor = first(
+            10,
+            &[
+                KeyRead {
+                    held: 9,
+                    share: 10,
+                    copy: None,
+                },
+                KeyRead {
+                    held: 0,
+                    share: 10,
+                    copy: None,
+                },
+            ],
+        );
+        assert_eq!(floor, vec![9, 1]);
+        let after = [
+            KeyRead {
+                held: 10,
+                share: 9,
+                copy: None,
+            },
+            KeyRead {
+                held: 0,
+                share: 1,
+                copy: None,
+            },
+        ];
+        assert_eq!(second(10, &floor, &after), vec![10, 0]);
     }
 
     #[test]
@@ -198,7 +275,14 @@ mod tests {
             ..CounterSnapshot::default()
         };
         let read = KeyRead::of(&snapshot, ScopeKeys::new(2).unwrap(), 0, 10);
-        assert_eq!(read, KeyRead { held: 3, share: 5 });
+        assert_eq!(
+            read,
+            KeyRead {
+                held: 3,
+                share: 5,
+                copy: None
+            }
+        );
     }
 
     proptest! {
@@ -209,14 +293,22 @@ mod tests {
             held in proptest::collection::vec(-3i64..2_000, 8),
             later in proptest::collection::vec(0i64..500, 8),
         ) {
-            let reads: Vec<KeyRead> = now.iter().zip(&held).map(|(&share, &held)| KeyRead { held, share }).collect();
+            let reads: Vec<KeyRead> = now.iter().zip(&held).map(|(&share, &held)| KeyRead { held, share, copy: None }).collect();
             let floor = first(limit, &reads);
             prop_assert!(floor.iter().zip(&now).all(|(f, n)| f <= n));
             prop_assert!(floor.iter().sum::<u64>() <= limit);
-            let after: Vec<KeyRead> = reads.iter().zip(&later).map(|(r, &more)| KeyRead { held: r.held.max(0) + more, share: 0 }).collect();
+            let after: Vec<KeyRead> = reads.iter().zip(&later).map(|(r, &more)| KeyRead { held: r.held.max(0) + more, share: 0, copy: None }).collect();
             let last = second(limit, &floor, &after);
-            prop_assert!(last.iter().zip(&floor).all(|(l, f)| l >= f));
             prop_assert_eq!(last.iter().sum::<u64>(), limit);
+            // What the keys may come to hold: each the larger of its share
+            // and what it holds; never above the limit or what they hold.
+            let held: Vec<u64> = after.iter().map(|r| r.held as u64).collect();
+            let reach: u64 = last.iter().zip(&held).map(|(s, h)| *s.max(h)).sum();
+            prop_assert!(reach <= limit.max(held.iter().sum()), "{last:?} over {held:?} at {limit}");
+            let fits: u64 = floor.iter().zip(&held).map(|(f, h)| *f.max(h)).sum();
+            if fits <= limit {
+                prop_assert!(last.iter().zip(&floor).all(|(l, f)| l >= f));
+            }
         }
 
         #[test]

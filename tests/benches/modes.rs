@@ -747,6 +747,10 @@ fn ceiling_params() -> ceiling::Params {
         growth: 1.25,
         refine: env_number("BENCH_CEILING_REFINE", 2) as usize,
         lanes: env_number("BENCH_LANES", 4).max(1) as usize,
+        target: std::env::var("BENCH_CEILING_TARGET")
+            .ok()
+            .map(|creates| creates.parse().expect("BENCH_CEILING_TARGET: creates/s")),
+        sequential_ids: std::env::var("BENCH_CEILING_IDS").is_ok_and(|ids| ids == "sequential"),
     }
 }
 

@@ -103,6 +103,12 @@ pub struct Params {
     pub growth: f64,
     pub refine: usize,
     pub lanes: usize,
+    /// One step offered at this many DynamoDB creates/s instead of the
+    /// ramp (`BENCH_CEILING_TARGET`): whether the layout sustains it.
+    pub target: Option<f64>,
+    /// Ids numbered in order (`BENCH_CEILING_IDS=sequential`) instead of
+    /// random.
+    pub sequential_ids: bool,
 }
 
 /// One step at a constant offered rate.
@@ -160,6 +166,8 @@ pub struct Ceiling {
     pub lanes: usize,
     pub poll_ms: f64,
     pub seconds: f64,
+    pub target: Option<f64>,
+    pub sequential_ids: bool,
 }
 
 /// Creates/s one partition of 1,000 WU/s (or 3,000 RU/s, one budget)
@@ -359,6 +367,8 @@ struct Load {
     /// The kit's operations failed to their callers, by operation and
     /// error (`create: Unavailable: ...`).
     failed_by: Arc<Mutex<BTreeMap<String, u64>>>,
+    /// The next id when ids are numbered in order (`None`: random).
+    next_id: Option<Arc<AtomicU64>>,
 }
 
 fn s(v: &str) -> AttributeValue {
@@ -541,7 +551,10 @@ impl Load {
             }
             return;
         }
-        let id = format!("{:016x}", fastrand::u64(..));
+        let id = match &self.next_id {
+            Some(next) => format!("{:016}", next.fetch_add(1, Ordering::Relaxed)),
+            None => format!("{:016x}", fastrand::u64(..)),
+        };
         if self.create(&id).await {
             self.lags
                 .lock()
@@ -722,6 +735,7 @@ async fn run_once(emulator: &Emulator, params: &Params, approach: Approach, run:
         creates: Arc::new(AtomicU64::new(0)),
         failed: Arc::new(AtomicU64::new(0)),
         failed_by: Arc::default(),
+        next_id: params.sequential_ids.then(Arc::default),
     };
     // Operations/s at the arithmetic bound (emulator units); the
     // transaction anchor's one counter item takes at most one transaction
@@ -730,7 +744,9 @@ async fn run_once(emulator: &Emulator, params: &Params, approach: Approach, run:
     if approach == Approach::Transaction {
         bound_ops = bound_ops.min(1.0 / params.model.transaction_hold().as_secs_f64());
     }
-    let mut rate = bound_ops * params.start_share;
+    let mut rate = params.target.map_or(bound_ops * params.start_share, |creates| {
+        creates / 0.75 * params.model.scale
+    });
     let (mut steps, mut last_pass, mut first_fail) = (Vec::<Step>::new(), None::<f64>, None::<f64>);
     let mut refinements = 0;
     loop {
@@ -759,6 +775,9 @@ async fn run_once(emulator: &Emulator, params: &Params, approach: Approach, run:
             first_fail = Some(first_fail.map_or(rate, |f: f64| f.min(rate)));
         }
         steps.push(step);
+        if params.target.is_some() {
+            break;
+        }
         rate = match (last_pass, first_fail) {
             (_, None) => rate * params.growth,
             (Some(lo), Some(hi)) if refinements < params.refine && hi > lo => {
@@ -842,6 +861,8 @@ pub async fn run(emulator: &Emulator, params: &Params) -> Ceiling {
         lanes: params.lanes,
         poll_ms: POLL_INTERVAL.div_f64(params.model.scale).as_secs_f64() * 1000.0,
         seconds: began.elapsed().as_secs_f64(),
+        target: params.target,
+        sequential_ids: params.sequential_ids,
     }
 }
 
@@ -909,10 +930,20 @@ impl Ceiling {
                 run.be_undercount.map_or_else(|| "-".into(), |u| u.to_string()),
             ));
         }
-        out.push_str(
-            "\nSteps (offered → achieved creates/s, DynamoDB units; requests; throttled by a partition's key \
+        if let Some(target) = self.target {
+            out.push_str(&format!(
+                "\nOne step offered at {target:.0} creates/s (no ramp): whether each layout sustains it.\n"
+            ));
+        }
+        out.push_str(&format!(
+            "\nIds {}. Steps (offered → achieved creates/s, DynamoDB units; requests; throttled by a partition's key \
              range / by a table-level limit; transaction conflicts; operations failed to the caller):\n\n",
-        );
+            if self.sequential_ids {
+                "numbered in order"
+            } else {
+                "random"
+            }
+        ));
         for run in &self.runs {
             let steps: Vec<String> = run
                 .steps
