@@ -53,6 +53,10 @@ pub enum Expect {
 /// A `limit set` planned again after another write refused it, at most.
 const SET_ATTEMPTS: usize = 4;
 
+/// Transactions after a limit write's first that assign its keys' shares
+/// again from a new read, at most.
+const ROUNDS: usize = 3;
+
 /// Whether an error with this code may come after the request was
 /// applied: no code (a timeout, a dropped connection) or a server error.
 fn may_have_applied(code: Option<&str>) -> bool {
@@ -284,12 +288,14 @@ impl DynamoStore {
     /// Returns the first refused copy's key with a refusal.
     ///
     /// A limit set over several keys writes every copy with its key's share
-    /// ([`hybrid_counter::shares`]) in two transactions, each after a read
-    /// of every key: the first only lowers shares (conditioned as above),
-    /// the second only raises them (conditioned on the first's token; a
-    /// write by someone else since stands). A second transaction that
-    /// fails leaves the limit written with shares that may add up to less
-    /// than it: [`LimitWrite::Unknown`], naming `limit set` to run again.
+    /// ([`hybrid_counter::shares`]) in two or more transactions, each after
+    /// a read of every key: the first only lowers shares (conditioned as
+    /// above; `Expect::Any` as the read found each copy), the next assign
+    /// them again ([`shares::second`]), each conditioned on the one before's
+    /// token (a write by someone else since stands). When they fail, or
+    /// still add up to less than the limit after [`ROUNDS`], the limit is
+    /// written with lower shares: [`LimitWrite::Unknown`], naming
+    /// `scope set-limit` to assign them.
     pub async fn write_limit_copies(
         &self,
         copies: &[(Scope, Expect, bool)],
@@ -304,11 +310,10 @@ impl DynamoStore {
             .and_then(|n| ScopeKeys::new(n).map_err(|_| ()))
             .map_err(|()| StoreError::Rejected(format!("{} copies of one limit", copies.len())))?;
         let scopes: Vec<Scope> = copies.iter().map(|(key, ..)| key.clone()).collect();
-        if scopes
-            .iter()
-            .zip(0u32..)
-            .any(|(key, k)| keys.split(key.as_str()) != keys.split(scopes[0].as_str()).map(|(scope, _)| (scope, k)))
-        {
+        if scopes.iter().zip(0u32..).any(|(key, k)| {
+            keys.split(key.as_str()).is_none()
+                || keys.split(key.as_str()) != keys.split(scopes[0].as_str()).map(|(scope, _)| (scope, k))
+        }) {
             return Err(StoreError::Rejected(format!(
                 "the copies are not every key in order: {scopes:?}"
             )));
@@ -350,25 +355,37 @@ impl DynamoStore {
                 None,
             ))
         };
-        let last = match read().await {
-            Ok(reads) => shares::second(limit, &floor, &reads),
-            Err(e) => return unraised(e.to_string()),
-        };
-        if last == floor {
-            return Ok((LimitWrite::Written, None));
-        }
-        let ours: Vec<(Scope, Expect, bool)> = scopes
-            .iter()
-            .map(|key| (key.clone(), Expect::Written(token.clone()), true))
-            .collect();
-        match self.send_limit_copies(&ours, Some(limit), Some(&last), now).await {
-            // Refused: another write since the first, which stands.
-            Ok((_, (LimitWrite::Written | LimitWrite::AlreadyAsPlanned | LimitWrite::Refused { .. }, _))) => {
-                Ok((LimitWrite::Written, None))
+        // Then assigned again from a new read, each transaction conditioned
+        // on the one before's token, until they add up to the limit (a
+        // key a create reached before the first left above its lowered
+        // share keeps them below it for a round).
+        let (mut shares_now, mut token) = (floor, token);
+        for _ in 0..ROUNDS {
+            let next = match read().await {
+                Ok(reads) => shares::second(limit, &shares_now, &reads),
+                Err(e) => return unraised(e.to_string()),
+            };
+            if next == shares_now {
+                break;
             }
-            Ok((_, (LimitWrite::Unknown { error }, _))) => unraised(error),
-            Err(e) => unraised(e.to_string()),
+            let ours: Vec<(Scope, Expect, bool)> = scopes
+                .iter()
+                .map(|key| (key.clone(), Expect::Written(token.clone()), true))
+                .collect();
+            match self.send_limit_copies(&ours, Some(limit), Some(&next), now).await {
+                Ok((sent, (LimitWrite::Written, _))) => (shares_now, token) = (next, sent),
+                // Refused: another write since ours, which stands.
+                Ok((_, (LimitWrite::AlreadyAsPlanned | LimitWrite::Refused { .. }, _))) => {
+                    return Ok((LimitWrite::Written, None));
+                }
+                Ok((_, (LimitWrite::Unknown { error }, _))) => return unraised(error),
+                Err(e) => return unraised(e.to_string()),
+            }
         }
+        if shares_now.iter().sum::<u64>() < limit {
+            return unraised(format!("the keys' shares add up to {}", shares_now.iter().sum::<u64>()));
+        }
+        Ok((LimitWrite::Written, None))
     }
 
     /// One transaction of `copies` (`shares`: each copy's, with a limit
@@ -712,6 +729,12 @@ mod tests {
     /// The counters Query of each key a write of a scope's copies reads
     /// first: the key `<scope>#k` holds `held[k]` on its best-effort item.
     fn reads(held: &[i64]) -> Vec<Rule> {
+        reads_with_copies(held, None)
+    }
+
+    /// [`reads`], each key also holding a `limit` copy at this `version`
+    /// and write token when `copy` says so.
+    fn reads_with_copies(held: &[i64], copy: Option<(u64, &'static str)>) -> Vec<Rule> {
         let held: Arc<Vec<i64>> = Arc::new(held.to_vec());
         (0..held.len())
             .map(|_| {
@@ -734,12 +757,52 @@ mod tests {
                         rev: None,
                         share_rev: None,
                     };
+                    let mut items = vec![serde_dynamo::to_item(item).unwrap()];
+                    if let Some((version, rev)) = copy {
+                        let mut limit = limit_item(40, version, rev);
+                        limit.insert(keys::SCOPE.to_owned(), s(key_of_query(r)));
+                        limit.insert(keys::NAME.to_owned(), s(keys::LIMIT_NAME));
+                        items.push(limit);
+                    }
                     aws_sdk_dynamodb::operation::query::QueryOutput::builder()
-                        .items(serde_dynamo::to_item(item).unwrap())
+                        .set_items(Some(items))
                         .build()
                 })
             })
             .collect()
+    }
+
+    fn key_of_query(r: &aws_sdk_dynamodb::operation::query::QueryInput) -> &str {
+        r.expression_attribute_values().unwrap()[":scope"].as_s().unwrap()
+    }
+
+    /// Third read of the shares (finding 3): copies that exist are
+    /// expected as the read found them, version and token.
+    #[tokio::test]
+    async fn a_limit_set_expects_each_copy_at_the_version_and_token_its_read_found() {
+        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsOutput;
+        let conditioned = mock!(Client::transact_write_items)
+            .match_requests(|r| {
+                r.transact_items().iter().all(|a| {
+                    let u = a.update().unwrap();
+                    let values = u.expression_attribute_values();
+                    u.condition_expression() == Some("#version = :expected AND #rev = :rev")
+                        && value(values, ":expected") == Some("3")
+                        && value(values, ":rev") == Some("r3")
+                })
+            })
+            .then_output(|| TransactWriteItemsOutput::builder().build());
+        let rules: Vec<Rule> = reads_with_copies(&[0, 0, 0, 0], Some((3, "r3")))
+            .into_iter()
+            .chain([conditioned])
+            .chain(reads_with_copies(&[0, 0, 0, 0], Some((4, "r3"))))
+            .collect();
+        let keys = ScopeKeys::new(4).unwrap();
+        store(&rules)
+            .set_scope_limit(keys, &scope(), Some(40), 1)
+            .await
+            .unwrap();
+        assert_eq!(rules[4].num_calls(), 1);
     }
 
     /// Each action's `:share` value, in order (`None`: none written).
@@ -1014,6 +1077,8 @@ mod tests {
         set.push(sent([3, 3, 2, 2], Some("attribute_not_exists(#version)")));
         set.extend(reads(&[0, 15, 0, 0]));
         set.push(sent([9, 15, 8, 8], Some("#rev = :rev")));
+        // A last read finds nothing to change.
+        set.extend(reads(&[0, 15, 0, 0]));
         store(&set).set_scope_limit(keys, &scope(), Some(40), 1).await.unwrap();
         assert_eq!((set[4].num_calls(), set[9].num_calls()), (1, 1));
         let clear = [mock!(Client::transact_write_items)
@@ -1070,6 +1135,7 @@ mod tests {
             .chain([ok()])
             .chain(reads(&[0, 0, 0, 0]))
             .chain([ok()])
+            .chain(reads(&[0, 0, 0, 0]))
             .collect();
         let keys = ScopeKeys::new(4).unwrap();
         store(&rules)
@@ -1250,6 +1316,7 @@ mod tests {
                     })
                     .then_output(|| TransactWriteItemsOutput::builder().build())
             }])
+            .chain(reads(&[0, 0, 0, 0]))
             .collect();
         let (outcome, _) = store(&rules).write_limit_copies(&copies, Some(40), 1).await.unwrap();
         assert_eq!(outcome, LimitWrite::Written);

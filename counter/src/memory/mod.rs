@@ -281,7 +281,7 @@ impl MemoryStore {
 
     /// `limit set` of `scope` over `keys`, as `DynamoStore` writes it:
     /// each copy with its share of `limit` ([`crate::shares`]), first only
-    /// lowered from what the keys hold, then raised from a second read.
+    /// lowered from what the keys hold, then assigned again from new reads.
     /// A key without an override reads `default_limit`.
     pub async fn set_scope_limit(
         &self,
@@ -301,10 +301,20 @@ impl MemoryStore {
             write(None);
             return Ok(());
         };
-        let floor = shares::first(limit, &shares::read_keys(self, keys, &copies, default_limit).await?);
-        write(Some(&floor));
-        let reads = shares::read_keys(self, keys, &copies, default_limit).await?;
-        write(Some(&shares::second(limit, &floor, &reads)));
+        let mut now = shares::first(limit, &shares::read_keys(self, keys, &copies, default_limit).await?);
+        write(Some(&now));
+        for _ in 0..3 {
+            let next = shares::second(
+                limit,
+                &now,
+                &shares::read_keys(self, keys, &copies, default_limit).await?,
+            );
+            if next == now {
+                break;
+            }
+            write(Some(&next));
+            now = next;
+        }
         Ok(())
     }
 
