@@ -54,8 +54,10 @@ pub enum Expect {
 const SET_ATTEMPTS: usize = 4;
 
 /// Transactions after a limit write's first that assign its keys' shares
-/// again from a new read, at most.
+/// again from a new read, at most, and the pause before each but the
+/// first.
 const ROUNDS: usize = 3;
+const ROUND_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Whether an error with this code may come after the request was
 /// applied: no code (a timeout, a dropped connection) or a server error.
@@ -359,21 +361,31 @@ impl DynamoStore {
         // on the one before's token, until they add up to the limit (a
         // key a create reached before the first left above its lowered
         // share keeps them below it for a round).
-        let (mut shares_now, mut token) = (floor, token);
-        for _ in 0..ROUNDS {
+        let (mut shares_now, mut token, mut cap) = (floor.clone(), token, floor);
+        for round in 0..ROUNDS {
+            if round > 0 {
+                // Creates that read a share of this write land meanwhile.
+                tokio::time::sleep(ROUND_PAUSE).await;
+            }
             let next = match read().await {
-                Ok(reads) => shares::second(limit, &shares_now, &reads),
+                Ok(reads) => shares::second(limit, &shares_now, &cap, &reads),
                 Err(e) => return unraised(e.to_string()),
             };
             if next == shares_now {
-                break;
+                if next.iter().sum::<u64>() == limit {
+                    break;
+                }
+                continue;
             }
             let ours: Vec<(Scope, Expect, bool)> = scopes
                 .iter()
                 .map(|key| (key.clone(), Expect::Written(token.clone()), true))
                 .collect();
             match self.send_limit_copies(&ours, Some(limit), Some(&next), now).await {
-                Ok((sent, (LimitWrite::Written, _))) => (shares_now, token) = (next, sent),
+                Ok((sent, (LimitWrite::Written, _))) => {
+                    shares::widen(&mut cap, &next);
+                    (shares_now, token) = (next, sent);
+                }
                 // Refused: another write since ours, which stands.
                 Ok((_, (LimitWrite::AlreadyAsPlanned | LimitWrite::Refused { .. }, _))) => {
                     return Ok((LimitWrite::Written, None));

@@ -303,17 +303,17 @@ impl MemoryStore {
         };
         let mut now = shares::first(limit, &shares::read_keys(self, keys, &copies, default_limit).await?);
         write(Some(&now));
+        let mut cap = now.clone();
         for _ in 0..3 {
-            let next = shares::second(
-                limit,
-                &now,
-                &shares::read_keys(self, keys, &copies, default_limit).await?,
-            );
-            if next == now {
+            let reads = shares::read_keys(self, keys, &copies, default_limit).await?;
+            let next = shares::second(limit, &now, &cap, &reads);
+            if next != now {
+                write(Some(&next));
+                shares::widen(&mut cap, &next);
+                now = next;
+            } else if now.iter().sum::<u64>() == limit {
                 break;
             }
-            write(Some(&next));
-            now = next;
         }
         Ok(())
     }
