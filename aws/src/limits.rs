@@ -368,7 +368,7 @@ impl DynamoStore {
                 tokio::time::sleep(ROUND_PAUSE).await;
             }
             let next = match read().await {
-                Ok(reads) => shares::second(limit, &shares_now, &cap, &reads),
+                Ok(reads) => shares::second(limit, &cap, &reads),
                 Err(e) => return unraised(e.to_string()),
             };
             if next == shares_now {

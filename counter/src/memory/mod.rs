@@ -306,7 +306,7 @@ impl MemoryStore {
         let mut cap = now.clone();
         for _ in 0..3 {
             let reads = shares::read_keys(self, keys, &copies, default_limit).await?;
-            let next = shares::second(limit, &now, &cap, &reads);
+            let next = shares::second(limit, &cap, &reads);
             if next != now {
                 write(Some(&next));
                 shares::widen(&mut cap, &next);
