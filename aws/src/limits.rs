@@ -308,14 +308,17 @@ impl DynamoStore {
             return Ok(self.send_limit_copies(copies, limit, None, now).await?.1);
         };
         let keys = u32::try_from(copies.len())
-            .map_err(|_| ())
-            .and_then(|n| ScopeKeys::new(n).map_err(|_| ()))
-            .map_err(|()| StoreError::Rejected(format!("{} copies of one limit", copies.len())))?;
+            .ok()
+            .and_then(|n| ScopeKeys::new(n).ok())
+            .ok_or_else(|| StoreError::Rejected(format!("{} copies of one limit", copies.len())))?;
         let scopes: Vec<Scope> = copies.iter().map(|(key, ..)| key.clone()).collect();
-        if scopes.iter().zip(0u32..).any(|(key, k)| {
-            keys.split(key.as_str()).is_none()
-                || keys.split(key.as_str()) != keys.split(scopes[0].as_str()).map(|(scope, _)| (scope, k))
-        }) {
+        let scope = keys.split(scopes[0].as_str()).map(|(scope, _)| scope);
+        if scope.is_none()
+            || scopes
+                .iter()
+                .zip(0u32..)
+                .any(|(key, k)| keys.split(key.as_str()) != scope.map(|scope| (scope, k)))
+        {
             return Err(StoreError::Rejected(format!(
                 "the copies are not every key in order: {scopes:?}"
             )));

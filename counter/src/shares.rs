@@ -1,10 +1,10 @@
 //! Each counters key's share of a scope's limit, assigned from what the
 //! keys hold when an override is written, so that a lowering leaves no key
 //! above its share while another fills its own (simulation seed
-//! 1592593515). Written in two transactions: shares only lowered, then
-//! assigned again from a second read; stored on each key's `limit` item
-//! with the write's token. A key without a valid one admits up to
-//! [`ScopeKeys::share`].
+//! 1592593515). Written in rounds of transactions: shares first only
+//! lowered, then assigned again from new reads; stored on each key's
+//! `limit` item with the write's token. A key without a valid one admits
+//! up to [`ScopeKeys::share`].
 
 use crate::error::StoreError;
 use crate::ids::Scope;
@@ -59,7 +59,7 @@ pub fn shares_from(limit: u64, held: &[i64]) -> Vec<u64> {
 /// `target` where that is lower and never raised, so no key admits more
 /// than before while the others' shares are not yet raised; they add up
 /// to at most the target's limit.
-pub fn lowered(now: &[u64], target: &[u64]) -> Vec<u64> {
+fn lowered(now: &[u64], target: &[u64]) -> Vec<u64> {
     now.iter().zip(target).map(|(&n, &t)| n.min(t)).collect()
 }
 
@@ -74,7 +74,7 @@ pub fn lowered(now: &[u64], target: &[u64]) -> Vec<u64> {
 /// (reviews of the shares, findings 1, 1 and 1 again; when the keys hold
 /// more than the limit that is [`shares_from`]'s); they may add up to
 /// less, and a later round raises them once the keys fit.
-pub fn raised(limit: u64, cap: &[u64], held: &[i64]) -> Vec<u64> {
+fn raised(limit: u64, cap: &[u64], held: &[i64]) -> Vec<u64> {
     let want: Vec<u64> = cap.iter().zip(held).map(|(&c, &h)| c.max(clamp(h))).collect();
     let wanted = want.iter().fold(0u64, |sum, &w| sum.saturating_add(w));
     if wanted <= limit {
@@ -96,7 +96,7 @@ pub fn widen(cap: &mut [u64], shares: &[u64]) {
 }
 
 /// What one counters key holds and admits against, read for a limit write.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyRead {
     /// The larger of EC and its best-effort items summed, each from 0 (a
     /// shard below 0 holds nothing for another shard's items).
@@ -114,13 +114,19 @@ pub struct KeyRead {
 impl KeyRead {
     pub fn of(snapshot: &CounterSnapshot, keys: ScopeKeys, index: u32, default_limit: u64) -> Self {
         let best_effort: i64 = snapshot.best_effort_items.values().map(|&c| c.max(0)).sum();
-        let limit = snapshot.limit_override.unwrap_or(default_limit);
         Self {
             held: best_effort.max(snapshot.eventual),
-            share: snapshot.limit_share.unwrap_or_else(|| keys.share(limit, index)),
+            share: key_share(snapshot, keys, index, default_limit),
             copy: snapshot.limit_copy.clone(),
         }
     }
+}
+
+/// The share key `index` admits against (what admission compares): its
+/// assigned share, else the even split of its override or `default_limit`.
+pub fn key_share(snapshot: &CounterSnapshot, keys: ScopeKeys, index: u32, default_limit: u64) -> u64 {
+    let limit = snapshot.limit_override.unwrap_or(default_limit);
+    snapshot.limit_share.unwrap_or_else(|| keys.share(limit, index))
 }
 
 /// One strongly consistent read of each of `copies` (a scope's counters
@@ -168,6 +174,15 @@ mod tests {
     use super::*;
     use crate::scope_keys::ScopeKeys;
 
+    /// A key holding `held` that admits against `share`, with no copy.
+    fn key(held: i64, share: u64) -> KeyRead {
+        KeyRead {
+            held,
+            share,
+            copy: None,
+        }
+    }
+
     #[test]
     fn a_lowering_gives_each_key_what_it_holds_and_the_rest_to_the_others() {
         // Two keys, one item on key 1, the limit lowered to 1: key 1 keeps
@@ -197,48 +212,15 @@ mod tests {
     /// at 2); the second, from a read after it, raises from there.
     #[test]
     fn a_share_is_only_lowered_first_and_raised_from_a_read_after() {
-        let before = [
-            KeyRead {
-                held: 0,
-                share: 8,
-                copy: None,
-            },
-            KeyRead {
-                held: 2,
-                share: 2,
-                copy: None,
-            },
-        ];
+        let before = [key(0, 8), key(2, 2)];
         let floor = first(12, &before);
         assert_eq!(floor, vec![6, 2]);
         // Key 0's creates landed before the first transaction: it holds 8.
-        let after = [
-            KeyRead {
-                held: 8,
-                share: 6,
-                copy: None,
-            },
-            KeyRead {
-                held: 2,
-                share: 2,
-                copy: None,
-            },
-        ];
+        let after = [key(8, 6), key(2, 2)];
         assert_eq!(second(12, &floor, &after), vec![8, 4]);
         // They landed after the second read: the creates in flight at the
         // change, the window every limit change has.
-        let after = [
-            KeyRead {
-                held: 0,
-                share: 6,
-                copy: None,
-            },
-            KeyRead {
-                held: 2,
-                share: 2,
-                copy: None,
-            },
-        ];
+        let after = [key(0, 6), key(2, 2)];
         assert_eq!(second(12, &floor, &after), vec![6, 6]);
     }
 
@@ -248,34 +230,9 @@ mod tests {
     /// fill: 11 against 10. From the second read, key 1 gets nothing.
     #[test]
     fn a_key_above_its_floor_after_the_first_transaction_is_assigned_from_the_second_read() {
-        let floor = first(
-            10,
-            &[
-                KeyRead {
-                    held: 9,
-                    share: 10,
-                    copy: None,
-                },
-                KeyRead {
-                    held: 0,
-                    share: 10,
-                    copy: None,
-                },
-            ],
-        );
+        let floor = first(10, &[key(9, 10), key(0, 10)]);
         assert_eq!(floor, vec![9, 1]);
-        let after = [
-            KeyRead {
-                held: 10,
-                share: 9,
-                copy: None,
-            },
-            KeyRead {
-                held: 0,
-                share: 1,
-                copy: None,
-            },
-        ];
+        let after = [key(10, 9), key(0, 1)];
         // Key 0 keeps the 10 it holds (it admits no more), key 1 gets none
         // (a create that read its 1 may still land: 11, that one create).
         assert_eq!(second(10, &floor, &after), vec![10, 0]);
@@ -289,34 +246,9 @@ mod tests {
     /// read the older share.
     #[test]
     fn no_key_goes_above_its_floor_while_the_keys_do_not_fit() {
-        let floor = first(
-            10,
-            &[
-                KeyRead {
-                    held: 0,
-                    share: 10,
-                    copy: None,
-                },
-                KeyRead {
-                    held: 10,
-                    share: 10,
-                    copy: None,
-                },
-            ],
-        );
+        let floor = first(10, &[key(0, 10), key(10, 10)]);
         assert_eq!(floor, vec![0, 10]);
-        let after = [
-            KeyRead {
-                held: 1,
-                share: 0,
-                copy: None,
-            },
-            KeyRead {
-                held: 0,
-                share: 10,
-                copy: None,
-            },
-        ];
+        let after = [key(1, 0), key(0, 10)];
         let round = second(10, &floor, &after);
         assert_eq!(round, vec![1, 5], "key 0 holds 1, key 1 no more than 5");
         // Fourth read (trace B one round later): the ten creates on key 1
@@ -328,18 +260,7 @@ mod tests {
         assert_eq!(second(10, &cap, &after), vec![1, 5]);
         // The next round, once the keys fit (key 0's item deleted), raises
         // them to the limit.
-        let again = [
-            KeyRead {
-                held: 0,
-                share: 0,
-                copy: None,
-            },
-            KeyRead {
-                held: 10,
-                share: 5,
-                copy: None,
-            },
-        ];
+        let again = [key(0, 0), key(10, 5)];
         assert_eq!(second(10, &cap, &again), vec![0, 10]);
     }
 
@@ -353,14 +274,7 @@ mod tests {
             ..CounterSnapshot::default()
         };
         let read = KeyRead::of(&snapshot, ScopeKeys::new(2).unwrap(), 0, 10);
-        assert_eq!(
-            read,
-            KeyRead {
-                held: 3,
-                share: 5,
-                copy: None
-            }
-        );
+        assert_eq!(read, key(3, 5));
     }
 
     proptest! {
@@ -371,7 +285,7 @@ mod tests {
             held in proptest::collection::vec(-3i64..2_000, 8),
             later in proptest::collection::vec(-500i64..500, 8),
         ) {
-            let reads: Vec<KeyRead> = now.iter().zip(&held).map(|(&share, &held)| KeyRead { held, share, copy: None }).collect();
+            let reads: Vec<KeyRead> = now.iter().zip(&held).map(|(&share, &held)| key(held, share)).collect();
             let floor = first(limit, &reads);
             prop_assert!(floor.iter().zip(&now).all(|(f, n)| f <= n));
             prop_assert!(floor.iter().sum::<u64>() <= limit);
@@ -382,7 +296,7 @@ mod tests {
                 let after: Vec<KeyRead> = reads
                     .iter()
                     .zip(&later)
-                    .map(|(r, &more)| KeyRead { held: (r.held.max(0) + more * round).max(0), share: 0, copy: None })
+                    .map(|(r, &more)| key((r.held.max(0) + more * round).max(0), 0))
                     .collect();
                 let next = second(limit, &cap, &after);
                 prop_assert!(next.iter().sum::<u64>() <= limit);

@@ -233,7 +233,7 @@ impl<S: RequestStore> Counter<S> {
     /// what the keys held ([`crate::shares`]), else the even split.
     fn key_usage(&self, snapshot: &CounterSnapshot, index: u32) -> Usage {
         Usage {
-            limit: crate::shares::KeyRead::of(snapshot, self.scope_keys, index, self.default_limit).share,
+            limit: crate::shares::key_share(snapshot, self.scope_keys, index, self.default_limit),
             ..Usage::new(snapshot, self.default_limit)
         }
     }
