@@ -53,12 +53,6 @@ pub enum Expect {
 /// A `limit set` planned again after another write refused it, at most.
 const SET_ATTEMPTS: usize = 4;
 
-/// Transactions after a limit write's first that assign its keys' shares
-/// again from a new read, at most, and the pause before each but the
-/// first.
-const ROUNDS: usize = 3;
-const ROUND_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
-
 /// Whether an error with this code may come after the request was
 /// applied: no code (a timeout, a dropped connection) or a server error.
 fn may_have_applied(code: Option<&str>) -> bool {
@@ -293,9 +287,9 @@ impl DynamoStore {
     /// ([`hybrid_counter::shares`]) in two or more transactions, each after
     /// a read of every key: the first only lowers shares (conditioned as
     /// above; `Expect::Any` as the read found each copy), the next assign
-    /// them again ([`shares::second`]), each conditioned on the one before's
+    /// them again ([`shares::assign`]), each conditioned on the one before's
     /// token (a write by someone else since stands). When they fail, or
-    /// still add up to less than the limit after [`ROUNDS`], the limit is
+    /// still add up to less than the limit after [`shares::ROUNDS`], the limit is
     /// written with lower shares: [`LimitWrite::Unknown`], naming
     /// `scope set-limit` to assign them.
     pub async fn write_limit_copies(
@@ -323,33 +317,48 @@ impl DynamoStore {
                 "the copies are not every key in order: {scopes:?}"
             )));
         }
-        let read = || shares::read_keys(self, keys, &scopes, self.default_limit());
-        let reads = read().await?;
-        let floor = shares::first(limit, &reads);
-        // A copy expected as anything (`limit set`) is expected as this
-        // read found it, so a write since refuses the first transaction
-        // instead of it raising a share that write lowered.
-        let every: Vec<(Scope, Expect, bool)> = copies
-            .iter()
-            .zip(&reads)
-            .map(|((key, expect, _), read)| {
-                let expect = match (expect, &read.copy) {
-                    (Expect::Any, None) => Expect::Absent,
-                    (Expect::Any, Some((version, rev))) => Expect::Read {
-                        version: u64::try_from(*version).unwrap_or(0),
-                        rev: rev.clone(),
-                    },
-                    (expect, _) => expect.clone(),
-                };
-                (key.clone(), expect, true)
+        // The first transaction: a copy expected as anything (`limit set`)
+        // is expected as this read found it, so a write since refuses it
+        // instead of it raising a share that write lowered. The later ones
+        // are conditioned on the one before's token (a write by someone
+        // else since stands).
+        let send = async |round: shares::Round<'_>, shares: &[u64]| {
+            let conditioned: Vec<(Scope, Expect, bool)> = match round {
+                shares::Round::First(reads) => copies
+                    .iter()
+                    .zip(reads)
+                    .map(|((key, expect, _), read)| {
+                        let expect = match (expect, &read.copy) {
+                            (Expect::Any, None) => Expect::Absent,
+                            (Expect::Any, Some((version, rev))) => Expect::Read {
+                                version: u64::try_from(*version).unwrap_or(0),
+                                rev: rev.clone(),
+                            },
+                            (expect, _) => expect.clone(),
+                        };
+                        (key.clone(), expect, true)
+                    })
+                    .collect(),
+                shares::Round::Next(token) => scopes
+                    .iter()
+                    .map(|key| (key.clone(), Expect::Written(token.to_owned()), true))
+                    .collect(),
+            };
+            let (token, answer) = self
+                .send_limit_copies(&conditioned, Some(limit), Some(shares), now)
+                .await?;
+            Ok(match answer {
+                (LimitWrite::Written, _) => shares::Sent::Written(token),
+                (LimitWrite::Unknown { error }, _) if matches!(round, shares::Round::Next(_)) => {
+                    shares::Sent::Failed(error)
+                }
+                answer => shares::Sent::Ended(answer),
             })
-            .collect();
-        let (token, written) = self.send_limit_copies(&every, Some(limit), Some(&floor), now).await?;
-        if written.0 != LimitWrite::Written {
-            return Ok(written);
-        }
-        let unraised = |error: String| {
-            Ok((
+        };
+        match shares::assign(self, keys, &scopes, limit, self.default_limit(), send).await? {
+            shares::Assigned::Written => Ok((LimitWrite::Written, None)),
+            shares::Assigned::Ended(answer) => Ok(answer),
+            shares::Assigned::Unraised(error) => Ok((
                 LimitWrite::Unknown {
                     error: format!(
                         "the limit is written, but its keys' shares were only lowered (they may add up to less \
@@ -358,49 +367,8 @@ impl DynamoStore {
                     ),
                 },
                 None,
-            ))
-        };
-        // Then assigned again from a new read, each transaction conditioned
-        // on the one before's token, until they add up to the limit (a
-        // key a create reached before the first left above its lowered
-        // share keeps them below it for a round).
-        let (mut shares_now, mut token, mut cap) = (floor.clone(), token, floor);
-        for round in 0..ROUNDS {
-            if round > 0 {
-                // Creates that read a share of this write land meanwhile.
-                tokio::time::sleep(ROUND_PAUSE).await;
-            }
-            let next = match read().await {
-                Ok(reads) => shares::second(limit, &cap, &reads),
-                Err(e) => return unraised(e.to_string()),
-            };
-            if next == shares_now {
-                if next.iter().sum::<u64>() == limit {
-                    break;
-                }
-                continue;
-            }
-            let ours: Vec<(Scope, Expect, bool)> = scopes
-                .iter()
-                .map(|key| (key.clone(), Expect::Written(token.clone()), true))
-                .collect();
-            match self.send_limit_copies(&ours, Some(limit), Some(&next), now).await {
-                Ok((sent, (LimitWrite::Written, _))) => {
-                    shares::widen(&mut cap, &next);
-                    (shares_now, token) = (next, sent);
-                }
-                // Refused: another write since ours, which stands.
-                Ok((_, (LimitWrite::AlreadyAsPlanned | LimitWrite::Refused { .. }, _))) => {
-                    return Ok((LimitWrite::Written, None));
-                }
-                Ok((_, (LimitWrite::Unknown { error }, _))) => return unraised(error),
-                Err(e) => return unraised(e.to_string()),
-            }
+            )),
         }
-        if shares_now.iter().sum::<u64>() < limit {
-            return unraised(format!("the keys' shares add up to {}", shares_now.iter().sum::<u64>()));
-        }
-        Ok((LimitWrite::Written, None))
     }
 
     /// One transaction of `copies` (`shares`: each copy's, with a limit

@@ -89,7 +89,7 @@ fn raised(limit: u64, cap: &[u64], held: &[i64]) -> Vec<u64> {
 
 /// `cap` raised to `shares` where they are higher: the most each key was
 /// given so far.
-pub fn widen(cap: &mut [u64], shares: &[u64]) {
+fn widen(cap: &mut [u64], shares: &[u64]) {
     for (c, &s) in cap.iter_mut().zip(shares) {
         *c = (*c).max(s);
     }
@@ -146,7 +146,7 @@ pub async fn read_keys<S: RequestStore>(
 }
 
 /// The first transaction's shares of `limit` from `reads`.
-pub fn first(limit: u64, reads: &[KeyRead]) -> Vec<u64> {
+fn first(limit: u64, reads: &[KeyRead]) -> Vec<u64> {
     let held: Vec<i64> = reads.iter().map(|r| r.held).collect();
     let now: Vec<u64> = reads.iter().map(|r| r.share).collect();
     lowered(&now, &shares_from(limit, &held))
@@ -154,9 +154,103 @@ pub fn first(limit: u64, reads: &[KeyRead]) -> Vec<u64> {
 
 /// A later transaction's shares of `limit` (`cap`: the most each key was
 /// given by this write), from `reads`.
-pub fn second(limit: u64, cap: &[u64], reads: &[KeyRead]) -> Vec<u64> {
+fn second(limit: u64, cap: &[u64], reads: &[KeyRead]) -> Vec<u64> {
     let held: Vec<i64> = reads.iter().map(|r| r.held).collect();
     raised(limit, cap, &held)
+}
+
+/// Transactions after a limit write's first that assign its keys' shares
+/// again from a new read, at most, and the pause before each but the
+/// first (creates that read a share of this write land meanwhile).
+pub const ROUNDS: usize = 3;
+pub const ROUND_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Which transaction of a limit write is sent: the first, conditioned on
+/// each copy as these reads found it (unless the caller planned its own
+/// conditions), or a later one, conditioned on the last one's token.
+#[derive(Debug, Clone, Copy)]
+pub enum Round<'a> {
+    First(&'a [KeyRead]),
+    Next(&'a str),
+}
+
+/// How one transaction of a limit write ended.
+#[derive(Debug)]
+pub enum Sent<T> {
+    /// Written with this token.
+    Written(String),
+    /// Not written, as the store answered (the first: refused or as
+    /// planned; a later one: another write since ours, which stands).
+    Ended(T),
+    /// Outcome unknown.
+    Failed(String),
+}
+
+/// How a limit write's transactions ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Assigned<T> {
+    /// Every share assigned (they add up to the limit), or a later write stands.
+    Written,
+    /// The first transaction was not written: the store's answer.
+    Ended(T),
+    /// The limit is written but the shares were only lowered: they may add
+    /// up to less than it until `scope set-limit` of the same limit.
+    Unraised(String),
+}
+
+/// Writes `limit` over a scope's counters keys (`copies`, in index order)
+/// through `send`, one transaction over every copy each: the first only
+/// lowers shares ([`first`]), then up to [`ROUNDS`] more, [`ROUND_PAUSE`]
+/// apart, each after a new read of every key, assign them again
+/// ([`second`]) until they add up to the limit. The one protocol of
+/// `DynamoStore` and the in-memory store (which the simulation runs).
+pub async fn assign<S: RequestStore, T>(
+    store: &S,
+    keys: ScopeKeys,
+    copies: &[Scope],
+    limit: u64,
+    default_limit: u64,
+    mut send: impl AsyncFnMut(Round<'_>, &[u64]) -> Result<Sent<T>, StoreError>,
+) -> Result<Assigned<T>, StoreError> {
+    let read = || read_keys(store, keys, copies, default_limit);
+    let reads = read().await?;
+    let floor = first(limit, &reads);
+    let mut token = match send(Round::First(&reads), &floor).await? {
+        Sent::Written(token) => token,
+        Sent::Ended(answer) => return Ok(Assigned::Ended(answer)),
+        Sent::Failed(error) => return Err(StoreError::Unavailable(error)),
+    };
+    let (mut shares_now, mut cap) = (floor.clone(), floor);
+    for round in 0..ROUNDS {
+        if round > 0 {
+            tokio::time::sleep(ROUND_PAUSE).await;
+        }
+        let next = match read().await {
+            Ok(reads) => second(limit, &cap, &reads),
+            Err(e) => return Ok(Assigned::Unraised(e.to_string())),
+        };
+        if next == shares_now {
+            if next.iter().sum::<u64>() == limit {
+                break;
+            }
+            continue;
+        }
+        match send(Round::Next(&token), &next).await {
+            Ok(Sent::Written(sent)) => {
+                widen(&mut cap, &next);
+                (shares_now, token) = (next, sent);
+            }
+            Ok(Sent::Ended(_)) => return Ok(Assigned::Written),
+            Ok(Sent::Failed(error)) => return Ok(Assigned::Unraised(error)),
+            Err(e) => return Ok(Assigned::Unraised(e.to_string())),
+        }
+    }
+    let sum = shares_now.iter().sum::<u64>();
+    Ok(if sum < limit {
+        Assigned::Unraised(format!("the keys' shares add up to {sum}"))
+    } else {
+        Assigned::Written
+    })
 }
 
 fn clamp(held: i64) -> u64 {

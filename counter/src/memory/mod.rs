@@ -280,8 +280,8 @@ impl MemoryStore {
     }
 
     /// `limit set` of `scope` over `keys`, as `DynamoStore` writes it:
-    /// each copy with its share of `limit` ([`crate::shares`]), first only
-    /// lowered from what the keys hold, then assigned again from new reads.
+    /// each copy with its share of `limit` through [`crate::shares::assign`]
+    /// (the rounds are the same; the writes are not conditioned).
     /// A key without an override reads `default_limit`.
     pub async fn set_scope_limit(
         &self,
@@ -301,21 +301,17 @@ impl MemoryStore {
             write(None);
             return Ok(());
         };
-        let mut now = shares::first(limit, &shares::read_keys(self, keys, &copies, default_limit).await?);
-        write(Some(&now));
-        let mut cap = now.clone();
-        for _ in 0..3 {
-            let reads = shares::read_keys(self, keys, &copies, default_limit).await?;
-            let next = shares::second(limit, &cap, &reads);
-            if next != now {
-                write(Some(&next));
-                shares::widen(&mut cap, &next);
-                now = next;
-            } else if now.iter().sum::<u64>() == limit {
-                break;
-            }
+        // Unconditioned: the simulation's one operator is the only writer.
+        let send = async |_: shares::Round<'_>, shares: &[u64]| {
+            write(Some(shares));
+            Ok(shares::Sent::<()>::Written(String::new()))
+        };
+        match shares::assign(self, keys, &copies, limit, default_limit, send).await? {
+            shares::Assigned::Unraised(error) => Err(StoreError::Unavailable(format!(
+                "the limit is written, its shares only lowered: {error}"
+            ))),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// [`MemoryStore::set_limit`] with this key's share of the override

@@ -14,6 +14,9 @@ use crate::params::{ConfigChange, SIM_API_TIMEOUT_MS};
 use crate::rng::Rng;
 use crate::world::Sim;
 
+/// `limit set` run again after an error, at most (an operator re-runs it).
+const LIMIT_SET_ATTEMPTS: usize = 20;
+
 impl Sim {
     /// `counterctl deploy --param BeShardCount=n` (or `AdmissionMode=strict`)
     /// while the clients run, whatever is in flight, rolled out over
@@ -83,14 +86,18 @@ impl Sim {
                 windows.in_flight.len()
             };
             // `limit set`: a copy on every counters key, each with its
-            // share from what the keys hold, in one transaction (retried
-            // while an injected fault fails its reads).
-            while let Err(e) = self
-                .store
-                .set_scope_limit(self.p.scope_keys, &scope, limit, self.p.limit)
-                .await
-            {
-                self.log(|| format!("limit set {scope}: {e}"));
+            // share from what the keys hold, in rounds of transactions
+            // (run again, as its error says, while an injected fault fails
+            // its reads or its shares stay below the limit; a few times).
+            for _ in 0..LIMIT_SET_ATTEMPTS {
+                match self
+                    .store
+                    .set_scope_limit(self.p.scope_keys, &scope, limit, self.p.limit)
+                    .await
+                {
+                    Ok(()) => break,
+                    Err(e) => self.log(|| format!("limit set {scope}: {e}")),
+                }
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             self.windows
