@@ -751,6 +751,8 @@ fn ceiling_params() -> ceiling::Params {
             .ok()
             .map(|creates| creates.parse().expect("BENCH_CEILING_TARGET: creates/s")),
         sequential_ids: std::env::var("BENCH_CEILING_IDS").is_ok_and(|ids| ids == "sequential"),
+        // Lambda's default concurrency quota per Region ("Lambda quotas").
+        in_flight: env_number("BENCH_CEILING_IN_FLIGHT", 1000).max(1),
     }
 }
 

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use e2e::Emulator;
-use e2e::capacity::{CapacityModel, CapacityParams, CapacityUsage, TableKeys};
+use e2e::capacity::{CapacityModel, CapacityParams, CapacityUsage, Conflicts, TableKeys};
 use e2e::faults::{FaultKind, FaultPlan, FaultProxy};
 use hybrid_counter::keys::{ID, NAME, SCOPE};
 use hybrid_counter::retry::{Backoff, Retry};
@@ -55,8 +55,6 @@ use crate::shared::{BATCH_SIZE, Latency, latency};
 
 /// The pass mark: requests throttled over requests sent.
 const THROTTLED_SHARE: f64 = 0.01;
-/// Operations in flight at most; past it an operation is not sent (counted).
-const MAX_IN_FLIGHT: u64 = 400;
 /// Lambda polls a DynamoDB stream shard four times a second ("Using Lambda
 /// with DynamoDB": polling and batching).
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
@@ -109,6 +107,10 @@ pub struct Params {
     /// Ids numbered in order (`BENCH_CEILING_IDS=sequential`) instead of
     /// random.
     pub sequential_ids: bool,
+    /// Operations in flight at most (`BENCH_CEILING_IN_FLIGHT`); past it an
+    /// operation is not sent (counted). In flight is rate x latency, the
+    /// same in model and wall time; the api function's concurrency on AWS.
+    pub in_flight: u64,
 }
 
 /// One step at a constant offered rate.
@@ -121,18 +123,29 @@ pub struct Step {
     /// Creates/s offered and achieved, in DynamoDB units (divided by the scale).
     pub offered_creates: f64,
     pub achieved_creates: f64,
+    /// Creates that succeeded during the step.
+    pub creates: u64,
     pub seconds: f64,
     /// DynamoDB requests sent (admitted, throttled or refused for a conflict).
     pub requests: u64,
     pub throttled_key_range: u64,
     pub throttled_table: u64,
     pub conflicts: u64,
+    /// Conflicts by table and kind.
+    pub conflicts_by_table: BTreeMap<String, Conflicts>,
     pub throttled_share: f64,
+    /// Creates' and deletes' latency as their callers saw it, in model
+    /// time ([`to_model`]).
+    pub create_latency: Option<Latency>,
+    pub delete_latency: Option<Latency>,
+    /// Operations in flight at the most during the step.
+    pub peak_in_flight: u64,
     /// Operations that answered an error to their caller.
     pub failed: u64,
     /// The kit's failed operations by operation and error.
     pub failed_by: BTreeMap<String, u64>,
-    /// Creates not yet counted by the stream at the step's end (the kit).
+    /// Creates not yet counted by the stream at the step's start and end (the kit).
+    pub backlog_before: u64,
     pub backlog: u64,
     /// The stream fell behind during this step ([`stream_fell_behind`]).
     pub stream_behind: bool,
@@ -535,8 +548,9 @@ impl Load {
         false
     }
 
-    /// Operation `n`: every fourth deletes a live item, the others create one.
-    async fn operate(&self, n: u64) {
+    /// Operation `n`: every fourth deletes a live item, the others create
+    /// one. Whether it was a delete.
+    async fn operate(&self, n: u64) -> bool {
         let doomed = (n % 4 == 3)
             .then(|| {
                 let mut live = self.live.lock().expect("live");
@@ -549,7 +563,7 @@ impl Load {
                 self.failed.fetch_add(1, Ordering::Relaxed);
                 self.live.lock().expect("live").push(id);
             }
-            return;
+            return true;
         }
         let id = match &self.next_id {
             Some(next) => format!("{:016}", next.fetch_add(1, Ordering::Relaxed)),
@@ -566,6 +580,7 @@ impl Load {
         } else {
             self.failed.fetch_add(1, Ordering::Relaxed);
         }
+        false
     }
 }
 
@@ -608,7 +623,9 @@ async fn step(load: &Load, params: &Params, rate: f64) -> Step {
     );
     let failed_by_before = load.failed_by.lock().expect("failed_by").clone();
     let backlog_before = backlog(load);
-    let in_flight = Arc::new(AtomicU64::new(0));
+    let (in_flight, peak) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    // (deleted, how long) per operation.
+    let took: Arc<Mutex<Vec<(bool, Duration)>>> = Arc::default();
     let mut tasks = tokio::task::JoinSet::new();
     let started = Instant::now();
     let (mut n, mut not_sent) = (0u64, 0u64);
@@ -623,13 +640,15 @@ async fn step(load: &Load, params: &Params, rate: f64) -> Step {
         if long_enough || started.elapsed() >= cap {
             break;
         }
-        if in_flight.load(Ordering::Relaxed) >= MAX_IN_FLIGHT {
+        if in_flight.load(Ordering::Relaxed) >= params.in_flight {
             not_sent += 1;
         } else {
-            let (load, in_flight) = (load.clone(), in_flight.clone());
-            in_flight.fetch_add(1, Ordering::Relaxed);
+            let (load, in_flight, took) = (load.clone(), in_flight.clone(), took.clone());
+            peak.fetch_max(in_flight.fetch_add(1, Ordering::Relaxed) + 1, Ordering::Relaxed);
             tasks.spawn(async move {
-                load.operate(n).await;
+                let began = Instant::now();
+                let deleted = load.operate(n).await;
+                took.lock().expect("took").push((deleted, began.elapsed()));
                 in_flight.fetch_sub(1, Ordering::Relaxed);
             });
         }
@@ -650,17 +669,36 @@ async fn step(load: &Load, params: &Params, rate: f64) -> Step {
     let achieved_creates = creates as f64 / seconds / scale;
     let throttled_share = throttled as f64 / sent.max(1) as f64;
     let stream_behind = stream_fell_behind(backlog_before, backlog, creates);
+    let took = std::mem::take(&mut *took.lock().expect("took"));
+    let model_latency = |deleted: bool| {
+        let samples: Vec<Duration> = took
+            .iter()
+            .filter(|(d, _)| *d == deleted)
+            .map(|(_, t)| to_model(&params.model, *t))
+            .collect();
+        (!samples.is_empty()).then(|| latency(samples))
+    };
     Step {
         offered_ops: n as f64 / offered_seconds,
         not_sent,
         offered_creates,
         achieved_creates,
+        creates,
         seconds,
         requests: sent,
         throttled_key_range: during.tables.values().map(|t| t.throttles.key_range.total()).sum(),
         throttled_table: during.table_level_throttles(),
         conflicts: during.conflicts(),
+        conflicts_by_table: during
+            .tables
+            .iter()
+            .filter(|(_, t)| t.conflicts.total() > 0)
+            .map(|(table, t)| (table.clone(), t.conflicts))
+            .collect(),
         throttled_share,
+        create_latency: model_latency(false),
+        delete_latency: model_latency(true),
+        peak_in_flight: peak.load(Ordering::Relaxed),
         failed: load.failed.load(Ordering::Relaxed) - failed_before,
         failed_by: load
             .failed_by
@@ -672,6 +710,7 @@ async fn step(load: &Load, params: &Params, rate: f64) -> Step {
                 (new > 0).then(|| (reason.clone(), new))
             })
             .collect(),
+        backlog_before,
         backlog,
         stream_behind,
         splits: during.splits(),
@@ -683,11 +722,56 @@ async fn step(load: &Load, params: &Params, rate: f64) -> Step {
     }
 }
 
+impl Step {
+    /// The step's second log line: operations not sent and in flight, the
+    /// callers' latency, conflicts by table and kind, the stream rule.
+    fn detail(&self, cap: u64) -> String {
+        let ms = |l: &Option<Latency>| {
+            l.as_ref()
+                .map_or_else(|| "-".into(), |l| format!("{:.1} / {:.1}", l.p50_ms, l.p99_ms))
+        };
+        let conflicts: Vec<String> = self
+            .conflicts_by_table
+            .iter()
+            .map(|(table, c)| {
+                format!(
+                    "{table}: {} transactions, {} writes, {} reads, {} in progress",
+                    c.transactions, c.writes, c.reads, c.in_progress
+                )
+            })
+            .collect();
+        format!(
+            "{} not sent, at most {} of {cap} in flight; create p50 / p99 {} model ms, delete {}; conflicts [{}]; \
+             backlog {} -> {} over {} creates: stream {}",
+            self.not_sent,
+            self.peak_in_flight,
+            ms(&self.create_latency),
+            ms(&self.delete_latency),
+            conflicts.join("; "),
+            self.backlog_before,
+            self.backlog,
+            self.creates,
+            if self.stream_behind { "fell behind" } else { "kept up" },
+        )
+    }
+}
+
+/// `wall`, a span of wall time, in model time (undilated: the same).
+fn to_model(model: &CapacityParams, wall: Duration) -> Duration {
+    wall.div_f64(model.wall(Duration::from_secs(1)).as_secs_f64())
+}
+
 /// What bound a failing step.
 fn bound(step: &Step) -> String {
     if step.not_sent > 0 {
         // The harness's cap of operations in flight: this machine, not the model.
-        format!("operations not sent ({} at the harness's in-flight cap)", step.not_sent)
+        format!(
+            "this machine: {} operations not sent at the harness's cap in flight (create p50 {} model ms)",
+            step.not_sent,
+            step.create_latency
+                .as_ref()
+                .map_or_else(|| "-".into(), |l| format!("{:.0}", l.p50_ms))
+        )
     } else if step.throttled_share > THROTTLED_SHARE {
         if step.throttled_table > step.throttled_key_range {
             "a table-level limit".into()
@@ -769,6 +853,7 @@ async fn run_once(emulator: &Emulator, params: &Params, approach: Approach, run:
         for (reason, n) in &step.failed_by {
             eprintln!("      failed: {n} x {reason}");
         }
+        eprintln!("      {}", step.detail(params.in_flight));
         if step.passed {
             last_pass = Some(rate);
         } else {
@@ -825,7 +910,7 @@ async fn run_once(emulator: &Emulator, params: &Params, approach: Approach, run:
             );
             let lags = std::mem::take(&mut lags.lock().expect("lags").lags);
             (
-                (!lags.is_empty()).then(|| latency(lags)),
+                (!lags.is_empty()).then(|| latency(lags.iter().map(|l| to_model(&params.model, *l)).collect())),
                 Some(live as i64 - usage.best_effort),
             )
         }
@@ -901,7 +986,7 @@ impl Ceiling {
              is halved. *Ceiling*: the achieved creates/s of the highest passing step; *arithmetic*: what one \
              partition of 1,000 WU/s carries for the approach by the unit rules (under 1 KB).\n\n\
              | approach | ceiling, DynamoDB creates/s | arithmetic | first failing step (offered) | bound by | steps | \
-             EC lag p50 / p99 | BE undercount |\n|---|---:|---:|---:|---|---:|---:|---:|\n",
+             EC lag p50 / p99 (model time) | BE undercount |\n|---|---:|---:|---:|---|---:|---:|---:|\n",
             self.model_text,
             m.scale,
             m.second.as_secs_f64(),
