@@ -291,7 +291,7 @@ impl DynamoStore {
     /// token (a write by someone else since stands). When they fail, or
     /// still add up to less than the limit after [`shares::ROUNDS`], the limit is
     /// written with lower shares: [`LimitWrite::Unknown`], naming
-    /// `scope set-limit` to assign them.
+    /// `limit set` to assign them.
     pub async fn write_limit_copies(
         &self,
         copies: &[(Scope, Expect, bool)],
@@ -362,7 +362,7 @@ impl DynamoStore {
                 LimitWrite::Unknown {
                     error: format!(
                         "the limit is written, but its keys' shares were only lowered (they may add up to less \
-                         than it, refusing creates below it): `counterctl scope set-limit` of the same limit \
+                         than it, refusing creates below it): `counterctl limit set` of the same limit \
                          assigns them ({error})"
                     ),
                 },

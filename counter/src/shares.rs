@@ -194,7 +194,7 @@ pub enum Assigned<T> {
     /// The first transaction was not written: the store's answer.
     Ended(T),
     /// The limit is written but the shares were only lowered: they may add
-    /// up to less than it until `scope set-limit` of the same limit.
+    /// up to less than it until `limit set` of the same limit.
     Unraised(String),
 }
 

@@ -71,7 +71,7 @@ impl Sim {
         self.windows.lock().unwrap().switched(self.store.tables());
     }
 
-    /// `counterctl scope set-limit` while the clients run: the override
+    /// `counterctl limit set` while the clients run: the override
     /// lands at once, creates in flight keep the limit they read.
     pub(crate) async fn limit_operator(&self) {
         let mut changes = self.p.limit_changes.clone();

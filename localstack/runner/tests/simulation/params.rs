@@ -91,7 +91,7 @@ pub(crate) struct Params {
     /// How long after a lost answer a write the SDK re-sends is sent again
     /// ([`Chaos::resend_delay`]).
     pub(crate) resend_delay: Duration,
-    /// `counterctl scope set-limit` while the clients run: when, which
+    /// `counterctl limit set` while the clients run: when, which
     /// scope, the new override (`None` clears it).
     pub(crate) limit_changes: Vec<(Duration, u64, Option<u64>)>,
     /// Live items scope 0 already holds when the clients start (a wide
@@ -374,7 +374,7 @@ impl Params {
 /// A configuration change under load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ConfigChange {
-    /// `counterctl scope set-limit`: lands at once (the limit is read per
+    /// `counterctl limit set`: lands at once (the limit is read per
     /// request from the table).
     Limit,
     /// `BeShardCount`, rolled out over [`Params::rollout`].
