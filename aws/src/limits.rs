@@ -1133,6 +1133,71 @@ mod tests {
         );
     }
 
+    /// Review 1 of the shared rounds (finding 4): a later round refused
+    /// by a write since ours leaves that write standing (`Written`); a
+    /// later round that keeps failing is `Unknown`, naming `limit set`.
+    #[tokio::test]
+    async fn a_later_round_refused_stands_and_one_that_fails_is_unknown_naming_limit_set() {
+        use aws_sdk_dynamodb::operation::transact_write_items::{TransactWriteItemsError, TransactWriteItemsOutput};
+        use aws_sdk_dynamodb::types::CancellationReason;
+        use aws_sdk_dynamodb::types::error::TransactionCanceledException;
+        let keys = ScopeKeys::new(4).unwrap();
+        let ok = || mock!(Client::transact_write_items).then_output(|| TransactWriteItemsOutput::builder().build());
+        let refused = mock!(Client::transact_write_items)
+            .match_requests(|r| {
+                r.transact_items()
+                    .iter()
+                    .all(|a| a.update().unwrap().condition_expression() == Some("#rev = :rev"))
+            })
+            .then_error(|| {
+                TransactWriteItemsError::TransactionCanceledException(
+                    TransactionCanceledException::builder()
+                        .set_cancellation_reasons(Some(
+                            ["None", "ConditionalCheckFailed", "None", "None"]
+                                .iter()
+                                .map(|c| CancellationReason::builder().code(*c).build())
+                                .collect(),
+                        ))
+                        .build(),
+                )
+            });
+        // Key 1 holds 15: the first transaction lowers, the second (which
+        // would raise) is refused by another write since ours.
+        let rules: Vec<Rule> = reads(&[0, 15, 0, 0])
+            .into_iter()
+            .chain([ok()])
+            .chain(reads(&[0, 15, 0, 0]))
+            .chain([refused])
+            .collect();
+        let copies: Vec<(Scope, Expect, bool)> = keys
+            .keys(&scope())
+            .unwrap()
+            .into_iter()
+            .map(|key| (key, Expect::Any, true))
+            .collect();
+        let outcome = store(&rules).write_limit_copies(&copies, Some(40), 1).await.unwrap();
+        assert_eq!(outcome, (LimitWrite::Written, None), "the later write stands");
+        assert_eq!(rules[9].num_calls(), 1);
+        // The second read fails: the shares stay lowered, Unknown.
+        let failing = mock!(Client::query).then_error(|| {
+            aws_sdk_dynamodb::operation::query::QueryError::generic(
+                ErrorMetadata::builder().code("InternalServerError").build(),
+            )
+        });
+        let rules: Vec<Rule> = reads(&[0, 15, 0, 0])
+            .into_iter()
+            .chain([ok()])
+            .chain(std::iter::repeat_with(|| failing.clone()).take(40))
+            .collect();
+        let outcome = store(&rules).write_limit_copies(&copies, Some(40), 1).await.unwrap();
+        match outcome {
+            (LimitWrite::Unknown { error }, None) => {
+                assert!(error.contains("`counterctl limit set` of the same limit"), "{error}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// `limits apply` over four keys: one transaction, a refusal names
     /// the copy that failed its condition; a resend after a lost answer
     /// keeps the request token, one after a cancellation for a conflict

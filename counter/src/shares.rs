@@ -182,7 +182,9 @@ pub enum Sent<T> {
     /// Not written, as the store answered (the first: refused or as
     /// planned; a later one: another write since ours, which stands).
     Ended(T),
-    /// Outcome unknown.
+    /// Outcome unknown (a later transaction: the shares stay as the last
+    /// written; a first one's is `Err(Unavailable)`, so a caller that may
+    /// have written the limit answers it as `Ended`).
     Failed(String),
 }
 

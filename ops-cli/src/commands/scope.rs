@@ -48,11 +48,35 @@ pub struct LimitReport {
     pub copies: Vec<Option<u64>>,
     /// The copies differ (some missing, or other limits).
     pub copies_disagree: bool,
+    /// With the scope over several keys: what each key admits against and
+    /// holds, in key order (`docs/admission-and-sharding.md`, limit shares).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<KeyShare>,
+}
+
+/// One counters key's share of the scope's limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyShare {
+    /// What its creates admit against.
+    pub share: u64,
+    /// Assigned by the override's own write ([`hybrid_counter::shares`]);
+    /// else the even split of the limit the key reads.
+    pub assigned: bool,
+    /// The larger of its EC and its best-effort items, each from 0.
+    pub held: i64,
+}
+
+/// What `limit get` reads of each key: its copy of the override and its share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KeyLimit {
+    copy: Option<u64>,
+    share: KeyShare,
 }
 
 impl LimitReport {
     /// The report of `scope`'s override from its `copies` (one per key).
-    fn of(scope: &Scope, copies: Vec<Option<u64>>, default_limit: u64, changed: bool) -> Self {
+    fn of(scope: &Scope, keys: Vec<KeyLimit>, default_limit: u64, changed: bool) -> Self {
+        let copies: Vec<Option<u64>> = keys.iter().map(|k| k.copy).collect();
         let overridden = copies.iter().any(Option::is_some);
         let disagree = copies.windows(2).any(|w| w[0] != w[1]);
         let limit = copies
@@ -68,7 +92,50 @@ impl LimitReport {
             changed,
             copies_disagree: disagree,
             copies: if copies.len() > 1 { copies } else { Vec::new() },
+            shares: if keys.len() > 1 {
+                keys.into_iter().map(|k| k.share).collect()
+            } else {
+                Vec::new()
+            },
         }
+    }
+
+    /// What the shares say about admission: their sum below the limit (a
+    /// `limit set` whose shares were only lowered), or a key full at its
+    /// share while the scope holds less than the limit (shares assigned
+    /// when the keys held otherwise). Each is undone by `limit set` of the
+    /// same limit, which assigns the shares from what the keys hold now.
+    fn share_warnings(&self) -> Vec<String> {
+        if self.shares.is_empty() || self.copies_disagree {
+            return Vec::new();
+        }
+        let mut warnings = Vec::new();
+        let sum = self.shares.iter().fold(0u64, |sum, s| sum.saturating_add(s.share));
+        if sum < self.limit {
+            warnings.push(format!(
+                "the keys' shares add up to {sum}, below the limit {}: creates are refused below it",
+                self.limit
+            ));
+        }
+        let held = self.shares.iter().map(|s| s.held.max(0)).sum::<i64>();
+        if held < i64::try_from(self.limit).unwrap_or(i64::MAX) {
+            let full: Vec<String> = self
+                .shares
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.held >= i64::try_from(s.share).unwrap_or(i64::MAX))
+                .map(|(k, _)| format!("#{k}"))
+                .collect();
+            if !full.is_empty() {
+                warnings.push(format!(
+                    "key(s) {} full at their share while the scope holds {held} of {}: creates hashed to them \
+                     are refused below the limit",
+                    full.join(", "),
+                    self.limit
+                ));
+            }
+        }
+        warnings
     }
 }
 
@@ -86,14 +153,34 @@ async fn open(ctx: &Context<'_>) -> Result<(DynamoStore, CounterConfig)> {
     Ok((DynamoStore::new(ctx.clients.dynamodb.clone(), &config), config))
 }
 
-/// Each key's copy of `scope`'s override, in key order (one key: the
-/// scope's own override), read with the counters (strongly consistent).
-async fn limit_copies<S: RequestStore>(store: &S, keys: ScopeKeys, scope: &Scope) -> Result<Vec<Option<u64>>> {
-    let keys = keys.keys(scope).map_err(|e| Error::InvalidArgument(e.to_string()))?;
-    let reads = futures_util::future::try_join_all(keys.iter().map(|key| store.read_counters(key)))
+/// Each key's copy of `scope`'s override and its share, in key order (one
+/// key: the scope's own override), read with the counters (strongly
+/// consistent).
+async fn limit_copies<S: RequestStore>(
+    store: &S,
+    keys: ScopeKeys,
+    scope: &Scope,
+    default_limit: u64,
+) -> Result<Vec<KeyLimit>> {
+    let copies = keys.keys(scope).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    let reads = futures_util::future::try_join_all(copies.iter().map(|key| store.read_counters(key)))
         .await
         .map_err(store_error("reading the limit"))?;
-    Ok(reads.into_iter().map(|r| r.limit_override).collect())
+    Ok(reads
+        .iter()
+        .zip(0u32..)
+        .map(|(read, index)| {
+            let key = hybrid_counter::shares::KeyRead::of(read, keys, index, default_limit);
+            KeyLimit {
+                copy: read.limit_override,
+                share: KeyShare {
+                    share: key.share,
+                    assigned: read.limit_share.is_some(),
+                    held: key.held,
+                },
+            }
+        })
+        .collect())
 }
 
 pub async fn usage(ctx: &Context<'_>, scope: &Scope) -> Result<UsageReport> {
@@ -109,7 +196,7 @@ async fn usage_of<S: RequestStore>(
     scope: &Scope,
 ) -> Result<UsageReport> {
     let default_limit = config.default_limit.unwrap_or_default();
-    let copies = limit_copies(store.as_ref(), config.scope_keys, scope).await?;
+    let copies = limit_copies(store.as_ref(), config.scope_keys, scope, default_limit).await?;
     let mut usage = Counter::configured(store.clone(), default_limit, config)
         .usage(scope)
         .await
@@ -134,7 +221,7 @@ pub async fn limit(ctx: &Context<'_>, scope: &Scope, action: &LimitAction) -> Re
             .await
             .map_err(store_error("writing the limit"))?;
     }
-    let copies = limit_copies(&store, config.scope_keys, scope).await?;
+    let copies = limit_copies(&store, config.scope_keys, scope, default_limit).await?;
     Ok(LimitReport::of(
         scope,
         copies,
@@ -282,6 +369,25 @@ impl fmt::Display for LimitReport {
                 self.limit
             )?;
         }
+        if !self.shares.is_empty() {
+            let shares: Vec<String> = self
+                .shares
+                .iter()
+                .enumerate()
+                .map(|(k, s)| {
+                    let even = if s.assigned { "" } else { ", even split" };
+                    format!("#{k}: {} (holds {}{even})", s.share, s.held)
+                })
+                .collect();
+            writeln!(f, "shares of its keys: {}", shares.join(", "))?;
+        }
+        for warning in self.share_warnings() {
+            writeln!(
+                f,
+                "WARNING: {warning}; `counterctl limit set {} {}` assigns the shares from what the keys hold now",
+                self.scope, self.limit
+            )?;
+        }
         Ok(())
     }
 }
@@ -350,7 +456,7 @@ mod tests {
         for k in 0..4 {
             store.set_limit(&format!("acct#{k}"), Some(40));
         }
-        let copies = limit_copies(&store, config.scope_keys, &scope).await.unwrap();
+        let copies = limit_copies(&store, config.scope_keys, &scope, 100).await.unwrap();
         let agreed = LimitReport::of(&scope, copies, 100, false);
         assert_eq!(
             (agreed.limit, agreed.overridden, agreed.copies_disagree),
@@ -364,8 +470,11 @@ mod tests {
         // A write that stopped half way: key 3 still has the old limit, key 2 none.
         store.set_limit("acct#2", None);
         store.set_limit("acct#3", Some(90));
-        let copies = limit_copies(&store, config.scope_keys, &scope).await.unwrap();
-        assert_eq!(copies, [Some(40), Some(40), None, Some(90)]);
+        let copies = limit_copies(&store, config.scope_keys, &scope, 100).await.unwrap();
+        assert_eq!(
+            copies.iter().map(|k| k.copy).collect::<Vec<_>>(),
+            [Some(40), Some(40), None, Some(90)]
+        );
         let split = LimitReport::of(&scope, copies, 100, false);
         assert!(split.copies_disagree);
         assert_eq!(
@@ -378,6 +487,71 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("bounded by the larger, 100"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn limit_get_shows_each_keys_assigned_share_and_what_it_holds() {
+        let config = spread(4);
+        let store = Arc::new(MemoryStore::new());
+        let counter = Counter::configured(store.clone(), 100, &config);
+        let scope = Scope::new("acct").unwrap();
+        for n in 0..12 {
+            let id = ResourceId::new(format!("r-{n}")).unwrap();
+            counter.create(&scope, &id, Default::default(), 1).await.unwrap();
+        }
+        store
+            .set_scope_limit(config.scope_keys, &scope, Some(40), 100)
+            .await
+            .unwrap();
+        let keys = limit_copies(store.as_ref(), config.scope_keys, &scope, 100)
+            .await
+            .unwrap();
+        let report = LimitReport::of(&scope, keys, 100, false);
+        assert_eq!(report.shares.iter().map(|s| s.share).sum::<u64>(), 40);
+        assert!(report.shares.iter().all(|s| s.assigned), "{report}");
+        assert_eq!(report.shares.iter().map(|s| s.held).sum::<i64>(), 12);
+        assert!(report.to_string().contains("shares of its keys: #0: "), "{report}");
+        assert!(!report.to_string().contains("WARNING"), "{report}");
+    }
+
+    /// Four keys' reads of a limit of 40: copies of it with these shares,
+    /// each key holding `held`.
+    fn keys_of_40(shares: [u64; 4], held: [i64; 4]) -> Vec<KeyLimit> {
+        shares
+            .iter()
+            .zip(held)
+            .map(|(&share, held)| KeyLimit {
+                copy: Some(40),
+                share: KeyShare {
+                    share,
+                    assigned: true,
+                    held,
+                },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn limit_get_warns_when_shares_refuse_creates_below_the_limit() {
+        let scope = Scope::new("acct").unwrap();
+        // Assigned when key 0 held 25: after the others drained, key 0 is
+        // full at 25 while the scope holds 25 of 40.
+        let skewed = LimitReport::of(&scope, keys_of_40([25, 5, 5, 5], [25, 0, 0, 0]), 100, false);
+        let text = skewed.to_string();
+        assert!(
+            text.contains("key(s) #0 full at their share while the scope holds 25 of 40"),
+            "{text}"
+        );
+        assert!(text.contains("`counterctl limit set acct 40`"), "{text}");
+        // A limit set whose shares were only lowered.
+        let lowered = LimitReport::of(&scope, keys_of_40([5, 5, 5, 5], [0, 0, 0, 0]), 100, false);
+        assert!(
+            lowered.to_string().contains("add up to 20, below the limit 40"),
+            "{lowered}"
+        );
+        // Shares that fit: no warning, even with a key full when the scope is.
+        let full = LimitReport::of(&scope, keys_of_40([25, 5, 5, 5], [25, 5, 5, 5]), 100, false);
+        assert!(!full.to_string().contains("WARNING"), "{full}");
     }
 
     fn report(number: u64, attempts: Option<u32>, owner: Option<&str>) -> SequenceReport {

@@ -764,9 +764,10 @@ fn to_model(model: &CapacityParams, wall: Duration) -> Duration {
 /// What bound a failing step.
 fn bound(step: &Step) -> String {
     if step.not_sent > 0 {
-        // The harness's cap of operations in flight: this machine, not the model.
+        // The cap in flight (Lambda's concurrency): the machine's queue or
+        // the model's delays; the create latency tells which.
         format!(
-            "this machine: {} operations not sent at the harness's cap in flight (create p50 {} model ms)",
+            "the cap in flight: {} operations not sent (create p50 {} model ms)",
             step.not_sent,
             step.create_latency
                 .as_ref()

@@ -89,22 +89,30 @@ impl Sim {
             // share from what the keys hold, in rounds of transactions
             // (run again, as its error says, while an injected fault fails
             // its reads or its shares stay below the limit; a few times).
+            let mut landed = false;
             for _ in 0..LIMIT_SET_ATTEMPTS {
                 match self
                     .store
                     .set_scope_limit(self.p.scope_keys, &scope, limit, self.p.limit)
                     .await
                 {
-                    Ok(()) => break,
+                    Ok(()) => {
+                        landed = true;
+                        break;
+                    }
                     Err(e) => self.log(|| format!("limit set {scope}: {e}")),
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            self.windows
-                .lock()
-                .unwrap()
-                .limit_changed(scope.as_str(), &self.store.tables());
-            self.bump(|s| s.limit_changes += 1);
+            // The write returned: the creates that start from now on read
+            // its last shares; the window closes with those before.
+            let mut windows = self.windows.lock().unwrap();
+            windows.rolled_out(ConfigChange::Limit, || self.store.tables());
+            windows.limit_changed(scope.as_str(), &self.store.tables());
+            drop(windows);
+            if landed {
+                self.bump(|s| s.limit_changes += 1);
+            }
             self.log(|| format!("limit of {scope} -> {limit:?} with {in_flight} creates in flight"));
         }
     }

@@ -68,7 +68,6 @@ pub(crate) struct Window {
     /// with the last once the rollout is over.
     pending: BTreeSet<u64>,
     rolling: bool,
-    at_change: u64,
     most_in_flight: u64,
 }
 
@@ -80,14 +79,14 @@ impl Window {
     }
 
     /// The most live items above the limit before the change that the
-    /// window allows: a limit change's, the creates in flight at it; a
+    /// window allows: a limit change's (written in rounds) and a
     /// rollout's, the most creates in flight at any instant of it so far
     /// (those at the change alone do not bound it: issue 34 D3, seed
-    /// 1592600407); a switch's is not bounded (checked no further).
+    /// 1592600407; review 1 of the shared rounds, finding 1); a switch's
+    /// is not bounded (checked no further).
     fn allowance(&self) -> u64 {
         match self.kind {
-            ConfigChange::Limit => self.at_change,
-            ConfigChange::Reshard => self.most_in_flight,
+            ConfigChange::Limit | ConfigChange::Reshard => self.most_in_flight,
             ConfigChange::Switch => u64::MAX / 2,
         }
     }
@@ -205,12 +204,13 @@ impl Windows {
                 .collect()
         });
         let at_change = self.in_flight.len() as u64;
-        // Best-effort admission has no windows; a limit change lands at
-        // once: only the creates in flight read the old one.
+        // Best-effort admission has no windows. A limit change is written
+        // in rounds (`shares::assign`): the creates in flight at it and
+        // those that start before its last transaction may read an older
+        // share, so its window rolls until the write returns.
         match kind {
             ConfigChange::Switch => self.mode = None,
             _ if self.mode == Some(Admission::BestEffort) => return,
-            ConfigChange::Limit if at_change == 0 => return,
             _ => {}
         }
         let stats = self.stats(kind);
@@ -222,8 +222,7 @@ impl Windows {
             scope: scope.map(str::to_owned),
             old_parts,
             pending: self.in_flight.clone(),
-            rolling: kind != ConfigChange::Limit,
-            at_change,
+            rolling: true,
             most_in_flight: at_change,
         });
     }
