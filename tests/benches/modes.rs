@@ -35,6 +35,8 @@ use shared::*;
 // In modes/: files directly in benches/ would be bench targets of their own.
 #[path = "modes/ceiling.rs"]
 mod ceiling;
+#[path = "modes/ceiling_report.rs"]
+mod ceiling_report;
 #[path = "modes/metering.rs"]
 mod metering;
 #[path = "modes/sharded.rs"]

@@ -52,6 +52,9 @@ pub struct LimitReport {
     /// holds, in key order (`docs/admission-and-sharding.md`, limit shares).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub shares: Vec<KeyShare>,
+    /// What the shares say about admission ([`LimitReport::share_warnings`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One counters key's share of the scope's limit.
@@ -62,7 +65,9 @@ pub struct KeyShare {
     /// Assigned by the override's own write ([`hybrid_counter::shares`]);
     /// else the even split of the limit the key reads.
     pub assigned: bool,
-    /// The larger of its EC and its best-effort items, each from 0.
+    /// The larger of its EC and its best-effort items, each from 0: what
+    /// `limit set` assigns shares from (admission's first check sums the
+    /// items as they are, a shard below 0 included).
     pub held: i64,
 }
 
@@ -97,43 +102,57 @@ impl LimitReport {
             } else {
                 Vec::new()
             },
+            warnings: Vec::new(),
         }
+        .warned()
     }
 
-    /// What the shares say about admission: their sum below the limit (a
-    /// `limit set` whose shares were only lowered), or a key full at its
-    /// share while the scope holds less than the limit (shares assigned
-    /// when the keys held otherwise). Each is undone by `limit set` of the
-    /// same limit, which assigns the shares from what the keys hold now.
+    fn warned(mut self) -> Self {
+        self.warnings = self.share_warnings();
+        self
+    }
+
+    /// What the shares say about admission, each with its remedy: their
+    /// sum below the limit (a `limit set` whose shares were only lowered),
+    /// or a key full at an assigned share that `limit set` of the same
+    /// limit would raise from what the keys hold now (shares assigned when
+    /// they held otherwise). None for the even split of a limit without
+    /// assigned shares: hash skew there refuses by design, and `limit set`
+    /// would pin an override a later `DefaultLimit` change no longer reaches.
     fn share_warnings(&self) -> Vec<String> {
-        if self.shares.is_empty() || self.copies_disagree {
+        if !self.shares.iter().any(|s| s.assigned) || self.copies_disagree {
             return Vec::new();
         }
+        let remedy = format!(
+            "`counterctl limit set {} {}` assigns the shares from what the keys hold now",
+            self.scope, self.limit
+        );
         let mut warnings = Vec::new();
         let sum = self.shares.iter().fold(0u64, |sum, s| sum.saturating_add(s.share));
         if sum < self.limit {
             warnings.push(format!(
-                "the keys' shares add up to {sum}, below the limit {}: creates are refused below it",
+                "the keys' shares add up to {sum}, below the limit {}: creates are refused below it; {remedy}",
                 self.limit
             ));
         }
-        let held = self.shares.iter().map(|s| s.held.max(0)).sum::<i64>();
-        if held < i64::try_from(self.limit).unwrap_or(i64::MAX) {
-            let full: Vec<String> = self
-                .shares
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.held >= i64::try_from(s.share).unwrap_or(i64::MAX))
-                .map(|(k, _)| format!("#{k}"))
-                .collect();
-            if !full.is_empty() {
-                warnings.push(format!(
-                    "key(s) {} full at their share while the scope holds {held} of {}: creates hashed to them \
-                     are refused below the limit",
-                    full.join(", "),
-                    self.limit
-                ));
-            }
+        let held: Vec<i64> = self.shares.iter().map(|s| s.held).collect();
+        let target = hybrid_counter::shares::shares_from(self.limit, &held);
+        let full: Vec<String> = self
+            .shares
+            .iter()
+            .zip(&target)
+            .enumerate()
+            .filter(|(_, (s, t))| s.held >= i64::try_from(s.share).unwrap_or(i64::MAX) && **t > s.share)
+            .map(|(k, _)| format!("#{k}"))
+            .collect();
+        if !full.is_empty() {
+            warnings.push(format!(
+                "key(s) {} full at their share while the keys hold {} of {}: creates hashed to them are refused \
+                 below the limit; {remedy}",
+                full.join(", "),
+                held.iter().map(|h| h.max(&0)).sum::<i64>(),
+                self.limit
+            ));
         }
         warnings
     }
@@ -381,12 +400,8 @@ impl fmt::Display for LimitReport {
                 .collect();
             writeln!(f, "shares of its keys: {}", shares.join(", "))?;
         }
-        for warning in self.share_warnings() {
-            writeln!(
-                f,
-                "WARNING: {warning}; `counterctl limit set {} {}` assigns the shares from what the keys hold now",
-                self.scope, self.limit
-            )?;
+        for warning in &self.warnings {
+            writeln!(f, "WARNING: {warning}")?;
         }
         Ok(())
     }
@@ -534,15 +549,25 @@ mod tests {
     #[test]
     fn limit_get_warns_when_shares_refuse_creates_below_the_limit() {
         let scope = Scope::new("acct").unwrap();
-        // Assigned when key 0 held 25: after the others drained, key 0 is
-        // full at 25 while the scope holds 25 of 40.
-        let skewed = LimitReport::of(&scope, keys_of_40([25, 5, 5, 5], [25, 0, 0, 0]), 100, false);
+        // Assigned when key 0 held 25 and the others nothing: once key 0
+        // drained to 0 and key 1 filled its 5, key 1 is full while the
+        // keys hold 5 of 40, and limit set would give it 10.
+        let skewed = LimitReport::of(&scope, keys_of_40([25, 5, 5, 5], [0, 5, 0, 0]), 100, false);
         let text = skewed.to_string();
         assert!(
-            text.contains("key(s) #0 full at their share while the scope holds 25 of 40"),
+            text.contains("key(s) #1 full at their share while the keys hold 5 of 40"),
             "{text}"
         );
         assert!(text.contains("`counterctl limit set acct 40`"), "{text}");
+        assert_eq!(skewed.warnings.len(), 1, "in the JSON report too");
+        // Right after that limit set (key 0 holding 25): key 0 is at its
+        // share, but limit set would give it no more: no warning.
+        let assigned = LimitReport::of(&scope, keys_of_40([25, 5, 5, 5], [25, 0, 0, 0]), 100, false);
+        assert!(assigned.warnings.is_empty(), "{assigned}");
+        // The even split, no share assigned: skew there is by design.
+        let mut even = keys_of_40([10, 10, 10, 10], [10, 0, 0, 0]);
+        even.iter_mut().for_each(|k| k.share.assigned = false);
+        assert!(LimitReport::of(&scope, even, 100, false).warnings.is_empty());
         // A limit set whose shares were only lowered.
         let lowered = LimitReport::of(&scope, keys_of_40([5, 5, 5, 5], [0, 0, 0, 0]), 100, false);
         assert!(

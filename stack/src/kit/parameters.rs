@@ -60,10 +60,10 @@ pub(super) fn add_parameters(t: &mut Template) {
              below a scope's usage refuses that scope's creates until deletes bring it under; nothing is taken \
              back. With ScopeKeyShards above 1 that holds per counters key: a key above its new share keeps its \
              items while the others may fill theirs, so the scope can pass the new limit until that key drains \
-             (strict admission's exception (4), docs/design.md). (A `counterctl limit set` override lands \
-             at once: a strict create that read the old limit can pass the new one by at most the creates in \
-             flight at the change; it gives each key its share from what the keys hold, so it leaves no key \
-             above its share but those creates'.)",
+             (strict admission's exception (4), docs/design.md). (A `counterctl limit set` override is \
+             written in a few transactions, each key with its share from what the keys hold: a strict create \
+             that read an older limit or share can pass the new one by at most the creates in flight from the \
+             change until its last transaction; it leaves no key above its share but those creates'.)",
         ),
     );
     t.parameter(

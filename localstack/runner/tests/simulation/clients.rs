@@ -72,7 +72,7 @@ impl Sim {
             let started = tokio::time::Instant::now();
             if r.chance(650) {
                 let numbered = seq.chance(self.p.sequence_per_mille);
-                let create = self.windows.lock().unwrap().start_create();
+                let create = self.windows.lock().unwrap().start_create(scope.as_str());
                 let path = api::item_path(&scope, &id) + if numbered { "?sequence=true" } else { "" };
                 let answer = self.call_api(n, "POST", &path).await;
                 // Whether this create ran inside a window of its scope, read

@@ -81,9 +81,14 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         total.best_effort_overshoots
     );
     println!(
-        "simulation operator: {} limit overrides changed under load, {} shard count changes met creates in flight, \
-         {} switches to strict admission; rollouts up to {} ms (API timeout {SIM_API_TIMEOUT_MS} ms)",
-        total.limit_changes, total.reshards_with_creates_in_flight, total.switched_schedules, total.longest_rollout_ms
+        "simulation operator: {} limit overrides changed under load ({} limit sets failed every attempt), {} shard \
+         count changes met creates in flight, {} switches to strict admission; rollouts up to {} ms (API timeout \
+         {SIM_API_TIMEOUT_MS} ms)",
+        total.limit_changes,
+        total.limit_sets_unlanded,
+        total.reshards_with_creates_in_flight,
+        total.switched_schedules,
+        total.longest_rollout_ms
     );
     for kind in CHANGES {
         let w = total.windows[kind as usize];

@@ -46,7 +46,10 @@ impl Sim {
             )
         });
         tokio::time::sleep(self.p.rollout).await;
-        self.windows.lock().unwrap().rolled_out(kind, || self.store.tables());
+        self.windows
+            .lock()
+            .unwrap()
+            .rolled_out(kind, None, || self.store.tables());
         self.log(|| format!("{kind:?} rolled out"));
         if kind != ConfigChange::Switch {
             return;
@@ -71,8 +74,9 @@ impl Sim {
         self.windows.lock().unwrap().switched(self.store.tables());
     }
 
-    /// `counterctl limit set` while the clients run: the override
-    /// lands at once, creates in flight keep the limit they read.
+    /// `counterctl limit set` while the clients run: written in rounds
+    /// (`shares::assign`), each attempt a window of its own (creates of
+    /// the scope in flight during it may read an older share).
     pub(crate) async fn limit_operator(&self) {
         let mut changes = self.p.limit_changes.clone();
         changes.sort_by_key(|(at, ..)| *at);
@@ -80,40 +84,43 @@ impl Sim {
         for (at, n, limit) in changes {
             tokio::time::sleep_until(started + at).await;
             let scope = self.scope(n);
-            let in_flight = {
-                let mut windows = self.windows.lock().unwrap();
-                windows.open(ConfigChange::Limit, Some(scope.as_str()), &self.store.tables());
-                windows.in_flight.len()
-            };
             // `limit set`: a copy on every counters key, each with its
             // share from what the keys hold, in rounds of transactions
             // (run again, as its error says, while an injected fault fails
             // its reads or its shares stay below the limit; a few times).
             let mut landed = false;
             for _ in 0..LIMIT_SET_ATTEMPTS {
-                match self
+                let in_flight = {
+                    let mut windows = self.windows.lock().unwrap();
+                    windows.open(ConfigChange::Limit, Some(scope.as_str()), &self.store.tables());
+                    windows.in_flight.len()
+                };
+                let outcome = self
                     .store
                     .set_scope_limit(self.p.scope_keys, &scope, limit, self.p.limit)
-                    .await
+                    .await;
+                // The attempt returned: the creates that start from now on
+                // read its last shares; its window closes with those before.
                 {
+                    let mut windows = self.windows.lock().unwrap();
+                    windows.rolled_out(ConfigChange::Limit, Some(scope.as_str()), || self.store.tables());
+                    windows.limit_changed(scope.as_str(), &self.store.tables());
+                }
+                match outcome {
                     Ok(()) => {
                         landed = true;
+                        self.log(|| format!("limit of {scope} -> {limit:?} with {in_flight} creates in flight"));
                         break;
                     }
                     Err(e) => self.log(|| format!("limit set {scope}: {e}")),
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            // The write returned: the creates that start from now on read
-            // its last shares; the window closes with those before.
-            let mut windows = self.windows.lock().unwrap();
-            windows.rolled_out(ConfigChange::Limit, || self.store.tables());
-            windows.limit_changed(scope.as_str(), &self.store.tables());
-            drop(windows);
             if landed {
                 self.bump(|s| s.limit_changes += 1);
+            } else {
+                self.bump(|s| s.limit_sets_unlanded += 1);
             }
-            self.log(|| format!("limit of {scope} -> {limit:?} with {in_flight} creates in flight"));
         }
     }
 

@@ -374,8 +374,8 @@ impl Params {
 /// A configuration change under load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ConfigChange {
-    /// `counterctl limit set`: lands at once (the limit is read per
-    /// request from the table).
+    /// `counterctl limit set`: written in rounds of transactions
+    /// (`shares::assign`), read per request from the table.
     Limit,
     /// `BeShardCount`, rolled out over [`Params::rollout`].
     Reshard,

@@ -35,6 +35,9 @@ pub(crate) struct Stats {
     /// Operator actions under load: limit overrides set or cleared, shard
     /// count changes that met creates in flight.
     pub(crate) limit_changes: u64,
+    /// `limit set`s that failed every attempt (injected read faults, or
+    /// shares left below the limit).
+    pub(crate) limit_sets_unlanded: u64,
     pub(crate) reshards_with_creates_in_flight: u64,
     /// Schedules switching `AdmissionMode` from best-effort to strict, and
     /// the longest rollout of a change.
@@ -144,6 +147,7 @@ impl Stats {
             strict_creates_above_limit_keys_draining,
             best_effort_overshoots,
             limit_changes,
+            limit_sets_unlanded,
             reshards_with_creates_in_flight,
             switched_schedules,
             wide_schedules,

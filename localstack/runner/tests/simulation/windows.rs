@@ -15,9 +15,10 @@ use crate::params::ConfigChange;
 use crate::stats::WindowStats;
 
 /// Strict admission's documented windows (docs/admission-and-sharding.md,
-/// "Configuration changes"). A limit change lands at once: a create that
-/// read the old limit may pass the new one, by at most the creates in
-/// flight at the change. A `BeShardCount` change rolls out: from the change
+/// "Configuration changes"). A limit change is written in rounds
+/// (`shares::assign`): a create of its scope that read an older limit or
+/// share may pass the new one, by at most the most creates of the scope in
+/// flight at any instant of the write. A `BeShardCount` change rolls out: from the change
 /// until the last create that started before the rollout's end is done,
 /// old and new splits reserve side by side, and live may pass the limit by
 /// at most the most creates in flight at any instant of that window. An
@@ -37,7 +38,8 @@ pub(crate) struct Windows {
     /// strict admission under way).
     pub(crate) mode: Option<Admission>,
     pub(crate) next_create: u64,
-    pub(crate) in_flight: BTreeSet<u64>,
+    /// Creates in flight, with their scope.
+    pub(crate) in_flight: BTreeMap<u64, String>,
     pub(crate) open: Vec<Window>,
     /// Scopes above their limit after a window closed or a lowering: the
     /// most live items each may still hold (with one key it only goes down
@@ -79,8 +81,9 @@ impl Window {
     }
 
     /// The most live items above the limit before the change that the
-    /// window allows: a limit change's (written in rounds) and a
-    /// rollout's, the most creates in flight at any instant of it so far
+    /// window allows: a limit change's (written in rounds; its scope's
+    /// creates) and a rollout's, the most creates in flight at any instant
+    /// of it so far
     /// (those at the change alone do not bound it: issue 34 D3, seed
     /// 1592600407; review 1 of the shared rounds, finding 1); a switch's
     /// is not bounded (checked no further).
@@ -97,19 +100,30 @@ impl Windows {
         &mut self.measured[kind as usize]
     }
 
-    pub(crate) fn start_create(&mut self) -> u64 {
+    pub(crate) fn start_create(&mut self, scope: &str) -> u64 {
         self.next_create += 1;
-        self.in_flight.insert(self.next_create);
-        let in_flight = self.in_flight.len() as u64;
+        self.in_flight.insert(self.next_create, scope.to_owned());
         for w in &mut self.open {
+            if w.scope.as_deref().is_some_and(|s| s != scope) {
+                continue;
+            }
             if w.rolling {
                 w.pending.insert(self.next_create);
             }
+            let in_flight = Self::in_flight_of(&self.in_flight, w.scope.as_deref());
             w.most_in_flight = w.most_in_flight.max(in_flight);
             let stats = &mut self.measured[w.kind as usize];
             stats.most_in_flight = stats.most_in_flight.max(in_flight);
         }
         self.next_create
+    }
+
+    /// The creates in flight on `scope` (every scope's: `None`).
+    fn in_flight_of(in_flight: &BTreeMap<u64, String>, scope: Option<&str>) -> u64 {
+        in_flight
+            .values()
+            .filter(|s| scope.is_none_or(|scope| scope == s.as_str()))
+            .count() as u64
     }
 
     /// A create ended; windows it was the last of close, and a scope they
@@ -203,7 +217,7 @@ impl Windows {
                 .map(|b| (b.index, b.limit))
                 .collect()
         });
-        let at_change = self.in_flight.len() as u64;
+        let at_change = Self::in_flight_of(&self.in_flight, scope);
         // Best-effort admission has no windows. A limit change is written
         // in rounds (`shares::assign`): the creates in flight at it and
         // those that start before its last transaction may read an older
@@ -221,7 +235,12 @@ impl Windows {
             kind,
             scope: scope.map(str::to_owned),
             old_parts,
-            pending: self.in_flight.clone(),
+            pending: self
+                .in_flight
+                .iter()
+                .filter(|(_, s)| scope.is_none_or(|scope| scope == s.as_str()))
+                .map(|(id, _)| *id)
+                .collect(),
             rolling: true,
             most_in_flight: at_change,
         });
@@ -229,8 +248,12 @@ impl Windows {
 
     /// The rollout of `kind` is over: every request from now on runs the
     /// new configuration.
-    pub(crate) fn rolled_out(&mut self, kind: ConfigChange, tables: impl FnOnce() -> Tables) {
-        for w in self.open.iter_mut().filter(|w| w.kind == kind) {
+    pub(crate) fn rolled_out(&mut self, kind: ConfigChange, scope: Option<&str>, tables: impl FnOnce() -> Tables) {
+        for w in self
+            .open
+            .iter_mut()
+            .filter(|w| w.kind == kind && w.scope.as_deref() == scope)
+        {
             w.rolling = false;
         }
         self.close(Window::rolled_out, tables);
