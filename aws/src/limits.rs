@@ -361,7 +361,7 @@ impl DynamoStore {
             shares::Assigned::Unraised(error) => Ok((
                 LimitWrite::Unknown {
                     error: format!(
-                        "the limit is written, but its keys' shares were only lowered (they may add up to less \
+                        "the limit is written, but its keys' shares may not be assigned (they may add up to less \
                          than it, refusing creates below it): `counterctl limit set` of the same limit \
                          assigns them ({error})"
                     ),
@@ -1178,24 +1178,41 @@ mod tests {
         let outcome = store(&rules).write_limit_copies(&copies, Some(40), 1).await.unwrap();
         assert_eq!(outcome, (LimitWrite::Written, None), "the later write stands");
         assert_eq!(rules[9].num_calls(), 1);
+        // The second transaction's outcome stays unknown (a 5xx, then
+        // only "still in progress" until the retries run out): Unknown,
+        // naming limit set, never Written.
+        let budget = crate::dynamo::ONE_OFF_WRITE_BACKOFF.max_attempts as usize;
+        let mut lost: Vec<Rule> = reads(&[0, 15, 0, 0])
+            .into_iter()
+            .chain([ok()])
+            .chain(reads(&[0, 15, 0, 0]))
+            .collect();
+        lost.push(mock!(Client::transact_write_items).then_error(|| {
+            TransactWriteItemsError::generic(ErrorMetadata::builder().code("InternalServerError").build())
+        }));
+        lost.extend((1..budget).map(|_| {
+            mock!(Client::transact_write_items).then_error(|| {
+                TransactWriteItemsError::generic(
+                    ErrorMetadata::builder().code("TransactionInProgressException").build(),
+                )
+            })
+        }));
+        let unknown = |outcome: (LimitWrite, Option<Scope>)| match outcome {
+            (LimitWrite::Unknown { error }, None) => {
+                assert!(error.contains("`counterctl limit set` of the same limit"), "{error}")
+            }
+            other => panic!("{other:?}"),
+        };
+        unknown(store(&lost).write_limit_copies(&copies, Some(40), 1).await.unwrap());
+        assert_eq!(lost[9].num_calls(), 1, "the second transaction was sent");
         // The second read fails: the shares stay lowered, Unknown.
         let failing = mock!(Client::query).then_error(|| {
             aws_sdk_dynamodb::operation::query::QueryError::generic(
                 ErrorMetadata::builder().code("InternalServerError").build(),
             )
         });
-        let rules: Vec<Rule> = reads(&[0, 15, 0, 0])
-            .into_iter()
-            .chain([ok()])
-            .chain(std::iter::repeat_with(|| failing.clone()).take(40))
-            .collect();
-        let outcome = store(&rules).write_limit_copies(&copies, Some(40), 1).await.unwrap();
-        match outcome {
-            (LimitWrite::Unknown { error }, None) => {
-                assert!(error.contains("`counterctl limit set` of the same limit"), "{error}")
-            }
-            other => panic!("{other:?}"),
-        }
+        let rules: Vec<Rule> = reads(&[0, 15, 0, 0]).into_iter().chain([ok(), failing]).collect();
+        unknown(store(&rules).write_limit_copies(&copies, Some(40), 1).await.unwrap());
     }
 
     /// `limits apply` over four keys: one transaction, a refusal names

@@ -182,9 +182,9 @@ pub enum Sent<T> {
     /// Not written, as the store answered (the first: refused or as
     /// planned; a later one: another write since ours, which stands).
     Ended(T),
-    /// Outcome unknown (a later transaction: the shares stay as the last
-    /// written; a first one's is `Err(Unavailable)`, so a caller that may
-    /// have written the limit answers it as `Ended`).
+    /// Outcome unknown (a later transaction: the shares are the last
+    /// written or this one's; a first one's is `Err(Unavailable)`, so a
+    /// caller that may have written the limit answers it as `Ended`).
     Failed(String),
 }
 
@@ -195,8 +195,9 @@ pub enum Assigned<T> {
     Written,
     /// The first transaction was not written: the store's answer.
     Ended(T),
-    /// The limit is written but the shares were only lowered: they may add
-    /// up to less than it until `limit set` of the same limit.
+    /// The limit is written but the shares may not be assigned (only
+    /// lowered, or a round's outcome unknown): they may add up to less than
+    /// it until `limit set` of the same limit.
     Unraised(String),
 }
 

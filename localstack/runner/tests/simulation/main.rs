@@ -33,7 +33,7 @@ mod world;
 
 use hybrid_counter::memory::{Fault, Op};
 
-use crate::params::{CHANGES, Params, SIM_API_TIMEOUT_MS, SIM_MAX_SKEW_MS};
+use crate::params::{CHANGES, ConfigChange, Params, SIM_API_TIMEOUT_MS, SIM_MAX_SKEW_MS};
 use crate::run::{env_u64, replay_hint, run_schedule, run_seeds};
 use crate::shrink::{fail_with_shrunk, shrink};
 
@@ -93,9 +93,17 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
     for kind in CHANGES {
         let w = total.windows[kind as usize];
         println!(
-            "simulation strict windows of {kind:?}: {} opened, at most {} creates in flight at the change, at most {} at \
-             any instant of a window, at most {} live above the limit before the change",
-            w.opened, w.most_at_change, w.most_in_flight, w.max_excess
+            "simulation strict windows of {kind:?}{}: {} opened, at most {} creates in flight at the change, at most {} \
+             at any instant of a window, at most {} live above the limit before the change",
+            if kind == ConfigChange::Limit {
+                " (one per attempt of limit set; creates of its scope)"
+            } else {
+                ""
+            },
+            w.opened,
+            w.most_at_change,
+            w.most_in_flight,
+            w.max_excess
         );
     }
     println!(

@@ -93,7 +93,7 @@ impl Sim {
                 let in_flight = {
                     let mut windows = self.windows.lock().unwrap();
                     windows.open(ConfigChange::Limit, Some(scope.as_str()), &self.store.tables());
-                    windows.in_flight.len()
+                    windows.in_flight.values().filter(|s| **s == scope.as_str()).count()
                 };
                 let outcome = self
                     .store

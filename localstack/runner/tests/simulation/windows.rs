@@ -109,6 +109,9 @@ impl Windows {
             }
             if w.rolling {
                 w.pending.insert(self.next_create);
+            } else if w.kind == ConfigChange::Limit {
+                // Its write returned: this create reads its last shares.
+                continue;
             }
             let in_flight = Self::in_flight_of(&self.in_flight, w.scope.as_deref());
             w.most_in_flight = w.most_in_flight.max(in_flight);
