@@ -54,11 +54,6 @@ pub enum Error {
     Invoke { function: String, message: String },
     #[error("{0}")]
     Io(#[from] std::io::Error),
-    #[error("cannot read the handler packages of {}: {source}", workspace.display())]
-    Metadata {
-        workspace: PathBuf,
-        source: cargo_metadata::Error,
-    },
     #[error(
         "the event sources were not drained within {after:?}; a batch may be retrying forever \
          (MaximumRetryAttempts -1). Progress so far:\n{report}"

@@ -60,7 +60,7 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use crate::binaries::{Handlers, binary_for, binary_path};
+use crate::binaries::{binary_for, binary_path, handler_binaries, target_dir};
 pub use crate::deployed::DeployedFunction;
 use crate::error::{Error, sdk_message};
 use crate::invoke::{FunctionTarget, Invocation, Invoke};
@@ -77,8 +77,8 @@ pub const CONFIGURATION_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 pub struct ProcessConfig {
     /// The workspace root: `Cargo.toml`, `handlers/`, `.run/`.
     pub workspace: PathBuf,
-    /// Cargo's target directory holding the built binaries (relative: to
-    /// the workspace); default what `cargo metadata` reports.
+    /// Cargo's target directory holding the built binaries; default
+    /// `$CARGO_TARGET_DIR`, else `<workspace>/target`.
     pub target_dir: Option<PathBuf>,
     /// Invoke API address (`127.0.0.1:9000`) of a `cargo lambda watch` the
     /// user started; then no process is started and the user is
@@ -105,6 +105,15 @@ impl ProcessConfig {
             startup_timeout: Duration::from_secs(30),
             invoke_timeout: Duration::from_secs(300),
         }
+    }
+
+    /// The prebuilt binary the runner starts for `binary`.
+    pub fn binary_path(&self, binary: &str) -> PathBuf {
+        binary_path(
+            &target_dir(&self.workspace, self.target_dir.as_deref()),
+            self.release,
+            binary,
+        )
     }
 }
 
@@ -166,8 +175,6 @@ struct Inner {
     /// the first start.
     roles: tokio::sync::OnceCell<FunctionRoles>,
     binaries: BTreeMap<String, String>,
-    /// Where the build step left the binaries.
-    target_dir: PathBuf,
     targets: tokio::sync::Mutex<BTreeMap<String, Arc<Target>>>,
     /// The emulator's Lambda API, for the deployed configurations.
     lambda: tokio::sync::OnceCell<aws_sdk_lambda::Client>,
@@ -178,11 +185,7 @@ struct Inner {
 impl HandlerProcesses {
     /// Reads the handler packages; starts nothing until [`Invoke::prepare`].
     pub fn new(config: ProcessConfig, endpoint: &str, region: &str) -> Result<Self, Error> {
-        let handlers = Handlers::read(&config.workspace)?;
-        let target_dir = match &config.target_dir {
-            Some(dir) => config.workspace.join(dir),
-            None => handlers.target_dir,
-        };
+        let binaries = handler_binaries(&config.workspace)?;
         let base_env = BTreeMap::from([
             ("AWS_ENDPOINT_URL".to_owned(), endpoint.to_owned()),
             ("AWS_REGION".to_owned(), region.to_owned()),
@@ -194,8 +197,7 @@ impl HandlerProcesses {
             endpoint: endpoint.to_owned(),
             region: region.to_owned(),
             roles: tokio::sync::OnceCell::new(),
-            binaries: handlers.binaries,
-            target_dir,
+            binaries,
             targets: tokio::sync::Mutex::default(),
             lambda: tokio::sync::OnceCell::new(),
             checked: std::sync::Mutex::default(),
@@ -376,7 +378,7 @@ impl Inner {
         binary: &str,
         deployed: &DeployedFunction,
     ) -> Result<HandlerProcess, Error> {
-        let path = binary_path(&self.target_dir, self.config.release, binary);
+        let path = self.config.binary_path(binary);
         if !path.is_file() {
             return Err(Error::BinaryMissing {
                 binary: binary.to_owned(),
@@ -859,7 +861,11 @@ mod tests {
     /// metadata`, after the build step), with only the given environment.
     #[test]
     fn a_handler_is_started_from_its_prebuilt_binary_with_only_its_environment() {
-        let binary = binary_path(Path::new("/t"), false, "stream-counter");
+        let config = ProcessConfig {
+            target_dir: Some(PathBuf::from("/t")),
+            ..ProcessConfig::new("/kit")
+        };
+        let binary = config.binary_path("stream-counter");
         let environment = BTreeMap::from([("TABLE".to_owned(), "t".to_owned())]);
         let command = handler_command(&binary, &environment);
         assert_eq!(command.get_program(), "/t/debug/stream-counter");
