@@ -356,7 +356,8 @@ impl DynamoStore {
             })
         };
         match shares::assign(self, keys, &scopes, limit, self.default_limit(), send).await? {
-            shares::Assigned::Written => Ok((LimitWrite::Written, None)),
+            // Ours is written; a later write since it stands.
+            shares::Assigned::Written | shares::Assigned::Superseded => Ok((LimitWrite::Written, None)),
             shares::Assigned::Ended(answer) => Ok(answer),
             shares::Assigned::Unraised(error) => Ok((
                 LimitWrite::Unknown {

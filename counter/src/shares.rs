@@ -191,8 +191,10 @@ pub enum Sent<T> {
 /// How a limit write's transactions ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Assigned<T> {
-    /// Every share assigned (they add up to the limit), or a later write stands.
+    /// Every share assigned: they add up to the limit.
     Written,
+    /// A later transaction was refused: another write since ours stands.
+    Superseded,
     /// The first transaction was not written: the store's answer.
     Ended(T),
     /// The limit is written but the shares may not be assigned (only
@@ -243,7 +245,7 @@ pub async fn assign<S: RequestStore, T>(
                 widen(&mut cap, &next);
                 (shares_now, token) = (next, sent);
             }
-            Ok(Sent::Ended(_)) => return Ok(Assigned::Written),
+            Ok(Sent::Ended(_)) => return Ok(Assigned::Superseded),
             Ok(Sent::Failed(error)) => return Ok(Assigned::Unraised(error)),
             Err(e) => return Ok(Assigned::Unraised(e.to_string())),
         }

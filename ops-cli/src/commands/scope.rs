@@ -52,7 +52,8 @@ pub struct LimitReport {
     /// holds, in key order (`docs/admission-and-sharding.md`, limit shares).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub shares: Vec<KeyShare>,
-    /// What the shares say about admission ([`LimitReport::share_warnings`]).
+    /// The copies' disagreement and what the shares say about admission
+    /// ([`LimitReport::share_warnings`]), each with its remedy.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
@@ -108,8 +109,35 @@ impl LimitReport {
     }
 
     fn warned(mut self) -> Self {
-        self.warnings = self.share_warnings();
+        self.warnings = self.disagreement().into_iter().chain(self.share_warnings()).collect();
         self
+    }
+
+    /// The copies' disagreement, if any: admission is bounded by the
+    /// largest limit a key reads.
+    fn disagreement(&self) -> Option<String> {
+        if !self.copies_disagree {
+            return None;
+        }
+        let copies: Vec<String> = self
+            .copies
+            .iter()
+            .enumerate()
+            .map(|(k, c)| {
+                format!(
+                    "#{k}: {}",
+                    c.map_or_else(|| "none (default)".to_owned(), |l| l.to_string())
+                )
+            })
+            .collect();
+        Some(format!(
+            "the copies of the override on the scope's {} keys disagree ({}); each key admits its share of the \
+             limit it reads, so admission is bounded by the larger, {}: run `counterctl limit set` (or `clear`) \
+             again, or `counterctl limits apply`, to write every copy",
+            self.copies.len(),
+            copies.join(", "),
+            self.limit
+        ))
     }
 
     /// What the shares say about admission, each with its remedy: their
@@ -377,28 +405,6 @@ impl fmt::Display for LimitReport {
         }
         let verb = if self.changed { "is now" } else { "is" };
         writeln!(f, "limit of scope {} {verb} {} ({source})", self.scope, self.limit)?;
-        if self.copies_disagree {
-            let copies: Vec<String> = self
-                .copies
-                .iter()
-                .enumerate()
-                .map(|(k, c)| {
-                    format!(
-                        "#{k}: {}",
-                        c.map_or_else(|| "none (default)".to_owned(), |l| l.to_string())
-                    )
-                })
-                .collect();
-            writeln!(
-                f,
-                "WARNING: the copies of the override on the scope's {} keys disagree ({}); each key admits its \
-                 share of the limit it reads, so admission is bounded by the larger, {}: run `counterctl limit \
-                 set` (or `clear`) again, or `counterctl limits apply`, to write every copy",
-                self.copies.len(),
-                copies.join(", "),
-                self.limit
-            )?;
-        }
         if !self.shares.is_empty() {
             let shares: Vec<String> = self
                 .shares
@@ -513,6 +519,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("bounded by the larger, 100"), "{text}");
+        assert!(
+            split.warnings.len() == 1 && split.warnings[0].contains("disagree"),
+            "the JSON report carries it too: {:?}",
+            split.warnings
+        );
     }
 
     #[tokio::test]

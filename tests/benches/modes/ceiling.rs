@@ -134,8 +134,8 @@ pub struct Step {
     /// Conflicts by table and kind.
     pub conflicts_by_table: BTreeMap<String, Conflicts>,
     pub throttled_share: f64,
-    /// Creates' and deletes' latency as their callers saw it, in model
-    /// time ([`to_model`]).
+    /// Creates' and deletes' latency as their callers saw it, from each
+    /// operation's slot, in model time ([`to_model`]); operations sent only.
     pub create_latency: Option<Latency>,
     pub delete_latency: Option<Latency>,
     /// Operations in flight at the most during the step.
@@ -645,10 +645,11 @@ async fn step(load: &Load, params: &Params, rate: f64) -> Step {
         } else {
             let (load, in_flight, took) = (load.clone(), in_flight.clone(), took.clone());
             peak.fetch_max(in_flight.fetch_add(1, Ordering::Relaxed) + 1, Ordering::Relaxed);
+            // Timed from its slot, so a starved runtime's spawn delay counts.
+            let slot = started + Duration::from_secs_f64(n as f64 / rate);
             tasks.spawn(async move {
-                let began = Instant::now();
                 let deleted = load.operate(n).await;
-                took.lock().expect("took").push((deleted, began.elapsed()));
+                took.lock().expect("took").push((deleted, slot.elapsed()));
                 in_flight.fetch_sub(1, Ordering::Relaxed);
             });
         }
