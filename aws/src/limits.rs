@@ -1084,33 +1084,43 @@ mod tests {
         assert_eq!(one[0].num_calls(), 1);
     }
 
-    /// Review of the shares (finding 2): `limit set`'s first transaction
-    /// is conditioned on each copy as its read found it (absent here), so
-    /// a write since refuses it, and the set is planned again from a new
-    /// read rather than raising a share that write lowered.
-    #[tokio::test]
-    async fn a_limit_set_refused_by_a_write_since_its_read_is_planned_again() {
-        use aws_sdk_dynamodb::operation::transact_write_items::{TransactWriteItemsError, TransactWriteItemsOutput};
+    /// A `TransactWriteItems` over four copies, each conditioned on
+    /// `condition`, cancelled with these reasons in action order.
+    fn cancelled(condition: &'static str, codes: [&'static str; 4]) -> Rule {
+        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
         use aws_sdk_dynamodb::types::CancellationReason;
         use aws_sdk_dynamodb::types::error::TransactionCanceledException;
-        let refused = mock!(Client::transact_write_items)
-            .match_requests(|r| {
+        mock!(Client::transact_write_items)
+            .match_requests(move |r| {
                 r.transact_items()
                     .iter()
-                    .all(|a| a.update().unwrap().condition_expression() == Some("attribute_not_exists(#version)"))
+                    .all(|a| a.update().unwrap().condition_expression() == Some(condition))
             })
-            .then_error(|| {
+            .then_error(move || {
                 TransactWriteItemsError::TransactionCanceledException(
                     TransactionCanceledException::builder()
                         .set_cancellation_reasons(Some(
-                            ["ConditionalCheckFailed", "None", "None", "None"]
+                            codes
                                 .iter()
                                 .map(|c| CancellationReason::builder().code(*c).build())
                                 .collect(),
                         ))
                         .build(),
                 )
-            });
+            })
+    }
+
+    /// Review of the shares (finding 2): `limit set`'s first transaction
+    /// is conditioned on each copy as its read found it (absent here), so
+    /// a write since refuses it, and the set is planned again from a new
+    /// read rather than raising a share that write lowered.
+    #[tokio::test]
+    async fn a_limit_set_refused_by_a_write_since_its_read_is_planned_again() {
+        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsOutput;
+        let refused = cancelled(
+            "attribute_not_exists(#version)",
+            ["ConditionalCheckFailed", "None", "None", "None"],
+        );
         let ok = || mock!(Client::transact_write_items).then_output(|| TransactWriteItemsOutput::builder().build());
         let rules: Vec<Rule> = reads(&[0, 0, 0, 0])
             .into_iter()
@@ -1140,28 +1150,9 @@ mod tests {
     #[tokio::test]
     async fn a_later_round_refused_stands_and_one_that_fails_is_unknown_naming_limit_set() {
         use aws_sdk_dynamodb::operation::transact_write_items::{TransactWriteItemsError, TransactWriteItemsOutput};
-        use aws_sdk_dynamodb::types::CancellationReason;
-        use aws_sdk_dynamodb::types::error::TransactionCanceledException;
         let keys = ScopeKeys::new(4).unwrap();
         let ok = || mock!(Client::transact_write_items).then_output(|| TransactWriteItemsOutput::builder().build());
-        let refused = mock!(Client::transact_write_items)
-            .match_requests(|r| {
-                r.transact_items()
-                    .iter()
-                    .all(|a| a.update().unwrap().condition_expression() == Some("#rev = :rev"))
-            })
-            .then_error(|| {
-                TransactWriteItemsError::TransactionCanceledException(
-                    TransactionCanceledException::builder()
-                        .set_cancellation_reasons(Some(
-                            ["None", "ConditionalCheckFailed", "None", "None"]
-                                .iter()
-                                .map(|c| CancellationReason::builder().code(*c).build())
-                                .collect(),
-                        ))
-                        .build(),
-                )
-            });
+        let refused = cancelled("#rev = :rev", ["None", "ConditionalCheckFailed", "None", "None"]);
         // Key 1 holds 15: the first transaction lowers, the second (which
         // would raise) is refused by another write since ours.
         let rules: Vec<Rule> = reads(&[0, 15, 0, 0])

@@ -445,8 +445,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn usage_at_four_keys_sums_every_key_and_sees_the_override_copies() {
+    /// A scope `acct` over four keys holding 12 items.
+    async fn twelve_items() -> (CounterConfig, Arc<MemoryStore>, Scope) {
         let config = spread(4);
         let store = Arc::new(MemoryStore::new());
         let counter = Counter::configured(store.clone(), 100, &config);
@@ -455,6 +455,12 @@ mod tests {
             let id = ResourceId::new(format!("r-{n}")).unwrap();
             counter.create(&scope, &id, Default::default(), 1).await.unwrap();
         }
+        (config, store, scope)
+    }
+
+    #[tokio::test]
+    async fn usage_at_four_keys_sums_every_key_and_sees_the_override_copies() {
+        let (config, store, scope) = twelve_items().await;
         for k in 0..4 {
             store.set_limit(&format!("acct#{k}"), Some(40));
         }
@@ -528,14 +534,7 @@ mod tests {
 
     #[tokio::test]
     async fn limit_get_shows_each_keys_assigned_share_and_what_it_holds() {
-        let config = spread(4);
-        let store = Arc::new(MemoryStore::new());
-        let counter = Counter::configured(store.clone(), 100, &config);
-        let scope = Scope::new("acct").unwrap();
-        for n in 0..12 {
-            let id = ResourceId::new(format!("r-{n}")).unwrap();
-            counter.create(&scope, &id, Default::default(), 1).await.unwrap();
-        }
+        let (config, store, scope) = twelve_items().await;
         store
             .set_scope_limit(config.scope_keys, &scope, Some(40), 100)
             .await
