@@ -14,9 +14,180 @@ use serde_json::Value;
 use serde_json::json;
 use stack::access::OperatorScope;
 use stack::service_role::{
-    BOUNDED_ACTIONS, HANDLER_ACTIONS, matches, max_stack_name_with_service_role, not_used, service_role_name,
-    service_role_policy, service_role_trust_policy,
+    BOUNDED_ACTIONS, HANDLER_ACTIONS, max_stack_name_with_service_role, service_role_name, service_role_policy,
+    service_role_trust_policy,
 };
+
+/// Handler actions left out, per resource type, each with the feature the
+/// kit never uses there: granting them would only widen the role. Patterns
+/// take IAM's `*`.
+const NOT_USED: &[(&str, &str, &str)] = &[
+    (
+        "AWS::DynamoDB::Table",
+        "dynamodb:*TableReplica",
+        "global-table replicas (the kit cannot count on them)",
+    ),
+    (
+        "AWS::DynamoDB::Table",
+        "dynamodb:*KinesisStreamingDestination",
+        "Kinesis streaming destinations",
+    ),
+    ("AWS::DynamoDB::Table", "dynamodb:*Import*", "importing a table from S3"),
+    ("AWS::DynamoDB::Table", "kinesis:*", "Kinesis streaming destinations"),
+    ("AWS::DynamoDB::Table", "logs:*", "the logs of an import from S3"),
+    ("AWS::DynamoDB::Table", "s3:*", "the source of an import from S3"),
+    (
+        "AWS::DynamoDB::Table",
+        "kms:*",
+        "a customer managed key (the tables use the AWS managed key)",
+    ),
+    (
+        "AWS::Lambda::Function",
+        "kms:*",
+        "a customer managed key for the environment variables",
+    ),
+    (
+        "AWS::Lambda::EventSourceMapping",
+        "kms:*",
+        "a customer managed key for the filter criteria",
+    ),
+    ("AWS::Lambda::Function", "ec2:*", "functions in a VPC"),
+    ("AWS::Lambda::Function", "elasticfilesystem:*", "EFS mounts"),
+    ("AWS::Lambda::Function", "s3files:*", "file system mounts"),
+    ("AWS::Lambda::Function", "lambda:GetCodeSigningConfig", "code signing"),
+    (
+        "AWS::Lambda::Function",
+        "lambda:PutFunctionCodeSigningConfig",
+        "code signing",
+    ),
+    (
+        "AWS::Lambda::Function",
+        "lambda:DeleteFunctionCodeSigningConfig",
+        "code signing",
+    ),
+    ("AWS::Lambda::Function", "lambda:GetLayerVersion", "layers"),
+    (
+        "AWS::Lambda::Function",
+        "lambda:AssociateRuntimeAlias",
+        "runtime aliases",
+    ),
+    (
+        "AWS::Lambda::Function",
+        "lambda:PassCapacityProvider",
+        "Lambda managed instances",
+    ),
+    (
+        "AWS::Lambda::Function",
+        "lambda:PutFunctionScalingConfig",
+        "Lambda managed instances",
+    ),
+    (
+        "AWS::IAM::Role",
+        "iam:DeleteRolePermissionsBoundary",
+        "removing the roles' permissions boundary (denied outright)",
+    ),
+    (
+        "AWS::IAM::Role",
+        "iam:*tachRolePolicy",
+        "managed policies (the roles have inline policies only)",
+    ),
+    (
+        "AWS::Logs::LogGroup",
+        "logs:*DataProtectionPolicy",
+        "data protection policies",
+    ),
+    ("AWS::Logs::LogGroup", "logs:*IndexPolic*", "field index policies"),
+    ("AWS::Logs::LogGroup", "logs:*ResourcePolic*", "resource policies"),
+    ("AWS::Logs::LogGroup", "logs:*KmsKey", "a customer managed key"),
+    ("AWS::Logs::LogGroup", "logs:CreateLogDelivery", "log delivery"),
+    (
+        "AWS::Logs::LogGroup",
+        "logs:PutBearerTokenAuthentication",
+        "bearer token authentication",
+    ),
+    (
+        "AWS::Logs::LogGroup",
+        "logs:PutLogGroupDeletionProtection",
+        "deletion protection",
+    ),
+    ("AWS::Logs::LogGroup", "firehose:*", "log delivery to Firehose"),
+    (
+        "AWS::Logs::LogGroup",
+        "s3:REST.PUT.OBJECT",
+        "log delivery to S3 (not an IAM action)",
+    ),
+    ("AWS::SNS::Topic", "iam:*", "delivery status logging"),
+    ("AWS::SNS::Subscription", "iam:*", "delivery status logging"),
+    (
+        "AWS::Events::Rule",
+        "iam:PassRole",
+        "targets with a role (the drift check's target has none)",
+    ),
+    ("AWS::S3::Bucket", "iam:PassRole", "replication"),
+    ("AWS::S3::Bucket", "s3tables:*", "S3 table buckets"),
+    ("AWS::S3::Bucket", "s3:*Analytics*", "bucket analytics"),
+    ("AWS::S3::Bucket", "s3:*Accelerate*", "transfer acceleration"),
+    ("AWS::S3::Bucket", "s3:*Logging", "server access logging"),
+    ("AWS::S3::Bucket", "s3:*Metadata*", "S3 metadata tables"),
+    ("AWS::S3::Bucket", "s3:*Metrics*", "request metrics"),
+    ("AWS::S3::Bucket", "s3:*Replication*", "replication"),
+    ("AWS::S3::Bucket", "s3:*Website", "static websites"),
+    ("AWS::S3::Bucket", "s3:*ObjectLock*", "Object Lock"),
+    ("AWS::S3::Bucket", "s3:*IntelligentTiering*", "Intelligent-Tiering"),
+    ("AWS::S3::Bucket", "s3:*Inventory*", "inventory"),
+    ("AWS::S3::Bucket", "s3:*Abac", "attribute-based bucket access"),
+    (
+        "AWS::S3::Bucket",
+        "s3:Put*Acl",
+        "ACLs (object ownership is BucketOwnerEnforced)",
+    ),
+    (
+        "AWS::S3::Bucket",
+        "s3:DeleteObject",
+        "emptying a bucket (CloudFormation never empties one; this one is retained)",
+    ),
+    ("AWS::S3::Bucket", "s3:DeleteBucketEncryption", "removing encryption"),
+    (
+        "AWS::S3::Bucket",
+        "s3:TagResource",
+        "S3 tags through the tagging API (the bucket's tags use PutBucketTagging)",
+    ),
+    ("AWS::S3::Bucket", "s3:UntagResource", "S3 tags through the tagging API"),
+    (
+        "AWS::S3::Bucket",
+        "s3:ListTagsForResource",
+        "S3 tags through the tagging API",
+    ),
+    ("AWS::S3::Bucket", "s3:*Cors", "CORS"),
+    ("AWS::S3::Bucket", "s3:*CORS", "CORS"),
+];
+
+/// Whether [`NOT_USED`] leaves `action` out for `resource_type`.
+fn not_used(resource_type: &str, action: &str) -> bool {
+    NOT_USED
+        .iter()
+        .any(|(kind, pattern, _)| *kind == resource_type && matches(pattern, action))
+}
+
+/// Whether `value` matches `pattern` with IAM's `*` wildcard.
+fn matches(pattern: &str, value: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if parts.len() == 1 {
+        return pattern == value;
+    }
+    if !value.starts_with(first) || !value[first.len()..].ends_with(last) {
+        return false;
+    }
+    let mut rest = &value[first.len()..value.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    true
+}
 
 /// cfn-lint's copy of the CloudFormation resource schemas (us-east-1).
 fn schemas() -> PathBuf {

@@ -215,27 +215,29 @@ pub async fn resources(cfn: &Client, stack_id: &str, kind: &str) -> Result<Vec<S
     Ok(all.into_iter().filter(|r| r.resource_type() == Some(kind)).collect())
 }
 
-/// Deletes `stack`, a create that rolled back (`ROLLBACK_COMPLETE`), and
-/// follows the deletion until it settles. Such a stack takes no change
-/// set, only a delete; the rollback already removed what the create made.
-pub async fn delete_rolled_back(
+/// Deletes the stack `stack_id` (named `stack_name` in the report) and
+/// follows the deletion until it settles: `counterctl destroy`, and a
+/// create that rolled back (`ROLLBACK_COMPLETE`), which takes no change set,
+/// only a delete.
+pub async fn delete_stack(
     cfn: &Client,
-    stack: &StackInfo,
+    stack_id: &str,
+    stack_name: &str,
     poll: Duration,
     timeout: Duration,
     ui: &Ui,
 ) -> Result<WaitOutcome> {
-    let since = newest_event_id(cfn, &stack.id).await?;
+    let since = newest_event_id(cfn, stack_id).await?;
     cfn.delete_stack()
-        .stack_name(&stack.id)
+        .stack_name(stack_id)
         .client_request_token(change_set_name(std::time::SystemTime::now()))
         .send()
         .await
         .map_err(error::aws("DeleteStack"))?;
     let watch = Watch {
         cfn,
-        stack_id: &stack.id,
-        stack_name: &stack.name,
+        stack_id,
+        stack_name,
         poll,
         timeout,
     };
@@ -1050,6 +1052,20 @@ mod sdk_tests {
 
     /// A failed first create leaves a ROLLBACK_COMPLETE stack that no
     /// change set can touch: deploy deletes it and waits until it is gone.
+    async fn delete_rolled_back(cfn: &Client) -> WaitOutcome {
+        let stack = rolled_back();
+        delete_stack(
+            cfn,
+            &stack.id,
+            &stack.name,
+            Duration::ZERO,
+            Duration::from_secs(5),
+            &Ui::quiet(),
+        )
+        .await
+        .unwrap()
+    }
+
     #[tokio::test]
     async fn a_rolled_back_create_is_deleted_and_followed_until_gone() {
         let events = mock!(Client::describe_stack_events).then_output(|| DescribeStackEventsOutput::builder().build());
@@ -1062,15 +1078,7 @@ mod sdk_tests {
             .output(|| stack(StackStatus::DeleteComplete))
             .build();
         let cfn = client(&[&events, &delete, &stacks]);
-        let outcome = delete_rolled_back(
-            &cfn,
-            &rolled_back(),
-            Duration::ZERO,
-            Duration::from_secs(5),
-            &Ui::quiet(),
-        )
-        .await
-        .unwrap();
+        let outcome = delete_rolled_back(&cfn).await;
         assert_eq!(outcome.settled, Settled::Succeeded);
         assert_eq!(delete.num_calls(), 1);
         assert_eq!(stacks.num_calls(), 2);
@@ -1120,15 +1128,7 @@ mod sdk_tests {
             .then_output(|| aws_sdk_cloudformation::operation::delete_stack::DeleteStackOutput::builder().build());
         let stacks = mock!(Client::describe_stacks).then_output(|| stack(StackStatus::DeleteFailed));
         let cfn = client(&[&events, &delete, &stacks]);
-        let outcome = delete_rolled_back(
-            &cfn,
-            &rolled_back(),
-            Duration::ZERO,
-            Duration::from_secs(5),
-            &Ui::quiet(),
-        )
-        .await
-        .unwrap();
+        let outcome = delete_rolled_back(&cfn).await;
         assert_eq!(outcome.settled, Settled::Failed);
         assert_eq!(outcome.status, Some(StackStatus::DeleteFailed));
     }

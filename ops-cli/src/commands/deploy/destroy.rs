@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::cfn::{self, Event, FailedResource, Operation, Settled, StackInfo, Watch};
+use super::cfn::{self, Event, FailedResource, Settled, StackInfo};
 use crate::commands::{Context, Location};
 use crate::config::DestroyOptions;
 use crate::error::{self, Error, Result};
@@ -139,22 +139,8 @@ pub async fn run(ctx: &Context<'_>, options: DestroyOptions) -> Result<DestroyRe
         confirm(ctx, name, &tables, options.yes)?;
     }
 
-    let since = cfn::newest_event_id(cfn, &stack.id).await?;
     ctx.ui.step(format!("deleting stack {name}"));
-    cfn.delete_stack()
-        .stack_name(&stack.id)
-        .client_request_token(cfn::change_set_name(std::time::SystemTime::now()))
-        .send()
-        .await
-        .map_err(error::aws("DeleteStack"))?;
-    let watch = Watch {
-        cfn,
-        stack_id: &stack.id,
-        stack_name: name,
-        poll: ctx.clients.poll,
-        timeout: options.timeout,
-    };
-    let waited = watch.follow(since, Operation::Delete, ctx.ui).await?;
+    let waited = cfn::delete_stack(cfn, &stack.id, name, ctx.clients.poll, options.timeout, ctx.ui).await?;
     let status = waited.final_status();
     report.status = Some(status.as_str().to_owned());
     report.events = waited.events;

@@ -402,7 +402,15 @@ async fn remove_failed_create(ctx: &Context<'_>, stack: &StackInfo) -> Result<()
     // What the failed create made and its rollback did not delete (an
     // emulator's): new and empty, as AWS's rollback would have deleted it.
     let left = cfn::tables_left(cfn, &stack.id).await?;
-    let waited = cfn::delete_rolled_back(cfn, stack, ctx.clients.poll, FAILED_CREATE_DELETE_TIMEOUT, ctx.ui).await?;
+    let waited = cfn::delete_stack(
+        cfn,
+        &stack.id,
+        &stack.name,
+        ctx.clients.poll,
+        FAILED_CREATE_DELETE_TIMEOUT,
+        ctx.ui,
+    )
+    .await?;
     if waited.settled == cfn::Settled::Succeeded {
         for table in left {
             ctx.ui.log(format!("deleting table {table}, made by the failed create"));
