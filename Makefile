@@ -25,9 +25,18 @@ LAMBDA_TARGET := aarch64-unknown-linux-gnu
 FAKECLOUD := localstack/fakecloud.sh
 MINISTACK := localstack/ministack.sh
 LOCAL_RUNNER := localstack/local-runner.sh
-LAMBDA_DIR := $(or $(CARGO_TARGET_DIR),target)/lambda
+# Cargo's target directory as cargo resolves it (CARGO_TARGET_DIR, a
+# .cargo/config.toml's build.target-dir, else target/), absolute, and
+# exported: every tool below (cargo lambda, host-zips.sh, counterctl and its
+# local runner, the e2e tests) then looks for builds where cargo puts them.
+TARGET_DIR := $(shell localstack/lib/target-dir.sh)
+$(if $(TARGET_DIR),,$(error localstack/lib/target-dir.sh printed no target directory))
+export CARGO_TARGET_DIR := $(TARGET_DIR)
+# The same, relative to this directory when under it (what `make deploy` prints).
+TARGET_SHOWN := $(patsubst $(CURDIR)/%,%,$(TARGET_DIR))
+LAMBDA_DIR := $(TARGET_SHOWN)/lambda
 # The handlers built for this host, which ministack runs itself (localstack/host-zips.sh).
-HOST_LAMBDA_DIR := $(or $(CARGO_TARGET_DIR),target)/lambda-host
+HOST_LAMBDA_DIR := $(TARGET_SHOWN)/lambda-host
 # TARGET=localstack without LOCALSTACK_AUTH_TOKEN: no LocalStack starts, so
 # ministack (token-free, LocalStack-compatible) stands in; counterctl starts
 # it on 127.0.0.1 when nothing answers at the endpoint.
@@ -184,7 +193,7 @@ e2e: ## Emulator tests; the harness starts its own fakecloud (and ministack) on 
 # (xtask/src/phases.rs; `make test TEST_PHASES="unit e2e"` runs some). xtask
 # is built, then run as a binary: each phase gets make's own environment.
 # `+`: it runs make, also under `make -n`.
-XTASK := $(or $(CARGO_TARGET_DIR),target)/debug/xtask
+XTASK := $(TARGET_DIR)/debug/xtask
 TEST_PHASES := tools fmt-check lint unit e2e
 
 test: ## tools, then fmt-check, lint, unit, e2e, each timed; stops at the first failure (what CI runs)
@@ -229,7 +238,7 @@ emulator-status: ## Is the background fakecloud running? (exit 0/1)
 # Built from the workspace, never with `-p ops-cli`: cargo then resolves the
 # features `make test` resolves, and counterctl shares the handlers' build;
 # `-p ops-cli` resolves others and compiles every SDK crate a second time.
-COUNTERCTL := $(or $(CARGO_TARGET_DIR),target)/debug/counterctl
+COUNTERCTL := $(TARGET_SHOWN)/debug/counterctl
 COUNTERCTL_FEATURES := --features ops-cli/local
 COUNTERCTL_BUILD := cargo build -q --locked --bin counterctl $(COUNTERCTL_FEATURES)
 COUNTERCTL_ARGS := --target $(TARGET)
@@ -251,12 +260,12 @@ deploy: deploy-check $(if $(HOST_DEPLOY),host-build,build) $(if $(MINISTACK_PATH
 	$(if $(HOST_DEPLOY),@echo "  make emulator-stop                                              # stop the runner and the local emulators")
 
 # The man page, generated from counterctl's own clap definition.
-MAN_DIR := $(or $(CARGO_TARGET_DIR),target)/man
+MAN_DIR := $(TARGET_SHOWN)/man
 .PHONY: man
 man: ## Write counterctl's man page to target/man/counterctl.1 (read it with: man -l target/man/counterctl.1)
 	$(COUNTERCTL_BUILD)
 	@mkdir -p $(MAN_DIR)
-	$(or $(CARGO_TARGET_DIR),target)/debug/counterctl man > $(MAN_DIR)/counterctl.1
+	$(COUNTERCTL) man > $(MAN_DIR)/counterctl.1
 	@echo "$(MAN_DIR)/counterctl.1"
 
 local-run: host-build ## Start the local event-source runner and the local API (:9001) in the background (counterctl local run; make deploy does it)

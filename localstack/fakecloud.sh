@@ -93,7 +93,10 @@ cmd_install() {
     log "      256 codegen units, no debug info): see localstack/README.md for the measured times"
     # The emulator only serves test traffic: compile time matters more than
     # its speed (opt-level 0 takes 2.3x less CPU than 1; localstack/README.md). Each setting can still be overridden from the environment.
-    CARGO_PROFILE_RELEASE_OPT_LEVEL="${CARGO_PROFILE_RELEASE_OPT_LEVEL:-0}" \
+    # Built in cargo install's own temporary directory, never the kit's target
+    # directory (the Makefile exports CARGO_TARGET_DIR for the kit's builds).
+    env -u CARGO_TARGET_DIR \
+        CARGO_PROFILE_RELEASE_OPT_LEVEL="${CARGO_PROFILE_RELEASE_OPT_LEVEL:-0}" \
         CARGO_PROFILE_RELEASE_CODEGEN_UNITS="${CARGO_PROFILE_RELEASE_CODEGEN_UNITS:-256}" \
         CARGO_PROFILE_RELEASE_DEBUG="${CARGO_PROFILE_RELEASE_DEBUG:-0}" \
         CARGO_PROFILE_RELEASE_INCREMENTAL=false \

@@ -10,12 +10,14 @@ set -euo pipefail
 
 SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd)
-TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
+TARGET_DIR=$("$SCRIPT_DIR/lib/target-dir.sh")
 OUT="${1:-$TARGET_DIR/lambda-host}"
 
-# Every directory under handlers/ is a Lambda package; its binary has the package's name.
+# Every directory under handlers/ is a Lambda package named as the
+# directory, whose binary has the package's name (the Makefile's rule;
+# localstack/runner/src/binaries.rs checks it against cargo metadata).
 mapfile -t packages < <(for manifest in "$REPO_ROOT"/handlers/*/Cargo.toml; do
-    awk -F'"' '/^\[/ { pkg = ($0 == "[package]") } pkg && /^name[[:space:]]*=/ { print $2; exit }' "$manifest"
+    basename -- "$(dirname -- "$manifest")"
 done)
 ((${#packages[@]})) || { echo "host-zips.sh: error: no handler packages under handlers/" >&2; exit 1; }
 

@@ -7,7 +7,7 @@
 #   localstack/local-runner.sh status                               running / not running; exit 0 / 1
 #
 # Environment:
-#   COUNTERCTL                   the counterctl binary (default: <repo>/target/debug/counterctl)
+#   COUNTERCTL                   the counterctl binary (default: <cargo target dir>/debug/counterctl)
 #   LOCAL_RUNNER_START_TIMEOUT   seconds `start` waits for the runner's first heartbeat (default 60: it
 #                                starts the prebuilt handler binaries first, in a second or two); a
 #                                failing one (the handlers cannot start) fails `start` with the reason
@@ -21,7 +21,7 @@ REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd)
 RUN_DIR="$REPO_ROOT/.run"
 PID_FILE="$RUN_DIR/local-runner.pid"
 LOG_FILE="$RUN_DIR/local-runner.log"
-COUNTERCTL="${COUNTERCTL:-$REPO_ROOT/${CARGO_TARGET_DIR:-target}/debug/counterctl}"
+COUNTERCTL="${COUNTERCTL:-$("$SCRIPT_DIR/lib/target-dir.sh")/debug/counterctl}"
 START_TIMEOUT="${LOCAL_RUNNER_START_TIMEOUT:-60}"
 STOP_TIMEOUT=30
 # Logged by counterctl once it polls (ops-cli/src/commands/local.rs, STARTED).

@@ -8,37 +8,23 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Error;
 
-/// Handler packages under `<workspace>/handlers`: package name → binary name
-/// (the package's default binary has the package's name).
+/// Handler packages under `<workspace>/handlers`: package name → binary
+/// name. Each directory there holding a `Cargo.toml` is a package named as
+/// the directory, whose binary has the package's name: the Makefile's rule
+/// (a wrong name fails its build), which the test below checks against
+/// `cargo metadata`. Read from the directory names, so the runner neither
+/// parses a manifest nor starts a cargo.
 pub fn handler_binaries(workspace: &Path) -> Result<BTreeMap<String, String>, Error> {
     let mut binaries = BTreeMap::new();
-    let dir = workspace.join("handlers");
-    for entry in std::fs::read_dir(&dir)? {
-        let manifest = entry?.path().join("Cargo.toml");
-        let Ok(text) = std::fs::read_to_string(&manifest) else {
-            continue;
-        };
-        if let Some(name) = package_name(&text) {
-            binaries.insert(name.clone(), name);
+    for entry in std::fs::read_dir(workspace.join("handlers"))? {
+        let dir = entry?.path();
+        if let Some(name) = dir.file_name().and_then(|n| n.to_str())
+            && dir.join("Cargo.toml").is_file()
+        {
+            binaries.insert(name.to_owned(), name.to_owned());
         }
     }
     Ok(binaries)
-}
-
-/// The `name` of the `[package]` table of a Cargo manifest.
-fn package_name(manifest: &str) -> Option<String> {
-    let mut in_package = false;
-    for line in manifest.lines().map(str::trim) {
-        if line.starts_with('[') {
-            in_package = line == "[package]";
-        } else if in_package
-            && let Some(value) = line.strip_prefix("name").map(str::trim_start)
-            && let Some(value) = value.strip_prefix('=')
-        {
-            return Some(value.trim().trim_matches('"').to_owned());
-        }
-    }
-    None
 }
 
 /// The binary a deployed function runs: the handler package whose name the
@@ -53,7 +39,9 @@ pub fn binary_for(function_name: &str, binaries: &BTreeMap<String, String>) -> O
 
 /// Cargo's target directory for `workspace`: `explicit`, else
 /// `$CARGO_TARGET_DIR` (relative to the workspace when relative), else
-/// `<workspace>/target`.
+/// `<workspace>/target`. The Makefile exports `CARGO_TARGET_DIR` as cargo
+/// resolves it (`localstack/lib/target-dir.sh`, which also reads a
+/// `.cargo/config.toml`), so under make this is where cargo builds.
 pub fn target_dir(workspace: &Path, explicit: Option<&Path>) -> PathBuf {
     let dir = explicit
         .map(Path::to_path_buf)
@@ -91,20 +79,45 @@ mod tests {
         assert_eq!(binary_for("hckapi", &binaries), None, "a suffix must follow a hyphen");
     }
 
+    /// The rule [`handler_binaries`] reads the packages by, against cargo's
+    /// own account of the workspace: every handler directory is a package of
+    /// its name with one binary target of that name, and no other package
+    /// lives under `handlers/`.
     #[test]
-    fn the_handler_packages_of_this_workspace_are_found() {
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let binaries = handler_binaries(&workspace).unwrap();
-        for expected in ["stream-counter", "dlq-reprocessor"] {
-            assert!(binaries.contains_key(expected), "{binaries:?}");
+    fn each_handler_directory_is_the_package_and_the_binary_of_its_name() {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .canonicalize()
+            .unwrap();
+        let output = std::process::Command::new(env!("CARGO"))
+            .args(["metadata", "--no-deps", "--format-version", "1"])
+            .current_dir(&workspace)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let handlers = workspace.join("handlers");
+        let mut from_cargo = BTreeMap::new();
+        for package in metadata["packages"].as_array().unwrap() {
+            let manifest = Path::new(package["manifest_path"].as_str().unwrap());
+            if manifest.parent().and_then(Path::parent) != Some(handlers.as_path()) {
+                continue;
+            }
+            let bins: Vec<&str> = package["targets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "bin"))
+                .map(|t| t["name"].as_str().unwrap())
+                .collect();
+            let name = package["name"].as_str().unwrap();
+            let dir = manifest.parent().unwrap().file_name().unwrap().to_str().unwrap();
+            assert_eq!(name, dir, "handlers/{dir} holds package {name}");
+            assert_eq!(bins, [name], "package {name}'s binaries");
+            from_cargo.insert(name.to_owned(), name.to_owned());
         }
-    }
-
-    #[test]
-    fn package_names_are_read_from_the_package_table_only() {
-        let manifest =
-            "[workspace]\nname = \"no\"\n[package]\nversion = \"1\"\nname = \"yes\"\n[dependencies]\nname = \"x\"\n";
-        assert_eq!(package_name(manifest).as_deref(), Some("yes"));
+        assert!(from_cargo.contains_key("stream-counter"), "{from_cargo:?}");
+        assert_eq!(handler_binaries(&workspace).unwrap(), from_cargo);
     }
 
     #[test]

@@ -393,8 +393,8 @@ pub fn template_url(endpoint: Option<&str>, bucket: &str, region: &str, key: &st
 }
 
 /// The handler zips' directory: `--artifacts-dir`, else cargo-lambda's
-/// output under the target directory (`CARGO_TARGET_DIR` or the
-/// workspace's `target/`).
+/// output under the target directory (`CARGO_TARGET_DIR`, which the
+/// Makefile exports as cargo resolves it, or the workspace's `target/`).
 pub fn artifacts_dir(config: &Config, inputs: &StackInputs, workspace: Option<&Path>) -> PathBuf {
     if let Some(dir) = &inputs.artifacts_dir {
         return dir.clone();
