@@ -27,13 +27,17 @@ MINISTACK := localstack/ministack.sh
 LOCAL_RUNNER := localstack/local-runner.sh
 # Cargo's target directory as cargo resolves it (CARGO_TARGET_DIR, a
 # .cargo/config.toml's build.target-dir, else target/), absolute, and
-# exported: every tool below (cargo lambda, host-zips.sh, counterctl and its
-# local runner, the e2e tests) then looks for builds where cargo puts them.
-TARGET_DIR := $(shell localstack/lib/target-dir.sh)
+# exported, also over a CARGO_TARGET_DIR given on the command line: the
+# builds below, counterctl and its local runner, host-zips.sh and the e2e
+# tests then look for the kit's builds where cargo puts them. (`$(shell)`
+# gets neither a command-line variable nor, before make 4.4, the exported
+# PATH: both are passed.)
+TARGET_DIR := $(shell PATH='$(PATH)' $(if $(CARGO_TARGET_DIR),CARGO_TARGET_DIR='$(CARGO_TARGET_DIR)') localstack/lib/target-dir.sh)
 $(if $(TARGET_DIR),,$(error localstack/lib/target-dir.sh printed no target directory))
-export CARGO_TARGET_DIR := $(TARGET_DIR)
-# The same, relative to this directory when under it (what `make deploy` prints).
-TARGET_SHOWN := $(patsubst $(CURDIR)/%,%,$(TARGET_DIR))
+override export CARGO_TARGET_DIR := $(TARGET_DIR)
+# The same, relative to this directory when under it (what `make deploy`
+# prints; `subst`, not `patsubst`, which would split a path with spaces).
+TARGET_SHOWN := $(subst $(CURDIR)/,,$(TARGET_DIR))
 LAMBDA_DIR := $(TARGET_SHOWN)/lambda
 # The handlers built for this host, which ministack runs itself (localstack/host-zips.sh).
 HOST_LAMBDA_DIR := $(TARGET_SHOWN)/lambda-host

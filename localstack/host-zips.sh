@@ -16,6 +16,7 @@ OUT="${1:-$TARGET_DIR/lambda-host}"
 # Every directory under handlers/ is a Lambda package named as the
 # directory, whose binary has the package's name (the Makefile's rule;
 # localstack/runner/src/binaries.rs checks it against cargo metadata).
+shopt -s nullglob
 mapfile -t packages < <(for manifest in "$REPO_ROOT"/handlers/*/Cargo.toml; do
     basename -- "$(dirname -- "$manifest")"
 done)

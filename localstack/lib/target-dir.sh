@@ -4,13 +4,16 @@
 # `build.target-dir` of a `.cargo/config.toml`, else <repo>/target. `cargo metadata --no-deps`
 # compiles nothing and reads no registry. Without cargo (a machine that only deploys zips), the
 # same rule without the config files. The Makefile exports the answer as CARGO_TARGET_DIR, so
-# every tool it runs (cargo, cargo lambda, host-zips.sh, counterctl and its local runner, the
-# e2e tests) looks for builds where cargo puts them; host-zips.sh and local-runner.sh ask it
-# when run by hand.
+# what it runs (cargo, cargo lambda, host-zips.sh, counterctl and its local runner, the e2e
+# tests) looks for the kit's builds where cargo puts them; host-zips.sh and local-runner.sh
+# ask it when run by hand.
 set -euo pipefail
 
-REPO_ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd)
+# Physical, as make's CURDIR is, so that the Makefile can show the path relative to it.
+REPO_ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
 cd "$REPO_ROOT"
+# `cargo install` puts cargo here (rustup's proxy); often not on a fresh shell's PATH.
+PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 if command -v cargo >/dev/null 2>&1 &&
     dir=$(cargo metadata --no-deps --format-version 1 2>/dev/null |
         python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null) &&

@@ -331,9 +331,7 @@ pub struct Zips {
 impl Zips {
     pub fn find_or_make() -> Self {
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root");
-        let built = std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(|| workspace.join("target"), PathBuf::from)
-            .join("lambda");
+        let built = esm_runner::binaries::target_dir(workspace, None).join("lambda");
         let packages = ops_cli::commands::deploy::package::HANDLERS.map(|(package, _)| package);
         if packages
             .iter()

@@ -329,9 +329,7 @@ async fn a_function_or_counterctl_under_another_layout_than_the_recorded_one_ref
     // the recorded 2: it gets past the check and stops only for want of a
     // Lambda runtime API).
     let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let binary = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace.join("target"), std::path::PathBuf::from)
-        .join("debug/stream-counter");
+    let binary = esm_runner::binaries::target_dir(workspace, None).join("debug/stream-counter");
     let start = |keys: &str| {
         std::process::Command::new(&binary)
             .env_clear()

@@ -1050,8 +1050,6 @@ mod sdk_tests {
         }
     }
 
-    /// A failed first create leaves a ROLLBACK_COMPLETE stack that no
-    /// change set can touch: deploy deletes it and waits until it is gone.
     async fn delete_rolled_back(cfn: &Client) -> WaitOutcome {
         let stack = rolled_back();
         delete_stack(
@@ -1066,6 +1064,8 @@ mod sdk_tests {
         .unwrap()
     }
 
+    /// A failed first create leaves a ROLLBACK_COMPLETE stack that no
+    /// change set can touch: deploy deletes it and waits until it is gone.
     #[tokio::test]
     async fn a_rolled_back_create_is_deleted_and_followed_until_gone() {
         let events = mock!(Client::describe_stack_events).then_output(|| DescribeStackEventsOutput::builder().build());
