@@ -50,9 +50,6 @@ pub enum Expect {
     Written(String),
 }
 
-/// A `limit set` planned again after another write refused it, at most.
-const SET_ATTEMPTS: usize = 4;
-
 /// Whether an error with this code may come after the request was
 /// applied: no code (a timeout, a dropped connection) or a server error.
 fn may_have_applied(code: Option<&str>) -> bool {
@@ -261,7 +258,7 @@ impl DynamoStore {
             return self.set_limit(&copies[0], limit, now).await;
         }
         let copies: Vec<(Scope, Expect, bool)> = copies.into_iter().map(|key| (key, Expect::Any, true)).collect();
-        for _ in 0..SET_ATTEMPTS {
+        for _ in 0..shares::SET_ATTEMPTS {
             match self.write_limit_copies(&copies, limit, now).await? {
                 (LimitWrite::Unknown { error }, _) => return Err(StoreError::Unavailable(error)),
                 (LimitWrite::Refused { .. }, _) => continue,
@@ -269,7 +266,8 @@ impl DynamoStore {
             }
         }
         Err(StoreError::Rejected(format!(
-            "{scope}: another write changed its limit copies between each of {SET_ATTEMPTS} reads and writes"
+            "{scope}: another write changed its limit copies between each of {} reads and writes",
+            shares::SET_ATTEMPTS
         )))
     }
 

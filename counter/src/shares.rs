@@ -165,6 +165,10 @@ fn second(limit: u64, cap: &[u64], reads: &[KeyRead]) -> Vec<u64> {
 pub const ROUNDS: usize = 3;
 pub const ROUND_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// How often a `limit set` is planned again when another write changed a
+/// copy between its read and its first transaction (refused).
+pub const SET_ATTEMPTS: usize = 4;
+
 /// Which transaction of a limit write is sent: the first, conditioned on
 /// each copy as these reads found it (unless the caller planned its own
 /// conditions), or a later one, conditioned on the last one's token.

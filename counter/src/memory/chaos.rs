@@ -42,6 +42,9 @@ pub enum Op {
     ScanLimits,
     /// Reading or writing the layout record ([`crate::layout`]).
     Layout,
+    /// One transaction of a limit write over a scope's counters keys
+    /// (`limit set`, [`super::MemoryStore::set_scope_limit`]).
+    LimitWrite,
 }
 
 /// What an injected fault does to the next call of its operation.

@@ -11,6 +11,7 @@ mod calls;
 mod chaos;
 mod drift;
 mod layout;
+mod limits;
 mod locks;
 mod reads;
 mod store;
@@ -271,68 +272,6 @@ impl MemoryStore {
             .get(&(scope.to_owned(), name.to_owned()))
             .copied()
             .unwrap_or(0)
-    }
-
-    /// Sets the per-scope limit override, as `counterctl limit set` does
-    /// (`None` clears it).
-    pub fn set_limit(&self, scope: &str, limit: Option<u64>) {
-        self.set_limit_share(scope, limit, None);
-    }
-
-    /// `limit set` of `scope` over `keys`, as `DynamoStore` writes it:
-    /// each copy with its share of `limit` through [`crate::shares::assign`]
-    /// (the rounds are the same; the writes are not conditioned).
-    /// A key without an override reads `default_limit`.
-    pub async fn set_scope_limit(
-        &self,
-        keys: crate::scope_keys::ScopeKeys,
-        scope: &Scope,
-        limit: Option<u64>,
-        default_limit: u64,
-    ) -> Result<(), StoreError> {
-        use crate::shares;
-        let copies = keys.keys(scope).map_err(|e| StoreError::Rejected(e.to_string()))?;
-        let write = |shares: Option<&[u64]>| {
-            for (at, key) in copies.iter().enumerate() {
-                self.set_limit_share(key.as_str(), limit, shares.map(|s| s[at]));
-            }
-        };
-        let Some(limit) = limit.filter(|_| copies.len() > 1) else {
-            write(None);
-            return Ok(());
-        };
-        // Unconditioned: the simulation's one operator is the only writer.
-        let send = async |_: shares::Round<'_>, shares: &[u64]| {
-            write(Some(shares));
-            Ok(shares::Sent::<()>::Written(String::new()))
-        };
-        match shares::assign(self, keys, &copies, limit, default_limit, send).await? {
-            shares::Assigned::Unraised(error) => Err(StoreError::Unavailable(format!(
-                "the limit is written, its shares only lowered: {error}"
-            ))),
-            _ => Ok(()),
-        }
-    }
-
-    /// [`MemoryStore::set_limit`] with this key's share of the override
-    /// ([`crate::shares`]), as `limit set` writes it on a scope over
-    /// several keys.
-    fn set_limit_share(&self, scope: &str, limit: Option<u64>, share: Option<u64>) {
-        let mut inner = self.inner.lock().unwrap();
-        let tables = &mut inner.tables;
-        match (limit, share) {
-            (Some(limit), share) => {
-                tables.limits.insert(scope.to_owned(), limit);
-                match share {
-                    Some(share) => tables.limit_shares.insert(scope.to_owned(), share),
-                    None => tables.limit_shares.remove(scope),
-                };
-            }
-            (None, _) => {
-                tables.limits.remove(scope);
-                tables.limit_shares.remove(scope);
-            }
-        }
     }
 
     /// The retained records of shard `shard_id` after `after` (from the

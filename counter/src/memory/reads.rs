@@ -38,19 +38,20 @@ impl MemoryStore {
                 .filter(|name| cursor.is_none_or(|c| *name > c))
                 .min()?;
             if name == keys::LIMIT_NAME {
+                let (version, rev) = t.limit_revs.get(scope.as_str()).cloned().unwrap_or_default();
                 return Some(CounterItem {
                     scope: scope.to_string(),
                     name: name.to_owned(),
                     count: 0,
-                    version: 0,
+                    version,
                     updated_at: 0,
                     epoch: None,
                     limit: t.limits.get(scope.as_str()).copied(),
                     share: t.limit_shares.get(scope.as_str()).copied(),
                     // The store keeps a share only with the write that
                     // assigned it: one token for both.
-                    rev: Some(String::new()),
-                    share_rev: Some(String::new()),
+                    rev: Some(rev.clone()),
+                    share_rev: Some(rev),
                 });
             }
             let key = (scope.to_string(), name.to_owned());

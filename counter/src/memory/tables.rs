@@ -41,6 +41,14 @@ pub struct Tables {
     /// scope → the share of its override assigned to this key
     /// ([`crate::shares`]); only while `limits` holds the override.
     pub limit_shares: BTreeMap<String, u64>,
+    /// scope → the `limit` item's `version` (bumped by every write) and the
+    /// token of the write that set it, its share's too: what a `limit set`'s
+    /// transactions are conditioned on ([`crate::shares::Round`]).
+    pub limit_revs: BTreeMap<String, (i64, String)>,
+    /// Limit writes so far (each one's token is `limit-<n>`), and limit
+    /// transactions refused by their condition (another write since).
+    pub limit_writes: u64,
+    pub limit_refusals: u64,
     /// scope → the last number of its gapless sequence (the `sequence`
     /// item's `last_id`).
     pub sequences: BTreeMap<String, u64>,

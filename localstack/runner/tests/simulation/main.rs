@@ -81,11 +81,12 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
         total.best_effort_overshoots
     );
     println!(
-        "simulation operator: {} limit overrides changed under load ({} limit sets failed every attempt), {} shard \
-         count changes met creates in flight, {} switches to strict admission; rollouts up to {} ms (API timeout \
-         {SIM_API_TIMEOUT_MS} ms)",
+        "simulation operator: {} limit overrides changed under load ({} limit sets failed every attempt, {} limit \
+         transactions refused by another limit set), {} shard count changes met creates in flight, {} switches to \
+         strict admission; rollouts up to {} ms (API timeout {SIM_API_TIMEOUT_MS} ms)",
         total.limit_changes,
         total.limit_sets_unlanded,
+        total.limit_refusals,
         total.reshards_with_creates_in_flight,
         total.switched_schedules,
         total.longest_rollout_ms
@@ -93,14 +94,16 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
     for kind in CHANGES {
         let w = total.windows[kind as usize];
         println!(
-            "simulation strict windows of {kind:?}{}: {} opened, at most {} creates in flight at the change, at most {} \
-             at any instant of a window, at most {} live above the limit before the change",
+            "simulation strict windows of {kind:?}{}: {} opened ({} while another of its scope rolled), at most {} \
+             creates in flight at the change, at most {} at any instant of a window, at most {} live above the limit \
+             before the change",
             if kind == ConfigChange::Limit {
                 " (one per attempt of limit set; creates of its scope)"
             } else {
                 ""
             },
             w.opened,
+            w.overlapping,
             w.most_at_change,
             w.most_in_flight,
             w.max_excess
@@ -187,6 +190,22 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
                 && reshard.opened > 0
                 && total.longest_rollout_ms > 3 * SIM_API_TIMEOUT_MS as u64,
             "BeShardCount and AdmissionMode changes roll out over several API timeouts: {total:?}"
+        );
+        let limit = total.windows[ConfigChange::Limit as usize];
+        let fired = |fault: &str| {
+            total
+                .store_faults
+                .get(&format!("LimitWrite/{fault}"))
+                .copied()
+                .unwrap_or(0)
+        };
+        assert!(
+            limit.overlapping > 0
+                && total.limit_refusals > 0
+                && fired("Unavailable") > 0
+                && fired("AppliedThenUnavailable") > 0,
+            "limit sets of one scope under way at once, refused by each other, and their transactions failing before \
+             and after they applied: {total:?}"
         );
         assert!(
             total.limit_changes > 0

@@ -10,6 +10,7 @@ use hybrid_counter::Scope;
 use hybrid_counter::audit::{Auditor, RepairMode, pending_changes};
 use hybrid_counter::memory::MemoryStore;
 
+use crate::lanes::{Task, join_all};
 use crate::params::{ConfigChange, SIM_API_TIMEOUT_MS};
 use crate::rng::Rng;
 use crate::world::Sim;
@@ -74,53 +75,63 @@ impl Sim {
         self.windows.lock().unwrap().switched(self.store.tables());
     }
 
-    /// `counterctl limit set` while the clients run: written in rounds
-    /// (`shares::assign`), each attempt a window of its own (creates of
-    /// the scope in flight during it may read an older share).
+    /// `counterctl limit set` while the clients run, each change at its
+    /// time whether or not the one before returned (two of one scope may
+    /// be under way at once): written in rounds (`shares::assign`), each
+    /// attempt a window of its own (creates of the scope in flight during
+    /// it may read an older share).
     pub(crate) async fn limit_operator(&self) {
-        let mut changes = self.p.limit_changes.clone();
-        changes.sort_by_key(|(at, ..)| *at);
         let started = tokio::time::Instant::now();
-        for (at, n, limit) in changes {
-            tokio::time::sleep_until(started + at).await;
-            let scope = self.scope(n);
-            // `limit set`: a copy on every counters key, each with its
-            // share from what the keys hold, in rounds of transactions
-            // (run again, as its error says, while an injected fault fails
-            // its reads or its shares stay below the limit; a few times).
-            let mut landed = false;
-            for _ in 0..LIMIT_SET_ATTEMPTS {
-                let in_flight = {
-                    let mut windows = self.windows.lock().unwrap();
-                    windows.open(ConfigChange::Limit, Some(scope.as_str()), &self.store.tables());
-                    windows.in_flight.values().filter(|s| **s == scope.as_str()).count()
-                };
-                let outcome = self
-                    .store
-                    .set_scope_limit(self.p.scope_keys, &scope, limit, self.p.limit)
-                    .await;
-                // The attempt returned: the creates that start from now on
-                // read its last shares; its window closes with those before.
-                {
-                    let mut windows = self.windows.lock().unwrap();
-                    windows.rolled_out(ConfigChange::Limit, Some(scope.as_str()), || self.store.tables());
-                    windows.limit_changed(scope.as_str(), &self.store.tables());
-                }
-                match outcome {
-                    Ok(()) => {
-                        landed = true;
-                        self.log(|| format!("limit of {scope} -> {limit:?} with {in_flight} creates in flight"));
-                        break;
-                    }
-                    Err(e) => self.log(|| format!("limit set {scope}: {e}")),
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
+        let changes: Vec<Task<'_>> = self
+            .p
+            .limit_changes
+            .iter()
+            .map(|&(at, n, limit)| -> Task<'_> { Box::pin(self.limit_set(started + at, n, limit)) })
+            .collect();
+        join_all(changes).await;
+    }
+
+    /// One `limit set` of scope `n` at `at`, run again (as its error says)
+    /// while an injected fault fails its reads or its transactions, another
+    /// `limit set` refuses it, or its shares stay below the limit; a few
+    /// times.
+    async fn limit_set(&self, at: tokio::time::Instant, n: u64, limit: Option<u64>) {
+        tokio::time::sleep_until(at).await;
+        let scope = self.scope(n);
+        let mut landed = false;
+        for _ in 0..LIMIT_SET_ATTEMPTS {
+            let (window, in_flight) = {
+                let mut windows = self.windows.lock().unwrap();
+                let window = windows.open(ConfigChange::Limit, Some(scope.as_str()), &self.store.tables());
+                let in_flight = windows.in_flight.values().filter(|s| **s == scope.as_str()).count();
+                (window, in_flight)
+            };
+            let outcome = self
+                .store
+                .set_scope_limit(self.p.scope_keys, &scope, limit, self.p.limit)
+                .await;
+            // The attempt returned: the creates that start from now on
+            // read its last shares (or a later write's); its window closes
+            // with those before.
+            {
+                let mut windows = self.windows.lock().unwrap();
+                windows.finished(window, || self.store.tables());
+                windows.limit_changed(scope.as_str(), &self.store.tables());
             }
-            if landed {
-                self.bump(|s| s.limit_changes += 1);
-            } else {
-                self.bump(|s| s.limit_sets_unlanded += 1);
+            match outcome {
+                Ok(()) => {
+                    landed = true;
+                    self.log(|| format!("limit of {scope} -> {limit:?} with {in_flight} creates in flight"));
+                    break;
+                }
+                Err(e) => self.log(|| format!("limit set {scope} -> {limit:?}: {e}")),
             }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if landed {
+            self.bump(|s| s.limit_changes += 1);
+        } else {
+            self.bump(|s| s.limit_sets_unlanded += 1);
         }
     }
 

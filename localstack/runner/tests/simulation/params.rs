@@ -367,6 +367,19 @@ impl Params {
             rr.range(0, u64::from(level)) as u32,
         ));
         p.resend_delay = rr.millis(0, 400);
+        // A second `limit set` of the first one's scope while that one's
+        // rounds may still run, and limit transactions failing before or
+        // after they applied: from a stream of their own.
+        let mut rv = Rng::new(seed, 18);
+        if let Some(&(at, scope, _)) = p.limit_changes.first()
+            && rv.chance(500)
+        {
+            let new = Some(rv.range(p.limit.saturating_sub(2).max(1), p.limit + 2));
+            p.limit_changes.push((at + rv.millis(0, 400), scope, new));
+        }
+        for fault in [Fault::Unavailable, Fault::AppliedThenUnavailable] {
+            p.store_faults.push((Op::LimitWrite, fault, rv.range(0, 300) as u32));
+        }
         p
     }
 }

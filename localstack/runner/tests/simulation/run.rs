@@ -260,6 +260,7 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
         stats.skewed_schedules = u64::from(sim.p.skew.span() > 0);
         stats.widest_skew_ms = sim.p.skew.span() as u64;
         stats.windows = sim.windows.lock().unwrap().measured;
+        stats.limit_refusals = sim.store.tables().limit_refusals;
         for ((op, fault), n) in sim.store.injected_faults() {
             *stats.store_faults.entry(format!("{op:?}/{fault:?}")).or_default() += n;
         }

@@ -38,6 +38,9 @@ pub(crate) struct Stats {
     /// `limit set`s that failed every attempt (injected read faults, or
     /// shares left below the limit).
     pub(crate) limit_sets_unlanded: u64,
+    /// Limit transactions refused by their condition (another `limit set`
+    /// of the scope since the read or the round before).
+    pub(crate) limit_refusals: u64,
     pub(crate) reshards_with_creates_in_flight: u64,
     /// Schedules switching `AdmissionMode` from best-effort to strict, and
     /// the longest rollout of a change.
@@ -148,6 +151,7 @@ impl Stats {
             best_effort_overshoots,
             limit_changes,
             limit_sets_unlanded,
+            limit_refusals,
             reshards_with_creates_in_flight,
             switched_schedules,
             wide_schedules,
@@ -214,6 +218,9 @@ impl Stats {
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct WindowStats {
     pub(crate) opened: u64,
+    /// Windows opened while another of the same kind and scope was still
+    /// rolling (two `limit set`s of one scope under way at once).
+    pub(crate) overlapping: u64,
     /// The most creates in flight at a change, and at any instant of a
     /// window.
     pub(crate) most_at_change: u64,
@@ -225,6 +232,7 @@ pub(crate) struct WindowStats {
 impl WindowStats {
     pub(crate) fn add(&mut self, other: &WindowStats) {
         self.opened += other.opened;
+        self.overlapping += other.overlapping;
         self.most_at_change = self.most_at_change.max(other.most_at_change);
         self.most_in_flight = self.most_in_flight.max(other.most_in_flight);
         self.max_excess = self.max_excess.max(other.max_excess);

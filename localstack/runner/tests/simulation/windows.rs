@@ -41,6 +41,8 @@ pub(crate) struct Windows {
     /// Creates in flight, with their scope.
     pub(crate) in_flight: BTreeMap<u64, String>,
     pub(crate) open: Vec<Window>,
+    /// The last window's number ([`Windows::open`]).
+    pub(crate) opened: u64,
     /// Scopes above their limit after a window closed or a lowering: the
     /// most live items each may still hold (with one key it only goes down
     /// outside the windows; with several, other keys filling their shares
@@ -58,6 +60,7 @@ pub(crate) struct Windows {
 
 #[derive(Debug)]
 pub(crate) struct Window {
+    id: u64,
     kind: ConfigChange,
     /// `None`: every scope (a shard count or mode change).
     scope: Option<String>,
@@ -211,8 +214,8 @@ impl Windows {
     }
 
     /// A change of `scope`'s limit (`Some`), of the shard count or of the
-    /// admission mode (`None`) is about to land.
-    pub(crate) fn open(&mut self, kind: ConfigChange, scope: Option<&str>, tables: &Tables) {
+    /// admission mode (`None`) is about to land; its window's number.
+    pub(crate) fn open(&mut self, kind: ConfigChange, scope: Option<&str>, tables: &Tables) -> u64 {
         let old_parts = scope.map(|s| {
             bounds(tables, self.layout, self.default_limit)
                 .into_iter()
@@ -225,16 +228,23 @@ impl Windows {
         // in rounds (`shares::assign`): the creates in flight at it and
         // those that start before its last transaction may read an older
         // share, so its window rolls until the write returns.
+        self.opened += 1;
         match kind {
             ConfigChange::Switch => self.mode = None,
-            _ if self.mode == Some(Admission::BestEffort) => return,
+            _ if self.mode == Some(Admission::BestEffort) => return self.opened,
             _ => {}
         }
+        let overlapping = self
+            .open
+            .iter()
+            .any(|w| w.rolling && w.kind == kind && w.scope.as_deref() == scope);
         let stats = self.stats(kind);
         stats.opened += 1;
+        stats.overlapping += u64::from(overlapping);
         stats.most_at_change = stats.most_at_change.max(at_change);
         stats.most_in_flight = stats.most_in_flight.max(at_change);
         self.open.push(Window {
+            id: self.opened,
             kind,
             scope: scope.map(str::to_owned),
             old_parts,
@@ -247,6 +257,16 @@ impl Windows {
             rolling: true,
             most_in_flight: at_change,
         });
+        self.opened
+    }
+
+    /// Window `id`'s change has returned (a limit write: every
+    /// transaction of one attempt).
+    pub(crate) fn finished(&mut self, id: u64, tables: impl FnOnce() -> Tables) {
+        for w in self.open.iter_mut().filter(|w| w.id == id) {
+            w.rolling = false;
+        }
+        self.close(Window::rolled_out, tables);
     }
 
     /// The rollout of `kind` is over: every request from now on runs the

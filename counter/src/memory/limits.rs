@@ -1,0 +1,132 @@
+//! Limit overrides as `counterctl limit set` writes them: one `limit` item
+//! per counters key, each transaction over every copy conditioned as
+//! `DynamoStore` conditions it (the first on each copy as read, the later
+//! ones on the token of the one before), so a concurrent `limit set`
+//! refuses one of them, and a fault can lose a transaction's answer.
+
+use super::MemoryStore;
+use super::chaos::Op;
+use super::tables::Tables;
+use crate::error::StoreError;
+use crate::ids::Scope;
+use crate::scope_keys::ScopeKeys;
+use crate::shares::{self, Round, SET_ATTEMPTS, Sent};
+
+/// A limit transaction that was not written: refused by its condition, or
+/// its outcome unknown (it may have been applied).
+#[derive(Debug)]
+enum NotWritten {
+    Refused,
+    Unknown(String),
+}
+
+impl MemoryStore {
+    /// Sets the per-scope limit override, as `counterctl limit set` does
+    /// (`None` clears it).
+    pub fn set_limit(&self, scope: &str, limit: Option<u64>) {
+        let mut inner = self.inner.lock().unwrap();
+        write_copy(&mut inner.tables, scope, limit, None, None);
+    }
+
+    /// `limit set` of `scope` over `keys`, as `DynamoStore` writes it:
+    /// each copy with its share of `limit` through [`shares::assign`], each
+    /// transaction conditioned as there; planned again (a few times) when
+    /// its first is refused. A clear, or one key, is written unconditioned
+    /// (`DynamoStore` expects nothing of the copies then either). A key
+    /// without an override reads `default_limit`.
+    pub async fn set_scope_limit(
+        &self,
+        keys: ScopeKeys,
+        scope: &Scope,
+        limit: Option<u64>,
+        default_limit: u64,
+    ) -> Result<(), StoreError> {
+        let copies = keys.keys(scope).map_err(|e| StoreError::Rejected(e.to_string()))?;
+        let Some(limit) = limit.filter(|_| copies.len() > 1) else {
+            return self.call(Op::LimitWrite, &[], |t, _| {
+                let token = next_token(t);
+                for key in &copies {
+                    write_copy(t, key.as_str(), limit, None, Some(&token));
+                }
+                Ok(())
+            });
+        };
+        for _ in 0..SET_ATTEMPTS {
+            let send = async |round: Round<'_>, shares: &[u64]| Ok(self.send_round(&copies, limit, round, shares));
+            match shares::assign(self, keys, &copies, limit, default_limit, send).await? {
+                shares::Assigned::Written | shares::Assigned::Superseded => return Ok(()),
+                shares::Assigned::Ended(NotWritten::Refused) => continue,
+                shares::Assigned::Ended(NotWritten::Unknown(error)) => return Err(StoreError::Unavailable(error)),
+                shares::Assigned::Unraised(error) => {
+                    return Err(StoreError::Unavailable(format!(
+                        "the limit is written, its shares only lowered: {error}"
+                    )));
+                }
+            }
+        }
+        Err(StoreError::Rejected(format!(
+            "{scope}: another write changed its limit copies between each of {SET_ATTEMPTS} reads and writes"
+        )))
+    }
+
+    /// One transaction of a limit write: every copy with its share, if
+    /// each copy is as `round` expects it (the first: as read; a later
+    /// one: written by the one before). Faults aimed at [`Op::LimitWrite`]
+    /// fail it before or after it applied.
+    fn send_round(&self, copies: &[Scope], limit: u64, round: Round<'_>, shares: &[u64]) -> Sent<NotWritten> {
+        let written = self.call(Op::LimitWrite, &[], |t, _| {
+            let holds = match round {
+                Round::First(reads) => copies.iter().zip(reads).all(|(key, read)| {
+                    let now = t.limits.contains_key(key.as_str()).then(|| {
+                        let (version, rev) = t.limit_revs.get(key.as_str()).cloned().unwrap_or_default();
+                        (version, Some(rev))
+                    });
+                    now == read.copy
+                }),
+                Round::Next(token) => copies
+                    .iter()
+                    .all(|key| t.limit_revs.get(key.as_str()).is_some_and(|(_, rev)| rev == token)),
+            };
+            if !holds {
+                t.limit_refusals += 1;
+                return Err(StoreError::ConditionFailed);
+            }
+            let token = next_token(t);
+            for (key, &share) in copies.iter().zip(shares) {
+                write_copy(t, key.as_str(), Some(limit), Some(share), Some(&token));
+            }
+            Ok(token)
+        });
+        match (written, round) {
+            (Ok(token), _) => Sent::Written(token),
+            (Err(StoreError::ConditionFailed), _) => Sent::Ended(NotWritten::Refused),
+            (Err(e), Round::First(_)) => Sent::Ended(NotWritten::Unknown(e.to_string())),
+            (Err(e), Round::Next(_)) => Sent::Failed(e.to_string()),
+        }
+    }
+}
+
+/// A new write's token.
+fn next_token(t: &mut Tables) -> String {
+    t.limit_writes += 1;
+    format!("limit-{}", t.limit_writes)
+}
+
+/// Writes one key's `limit` item (`None`: deletes it), its share with it
+/// (`None`: none assigned), its version bumped and its token `token`.
+fn write_copy(t: &mut Tables, key: &str, limit: Option<u64>, share: Option<u64>, token: Option<&str>) {
+    let Some(limit) = limit else {
+        t.limits.remove(key);
+        t.limit_shares.remove(key);
+        t.limit_revs.remove(key);
+        return;
+    };
+    t.limits.insert(key.to_owned(), limit);
+    match share {
+        Some(share) => t.limit_shares.insert(key.to_owned(), share),
+        None => t.limit_shares.remove(key),
+    };
+    let version = t.limit_revs.get(key).map_or(0, |(v, _)| *v) + 1;
+    let token = token.map_or_else(|| next_token(t), str::to_owned);
+    t.limit_revs.insert(key.to_owned(), (version, token));
+}
