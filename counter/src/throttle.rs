@@ -93,20 +93,6 @@ impl ThrottleReason {
     pub fn limit(self) -> Option<Limit> {
         (self != Self::UNSPECIFIED).then(|| LIMITS[self.index() % LIMITS.len()].0)
     }
-
-    /// What an operator does about it.
-    pub fn advice(self) -> &'static str {
-        match self.limit() {
-            Some(Limit::KeyRange) => {
-                "one partition is hot: shard the scope (BeShardCount, EcShardCount), prefer random ids; \
-                 Contributor Insights (ContributorInsights=throttled-keys) names the key"
-            }
-            Some(Limit::Provisioned) => "the table's provisioned capacity: raise it, or return the table to on-demand",
-            Some(Limit::AccountLimit) => "the account's per-table quota in the region: request a quota increase",
-            Some(Limit::MaxOnDemand) => "the table's configured maximum: raise its Max*RequestUnits parameter",
-            None => "DynamoDB named no reason: look at the table's ThrottledRequests metrics",
-        }
-    }
 }
 
 impl std::fmt::Display for ThrottleReason {
@@ -136,13 +122,11 @@ mod tests {
     }
 
     #[test]
-    fn a_hot_key_range_says_shard_and_a_table_maximum_says_raise_it() {
+    fn each_reason_names_the_limit_it_met() {
         let hot = ThrottleReason::parse("TableWriteKeyRangeThroughputExceeded");
         assert_eq!(hot.limit(), Some(Limit::KeyRange));
-        assert!(hot.advice().contains("shard the scope"), "{}", hot.advice());
         let capped = ThrottleReason::parse("TableReadMaxOnDemandThroughputExceeded");
         assert_eq!(capped.limit(), Some(Limit::MaxOnDemand));
-        assert!(capped.advice().contains("raise"), "{}", capped.advice());
         assert_eq!(
             ThrottleReason::parse("IndexWriteAccountLimitExceeded").limit(),
             Some(Limit::AccountLimit)
