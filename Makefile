@@ -29,15 +29,16 @@ LOCAL_RUNNER := localstack/local-runner.sh
 # .cargo/config.toml's build.target-dir, else target/), absolute, and
 # exported, also over a CARGO_TARGET_DIR given on the command line: the
 # builds below, counterctl and its local runner, host-zips.sh and the e2e
-# tests then look for the kit's builds where cargo puts them. (`$(shell)`
-# gets neither a command-line variable nor, before make 4.4, the exported
+# tests then look for the kit's builds where cargo puts them. (Before make
+# 4.4, `$(shell)` gets neither a command-line variable nor the exported
 # PATH: both are passed.)
 TARGET_DIR := $(shell PATH='$(PATH)' $(if $(CARGO_TARGET_DIR),CARGO_TARGET_DIR='$(CARGO_TARGET_DIR)') localstack/lib/target-dir.sh)
 $(if $(TARGET_DIR),,$(error localstack/lib/target-dir.sh printed no target directory))
 override export CARGO_TARGET_DIR := $(TARGET_DIR)
-# The same, relative to this directory when under it (what `make deploy`
-# prints; `subst`, not `patsubst`, which would split a path with spaces).
-TARGET_SHOWN := $(subst $(CURDIR)/,,$(TARGET_DIR))
+# The same, relative to this directory when under it: what the recipes run
+# and `make deploy` prints. A space in it would split their words.
+TARGET_SHOWN := $(shell d='$(TARGET_DIR)'; printf '%s' "$${d#'$(CURDIR)'/}")
+$(if $(word 2,$(TARGET_SHOWN)),$(error the target directory "$(TARGET_SHOWN)" has a space; set CARGO_TARGET_DIR to a path without one))
 LAMBDA_DIR := $(TARGET_SHOWN)/lambda
 # The handlers built for this host, which ministack runs itself (localstack/host-zips.sh).
 HOST_LAMBDA_DIR := $(TARGET_SHOWN)/lambda-host
@@ -197,7 +198,7 @@ e2e: ## Emulator tests; the harness starts its own fakecloud (and ministack) on 
 # (xtask/src/phases.rs; `make test TEST_PHASES="unit e2e"` runs some). xtask
 # is built, then run as a binary: each phase gets make's own environment.
 # `+`: it runs make, also under `make -n`.
-XTASK := $(TARGET_DIR)/debug/xtask
+XTASK := $(TARGET_SHOWN)/debug/xtask
 TEST_PHASES := tools fmt-check lint unit e2e
 
 test: ## tools, then fmt-check, lint, unit, e2e, each timed; stops at the first failure (what CI runs)

@@ -95,14 +95,14 @@ cmd_install() {
     # its speed (opt-level 0 takes 2.3x less CPU than 1; localstack/README.md). Each setting can still be overridden from the environment.
     # Built in cargo install's own temporary directory, never the kit's target
     # directory: without the CARGO_TARGET_DIR the Makefile exports for the
-    # kit's builds, and from outside the repository, whose .cargo/config.toml
-    # may name one (build.target-dir).
-    (cd -- "${TMPDIR:-/tmp}" && env -u CARGO_TARGET_DIR \
+    # kit's builds (a registry install reads no .cargo/config.toml of the
+    # current directory, only $CARGO_HOME's).
+    env -u CARGO_TARGET_DIR \
         CARGO_PROFILE_RELEASE_OPT_LEVEL="${CARGO_PROFILE_RELEASE_OPT_LEVEL:-0}" \
         CARGO_PROFILE_RELEASE_CODEGEN_UNITS="${CARGO_PROFILE_RELEASE_CODEGEN_UNITS:-256}" \
         CARGO_PROFILE_RELEASE_DEBUG="${CARGO_PROFILE_RELEASE_DEBUG:-0}" \
         CARGO_PROFILE_RELEASE_INCREMENTAL=false \
-        cargo install fakecloud --locked --version "$pin")
+        cargo install fakecloud --locked --version "$pin"
     have=$(installed_version)
     [[ "$have" == "$pin" ]] ||
         die "after cargo install, '$FAKECLOUD --version' reports '${have:-nothing}', expected $pin (check PATH)"

@@ -12,8 +12,9 @@ set -euo pipefail
 # Physical, as make's CURDIR is, so that the Makefile can show the path relative to it.
 REPO_ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
 cd "$REPO_ROOT"
-# `cargo install` puts cargo here (rustup's proxy); often not on a fresh shell's PATH.
-PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+# Where rustup puts cargo, often not on a fresh shell's PATH: a fallback
+# after the cargo on PATH.
+PATH="$PATH:${CARGO_HOME:-${HOME:-}/.cargo}/bin"
 if command -v cargo >/dev/null 2>&1 &&
     dir=$(cargo metadata --no-deps --format-version 1 2>/dev/null |
         python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null) &&
