@@ -37,8 +37,8 @@ impl DriftStore for MemoryStore {
         })
     }
 
-    /// Every override, as written by [`MemoryStore::set_limit`] (version 1,
-    /// no write token), and the scopes with a counter under `prefixes`.
+    /// Every override with its version and write token (as the Query of
+    /// its scope reads them), and the scopes with a counter under `prefixes`.
     async fn limit_overrides(&self, prefixes: &[String]) -> Result<LimitTable, StoreError> {
         self.call(Op::ScanLimits, &[], |t, _| {
             let under = |scope: &str| prefixes.iter().any(|p| scope.starts_with(p.as_str()));
@@ -47,10 +47,11 @@ impl DriftStore for MemoryStore {
                     .limits
                     .iter()
                     .map(|(scope, limit)| {
+                        let (version, rev) = t.limit_revs.get(scope).cloned().unwrap_or_default();
                         let item = LimitItem {
                             limit: *limit,
-                            version: 1,
-                            rev: None,
+                            version: u64::try_from(version).unwrap_or(0),
+                            rev: Some(rev),
                         };
                         (scope.clone(), item)
                     })

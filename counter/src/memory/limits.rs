@@ -88,7 +88,6 @@ impl MemoryStore {
                     .all(|key| t.limit_revs.get(key.as_str()).is_some_and(|(_, rev)| rev == token)),
             };
             if !holds {
-                t.limit_refusals += 1;
                 return Err(StoreError::ConditionFailed);
             }
             let token = next_token(t);
@@ -97,12 +96,23 @@ impl MemoryStore {
             }
             Ok(token)
         });
-        match (written, round) {
-            (Ok(token), _) => Sent::Written(token),
-            (Err(StoreError::ConditionFailed), _) => Sent::Ended(NotWritten::Refused),
-            (Err(e), Round::First(_)) => Sent::Ended(NotWritten::Unknown(e.to_string())),
-            (Err(e), Round::Next(_)) => Sent::Failed(e.to_string()),
-        }
+        let first = matches!(round, Round::First(_));
+        let sent = match written {
+            Ok(token) => return Sent::Written(token),
+            Err(StoreError::ConditionFailed) => Sent::Ended(NotWritten::Refused),
+            Err(e) if first => Sent::Ended(NotWritten::Unknown(e.to_string())),
+            Err(e) => Sent::Failed(e.to_string()),
+        };
+        let mut inner = self.inner.lock().unwrap();
+        let outcomes = &mut inner.tables.limit_outcomes;
+        let count = match (&sent, first) {
+            (Sent::Ended(NotWritten::Refused), true) => &mut outcomes.first_refused,
+            (_, true) => &mut outcomes.first_unknown,
+            (Sent::Ended(_), false) => &mut outcomes.later_refused,
+            (_, false) => &mut outcomes.later_unknown,
+        };
+        *count += 1;
+        sent
     }
 }
 
@@ -129,4 +139,95 @@ fn write_copy(t: &mut Tables, key: &str, limit: Option<u64>, share: Option<u64>,
     let version = t.limit_revs.get(key).map_or(0, |(v, _)| *v) + 1;
     let token = token.map_or_else(|| next_token(t), str::to_owned);
     t.limit_revs.insert(key.to_owned(), (version, token));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::Fault;
+    use crate::shares::read_keys;
+
+    fn setup() -> (MemoryStore, ScopeKeys, Vec<Scope>) {
+        let keys = ScopeKeys::new(2).unwrap();
+        let copies = keys.keys(&Scope::new("acct").unwrap()).unwrap();
+        (MemoryStore::new(), keys, copies)
+    }
+
+    fn shares(store: &MemoryStore, copies: &[Scope]) -> Vec<Option<u64>> {
+        let tables = store.tables();
+        copies
+            .iter()
+            .map(|k| tables.limit_shares.get(k.as_str()).copied())
+            .collect()
+    }
+
+    /// A first transaction planned from a read that another `limit set`
+    /// has changed since is refused, and the other's shares stay: without
+    /// the condition it would write its own over them.
+    #[tokio::test]
+    async fn a_first_transaction_read_before_another_limit_set_is_refused() {
+        let (store, keys, copies) = setup();
+        let reads = read_keys(&store, keys, &copies, 10).await.unwrap();
+        store.set_scope_limit(keys, &copies_scope(), Some(4), 10).await.unwrap();
+        let theirs = shares(&store, &copies);
+        let sent = store.send_round(&copies, 8, Round::First(&reads), &[4, 4]);
+        assert!(matches!(sent, Sent::Ended(NotWritten::Refused)), "{sent:?}");
+        assert_eq!(shares(&store, &copies), theirs);
+        assert_eq!(store.tables().limit_outcomes.first_refused, 1);
+    }
+
+    /// A later transaction carrying a token another write replaced is
+    /// refused (superseded); one carrying the last token is written.
+    #[tokio::test]
+    async fn a_later_transaction_needs_the_token_of_the_one_before() {
+        let (store, keys, copies) = setup();
+        let reads = read_keys(&store, keys, &copies, 10).await.unwrap();
+        let Sent::Written(ours) = store.send_round(&copies, 8, Round::First(&reads), &[4, 4]) else {
+            panic!("the first transaction of a fresh scope is written");
+        };
+        store.set_scope_limit(keys, &copies_scope(), Some(6), 10).await.unwrap();
+        let sent = store.send_round(&copies, 8, Round::Next(&ours), &[5, 3]);
+        assert!(matches!(sent, Sent::Ended(NotWritten::Refused)), "{sent:?}");
+        assert_eq!(store.tables().limits.get(copies[0].as_str()), Some(&6));
+        let reads = read_keys(&store, keys, &copies, 10).await.unwrap();
+        let Sent::Written(token) = store.send_round(&copies, 8, Round::First(&reads), &[3, 3]) else {
+            panic!("a first transaction from a fresh read is written");
+        };
+        assert!(matches!(
+            store.send_round(&copies, 8, Round::Next(&token), &[4, 4]),
+            Sent::Written(_)
+        ));
+        assert_eq!(shares(&store, &copies), [Some(4), Some(4)]);
+    }
+
+    /// A transaction whose answer is lost after it applied: the first is
+    /// `limit set`'s error (the operator runs it again), a later one the
+    /// driver's unknown outcome; either way it was written.
+    #[tokio::test]
+    async fn a_lost_answer_is_unknown_and_the_write_stands() {
+        let (store, keys, copies) = setup();
+        store.inject(Op::LimitWrite, Fault::AppliedThenUnavailable);
+        let err = store
+            .set_scope_limit(keys, &copies_scope(), Some(6), 10)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert_eq!(store.tables().limits.get(copies[1].as_str()), Some(&6));
+        let reads = read_keys(&store, keys, &copies, 10).await.unwrap();
+        let Sent::Written(token) = store.send_round(&copies, 6, Round::First(&reads), &[3, 3]) else {
+            panic!("written");
+        };
+        store.inject(Op::LimitWrite, Fault::AppliedThenUnavailable);
+        assert!(matches!(
+            store.send_round(&copies, 6, Round::Next(&token), &[2, 4]),
+            Sent::Failed(_)
+        ));
+        assert_eq!(shares(&store, &copies), [Some(2), Some(4)]);
+        let outcomes = store.tables().limit_outcomes;
+        assert_eq!((outcomes.first_unknown, outcomes.later_unknown), (1, 1));
+    }
+
+    fn copies_scope() -> Scope {
+        Scope::new("acct").unwrap()
+    }
 }

@@ -31,7 +31,7 @@ pub use self::chaos::{Chaos, Fault, Op};
 use self::locks::Locks;
 use self::stream::{Event, Stream};
 pub use self::stream::{STREAM_ARN, STREAM_SHARD_ID, StreamShard, sequence_number};
-pub use self::tables::{MemResource, Tables};
+pub use self::tables::{LimitOutcomes, MemResource, Tables};
 pub use self::tokens::CLIENT_REQUEST_TOKEN_WINDOW_MS;
 use self::tokens::Tokens;
 use crate::error::StoreError;

@@ -45,10 +45,11 @@ pub struct Tables {
     /// token of the write that set it, its share's too: what a `limit set`'s
     /// transactions are conditioned on ([`crate::shares::Round`]).
     pub limit_revs: BTreeMap<String, (i64, String)>,
-    /// Limit writes so far (each one's token is `limit-<n>`), and limit
-    /// transactions refused by their condition (another write since).
+    /// Limit writes so far (each one's token is `limit-<n>`).
     pub limit_writes: u64,
-    pub limit_refusals: u64,
+    /// How the transactions of `limit set`s over several keys ended, as
+    /// their caller saw it.
+    pub limit_outcomes: LimitOutcomes,
     /// scope → the last number of its gapless sequence (the `sequence`
     /// item's `last_id`).
     pub sequences: BTreeMap<String, u64>,
@@ -185,4 +186,16 @@ pub(super) fn apply_transaction(t: &mut Tables, stream: &mut Stream, tx: &Transa
         }
     }
     Ok(())
+}
+
+/// How `limit set` transactions ended: refused by their condition (another
+/// write since), or their outcome unknown (failed before or after they
+/// applied), each for the first transaction of an attempt and the later
+/// ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimitOutcomes {
+    pub first_refused: u64,
+    pub first_unknown: u64,
+    pub later_refused: u64,
+    pub later_unknown: u64,
 }

@@ -367,15 +367,22 @@ impl Params {
             rr.range(0, u64::from(level)) as u32,
         ));
         p.resend_delay = rr.millis(0, 400);
-        // A second `limit set` of the first one's scope while that one's
-        // rounds may still run, and limit transactions failing before or
-        // after they applied: from a stream of their own.
+        // A second `limit set` of the scope of the first change drawn while
+        // that one's rounds may still run, over several counters keys (one
+        // key's limit is a single unconditioned write), and limit
+        // transactions failing before or after they applied: from a
+        // stream of their own.
         let mut rv = Rng::new(seed, 18);
         if let Some(&(at, scope, _)) = p.limit_changes.first()
-            && rv.chance(500)
+            && rv.chance(800)
         {
             let new = Some(rv.range(p.limit.saturating_sub(2).max(1), p.limit + 2));
             p.limit_changes.push((at + rv.millis(0, 400), scope, new));
+            if p.scope_keys.count() == 1 {
+                p.scope_keys = ScopeKeys::new(2)
+                    .and_then(|keys| keys.with_spread(p.scope_keys.spread()))
+                    .expect("2 keys");
+            }
         }
         for fault in [Fault::Unavailable, Fault::AppliedThenUnavailable] {
             p.store_faults.push((Op::LimitWrite, fault, rv.range(0, 300) as u32));

@@ -260,7 +260,11 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
         stats.skewed_schedules = u64::from(sim.p.skew.span() > 0);
         stats.widest_skew_ms = sim.p.skew.span() as u64;
         stats.windows = sim.windows.lock().unwrap().measured;
-        stats.limit_refusals = sim.store.tables().limit_refusals;
+        let limits = sim.store.tables().limit_outcomes;
+        stats.limit_first_refused = limits.first_refused;
+        stats.limit_first_unknown = limits.first_unknown;
+        stats.limit_later_refused = limits.later_refused;
+        stats.limit_later_unknown = limits.later_unknown;
         for ((op, fault), n) in sim.store.injected_faults() {
             *stats.store_faults.entry(format!("{op:?}/{fault:?}")).or_default() += n;
         }

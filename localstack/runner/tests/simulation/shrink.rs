@@ -47,6 +47,11 @@ fn simpler(p: &Params) -> Vec<Params> {
     variant(&|q| q.foreign_item = false);
     variant(&|q| q.counter_read_latency = Duration::ZERO);
     variant(&|q| q.limit_changes.clear());
+    for at in 0..p.limit_changes.len() {
+        variant(&|q| {
+            q.limit_changes.remove(at);
+        });
+    }
     variant(&|q| q.quiet_per_mille = 0);
     variant(&|q| q.lanes = 1);
     variant(&|q| q.splits.clear());

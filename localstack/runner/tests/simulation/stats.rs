@@ -38,9 +38,14 @@ pub(crate) struct Stats {
     /// `limit set`s that failed every attempt (injected read faults, or
     /// shares left below the limit).
     pub(crate) limit_sets_unlanded: u64,
-    /// Limit transactions refused by their condition (another `limit set`
-    /// of the scope since the read or the round before).
-    pub(crate) limit_refusals: u64,
+    /// Limit transactions over several keys, as their caller saw them
+    /// end: a first one refused (another `limit set` since its read:
+    /// planned again) or unknown (a fault: the operator runs it again), a
+    /// later one refused (superseded) or unknown.
+    pub(crate) limit_first_refused: u64,
+    pub(crate) limit_first_unknown: u64,
+    pub(crate) limit_later_refused: u64,
+    pub(crate) limit_later_unknown: u64,
     pub(crate) reshards_with_creates_in_flight: u64,
     /// Schedules switching `AdmissionMode` from best-effort to strict, and
     /// the longest rollout of a change.
@@ -151,7 +156,10 @@ impl Stats {
             best_effort_overshoots,
             limit_changes,
             limit_sets_unlanded,
-            limit_refusals,
+            limit_first_refused,
+            limit_first_unknown,
+            limit_later_refused,
+            limit_later_unknown,
             reshards_with_creates_in_flight,
             switched_schedules,
             wide_schedules,

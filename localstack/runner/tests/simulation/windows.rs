@@ -321,6 +321,20 @@ impl Windows {
         let draining = keys.max(self.cap_of(bound));
         let mut ceiling = draining;
         let mut windowed = false;
+        // A limit window allows what was allowed at any instant of it: a
+        // `limit set` may land in another one's window (two of one scope
+        // under way at once, or one planned again), raising what the
+        // scope's creates in flight may have read.
+        for w in self
+            .open
+            .iter_mut()
+            .filter(|w| w.scope.as_deref() == Some(bound.scope.as_str()))
+        {
+            if let Some(old) = w.old_parts.as_mut() {
+                let part = old.entry(bound.index).or_insert(limit);
+                *part = (*part).max(limit);
+            }
+        }
         for w in self
             .open
             .iter()

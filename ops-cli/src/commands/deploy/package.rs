@@ -418,6 +418,24 @@ pub fn locate_artifacts(config: &Config, inputs: &StackInputs) -> Result<Vec<Art
 mod tests {
     use super::*;
 
+    /// [`HANDLERS`] names every handler package, as the directories under
+    /// `handlers/` (the packages' names, localstack/runner/src/binaries.rs)
+    /// do: a handler added there without its zip's parameter fails here.
+    #[test]
+    fn every_handler_package_has_its_code_key_parameter() {
+        let handlers = Path::new(env!("CARGO_MANIFEST_DIR")).join("../handlers");
+        let mut packages: Vec<String> = std::fs::read_dir(&handlers)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|dir| dir.join("Cargo.toml").is_file())
+            .map(|dir| dir.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        packages.sort();
+        let mut named: Vec<&str> = HANDLERS.iter().map(|(package, _)| *package).collect();
+        named.sort_unstable();
+        assert_eq!(packages, named);
+    }
+
     #[test]
     fn keys_are_package_then_content_hash() {
         let sha = sha256_hex(b"zip bytes");
