@@ -1,8 +1,10 @@
 //! The per-scope limit overrides as a set: one Scan that reads every
 //! override (and, for prefix rules, which scopes exist), and the one write
 //! of a `limit` item, optionally conditioned on what a plan read of it.
-//! `counterctl limit set|clear` writes unconditioned through the same
-//! call; `counterctl limits apply` conditions each write on its plan.
+//! `counterctl limit set|clear` of a scope on one key writes unconditioned
+//! through the same call (over several keys, in rounds conditioned on what
+//! each read found: [`DynamoStore::write_limit_copies`]); `counterctl
+//! limits apply` conditions each write on its plan.
 //!
 //! Every write of an override stores a fresh random token (`rev`), and a
 //! conditioned write expects the token it was planned against: `version`
@@ -258,17 +260,14 @@ impl DynamoStore {
             return self.set_limit(&copies[0], limit, now).await;
         }
         let copies: Vec<(Scope, Expect, bool)> = copies.into_iter().map(|key| (key, Expect::Any, true)).collect();
-        for _ in 0..shares::SET_ATTEMPTS {
+        shares::replanned(scope, async || {
             match self.write_limit_copies(&copies, limit, now).await? {
-                (LimitWrite::Unknown { error }, _) => return Err(StoreError::Unavailable(error)),
-                (LimitWrite::Refused { .. }, _) => continue,
-                _ => return Ok(()),
+                (LimitWrite::Unknown { error }, _) => Err(StoreError::Unavailable(error)),
+                (LimitWrite::Refused { .. }, _) => Ok(None),
+                _ => Ok(Some(())),
             }
-        }
-        Err(StoreError::Rejected(format!(
-            "{scope}: another write changed its limit copies between each of {} reads and writes",
-            shares::SET_ATTEMPTS
-        )))
+        })
+        .await
     }
 
     /// `limits apply` of one scope spread over keys: every copy in one

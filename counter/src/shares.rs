@@ -169,6 +169,23 @@ pub const ROUND_PAUSE: std::time::Duration = std::time::Duration::from_millis(20
 /// copy between its read and its first transaction (refused).
 pub const SET_ATTEMPTS: usize = 4;
 
+/// Runs `attempt` (one `limit set` of `scope` from a new read) until it is
+/// not refused (`Ok(None)`), at most [`SET_ATTEMPTS`] times: the one
+/// re-planning of `DynamoStore` and the in-memory store.
+pub async fn replanned<T>(
+    scope: &Scope,
+    mut attempt: impl AsyncFnMut() -> Result<Option<T>, StoreError>,
+) -> Result<T, StoreError> {
+    for _ in 0..SET_ATTEMPTS {
+        if let Some(done) = attempt().await? {
+            return Ok(done);
+        }
+    }
+    Err(StoreError::Rejected(format!(
+        "{scope}: another write changed its limit copies between each of {SET_ATTEMPTS} reads and writes"
+    )))
+}
+
 /// Which transaction of a limit write is sent: the first, conditioned on
 /// each copy as these reads found it (unless the caller planned its own
 /// conditions), or a later one, conditioned on the last one's token.

@@ -10,7 +10,19 @@ use super::tables::Tables;
 use crate::error::StoreError;
 use crate::ids::Scope;
 use crate::scope_keys::ScopeKeys;
-use crate::shares::{self, Round, SET_ATTEMPTS, Sent};
+use crate::shares::{self, Round, Sent};
+
+/// How `limit set` transactions over several keys ended, as their caller
+/// saw them: refused by their condition (another write since), or their
+/// outcome unknown (failed before or after they applied), each for the
+/// first transaction of an attempt and the later ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimitOutcomes {
+    pub first_refused: u64,
+    pub first_unknown: u64,
+    pub later_refused: u64,
+    pub later_unknown: u64,
+}
 
 /// A limit transaction that was not written: refused by its condition, or
 /// its outcome unknown (it may have been applied).
@@ -44,29 +56,30 @@ impl MemoryStore {
         let copies = keys.keys(scope).map_err(|e| StoreError::Rejected(e.to_string()))?;
         let Some(limit) = limit.filter(|_| copies.len() > 1) else {
             return self.call(Op::LimitWrite, &[], |t, _| {
-                let token = next_token(t);
+                let token = fresh_rev(t);
                 for key in &copies {
                     write_copy(t, key.as_str(), limit, None, Some(&token));
                 }
                 Ok(())
             });
         };
-        for _ in 0..SET_ATTEMPTS {
+        shares::replanned(scope, async || {
             let send = async |round: Round<'_>, shares: &[u64]| Ok(self.send_round(&copies, limit, round, shares));
             match shares::assign(self, keys, &copies, limit, default_limit, send).await? {
-                shares::Assigned::Written | shares::Assigned::Superseded => return Ok(()),
-                shares::Assigned::Ended(NotWritten::Refused) => continue,
-                shares::Assigned::Ended(NotWritten::Unknown(error)) => return Err(StoreError::Unavailable(error)),
-                shares::Assigned::Unraised(error) => {
-                    return Err(StoreError::Unavailable(format!(
-                        "the limit is written, its shares only lowered: {error}"
-                    )));
-                }
+                shares::Assigned::Written | shares::Assigned::Superseded => Ok(Some(())),
+                shares::Assigned::Ended(NotWritten::Refused) => Ok(None),
+                shares::Assigned::Ended(NotWritten::Unknown(error)) => Err(StoreError::Unavailable(error)),
+                shares::Assigned::Unraised(error) => Err(StoreError::Unavailable(format!(
+                    "the limit is written, its shares only lowered: {error}"
+                ))),
             }
-        }
-        Err(StoreError::Rejected(format!(
-            "{scope}: another write changed its limit copies between each of {SET_ATTEMPTS} reads and writes"
-        )))
+        })
+        .await
+    }
+
+    /// How the transactions of `limit set`s over several keys ended so far.
+    pub fn limit_outcomes(&self) -> LimitOutcomes {
+        self.inner.lock().unwrap().limit_outcomes
     }
 
     /// One transaction of a limit write: every copy with its share, if
@@ -90,7 +103,7 @@ impl MemoryStore {
             if !holds {
                 return Err(StoreError::ConditionFailed);
             }
-            let token = next_token(t);
+            let token = fresh_rev(t);
             for (key, &share) in copies.iter().zip(shares) {
                 write_copy(t, key.as_str(), Some(limit), Some(share), Some(&token));
             }
@@ -104,7 +117,7 @@ impl MemoryStore {
             Err(e) => Sent::Failed(e.to_string()),
         };
         let mut inner = self.inner.lock().unwrap();
-        let outcomes = &mut inner.tables.limit_outcomes;
+        let outcomes = &mut inner.limit_outcomes;
         let count = match (&sent, first) {
             (Sent::Ended(NotWritten::Refused), true) => &mut outcomes.first_refused,
             (_, true) => &mut outcomes.first_unknown,
@@ -116,8 +129,8 @@ impl MemoryStore {
     }
 }
 
-/// A new write's token.
-fn next_token(t: &mut Tables) -> String {
+/// A new write's token (the item's `rev`).
+fn fresh_rev(t: &mut Tables) -> String {
     t.limit_writes += 1;
     format!("limit-{}", t.limit_writes)
 }
@@ -137,7 +150,7 @@ fn write_copy(t: &mut Tables, key: &str, limit: Option<u64>, share: Option<u64>,
         None => t.limit_shares.remove(key),
     };
     let version = t.limit_revs.get(key).map_or(0, |(v, _)| *v) + 1;
-    let token = token.map_or_else(|| next_token(t), str::to_owned);
+    let token = token.map_or_else(|| fresh_rev(t), str::to_owned);
     t.limit_revs.insert(key.to_owned(), (version, token));
 }
 
@@ -147,9 +160,13 @@ mod tests {
     use crate::memory::Fault;
     use crate::shares::read_keys;
 
+    fn scope() -> Scope {
+        Scope::new("acct").unwrap()
+    }
+
     fn setup() -> (MemoryStore, ScopeKeys, Vec<Scope>) {
         let keys = ScopeKeys::new(2).unwrap();
-        let copies = keys.keys(&Scope::new("acct").unwrap()).unwrap();
+        let copies = keys.keys(&scope()).unwrap();
         (MemoryStore::new(), keys, copies)
     }
 
@@ -163,17 +180,19 @@ mod tests {
 
     /// A first transaction planned from a read that another `limit set`
     /// has changed since is refused, and the other's shares stay: without
-    /// the condition it would write its own over them.
+    /// the condition it would write its own over them. The copies exist
+    /// at the read, so the version and token are what tell.
     #[tokio::test]
     async fn a_first_transaction_read_before_another_limit_set_is_refused() {
         let (store, keys, copies) = setup();
+        store.set_scope_limit(keys, &scope(), Some(6), 10).await.unwrap();
         let reads = read_keys(&store, keys, &copies, 10).await.unwrap();
-        store.set_scope_limit(keys, &copies_scope(), Some(4), 10).await.unwrap();
+        store.set_scope_limit(keys, &scope(), Some(4), 10).await.unwrap();
         let theirs = shares(&store, &copies);
         let sent = store.send_round(&copies, 8, Round::First(&reads), &[4, 4]);
         assert!(matches!(sent, Sent::Ended(NotWritten::Refused)), "{sent:?}");
         assert_eq!(shares(&store, &copies), theirs);
-        assert_eq!(store.tables().limit_outcomes.first_refused, 1);
+        assert_eq!(store.limit_outcomes().first_refused, 1);
     }
 
     /// A later transaction carrying a token another write replaced is
@@ -185,7 +204,7 @@ mod tests {
         let Sent::Written(ours) = store.send_round(&copies, 8, Round::First(&reads), &[4, 4]) else {
             panic!("the first transaction of a fresh scope is written");
         };
-        store.set_scope_limit(keys, &copies_scope(), Some(6), 10).await.unwrap();
+        store.set_scope_limit(keys, &scope(), Some(6), 10).await.unwrap();
         let sent = store.send_round(&copies, 8, Round::Next(&ours), &[5, 3]);
         assert!(matches!(sent, Sent::Ended(NotWritten::Refused)), "{sent:?}");
         assert_eq!(store.tables().limits.get(copies[0].as_str()), Some(&6));
@@ -207,10 +226,7 @@ mod tests {
     async fn a_lost_answer_is_unknown_and_the_write_stands() {
         let (store, keys, copies) = setup();
         store.inject(Op::LimitWrite, Fault::AppliedThenUnavailable);
-        let err = store
-            .set_scope_limit(keys, &copies_scope(), Some(6), 10)
-            .await
-            .unwrap_err();
+        let err = store.set_scope_limit(keys, &scope(), Some(6), 10).await.unwrap_err();
         assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
         assert_eq!(store.tables().limits.get(copies[1].as_str()), Some(&6));
         let reads = read_keys(&store, keys, &copies, 10).await.unwrap();
@@ -223,11 +239,7 @@ mod tests {
             Sent::Failed(_)
         ));
         assert_eq!(shares(&store, &copies), [Some(2), Some(4)]);
-        let outcomes = store.tables().limit_outcomes;
+        let outcomes = store.limit_outcomes();
         assert_eq!((outcomes.first_unknown, outcomes.later_unknown), (1, 1));
-    }
-
-    fn copies_scope() -> Scope {
-        Scope::new("acct").unwrap()
     }
 }

@@ -28,10 +28,11 @@ use serde_dynamo::{AttributeValue, Item};
 
 use self::chaos::Faults;
 pub use self::chaos::{Chaos, Fault, Op};
+pub use self::limits::LimitOutcomes;
 use self::locks::Locks;
 use self::stream::{Event, Stream};
 pub use self::stream::{STREAM_ARN, STREAM_SHARD_ID, StreamShard, sequence_number};
-pub use self::tables::{LimitOutcomes, MemResource, Tables};
+pub use self::tables::{MemResource, Tables};
 pub use self::tokens::CLIENT_REQUEST_TOKEN_WINDOW_MS;
 use self::tokens::Tokens;
 use crate::error::StoreError;
@@ -64,6 +65,7 @@ struct Inner {
     /// The operation whose last call drew [`Fault::AppliedThenResent`]
     /// (see [`MemoryStore::resendable`]).
     resend_pending: Option<Op>,
+    limit_outcomes: LimitOutcomes,
 }
 
 impl Inner {

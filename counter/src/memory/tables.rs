@@ -47,9 +47,6 @@ pub struct Tables {
     pub limit_revs: BTreeMap<String, (i64, String)>,
     /// Limit writes so far (each one's token is `limit-<n>`).
     pub limit_writes: u64,
-    /// How the transactions of `limit set`s over several keys ended, as
-    /// their caller saw it.
-    pub limit_outcomes: LimitOutcomes,
     /// scope → the last number of its gapless sequence (the `sequence`
     /// item's `last_id`).
     pub sequences: BTreeMap<String, u64>,
@@ -186,16 +183,4 @@ pub(super) fn apply_transaction(t: &mut Tables, stream: &mut Stream, tx: &Transa
         }
     }
     Ok(())
-}
-
-/// How `limit set` transactions ended: refused by their condition (another
-/// write since), or their outcome unknown (failed before or after they
-/// applied), each for the first transaction of an attempt and the later
-/// ones.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LimitOutcomes {
-    pub first_refused: u64,
-    pub first_unknown: u64,
-    pub later_refused: u64,
-    pub later_unknown: u64,
 }

@@ -201,8 +201,8 @@ fn seeded_schedules_keep_counters_exact_under_faults() {
                 && total.limit_later_unknown > 0
                 && fired("Unavailable") > 0
                 && fired("AppliedThenUnavailable") > 0,
-            "limit sets of one scope under way at once, refusing each other's first and later transactions, and \
-             first and later ones failing before and after they applied: {total:?}"
+            "limit sets of one scope under way at once, refusing each other's first and later transactions, first \
+             and later ones with an unknown outcome, and faults before and after a limit write applied: {total:?}"
         );
     }
     if schedules >= 100 {

@@ -260,7 +260,7 @@ fn run_once(seed: u64, p: Params, trace: Option<Rc<RefCell<Vec<String>>>>) -> (R
         stats.skewed_schedules = u64::from(sim.p.skew.span() > 0);
         stats.widest_skew_ms = sim.p.skew.span() as u64;
         stats.windows = sim.windows.lock().unwrap().measured;
-        let limits = sim.store.tables().limit_outcomes;
+        let limits = sim.store.limit_outcomes();
         stats.limit_first_refused = limits.first_refused;
         stats.limit_first_unknown = limits.first_unknown;
         stats.limit_later_refused = limits.later_refused;

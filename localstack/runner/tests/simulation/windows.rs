@@ -64,11 +64,14 @@ pub(crate) struct Window {
     kind: ConfigChange,
     /// `None`: every scope (a shard count or mode change).
     scope: Option<String>,
-    /// The scope's limit in force before a limit change (`None`: unchanged).
-    /// What the scope (`None`) and each of its keys was bounded by when
-    /// the window opened: the limit, and each key's share of it (`None`: a
-    /// window over every scope).
+    /// What the scope (`None`) and each of its keys was bounded by before
+    /// the one in force now, at the window's opening or since (the limit,
+    /// and each key's share of it; `None`: a window over every scope):
+    /// what creates in flight may have read. Another `limit set` landing
+    /// inside the window adds the bound it replaced.
     old_parts: Option<BTreeMap<Option<u32>, u64>>,
+    /// Each part's bound as the window's checks last saw it.
+    seen: BTreeMap<Option<u32>, u64>,
     /// The creates that may run the old configuration; the window closes
     /// with the last once the rollout is over.
     pending: BTreeSet<u64>,
@@ -247,6 +250,7 @@ impl Windows {
             id: self.opened,
             kind,
             scope: scope.map(str::to_owned),
+            seen: old_parts.clone().unwrap_or_default(),
             old_parts,
             pending: self
                 .in_flight
@@ -321,18 +325,21 @@ impl Windows {
         let draining = keys.max(self.cap_of(bound));
         let mut ceiling = draining;
         let mut windowed = false;
-        // A limit window allows what was allowed at any instant of it: a
-        // `limit set` may land in another one's window (two of one scope
-        // under way at once, or one planned again), raising what the
-        // scope's creates in flight may have read.
+        // A bound replaced inside a limit window (another `limit set` of the
+        // scope landing in it, or this one planned again) is one more that
+        // its creates in flight may have read: the window allows the most
+        // of those plus them, never the bound in force plus them.
         for w in self
             .open
             .iter_mut()
             .filter(|w| w.scope.as_deref() == Some(bound.scope.as_str()))
         {
             if let Some(old) = w.old_parts.as_mut() {
-                let part = old.entry(bound.index).or_insert(limit);
-                *part = (*part).max(limit);
+                let seen = w.seen.insert(bound.index, limit);
+                if let Some(replaced) = seen.filter(|&s| s != limit) {
+                    let part = old.entry(bound.index).or_insert(replaced);
+                    *part = (*part).max(replaced);
+                }
             }
         }
         for w in self
@@ -421,6 +428,27 @@ mod tests {
         assert!(err.contains("above its share 0"), "{err}");
         // (The scope's own cap still allows the 2 it held: outside the
         // windows the keys' checks carry its bound, as the header says.)
+    }
+
+    /// Two `limit set`s of one scope under way at once: A raises 5 to 10,
+    /// creates fill to 10, B lowers to 6 inside A's window. The 10 A's
+    /// creates may have read stays allowed (plus those in flight) while
+    /// A's window is open; a check of the new bound alone would fail.
+    #[test]
+    fn a_bound_replaced_inside_a_window_stays_allowed_until_it_closes() {
+        let mut w = windows(5);
+        w.layout = ScopeKeys::new(1).unwrap();
+        let create = w.start_create("s");
+        let a = w.open(ConfigChange::Limit, Some("s"), &Tables::default());
+        w.check(&scope(5, 5)).unwrap();
+        w.check(&scope(10, 10)).unwrap();
+        w.check(&scope(10, 6))
+            .expect("the replaced 10 is allowed inside the window");
+        w.check(&scope(11, 6)).expect("10 plus the one create in flight");
+        assert!(w.check(&scope(12, 6)).is_err());
+        w.finished(a, Tables::default);
+        w.finish_create(create, Tables::default);
+        assert!(w.open.is_empty());
     }
 
     #[test]
