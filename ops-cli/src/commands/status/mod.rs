@@ -15,19 +15,24 @@
 //! On ministack (`--target localstack` without a token, what `make deploy`
 //! deploys to) alarms have no actions and no mapping publishes metrics:
 //! those are the emulator's limits, not the stack's, so there they are
-//! listed under `emulator_limits` and do not make the command exit 1.
+//! listed under `emulator_limits` and do not make the command exit 1
+//! ([`local`], with the local runner's health). The text report: [`render`].
 
 use hybrid_counter::limits::drift::LimitsDrift;
 use hybrid_counter::limits::file::LimitsFile;
 use hybrid_counter_aws::esm::{MappingConfig, RUNNER_HEALTH_TAG};
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
 
 use aws_sdk_cloudformation::types::StackStatus;
 use serde::Serialize;
 
 mod layout;
+mod local;
+mod render;
+
+use local::{NO_EVENT_COUNTS, NOTIFIES_NO_ONE, expect_runner, is_ministack_limit, ministack_limits, on_ministack};
+pub use local::{RUNNER_NOT_RUNNING, RUNNER_NOT_RUNNING_ON_MINISTACK, runner_problem};
 
 use super::deploy::cfn;
 use super::drift_check::DriftCheckStatus;
@@ -298,49 +303,6 @@ pub async fn run(ctx: &Context<'_>, limits: Option<(&Path, &LimitsFile)>) -> Res
     })
 }
 
-/// Whether an attention item is only what ministack cannot do: its alarms
-/// take no actions and its mappings publish no metrics.
-fn is_ministack_limit(item: &str) -> bool {
-    item.ends_with(NOTIFIES_NO_ONE) || item.contains(NO_EVENT_COUNTS)
-}
-
-/// The path only ministack answers its health on (`localstack/ministack.sh`).
-const MINISTACK_HEALTH_PATH: &str = "/_ministack/health";
-
-/// Whether the stack is on ministack: the endpoint counterctl started it
-/// at, or any `--target localstack` endpoint that answers ministack's
-/// health path.
-fn on_ministack(ctx: &Context<'_>) -> bool {
-    if matches!(ctx.config.endpoint, crate::config::Endpoint::Ministack { .. }) {
-        return true;
-    }
-    let authority = ctx.clients.endpoint.as_deref().and_then(crate::connect::http_authority);
-    ctx.clients.target == crate::cli::Target::Localstack
-        && authority.is_some_and(|a| hybrid_counter_aws::probe::answers_ok(a, MINISTACK_HEALTH_PATH))
-}
-
-/// The emulator limits among `items`, said once each as what they are.
-fn ministack_limits(items: &[String]) -> Vec<String> {
-    let mut limits = Vec::new();
-    let alarms = items.iter().filter(|item| item.ends_with(NOTIFIES_NO_ONE)).count();
-    if alarms > 0 {
-        limits.push(format!(
-            "ministack keeps no alarm actions: {alarms} alarm(s) notify no one here (on AWS they notify the topic)"
-        ));
-    }
-    if items.iter().any(|item| item.contains(NO_EVENT_COUNTS)) {
-        limits.push(
-            "ministack keeps no mapping metrics (MetricsConfig EventCount): the local runner logs the stream \
-             mapping's counts instead (.run/local-runner.log)"
-                .to_owned(),
-        );
-    }
-    limits
-}
-
-const NOTIFIES_NO_ONE: &str = "notifies no one (no alarm actions)";
-const NO_EVENT_COUNTS: &str = "publishes no event counts (MetricsConfig EventCount)";
-
 async fn api(ctx: &Context<'_>, function: &str, url: Option<&String>) -> ApiStatus {
     let mut status = ApiStatus {
         function_name: function.to_owned(),
@@ -451,62 +413,6 @@ async fn mapping(ctx: &Context<'_>, name: &str, uuid: &str) -> MappingStatus {
         status.runner_heartbeat = tags.tags().is_some_and(|t| t.contains_key(RUNNER_HEALTH_TAG));
     }
     status
-}
-
-/// What status says of a mapping whose function carries no heartbeat
-/// while the kit's runner is expected to play it.
-pub const RUNNER_NOT_RUNNING: &str = "the local runner is not running: start it with `make local-run` \
-     (log .run/local-runner.log)";
-
-/// On an emulator where the kit's runner is expected, a mapping whose
-/// function carries no heartbeat needs it: a runner stopped cleanly (its
-/// stop removes the heartbeat) or never started. Expected where one of the
-/// stack's mappings is disabled and tagged for it (`deploy` took the DLQ1
-/// mapping over, or a runner took the mappings over and has not handed
-/// them back): such a mapping is played by nobody. And on ministack
-/// (`ministack`), where `make deploy` starts it, while no function carries
-/// a heartbeat: ministack then plays the handed-back mappings itself,
-/// without the kit's failure path, and the local API goes unanswered. A
-/// stale heartbeat is already [`runner_problem`]'s. A mapping disabled by
-/// the operator (not taken over) is played by no runner: it is its own
-/// attention item, not a runner's.
-fn expect_runner(mappings: &mut [MappingStatus], ministack: bool) {
-    let reason = if mappings.iter().any(|m| m.played_by_local_runner) {
-        RUNNER_NOT_RUNNING
-    } else if ministack
-        && !mappings
-            .iter()
-            .any(|m| m.runner_heartbeat || m.runner_problem.is_some())
-    {
-        RUNNER_NOT_RUNNING_ON_MINISTACK
-    } else {
-        return;
-    };
-    let played =
-        |m: &MappingStatus| m.played_by_local_runner || !matches!(m.state.as_deref(), Some("Disabled" | "Disabling"));
-    for m in mappings
-        .iter_mut()
-        .filter(|m| m.function_arn.is_some() && !m.runner_heartbeat && m.runner_problem.is_none() && played(m))
-    {
-        m.runner_problem = Some(reason.to_owned());
-    }
-}
-
-/// What status says of a mapping on ministack while no local runner runs.
-pub const RUNNER_NOT_RUNNING_ON_MINISTACK: &str = "the local runner is not running: ministack plays this mapping \
-     itself, without the kit's failure path (no bisect on error, no retry limit, no on-failure record) or parallel \
-     batches, and the local API is not served; start it with `make local-run` (log .run/local-runner.log)";
-
-/// What the local runner's heartbeat among a function's `tags` says needs
-/// attention now: it stopped reporting, or it cannot invoke the handlers.
-pub fn runner_problem(tags: Option<&std::collections::HashMap<String, String>>) -> Option<String> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
-    tags.and_then(|t| t.get(RUNNER_HEALTH_TAG))
-        .and_then(|value| hybrid_counter_aws::esm::RunnerHealth::parse(value))
-        .and_then(|health| health.attention(now))
 }
 
 /// What `status` says of the stream mapping's local runner (on an
@@ -646,187 +552,6 @@ pub fn attention(
         }
     }
     items
-}
-
-fn opt<T: fmt::Display>(value: Option<T>) -> String {
-    value.map_or_else(|| "-".to_owned(), |v| v.to_string())
-}
-
-impl fmt::Display for StatusReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "Stack {}: {} (target {}, region {}{})",
-            self.location.stack_name,
-            self.status,
-            self.location.target,
-            self.location.region,
-            self.last_updated
-                .as_deref()
-                .map(|t| format!(", updated {t}"))
-                .unwrap_or_default()
-        )?;
-        if let Some(reason) = &self.status_reason {
-            writeln!(f, "  {reason}")?;
-        }
-        writeln!(f, "Event source mappings:")?;
-        for m in &self.mappings {
-            if let Some(problem) = &m.problem {
-                writeln!(f, "  {} {}: {problem}", m.name, m.uuid)?;
-                continue;
-            }
-            let played = if m.played_by_local_runner {
-                " (played by the local runner)"
-            } else {
-                ""
-            };
-            writeln!(f, "  {}  {}{played}  {}", m.name, opt(m.state.as_deref()), m.uuid)?;
-            // Retries, record age, bisecting and parallelization are stream settings.
-            if m.event_source_arn
-                .as_deref()
-                .is_some_and(|a| a.starts_with("arn:aws:sqs:"))
-            {
-                writeln!(
-                    f,
-                    "    batch {}  response types [{}]",
-                    opt(m.batch_size),
-                    m.function_response_types.join(", ")
-                )?;
-            } else {
-                writeln!(
-                    f,
-                    "    batch {}  parallelization {}  retries {}  max record age {}s  bisect {}  response types [{}]",
-                    opt(m.batch_size),
-                    opt(m.parallelization_factor),
-                    opt(m.maximum_retry_attempts),
-                    opt(m.maximum_record_age_in_seconds),
-                    opt(m.bisect_batch_on_function_error),
-                    m.function_response_types.join(", ")
-                )?;
-            }
-            if let Some(destination) = &m.on_failure_destination {
-                writeln!(f, "    on failure -> {destination}")?;
-            }
-            if !m.filter_patterns.is_empty() {
-                writeln!(f, "    {} filter pattern(s)", m.filter_patterns.len())?;
-            }
-            if m.is_stream() {
-                match m.metrics.is_empty() {
-                    true => writeln!(f, "    metrics: none (DroppedEventCount is not published)")?,
-                    false => writeln!(f, "    metrics: {}", m.metrics.join(", "))?,
-                }
-            }
-            if let Some(result) = &m.last_processing_result {
-                writeln!(f, "    last result: {result}")?;
-            }
-        }
-        writeln!(f, "Queues (visible / in flight / delayed):")?;
-        for q in &self.queues {
-            match &q.problem {
-                Some(problem) => writeln!(f, "  {}: {problem}", q.name)?,
-                None => writeln!(
-                    f,
-                    "  {}  {} / {} / {}",
-                    q.name,
-                    opt(q.visible),
-                    opt(q.in_flight),
-                    opt(q.delayed)
-                )?,
-            }
-        }
-        writeln!(f, "  failed batches: {}", self.failed_batches())?;
-        match &self.alarm_topic {
-            Some(topic) => writeln!(f, "Alarms (notify {topic}):")?,
-            None => writeln!(f, "Alarms:")?,
-        }
-        let width = self.alarms.iter().map(|a| a.name.len()).max().unwrap_or(0);
-        for a in &self.alarms {
-            match &a.problem {
-                Some(problem) => writeln!(f, "  {}: {problem}", a.name)?,
-                None => writeln!(f, "  {:<width$}  {}", a.name, opt(a.state.as_deref()))?,
-            }
-        }
-        if let Some(api) = &self.api {
-            write!(f, "{api}")?;
-        }
-        writeln!(f, "Tables:")?;
-        for t in &self.tables {
-            match (&t.problem, t.replicated()) {
-                (Some(problem), _) => writeln!(f, "  {} ({}): {problem}", t.table, t.role)?,
-                (None, true) => writeln!(
-                    f,
-                    "  {} ({})  replicas in {}: a global table, the counters cannot be trusted",
-                    t.table,
-                    t.role,
-                    t.replica_regions.join(", ")
-                )?,
-                (None, false) => writeln!(f, "  {} ({})  single-region", t.table, t.role)?,
-            }
-            if t.problem.is_none() {
-                writeln!(f, "    {}", t.capacity())?;
-            }
-        }
-        writeln!(f, "Drift check:")?;
-        write!(f, "{}", self.drift_check)?;
-        if let Some(layout) = &self.layout {
-            write!(f, "{layout}")?;
-        }
-        if let Some(limits) = &self.limits {
-            writeln!(f, "Limits: {limits}")?;
-        }
-        writeln!(f, "Outputs:")?;
-        let width = self.outputs.keys().map(String::len).max().unwrap_or(0);
-        for (key, value) in &self.outputs {
-            writeln!(f, "  {key:<width$}  {value}")?;
-        }
-        if !self.emulator_limits.is_empty() {
-            writeln!(f, "Emulator limits (not the stack's; no attention needed):")?;
-            for item in &self.emulator_limits {
-                writeln!(f, "  - {item}")?;
-            }
-        }
-        if self.attention.is_empty() {
-            writeln!(f, "All well.")
-        } else {
-            writeln!(f, "Needs attention:")?;
-            for item in &self.attention {
-                writeln!(f, "  - {item}")?;
-            }
-            Ok(())
-        }
-    }
-}
-
-impl fmt::Display for ApiStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "API (function URL of {}):", self.function_name)?;
-        if let Some(problem) = &self.problem {
-            return writeln!(f, "  {problem}");
-        }
-        writeln!(
-            f,
-            "  deployed  {}  auth {}",
-            opt(self.url.as_deref()),
-            opt(self.auth_type.as_deref())
-        )?;
-        if self.local_iam_auth.is_none() {
-            return Ok(());
-        }
-        match (&self.local_url, self.local_answering) {
-            (Some(url), Some(true)) => writeln!(
-                f,
-                "  local     {url}  served by the local runner; IAM auth is off locally (requests are not signed)"
-            ),
-            (Some(url), _) => writeln!(
-                f,
-                "  local     {url}  not answering: the runner that served it is gone; start it with `make local-run`"
-            ),
-            (None, _) => writeln!(
-                f,
-                "  local     not served: the local runner serves it while it runs (`make local-run`)"
-            ),
-        }
-    }
 }
 
 #[cfg(test)]
