@@ -42,13 +42,8 @@ usage() {
     sed -n '2,7s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
-process_args() {
-    if [[ -r "/proc/$1/cmdline" ]]; then
-        tr '\0' ' ' <"/proc/$1/cmdline"
-    else
-        ps -p "$1" -o args= 2>/dev/null || true
-    fi
-}
+# shellcheck source=localstack/lib/process.sh
+source "$SCRIPT_DIR/lib/process.sh"
 
 # Pid from the pidfile if that process is alive and is a `counterctl ... local run`.
 running_pid() {

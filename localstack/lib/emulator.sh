@@ -39,13 +39,8 @@ healthy() {
     curl -sf --max-time 2 -o /dev/null "$(endpoint_for "$1")$HEALTH_PATH"
 }
 
-process_args() {
-    if [[ -r "/proc/$1/cmdline" ]]; then
-        tr '\0' ' ' <"/proc/$1/cmdline"
-    else
-        ps -p "$1" -o args= 2>/dev/null || true
-    fi
-}
+# shellcheck source=localstack/lib/process.sh
+source "$REPO_ROOT/localstack/lib/process.sh"
 
 # Pid from the pidfile if that process is alive and is this emulator; else
 # nothing. The command-line check guards against a recycled pid after a reboot.
