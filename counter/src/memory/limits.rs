@@ -6,6 +6,7 @@
 
 use super::MemoryStore;
 use super::chaos::Op;
+use super::locks::LockKey;
 use super::tables::Tables;
 use crate::error::StoreError;
 use crate::ids::Scope;
@@ -55,7 +56,7 @@ impl MemoryStore {
     ) -> Result<(), StoreError> {
         let copies = keys.keys(scope).map_err(|e| StoreError::Rejected(e.to_string()))?;
         let Some(limit) = limit.filter(|_| copies.len() > 1) else {
-            return self.call(Op::LimitWrite, &[], |t, _| {
+            return self.call(Op::LimitWrite, &limit_locks(&copies), |t, _| {
                 let token = fresh_rev(t);
                 for key in &copies {
                     write_copy(t, key.as_str(), limit, None, Some(&token));
@@ -87,7 +88,7 @@ impl MemoryStore {
     /// one: written by the one before). Faults aimed at [`Op::LimitWrite`]
     /// fail it before or after it applied.
     fn send_round(&self, copies: &[Scope], limit: u64, round: Round<'_>, shares: &[u64]) -> Sent<NotWritten> {
-        let written = self.call(Op::LimitWrite, &[], |t, _| {
+        let written = self.call(Op::LimitWrite, &limit_locks(copies), |t, _| {
             let holds = match round {
                 Round::First(reads) => copies.iter().zip(reads).all(|(key, read)| {
                     let now = t.limits.contains_key(key.as_str()).then(|| {
@@ -127,6 +128,16 @@ impl MemoryStore {
         *count += 1;
         sent
     }
+}
+
+/// The `limit` items a write touches: never held by a transaction (the
+/// stream's hold counter items), but named so that the invariants are
+/// checked after every limit write, as after every other write.
+fn limit_locks(copies: &[Scope]) -> Vec<LockKey> {
+    copies
+        .iter()
+        .map(|key| LockKey::Counter(key.to_string(), crate::keys::LIMIT_NAME.to_owned()))
+        .collect()
 }
 
 /// A new write's token (the item's `rev`).

@@ -64,14 +64,11 @@ pub(crate) struct Window {
     kind: ConfigChange,
     /// `None`: every scope (a shard count or mode change).
     scope: Option<String>,
-    /// What the scope (`None`) and each of its keys was bounded by before
-    /// the one in force now, at the window's opening or since (the limit,
-    /// and each key's share of it; `None`: a window over every scope):
-    /// what creates in flight may have read. Another `limit set` landing
-    /// inside the window adds the bound it replaced.
+    /// The most the scope (`None`) and each of its keys was bounded by at
+    /// the window's opening or since (the limit, and each key's share of
+    /// it; `None`: a window over every scope): what its creates in flight
+    /// may have read.
     old_parts: Option<BTreeMap<Option<u32>, u64>>,
-    /// Each part's bound as the window's checks last saw it.
-    seen: BTreeMap<Option<u32>, u64>,
     /// The creates that may run the old configuration; the window closes
     /// with the last once the rollout is over.
     pending: BTreeSet<u64>,
@@ -250,7 +247,6 @@ impl Windows {
             id: self.opened,
             kind,
             scope: scope.map(str::to_owned),
-            seen: old_parts.clone().unwrap_or_default(),
             old_parts,
             pending: self
                 .in_flight
@@ -325,21 +321,21 @@ impl Windows {
         let draining = keys.max(self.cap_of(bound));
         let mut ceiling = draining;
         let mut windowed = false;
-        // A bound replaced inside a limit window (another `limit set` of the
-        // scope landing in it, or this one planned again) is one more that
-        // its creates in flight may have read: the window allows the most
-        // of those plus them, never the bound in force plus them.
+        // A limit window allows the highest bound in force at any instant
+        // of it (another `limit set` of the scope landing in it, or this one
+        // planned again), plus its creates in flight. Looser than the
+        // documented bound when a raise is followed by a lowering inside one
+        // window: creates that start after the lowering read the lower
+        // bound, which a per-scope ceiling cannot tell apart. The store
+        // runs this check after every limit write, so no bound goes unseen.
         for w in self
             .open
             .iter_mut()
             .filter(|w| w.scope.as_deref() == Some(bound.scope.as_str()))
         {
             if let Some(old) = w.old_parts.as_mut() {
-                let seen = w.seen.insert(bound.index, limit);
-                if let Some(replaced) = seen.filter(|&s| s != limit) {
-                    let part = old.entry(bound.index).or_insert(replaced);
-                    *part = (*part).max(replaced);
-                }
+                let part = old.entry(bound.index).or_insert(limit);
+                *part = (*part).max(limit);
             }
         }
         for w in self
@@ -433,7 +429,8 @@ mod tests {
     /// Two `limit set`s of one scope under way at once: A raises 5 to 10,
     /// creates fill to 10, B lowers to 6 inside A's window. The 10 A's
     /// creates may have read stays allowed (plus those in flight) while
-    /// A's window is open; a check of the new bound alone would fail.
+    /// A's window is open; a check of the new bound alone would fail (it
+    /// does not show how long the 10 stays allowed: the whole window).
     #[test]
     fn a_bound_replaced_inside_a_window_stays_allowed_until_it_closes() {
         let mut w = windows(5);
