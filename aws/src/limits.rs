@@ -3,9 +3,10 @@
 //! of a `limit` item, optionally conditioned on what a plan read of it.
 //! `counterctl limit set|clear` of a scope on one key writes unconditioned
 //! through the same call; over several keys a clear is one unconditioned
-//! transaction and a set runs in rounds, each conditioned on what the one
-//! before left ([`DynamoStore::write_limit_copies`]); `counterctl limits
-//! apply` conditions each write on its plan.
+//! transaction and a set runs in rounds, the first conditioned on what its
+//! read found, each later one on the token the one before wrote
+//! ([`DynamoStore::write_limit_copies`]); `counterctl limits apply`
+//! conditions each write on its plan.
 //!
 //! Every write of an override stores a fresh random token (`rev`), and a
 //! conditioned write expects the token it was planned against: `version`

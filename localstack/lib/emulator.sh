@@ -40,7 +40,7 @@ healthy() {
 }
 
 # shellcheck source=localstack/lib/process.sh
-source "$REPO_ROOT/localstack/lib/process.sh"
+source "$(dirname -- "${BASH_SOURCE[0]}")/process.sh"
 
 # Pid from the pidfile if that process is alive and is this emulator; else
 # nothing. The command-line check guards against a recycled pid after a reboot.

@@ -16,7 +16,8 @@ use crate::error::{CancelReason, StoreError};
 impl MemoryStore {
     /// Runs one plain call: consumes a fault aimed at `op`, refuses it if
     /// it touches an item held by a transaction, applies `write` unless the
-    /// fault prevents it, checks the invariants, then runs a hook aimed at `op`.
+    /// fault prevents it, checks the invariants when it touches items (a
+    /// write of counted items), then runs a hook aimed at `op`.
     pub(super) fn call<T>(
         &self,
         op: Op,

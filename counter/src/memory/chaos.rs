@@ -169,3 +169,15 @@ impl Faults {
         fault
     }
 }
+
+/// How `limit set` transactions over several keys ended, as their caller
+/// saw them (counted beside the faults injected into them): refused by their condition (another write since), or their
+/// outcome unknown (failed before or after they applied), each for the
+/// first transaction of an attempt and the later ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimitOutcomes {
+    pub first_refused: u64,
+    pub first_unknown: u64,
+    pub later_refused: u64,
+    pub later_unknown: u64,
+}

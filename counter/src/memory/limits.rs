@@ -5,25 +5,13 @@
 //! refuses one of them, and a fault can lose a transaction's answer.
 
 use super::MemoryStore;
-use super::chaos::Op;
+use super::chaos::{LimitOutcomes, Op};
 use super::locks::LockKey;
 use super::tables::Tables;
 use crate::error::StoreError;
 use crate::ids::Scope;
 use crate::scope_keys::ScopeKeys;
 use crate::shares::{self, Round, Sent};
-
-/// How `limit set` transactions over several keys ended, as their caller
-/// saw them: refused by their condition (another write since), or their
-/// outcome unknown (failed before or after they applied), each for the
-/// first transaction of an attempt and the later ones.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LimitOutcomes {
-    pub first_refused: u64,
-    pub first_unknown: u64,
-    pub later_refused: u64,
-    pub later_unknown: u64,
-}
 
 /// A limit transaction that was not written: refused by its condition, or
 /// its outcome unknown (it may have been applied).
@@ -130,9 +118,11 @@ impl MemoryStore {
     }
 }
 
-/// The `limit` items a write touches: never held by a transaction (the
-/// stream's hold counter items), but named so that the invariants are
-/// checked after every limit write, as after every other write.
+/// The `limit` items a limit write touches. No transaction of this store
+/// holds one (the stream's, repairs and sequence claims hold counter and
+/// sequence items), so none refuses a limit write; named because a plain
+/// call that touches items has the invariants checked after it
+/// ([`MemoryStore::call`]), so the simulation's checker sees every bound.
 fn limit_locks(copies: &[Scope]) -> Vec<LockKey> {
     copies
         .iter()
@@ -228,6 +218,24 @@ mod tests {
             Sent::Written(_)
         ));
         assert_eq!(shares(&store, &copies), [Some(4), Some(4)]);
+    }
+
+    /// The invariants are checked after each transaction of a limit set,
+    /// so a checker sees every bound it leaves, the lowered shares of the
+    /// first one among them.
+    #[tokio::test]
+    async fn every_limit_transaction_is_checked() {
+        let (store, keys, copies) = setup();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let first = copies[0].to_string();
+        store.set_checker(move |t| {
+            record.lock().unwrap().push(t.limits.get(&first).copied());
+            Ok(())
+        });
+        store.set_scope_limit(keys, &scope(), Some(6), 10).await.unwrap();
+        store.set_scope_limit(keys, &scope(), None, 10).await.unwrap();
+        assert_eq!(*seen.lock().unwrap(), [Some(6), None]);
     }
 
     /// A transaction whose answer is lost after it applied: the first is

@@ -27,8 +27,7 @@ use aws_lambda_events::event::dynamodb::EventRecord as Record;
 use serde_dynamo::{AttributeValue, Item};
 
 use self::chaos::Faults;
-pub use self::chaos::{Chaos, Fault, Op};
-pub use self::limits::LimitOutcomes;
+pub use self::chaos::{Chaos, Fault, LimitOutcomes, Op};
 use self::locks::Locks;
 use self::stream::{Event, Stream};
 pub use self::stream::{STREAM_ARN, STREAM_SHARD_ID, StreamShard, sequence_number};
@@ -139,8 +138,9 @@ impl MemoryStore {
         self.inner.lock().unwrap().clock = Some(clock);
     }
 
-    /// Runs `checker` on the tables after every applied write; the first
-    /// error is kept, with the call that caused it ([`Self::violation`]).
+    /// Runs `checker` on the tables after every write of counted items
+    /// (resources, counters, limits); the first error is kept, with the
+    /// call that caused it ([`Self::violation`]).
     pub fn set_checker(&self, checker: impl Fn(&Tables) -> Result<(), String> + Send + 'static) {
         self.inner.lock().unwrap().checker = Some(Box::new(checker));
     }

@@ -1,11 +1,10 @@
 //! What `status` says of the emulators it runs on: on ministack, the
 //! attention items that are the emulator's limits (no alarm actions, no
-//! mapping metrics), and whether the kit's local runner is expected to
-//! play a mapping and is not (its heartbeat among the function's tags).
+//! mapping metrics), and what the local runner's heartbeat (read from the
+//! function's tags by `status`) and its absence mean.
 
 use hybrid_counter_aws::esm::RUNNER_HEALTH_TAG;
 
-use super::MappingStatus;
 use crate::commands::Context;
 
 /// Whether an attention item is only what ministack cannot do: its alarms
@@ -56,40 +55,6 @@ pub(super) const NO_EVENT_COUNTS: &str = "publishes no event counts (MetricsConf
 /// while the kit's runner is expected to play it.
 pub const RUNNER_NOT_RUNNING: &str = "the local runner is not running: start it with `make local-run` \
      (log .run/local-runner.log)";
-
-/// On an emulator where the kit's runner is expected, a mapping whose
-/// function carries no heartbeat needs it: a runner stopped cleanly (its
-/// stop removes the heartbeat) or never started. Expected where one of the
-/// stack's mappings is disabled and tagged for it (`deploy` took the DLQ1
-/// mapping over, or a runner took the mappings over and has not handed
-/// them back): such a mapping is played by nobody. And on ministack
-/// (`ministack`), where `make deploy` starts it, while no function carries
-/// a heartbeat: ministack then plays the handed-back mappings itself,
-/// without the kit's failure path, and the local API goes unanswered. A
-/// stale heartbeat is already [`runner_problem`]'s. A mapping disabled by
-/// the operator (not taken over) is played by no runner: it is its own
-/// attention item, not a runner's.
-pub(super) fn expect_runner(mappings: &mut [MappingStatus], ministack: bool) {
-    let reason = if mappings.iter().any(|m| m.played_by_local_runner) {
-        RUNNER_NOT_RUNNING
-    } else if ministack
-        && !mappings
-            .iter()
-            .any(|m| m.runner_heartbeat || m.runner_problem.is_some())
-    {
-        RUNNER_NOT_RUNNING_ON_MINISTACK
-    } else {
-        return;
-    };
-    let played =
-        |m: &MappingStatus| m.played_by_local_runner || !matches!(m.state.as_deref(), Some("Disabled" | "Disabling"));
-    for m in mappings
-        .iter_mut()
-        .filter(|m| m.function_arn.is_some() && !m.runner_heartbeat && m.runner_problem.is_none() && played(m))
-    {
-        m.runner_problem = Some(reason.to_owned());
-    }
-}
 
 /// What status says of a mapping on ministack while no local runner runs.
 pub const RUNNER_NOT_RUNNING_ON_MINISTACK: &str = "the local runner is not running: ministack plays this mapping \

@@ -31,7 +31,7 @@ mod layout;
 mod local;
 mod render;
 
-use local::{NO_EVENT_COUNTS, NOTIFIES_NO_ONE, expect_runner, is_ministack_limit, ministack_limits, on_ministack};
+use local::{NO_EVENT_COUNTS, NOTIFIES_NO_ONE, is_ministack_limit, ministack_limits, on_ministack};
 pub use local::{RUNNER_NOT_RUNNING, RUNNER_NOT_RUNNING_ON_MINISTACK, runner_problem};
 
 use super::deploy::cfn;
@@ -413,6 +413,40 @@ async fn mapping(ctx: &Context<'_>, name: &str, uuid: &str) -> MappingStatus {
         status.runner_heartbeat = tags.tags().is_some_and(|t| t.contains_key(RUNNER_HEALTH_TAG));
     }
     status
+}
+
+/// On an emulator where the kit's runner is expected, a mapping whose
+/// function carries no heartbeat needs it: a runner stopped cleanly (its
+/// stop removes the heartbeat) or never started. Expected where one of the
+/// stack's mappings is disabled and tagged for it (`deploy` took the DLQ1
+/// mapping over, or a runner took the mappings over and has not handed
+/// them back): such a mapping is played by nobody. And on ministack
+/// (`ministack`), where `make deploy` starts it, while no function carries
+/// a heartbeat: ministack then plays the handed-back mappings itself,
+/// without the kit's failure path, and the local API goes unanswered. A
+/// stale heartbeat is already [`runner_problem`]'s. A mapping disabled by
+/// the operator (not taken over) is played by no runner: it is its own
+/// attention item, not a runner's.
+fn expect_runner(mappings: &mut [MappingStatus], ministack: bool) {
+    let reason = if mappings.iter().any(|m| m.played_by_local_runner) {
+        RUNNER_NOT_RUNNING
+    } else if ministack
+        && !mappings
+            .iter()
+            .any(|m| m.runner_heartbeat || m.runner_problem.is_some())
+    {
+        RUNNER_NOT_RUNNING_ON_MINISTACK
+    } else {
+        return;
+    };
+    let played =
+        |m: &MappingStatus| m.played_by_local_runner || !matches!(m.state.as_deref(), Some("Disabled" | "Disabling"));
+    for m in mappings
+        .iter_mut()
+        .filter(|m| m.function_arn.is_some() && !m.runner_heartbeat && m.runner_problem.is_none() && played(m))
+    {
+        m.runner_problem = Some(reason.to_owned());
+    }
 }
 
 /// What `status` says of the stream mapping's local runner (on an

@@ -1,5 +1,6 @@
-//! `status`'s text report: the stack, its mappings, queues, alarms,
-//! tables, drift check, layout and API, then what needs attention.
+//! `status`'s text report: the stack, its mappings, queues, alarms, API,
+//! tables, drift check, layout, limits and outputs, then the emulator's
+//! limits and what needs attention.
 
 use std::fmt;
 
