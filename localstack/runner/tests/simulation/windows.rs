@@ -64,11 +64,17 @@ pub(crate) struct Window {
     kind: ConfigChange,
     /// `None`: every scope (a shard count or mode change).
     scope: Option<String>,
-    /// The most the scope (`None`) and each of its keys was bounded by at
-    /// the window's opening or since (the limit, and each key's share of
-    /// it; `None`: a window over every scope): what its creates in flight
-    /// may have read.
+    /// What the scope (`None`) and each of its keys was bounded by when the
+    /// window opened (the limit, and each key's share of it; `None`: a
+    /// window over every scope): what its creates in flight may have read.
     old_parts: Option<BTreeMap<Option<u32>, u64>>,
+    /// Each part's bound as the window's checks last saw it.
+    seen: BTreeMap<Option<u32>, u64>,
+    /// Higher bounds replaced inside the window (another `limit set`
+    /// landing in it, or this one planned again), each with the creates of
+    /// the scope in flight when it was replaced: only those may have read
+    /// it, so it is allowed until they are done.
+    replaced: Vec<(Option<u32>, u64, BTreeSet<u64>)>,
     /// The creates that may run the old configuration; the window closes
     /// with the last once the rollout is over.
     pending: BTreeSet<u64>,
@@ -136,10 +142,29 @@ impl Windows {
     /// leave above its limit may from now on only drain.
     pub(crate) fn finish_create(&mut self, id: u64, tables: impl FnOnce() -> Tables) {
         self.in_flight.remove(&id);
+        let mut dropped = Vec::new();
         for w in &mut self.open {
+            for (_, _, readers) in &mut w.replaced {
+                readers.remove(&id);
+            }
+            if w.replaced.iter().any(|(_, _, readers)| readers.is_empty()) {
+                w.replaced.retain(|(_, _, readers)| !readers.is_empty());
+                dropped.extend(w.scope.clone());
+            }
             w.pending.remove(&id);
         }
-        self.close(Window::rolled_out, tables);
+        if dropped.is_empty() {
+            return self.close(Window::rolled_out, tables);
+        }
+        // The last create that may have read a replaced bound is done: a
+        // scope (a key) it left above the bound in force may only drain.
+        let tables = tables();
+        for bound in bounds(&tables, self.layout, self.default_limit) {
+            if dropped.contains(&bound.scope) {
+                self.recap(&bound);
+            }
+        }
+        self.close(Window::rolled_out, || tables);
     }
 
     fn close(&mut self, done: impl Fn(&Window) -> bool, tables: impl FnOnce() -> Tables) {
@@ -247,6 +272,8 @@ impl Windows {
             id: self.opened,
             kind,
             scope: scope.map(str::to_owned),
+            seen: old_parts.clone().unwrap_or_default(),
+            replaced: Vec::new(),
             old_parts,
             pending: self
                 .in_flight
@@ -321,21 +348,31 @@ impl Windows {
         let draining = keys.max(self.cap_of(bound));
         let mut ceiling = draining;
         let mut windowed = false;
-        // A limit window allows the highest bound in force at any instant
-        // of it (another `limit set` of the scope landing in it, or this one
-        // planned again), plus its creates in flight. Looser than the
-        // documented bound when a raise is followed by a lowering inside one
-        // window: creates that start after the lowering read the lower
-        // bound, which a per-scope ceiling cannot tell apart. The store
-        // runs this check after every limit write, so no bound goes unseen.
+        // A higher bound replaced inside a limit window (another `limit
+        // set` landing in it, or this one planned again) stays allowed, plus
+        // the window's creates in flight, until the creates in flight at its
+        // replacement are done: only they may have read it. What it left
+        // above the new bound may then only drain.
+        let readers: BTreeSet<u64> = self
+            .in_flight
+            .iter()
+            .filter(|(_, s)| **s == bound.scope)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut replaced_now = false;
         for w in self
             .open
             .iter_mut()
             .filter(|w| w.scope.as_deref() == Some(bound.scope.as_str()))
         {
-            if let Some(old) = w.old_parts.as_mut() {
-                let part = old.entry(bound.index).or_insert(limit);
-                *part = (*part).max(limit);
+            if w.old_parts.is_none() {
+                continue;
+            }
+            if let Some(replaced) = w.seen.insert(bound.index, limit).filter(|&seen| seen > limit) {
+                replaced_now = true;
+                if !readers.is_empty() {
+                    w.replaced.push((bound.index, replaced, readers.clone()));
+                }
             }
         }
         for w in self
@@ -344,11 +381,19 @@ impl Windows {
             .filter(|w| w.scope.as_deref().is_none_or(|s| s == bound.scope))
         {
             windowed = true;
+            let replaced = w
+                .replaced
+                .iter()
+                .filter(|(index, ..)| *index == bound.index)
+                .map(|(_, bound, _)| *bound)
+                .max()
+                .unwrap_or(0);
             let before = w
                 .old_parts
                 .as_ref()
                 .and_then(|old| old.get(&bound.index).copied())
                 .unwrap_or(limit)
+                .max(replaced)
                 .max(draining);
             ceiling = ceiling.max(before + w.allowance());
             // How far the window's creates took the scope past what it
@@ -368,7 +413,7 @@ impl Windows {
                 "{name}: strict: live {live} above {what} {limit} (allowed {ceiling} within the documented windows)"
             ));
         }
-        if !windowed {
+        if !windowed || replaced_now {
             self.recap(bound);
         }
         Ok(())
@@ -426,25 +471,30 @@ mod tests {
         // windows the keys' checks carry its bound, as the header says.)
     }
 
-    /// Two `limit set`s of one scope under way at once: A raises 5 to 10,
-    /// creates fill to 10, B lowers to 6 inside A's window. The 10 A's
-    /// creates may have read stays allowed (plus those in flight) while
-    /// A's window is open; a check of the new bound alone would fail (it
-    /// does not show how long the 10 stays allowed: the whole window).
+    /// Two `limit set`s of one scope under way at once: A raises 5 to 10
+    /// while the scope holds 7, then B lowers to 6 inside A's window. The
+    /// 10 stays allowed (plus the window's creates in flight) while the
+    /// create in flight at the lowering, the only one that may have read
+    /// it, may still land; once it is done the scope may hold the 7 it held
+    /// at the lowering plus the window's creates, not 10 again (the bound
+    /// is not the highest one for the rest of the window).
     #[test]
-    fn a_bound_replaced_inside_a_window_stays_allowed_until_it_closes() {
+    fn a_bound_replaced_inside_a_window_is_allowed_until_its_readers_are_done() {
         let mut w = windows(5);
         w.layout = ScopeKeys::new(1).unwrap();
         let create = w.start_create("s");
         let a = w.open(ConfigChange::Limit, Some("s"), &Tables::default());
         w.check(&scope(5, 5)).unwrap();
-        w.check(&scope(10, 10)).unwrap();
+        w.check(&scope(7, 10)).unwrap();
+        w.check(&scope(7, 6)).unwrap();
+        let later = w.start_create("s");
         w.check(&scope(10, 6))
-            .expect("the replaced 10 is allowed inside the window");
-        w.check(&scope(11, 6)).expect("10 plus the one create in flight");
-        assert!(w.check(&scope(12, 6)).is_err());
-        w.finished(a, Tables::default);
+            .expect("the replaced 10 while the create that may have read it is in flight");
         w.finish_create(create, Tables::default);
+        let err = w.check(&scope(10, 6)).unwrap_err();
+        assert!(err.contains("allowed 9"), "{err}");
+        w.finished(a, Tables::default);
+        w.finish_create(later, Tables::default);
         assert!(w.open.is_empty());
     }
 
