@@ -475,9 +475,10 @@ mod tests {
     /// while the scope holds 7, then B lowers to 6 inside A's window. The
     /// 10 stays allowed (plus the window's creates in flight) while the
     /// create in flight at the lowering, the only one that may have read
-    /// it, may still land; once it is done the scope may hold the 7 it held
-    /// at the lowering plus the window's creates, not 10 again (the bound
-    /// is not the highest one for the rest of the window).
+    /// it, may still land; once it is done the scope may hold what it held
+    /// then (here 7: the empty tables given to `finish_create` stand for a
+    /// scope back at 7) plus the window's creates, not 10 again (the old
+    /// rule kept the 10 for the rest of the window).
     #[test]
     fn a_bound_replaced_inside_a_window_is_allowed_until_its_readers_are_done() {
         let mut w = windows(5);
@@ -490,6 +491,7 @@ mod tests {
         let later = w.start_create("s");
         w.check(&scope(10, 6))
             .expect("the replaced 10 while the create that may have read it is in flight");
+        w.check(&scope(7, 6)).unwrap();
         w.finish_create(create, Tables::default);
         let err = w.check(&scope(10, 6)).unwrap_err();
         assert!(err.contains("allowed 9"), "{err}");
