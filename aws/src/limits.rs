@@ -1085,6 +1085,24 @@ mod tests {
 
     /// A `TransactWriteItems` over four copies, each conditioned on
     /// `condition`, cancelled with these reasons in action order.
+    /// A `TransactWriteItems` whose first send may have applied (a 5xx),
+    /// then "still in progress" until the retries run out: its outcome
+    /// stays unknown.
+    fn answer_lost() -> Vec<Rule> {
+        let budget = crate::dynamo::ONE_OFF_WRITE_BACKOFF.max_attempts as usize;
+        let mut rules = vec![mock!(Client::transact_write_items).then_error(|| {
+            TransactWriteItemsError::generic(ErrorMetadata::builder().code("InternalServerError").build())
+        })];
+        rules.extend((1..budget).map(|_| {
+            mock!(Client::transact_write_items).then_error(|| {
+                TransactWriteItemsError::generic(
+                    ErrorMetadata::builder().code("TransactionInProgressException").build(),
+                )
+            })
+        }));
+        rules
+    }
+
     fn cancelled(condition: &'static str, codes: [&'static str; 4]) -> Rule {
         use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
         use aws_sdk_dynamodb::types::CancellationReason;
@@ -1148,7 +1166,7 @@ mod tests {
     /// later round that keeps failing is `Unknown`, naming `limit set`.
     #[tokio::test]
     async fn a_later_round_refused_stands_and_one_that_fails_is_unknown_naming_limit_set() {
-        use aws_sdk_dynamodb::operation::transact_write_items::{TransactWriteItemsError, TransactWriteItemsOutput};
+        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsOutput;
         let keys = ScopeKeys::new(4).unwrap();
         let ok = || mock!(Client::transact_write_items).then_output(|| TransactWriteItemsOutput::builder().build());
         let refused = cancelled("#rev = :rev", ["None", "ConditionalCheckFailed", "None", "None"]);
@@ -1172,22 +1190,12 @@ mod tests {
         // The second transaction's outcome stays unknown (a 5xx, then
         // only "still in progress" until the retries run out): Unknown,
         // naming limit set, never Written.
-        let budget = crate::dynamo::ONE_OFF_WRITE_BACKOFF.max_attempts as usize;
         let mut lost: Vec<Rule> = reads(&[0, 15, 0, 0])
             .into_iter()
             .chain([ok()])
             .chain(reads(&[0, 15, 0, 0]))
             .collect();
-        lost.push(mock!(Client::transact_write_items).then_error(|| {
-            TransactWriteItemsError::generic(ErrorMetadata::builder().code("InternalServerError").build())
-        }));
-        lost.extend((1..budget).map(|_| {
-            mock!(Client::transact_write_items).then_error(|| {
-                TransactWriteItemsError::generic(
-                    ErrorMetadata::builder().code("TransactionInProgressException").build(),
-                )
-            })
-        }));
+        lost.extend(answer_lost());
         let unknown = |outcome: (LimitWrite, Option<Scope>)| match outcome {
             (LimitWrite::Unknown { error }, None) => {
                 assert!(error.contains("`counterctl limit set` of the same limit"), "{error}")
@@ -1304,18 +1312,8 @@ mod tests {
         // Review (finding 2): a send that may have applied (a 5xx), then
         // only "still in progress" until the retries run out: unknown, not
         // failed.
-        let budget = crate::dynamo::ONE_OFF_WRITE_BACKOFF.max_attempts as usize;
         let mut lost = reads(&[0, 0, 0, 0]);
-        lost.push(mock!(Client::transact_write_items).then_error(|| {
-            TransactWriteItemsError::generic(ErrorMetadata::builder().code("InternalServerError").build())
-        }));
-        lost.extend((1..budget).map(|_| {
-            mock!(Client::transact_write_items).then_error(|| {
-                TransactWriteItemsError::generic(
-                    ErrorMetadata::builder().code("TransactionInProgressException").build(),
-                )
-            })
-        }));
+        lost.extend(answer_lost());
         let (outcome, _) = store(&lost).write_limit_copies(&copies, Some(40), 1).await.unwrap();
         assert!(matches!(outcome, LimitWrite::Unknown { .. }), "{outcome:?}");
 

@@ -353,12 +353,6 @@ impl Windows {
         // the window's creates in flight, until the creates in flight at its
         // replacement are done: only they may have read it. What it left
         // above the new bound may then only drain.
-        let readers: BTreeSet<u64> = self
-            .in_flight
-            .iter()
-            .filter(|(_, s)| **s == bound.scope)
-            .map(|(id, _)| *id)
-            .collect();
         let mut replaced_now = false;
         for w in self
             .open
@@ -370,8 +364,14 @@ impl Windows {
             }
             if let Some(replaced) = w.seen.insert(bound.index, limit).filter(|&seen| seen > limit) {
                 replaced_now = true;
+                let readers: BTreeSet<u64> = self
+                    .in_flight
+                    .iter()
+                    .filter(|(_, s)| **s == bound.scope)
+                    .map(|(id, _)| *id)
+                    .collect();
                 if !readers.is_empty() {
-                    w.replaced.push((bound.index, replaced, readers.clone()));
+                    w.replaced.push((bound.index, replaced, readers));
                 }
             }
         }
