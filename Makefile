@@ -55,6 +55,9 @@ HOST_DEPLOY := $(or $(filter local,$(TARGET)),$(MINISTACK_PATH))
 # directory (a wrong name fails the build: cargo knows no such `-p`/`--bin`).
 HANDLER_MANIFESTS := $(sort $(wildcard handlers/*/Cargo.toml))
 HANDLER_PACKAGES := $(notdir $(patsubst %/Cargo.toml,%,$(HANDLER_MANIFESTS)))
+# The Makefile's pieces that are more than a shell line (xtask/): built
+# (seconds when fresh), then run as a binary, so each gets make's environment.
+XTASK := cargo build -q --locked -p xtask && $(TARGET_SHOWN)/debug/xtask
 
 .PHONY: help tools rust-tools venv lock-python fakecloud-install ministack-install host-build ministack-stop \
 	fmt-check lint links workflow-lint openapi-lint module-graph unit e2e test build \
@@ -147,16 +150,10 @@ openapi-lint: ## openapi-spec-validator on the API's OpenAPI 3.1 document
 	$(OPENAPI_SPEC_VALIDATOR) $(OPENAPI_DOCUMENTS)
 
 # `make deploy` is one of the README's two commands, yet too slow for
-# `make test` to run; a quote or a comma that breaks one of its recipe lines
-# (a comma ends the branch of a $(if ...)) would show only on a user's
-# machine. What `make -n` prints for each TARGET must parse as shell
-# (`bash -n`, which names the line). `+`: it runs make, also under `make -n`.
+# `make test`: what `make -n deploy` prints for each TARGET must parse as
+# shell (xtask/src/recipes.rs). `+`: it runs make, also under `make -n`.
 recipe-check: ## Each recipe line of `make deploy` (every TARGET) parses as shell
-	+@for t in $(DEPLOY_TARGETS); do \
-		$(MAKE) --no-print-directory -n deploy TARGET=$$t | sed -e ':a' -e '/\\$$/N; s/\\\n//; ta' | \
-		while IFS= read -r line; do bash -n -c "$$line" 2>/dev/null || { \
-			echo "error: make deploy TARGET=$$t: this recipe line does not parse: $$line" >&2; exit 1; }; done; \
-	done; echo "make deploy: every recipe line parses ($(DEPLOY_TARGETS))"
+	+@$(XTASK) recipe-check --make '$(MAKE)' $(DEPLOY_TARGETS)
 
 # Offline: relative links and their anchors (GitHub's heading slugs) in
 # every Markdown file git tracks; links with a scheme are not followed.
@@ -198,11 +195,10 @@ e2e: ## Emulator tests; the harness starts its own fakecloud (and ministack) on 
 # (xtask/src/phases.rs; `make test TEST_PHASES="unit e2e"` runs some). xtask
 # is built, then run as a binary: each phase gets make's own environment.
 # `+`: it runs make, also under `make -n`.
-XTASK := $(TARGET_SHOWN)/debug/xtask
 TEST_PHASES := tools fmt-check lint unit e2e
 
 test: ## tools, then fmt-check, lint, unit, e2e, each timed; stops at the first failure (what CI runs)
-	+@cargo build -q --locked -p xtask && $(XTASK) test --make '$(MAKE)' $(TEST_PHASES)
+	+@$(XTASK) test --make '$(MAKE)' $(TEST_PHASES)
 
 ## ---- build and deploy ------------------------------------------------------
 
@@ -306,11 +302,10 @@ docs: templates ## Regenerate docs/configuration.md (and the template) from the 
 ## ---- benchmarks ------------------------------------------------------------
 
 .PHONY: bench
+# fakecloud-install puts fakecloud on PATH (or FAKECLOUD_BIN names another).
 bench: fakecloud-install $(VENV)/.bench-stamp ## Benchmarks on private emulators (release; numbers, not pass/fail); writes BENCHMARKS.md
-	@bin=$$(command -v "$${FAKECLOUD_BIN:-fakecloud}") || { \
-		echo "error: fakecloud not found; run 'make tools'" >&2; exit 1; }; \
-	FAKECLOUD_BIN="$$bin" cargo bench --locked -p e2e --bench pipeline && \
-	FAKECLOUD_BIN="$$bin" cargo bench --locked -p e2e --bench modes
+	cargo bench --locked -p e2e --bench pipeline
+	cargo bench --locked -p e2e --bench modes
 	$(VENV)/bin/python tests/benches/chart.py
 
 # matplotlib for the chart, only when benchmarking.
@@ -324,9 +319,7 @@ $(VENV)/.bench-stamp: requirements-bench.txt $(VENV)/.stamp
 # emulator's and the approaches', not the client's code generation.
 .PHONY: compare
 compare: fakecloud-install $(VENV)/.bench-stamp ## The DynamoDB counter approaches side by side under injected faults (numbers); writes COMPARISON.md and docs/comparison.png
-	@bin=$$(command -v "$${FAKECLOUD_BIN:-fakecloud}") || { \
-		echo "error: fakecloud not found; run 'make tools'" >&2; exit 1; }; \
-	FAKECLOUD_BIN="$$bin" cargo bench --locked -p e2e --profile dev --bench compare
+	cargo bench --locked -p e2e --profile dev --bench compare
 	$(VENV)/bin/python tests/benches/compare_chart.py
 
 ## ---- simulation soak -------------------------------------------------------

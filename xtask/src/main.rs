@@ -1,7 +1,9 @@
-//! xtask: `make test`'s phase loop, the one piece of the Makefile that is
-//! more than a shell line. The Makefile builds it and runs the binary.
+//! xtask: the Makefile's pieces that are more than a shell line (`make
+//! test`'s phase loop, `make recipe-check`). The Makefile
+//! builds it and runs the binary.
 
 mod phases;
+mod recipes;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -9,7 +11,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(about = "make test's phase loop; run it through `make test`")]
+#[command(about = "The Makefile's helpers; run them through make (make test, make recipe-check)")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -27,17 +29,37 @@ enum Command {
         #[arg(required = true)]
         phases: Vec<String>,
     },
+    /// Each recipe line `make -n deploy` prints for each TARGET parses as shell.
+    RecipeCheck {
+        /// The make to run (the Makefile passes $(MAKE)).
+        #[arg(long, default_value = "make")]
+        make: String,
+        /// The deploy targets (the Makefile passes $(DEPLOY_TARGETS)).
+        #[arg(required = true)]
+        targets: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
-    let Command::Test { make, phases } = Cli::parse().command;
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask/ lies inside the workspace");
-    match phases::run(root, &make, &phases) {
-        Ok(code) => ExitCode::from(code),
+    let done = match Cli::parse().command {
+        Command::Test { make, phases } => {
+            return match phases::run(root, &make, &phases) {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => {
+                    eprintln!("error: cannot run {make}: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Command::RecipeCheck { make, targets } => recipes::check(root, &make, &targets),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: cannot run {make}: {e}");
+            eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }
