@@ -91,13 +91,10 @@ pub enum Target {
     Aws,
 }
 
+/// As `--target` spells it (clap's names: local, localstack, aws).
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Target::Local => "local",
-            Target::Localstack => "localstack",
-            Target::Aws => "aws",
-        })
+        f.write_str(self.to_possible_value().expect("no target is skipped").get_name())
     }
 }
 

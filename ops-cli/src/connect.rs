@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use aws_config::Region;
 use aws_sdk_cloudformation::config::Credentials;
+use hybrid_counter_aws::probe::healthy;
 
 use crate::cli::Target;
 use crate::config::{Config, Endpoint};
@@ -186,11 +187,6 @@ pub fn running_port(
         return None;
     }
     port_file?.trim().parse().ok().filter(|p| *p > 0)
-}
-
-/// Answers `/_fakecloud/health` with 200? Only for plain-http endpoints.
-pub fn healthy(endpoint: &str) -> bool {
-    hybrid_counter_aws::probe::healthy(endpoint)
 }
 
 /// The running emulator's endpoint, starting it with its script first if

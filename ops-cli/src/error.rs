@@ -368,12 +368,18 @@ impl Error {
     }
 }
 
-/// Turns a store error into [`Error::Aws`] naming what was being done.
-pub fn store_error(action: &'static str) -> impl Fn(hybrid_counter::error::StoreError) -> Error {
+/// Turns a store (or counter, or any other) error into [`Error::Aws`]
+/// naming what was being done.
+pub fn store_error<E: std::fmt::Display>(action: &'static str) -> impl Fn(E) -> Error {
     move |e| Error::Aws {
         action,
         message: e.to_string(),
     }
+}
+
+/// [`Error::InvalidArgument`] with `e`'s message.
+pub(crate) fn invalid(e: impl std::fmt::Display) -> Error {
+    Error::InvalidArgument(e.to_string())
 }
 
 /// Turns an SDK error into [`Error::Aws`] naming the call: the service's

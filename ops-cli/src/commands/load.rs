@@ -24,7 +24,7 @@ use super::deployed::counter_config;
 use super::{Context, Location};
 pub use crate::config::CallObserver;
 use crate::config::{LoadOptions, LoadStop};
-use crate::error::{Error, Result, store_error};
+use crate::error::{Error, Result, invalid, store_error};
 
 /// Latency of one operation kind, milliseconds.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -216,7 +216,7 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
         tokio::select! {
             joined = tasks.join_next() => match joined {
                 Some(Ok(s)) => stats.push(s),
-                Some(Err(e)) => return Err(Error::Aws { action: "a load worker", message: e.to_string() }),
+                Some(Err(e)) => return Err(store_error("a load worker")(e)),
                 None => break,
             },
             _ = tick.tick() => ctx.ui.step(format!(
@@ -291,10 +291,7 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
 async fn pending_of<S: AuditStore>(store: &S, keys: ScopeKeys, scopes: &[Scope]) -> Result<u64> {
     let mut pending = 0;
     for scope in scopes {
-        for key in keys
-            .resource_keys(scope)
-            .map_err(|e| Error::InvalidArgument(e.to_string()))?
-        {
+        for key in keys.resource_keys(scope).map_err(invalid)? {
             let c = hybrid_counter::audit::count_scope(store, &key)
                 .await
                 .map_err(store_error("counting a scope"))?;
@@ -319,7 +316,7 @@ async fn check_scopes<S: AuditStore>(
     let mut drift = false;
     for scope in scopes {
         let mut live = 0;
-        for key in keys.keys(scope).map_err(|e| Error::InvalidArgument(e.to_string()))? {
+        for key in keys.keys(scope).map_err(invalid)? {
             let check = auditor
                 .audit_scope(&key, RepairMode::None, hybrid_counter::now_millis())
                 .await

@@ -53,7 +53,7 @@ impl Context<'_> {
 }
 
 /// Where a command ran, for the reports.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Location {
     pub stack_name: String,
     pub target: String,

@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::Context;
 use super::deployed::counter_config;
 use crate::config::{LimitAction, SeqAction};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, invalid, store_error};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct UsageReport {
@@ -197,15 +197,6 @@ impl LimitReport {
     }
 }
 
-use crate::error::store_error;
-
-fn counter_error(e: hybrid_counter::Error) -> Error {
-    Error::Aws {
-        action: "reading the counters",
-        message: e.to_string(),
-    }
-}
-
 async fn open(ctx: &Context<'_>) -> Result<(DynamoStore, CounterConfig)> {
     let config = counter_config(ctx).await?;
     Ok((DynamoStore::new(ctx.clients.dynamodb.clone(), &config), config))
@@ -220,7 +211,7 @@ async fn limit_copies<S: RequestStore>(
     scope: &Scope,
     default_limit: u64,
 ) -> Result<Vec<KeyLimit>> {
-    let copies = keys.keys(scope).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    let copies = keys.keys(scope).map_err(invalid)?;
     let reads = futures_util::future::try_join_all(copies.iter().map(|key| store.read_counters(key)))
         .await
         .map_err(store_error("reading the limit"))?;
@@ -258,7 +249,7 @@ async fn usage_of<S: RequestStore>(
     let mut usage = Counter::configured(store.clone(), default_limit, config)
         .usage(scope)
         .await
-        .map_err(counter_error)?;
+        .map_err(store_error("reading the counters"))?;
     let limit = LimitReport::of(scope, copies, default_limit, false);
     usage.limit = limit.limit;
     Ok(UsageReport {
@@ -309,10 +300,7 @@ pub async fn sequence(ctx: &Context<'_>, scope: &Scope, action: &SeqAction) -> R
     // its longest key) is refused here too, so no bare partition of a
     // sequence ever looks like another scope's key.
     let (store, config) = open(ctx).await?;
-    config
-        .scope_keys
-        .keys(scope)
-        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    config.scope_keys.keys(scope).map_err(invalid)?;
     let sequence = hybrid_counter::Sequence::new(store);
     let report = |number: u64, attempts: Option<u32>, owner: &Option<String>| SequenceReport {
         scope: scope.to_string(),
@@ -323,10 +311,10 @@ pub async fn sequence(ctx: &Context<'_>, scope: &Scope, action: &SeqAction) -> R
     };
     match action {
         SeqAction::Get => {
-            let last = sequence.current(scope).await.map_err(|e| Error::Aws {
-                action: "reading the sequence",
-                message: e.to_string(),
-            })?;
+            let last = sequence
+                .current(scope)
+                .await
+                .map_err(store_error("reading the sequence"))?;
             Ok(report(last, None, &None))
         }
         SeqAction::Next { owner } => {
@@ -338,10 +326,7 @@ pub async fn sequence(ctx: &Context<'_>, scope: &Scope, action: &SeqAction) -> R
                 Err(err @ hybrid_counter::Error::SequenceContended { .. }) => {
                     Err(Error::SequenceContended(err.to_string()))
                 }
-                Err(err) => Err(Error::Aws {
-                    action: "claiming a sequence number",
-                    message: err.to_string(),
-                }),
+                Err(err) => Err(store_error("claiming a sequence number")(err)),
             }
         }
     }

@@ -9,7 +9,7 @@ use hybrid_counter::audit::RepairMode;
 use hybrid_counter::{ResourceId, Scope};
 
 use crate::cli::{AuditArgs, LimitCommand, LimitsCommand, LoadArgs, SeqCommand};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, invalid};
 
 /// What to audit and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,7 +181,7 @@ impl From<crate::cli::VerifyArgs> for VerifyOptions {
 
 /// A scope given on the command line, validated like the API validates it.
 pub(super) fn scope_arg(raw: &str) -> Result<hybrid_counter::Scope> {
-    hybrid_counter::Scope::new(raw).map_err(|e| Error::InvalidArgument(e.to_string()))
+    hybrid_counter::Scope::new(raw).map_err(invalid)
 }
 
 pub(super) fn audit_options(args: AuditArgs) -> Result<AuditOptions> {

@@ -116,38 +116,6 @@ pub enum CommandConfig {
     Verify(VerifyOptions),
 }
 
-impl CommandConfig {
-    pub fn name(&self) -> &'static str {
-        match self {
-            CommandConfig::Plan(_) => "plan",
-            CommandConfig::Deploy { .. } => "deploy",
-            CommandConfig::Destroy(_) => "destroy",
-            CommandConfig::Status { .. } => "status",
-            CommandConfig::Audit(_) => "audit",
-            CommandConfig::Usage(_) => "usage",
-            CommandConfig::Limit { .. } => "limit",
-            CommandConfig::Seq { .. } => "seq",
-            CommandConfig::Limits(options) => match options.action {
-                LimitsAction::Plan { .. } => "limits plan",
-                LimitsAction::Apply { .. } => "limits apply",
-                LimitsAction::Export { .. } => "limits export",
-            },
-            CommandConfig::Load(_) => "load",
-            CommandConfig::Redrive(_) => "redrive",
-            CommandConfig::LocalRun(_) => "local run",
-            CommandConfig::Completions(_) => "completions",
-            CommandConfig::Man => "man",
-            CommandConfig::OperatorPolicy(options) => match options.kind {
-                PolicyKind::Operator => "policy operator",
-                PolicyKind::Caller => "policy caller",
-                PolicyKind::LimitsPlan => "policy limits-plan",
-                PolicyKind::ServiceRole(_) => "policy service-role",
-            },
-            CommandConfig::Verify(_) => "verify",
-        }
-    }
-}
-
 /// Which policy `policy` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyKind {

@@ -42,7 +42,7 @@ pub use report::AuditReport;
 use super::deployed::counter_config;
 use super::{Context, Location};
 use crate::config::AuditOptions;
-use crate::error::{Error, Result, store_error};
+use crate::error::{Error, Result, invalid, store_error};
 
 pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditReport> {
     let config = counter_config(ctx).await?;
@@ -137,10 +137,7 @@ async fn count_keys<S: AuditStore>(
     report: &mut AuditReport,
     pending: &mut Vec<(String, u64)>,
 ) -> Result<Vec<String>> {
-    let keys = config
-        .scope_keys
-        .keys(scope)
-        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    let keys = config.scope_keys.keys(scope).map_err(invalid)?;
     for key in keys.iter().flat_map(|k| config.scope_keys.resource_keys_of(k)) {
         let counts = hybrid_counter::audit::count_scope(store, &key)
             .await

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::commands::Location;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct AuditReport {
     #[serde(flatten)]
     pub location: Location,
@@ -50,18 +50,10 @@ impl AuditReport {
     pub fn new(location: Location, mode: RepairMode, config: &hybrid_counter::CounterConfig) -> Self {
         Self {
             location,
-            scopes_checked: 0,
-            items_scanned: 0,
-            scopes: Vec::new(),
-            totals: ScopeCounts::default(),
-            swept: 0,
-            sweep_failures: Vec::new(),
-            foreign_items: Vec::new(),
-            drift: false,
-            defect: false,
             mode: mode_name(mode),
             admission: config.admission,
             scope_keys: config.scope_keys.count(),
+            ..Default::default()
         }
     }
 

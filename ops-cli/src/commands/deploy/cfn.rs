@@ -16,7 +16,8 @@
 //! set deleted under it until its timeout, the stack waiters cannot print
 //! the events as they come, and a waiter's timeout loses the last status
 //! the report names. Why not `cloudformatious`: docs/design.md, "Choices
-//! worth knowing".
+//! worth knowing". The reports' lines for a failed resource and for a
+//! stack's outputs are written here too.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -503,6 +504,28 @@ pub struct FailedResource {
     pub resource_type: String,
     pub status: String,
     pub reason: String,
+}
+
+/// `LogicalId (Type) STATUS: reason`, as the reports list a failure.
+impl std::fmt::Display for FailedResource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ({}) {}: {}",
+            self.logical_id, self.resource_type, self.status, self.reason
+        )
+    }
+}
+
+/// A stack's outputs as the reports print them: `Outputs:`, then one line
+/// each, the keys padded to the longest.
+pub fn write_outputs(f: &mut std::fmt::Formatter<'_>, outputs: &BTreeMap<String, String>) -> std::fmt::Result {
+    writeln!(f, "Outputs:")?;
+    let width = outputs.keys().map(String::len).max().unwrap_or(0);
+    for (key, value) in outputs {
+        writeln!(f, "  {key:<width$}  {value}")?;
+    }
+    Ok(())
 }
 
 /// A resource status that says the operation on the resource failed; a

@@ -19,6 +19,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use aws_smithy_runtime_api::client::result::SdkError;
 use serde::Serialize;
 
 use super::cfn::{self, Event, FailedResource, Settled, StackInfo};
@@ -26,7 +27,7 @@ use crate::commands::{Context, Location};
 use crate::config::DestroyOptions;
 use crate::error::{self, Error, Result};
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct DestroyReport {
     #[serde(flatten)]
     pub location: Location,
@@ -102,16 +103,7 @@ pub async fn run(ctx: &Context<'_>, options: DestroyOptions) -> Result<DestroyRe
     let name = &ctx.config.stack_name;
     let mut report = DestroyReport {
         location: Location::of(ctx),
-        existed: false,
-        deleted: false,
-        status: None,
-        seconds: 0.0,
-        retained_tables: Vec::new(),
-        deleted_tables: Vec::new(),
-        queued: Vec::new(),
-        retained_bucket: None,
-        events: Vec::new(),
-        failures: Vec::new(),
+        ..Default::default()
     };
     ctx.ui.step(format!("reading stack {name}"));
     let Some(stack) = cfn::describe(cfn, name).await? else {
@@ -218,28 +210,21 @@ fn confirm(ctx: &Context<'_>, name: &str, tables: &[String], yes: bool) -> Resul
 
 /// Deletes a table and waits until it is gone; an already missing table is fine.
 pub(super) async fn delete_table(ctx: &Context<'_>, table: &str, timeout: Duration) -> Result<()> {
+    /// The table is not there (deleted, or never made): `not_found` tells
+    /// the operation's `ResourceNotFoundException`.
+    fn gone<E, R>(err: &SdkError<E, R>, not_found: impl FnOnce(&E) -> bool) -> bool {
+        err.as_service_error().is_some_and(not_found)
+    }
     let dynamodb = &ctx.clients.dynamodb;
     match dynamodb.delete_table().table_name(table).send().await {
         Ok(_) => {}
-        Err(err)
-            if err
-                .as_service_error()
-                .is_some_and(|e| e.is_resource_not_found_exception()) =>
-        {
-            return Ok(());
-        }
+        Err(err) if gone(&err, |e| e.is_resource_not_found_exception()) => return Ok(()),
         Err(err) => return Err(error::aws("DeleteTable")(err)),
     }
     let started = Instant::now();
     loop {
         match dynamodb.describe_table().table_name(table).send().await {
-            Err(err)
-                if err
-                    .as_service_error()
-                    .is_some_and(|e| e.is_resource_not_found_exception()) =>
-            {
-                return Ok(());
-            }
+            Err(err) if gone(&err, |e| e.is_resource_not_found_exception()) => return Ok(()),
             Err(err) => return Err(error::aws("DescribeTable")(err)),
             Ok(_) if started.elapsed() > timeout => {
                 return Err(Error::Timeout {
@@ -270,11 +255,7 @@ impl fmt::Display for DestroyReport {
                 self.status.as_deref().unwrap_or("-")
             )?;
             for failure in &self.failures {
-                writeln!(
-                    f,
-                    "  {} ({}) {}: {}",
-                    failure.logical_id, failure.resource_type, failure.status, failure.reason
-                )?;
+                writeln!(f, "  {failure}")?;
             }
             return Ok(());
         }

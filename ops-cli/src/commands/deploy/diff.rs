@@ -126,8 +126,7 @@ impl Diff {
             .collect();
         Self {
             resources,
-            parameters: Vec::new(),
-            unchanged_omitted: Vec::new(),
+            ..Default::default()
         }
     }
 

@@ -49,17 +49,18 @@ use crate::config::StackInputs;
 use crate::error::{self, Error, Result};
 
 /// How a deploy ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Created,
     Updated,
     /// Nothing to change; nothing was executed.
+    #[default]
     Unchanged,
     Failed,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct DeployReport {
     #[serde(flatten)]
     pub location: Location,
@@ -119,29 +120,23 @@ pub async fn run(
     warnings.extend(proposal.warnings.iter().cloned());
     let mut report = DeployReport {
         location: Location::of(ctx),
-        outcome: Outcome::Unchanged,
         stack_id: proposal.stack_id.clone(),
         status: proposal
             .before
             .as_ref()
             .map(|s| s.status.as_str().to_owned())
             .unwrap_or_default(),
-        status_reason: None,
         change_set_type: proposal.change_set_type.as_str().to_owned(),
         no_change_reason: proposal.no_change_reason.clone(),
-        seconds: 0.0,
         diff: proposal.diff.clone(),
         parameters: proposal.parameters.clone(),
         tags: proposal.tags.clone(),
         bucket: proposal.bucket.clone(),
         artifacts: proposal.artifacts.clone(),
-        events: Vec::new(),
-        failures: Vec::new(),
         outputs: proposal.before.as_ref().map(|s| s.outputs.clone()).unwrap_or_default(),
         inlined_parameters: proposal.inlined_parameters.clone(),
-        taken_over: Vec::new(),
         warnings,
-        layout_unrecorded: None,
+        ..Default::default()
     };
 
     let change_set = match (&proposal.change_set_id, proposal.no_changes) {
@@ -345,11 +340,7 @@ impl fmt::Display for DeployReport {
         if !self.failures.is_empty() {
             writeln!(f, "Failed resources:")?;
             for failure in &self.failures {
-                writeln!(
-                    f,
-                    "  {} ({}) {}: {}",
-                    failure.logical_id, failure.resource_type, failure.status, failure.reason
-                )?;
+                writeln!(f, "  {failure}")?;
             }
             if self.change_set_type == "CREATE" {
                 writeln!(
@@ -391,11 +382,7 @@ impl fmt::Display for DeployReport {
             )?;
         }
         if !self.outputs.is_empty() {
-            writeln!(f, "Outputs:")?;
-            let width = self.outputs.keys().map(String::len).max().unwrap_or(0);
-            for (key, value) in &self.outputs {
-                writeln!(f, "  {key:<width$}  {value}")?;
-            }
+            cfn::write_outputs(f, &self.outputs)?;
         }
         Ok(())
     }

@@ -18,6 +18,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use aws_sdk_s3::primitives::ByteStream;
+use aws_smithy_runtime_api::client::result::SdkError;
+use aws_smithy_runtime_api::http::Response;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -207,7 +209,7 @@ pub async fn ensure_bucket(s3: &aws_sdk_s3::Client, bucket: &str, owner: &str, r
         .await
     {
         Ok(_) => return Ok(false),
-        Err(err) if err.as_service_error().is_some_and(|e| e.is_not_found()) => {}
+        Err(err) if missing(&err, |e| e.is_not_found()) => {}
         Err(err) if error::error_code(&err) == Some("Forbidden") || status_of(&err) == Some(403) => {
             return Err(Error::Aws {
                 action: "HeadBucket",
@@ -217,7 +219,6 @@ pub async fn ensure_bucket(s3: &aws_sdk_s3::Client, bucket: &str, owner: &str, r
                 ),
             });
         }
-        Err(err) if status_of(&err) == Some(404) => {}
         Err(err) => return Err(error::aws("HeadBucket")(err)),
     }
     let mut create = s3.create_bucket().bucket(bucket);
@@ -243,10 +244,14 @@ pub async fn ensure_bucket(s3: &aws_sdk_s3::Client, bucket: &str, owner: &str, r
     }
 }
 
-fn status_of<E>(
-    err: &aws_smithy_runtime_api::client::result::SdkError<E, aws_smithy_runtime_api::http::Response>,
-) -> Option<u16> {
+fn status_of<E>(err: &SdkError<E, Response>) -> Option<u16> {
     err.raw_response().map(|r| r.status().as_u16())
+}
+
+/// A HEAD of what is not there: the operation's `NotFound` (`not_found`
+/// tells it), or a bare 404.
+fn missing<E>(err: &SdkError<E, Response>, not_found: impl FnOnce(&E) -> bool) -> bool {
+    err.as_service_error().is_some_and(not_found) || status_of(err) == Some(404)
 }
 
 /// What `bucket` (owned by `owner`) holds under `key`, checked against the
@@ -262,9 +267,7 @@ pub async fn remote(s3: &aws_sdk_s3::Client, bucket: &str, owner: &str, key: &st
         .await;
     match head {
         Ok(out) => Ok(Remote::of(out.checksum_sha256(), sha256)),
-        Err(err) if err.as_service_error().is_some_and(|e| e.is_not_found()) || status_of(&err) == Some(404) => {
-            Ok(Remote::Absent)
-        }
+        Err(err) if missing(&err, |e| e.is_not_found()) => Ok(Remote::Absent),
         Err(err) => Err(error::aws("HeadObject")(err)),
     }
 }
@@ -304,9 +307,7 @@ pub async fn bucket_exists(s3: &aws_sdk_s3::Client, bucket: &str, owner: &str) -
         .await
     {
         Ok(_) => Ok(true),
-        Err(err) if err.as_service_error().is_some_and(|e| e.is_not_found()) || status_of(&err) == Some(404) => {
-            Ok(false)
-        }
+        Err(err) if missing(&err, |e| e.is_not_found()) => Ok(false),
         Err(err) => Err(error::aws("HeadBucket")(err)),
     }
 }

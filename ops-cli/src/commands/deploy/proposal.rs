@@ -82,10 +82,10 @@ pub async fn propose(
 
     ui.step(format!("reading stack {}", config.stack_name));
     let mut before = cfn::describe(cfn, &config.stack_name).await?;
-    if let Some(stack) = before
+    let updating = before
         .as_ref()
-        .filter(|s| cfn::readiness(Some(&s.status)) == Readiness::Update)
-    {
+        .filter(|s| cfn::readiness(Some(&s.status)) == Readiness::Update);
+    if let Some(stack) = updating {
         // Before anything is uploaded or created: the keys of the data.
         let recorded = super::scope_keys::recorded(ctx, stack).await?;
         super::scope_keys::guard(stack, &inputs.overrides, recorded)?;
@@ -111,10 +111,7 @@ pub async fn propose(
         crate::config::validate_role_arn(role, &account)?;
     }
     crate::config::check_operator_account(&inputs.overrides, &account)?;
-    if let Some(stack) = before
-        .as_ref()
-        .filter(|s| cfn::readiness(Some(&s.status)) == Readiness::Update)
-    {
+    if let Some(stack) = updating {
         super::parameters::check_previous_operator(&stack.parameters, &inputs.overrides)?;
     }
     // Only deploy replaces a failed create; plan reports it (below).
@@ -175,20 +172,17 @@ pub async fn propose(
             ui.step("uploading changed handler zips");
             package::upload(&clients.s3, &bucket, &account, &mut artifacts).await?;
             for artifact in &artifacts {
-                match artifact.state {
-                    package::ArtifactState::Uploaded => ui.log(format!(
-                        "uploaded {} ({} bytes) to s3://{bucket}/{}",
-                        artifact.package, artifact.size, artifact.key
-                    )),
-                    package::ArtifactState::Replaced => ui.log(format!(
-                        "uploaded {} ({} bytes) to s3://{bucket}/{} again: {}",
-                        artifact.package,
-                        artifact.size,
-                        artifact.key,
-                        artifact.note.as_deref().unwrap_or("not verified")
-                    )),
-                    _ => {}
-                }
+                let again = match artifact.state {
+                    package::ArtifactState::Uploaded => String::new(),
+                    package::ArtifactState::Replaced => {
+                        format!(" again: {}", artifact.note.as_deref().unwrap_or("not verified"))
+                    }
+                    _ => continue,
+                };
+                ui.log(format!(
+                    "uploaded {} ({} bytes) to s3://{bucket}/{}{again}",
+                    artifact.package, artifact.size, artifact.key
+                ));
             }
         }
         Packaging::Inspect => {
@@ -371,12 +365,6 @@ async fn deployed_template(cfn: &aws_sdk_cloudformation::Client, stack_id: &str)
     })
 }
 
-/// Deletes a stack whose first create rolled back (`ROLLBACK_COMPLETE`),
-/// so the deploy can create it again without a manual step. CloudFormation
-/// can only delete such a stack ("Troubleshooting CloudFormation":
-/// <https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/troubleshooting.html>),
-/// and the rollback already removed what the create made, the tables
-/// included (`DeletionPolicy: RetainExceptOnCreate`), so nothing is lost.
 /// Whether deploy may delete `stack`, a failed first create, to create it
 /// again: only if it is the kit's ([`super::destroy::kit_stack`], the guard
 /// `destroy` applies), never a stranger's stack that shares the name.
@@ -387,8 +375,14 @@ fn replaceable(stack: &StackInfo) -> Result<()> {
     })
 }
 
+/// Deletes a stack whose first create rolled back (`ROLLBACK_COMPLETE`),
+/// so the deploy can create it again without a manual step. CloudFormation
+/// can only delete such a stack ("Troubleshooting CloudFormation":
+/// <https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/troubleshooting.html>),
+/// and the rollback already removed what the create made, the tables
+/// included (`DeletionPolicy: RetainExceptOnCreate`), so nothing is lost.
+/// Only after [`replaceable`] allowed it (its one caller, `propose`, checks).
 async fn remove_failed_create(ctx: &Context<'_>, stack: &StackInfo) -> Result<()> {
-    replaceable(stack)?;
     ctx.ui.log(format!(
         "stack {} is ROLLBACK_COMPLETE (its first create failed{}): deleting it to create it again",
         stack.name,

@@ -148,10 +148,10 @@ pub(crate) async fn annotate_usage(limits: &Limits<'_>, changes: &mut [PlannedCh
         let reads = chunk.iter().map(|PlannedChange { change: c, .. }| async {
             let scope = hybrid_counter::Scope::new(c.scope.clone())
                 .map_err(|e| Error::InvalidArgument(format!("scope {:?} in the table: {e}", c.scope)))?;
-            counter.usage(&scope).await.map_err(|e| Error::Aws {
-                action: "reading a scope's usage",
-                message: e.to_string(),
-            })
+            counter
+                .usage(&scope)
+                .await
+                .map_err(store_error("reading a scope's usage"))
         });
         let usages = join_all(reads).await;
         for (change, usage) in chunk.iter_mut().zip(usages) {

@@ -334,11 +334,7 @@ async fn api(ctx: &Context<'_>, function: &str, url: Option<&String>) -> ApiStat
 
 /// Whether the `http://HOST:PORT/...` URL accepts a connection within a second.
 async fn answers(url: &str) -> bool {
-    let Some(address) = url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.split('/').next())
-        .filter(|a| !a.is_empty())
-    else {
+    let Some(address) = crate::connect::http_authority(url) else {
         return false;
     };
     let connect = tokio::net::TcpStream::connect(address.to_owned());
@@ -549,9 +545,7 @@ pub fn attention(
         items.push(format!("stack status is {}", status.as_str()));
     }
     for m in mappings {
-        if let Some(problem) = &m.problem {
-            items.push(format!("mapping {}: {problem}", m.name));
-        } else if let Some(problem) = &m.runner_problem {
+        if let Some(problem) = m.problem.as_ref().or(m.runner_problem.as_ref()) {
             items.push(format!("mapping {}: {problem}", m.name));
         } else if let Some(state) = m
             .state

@@ -132,11 +132,7 @@ impl fmt::Display for StatusReport {
         if let Some(limits) = &self.limits {
             writeln!(f, "Limits: {limits}")?;
         }
-        writeln!(f, "Outputs:")?;
-        let width = self.outputs.keys().map(String::len).max().unwrap_or(0);
-        for (key, value) in &self.outputs {
-            writeln!(f, "  {key:<width$}  {value}")?;
-        }
+        crate::commands::deploy::cfn::write_outputs(f, &self.outputs)?;
         if !self.emulator_limits.is_empty() {
             writeln!(f, "Emulator limits (not the stack's; no attention needed):")?;
             for item in &self.emulator_limits {

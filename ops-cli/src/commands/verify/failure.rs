@@ -34,14 +34,14 @@ use hybrid_counter_aws::replay::OnFailureRecord;
 use hybrid_counter_aws::streams::{Position, ShardReader};
 
 use super::support::{Outcome, Verify, id, room_for, store_error};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, invalid};
 
 /// Items written and failed on purpose.
 pub const ITEMS: u64 = 5;
 
 /// The scope of the failure path in run `run`.
 pub fn scope_of(run: &str) -> Result<Scope> {
-    Scope::new(format!("verify-{run}-dlq")).map_err(|e| Error::InvalidArgument(e.to_string()))
+    Scope::new(format!("verify-{run}-dlq")).map_err(invalid)
 }
 
 /// What the failure path writes, in words (for `--dry-run`).
@@ -211,10 +211,7 @@ impl Verify<'_> {
                 range,
                 std::time::SystemTime::now(),
             );
-            let body = serde_json::to_string(&record).map_err(|e| Error::Aws {
-                action: "writing the on-failure record",
-                message: e.to_string(),
-            })?;
+            let body = serde_json::to_string(&record).map_err(store_error("writing the on-failure record"))?;
             let message = hybrid_counter_aws::sqs::send(&self.ctx.clients.sqs, &target.dlq1_url, &body, &[])
                 .await
                 .map_err(|e| Error::Aws {

@@ -39,7 +39,7 @@ use serde::Serialize;
 
 use super::{Context, Location};
 use crate::config::VerifyOptions;
-use crate::error::{Error, Result};
+use crate::error::{Result, invalid};
 
 pub mod failure;
 mod support;
@@ -78,7 +78,7 @@ impl VerifyReport {
 /// The scopes of one run.
 fn scopes_of(run: &str, count: u32) -> Result<Vec<Scope>> {
     (0..count)
-        .map(|n| Scope::new(format!("verify-{run}-{n}")).map_err(|e| Error::InvalidArgument(e.to_string())))
+        .map(|n| Scope::new(format!("verify-{run}-{n}")).map_err(invalid))
         .collect()
 }
 
@@ -199,21 +199,15 @@ async fn timed(
     check: impl std::future::Future<Output = Result<std::result::Result<String, String>>>,
 ) -> Result<Check> {
     let started = Instant::now();
-    let outcome = check.await?;
-    let seconds = started.elapsed().as_secs_f64();
-    Ok(match outcome {
-        Ok(detail) => Check {
-            name,
-            passed: true,
-            seconds,
-            detail,
-        },
-        Err(detail) => Check {
-            name,
-            passed: false,
-            seconds,
-            detail,
-        },
+    let (passed, detail) = match check.await? {
+        Ok(detail) => (true, detail),
+        Err(detail) => (false, detail),
+    };
+    Ok(Check {
+        name,
+        passed,
+        seconds: started.elapsed().as_secs_f64(),
+        detail,
     })
 }
 
@@ -334,11 +328,7 @@ impl Verify<'_> {
             .iter()
             .map(|id| {
                 Ok(hybrid_counter::store::ResourceKey {
-                    scope: self
-                        .config
-                        .scope_keys
-                        .resource_key_of(scope, id)
-                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                    scope: self.config.scope_keys.resource_key_of(scope, id).map_err(invalid)?,
                     id: id.clone(),
                 })
             })

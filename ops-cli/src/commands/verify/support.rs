@@ -9,10 +9,10 @@ use hybrid_counter_aws::DynamoStore;
 
 use crate::commands::Context;
 use crate::config::VerifyOptions;
-use crate::error::{Error, Result};
+use crate::error::{Result, invalid};
 
 pub(super) fn id(name: String) -> Result<ResourceId> {
-    ResourceId::new(name).map_err(|e| Error::InvalidArgument(e.to_string()))
+    ResourceId::new(name).map_err(invalid)
 }
 
 pub(super) use crate::error::store_error;
@@ -43,6 +43,7 @@ pub(super) type Outcome = Result<std::result::Result<String, String>>;
 
 /// One scope's live items and counts, as `verify` waits on them (summed
 /// over the scope's keys).
+#[derive(Default)]
 pub(super) struct ScopeCount {
     pub(super) live: u64,
     pub(super) pending: u64,
@@ -76,18 +77,12 @@ impl Verify<'_> {
 
     /// The partition keys of `scope` (itself under one key).
     pub(super) fn keys(&self, scope: &Scope) -> Result<Vec<Scope>> {
-        self.config
-            .scope_keys
-            .keys(scope)
-            .map_err(|e| Error::InvalidArgument(e.to_string()))
+        self.config.scope_keys.keys(scope).map_err(invalid)
     }
 
     /// Every resources key of `scope` (its counters keys when each has one).
     pub(super) fn resource_keys(&self, scope: &Scope) -> Result<Vec<Scope>> {
-        self.config
-            .scope_keys
-            .resource_keys(scope)
-            .map_err(|e| Error::InvalidArgument(e.to_string()))
+        self.config.scope_keys.resource_keys(scope).map_err(invalid)
     }
 }
 
@@ -97,12 +92,8 @@ pub(super) async fn count_keys<S: AuditStore + RequestStore>(
     keys: ScopeKeys,
     scope: &Scope,
 ) -> Result<ScopeCount> {
-    let mut total = ScopeCount {
-        live: 0,
-        pending: 0,
-        eventual: 0,
-    };
-    for key in keys.keys(scope).map_err(|e| Error::InvalidArgument(e.to_string()))? {
+    let mut total = ScopeCount::default();
+    for key in keys.keys(scope).map_err(invalid)? {
         let counts = count_over(store, keys, &key)
             .await
             .map_err(store_error("counting a scope"))?;
