@@ -16,8 +16,7 @@
 //! set deleted under it until its timeout, the stack waiters cannot print
 //! the events as they come, and a waiter's timeout loses the last status
 //! the report names. Why not `cloudformatious`: docs/design.md, "Choices
-//! worth knowing". The reports' lines for a failed resource and for a
-//! stack's outputs are written here too.
+//! worth knowing".
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -515,17 +514,6 @@ impl std::fmt::Display for FailedResource {
             self.logical_id, self.resource_type, self.status, self.reason
         )
     }
-}
-
-/// A stack's outputs as the reports print them: `Outputs:`, then one line
-/// each, the keys padded to the longest.
-pub fn write_outputs(f: &mut std::fmt::Formatter<'_>, outputs: &BTreeMap<String, String>) -> std::fmt::Result {
-    writeln!(f, "Outputs:")?;
-    let width = outputs.keys().map(String::len).max().unwrap_or(0);
-    for (key, value) in outputs {
-        writeln!(f, "  {key:<width$}  {value}")?;
-    }
-    Ok(())
 }
 
 /// A resource status that says the operation on the resource failed; a

@@ -19,7 +19,6 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use aws_smithy_runtime_api::client::result::SdkError;
 use serde::Serialize;
 
 use super::cfn::{self, Event, FailedResource, Settled, StackInfo};
@@ -210,21 +209,28 @@ fn confirm(ctx: &Context<'_>, name: &str, tables: &[String], yes: bool) -> Resul
 
 /// Deletes a table and waits until it is gone; an already missing table is fine.
 pub(super) async fn delete_table(ctx: &Context<'_>, table: &str, timeout: Duration) -> Result<()> {
-    /// The table is not there (deleted, or never made): `not_found` tells
-    /// the operation's `ResourceNotFoundException`.
-    fn gone<E, R>(err: &SdkError<E, R>, not_found: impl FnOnce(&E) -> bool) -> bool {
-        err.as_service_error().is_some_and(not_found)
-    }
     let dynamodb = &ctx.clients.dynamodb;
     match dynamodb.delete_table().table_name(table).send().await {
         Ok(_) => {}
-        Err(err) if gone(&err, |e| e.is_resource_not_found_exception()) => return Ok(()),
+        Err(err)
+            if err
+                .as_service_error()
+                .is_some_and(|e| e.is_resource_not_found_exception()) =>
+        {
+            return Ok(());
+        }
         Err(err) => return Err(error::aws("DeleteTable")(err)),
     }
     let started = Instant::now();
     loop {
         match dynamodb.describe_table().table_name(table).send().await {
-            Err(err) if gone(&err, |e| e.is_resource_not_found_exception()) => return Ok(()),
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_resource_not_found_exception()) =>
+            {
+                return Ok(());
+            }
             Err(err) => return Err(error::aws("DescribeTable")(err)),
             Ok(_) if started.elapsed() > timeout => {
                 return Err(Error::Timeout {

@@ -54,7 +54,8 @@ use crate::error::{self, Error, Result};
 pub enum Outcome {
     Created,
     Updated,
-    /// Nothing to change; nothing was executed.
+    /// Nothing to change; nothing was executed. The default, for a report
+    /// built before anything was done.
     #[default]
     Unchanged,
     Failed,
@@ -382,7 +383,7 @@ impl fmt::Display for DeployReport {
             )?;
         }
         if !self.outputs.is_empty() {
-            cfn::write_outputs(f, &self.outputs)?;
+            crate::report::write_outputs(f, &self.outputs)?;
         }
         Ok(())
     }

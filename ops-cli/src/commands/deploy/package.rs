@@ -209,7 +209,6 @@ pub async fn ensure_bucket(s3: &aws_sdk_s3::Client, bucket: &str, owner: &str, r
         .await
     {
         Ok(_) => return Ok(false),
-        Err(err) if missing(&err, |e| e.is_not_found()) => {}
         Err(err) if error::error_code(&err) == Some("Forbidden") || status_of(&err) == Some(403) => {
             return Err(Error::Aws {
                 action: "HeadBucket",
@@ -219,6 +218,7 @@ pub async fn ensure_bucket(s3: &aws_sdk_s3::Client, bucket: &str, owner: &str, r
                 ),
             });
         }
+        Err(err) if missing(&err, |e| e.is_not_found()) => {}
         Err(err) => return Err(error::aws("HeadBucket")(err)),
     }
     let mut create = s3.create_bucket().bucket(bucket);

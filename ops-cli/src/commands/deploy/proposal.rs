@@ -383,6 +383,7 @@ fn replaceable(stack: &StackInfo) -> Result<()> {
 /// included (`DeletionPolicy: RetainExceptOnCreate`), so nothing is lost.
 /// Only after [`replaceable`] allowed it (its one caller, `propose`, checks).
 async fn remove_failed_create(ctx: &Context<'_>, stack: &StackInfo) -> Result<()> {
+    replaceable(stack)?;
     ctx.ui.log(format!(
         "stack {} is ROLLBACK_COMPLETE (its first create failed{}): deleting it to create it again",
         stack.name,
