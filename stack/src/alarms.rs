@@ -30,6 +30,7 @@ use hybrid_counter::metrics::{
 };
 
 use crate::expr::{AWS_STACK_NAME, Expr};
+use crate::kit::FunctionSpec;
 use crate::logical::LIMITS_FILE_SET;
 use crate::resources::cloudwatch::{Alarm, ComparisonOperator, Dashboard, Dimension, Statistic, TreatMissingData};
 use crate::resources::kms::{Key, KeyPolicy, KeyPrincipal, KeyStatement, KeyTag};
@@ -48,21 +49,13 @@ pub const PERIOD: u32 = 300;
 /// about this often, so one data point keeps it in `ALARM` for the period.
 pub const DRIFT_PERIOD: u32 = 3600;
 
-/// A function the alarms and the dashboard watch: its logical id and the
-/// suffix of its physical name (`${NamePrefix}-<suffix>`).
-#[derive(Debug, Clone, Copy)]
-pub struct Watched {
-    pub function: &'static str,
-    pub name_suffix: &'static str,
-}
-
 /// Adds the alarm parameters, conditions, topic, alarms, dashboard and
 /// their outputs for the stack's `functions`.
-pub fn add(t: &mut Template, functions: &[Watched]) {
+pub(crate) fn add(t: &mut Template, functions: &[&FunctionSpec]) {
     add_parameters(t);
     add_topic(t);
-    for watched in functions {
-        add_function_alarms(t, watched);
+    for spec in functions {
+        add_function_alarms(t, spec);
     }
     add_pipeline_alarms(t);
     add_loss_alarms(t);
@@ -172,7 +165,7 @@ fn add_parameters(t: &mut Template) {
         SUBSCRIBE_ALARM_EMAIL,
         Expr::and(vec![
             Expr::condition(CREATE_ALARM_TOPIC),
-            Expr::negate(Expr::equals(Expr::reference(params::ALARM_EMAIL), "".into())),
+            Expr::differs(params::ALARM_EMAIL, ""),
         ]),
     );
 }
@@ -234,50 +227,35 @@ fn add_topic(t: &mut Template) {
     );
 }
 
-/// An alarm on `namespace`/`metric` that notifies the topic on `ALARM` and,
-/// when `notify_ok`, on `OK`.
-struct AlarmSpec {
-    name_suffix: String,
-    description: String,
-    namespace: &'static str,
-    metric: &'static str,
-    dimension: (&'static str, Expr),
-    statistic: Statistic,
-    period: u32,
-    evaluation_periods: u32,
-    threshold: Expr,
-    comparison: ComparisonOperator,
-    notify_ok: bool,
-}
-
-impl AlarmSpec {
-    fn build(self) -> Alarm {
-        Alarm {
-            alarm_name: Expr::sub(format!("${{NamePrefix}}-{}", self.name_suffix)),
-            alarm_description: self.description,
-            namespace: self.namespace.to_owned(),
-            metric_name: self.metric.to_owned(),
-            dimensions: vec![Dimension {
-                name: self.dimension.0.to_owned(),
-                value: self.dimension.1,
-            }],
-            statistic: self.statistic,
-            period: self.period,
-            evaluation_periods: self.evaluation_periods,
-            threshold: self.threshold,
-            comparison_operator: self.comparison,
-            treat_missing_data: TreatMissingData::NotBreaching,
-            alarm_actions: vec![topic_arn()],
-            ok_actions: if self.notify_ok { vec![topic_arn()] } else { Vec::new() },
-        }
+/// An alarm on `namespace`/`metric` with the common settings: any data
+/// point above 0 in a minute, idle not breaching, the topic notified on
+/// `ALARM` and `OK`. Each alarm overrides what differs.
+fn alarm(name_suffix: &str, description: &str, namespace: &str, metric: &str, dimension: (&str, Expr)) -> Alarm {
+    Alarm {
+        alarm_name: Expr::sub(format!("${{NamePrefix}}-{name_suffix}")),
+        alarm_description: description.to_owned(),
+        namespace: namespace.to_owned(),
+        metric_name: metric.to_owned(),
+        dimensions: vec![Dimension {
+            name: dimension.0.to_owned(),
+            value: dimension.1,
+        }],
+        statistic: Statistic::Maximum,
+        period: 60,
+        evaluation_periods: 1,
+        threshold: 0.into(),
+        comparison_operator: ComparisonOperator::GreaterThanThreshold,
+        treat_missing_data: TreatMissingData::NotBreaching,
+        alarm_actions: vec![topic_arn()],
+        ok_actions: vec![topic_arn()],
     }
 }
 
-fn add_function_alarms(t: &mut Template, watched: &Watched) {
-    let suffix = watched.name_suffix;
+fn add_function_alarms(t: &mut Template, spec: &FunctionSpec) {
+    let suffix = spec.name_suffix;
     let alarms = [
         (
-            logical::errors_alarm(watched.function),
+            logical::errors_alarm(spec.function),
             "Errors",
             format!(
                 "The {suffix} function failed an invocation (a crash, a timeout, or a batch failed whole) in \
@@ -285,7 +263,7 @@ fn add_function_alarms(t: &mut Template, watched: &Watched) {
             ),
         ),
         (
-            logical::throttles_alarm(watched.function),
+            logical::throttles_alarm(spec.function),
             "Throttles",
             format!(
                 "Lambda refused invocations of the {suffix} function for lack of concurrency in the last 5 \
@@ -295,22 +273,17 @@ fn add_function_alarms(t: &mut Template, watched: &Watched) {
         ),
     ];
     for (id, metric, description) in alarms {
+        let name_suffix = format!("{suffix}-{}", metric.to_lowercase());
+        let dimension = ("FunctionName", Expr::reference(spec.function));
         t.resource(
             &id,
-            AlarmSpec {
-                name_suffix: format!("{suffix}-{}", metric.to_lowercase()),
-                description,
-                namespace: "AWS/Lambda",
-                metric,
-                dimension: ("FunctionName", Expr::reference(watched.function)),
+            Alarm {
                 statistic: Statistic::Sum,
                 period: PERIOD,
-                evaluation_periods: 1,
                 threshold: 1.into(),
-                comparison: ComparisonOperator::GreaterThanOrEqualToThreshold,
-                notify_ok: true,
-            }
-            .build(),
+                comparison_operator: ComparisonOperator::GreaterThanOrEqualToThreshold,
+                ..alarm(&name_suffix, &description, "AWS/Lambda", metric, dimension)
+            },
         );
     }
 }
@@ -318,65 +291,51 @@ fn add_function_alarms(t: &mut Template, watched: &Watched) {
 fn add_pipeline_alarms(t: &mut Template) {
     t.resource(
         logical::DLQ1_AGE_ALARM,
-        AlarmSpec {
-            name_suffix: "dlq1-oldest-message".to_owned(),
-            description: "A failed stream batch has waited in DLQ1 longer than Dlq1AgeAlarmSeconds: the \
-                          reprocessor keeps failing it (read its log group). After Dlq1MaxReceiveCount receives \
-                          it moves to DLQ2. Under FailedBatchRecords=pointer its range must be replayed within \
-                          the stream's 24 hours; under payload the bucket keeps the batch with its records."
-                .to_owned(),
-            namespace: "AWS/SQS",
-            metric: "ApproximateAgeOfOldestMessage",
-            dimension: ("QueueName", Expr::get_att(logical::DLQ1, "QueueName")),
-            statistic: Statistic::Maximum,
-            period: 60,
-            evaluation_periods: 1,
+        Alarm {
             threshold: Expr::reference(params::DLQ1_AGE_ALARM_SECONDS),
-            comparison: ComparisonOperator::GreaterThanThreshold,
-            notify_ok: true,
-        }
-        .build(),
+            ..alarm(
+                "dlq1-oldest-message",
+                "A failed stream batch has waited in DLQ1 longer than Dlq1AgeAlarmSeconds: the reprocessor keeps \
+                 failing it (read its log group). After Dlq1MaxReceiveCount receives it moves to DLQ2. Under \
+                 FailedBatchRecords=pointer its range must be replayed within the stream's 24 hours; under \
+                 payload the bucket keeps the batch with its records.",
+                "AWS/SQS",
+                "ApproximateAgeOfOldestMessage",
+                ("QueueName", Expr::get_att(logical::DLQ1, "QueueName")),
+            )
+        },
     );
     t.resource(
         logical::DLQ2_NOT_EMPTY_ALARM,
-        AlarmSpec {
-            name_suffix: "dlq2-not-empty".to_owned(),
-            description: "A failed stream batch failed every reprocessing attempt, or can never be replayed, and \
-                          waits in DLQ2. `counterctl redrive --dry-run` shows why; fix the cause, then `counterctl \
-                          redrive`. Under FailedBatchRecords=pointer a range that has left the stream's 24 h \
-                          retention cannot be replayed: run `counterctl audit --repair` for the affected scopes."
-                .to_owned(),
-            namespace: "AWS/SQS",
-            metric: "ApproximateNumberOfMessagesVisible",
-            dimension: ("QueueName", Expr::get_att(logical::DLQ2, "QueueName")),
-            statistic: Statistic::Maximum,
-            period: 60,
-            evaluation_periods: 1,
+        Alarm {
             threshold: 1.into(),
-            comparison: ComparisonOperator::GreaterThanOrEqualToThreshold,
-            notify_ok: true,
-        }
-        .build(),
+            comparison_operator: ComparisonOperator::GreaterThanOrEqualToThreshold,
+            ..alarm(
+                "dlq2-not-empty",
+                "A failed stream batch failed every reprocessing attempt, or can never be replayed, and waits in \
+                 DLQ2. `counterctl redrive --dry-run` shows why; fix the cause, then `counterctl redrive`. Under \
+                 FailedBatchRecords=pointer a range that has left the stream's 24 h retention cannot be replayed: \
+                 run `counterctl audit --repair` for the affected scopes.",
+                "AWS/SQS",
+                "ApproximateNumberOfMessagesVisible",
+                ("QueueName", Expr::get_att(logical::DLQ2, "QueueName")),
+            )
+        },
     );
     t.resource(
         logical::ITERATOR_AGE_ALARM,
-        AlarmSpec {
-            name_suffix: "stream-counter-iterator-age".to_owned(),
-            description: "The stream counter is falling behind the resources table's stream. Records that stay \
-                          unprocessed past MaximumRecordAgeInSeconds go to DLQ1, and past 24 hours they leave \
-                          the stream."
-                .to_owned(),
-            namespace: "AWS/Lambda",
-            metric: "IteratorAge",
-            dimension: ("FunctionName", Expr::reference(logical::STREAM_COUNTER_FUNCTION)),
-            statistic: Statistic::Maximum,
-            period: 60,
+        Alarm {
             evaluation_periods: 5,
             threshold: Expr::reference(params::ITERATOR_AGE_ALARM_MILLISECONDS),
-            comparison: ComparisonOperator::GreaterThanThreshold,
-            notify_ok: true,
-        }
-        .build(),
+            ..alarm(
+                "stream-counter-iterator-age",
+                "The stream counter is falling behind the resources table's stream. Records that stay \
+                 unprocessed past MaximumRecordAgeInSeconds go to DLQ1, and past 24 hours they leave the stream.",
+                "AWS/Lambda",
+                "IteratorAge",
+                ("FunctionName", Expr::reference(logical::STREAM_COUNTER_FUNCTION)),
+            )
+        },
     );
 }
 
@@ -417,39 +376,22 @@ fn add_loss_alarms(t: &mut Template) {
     for (id, name_suffix, description, metric, dimension) in losses {
         t.resource(
             id,
-            AlarmSpec {
-                name_suffix: name_suffix.to_owned(),
-                description: description.to_owned(),
-                namespace: LAMBDA_NAMESPACE,
-                metric,
-                dimension,
+            Alarm {
                 statistic: Statistic::Sum,
-                period: 60,
-                evaluation_periods: 1,
-                threshold: 0.into(),
-                comparison: ComparisonOperator::GreaterThanThreshold,
-                notify_ok: true,
-            }
-            .build(),
+                ..alarm(name_suffix, description, LAMBDA_NAMESPACE, metric, dimension)
+            },
         );
     }
 }
 
 /// An alarm of the drift check: any data point above 0 in the hour, to
 /// the topic on `ALARM` only (no check in the hour is not a repair).
-fn drift_check_alarm(name_suffix: &str, description: &str, metric: Metric) -> AlarmSpec {
-    AlarmSpec {
-        name_suffix: name_suffix.to_owned(),
-        description: description.to_owned(),
-        namespace: NAMESPACE,
-        metric: metric.name(),
-        dimension: (DIMENSION_STACK, Expr::reference(AWS_STACK_NAME)),
-        statistic: Statistic::Maximum,
+fn drift_check_alarm(name_suffix: &str, description: &str, metric: Metric) -> Alarm {
+    let dimension = (DIMENSION_STACK, Expr::reference(AWS_STACK_NAME));
+    Alarm {
         period: DRIFT_PERIOD,
-        evaluation_periods: 1,
-        threshold: 0.into(),
-        comparison: ComparisonOperator::GreaterThanThreshold,
-        notify_ok: false,
+        ok_actions: Vec::new(),
+        ..alarm(name_suffix, description, NAMESPACE, metric.name(), dimension)
     }
 }
 
@@ -463,8 +405,7 @@ fn add_drift_alarm(t: &mut Template) {
              names, or all). The alarm notifies only on ALARM: it returns to OK when no check ran in the \
              hour, which is not a repair.",
             Metric::DriftedScopes,
-        )
-        .build(),
+        ),
     );
 }
 
@@ -473,41 +414,35 @@ fn add_drift_alarm(t: &mut Template) {
 fn add_limits_alarms(t: &mut Template) {
     t.resource(
         logical::LIMITS_DRIFT_ALARM,
-        Resource::from(
-            drift_check_alarm(
-                "limits-drift",
-                "Limit overrides differ from the limits file (LimitsFileUri): changed outside it (`counterctl \
+        Resource::from(drift_check_alarm(
+            "limits-drift",
+            "Limit overrides differ from the limits file (LimitsFileUri): changed outside it (`counterctl \
                  limit set`), not in it, or a scope under a prefix entry without its override. The drift \
                  check's log names each scope; run `counterctl limits plan FILE` and apply the file, or \
                  change the file. The alarm notifies only on ALARM.",
-                Metric::LimitsDrifted,
-            )
-            .build(),
-        )
+            Metric::LimitsDrifted,
+        ))
         .only_if(LIMITS_FILE_SET),
     );
     t.resource(
         logical::LIMITS_FILE_ALARM,
-        Resource::from(
-            drift_check_alarm(
-                "limits-file",
-                "The drift check could not compare the overrides with the limits file (LimitsFileUri): the \
+        Resource::from(drift_check_alarm(
+            "limits-file",
+            "The drift check could not compare the overrides with the limits file (LimitsFileUri): the \
                  object is missing or not readable by the function's role (both read AccessDenied), or the \
                  file is invalid. Its log says which, with the line and column; the counters' drift check \
                  runs all the same. The alarm notifies only on ALARM.",
-                Metric::LimitsFileErrors,
-            )
-            .build(),
-        )
+            Metric::LimitsFileErrors,
+        ))
         .only_if(LIMITS_FILE_SET),
     );
 }
 
 /// Every unconditioned alarm's logical id, the function alarms first.
-pub fn alarm_ids(functions: &[Watched]) -> Vec<String> {
+pub(crate) fn alarm_ids(functions: &[&FunctionSpec]) -> Vec<String> {
     let mut ids: Vec<String> = functions
         .iter()
-        .flat_map(|w| [logical::errors_alarm(w.function), logical::throttles_alarm(w.function)])
+        .flat_map(|f| [logical::errors_alarm(f.function), logical::throttles_alarm(f.function)])
         .collect();
     ids.extend(
         [
@@ -549,11 +484,11 @@ fn kit_metrics(metrics: &[Metric]) -> Vec<Value> {
 
 /// The dashboard's JSON, with `${...}` for `Fn::Sub`: the stack's name,
 /// region, functions, queues and alarms.
-pub fn dashboard_body(functions: &[Watched]) -> Value {
+pub(crate) fn dashboard_body(functions: &[&FunctionSpec]) -> Value {
     let per_function = |metric: &str| -> Vec<Value> {
         functions
             .iter()
-            .map(|w| json!(["AWS/Lambda", metric, "FunctionName", format!("${{{}}}", w.function)]))
+            .map(|f| json!(["AWS/Lambda", metric, "FunctionName", format!("${{{}}}", f.function)]))
             .collect()
     };
     let queue = |id: &str, metric: &str| json!(["AWS/SQS", metric, "QueueName", format!("${{{id}.QueueName}}")]);
@@ -647,7 +582,7 @@ fn throttles_widget(x: u32, y: u32) -> Value {
     w
 }
 
-fn add_dashboard(t: &mut Template, functions: &[Watched]) {
+fn add_dashboard(t: &mut Template, functions: &[&FunctionSpec]) {
     t.resource(
         logical::DASHBOARD,
         Dashboard {

@@ -59,13 +59,7 @@ pub fn add_parameter(t: &mut Template) {
              do is refused.",
         ),
     );
-    t.condition(
-        BOUNDARY_SET,
-        Expr::negate(Expr::equals(
-            Expr::reference(params::ROLE_PERMISSIONS_BOUNDARY_ARN),
-            "".into(),
-        )),
-    );
+    t.condition(BOUNDARY_SET, Expr::differs(params::ROLE_PERMISSIONS_BOUNDARY_ARN, ""));
 }
 
 /// What every role of the template gets as `PermissionsBoundary`.

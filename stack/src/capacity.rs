@@ -164,25 +164,11 @@ impl TableCapacity {
             );
         }
         for name in [self.warm_read, self.warm_write, self.max_read, self.max_write] {
-            t.condition(
-                &set_condition(name),
-                Expr::negate(Expr::equals(Expr::reference(name), "0".into())),
-            );
+            t.condition(&set_condition(name), Expr::differs(name, "0"));
         }
-        let both = |a: &str, b: &str| {
-            Expr::and(vec![
-                Expr::condition(&set_condition(a)),
-                Expr::condition(&set_condition(b)),
-            ])
-        };
-        let either = |a: &str, b: &str| {
-            Expr::or(vec![
-                Expr::condition(&set_condition(a)),
-                Expr::condition(&set_condition(b)),
-            ])
-        };
-        t.condition(&self.warm_condition(), both(self.warm_read, self.warm_write));
-        t.condition(&self.max_condition(), either(self.max_read, self.max_write));
+        let set = |a: &str, b: &str| vec![Expr::condition(&set_condition(a)), Expr::condition(&set_condition(b))];
+        t.condition(&self.warm_condition(), Expr::and(set(self.warm_read, self.warm_write)));
+        t.condition(&self.max_condition(), Expr::or(set(self.max_read, self.max_write)));
         // WarmThroughput takes both values: one without the other is
         // refused before anything changes, not silently ignored.
         let unset = |p: &str| Expr::equals(Expr::reference(p), "0".into());
@@ -234,12 +220,7 @@ impl TableCapacity {
 }
 
 fn title(word: &str) -> String {
-    let mut chars = word.chars();
-    chars
-        .next()
-        .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
-        .unwrap_or_default()
-        + "Table"
+    format!("{}{}Table", word[..1].to_ascii_uppercase(), &word[1..])
 }
 
 /// Adds the capacity parameters and conditions of both tables.

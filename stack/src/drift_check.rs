@@ -124,12 +124,9 @@ pub fn add(t: &mut Template) {
     t.parameter(params::DRIFT_CHECK_CODE_KEY, code_key("drift check"));
     t.condition(
         logical::DRIFT_CHECK_ENABLED,
-        Expr::negate(Expr::equals(Expr::reference(params::DRIFT_CHECK_SCHEDULE), "".into())),
+        Expr::differs(params::DRIFT_CHECK_SCHEDULE, ""),
     );
-    t.condition(
-        LIMITS_FILE_SET,
-        Expr::negate(Expr::equals(Expr::reference(params::LIMITS_FILE_URI), "".into())),
-    );
+    t.condition(LIMITS_FILE_SET, Expr::differs(params::LIMITS_FILE_URI, ""));
     add_function(t, &SPEC);
     t.resource(
         logical::DRIFT_CHECK_RULE,

@@ -108,6 +108,11 @@ impl Expr {
         Expr::Not(Box::new(condition))
     }
 
+    /// A condition: the parameter `parameter` is not `value`.
+    pub fn differs(parameter: &str, value: &str) -> Self {
+        Expr::negate(Expr::equals(Expr::reference(parameter), value.into()))
+    }
+
     pub fn condition(name: &str) -> Self {
         Expr::Condition(name.to_owned())
     }
@@ -115,15 +120,6 @@ impl Expr {
     /// `Fn::Contains`: only in a template rule's assertions.
     pub fn contains(values: &[&str], value: Expr) -> Self {
         Expr::Contains(values.iter().map(|v| (*v).to_owned()).collect(), Box::new(value))
-    }
-
-    /// The literal string, if this is one. Lets tests look for a bare `*`
-    /// without pattern-matching on the nesting.
-    pub fn as_literal_str(&self) -> Option<&str> {
-        match self {
-            Expr::Literal(Literal::String(s)) => Some(s),
-            _ => None,
-        }
     }
 }
 

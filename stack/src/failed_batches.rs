@@ -111,7 +111,7 @@ pub fn add_conditions(t: &mut Template) {
     t.condition(KEEP_POINTER, Expr::equals(mode(), POINTER.into()));
     t.condition(
         HAS_OPERATOR_PRINCIPAL,
-        Expr::negate(Expr::equals(Expr::reference(params::OPERATOR_PRINCIPAL_ARN), "".into())),
+        Expr::differs(params::OPERATOR_PRINCIPAL_ARN, ""),
     );
 }
 

@@ -36,15 +36,8 @@ pub fn template() -> Template {
     let mut t = Template::new(kit::DESCRIPTION);
     kit::add_core(&mut t);
     drift_check::add(&mut t);
-    let watched: Vec<alarms::Watched> = kit::FUNCTIONS
-        .iter()
-        .chain([&drift_check::SPEC])
-        .map(|f| alarms::Watched {
-            function: f.function,
-            name_suffix: f.name_suffix,
-        })
-        .collect();
-    alarms::add(&mut t, &watched);
+    let functions: Vec<&kit::FunctionSpec> = kit::FUNCTIONS.iter().chain([&drift_check::SPEC]).collect();
+    alarms::add(&mut t, &functions);
     t
 }
 

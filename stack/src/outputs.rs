@@ -32,9 +32,6 @@ pub const DASHBOARD_NAME: &str = "DashboardName";
 /// so not in [`ALL`].
 pub const FAILED_BATCH_BUCKET: &str = "FailedBatchBucketName";
 
-/// Outputs that exist only under a template condition.
-pub const CONDITIONAL: [&str; 1] = [FAILED_BATCH_BUCKET];
-
 /// Every output of every stack.
 pub const ALL: [&str; 21] = [
     RESOURCES_TABLE,

@@ -63,24 +63,6 @@ pub(crate) fn policy_of(components: &[Component], scope: &OperatorScope) -> Valu
     json!({"Version": POLICY_VERSION, "Statement": statements})
 }
 
-/// The api function, as `OperatorScope` names the stack's functions.
-pub fn api_function_arn(scope: &OperatorScope) -> String {
-    let OperatorScope {
-        partition: p,
-        region: r,
-        account: a,
-        name_prefix: prefix,
-        ..
-    } = scope;
-    format!("arn:{p}:lambda:{r}:{a}:function:{prefix}-api")
-}
-
-/// The condition that keeps a caller's `lambda:InvokeFunction` to requests
-/// through the function URL.
-pub fn via_function_url() -> Value {
-    json!({"Bool": {"lambda:InvokedViaFunctionUrl": "true"}})
-}
-
 /// The identity policy an API caller (a role or user of the stack's
 /// account) needs, and no more. Since October 2025 a new function URL with
 /// `AWS_IAM` auth requires both `lambda:InvokeFunctionUrl` and
@@ -92,7 +74,15 @@ pub fn via_function_url() -> Value {
 /// principal as the function URL's caller (the api's scope check trusts
 /// that name: `handlers/api/src/scope_auth.rs`).
 pub fn caller_policy(scope: &OperatorScope) -> Value {
-    let function = api_function_arn(scope);
+    // The api function, as `OperatorScope` names the stack's functions.
+    let OperatorScope {
+        partition: p,
+        region: r,
+        account: a,
+        name_prefix: prefix,
+        ..
+    } = scope;
+    let function = format!("arn:{p}:lambda:{r}:{a}:function:{prefix}-api");
     json!({
         "Version": POLICY_VERSION,
         "Statement": [
@@ -108,7 +98,8 @@ pub fn caller_policy(scope: &OperatorScope) -> Value {
                 "Effect": "Allow",
                 "Action": [LambdaInvokeFunction.as_str()],
                 "Resource": [function],
-                "Condition": via_function_url(),
+                // Only requests through the function URL.
+                "Condition": {"Bool": {"lambda:InvokedViaFunctionUrl": "true"}},
             },
         ],
     })

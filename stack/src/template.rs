@@ -81,23 +81,20 @@ impl Template {
 
     /// Adds an output; a logical id used twice is a bug in the model.
     pub fn output(&mut self, name: &str, description: &str, value: Expr) {
-        self.add_output(name, description, value, None);
+        let output = Output {
+            description: description.to_owned(),
+            value,
+            condition: None,
+        };
+        let previous = self.outputs.insert(name.to_owned(), output);
+        assert!(previous.is_none(), "output {name} defined twice");
     }
 
     /// Adds an output that exists only when the template condition
     /// `condition` holds.
     pub fn conditional_output(&mut self, name: &str, description: &str, value: Expr, condition: &str) {
-        self.add_output(name, description, value, Some(condition.to_owned()));
-    }
-
-    fn add_output(&mut self, name: &str, description: &str, value: Expr, condition: Option<String>) {
-        let output = Output {
-            description: description.to_owned(),
-            value,
-            condition,
-        };
-        let previous = self.outputs.insert(name.to_owned(), output);
-        assert!(previous.is_none(), "output {name} defined twice");
+        self.output(name, description, value);
+        self.outputs.get_mut(name).expect("just added").condition = Some(condition.to_owned());
     }
 }
 
@@ -118,15 +115,16 @@ pub struct Assertion {
 }
 
 /// `Type` of a parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub enum ParameterType {
+    #[default]
     String,
     Number,
 }
 
 /// A template parameter with its constraints. CloudFormation checks them
 /// before it changes anything, so a bad value fails the deploy up front.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct Parameter {
     #[serde(rename = "Type")]
@@ -199,15 +197,7 @@ impl Parameter {
         Self {
             kind,
             description: description.to_owned(),
-            default: None,
-            allowed_values: Vec::new(),
-            allowed_pattern: None,
-            min_length: None,
-            max_length: None,
-            min_value: None,
-            max_value: None,
-            constraint_description: None,
-            effect: None,
+            ..Self::default()
         }
     }
 
@@ -279,7 +269,6 @@ pub enum Policy {
     /// back: then it is deleted (a `DeletionPolicy` only; `UpdateReplacePolicy`
     /// does not take it).
     RetainExceptOnCreate,
-    Snapshot,
 }
 
 /// One resource: its typed properties (which also give its `Type`) and the
@@ -310,12 +299,17 @@ impl Resource {
     /// `DeletionPolicy` attribute:
     /// <https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-attribute-deletionpolicy.html>.
     pub fn retained(kind: impl Into<ResourceKind>) -> Self {
+        Self::with_policies(kind.into(), Some(Policy::RetainExceptOnCreate), Some(Policy::Retain))
+    }
+
+    /// The resource with no condition, dependency or policy but these.
+    fn with_policies(kind: ResourceKind, deletion: Option<Policy>, replace: Option<Policy>) -> Self {
         Self {
-            kind: kind.into(),
+            kind,
             condition: None,
             depends_on: Vec::new(),
-            deletion_policy: Some(Policy::RetainExceptOnCreate),
-            update_replace_policy: Some(Policy::Retain),
+            deletion_policy: deletion,
+            update_replace_policy: replace,
         }
     }
 
@@ -335,13 +329,7 @@ impl Resource {
     /// explicitly for stateful resources whose state is worth nothing without
     /// the stack (and whose fixed names would block re-creating it).
     pub fn deleted(kind: impl Into<ResourceKind>) -> Self {
-        Self {
-            kind: kind.into(),
-            condition: None,
-            depends_on: Vec::new(),
-            deletion_policy: Some(Policy::Delete),
-            update_replace_policy: Some(Policy::Delete),
-        }
+        Self::with_policies(kind.into(), Some(Policy::Delete), Some(Policy::Delete))
     }
 }
 
@@ -397,13 +385,7 @@ macro_rules! resource_from {
 
             impl From<$variant> for Resource {
                 fn from(properties: $variant) -> Self {
-                    Resource {
-                        kind: properties.into(),
-                        condition: None,
-                        depends_on: Vec::new(),
-                        deletion_policy: None,
-                        update_replace_policy: None,
-                    }
+                    Resource::with_policies(properties.into(), None, None)
                 }
             }
         )*

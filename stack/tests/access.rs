@@ -8,10 +8,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use stack::access::{self, CALLS, Call, Component, KIT_STATE_DENIED, Need, OPERATIONS};
+use stack::access::{self, CALLS, Call, Component, KIT_STATE_DENIED, Need, Target, limits_file_arn, scope_callers};
 use stack::failed_batches::{KEEP_PAYLOAD, KEEP_POINTER};
 use stack::resources::iam::{Effect, Role};
-use stack::{ResourceKind, logical};
+use stack::{Expr, ResourceKind, logical};
+
+#[path = "access/operations.rs"]
+mod operations;
+use operations::OPERATIONS;
 
 /// The crates' source directories the scan reads, from the workspace root.
 const SCANNED: &[&str] = &["aws/src", "counter/src", "handlers", "ops-cli/src"];
@@ -505,7 +509,7 @@ fn after() { x.query(); y.query(1); z..query() }
 fn each_entry_grants_exactly_its_operations_actions_and_is_the_only_one_of_its_operation_and_callers() {
     let operations = sdk_operations();
     for (i, site) in CALLS.iter().enumerate() {
-        let operation = access::operation(site.operation)
+        let operation = operations::operation(site.operation)
             .unwrap_or_else(|| panic!("`{}` ({}) is not in access::OPERATIONS", site.operation, site.why));
         assert!(
             operations
@@ -576,6 +580,45 @@ fn each_entry_grants_exactly_its_operations_actions_and_is_the_only_one_of_its_o
     }
 }
 
+/// `target` as the template names it for `component`'s role; `None` for
+/// the operator's targets, which are outside the template.
+fn in_template(target: Target, component: Component) -> Option<Expr> {
+    let arn = |id: &str| Expr::get_att(id, "Arn");
+    match target {
+        Target::ResourcesTable => Some(arn(logical::RESOURCES_TABLE)),
+        Target::CountersTable | Target::KitState | Target::KitLayout => Some(arn(logical::COUNTERS_TABLE)),
+        Target::ResourcesStream => Some(Expr::get_att(logical::RESOURCES_TABLE, "StreamArn")),
+        Target::Dlq1 => Some(arn(logical::DLQ1)),
+        Target::Dlq2 => Some(arn(logical::DLQ2)),
+        Target::FailedBatchBucket => Some(arn(logical::FAILED_BATCH_BUCKET)),
+        Target::FailedBatchObjects => Some(Expr::sub(format!("${{{}.Arn}}/*", logical::FAILED_BATCH_BUCKET))),
+        Target::LimitsFile => Some(limits_file_arn()),
+        Target::OwnLogGroup => component.role_and_log_group().map(|(_, group)| arn(group)),
+        Target::IamRoles => Some(scope_callers("role")),
+        Target::IamUsers => Some(scope_callers("user")),
+        Target::Stack
+        | Target::ArtifactsBucket
+        | Target::ArtifactsObjects
+        | Target::Functions
+        | Target::EventSourceMappings
+        | Target::Alarms
+        | Target::Everything => None,
+    }
+}
+
+/// The component's name, as the functions' physical names end
+/// (`counterctl` for the operator).
+fn component_name(component: Component) -> &'static str {
+    match component {
+        Component::StreamCounter => "stream-counter",
+        Component::DlqReprocessor => "dlq-reprocessor",
+        Component::Api => "api",
+        Component::DriftCheck => "drift-check",
+        Component::Operator => "counterctl",
+        Component::LimitsPlanner => "counterctl limits plan",
+    }
+}
+
 /// A grant as compared: action, resource and condition, rendered as JSON.
 type Rendered = (String, String, String);
 
@@ -585,8 +628,7 @@ fn rendered_needs(component: Component, mode: &str) -> BTreeMap<Rendered, Vec<St
         if when.is_some_and(|w| w != mode) {
             continue;
         }
-        let resource = on
-            .in_template(component)
+        let resource = in_template(on, component)
             .unwrap_or_else(|| panic!("{component:?} needs {on:?}, which the template does not hold"));
         let condition = on.condition().unwrap_or(Value::Null);
         out.entry((
@@ -662,7 +704,7 @@ fn each_function_role_grants_exactly_what_its_code_and_its_mappings_use() {
                         grant.0,
                         grant.1,
                         if grant.2 == "null" { "" } else { &grant.2 },
-                        component.name()
+                        component_name(component)
                     ));
                 }
             }
@@ -681,7 +723,9 @@ fn the_kit_state_partition_is_denied_to_the_request_and_stream_roles() {
     let t = stack::template();
     let counters = serde_json::to_value(stack::Expr::get_att(logical::COUNTERS_TABLE, "Arn")).unwrap();
     let denied = |role: &Role| -> Option<Value> {
-        role.permission_statements()
+        role.policies
+            .iter()
+            .flat_map(|p| p.policy_document.statement.iter())
             .find(|s| s.effect == Effect::Deny)
             .map(|s| serde_json::to_value(s).unwrap())
     };

@@ -30,7 +30,6 @@ use axum::middleware::{self, Next};
 use hybrid_counter::metrics::{Metric, Metrics};
 use hybrid_counter::{Counter, EpochMillis, RequestStore, SequenceStore, StoreBase};
 use hybrid_counter_aws::lambda::{CostWatch, emit_metrics};
-use lambda_http::request::RequestContext;
 use lambda_http::tower::ServiceExt;
 use lambda_http::tower::util::MapResponse;
 use tracing::info;
@@ -38,6 +37,7 @@ use tracing::info;
 pub use error::{ApiError, MAX_BODY_BYTES};
 pub use lambda_http::{Body, Request, Response, http};
 pub use routes::{SEQUENCE_PARAMETER, item_path, router};
+use scope_auth::caller_arn;
 pub use scope_auth::{Authorizer, IamTags, NoTags, PrincipalTags, ScopeAuthorization};
 pub use state::Api;
 use state::Now;
@@ -169,11 +169,6 @@ async fn lambda_response(response: axum::response::Response) -> Response<Body> {
         Body::Binary(bytes) if bytes.is_empty() => Body::Empty,
         body => body,
     })
-}
-
-/// The IAM principal that signed the request (function URL with `AWS_IAM`).
-fn caller_arn(context: Option<&RequestContext>) -> Option<&str> {
-    context?.authorizer()?.iam.as_ref()?.user_arn.as_deref()
 }
 
 #[cfg(test)]

@@ -85,6 +85,11 @@ impl ScopeAuthorization {
     }
 }
 
+/// The IAM principal that signed the request (function URL with `AWS_IAM`).
+pub(crate) fn caller_arn(context: Option<&RequestContext>) -> Option<&str> {
+    context?.authorizer()?.iam.as_ref()?.user_arn.as_deref()
+}
+
 /// The IAM principal a caller's ARN names, whose tags can be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Principal {
@@ -96,15 +101,9 @@ impl Principal {
     /// Parses the `userArn` of the function URL's IAM authorizer; `None`
     /// for a principal without readable tags (root, federated user, ...).
     pub fn from_arn(arn: &str) -> Option<Self> {
-        let mut parts = arn.splitn(6, ':');
-        let (_arn, _partition, service, _region, account, resource) = (
-            parts.next()?,
-            parts.next()?,
-            parts.next()?,
-            parts.next()?,
-            parts.next()?,
-            parts.next()?,
-        );
+        let [_arn, _partition, service, _region, account, resource] = arn.splitn(6, ':').collect::<Vec<_>>()[..] else {
+            return None;
+        };
         let account = account.to_owned();
         match service {
             "sts" => {
@@ -196,31 +195,29 @@ impl<T: PrincipalTags> Authorizer<T> {
         if self.mode == ScopeAuthorization::None {
             return Ok(());
         }
-        let forbidden = |reason: String| reason;
-        let iam = context.and_then(|c| c.authorizer()).and_then(|a| a.iam.as_ref());
-        let Some(arn) = iam.and_then(|iam| iam.user_arn.as_deref()) else {
-            return Err(forbidden("the request carries no IAM caller".to_owned()));
+        let Some(arn) = caller_arn(context) else {
+            return Err("the request carries no IAM caller".to_owned());
         };
-        let principal = Principal::from_arn(arn)
-            .ok_or_else(|| forbidden(format!("{arn} is neither an IAM role session nor an IAM user")))?;
+        let principal =
+            Principal::from_arn(arn).ok_or_else(|| format!("{arn} is neither an IAM role session nor an IAM user"))?;
         let own_account = match context {
             Some(RequestContext::ApiGatewayV2(c)) => c.account_id.as_deref(),
             _ => None,
         };
         if own_account != Some(principal.account()) {
-            return Err(forbidden(format!(
+            return Err(format!(
                 "{arn} belongs to another account than the function's; its tags cannot be read"
-            )));
+            ));
         }
         let prefix = self.tags.tag(&principal, SCOPE_PREFIX_TAG).await.map_err(|err| {
             tracing::warn!(caller = arn, error = %err, "cannot read the caller's tags");
-            forbidden(format!("the tags of {arn} cannot be read"))
+            format!("the tags of {arn} cannot be read")
         })?;
         match prefix {
-            None => Err(forbidden(format!("{arn} has no {SCOPE_PREFIX_TAG} tag"))),
-            Some(prefix) if !scope_within(&prefix, scope) => Err(forbidden(format!(
+            None => Err(format!("{arn} has no {SCOPE_PREFIX_TAG} tag")),
+            Some(prefix) if !scope_within(&prefix, scope) => Err(format!(
                 "scope {scope:?} is neither {prefix:?} nor under \"{prefix}{SCOPE_SEPARATOR}\", the {SCOPE_PREFIX_TAG} tag of {arn}"
-            ))),
+            )),
             Some(_) => Ok(()),
         }
     }

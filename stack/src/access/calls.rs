@@ -13,7 +13,7 @@ use super::target::{Grant, on};
 /// Some components' calls of one SDK operation: what they need of it.
 #[derive(Debug, Clone, Copy)]
 pub struct Call {
-    /// [`Operation::method`](super::operations::Operation::method).
+    /// The SDK client's fluent method, e.g. `batch_get_item`.
     pub operation: &'static str,
     /// The components whose code makes the call. Empty: only the local
     /// runner (`localstack/runner`), playing what Lambda does on AWS.
@@ -41,6 +41,16 @@ const fn call(
         grants,
         why,
     }
+}
+
+/// A call of the operator's alone.
+const fn operator(
+    operation: &'static str,
+    at: &'static [&'static str],
+    grants: &'static [Grant],
+    why: &'static str,
+) -> Call {
+    call(operation, &[Operator], at, grants, why)
 }
 
 /// Every SDK operation the functions and `counterctl` call, one entry per
@@ -74,9 +84,8 @@ pub const CALLS: &[Call] = &[
         ],
         "a create's or delete's best-effort counter move (strict: the reservation); a delete's soft delete",
     ),
-    call(
+    operator(
         "update_item",
-        &[Operator],
         &["aws/src/limits.rs"],
         &[on(CountersTable, &[DynamoDbUpdateItem])],
         "counterctl limit set; limits apply, conditioned on the planned version and write token",
@@ -98,9 +107,8 @@ pub const CALLS: &[Call] = &[
         &[on(CountersTable, &[DynamoDbUpdateItem, DynamoDbPutItem])],
         "SequenceStore::claim_sequence: Update of `sequence`, Put of `sequence#<n>` (counterctl seq claim)",
     ),
-    call(
+    operator(
         "transact_write_items",
-        &[Operator],
         &[
             "aws/src/dynamo/transact.rs",
             "aws/src/dynamo/admin.rs",
@@ -146,9 +154,8 @@ pub const CALLS: &[Call] = &[
         &[on(KitLayout, &[DynamoDbGetItem])],
         "the layout record, read by every function at start and by counterctl",
     ),
-    call(
+    operator(
         "put_item",
-        &[Operator],
         &["aws/src/layout.rs"],
         &[on(KitLayout, &[DynamoDbPutItem])],
         "the layout record, created by counterctl deploy after its check of the parameters (attribute_not_exists)",
@@ -174,9 +181,8 @@ pub const CALLS: &[Call] = &[
         &[on(ResourcesTable, &[DynamoDbBatchGetItem])],
         "batched stream mode: a chunk's deletes read their items' state in one request",
     ),
-    call(
+    operator(
         "delete_item",
-        &[Operator],
         &["aws/src/limits.rs", "aws/src/dynamo/admin.rs"],
         &[on(CountersTable, &[DynamoDbDeleteItem])],
         "counterctl limit clear; limits apply, conditioned on the planned version and write token; verify removes \
@@ -204,9 +210,8 @@ pub const CALLS: &[Call] = &[
         "limits plan|export, status --limits and the drift check's limits file: every override and its version; \
          the drift check's scopes, keys only, from its cursor",
     ),
-    call(
+    operator(
         "scan",
-        &[Operator],
         &["aws/src/dynamo/admin.rs"],
         &[on(ResourcesTable, &[DynamoDbScan]), on(CountersTable, &[DynamoDbScan])],
         "audit of every scope",
@@ -219,9 +224,8 @@ pub const CALLS: &[Call] = &[
         &[on(ResourcesStream, &[DynamoDbGetShardIterator])],
         "a failed range's start (AT_SEQUENCE_NUMBER); verify's shard tips",
     ),
-    call(
+    operator(
         "describe_stream",
-        &[Operator],
         &["aws/src/streams.rs"],
         &[on(ResourcesStream, &[DynamoDbDescribeStream])],
         "verify --failure-path finds the open shards",
@@ -241,37 +245,32 @@ pub const CALLS: &[Call] = &[
         &[on(Dlq2, &[SqsSendMessage])],
         "a message that can never be replayed goes to DLQ2 at once",
     ),
-    call(
+    operator(
         "send_message",
-        &[Operator],
         &["aws/src/sqs.rs"],
         &[on(Dlq1, &[SqsSendMessage])],
         "verify --failure-path puts its failed batch in DLQ1",
     ),
-    call(
+    operator(
         "receive_message",
-        &[Operator],
         &["aws/src/sqs.rs"],
         &[on(Dlq2, &[SqsReceiveMessage])],
         "redrive (peek, replay, move) reads DLQ2",
     ),
-    call(
+    operator(
         "delete_message_batch",
-        &[Operator],
         &["aws/src/sqs.rs"],
         &[on(Dlq2, &[SqsDeleteMessage])],
         "redrive deletes what it moved or replayed",
     ),
-    call(
+    operator(
         "get_queue_attributes",
-        &[Operator],
         &["aws/src/sqs.rs"],
         &[on(Dlq1, &[SqsGetQueueAttributes]), on(Dlq2, &[SqsGetQueueAttributes])],
         "queue depths (status, redrive)",
     ),
-    call(
+    operator(
         "start_message_move_task",
-        &[Operator],
         &["ops-cli/src/commands/redrive/move_task.rs"],
         &[
             on(
@@ -287,23 +286,20 @@ pub const CALLS: &[Call] = &[
         ],
         "redrive on AWS: SQS moves DLQ2 to DLQ1 with the caller's permissions",
     ),
-    call(
+    operator(
         "list_message_move_tasks",
-        &[Operator],
         &["ops-cli/src/commands/redrive/move_task.rs"],
         &[on(Dlq2, &[SqsListMessageMoveTasks])],
         "redrive follows the move task",
     ),
-    call(
+    operator(
         "change_message_visibility_batch",
-        &[Operator],
         &["ops-cli/src/commands/redrive/receive.rs"],
         &[on(Dlq2, &[SqsChangeMessageVisibility])],
         "redrive --dry-run and peek hand messages back at once",
     ),
-    call(
+    operator(
         "send_message_batch",
-        &[Operator],
         &["ops-cli/src/commands/redrive/transfer.rs"],
         &[on(Dlq1, &[SqsSendMessage])],
         "redrive where no move task exists: send to DLQ1, then delete from DLQ2",
@@ -333,30 +329,26 @@ pub const CALLS: &[Call] = &[
         &[on(FailedBatchObjects, &[S3PutObject])],
         "only the local runner, playing the stream mapping's S3 destination (PLATFORM_USES: the stream counter's role)",
     ),
-    call(
+    operator(
         "put_object",
-        &[Operator],
         &["ops-cli/src/commands/deploy/"],
         &[on(ArtifactsObjects, &[S3PutObject])],
         "deploy uploads the zips and a template too large to inline, with their SHA-256 checksum",
     ),
-    call(
+    operator(
         "head_bucket",
-        &[Operator],
         &["ops-cli/src/commands/deploy/"],
         &[on(ArtifactsBucket, &[S3ListBucket])],
         "plan and deploy: is the artifacts bucket there",
     ),
-    call(
+    operator(
         "create_bucket",
-        &[Operator],
         &["ops-cli/src/commands/deploy/"],
         &[on(ArtifactsBucket, &[S3CreateBucket])],
         "deploy: the first time",
     ),
-    call(
+    operator(
         "head_object",
-        &[Operator],
         &["ops-cli/src/commands/deploy/"],
         &[
             on(ArtifactsObjects, &[S3GetObject]),
@@ -366,16 +358,14 @@ pub const CALLS: &[Call] = &[
          ListBucket: a missing key is 404, not 403)",
     ),
     // Lambda.
-    call(
+    operator(
         "list_event_source_mappings",
-        &[Operator],
         &["aws/src/esm.rs"],
         &[on(Everything, &[LambdaListEventSourceMappings])],
         "status: the stack's mappings (no resource-level permission)",
     ),
-    call(
+    operator(
         "get_event_source_mapping",
-        &[Operator],
         &["aws/src/esm.rs"],
         &[on(EventSourceMappings, &[LambdaGetEventSourceMapping])],
         "status and verify read a mapping by its UUID",
@@ -397,25 +387,22 @@ pub const CALLS: &[Call] = &[
         &[on(EventSourceMappings, &[LambdaUpdateEventSourceMapping])],
         "only on the embedded emulator: disables its own poller's copy of the mapping",
     ),
-    call(
+    operator(
         "get_function_url_config",
-        &[Operator],
         &["ops-cli/src/commands/status/"],
         &[on(Functions, &[LambdaGetFunctionUrlConfig])],
         "status: the api's URL",
     ),
-    call(
+    operator(
         "list_tags",
-        &[Operator],
         &["ops-cli/src/commands/status/"],
         &[on(Functions, &[LambdaListTags])],
         "status: the local runner's URL tag; status and verify: the runner's takeover and heartbeat tags on the \
          mapping's function (emulators only)",
     ),
     // CloudWatch and CloudFormation.
-    call(
+    operator(
         "describe_alarms",
-        &[Operator],
         &["ops-cli/src/commands/status/"],
         &[on(Alarms, &[CloudWatchDescribeAlarms])],
         "status: alarm states",
@@ -427,9 +414,8 @@ pub const CALLS: &[Call] = &[
         &[on(Stack, &[CloudFormationDescribeStacks])],
         "every command reads the stack's outputs",
     ),
-    call(
+    operator(
         "create_change_set",
-        &[Operator],
         &["ops-cli/src/commands/deploy/"],
         &[
             on(Stack, &[CloudFormationCreateChangeSet]),
@@ -437,67 +423,58 @@ pub const CALLS: &[Call] = &[
         ],
         "plan and deploy; CloudFormation reads the uploaded template with the caller's credentials",
     ),
-    call(
+    operator(
         "describe_change_set",
-        &[Operator],
         &["ops-cli/src/commands/deploy/"],
         &[on(Stack, &[CloudFormationDescribeChangeSet])],
         "plan and deploy wait for the change set and read its further pages of changes",
     ),
-    call(
+    operator(
         "delete_change_set",
-        &[Operator],
         &["ops-cli/src/commands/deploy/"],
         &[on(Stack, &[CloudFormationDeleteChangeSet])],
         "plan removes its change set",
     ),
-    call(
+    operator(
         "describe_stack_events",
-        &[Operator],
         &["ops-cli/src/commands/deploy/"],
         &[on(Stack, &[CloudFormationDescribeStackEvents])],
         "deploy and destroy follow the events",
     ),
-    call(
+    operator(
         "execute_change_set",
-        &[Operator],
         &["ops-cli/src/commands/deploy/"],
         &[on(Stack, &[CloudFormationExecuteChangeSet])],
         "deploy",
     ),
-    call(
+    operator(
         "get_caller_identity",
-        &[Operator],
         &["ops-cli/src/commands/deploy/"],
         &[],
         "the account, for the artifacts bucket's name (no permission needed)",
     ),
-    call(
+    operator(
         "get_template",
-        &[Operator],
         &["ops-cli/src/commands/deploy/"],
         &[on(Stack, &[CloudFormationGetTemplate])],
         "plan compares with the deployed template",
     ),
-    call(
+    operator(
         "delete_stack",
-        &[Operator],
         &["ops-cli/src/commands/deploy/"],
         &[on(Stack, &[CloudFormationDeleteStack])],
         "destroy; a stack a plan left in REVIEW_IN_PROGRESS; deploy replaces a stack whose first create rolled back \
          (ROLLBACK_COMPLETE)",
     ),
-    call(
+    operator(
         "list_stack_resources",
-        &[Operator],
         &["ops-cli/src/commands/deploy/"],
         &[on(Stack, &[CloudFormationListStackResources])],
         "status: the stack's alarms; deploy: the tables a failed first create left (an emulator keeps them; \
          AWS's rollback deletes them)",
     ),
-    call(
+    operator(
         "delete_table",
-        &[Operator],
         &["ops-cli/src/commands/deploy/"],
         &[
             on(ResourcesTable, &[DynamoDbDeleteTable]),
@@ -505,9 +482,8 @@ pub const CALLS: &[Call] = &[
         ],
         "destroy --delete-data",
     ),
-    call(
+    operator(
         "describe_table",
-        &[Operator],
         &["ops-cli/src/commands/deploy/", "ops-cli/src/commands/replicas.rs"],
         &[
             on(ResourcesTable, &[DynamoDbDescribeTable]),
@@ -516,9 +492,8 @@ pub const CALLS: &[Call] = &[
         "destroy --delete-data waits for the deletion; status and deploy: the tables' global-table replicas, warm \
          throughput and maximum",
     ),
-    call(
+    operator(
         "describe_contributor_insights",
-        &[Operator],
         &["ops-cli/src/commands/replicas.rs"],
         &[
             on(ResourcesTable, &[DynamoDbDescribeContributorInsights]),

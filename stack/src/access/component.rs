@@ -27,18 +27,6 @@ impl Component {
         Component::DriftCheck,
     ];
 
-    /// Its name, as the functions' physical names end (`counterctl` for the operator).
-    pub fn name(self) -> &'static str {
-        match self {
-            Component::StreamCounter => "stream-counter",
-            Component::DlqReprocessor => "dlq-reprocessor",
-            Component::Api => "api",
-            Component::DriftCheck => "drift-check",
-            Component::Operator => "counterctl",
-            Component::LimitsPlanner => "counterctl limits plan",
-        }
-    }
-
     /// The logical ids of the function's role and log group; `None` for the operator.
     pub fn role_and_log_group(self) -> Option<(&'static str, &'static str)> {
         match self {

@@ -1,12 +1,13 @@
-//! What a component needs, derived from [`CALLS`] and [`PLATFORM_USES`]:
-//! each action on each target with the template condition it holds under,
-//! which the roles are checked against and the policies rendered from.
+//! What a component needs, derived from [`CALLS`], [`PLATFORM_USES`] and,
+//! for a function, its own log group: each action on each target with the
+//! template condition it holds under, which the roles are checked against
+//! and the policies rendered from.
 
 use crate::resources::iam::Action::{self, *};
 
 use super::calls::CALLS;
 use super::component::Component;
-use super::platform::PLATFORM_USES;
+use super::platform::{LOGS_DOC, PLATFORM_USES};
 use super::target::Target;
 
 /// One needed `(action, target)`, and what needs it.
@@ -42,6 +43,16 @@ pub fn needs(component: Component) -> Vec<(Need, String)> {
                 when: platform.when.or(platform.grant.on.only_if()),
             };
             out.push((need, platform.why.to_owned()));
+        }
+    }
+    if component.role_and_log_group().is_some() {
+        for action in [LogsCreateLogStream, LogsPutLogEvents] {
+            let need = Need {
+                action,
+                on: Target::OwnLogGroup,
+                when: None,
+            };
+            out.push((need, LOGS_DOC.to_owned()));
         }
     }
     out

@@ -1,11 +1,12 @@
 //! [`PLATFORM_USES`]: what AWS does with a function's role on its behalf,
 //! which no code of the kit calls: the event source mappings read their
-//! source and write the on-failure destination, Lambda writes the logs.
+//! source and write the on-failure destination, Lambda writes the logs
+//! (each function's own group, which `needs()` adds).
 
 use crate::failed_batches::{KEEP_PAYLOAD, KEEP_POINTER};
 use crate::resources::iam::Action::*;
 
-use super::component::Component::{self, Api, DlqReprocessor, DriftCheck, StreamCounter};
+use super::component::Component::{self, DlqReprocessor, StreamCounter};
 use super::target::Target::*;
 use super::target::{Grant, on};
 
@@ -19,7 +20,9 @@ pub struct PlatformUse {
     pub why: &'static str,
 }
 
-const LOGS_DOC: &str = "Lambda sends the function's logs with its execution role \
+/// Why every function's role writes its own log group (not in
+/// [`PLATFORM_USES`]: `needs()` adds it for each function).
+pub(super) const LOGS_DOC: &str = "Lambda sends the function's logs with its execution role \
                         (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs.html)";
 
 /// Everything a role needs that no code of its function calls.
@@ -65,29 +68,5 @@ pub const PLATFORM_USES: &[PlatformUse] = &[
         why: "the SQS mapping receives and deletes with the function's role; AWS documents exactly these three \
               (AWSLambdaSQSQueueExecutionRole, https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html); \
               it never calls ChangeMessageVisibility",
-    },
-    PlatformUse {
-        by: StreamCounter,
-        grant: on(OwnLogGroup, &[LogsCreateLogStream, LogsPutLogEvents]),
-        when: None,
-        why: LOGS_DOC,
-    },
-    PlatformUse {
-        by: DlqReprocessor,
-        grant: on(OwnLogGroup, &[LogsCreateLogStream, LogsPutLogEvents]),
-        when: None,
-        why: LOGS_DOC,
-    },
-    PlatformUse {
-        by: Api,
-        grant: on(OwnLogGroup, &[LogsCreateLogStream, LogsPutLogEvents]),
-        when: None,
-        why: LOGS_DOC,
-    },
-    PlatformUse {
-        by: DriftCheck,
-        grant: on(OwnLogGroup, &[LogsCreateLogStream, LogsPutLogEvents]),
-        when: None,
-        why: LOGS_DOC,
     },
 ];

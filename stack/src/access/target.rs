@@ -1,6 +1,6 @@
-//! [`Target`]: what a grant is on, as the template names it for a role and
-//! as an [`OperatorScope`] names it for a stack outside the template; a
-//! [`Grant`] is some actions on one target.
+//! [`Target`]: what a grant is on, a resource of the template or, as an
+//! [`OperatorScope`] names it, of a stack outside the template; a [`Grant`]
+//! is some actions on one target.
 
 use serde_json::{Value, json};
 
@@ -9,8 +9,6 @@ use crate::failed_batches::KEEP_PAYLOAD;
 use crate::logical;
 use crate::resources::iam::Action;
 use hybrid_counter::keys::{KIT_STATE_SCOPE, LAYOUT_SCOPE};
-
-use super::component::Component;
 
 /// What a grant is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -60,32 +58,6 @@ impl Target {
             Target::IamRoles | Target::IamUsers => Some(crate::params::SCOPE_BY_TAG),
             Target::LimitsFile => Some(logical::LIMITS_FILE_SET),
             _ => None,
-        }
-    }
-
-    /// The target as the template names it for `component`'s role; `None`
-    /// for the operator's targets, which are outside the template.
-    pub fn in_template(self, component: Component) -> Option<Expr> {
-        let arn = |id: &str| Expr::get_att(id, "Arn");
-        match self {
-            Target::ResourcesTable => Some(arn(logical::RESOURCES_TABLE)),
-            Target::CountersTable | Target::KitState | Target::KitLayout => Some(arn(logical::COUNTERS_TABLE)),
-            Target::ResourcesStream => Some(Expr::get_att(logical::RESOURCES_TABLE, "StreamArn")),
-            Target::Dlq1 => Some(arn(logical::DLQ1)),
-            Target::Dlq2 => Some(arn(logical::DLQ2)),
-            Target::FailedBatchBucket => Some(arn(logical::FAILED_BATCH_BUCKET)),
-            Target::FailedBatchObjects => Some(Expr::sub(format!("${{{}.Arn}}/*", logical::FAILED_BATCH_BUCKET))),
-            Target::LimitsFile => Some(limits_file_arn()),
-            Target::OwnLogGroup => component.role_and_log_group().map(|(_, group)| arn(group)),
-            Target::IamRoles => Some(scope_callers("role")),
-            Target::IamUsers => Some(scope_callers("user")),
-            Target::Stack
-            | Target::ArtifactsBucket
-            | Target::ArtifactsObjects
-            | Target::Functions
-            | Target::EventSourceMappings
-            | Target::Alarms
-            | Target::Everything => None,
         }
     }
 

@@ -153,7 +153,7 @@ fn add_emulator_role_assumer(t: &mut Template) {
     );
     t.condition(
         EMULATOR_ROLE_ASSUMER_SET,
-        Expr::negate(Expr::equals(Expr::reference(params::EMULATOR_ROLE_ASSUMER), "".into())),
+        Expr::differs(params::EMULATOR_ROLE_ASSUMER, ""),
     );
     t.rule(EMULATOR_ROLE_ASSUMER_RULE, emulator_role_assumer_rule());
 }
@@ -253,10 +253,6 @@ pub(crate) struct FunctionSpec {
     pub environment: fn() -> Vec<(&'static str, Expr)>,
 }
 
-fn no_environment() -> Vec<(&'static str, Expr)> {
-    Vec::new()
-}
-
 pub(crate) const FUNCTIONS: [FunctionSpec; 3] = [
     FunctionSpec {
         function: logical::STREAM_COUNTER_FUNCTION,
@@ -270,7 +266,7 @@ pub(crate) const FUNCTIONS: [FunctionSpec; 3] = [
         permanent_failures: false,
         permissions: stream_counter_permissions,
         conditional_policies: failed_batches::stream_counter_policies,
-        environment: no_environment,
+        environment: Vec::new,
     },
     FunctionSpec {
         function: logical::DLQ_REPROCESSOR_FUNCTION,
@@ -284,7 +280,7 @@ pub(crate) const FUNCTIONS: [FunctionSpec; 3] = [
         permanent_failures: true,
         permissions: dlq_reprocessor_permissions,
         conditional_policies: failed_batches::reprocessor_policies,
-        environment: no_environment,
+        environment: Vec::new,
     },
     FunctionSpec {
         function: logical::API_FUNCTION,

@@ -47,19 +47,14 @@ pub struct Dimension {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Statistic {
-    Average,
     Maximum,
-    Minimum,
     Sum,
-    SampleCount,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum ComparisonOperator {
     GreaterThanOrEqualToThreshold,
     GreaterThanThreshold,
-    LessThanThreshold,
-    LessThanOrEqualToThreshold,
 }
 
 /// How a period without data points is judged. An idle queue or an idle
@@ -67,8 +62,5 @@ pub enum ComparisonOperator {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum TreatMissingData {
-    Breaching,
     NotBreaching,
-    Ignore,
-    Missing,
 }

@@ -59,14 +59,6 @@ impl Table {
             contributor_insights_specification: None,
         }
     }
-
-    /// The key attribute of `key_type`, if any.
-    pub fn key(&self, key_type: KeyType) -> Option<&str> {
-        self.key_schema
-            .iter()
-            .find(|k| k.key_type == key_type)
-            .map(|k| k.attribute_name.as_str())
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -79,8 +71,6 @@ pub struct AttributeDefinition {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum AttributeType {
     S,
-    N,
-    B,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -101,7 +91,6 @@ pub enum KeyType {
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum BillingMode {
     PayPerRequest,
-    Provisioned,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -113,9 +102,6 @@ pub struct StreamSpecification {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum StreamViewType {
-    KeysOnly,
-    NewImage,
-    OldImage,
     NewAndOldImages,
 }
 
@@ -165,8 +151,6 @@ pub struct ContributorInsightsSpecification {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ContributorInsightsMode {
-    /// Every request, successful or throttled.
-    AccessedAndThrottledKeys,
     /// Throttled requests only.
     ThrottledKeys,
 }

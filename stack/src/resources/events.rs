@@ -21,7 +21,6 @@ pub struct Rule {
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum RuleState {
     Enabled,
-    Disabled,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::expr::Expr;
+use crate::expr::{Expr, OnlyIf};
 
 /// The only policy language version with policy variables.
 pub const POLICY_VERSION: &str = "2012-10-17";
@@ -30,11 +30,8 @@ impl Role {
         Self {
             assume_role_policy_document: PolicyDocument::new(vec![Statement {
                 sid: None,
-                effect: Effect::Allow,
                 principal: Some(Principal::Service(service.to_owned())),
-                action: vec![Action::StsAssumeRole],
-                resource: Vec::new(),
-                condition: None,
+                ..Statement::allow("", &[Action::StsAssumeRole], Vec::new())
             }]),
             policies,
             permissions_boundary: None,
@@ -61,11 +58,6 @@ impl Role {
             }
         }
         self
-    }
-
-    /// Every statement of the role's inline policies.
-    pub fn permission_statements(&self) -> impl Iterator<Item = &Statement> {
-        self.policies.iter().flat_map(|p| p.policy_document.statement.iter())
     }
 }
 
@@ -98,8 +90,6 @@ impl InlinePolicy {
 
 impl Serialize for InlinePolicy {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-
         #[derive(Serialize)]
         #[serde(rename_all = "PascalCase")]
         struct Plain<'a> {
@@ -112,11 +102,7 @@ impl Serialize for InlinePolicy {
         };
         match &self.only_if {
             None => plain.serialize(serializer),
-            Some(condition) => {
-                let mut map = serializer.serialize_map(Some(1))?;
-                map.serialize_entry("Fn::If", &(condition, plain, Expr::no_value()))?;
-                map.end()
-            }
+            Some(condition) => OnlyIf::new(condition, plain).serialize(serializer),
         }
     }
 }
@@ -140,6 +126,15 @@ impl PolicyDocument {
 /// An IAM condition block: operator (`Bool`, `ArnEquals`, ...) to
 /// condition key to value.
 pub type ConditionBlock = BTreeMap<String, BTreeMap<String, Expr>>;
+
+/// Adds `operator: {key: value}` to `block`, creating it if need be.
+pub(crate) fn add_condition(block: &mut Option<ConditionBlock>, operator: &str, key: &str, value: Expr) {
+    block
+        .get_or_insert_with(BTreeMap::new)
+        .entry(operator.to_owned())
+        .or_default()
+        .insert(key.to_owned(), value);
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
@@ -177,11 +172,7 @@ impl Statement {
 
     /// The statement, with `operator: {key: value}` added to its condition block.
     pub fn when(mut self, operator: &str, key: &str, value: Expr) -> Self {
-        self.condition
-            .get_or_insert_with(BTreeMap::new)
-            .entry(operator.to_owned())
-            .or_default()
-            .insert(key.to_owned(), value);
+        add_condition(&mut self.condition, operator, key, value);
         self
     }
 

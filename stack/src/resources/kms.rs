@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::expr::Expr;
-use crate::resources::iam::ConditionBlock;
+use crate::resources::iam::{ConditionBlock, add_condition};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
@@ -90,11 +90,7 @@ impl KeyStatement {
 
     /// The statement, with `operator: {key: value}` added to its condition block.
     pub fn when(mut self, operator: &str, key: &str, value: Expr) -> Self {
-        self.condition
-            .get_or_insert_with(Default::default)
-            .entry(operator.to_owned())
-            .or_default()
-            .insert(key.to_owned(), value);
+        add_condition(&mut self.condition, operator, key, value);
         self
     }
 }

@@ -53,7 +53,6 @@ pub struct LoggingConfig {
 pub enum LogFormat {
     #[serde(rename = "JSON")]
     Json,
-    Text,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -132,7 +131,6 @@ pub enum MappingMetrics {
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum StartingPosition {
     TrimHorizon,
-    Latest,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -191,7 +189,6 @@ pub struct Url {
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum AuthType {
     AwsIam,
-    None,
 }
 
 /// `AWS::Lambda::Permission`: the function's resource policy lets one

@@ -1,9 +1,10 @@
 //! [`OPERATIONS`]: each SDK operation the kit calls, by its fluent method
 //! name, and the IAM actions that authorize it. Most are one action of the
 //! same name; a `TransactWriteItems` is authorized per item, `BatchGetItem`
-//! is its own action, a move task needs both queues' sides.
+//! is its own action, a move task needs both queues' sides. Used by
+//! `access.rs` to check each entry of `stack::access::CALLS`.
 
-use crate::resources::iam::Action::{self, *};
+use stack::resources::iam::Action::{self, *};
 
 /// An SDK operation and the IAM actions that authorize it.
 #[derive(Debug, Clone, Copy)]
