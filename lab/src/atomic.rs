@@ -7,15 +7,13 @@
 //! the error instead, and the write it believes failed may have landed:
 //! the counter still drifts up, and errors reach the callers.
 
-use std::collections::HashMap;
-
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
 use hybrid_counter::error::StoreError;
 use hybrid_counter_aws::dynamo::classify;
 
 use crate::strategy::{Books, BoxFuture, LabError, Outcome, Place, Strategy, charge_refused_write, charge_write};
-use crate::table::{self, COUNTER_SK, VALUE, key, n};
+use crate::table::{self, COUNTER_SK, VALUE, key};
 
 pub struct AtomicCounter {
     place: Place,
@@ -35,14 +33,7 @@ impl AtomicCounter {
     }
 
     async fn add(&self, delta: i64, threshold: Option<i64>) -> Result<Outcome, LabError> {
-        let mut values = HashMap::from([(":delta".to_owned(), n(delta))]);
-        let condition = match threshold {
-            Some(limit) if delta > 0 => {
-                values.insert(":limit".to_owned(), n(limit));
-                Some("attribute_not_exists(#n) OR #n < :limit")
-            }
-            _ => None,
-        };
+        let (values, condition) = table::add_below(delta, threshold);
         let request = self
             .place
             .client
@@ -50,7 +41,7 @@ impl AtomicCounter {
             .table_name(&self.place.table)
             .set_key(Some(key(&self.place.counter, COUNTER_SK)))
             .update_expression("ADD #n :delta")
-            .set_condition_expression(condition.map(str::to_owned))
+            .set_condition_expression(condition)
             .expression_attribute_names("#n", VALUE)
             .set_expression_attribute_values(Some(values))
             .return_consumed_capacity(ReturnConsumedCapacity::Total);
@@ -108,6 +99,7 @@ mod tests {
     use aws_smithy_mocks::mock;
 
     use super::*;
+    use crate::table::n;
     use crate::test_util::{log, logged, meta, place};
 
     fn updates(log: &crate::test_util::Log<UpdateItemInput>) -> aws_smithy_mocks::Rule {

@@ -37,10 +37,8 @@ impl Ledger {
         let token = uuid::Uuid::new_v4().simple().to_string();
         let mut item = key(&self.place.counter, &format!("{ENTRY}{token}"));
         item.insert(DELTA.to_owned(), n(delta));
-        let mut retry = caller_retries();
-        loop {
-            let result = self
-                .place
+        let put = || async {
+            self.place
                 .client
                 .put_item()
                 .table_name(&self.place.table)
@@ -50,17 +48,16 @@ impl Ledger {
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .send()
                 .await
-                .map_err(classify);
-            match result {
-                Ok(out) => {
-                    charge_write(&self.books.meter, out.consumed_capacity());
-                    return Ok(Outcome::Applied);
-                }
-                // The entry is there: an earlier send of ours landed.
-                Err(StoreError::ConditionFailed) => return Ok(Outcome::Applied),
-                Err(err) if is_retryable(&err) && retry.pause().await => {}
-                Err(err) => return Err(err.into()),
+                .map_err(classify)
+        };
+        match caller_retries().run(put, is_retryable).await {
+            Ok(out) => {
+                charge_write(&self.books.meter, out.consumed_capacity());
+                Ok(Outcome::Applied)
             }
+            // The entry is there: an earlier send of ours landed.
+            Err(StoreError::ConditionFailed) => Ok(Outcome::Applied),
+            Err(err) => Err(err.into()),
         }
     }
 

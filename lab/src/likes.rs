@@ -20,11 +20,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 use hybrid_counter::error::StoreError;
-use hybrid_counter::retry::{Backoff, Retry};
 use hybrid_counter::store::meter::Meter;
 use hybrid_counter_aws::dynamo::classify;
 
-use crate::strategy::{Place, charge_refused_write, charge_write, item_size};
+use crate::strategy::{Place, charge_refused_write, charge_write, item_size, retries};
 use crate::table::{self, COUNTER_SK, VALUE, key, n};
 
 /// The seed's `tries`: its loop runs while `attempts <= tries`, from 0.
@@ -35,7 +34,7 @@ pub const TRIES: u32 = 10;
 pub enum Pause {
     /// The same sleep after every attempt (the seed: 10 ms).
     Fixed(Duration),
-    /// Exponential backoff with full jitter (the kit's [`Retry`]).
+    /// Exponential backoff with full jitter (the kit's [`hybrid_counter::retry::Retry`]).
     FullJitter { base: Duration, cap: Duration },
 }
 
@@ -47,12 +46,6 @@ pub struct Like {
     pub liked: bool,
     /// Conditional writes sent (the SDK's own retries not counted).
     pub attempts: u32,
-}
-
-/// One call's [`Pause`], with its random source for the jitter.
-enum Wait {
-    Fixed(Duration),
-    Jitter(Retry),
 }
 
 pub struct LikeLoop {
@@ -125,16 +118,10 @@ impl LikeLoop {
     /// One like: the seed's loop. Errors other than a failed condition end
     /// it, as they raise in the seed.
     pub async fn like(&self) -> Result<Like, StoreError> {
-        let mut wait = match self.pause {
-            Pause::Fixed(pause) => Wait::Fixed(pause),
-            Pause::FullJitter { base, cap } => Wait::Jitter(Retry::new(
-                Backoff {
-                    base,
-                    cap,
-                    max_attempts: u32::MAX,
-                },
-                None,
-            )),
+        // The fixed pause, or the jitter's run with its random source.
+        let (fixed, mut jitter) = match self.pause {
+            Pause::Fixed(pause) => (pause, None),
+            Pause::FullJitter { base, cap } => (Duration::ZERO, Some(retries(base, cap, u32::MAX))),
         };
         let mut attempts = 0;
         loop {
@@ -151,11 +138,11 @@ impl LikeLoop {
             if attempts > TRIES {
                 return Ok(Like { liked: false, attempts });
             }
-            match &mut wait {
-                Wait::Fixed(pause) => tokio::time::sleep(*pause).await,
-                Wait::Jitter(retry) => {
+            match &mut jitter {
+                Some(retry) => {
                     retry.pause().await;
                 }
+                None => tokio::time::sleep(fixed).await,
             }
         }
     }

@@ -157,30 +157,29 @@ impl Place {
     }
 }
 
-/// The caller's own retries of a failed request, for the approaches whose
-/// usual code retries at all: as many attempts, and the same backoff, as
-/// the SDK tuning every strategy gets (3 attempts, 5 to 50 ms).
-pub fn caller_retries() -> Retry {
+/// One run of full-jitter retries from `base` up to `cap`, `max_attempts`
+/// attempts in all.
+pub fn retries(base: Duration, cap: Duration, max_attempts: u32) -> Retry {
     Retry::new(
         Backoff {
-            base: Duration::from_millis(5),
-            cap: Duration::from_millis(50),
-            max_attempts: 3,
+            base,
+            cap,
+            max_attempts,
         },
         None,
     )
 }
 
+/// The caller's own retries of a failed request, for the approaches whose
+/// usual code retries at all: as many attempts, and the same backoff, as
+/// the SDK tuning every strategy gets (3 attempts, 5 to 50 ms).
+pub fn caller_retries() -> Retry {
+    retries(Duration::from_millis(5), Duration::from_millis(50), 3)
+}
+
 /// The budget of an optimistic loop that lost to concurrent writers.
 pub fn conflict_retries() -> Retry {
-    Retry::new(
-        Backoff {
-            base: Duration::from_millis(2),
-            cap: Duration::from_millis(50),
-            max_attempts: 40,
-        },
-        None,
-    )
+    retries(Duration::from_millis(2), Duration::from_millis(50), 40)
 }
 
 /// Whether the request may have been applied although it failed (a 500, a

@@ -48,6 +48,20 @@ pub fn key(pk: &str, sk: &str) -> HashMap<String, AttributeValue> {
     HashMap::from([(PK.to_owned(), s(pk)), (SK.to_owned(), s(sk))])
 }
 
+/// The values of `ADD #n :delta` and its condition: none, or for a +1
+/// under `threshold` that the value is still below it (`:limit`).
+pub fn add_below(delta: i64, threshold: Option<i64>) -> (HashMap<String, AttributeValue>, Option<String>) {
+    let mut values = HashMap::from([(":delta".to_owned(), n(delta))]);
+    let condition = match threshold {
+        Some(limit) if delta > 0 => {
+            values.insert(":limit".to_owned(), n(limit));
+            Some("attribute_not_exists(#n) OR #n < :limit".to_owned())
+        }
+        _ => None,
+    };
+    (values, condition)
+}
+
 /// The number attribute `name` of `item`, 0 when absent.
 pub fn number(item: Option<&HashMap<String, AttributeValue>>, name: &str) -> i64 {
     item.and_then(|item| item.get(name))

@@ -51,10 +51,8 @@ impl TokenSet {
             }
             _ => None,
         };
-        let mut retry = caller_retries();
-        loop {
-            let result = self
-                .place
+        let update = || async {
+            self.place
                 .client
                 .update_item()
                 .table_name(&self.place.table)
@@ -66,21 +64,20 @@ impl TokenSet {
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .send()
                 .await
-                .map_err(classify);
-            match result {
-                Ok(out) => {
-                    charge_write(&self.books.meter, out.consumed_capacity());
-                    return Ok(Outcome::Applied);
-                }
-                Err(StoreError::ConditionFailed) => {
-                    // Refused at the threshold: the set is full, about `limit` tokens.
-                    let full = threshold.unwrap_or(0).max(0) as usize * (TOKEN_LENGTH + 1);
-                    charge_refused_write(&self.books.meter, full);
-                    return Ok(Outcome::Refused);
-                }
-                Err(err) if is_retryable(&err) && retry.pause().await => {}
-                Err(err) => return Err(err.into()),
+                .map_err(classify)
+        };
+        match caller_retries().run(update, is_retryable).await {
+            Ok(out) => {
+                charge_write(&self.books.meter, out.consumed_capacity());
+                Ok(Outcome::Applied)
             }
+            Err(StoreError::ConditionFailed) => {
+                // Refused at the threshold: the set is full, about `limit` tokens.
+                let full = threshold.unwrap_or(0).max(0) as usize * (TOKEN_LENGTH + 1);
+                charge_refused_write(&self.books.meter, full);
+                Ok(Outcome::Refused)
+            }
+            Err(err) => Err(err.into()),
         }
     }
 

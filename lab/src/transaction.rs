@@ -19,7 +19,6 @@
 //! Both retry, as their callers would, on unknown outcomes, throttling and
 //! transaction conflicts, within [`crate::strategy::caller_retries`].
 
-use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsOutput;
@@ -48,14 +47,7 @@ pub enum TokenUse {
 
 /// The counter's update as a transaction action.
 fn counter_update(place: &Place, delta: i64, threshold: Option<i64>) -> TransactWriteItem {
-    let mut values = HashMap::from([(":delta".to_owned(), n(delta))]);
-    let condition = match threshold {
-        Some(limit) if delta > 0 => {
-            values.insert(":limit".to_owned(), n(limit));
-            Some("attribute_not_exists(#n) OR #n < :limit".to_owned())
-        }
-        _ => None,
-    };
+    let (values, condition) = table::add_below(delta, threshold);
     let update = Update::builder()
         .table_name(&place.table)
         .set_key(Some(key(&place.counter, COUNTER_SK)))

@@ -228,21 +228,12 @@ impl Counterctl {
         argv: &[&str],
     ) -> (Report, esm_runner::Runner<impl esm_runner::Invoke>) {
         let runner = crate::in_process_runner_on(&self.endpoint, config, host).await;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let command = async {
-            let report = self
-                .run(argv)
+            self.run(argv)
                 .await
-                .unwrap_or_else(|e| panic!("counterctl {argv:?}: {e}"));
-            let _ = stop.send(());
-            report
+                .unwrap_or_else(|e| panic!("counterctl {argv:?}: {e}"))
         };
-        let (report, played) = tokio::join!(
-            command,
-            runner.run(async {
-                let _ = stopped.await;
-            })
-        );
+        let (report, played) = crate::run_beside(&runner, command).await;
         played.expect("the runner plays the mappings");
         (report, runner)
     }
@@ -367,7 +358,7 @@ impl Zips {
         let mut command = std::process::Command::new(workspace.join("localstack/host-zips.sh"));
         // Its cargo build must see the environment the runner's builds see,
         // not this test's package variables (else ring is rebuilt twice).
-        esm_runner::without_package_env(&mut command);
+        without_package_env(&mut command);
         let status = command
             .arg(&dir)
             .stdout(std::process::Stdio::null())
@@ -382,6 +373,32 @@ impl Drop for Zips {
     fn drop(&mut self) {
         if self.temporary {
             let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Removes what Cargo sets for the package it builds or runs
+/// (`CARGO_PKG_NAME`, `CARGO_MANIFEST_DIR`, `OUT_DIR`, ...) from a child
+/// cargo's environment. Under `cargo test` this process has them, and
+/// build scripts that declare them with `rerun-if-env-changed` (ring's do)
+/// would otherwise be rerun, and everything above them recompiled, each
+/// time a cargo started from a test and one run from a shell take turns:
+/// `localstack/host-zips.sh`'s builds go through it.
+fn without_package_env(command: &mut std::process::Command) {
+    const EXACT: [&str; 8] = [
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "OUT_DIR",
+    ];
+    for (key, _) in std::env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        if EXACT.contains(&key) || key.starts_with("CARGO_PKG_") || key.starts_with("CARGO_BIN_EXE_") {
+            command.env_remove(key);
         }
     }
 }
@@ -427,4 +444,38 @@ pub fn stored_zip(name: &str, data: &[u8]) -> Vec<u8> {
     zip.extend([central_size, central].iter().flat_map(|v| v.to_le_bytes()));
     zip.extend(0u16.to_le_bytes());
     zip
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Under `cargo test` this process carries Cargo's package variables
+    /// (ring's build script reruns when they differ): a child cargo gets
+    /// none of them, and keeps everything else.
+    #[test]
+    fn a_child_cargo_gets_none_of_the_test_packages_variables() {
+        let inherited: Vec<String> = std::env::vars()
+            .map(|(key, _)| key)
+            .filter(|key| key == "CARGO_MANIFEST_DIR" || key.starts_with("CARGO_PKG_"))
+            .collect();
+        assert!(
+            inherited.iter().any(|key| key == "CARGO_MANIFEST_DIR") && inherited.len() > 1,
+            "cargo test sets the package's variables: {inherited:?}"
+        );
+        let mut command = std::process::Command::new("cargo");
+        without_package_env(&mut command);
+        let removed: Vec<String> = command
+            .get_envs()
+            .filter(|(_, value)| value.is_none())
+            .map(|(key, _)| key.to_string_lossy().into_owned())
+            .collect();
+        for key in &inherited {
+            assert!(removed.contains(key), "{key} is passed on to the child cargo");
+        }
+        assert!(
+            !removed.iter().any(|key| key == "PATH" || key == "CARGO_HOME"),
+            "only the package's variables go: {removed:?}"
+        );
+    }
 }

@@ -15,7 +15,7 @@
 //! harness fails the test on any logged denial ([`crate::Emulator`]).
 
 use aws_config::SdkConfig;
-use aws_sdk_dynamodb::config::Credentials;
+use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
 use serde_json::json;
 
 /// The emulator's IAM mode in every test.
@@ -26,10 +26,13 @@ pub const IAM_MODE: &str = "strict";
 /// by `base`'s caller (the `test` identity) as the local runner does.
 /// Panics, naming the function and role, when they cannot be obtained.
 pub async fn function_sdk_config(base: &SdkConfig, function: &str) -> SdkConfig {
-    esm_runner::FunctionRoles::new(base)
-        .sdk_config(base, function)
+    let credentials = esm_runner::FunctionRoles::new(base)
+        .credentials(function)
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    base.to_builder()
+        .credentials_provider(SharedCredentialsProvider::new(credentials))
+        .build()
 }
 
 /// The stack an operator policy is for, and the policy itself: the one

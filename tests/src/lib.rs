@@ -670,6 +670,43 @@ pub async fn in_process_runner_on(
         .expect("connect the local runner")
 }
 
+/// Plays `runner`'s mappings while `work` runs, and stops it once `work` is
+/// done: what an operator's command meets on a live stack, with the stream
+/// counter busy beside it. Returns `work`'s output and the run's report.
+pub async fn run_beside<T>(
+    runner: &esm_runner::Runner<impl esm_runner::Invoke>,
+    work: impl std::future::Future<Output = T>,
+) -> (T, Result<esm_runner::RunReport, esm_runner::Error>) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let work = async {
+        let output = work.await;
+        let _ = stop.send(());
+        output
+    };
+    tokio::join!(
+        work,
+        runner.run(async {
+            let _ = stopped.await;
+        })
+    )
+}
+
+/// What the tests read from a runner's report.
+pub trait RunReportExt {
+    /// The report of the (first) mapping targeting `function_name`.
+    fn for_function(&self, function_name: &str) -> esm_runner::MappingReport;
+}
+
+impl RunReportExt for esm_runner::RunReport {
+    fn for_function(&self, function_name: &str) -> esm_runner::MappingReport {
+        self.mappings
+            .values()
+            .find(|m| m.function_name == function_name)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
 /// One HTTP/1.1 request to `url` (`http://HOST:PORT/`) + `path`; returns
 /// the status, the `Location` header and the JSON body (`null` when empty).
 pub async fn http_call(

@@ -5,11 +5,10 @@
 //! [`Mapping`]: the filter patterns parsed and checked against what the
 //! runner can evaluate, batch size, bisect, retries, record age, response
 //! types, on-failure destination and starting position for a stream, the
-//! queue's URL for SQS. The target function's environment comes from
-//! `GetFunction`, so a handler runs with exactly the variables the stack
-//! gave it.
+//! queue's URL for SQS. The target function's tags (`GetFunction`) say
+//! which disabled mappings the runner took over earlier.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use hybrid_counter_aws::esm::{self, MappingConfig, function_name_from_arn};
@@ -31,8 +30,6 @@ pub struct Mapping {
     /// Parsed `FilterCriteria.Filters[].Pattern`; empty means no filter.
     pub filters: Vec<Value>,
     pub report_batch_item_failures: bool,
-    /// The target function's environment variables.
-    pub environment: BTreeMap<String, String>,
     /// Whether the emulator itself has the mapping enabled.
     pub emulator_enabled: bool,
     pub source: Source,
@@ -43,7 +40,6 @@ impl Mapping {
     pub fn target(&self) -> crate::invoke::FunctionTarget {
         crate::invoke::FunctionTarget {
             function_name: self.function_name.clone(),
-            environment: self.environment.clone(),
         }
     }
 }
@@ -112,10 +108,6 @@ pub fn parse_filters(uuid: &str, patterns: &[String]) -> Result<Vec<Value>, Erro
         .collect()
 }
 
-/// Tag on a target function saying the runner took over one of its
-/// mappings; see [`crate::Runner`] on why it disables the emulator's copy.
-pub use hybrid_counter_aws::esm::TAKEOVER_TAG_PREFIX;
-
 /// Reads every enabled mapping, and every disabled one the runner took over
 /// earlier, from the emulator; only those of `functions` when given.
 pub async fn discover(
@@ -126,7 +118,7 @@ pub async fn discover(
     let configs = esm::list_mappings(lambda)
         .await
         .map_err(|e| Error::emulator("Lambda", "ListEventSourceMappings")(sdk_message(e)))?;
-    let mut functions_seen: BTreeMap<String, FunctionInfo> = BTreeMap::new();
+    let mut tags_seen: BTreeMap<String, HashMap<String, String>> = BTreeMap::new();
     let mut mappings = Vec::new();
     for config in configs {
         let function_arn = config.function_arn.clone().unwrap_or_default();
@@ -134,17 +126,16 @@ pub async fn discover(
         if functions.is_some_and(|only| !only.iter().any(|f| f == &function_name)) {
             continue;
         }
-        if !functions_seen.contains_key(&function_name) {
-            let info = function_info(lambda, &function_name).await?;
-            functions_seen.insert(function_name.clone(), info);
+        if !tags_seen.contains_key(&function_name) {
+            let tags = function_tags(lambda, &function_name).await?;
+            tags_seen.insert(function_name.clone(), tags);
         }
-        let info = &functions_seen[&function_name];
         let emulator_enabled = esm::is_active_state(config.state.as_deref());
-        let taken_over = info.tags.contains_key(&esm::takeover_tag(&config.uuid));
+        let taken_over = tags_seen[&function_name].contains_key(&esm::takeover_tag(&config.uuid));
         if !emulator_enabled && !taken_over {
             continue;
         }
-        let mut mapping = mapping_from(sqs, config, function_arn, function_name, info.environment.clone()).await?;
+        let mut mapping = mapping_from(sqs, config, function_arn, function_name).await?;
         mapping.emulator_enabled = emulator_enabled;
         mappings.push(mapping);
     }
@@ -167,11 +158,6 @@ pub(crate) async fn function_names(lambda: &aws_sdk_lambda::Client) -> Result<Ve
     Ok(names)
 }
 
-pub(crate) struct FunctionInfo {
-    pub(crate) environment: BTreeMap<String, String>,
-    tags: BTreeMap<String, String>,
-}
-
 /// A function configuration's environment variables (none: empty).
 pub(crate) fn environment_variables(
     environment: Option<&aws_sdk_lambda::types::EnvironmentResponse>,
@@ -182,20 +168,15 @@ pub(crate) fn environment_variables(
         .unwrap_or_default()
 }
 
-/// `GetFunction`: the configuration (environment) and the tags in one call.
-pub(crate) async fn function_info(lambda: &aws_sdk_lambda::Client, function_name: &str) -> Result<FunctionInfo, Error> {
+/// The function's tags (`GetFunction`).
+async fn function_tags(lambda: &aws_sdk_lambda::Client, function_name: &str) -> Result<HashMap<String, String>, Error> {
     let out = lambda
         .get_function()
         .function_name(function_name)
         .send()
         .await
         .map_err(|e| Error::emulator("Lambda", "GetFunction")(sdk_message(e)))?;
-    let environment = environment_variables(out.configuration().and_then(|c| c.environment()));
-    let tags = out
-        .tags()
-        .map(|tags| tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-        .unwrap_or_default();
-    Ok(FunctionInfo { environment, tags })
+    Ok(out.tags.unwrap_or_default())
 }
 
 async fn mapping_from(
@@ -203,7 +184,6 @@ async fn mapping_from(
     config: MappingConfig,
     function_arn: String,
     function_name: String,
-    environment: BTreeMap<String, String>,
 ) -> Result<Mapping, Error> {
     let uuid = config.uuid.clone();
     let source_arn = config.event_source_arn.clone().unwrap_or_default();
@@ -258,7 +238,6 @@ async fn mapping_from(
         batch_size,
         filters,
         report_batch_item_failures,
-        environment,
         emulator_enabled: true,
         source,
     })

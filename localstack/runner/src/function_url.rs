@@ -23,7 +23,6 @@
 
 use tracing::{info, warn};
 
-use crate::discover::function_info;
 use crate::error::{Error, sdk_message};
 use crate::invoke::Invoke;
 use crate::report::ServedUrl;
@@ -69,9 +68,8 @@ pub(crate) async fn serve(
             }
             Err(err) => return Err(Error::emulator("Lambda", "GetFunctionUrlConfig")(sdk_message(err))),
         };
-        let environment = function_info(lambda, function_name).await?.environment;
         let port = port_for(first_port, served.len());
-        let Some(local_url) = invoker.serve_url(function_name, &environment, port).await? else {
+        let Some(local_url) = invoker.serve_url(function_name, port).await? else {
             continue;
         };
         lambda

@@ -2,20 +2,16 @@
 //! the prebuilt handler binaries, each behind a Lambda runtime API the
 //! runner serves ([`crate::process`]), and an in-process closure for tests.
 
-use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::error::Error;
 
-/// A deployed function the runner will invoke, with the environment the
-/// stack gave it.
+/// A deployed function the runner will invoke.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FunctionTarget {
     pub function_name: String,
-    pub environment: std::collections::BTreeMap<String, String>,
 }
 
 /// What one synchronous invocation returned.
@@ -63,41 +59,13 @@ pub trait Invoke: Send + Sync + 'static {
         async {}
     }
 
-    /// Serves `function_name`, with `environment`, over HTTP on loopback
-    /// `port` (0: any free port) with Lambda function URL semantics
-    /// ([`crate::function_url`]); returns its URL, or `None` when this
-    /// invoker cannot serve HTTP (the in-process test double).
-    fn serve_url(
-        &self,
-        function_name: &str,
-        environment: &BTreeMap<String, String>,
-        port: u16,
-    ) -> impl Future<Output = Result<Option<String>, Error>> + Send {
-        let _ = (function_name, environment, port);
+    /// Serves `function_name` over HTTP on loopback `port` (0: any free
+    /// port) with Lambda function URL semantics ([`crate::function_url`]);
+    /// returns its URL, or `None` when this invoker cannot serve HTTP (the
+    /// in-process test double).
+    fn serve_url(&self, function_name: &str, port: u16) -> impl Future<Output = Result<Option<String>, Error>> + Send {
+        let _ = (function_name, port);
         async { Ok(None) }
-    }
-}
-
-impl<T: Invoke> Invoke for Arc<T> {
-    fn invoke(&self, function_name: &str, payload: Value) -> impl Future<Output = Result<Invocation, Error>> + Send {
-        T::invoke(self, function_name, payload)
-    }
-
-    fn prepare(&self, functions: &[FunctionTarget]) -> impl Future<Output = Result<(), Error>> + Send {
-        T::prepare(self, functions)
-    }
-
-    fn follow_redeploys(&self) -> impl Future<Output = ()> + Send {
-        T::follow_redeploys(self)
-    }
-
-    fn serve_url(
-        &self,
-        function_name: &str,
-        environment: &BTreeMap<String, String>,
-        port: u16,
-    ) -> impl Future<Output = Result<Option<String>, Error>> + Send {
-        T::serve_url(self, function_name, environment, port)
     }
 }
 

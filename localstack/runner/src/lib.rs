@@ -63,7 +63,7 @@ use tracing::{info, warn};
 pub use discover::{Mapping, Source};
 pub use error::Error;
 pub use invoke::{FnInvoker, FunctionTarget, Invocation, Invoke};
-pub use process::{HandlerProcesses, ProcessConfig, without_package_env};
+pub use process::{HandlerProcesses, ProcessConfig};
 pub use report::{MappingReport, RunReport, ScheduleReport, ServedUrl};
 pub use role::{FunctionRoles, emulator_sdk_config};
 pub use schedule::Schedule;
@@ -99,19 +99,21 @@ pub async fn run_until_idle(config: RunnerConfig) -> Result<RunReport, Error> {
 /// CloudFormation; [`hybrid_counter_aws::emulator::string_numbers`]).
 fn lambda_client(sdk: &aws_config::SdkConfig, host: Host) -> aws_sdk_lambda::Client {
     let config = aws_sdk_lambda::config::Builder::from(sdk);
-    match host {
-        Host::LocalStack => {
-            aws_sdk_lambda::Client::from_conf(hybrid_counter_aws::emulator::string_numbers::mended(config).build())
-        }
-        Host::Fakecloud => aws_sdk_lambda::Client::from_conf(config.build()),
-    }
+    let config = match host {
+        Host::LocalStack => hybrid_counter_aws::emulator::string_numbers::mended(config),
+        Host::Fakecloud => config,
+    };
+    aws_sdk_lambda::Client::from_conf(config.build())
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
-    Shard { uuid: String, shard_id: String },
-    Queue { uuid: String },
-    Schedule { function: String },
+    /// A mapping's UUID and a shard of its stream.
+    Shard(String, String),
+    /// A mapping's UUID.
+    Queue(String),
+    /// A scheduled function.
+    Schedule(String),
 }
 
 struct Job {
@@ -227,15 +229,15 @@ impl<I: Invoke> Runner<I> {
                     taken.push(mapping.clone());
                 }
             }
-            let mut report = ctx.report.lock().expect("report lock");
-            let entry = report.mappings.entry(mapping.uuid.clone()).or_default();
-            entry.uuid.clone_from(&mapping.uuid);
-            entry.function_name.clone_from(&mapping.function_name);
-            entry.source_arn.clone_from(&mapping.source_arn);
-            entry.kind = match mapping.source {
-                Source::Stream(_) => "stream".to_owned(),
-                Source::Queue(_) => "sqs".to_owned(),
-            };
+            ctx.update_report(mapping, |entry| {
+                entry.uuid.clone_from(&mapping.uuid);
+                entry.function_name.clone_from(&mapping.function_name);
+                entry.source_arn.clone_from(&mapping.source_arn);
+                entry.kind = match mapping.source {
+                    Source::Stream(_) => "stream".to_owned(),
+                    Source::Queue(_) => "sqs".to_owned(),
+                };
+            });
         }
         // After the takeover: the emulator's own SQS poller deletes mapped
         // messages until then.
@@ -253,7 +255,9 @@ impl<I: Invoke> Runner<I> {
             }
         }
         let mut targets: Vec<FunctionTarget> = mappings.iter().map(Mapping::target).collect();
-        targets.extend(schedules.iter().map(Schedule::target));
+        targets.extend(schedules.iter().map(|s| FunctionTarget {
+            function_name: s.function_name.clone(),
+        }));
         *ctx.schedules.lock().expect("schedules lock") = schedules;
         let prepared = ctx.invoker.prepare(&targets).await;
         Ok((mappings, prepared.err()))
@@ -323,9 +327,7 @@ impl<I: Invoke> Runner<I> {
             let shared = Arc::new(mapping.clone());
             match &mapping.source {
                 Source::Queue(_) => jobs.push(Job {
-                    key: Key::Queue {
-                        uuid: mapping.uuid.clone(),
-                    },
+                    key: Key::Queue(mapping.uuid.clone()),
                     mapping: shared,
                     shard_closed: false,
                 }),
@@ -347,10 +349,7 @@ impl<I: Invoke> Runner<I> {
                     });
                     for shard in readable.into_iter().map(|at| &shards[at]) {
                         jobs.push(Job {
-                            key: Key::Shard {
-                                uuid: mapping.uuid.clone(),
-                                shard_id: shard.shard_id.clone(),
-                            },
+                            key: Key::Shard(mapping.uuid.clone(), shard.shard_id.clone()),
                             mapping: shared.clone(),
                             shard_closed: shard.ending_sequence_number.is_some(),
                         });
@@ -365,13 +364,13 @@ impl<I: Invoke> Runner<I> {
         let ctx = self.ctx.clone();
         set.spawn(async move {
             let result = match (&job.key, &job.mapping.source) {
-                (Key::Shard { shard_id, .. }, Source::Stream(settings)) => {
+                (Key::Shard(_, shard_id), Source::Stream(settings)) => {
                     stream::drain_shard(&ctx, &job.mapping, settings, shard_id, job.shard_closed).await
                 }
                 (_, Source::Queue(settings)) => sqs::drain_queue(&ctx, &job.mapping, settings).await,
-                (Key::Queue { .. } | Key::Schedule { .. }, Source::Stream(_)) => Ok(Drained::default()),
+                (Key::Queue(_) | Key::Schedule(_), Source::Stream(_)) => Ok(Drained::default()),
             };
-            if let (Key::Shard { uuid, shard_id }, Ok(Drained { finished: true, .. })) = (&job.key, &result) {
+            if let (Key::Shard(uuid, shard_id), Ok(Drained { finished: true, .. })) = (&job.key, &result) {
                 ctx.finished_shards
                     .lock()
                     .expect("finished lock")
@@ -385,9 +384,7 @@ impl<I: Invoke> Runner<I> {
     fn spawn_tick(&self, set: &mut JoinSet<(Key, Result<Drained, Error>)>, schedule: Schedule) {
         let ctx = self.ctx.clone();
         set.spawn(async move {
-            let key = Key::Schedule {
-                function: schedule.function_name.clone(),
-            };
+            let key = Key::Schedule(schedule.function_name.clone());
             let event = schedule::scheduled_event(&schedule, ctx.now(), &ctx.config.region);
             let result = ctx
                 .invoker
@@ -483,24 +480,6 @@ impl<I: Invoke> Runner<I> {
         Ok(false)
     }
 
-    /// Plays the mappings while `work` runs, and stops once it is done:
-    /// what an operator's command meets on a live stack, with the stream
-    /// counter busy beside it. Returns `work`'s output and the run's report.
-    pub async fn run_beside<T>(&self, work: impl Future<Output = T>) -> (T, Result<RunReport, Error>) {
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let work = async {
-            let output = work.await;
-            let _ = stop.send(());
-            output
-        };
-        tokio::join!(
-            work,
-            self.run(async {
-                let _ = stopped.await;
-            })
-        )
-    }
-
     /// Polls every source until `shutdown` completes. Each source has its
     /// own task (so a shard stuck retrying holds back only itself); a
     /// source with nothing new rests for the poll interval, and the
@@ -589,7 +568,7 @@ impl<I: Invoke> Runner<I> {
                     }
                     let schedules = self.ctx.schedules.lock().expect("schedules lock").clone();
                     for schedule in schedules {
-                        let key = Key::Schedule { function: schedule.function_name.clone() };
+                        let key = Key::Schedule(schedule.function_name.clone());
                         if running.contains(&key) || !due.take(&schedule, now) {
                             continue;
                         }

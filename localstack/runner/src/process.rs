@@ -65,7 +65,7 @@ pub use crate::deployed::DeployedFunction;
 use crate::error::{Error, sdk_message};
 use crate::invoke::{FunctionTarget, Invocation, Invoke};
 use crate::role::FunctionRoles;
-use crate::runtime_api::{Outcome, RuntimeApi};
+use crate::runtime_api::{Outcome, RuntimeApi, serve_http1};
 use crate::url_event::{self, UrlRequest};
 
 /// How often, at most, a function's deployed configuration is read back
@@ -167,17 +167,14 @@ impl Drop for HandlerProcesses {
 
 struct Inner {
     config: ProcessConfig,
-    /// Variables every function gets: the emulator endpoint and region.
-    base_env: BTreeMap<String, String>,
     endpoint: String,
     region: String,
-    /// Where each started function's credentials come from, connected on
-    /// the first start.
-    roles: tokio::sync::OnceCell<FunctionRoles>,
     binaries: BTreeMap<String, String>,
     targets: tokio::sync::Mutex<BTreeMap<String, Arc<Target>>>,
-    /// The emulator's Lambda API, for the deployed configurations.
-    lambda: tokio::sync::OnceCell<aws_sdk_lambda::Client>,
+    /// The emulator's Lambda API, for the deployed configurations, and
+    /// where each started function's credentials come from; connected on
+    /// first use.
+    clients: tokio::sync::OnceCell<(aws_sdk_lambda::Client, FunctionRoles)>,
     /// When each function's configuration was last read back.
     checked: std::sync::Mutex<BTreeMap<String, Instant>>,
 }
@@ -186,20 +183,13 @@ impl HandlerProcesses {
     /// Reads the handler packages; starts nothing until [`Invoke::prepare`].
     pub fn new(config: ProcessConfig, endpoint: &str, region: &str) -> Result<Self, Error> {
         let binaries = handler_binaries(&config.workspace)?;
-        let base_env = BTreeMap::from([
-            ("AWS_ENDPOINT_URL".to_owned(), endpoint.to_owned()),
-            ("AWS_REGION".to_owned(), region.to_owned()),
-            ("AWS_DEFAULT_REGION".to_owned(), region.to_owned()),
-        ]);
         let inner = Inner {
             config,
-            base_env,
             endpoint: endpoint.to_owned(),
             region: region.to_owned(),
-            roles: tokio::sync::OnceCell::new(),
             binaries,
             targets: tokio::sync::Mutex::default(),
-            lambda: tokio::sync::OnceCell::new(),
+            clients: tokio::sync::OnceCell::new(),
             checked: std::sync::Mutex::default(),
         };
         Ok(Self {
@@ -210,14 +200,19 @@ impl HandlerProcesses {
 }
 
 impl Inner {
+    /// The emulator's Lambda API and the functions' roles, on one SDK configuration.
+    async fn clients(&self) -> &(aws_sdk_lambda::Client, FunctionRoles) {
+        self.clients
+            .get_or_init(|| async {
+                let sdk = crate::role::emulator_sdk_config(&self.endpoint, &self.region).await;
+                (aws_sdk_lambda::Client::new(&sdk), FunctionRoles::new(&sdk))
+            })
+            .await
+    }
+
     /// The function's deployed configuration (`GetFunctionConfiguration`).
     async fn deployed(&self, function_name: &str) -> Result<DeployedFunction, Error> {
-        let lambda = self
-            .lambda
-            .get_or_init(|| async {
-                aws_sdk_lambda::Client::new(&crate::role::emulator_sdk_config(&self.endpoint, &self.region).await)
-            })
-            .await;
+        let (lambda, _) = self.clients().await;
         let configuration = lambda
             .get_function_configuration()
             .function_name(function_name)
@@ -254,33 +249,28 @@ impl Inner {
     /// fails at init still gives the target, without a process, beside
     /// the error: its invocations start it again, and an init failure is
     /// then their function error, as on Lambda.
-    async fn new_target(&self, function_name: &str, served: bool) -> Result<(Target, Option<Error>), Error> {
+    async fn new_target(&self, function_name: &str, served: bool) -> Result<(Arc<Target>, Option<Error>), Error> {
         let binary = self.binary(function_name)?;
-        if self.config.attach.is_some() {
-            let target = Target {
-                binary,
-                served: AtomicBool::new(served),
-                deployed: None,
-                process: tokio::sync::Mutex::default(),
-            };
-            return Ok((target, None));
-        }
-        let deployed = self.deployed(function_name).await?;
-        let (process, init_error) = match self.spawn(function_name, &binary, &deployed).await {
-            Ok(process) => (Some(process), None),
-            Err(err @ Error::HandlerNotReady { .. }) => {
-                warn!(function = %function_name, error = %err, "the handler failed at init; its invocations fail until it starts");
-                (None, Some(err))
+        let (deployed, process, init_error) = if self.config.attach.is_some() {
+            (None, None, None)
+        } else {
+            let deployed = self.deployed(function_name).await?;
+            match self.spawn(function_name, &binary, &deployed).await {
+                Ok(process) => (Some(deployed), Some(process), None),
+                Err(err @ Error::HandlerNotReady { .. }) => {
+                    warn!(function = %function_name, error = %err, "the handler failed at init; its invocations fail until it starts");
+                    (Some(deployed), None, Some(err))
+                }
+                Err(err) => return Err(err),
             }
-            Err(err) => return Err(err),
         };
         let target = Target {
             binary,
             served: AtomicBool::new(served),
-            deployed: Some(deployed),
+            deployed,
             process: tokio::sync::Mutex::new(process),
         };
-        Ok((target, init_error))
+        Ok((Arc::new(target), init_error))
     }
 
     /// The target that runs `function_name` as deployed now: the started
@@ -297,7 +287,6 @@ impl Inner {
                 return Ok(target.clone());
             }
             let (target, _) = self.new_target(function_name, false).await?;
-            let target = Arc::new(target);
             targets.insert(function_name.to_owned(), target.clone());
             return Ok(target);
         };
@@ -331,7 +320,6 @@ impl Inner {
         let (target, _) = self
             .new_target(function_name, running.served.load(Ordering::Relaxed))
             .await?;
-        let target = Arc::new(target);
         targets.insert(function_name.to_owned(), target.clone());
         Ok(target)
     }
@@ -343,14 +331,12 @@ impl Inner {
         deployed: &DeployedFunction,
         runtime_api: &str,
     ) -> Result<BTreeMap<String, String>, Error> {
-        let roles = self
-            .roles
-            .get_or_init(|| async {
-                FunctionRoles::new(&crate::role::emulator_sdk_config(&self.endpoint, &self.region).await)
-            })
-            .await;
+        let (_, roles) = self.clients().await;
         let credentials = crate::role::environment(&roles.credentials(function_name).await?);
         let runtime = [
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_REGION", self.region.clone()),
+            ("AWS_DEFAULT_REGION", self.region.clone()),
             ("AWS_LAMBDA_RUNTIME_API", runtime_api.to_owned()),
             ("AWS_LAMBDA_FUNCTION_NAME", function_name.to_owned()),
             ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".to_owned()),
@@ -363,7 +349,6 @@ impl Inner {
             .environment
             .clone()
             .into_iter()
-            .chain(self.base_env.clone())
             .chain(credentials)
             .chain(deployed.logging.clone())
             .chain(runtime)
@@ -557,13 +542,11 @@ impl Inner {
 }
 
 fn bad_gateway(body: String) -> hyper::Response<Bytes> {
-    let mut response = hyper::Response::new(Bytes::from(body));
-    *response.status_mut() = hyper::StatusCode::BAD_GATEWAY;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    response
+    hyper::Response::builder()
+        .status(hyper::StatusCode::BAD_GATEWAY)
+        .header(CONTENT_TYPE, "application/json")
+        .body(Bytes::from(body))
+        .expect("a valid response")
 }
 
 /// A response body as JSON: `null` when empty, a string when not JSON.
@@ -599,33 +582,6 @@ async fn post(address: &str, binary: &str, payload: &Value) -> Result<(u16, Opti
     Ok((parts.status.as_u16(), function_error, body))
 }
 
-/// Removes what Cargo sets for the package it builds or runs
-/// (`CARGO_PKG_NAME`, `CARGO_MANIFEST_DIR`, `OUT_DIR`, ...) from a child
-/// cargo's environment. Under `cargo test` this process has them, and
-/// build scripts that declare them with `rerun-if-env-changed` (ring's do)
-/// would otherwise be rerun, and everything above them recompiled, each
-/// time a cargo started from a test and one run from a shell take turns:
-/// the e2e harness's `localstack/host-zips.sh` and `counterctl` builds go
-/// through it. (The runner itself starts no cargo.)
-pub fn without_package_env(command: &mut std::process::Command) {
-    const EXACT: [&str; 8] = [
-        "CARGO_MANIFEST_DIR",
-        "CARGO_MANIFEST_PATH",
-        "CARGO_MANIFEST_LINKS",
-        "CARGO_CRATE_NAME",
-        "CARGO_BIN_NAME",
-        "CARGO_PRIMARY_PACKAGE",
-        "CARGO_TARGET_TMPDIR",
-        "OUT_DIR",
-    ];
-    for (key, _) in std::env::vars_os() {
-        let Some(key) = key.to_str() else { continue };
-        if EXACT.contains(&key) || key.starts_with("CARGO_PKG_") || key.starts_with("CARGO_BIN_EXE_") {
-            command.env_remove(key);
-        }
-    }
-}
-
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
@@ -643,7 +599,7 @@ impl Invoke for HandlerProcesses {
             }
             match self.inner.new_target(&function.function_name, false).await {
                 Ok((target, init_error)) => {
-                    targets.insert(function.function_name.clone(), Arc::new(target));
+                    targets.insert(function.function_name.clone(), target);
                     first_error = first_error.or(init_error);
                 }
                 Err(err) => {
@@ -655,14 +611,9 @@ impl Invoke for HandlerProcesses {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Serves the function with its environment as deployed now (read
-    /// with its code, to follow later redeploys), not `_environment`.
-    async fn serve_url(
-        &self,
-        function_name: &str,
-        _environment: &BTreeMap<String, String>,
-        port: u16,
-    ) -> Result<Option<String>, Error> {
+    /// Serves the function as deployed now (its configuration is read
+    /// back, to follow later redeploys).
+    async fn serve_url(&self, function_name: &str, port: u16) -> Result<Option<String>, Error> {
         let binary = self.inner.binary(function_name)?;
         if let Some(address) = &self.inner.config.attach {
             // The user's watch serves every binary of the workspace: its
@@ -683,30 +634,18 @@ impl Invoke for HandlerProcesses {
                 Some(target) => target.served.store(true, Ordering::Relaxed),
                 None => {
                     let (target, _) = self.inner.new_target(function_name, true).await?;
-                    targets.insert(function_name.to_owned(), Arc::new(target));
+                    targets.insert(function_name.to_owned(), target);
                 }
             }
         }
         let inner = self.inner.clone();
         let function = function_name.to_owned();
-        let server = tokio::spawn(async move {
-            while let Ok((stream, peer)) = listener.accept().await {
-                let (inner, function) = (inner.clone(), function.clone());
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |request| {
-                        let (inner, function) = (inner.clone(), function.clone());
-                        async move {
-                            Ok::<_, std::convert::Infallible>(
-                                inner.serve_request(&function, peer.ip().to_string(), request).await,
-                            )
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
+        let server = tokio::spawn(serve_http1(listener, move |peer, request| {
+            let (inner, function) = (inner.clone(), function.clone());
+            async move {
+                Ok::<_, std::convert::Infallible>(inner.serve_request(&function, peer.ip().to_string(), request).await)
             }
-        });
+        }));
         self.servers.lock().expect("servers lock").push(server.abort_handle());
         info!(function = %function_name, %address, "serving the function URL");
         Ok(Some(format!("http://{address}/")))
@@ -736,35 +675,6 @@ impl Invoke for HandlerProcesses {
 mod tests {
     use super::*;
     use crate::discover::Mapping;
-
-    /// Under `cargo test` this process carries Cargo's package variables
-    /// (ring's build script reruns when they differ): a child cargo gets
-    /// none of them, and keeps everything else.
-    #[test]
-    fn a_child_cargo_gets_none_of_the_test_packages_variables() {
-        let inherited: Vec<String> = std::env::vars()
-            .map(|(key, _)| key)
-            .filter(|key| key == "CARGO_MANIFEST_DIR" || key.starts_with("CARGO_PKG_"))
-            .collect();
-        assert!(
-            inherited.iter().any(|key| key == "CARGO_MANIFEST_DIR") && inherited.len() > 1,
-            "cargo test sets the package's variables: {inherited:?}"
-        );
-        let mut command = std::process::Command::new("cargo");
-        without_package_env(&mut command);
-        let removed: Vec<String> = command
-            .get_envs()
-            .filter(|(_, value)| value.is_none())
-            .map(|(key, _)| key.to_string_lossy().into_owned())
-            .collect();
-        for key in &inherited {
-            assert!(removed.contains(key), "{key} is passed on to the child cargo");
-        }
-        assert!(
-            !removed.iter().any(|key| key == "PATH" || key == "CARGO_HOME"),
-            "only the package's variables go: {removed:?}"
-        );
-    }
 
     /// Serves one canned HTTP response per connection; returns its address.
     async fn stub_invoke_api(response: String) -> String {
@@ -806,7 +716,6 @@ mod tests {
             batch_size: 1,
             filters: vec![],
             report_batch_item_failures: true,
-            environment: BTreeMap::new(),
             emulator_enabled: true,
             source: crate::Source::Queue(crate::discover::QueueSettings {
                 queue_url: "q".into(),

@@ -130,15 +130,6 @@ impl RunReport {
     pub fn mapping(&self, uuid: &str) -> MappingReport {
         self.mappings.get(uuid).cloned().unwrap_or_default()
     }
-
-    /// The report of the (first) mapping targeting `function_name`.
-    pub fn for_function(&self, function_name: &str) -> MappingReport {
-        self.mappings
-            .values()
-            .find(|m| m.function_name == function_name)
-            .cloned()
-            .unwrap_or_default()
-    }
 }
 
 impl fmt::Display for RunReport {

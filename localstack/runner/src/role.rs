@@ -11,7 +11,7 @@
 //! (`localstack/README.md`, "Local-only differences").
 
 use aws_config::SdkConfig;
-use aws_sdk_sts::config::{Credentials, SharedCredentialsProvider};
+use aws_sdk_sts::config::Credentials;
 
 use crate::error::{Error, sdk_message};
 
@@ -83,16 +83,6 @@ impl FunctionRoles {
             std::time::SystemTime::try_from(*keys.expiration()).ok(),
             "esm-runner-function-role",
         ))
-    }
-
-    /// `base` (the endpoint, region and client settings) with the
-    /// credentials of `function`'s execution role.
-    pub async fn sdk_config(&self, base: &SdkConfig, function: &str) -> Result<SdkConfig, Error> {
-        let credentials = self.credentials(function).await?;
-        Ok(base
-            .to_builder()
-            .credentials_provider(SharedCredentialsProvider::new(credentials))
-            .build())
     }
 }
 

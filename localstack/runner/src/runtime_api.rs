@@ -11,7 +11,8 @@
 //! `POST .../invocation/{id}/response`, `POST .../invocation/{id}/error`
 //! and `POST /2018-06-01/runtime/init/error`. One process handles one event
 //! at a time, as one Lambda execution environment does; events submitted
-//! meanwhile wait in order.
+//! meanwhile wait in order. Its HTTP/1 accept loop ([`serve_http1`]) also
+//! serves the function URLs ([`crate::process`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -85,17 +86,7 @@ impl RuntimeApi {
             init_error: Mutex::default(),
         });
         let serving = shared.clone();
-        let server = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let shared = serving.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |request| route(shared.clone(), request));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let server = tokio::spawn(serve_http1(listener, move |_, request| route(serving.clone(), request)));
         Ok(Self {
             address,
             queue,
@@ -140,6 +131,25 @@ impl RuntimeApi {
             function_arn: function_arn.to_owned(),
         });
         receiver
+    }
+}
+
+/// Serves HTTP/1 on `listener` until accepting fails: each request goes to
+/// `handle`, with the address of the peer that sent it.
+pub(crate) async fn serve_http1<F, Fut, E>(listener: tokio::net::TcpListener, handle: F)
+where
+    F: Fn(SocketAddr, Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<Response<Full<Bytes>>, E>> + Send + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    while let Ok((stream, peer)) = listener.accept().await {
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| handle(peer, request));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        });
     }
 }
 

@@ -5,8 +5,8 @@
 //!
 //! Which function runs how often is read from the function's environment
 //! (`DRIFT_CHECK_SCHEDULE`), which the stack sets from the same parameter
-//! as the rule's `ScheduleExpression`: one `GetFunction` per function the
-//! runner already reads, and no EventBridge client in the build.
+//! as the rule's `ScheduleExpression`: one `GetFunctionConfiguration` per
+//! function, and no EventBridge client in the build.
 //!
 //! `rate(N unit)` is played, with AWS's rules (a value of 1 takes the
 //! singular unit, any other the plural; minutes, hours or days). `cron(...)`
@@ -15,7 +15,7 @@
 //! then one every interval; a run still going when the next is due is not
 //! overlapped, as a slow tick would be on AWS only by a second invocation.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use hybrid_counter::config::ENV_DRIFT_CHECK_SCHEDULE;
@@ -24,8 +24,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::warn;
 
+use crate::discover::{environment_variables, function_names};
 use crate::error::{Error, sdk_message};
-use crate::invoke::FunctionTarget;
 
 /// A function the runner invokes on a schedule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -36,17 +36,6 @@ pub struct Schedule {
     pub expression: String,
     #[serde(skip)]
     pub every: Duration,
-    #[serde(skip)]
-    pub environment: BTreeMap<String, String>,
-}
-
-impl Schedule {
-    pub fn target(&self) -> FunctionTarget {
-        FunctionTarget {
-            function_name: self.function_name.clone(),
-            environment: self.environment.clone(),
-        }
-    }
 }
 
 /// The interval of a schedule expression: `None` for an empty one (off),
@@ -103,15 +92,7 @@ pub fn parse_rate(expression: &str) -> Result<Option<Duration>, String> {
 pub async fn discover(lambda: &aws_sdk_lambda::Client, functions: Option<&[String]>) -> Result<Vec<Schedule>, Error> {
     let names: Vec<String> = match functions {
         Some(names) => names.to_vec(),
-        None => {
-            let mut names = Vec::new();
-            let mut pages = lambda.list_functions().into_paginator().items().send();
-            while let Some(function) = pages.next().await {
-                let function = function.map_err(|e| Error::emulator("Lambda", "ListFunctions")(sdk_message(e)))?;
-                names.extend(function.function_name().map(str::to_owned));
-            }
-            names
-        }
+        None => function_names(lambda).await?,
     };
     let mut schedules = Vec::new();
     for name in names {
@@ -121,12 +102,7 @@ pub async fn discover(lambda: &aws_sdk_lambda::Client, functions: Option<&[Strin
             .send()
             .await
             .map_err(|e| Error::emulator("Lambda", "GetFunctionConfiguration")(sdk_message(e)))?;
-        let environment: BTreeMap<String, String> = config
-            .environment()
-            .and_then(|e| e.variables())
-            .map(|vars| vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-            .unwrap_or_default();
-        let Some(expression) = environment.get(ENV_DRIFT_CHECK_SCHEDULE).cloned() else {
+        let Some(expression) = environment_variables(config.environment()).remove(ENV_DRIFT_CHECK_SCHEDULE) else {
             continue;
         };
         match parse_rate(&expression) {
@@ -136,7 +112,6 @@ pub async fn discover(lambda: &aws_sdk_lambda::Client, functions: Option<&[Strin
                 function_name: name,
                 expression,
                 every,
-                environment,
             }),
             Err(reason) => warn!(function = %name, %reason, "schedule not played"),
         }
@@ -215,7 +190,6 @@ mod tests {
             function_arn: "arn:aws:lambda:us-east-1:123456789012:function:hc-drift-check".into(),
             expression: "rate(1 minute)".into(),
             every: Duration::from_secs(60),
-            environment: BTreeMap::new(),
         };
         let start = Instant::now();
         let mut due = Due::default();
@@ -236,7 +210,6 @@ mod tests {
             function_arn: "arn:aws:lambda:us-east-1:123456789012:function:f".into(),
             expression: "rate(1 minute)".into(),
             every: Duration::from_secs(60),
-            environment: BTreeMap::new(),
         };
         let event = scheduled_event(&schedule, SystemTime::UNIX_EPOCH + Duration::from_secs(60), "us-east-1");
         assert_eq!(event["detail-type"], "Scheduled Event");

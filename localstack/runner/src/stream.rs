@@ -56,6 +56,12 @@ pub(crate) async fn drain_shard<I: Invoke>(
     shard_closed: bool,
 ) -> Result<Drained, Error> {
     let reader = ShardReader::new(ctx.streams.clone(), mapping.source_arn.clone());
+    let shard = Shard {
+        ctx,
+        mapping,
+        settings,
+        shard_id,
+    };
     let mut drained = Drained::default();
     loop {
         if ctx.stopping() {
@@ -92,7 +98,7 @@ pub(crate) async fn drain_shard<I: Invoke>(
             .iter()
             .map(|&i| (records[i].clone(), events[i].clone()))
             .collect();
-        if !batch.is_empty() && !play_batch(ctx, mapping, settings, shard_id, batch).await? {
+        if !batch.is_empty() && !shard.play_batch(batch).await? {
             return Ok(drained); // stopping: the checkpoint stays where the batch got to
         }
         ctx.update_report(mapping, |r| {
@@ -111,212 +117,196 @@ async fn read(reader: &ShardReader, shard_id: &str, position: &Position, max: us
         .map_err(|e| Error::emulator("DynamoDB Streams", "GetRecords")(e.to_string()))
 }
 
-/// Delivers one batch until every record of it is checkpointed past:
-/// processed, or given up on. Returns false when the runner is stopping.
-async fn play_batch<I: Invoke>(
-    ctx: &Ctx<I>,
-    mapping: &Mapping,
-    settings: &StreamSettings,
-    shard_id: &str,
-    batch: Vec<(Record, Value)>,
-) -> Result<bool, Error> {
-    let mut parts = VecDeque::from([Part::new(batch)]);
-    while let Some(mut part) = parts.pop_front() {
-        if ctx.stopping() {
-            return Ok(false);
-        }
-        if let Some(max_age) = settings.maximum_record_age {
-            let created: Vec<_> = part.records.iter().map(|(r, _)| Some(created_at(r))).collect();
-            let expired = expired_prefix(&created, ctx.now(), max_age);
-            if expired > 0 {
-                let old: Vec<_> = part.records.drain(..expired).collect();
-                give_up(
-                    ctx,
-                    mapping,
-                    settings,
-                    shard_id,
-                    &old,
-                    RECORD_AGE_EXCEEDED,
-                    part.invocations,
-                )
-                .await?;
-                if part.records.is_empty() {
-                    continue;
-                }
-            }
-        }
-        let payload = json!({ "Records": part.records.iter().map(|(_, e)| e).collect::<Vec<_>>() });
-        let invocation = match ctx.invoker.invoke(&mapping.function_name, payload).await {
-            Ok(invocation) => invocation,
-            Err(err) => {
-                // Lambda could not invoke (the runtime is down): retried
-                // until the records are too old, without using up retries.
-                warn!(mapping = %mapping.uuid, %shard_id, error = %err, "could not invoke; retrying the batch");
-                parts.push_front(part);
-                ctx.pause().await;
-                continue;
-            }
-        };
-        part.invocations += 1;
-        let sequence_numbers: Vec<String> = part
-            .records
-            .iter()
-            .map(|(r, _)| sequence_number(r).to_owned())
-            .collect();
-        ctx.update_report(mapping, |r| {
-            r.invocations += 1;
-            r.records_delivered += part.records.len() as u64;
-        });
-        let verdict = stream_verdict(&invocation, &sequence_numbers, mapping.report_batch_item_failures);
-        debug!(mapping = %mapping.uuid, %shard_id, records = part.records.len(), ?verdict, "stream batch invoked");
-        match verdict {
-            StreamVerdict::Success => {
-                ctx.advance(&mapping.uuid, shard_id, &sequence_numbers[sequence_numbers.len() - 1]);
-            }
-            StreamVerdict::RetryFrom(index) => {
-                ctx.update_report(mapping, |r| {
-                    r.partial_failures += 1;
-                    r.records_failed_invoke += (part.records.len() - index) as u64;
-                });
-                if index > 0 {
-                    ctx.advance(&mapping.uuid, shard_id, &sequence_numbers[index - 1]);
-                }
-                part.records.drain(..index);
-                retry_or_give_up(ctx, mapping, settings, shard_id, part, &mut parts).await?;
-            }
-            StreamVerdict::Failed { function_error, reason } => {
-                ctx.update_report(mapping, |r| {
-                    r.function_errors += u64::from(function_error);
-                    r.records_failed_invoke += part.records.len() as u64;
-                });
-                info!(mapping = %mapping.uuid, %shard_id, records = part.records.len(), %reason, "stream batch failed");
-                // Lambda bisects when the function returns an error, not
-                // when it returned an unusable partial batch response.
-                let split = if function_error && settings.bisect_batch_on_function_error {
-                    part.bisect()
-                } else {
-                    Err(part)
-                };
-                match split {
-                    Ok((first, second)) => {
-                        ctx.update_report(mapping, |r| r.bisects += 1);
-                        parts.push_front(second);
-                        parts.push_front(first);
-                    }
-                    Err(part) => retry_or_give_up(ctx, mapping, settings, shard_id, part, &mut parts).await?,
-                }
-            }
-        }
-    }
-    Ok(true)
+/// One shard of a stream mapping, as [`drain_shard`] plays it.
+struct Shard<'a, I> {
+    ctx: &'a Ctx<I>,
+    mapping: &'a Mapping,
+    settings: &'a StreamSettings,
+    shard_id: &'a str,
 }
 
-async fn retry_or_give_up<I: Invoke>(
-    ctx: &Ctx<I>,
-    mapping: &Mapping,
-    settings: &StreamSettings,
-    shard_id: &str,
-    mut part: Part,
-    parts: &mut VecDeque<Part>,
-) -> Result<(), Error> {
-    if may_retry(part.retries, settings.maximum_retry_attempts) {
-        part.retries += 1;
-        ctx.update_report(mapping, |r| r.retries += 1);
-        parts.push_front(part);
-        ctx.pause().await;
-        Ok(())
-    } else {
-        give_up(
+impl<I: Invoke> Shard<'_, I> {
+    /// Delivers one batch until every record of it is checkpointed past:
+    /// processed, or given up on. Returns false when the runner is stopping.
+    async fn play_batch(&self, batch: Vec<(Record, Value)>) -> Result<bool, Error> {
+        let Self {
             ctx,
             mapping,
             settings,
             shard_id,
-            &part.records,
-            RETRY_ATTEMPTS_EXHAUSTED,
-            part.invocations,
-        )
-        .await
-    }
-}
-
-/// Abandons `records` (in shard order, not empty): describes them to the
-/// on-failure destination in Lambda's format (to SQS no records, only where
-/// they are; to S3 the records too) and checkpoints past them. Sending is retried until it succeeds, so
-/// a record is never skipped without its description reaching the queue.
-async fn give_up<I: Invoke>(
-    ctx: &Ctx<I>,
-    mapping: &Mapping,
-    settings: &StreamSettings,
-    shard_id: &str,
-    records: &[(Record, Value)],
-    condition: &str,
-    invocations: u32,
-) -> Result<(), Error> {
-    let plain: Vec<Record> = records.iter().map(|(r, _)| r.clone()).collect();
-    let count = plain.len() as u64;
-    match &settings.on_failure_destination {
-        Some(destination) => {
-            let now = ctx.now();
-            let on_failure = OnFailureRecord::for_batch(
-                &mapping.function_arn,
-                condition,
-                invocations,
-                &mapping.source_arn,
-                shard_id,
-                &plain,
-                now,
-            );
-            let body = serde_json::to_string(&on_failure).unwrap_or_default();
-            // An S3 destination keeps the batch with its records, as Lambda
-            // writes it; the bucket's own notification (the emulator's)
-            // announces the object to DLQ1.
-            let kept = parse_bucket_arn(destination).map(|bucket| {
-                let object = ObjectRef {
-                    bucket: bucket.to_owned(),
-                    key: object_key(&mapping.uuid, shard_id, now),
-                };
-                (object, FailedBatchObject::new(on_failure.clone(), plain.clone()))
-            });
-            loop {
-                let sent = match &kept {
-                    Some((object, batch)) => put_failed_batch(&ctx.s3, object, batch)
-                        .await
-                        .map_err(Error::emulator("S3", "PutObject")),
-                    None => send_on_failure(ctx, destination, &body).await,
-                };
-                match sent {
-                    Ok(()) => break,
-                    Err(err) if ctx.stopping() => return Err(err),
-                    Err(err) => {
-                        warn!(mapping = %mapping.uuid, %destination, error = %err, "could not send the on-failure record; retrying");
-                        ctx.pause().await;
+        } = *self;
+        let mut parts = VecDeque::from([Part::new(batch)]);
+        while let Some(mut part) = parts.pop_front() {
+            if ctx.stopping() {
+                return Ok(false);
+            }
+            if let Some(max_age) = settings.maximum_record_age {
+                let created: Vec<_> = part.records.iter().map(|(r, _)| Some(created_at(r))).collect();
+                let expired = expired_prefix(&created, ctx.now(), max_age);
+                if expired > 0 {
+                    let old: Vec<_> = part.records.drain(..expired).collect();
+                    self.give_up(&old, RECORD_AGE_EXCEEDED, part.invocations).await?;
+                    if part.records.is_empty() {
+                        continue;
                     }
                 }
             }
-            warn!(
-                mapping = %mapping.uuid,
-                %shard_id,
-                %condition,
-                start = %on_failure.batch_info.start_sequence_number,
-                end = %on_failure.batch_info.end_sequence_number,
-                records = count,
-                %destination,
-                "gave up on a batch; described it to the on-failure destination"
-            );
+            let payload = json!({ "Records": part.records.iter().map(|(_, e)| e).collect::<Vec<_>>() });
+            let invocation = match ctx.invoker.invoke(&mapping.function_name, payload).await {
+                Ok(invocation) => invocation,
+                Err(err) => {
+                    // Lambda could not invoke (the runtime is down): retried
+                    // until the records are too old, without using up retries.
+                    warn!(mapping = %mapping.uuid, %shard_id, error = %err, "could not invoke; retrying the batch");
+                    parts.push_front(part);
+                    ctx.pause().await;
+                    continue;
+                }
+            };
+            part.invocations += 1;
+            let sequence_numbers: Vec<String> = part
+                .records
+                .iter()
+                .map(|(r, _)| sequence_number(r).to_owned())
+                .collect();
             ctx.update_report(mapping, |r| {
-                r.batches_to_on_failure += 1;
-                r.records_to_on_failure += count;
+                r.invocations += 1;
+                r.records_delivered += part.records.len() as u64;
             });
+            let verdict = stream_verdict(&invocation, &sequence_numbers, mapping.report_batch_item_failures);
+            debug!(mapping = %mapping.uuid, %shard_id, records = part.records.len(), ?verdict, "stream batch invoked");
+            match verdict {
+                StreamVerdict::Success => {
+                    ctx.advance(&mapping.uuid, shard_id, &sequence_numbers[sequence_numbers.len() - 1]);
+                }
+                StreamVerdict::RetryFrom(index) => {
+                    ctx.update_report(mapping, |r| {
+                        r.partial_failures += 1;
+                        r.records_failed_invoke += (part.records.len() - index) as u64;
+                    });
+                    if index > 0 {
+                        ctx.advance(&mapping.uuid, shard_id, &sequence_numbers[index - 1]);
+                    }
+                    part.records.drain(..index);
+                    self.retry_or_give_up(part, &mut parts).await?;
+                }
+                StreamVerdict::Failed { function_error, reason } => {
+                    ctx.update_report(mapping, |r| {
+                        r.function_errors += u64::from(function_error);
+                        r.records_failed_invoke += part.records.len() as u64;
+                    });
+                    info!(mapping = %mapping.uuid, %shard_id, records = part.records.len(), %reason, "stream batch failed");
+                    // Lambda bisects when the function returns an error, not
+                    // when it returned an unusable partial batch response.
+                    let split = if function_error && settings.bisect_batch_on_function_error {
+                        part.bisect()
+                    } else {
+                        Err(part)
+                    };
+                    match split {
+                        Ok((first, second)) => {
+                            ctx.update_report(mapping, |r| r.bisects += 1);
+                            parts.push_front(second);
+                            parts.push_front(first);
+                        }
+                        Err(part) => self.retry_or_give_up(part, &mut parts).await?,
+                    }
+                }
+            }
         }
-        None => {
-            warn!(mapping = %mapping.uuid, %shard_id, %condition, records = count, "gave up on a batch with no on-failure destination: its records are skipped");
-            ctx.update_report(mapping, |r| r.records_discarded += count);
+        Ok(true)
+    }
+
+    async fn retry_or_give_up(&self, mut part: Part, parts: &mut VecDeque<Part>) -> Result<(), Error> {
+        if may_retry(part.retries, self.settings.maximum_retry_attempts) {
+            part.retries += 1;
+            self.ctx.update_report(self.mapping, |r| r.retries += 1);
+            parts.push_front(part);
+            self.ctx.pause().await;
+            Ok(())
+        } else {
+            self.give_up(&part.records, RETRY_ATTEMPTS_EXHAUSTED, part.invocations)
+                .await
         }
     }
-    if let Some((last, _)) = records.last() {
-        ctx.advance(&mapping.uuid, shard_id, sequence_number(last));
+
+    /// Abandons `records` (in shard order, not empty): describes them to the
+    /// on-failure destination in Lambda's format (to SQS no records, only where
+    /// they are; to S3 the records too) and checkpoints past them. Sending is retried until it succeeds, so
+    /// a record is never skipped without its description reaching the queue.
+    async fn give_up(&self, records: &[(Record, Value)], condition: &str, invocations: u32) -> Result<(), Error> {
+        let Self {
+            ctx,
+            mapping,
+            settings,
+            shard_id,
+        } = *self;
+        let plain: Vec<Record> = records.iter().map(|(r, _)| r.clone()).collect();
+        let count = plain.len() as u64;
+        match &settings.on_failure_destination {
+            Some(destination) => {
+                let now = ctx.now();
+                let on_failure = OnFailureRecord::for_batch(
+                    &mapping.function_arn,
+                    condition,
+                    invocations,
+                    &mapping.source_arn,
+                    shard_id,
+                    &plain,
+                    now,
+                );
+                let body = serde_json::to_string(&on_failure).unwrap_or_default();
+                // An S3 destination keeps the batch with its records, as Lambda
+                // writes it; the bucket's own notification (the emulator's)
+                // announces the object to DLQ1.
+                let kept = parse_bucket_arn(destination).map(|bucket| {
+                    let object = ObjectRef {
+                        bucket: bucket.to_owned(),
+                        key: object_key(&mapping.uuid, shard_id, now),
+                    };
+                    (object, FailedBatchObject::new(on_failure.clone(), plain.clone()))
+                });
+                loop {
+                    let sent = match &kept {
+                        Some((object, batch)) => put_failed_batch(&ctx.s3, object, batch)
+                            .await
+                            .map_err(Error::emulator("S3", "PutObject")),
+                        None => send_on_failure(ctx, destination, &body).await,
+                    };
+                    match sent {
+                        Ok(()) => break,
+                        Err(err) if ctx.stopping() => return Err(err),
+                        Err(err) => {
+                            warn!(mapping = %mapping.uuid, %destination, error = %err, "could not send the on-failure record; retrying");
+                            ctx.pause().await;
+                        }
+                    }
+                }
+                warn!(
+                    mapping = %mapping.uuid,
+                    %shard_id,
+                    %condition,
+                    start = %on_failure.batch_info.start_sequence_number,
+                    end = %on_failure.batch_info.end_sequence_number,
+                    records = count,
+                    %destination,
+                    "gave up on a batch; described it to the on-failure destination"
+                );
+                ctx.update_report(mapping, |r| {
+                    r.batches_to_on_failure += 1;
+                    r.records_to_on_failure += count;
+                });
+            }
+            None => {
+                warn!(mapping = %mapping.uuid, %shard_id, %condition, records = count, "gave up on a batch with no on-failure destination: its records are skipped");
+                ctx.update_report(mapping, |r| r.records_discarded += count);
+            }
+        }
+        if let Some((last, _)) = records.last() {
+            ctx.advance(&mapping.uuid, shard_id, sequence_number(last));
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 async fn send_on_failure<I: Invoke>(ctx: &Ctx<I>, destination: &str, body: &str) -> Result<(), Error> {

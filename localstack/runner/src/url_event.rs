@@ -46,6 +46,15 @@ fn is_text(content_type: Option<&str>) -> bool {
         || essence.ends_with("+xml")
 }
 
+/// Adds `value` under `key`, joined to an earlier value by a comma.
+fn join(map: &mut Map<String, Value>, key: String, value: &str) {
+    let joined = match map.get(&key).and_then(Value::as_str) {
+        Some(earlier) => format!("{earlier},{value}"),
+        None => value.to_owned(),
+    };
+    map.insert(key, Value::String(joined));
+}
+
 /// The function URL event (payload format 2.0) for `request`.
 pub fn event(request: &UrlRequest, request_id: &str, domain_name: &str) -> Value {
     let (raw_path, raw_query) = request
@@ -66,20 +75,12 @@ pub fn event(request: &UrlRequest, request_id: &str, domain_name: &str) -> Value
             );
             continue;
         }
-        let joined = match headers.get(&name).and_then(Value::as_str) {
-            Some(earlier) => format!("{earlier},{value}"),
-            None => value.clone(),
-        };
-        headers.insert(name, Value::String(joined));
+        join(&mut headers, name, value);
     }
     let mut query = Map::new();
     for pair in raw_query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let joined = match query.get(key).and_then(Value::as_str) {
-            Some(earlier) => format!("{earlier},{value}"),
-            None => value.to_owned(),
-        };
-        query.insert(key.to_owned(), Value::String(joined));
+        join(&mut query, key.to_owned(), value);
     }
     let text = is_text(headers.get("content-type").and_then(Value::as_str));
     let body = if request.body.is_empty() {

@@ -328,7 +328,7 @@ async fn audit_repair_beside_load_faults_and_the_stream_never_leaves_a_counter_w
         (looks, torn)
     };
     let ((load, (runs, failed, repaired, held_back), (looks, torn)), played) =
-        runner.run_beside(async { tokio::join!(load, audits, sampler) }).await;
+        e2e::run_beside(&runner, async { tokio::join!(load, audits, sampler) }).await;
     let played = played.expect("the runner plays the mappings");
     let Report::Load(load) = load.expect("load runs to the end") else {
         panic!("load report expected")
@@ -482,9 +482,8 @@ async fn audits_and_drift_checks_beside_a_busy_scope_report_no_drift_when_there_
         }
         (runs, held_back)
     };
-    let ((load, (audits, in_motion), (checks, held_back)), played) = runner
-        .run_beside(async { tokio::join!(load, audits, drift_checks) })
-        .await;
+    let ((load, (audits, in_motion), (checks, held_back)), played) =
+        e2e::run_beside(&runner, async { tokio::join!(load, audits, drift_checks) }).await;
     let played = played.expect("the runner plays the mappings");
     let Report::Load(load) = load.expect("load runs to the end") else {
         panic!("load report expected")

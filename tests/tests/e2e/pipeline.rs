@@ -33,7 +33,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use e2e::Emulator;
 use e2e::counterctl::Counterctl;
 use e2e::faults::{Fault, FaultKind, FaultPlan, FaultProxy, Operation};
-use e2e::{item_ids, records};
+use e2e::{RunReportExt, item_ids, records};
 use esm_runner::{FnInvoker, Invocation, Invoke, RunReport, Runner, RunnerConfig};
 use hybrid_counter::audit::ScopeCounts;
 use hybrid_counter::{Counter, CounterConfig, Scope};

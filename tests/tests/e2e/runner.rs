@@ -17,7 +17,7 @@ use aws_sdk_lambda::types::{
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 use e2e::Kit;
-use e2e::{item_ids, records};
+use e2e::{RunReportExt, item_ids, records};
 use esm_runner::{FnInvoker, Invocation, Invoke, Runner, RunnerConfig};
 use hybrid_counter::Scope;
 use hybrid_counter::config::{ENV_COUNTERS_TABLE, ENV_RESOURCES_TABLE};
@@ -1021,7 +1021,7 @@ async fn run_keeps_polling_new_records_until_shutdown() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
-    let ((), report) = runner.run_beside(driver).await;
+    let ((), report) = e2e::run_beside(&runner, driver).await;
     let report = report.expect("stopped cleanly").for_function("hck-stream-counter");
     assert_eq!(report.records_delivered, 7, "{report:?}");
     local.kit.assert_converged(&s).await;
