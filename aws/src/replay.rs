@@ -203,13 +203,6 @@ impl OnFailureRecord {
         serde_json::from_str(body).map_err(|e| ReplayError::NotAnOnFailureRecord(e.to_string()))
     }
 
-    /// Parses an SQS message body that must describe a batch of
-    /// `stream_arn`, the stream the stack's mapping reads: a record of
-    /// another stream is [`ReplayError::WrongStream`].
-    pub fn from_body_of(body: &str, stream_arn: &str) -> Result<Self, ReplayError> {
-        Self::from_body(body)?.of_stream(stream_arn)
-    }
-
     /// The record, if it describes a batch of `stream_arn`; otherwise
     /// [`ReplayError::WrongStream`].
     pub fn of_stream(self, stream_arn: &str) -> Result<Self, ReplayError> {
@@ -334,10 +327,14 @@ mod tests {
     #[test]
     fn a_record_of_another_stream_is_a_permanent_failure_naming_both_streams() {
         let ours = OnFailureRecord::from_body(FIXTURE).unwrap().batch_info.stream_arn;
-        let record = OnFailureRecord::from_body_of(FIXTURE, &ours).unwrap();
+        let record = OnFailureRecord::from_body(FIXTURE)
+            .and_then(|r| r.of_stream(&ours))
+            .unwrap();
         assert_eq!(record.batch_info.stream_arn, ours);
         let other = "arn:aws:dynamodb:us-east-1:123456789012:table/other/stream/2026-01-01T00:00:00.000";
-        let err = OnFailureRecord::from_body_of(FIXTURE, other).unwrap_err();
+        let err = OnFailureRecord::from_body(FIXTURE)
+            .and_then(|r| r.of_stream(other))
+            .unwrap_err();
         assert_eq!(
             err,
             ReplayError::WrongStream {
@@ -352,7 +349,7 @@ mod tests {
         );
         // Garbage stays garbage, whatever stream is expected.
         assert!(matches!(
-            OnFailureRecord::from_body_of("{", other),
+            OnFailureRecord::from_body("{").and_then(|r| r.of_stream(other)),
             Err(ReplayError::NotAnOnFailureRecord(_))
         ));
     }

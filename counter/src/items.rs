@@ -26,13 +26,17 @@ pub struct ResourceItem {
 }
 
 /// The kit's view of a resource item at one moment, as the stream consumer
-/// needs it to decide a delete.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// needs it to decide a delete; read from the item's kit attributes (the
+/// flags absent: `false`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ResourceState {
+    #[serde(default)]
     pub counter_processed: bool,
+    #[serde(default)]
     pub deleted: bool,
     pub incarnation: String,
     /// Where a delete takes its `-1` from (see [`ResourceItem::be_shard`]).
+    #[serde(default)]
     pub be_shard: Option<u32>,
 }
 

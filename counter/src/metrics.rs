@@ -33,98 +33,70 @@ pub const ENV_STACK_NAME: &str = "KIT_STACK_NAME";
 /// function started by hand): CloudWatch refuses an empty dimension value.
 pub const UNKNOWN_STACK: &str = "unknown";
 
-/// The unit of a metric, as EMF spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
-    Count,
-}
-
-impl Unit {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Unit::Count => "Count",
+/// An enum of metrics, each variant written once with its name in
+/// CloudWatch; `ALL` (in declaration order) and `name()` come from the list.
+macro_rules! named_metrics {
+    ($(#[$meta:meta])* pub enum $ty:ident { $($(#[$doc:meta])* $variant:ident => $name:literal,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $ty {
+            $($(#[$doc])* $variant,)*
         }
-    }
+
+        impl $ty {
+            /// Every metric, in declaration order.
+            pub const ALL: [$ty; [$($name),*].len()] = [$($ty::$variant),*];
+
+            /// The metric's name in CloudWatch.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name,)*
+                }
+            }
+        }
+    };
 }
 
-/// Every metric the kit emits. Each is a sum over an invocation, so the
-/// `Sum` statistic over a period is the figure of that period.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+named_metrics! {
+/// Every metric the kit emits, in the order of the dashboard. Each is a sum
+/// over an invocation, so the `Sum` statistic over a period is the figure
+/// of that period.
 pub enum Metric {
     /// Items whose create or delete the stream's transactions counted
     /// (stream counter and reprocessor).
-    EventsCounted,
+    EventsCounted => "EventsCounted",
     /// Transactions committed.
-    Transactions,
+    Transactions => "Transactions",
     /// Transactions cancelled by a conflict with a concurrent writer.
-    Conflicts,
+    Conflicts => "Conflicts",
     /// Retries spent on conflicts, throttling and transient errors.
-    Retries,
+    Retries => "Retries",
     /// Write capacity units DynamoDB reported.
-    WriteUnits,
+    WriteUnits => "WriteUnits",
     /// Best-effort counter writes the request path gave up on (the
     /// best-effort counter undercounts until the stream catches up).
-    SwallowedBestEffortWrites,
+    SwallowedBestEffortWrites => "SwallowedBestEffortWrites",
     /// DLQ1 messages whose stream range the reprocessor replayed.
-    Replays,
+    Replays => "Replays",
     /// DLQ1 messages that can never be replayed, sent to DLQ2 at once.
-    PermanentFailures,
+    PermanentFailures => "PermanentFailures",
     /// Scopes the scheduled drift check found drifted; the drift alarm
     /// watches it.
-    DriftedScopes,
+    DriftedScopes => "DriftedScopes",
     /// Scopes whose limit override differs from the limits file the drift
     /// check compares with (`LimitsFileUri`), plus one when the deployed
     /// default limit does; the limits-drift alarm watches it.
-    LimitsDrifted,
+    LimitsDrifted => "LimitsDrifted",
     /// 1 when the drift check could not compare with the limits file (a
     /// missing, unreadable or invalid file, a failed Scan), 0 when it did;
     /// the limits-file alarm watches it.
-    LimitsFileErrors,
+    LimitsFileErrors => "LimitsFileErrors",
     /// Requests DynamoDB throttled (as the kit saw them, after the SDK's
     /// own retries where they are on). Published twice: the total per
     /// stack, and per [`throttle::DIMENSION`] in documents of their own
     /// ([`Metrics::documents`]).
-    Throttles,
+    Throttles => "Throttles",
 }
-
-impl Metric {
-    /// Every metric, in the order of the dashboard.
-    pub const ALL: [Metric; 12] = [
-        Metric::EventsCounted,
-        Metric::Transactions,
-        Metric::Conflicts,
-        Metric::Retries,
-        Metric::WriteUnits,
-        Metric::SwallowedBestEffortWrites,
-        Metric::Replays,
-        Metric::PermanentFailures,
-        Metric::DriftedScopes,
-        Metric::LimitsDrifted,
-        Metric::LimitsFileErrors,
-        Metric::Throttles,
-    ];
-
-    /// The metric's name in CloudWatch.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Metric::EventsCounted => "EventsCounted",
-            Metric::Transactions => "Transactions",
-            Metric::Conflicts => "Conflicts",
-            Metric::Retries => "Retries",
-            Metric::WriteUnits => "WriteUnits",
-            Metric::SwallowedBestEffortWrites => "SwallowedBestEffortWrites",
-            Metric::Replays => "Replays",
-            Metric::PermanentFailures => "PermanentFailures",
-            Metric::DriftedScopes => "DriftedScopes",
-            Metric::LimitsDrifted => "LimitsDrifted",
-            Metric::LimitsFileErrors => "LimitsFileErrors",
-            Metric::Throttles => "Throttles",
-        }
-    }
-
-    pub const fn unit(self) -> Unit {
-        Unit::Count
-    }
 }
 
 /// The stack's name for the dimension: `lookup(`[`ENV_STACK_NAME`]`)`, or
@@ -219,10 +191,10 @@ impl Metrics {
         if self.values.is_empty() {
             return None;
         }
-        let values: Vec<(&str, Unit, f64)> = self
+        let values: Vec<(&str, f64)> = self
             .values
             .iter()
-            .map(|(metric, value)| (metric.name(), metric.unit(), *value))
+            .map(|(metric, value)| (metric.name(), *value))
             .collect();
         Some(emf_document(now, NAMESPACE, &[(DIMENSION_STACK, &self.stack)], &values))
     }
@@ -239,7 +211,7 @@ impl Metrics {
                     now,
                     NAMESPACE,
                     &[(DIMENSION_STACK, &self.stack), (throttle::DIMENSION, reason.name())],
-                    &[(throttles.name(), throttles.unit(), *value)],
+                    &[(throttles.name(), *value)],
                 )
             }))
             .collect()
@@ -251,15 +223,11 @@ impl Metrics {
 /// `dimensions`' names, each dimension's value and each metric's value as
 /// top-level members (the format's rule:
 /// <https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html>).
-pub fn emf_document(
-    now: EpochMillis,
-    namespace: &str,
-    dimensions: &[(&str, &str)],
-    values: &[(&str, Unit, f64)],
-) -> Value {
+pub fn emf_document(now: EpochMillis, namespace: &str, dimensions: &[(&str, &str)], values: &[(&str, f64)]) -> Value {
+    // Every metric of the kit is a count.
     let definitions: Vec<Value> = values
         .iter()
-        .map(|(name, unit, _)| json!({ "Name": name, "Unit": unit.as_str() }))
+        .map(|(name, _)| json!({ "Name": name, "Unit": "Count" }))
         .collect();
     let names: Vec<&str> = dimensions.iter().map(|(name, _)| *name).collect();
     let mut document = Map::new();
@@ -277,34 +245,35 @@ pub fn emf_document(
     for (name, value) in dimensions {
         document.insert((*name).into(), Value::String((*value).to_owned()));
     }
-    for (name, _, value) in values {
+    for (name, value) in values {
         document.insert((*name).into(), json!(value));
     }
     Value::Object(document)
 }
 
+named_metrics! {
 /// Lambda's event source mapping metrics (`MetricsConfig: EventCount`),
 /// in `AWS/Lambda` under [`DIMENSION_MAPPING`]
 /// (<https://docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics-types.html>).
 /// The stack alarms on two of them; the local runner, which plays the
 /// mappings on the emulator, writes the counts it knows as EMF documents
 /// of the same names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MappingMetric {
     /// Records read from the source.
-    Polled,
+    Polled => "PolledEventCount",
     /// Records the filter criteria dropped without an invocation.
-    FilteredOut,
+    FilteredOut => "FilteredOutEventCount",
     /// Records handed to the function (each invocation counts its records).
-    Invoked,
+    Invoked => "InvokedEventCount",
     /// Records of invocations that failed (function error, or records a
     /// partial batch response reported failed).
-    FailedInvoke,
+    FailedInvoke => "FailedInvokeEventCount",
     /// Records abandoned (retries or record age spent) without an
     /// on-failure record: lost unless the audit repairs them.
-    Dropped,
+    Dropped => "DroppedEventCount",
     /// Records whose on-failure record reached the destination.
-    OnFailureDestinationDelivered,
+    OnFailureDestinationDelivered => "OnFailureDestinationDeliveredEventCount",
+}
 }
 
 /// The namespace of Lambda's own metrics.
@@ -316,37 +285,13 @@ pub const DIMENSION_MAPPING: &str = "EventSourceMappingUUID";
 pub const DESTINATION_DELIVERY_FAILURES: &str = "DestinationDeliveryFailures";
 
 impl MappingMetric {
-    pub const ALL: [MappingMetric; 6] = [
-        MappingMetric::Polled,
-        MappingMetric::FilteredOut,
-        MappingMetric::Invoked,
-        MappingMetric::FailedInvoke,
-        MappingMetric::Dropped,
-        MappingMetric::OnFailureDestinationDelivered,
-    ];
-
-    /// The metric's name in `AWS/Lambda`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            MappingMetric::Polled => "PolledEventCount",
-            MappingMetric::FilteredOut => "FilteredOutEventCount",
-            MappingMetric::Invoked => "InvokedEventCount",
-            MappingMetric::FailedInvoke => "FailedInvokeEventCount",
-            MappingMetric::Dropped => "DroppedEventCount",
-            MappingMetric::OnFailureDestinationDelivered => "OnFailureDestinationDeliveredEventCount",
-        }
-    }
-
     /// One mapping's counts as an EMF document (`None` when all are zero:
     /// nothing happened).
     pub fn document(uuid: &str, counts: &[(MappingMetric, u64)], now: EpochMillis) -> Option<Value> {
         if counts.iter().all(|(_, n)| *n == 0) {
             return None;
         }
-        let values: Vec<(&str, Unit, f64)> = counts
-            .iter()
-            .map(|(metric, n)| (metric.name(), Unit::Count, *n as f64))
-            .collect();
+        let values: Vec<(&str, f64)> = counts.iter().map(|(metric, n)| (metric.name(), *n as f64)).collect();
         Some(emf_document(
             now,
             LAMBDA_NAMESPACE,

@@ -18,12 +18,7 @@ pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
 }
 
-pub(crate) fn n(value: i64) -> AttributeValue {
-    AttributeValue::N(value.to_string())
-}
-
-/// A sequence number as an attribute value.
-pub(super) fn number(value: u64) -> AttributeValue {
+pub(crate) fn n(value: impl std::fmt::Display) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
@@ -79,36 +74,12 @@ pub(super) fn state_names() -> HashMap<String, String> {
     ])
 }
 
-/// The kit attributes of a resource item, for
-/// [`ResourceRead::get_resource`](hybrid_counter::store::ResourceRead::get_resource).
-#[derive(Deserialize)]
-pub(super) struct StateImage {
-    #[serde(default)]
-    counter_processed: bool,
-    #[serde(default)]
-    deleted: bool,
-    incarnation: String,
-    #[serde(default)]
-    be_shard: Option<u32>,
-}
-
-impl From<StateImage> for ResourceState {
-    fn from(image: StateImage) -> Self {
-        ResourceState {
-            counter_processed: image.counter_processed,
-            deleted: image.deleted,
-            incarnation: image.incarnation,
-            be_shard: image.be_shard,
-        }
-    }
-}
-
-/// A [`StateImage`] with its key, for
+/// A resource item's [`ResourceState`] with its key, for
 /// [`StreamStore::get_resources`](hybrid_counter::store::StreamStore::get_resources).
 #[derive(Deserialize)]
 pub(super) struct KeyedStateImage {
     pub(super) scope: String,
     pub(super) id: String,
     #[serde(flatten)]
-    pub(super) state: StateImage,
+    pub(super) state: ResourceState,
 }

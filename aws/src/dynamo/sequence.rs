@@ -25,7 +25,7 @@ mod tests {
     use hybrid_counter::retry::{Backoff, Sleeper};
     use hybrid_counter::sequence::{DEFAULT_BACKOFF, Sequence};
 
-    use crate::dynamo::attributes::{n, number, s};
+    use crate::dynamo::attributes::{n, s};
     use crate::dynamo::store::DynamoStore;
     use crate::dynamo::test_support::{scope, store};
 
@@ -46,7 +46,7 @@ mod tests {
                 r.consistent_read() == Some(true) && r.key().and_then(|k| k.get("name")) == Some(&s("sequence"))
             })
             .then_output(move || {
-                let item = (last > 0).then(|| HashMap::from([("last_id".to_owned(), number(last))]));
+                let item = (last > 0).then(|| HashMap::from([("last_id".to_owned(), n(last))]));
                 GetItemOutput::builder().set_item(item).build()
             })
     }
@@ -138,7 +138,7 @@ mod tests {
         let values = update.expression_attribute_values().unwrap();
         assert_eq!(
             (values.get(":previous"), values.get(":number")),
-            (Some(&number(4)), Some(&number(5)))
+            (Some(&n(4)), Some(&n(5)))
         );
         let put = actions[1].put().expect("then the put of the numbered item");
         assert_eq!(put.condition_expression(), Some("attribute_not_exists(#name)"));
@@ -218,7 +218,7 @@ mod tests {
         };
         assert_eq!(
             (previous(0), previous(1)),
-            (Some(number(4)), Some(number(5))),
+            (Some(n(4)), Some(n(5))),
             "re-read after the lost race"
         );
     }

@@ -28,8 +28,7 @@ use hybrid_counter::store::{
 };
 
 use super::attributes::{
-    KeyedStateImage, STATE_PROJECTION, StateImage, build_error, counter_key, counter_values, n, number, resource_key,
-    s, state_names,
+    KeyedStateImage, STATE_PROJECTION, build_error, counter_key, counter_values, n, resource_key, s, state_names,
 };
 use super::retry::{UNPROCESSED_KEYS_BACKOFF, sent};
 
@@ -110,16 +109,14 @@ impl StoreBase for DynamoStore {
 
 impl ResourceRead for DynamoStore {
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceState>, StoreError> {
-        let image: Option<StateImage> = self
-            .get_consistent(
-                &self.resources_table,
-                resource_key(key),
-                STATE_PROJECTION,
-                state_names(),
-                || format!("resource {}/{}", key.scope, key.id),
-            )
-            .await?;
-        Ok(image.map(Into::into))
+        self.get_consistent(
+            &self.resources_table,
+            resource_key(key),
+            STATE_PROJECTION,
+            state_names(),
+            || format!("resource {}/{}", key.scope, key.id),
+        )
+        .await
     }
 }
 
@@ -177,14 +174,14 @@ impl RequestStore for DynamoStore {
         let condition = match reservation.fence {
             Fence::Unfenced => "(attribute_not_exists(#count) OR #count < :quota) AND attribute_not_exists(#epoch)",
             Fence::At(epoch) => {
-                values.insert(":epoch".to_owned(), number(epoch));
+                values.insert(":epoch".to_owned(), n(epoch));
                 "#count < :quota AND #epoch = :epoch"
             }
             // Read absent after a raise: still absent, or a raise created
             // it since (then its count is not what the quotas assumed).
             Fence::Absent(epoch) => {
                 values.remove(":quota");
-                values.insert(":epoch".to_owned(), number(epoch));
+                values.insert(":epoch".to_owned(), n(epoch));
                 "attribute_not_exists(#count)"
             }
         };
@@ -267,7 +264,7 @@ impl StreamStore for DynamoStore {
                 {
                     let image: KeyedStateImage = serde_dynamo::from_item(item)
                         .map_err(|e| StoreError::Malformed(format!("resource item: {e}")))?;
-                    found.insert((image.scope, image.id), image.state.into());
+                    found.insert((image.scope, image.id), image.state);
                 }
                 request = match out.unprocessed_keys.unwrap_or_default().remove(&self.resources_table) {
                     Some(left) if !left.keys().is_empty() => Some(request_for(left.keys)?),
@@ -422,8 +419,8 @@ impl AuditStore for DynamoStore {
                 .expression_attribute_values(":add", n(*add))
                 .expression_attribute_values(":one", n(1))
                 .expression_attribute_values(":now", n(now))
-                .expression_attribute_values(":to", number(raise.to()))
-                .expression_attribute_values(":from", number(raise.from))
+                .expression_attribute_values(":to", n(raise.to()))
+                .expression_attribute_values(":from", n(raise.from))
                 .build()
                 .map_err(build_error)?;
             actions.push(TransactWriteItem::builder().update(update).build());
@@ -462,11 +459,11 @@ impl SequenceStore for DynamoStore {
             .expression_attribute_names("#updated_at", keys::UPDATED_AT)
             .set_expression_attribute_values(Some(
                 [
-                    (":number".to_owned(), number(claim.number)),
+                    (":number".to_owned(), n(claim.number)),
                     (":now".to_owned(), n(claim.now)),
                 ]
                 .into_iter()
-                .chain(previous.map(|p| (":previous".to_owned(), number(p))))
+                .chain(previous.map(|p| (":previous".to_owned(), n(p))))
                 .collect(),
             ))
             .build()

@@ -334,11 +334,6 @@ impl MemoryStore {
     pub fn trim_stream(&self, cutoff: EpochMillis) -> usize {
         self.inner.lock().unwrap().stream.trim(cutoff)
     }
-
-    /// The sequence number of the newest record, if any was written.
-    pub fn stream_latest(&self) -> Option<String> {
-        self.inner.lock().unwrap().stream.latest()
-    }
 }
 
 /// The fixtures the tests of every file of the store share, and the

@@ -277,11 +277,6 @@ impl Stream {
         }
         trimmed
     }
-
-    /// The sequence number of the newest record, if any was written.
-    pub(super) fn latest(&self) -> Option<String> {
-        self.next.checked_sub(1).map(sequence_number)
-    }
 }
 
 fn item_size(item: &Item) -> usize {
