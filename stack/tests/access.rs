@@ -509,8 +509,12 @@ fn after() { x.query(); y.query(1); z..query() }
 fn each_entry_grants_exactly_its_operations_actions_and_is_the_only_one_of_its_operation_and_callers() {
     let operations = sdk_operations();
     for (i, site) in CALLS.iter().enumerate() {
-        let operation = operations::operation(site.operation)
-            .unwrap_or_else(|| panic!("`{}` ({}) is not in access::OPERATIONS", site.operation, site.why));
+        let operation = operations::operation(site.operation).unwrap_or_else(|| {
+            panic!(
+                "`{}` ({}) is not in operations::OPERATIONS (stack/tests/access/operations.rs)",
+                site.operation, site.why
+            )
+        });
         assert!(
             operations
                 .get(operation.method)

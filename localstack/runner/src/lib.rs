@@ -108,8 +108,10 @@ fn lambda_client(sdk: &aws_config::SdkConfig, host: Host) -> aws_sdk_lambda::Cli
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
-    /// A mapping's UUID and a shard of its stream.
-    Shard(String, String),
+    Shard {
+        uuid: String,
+        shard_id: String,
+    },
     /// A mapping's UUID.
     Queue(String),
     /// A scheduled function.
@@ -349,7 +351,10 @@ impl<I: Invoke> Runner<I> {
                     });
                     for shard in readable.into_iter().map(|at| &shards[at]) {
                         jobs.push(Job {
-                            key: Key::Shard(mapping.uuid.clone(), shard.shard_id.clone()),
+                            key: Key::Shard {
+                                uuid: mapping.uuid.clone(),
+                                shard_id: shard.shard_id.clone(),
+                            },
                             mapping: shared.clone(),
                             shard_closed: shard.ending_sequence_number.is_some(),
                         });
@@ -364,13 +369,13 @@ impl<I: Invoke> Runner<I> {
         let ctx = self.ctx.clone();
         set.spawn(async move {
             let result = match (&job.key, &job.mapping.source) {
-                (Key::Shard(_, shard_id), Source::Stream(settings)) => {
+                (Key::Shard { shard_id, .. }, Source::Stream(settings)) => {
                     stream::drain_shard(&ctx, &job.mapping, settings, shard_id, job.shard_closed).await
                 }
                 (_, Source::Queue(settings)) => sqs::drain_queue(&ctx, &job.mapping, settings).await,
                 (Key::Queue(_) | Key::Schedule(_), Source::Stream(_)) => Ok(Drained::default()),
             };
-            if let (Key::Shard(uuid, shard_id), Ok(Drained { finished: true, .. })) = (&job.key, &result) {
+            if let (Key::Shard { uuid, shard_id }, Ok(Drained { finished: true, .. })) = (&job.key, &result) {
                 ctx.finished_shards
                     .lock()
                     .expect("finished lock")

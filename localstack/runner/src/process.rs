@@ -345,6 +345,8 @@ impl Inner {
             ("AWS_LAMBDA_LOG_STREAM_NAME", "local".to_owned()),
         ]
         .map(|(key, value)| (key.to_owned(), value));
+        // Later entries win: the deployed environment never overrides the
+        // role's credentials, the logging settings or the runtime's own.
         Ok(deployed
             .environment
             .clone()

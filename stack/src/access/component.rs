@@ -27,7 +27,8 @@ impl Component {
         Component::DriftCheck,
     ];
 
-    /// The logical ids of the function's role and log group; `None` for the operator.
+    /// The logical ids of the function's role and log group; `None` for the
+    /// operator and the limits planner, which are not functions.
     pub fn role_and_log_group(self) -> Option<(&'static str, &'static str)> {
         match self {
             Component::StreamCounter => Some((logical::STREAM_COUNTER_ROLE, logical::STREAM_COUNTER_LOG_GROUP)),

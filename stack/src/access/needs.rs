@@ -7,7 +7,7 @@ use crate::resources::iam::Action::{self, *};
 
 use super::calls::CALLS;
 use super::component::Component;
-use super::platform::{LOGS_DOC, PLATFORM_USES};
+use super::platform::PLATFORM_USES;
 use super::target::Target;
 
 /// One needed `(action, target)`, and what needs it.
@@ -19,8 +19,13 @@ pub struct Need {
     pub when: Option<&'static str>,
 }
 
-/// What `component` needs: its calls' grants and its platform uses, each
-/// with the condition it holds under, and who needs it.
+/// Why every function's role writes its own log group.
+const LOGS_DOC: &str = "Lambda sends the function's logs with its execution role \
+                        (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs.html)";
+
+/// What `component` needs: its calls' grants, its platform uses and, for a
+/// function, its own log group, each with the condition it holds under,
+/// and who needs it.
 pub fn needs(component: Component) -> Vec<(Need, String)> {
     let mut out = Vec::new();
     for call in CALLS.iter().filter(|c| c.by.contains(&component)) {

@@ -20,12 +20,8 @@ pub struct PlatformUse {
     pub why: &'static str,
 }
 
-/// Why every function's role writes its own log group (not in
-/// [`PLATFORM_USES`]: `needs()` adds it for each function).
-pub(super) const LOGS_DOC: &str = "Lambda sends the function's logs with its execution role \
-                        (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs.html)";
-
-/// Everything a role needs that no code of its function calls.
+/// Everything a role needs that no code of its function calls, but its
+/// own log group, which [`needs`](super::needs::needs) adds for every function.
 pub const PLATFORM_USES: &[PlatformUse] = &[
     PlatformUse {
         by: StreamCounter,

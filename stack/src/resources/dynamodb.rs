@@ -87,6 +87,8 @@ pub enum KeyType {
     Range,
 }
 
+/// On demand only: provisioned capacity would need throughput properties
+/// the model does not have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum BillingMode {

@@ -185,6 +185,8 @@ pub struct Url {
     pub target_function_arn: Expr,
 }
 
+/// `NONE` is deliberately not modelled: the URL takes only signed requests
+/// (SECURITY.md, row 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum AuthType {
