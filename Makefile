@@ -110,7 +110,7 @@ fmt-check: ## cargo fmt --check
 # Every crate's modules must form a one-way graph (tools/module-graph.py
 # lists each import cycle). `module-graph` checks every crate directory.
 # `#[cfg(test)]` modules are test code and not part of the graph.
-MODULE_GRAPH_DIRS := counter aws stack $(sort $(dir $(HANDLER_MANIFESTS))) ops-cli localstack/runner tests lab xtask
+MODULE_GRAPH_DIRS := counter aws stack $(sort $(dir $(HANDLER_MANIFESTS))) ops-cli localstack/runner tests tests/lab xtask
 
 # The emulator tests are `test = false` (run only when named): --all-targets
 # skips them, so their target is linted by name.

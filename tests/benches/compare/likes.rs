@@ -334,7 +334,7 @@ pub fn markdown(rows: &[LikesRow]) -> String {
         "What the emulator can and cannot show. fakecloud applies the writes to one item one at a time, which is what DynamoDB documents for atomic counters: arm (a) tests that the lab's \
          calls, connections and proxy lose nothing, and agrees with the documentation, but it cannot show a service-side drop that the documentation rules out. Its reads are never stale, so \
          the loop's conditional writes fail here only from real contention (another caller's `ADD` landing between the read and the write); on DynamoDB an eventually consistent read can also be \
-         one write behind, which adds failures the consistent read of arm (d) avoids (the unit tests in `lab/src/likes.rs` show this against a lagging replica). It does not throttle a hot item \
+         one write behind, which adds failures the consistent read of arm (d) avoids (the unit tests in `tests/lab/src/likes.rs` show this against a lagging replica). It does not throttle a hot item \
          (about 1,000 WU/s per partition on DynamoDB), so the latencies and the give-ups of arms (a) to (d) at 1,000 callers are the emulator's, not the service's; \
          arm (e) puts the kit's capacity model in front of it.\n"
     );
