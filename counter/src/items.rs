@@ -181,6 +181,49 @@ impl CounterSnapshot {
 mod tests {
     use super::*;
 
+    /// The attributes a delete decision reads, by the names the kit writes
+    /// them under ([`crate::keys`]): a renamed field would read its
+    /// default from every item and fail here.
+    #[test]
+    fn a_resource_state_reads_the_kit_attributes_by_their_names() {
+        use serde_dynamo::AttributeValue::{Bool, N, S};
+        let item = |attributes: Vec<(&str, serde_dynamo::AttributeValue)>| -> serde_dynamo::Item {
+            attributes
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect::<std::collections::HashMap<_, _>>()
+                .into()
+        };
+        let full = item(vec![
+            (crate::keys::COUNTER_PROCESSED, Bool(true)),
+            (crate::keys::DELETED, Bool(true)),
+            (crate::keys::INCARNATION, S("inc".into())),
+            (crate::keys::BE_SHARD, N("3".into())),
+            ("payload", S("ignored".into())),
+        ]);
+        let state: ResourceState = serde_dynamo::from_item(full).unwrap();
+        let expected = ResourceState {
+            counter_processed: true,
+            deleted: true,
+            incarnation: "inc".into(),
+            be_shard: Some(3),
+        };
+        assert_eq!(state, expected);
+        let bare: ResourceState =
+            serde_dynamo::from_item(item(vec![(crate::keys::INCARNATION, S("inc".into()))])).unwrap();
+        assert_eq!(
+            bare,
+            ResourceState {
+                counter_processed: false,
+                deleted: false,
+                be_shard: None,
+                ..expected
+            }
+        );
+        let no_incarnation = item(vec![(crate::keys::DELETED, Bool(true))]);
+        assert!(serde_dynamo::from_item::<_, ResourceState>(no_incarnation).is_err());
+    }
+
     fn counter(name: &str, count: i64) -> CounterItem {
         CounterItem {
             scope: "s".into(),

@@ -36,15 +36,15 @@ pub const UNKNOWN_STACK: &str = "unknown";
 /// An enum of metrics, each variant written once with its name in
 /// CloudWatch; `ALL` (in declaration order) and `name()` come from the list.
 macro_rules! named_metrics {
-    ($(#[$meta:meta])* pub enum $ty:ident { $($(#[$doc:meta])* $variant:ident => $name:literal,)* }) => {
+    ($(#[$meta:meta])* pub enum $ty:ident { $($(#[$attr:meta])* $variant:ident => $name:literal),* $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum $ty {
-            $($(#[$doc])* $variant,)*
+            $($(#[$attr])* $variant,)*
         }
 
         impl $ty {
-            /// Every metric, in declaration order.
+            /// Every metric, in declaration order (the dashboard's). Its
+            /// length is the number of names.
             pub const ALL: [$ty; [$($name),*].len()] = [$($ty::$variant),*];
 
             /// The metric's name in CloudWatch.
@@ -61,6 +61,7 @@ named_metrics! {
 /// Every metric the kit emits, in the order of the dashboard. Each is a sum
 /// over an invocation, so the `Sum` statistic over a period is the figure
 /// of that period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Metric {
     /// Items whose create or delete the stream's transactions counted
     /// (stream counter and reprocessor).
@@ -220,11 +221,11 @@ impl Metrics {
 
 /// One EMF document at time `now`: `_aws` with the timestamp and one
 /// metric directive in `namespace` whose one dimension set is
-/// `dimensions`' names, each dimension's value and each metric's value as
-/// top-level members (the format's rule:
+/// `dimensions`' names (every metric's `Unit` is `Count`), each
+/// dimension's value and each metric's value as top-level members (the
+/// format's rule:
 /// <https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html>).
 pub fn emf_document(now: EpochMillis, namespace: &str, dimensions: &[(&str, &str)], values: &[(&str, f64)]) -> Value {
-    // Every metric of the kit is a count.
     let definitions: Vec<Value> = values
         .iter()
         .map(|(name, _)| json!({ "Name": name, "Unit": "Count" }))
@@ -257,7 +258,9 @@ named_metrics! {
 /// (<https://docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics-types.html>).
 /// The stack alarms on two of them; the local runner, which plays the
 /// mappings on the emulator, writes the counts it knows as EMF documents
-/// of the same names.
+/// of the same names. `ALL`'s order is the dashboard's; `name()` is the
+/// name in `AWS/Lambda`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MappingMetric {
     /// Records read from the source.
     Polled => "PolledEventCount",

@@ -114,20 +114,6 @@ impl fmt::Display for Report {
     }
 }
 
-/// A stack's outputs as the reports print them: `Outputs:`, then one line
-/// each, the keys padded to the longest.
-pub fn write_outputs(
-    f: &mut fmt::Formatter<'_>,
-    outputs: &std::collections::BTreeMap<String, String>,
-) -> std::fmt::Result {
-    writeln!(f, "Outputs:")?;
-    let width = outputs.keys().map(String::len).max().unwrap_or(0);
-    for (key, value) in outputs {
-        writeln!(f, "  {key:<width$}  {value}")?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

@@ -18,8 +18,8 @@ pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
 }
 
-pub(crate) fn n(value: impl std::fmt::Display) -> AttributeValue {
-    AttributeValue::N(value.to_string())
+pub(crate) fn n(value: impl Into<i128>) -> AttributeValue {
+    AttributeValue::N(value.into().to_string())
 }
 
 pub(super) fn resource_key(key: &ResourceKey) -> HashMap<String, AttributeValue> {

@@ -181,6 +181,30 @@ mod tests {
         assert!(rules.iter().all(|r| r.num_calls() == 1), "every attempt was made");
     }
 
+    /// `get_resources` reads each item's state flattened beside its key:
+    /// every kit attribute by the name the kit writes it under.
+    #[tokio::test]
+    async fn a_batch_read_gives_every_kit_attribute_of_each_item() {
+        use aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemOutput;
+        let rule = mock!(Client::batch_get_item).then_output(|| {
+            let mut item = resource_key(&key());
+            item.insert(keys::COUNTER_PROCESSED.to_owned(), AttributeValue::Bool(true));
+            item.insert(keys::DELETED.to_owned(), AttributeValue::Bool(true));
+            item.insert(keys::INCARNATION.to_owned(), s("inc"));
+            item.insert(keys::BE_SHARD.to_owned(), AttributeValue::N("5".into()));
+            BatchGetItemOutput::builder().responses("resources", vec![item]).build()
+        });
+        let st = store(std::slice::from_ref(&rule));
+        let states = st.get_resources(&[key()]).await.unwrap();
+        let expected = hybrid_counter::items::ResourceState {
+            counter_processed: true,
+            deleted: true,
+            incarnation: "inc".into(),
+            be_shard: Some(5),
+        };
+        assert_eq!(states, vec![Some(expected)]);
+    }
+
     #[tokio::test]
     async fn a_read_item_gives_the_shard_its_create_counted_on() {
         let rule = mock!(Client::get_item)

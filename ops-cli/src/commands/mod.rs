@@ -52,6 +52,20 @@ impl Context<'_> {
     }
 }
 
+/// A stack's outputs as the reports print them: `Outputs:`, then one line
+/// each, the keys padded to the longest.
+pub fn write_outputs(
+    f: &mut std::fmt::Formatter<'_>,
+    outputs: &std::collections::BTreeMap<String, String>,
+) -> std::fmt::Result {
+    writeln!(f, "Outputs:")?;
+    let width = outputs.keys().map(String::len).max().unwrap_or(0);
+    for (key, value) in outputs {
+        writeln!(f, "  {key:<width$}  {value}")?;
+    }
+    Ok(())
+}
+
 /// Where a command ran, for the reports.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Location {

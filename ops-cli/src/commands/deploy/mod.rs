@@ -383,7 +383,7 @@ impl fmt::Display for DeployReport {
             )?;
         }
         if !self.outputs.is_empty() {
-            crate::report::write_outputs(f, &self.outputs)?;
+            crate::commands::write_outputs(f, &self.outputs)?;
         }
         Ok(())
     }

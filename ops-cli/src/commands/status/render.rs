@@ -132,7 +132,7 @@ impl fmt::Display for StatusReport {
         if let Some(limits) = &self.limits {
             writeln!(f, "Limits: {limits}")?;
         }
-        crate::report::write_outputs(f, &self.outputs)?;
+        crate::commands::write_outputs(f, &self.outputs)?;
         if !self.emulator_limits.is_empty() {
             writeln!(f, "Emulator limits (not the stack's; no attention needed):")?;
             for item in &self.emulator_limits {
