@@ -797,9 +797,22 @@ impl Parked {
                     continue;
                 }
             };
-            let (not_deleted, not_handled): (Vec<_>, Vec<_>) =
-                report.failed.iter().partition(|f| f.reason.contains("not deleted"));
-            handled_not_deleted.extend(not_deleted.iter().map(|f| f.message_id.clone()));
+            // The CLI's two reasons for a message it handled whose delete
+            // failed; such a message stays hidden for the CLI's hold.
+            let held = |reason: &str| {
+                reason.starts_with("replayed, but not deleted from dlq2 (")
+                    || reason.starts_with("sent to dlq1 but not deleted from dlq2 (")
+            };
+            let (not_deleted, not_handled): (Vec<_>, Vec<_>) = report.failed.iter().partition(|f| held(&f.reason));
+            // A delete the SDK resent after its first send applied is
+            // answered ReceiptHandleIsInvalid: that message is gone, not
+            // hidden, and must not stand in for one that is.
+            handled_not_deleted.extend(
+                not_deleted
+                    .iter()
+                    .filter(|f| !f.reason.contains("ReceiptHandleIsInvalid"))
+                    .map(|f| f.message_id.clone()),
+            );
             let (visible, hidden) = depth(&self.sqs, &self.dlq2).await;
             let unreached = if report.stopped_early.is_some() { before.0 } else { 0 };
             assert!(
@@ -824,10 +837,11 @@ impl Parked {
             // again, idempotently; no run before that can see them, so a
             // run cannot report success (seed 3706692171960157582: a
             // delete throttled past the SDK's retries).
-            let only_held = report.failed.iter().all(|f| f.reason.contains("not deleted"))
+            let only_held = report.failed.iter().all(|f| held(&f.reason))
                 && report.skipped.is_empty()
                 && report.stopped_early.is_none()
-                && hidden <= handled_not_deleted.len() as u64;
+                && hidden <= handled_not_deleted.len() as u64
+                && report.left_behind.unwrap_or(0) <= handled_not_deleted.len() as u64;
             if visible == 0 && (report.succeeded() || only_held) {
                 return runs;
             }
