@@ -1,6 +1,7 @@
 # Hybrid Counter Kit: developer and CI entry points. `make help` lists them.
-# CI runs `.ci/run`, which is `make test` on a fresh machine. make test's
-# phase loop is a small Rust program, xtask/, which it builds and runs.
+# CI runs `.ci/run`, which is `make test` on a fresh machine. The two loops,
+# make test's phases and recipe-check's, are a small Rust program, xtask/,
+# which make builds and runs.
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -55,7 +56,7 @@ HOST_DEPLOY := $(or $(filter local,$(TARGET)),$(MINISTACK_PATH))
 # directory (a wrong name fails the build: cargo knows no such `-p`/`--bin`).
 HANDLER_MANIFESTS := $(sort $(wildcard handlers/*/Cargo.toml))
 HANDLER_PACKAGES := $(notdir $(patsubst %/Cargo.toml,%,$(HANDLER_MANIFESTS)))
-# The Makefile's pieces that are more than a shell line (xtask/): built
+# The Makefile's loops (xtask/: make test's phases, recipe-check): built
 # (seconds when fresh), then run as a binary, so each gets make's environment.
 XTASK := cargo build -q --locked -p xtask && $(TARGET_SHOWN)/debug/xtask
 
@@ -302,7 +303,8 @@ docs: templates ## Regenerate docs/configuration.md (and the template) from the 
 ## ---- benchmarks ------------------------------------------------------------
 
 .PHONY: bench
-# fakecloud-install puts fakecloud on PATH (or FAKECLOUD_BIN names another).
+# fakecloud-install installs fakecloud in ~/.cargo/bin, which this Makefile
+# puts on PATH (or FAKECLOUD_BIN names another).
 bench: fakecloud-install $(VENV)/.bench-stamp ## Benchmarks on private emulators (release; numbers, not pass/fail); writes BENCHMARKS.md
 	cargo bench --locked -p e2e --bench pipeline
 	cargo bench --locked -p e2e --bench modes

@@ -59,6 +59,7 @@ pub struct Emulator {
 
 fn fakecloud_bin() -> PathBuf {
     std::env::var_os("FAKECLOUD_BIN")
+        .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("fakecloud"))
 }

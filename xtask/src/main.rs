@@ -1,6 +1,5 @@
-//! xtask: the Makefile's pieces that are more than a shell line (`make
-//! test`'s phase loop, `make recipe-check`). The Makefile
-//! builds it and runs the binary.
+//! xtask: the Makefile's two loops, `make test`'s phases and `make
+//! recipe-check`. The Makefile builds it and runs the binary.
 
 mod phases;
 mod recipes;

@@ -11,8 +11,9 @@ use std::process::Command;
 fn commands(printed: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut current = String::new();
-    for line in printed.lines() {
-        match line.strip_suffix('\\') {
+    let mut lines = printed.lines().peekable();
+    while let Some(line) = lines.next() {
+        match line.strip_suffix('\\').filter(|_| lines.peek().is_some()) {
             Some(head) => current.push_str(head),
             None => {
                 current.push_str(line);
@@ -20,19 +21,16 @@ fn commands(printed: &str) -> Vec<String> {
             }
         }
     }
-    if !current.is_empty() {
-        out.push(current);
-    }
     out
 }
 
-fn parses(command: &str) -> Result<bool, String> {
-    let status = Command::new("bash")
+/// `None` when `command` parses as shell, else bash's complaint.
+fn parse_error(command: &str) -> Result<Option<String>, String> {
+    let output = Command::new("bash")
         .args(["-n", "-c", command])
-        .stderr(std::process::Stdio::null())
-        .status()
+        .output()
         .map_err(|e| format!("cannot run bash: {e}"))?;
-    Ok(status.success())
+    Ok((!output.status.success()).then(|| String::from_utf8_lossy(&output.stderr).trim().to_owned()))
 }
 
 /// `make -n deploy TARGET=<t>` for each target; the first line that does
@@ -51,10 +49,14 @@ pub fn check(root: &Path, make: &str, targets: &[String]) -> Result<(), String> 
                 String::from_utf8_lossy(&output.stderr).trim()
             ));
         }
-        for command in commands(&String::from_utf8_lossy(&output.stdout)) {
-            if !parses(&command)? {
+        let commands = commands(&String::from_utf8_lossy(&output.stdout));
+        if commands.is_empty() {
+            return Err(format!("make -n deploy TARGET={target} printed no command"));
+        }
+        for command in commands {
+            if let Some(complaint) = parse_error(&command)? {
                 return Err(format!(
-                    "make deploy TARGET={target}: this recipe line does not parse: {command}"
+                    "make deploy TARGET={target}: this recipe line does not parse ({complaint}): {command}"
                 ));
             }
         }
@@ -70,13 +72,13 @@ mod tests {
     #[test]
     fn continued_lines_are_one_command() {
         let printed = "echo a \\\n  b\ncargo build\nfalse \\\n";
-        assert_eq!(commands(printed), ["echo a   b", "cargo build", "false "]);
+        assert_eq!(commands(printed), ["echo a   b", "cargo build", "false \\"]);
     }
 
     #[test]
     fn a_broken_quote_does_not_parse() {
-        assert!(parses("echo 'fine' && ls").unwrap());
-        assert!(!parses("echo \"  curl -i http://x").unwrap());
-        assert!(!parses("if true; then echo").unwrap());
+        assert_eq!(parse_error("echo 'fine' && ls").unwrap(), None);
+        assert!(parse_error("echo \"  curl -i http://x").unwrap().is_some());
+        assert!(parse_error("if true; then echo").unwrap().is_some());
     }
 }
