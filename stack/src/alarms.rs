@@ -417,9 +417,9 @@ fn add_limits_alarms(t: &mut Template) {
         Resource::from(drift_check_alarm(
             "limits-drift",
             "Limit overrides differ from the limits file (LimitsFileUri): changed outside it (`counterctl \
-                 limit set`), not in it, or a scope under a prefix entry without its override. The drift \
-                 check's log names each scope; run `counterctl limits plan FILE` and apply the file, or \
-                 change the file. The alarm notifies only on ALARM.",
+             limit set`), not in it, or a scope under a prefix entry without its override. The drift \
+             check's log names each scope; run `counterctl limits plan FILE` and apply the file, or \
+             change the file. The alarm notifies only on ALARM.",
             Metric::LimitsDrifted,
         ))
         .only_if(LIMITS_FILE_SET),
@@ -429,9 +429,9 @@ fn add_limits_alarms(t: &mut Template) {
         Resource::from(drift_check_alarm(
             "limits-file",
             "The drift check could not compare the overrides with the limits file (LimitsFileUri): the \
-                 object is missing or not readable by the function's role (both read AccessDenied), or the \
-                 file is invalid. Its log says which, with the line and column; the counters' drift check \
-                 runs all the same. The alarm notifies only on ALARM.",
+             object is missing or not readable by the function's role (both read AccessDenied), or the \
+             file is invalid. Its log says which, with the line and column; the counters' drift check \
+             runs all the same. The alarm notifies only on ALARM.",
             Metric::LimitsFileErrors,
         ))
         .only_if(LIMITS_FILE_SET),

@@ -6,7 +6,9 @@
 //! runner can evaluate, batch size, bisect, retries, record age, response
 //! types, on-failure destination and starting position for a stream, the
 //! queue's URL for SQS. The target function's tags (`GetFunction`) say
-//! which disabled mappings the runner took over earlier.
+//! which disabled mappings the runner took over earlier. The function
+//! listing and a function's environment, which schedules read too, are
+//! here as well ([`function_names`], [`environment_variables`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -33,15 +35,6 @@ pub struct Mapping {
     /// Whether the emulator itself has the mapping enabled.
     pub emulator_enabled: bool,
     pub source: Source,
-}
-
-impl Mapping {
-    /// The function this mapping invokes, as the invoker prepares it.
-    pub fn target(&self) -> crate::invoke::FunctionTarget {
-        crate::invoke::FunctionTarget {
-            function_name: self.function_name.clone(),
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

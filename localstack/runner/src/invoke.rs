@@ -8,12 +8,6 @@ use serde_json::Value;
 
 use crate::error::Error;
 
-/// A deployed function the runner will invoke.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FunctionTarget {
-    pub function_name: String,
-}
-
 /// What one synchronous invocation returned.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Invocation {
@@ -41,12 +35,12 @@ impl Invocation {
 pub trait Invoke: Send + Sync + 'static {
     fn invoke(&self, function_name: &str, payload: Value) -> impl Future<Output = Result<Invocation, Error>> + Send;
 
-    /// Called with the functions of the mappings and schedules after every
+    /// Called with the names of the functions of the mappings and schedules after every
     /// discovery, before any of them is invoked (the process invoker starts
     /// its processes here). It prepares every function it can and returns
     /// the first failure; a function it could not prepare is tried again
     /// at its invocation.
-    fn prepare(&self, functions: &[FunctionTarget]) -> impl Future<Output = Result<(), Error>> + Send {
+    fn prepare(&self, functions: &[String]) -> impl Future<Output = Result<(), Error>> + Send {
         let _ = functions;
         async { Ok(()) }
     }

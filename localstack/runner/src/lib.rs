@@ -62,7 +62,7 @@ use tracing::{info, warn};
 
 pub use discover::{Mapping, Source};
 pub use error::Error;
-pub use invoke::{FnInvoker, FunctionTarget, Invocation, Invoke};
+pub use invoke::{FnInvoker, Invocation, Invoke};
 pub use process::{HandlerProcesses, ProcessConfig};
 pub use report::{MappingReport, RunReport, ScheduleReport, ServedUrl};
 pub use role::{FunctionRoles, emulator_sdk_config};
@@ -256,10 +256,10 @@ impl<I: Invoke> Runner<I> {
                 entry.expression.clone_from(&s.expression);
             }
         }
-        let mut targets: Vec<FunctionTarget> = mappings.iter().map(Mapping::target).collect();
-        targets.extend(schedules.iter().map(|s| FunctionTarget {
-            function_name: s.function_name.clone(),
-        }));
+        let targets: Vec<String> = (mappings.iter().map(|m| &m.function_name))
+            .chain(schedules.iter().map(|s| &s.function_name))
+            .cloned()
+            .collect();
         *ctx.schedules.lock().expect("schedules lock") = schedules;
         let prepared = ctx.invoker.prepare(&targets).await;
         Ok((mappings, prepared.err()))

@@ -63,7 +63,7 @@ use tracing::{info, warn};
 use crate::binaries::{binary_for, binary_path, handler_binaries, target_dir};
 pub use crate::deployed::DeployedFunction;
 use crate::error::{Error, sdk_message};
-use crate::invoke::{FunctionTarget, Invocation, Invoke};
+use crate::invoke::{Invocation, Invoke};
 use crate::role::FunctionRoles;
 use crate::runtime_api::{Outcome, RuntimeApi, serve_http1};
 use crate::url_event::{self, UrlRequest};
@@ -590,22 +590,22 @@ fn tail(text: &str, lines: usize) -> String {
 }
 
 impl Invoke for HandlerProcesses {
-    async fn prepare(&self, functions: &[FunctionTarget]) -> Result<(), Error> {
+    async fn prepare(&self, functions: &[String]) -> Result<(), Error> {
         // Every function is prepared even when one cannot be: the first
         // failure is returned, the others play.
         let mut targets = self.inner.targets.lock().await;
         let mut first_error = None;
         for function in functions {
-            if targets.contains_key(&function.function_name) {
+            if targets.contains_key(function) {
                 continue;
             }
-            match self.inner.new_target(&function.function_name, false).await {
+            match self.inner.new_target(function, false).await {
                 Ok((target, init_error)) => {
-                    targets.insert(function.function_name.clone(), target);
+                    targets.insert(function.clone(), target);
                     first_error = first_error.or(init_error);
                 }
                 Err(err) => {
-                    warn!(function = %function.function_name, error = %err, "could not prepare the function");
+                    warn!(function = %function, error = %err, "could not prepare the function");
                     first_error.get_or_insert(err);
                 }
             }
@@ -725,7 +725,10 @@ mod tests {
                 redrive: None,
             }),
         };
-        watch.prepare(&[mapping.target()]).await.unwrap();
+        watch
+            .prepare(std::slice::from_ref(&mapping.function_name))
+            .await
+            .unwrap();
         watch
             .invoke("hck-stream-counter", serde_json::json!({"Records": []}))
             .await

@@ -9,8 +9,9 @@
 //! the operator's IAM policy; they send nothing. [`replicas`] finds the
 //! tables' global-table replicas, which `status` flags and `deploy` refuses.
 //!
-//! This file holds only what every command is given, the [`Context`], and
-//! the [`Location`] its report starts with; it uses none of the commands.
+//! This file holds only what every command is given, the [`Context`], the
+//! [`Location`] its report starts with, and [`write_outputs`], the stack's
+//! outputs as `deploy` and `status` print them; it uses none of the commands.
 
 pub mod audit;
 pub mod deploy;

@@ -30,8 +30,11 @@ impl Role {
         Self {
             assume_role_policy_document: PolicyDocument::new(vec![Statement {
                 sid: None,
+                effect: Effect::Allow,
                 principal: Some(Principal::Service(service.to_owned())),
-                ..Statement::allow("", &[Action::StsAssumeRole], Vec::new())
+                action: vec![Action::StsAssumeRole],
+                resource: Vec::new(),
+                condition: None,
             }]),
             policies,
             permissions_boundary: None,

@@ -38,6 +38,7 @@ use hybrid_counter_aws::DynamoStore;
 use hybrid_counter_aws::replay::OnFailureRecord;
 use hybrid_counter_aws::streams::{Position, ShardReader};
 use ops_cli::Report;
+use ops_cli::commands::redrive::{MOVED_NOT_DELETED, REPLAYED_NOT_DELETED};
 use stack::outputs;
 
 use crate::{NOW, id, scope};
@@ -800,15 +801,16 @@ impl Parked {
             // The CLI's two reasons for a message it handled whose delete
             // failed; such a message stays hidden for the CLI's hold.
             let held = |reason: &str| {
-                reason.starts_with("replayed, but not deleted from dlq2 (")
-                    || reason.starts_with("sent to dlq1 but not deleted from dlq2 (")
+                [REPLAYED_NOT_DELETED, MOVED_NOT_DELETED]
+                    .iter()
+                    .any(|start| reason.strip_prefix(start).is_some_and(|rest| rest.starts_with(" (")))
             };
             let (not_deleted, not_handled): (Vec<_>, Vec<_>) = report.failed.iter().partition(|f| held(&f.reason));
             // A delete answered ReceiptHandleIsInvalid left no message
             // hidden: ministack answers so to the SDK's resend of a delete
-            // that applied, fakecloud for a handle whose message became
-            // visible again. Either way it must not stand in for a hidden
-            // one. (A resent delete that applied and then failed otherwise,
+            // that applied (localstack/README.md, the differences found on
+            // the way), fakecloud for a handle whose message became visible
+            // again. Either way it must not stand in for a hidden one. (A resent delete that applied and then failed otherwise,
             // a throttle, still counts as held though it is gone; with no
             // message hidden unhandled in these plans, the exactness check
             // after the loop is what would catch that.)

@@ -62,7 +62,10 @@ pub use peek::peek;
 use receive::{HOLD, RECEIVE_WAIT, SQS_BATCH};
 pub use receive::{Limits, pace_delay};
 pub use replay::replay_messages;
-pub use report::{MessageProblem, MoveTask, Preview, QueueRef, RangeSummary, RedriveReport, Tally};
+pub use report::{
+    MOVED_NOT_DELETED, MessageProblem, MoveTask, Preview, QueueRef, REPLAYED_NOT_DELETED, RangeSummary, RedriveReport,
+    Tally,
+};
 pub use transfer::move_messages;
 
 use super::{Context, Location};

@@ -13,7 +13,7 @@ use hybrid_counter_aws::failed_batch::Dlq1Message;
 use indicatif::ProgressBar;
 
 use super::receive::{Limits, Receiver, delete, problem};
-use super::report::Tally;
+use super::report::{REPLAYED_NOT_DELETED, Tally};
 use crate::error::Result;
 
 /// Replays DLQ2's messages one at a time with `replay_one` (normally the
@@ -50,9 +50,7 @@ where
                         Ok(()) => tally.replayed += 1,
                         Err(reason) => tally.failed.push(problem(
                             message,
-                            format!(
-                                "replayed, but not deleted from dlq2 ({reason}); replaying it again changes nothing"
-                            ),
+                            format!("{REPLAYED_NOT_DELETED} ({reason}); replaying it again changes nothing"),
                         )),
                     },
                 },

@@ -19,6 +19,13 @@ pub struct QueueRef {
     pub arn: String,
 }
 
+/// How a [`MessageProblem`]'s reason starts when the message was replayed
+/// but its delete from DLQ2 failed: it stays hidden for the hold, then
+/// comes back.
+pub const REPLAYED_NOT_DELETED: &str = "replayed, but not deleted from dlq2";
+/// The same for a message moved to DLQ1.
+pub const MOVED_NOT_DELETED: &str = "sent to dlq1 but not deleted from dlq2";
+
 /// A message left in DLQ2, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MessageProblem {

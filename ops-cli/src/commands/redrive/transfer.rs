@@ -8,7 +8,7 @@ use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use indicatif::ProgressBar;
 
 use super::receive::{Limits, Receiver, delete, problem};
-use super::report::Tally;
+use super::report::{MOVED_NOT_DELETED, Tally};
 use crate::error::{self, Result};
 
 /// Receives DLQ2's messages, sends each to DLQ1 and deletes it from DLQ2
@@ -81,7 +81,7 @@ pub async fn move_messages(
                 Err(reason) => tally.failed.push(problem(
                     message,
                     format!(
-                        "sent to dlq1 but not deleted from dlq2 ({reason}); it returns to dlq2 and may be moved \
+                        "{MOVED_NOT_DELETED} ({reason}); it returns to dlq2 and may be moved \
                          again, a duplicate the reprocessor absorbs"
                     ),
                 )),
