@@ -44,22 +44,13 @@ fn main() -> ExitCode {
         .parent()
         .expect("xtask/ lies inside the workspace");
     let done = match Cli::parse().command {
-        Command::Test { make, phases } => {
-            return match phases::run(root, &make, &phases) {
-                Ok(code) => ExitCode::from(code),
-                Err(e) => {
-                    eprintln!("error: cannot run {make}: {e}");
-                    ExitCode::FAILURE
-                }
-            };
-        }
-        Command::RecipeCheck { make, targets } => recipes::check(root, &make, &targets),
+        Command::Test { make, phases } => phases::run(root, &make, &phases)
+            .map(ExitCode::from)
+            .map_err(|e| format!("cannot run {make}: {e}")),
+        Command::RecipeCheck { make, targets } => recipes::check(root, &make, &targets).map(|()| ExitCode::SUCCESS),
     };
-    match done {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    done.unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        ExitCode::FAILURE
+    })
 }
