@@ -368,9 +368,9 @@ impl Error {
     }
 }
 
-/// Turns a store (or counter, or any other) error into [`Error::Aws`]
-/// naming what was being done.
-pub fn store_error<E: std::fmt::Display>(action: &'static str) -> impl Fn(E) -> Error {
+/// `map_err(during("reading the counters"))`: any error (the store's,
+/// the counter's, a task's) as [`Error::Aws`] naming what was being done.
+pub fn during<E: std::fmt::Display>(action: &'static str) -> impl Fn(E) -> Error {
     move |e| Error::Aws {
         action,
         message: e.to_string(),

@@ -24,7 +24,7 @@ use super::deployed::counter_config;
 use super::{Context, Location};
 pub use crate::config::CallObserver;
 use crate::config::{LoadOptions, LoadStop};
-use crate::error::{Error, Result, invalid, store_error};
+use crate::error::{Error, Result, during, invalid};
 
 /// Latency of one operation kind, milliseconds.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -186,7 +186,7 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
             store
                 .set_scope_limit(config.scope_keys, scope, Some(limit), hybrid_counter::now_millis())
                 .await
-                .map_err(store_error("setting the scope limits"))?;
+                .map_err(during("setting the scope limits"))?;
         }
     }
     // The deployed stack's admission mode and best-effort shards, as its
@@ -216,7 +216,7 @@ pub async fn run(ctx: &Context<'_>, options: &LoadOptions) -> Result<LoadReport>
         tokio::select! {
             joined = tasks.join_next() => match joined {
                 Some(Ok(s)) => stats.push(s),
-                Some(Err(e)) => return Err(store_error("a load worker")(e)),
+                Some(Err(e)) => return Err(during("a load worker")(e)),
                 None => break,
             },
             _ = tick.tick() => ctx.ui.step(format!(
@@ -294,7 +294,7 @@ async fn pending_of<S: AuditStore>(store: &S, keys: ScopeKeys, scopes: &[Scope])
         for key in keys.resource_keys(scope).map_err(invalid)? {
             let c = hybrid_counter::audit::count_scope(store, &key)
                 .await
-                .map_err(store_error("counting a scope"))?;
+                .map_err(during("counting a scope"))?;
             pending += c.pending_create + c.pending_delete;
         }
     }
@@ -320,7 +320,7 @@ async fn check_scopes<S: AuditStore>(
             let check = auditor
                 .audit_scope(&key, RepairMode::None, hybrid_counter::now_millis())
                 .await
-                .map_err(store_error("auditing a scope"))?;
+                .map_err(during("auditing a scope"))?;
             live += check.counts.live;
             if judged {
                 drift |= check.has_drift() || check.eventual != check.counts.live as i64;

@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::Context;
 use super::deployed::counter_config;
 use crate::config::{LimitAction, SeqAction};
-use crate::error::{Error, Result, invalid, store_error};
+use crate::error::{Error, Result, during, invalid};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct UsageReport {
@@ -214,7 +214,7 @@ async fn limit_copies<S: RequestStore>(
     let copies = keys.keys(scope).map_err(invalid)?;
     let reads = futures_util::future::try_join_all(copies.iter().map(|key| store.read_counters(key)))
         .await
-        .map_err(store_error("reading the limit"))?;
+        .map_err(during("reading the limit"))?;
     Ok(reads
         .iter()
         .zip(0u32..)
@@ -249,7 +249,7 @@ async fn usage_of<S: RequestStore>(
     let mut usage = Counter::configured(store.clone(), default_limit, config)
         .usage(scope)
         .await
-        .map_err(store_error("reading the counters"))?;
+        .map_err(during("reading the counters"))?;
     let limit = LimitReport::of(scope, copies, default_limit, false);
     usage.limit = limit.limit;
     Ok(UsageReport {
@@ -268,7 +268,7 @@ pub async fn limit(ctx: &Context<'_>, scope: &Scope, action: &LimitAction) -> Re
         store
             .set_scope_limit(config.scope_keys, scope, *limit, hybrid_counter::now_millis())
             .await
-            .map_err(store_error("writing the limit"))?;
+            .map_err(during("writing the limit"))?;
     }
     let copies = limit_copies(&store, config.scope_keys, scope, default_limit).await?;
     Ok(LimitReport::of(
@@ -311,10 +311,7 @@ pub async fn sequence(ctx: &Context<'_>, scope: &Scope, action: &SeqAction) -> R
     };
     match action {
         SeqAction::Get => {
-            let last = sequence
-                .current(scope)
-                .await
-                .map_err(store_error("reading the sequence"))?;
+            let last = sequence.current(scope).await.map_err(during("reading the sequence"))?;
             Ok(report(last, None, &None))
         }
         SeqAction::Next { owner } => {
@@ -326,7 +323,7 @@ pub async fn sequence(ctx: &Context<'_>, scope: &Scope, action: &SeqAction) -> R
                 Err(err @ hybrid_counter::Error::SequenceContended { .. }) => {
                     Err(Error::SequenceContended(err.to_string()))
                 }
-                Err(err) => Err(store_error("claiming a sequence number")(err)),
+                Err(err) => Err(during("claiming a sequence number")(err)),
             }
         }
     }

@@ -42,7 +42,7 @@ pub use report::AuditReport;
 use super::deployed::counter_config;
 use super::{Context, Location};
 use crate::config::AuditOptions;
-use crate::error::{Error, Result, invalid, store_error};
+use crate::error::{Error, Result, during, invalid};
 
 pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditReport> {
     let config = counter_config(ctx).await?;
@@ -61,7 +61,7 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
                     seen.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
                 })
                 .await
-                .map_err(store_error("Scan of the resources table"))?;
+                .map_err(during("Scan of the resources table"))?;
             report.items_scanned = scanned.load(std::sync::atomic::Ordering::Relaxed);
             // Pending items are swept per resources key; tallies are judged
             // per counters key, the sum of its resources keys'.
@@ -78,7 +78,7 @@ pub async fn run(ctx: &Context<'_>, options: &AuditOptions) -> Result<AuditRepor
             let counters = store
                 .scan_counters()
                 .await
-                .map_err(store_error("Scan of the counters table"))?;
+                .map_err(during("Scan of the counters table"))?;
             let mut scopes: std::collections::BTreeSet<&String> = ui_counts.keys().collect();
             scopes.extend(counters.keys());
             report.scopes_checked = scopes.len();
@@ -141,7 +141,7 @@ async fn count_keys<S: AuditStore>(
     for key in keys.iter().flat_map(|k| config.scope_keys.resource_keys_of(k)) {
         let counts = hybrid_counter::audit::count_scope(store, &key)
             .await
-            .map_err(store_error("counting a scope"))?;
+            .map_err(during("counting a scope"))?;
         pending.push((key.to_string(), counts.pending_create + counts.pending_delete));
         if counts.foreign > 0 {
             report.foreign_items.push((key.to_string(), counts.foreign));
@@ -179,7 +179,7 @@ async fn sweep_and_audit<S: AuditStore + StreamStore>(
                 };
                 let changes = hybrid_counter::audit::pending_changes(store.as_ref(), &scope)
                     .await
-                    .map_err(store_error("reading pending items"))?;
+                    .map_err(during("reading pending items"))?;
                 let done = processor
                     .process(changes.into_iter().map(Ok), hybrid_counter::now_millis())
                     .await;
@@ -206,7 +206,7 @@ async fn sweep_and_audit<S: AuditStore + StreamStore>(
         let audit = auditor
             .audit_scope(&scope, options.mode, hybrid_counter::now_millis())
             .await
-            .map_err(store_error("auditing a scope"))?;
+            .map_err(during("auditing a scope"))?;
         if options.scope.is_some() {
             report.items_scanned += audit.counts.live + audit.counts.pending_delete;
             report.totals.merge(&audit.counts);

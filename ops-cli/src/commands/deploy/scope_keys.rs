@@ -12,7 +12,7 @@ use stack::params::{EC_SHARD_COUNT, PARALLELIZATION_FACTOR, RESOURCE_KEY_SPREAD,
 
 use super::cfn::StackInfo;
 use crate::commands::Context;
-use crate::error::{Error, Result, store_error};
+use crate::error::{Error, Result, during};
 
 /// What a deploy's layout comes from, in [`Error::LayoutMismatch`].
 const WITH_FLAGS: &str = "its parameters, with this command's --param flags if any,";
@@ -67,7 +67,7 @@ fn read_error(table: String, e: StoreError) -> Error {
                  record: regenerate it)"
             ),
         },
-        e => store_error("reading the layout record")(e),
+        e => during("reading the layout record")(e),
     }
 }
 

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::table::{Limits, store_error, write};
+use super::table::{Limits, during, write};
 use crate::error::{Error, Result};
 use hybrid_counter::limits::LimitTable;
 use hybrid_counter::limits::file::{Limit, LimitsFile, Override, Pattern};
@@ -58,7 +58,7 @@ pub async fn run(limits: &Limits<'_>, out: Option<&Path>) -> Result<LimitsExport
         .store
         .scan_limits(&[])
         .await
-        .map_err(store_error("reading the limit overrides"))?
+        .map_err(during("reading the limit overrides"))?
         .fold(limits.scope_keys);
     let disagreeing = disagreeing(&table);
     let mut notes = String::new();

@@ -12,7 +12,7 @@ use futures_util::future::join_all;
 use hybrid_counter::Counter;
 use hybrid_counter::limits::diff::{Change, DefaultLimit, Kind, diff};
 
-use super::table::{CONCURRENCY, Limits, store_error};
+use super::table::{CONCURRENCY, Limits, during};
 use crate::error::{Error, Result};
 use hybrid_counter::limits::file::{Limit, LimitsFile};
 
@@ -148,10 +148,7 @@ pub(crate) async fn annotate_usage(limits: &Limits<'_>, changes: &mut [PlannedCh
         let reads = chunk.iter().map(|PlannedChange { change: c, .. }| async {
             let scope = hybrid_counter::Scope::new(c.scope.clone())
                 .map_err(|e| Error::InvalidArgument(format!("scope {:?} in the table: {e}", c.scope)))?;
-            counter
-                .usage(&scope)
-                .await
-                .map_err(store_error("reading a scope's usage"))
+            counter.usage(&scope).await.map_err(during("reading a scope's usage"))
         });
         let usages = join_all(reads).await;
         for (change, usage) in chunk.iter_mut().zip(usages) {
@@ -180,7 +177,7 @@ pub async fn read(limits: &Limits<'_>, file: &LimitsFile) -> Result<LimitsPlan> 
         .store
         .scan_limits(&file.prefixes())
         .await
-        .map_err(store_error("reading the limit overrides"))?
+        .map_err(during("reading the limit overrides"))?
         .fold(limits.scope_keys);
     let changes = diff(file, &table).into_iter().map(PlannedChange::from).collect();
     Ok(LimitsPlan {

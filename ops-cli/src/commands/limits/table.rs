@@ -9,7 +9,7 @@ use hybrid_counter_aws::DynamoStore;
 
 use crate::commands::Context;
 use crate::commands::deployed::counter_config;
-pub(crate) use crate::error::store_error;
+pub(crate) use crate::error::during;
 use crate::error::{Error, Result};
 
 /// Scopes whose usage is read, or whose override is written, at once.

@@ -33,7 +33,7 @@ use hybrid_counter::{ResourceId, Scope, now_millis};
 use hybrid_counter_aws::replay::OnFailureRecord;
 use hybrid_counter_aws::streams::{Position, ShardReader};
 
-use super::support::{Outcome, Verify, id, room_for, store_error};
+use super::support::{Outcome, Verify, during, id, room_for};
 use crate::error::{Error, Result, invalid};
 
 /// Items written and failed on purpose.
@@ -102,12 +102,12 @@ impl Verify<'_> {
         let reader = ShardReader::new(self.ctx.clients.dynamodbstreams.clone(), target.stream_arn.clone());
         // Iterators at the tip of every open shard, before the writes.
         let mut tips: BTreeMap<String, Option<String>> = BTreeMap::new();
-        for shard in reader.shards().await.map_err(store_error("describing the stream"))? {
+        for shard in reader.shards().await.map_err(during("describing the stream"))? {
             if shard.ending_sequence_number.is_none() {
                 let at = reader
                     .iterator(&shard.shard_id, &Position::Latest)
                     .await
-                    .map_err(store_error("reading the stream"))?;
+                    .map_err(during("reading the stream"))?;
                 tips.insert(shard.shard_id, at);
             }
         }
@@ -120,7 +120,7 @@ impl Verify<'_> {
                 now_millis(),
             )
             .await
-            .map_err(store_error("setting a limit override"))?;
+            .map_err(during("setting a limit override"))?;
         for n in 0..ITEMS {
             if let Err(err) = self
                 .counter
@@ -148,12 +148,12 @@ impl Verify<'_> {
                     timeout.as_secs()
                 )));
             }
-            for shard in reader.shards().await.map_err(store_error("describing the stream"))? {
+            for shard in reader.shards().await.map_err(during("describing the stream"))? {
                 if let std::collections::btree_map::Entry::Vacant(new) = tips.entry(shard.shard_id) {
                     let at = reader
                         .iterator(new.key(), &Position::TrimHorizon)
                         .await
-                        .map_err(store_error("reading the stream"))?;
+                        .map_err(during("reading the stream"))?;
                     new.insert(at);
                 }
             }
@@ -161,7 +161,7 @@ impl Verify<'_> {
                 let (records, next) = reader
                     .read_from(at.take(), 10_000)
                     .await
-                    .map_err(store_error("reading the stream"))?;
+                    .map_err(during("reading the stream"))?;
                 *at = next;
                 read.entry(shard.clone()).or_default().extend(records);
             }
@@ -198,7 +198,7 @@ impl Verify<'_> {
                     .uncount(&counters_key, &counter, key, items, now_millis())
                     .await
                 {
-                    failed = Some(store_error("taking back the stream's count of verify's items")(err));
+                    failed = Some(during("taking back the stream's count of verify's items")(err));
                     break;
                 }
             }
@@ -211,7 +211,7 @@ impl Verify<'_> {
                 range,
                 std::time::SystemTime::now(),
             );
-            let body = serde_json::to_string(&record).map_err(store_error("writing the on-failure record"))?;
+            let body = serde_json::to_string(&record).map_err(during("writing the on-failure record"))?;
             let message = hybrid_counter_aws::sqs::send(&self.ctx.clients.sqs, &target.dlq1_url, &body, &[])
                 .await
                 .map_err(|e| Error::Aws {

@@ -44,7 +44,7 @@ use crate::error::{Result, invalid};
 pub mod failure;
 mod support;
 
-use support::{Outcome, Verify, id, room_for, store_error};
+use support::{Outcome, Verify, during, id, room_for};
 
 /// One check's outcome.
 #[derive(Debug, Clone, Serialize)]
@@ -225,7 +225,7 @@ impl Verify<'_> {
                     now_millis(),
                 )
                 .await
-                .map_err(store_error("setting a limit override"))?;
+                .map_err(during("setting a limit override"))?;
             for n in 0..self.options.operations {
                 match self
                     .counter
@@ -262,7 +262,7 @@ impl Verify<'_> {
         for (index, key) in self.keys(scope)?.iter().enumerate() {
             let live = count_over(self.store, self.config.scope_keys, key)
                 .await
-                .map_err(store_error("counting a scope"))?
+                .map_err(during("counting a scope"))?
                 .live;
             if index == 0 || live > fullest.1 {
                 fullest = (index as u32, live);
@@ -273,7 +273,7 @@ impl Verify<'_> {
         self.store
             .set_scope_limit(self.config.scope_keys, scope, Some(limit), now_millis())
             .await
-            .map_err(store_error("setting a limit override"))?;
+            .map_err(during("setting a limit override"))?;
         let answer = self
             .counter
             .create(scope, &over, Default::default(), now_millis())
@@ -334,11 +334,7 @@ impl Verify<'_> {
             })
             .collect::<Result<Vec<_>>>()?;
         while started.elapsed() < self.options.timeout {
-            let states = self
-                .store
-                .get_resources(&keys)
-                .await
-                .map_err(store_error("reading items"))?;
+            let states = self.store.get_resources(&keys).await.map_err(during("reading items"))?;
             if states.iter().all(Option::is_none) {
                 return Ok(Ok(()));
             }
@@ -360,7 +356,7 @@ impl Verify<'_> {
         self.store
             .set_scope_limit(self.config.scope_keys, scope, None, now_millis())
             .await
-            .map_err(store_error("clearing a limit override"))?;
+            .map_err(during("clearing a limit override"))?;
         if let Err(err) = self
             .counter
             .create(scope, &again, Default::default(), now_millis())
@@ -393,7 +389,7 @@ impl Verify<'_> {
                 let audit = auditor
                     .audit_scope(&key, RepairMode::None, now_millis())
                     .await
-                    .map_err(store_error("auditing a scope"))?;
+                    .map_err(during("auditing a scope"))?;
                 if !audit.findings.is_empty() || audit.eventual != audit.counts.live as i64 {
                     found.push(format!(
                         "{key}: EC {}, live {}, findings {:?}",
@@ -420,11 +416,7 @@ impl Verify<'_> {
                 .await;
             let mut ids = Vec::new();
             for key in self.resource_keys(scope)? {
-                let items = self
-                    .store
-                    .scope_items(&key)
-                    .await
-                    .map_err(store_error("listing items"))?;
+                let items = self.store.scope_items(&key).await.map_err(during("listing items"))?;
                 for row in items.iter().filter(|r| r.is_kits()) {
                     let item = id(row.id.clone())?;
                     if !row.deleted {
@@ -445,7 +437,7 @@ impl Verify<'_> {
                     .store
                     .remove_scope_counters(&key)
                     .await
-                    .map_err(store_error("removing a scope's counters"))?;
+                    .map_err(during("removing a scope's counters"))?;
             }
         }
         Ok(if left.is_empty() {

@@ -15,7 +15,7 @@ pub(super) fn id(name: String) -> Result<ResourceId> {
     ResourceId::new(name).map_err(invalid)
 }
 
-pub(super) use crate::error::store_error;
+pub(super) use crate::error::during;
 
 /// Room for `creates` creates in one scope whatever keys they land on:
 /// each key's share of it is at least `creates` (the scope's own limit
@@ -96,11 +96,11 @@ pub(super) async fn count_keys<S: AuditStore + RequestStore>(
     for key in keys.keys(scope).map_err(invalid)? {
         let counts = count_over(store, keys, &key)
             .await
-            .map_err(store_error("counting a scope"))?;
+            .map_err(during("counting a scope"))?;
         let eventual = store
             .read_counters(&key)
             .await
-            .map_err(store_error("reading the counters"))?
+            .map_err(during("reading the counters"))?
             .eventual;
         total.live += counts.live;
         total.pending += counts.pending_create + counts.pending_delete;
